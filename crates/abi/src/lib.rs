@@ -1,0 +1,439 @@
+//! Scion kernel ABI: the one home of system call numbers, register conventions,
+//! message layout, capability types, rights and error codes.
+//!
+//! Used by the kernel and by every user program (through `rt`). Everything here
+//! is plain data; `docs/syscalls.md` is the prose form of this file.
+#![no_std]
+
+/// ABI version reported by `KERNEL_INFO`.
+pub const ABI_VERSION: u64 = 1;
+
+/// System call numbers (in `rax`).
+///
+/// Register convention for every call: arguments in `rdi, rsi, rdx, r10, r8, r9`
+/// (`r10` replaces `rcx`, which `syscall` clobbers together with `r11`); the result
+/// code comes back in `rax` (0 = success, otherwise an [`Error`]), results in
+/// `rdi, rsi, rdx`. IPC calls use more registers, see [`ipc`].
+pub mod sys {
+    pub const NULL: u64 = 0;
+    pub const KERNEL_INFO: u64 = 1;
+    pub const DEBUG_PUT: u64 = 2;
+    pub const IPC_SEND: u64 = 3;
+    pub const IPC_RECV: u64 = 4;
+    pub const IPC_CALL: u64 = 5;
+    pub const IPC_REPLY: u64 = 6;
+    pub const IPC_REPLY_WAIT: u64 = 7;
+    pub const YIELD: u64 = 8;
+    pub const SLEEP: u64 = 9;
+    pub const CAP_COPY: u64 = 10;
+    pub const CAP_DELETE: u64 = 11;
+    pub const CAP_INFO: u64 = 12;
+    pub const CAP_GIVE: u64 = 13;
+    pub const TASK_CREATE: u64 = 14;
+    pub const THREAD_CREATE: u64 = 15;
+    pub const THREAD_CONTROL: u64 = 16;
+    pub const MEM_ALLOC: u64 = 17;
+    pub const MEM_MAP: u64 = 18;
+    pub const MEM_UNMAP: u64 = 19;
+    pub const THREAD_EXIT: u64 = 20;
+    pub const TASK_DESTROY: u64 = 21;
+    pub const MACHINE: u64 = 22;
+    /// One past the highest valid number.
+    pub const COUNT: u64 = 23;
+}
+
+/// Error codes returned in `rax`. Zero is success.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// Unknown system call number.
+    NoSys = 1,
+    /// The slot is out of range, empty, or names an object that no longer exists.
+    InvalidCap = 2,
+    /// The capability is valid but of the wrong type for this call.
+    WrongType = 3,
+    /// The capability lacks a right the call needs.
+    NoRights = 4,
+    /// An argument is out of range or malformed (bad flags, bad tag, non-canonical address…).
+    InvalidArg = 5,
+    /// A user pointer does not point to mapped user memory with the needed access.
+    BadAddress = 6,
+    /// An address or length is not aligned as required (e.g. UTCB not page-aligned).
+    Misaligned = 7,
+    /// A length exceeds a limit (string copy bigger than the receive buffer or `MAX_STRING`).
+    TooLong = 8,
+    /// The timeout expired before the partner was ready (also: timeout 0 and no partner waiting).
+    Timeout = 9,
+    /// The partner no longer exists, or there is no caller to reply to.
+    NoPartner = 10,
+    /// The destination slot is already occupied.
+    SlotInUse = 11,
+    /// The task's memory quota (or a kernel table) is exhausted.
+    NoMemory = 12,
+    /// The target virtual range is already mapped (or is a UTCB).
+    AlreadyMapped = 13,
+    /// The source virtual range is not mapped.
+    NotMapped = 14,
+    /// The thread is not in a state that allows the operation (e.g. starting a running thread).
+    BadState = 15,
+    /// A fault happened inside a string copy (the sender's buffer was not readable or the
+    /// receiver's buffer not writable); the message was not delivered.
+    CopyFault = 16,
+    /// The call would make a thread wait on itself.
+    Deadlock = 17,
+}
+
+impl Error {
+    pub const ALL: [Error; 17] = [
+        Error::NoSys,
+        Error::InvalidCap,
+        Error::WrongType,
+        Error::NoRights,
+        Error::InvalidArg,
+        Error::BadAddress,
+        Error::Misaligned,
+        Error::TooLong,
+        Error::Timeout,
+        Error::NoPartner,
+        Error::SlotInUse,
+        Error::NoMemory,
+        Error::AlreadyMapped,
+        Error::NotMapped,
+        Error::BadState,
+        Error::CopyFault,
+        Error::Deadlock,
+    ];
+
+    pub fn from_code(code: u64) -> Option<Error> {
+        Error::ALL.iter().copied().find(|e| *e as u64 == code)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Error::NoSys => "NoSys",
+            Error::InvalidCap => "InvalidCap",
+            Error::WrongType => "WrongType",
+            Error::NoRights => "NoRights",
+            Error::InvalidArg => "InvalidArg",
+            Error::BadAddress => "BadAddress",
+            Error::Misaligned => "Misaligned",
+            Error::TooLong => "TooLong",
+            Error::Timeout => "Timeout",
+            Error::NoPartner => "NoPartner",
+            Error::SlotInUse => "SlotInUse",
+            Error::NoMemory => "NoMemory",
+            Error::AlreadyMapped => "AlreadyMapped",
+            Error::NotMapped => "NotMapped",
+            Error::BadState => "BadState",
+            Error::CopyFault => "CopyFault",
+            Error::Deadlock => "Deadlock",
+        }
+    }
+}
+
+/// Convert a raw `rax` into a `Result`.
+pub fn check(code: u64) -> Result<(), Error> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Error::from_code(code).unwrap_or(Error::InvalidArg))
+    }
+}
+
+/// Virtual memory layout shared by kernel and user.
+pub mod layout {
+    pub const PAGE_SIZE: u64 = 4096;
+    /// First user address that may be mapped (page 0 stays unmapped to catch null pointers).
+    pub const USER_MIN: u64 = 0x1000;
+    /// One past the last user address (lower canonical half).
+    pub const USER_END: u64 = 0x0000_8000_0000_0000;
+    /// Where the kernel maps the boot image (read-only) into the root task.
+    pub const BOOTFS_VADDR: u64 = 0x0000_1000_0000_0000;
+    /// Where the kernel puts the root task's initial stack (grows down from here).
+    pub const ROOT_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
+    pub const ROOT_STACK_PAGES: u64 = 16;
+    /// UTCB of the root task's first thread.
+    pub const ROOT_UTCB: u64 = 0x0000_7fff_ffff_e000;
+
+    pub const fn is_user_range(addr: u64, len: u64) -> bool {
+        match addr.checked_add(len) {
+            Some(end) => addr >= USER_MIN && end <= USER_END,
+            None => false,
+        }
+    }
+}
+
+/// Capability types (as reported by `CAP_INFO`).
+pub mod cap {
+    pub const NULL: u64 = 0;
+    pub const THREAD: u64 = 1;
+    pub const TASK: u64 = 2;
+    pub const MACHINE: u64 = 3;
+
+    /// Number of slots in every task's capability space.
+    pub const SLOTS: u64 = 1024;
+
+    /// Slots the kernel fills in the root task; `rt` keeps the same convention for
+    /// every program (the loader fills them likewise).
+    pub const SELF_TASK: u64 = 1;
+    pub const SELF_THREAD: u64 = 2;
+    /// Root only: the machine capability (shutdown through isa-debug-exit).
+    pub const MACHINE_SLOT: u64 = 3;
+    /// Programs started by root: a SEND capability to root's service thread.
+    pub const PARENT: u64 = 3;
+    /// Programs started on request of another program: a SEND capability to the requester.
+    pub const PEER: u64 = 4;
+    /// First slot free for the program's own use.
+    pub const FIRST_FREE: u64 = 16;
+}
+
+/// Rights bits. Which bits mean something depends on the capability type.
+pub mod rights {
+    /// Thread: may send IPC to it (also: call).
+    pub const SEND: u64 = 1 << 0;
+    /// Thread: may control it (start, stop, set priority, set fault handler).
+    /// Task: may create threads in it, map memory into it, give capabilities to it, destroy it.
+    pub const CONTROL: u64 = 1 << 1;
+    /// Machine: may shut the machine down.
+    pub const SHUTDOWN: u64 = 1 << 2;
+    pub const ALL: u64 = SEND | CONTROL | SHUTDOWN;
+}
+
+/// Page mapping rights for `MEM_ALLOC` / `MEM_MAP`.
+pub mod mem {
+    pub const READ: u64 = 1 << 0;
+    pub const WRITE: u64 = 1 << 1;
+    pub const EXEC: u64 = 1 << 2;
+    pub const RIGHTS_MASK: u64 = READ | WRITE | EXEC;
+    /// `MEM_MAP`: grant (the source loses the pages) instead of map (shared).
+    pub const GRANT: u64 = 1 << 8;
+    /// Largest number of pages one `MEM_ALLOC`/`MEM_MAP`/`MEM_UNMAP` may cover.
+    pub const MAX_PAGES_PER_CALL: u64 = 4096;
+}
+
+/// `THREAD_CONTROL` operations (in `rsi`).
+pub mod tctl {
+    /// Start a stopped (new) thread: `rdx` = instruction pointer, `r10` = stack pointer,
+    /// `r8` = first argument (arrives in `rdi`).
+    pub const START: u64 = 1;
+    /// Stop the thread: it leaves any IPC or sleep it is blocked in (which then returns
+    /// `BadState` once it is started again) and runs no more until `START`.
+    pub const STOP: u64 = 2;
+    /// `rdx` = new priority; may not exceed the caller's own priority.
+    pub const SET_PRIORITY: u64 = 3;
+    /// `rdx` = slot of a thread capability (with SEND) that receives fault messages,
+    /// `r10` = badge those messages carry; `rdx = u64::MAX` clears it.
+    pub const SET_FAULT_HANDLER: u64 = 4;
+    /// Returns in `rdi` the thread state (see [`state`]), in `rsi` the priority.
+    pub const READ_STATE: u64 = 5;
+    /// Destroy the thread.
+    pub const DESTROY: u64 = 6;
+
+    pub mod state {
+        pub const STOPPED: u64 = 0;
+        pub const READY: u64 = 1;
+        pub const BLOCKED_SEND: u64 = 2;
+        pub const BLOCKED_RECV: u64 = 3;
+        pub const BLOCKED_REPLY: u64 = 4;
+        pub const SLEEPING: u64 = 5;
+        pub const FAULTED: u64 = 6;
+    }
+}
+
+/// `MACHINE` operations.
+pub mod machine {
+    /// Exit QEMU through isa-debug-exit with status `(code << 1) | 1`.
+    pub const EXIT: u64 = 1;
+}
+
+/// Scheduling.
+pub mod sched {
+    pub const MAX_PRIORITY: u64 = 255;
+    pub const ROOT_PRIORITY: u64 = 200;
+    pub const DEFAULT_PRIORITY: u64 = 100;
+    /// Time slice length in timer ticks.
+    pub const SLICE_TICKS: u64 = 10;
+    /// Timer tick in microseconds.
+    pub const TICK_US: u64 = 1000;
+}
+
+/// IPC: registers, tags, timeouts and the UTCB.
+///
+/// Registers of the five IPC calls (`IPC_SEND`, `IPC_RECV`, `IPC_CALL`, `IPC_REPLY`,
+/// `IPC_REPLY_WAIT`):
+///
+/// | reg | in | out (after a receive) |
+/// |---|---|---|
+/// | rax | syscall number | error code |
+/// | rdi | destination capability slot | badge of the sender's capability (0 for a reply) |
+/// | rsi | receive source: slot of a thread capability, or [`RECV_ANY`] | — |
+/// | rdx | timeouts, see [`timeouts`] | — |
+/// | r10 | MR0 = message tag | MR0 |
+/// | r8, r9, r12, r13, r14, r15 | MR1..MR6 | MR1..MR6 |
+///
+/// MR7..MR63 live in the UTCB.
+pub mod ipc {
+    /// Message registers passed in CPU registers (MR0..MR6).
+    pub const REG_MRS: usize = 7;
+    /// Total message registers (MR0 is the tag).
+    pub const MAX_MRS: usize = 64;
+    /// Receive from any sender.
+    pub const RECV_ANY: u64 = u64::MAX;
+    /// Largest string one IPC may copy.
+    pub const MAX_STRING: u64 = 64 * 1024;
+
+    /// Timeout value meaning "never expire".
+    pub const INFINITE: u32 = u32::MAX;
+    /// Timeout value meaning "do not wait at all".
+    pub const POLL: u32 = 0;
+
+    /// Pack a send timeout and a receive timeout (microseconds; 0 = poll, `INFINITE`).
+    pub const fn timeouts(send_us: u32, recv_us: u32) -> u64 {
+        (send_us as u64) | ((recv_us as u64) << 32)
+    }
+    pub const fn send_timeout(t: u64) -> u32 {
+        t as u32
+    }
+    pub const fn recv_timeout(t: u64) -> u32 {
+        (t >> 32) as u32
+    }
+    pub const FOREVER: u64 = timeouts(INFINITE, INFINITE);
+
+    /// MR0: `label` (bits 63..16), flags (bits 15..8), untyped word count (bits 6..0, MR1..).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Tag(pub u64);
+
+    /// Tag flag: the message carries a string (see `Utcb::send_buf_*`).
+    pub const TAG_STRING: u64 = 1 << 8;
+    /// Tag flag (set by the kernel on receive): this message is a fault report.
+    pub const TAG_FAULT: u64 = 1 << 9;
+    const TAG_KNOWN_FLAGS: u64 = TAG_STRING | TAG_FAULT;
+
+    impl Tag {
+        pub const fn new(label: u64, words: u64) -> Tag {
+            Tag((label << 16) | (words & 0x7f))
+        }
+        pub const fn with_string(self) -> Tag {
+            Tag(self.0 | TAG_STRING)
+        }
+        pub const fn label(self) -> u64 {
+            self.0 >> 16
+        }
+        pub const fn words(self) -> u64 {
+            self.0 & 0x7f
+        }
+        pub const fn has_string(self) -> bool {
+            self.0 & TAG_STRING != 0
+        }
+        pub const fn is_fault(self) -> bool {
+            self.0 & TAG_FAULT != 0
+        }
+        /// A tag is valid when its word count fits the message registers and no
+        /// unknown flag or reserved bit is set.
+        pub const fn is_valid(self) -> bool {
+            self.words() < MAX_MRS as u64 && (self.0 & 0x80) == 0 && (self.0 & 0xff00 & !TAG_KNOWN_FLAGS) == 0
+        }
+    }
+
+    /// Labels of messages the kernel synthesises.
+    pub mod label {
+        /// A user thread faulted. MR1 = fault kind (see [`super::fault`]), MR2 = faulting
+        /// address (CR2 for page faults), MR3 = instruction pointer, MR4 = error code.
+        /// The message arrives with the badge given to `SET_FAULT_HANDLER`, so the handler
+        /// knows which thread faulted. Replying resumes the thread (at MR1 if nonzero,
+        /// else where it faulted); not replying leaves it stopped.
+        pub const FAULT: u64 = 0xFFF0;
+    }
+
+    /// Fault kinds (MR1 of a fault message).
+    pub mod fault {
+        pub const PAGE_FAULT: u64 = 14;
+        pub const GENERAL_PROTECTION: u64 = 13;
+        pub const INVALID_OPCODE: u64 = 6;
+        pub const DIVIDE_ERROR: u64 = 0;
+        pub const OTHER: u64 = 0xFF;
+    }
+}
+
+/// User Thread Control Block: one page per thread, mapped in the thread's task at the
+/// address given to `THREAD_CREATE`. The kernel reads and writes it directly.
+#[repr(C)]
+pub struct Utcb {
+    /// Message registers. MR0..MR6 travel in CPU registers; the kernel uses `mr[7..]`.
+    pub mr: [u64; ipc::MAX_MRS],
+    /// Receive buffer for strings (the receiver's consent): address and length.
+    pub recv_buf_addr: u64,
+    pub recv_buf_len: u64,
+    /// String to send with a message whose tag has `TAG_STRING`.
+    pub send_buf_addr: u64,
+    pub send_buf_len: u64,
+    /// Set by the kernel on receive: length of the string received (0 if none).
+    pub recv_str_len: u64,
+    /// Free for the user runtime (thread-local pointer and such).
+    pub user: [u64; 8],
+}
+
+const _: () = assert!(core::mem::size_of::<Utcb>() <= layout::PAGE_SIZE as usize);
+
+/// Offsets of UTCB fields, for the kernel's direct access.
+pub mod utcb_off {
+    pub const MR: usize = 0;
+    pub const RECV_BUF_ADDR: usize = 64 * 8;
+    pub const RECV_BUF_LEN: usize = RECV_BUF_ADDR + 8;
+    pub const SEND_BUF_ADDR: usize = RECV_BUF_ADDR + 16;
+    pub const SEND_BUF_LEN: usize = RECV_BUF_ADDR + 24;
+    pub const RECV_STR_LEN: usize = RECV_BUF_ADDR + 32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_roundtrip() {
+        let t = ipc::Tag::new(0x1234, 5).with_string();
+        assert_eq!(t.label(), 0x1234);
+        assert_eq!(t.words(), 5);
+        assert!(t.has_string());
+        assert!(t.is_valid());
+        assert!(!ipc::Tag::new(1, 64).is_valid());
+        assert!(!ipc::Tag(1 << 12).is_valid());
+    }
+
+    #[test]
+    fn utcb_offsets_match_layout() {
+        let u = core::mem::MaybeUninit::<Utcb>::uninit();
+        let base = u.as_ptr() as usize;
+        // SAFETY: addr_of! on a field of an uninitialised value computes an address only.
+        let f = unsafe { core::ptr::addr_of!((*u.as_ptr()).recv_buf_addr) } as usize;
+        assert_eq!(f - base, utcb_off::RECV_BUF_ADDR);
+        // SAFETY: as above.
+        let g = unsafe { core::ptr::addr_of!((*u.as_ptr()).recv_str_len) } as usize;
+        assert_eq!(g - base, utcb_off::RECV_STR_LEN);
+    }
+
+    #[test]
+    fn errors_roundtrip() {
+        for e in Error::ALL {
+            assert_eq!(Error::from_code(e as u64), Some(e));
+            assert!(check(e as u64).is_err());
+        }
+        assert_eq!(check(0), Ok(()));
+        assert_eq!(Error::from_code(0), None);
+    }
+
+    #[test]
+    fn timeouts_pack() {
+        let t = ipc::timeouts(5, ipc::INFINITE);
+        assert_eq!(ipc::send_timeout(t), 5);
+        assert_eq!(ipc::recv_timeout(t), ipc::INFINITE);
+    }
+
+    #[test]
+    fn user_range() {
+        assert!(layout::is_user_range(0x1000, 0x1000));
+        assert!(!layout::is_user_range(0, 0x1000));
+        assert!(!layout::is_user_range(layout::USER_END - 8, 16));
+        assert!(!layout::is_user_range(u64::MAX - 2, 8));
+    }
+}

@@ -1,0 +1,17 @@
+//! Kernel logic that runs on the host as well as in the kernel.
+//!
+//! Everything here is free of hardware access so that it is tested with
+//! `cargo test -p kcore`. The kernel is a thin layer around these pieces.
+#![no_std]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod cspace;
+pub mod elf;
+pub mod frames;
+pub mod idlist;
+pub mod pagetable;
+pub mod runqueue;
+pub mod timerheap;

@@ -1,0 +1,251 @@
+//! x86-64 four-level page tables for user address spaces, written against a
+//! `PhysMem` trait so that the same code walks real tables in the kernel and
+//! simulated ones in host tests. Only 4 KiB leaves in the user half are managed
+//! here; the kernel half is shared and never touched.
+
+pub const P: u64 = 1 << 0;
+pub const W: u64 = 1 << 1;
+pub const U: u64 = 1 << 2;
+pub const PS: u64 = 1 << 7;
+/// Software bit: the page is a UTCB (kernel-owned; users may not unmap or map over it).
+pub const UTCB: u64 = 1 << 9;
+pub const NX: u64 = 1 << 63;
+pub const ADDR: u64 = 0x000f_ffff_ffff_f000;
+
+/// First PML4 slot of the kernel half.
+pub const KERNEL_PML4_FIRST: usize = 256;
+
+pub trait PhysMem {
+    /// The page-table page at physical address `phys`.
+    fn table(&mut self, phys: u64) -> &mut [u64; 512];
+    /// A zeroed page for a new table, or `None` when out of memory or quota.
+    fn alloc_table(&mut self) -> Option<u64>;
+    fn free_table(&mut self, phys: u64);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapError {
+    NoMemory,
+    AlreadyMapped,
+    NotUser,
+}
+
+fn index(va: u64, level: u32) -> usize {
+    ((va >> (12 + 9 * level)) & 0x1ff) as usize
+}
+
+fn is_user_page(va: u64) -> bool {
+    va & 0xfff == 0 && va >= abi::layout::USER_MIN && va < abi::layout::USER_END
+}
+
+/// The leaf entry for `va`, if present.
+pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
+    let mut table = root;
+    for level in (1..4).rev() {
+        let e = mem.table(table)[index(va, level)];
+        if e & P == 0 || e & PS != 0 {
+            return None;
+        }
+        table = e & ADDR;
+    }
+    let e = mem.table(table)[index(va, 0)];
+    if e & P != 0 {
+        Some(e)
+    } else {
+        None
+    }
+}
+
+/// Install leaf `pte` for the user page `va`, creating intermediate tables.
+pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), MapError> {
+    if !is_user_page(va) {
+        return Err(MapError::NotUser);
+    }
+    let mut table = root;
+    for level in (1..4).rev() {
+        let i = index(va, level);
+        let e = mem.table(table)[i];
+        if e & P == 0 {
+            let new = mem.alloc_table().ok_or(MapError::NoMemory)?;
+            mem.table(table)[i] = new | P | W | U;
+            table = new;
+        } else {
+            table = e & ADDR;
+        }
+    }
+    let slot = &mut mem.table(table)[index(va, 0)];
+    if *slot & P != 0 {
+        return Err(MapError::AlreadyMapped);
+    }
+    *slot = pte | P;
+    Ok(())
+}
+
+/// Change the leaf entry for a mapped page (same frame, new flags).
+pub fn update(mem: &mut impl PhysMem, root: u64, va: u64, f: impl FnOnce(u64) -> u64) -> bool {
+    let mut table = root;
+    for level in (1..4).rev() {
+        let e = mem.table(table)[index(va, level)];
+        if e & P == 0 || e & PS != 0 {
+            return false;
+        }
+        table = e & ADDR;
+    }
+    let slot = &mut mem.table(table)[index(va, 0)];
+    if *slot & P == 0 {
+        return false;
+    }
+    *slot = f(*slot) | P;
+    true
+}
+
+/// Remove the leaf for `va` and return it. Empty intermediate tables stay (they are
+/// freed with the address space).
+pub fn unmap(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
+    if !is_user_page(va) {
+        return None;
+    }
+    let mut table = root;
+    for level in (1..4).rev() {
+        let e = mem.table(table)[index(va, level)];
+        if e & P == 0 || e & PS != 0 {
+            return None;
+        }
+        table = e & ADDR;
+    }
+    let slot = &mut mem.table(table)[index(va, 0)];
+    let old = *slot;
+    if old & P == 0 {
+        return None;
+    }
+    *slot = 0;
+    Some(old)
+}
+
+/// Tear down the user half: call `leaf(va, pte)` for every mapped page, free every
+/// intermediate table, and clear the root's user entries (the root itself stays).
+pub fn destroy_user(mem: &mut impl PhysMem, root: u64, mut leaf: impl FnMut(u64, u64)) {
+    for i4 in 0..KERNEL_PML4_FIRST {
+        let e4 = mem.table(root)[i4];
+        if e4 & P == 0 {
+            continue;
+        }
+        let pdpt = e4 & ADDR;
+        for i3 in 0..512 {
+            let e3 = mem.table(pdpt)[i3];
+            if e3 & P == 0 || e3 & PS != 0 {
+                continue;
+            }
+            let pd = e3 & ADDR;
+            for i2 in 0..512 {
+                let e2 = mem.table(pd)[i2];
+                if e2 & P == 0 || e2 & PS != 0 {
+                    continue;
+                }
+                let pt = e2 & ADDR;
+                for i1 in 0..512 {
+                    let e1 = mem.table(pt)[i1];
+                    if e1 & P != 0 {
+                        let va = ((i4 as u64) << 39) | ((i3 as u64) << 30) | ((i2 as u64) << 21) | ((i1 as u64) << 12);
+                        leaf(va, e1);
+                    }
+                }
+                mem.free_table(pt);
+            }
+            mem.free_table(pd);
+        }
+        mem.free_table(pdpt);
+        mem.table(root)[i4] = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::boxed::Box;
+    use std::collections::{HashMap, HashSet};
+
+    struct SimMem {
+        pages: HashMap<u64, Box<[u64; 512]>>,
+        next: u64,
+        budget: usize,
+    }
+
+    impl SimMem {
+        fn new(budget: usize) -> Self {
+            let mut m = SimMem { pages: HashMap::new(), next: 0x1000, budget };
+            m.pages.insert(0x1000, Box::new([0; 512]));
+            m.next = 0x2000;
+            m
+        }
+    }
+
+    impl PhysMem for SimMem {
+        fn table(&mut self, phys: u64) -> &mut [u64; 512] {
+            self.pages.get_mut(&phys).expect("table exists")
+        }
+        fn alloc_table(&mut self) -> Option<u64> {
+            if self.budget == 0 {
+                return None;
+            }
+            self.budget -= 1;
+            let p = self.next;
+            self.next += 0x1000;
+            self.pages.insert(p, Box::new([0; 512]));
+            Some(p)
+        }
+        fn free_table(&mut self, phys: u64) {
+            assert!(self.pages.remove(&phys).is_some(), "double free of table {phys:#x}");
+        }
+    }
+
+    #[test]
+    fn map_lookup_unmap() {
+        let mut m = SimMem::new(100);
+        let root = 0x1000;
+        map(&mut m, root, 0x40_0000, 0xabc000 | U | W).unwrap();
+        assert_eq!(map(&mut m, root, 0x40_0000, 0xdef000 | U), Err(MapError::AlreadyMapped));
+        assert_eq!(lookup(&mut m, root, 0x40_0000), Some(0xabc000 | U | W | P));
+        assert_eq!(lookup(&mut m, root, 0x40_1000), None);
+        assert!(update(&mut m, root, 0x40_0000, |e| e & !W));
+        assert_eq!(lookup(&mut m, root, 0x40_0000).unwrap() & W, 0);
+        assert_eq!(unmap(&mut m, root, 0x40_0000).map(|e| e & ADDR), Some(0xabc000));
+        assert_eq!(unmap(&mut m, root, 0x40_0000), None);
+    }
+
+    #[test]
+    fn refuses_kernel_and_unaligned() {
+        let mut m = SimMem::new(100);
+        assert_eq!(map(&mut m, 0x1000, 0xffff_8000_0000_0000, 0x5000), Err(MapError::NotUser));
+        assert_eq!(map(&mut m, 0x1000, 0x0, 0x5000), Err(MapError::NotUser));
+        assert_eq!(map(&mut m, 0x1000, 0x40_0001, 0x5000), Err(MapError::NotUser));
+        assert_eq!(map(&mut m, 0x1000, abi::layout::USER_END, 0x5000), Err(MapError::NotUser));
+    }
+
+    #[test]
+    fn out_of_memory_is_an_error() {
+        let mut m = SimMem::new(2);
+        assert_eq!(map(&mut m, 0x1000, 0x40_0000, 0x5000), Err(MapError::NoMemory));
+    }
+
+    #[test]
+    fn destroy_visits_every_leaf_and_frees_every_table() {
+        let mut m = SimMem::new(10_000);
+        let root = 0x1000;
+        let mut want = HashSet::new();
+        let mut seed = 5u64;
+        for _ in 0..500 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(3);
+            let va = ((seed >> 16) % (abi::layout::USER_END / 4096 - 1) + 1) * 4096;
+            if map(&mut m, root, va, 0x7000 | U).is_ok() {
+                want.insert(va);
+            }
+        }
+        let mut seen = HashSet::new();
+        destroy_user(&mut m, root, |va, _| {
+            assert!(seen.insert(va));
+        });
+        assert_eq!(seen, want);
+        assert_eq!(m.pages.len(), 1, "only the root is left");
+    }
+}

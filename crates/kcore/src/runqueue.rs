@@ -1,0 +1,110 @@
+//! Priority run queues: 256 priorities, FIFO (round-robin) within a priority,
+//! a bitmap to find the highest non-empty priority in a few instructions.
+
+use crate::idlist::{Links, List};
+
+pub const PRIORITIES: usize = 256;
+
+pub struct RunQueue<const N: usize> {
+    links: Links<N>,
+    queues: [List; PRIORITIES],
+    prio_of: [u8; N],
+    bitmap: [u64; PRIORITIES / 64],
+}
+
+impl<const N: usize> RunQueue<N> {
+    pub const fn new() -> Self {
+        RunQueue {
+            links: Links::new(),
+            queues: [List::new(); PRIORITIES],
+            prio_of: [0; N],
+            bitmap: [0; PRIORITIES / 64],
+        }
+    }
+
+    pub fn contains(&self, id: u32) -> bool {
+        self.links.is_linked(id)
+    }
+
+    /// Put `id` at the back of its priority's queue. No effect if already queued.
+    pub fn enqueue(&mut self, id: u32, prio: u8) {
+        if (id as usize) >= N || self.links.is_linked(id) {
+            return;
+        }
+        self.prio_of[id as usize] = prio;
+        self.links.push_back(&mut self.queues[prio as usize], id);
+        self.bitmap[prio as usize / 64] |= 1 << (prio % 64);
+    }
+
+    /// Remove `id` wherever it is queued. No effect if not queued.
+    pub fn remove(&mut self, id: u32) {
+        if !self.links.is_linked(id) {
+            return;
+        }
+        let p = self.prio_of[id as usize] as usize;
+        self.links.remove(&mut self.queues[p], id);
+        if self.queues[p].is_empty() {
+            self.bitmap[p / 64] &= !(1 << (p % 64));
+        }
+    }
+
+    /// Highest priority with a queued thread.
+    pub fn highest(&self) -> Option<u8> {
+        for w in (0..self.bitmap.len()).rev() {
+            if self.bitmap[w] != 0 {
+                return Some((w * 64 + 63 - self.bitmap[w].leading_zeros() as usize) as u8);
+            }
+        }
+        None
+    }
+
+    /// Remove and return the front thread of the highest priority.
+    pub fn pop_highest(&mut self) -> Option<u32> {
+        let p = self.highest()?;
+        let id = self.queues[p as usize].front()?;
+        self.remove(id);
+        Some(id)
+    }
+}
+
+impl<const N: usize> Default for RunQueue<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn highest_first_then_fifo() {
+        let mut rq = RunQueue::<16>::new();
+        rq.enqueue(1, 10);
+        rq.enqueue(2, 200);
+        rq.enqueue(3, 10);
+        rq.enqueue(4, 200);
+        rq.enqueue(4, 200); // duplicate ignored
+        assert_eq!(rq.highest(), Some(200));
+        assert_eq!(rq.pop_highest(), Some(2));
+        assert_eq!(rq.pop_highest(), Some(4));
+        assert_eq!(rq.pop_highest(), Some(1));
+        rq.enqueue(1, 10); // round robin: back of the queue
+        assert_eq!(rq.pop_highest(), Some(3));
+        assert_eq!(rq.pop_highest(), Some(1));
+        assert_eq!(rq.pop_highest(), None);
+    }
+
+    #[test]
+    fn remove_clears_bitmap() {
+        let mut rq = RunQueue::<16>::new();
+        rq.enqueue(5, 255);
+        rq.enqueue(6, 0);
+        rq.remove(5);
+        assert_eq!(rq.highest(), Some(0));
+        rq.remove(6);
+        assert_eq!(rq.highest(), None);
+        rq.remove(6);
+        assert!(!rq.contains(6));
+    }
+}

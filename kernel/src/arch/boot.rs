@@ -1,0 +1,181 @@
+//! PVH entry: QEMU loads the ELF at its physical addresses and jumps to the
+//! address in the Xen `PHYS32_ENTRY` note in 32-bit protected mode, paging off,
+//! with `ebx` = physical address of the `hvm_start_info`.
+//!
+//! The stub builds the boot page tables (identity map of the first 4 GiB, the
+//! same 4 GiB again at the direct-map base, and the kernel image at -2 GiB), turns
+//! on long mode, and jumps to `kstart` in the higher half.
+
+use core::arch::global_asm;
+
+global_asm!(
+    r#"
+    .section .note.Xen, "a"
+    .p2align 2
+    .long 4
+    .long 8
+    .long 18
+    .asciz "Xen"
+    .quad pvh_start32
+
+    .section .boot.text, "ax"
+    .code32
+    .global pvh_start32
+pvh_start32:
+    cli
+    cld
+    mov [boot_info_ptr], ebx
+    mov esp, offset boot_stack32_top
+
+    /* Zero .bss (by physical address). */
+    mov edi, offset __bss_phys_start
+    mov ecx, offset __bss_phys_end
+    sub ecx, edi
+    shr ecx, 2
+    xor eax, eax
+    rep stosd
+
+    /* 2048 2-MiB pages: physical 0..4 GiB; the top GiB (MMIO) uncached. */
+    mov edi, offset boot_pd
+    xor ecx, ecx
+1:
+    mov eax, ecx
+    shl eax, 21
+    or eax, 0x83
+    cmp ecx, 1536
+    jb 2f
+    or eax, 0x18
+2:
+    mov [edi + ecx*8], eax
+    mov dword ptr [edi + ecx*8 + 4], 0
+    inc ecx
+    cmp ecx, 2048
+    jb 1b
+
+    /* PDPT_LOW[0..4] -> the four page directories */
+    mov edi, offset boot_pdpt_low
+    mov eax, offset boot_pd
+    or eax, 3
+    mov [edi], eax
+    add eax, 4096
+    mov [edi + 8], eax
+    add eax, 4096
+    mov [edi + 16], eax
+    add eax, 4096
+    mov [edi + 24], eax
+
+    /* PDPT_HIGH[510] -> first page directory (kernel at -2 GiB = physical 0) */
+    mov edi, offset boot_pdpt_high
+    mov eax, offset boot_pd
+    or eax, 3
+    mov [edi + 510*8], eax
+
+    /* PML4[0] and PML4[256] -> PDPT_LOW, PML4[511] -> PDPT_HIGH */
+    mov edi, offset boot_pml4
+    mov eax, offset boot_pdpt_low
+    or eax, 3
+    mov [edi], eax
+    mov [edi + 256*8], eax
+    mov eax, offset boot_pdpt_high
+    or eax, 3
+    mov [edi + 511*8], eax
+
+    /* CR4.PAE */
+    mov eax, cr4
+    or eax, 0x20
+    mov cr4, eax
+    mov eax, offset boot_pml4
+    mov cr3, eax
+
+    /* EFER: LME | SCE, and NXE when the CPU has NX */
+    mov eax, 0x80000001
+    cpuid
+    xor esi, esi
+    test edx, 0x100000
+    jz 3f
+    mov esi, 0x800
+    mov dword ptr [boot_nx], 1
+3:
+    mov ecx, 0xC0000080
+    rdmsr
+    or eax, 0x101
+    or eax, esi
+    wrmsr
+
+    /* CR0: PG | WP | PE */
+    mov eax, cr0
+    or eax, 0x80010001
+    mov cr0, eax
+
+    lgdt [boot_gdtr]
+    push 0x08
+    push offset boot_long
+    retf
+
+    .code64
+boot_long:
+    mov ax, 0x10
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor ax, ax
+    mov fs, ax
+    mov gs, ax
+    movabs rsp, offset boot_kstack_top
+    mov edi, dword ptr [boot_info_ptr]
+    movabs rax, offset kstart
+    call rax
+4:
+    hlt
+    jmp 4b
+
+    .section .boot.data, "aw"
+    .p2align 12
+    .global boot_pml4
+boot_pml4:       .zero 4096
+boot_pdpt_low:   .zero 4096
+boot_pdpt_high:  .zero 4096
+boot_pd:         .zero 4096 * 4
+boot_stack32:    .zero 1024
+boot_stack32_top:
+    .p2align 3
+boot_gdt:
+    .quad 0
+    .quad 0x00AF9A000000FFFF
+    .quad 0x00CF92000000FFFF
+boot_gdtr:
+    .word 23
+    .long boot_gdt
+    .global boot_info_ptr
+boot_info_ptr: .long 0
+    .global boot_nx
+boot_nx: .long 0
+
+    .section .bss.boot_kstack, "aw", @nobits
+    .p2align 12
+boot_kstack: .zero 65536
+    .global boot_kstack_top
+boot_kstack_top:
+    .text
+"#
+);
+
+extern "C" {
+    static boot_pml4: u8;
+    static boot_nx: u32;
+}
+
+/// Physical address of the boot PML4, whose upper half every address space shares.
+pub fn boot_pml4_phys() -> u64 {
+    // SAFETY: only the address of the linker-provided symbol is taken; it lies in the
+    // identity-mapped .boot section, so its link address is its physical address.
+    unsafe { core::ptr::addr_of!(boot_pml4) as u64 }
+}
+
+/// Whether the boot stub enabled EFER.NXE (the CPU has the NX bit).
+pub fn nx_enabled() -> bool {
+    // SAFETY: written once by the boot stub before any Rust code runs, read-only afterwards;
+    // the .boot section stays identity mapped in the kernel's own page table, and the
+    // symbol's address is a low identity-mapped address that we read through the direct map.
+    unsafe { core::ptr::read_volatile(crate::mem::phys_to_virt(core::ptr::addr_of!(boot_nx) as u64) as *const u32) != 0 }
+}

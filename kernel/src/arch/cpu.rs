@@ -1,0 +1,429 @@
+//! GDT, TSS (with separate interrupt stacks), per-CPU data in GS, SYSCALL MSRs,
+//! the IDT and every kernel entry/exit path (`global_asm!`, as stable Rust has no
+//! interrupt ABI).
+//!
+//! All entries from user mode build the same [`TrapFrame`] at the top of the
+//! current thread's kernel stack, so IPC can write a blocked thread's registers
+//! wherever it entered, and any thread can leave through either exit path.
+
+use core::arch::global_asm;
+use core::ptr::addr_of;
+use x86_64::instructions::tables::load_tss;
+use x86_64::registers::model_specific::{Efer, EferFlags, GsBase, KernelGsBase, LStar, SFMask, Star};
+use x86_64::registers::rflags::RFlags;
+use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable, SegmentSelector};
+use x86_64::structures::idt::InterruptDescriptorTable;
+use x86_64::structures::tss::TaskStateSegment;
+use x86_64::{PrivilegeLevel, VirtAddr};
+
+use crate::kcell::KCell;
+
+/// User register state saved on kernel entry. Field order is the push order reversed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TrapFrame {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rbp: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub rcx: u64,
+    pub rbx: u64,
+    pub rax: u64,
+    pub vector: u64,
+    pub error: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+pub const TRAP_FRAME_SIZE: usize = core::mem::size_of::<TrapFrame>();
+const _: () = assert!(TRAP_FRAME_SIZE % 16 == 0);
+
+pub const KERNEL_CS: u16 = 0x08;
+pub const KERNEL_DS: u16 = 0x10;
+pub const USER_DS: u16 = 0x18 | 3;
+pub const USER_CS: u16 = 0x20 | 3;
+
+/// Vector numbers.
+pub const VEC_TIMER: u8 = 32;
+pub const VEC_SPURIOUS: u8 = 0xFF;
+
+/// Per-CPU data, reached through GS in the kernel. Offsets are used by the asm.
+#[repr(C)]
+pub struct PerCpu {
+    /// 0: top of the current thread's kernel stack (where its TrapFrame ends).
+    pub kstack_top: u64,
+    /// 8: scratch for the user RSP during SYSCALL entry.
+    pub user_rsp: u64,
+}
+
+static PERCPU: KCell<PerCpu> = KCell::new(PerCpu { kstack_top: 0, user_rsp: 0 });
+static TSS: KCell<TaskStateSegment> = KCell::new(TaskStateSegment::new());
+static GDT: KCell<GlobalDescriptorTable> = KCell::new(GlobalDescriptorTable::new());
+static IDT: KCell<InterruptDescriptorTable> = KCell::new(InterruptDescriptorTable::new());
+
+const IST_STACK_SIZE: usize = 16 * 1024;
+#[repr(C, align(16))]
+struct IstStack([u8; IST_STACK_SIZE]);
+static DF_STACK: KCell<IstStack> = KCell::new(IstStack([0; IST_STACK_SIZE]));
+static NMI_STACK: KCell<IstStack> = KCell::new(IstStack([0; IST_STACK_SIZE]));
+static MC_STACK: KCell<IstStack> = KCell::new(IstStack([0; IST_STACK_SIZE]));
+
+extern "C" {
+    fn syscall_entry();
+}
+
+pub fn init() {
+    let tss = TSS.get();
+    let top = |s: &IstStack| VirtAddr::new(s.0.as_ptr() as u64 + IST_STACK_SIZE as u64);
+    tss.interrupt_stack_table[0] = top(DF_STACK.get());
+    tss.interrupt_stack_table[1] = top(NMI_STACK.get());
+    tss.interrupt_stack_table[2] = top(MC_STACK.get());
+
+    let gdt = GDT.get();
+    let kcs = gdt.append(Descriptor::kernel_code_segment());
+    let kds = gdt.append(Descriptor::kernel_data_segment());
+    let uds = gdt.append(Descriptor::user_data_segment());
+    let ucs = gdt.append(Descriptor::user_code_segment());
+    // SAFETY: the TSS is a static that lives for the whole run.
+    let tss_sel = gdt.append(Descriptor::tss_segment(unsafe { &*(tss as *const TaskStateSegment) }));
+    assert_eq!((kcs.0, kds.0, uds.0, ucs.0), (KERNEL_CS, KERNEL_DS, USER_DS, USER_CS));
+    // SAFETY: the GDT is a static and never modified after this point.
+    unsafe { (*(gdt as *const GlobalDescriptorTable)).load_unsafe() };
+    // SAFETY: the selectors name the descriptors just appended to the loaded GDT.
+    unsafe {
+        use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
+        CS::set_reg(kcs);
+        SS::set_reg(kds);
+        DS::set_reg(SegmentSelector::new(0, PrivilegeLevel::Ring0));
+        ES::set_reg(SegmentSelector::new(0, PrivilegeLevel::Ring0));
+        load_tss(tss_sel);
+    }
+
+    // IDT: every vector goes to its asm stub; the stubs share one dispatcher.
+    let idt = IDT.get();
+    for v in 0..256usize {
+        let addr = VirtAddr::new(stub_addr(v));
+        // SAFETY: each stub saves a TrapFrame, calls `trap_dispatch` and returns with iretq,
+        // which is a valid handler for its vector (with or without an error code).
+        let Some(opts) = (unsafe { set_handler(idt, v, addr) }) else { continue };
+        match v {
+            8 => {
+                // SAFETY: IST index 0 is the double-fault stack set up above.
+                unsafe { opts.set_stack_index(0) };
+            }
+            2 => {
+                // SAFETY: IST index 1 is the NMI stack.
+                unsafe { opts.set_stack_index(1) };
+            }
+            18 => {
+                // SAFETY: IST index 2 is the machine-check stack.
+                unsafe { opts.set_stack_index(2) };
+            }
+            // int3 may be used from user mode (it is reported as a fault).
+            3 => {
+                opts.set_privilege_level(PrivilegeLevel::Ring3);
+            }
+            _ => {}
+        }
+    }
+    // SAFETY: the IDT is a static that lives forever.
+    unsafe { (*(idt as *const InterruptDescriptorTable)).load_unsafe() };
+
+    // Per-CPU data in GS (kernel), user GS in KernelGsBase, swapped on entry/exit.
+    GsBase::write(VirtAddr::new(PERCPU.get() as *const PerCpu as u64));
+    KernelGsBase::write(VirtAddr::new(0));
+
+    // SYSCALL/SYSRET.
+    // SAFETY: enabling SCE and NXE (the latter already on if supported) does not change
+    // the meaning of any existing mapping.
+    unsafe { Efer::update(|f| f.insert(EferFlags::SYSTEM_CALL_EXTENSIONS)) };
+    Star::write(
+        SegmentSelector(USER_CS),
+        SegmentSelector(USER_DS),
+        SegmentSelector(KERNEL_CS),
+        SegmentSelector(KERNEL_DS),
+    )
+    .expect("STAR selectors");
+    LStar::write(VirtAddr::new(syscall_entry as usize as u64));
+    // Interrupts, direction, trap, alignment check and nested task off on entry.
+    SFMask::write(
+        RFlags::INTERRUPT_FLAG
+            | RFlags::DIRECTION_FLAG
+            | RFlags::TRAP_FLAG
+            | RFlags::ALIGNMENT_CHECK
+            | RFlags::NESTED_TASK
+            | RFlags::IOPL_HIGH
+            | RFlags::IOPL_LOW,
+    );
+}
+
+/// Set vector `v`'s handler address, returning its options (`None` for reserved vectors).
+///
+/// # Safety
+/// `addr` must be a valid handler for vector `v`.
+unsafe fn set_handler(
+    idt: &mut InterruptDescriptorTable,
+    v: usize,
+    addr: VirtAddr,
+) -> Option<&mut x86_64::structures::idt::EntryOptions> {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        Some(match v {
+            0 => idt.divide_error.set_handler_addr(addr),
+            1 => idt.debug.set_handler_addr(addr),
+            2 => idt.non_maskable_interrupt.set_handler_addr(addr),
+            3 => idt.breakpoint.set_handler_addr(addr),
+            4 => idt.overflow.set_handler_addr(addr),
+            5 => idt.bound_range_exceeded.set_handler_addr(addr),
+            6 => idt.invalid_opcode.set_handler_addr(addr),
+            7 => idt.device_not_available.set_handler_addr(addr),
+            8 => idt.double_fault.set_handler_addr(addr),
+            10 => idt.invalid_tss.set_handler_addr(addr),
+            11 => idt.segment_not_present.set_handler_addr(addr),
+            12 => idt.stack_segment_fault.set_handler_addr(addr),
+            13 => idt.general_protection_fault.set_handler_addr(addr),
+            14 => idt.page_fault.set_handler_addr(addr),
+            16 => idt.x87_floating_point.set_handler_addr(addr),
+            17 => idt.alignment_check.set_handler_addr(addr),
+            18 => idt.machine_check.set_handler_addr(addr),
+            19 => idt.simd_floating_point.set_handler_addr(addr),
+            20 => idt.virtualization.set_handler_addr(addr),
+            21 => idt.cp_protection_exception.set_handler_addr(addr),
+            28 => idt.hv_injection_exception.set_handler_addr(addr),
+            29 => idt.vmm_communication_exception.set_handler_addr(addr),
+            30 => idt.security_exception.set_handler_addr(addr),
+            32..=255 => idt[v as u8].set_handler_addr(addr),
+            _ => return None,
+        })
+    }
+}
+
+/// Point the TSS and the SYSCALL path at a thread's kernel stack.
+pub fn set_kernel_stack(top: u64) {
+    TSS.get().privilege_stack_table[0] = VirtAddr::new(top);
+    PERCPU.get().kstack_top = top;
+}
+
+// Stubs: 256 of them, 16 bytes apart. A stub pushes a zero error code where the CPU
+// pushes none, then calls `trap_common`; the return address tells which stub it was,
+// and `trap_common` replaces it with the vector number.
+global_asm!(
+    r#"
+    .section .text.trap_stubs, "ax"
+    .p2align 4
+    .global trap_stubs
+trap_stubs:
+    .set scion_vec, 0
+    .rept 256
+    .p2align 4
+    .if (scion_vec == 8) || ((scion_vec >= 10) && (scion_vec <= 14)) || (scion_vec == 17) || (scion_vec == 21) || (scion_vec == 29) || (scion_vec == 30)
+    .else
+    push 0
+    .endif
+    call trap_common
+    .set scion_vec, scion_vec + 1
+    .endr
+    .text
+"#
+);
+
+extern "C" {
+    static trap_stubs: u8;
+}
+
+/// Address of the stub for vector `v`.
+fn stub_addr(v: usize) -> u64 {
+    // SAFETY: only the address of the asm label is taken.
+    unsafe { addr_of!(trap_stubs) as u64 + 16 * v as u64 }
+}
+
+global_asm!(
+    r#"
+    .text
+    .macro PUSH_GPRS
+    push rax
+    push rbx
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push rbp
+    push r8
+    push r9
+    push r10
+    push r11
+    push r12
+    push r13
+    push r14
+    push r15
+    .endm
+
+    .macro POP_GPRS
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rbp
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rbx
+    pop rax
+    .endm
+
+    /* Interrupts and exceptions: [rsp] = return address into the stub, error, rip, cs, ... */
+    .global trap_common
+trap_common:
+    push rax
+    mov rax, [rsp + 8]
+    sub rax, offset trap_stubs
+    shr rax, 4
+    mov [rsp + 8], rax
+    pop rax
+    test qword ptr [rsp + 24], 3
+    jz 1f
+    swapgs
+1:
+    PUSH_GPRS
+    xor ebp, ebp
+    mov rdi, rsp
+    cld
+    call trap_dispatch
+    .global trap_return
+trap_return:
+    POP_GPRS
+    add rsp, 16
+    test qword ptr [rsp + 8], 3
+    jz 2f
+    swapgs
+2:
+    iretq
+
+    /* SYSCALL: rcx = user rip, r11 = user rflags, rsp = user rsp. */
+    .global syscall_entry
+syscall_entry:
+    swapgs
+    mov gs:[8], rsp
+    mov rsp, gs:[0]
+    push {user_ds}
+    push qword ptr gs:[8]
+    push r11
+    push {user_cs}
+    push rcx
+    push 0
+    push 0x80
+    PUSH_GPRS
+    xor ebp, ebp
+    mov rdi, rsp
+    call syscall_dispatch
+    POP_GPRS
+    /* rsp -> vector; rip at +16, rflags at +32, rsp at +40 */
+    mov rcx, [rsp + 16]
+    mov r11, [rsp + 32]
+    mov rsp, [rsp + 40]
+    swapgs
+    sysretq
+
+    /* switch_context(save: *mut u64, load: u64) */
+    .global switch_context
+switch_context:
+    push rbp
+    push rbx
+    push r12
+    push r13
+    push r14
+    push r15
+    mov [rdi], rsp
+    mov rsp, rsi
+    pop r15
+    pop r14
+    pop r13
+    pop r12
+    pop rbx
+    pop rbp
+    ret
+
+    /* First run of a new thread: reap, then leave through the iret path. */
+    .global thread_trampoline
+thread_trampoline:
+    call thread_first_run
+    jmp trap_return
+"#,
+    user_ds = const USER_DS as u64,
+    user_cs = const USER_CS as u64,
+);
+
+extern "C" {
+    fn switch_context(save: *mut u64, load: u64);
+    fn thread_trampoline();
+}
+
+pub fn trampoline_addr() -> u64 {
+    thread_trampoline as usize as u64
+}
+
+/// Save the current kernel context into `*save` and resume the one at `load`.
+///
+/// # Safety
+/// `load` must be a stack pointer saved by `switch_context` (or prepared by
+/// `prepare_stack`) on a live kernel stack, and no Rust reference into kernel state
+/// may be held across this call by the caller's frames in a way the callee could
+/// invalidate.
+pub unsafe fn switch(save: *mut u64, load: u64) {
+    // SAFETY: forwarded from the caller.
+    unsafe { switch_context(save, load) }
+}
+
+/// Lay out a new thread's kernel stack so that `switch` to the returned stack pointer
+/// enters `thread_trampoline`, which leaves through `trap_return` with `frame`.
+///
+/// # Safety
+/// `top` must be the top of a writable, 16-byte aligned kernel stack of at least one page.
+pub unsafe fn prepare_stack(top: u64, frame: TrapFrame) -> u64 {
+    let frame_at = top - TRAP_FRAME_SIZE as u64;
+    // SAFETY: the caller guarantees the stack is writable; the frame and the 7 words
+    // below it lie within its first page from the top.
+    unsafe {
+        (frame_at as *mut TrapFrame).write(frame);
+        let sp = frame_at - 7 * 8;
+        let words = sp as *mut u64;
+        for i in 0..6 {
+            words.add(i).write(0); // r15 r14 r13 r12 rbx rbp
+        }
+        words.add(6).write(trampoline_addr());
+        sp
+    }
+}
+
+/// The user-mode frame of a thread whose kernel stack top is `top`.
+pub fn frame_at(top: u64) -> *mut TrapFrame {
+    (top - TRAP_FRAME_SIZE as u64) as *mut TrapFrame
+}
+
+pub fn new_user_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
+    TrapFrame {
+        rip,
+        rsp,
+        rdi: arg,
+        cs: USER_CS as u64,
+        ss: USER_DS as u64,
+        rflags: RFlags::INTERRUPT_FLAG.bits() | 0x2,
+        ..TrapFrame::default()
+    }
+}

@@ -1,0 +1,1 @@
+#![no_std] #![no_main]
