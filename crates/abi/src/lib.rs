@@ -149,11 +149,12 @@ pub mod layout {
     pub const USER_END: u64 = 0x0000_8000_0000_0000;
     /// Where the kernel maps the boot image (read-only) into the root task.
     pub const BOOTFS_VADDR: u64 = 0x0000_1000_0000_0000;
-    /// Where the kernel puts the root task's initial stack (grows down from here).
-    pub const ROOT_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
-    pub const ROOT_STACK_PAGES: u64 = 16;
-    /// UTCB of the root task's first thread.
-    pub const ROOT_UTCB: u64 = 0x0000_7fff_ffff_e000;
+    /// Top of the first thread's stack in every program (root's is set up by the kernel,
+    /// the others' by root's loader). The `StartInfo` sits at the very top.
+    pub const MAIN_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
+    pub const MAIN_STACK_PAGES: u64 = 16;
+    /// UTCB of every program's first thread.
+    pub const MAIN_UTCB: u64 = 0x0000_7fff_ffff_e000;
 
     pub const fn is_user_range(addr: u64, len: u64) -> bool {
         match addr.checked_add(len) {
@@ -355,6 +356,25 @@ pub mod ipc {
     }
 }
 
+/// What a program finds at the pointer in `rdi` when its first thread starts (the
+/// kernel writes it for root; root's loader writes it for every other program).
+#[repr(C)]
+pub struct StartInfo {
+    pub magic: u64,
+    /// The UTCB of the first thread.
+    pub utcb: u64,
+    /// The boot image mapped read-only (root only; 0 elsewhere).
+    pub bootfs_addr: u64,
+    pub bootfs_len: u64,
+    /// Command line (program name and arguments, separated by spaces).
+    pub args_len: u64,
+    pub args: [u8; START_ARGS_MAX],
+}
+
+pub const START_MAGIC: u64 = u64::from_le_bytes(*b"SCIONST1");
+pub const START_ARGS_MAX: usize = 472;
+const _: () = assert!(core::mem::size_of::<StartInfo>() == 512);
+
 /// User Thread Control Block: one page per thread, mapped in the thread's task at the
 /// address given to `THREAD_CREATE`. The kernel reads and writes it directly.
 #[repr(C)]
@@ -383,6 +403,9 @@ pub mod utcb_off {
     pub const SEND_BUF_ADDR: usize = RECV_BUF_ADDR + 16;
     pub const SEND_BUF_LEN: usize = RECV_BUF_ADDR + 24;
     pub const RECV_STR_LEN: usize = RECV_BUF_ADDR + 32;
+    /// `user[0]`: the kernel stores the UTCB's own address here; with FS based at the
+    /// UTCB, `fs:[USER]` finds it.
+    pub const USER: usize = RECV_BUF_ADDR + 40;
 }
 
 #[cfg(test)]

@@ -108,9 +108,10 @@ pvh_start32:
     mov cr0, eax
 
     lgdt [boot_gdtr]
-    push 0x08
-    push offset boot_long
-    retf
+    /* jmp far 0x08:boot_long (ptr16:32), spelled out for the assembler */
+    .byte 0xEA
+    .long boot_long
+    .word 0x08
 
     .code64
 boot_long:

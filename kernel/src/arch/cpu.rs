@@ -155,7 +155,7 @@ pub fn init() {
         SegmentSelector(KERNEL_DS),
     )
     .expect("STAR selectors");
-    LStar::write(VirtAddr::new(syscall_entry as usize as u64));
+    LStar::write(VirtAddr::new(syscall_entry as *const () as usize as u64));
     // Interrupts, direction, trap, alignment check and nested task off on entry.
     SFMask::write(
         RFlags::INTERRUPT_FLAG
@@ -375,7 +375,7 @@ extern "C" {
 }
 
 pub fn trampoline_addr() -> u64 {
-    thread_trampoline as usize as u64
+    thread_trampoline as *const () as usize as u64
 }
 
 /// Save the current kernel context into `*save` and resume the one at `load`.

@@ -1,0 +1,111 @@
+//! Scion's user runtime: program entry, system calls, IPC, threads, a growing heap,
+//! `print!`, capability-slot allocation, the program loader, and the protocol that
+//! programs speak with root.
+#![no_std]
+
+extern crate alloc;
+
+pub mod heap;
+pub mod ipc;
+pub mod loader;
+pub mod print;
+pub mod proto;
+pub mod sync;
+pub mod sys;
+pub mod thread;
+
+use abi::{cap, StartInfo};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+pub use abi;
+
+static START: AtomicU64 = AtomicU64::new(0);
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(cap::FIRST_FREE);
+
+/// A fresh capability slot of this task (slots are not reused).
+pub fn alloc_slot() -> u64 {
+    let s = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+    assert!(s < cap::SLOTS, "out of capability slots");
+    s
+}
+
+/// The start information of this program.
+pub fn start_info() -> &'static StartInfo {
+    // SAFETY: set once by `rt_start` to the StartInfo on the first thread's stack, which
+    // stays mapped and unmodified for the program's life.
+    unsafe { &*(START.load(Ordering::Relaxed) as *const StartInfo) }
+}
+
+/// The command line: program name and arguments.
+pub fn args() -> &'static str {
+    let si = start_info();
+    let n = (si.args_len as usize).min(abi::START_ARGS_MAX);
+    core::str::from_utf8(&si.args[..n]).unwrap_or("")
+}
+
+/// The boot image (root only).
+pub fn bootfs() -> Option<&'static [u8]> {
+    let si = start_info();
+    if si.bootfs_addr == 0 {
+        return None;
+    }
+    // SAFETY: the kernel maps the boot image read-only at this address for root's
+    // whole life.
+    Some(unsafe { core::slice::from_raw_parts(si.bootfs_addr as *const u8, si.bootfs_len as usize) })
+}
+
+core::arch::global_asm!(
+    r#"
+    .section .text._start, "ax"
+    .global _start
+_start:
+    and rsp, -16
+    xor ebp, ebp
+    call rt_start
+    ud2
+"#
+);
+
+extern "Rust" {
+    fn __scion_main() -> i32;
+}
+
+#[no_mangle]
+extern "C" fn rt_start(si: u64) -> ! {
+    START.store(si, Ordering::Relaxed);
+    let code = if start_info().magic != abi::START_MAGIC {
+        127
+    } else {
+        // SAFETY: `entry!` defines `__scion_main` in the program.
+        unsafe { __scion_main() }
+    };
+    exit(code)
+}
+
+/// End the program: tell root (which destroys the task) or, for root itself and
+/// programs without a parent, destroy the task.
+pub fn exit(code: i32) -> ! {
+    let mut m = ipc::Msg::new(proto::EXIT, &[code as u64]);
+    let _ = ipc::call(cap::PARENT, &mut m, ipc::FOREVER);
+    let _ = sys::task_destroy(cap::SELF_TASK);
+    sys::thread_exit()
+}
+
+/// Declare the program's main function: `rt::entry!(main);` with `fn main() -> i32`.
+#[macro_export]
+macro_rules! entry {
+    ($main:path) => {
+        #[no_mangle]
+        fn __scion_main() -> i32 {
+            $crate::heap::init();
+            let f: fn() -> i32 = $main;
+            f()
+        }
+
+        #[panic_handler]
+        fn panic(info: &core::panic::PanicInfo) -> ! {
+            $crate::println!("panic in {}: {}", $crate::args(), info);
+            $crate::exit(101)
+        }
+    };
+}

@@ -1,0 +1,608 @@
+//! The kernel's object tables (threads, tasks), capability lookup, thread and task
+//! life cycle, and the scheduler.
+
+use crate::arch::cpu::{self, TrapFrame};
+use crate::kcell::KCell;
+use crate::mem::{self, phys_to_virt};
+use crate::task::{self, Obj, ObjRef, Task};
+use abi::layout::PAGE_SIZE;
+use abi::{ipc, rights, sched as s, Error, Utcb};
+use alloc::vec::Vec;
+use kcore::cspace::Cap;
+use kcore::idlist::{Links, List};
+use kcore::runqueue::RunQueue;
+use kcore::timerheap::TimerHeap;
+
+pub const MAX_THREADS: usize = 1024;
+pub const MAX_TASKS: usize = 128;
+pub const KSTACK_PAGES: u64 = 4;
+pub const KSTACK_SIZE: u64 = KSTACK_PAGES * PAGE_SIZE;
+/// Quota pages a thread costs (kernel stack; the UTCB mapping is charged when mapped).
+pub const THREAD_PAGES: u64 = KSTACK_PAGES;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Created or stopped: runs only after `START`.
+    Stopped,
+    /// The current thread.
+    Running,
+    /// In the run queue.
+    Ready,
+    /// Waiting for `partner` to receive (in its send queue).
+    SendBlocked,
+    /// Waiting for a message (`recv_from`: any, or one thread).
+    RecvBlocked,
+    /// Waiting for `partner`'s reply to a call.
+    ReplyBlocked,
+    Sleeping,
+    /// Destroyed; its kernel stack is freed after the next switch.
+    Dead,
+}
+
+pub struct Tcb {
+    pub gen: u32,
+    pub task: u32,
+    pub state: State,
+    pub prio: u8,
+    pub slice: u64,
+    /// Physical address of the kernel stack (KSTACK_PAGES contiguous frames).
+    pub kstack: u64,
+    pub saved_rsp: u64,
+    pub utcb_va: u64,
+    pub utcb_frame: u64,
+    /// Threads waiting to send to this one.
+    pub sendq: List,
+    pub partner: Option<ObjRef>,
+    pub recv_from: Option<ObjRef>,
+    pub send_badge: u64,
+    pub call: bool,
+    pub call_timeout: u32,
+    pub reply_to: Option<ObjRef>,
+    pub fault_handler: Option<(ObjRef, u64)>,
+    /// Pending fault message (kind, address, ip, error code) while the handler has it.
+    pub fault: Option<[u64; 4]>,
+    pub kernel_thread: bool,
+}
+
+impl Tcb {
+    pub fn kstack_top(&self) -> u64 {
+        phys_to_virt(self.kstack) as u64 + KSTACK_SIZE
+    }
+
+    /// The saved user registers.
+    #[allow(clippy::mut_from_ref)]
+    pub fn frame(&self) -> &mut TrapFrame {
+        // SAFETY: every user thread's kernel stack ends with its TrapFrame (written at
+        // creation, rewritten on every entry); the stack is owned by this thread and
+        // the kernel is single-threaded (see `kcell`).
+        unsafe { &mut *cpu::frame_at(self.kstack_top()) }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    pub fn utcb(&self) -> &mut Utcb {
+        // SAFETY: the UTCB frame belongs to this thread for its whole life and lies in the
+        // direct map; user writes to it cannot break the kernel's use of plain integers.
+        unsafe { &mut *(phys_to_virt(self.utcb_frame) as *mut Utcb) }
+    }
+
+    pub fn is_user(&self) -> bool {
+        !self.kernel_thread
+    }
+}
+
+pub struct Kernel {
+    pub threads: Vec<Option<Tcb>>,
+    pub thread_gen: Vec<u32>,
+    pub tasks: Vec<Option<Task>>,
+    pub task_gen: Vec<u32>,
+    pub rq: RunQueue<MAX_THREADS>,
+    pub sendq: Links<MAX_THREADS>,
+    pub timers: TimerHeap<MAX_THREADS>,
+    pub current: u32,
+    pub idle: u32,
+    pub ticks: u64,
+    pub need_resched: bool,
+    /// The current thread gives up the rest of its slice to its equals.
+    pub rotate: bool,
+    /// Run this thread next if it is ready and as important as any other (IPC handoff).
+    pub hint: Option<u32>,
+    pub zombie: Option<u32>,
+}
+
+static KERNEL: KCell<Kernel> = KCell::new(Kernel {
+    threads: Vec::new(),
+    thread_gen: Vec::new(),
+    tasks: Vec::new(),
+    task_gen: Vec::new(),
+    rq: RunQueue::new(),
+    sendq: Links::new(),
+    timers: TimerHeap::new(),
+    current: 0,
+    idle: 0,
+    ticks: 0,
+    need_resched: false,
+    rotate: false,
+    hint: None,
+    zombie: None,
+});
+
+pub fn kernel() -> &'static mut Kernel {
+    KERNEL.get()
+}
+
+pub fn init() {
+    let k = kernel();
+    k.threads = (0..MAX_THREADS).map(|_| None).collect();
+    k.thread_gen = alloc::vec![1; MAX_THREADS];
+    k.tasks = (0..MAX_TASKS).map(|_| None).collect();
+    k.task_gen = alloc::vec![1; MAX_TASKS];
+}
+
+pub fn ticks_for_us(us: u64) -> u64 {
+    us.div_ceil(s::TICK_US).max(1)
+}
+
+impl Kernel {
+    pub fn t(&self, id: u32) -> &Tcb {
+        self.threads[id as usize].as_ref().expect("live thread")
+    }
+    pub fn tm(&mut self, id: u32) -> &mut Tcb {
+        self.threads[id as usize].as_mut().expect("live thread")
+    }
+    pub fn task(&mut self, id: u32) -> &mut Task {
+        self.tasks[id as usize].as_mut().expect("live task")
+    }
+    pub fn cur(&mut self) -> &mut Tcb {
+        let c = self.current;
+        self.tm(c)
+    }
+    pub fn cur_task(&mut self) -> &mut Task {
+        let t = self.t(self.current).task;
+        self.task(t)
+    }
+    pub fn thread_ref(&self, id: u32) -> ObjRef {
+        ObjRef { id, gen: self.thread_gen[id as usize] }
+    }
+    pub fn task_ref(&self, id: u32) -> ObjRef {
+        ObjRef { id, gen: self.task_gen[id as usize] }
+    }
+    pub fn thread_alive(&self, r: ObjRef) -> bool {
+        (r.id as usize) < MAX_THREADS
+            && self.thread_gen[r.id as usize] == r.gen
+            && self.threads[r.id as usize].as_ref().is_some_and(|t| t.state != State::Dead)
+    }
+    pub fn task_alive(&self, r: ObjRef) -> bool {
+        (r.id as usize) < MAX_TASKS && self.task_gen[r.id as usize] == r.gen && self.tasks[r.id as usize].is_some()
+    }
+
+    /// Look up a capability of the current task and check that its object still lives.
+    pub fn cap(&mut self, slot: u64) -> Result<Cap<Obj>, Error> {
+        let c = self.cur_task().cspace.get(slot)?;
+        let alive = match c.obj {
+            Obj::Thread(r) => self.thread_alive(r),
+            Obj::Task(r) => self.task_alive(r),
+            Obj::Machine => true,
+        };
+        if alive {
+            Ok(c)
+        } else {
+            Err(Error::InvalidCap)
+        }
+    }
+
+    /// A thread capability with `need` rights: returns the thread id and the capability.
+    pub fn thread_cap(&mut self, slot: u64, need: u64) -> Result<(u32, Cap<Obj>), Error> {
+        let c = self.cap(slot)?;
+        match c.obj {
+            Obj::Thread(r) if c.rights & need == need => Ok((r.id, c)),
+            Obj::Thread(_) => Err(Error::NoRights),
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    pub fn task_cap(&mut self, slot: u64, need: u64) -> Result<u32, Error> {
+        let c = self.cap(slot)?;
+        match c.obj {
+            Obj::Task(r) if c.rights & need == need => Ok(r.id),
+            Obj::Task(_) => Err(Error::NoRights),
+            _ => Err(Error::WrongType),
+        }
+    }
+
+    // ---------------------------------------------------------------- scheduling
+
+    pub fn make_ready(&mut self, id: u32) {
+        let cur_prio = self.t(self.current).prio;
+        let idle = self.idle;
+        let t = self.tm(id);
+        t.state = State::Ready;
+        let p = t.prio;
+        self.rq.enqueue(id, p);
+        if p > cur_prio || self.current == idle {
+            self.need_resched = true;
+        }
+    }
+
+    /// End a wait: cancel the timeout, set the system call's result, make it ready.
+    pub fn wake(&mut self, id: u32, result: u64) {
+        self.timers.remove(id);
+        let t = self.tm(id);
+        t.frame().rax = result;
+        t.partner = None;
+        t.recv_from = None;
+        self.make_ready(id);
+    }
+
+    /// Block `id` in `state` with a timeout in microseconds (`ipc::INFINITE` = none).
+    pub fn block(&mut self, id: u32, state: State, timeout_us: u32) {
+        self.rq.remove(id);
+        self.tm(id).state = state;
+        if timeout_us != ipc::INFINITE {
+            let at = self.ticks + ticks_for_us(timeout_us as u64);
+            self.timers.insert(id, at);
+        }
+        if id == self.current {
+            self.need_resched = true;
+        }
+    }
+
+    pub fn sleep(&mut self, id: u32, us: u64) {
+        self.rq.remove(id);
+        self.tm(id).state = State::Sleeping;
+        let at = self.ticks.saturating_add(ticks_for_us(us));
+        self.timers.insert(id, at);
+        self.need_resched = true;
+    }
+
+    /// Take a thread out of whatever it waits in, without waking it.
+    pub fn unlink(&mut self, id: u32) {
+        self.timers.remove(id);
+        self.rq.remove(id);
+        let t = self.t(id);
+        if t.state == State::SendBlocked {
+            if let Some(p) = t.partner {
+                if self.thread_alive(p) {
+                    let mut q = self.t(p.id).sendq;
+                    self.sendq.remove(&mut q, id);
+                    self.tm(p.id).sendq = q;
+                }
+            }
+        }
+        let t = self.tm(id);
+        t.partner = None;
+        t.recv_from = None;
+    }
+
+    pub fn timeout(&mut self, id: u32) {
+        match self.t(id).state {
+            State::Sleeping => self.wake(id, 0),
+            State::SendBlocked | State::RecvBlocked | State::ReplyBlocked => {
+                self.unlink(id);
+                self.wake(id, Error::Timeout as u64);
+            }
+            _ => {}
+        }
+    }
+
+    pub fn tick(&mut self) {
+        self.ticks += 1;
+        while let Some(id) = self.timers.pop_expired(self.ticks) {
+            self.timeout(id);
+        }
+        let cur = self.current;
+        if cur != self.idle {
+            let t = self.tm(cur);
+            t.slice = t.slice.saturating_sub(1);
+            if t.slice == 0 {
+                t.slice = s::SLICE_TICKS;
+                self.rotate = true;
+                self.need_resched = true;
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- life cycle
+
+    pub fn create_thread(&mut self, task_id: u32, utcb_va: u64, prio: u8, kernel_thread: bool) -> Result<u32, Error> {
+        let id = self.threads.iter().position(|t| t.is_none()).ok_or(Error::NoMemory)? as u32;
+        let mut utcb_frame = 0;
+        if !kernel_thread {
+            let task = self.task(task_id);
+            if !task.quota.charge(THREAD_PAGES) {
+                return Err(Error::NoMemory);
+            }
+            let Some(f) = mem::alloc_frame() else {
+                task.quota.uncharge(THREAD_PAGES);
+                return Err(Error::NoMemory);
+            };
+            if let Err(e) = task.map_frame(utcb_va, f, task::pte_flags(abi::mem::READ | abi::mem::WRITE) | kcore::pagetable::UTCB) {
+                mem::free_frame(f);
+                task.quota.uncharge(THREAD_PAGES);
+                return Err(e);
+            }
+            utcb_frame = f;
+        }
+        let Some(kstack) = mem::alloc_contiguous(KSTACK_PAGES) else {
+            if !kernel_thread {
+                let task = self.task(task_id);
+                let _ = task.unmap_page(utcb_va, true);
+                mem::free_frame(utcb_frame);
+                task.quota.uncharge(THREAD_PAGES);
+            }
+            return Err(Error::NoMemory);
+        };
+        let gen = self.thread_gen[id as usize];
+        let mut t = Tcb {
+            gen,
+            task: task_id,
+            state: State::Stopped,
+            prio,
+            slice: s::SLICE_TICKS,
+            kstack,
+            saved_rsp: 0,
+            utcb_va,
+            utcb_frame,
+            sendq: List::new(),
+            partner: None,
+            recv_from: None,
+            send_badge: 0,
+            call: false,
+            call_timeout: ipc::INFINITE,
+            reply_to: None,
+            fault_handler: None,
+            fault: None,
+            kernel_thread,
+        };
+        if !kernel_thread {
+            // SAFETY: the stack was just allocated for this thread and is KSTACK_SIZE long.
+            t.saved_rsp = unsafe { cpu::prepare_stack(t.kstack_top(), cpu::new_user_frame(0, 0, 0)) };
+            t.utcb().user[0] = utcb_va;
+            self.task(task_id).nthreads += 1;
+        }
+        self.threads[id as usize] = Some(t);
+        Ok(id)
+    }
+
+    /// Destroy a thread: wake everybody waiting on it with `NoPartner`, release its
+    /// memory. The current thread becomes a zombie whose stack goes after the switch.
+    pub fn destroy_thread(&mut self, id: u32) {
+        if self.threads[id as usize].as_ref().is_none_or(|t| t.state == State::Dead) {
+            return;
+        }
+        self.unlink(id);
+        let me = self.thread_ref(id);
+        // Senders queued on it.
+        let mut q = self.t(id).sendq;
+        while let Some(s) = self.sendq.pop_front(&mut q) {
+            self.tm(s).partner = None;
+            self.wake(s, Error::NoPartner as u64);
+        }
+        self.tm(id).sendq = q;
+        // Callers waiting for its reply, receivers waiting only for it.
+        for other in 0..MAX_THREADS as u32 {
+            if other == id {
+                continue;
+            }
+            let Some(t) = self.threads[other as usize].as_ref() else { continue };
+            let waits = (t.state == State::ReplyBlocked && t.partner == Some(me))
+                || (t.state == State::RecvBlocked && t.recv_from == Some(me));
+            if waits {
+                self.unlink(other);
+                self.wake(other, Error::NoPartner as u64);
+            }
+        }
+        self.thread_gen[id as usize] = self.thread_gen[id as usize].wrapping_add(1);
+        let t = self.tm(id);
+        t.state = State::Dead;
+        let (task_id, utcb_va, utcb_frame, kernel_thread) = (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread);
+        if !kernel_thread {
+            let task = self.task(task_id);
+            let _ = task.unmap_page(utcb_va, true);
+            mem::free_frame(utcb_frame);
+            task.quota.uncharge(THREAD_PAGES);
+            task.nthreads -= 1;
+        }
+        if id == self.current {
+            self.zombie = Some(id);
+            self.need_resched = true;
+        } else {
+            self.free_thread(id);
+        }
+    }
+
+    fn free_thread(&mut self, id: u32) {
+        if let Some(t) = self.threads[id as usize].take() {
+            mem::free_contiguous(t.kstack, KSTACK_PAGES);
+        }
+    }
+
+    pub fn reap(&mut self) {
+        if let Some(z) = self.zombie {
+            if z != self.current {
+                self.zombie = None;
+                self.free_thread(z);
+            }
+        }
+    }
+
+    pub fn create_task(&mut self, quota: u64, parent: Option<u32>) -> Result<u32, Error> {
+        let id = self.tasks.iter().position(|t| t.is_none()).ok_or(Error::NoMemory)? as u32;
+        let parent_ref = parent.map(|p| self.task_ref(p));
+        if let Some(p) = parent {
+            if !self.task(p).quota.charge(quota) {
+                return Err(Error::NoMemory);
+            }
+        }
+        match Task::new(quota, parent_ref) {
+            Ok(t) => {
+                self.tasks[id as usize] = Some(t);
+                Ok(id)
+            }
+            Err(e) => {
+                if let Some(p) = parent {
+                    self.task(p).quota.uncharge(quota);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Destroy a task, the tasks it created, and all their threads.
+    pub fn destroy_task(&mut self, id: u32) {
+        if self.tasks[id as usize].is_none() {
+            return;
+        }
+        let me = self.task_ref(id);
+        // Invalidate first so that recursion cannot come back here.
+        self.task_gen[id as usize] = self.task_gen[id as usize].wrapping_add(1);
+        for child in 0..MAX_TASKS as u32 {
+            if self.tasks[child as usize].as_ref().is_some_and(|t| t.parent == Some(me)) {
+                self.destroy_task(child);
+            }
+        }
+        for t in 0..MAX_THREADS as u32 {
+            if self.threads[t as usize].as_ref().is_some_and(|x| x.task == id && !x.kernel_thread && x.state != State::Dead) {
+                self.destroy_thread(t);
+            }
+        }
+        let mut task = self.tasks[id as usize].take().expect("task");
+        task.destroy_space();
+        if let Some(p) = task.parent {
+            if self.task_alive(p) {
+                self.task(p.id).quota.uncharge(task.quota.limit);
+            }
+        }
+    }
+}
+
+// -------------------------------------------------------------------- switching
+
+/// Pick the next thread and switch to it if it is not the current one. Called at the
+/// end of every kernel entry, after all references into kernel state are dropped.
+/// When it returns, the thread that called it has been resumed.
+pub fn schedule() {
+    let k = kernel();
+    if !k.need_resched {
+        return;
+    }
+    k.need_resched = false;
+    let rotate = core::mem::take(&mut k.rotate);
+    let cur = k.current;
+    let cur_state = k.t(cur).state;
+    let cur_prio = k.t(cur).prio;
+    if cur_state == State::Running && cur != k.idle {
+        match k.rq.highest() {
+            Some(best) if best > cur_prio || (best == cur_prio && rotate) => {
+                k.tm(cur).state = State::Ready;
+                k.rq.enqueue(cur, cur_prio);
+            }
+            _ => {
+                k.hint = None;
+                return;
+            }
+        }
+    }
+    let next = match k.hint.take() {
+        Some(h) if k.rq.contains(h) && Some(k.t(h).prio) >= k.rq.highest() => {
+            k.rq.remove(h);
+            h
+        }
+        _ => k.rq.pop_highest().unwrap_or(k.idle),
+    };
+    if next == cur {
+        k.tm(cur).state = State::Running;
+        return;
+    }
+    switch_to(next);
+}
+
+fn switch_to(next: u32) {
+    let k = kernel();
+    let prev = k.current;
+    k.current = next;
+    let n = k.tm(next);
+    n.state = State::Running;
+    if n.slice == 0 {
+        n.slice = s::SLICE_TICKS;
+    }
+    cpu::set_kernel_stack(n.kstack_top());
+    let load = n.saved_rsp;
+    if n.is_user() {
+        let utcb = n.utcb_va;
+        let task = n.task;
+        let pml4 = k.task(task).pml4;
+        if task::current_cr3() != pml4 {
+            task::load_cr3(pml4);
+        }
+        x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+    }
+    let save = &mut k.tm(prev).saved_rsp as *mut u64;
+    // SAFETY: `load` was saved by switch_context or prepared by prepare_stack on the
+    // next thread's live kernel stack; `save` points into the previous thread's TCB,
+    // which stays allocated until reaped after this switch. No reference into kernel
+    // state is used after the call returns except through `kernel()` afresh.
+    unsafe { cpu::switch(save, load) };
+    kernel().reap();
+}
+
+/// Enter the first thread from the boot stack (which is abandoned).
+pub fn start_scheduling() -> ! {
+    let k = kernel();
+    let next = k.rq.pop_highest().unwrap_or(k.idle);
+    let mut dummy = 0u64;
+    k.current = next;
+    let n = k.tm(next);
+    n.state = State::Running;
+    cpu::set_kernel_stack(n.kstack_top());
+    let load = n.saved_rsp;
+    if n.is_user() {
+        let (task, utcb) = (n.task, n.utcb_va);
+        let pml4 = k.task(task).pml4;
+        task::load_cr3(pml4);
+        x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+    }
+    // SAFETY: `load` is a prepared stack of a live thread; the boot context saved into
+    // `dummy` is never resumed.
+    unsafe { cpu::switch(&mut dummy, load) };
+    unreachable!("boot context resumed");
+}
+
+/// Called by `thread_trampoline` on a new thread's first run.
+#[no_mangle]
+extern "C" fn thread_first_run() {
+    kernel().reap();
+}
+
+/// The idle thread: halts with interrupts on until something is ready.
+extern "C" fn idle_loop() -> ! {
+    loop {
+        kernel().reap();
+        x86_64::instructions::interrupts::enable_and_hlt();
+        x86_64::instructions::interrupts::disable();
+        schedule();
+    }
+}
+
+pub fn create_idle() {
+    let k = kernel();
+    let id = k.create_thread(0, 0, 0, true).expect("idle thread");
+    let t = k.tm(id);
+    let top = t.kstack_top();
+    // SAFETY: the fresh kernel stack is ours; switch_context pops six registers and
+    // returns into idle_loop with the stack aligned as the ABI requires.
+    unsafe {
+        let sp = top - 8 * 8;
+        let w = sp as *mut u64;
+        for i in 0..6 {
+            w.add(i).write(0);
+        }
+        w.add(6).write(idle_loop as *const () as usize as u64);
+        t.saved_rsp = sp;
+    }
+    t.state = State::Ready;
+    k.idle = id;
+}
+
+pub fn fault_rights_ok(c: &Cap<Obj>) -> bool {
+    c.rights & rights::SEND != 0
+}

@@ -1,0 +1,267 @@
+//! Physical memory: the boot memory map (PVH), the frame allocator, frame
+//! reference counts for shared user pages, the kernel heap, and the direct map
+//! (all physical memory below 4 GiB at `DIRECT_MAP`).
+
+use crate::kcell::KCell;
+use crate::kprintln;
+use abi::layout::PAGE_SIZE;
+use alloc::vec::Vec;
+use kcore::frames::FrameBitmap;
+
+pub const DIRECT_MAP: u64 = 0xffff_8000_0000_0000;
+/// The boot page tables map physical memory up to here.
+pub const DIRECT_MAP_SIZE: u64 = 4 << 30;
+const MAX_FRAMES: u64 = DIRECT_MAP_SIZE / PAGE_SIZE;
+
+pub fn phys_to_virt(p: u64) -> *mut u8 {
+    (DIRECT_MAP + p) as *mut u8
+}
+
+pub fn virt_to_phys(v: u64) -> u64 {
+    v - DIRECT_MAP
+}
+
+static BITMAP_STORE: KCell<[u64; FrameBitmap::words_for(MAX_FRAMES)]> =
+    KCell::new([0; FrameBitmap::words_for(MAX_FRAMES)]);
+static FRAMES: KCell<Option<FrameBitmap<'static>>> = KCell::new(None);
+static REFCOUNT: KCell<Vec<u16>> = KCell::new(Vec::new());
+
+#[global_allocator]
+static HEAP: KernelHeap = KernelHeap;
+static HEAP_INNER: KCell<linked_list_allocator::Heap> = KCell::new(linked_list_allocator::Heap::empty());
+
+struct KernelHeap;
+
+// SAFETY: the heap is only used from kernel code, which runs on one CPU with interrupts
+// disabled (see `kcell`), so allocations never interleave.
+unsafe impl core::alloc::GlobalAlloc for KernelHeap {
+    unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
+        HEAP_INNER.get().allocate_first_fit(layout).map_or(core::ptr::null_mut(), |p| p.as_ptr())
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: core::alloc::Layout) {
+        if let Some(p) = core::ptr::NonNull::new(ptr) {
+            // SAFETY: `ptr` came from `alloc` with the same layout (GlobalAlloc contract).
+            unsafe { HEAP_INNER.get().deallocate(p, layout) };
+        }
+    }
+}
+
+/// What the boot information told us.
+pub struct BootInfo {
+    pub bootfs_phys: u64,
+    pub bootfs_len: u64,
+    pub ram_frames: u64,
+    /// The kernel command line (`-append`), at most 256 bytes.
+    pub cmdline: [u8; 256],
+    pub cmdline_len: usize,
+}
+
+#[repr(C)]
+struct HvmStartInfo {
+    magic: u32,
+    version: u32,
+    flags: u32,
+    nr_modules: u32,
+    modlist_paddr: u64,
+    cmdline_paddr: u64,
+    rsdp_paddr: u64,
+    memmap_paddr: u64,
+    memmap_entries: u32,
+    reserved: u32,
+}
+
+#[repr(C)]
+struct HvmModlistEntry {
+    paddr: u64,
+    size: u64,
+    cmdline_paddr: u64,
+    reserved: u64,
+}
+
+#[repr(C)]
+struct HvmMemmapEntry {
+    addr: u64,
+    size: u64,
+    kind: u32,
+    reserved: u32,
+}
+
+const HVM_START_MAGIC: u32 = 0x336e_c578;
+
+extern "C" {
+    static __kernel_phys_start: u8;
+    static __kernel_phys_end: u8;
+}
+
+/// Read a boot structure from physical memory.
+fn read_phys<T>(p: u64) -> T {
+    assert!(p + core::mem::size_of::<T>() as u64 <= DIRECT_MAP_SIZE, "boot structure beyond the direct map");
+    // SAFETY: the address is within the direct map (checked) and the structures QEMU
+    // passes are plain old data; read_unaligned tolerates any alignment.
+    unsafe { core::ptr::read_unaligned(phys_to_virt(p) as *const T) }
+}
+
+pub fn init(start_info_phys: u64) -> BootInfo {
+    let si: HvmStartInfo = read_phys(start_info_phys);
+    assert_eq!(si.magic, HVM_START_MAGIC, "not booted through PVH");
+    assert!(si.version >= 1 && si.memmap_entries > 0, "PVH start info has no memory map");
+
+    // Size of RAM below the direct-map limit.
+    let mut top = 0;
+    for i in 0..si.memmap_entries as u64 {
+        let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
+        if e.kind == 1 {
+            top = top.max((e.addr + e.size).min(DIRECT_MAP_SIZE));
+        }
+    }
+    let frames = top / PAGE_SIZE;
+    let fb = FrameBitmap::new(&mut BITMAP_STORE.get()[..], frames);
+    let fb = FRAMES.get().insert(fb);
+    for i in 0..si.memmap_entries as u64 {
+        let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
+        if e.kind == 1 {
+            let first = e.addr.div_ceil(PAGE_SIZE);
+            let last = (e.addr + e.size) / PAGE_SIZE;
+            if last > first {
+                fb.free_range(first, last - first);
+            }
+        }
+    }
+    // Keep the first MiB (real-mode structures, PVH start info), the kernel image,
+    // the start info, memory map, module list and modules.
+    fb.reserve_range(0, 256);
+    // SAFETY: linker symbols; only their addresses are used.
+    let (ks, ke) = unsafe { (core::ptr::addr_of!(__kernel_phys_start) as u64, core::ptr::addr_of!(__kernel_phys_end) as u64) };
+    let reserve = |fb: &mut FrameBitmap, a: u64, len: u64| {
+        let first = a / PAGE_SIZE;
+        let last = (a + len).div_ceil(PAGE_SIZE);
+        fb.reserve_range(first, last - first);
+    };
+    reserve(fb, ks, ke - ks);
+    reserve(fb, start_info_phys, core::mem::size_of::<HvmStartInfo>() as u64);
+    reserve(fb, si.memmap_paddr, si.memmap_entries as u64 * 24);
+    let mut bootfs = (0, 0);
+    if si.nr_modules > 0 {
+        reserve(fb, si.modlist_paddr, si.nr_modules as u64 * 32);
+        for i in 0..si.nr_modules as u64 {
+            let m: HvmModlistEntry = read_phys(si.modlist_paddr + i * 32);
+            reserve(fb, m.paddr, m.size);
+            if i == 0 {
+                bootfs = (m.paddr, m.size);
+            }
+        }
+    }
+
+    // Kernel heap: an eighth of RAM, at most 32 MiB, contiguous.
+    let heap_frames = (fb.free_count() / 8).min((32 << 20) / PAGE_SIZE);
+    let heap = fb.alloc_contiguous(heap_frames, 1).expect("no room for the kernel heap");
+    // SAFETY: the frames were just taken from the allocator, are mapped by the direct
+    // map and are used for nothing else.
+    unsafe { HEAP_INNER.get().init(phys_to_virt(heap * PAGE_SIZE), (heap_frames * PAGE_SIZE) as usize) };
+
+    let rc = REFCOUNT.get();
+    rc.resize(frames as usize, 0);
+    kprintln!(
+        "[mem] RAM {} MiB, {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
+        top >> 20,
+        fb.free_count(),
+        heap_frames * 4,
+        bootfs.1 >> 10,
+        bootfs.0
+    );
+    let mut cmdline = [0u8; 256];
+    let mut cmdline_len = 0;
+    if si.cmdline_paddr != 0 {
+        while cmdline_len < cmdline.len() {
+            let c: u8 = read_phys(si.cmdline_paddr + cmdline_len as u64);
+            if c == 0 {
+                break;
+            }
+            cmdline[cmdline_len] = c;
+            cmdline_len += 1;
+        }
+    }
+    BootInfo { bootfs_phys: bootfs.0, bootfs_len: bootfs.1, ram_frames: frames, cmdline, cmdline_len }
+}
+
+fn frames() -> &'static mut FrameBitmap<'static> {
+    FRAMES.get().as_mut().expect("frame allocator initialised")
+}
+
+pub fn free_frames() -> u64 {
+    frames().free_count()
+}
+
+/// A zeroed frame (physical address).
+pub fn alloc_frame() -> Option<u64> {
+    let f = frames().alloc()? * PAGE_SIZE;
+    zero_frame(f);
+    Some(f)
+}
+
+pub fn zero_frame(f: u64) {
+    // SAFETY: `f` is a frame below the direct-map limit owned by the caller.
+    unsafe { core::ptr::write_bytes(phys_to_virt(f), 0, PAGE_SIZE as usize) };
+}
+
+pub fn free_frame(f: u64) {
+    frames().free(f / PAGE_SIZE);
+}
+
+/// `n` contiguous frames (kernel stacks).
+pub fn alloc_contiguous(n: u64) -> Option<u64> {
+    Some(frames().alloc_contiguous(n, 1)? * PAGE_SIZE)
+}
+
+pub fn free_contiguous(f: u64, n: u64) {
+    for i in 0..n {
+        free_frame(f + i * PAGE_SIZE);
+    }
+}
+
+/// Count one more mapping of a user frame.
+pub fn frame_ref(f: u64) {
+    let rc = &mut REFCOUNT.get()[(f / PAGE_SIZE) as usize];
+    *rc = rc.checked_add(1).expect("frame reference count overflow");
+}
+
+/// Count one mapping less; free the frame when none is left.
+pub fn frame_unref(f: u64) {
+    let rc = &mut REFCOUNT.get()[(f / PAGE_SIZE) as usize];
+    debug_assert!(*rc > 0);
+    *rc = rc.saturating_sub(1);
+    if *rc == 0 {
+        free_frame(f);
+    }
+}
+
+pub fn frame_refcount(f: u64) -> u16 {
+    REFCOUNT.get()[(f / PAGE_SIZE) as usize]
+}
+
+/// Page-table access for `kcore::pagetable`, charging new tables to a quota.
+pub struct KernelPhys<'a> {
+    pub quota: &'a mut crate::task::Quota,
+}
+
+impl kcore::pagetable::PhysMem for KernelPhys<'_> {
+    fn table(&mut self, phys: u64) -> &mut [u64; 512] {
+        // SAFETY: page-table frames are owned by the address space being walked and lie
+        // within the direct map; the kernel is the only writer (see `kcell`).
+        unsafe { &mut *(phys_to_virt(phys) as *mut [u64; 512]) }
+    }
+    fn alloc_table(&mut self) -> Option<u64> {
+        if !self.quota.charge(1) {
+            return None;
+        }
+        let f = alloc_frame();
+        if f.is_none() {
+            self.quota.uncharge(1);
+        }
+        f
+    }
+    fn free_table(&mut self, phys: u64) {
+        free_frame(phys);
+        self.quota.uncharge(1);
+    }
+}

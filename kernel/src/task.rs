@@ -1,0 +1,275 @@
+//! Tasks: an address space (page tables), a capability space, a memory quota.
+//!
+//! User memory is never touched through user virtual addresses: every access
+//! walks the task's page table, checks the user/write bits, and copies through
+//! the direct map. A bad pointer is therefore an error code, never a kernel fault.
+
+use crate::mem::{self, phys_to_virt, KernelPhys};
+use abi::layout::{is_user_range, PAGE_SIZE};
+use abi::{mem as m, Error};
+use kcore::cspace::CSpace;
+use kcore::pagetable::{self as pt, PhysMem};
+
+/// A reference to a kernel object: table index plus generation. A stale generation
+/// means the object is gone; capabilities holding it are dead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjRef {
+    pub id: u32,
+    pub gen: u32,
+}
+
+/// What a capability names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Obj {
+    Thread(ObjRef),
+    Task(ObjRef),
+    Machine,
+}
+
+/// Pages a task may still use (user pages, page tables, thread stacks and UTCBs,
+/// its capability space). Children's limits are reserved from the parent's.
+#[derive(Clone, Copy, Debug)]
+pub struct Quota {
+    pub limit: u64,
+    pub used: u64,
+}
+
+impl Quota {
+    pub fn charge(&mut self, n: u64) -> bool {
+        match self.used.checked_add(n) {
+            Some(u) if u <= self.limit => {
+                self.used = u;
+                true
+            }
+            _ => false,
+        }
+    }
+    pub fn uncharge(&mut self, n: u64) {
+        self.used = self.used.saturating_sub(n);
+    }
+    pub fn available(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// Pages charged for a capability space.
+pub const CSPACE_PAGES: u64 = (abi::cap::SLOTS * 40).div_ceil(PAGE_SIZE);
+
+pub struct Task {
+    pub pml4: u64,
+    pub cspace: CSpace<Obj>,
+    pub quota: Quota,
+    pub parent: Option<ObjRef>,
+    pub nthreads: u32,
+}
+
+/// Leaf flags for user rights.
+pub fn pte_flags(rights: u64) -> u64 {
+    let mut f = pt::U;
+    if rights & m::WRITE != 0 {
+        f |= pt::W;
+    }
+    if rights & m::EXEC == 0 && crate::arch::boot::nx_enabled() {
+        f |= pt::NX;
+    }
+    f
+}
+
+/// Rights a leaf entry grants.
+pub fn pte_rights(pte: u64) -> u64 {
+    let mut r = m::READ;
+    if pte & pt::W != 0 {
+        r |= m::WRITE;
+    }
+    if pte & pt::NX == 0 {
+        r |= m::EXEC;
+    }
+    r
+}
+
+/// Page-table walker that never allocates (lookups and copies).
+struct Walk;
+impl PhysMem for Walk {
+    fn table(&mut self, phys: u64) -> &mut [u64; 512] {
+        // SAFETY: page-table frames lie in the direct map and are only written by the
+        // kernel, which is single-threaded (see `kcell`).
+        unsafe { &mut *(phys_to_virt(phys) as *mut [u64; 512]) }
+    }
+    fn alloc_table(&mut self) -> Option<u64> {
+        None
+    }
+    fn free_table(&mut self, _: u64) {}
+}
+
+pub fn lookup(pml4: u64, va: u64) -> Option<u64> {
+    pt::lookup(&mut Walk, pml4, va & !(PAGE_SIZE - 1))
+}
+
+/// Physical address behind a user virtual address, checking access.
+pub fn user_phys(pml4: u64, va: u64, write: bool) -> Result<u64, Error> {
+    let e = lookup(pml4, va).ok_or(Error::BadAddress)?;
+    if e & pt::U == 0 || (write && e & pt::W == 0) {
+        return Err(Error::BadAddress);
+    }
+    Ok((e & pt::ADDR) + (va & (PAGE_SIZE - 1)))
+}
+
+/// Check that `[va, va+len)` is user memory mapped with the needed access.
+pub fn check_user(pml4: u64, va: u64, len: u64, write: bool) -> Result<(), Error> {
+    if len == 0 {
+        return Ok(());
+    }
+    if !is_user_range(va, len) {
+        return Err(Error::BadAddress);
+    }
+    let mut page = va & !(PAGE_SIZE - 1);
+    while page < va + len {
+        user_phys(pml4, page, write)?;
+        page += PAGE_SIZE;
+    }
+    Ok(())
+}
+
+pub fn copy_from_user(pml4: u64, va: u64, out: &mut [u8]) -> Result<(), Error> {
+    check_user(pml4, va, out.len() as u64, false)?;
+    let mut done = 0;
+    while done < out.len() {
+        let at = va + done as u64;
+        let n = ((PAGE_SIZE - (at % PAGE_SIZE)) as usize).min(out.len() - done);
+        let p = user_phys(pml4, at, false)?;
+        // SAFETY: `p..p+n` lies within one mapped user frame in the direct map.
+        unsafe { core::ptr::copy_nonoverlapping(phys_to_virt(p), out[done..].as_mut_ptr(), n) };
+        done += n;
+    }
+    Ok(())
+}
+
+pub fn copy_to_user(pml4: u64, va: u64, data: &[u8]) -> Result<(), Error> {
+    check_user(pml4, va, data.len() as u64, true)?;
+    let mut done = 0;
+    while done < data.len() {
+        let at = va + done as u64;
+        let n = ((PAGE_SIZE - (at % PAGE_SIZE)) as usize).min(data.len() - done);
+        let p = user_phys(pml4, at, true)?;
+        // SAFETY: `p..p+n` lies within one writable user frame in the direct map.
+        unsafe { core::ptr::copy_nonoverlapping(data[done..].as_ptr(), phys_to_virt(p), n) };
+        done += n;
+    }
+    Ok(())
+}
+
+/// Copy between two address spaces (possibly the same). Both ranges must have been
+/// checked with `check_user`.
+pub fn copy_user_to_user(src: u64, sva: u64, dst: u64, dva: u64, len: u64) -> Result<(), Error> {
+    let mut done = 0;
+    while done < len {
+        let (s, d) = (sva + done, dva + done);
+        let n = (PAGE_SIZE - s % PAGE_SIZE).min(PAGE_SIZE - d % PAGE_SIZE).min(len - done);
+        let sp = user_phys(src, s, false)?;
+        let dp = user_phys(dst, d, true)?;
+        // SAFETY: both ranges lie within single mapped frames; `copy` tolerates overlap
+        // (a task sending to itself).
+        unsafe { core::ptr::copy(phys_to_virt(sp), phys_to_virt(dp), n as usize) };
+        done += n;
+    }
+    Ok(())
+}
+
+impl Task {
+    pub fn new(quota_limit: u64, parent: Option<ObjRef>) -> Result<Task, Error> {
+        let mut quota = Quota { limit: quota_limit, used: 0 };
+        if !quota.charge(1 + CSPACE_PAGES) {
+            return Err(Error::NoMemory);
+        }
+        let cspace = CSpace::try_new(abi::cap::SLOTS as usize).ok_or(Error::NoMemory)?;
+        let pml4 = mem::alloc_frame().ok_or(Error::NoMemory)?;
+        // Share the kernel half.
+        let kernel = crate::arch::boot::boot_pml4_phys();
+        // SAFETY: both are page-table frames in the direct map; the new one is ours.
+        unsafe {
+            let src = phys_to_virt(kernel) as *const u64;
+            let dst = phys_to_virt(pml4) as *mut u64;
+            for i in pt::KERNEL_PML4_FIRST..512 {
+                dst.add(i).write(src.add(i).read());
+            }
+        }
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0 })
+    }
+
+    /// Map `frame` at `va` (one more reference to the frame, one page of quota).
+    pub fn map_frame(&mut self, va: u64, frame: u64, flags: u64) -> Result<(), Error> {
+        if !self.quota.charge(1) {
+            return Err(Error::NoMemory);
+        }
+        let r = pt::map(&mut KernelPhys { quota: &mut self.quota }, self.pml4, va, frame | flags);
+        match r {
+            Ok(()) => {
+                if flags & pt::UTCB == 0 {
+                    mem::frame_ref(frame);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.quota.uncharge(1);
+                Err(match e {
+                    pt::MapError::NoMemory => Error::NoMemory,
+                    pt::MapError::AlreadyMapped => Error::AlreadyMapped,
+                    pt::MapError::NotUser => Error::BadAddress,
+                })
+            }
+        }
+    }
+
+    /// Remove the mapping at `va`, dropping the frame reference. UTCB pages are
+    /// removed only when `allow_utcb` (thread destruction).
+    pub fn unmap_page(&mut self, va: u64, allow_utcb: bool) -> Result<u64, Error> {
+        let e = lookup(self.pml4, va).ok_or(Error::NotMapped)?;
+        if e & pt::UTCB != 0 && !allow_utcb {
+            return Err(Error::InvalidArg);
+        }
+        pt::unmap(&mut Walk, self.pml4, va).ok_or(Error::NotMapped)?;
+        self.quota.uncharge(1);
+        if e & pt::UTCB == 0 {
+            mem::frame_unref(e & pt::ADDR);
+        }
+        flush_page(self.pml4, va);
+        Ok(e)
+    }
+
+    /// Free every user mapping and page table, and the PML4 itself.
+    pub fn destroy_space(&mut self) {
+        let pml4 = self.pml4;
+        if current_cr3() == pml4 {
+            load_cr3(crate::arch::boot::boot_pml4_phys());
+        }
+        pt::destroy_user(&mut KernelPhys { quota: &mut self.quota }, pml4, |_, e| {
+            if e & pt::UTCB == 0 {
+                mem::frame_unref(e & pt::ADDR);
+            } else {
+                mem::free_frame(e & pt::ADDR);
+            }
+        });
+        mem::free_frame(pml4);
+    }
+}
+
+pub fn current_cr3() -> u64 {
+    let (f, _) = x86_64::registers::control::Cr3::read_raw();
+    f.start_address().as_u64()
+}
+
+pub fn load_cr3(pml4: u64) {
+    use x86_64::registers::control::{Cr3, Cr3Flags};
+    use x86_64::structures::paging::PhysFrame;
+    let frame = PhysFrame::containing_address(x86_64::PhysAddr::new(pml4));
+    // SAFETY: `pml4` is a PML4 frame whose kernel half is the boot PML4's, so the
+    // kernel (code, stacks, direct map) stays mapped across the switch.
+    unsafe { Cr3::write(frame, Cr3Flags::empty()) };
+}
+
+/// Invalidate the TLB entry for `va` if `pml4` is the loaded address space.
+pub fn flush_page(pml4: u64, va: u64) {
+    if current_cr3() == pml4 {
+        x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va));
+    }
+}

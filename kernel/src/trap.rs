@@ -1,0 +1,64 @@
+//! Interrupts and exceptions. A user thread's exception becomes a fault message to
+//! its handler (or stops it); an exception in kernel mode is a kernel bug and halts.
+
+use crate::arch::cpu::{TrapFrame, VEC_SPURIOUS, VEC_TIMER};
+use crate::arch::timer;
+use crate::kernel::{kernel, schedule};
+use crate::{ipc, kprintln};
+use abi::ipc::fault;
+
+#[no_mangle]
+extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
+    // SAFETY: the entry stub passes the TrapFrame it just built on this stack.
+    let f = unsafe { *frame };
+    let from_user = f.cs & 3 == 3;
+    match f.vector as u8 {
+        VEC_TIMER => {
+            timer::eoi();
+            kernel().tick();
+        }
+        VEC_SPURIOUS => {}
+        2 | 18 => kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip),
+        v @ 0..=31 if from_user => user_fault(v as u64, &f),
+        v @ 0..=31 => kernel_fault(v as u64, &f),
+        v => {
+            // A stray legacy-PIC interrupt or a device we do not drive yet.
+            kprintln!("[kernel] unexpected interrupt vector {}", v);
+            timer::eoi();
+        }
+    }
+    schedule();
+}
+
+fn user_fault(vector: u64, f: &TrapFrame) {
+    let addr = if vector == 14 { x86_64::registers::control::Cr2::read_raw() } else { 0 };
+    let kind = match vector {
+        14 => fault::PAGE_FAULT,
+        13 => fault::GENERAL_PROTECTION,
+        6 => fault::INVALID_OPCODE,
+        0 => fault::DIVIDE_ERROR,
+        _ => vector,
+    };
+    let k = kernel();
+    let cur = k.current;
+    let task = k.t(cur).task;
+    let handled = ipc::report_fault(k, [kind, addr, f.rip, f.error]);
+    kprintln!(
+        "[kernel] thread {} (task {}) fault: vector {} ip {:#x} addr {:#x} error {:#x} -> {}",
+        cur,
+        task,
+        vector,
+        f.rip,
+        addr,
+        f.error,
+        if handled { "fault handler" } else { "stopped" }
+    );
+}
+
+fn kernel_fault(vector: u64, f: &TrapFrame) -> ! {
+    let cr2 = x86_64::registers::control::Cr2::read_raw();
+    panic!(
+        "kernel exception {} at {:#x} (error {:#x}, cr2 {:#x}, rsp {:#x})",
+        vector, f.rip, f.error, cr2, f.rsp
+    );
+}

@@ -1,0 +1,78 @@
+//! A test server. `echo` serves the labels in `progs::echo`; `echo fast` runs the
+//! register-only reply-and-wait loop used for measuring IPC.
+#![no_std]
+#![no_main]
+
+use progs::echo;
+use rt::ipc::{self, Msg};
+
+rt::entry!(main);
+
+fn fast() -> ! {
+    // Wait for the first call, then answer each with the same tag and word.
+    let mut m = Msg::empty();
+    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    let (mut tag, mut w) = (m.mr[0], m.mr[1]);
+    loop {
+        let (e, _, t, w1) = ipc::reply_wait_regs(tag, w);
+        if e == 0 {
+            tag = t;
+            w = w1;
+        }
+    }
+}
+
+fn main() -> i32 {
+    if rt::args().split(' ').nth(1) == Some("fast") {
+        fast();
+    }
+    let mut buf = [0u8; 4096];
+    let mut out = [0u8; 4096];
+    let mut reply: Option<Msg> = None;
+    loop {
+        ipc::set_recv_buffer(&mut buf);
+        let mut m = Msg::empty();
+        let r = match reply.take() {
+            Some(rep) => {
+                m = rep;
+                ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER)
+            }
+            None => ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER),
+        };
+        let Ok(badge) = r else { continue };
+        let words = m.words().len();
+        reply = Some(match m.label() {
+            echo::ECHO => {
+                let mut w = [0u64; 63];
+                w[..words].copy_from_slice(m.words());
+                let n = words.min(62);
+                w[n] = badge;
+                Msg::new(echo::ECHO, &w[..n + 1])
+            }
+            echo::REVERSE => {
+                let n = ipc::received_string_len();
+                for i in 0..n {
+                    out[i] = buf[n - 1 - i];
+                }
+                ipc::set_send_string(&out[..n]);
+                Msg::new(echo::REVERSE, &[n as u64]).with_string()
+            }
+            echo::FORWARD => {
+                let mut f = Msg::new(echo::ECHO, &[m.word(2) + 1]);
+                match ipc::call(m.word(1), &mut f, ipc::FOREVER) {
+                    Ok(()) => Msg::new(echo::FORWARD, &[f.word(1) + 1]),
+                    Err(e) => Msg::new(0, &[e as u64]),
+                }
+            }
+            echo::SLOW => {
+                rt::sys::sleep_us(m.word(1));
+                Msg::new(echo::SLOW, &[])
+            }
+            echo::QUIT => {
+                let _ = ipc::reply(&Msg::new(echo::QUIT, &[]));
+                return 0;
+            }
+            _ => Msg::new(0, &[abi::Error::NoSys as u64]),
+        });
+    }
+}

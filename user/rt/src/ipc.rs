@@ -1,0 +1,184 @@
+//! IPC for programs: messages of up to 64 words (MR0 = tag), strings, timeouts.
+
+use abi::ipc::{self as aipc, Tag};
+use abi::{check, sys, utcb_off, Error, Utcb};
+use core::arch::asm;
+
+pub use abi::ipc::{timeouts, FOREVER, INFINITE, POLL, RECV_ANY};
+
+/// A message: `mr[0]` is the tag, `mr[1..=words]` the words.
+#[derive(Clone)]
+pub struct Msg {
+    pub mr: [u64; aipc::MAX_MRS],
+}
+
+impl Msg {
+    pub fn new(label: u64, words: &[u64]) -> Msg {
+        let mut m = Msg { mr: [0; aipc::MAX_MRS] };
+        m.mr[0] = Tag::new(label, words.len() as u64).0;
+        m.mr[1..=words.len()].copy_from_slice(words);
+        m
+    }
+    pub fn empty() -> Msg {
+        Msg { mr: [0; aipc::MAX_MRS] }
+    }
+    pub fn tag(&self) -> Tag {
+        Tag(self.mr[0])
+    }
+    pub fn label(&self) -> u64 {
+        self.tag().label()
+    }
+    pub fn words(&self) -> &[u64] {
+        let n = (self.tag().words() as usize).min(aipc::MAX_MRS - 1);
+        &self.mr[1..=n]
+    }
+    pub fn word(&self, i: usize) -> u64 {
+        self.mr[i]
+    }
+    /// Mark the message as carrying the string set with `set_send_string`.
+    pub fn with_string(mut self) -> Msg {
+        self.mr[0] = self.tag().with_string().0;
+        self
+    }
+}
+
+/// This thread's UTCB (FS is based at it; its `user[0]` holds its own address).
+#[allow(clippy::mut_from_ref)]
+pub fn utcb() -> &'static mut Utcb {
+    let addr: u64;
+    // SAFETY: the kernel bases FS at the current thread's UTCB and stores the UTCB's
+    // address in `user[0]`; reading it has no side effect.
+    unsafe { asm!("mov {}, fs:[{off}]", out(reg) addr, off = const utcb_off::USER, options(nostack, readonly)) };
+    // SAFETY: the UTCB is a page mapped for this thread alone for its whole life.
+    unsafe { &mut *(addr as *mut Utcb) }
+}
+
+/// Offer a receive buffer for strings (the receiver's consent to a copy).
+pub fn set_recv_buffer(buf: &mut [u8]) {
+    let u = utcb();
+    u.recv_buf_addr = buf.as_mut_ptr() as u64;
+    u.recv_buf_len = buf.len() as u64;
+}
+
+/// Set the string the next message with a string flag carries.
+pub fn set_send_string(s: &[u8]) {
+    let u = utcb();
+    u.send_buf_addr = s.as_ptr() as u64;
+    u.send_buf_len = s.len() as u64;
+}
+
+/// Length of the string received with the last message.
+pub fn received_string_len() -> usize {
+    utcb().recv_str_len as usize
+}
+
+/// Low-level IPC: registers in, registers out. Returns (error, badge).
+#[inline(always)]
+fn raw(n: u64, dest: u64, src: u64, to: u64, m: &mut [u64; 7]) -> (u64, u64) {
+    let (err, badge);
+    // SAFETY: the kernel reads and writes only the declared registers (rcx and r11
+    // are clobbered by syscall); memory it touches is the UTCB and buffers the caller
+    // named, which the kernel checks.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") n => err,
+            inlateout("rdi") dest => badge,
+            inlateout("rsi") src => _,
+            inlateout("rdx") to => _,
+            inlateout("r10") m[0],
+            inlateout("r8") m[1],
+            inlateout("r9") m[2],
+            inlateout("r12") m[3],
+            inlateout("r13") m[4],
+            inlateout("r14") m[5],
+            inlateout("r15") m[6],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    (err, badge)
+}
+
+fn put(msg: &Msg) -> [u64; 7] {
+    let words = msg.tag().words() as usize;
+    if words >= aipc::REG_MRS {
+        let u = utcb();
+        let top = words.min(aipc::MAX_MRS - 1);
+        u.mr[aipc::REG_MRS..=top].copy_from_slice(&msg.mr[aipc::REG_MRS..=top]);
+    }
+    let mut r = [0u64; 7];
+    r.copy_from_slice(&msg.mr[..7]);
+    r
+}
+
+fn get(msg: &mut Msg, r: &[u64; 7]) {
+    msg.mr[..7].copy_from_slice(r);
+    let words = msg.tag().words() as usize;
+    if words >= aipc::REG_MRS {
+        let u = utcb();
+        msg.mr[aipc::REG_MRS..=words].copy_from_slice(&u.mr[aipc::REG_MRS..=words]);
+    }
+}
+
+/// Send `msg` to the thread in `dest`.
+pub fn send(dest: u64, msg: &Msg, to: u64) -> Result<(), Error> {
+    let mut r = put(msg);
+    check(raw(sys::IPC_SEND, dest, 0, to, &mut r).0)
+}
+
+/// Receive from `src` (a thread slot or `RECV_ANY`): returns the sender's badge.
+pub fn recv(src: u64, msg: &mut Msg, to: u64) -> Result<u64, Error> {
+    let mut r = [0u64; 7];
+    let (e, badge) = raw(sys::IPC_RECV, 0, src, to, &mut r);
+    check(e)?;
+    get(msg, &r);
+    Ok(badge)
+}
+
+/// Send `msg` to `dest` and wait for its reply, which replaces `msg`.
+pub fn call(dest: u64, msg: &mut Msg, to: u64) -> Result<(), Error> {
+    let mut r = put(msg);
+    let (e, _) = raw(sys::IPC_CALL, dest, 0, to, &mut r);
+    check(e)?;
+    get(msg, &r);
+    Ok(())
+}
+
+/// Reply to the last caller.
+pub fn reply(msg: &Msg) -> Result<(), Error> {
+    let mut r = put(msg);
+    check(raw(sys::IPC_REPLY, 0, 0, 0, &mut r).0)
+}
+
+/// Reply to the last caller (if any is still waiting) and receive the next message.
+pub fn reply_wait(src: u64, msg: &mut Msg, to: u64) -> Result<u64, Error> {
+    let mut r = put(msg);
+    let (e, badge) = raw(sys::IPC_REPLY_WAIT, 0, src, to, &mut r);
+    check(e)?;
+    get(msg, &r);
+    Ok(badge)
+}
+
+/// The cheapest call round trip: register-only words, for measurements and servers
+/// that want to avoid the `Msg` copy. Returns (error, tag, first word).
+#[inline(always)]
+pub fn call_regs(dest: u64, tag: u64, w1: u64) -> (u64, u64, u64) {
+    let mut r = [tag, w1, 0, 0, 0, 0, 0];
+    let (e, _) = raw(sys::IPC_CALL, dest, 0, FOREVER, &mut r);
+    (e, r[0], r[1])
+}
+
+/// Register-only reply-and-wait. Returns (error, badge, tag, first word).
+#[inline(always)]
+pub fn reply_wait_regs(tag: u64, w1: u64) -> (u64, u64, u64, u64) {
+    let mut r = [tag, w1, 0, 0, 0, 0, 0];
+    let (e, badge) = raw(sys::IPC_REPLY_WAIT, 0, RECV_ANY, FOREVER, &mut r);
+    (e, badge, r[0], r[1])
+}
+
+/// Raw IPC for tests that must pass malformed values (bad tags, bad slots).
+pub fn raw_ipc(n: u64, dest: u64, src: u64, to: u64, regs: &mut [u64; 7]) -> (u64, u64) {
+    raw(n, dest, src, to, regs)
+}

@@ -1,0 +1,179 @@
+//! System call wrappers. The register convention is in `abi`; each wrapper that
+//! cannot break the caller's memory safety is a safe function.
+
+use abi::{check, sys, tctl, Error};
+use core::arch::asm;
+
+/// Raw system call with up to six arguments; returns rax, rdi, rsi, rdx, r10, r8, r9.
+///
+/// # Safety
+/// Some calls change the caller's own address space or threads (unmap, grant, stop,
+/// destroy); the caller must know that no live Rust reference is affected.
+#[inline(always)]
+pub unsafe fn syscall(n: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64) -> [u64; 7] {
+    let (rax, rdi, rsi, rdx, r10, r8, r9);
+    // SAFETY: `syscall` clobbers rcx and r11 (declared); the kernel restores every other
+    // register except those it returns results in, all declared as outputs here.
+    unsafe {
+        asm!(
+            "syscall",
+            inlateout("rax") n => rax,
+            inlateout("rdi") a0 => rdi,
+            inlateout("rsi") a1 => rsi,
+            inlateout("rdx") a2 => rdx,
+            inlateout("r10") a3 => r10,
+            inlateout("r8") a4 => r8,
+            inlateout("r9") a5 => r9,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    [rax, rdi, rsi, rdx, r10, r8, r9]
+}
+
+/// A system call that only reads its arguments and touches nothing of the caller's
+/// memory except what it is told to write (checked by the kernel).
+#[inline(always)]
+fn safe_call(n: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64) -> [u64; 7] {
+    // SAFETY: used only for calls that cannot unmap or alter the caller's memory or
+    // threads behind its back (see each caller).
+    unsafe { syscall(n, a0, a1, a2, a3, a4, 0) }
+}
+
+pub fn null() -> u64 {
+    safe_call(sys::NULL, 0, 0, 0, 0, 0)[0]
+}
+
+pub struct KernelInfo {
+    pub abi_version: u64,
+    pub ticks: u64,
+    pub tsc_per_ms: u64,
+    pub quota_limit: u64,
+    pub quota_used: u64,
+    pub free_frames: u64,
+}
+
+pub fn kernel_info() -> KernelInfo {
+    let r = safe_call(sys::KERNEL_INFO, 0, 0, 0, 0, 0);
+    KernelInfo { abi_version: r[1], ticks: r[2], tsc_per_ms: r[3], quota_limit: r[4], quota_used: r[5], free_frames: r[6] }
+}
+
+pub fn debug_put(bytes: &[u8]) -> Result<(), Error> {
+    check(safe_call(sys::DEBUG_PUT, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0, 0)[0])
+}
+
+pub fn yield_now() {
+    safe_call(sys::YIELD, 0, 0, 0, 0, 0);
+}
+
+pub fn sleep_us(us: u64) {
+    safe_call(sys::SLEEP, us, 0, 0, 0, 0);
+}
+
+pub fn cap_copy(src: u64, dst: u64, rights: u64, badge: u64) -> Result<(), Error> {
+    check(safe_call(sys::CAP_COPY, src, dst, rights, badge, 0)[0])
+}
+
+pub fn cap_delete(slot: u64) -> Result<(), Error> {
+    check(safe_call(sys::CAP_DELETE, slot, 0, 0, 0, 0)[0])
+}
+
+/// (type, rights, badge)
+pub fn cap_info(slot: u64) -> Result<(u64, u64, u64), Error> {
+    let r = safe_call(sys::CAP_INFO, slot, 0, 0, 0, 0);
+    check(r[0]).map(|_| (r[1], r[2], r[3]))
+}
+
+pub fn cap_give(task: u64, src: u64, dst: u64, rights: u64) -> Result<(), Error> {
+    check(safe_call(sys::CAP_GIVE, task, src, dst, rights, 0)[0])
+}
+
+pub fn task_create(dst: u64, quota_pages: u64) -> Result<(), Error> {
+    check(safe_call(sys::TASK_CREATE, dst, quota_pages, 0, 0, 0)[0])
+}
+
+/// Destroy a task. Destroying one's own task ends the program.
+pub fn task_destroy(task: u64) -> Result<(), Error> {
+    check(safe_call(sys::TASK_DESTROY, task, 0, 0, 0, 0)[0])
+}
+
+pub fn thread_create(task: u64, dst: u64, utcb: u64, prio: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CREATE, task, dst, utcb, prio, 0)[0])
+}
+
+/// Start a stopped thread at `ip` with stack `sp` and `arg` in rdi (ip = 0: resume).
+pub fn thread_start(thread: u64, ip: u64, sp: u64, arg: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::START, ip, sp, arg)[0])
+}
+
+/// # Safety
+/// Stopping a thread of one's own task that holds a lock or a reference others
+/// wait on is the caller's responsibility.
+pub unsafe fn thread_stop(thread: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::STOP, 0, 0, 0)[0])
+}
+
+pub fn thread_set_priority(thread: u64, prio: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::SET_PRIORITY, prio, 0, 0)[0])
+}
+
+pub fn thread_set_fault_handler(thread: u64, handler: u64, badge: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::SET_FAULT_HANDLER, handler, badge, 0)[0])
+}
+
+/// (state, priority)
+pub fn thread_read_state(thread: u64) -> Result<(u64, u64), Error> {
+    let r = safe_call(sys::THREAD_CONTROL, thread, tctl::READ_STATE, 0, 0, 0);
+    check(r[0]).map(|_| (r[1], r[2]))
+}
+
+/// # Safety
+/// As for `thread_stop`.
+pub unsafe fn thread_destroy(thread: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::DESTROY, 0, 0, 0)[0])
+}
+
+/// Map fresh zeroed pages into a task (possibly one's own, at an unused range).
+pub fn mem_alloc(task: u64, va: u64, pages: u64, rights: u64) -> Result<(), Error> {
+    check(safe_call(sys::MEM_ALLOC, task, va, pages, rights, 0)[0])
+}
+
+/// Map (or with `abi::mem::GRANT`, move) one's own pages into a task.
+///
+/// # Safety
+/// With GRANT the source range disappears from the caller's space: nothing may still
+/// refer to it.
+pub unsafe fn mem_map(task: u64, src: u64, dst: u64, pages: u64, flags: u64) -> Result<(), Error> {
+    check(safe_call(sys::MEM_MAP, task, src, dst, pages, flags)[0])
+}
+
+/// # Safety
+/// Nothing may still refer to the unmapped range.
+pub unsafe fn mem_unmap(va: u64, pages: u64) -> Result<(), Error> {
+    check(safe_call(sys::MEM_UNMAP, va, pages, 0, 0, 0)[0])
+}
+
+pub fn thread_exit() -> ! {
+    safe_call(sys::THREAD_EXIT, 0, 0, 0, 0, 0);
+    unreachable!("thread_exit returned")
+}
+
+pub fn machine_exit(machine: u64, code: u32) -> Result<(), Error> {
+    check(safe_call(sys::MACHINE, machine, abi::machine::EXIT, code as u64, 0, 0)[0])
+}
+
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: rdtsc is allowed in user mode (CR4.TSD is clear) and has no side effects.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// rdtsc ordered after earlier instructions (lfence; rdtsc), for measurements.
+#[inline(always)]
+pub fn rdtsc_ordered() -> u64 {
+    let (lo, hi): (u32, u32);
+    // SAFETY: lfence and rdtsc have no effect beyond ordering and reading the TSC.
+    unsafe { asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem)) };
+    ((hi as u64) << 32) | lo as u64
+}

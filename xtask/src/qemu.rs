@@ -1,0 +1,118 @@
+//! QEMU: installing it, choosing the accelerator, building the command line, and
+//! running a boot to completion with a time limit while keeping the serial log.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const QEMU: &str = "qemu-system-x86_64";
+
+pub fn ensure_qemu() -> Result<(), String> {
+    if Command::new(QEMU).arg("--version").output().is_ok() {
+        return Ok(());
+    }
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    let install = "apt-get update && apt-get install -y qemu-system-x86";
+    if !is_root {
+        return Err(format!("QEMU is missing; install it with: sudo sh -c '{install}'"));
+    }
+    eprintln!("xtask: installing QEMU from Debian's packages");
+    let st = Command::new("sh")
+        .args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {install} >/dev/null")])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("installing QEMU failed; try: {install}"))
+    }
+}
+
+/// KVM only where the host CPU has hardware virtualisation and /dev/kvm opens;
+/// `SCION_ACCEL` overrides.
+pub fn accel() -> String {
+    if let Ok(a) = std::env::var("SCION_ACCEL") {
+        return a;
+    }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let hw = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+    let dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok();
+    if hw && dev {
+        "kvm".into()
+    } else {
+        "tcg".into()
+    }
+}
+
+pub struct Options {
+    pub accel: String,
+    pub icount: bool,
+    pub append: String,
+}
+
+/// The machine every Scion boot (and later the Linux baseline) uses.
+pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
+    let mut c = Command::new(QEMU);
+    c.args(["-machine", "q35", "-cpu", "max", "-m", "512M", "-smp", "1"]);
+    c.args(["-nodefaults", "-no-reboot", "-display", "none"]);
+    c.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
+    c.args(["-accel", &o.accel]);
+    if o.icount {
+        c.args(["-icount", "shift=0,align=off,sleep=off"]);
+    }
+    c.arg("-kernel").arg(kernel);
+    c.arg("-initrd").arg(image);
+    if !o.append.is_empty() {
+        c.args(["-append", &o.append]);
+    }
+    c
+}
+
+pub struct Outcome {
+    /// QEMU's exit status (isa-debug-exit: (code << 1) | 1), None on time-out.
+    pub status: Option<i32>,
+    pub log: String,
+    pub timed_out: bool,
+}
+
+/// Boot and wait for QEMU to end (or kill it after `limit`); serial output is the log.
+pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration) -> Result<Outcome, String> {
+    let mut c = command(kernel, image, o);
+    c.args(["-serial", "stdio", "-monitor", "none"]);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| format!("cannot start {QEMU}: {e}"))?;
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            break st.code();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            timed_out = true;
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut log = String::from_utf8_lossy(&reader.join().unwrap_or_default()).replace('\r', "");
+    if let Some(mut e) = child.stderr.take() {
+        let mut s = String::new();
+        let _ = e.read_to_string(&mut s);
+        if !s.trim().is_empty() {
+            log.push_str("\n[qemu stderr]\n");
+            log.push_str(&s);
+        }
+    }
+    Ok(Outcome { status, log, timed_out })
+}

@@ -1,0 +1,219 @@
+//! `cargo xtask test`: host unit tests, then QEMU scenarios. A scenario is one boot
+//! with an `init` that names test programs; root prints `TEST <name> PASS|FAIL` for
+//! each and ends the machine when all are done.
+
+use crate::qemu::{self, Options};
+use crate::{build, make_image, out_dir, Artifacts};
+use std::process::{Command, ExitCode};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct Scenario {
+    pub name: &'static str,
+    /// Test programs (with arguments) started by root, one `test` line each.
+    pub tests: Vec<String>,
+    /// Kernel command line.
+    pub append: &'static str,
+    pub icount: bool,
+    pub limit_s: u64,
+}
+
+fn fuzz_seed() -> u64 {
+    std::env::var("SCION_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1) % 1_000_000
+    })
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    let seed = fuzz_seed();
+    let s = |name, tests: &[&str], append, limit_s| Scenario {
+        name,
+        tests: tests.iter().map(|t| t.to_string()).collect(),
+        append,
+        icount: false,
+        limit_s,
+    };
+    vec![
+        s("boot", &["hello"], "", 60),
+        s("ipc", &["ipc_test"], "", 120),
+        s("caps", &["caps_test"], "", 120),
+        s("hostile", &["hostile_test"], "", 120),
+        Scenario {
+            name: "fuzz",
+            tests: vec![format!("fuzz_test {seed} 100000")],
+            append: "",
+            icount: false,
+            limit_s: 600,
+        },
+        s("faults", &["fault_test"], "", 120),
+        s("sched", &["sched_test"], "", 180),
+        s("sched_pit", &["sched_test"], "timer=pit", 180),
+        Scenario { name: "measure", tests: vec!["bench_kernel".into()], append: "", icount: true, limit_s: 300 },
+    ]
+}
+
+fn init_for(sc: &Scenario) -> String {
+    sc.tests.iter().map(|t| format!("test {t}\n")).collect()
+}
+
+pub struct Result1 {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Boot one scenario; returns one result per test program.
+pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
+    let img = make_image(a, &init_for(sc), sc.name)?;
+    let opts = Options { accel: qemu::accel(), icount: sc.icount, append: sc.append.to_string() };
+    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s))?;
+    let logs = out_dir().join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
+    let log_path = logs.join(format!("{}.log", sc.name));
+    std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
+    let mut results = Vec::new();
+    for t in &sc.tests {
+        let prog = t.split(' ').next().unwrap();
+        let pass = out.log.lines().any(|l| l.trim() == format!("TEST {prog} PASS"));
+        let fail = out.log.lines().any(|l| l.trim().starts_with(&format!("TEST {prog} FAIL")));
+        let ok = pass && !fail && out.status == Some(1);
+        let detail = if ok {
+            String::new()
+        } else if out.timed_out {
+            format!("timed out after {} s", sc.limit_s)
+        } else if out.log.contains("KERNEL PANIC") {
+            "kernel panic".into()
+        } else {
+            format!("qemu exit status {:?}", out.status)
+        };
+        results.push(Result1 { name: format!("{}/{}", sc.name, prog), ok, detail });
+    }
+    Ok((results, log_path.display().to_string()))
+}
+
+/// Host unit tests of the portable crates; returns (name, ok) per test.
+fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["test", "-p", "abi", "-p", "kcore", "-p", "bootfs"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut crate_name = String::from("?");
+    let mut res = Vec::new();
+    for l in text.lines().chain(String::from_utf8_lossy(&out.stderr).lines()) {
+        if let Some(rest) = l.trim().strip_prefix("Running unittests src/lib.rs (target/debug/deps/") {
+            crate_name = rest.split('-').next().unwrap_or("?").to_string();
+        }
+        if let Some(rest) = l.strip_prefix("test ") {
+            if let Some((name, verdict)) = rest.rsplit_once(" ... ") {
+                let full = format!("host/{crate_name}::{name}");
+                if filter.is_none_or(|f| full.contains(f)) {
+                    res.push((full, verdict.trim() == "ok"));
+                }
+            }
+        }
+    }
+    if !out.status.success() && res.iter().all(|(_, ok)| *ok) {
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+        res.push(("host/cargo-test".into(), false));
+    }
+    Ok(res)
+}
+
+pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
+    let (mut passed, mut failed) = (0u32, 0u32);
+    for (name, ok) in host_tests(filter)? {
+        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+        if ok {
+            passed += 1
+        } else {
+            failed += 1
+        }
+    }
+    let selected: Vec<Scenario> = scenarios()
+        .into_iter()
+        .filter(|s| filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
+        .collect();
+    if !selected.is_empty() {
+        qemu::ensure_qemu()?;
+        let a = Arc::new(build()?);
+        for s in &selected {
+            if s.name == "fuzz" {
+                println!("fuzz seed: {} (set SCION_FUZZ_SEED to repeat)", s.tests[0].split(' ').nth(1).unwrap_or("?"));
+            }
+        }
+        // Two boots at a time: the machines here have two cores.
+        let queue = Arc::new(Mutex::new(selected));
+        let results = Arc::new(Mutex::new((0u32, 0u32)));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (q, a, r) = (queue.clone(), a.clone(), results.clone());
+                std::thread::spawn(move || loop {
+                    let Some(sc) = q.lock().unwrap().pop() else { break };
+                    match run_scenario(&a, &sc) {
+                        Ok((res, log)) => {
+                            for t in res {
+                                let mut g = r.lock().unwrap();
+                                if t.ok {
+                                    g.0 += 1;
+                                    println!("test qemu/{} ... ok", t.name);
+                                } else {
+                                    g.1 += 1;
+                                    println!("test qemu/{} ... FAILED ({}); serial log: {}", t.name, t.detail, log);
+                                    if let Ok(text) = std::fs::read_to_string(&log) {
+                                        let lines: Vec<&str> = text.lines().collect();
+                                        for l in &lines[lines.len().saturating_sub(30)..] {
+                                            println!("    | {l}");
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            r.lock().unwrap().1 += 1;
+                            println!("test qemu/{} ... FAILED ({e})", sc.name);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            let _ = w.join();
+        }
+        let g = results.lock().unwrap();
+        passed += g.0;
+        failed += g.1;
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Boot the measurement program under icount (instructions) and plain TCG (cycles).
+pub fn bench() -> Result<ExitCode, String> {
+    qemu::ensure_qemu()?;
+    let a = build()?;
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for icount in [true, false] {
+        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec!["bench_kernel".into()], append: "", icount, limit_s: 300 };
+        eprintln!("xtask: measuring under {}", if icount { "icount" } else { "tcg" });
+        let (res, log) = run_scenario(&a, &sc)?;
+        if res.iter().any(|r| !r.ok) {
+            return Err(format!("measurement boot failed; serial log: {log}"));
+        }
+        let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("BENCH ") {
+                let mut it = rest.split_whitespace();
+                let metric = it.next().unwrap_or("").to_string();
+                let fields: Vec<&str> = it.collect();
+                rows.push((metric, if icount { "icount".into() } else { "tcg".into() }, fields.join(" ")));
+            }
+        }
+    }
+    println!("| metric | mode | figures |");
+    println!("|---|---|---|");
+    for (m, mode, f) in rows {
+        println!("| {m} | {mode} | {f} |");
+    }
+    Ok(ExitCode::SUCCESS)
+}
