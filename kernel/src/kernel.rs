@@ -516,7 +516,9 @@ pub fn schedule() {
     switch_to(next);
 }
 
-fn switch_to(next: u32) {
+/// Switch to `next`; the current thread's state must already say why it stops
+/// (or it must be queued as ready).
+pub fn switch_to(next: u32) {
     let k = kernel();
     let prev = k.current;
     k.current = next;

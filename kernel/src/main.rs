@@ -9,6 +9,7 @@ mod arch {
     pub mod cpu;
     pub mod timer;
 }
+mod fastpath;
 mod ipc;
 mod kcell;
 mod kernel;
