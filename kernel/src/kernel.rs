@@ -447,25 +447,39 @@ impl Kernel {
         }
     }
 
-    /// Destroy a task, the tasks it created, and all their threads.
+    /// Destroy a task, the tasks it created (transitively), and all their threads.
+    /// Iterative: a hostile chain of nested tasks cannot deepen the kernel stack.
     pub fn destroy_task(&mut self, id: u32) {
         if self.tasks[id as usize].is_none() {
             return;
         }
-        let me = self.task_ref(id);
-        // Invalidate first so that recursion cannot come back here.
-        self.task_gen[id as usize] = self.task_gen[id as usize].wrapping_add(1);
-        for child in 0..MAX_TASKS as u32 {
-            if self.tasks[child as usize].as_ref().is_some_and(|t| t.parent == Some(me)) {
-                self.destroy_task(child);
+        // Breadth-first list of the subtree, found before any generation changes.
+        let mut order = [ObjRef { id: 0, gen: 0 }; MAX_TASKS];
+        order[0] = self.task_ref(id);
+        let (mut len, mut i) = (1, 0);
+        while i < len {
+            let parent = order[i];
+            for child in 0..MAX_TASKS as u32 {
+                if len < MAX_TASKS && self.tasks[child as usize].as_ref().is_some_and(|t| t.parent == Some(parent)) {
+                    order[len] = self.task_ref(child);
+                    len += 1;
+                }
             }
+            i += 1;
         }
+        for r in order[..len].iter().rev() {
+            self.destroy_one_task(r.id);
+        }
+    }
+
+    fn destroy_one_task(&mut self, id: u32) {
+        self.task_gen[id as usize] = self.task_gen[id as usize].wrapping_add(1);
         for t in 0..MAX_THREADS as u32 {
             if self.threads[t as usize].as_ref().is_some_and(|x| x.task == id && !x.kernel_thread && x.state != State::Dead) {
                 self.destroy_thread(t);
             }
         }
-        let mut task = self.tasks[id as usize].take().expect("task");
+        let Some(mut task) = self.tasks[id as usize].take() else { return };
         task.destroy_space();
         if let Some(p) = task.parent {
             if self.task_alive(p) {
