@@ -6,7 +6,7 @@ use crate::kcell::KCell;
 use crate::mem::{self, phys_to_virt};
 use crate::task::{self, Obj, ObjRef, Task};
 use abi::layout::PAGE_SIZE;
-use abi::{ipc, rights, sched as s, Error, Utcb};
+use abi::{ipc, sched as s, Error, Utcb};
 use alloc::vec::Vec;
 use kcore::cspace::Cap;
 use kcore::idlist::{Links, List};
@@ -40,7 +40,6 @@ pub enum State {
 }
 
 pub struct Tcb {
-    pub gen: u32,
     pub task: u32,
     pub state: State,
     pub prio: u8,
@@ -331,9 +330,7 @@ impl Kernel {
             }
             return Err(Error::NoMemory);
         };
-        let gen = self.thread_gen[id as usize];
         let mut t = Tcb {
-            gen,
             task: task_id,
             state: State::Stopped,
             prio,
@@ -617,8 +614,4 @@ pub fn create_idle() {
     }
     t.state = State::Ready;
     k.idle = id;
-}
-
-pub fn fault_rights_ok(c: &Cap<Obj>) -> bool {
-    c.rights & rights::SEND != 0
 }

@@ -17,10 +17,6 @@ pub fn phys_to_virt(p: u64) -> *mut u8 {
     (DIRECT_MAP + p) as *mut u8
 }
 
-pub fn virt_to_phys(v: u64) -> u64 {
-    v - DIRECT_MAP
-}
-
 static BITMAP_STORE: KCell<[u64; FrameBitmap::words_for(MAX_FRAMES)]> =
     KCell::new([0; FrameBitmap::words_for(MAX_FRAMES)]);
 static FRAMES: KCell<Option<FrameBitmap<'static>>> = KCell::new(None);
@@ -50,7 +46,6 @@ unsafe impl core::alloc::GlobalAlloc for KernelHeap {
 pub struct BootInfo {
     pub bootfs_phys: u64,
     pub bootfs_len: u64,
-    pub ram_frames: u64,
     /// The kernel command line (`-append`), at most 256 bytes.
     pub cmdline: [u8; 256],
     pub cmdline_len: usize,
@@ -130,8 +125,8 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     // Keep the first MiB (real-mode structures, PVH start info), the kernel image,
     // the start info, memory map, module list and modules.
     fb.reserve_range(0, 256);
-    // SAFETY: linker symbols; only their addresses are used.
-    let (ks, ke) = unsafe { (core::ptr::addr_of!(__kernel_phys_start) as u64, core::ptr::addr_of!(__kernel_phys_end) as u64) };
+    // Linker symbols: only their addresses are used.
+    let (ks, ke) = (core::ptr::addr_of!(__kernel_phys_start) as u64, core::ptr::addr_of!(__kernel_phys_end) as u64);
     let reserve = |fb: &mut FrameBitmap, a: u64, len: u64| {
         let first = a / PAGE_SIZE;
         let last = (a + len).div_ceil(PAGE_SIZE);
@@ -181,7 +176,7 @@ pub fn init(start_info_phys: u64) -> BootInfo {
             cmdline_len += 1;
         }
     }
-    BootInfo { bootfs_phys: bootfs.0, bootfs_len: bootfs.1, ram_frames: frames, cmdline, cmdline_len }
+    BootInfo { bootfs_phys: bootfs.0, bootfs_len: bootfs.1, cmdline, cmdline_len }
 }
 
 fn frames() -> &'static mut FrameBitmap<'static> {
@@ -233,10 +228,6 @@ pub fn frame_unref(f: u64) {
     if *rc == 0 {
         free_frame(f);
     }
-}
-
-pub fn frame_refcount(f: u64) -> u16 {
-    REFCOUNT.get()[(f / PAGE_SIZE) as usize]
 }
 
 /// Page-table access for `kcore::pagetable`, charging new tables to a quota.

@@ -192,7 +192,7 @@ fn thread_create(k: &mut Kernel, task_slot: u64, dst: u64, utcb: u64, prio: u64)
         Ok(_) => return Err(Error::SlotInUse),
         Err(e) => return Err(e),
     }
-    if utcb % PAGE_SIZE != 0 {
+    if !utcb.is_multiple_of(PAGE_SIZE) {
         return Err(Error::Misaligned);
     }
     if !is_user_range(utcb, PAGE_SIZE) {
@@ -302,7 +302,7 @@ fn check_pages(va: u64, n: u64) -> Result<(), Error> {
     if n == 0 || n > m::MAX_PAGES_PER_CALL {
         return Err(Error::InvalidArg);
     }
-    if va % PAGE_SIZE != 0 {
+    if !va.is_multiple_of(PAGE_SIZE) {
         return Err(Error::Misaligned);
     }
     if !is_user_range(va, n * PAGE_SIZE) {

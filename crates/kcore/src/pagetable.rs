@@ -35,7 +35,7 @@ fn index(va: u64, level: u32) -> usize {
 }
 
 fn is_user_page(va: u64) -> bool {
-    va & 0xfff == 0 && va >= abi::layout::USER_MIN && va < abi::layout::USER_END
+    va & 0xfff == 0 && (abi::layout::USER_MIN..abi::layout::USER_END).contains(&va)
 }
 
 /// The leaf entry for `va`, if present.

@@ -163,7 +163,7 @@ mod tests {
                             assert_eq!(model[&g], d, "popped an earliest deadline");
                             model.remove(&g);
                         }
-                        None => assert!(min.map_or(true, |(d, _)| d > now)),
+                        None => assert!(min.is_none_or(|(d, _)| d > now)),
                     }
                 }
             }

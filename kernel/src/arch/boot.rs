@@ -168,9 +168,9 @@ extern "C" {
 
 /// Physical address of the boot PML4, whose upper half every address space shares.
 pub fn boot_pml4_phys() -> u64 {
-    // SAFETY: only the address of the linker-provided symbol is taken; it lies in the
+    // Only the address of the linker-provided symbol is taken; it lies in the
     // identity-mapped .boot section, so its link address is its physical address.
-    unsafe { core::ptr::addr_of!(boot_pml4) as u64 }
+    core::ptr::addr_of!(boot_pml4) as u64
 }
 
 /// Whether the boot stub enabled EFER.NXE (the CPU has the NX bit).

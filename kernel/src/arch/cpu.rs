@@ -47,7 +47,7 @@ pub struct TrapFrame {
 }
 
 pub const TRAP_FRAME_SIZE: usize = core::mem::size_of::<TrapFrame>();
-const _: () = assert!(TRAP_FRAME_SIZE % 16 == 0);
+const _: () = assert!(TRAP_FRAME_SIZE.is_multiple_of(16));
 
 pub const KERNEL_CS: u16 = 0x08;
 pub const KERNEL_DS: u16 = 0x10;
@@ -244,8 +244,7 @@ extern "C" {
 
 /// Address of the stub for vector `v`.
 fn stub_addr(v: usize) -> u64 {
-    // SAFETY: only the address of the asm label is taken.
-    unsafe { addr_of!(trap_stubs) as u64 + 16 * v as u64 }
+    addr_of!(trap_stubs) as u64 + 16 * v as u64
 }
 
 global_asm!(

@@ -80,8 +80,8 @@ fn pit2_done() -> bool {
 
 pub fn init(force_pit: bool) {
     let st = STATE.get();
-    // SAFETY: cpuid leaf 1 exists on every x86-64 CPU.
-    let has_apic = unsafe { __cpuid(1) }.edx & (1 << 9) != 0;
+    // cpuid leaf 1 exists on every x86-64 CPU.
+    let has_apic = __cpuid(1).edx & (1 << 9) != 0;
     st.use_apic = has_apic && !force_pit;
     const CAL_MS: u64 = 10;
     let count = (1_193_182 * CAL_MS / 1000) as u16;
@@ -134,8 +134,4 @@ pub fn eoi() {
 
 pub fn tsc_per_ms() -> u64 {
     STATE.get().tsc_per_ms
-}
-
-pub fn uses_apic() -> bool {
-    STATE.get().use_apic
 }

@@ -7,6 +7,6 @@ rt::entry!(main);
 fn main() -> i32 {
     // SAFETY: deliberately invalid; the kernel turns the page fault into a fault
     // message to root, which destroys this task.
-    unsafe { core::ptr::write_volatile(8 as *mut u64, 1) };
+    unsafe { core::ptr::write_volatile(core::ptr::without_provenance_mut::<u64>(8), 1) };
     0
 }
