@@ -12,6 +12,7 @@ pub mod cspace;
 pub mod elf;
 pub mod frames;
 pub mod idlist;
+pub mod mapdb;
 pub mod pagetable;
 pub mod runqueue;
 pub mod timerheap;
