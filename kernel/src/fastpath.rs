@@ -17,8 +17,8 @@ pub fn ipc(k: &mut Kernel, n: u64) -> Option<u32> {
     let cur = k.current;
     let ct = k.threads[cur as usize].as_ref()?;
     let f = ct.frame();
-    // Register-only message: no flags, at most REG_MRS - 1 words.
-    if f.r10 & 0xff80 != 0 || (f.r10 & 0x7f) as usize >= ipc::REG_MRS {
+    // Register-only message: no flags, no typed items, at most REG_MRS - 1 words.
+    if !abi::ipc::Tag(f.r10).is_short() {
         return None;
     }
     let (dest, badge) = if n == sys::IPC_CALL {

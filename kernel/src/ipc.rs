@@ -8,7 +8,9 @@
 
 use crate::kernel::{Kernel, State};
 use crate::task;
+use abi::fpage::{self, Fpage};
 use abi::ipc::{self, Tag};
+use abi::layout::PAGE_SIZE;
 use abi::{rights, Error};
 
 /// Whose fault a failed transfer is.
@@ -24,36 +26,148 @@ fn accepts(k: &Kernel, receiver: u32, sender: u32) -> bool {
     }
 }
 
-/// Copy the message of `src` (its saved registers and UTCB) to `dst`.
-pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<(), Fail> {
+/// The words of `t`'s outgoing message: MR0..MR6 from its saved registers, the rest
+/// from its UTCB (only the first `1 + words + typed` are meaningful).
+fn message_of(k: &Kernel, t: u32) -> [u64; ipc::MAX_MRS] {
+    let f = k.t(t).frame();
+    let mut mrs = [0u64; ipc::MAX_MRS];
+    mrs[..ipc::REG_MRS].copy_from_slice(&[f.r10, f.r8, f.r9, f.r12, f.r13, f.r14, f.r15]);
+    let tag = Tag(f.r10);
+    let n = (tag.words() + tag.typed()) as usize;
+    if n >= ipc::REG_MRS {
+        mrs[ipc::REG_MRS..=n].copy_from_slice(&k.t(t).utcb().mr[ipc::REG_MRS..=n]);
+    }
+    mrs
+}
+
+fn put_message(k: &Kernel, t: u32, mrs: &[u64; ipc::MAX_MRS], badge: u64) {
+    let f = k.t(t).frame();
+    f.r10 = mrs[0];
+    f.r8 = mrs[1];
+    f.r9 = mrs[2];
+    f.r12 = mrs[3];
+    f.r13 = mrs[4];
+    f.r14 = mrs[5];
+    f.r15 = mrs[6];
+    f.rdi = badge;
+    let tag = Tag(mrs[0]);
+    let n = (tag.words() + tag.typed()) as usize;
+    if n >= ipc::REG_MRS {
+        k.t(t).utcb().mr[ipc::REG_MRS..=n].copy_from_slice(&mrs[ipc::REG_MRS..=n]);
+    }
+}
+
+/// Carry out the typed items in `mrs` (the sender's message) from `src` to `dst`,
+/// rewriting each item to where it landed. `mem_window` overrides the receiver's
+/// memory window (a pager's answer lands anywhere in the faulting space). Returns
+/// how many items were carried out.
+fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_MRS], mem_window: Option<Fpage>) -> Result<u64, Fail> {
+    let tag = Tag(mrs[0]);
+    let (u, t) = (tag.words() as usize, tag.typed() as usize);
+    if t == 0 {
+        return Ok(0);
+    }
+    let du = k.t(dst).utcb();
+    let windows = [mem_window.unwrap_or(Fpage(du.recv_mem)), Fpage(du.recv_io), Fpage(du.recv_caps)];
+    // Check every item before doing any.
+    let mut dest = [0u64; ipc::MAX_MRS / 2];
+    for (j, d) in dest.iter_mut().enumerate().take(t / 2) {
+        let fp = Fpage(mrs[u + 1 + 2 * j]);
+        let ctl = mrs[u + 2 + 2 * j];
+        if !fp.is_valid() || ctl & 0xffe != 0 {
+            return Err(Fail::Sender(Error::InvalidArg));
+        }
+        let w = windows[fp.kind() as usize];
+        if w.0 == 0 || !w.is_valid() || w.kind() != fp.kind() || fp.size() > w.size() {
+            return Err(Fail::Sender(Error::NoWindow));
+        }
+        *d = match fp.kind() {
+            fpage::MEM => {
+                let at = w.base() + (((ctl & !0xfff) % w.size()) & !(fp.size() - 1));
+                if !abi::layout::is_user_range(at, fp.size()) {
+                    return Err(Fail::Sender(Error::InvalidArg));
+                }
+                at
+            }
+            fpage::CAP => w.base() + (((ctl >> 12) % w.size()) & !(fp.size() - 1)),
+            _ => {
+                if fp.base() < w.base() || fp.base() + fp.size() > w.base() + w.size() {
+                    return Err(Fail::Sender(Error::NoWindow));
+                }
+                fp.base()
+            }
+        };
+    }
+    let (stask, dtask) = (k.t(src).task, k.t(dst).task);
+    for (j, &at) in dest.iter().enumerate().take(t / 2) {
+        let fp = Fpage(mrs[u + 1 + 2 * j]);
+        let grant = mrs[u + 2 + 2 * j] & fpage::GRANT != 0;
+        let r = match fp.kind() {
+            fpage::MEM => k.map_mem(stask, fp.base(), dtask, at, fp.size() / PAGE_SIZE, fp.rights(), grant, false),
+            fpage::CAP => {
+                let mut r = Ok(());
+                for i in 0..fp.size() {
+                    if k.task(stask).cspace.get(fp.base() + i).is_ok() {
+                        r = r.and(k.cap_derive(stask, fp.base() + i, dtask, at + i, fp.rights(), 0, grant, true));
+                    }
+                }
+                r
+            }
+            _ => {
+                let mut r = Ok(());
+                for p in fp.base()..fp.base() + fp.size() {
+                    r = r.and(k.map_port(stask, dtask, p as u16, grant));
+                }
+                r
+            }
+        };
+        r.map_err(Fail::Sender)?;
+        mrs[u + 1 + 2 * j] = Fpage::new(fp.kind(), if fp.kind() == fpage::MEM { at >> 12 } else { at }, fp.log2(), fp.rights()).0;
+    }
+    Ok((t / 2) as u64)
+}
+
+/// Copy the message of `src` (registers, UTCB words, string, typed items) to `dst`.
+/// Returns the number of typed items carried out.
+pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, Fail> {
     // A fault report synthesised by the kernel.
     if let Some(w) = k.t(src).fault {
-        let df = k.t(dst).frame();
-        df.r10 = Tag::new(ipc::label::FAULT, 4).0 | ipc::TAG_FAULT;
-        df.r8 = w[0];
-        df.r9 = w[1];
-        df.r12 = w[2];
-        df.r13 = w[3];
-        df.rdi = badge;
+        let mut mrs = [0u64; ipc::MAX_MRS];
+        if k.t(src).fault_to_pager {
+            let access = if w[3] & 0x10 != 0 {
+                abi::mem::EXEC
+            } else if w[3] & 0x2 != 0 {
+                abi::mem::WRITE
+            } else {
+                abi::mem::READ
+            };
+            mrs[..4].copy_from_slice(&[Tag::new(ipc::label::PAGE_FAULT, 3).0 | ipc::TAG_FAULT, w[1], access, w[2]]);
+        } else {
+            mrs[..5].copy_from_slice(&[Tag::new(ipc::label::FAULT, 4).0 | ipc::TAG_FAULT, w[0], w[1], w[2], w[3]]);
+        }
+        put_message(k, dst, &mrs, badge);
         k.t(dst).utcb().recv_str_len = 0;
-        return Ok(());
+        return Ok(0);
     }
-    // A reply to a faulted thread: resume it (at MR1 if given), registers untouched.
+    let mut mrs = message_of(k, src);
+    // The answer to a fault.
     if k.t(dst).fault.is_some() {
-        let sf = k.t(src).frame();
-        let tag = Tag(sf.r10);
-        if tag.words() >= 1 && sf.r8 != 0 {
-            if !abi::layout::is_user_range(sf.r8, 1) {
+        if k.t(dst).fault_to_pager {
+            let n = transfer_items(k, src, dst, &mut mrs, Some(Fpage::all_mem()))?;
+            k.tm(dst).fault = None;
+            return Ok(n);
+        }
+        let tag = Tag(mrs[0]);
+        if tag.words() >= 1 && mrs[1] != 0 {
+            if !abi::layout::is_user_range(mrs[1], 1) {
                 return Err(Fail::Sender(Error::InvalidArg));
             }
-            k.t(dst).frame().rip = sf.r8;
+            k.t(dst).frame().rip = mrs[1];
         }
         k.tm(dst).fault = None;
-        return Ok(());
+        return Ok(0);
     }
-    let sf = *k.t(src).frame();
-    let tag = Tag(sf.r10);
-    let words = tag.words() as usize;
+    let tag = Tag(mrs[0]);
     let mut slen = 0;
     if tag.has_string() {
         let su = k.t(src).utcb();
@@ -71,22 +185,11 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<(), Fa
         task::copy_user_to_user(spml4, saddr, dpml4, daddr, len).map_err(|_| Fail::Sender(Error::CopyFault))?;
         slen = len;
     }
-    let df = k.t(dst).frame();
-    df.r10 = sf.r10 & !ipc::TAG_FAULT;
-    df.r8 = sf.r8;
-    df.r9 = sf.r9;
-    df.r12 = sf.r12;
-    df.r13 = sf.r13;
-    df.r14 = sf.r14;
-    df.r15 = sf.r15;
-    df.rdi = badge;
-    if words >= ipc::REG_MRS {
-        let s = &k.t(src).utcb().mr;
-        let d = &mut k.t(dst).utcb().mr;
-        d[ipc::REG_MRS..=words].copy_from_slice(&s[ipc::REG_MRS..=words]);
-    }
+    let n = transfer_items(k, src, dst, &mut mrs, None)?;
+    mrs[0] &= !ipc::TAG_FAULT;
+    put_message(k, dst, &mrs, badge);
     k.t(dst).utcb().recv_str_len = slen;
-    Ok(())
+    Ok(n)
 }
 
 /// The send phase of send and call, from the current thread.
@@ -103,7 +206,7 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
 pub fn deliver(k: &mut Kernel, src: u32, dest: u32, badge: u64, call: bool, send_to: u32, recv_to: u32) -> Result<(), Error> {
     if k.t(dest).state == State::RecvBlocked && accepts(k, dest, src) {
         match transfer(k, src, dest, badge) {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(Fail::Sender(e)) => return Err(e),
             Err(Fail::Receiver(e)) => {
                 k.unlink(dest);
@@ -150,6 +253,12 @@ pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error>
         }
         Some(k.thread_ref(id))
     };
+    if from.is_none() && k.t(cur).irq_pending != 0 {
+        let line = k.t(cur).irq_pending.trailing_zeros();
+        k.tm(cur).irq_pending &= !(1 << line);
+        deliver_irq(k, cur, line as u8);
+        return Ok(());
+    }
     loop {
         let q = k.t(cur).sendq;
         let sender = match from {
@@ -159,7 +268,7 @@ pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error>
         let Some(s) = sender else { break };
         let badge = k.t(s).send_badge;
         match transfer(k, s, cur, badge) {
-            Ok(()) => {
+            Ok(_) => {
                 k.unlink(s);
                 if k.t(s).call {
                     k.tm(s).state = State::ReplyBlocked;
@@ -198,16 +307,26 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
     if !k.thread_alive(r) || k.t(r.id).state != State::ReplyBlocked || k.t(r.id).partner != Some(me) {
         return Err(Error::NoPartner);
     }
-    let resumes_fault = k.t(r.id).fault.is_some();
+    let resumes_fault = k.t(r.id).fault;
+    let pager_answer = k.t(r.id).fault_to_pager;
     match transfer(k, cur, r.id, 0) {
-        Ok(()) if resumes_fault => {
+        Ok(0) if pager_answer => {
+            // The pager mapped nothing: the fault goes to the fault handler.
+            k.tm(r.id).fault_to_pager = false;
+            k.tm(r.id).partner = None;
+            k.timers.remove(r.id);
+            let words = resumes_fault.unwrap_or_default();
+            report_fault(k, r.id, words, false);
+            Ok(())
+        }
+        Ok(_) if resumes_fault.is_some() => {
             // The faulted thread continues with its registers as they were.
             k.timers.remove(r.id);
             k.tm(r.id).partner = None;
             k.make_ready(r.id);
             Ok(())
         }
-        Ok(()) => {
+        Ok(_) => {
             k.wake(r.id, 0);
             Ok(())
         }
@@ -222,22 +341,50 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
     }
 }
 
-/// Report a fault of the current thread to its handler as a call; without a handler
-/// (or with a dead one) the thread is stopped. Returns whether a handler took it.
-pub fn report_fault(k: &mut Kernel, words: [u64; 4]) -> bool {
-    let cur = k.current;
-    let Some((h, badge)) = k.t(cur).fault_handler else {
-        k.block(cur, State::Stopped, ipc::INFINITE);
+/// Write an interrupt message for `line` into `t`'s registers.
+pub fn deliver_irq(k: &mut Kernel, t: u32, line: u8) {
+    let badge = k.irqs[line as usize].map_or(0, |(_, b)| b);
+    let mut mrs = [0u64; ipc::MAX_MRS];
+    mrs[0] = Tag::new(ipc::label::IRQ, 1).0;
+    mrs[1] = line as u64;
+    put_message(k, t, &mrs, badge);
+    k.t(t).utcb().recv_str_len = 0;
+}
+
+/// An interrupt fired on `line` (already masked): hand it to the attached thread, at
+/// once if it waits for any message, else when it next receives.
+pub fn irq_fired(k: &mut Kernel, line: u8) {
+    let Some((t, _)) = k.irqs[line as usize] else { return };
+    if !k.thread_alive(t) {
+        k.irqs[line as usize] = None;
+        return;
+    }
+    let th = k.t(t.id);
+    if th.state == State::RecvBlocked && th.recv_from.is_none() {
+        deliver_irq(k, t.id, line);
+        k.unlink(t.id);
+        k.wake(t.id, 0);
+    } else {
+        k.tm(t.id).irq_pending |= 1 << line;
+    }
+}
+
+/// Report a fault of thread `t` as a call: a page fault to its pager if it has one
+/// (`page_fault`), otherwise to its fault handler. Without either the thread is
+/// stopped. Returns whether somebody took it.
+pub fn report_fault(k: &mut Kernel, t: u32, words: [u64; 4], page_fault: bool) -> bool {
+    let alive = |k: &Kernel, h: Option<(task::ObjRef, u64)>| h.filter(|(r, _)| k.thread_alive(*r) && r.id != t);
+    let pager = if page_fault { alive(k, k.t(t).pager) } else { None };
+    let target = pager.map(|p| (p, true)).or_else(|| alive(k, k.t(t).fault_handler).map(|h| (h, false)));
+    let Some(((h, badge), to_pager)) = target else {
+        k.block(t, State::Stopped, ipc::INFINITE);
         return false;
     };
-    if !k.thread_alive(h) || h.id == cur {
-        k.block(cur, State::Stopped, ipc::INFINITE);
-        return false;
-    }
-    k.tm(cur).fault = Some(words);
-    if deliver(k, cur, h.id, badge, true, ipc::INFINITE, ipc::INFINITE).is_err() {
-        k.tm(cur).fault = None;
-        k.block(cur, State::Stopped, ipc::INFINITE);
+    k.tm(t).fault = Some(words);
+    k.tm(t).fault_to_pager = to_pager;
+    if deliver(k, t, h.id, badge, true, ipc::INFINITE, ipc::INFINITE).is_err() {
+        k.tm(t).fault = None;
+        k.block(t, State::Stopped, ipc::INFINITE);
         return false;
     }
     true

@@ -10,6 +10,7 @@ use abi::{ipc, sched as s, Error, Utcb};
 use alloc::vec::Vec;
 use kcore::cspace::Cap;
 use kcore::idlist::{Links, List};
+use kcore::mapdb::MapDb;
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
 
@@ -58,8 +59,14 @@ pub struct Tcb {
     pub call_timeout: u32,
     pub reply_to: Option<ObjRef>,
     pub fault_handler: Option<(ObjRef, u64)>,
+    /// Receives this thread's page faults.
+    pub pager: Option<(ObjRef, u64)>,
     /// Pending fault message (kind, address, ip, error code) while the handler has it.
     pub fault: Option<[u64; 4]>,
+    /// The pending fault went to the pager (a page fault) rather than the fault handler.
+    pub fault_to_pager: bool,
+    /// Interrupt lines attached to this thread that fired and wait to be received.
+    pub irq_pending: u32,
     pub kernel_thread: bool,
 }
 
@@ -106,6 +113,16 @@ pub struct Kernel {
     /// Run this thread next if it is ready and as important as any other (IPC handoff).
     pub hint: Option<u32>,
     pub zombie: Option<u32>,
+    /// Mapping databases: frames (by frame address), I/O ports, capabilities (by object).
+    pub mapdb_mem: MapDb<u64, u32>,
+    pub mapdb_io: MapDb<u16, u32>,
+    pub mapdb_cap: MapDb<Obj, u32>,
+    /// The task that holds every I/O port from boot (sigma0).
+    pub io_root: u32,
+    /// Interrupt lines: the attached thread and its badge.
+    pub irqs: [Option<(ObjRef, u64)>; abi::irq::LINES as usize],
+    /// The task whose I/O bitmap is in the TSS.
+    pub io_owner: Option<u32>,
 }
 
 static KERNEL: KCell<Kernel> = KCell::new(Kernel {
@@ -123,6 +140,12 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     rotate: false,
     hint: None,
     zombie: None,
+    mapdb_mem: MapDb::new(),
+    mapdb_io: MapDb::new(),
+    mapdb_cap: MapDb::new(),
+    io_root: u32::MAX,
+    irqs: [None; abi::irq::LINES as usize],
+    io_owner: None,
 });
 
 pub fn kernel() -> &'static mut Kernel {
@@ -180,7 +203,7 @@ impl Kernel {
         let alive = match c.obj {
             Obj::Thread(r) => self.thread_alive(r),
             Obj::Task(r) => self.task_alive(r),
-            Obj::Machine => true,
+            Obj::Machine | Obj::Irq(_) | Obj::IrqControl => true,
         };
         if alive {
             Ok(c)
@@ -347,7 +370,10 @@ impl Kernel {
             call_timeout: ipc::INFINITE,
             reply_to: None,
             fault_handler: None,
+            pager: None,
             fault: None,
+            fault_to_pager: false,
+            irq_pending: 0,
             kernel_thread,
         };
         if !kernel_thread {
@@ -386,6 +412,12 @@ impl Kernel {
             if waits {
                 self.unlink(other);
                 self.wake(other, Error::NoPartner as u64);
+            }
+        }
+        for line in 0..self.irqs.len() {
+            if self.irqs[line].is_some_and(|(t, _)| t == me) {
+                self.irqs[line] = None;
+                crate::arch::irqchip::mask(line as u8);
             }
         }
         self.thread_gen[id as usize] = self.thread_gen[id as usize].wrapping_add(1);
@@ -476,7 +508,15 @@ impl Kernel {
                 self.destroy_thread(t);
             }
         }
+        if self.tasks[id as usize].is_none() {
+            return;
+        }
+        self.release_task_resources(id);
         let Some(mut task) = self.tasks[id as usize].take() else { return };
+        if self.io_owner == Some(id) {
+            crate::arch::cpu::clear_iomap(task.io_max);
+            self.io_owner = None;
+        }
         task.destroy_space();
         if let Some(p) = task.parent {
             if self.task_alive(p) {
@@ -548,6 +588,7 @@ pub fn switch_to(next: u32) {
             task::load_cr3(pml4);
         }
         x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+        switch_iomap(k, task);
     }
     let save = &mut k.tm(prev).saved_rsp as *mut u64;
     // SAFETY: `load` was saved by switch_context or prepared by prepare_stack on the
@@ -556,6 +597,23 @@ pub fn switch_to(next: u32) {
     // state is used after the call returns except through `kernel()` afresh.
     unsafe { cpu::switch(save, load) };
     kernel().reap();
+}
+
+/// Put `task`'s I/O permissions into the TSS if another task's are there (most tasks
+/// have none, and then nothing is copied).
+fn switch_iomap(k: &mut Kernel, task: u32) {
+    if k.io_owner == Some(task) {
+        return;
+    }
+    if let Some(prev) = k.io_owner.take() {
+        let max = k.tasks[prev as usize].as_ref().map_or(u16::MAX, |t| t.io_max);
+        cpu::clear_iomap(max);
+    }
+    let t = k.task(task);
+    if let Some(map) = t.io.as_ref() {
+        cpu::load_iomap(&map[..], t.io_max);
+        k.io_owner = Some(task);
+    }
 }
 
 /// Enter the first thread from the boot stack (which is abandoned).

@@ -62,11 +62,17 @@ pub fn start_root(bi: &BootInfo) {
 
     let th = k.create_thread(tid, layout::MAIN_UTCB, abi::sched::ROOT_PRIORITY as u8, false).expect("root thread");
     let (task_ref, thread_ref) = (k.task_ref(tid), k.thread_ref(th));
-    let cs = &mut k.task(tid).cspace;
-    cs.insert(cap::SELF_TASK, Cap { obj: Obj::Task(task_ref), rights: rights::CONTROL, badge: 0 }).unwrap();
-    cs.insert(cap::SELF_THREAD, Cap { obj: Obj::Thread(thread_ref), rights: rights::SEND | rights::CONTROL, badge: 0 })
-        .unwrap();
-    cs.insert(cap::MACHINE_SLOT, Cap { obj: Obj::Machine, rights: rights::SHUTDOWN, badge: 0 }).unwrap();
+    let caps = [
+        (cap::SELF_TASK, Obj::Task(task_ref), rights::CONTROL),
+        (cap::SELF_THREAD, Obj::Thread(thread_ref), rights::SEND | rights::CONTROL),
+        (cap::MACHINE_SLOT, Obj::Machine, rights::SHUTDOWN),
+        (cap::IRQ_CONTROL_SLOT, Obj::IrqControl, rights::CONTROL),
+    ];
+    for (slot, obj, r) in caps {
+        k.cap_install(tid, slot, Cap { obj, rights: r, badge: 0 }).expect("root capability");
+    }
+    // Root holds every I/O port until it passes them on.
+    k.io_root = tid;
 
     let mut si = StartInfo {
         magic: abi::START_MAGIC,

@@ -7,6 +7,7 @@ extern crate alloc;
 mod arch {
     pub mod boot;
     pub mod cpu;
+    pub mod irqchip;
     pub mod timer;
 }
 mod fastpath;
@@ -19,6 +20,7 @@ mod serial;
 mod syscall;
 mod task;
 mod trap;
+mod vm;
 
 /// Entered from the boot stub in long mode, on the boot stack, with the physical
 /// address of the PVH start info.
@@ -31,6 +33,7 @@ extern "C" fn kstart(start_info: u64) -> ! {
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
     kernel::init();
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
+    arch::irqchip::init();
     kernel::create_idle();
     loader::start_root(&bi);
     kernel::start_scheduling();

@@ -9,8 +9,9 @@ use crate::mem;
 use crate::task::{self, Obj};
 use abi::ipc::Tag;
 use abi::layout::{is_user_range, PAGE_SIZE};
-use abi::{cap, mem as m, rights, sys, tctl, Error};
-use kcore::cspace::{CSpace, Cap};
+use abi::fpage::Fpage;
+use abi::{cap, irq, mem as m, rights, sys, tctl, Error};
+use kcore::cspace::Cap;
 use kcore::pagetable as pt;
 
 #[no_mangle]
@@ -85,9 +86,13 @@ fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
         }
         sys::CAP_COPY => {
             k.cap(a0)?; // the source must name a live object
-            k.cur_task().cspace.copy(a0, a1, a2, a3)
+            let me = k.t(k.current).task;
+            k.cap_derive(me, a0, me, a1, a2, a3, false, false)
         }
-        sys::CAP_DELETE => k.cur_task().cspace.delete(a0).map(|_| ()),
+        sys::CAP_DELETE => {
+            let me = k.t(k.current).task;
+            k.cap_delete(me, a0)
+        }
         sys::CAP_INFO => {
             let c = k.cap(a0)?;
             let (ty, _) = describe(&c);
@@ -99,16 +104,28 @@ fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
         }
         sys::CAP_GIVE => {
             let target = k.task_cap(a0, rights::CONTROL)?;
-            let src = k.cap(a1)?;
-            let c = CSpace::derive(src, a3, 0)?;
-            k.task(target).cspace.insert(a2, c)
+            k.cap(a1)?;
+            let me = k.t(k.current).task;
+            k.cap_derive(me, a1, target, a2, a3, 0, false, false)
         }
         sys::TASK_CREATE => task_create(k, a0, a1),
         sys::THREAD_CREATE => thread_create(k, a0, a1, a2, a3),
         sys::THREAD_CONTROL => thread_control(k, a0, a1, a2, a3, a4),
         sys::MEM_ALLOC => mem_alloc(k, a0, a1, a2, a3),
         sys::MEM_MAP => mem_map(k, a0, a1, a2, a3, a4),
-        sys::MEM_UNMAP => mem_unmap(k, a0, a1),
+        sys::UNMAP => unmap(k, a0, a1),
+        sys::IRQ_CONTROL => irq_control(k, a0, a1, a2, a3),
+        sys::TASK_INFO => {
+            let c = k.cap(a0)?;
+            let Obj::Task(r) = c.obj else { return Err(Error::WrongType) };
+            let t = k.task(r.id);
+            let (n, q) = (t.nthreads as u64, t.quota);
+            let out = k.cur().frame();
+            out.rdi = n;
+            out.rsi = q.limit;
+            out.rdx = q.used;
+            Ok(())
+        }
         sys::THREAD_EXIT => {
             let cur = k.current;
             k.destroy_thread(cur);
@@ -155,6 +172,8 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
         Obj::Thread(r) => (cap::THREAD, r.id),
         Obj::Task(r) => (cap::TASK, r.id),
         Obj::Machine => (cap::MACHINE, 0),
+        Obj::Irq(l) => (cap::IRQ, l as u32),
+        Obj::IrqControl => (cap::IRQ_CONTROL, 0),
     }
 }
 
@@ -181,7 +200,7 @@ fn task_create(k: &mut Kernel, dst: u64, quota: u64) -> Result<(), Error> {
     let me = k.t(k.current).task;
     let id = k.create_task(quota, Some(me))?;
     let r = k.task_ref(id);
-    k.cur_task().cspace.insert(dst, Cap { obj: Obj::Task(r), rights: rights::CONTROL, badge: 0 }).expect("slot checked");
+    k.cap_install(me, dst, Cap { obj: Obj::Task(r), rights: rights::CONTROL, badge: 0 }).expect("slot checked");
     Ok(())
 }
 
@@ -203,10 +222,8 @@ fn thread_create(k: &mut Kernel, task_slot: u64, dst: u64, utcb: u64, prio: u64)
     }
     let id = k.create_thread(target, utcb, prio as u8, false)?;
     let r = k.thread_ref(id);
-    k.cur_task()
-        .cspace
-        .insert(dst, Cap { obj: Obj::Thread(r), rights: rights::SEND | rights::CONTROL, badge: 0 })
-        .expect("slot checked");
+    let me = k.t(k.current).task;
+    k.cap_install(me, dst, Cap { obj: Obj::Thread(r), rights: rights::SEND | rights::CONTROL, badge: 0 }).expect("slot checked");
     Ok(())
 }
 
@@ -270,6 +287,16 @@ fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) ->
             let (h, _) = k.thread_cap(a, rights::SEND)?;
             let r = k.thread_ref(h);
             k.tm(id).fault_handler = Some((r, b));
+            Ok(())
+        }
+        tctl::SET_PAGER => {
+            if a == u64::MAX {
+                k.tm(id).pager = None;
+                return Ok(());
+            }
+            let (h, _) = k.thread_cap(a, rights::SEND)?;
+            let r = k.thread_ref(h);
+            k.tm(id).pager = Some((r, b));
             Ok(())
         }
         tctl::READ_STATE => {
@@ -349,58 +376,92 @@ fn mem_map(k: &mut Kernel, task_slot: u64, src: u64, dst: u64, n: u64, flags: u6
     if flags & !(m::RIGHTS_MASK | m::GRANT) != 0 || flags & m::READ == 0 {
         return Err(Error::InvalidArg);
     }
-    let want = flags & m::RIGHTS_MASK;
-    let grant = flags & m::GRANT != 0;
     let me = k.t(k.current).task;
-    let spml4 = k.task(me).pml4;
-    if me == target && src < dst + n * PAGE_SIZE && dst < src + n * PAGE_SIZE {
-        return Err(Error::InvalidArg);
-    }
-    // Check everything before changing anything.
-    for i in 0..n {
-        let e = task::lookup(spml4, src + i * PAGE_SIZE).ok_or(Error::NotMapped)?;
-        if e & pt::UTCB != 0 {
-            return Err(Error::InvalidArg);
-        }
-        if want & !task::pte_rights(e) != 0 {
-            return Err(Error::NoRights);
-        }
-    }
-    let tpml4 = k.task(target).pml4;
-    for i in 0..n {
-        if task::lookup(tpml4, dst + i * PAGE_SIZE).is_some() {
-            return Err(Error::AlreadyMapped);
-        }
-    }
-    let fl = task::pte_flags(want);
-    for i in 0..n {
-        let e = task::lookup(spml4, src + i * PAGE_SIZE).expect("checked");
-        if let Err(err) = k.task(target).map_frame(dst + i * PAGE_SIZE, e & pt::ADDR, fl) {
-            for j in 0..i {
-                let _ = k.task(target).unmap_page(dst + j * PAGE_SIZE, false);
-            }
-            return Err(err);
-        }
-    }
-    if grant {
-        for i in 0..n {
-            let _ = k.task(me).unmap_page(src + i * PAGE_SIZE, false);
-        }
-    }
-    Ok(())
+    k.map_mem(me, src, target, dst, n, flags & m::RIGHTS_MASK, flags & m::GRANT != 0, true)
 }
 
-fn mem_unmap(k: &mut Kernel, va: u64, n: u64) -> Result<(), Error> {
-    check_pages(va, n)?;
-    let t = k.cur_task();
-    for i in 0..n {
-        let e = task::lookup(t.pml4, va + i * PAGE_SIZE).ok_or(Error::NotMapped)?;
-        if e & pt::UTCB != 0 {
-            return Err(Error::InvalidArg);
+/// `UNMAP(fpage, flags)`: take the flexpage's rights (all if none are given) from
+/// everything derived from the caller's part of it; with `SELF` also from the
+/// caller's own mappings.
+fn unmap(k: &mut Kernel, fp: u64, flags: u64) -> Result<(), Error> {
+    let fp = Fpage(fp);
+    if !fp.is_valid() || flags & !abi::fpage::UNMAP_SELF != 0 {
+        return Err(Error::InvalidArg);
+    }
+    let include_self = flags & abi::fpage::UNMAP_SELF != 0;
+    let me = k.t(k.current).task;
+    match fp.kind() {
+        abi::fpage::MEM => {
+            if fp.base().checked_add(fp.size()).is_none_or(|e| e > abi::layout::USER_END) {
+                return Err(Error::BadAddress);
+            }
+            let remove = if fp.rights() == 0 { m::RIGHTS_MASK } else { fp.rights() };
+            let (lo, hi) = (fp.base(), fp.base() + fp.size());
+            let pages: alloc::vec::Vec<u64> = k.task(me).leaves().into_iter().filter(|(va, _)| *va >= lo && *va < hi).map(|(va, e)| {
+                if e & pt::UTCB != 0 { u64::MAX } else { va }
+            }).collect();
+            if include_self && pages.contains(&u64::MAX) {
+                return Err(Error::InvalidArg);
+            }
+            for va in pages.into_iter().filter(|v| *v != u64::MAX) {
+                k.demap_mem(me, va, remove, include_self);
+            }
+            Ok(())
+        }
+        abi::fpage::IO => {
+            for port in fp.base()..fp.base() + fp.size() {
+                k.demap_port(me, port as u16, include_self);
+            }
+            Ok(())
+        }
+        _ => {
+            let remove = if fp.rights() == 0 { u8::MAX as u64 } else { fp.rights() };
+            for slot in fp.base()..(fp.base() + fp.size()).min(cap::SLOTS) {
+                k.cap_reduce(me, slot, remove, include_self);
+            }
+            Ok(())
         }
     }
-    for i in 0..n {
-        t.unmap_page(va + i * PAGE_SIZE, false)?;
+}
+
+fn irq_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64) -> Result<(), Error> {
+    let c = k.cap(slot)?;
+    let me = k.t(k.current).task;
+    match (op, c.obj) {
+        (irq::CREATE, Obj::IrqControl) => {
+            if a >= crate::arch::irqchip::lines() as u64 {
+                return Err(Error::InvalidArg);
+            }
+            k.cap_install(me, b, Cap { obj: Obj::Irq(a as u8), rights: rights::CONTROL, badge: 0 })
+        }
+        (irq::CREATE, _) => Err(Error::WrongType),
+        (_, Obj::Irq(line)) => {
+            if c.rights & rights::CONTROL == 0 {
+                return Err(Error::NoRights);
+            }
+            let l = line as usize;
+            match op {
+                irq::ATTACH => {
+                    let cur = k.current;
+                    k.irqs[l] = Some((k.thread_ref(cur), a));
+                    crate::arch::irqchip::unmask(line);
+                    Ok(())
+                }
+                irq::ACK => {
+                    if k.irqs[l].is_none() {
+                        return Err(Error::BadState);
+                    }
+                    crate::arch::irqchip::unmask(line);
+                    Ok(())
+                }
+                irq::DETACH => {
+                    k.irqs[l] = None;
+                    crate::arch::irqchip::mask(line);
+                    Ok(())
+                }
+                _ => Err(Error::InvalidArg),
+            }
+        }
+        _ => Err(Error::WrongType),
     }
-    Ok(())
 }

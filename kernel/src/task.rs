@@ -12,18 +12,22 @@ use kcore::pagetable::{self as pt, PhysMem};
 
 /// A reference to a kernel object: table index plus generation. A stale generation
 /// means the object is gone; capabilities holding it are dead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ObjRef {
     pub id: u32,
     pub gen: u32,
 }
 
 /// What a capability names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Obj {
     Thread(ObjRef),
     Task(ObjRef),
     Machine,
+    /// An interrupt line.
+    Irq(u8),
+    /// The right to make IRQ capabilities.
+    IrqControl,
 }
 
 /// Pages a task may still use (user pages, page tables, thread stacks and UTCBs,
@@ -61,7 +65,15 @@ pub struct Task {
     pub quota: Quota,
     pub parent: Option<ObjRef>,
     pub nthreads: u32,
+    /// I/O permission bitmap (bit set = no access), made on the first port received.
+    pub io: Option<alloc::boxed::Box<[u8; IO_BITMAP_BYTES]>>,
+    /// Highest port this task was ever given (bounds the bitmap copy on a switch).
+    pub io_max: u16,
 }
+
+pub const IO_BITMAP_BYTES: usize = 8192;
+/// Quota pages charged for an I/O bitmap.
+pub const IO_BITMAP_PAGES: u64 = 2;
 
 /// Leaf flags for user rights.
 pub fn pte_flags(rights: u64) -> u64 {
@@ -193,7 +205,7 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0 })
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0 })
     }
 
     /// Map `frame` at `va` (one more reference to the frame, one page of quota).
@@ -234,6 +246,49 @@ impl Task {
         }
         flush_page(self.pml4, va);
         Ok(e)
+    }
+
+    /// Allow (or forbid) one port.
+    pub fn set_port(&mut self, port: u16, allow: bool) -> Result<(), Error> {
+        if self.io.is_none() {
+            if !allow {
+                return Ok(());
+            }
+            if !self.quota.charge(IO_BITMAP_PAGES) {
+                return Err(Error::NoMemory);
+            }
+            let mut v = alloc::vec::Vec::new();
+            if v.try_reserve_exact(IO_BITMAP_BYTES).is_err() {
+                self.quota.uncharge(IO_BITMAP_PAGES);
+                return Err(Error::NoMemory);
+            }
+            v.resize(IO_BITMAP_BYTES, 0xffu8);
+            let b: alloc::boxed::Box<[u8]> = v.into_boxed_slice();
+            self.io = Some(b.try_into().expect("bitmap size"));
+        }
+        let map = self.io.as_mut().expect("bitmap");
+        let (byte, bit) = (port as usize / 8, port % 8);
+        if allow {
+            map[byte] &= !(1 << bit);
+            self.io_max = self.io_max.max(port);
+        } else {
+            map[byte] |= 1 << bit;
+        }
+        Ok(())
+    }
+
+    /// Change the rights of a mapped page (not a UTCB).
+    pub fn protect_page(&mut self, va: u64, rights: u64) {
+        let flags = pte_flags(rights);
+        pt::update(&mut Walk, self.pml4, va, |e| (e & (pt::ADDR | pt::UTCB)) | flags);
+        flush_page(self.pml4, va);
+    }
+
+    /// Every mapped user page (address, entry).
+    pub fn leaves(&self) -> alloc::vec::Vec<(u64, u64)> {
+        let mut v = alloc::vec::Vec::new();
+        pt::for_each_leaf(&mut Walk, self.pml4, |va, e| v.push((va, e)));
+        v
     }
 
     /// Free every user mapping and page table, and the PML4 itself.

@@ -2,7 +2,7 @@
 //! its handler (or stops it); an exception in kernel mode is a kernel bug and halts.
 
 use crate::arch::cpu::{TrapFrame, VEC_SPURIOUS, VEC_TIMER};
-use crate::arch::timer;
+use crate::arch::{irqchip, timer};
 use crate::kernel::{kernel, schedule};
 use crate::{ipc, kprintln};
 use abi::ipc::fault;
@@ -21,11 +21,17 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         2 | 18 => kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip),
         v @ 0..=31 if from_user => user_fault(v as u64, &f),
         v @ 0..=31 => kernel_fault(v as u64, &f),
-        v => {
-            // A stray legacy-PIC interrupt or a device we do not drive yet.
-            kprintln!("[kernel] unexpected interrupt vector {}", v);
-            timer::eoi();
-        }
+        v => match irqchip::line_of(v) {
+            Some(line) => {
+                irqchip::mask(line);
+                irqchip::eoi(line);
+                ipc::irq_fired(kernel(), line);
+            }
+            None => {
+                kprintln!("[kernel] unexpected interrupt vector {}", v);
+                timer::eoi();
+            }
+        },
     }
     schedule();
 }
@@ -42,7 +48,10 @@ fn user_fault(vector: u64, f: &TrapFrame) {
     let k = kernel();
     let cur = k.current;
     let task = k.t(cur).task;
-    let handled = ipc::report_fault(k, [kind, addr, f.rip, f.error]);
+    let handled = ipc::report_fault(k, cur, [kind, addr, f.rip, f.error], vector == 14);
+    if vector == 14 && handled && k.t(cur).fault_to_pager {
+        return; // an ordinary page fault, now the pager's business
+    }
     kprintln!(
         "[kernel] thread {} (task {}) fault: vector {} ip {:#x} addr {:#x} error {:#x} -> {}",
         cur,

@@ -6,7 +6,7 @@
 #![no_std]
 
 /// ABI version reported by `KERNEL_INFO`.
-pub const ABI_VERSION: u64 = 1;
+pub const ABI_VERSION: u64 = 2;
 
 /// System call numbers (in `rax`).
 ///
@@ -34,12 +34,15 @@ pub mod sys {
     pub const THREAD_CONTROL: u64 = 16;
     pub const MEM_ALLOC: u64 = 17;
     pub const MEM_MAP: u64 = 18;
-    pub const MEM_UNMAP: u64 = 19;
+    /// Demap a flexpage (memory, I/O ports or capabilities) recursively.
+    pub const UNMAP: u64 = 19;
     pub const THREAD_EXIT: u64 = 20;
     pub const TASK_DESTROY: u64 = 21;
     pub const MACHINE: u64 = 22;
+    pub const IRQ_CONTROL: u64 = 23;
+    pub const TASK_INFO: u64 = 24;
     /// One past the highest valid number.
-    pub const COUNT: u64 = 23;
+    pub const COUNT: u64 = 25;
 }
 
 /// Error codes returned in `rax`. Zero is success.
@@ -81,10 +84,13 @@ pub enum Error {
     CopyFault = 16,
     /// The call would make a thread wait on itself.
     Deadlock = 17,
+    /// The receiver opened no receive window for a typed item of this kind, or the
+    /// item is larger than the window.
+    NoWindow = 18,
 }
 
 impl Error {
-    pub const ALL: [Error; 17] = [
+    pub const ALL: [Error; 18] = [
         Error::NoSys,
         Error::InvalidCap,
         Error::WrongType,
@@ -102,6 +108,7 @@ impl Error {
         Error::BadState,
         Error::CopyFault,
         Error::Deadlock,
+        Error::NoWindow,
     ];
 
     pub fn from_code(code: u64) -> Option<Error> {
@@ -127,6 +134,7 @@ impl Error {
             Error::BadState => "BadState",
             Error::CopyFault => "CopyFault",
             Error::Deadlock => "Deadlock",
+            Error::NoWindow => "NoWindow",
         }
     }
 }
@@ -170,6 +178,8 @@ pub mod cap {
     pub const THREAD: u64 = 1;
     pub const TASK: u64 = 2;
     pub const MACHINE: u64 = 3;
+    pub const IRQ: u64 = 4;
+    pub const IRQ_CONTROL: u64 = 5;
 
     /// Number of slots in every task's capability space.
     pub const SLOTS: u64 = 1024;
@@ -180,6 +190,10 @@ pub mod cap {
     pub const SELF_THREAD: u64 = 2;
     /// Root only: the machine capability (shutdown through isa-debug-exit).
     pub const MACHINE_SLOT: u64 = 3;
+    /// Root only: the IRQ control capability (makes IRQ capabilities).
+    pub const IRQ_CONTROL_SLOT: u64 = 4;
+    /// Root only: SEND to sigma0's thread.
+    pub const SIGMA0_SLOT: u64 = 5;
     /// Programs started by root: a SEND capability to root's service thread.
     pub const PARENT: u64 = 3;
     /// Programs started on request of another program: a SEND capability to the requester.
@@ -197,6 +211,7 @@ pub mod rights {
     pub const CONTROL: u64 = 1 << 1;
     /// Machine: may shut the machine down.
     pub const SHUTDOWN: u64 = 1 << 2;
+    /// IRQ: may attach to it and acknowledge it (also: IRQ control may create IRQs).
     pub const ALL: u64 = SEND | CONTROL | SHUTDOWN;
 }
 
@@ -208,7 +223,7 @@ pub mod mem {
     pub const RIGHTS_MASK: u64 = READ | WRITE | EXEC;
     /// `MEM_MAP`: grant (the source loses the pages) instead of map (shared).
     pub const GRANT: u64 = 1 << 8;
-    /// Largest number of pages one `MEM_ALLOC`/`MEM_MAP`/`MEM_UNMAP` may cover.
+    /// Largest number of pages one `MEM_ALLOC`/`MEM_MAP` may cover.
     pub const MAX_PAGES_PER_CALL: u64 = 4096;
 }
 
@@ -229,6 +244,9 @@ pub mod tctl {
     pub const READ_STATE: u64 = 5;
     /// Destroy the thread.
     pub const DESTROY: u64 = 6;
+    /// `rdx` = slot of a thread capability (with SEND) that receives its page faults
+    /// (as `label::PAGE_FAULT` messages), `r10` = their badge; `rdx = u64::MAX` clears.
+    pub const SET_PAGER: u64 = 7;
 
     pub mod state {
         pub const STOPPED: u64 = 0;
@@ -239,6 +257,21 @@ pub mod tctl {
         pub const SLEEPING: u64 = 5;
         pub const FAULTED: u64 = 6;
     }
+}
+
+/// `IRQ_CONTROL` operations (`rdi` = capability, `rsi` = operation).
+pub mod irq {
+    /// With the IRQ control capability: `rdx` = IRQ line (0..24), `r10` = destination
+    /// slot for a new IRQ capability.
+    pub const CREATE: u64 = 1;
+    /// With an IRQ capability: attach the calling thread; its interrupts arrive as
+    /// messages (`ipc::label::IRQ`, MR1 = line) with badge `rdx`. Unmasks the line.
+    pub const ATTACH: u64 = 2;
+    /// Unmask the line after handling an interrupt (it is masked on delivery).
+    pub const ACK: u64 = 3;
+    pub const DETACH: u64 = 4;
+    /// Number of interrupt lines.
+    pub const LINES: u64 = 24;
 }
 
 /// `MACHINE` operations.
@@ -300,7 +333,9 @@ pub mod ipc {
     }
     pub const FOREVER: u64 = timeouts(INFINITE, INFINITE);
 
-    /// MR0: `label` (bits 63..16), flags (bits 15..8), untyped word count (bits 6..0, MR1..).
+    /// MR0: `label` (bits 63..24), typed-item word count (bits 22..16), flags
+    /// (bits 15..8), untyped word count (bits 6..0). Untyped words come first
+    /// (MR1..MRu), then typed items, two words each (see [`super::fpage`]).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Tag(pub u64);
 
@@ -312,13 +347,21 @@ pub mod ipc {
 
     impl Tag {
         pub const fn new(label: u64, words: u64) -> Tag {
-            Tag((label << 16) | (words & 0x7f))
+            Tag((label << 24) | (words & 0x7f))
+        }
+        /// With `items` typed items (2 words each) after the untyped words.
+        pub const fn with_items(self, items: u64) -> Tag {
+            Tag((self.0 & !(0x7f << 16)) | (((items * 2) & 0x7f) << 16))
+        }
+        /// Words taken by typed items.
+        pub const fn typed(self) -> u64 {
+            (self.0 >> 16) & 0x7f
         }
         pub const fn with_string(self) -> Tag {
             Tag(self.0 | TAG_STRING)
         }
         pub const fn label(self) -> u64 {
-            self.0 >> 16
+            self.0 >> 24
         }
         pub const fn words(self) -> u64 {
             self.0 & 0x7f
@@ -329,10 +372,17 @@ pub mod ipc {
         pub const fn is_fault(self) -> bool {
             self.0 & TAG_FAULT != 0
         }
-        /// A tag is valid when its word count fits the message registers and no
-        /// unknown flag or reserved bit is set.
+        /// A tag is valid when its words fit the message registers, typed items come in
+        /// pairs, and no unknown flag or reserved bit is set.
         pub const fn is_valid(self) -> bool {
-            self.words() < MAX_MRS as u64 && (self.0 & 0x80) == 0 && (self.0 & 0xff00 & !TAG_KNOWN_FLAGS) == 0
+            self.words() + self.typed() < MAX_MRS as u64
+                && self.typed() % 2 == 0
+                && (self.0 & 0x80_0080) == 0
+                && (self.0 & 0xff00 & !TAG_KNOWN_FLAGS) == 0
+        }
+        /// Register-only: no flags, no typed items, at most 6 words (the fastpath's shape).
+        pub const fn is_short(self) -> bool {
+            self.0 & 0xff_ff80 == 0 && self.words() < REG_MRS as u64
         }
     }
 
@@ -344,6 +394,14 @@ pub mod ipc {
         /// knows which thread faulted. Replying resumes the thread (at MR1 if nonzero,
         /// else where it faulted); not replying leaves it stopped.
         pub const FAULT: u64 = 0xFFF0;
+        /// A page fault for the thread's pager: MR1 = address, MR2 = access
+        /// (`mem::READ/WRITE/EXEC`), MR3 = instruction pointer. The pager answers with a
+        /// map item (the faulting thread's receive window is its whole address space);
+        /// the thread retries the access. An answer without a map item hands the fault to
+        /// the thread's fault handler (or stops the thread).
+        pub const PAGE_FAULT: u64 = 0xFFF2;
+        /// An interrupt: MR1 = line. The line stays masked until `irq::ACK`.
+        pub const IRQ: u64 = 0xFFF1;
     }
 
     /// Fault kinds (MR1 of a fault message).
@@ -353,6 +411,92 @@ pub mod ipc {
         pub const INVALID_OPCODE: u64 = 6;
         pub const DIVIDE_ERROR: u64 = 0;
         pub const OTHER: u64 = 0xFF;
+    }
+}
+
+/// Flexpages: a power-of-two, aligned range of memory, I/O ports or capability slots,
+/// with rights, in one word; and typed message items that map or grant them.
+///
+/// ```text
+/// bits 63..12  base: memory address (page aligned) | first port | first slot
+/// bits 10..5   log2 of the size: bytes (>= 12) | ports | slots
+/// bits  4..2   rights: memory READ/WRITE/EXEC; capabilities: the rights mask
+/// bits  1..0   kind: 0 memory, 1 I/O ports, 2 capabilities
+/// ```
+///
+/// A typed item is two message words: the flexpage (in the sender's space), then a
+/// control word: bit 0 = grant (the sender loses it) instead of map; bits 63..12 =
+/// hot spot, which picks where in a larger receive window the flexpage lands
+/// (`window.base + (hotspot mod window.size)`, aligned down to the flexpage's size).
+/// The receiver finds each item rewritten to the flexpage where it landed.
+pub mod fpage {
+    pub const MEM: u64 = 0;
+    pub const IO: u64 = 1;
+    pub const CAP: u64 = 2;
+    /// Control word bit: grant instead of map.
+    pub const GRANT: u64 = 1;
+    /// `UNMAP` flag: also take the rights from the caller's own mappings.
+    pub const UNMAP_SELF: u64 = 1;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Fpage(pub u64);
+
+    impl Fpage {
+        pub const fn new(kind: u64, base: u64, log2: u64, rights: u64) -> Fpage {
+            Fpage((base << 12) | ((log2 & 0x3f) << 5) | ((rights & 7) << 2) | (kind & 3))
+        }
+        /// Memory at `addr` (page aligned), 2^log2 bytes.
+        pub const fn mem(addr: u64, log2: u64, rights: u64) -> Fpage {
+            Fpage((addr & !0xfff) | ((log2 & 0x3f) << 5) | ((rights & 7) << 2) | MEM)
+        }
+        pub const fn io(port: u64, log2: u64) -> Fpage {
+            Fpage::new(IO, port, log2, 7)
+        }
+        pub const fn caps(slot: u64, log2: u64, rights: u64) -> Fpage {
+            Fpage::new(CAP, slot, log2, rights)
+        }
+        /// The whole user address space (a receive window).
+        pub const fn all_mem() -> Fpage {
+            Fpage::mem(0, 47, 7)
+        }
+        pub const fn kind(self) -> u64 {
+            self.0 & 3
+        }
+        pub const fn rights(self) -> u64 {
+            (self.0 >> 2) & 7
+        }
+        pub const fn log2(self) -> u64 {
+            (self.0 >> 5) & 0x3f
+        }
+        /// Memory: the address; I/O: the first port; capabilities: the first slot.
+        pub const fn base(self) -> u64 {
+            if self.kind() == MEM {
+                self.0 & !0xfff
+            } else {
+                self.0 >> 12
+            }
+        }
+        /// Bytes, ports or slots covered (0 for a malformed size).
+        pub const fn size(self) -> u64 {
+            if self.log2() >= 64 {
+                0
+            } else {
+                1 << self.log2()
+            }
+        }
+        /// Well formed: a known kind, aligned base, sane size for the kind.
+        pub const fn is_valid(self) -> bool {
+            let (k, l) = (self.kind(), self.log2());
+            match k {
+                MEM => l >= 12 && l <= 47 && self.base() % (1 << l) == 0,
+                IO => l <= 16 && self.base() % (1 << l) == 0 && self.base() + (1 << l) <= 65536,
+                CAP => l <= 10 && self.base() % (1 << l) == 0,
+                _ => false,
+            }
+        }
+        pub const fn with_rights(self, rights: u64) -> Fpage {
+            Fpage((self.0 & !(7 << 2)) | ((rights & 7) << 2))
+        }
     }
 }
 
@@ -389,6 +533,12 @@ pub struct Utcb {
     pub send_buf_len: u64,
     /// Set by the kernel on receive: length of the string received (0 if none).
     pub recv_str_len: u64,
+    /// Receive windows for typed items: a memory flexpage (where mapped pages may land),
+    /// a capability flexpage (which slots may be filled), an I/O flexpage (which ports
+    /// may be received). 0 = no window: items of that kind are refused (`NoWindow`).
+    pub recv_mem: u64,
+    pub recv_caps: u64,
+    pub recv_io: u64,
     /// Free for the user runtime (thread-local pointer and such).
     pub user: [u64; 8],
 }
@@ -405,7 +555,10 @@ pub mod utcb_off {
     pub const RECV_STR_LEN: usize = RECV_BUF_ADDR + 32;
     /// `user[0]`: the kernel stores the UTCB's own address here; with FS based at the
     /// UTCB, `fs:[USER]` finds it.
-    pub const USER: usize = RECV_BUF_ADDR + 40;
+    pub const RECV_MEM: usize = RECV_BUF_ADDR + 40;
+    pub const RECV_CAPS: usize = RECV_BUF_ADDR + 48;
+    pub const RECV_IO: usize = RECV_BUF_ADDR + 56;
+    pub const USER: usize = RECV_BUF_ADDR + 64;
 }
 
 #[cfg(test)]
@@ -413,8 +566,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fpage_fields() {
+        use fpage::Fpage;
+        let f = Fpage::mem(0x40_0000, 12, mem::READ | mem::WRITE);
+        assert_eq!((f.kind(), f.base(), f.log2(), f.size(), f.rights()), (fpage::MEM, 0x40_0000, 12, 4096, 3));
+        assert!(f.is_valid());
+        assert!(!Fpage::mem(0x40_1000, 13, 1).is_valid(), "misaligned");
+        assert!(!Fpage::mem(0x40_0000, 11, 1).is_valid(), "smaller than a page");
+        let io = Fpage::io(0x3f8, 3);
+        assert_eq!((io.kind(), io.base(), io.size()), (fpage::IO, 0x3f8, 8));
+        assert!(io.is_valid());
+        assert!(!Fpage::io(0xfff8, 4).is_valid());
+        let c = Fpage::caps(16, 2, rights::SEND);
+        assert_eq!((c.kind(), c.base(), c.size(), c.rights()), (fpage::CAP, 16, 4, rights::SEND));
+        assert!(Fpage::all_mem().is_valid());
+        assert!(!Fpage(3).is_valid());
+    }
+
+    #[test]
     fn tag_roundtrip() {
         let t = ipc::Tag::new(0x1234, 5).with_string();
+        assert_eq!(t.with_items(2).typed(), 4);
+        assert!(t.with_items(2).is_valid());
+        assert!(!ipc::Tag::new(1, 60).with_items(2).is_valid(), "too many words in all");
+        assert!(ipc::Tag::new(1, 6).is_short());
+        assert!(!ipc::Tag::new(1, 6).with_items(1).is_short());
         assert_eq!(t.label(), 0x1234);
         assert_eq!(t.words(), 5);
         assert!(t.has_string());

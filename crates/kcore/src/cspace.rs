@@ -88,6 +88,13 @@ impl<O: Copy> CSpace<O> {
         Ok(())
     }
 
+    /// Change the rights of an occupied slot (used by revocation).
+    pub fn set_rights(&mut self, slot: u64, rights: u64) {
+        if let Some(Some(c)) = self.slots.get_mut(slot as usize) {
+            c.rights = rights;
+        }
+    }
+
     /// Remove every capability for which `pred` holds (used when an object dies,
     /// so that no stale reference stays behind).
     pub fn purge(&mut self, mut pred: impl FnMut(&Cap<O>) -> bool) -> usize {

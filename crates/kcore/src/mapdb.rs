@@ -158,6 +158,24 @@ impl<R: Ord + Copy, S: Eq + Copy> MapDb<R, S> {
         Ok(())
     }
 
+    /// Remove only (space, addr); what was derived from it now hangs below its parent
+    /// (or becomes a root). Used when a holder drops its own copy without revoking.
+    pub fn remove_node(&mut self, r: R, at: (S, u64)) -> Result<(), MapDbError> {
+        let i = self.pos(r, at.0, at.1).ok_or(MapDbError::NotHeld)?;
+        let t = self.trees.get_mut(&r).expect("tree of a held resource");
+        let depth = t[i].depth;
+        let mut j = i + 1;
+        while j < t.len() && t[j].depth > depth {
+            t[j].depth -= 1;
+            j += 1;
+        }
+        t.remove(i);
+        if t.is_empty() {
+            self.trees.remove(&r);
+        }
+        Ok(())
+    }
+
     /// Remove (space, addr) and everything derived from it.
     pub fn remove(&mut self, r: R, at: (S, u64), f: impl FnMut(S, u64, Change)) -> Result<(), MapDbError> {
         self.demap(r, at, u8::MAX, true, f)
@@ -193,6 +211,21 @@ mod tests {
         assert_eq!(db.tree(7).len(), 1);
         db.remove(7, (0, 0x1000), |_, _, _| {}).unwrap();
         assert!(db.is_empty());
+    }
+
+    #[test]
+    fn remove_node_reparents() {
+        let mut db = Db::new();
+        db.add_root(1, 0, 0, 7).unwrap();
+        db.map(1, (0, 0), (1, 0), 7).unwrap();
+        db.map(1, (1, 0), (2, 0), 3).unwrap();
+        db.map(1, (2, 0), (3, 0), 1).unwrap();
+        db.remove_node(1, (1, 0)).unwrap();
+        let t: Vec<(u8, u32)> = db.tree(1).iter().map(|n| (n.space, n.depth)).collect();
+        assert_eq!(t, [(0, 0), (2, 1), (3, 2)]);
+        let mut gone = vec![];
+        db.demap(1, (0, 0), 7, false, |s, _, _| gone.push(s)).unwrap();
+        assert_eq!(gone, [2, 3], "re-parented nodes are still revoked by the root");
     }
 
     /// The model: explicit parent pointers.

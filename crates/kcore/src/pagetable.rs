@@ -122,6 +122,34 @@ pub fn unmap(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
     Some(old)
 }
 
+/// Call `leaf(va, pte)` for every mapped user page, changing nothing.
+pub fn for_each_leaf(mem: &mut impl PhysMem, root: u64, mut leaf: impl FnMut(u64, u64)) {
+    for i4 in 0..KERNEL_PML4_FIRST {
+        let e4 = mem.table(root)[i4];
+        if e4 & P == 0 {
+            continue;
+        }
+        for i3 in 0..512 {
+            let e3 = mem.table(e4 & ADDR)[i3];
+            if e3 & P == 0 || e3 & PS != 0 {
+                continue;
+            }
+            for i2 in 0..512 {
+                let e2 = mem.table(e3 & ADDR)[i2];
+                if e2 & P == 0 || e2 & PS != 0 {
+                    continue;
+                }
+                for i1 in 0..512 {
+                    let e1 = mem.table(e2 & ADDR)[i1];
+                    if e1 & P != 0 {
+                        leaf(((i4 as u64) << 39) | ((i3 as u64) << 30) | ((i2 as u64) << 21) | ((i1 as u64) << 12), e1);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Tear down the user half: call `leaf(va, pte)` for every mapped page, free every
 /// intermediate table, and clear the root's user entries (the root itself stays).
 pub fn destroy_user(mem: &mut impl PhysMem, root: u64, mut leaf: impl FnMut(u64, u64)) {
@@ -241,6 +269,11 @@ mod tests {
                 want.insert(va);
             }
         }
+        let mut walked = HashSet::new();
+        for_each_leaf(&mut m, root, |va, _| {
+            walked.insert(va);
+        });
+        assert_eq!(walked, want);
         let mut seen = HashSet::new();
         destroy_user(&mut m, root, |va, _| {
             assert!(seen.insert(va));

@@ -68,7 +68,13 @@ pub struct PerCpu {
 }
 
 static PERCPU: KCell<PerCpu> = KCell::new(PerCpu { kstack_top: 0, user_rsp: 0 });
-static TSS: KCell<TaskStateSegment> = KCell::new(TaskStateSegment::new());
+/// The TSS followed by its I/O permission bitmap (8192 bytes + the terminating 0xFF).
+#[repr(C)]
+struct TssIo {
+    tss: TaskStateSegment,
+    iomap: [u8; 8193],
+}
+static TSS_IO: KCell<TssIo> = KCell::new(TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] });
 static GDT: KCell<GlobalDescriptorTable> = KCell::new(GlobalDescriptorTable::new());
 static IDT: KCell<InterruptDescriptorTable> = KCell::new(InterruptDescriptorTable::new());
 
@@ -84,7 +90,9 @@ extern "C" {
 }
 
 pub fn init() {
-    let tss = TSS.get();
+    let tio = TSS_IO.get();
+    tio.tss.iomap_base = core::mem::size_of::<TaskStateSegment>() as u16;
+    let tss = &mut tio.tss;
     let top = |s: &IstStack| VirtAddr::new(s.0.as_ptr() as u64 + IST_STACK_SIZE as u64);
     tss.interrupt_stack_table[0] = top(DF_STACK.get());
     tss.interrupt_stack_table[1] = top(NMI_STACK.get());
@@ -95,8 +103,9 @@ pub fn init() {
     let kds = gdt.append(Descriptor::kernel_data_segment());
     let uds = gdt.append(Descriptor::user_data_segment());
     let ucs = gdt.append(Descriptor::user_code_segment());
-    // SAFETY: the TSS is a static that lives for the whole run.
-    let tss_sel = gdt.append(Descriptor::tss_segment(unsafe { &*(tss as *const TaskStateSegment) }));
+    // SAFETY: the TSS and its bitmap are one static that lives for the whole run.
+    let (tss_ref, iomap_ref) = unsafe { (&*(tss as *const TaskStateSegment), &*(&tio.iomap as *const [u8; 8193])) };
+    let tss_sel = gdt.append(Descriptor::tss_segment_with_iomap(tss_ref, iomap_ref).expect("TSS I/O bitmap layout"));
     assert_eq!((kcs.0, kds.0, uds.0, ucs.0), (KERNEL_CS, KERNEL_DS, USER_DS, USER_CS));
     // SAFETY: the GDT is a static and never modified after this point.
     unsafe { (*(gdt as *const GlobalDescriptorTable)).load_unsafe() };
@@ -211,8 +220,20 @@ unsafe fn set_handler(
 
 /// Point the TSS and the SYSCALL path at a thread's kernel stack.
 pub fn set_kernel_stack(top: u64) {
-    TSS.get().privilege_stack_table[0] = VirtAddr::new(top);
+    TSS_IO.get().tss.privilege_stack_table[0] = VirtAddr::new(top);
     PERCPU.get().kstack_top = top;
+}
+
+/// Allow user mode the ports whose bits are clear in `map`, up to port `max`.
+pub fn load_iomap(map: &[u8], max: u16) {
+    let n = max as usize / 8 + 1;
+    TSS_IO.get().iomap[..n].copy_from_slice(&map[..n]);
+}
+
+/// Deny again every port up to `max`.
+pub fn clear_iomap(max: u16) {
+    let n = max as usize / 8 + 1;
+    TSS_IO.get().iomap[..n].fill(0xff);
 }
 
 // Stubs: 256 of them, 16 bytes apart. A stub pushes a zero error code where the CPU

@@ -132,6 +132,10 @@ pub fn eoi() {
     }
 }
 
+pub fn uses_apic() -> bool {
+    STATE.get().use_apic
+}
+
 pub fn tsc_per_ms() -> u64 {
     STATE.get().tsc_per_ms
 }

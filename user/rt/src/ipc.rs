@@ -32,8 +32,30 @@ impl Msg {
         let n = (self.tag().words() as usize).min(aipc::MAX_MRS - 1);
         &self.mr[1..=n]
     }
+    /// Number of message registers used after the tag (words and typed items).
+    fn used(&self) -> usize {
+        ((self.tag().words() + self.tag().typed()) as usize).min(aipc::MAX_MRS - 1)
+    }
     pub fn word(&self, i: usize) -> u64 {
         self.mr[i]
+    }
+    /// Append a typed item (map, or grant with `abi::fpage::GRANT` in `control`) after the
+    /// words; `control` bits 63..12 are the hot spot. Returns the item's index.
+    pub fn push_item(&mut self, fp: abi::fpage::Fpage, control: u64) -> usize {
+        let tag = self.tag();
+        let (u, t) = (tag.words() as usize, tag.typed() as usize);
+        self.mr[u + t + 1] = fp.0;
+        self.mr[u + t + 2] = control;
+        self.mr[0] = tag.with_items((t / 2 + 1) as u64).0;
+        t / 2
+    }
+    /// Typed item `i` as received: the flexpage where it landed.
+    pub fn item(&self, i: usize) -> abi::fpage::Fpage {
+        let u = self.tag().words() as usize;
+        abi::fpage::Fpage(self.mr[u + 1 + 2 * i])
+    }
+    pub fn items(&self) -> usize {
+        self.tag().typed() as usize / 2
     }
     /// Mark the message as carrying the string set with `set_send_string`.
     pub fn with_string(mut self) -> Msg {
@@ -58,6 +80,15 @@ pub fn set_recv_buffer(buf: &mut [u8]) {
     let u = utcb();
     u.recv_buf_addr = buf.as_mut_ptr() as u64;
     u.recv_buf_len = buf.len() as u64;
+}
+
+/// Open receive windows for typed items (0 closes one): where mapped memory may land,
+/// which capability slots may be filled, which I/O ports may be received.
+pub fn set_windows(mem: abi::fpage::Fpage, caps: abi::fpage::Fpage, io: abi::fpage::Fpage) {
+    let u = utcb();
+    u.recv_mem = mem.0;
+    u.recv_caps = caps.0;
+    u.recv_io = io.0;
 }
 
 /// Set the string the next message with a string flag carries.
@@ -102,10 +133,9 @@ fn raw(n: u64, dest: u64, src: u64, to: u64, m: &mut [u64; 7]) -> (u64, u64) {
 }
 
 fn put(msg: &Msg) -> [u64; 7] {
-    let words = msg.tag().words() as usize;
-    if words >= aipc::REG_MRS {
+    let top = msg.used();
+    if top >= aipc::REG_MRS {
         let u = utcb();
-        let top = words.min(aipc::MAX_MRS - 1);
         u.mr[aipc::REG_MRS..=top].copy_from_slice(&msg.mr[aipc::REG_MRS..=top]);
     }
     let mut r = [0u64; 7];
@@ -115,10 +145,10 @@ fn put(msg: &Msg) -> [u64; 7] {
 
 fn get(msg: &mut Msg, r: &[u64; 7]) {
     msg.mr[..7].copy_from_slice(r);
-    let words = msg.tag().words() as usize;
-    if words >= aipc::REG_MRS {
+    let top = msg.used();
+    if top >= aipc::REG_MRS {
         let u = utcb();
-        msg.mr[aipc::REG_MRS..=words].copy_from_slice(&u.mr[aipc::REG_MRS..=words]);
+        msg.mr[aipc::REG_MRS..=top].copy_from_slice(&u.mr[aipc::REG_MRS..=top]);
     }
 }
 

@@ -50,7 +50,7 @@ fn place(task: u64, dst: u64, n: u64, rights: u64, fill: impl FnOnce(&mut [u8]))
     let r = unsafe { sys::mem_map(task, SCRATCH, dst, n, rights | mem::GRANT) };
     if r.is_err() {
         // SAFETY: as above; the pages are still ours after a failed grant.
-        let _ = unsafe { sys::mem_unmap(SCRATCH, n) };
+        let _ = unsafe { sys::unmap_pages(SCRATCH, n) };
     }
     r
 }

@@ -148,10 +148,53 @@ pub unsafe fn mem_map(task: u64, src: u64, dst: u64, pages: u64, flags: u64) -> 
     check(safe_call(sys::MEM_MAP, task, src, dst, pages, flags)[0])
 }
 
+/// Demap a flexpage: take its rights (all, if it names none) from everything others
+/// derived from it, and with `abi::fpage::UNMAP_SELF` from the caller too.
+///
 /// # Safety
-/// Nothing may still refer to the unmapped range.
-pub unsafe fn mem_unmap(va: u64, pages: u64) -> Result<(), Error> {
-    check(safe_call(sys::MEM_UNMAP, va, pages, 0, 0, 0)[0])
+/// With UNMAP_SELF on memory, nothing may still refer to the range.
+pub unsafe fn unmap(fpage: abi::fpage::Fpage, flags: u64) -> Result<(), Error> {
+    check(safe_call(sys::UNMAP, fpage.0, flags, 0, 0, 0)[0])
+}
+
+/// Unmap `pages` pages of one's own at `va` (page by page).
+///
+/// # Safety
+/// Nothing may still refer to the range.
+pub unsafe fn unmap_pages(va: u64, pages: u64) -> Result<(), Error> {
+    for i in 0..pages {
+        // SAFETY: forwarded from the caller.
+        unsafe { unmap(abi::fpage::Fpage::mem(va + i * 4096, 12, 0), abi::fpage::UNMAP_SELF)? };
+    }
+    Ok(())
+}
+
+pub fn thread_set_pager(thread: u64, pager: u64, badge: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::SET_PAGER, pager, badge, 0)[0])
+}
+
+/// Make a capability for interrupt line `line` in slot `dst` (needs IRQ control).
+pub fn irq_create(control: u64, line: u64, dst: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, control, abi::irq::CREATE, line, dst, 0)[0])
+}
+
+/// Attach the calling thread to an interrupt line; its messages carry `badge`.
+pub fn irq_attach(irq: u64, badge: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, irq, abi::irq::ATTACH, badge, 0, 0)[0])
+}
+
+pub fn irq_ack(irq: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, irq, abi::irq::ACK, 0, 0, 0)[0])
+}
+
+pub fn irq_detach(irq: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, irq, abi::irq::DETACH, 0, 0, 0)[0])
+}
+
+/// (threads, quota limit, quota used) of a task.
+pub fn task_info(task: u64) -> Result<(u64, u64, u64), Error> {
+    let r = safe_call(sys::TASK_INFO, task, 0, 0, 0, 0);
+    check(r[0]).map(|_| (r[1], r[2], r[3]))
 }
 
 pub fn thread_exit() -> ! {

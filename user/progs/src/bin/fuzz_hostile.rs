@@ -66,6 +66,25 @@ fn own(va: u64) -> bool {
     va < 0x1_0000_0000 || (0x0000_2000_0000_0000..0x0000_2001_0000_0000).contains(&va) || (0x0000_7f00_0000_0000..0x0000_8000_0000_0000).contains(&va)
 }
 
+/// A random flexpage for UNMAP, kept off this program's own memory and hidden slots.
+fn tame_fpage(raw: u64, r: &mut Rng) -> u64 {
+    use abi::fpage::{Fpage, CAP, MEM};
+    let f = Fpage(if r.below(2) == 0 { raw } else { Fpage::mem(SANDBOX + r.below(64) * 4096, 12 + r.below(3), r.below(8)).0 });
+    match f.kind() {
+        MEM if f.is_valid() => {
+            let (lo, hi) = (f.base(), f.base().saturating_add(f.size()));
+            let overlaps = |a: u64, b: u64| lo < b && a < hi;
+            if overlaps(0, 0x1_0000_0000) || overlaps(0x0000_2000_0000_0000, 0x0000_2001_0000_0000) || overlaps(0x0000_7f00_0000_0000, 0x0000_8000_0000_0000) || f.size() > (1 << 40) {
+                Fpage::mem(SANDBOX, 12, 7).0
+            } else {
+                f.0
+            }
+        }
+        CAP if f.is_valid() && f.base() < HIDE + 8 && f.base() + f.size() > HIDE => Fpage::caps(32, 3, 7).0,
+        _ => f.0,
+    }
+}
+
 fn worker(idx: u64) {
     let mut r = Rng(SEED.load(Ordering::Relaxed) ^ (idx + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     while GO.load(Ordering::Acquire) == 0 {
@@ -82,7 +101,7 @@ fn worker(idx: u64) {
             nr::SLEEP => a[0] %= 2000,
             // Unmapping or granting away our own pages would attack the fuzzer, not the
             // kernel: keep those addresses in the sandbox.
-            nr::MEM_UNMAP if own(a[0]) => a[0] = SANDBOX + (a[0] & 0xf_f000),
+            nr::UNMAP => a[0] = tame_fpage(a[0], &mut r),
             nr::MEM_MAP if own(a[1]) => a[1] = SANDBOX + (a[1] & 0xf_f000),
             nr::IPC_SEND | nr::IPC_RECV | nr::IPC_CALL | nr::IPC_REPLY | nr::IPC_REPLY_WAIT => {
                 a[2] = abi::ipc::timeouts(r.below(2000) as u32, r.below(2000) as u32);

@@ -154,9 +154,13 @@ fn main() -> i32 {
         c.eq(sys::mem_map(cap::SELF_TASK, heap_probe, heap_probe + 4096, 2, mem::READ), Err(Error::InvalidArg), "overlapping map within one space");
         c.eq(sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ | (1 << 12)), Err(Error::InvalidArg), "unknown map flags");
         c.eq(sys::mem_map(small, heap_probe, KERNEL_PTR, 1, mem::READ), Err(Error::BadAddress), "map into kernel space");
-        c.eq(sys::mem_unmap(MAIN_UTCB, 1), Err(Error::InvalidArg), "unmap our UTCB");
-        c.eq(sys::mem_unmap(UNMAPPED, 1), Err(Error::NotMapped), "unmap nothing");
-        c.eq(sys::mem_unmap(KERNEL_PTR, 1), Err(Error::BadAddress), "unmap kernel memory");
+        use abi::fpage::{Fpage, UNMAP_SELF};
+        c.eq(sys::unmap(Fpage::mem(MAIN_UTCB, 12, 0), UNMAP_SELF), Err(Error::InvalidArg), "unmap our UTCB");
+        c.eq(sys::unmap(Fpage::mem(UNMAPPED, 12, 0), UNMAP_SELF), Ok(()), "unmap nothing is no error");
+        c.eq(sys::unmap(Fpage::mem(KERNEL_PTR, 12, 0), UNMAP_SELF), Err(Error::BadAddress), "unmap kernel memory");
+        c.eq(sys::unmap(Fpage::mem(UNMAPPED + 4096, 13, 0), UNMAP_SELF), Err(Error::InvalidArg), "misaligned flexpage");
+        c.eq(sys::unmap(Fpage(3), 0), Err(Error::InvalidArg), "flexpage of no kind");
+        c.eq(sys::unmap(Fpage::mem(UNMAPPED, 12, 0), 2), Err(Error::InvalidArg), "unknown unmap flags");
         c.eq(sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ), Ok(()), "a good map");
     }
     c.eq(sys::task_destroy(small), Ok(()), "destroy the small task");

@@ -1,0 +1,116 @@
+//! Interrupt lines for user-level drivers. With the local APIC: the IOAPIC, lines
+//! 0..24 at vectors 0x30+line (ISA lines edge/active-high, PCI lines 16..23
+//! level/active-low). Without it: the 8259 pair, lines 1..16 at 0x20+line (line 0
+//! is the kernel's timer). Every line starts masked; a line is masked when it fires
+//! and unmasked when its driver acknowledges.
+
+use crate::mem::phys_to_virt;
+use x86_64::instructions::port::Port;
+
+const IOAPIC_BASE: u64 = 0xFEC0_0000;
+pub const IOAPIC_VECTOR_BASE: u8 = 0x30;
+pub const PIC_VECTOR_BASE: u8 = 0x20;
+
+fn ioapic_write(reg: u32, val: u32) {
+    // SAFETY: the IOAPIC's index/data registers at its default address, mapped uncached
+    // by the direct map; the kernel is their only user.
+    unsafe {
+        core::ptr::write_volatile(phys_to_virt(IOAPIC_BASE) as *mut u32, reg);
+        core::ptr::write_volatile(phys_to_virt(IOAPIC_BASE + 0x10) as *mut u32, val);
+    }
+}
+
+fn apic() -> bool {
+    super::timer::uses_apic()
+}
+
+/// Lines a driver may attach to.
+pub fn lines() -> u8 {
+    if apic() {
+        abi::irq::LINES as u8
+    } else {
+        16
+    }
+}
+
+fn redirection(line: u8, masked: bool) -> u32 {
+    let mut low = (IOAPIC_VECTOR_BASE + line) as u32;
+    if line >= 16 {
+        low |= (1 << 13) | (1 << 15); // PCI: active low, level triggered
+    }
+    if masked {
+        low |= 1 << 16;
+    }
+    low
+}
+
+pub fn init() {
+    if apic() {
+        for line in 0..abi::irq::LINES as u8 {
+            ioapic_write(0x10 + 2 * line as u32 + 1, 0); // destination: CPU 0
+            ioapic_write(0x10 + 2 * line as u32, redirection(line, true));
+        }
+    }
+}
+
+fn pic_mask_bit(line: u8, masked: bool) {
+    let port = if line < 8 { 0x21 } else { 0xA1 };
+    let bit = line % 8;
+    // SAFETY: the 8259 mask registers, owned by the kernel.
+    unsafe {
+        let mut p = Port::<u8>::new(port);
+        let v = p.read();
+        p.write(if masked { v | (1 << bit) } else { v & !(1 << bit) });
+        if line >= 8 && !masked {
+            let mut m = Port::<u8>::new(0x21);
+            let v = m.read();
+            m.write(v & !(1 << 2)); // cascade
+        }
+    }
+}
+
+pub fn mask(line: u8) {
+    if line >= lines() {
+        return;
+    }
+    if apic() {
+        ioapic_write(0x10 + 2 * line as u32, redirection(line, true));
+    } else if line != 0 {
+        pic_mask_bit(line, true);
+    }
+}
+
+pub fn unmask(line: u8) {
+    if line >= lines() {
+        return;
+    }
+    if apic() {
+        ioapic_write(0x10 + 2 * line as u32, redirection(line, false));
+    } else if line != 0 {
+        pic_mask_bit(line, false);
+    }
+}
+
+/// The line behind an interrupt vector, if it is a device line.
+pub fn line_of(vector: u8) -> Option<u8> {
+    if apic() {
+        vector.checked_sub(IOAPIC_VECTOR_BASE).filter(|l| *l < abi::irq::LINES as u8)
+    } else {
+        vector.checked_sub(PIC_VECTOR_BASE).filter(|l| *l > 0 && *l < 16)
+    }
+}
+
+/// End of interrupt at the controller that delivered `line`.
+pub fn eoi(line: u8) {
+    if apic() {
+        super::timer::eoi();
+    } else {
+        // SAFETY: non-specific EOI to the 8259s.
+        unsafe {
+            if line >= 8 {
+                Port::<u8>::new(0xA0).write(0x20);
+            }
+            Port::<u8>::new(0x20).write(0x20);
+        }
+    }
+}
