@@ -47,6 +47,7 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         s("faults", &["fault_test"], "", 120),
         s("map", &["map_test"], "", 120),
+        s("pager", &["pager_test"], "", 180),
         s("sched", &["sched_test"], "", 180),
         s("sched_pit", &["sched_test"], "timer=pit", 180),
         Scenario { name: "measure", tests: vec!["bench_kernel".into()], append: "", icount: true, limit_s: 300 },
