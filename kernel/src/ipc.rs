@@ -141,7 +141,8 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
             } else {
                 abi::mem::READ
             };
-            mrs[..4].copy_from_slice(&[Tag::new(ipc::label::PAGE_FAULT, 3).0 | ipc::TAG_FAULT, w[1], access, w[2]]);
+            let present = if w[3] & 1 != 0 { ipc::label::PRESENT } else { 0 };
+            mrs[..4].copy_from_slice(&[Tag::new(ipc::label::PAGE_FAULT, 3).0 | ipc::TAG_FAULT, w[1], access | present, w[2]]);
         } else {
             mrs[..5].copy_from_slice(&[Tag::new(ipc::label::FAULT, 4).0 | ipc::TAG_FAULT, w[0], w[1], w[2], w[3]]);
         }
@@ -155,6 +156,7 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
         if k.t(dst).fault_to_pager {
             let n = transfer_items(k, src, dst, &mut mrs, Some(Fpage::all_mem()))?;
             k.tm(dst).fault = None;
+            k.tm(dst).fault_to_pager = false;
             return Ok(n);
         }
         let tag = Tag(mrs[0]);
@@ -308,7 +310,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
         return Err(Error::NoPartner);
     }
     let resumes_fault = k.t(r.id).fault;
-    let pager_answer = k.t(r.id).fault_to_pager;
+    let pager_answer = resumes_fault.is_some() && k.t(r.id).fault_to_pager;
     match transfer(k, cur, r.id, 0) {
         Ok(0) if pager_answer => {
             // The pager mapped nothing: the fault goes to the fault handler.

@@ -18,8 +18,8 @@ pub const MAX_THREADS: usize = 1024;
 pub const MAX_TASKS: usize = 128;
 pub const KSTACK_PAGES: u64 = 4;
 pub const KSTACK_SIZE: u64 = KSTACK_PAGES * PAGE_SIZE;
-/// Quota pages a thread costs (kernel stack; the UTCB mapping is charged when mapped).
-pub const THREAD_PAGES: u64 = KSTACK_PAGES;
+/// Quota pages a thread costs: its kernel stack and its UTCB.
+pub const THREAD_PAGES: u64 = KSTACK_PAGES + 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -353,6 +353,13 @@ impl Kernel {
             }
             return Err(Error::NoMemory);
         };
+        // Threads of a task share its memory manager: a new thread starts with the pager
+        // of the task's oldest thread (the first thread's is set by whoever made the task).
+        let pager = if kernel_thread {
+            None
+        } else {
+            self.threads.iter().flatten().find(|x| x.task == task_id && !x.kernel_thread && x.state != State::Dead).and_then(|x| x.pager)
+        };
         let mut t = Tcb {
             task: task_id,
             state: State::Stopped,
@@ -370,7 +377,7 @@ impl Kernel {
             call_timeout: ipc::INFINITE,
             reply_to: None,
             fault_handler: None,
-            pager: None,
+            pager,
             fault: None,
             fault_to_pager: false,
             irq_pending: 0,

@@ -1,30 +1,36 @@
-//! Start the root task from the boot image: load its ELF, give it a stack, the
-//! boot image (read-only), its first capabilities and a `StartInfo`.
+//! Start the two boot tasks from the boot image:
+//!
+//! - **sigma0** receives every usable frame the kernel does not keep for itself, and
+//!   the device-memory window, mapped at `SIGMA0_PHYS + physical address`, plus every
+//!   I/O port. It hands them out (L4's sigma0). Its start arguments list its RAM runs.
+//! - **root** gets the boot image (read-only), its first capabilities (its task and
+//!   thread, the machine, IRQ control, sigma0), and sigma0 as its pager.
 
 use crate::kernel::kernel;
 use crate::mem::{self, phys_to_virt, BootInfo};
 use crate::task::{self, Obj};
 use abi::layout::{self, PAGE_SIZE};
 use abi::{cap, mem as m, rights, StartInfo};
+use alloc::string::String;
+use core::fmt::Write;
 use kcore::cspace::Cap;
+use kcore::pagetable as pt;
 
-/// Frames kept back from root's quota for kernel objects of its own.
-const KERNEL_RESERVE: u64 = 256;
+/// Quota (kernel pages) for sigma0's page tables and thread.
+const SIGMA0_QUOTA: u64 = 4096;
 
-pub fn start_root(bi: &BootInfo) {
-    assert!(bi.bootfs_len > 0, "no boot image (pass it with -initrd)");
-    // SAFETY: the boot image module lies in reserved frames within the direct map and
-    // stays there (it is only ever mapped read-only to users).
-    let image = unsafe { core::slice::from_raw_parts(phys_to_virt(bi.bootfs_phys), bi.bootfs_len as usize) };
-    let fs = bootfs::BootFs::parse(image).expect("boot image is malformed");
-    let root = fs.find("root").expect("boot image has no `root`");
-    let elf = kcore::elf::parse(root.data).expect("root is not a valid ELF executable");
+struct Boot {
+    task: u32,
+    thread: u32,
+    entry: u64,
+}
 
+/// Load an ELF from the boot image into a new task with a stack and a first thread.
+fn load(image: &[u8], name: &str, quota: u64, prio: u64) -> Boot {
+    let elf = kcore::elf::parse(image).unwrap_or_else(|e| panic!("{} is not a valid ELF executable: {:?}", name, e));
     let k = kernel();
-    let quota = mem::free_frames().saturating_sub(KERNEL_RESERVE);
-    let tid = k.create_task(quota, None).expect("root task");
+    let tid = k.create_task(quota, None).expect("boot task");
     let t = k.task(tid);
-
     for s in elf.segments() {
         let (start, end) = s.page_range();
         let mut rights = m::READ;
@@ -36,64 +42,139 @@ pub fn start_root(bi: &BootInfo) {
         }
         let mut page = start;
         while page < end {
-            let f = mem::alloc_frame().expect("memory for root");
-            // Bytes of the file that land in this page.
+            let f = mem::alloc_frame().expect("memory for a boot task");
             let lo = page.max(s.vaddr);
             let hi = (page + PAGE_SIZE).min(s.vaddr + s.filesz);
             if hi > lo {
-                let src = &root.data[(s.offset + (lo - s.vaddr)) as usize..(s.offset + (hi - s.vaddr)) as usize];
+                let src = &image[(s.offset + (lo - s.vaddr)) as usize..(s.offset + (hi - s.vaddr)) as usize];
                 // SAFETY: the fresh frame is ours; `lo - page + len <= PAGE_SIZE`.
                 unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), phys_to_virt(f + (lo - page)), src.len()) };
             }
-            t.map_frame(page, f, task::pte_flags(rights)).expect("map root segment");
+            t.map_frame(page, f, task::pte_flags(rights)).expect("map boot task segment");
             page += PAGE_SIZE;
         }
     }
     let stack_bottom = layout::MAIN_STACK_TOP - layout::MAIN_STACK_PAGES * PAGE_SIZE;
     for i in 0..layout::MAIN_STACK_PAGES {
-        let f = mem::alloc_frame().expect("memory for root stack");
-        t.map_frame(stack_bottom + i * PAGE_SIZE, f, task::pte_flags(m::READ | m::WRITE)).expect("map root stack");
+        let f = mem::alloc_frame().expect("memory for a boot stack");
+        t.map_frame(stack_bottom + i * PAGE_SIZE, f, task::pte_flags(m::READ | m::WRITE)).expect("map boot stack");
     }
+    let th = k.create_thread(tid, layout::MAIN_UTCB, prio as u8, false).expect("boot thread");
+    let (task_ref, thread_ref) = (k.task_ref(tid), k.thread_ref(th));
+    k.cap_install(tid, cap::SELF_TASK, Cap { obj: Obj::Task(task_ref), rights: rights::CONTROL, badge: 0 }).unwrap();
+    k.cap_install(tid, cap::SELF_THREAD, Cap { obj: Obj::Thread(thread_ref), rights: rights::SEND | rights::CONTROL, badge: 0 })
+        .unwrap();
+    Boot { task: tid, thread: th, entry: elf.entry }
+}
+
+fn start(b: &Boot, args: &str, bootfs: (u64, u64)) {
+    let k = kernel();
+    let mut si = StartInfo {
+        magic: abi::START_MAGIC,
+        utcb: layout::MAIN_UTCB,
+        bootfs_addr: bootfs.0,
+        bootfs_len: bootfs.1,
+        args_len: args.len().min(abi::START_ARGS_MAX) as u64,
+        args: [0; abi::START_ARGS_MAX],
+    };
+    let n = si.args_len as usize;
+    si.args[..n].copy_from_slice(&args.as_bytes()[..n]);
+    let si_addr = layout::MAIN_STACK_TOP - core::mem::size_of::<StartInfo>() as u64;
+    // SAFETY: StartInfo is plain old data; viewing it as bytes is sound.
+    let bytes = unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
+    let pml4 = k.task(b.task).pml4;
+    task::copy_to_user(pml4, si_addr, bytes).expect("write start info");
+    let f = k.t(b.thread).frame();
+    f.rip = b.entry;
+    f.rsp = si_addr - 8;
+    f.rdi = si_addr;
+    k.make_ready(b.thread);
+}
+
+pub fn start_boot_tasks(bi: &BootInfo) {
+    assert!(bi.bootfs_len > 0, "no boot image (pass it with -initrd)");
+    // SAFETY: the boot image module lies in reserved frames within the direct map and
+    // stays there (it is only ever mapped read-only to users).
+    let image = unsafe { core::slice::from_raw_parts(phys_to_virt(bi.bootfs_phys), bi.bootfs_len as usize) };
+    let fs = bootfs::BootFs::parse(image).expect("boot image is malformed");
+    let s0_image = fs.find("sigma0").expect("boot image has no `sigma0`").data;
+    let root_image = fs.find("root").expect("boot image has no `root`").data;
+
+    // sigma0: its program, then all memory but the kernel's reserve.
+    let s0 = load(s0_image, "sigma0", SIGMA0_QUOTA, abi::sched::MAX_PRIORITY);
+    let reserve = (mem::free_frames() / 8).max(2048);
+    let k = kernel();
+    let mut args = String::from("sigma0");
+    let mut given = 0u64;
+    let mut run: Option<(u64, u64)> = None; // (first frame address, pages)
+    let flush = |run: (u64, u64), args: &mut String| {
+        let t = kernel().task(s0.task);
+        let n = pt::map_range(&mut mem::KernelPhys { quota: &mut t.quota }, t.pml4, layout::SIGMA0_PHYS + run.0, run.0, run.1, task::pte_flags(m::RIGHTS_MASK))
+            .expect("map memory into sigma0");
+        assert_eq!(n, run.1);
+        for i in 0..run.1 {
+            mem::frame_ref(run.0 + i * PAGE_SIZE);
+        }
+        let _ = write!(args, " ram={:#x}-{:#x}", run.0, run.0 + run.1 * PAGE_SIZE);
+    };
+    while mem::free_frames() > reserve {
+        let Some(f) = mem::alloc_frame_raw() else { break };
+        given += 1;
+        run = match run {
+            Some((start, n)) if start + n * PAGE_SIZE == f => Some((start, n + 1)),
+            Some(r) => {
+                flush(r, &mut args);
+                Some((f, 1))
+            }
+            None => Some((f, 1)),
+        };
+    }
+    if let Some(r) = run {
+        flush(r, &mut args);
+    }
+    // The device-memory window, uncached.
+    let mmio_pages = (layout::MMIO_END - layout::MMIO_START) / PAGE_SIZE;
+    {
+        let t = k.task(s0.task);
+        pt::map_range(
+            &mut mem::KernelPhys { quota: &mut t.quota },
+            t.pml4,
+            layout::SIGMA0_PHYS + layout::MMIO_START,
+            layout::MMIO_START,
+            mmio_pages,
+            task::pte_flags(m::READ | m::WRITE) | task::CACHE_BITS,
+        )
+        .expect("map device memory into sigma0");
+        for i in 0..mmio_pages {
+            mem::frame_ref(layout::MMIO_START + i * PAGE_SIZE);
+        }
+    }
+    let _ = write!(args, " mmio={:#x}-{:#x}", layout::MMIO_START, layout::MMIO_END);
+    k.io_root = s0.task;
+    start(&s0, &args, (0, 0));
+    crate::kprintln!("[kernel] sigma0 started with {} MiB of memory; kernel keeps {} MiB", given >> 8, mem::free_frames() >> 8);
+
+    // root: the boot image, capabilities, sigma0 as its pager.
+    let quota = mem::free_frames().saturating_sub(512);
+    let root = load(root_image, "root", quota, abi::sched::ROOT_PRIORITY);
+    let k = kernel();
+    let t = k.task(root.task);
     let pages = bi.bootfs_len.div_ceil(PAGE_SIZE);
     for i in 0..pages {
         t.map_frame(layout::BOOTFS_VADDR + i * PAGE_SIZE, bi.bootfs_phys + i * PAGE_SIZE, task::pte_flags(m::READ))
             .expect("map boot image");
     }
-
-    let th = k.create_thread(tid, layout::MAIN_UTCB, abi::sched::ROOT_PRIORITY as u8, false).expect("root thread");
-    let (task_ref, thread_ref) = (k.task_ref(tid), k.thread_ref(th));
+    let s0_thread = k.thread_ref(s0.thread);
     let caps = [
-        (cap::SELF_TASK, Obj::Task(task_ref), rights::CONTROL),
-        (cap::SELF_THREAD, Obj::Thread(thread_ref), rights::SEND | rights::CONTROL),
         (cap::MACHINE_SLOT, Obj::Machine, rights::SHUTDOWN),
         (cap::IRQ_CONTROL_SLOT, Obj::IrqControl, rights::CONTROL),
+        (cap::SIGMA0_SLOT, Obj::Thread(s0_thread), rights::SEND),
     ];
     for (slot, obj, r) in caps {
-        k.cap_install(tid, slot, Cap { obj, rights: r, badge: 0 }).expect("root capability");
+        k.cap_install(root.task, slot, Cap { obj, rights: r, badge: 0 }).expect("root capability");
     }
-    // Root holds every I/O port until it passes them on.
-    k.io_root = tid;
-
-    let mut si = StartInfo {
-        magic: abi::START_MAGIC,
-        utcb: layout::MAIN_UTCB,
-        bootfs_addr: layout::BOOTFS_VADDR,
-        bootfs_len: bi.bootfs_len,
-        args_len: 4,
-        args: [0; abi::START_ARGS_MAX],
-    };
-    si.args[..4].copy_from_slice(b"root");
-    let si_addr = layout::MAIN_STACK_TOP - core::mem::size_of::<StartInfo>() as u64;
-    // SAFETY: StartInfo is plain old data; viewing it as bytes is sound.
-    let bytes = unsafe {
-        core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>())
-    };
-    let pml4 = k.task(tid).pml4;
-    task::copy_to_user(pml4, si_addr, bytes).expect("write root start info");
-    let f = k.t(th).frame();
-    f.rip = elf.entry;
-    f.rsp = si_addr - 16;
-    f.rdi = si_addr;
-    k.make_ready(th);
-    crate::kprintln!("[kernel] root task started: entry {:#x}, quota {} pages", elf.entry, quota);
+    // Root's page faults go to sigma0; badge 1 names root there.
+    k.tm(root.thread).pager = Some((s0_thread, 1));
+    start(&root, "root", (layout::BOOTFS_VADDR, bi.bootfs_len));
+    crate::kprintln!("[kernel] root started: entry {:#x}, kernel quota {} pages", root.entry, quota);
 }

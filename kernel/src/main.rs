@@ -35,7 +35,7 @@ extern "C" fn kstart(start_info: u64) -> ! {
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init();
     kernel::create_idle();
-    loader::start_root(&bi);
+    loader::start_boot_tasks(&bi);
     kernel::start_scheduling();
 }
 

@@ -154,8 +154,9 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     // map and are used for nothing else.
     unsafe { HEAP_INNER.get().init(phys_to_virt(heap * PAGE_SIZE), (heap_frames * PAGE_SIZE) as usize) };
 
+    // Reference counts for every frame below 4 GiB (device memory included).
     let rc = REFCOUNT.get();
-    rc.resize(frames as usize, 0);
+    rc.resize(MAX_FRAMES as usize, 0);
     kprintln!(
         "[mem] RAM {} MiB, {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
         top >> 20,
@@ -201,6 +202,12 @@ pub fn zero_frame(f: u64) {
 
 pub fn free_frame(f: u64) {
     frames().free(f / PAGE_SIZE);
+}
+
+/// A frame with whatever it holds (for handing memory to sigma0, which owns its
+/// contents from then on).
+pub fn alloc_frame_raw() -> Option<u64> {
+    Some(frames().alloc()? * PAGE_SIZE)
 }
 
 /// `n` contiguous frames (kernel stacks).

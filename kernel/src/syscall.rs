@@ -111,7 +111,6 @@ fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
         sys::TASK_CREATE => task_create(k, a0, a1),
         sys::THREAD_CREATE => thread_create(k, a0, a1, a2, a3),
         sys::THREAD_CONTROL => thread_control(k, a0, a1, a2, a3, a4),
-        sys::MEM_ALLOC => mem_alloc(k, a0, a1, a2, a3),
         sys::MEM_MAP => mem_map(k, a0, a1, a2, a3, a4),
         sys::UNMAP => unmap(k, a0, a1),
         sys::IRQ_CONTROL => irq_control(k, a0, a1, a2, a3),
@@ -334,37 +333,6 @@ fn check_pages(va: u64, n: u64) -> Result<(), Error> {
     }
     if !is_user_range(va, n * PAGE_SIZE) {
         return Err(Error::BadAddress);
-    }
-    Ok(())
-}
-
-fn mem_alloc(k: &mut Kernel, task_slot: u64, va: u64, n: u64, rights: u64) -> Result<(), Error> {
-    let target = k.task_cap(task_slot, rights::CONTROL)?;
-    check_pages(va, n)?;
-    if rights & !m::RIGHTS_MASK != 0 || rights & m::READ == 0 {
-        return Err(Error::InvalidArg);
-    }
-    let t = k.task(target);
-    for i in 0..n {
-        if task::lookup(t.pml4, va + i * PAGE_SIZE).is_some() {
-            return Err(Error::AlreadyMapped);
-        }
-    }
-    if t.quota.available() < n {
-        return Err(Error::NoMemory);
-    }
-    let flags = task::pte_flags(rights);
-    for i in 0..n {
-        let res = match mem::alloc_frame() {
-            None => Err(Error::NoMemory),
-            Some(f) => t.map_frame(va + i * PAGE_SIZE, f, flags).inspect_err(|_| mem::free_frame(f)),
-        };
-        if let Err(e) = res {
-            for j in 0..i {
-                let _ = t.unmap_page(va + j * PAGE_SIZE, false);
-            }
-            return Err(e);
-        }
     }
     Ok(())
 }

@@ -30,8 +30,10 @@ pub enum Obj {
     IrqControl,
 }
 
-/// Pages a task may still use (user pages, page tables, thread stacks and UTCBs,
-/// its capability space). Children's limits are reserved from the parent's.
+/// Kernel memory a task may make the kernel use, in pages: page tables, thread
+/// stacks and UTCBs, its capability space, an I/O bitmap. (User memory is not the
+/// kernel's: it comes from sigma0 through pagers.) Children's limits are reserved
+/// from the parent's.
 #[derive(Clone, Copy, Debug)]
 pub struct Quota {
     pub limit: u64,
@@ -50,9 +52,6 @@ impl Quota {
     }
     pub fn uncharge(&mut self, n: u64) {
         self.used = self.used.saturating_sub(n);
-    }
-    pub fn available(&self) -> u64 {
-        self.limit.saturating_sub(self.used)
     }
 }
 
@@ -74,6 +73,10 @@ pub struct Task {
 pub const IO_BITMAP_BYTES: usize = 8192;
 /// Quota pages charged for an I/O bitmap.
 pub const IO_BITMAP_PAGES: u64 = 2;
+
+/// Cache-control bits of a leaf (device memory is mapped uncached, and stays so
+/// wherever it is mapped on).
+pub const CACHE_BITS: u64 = (1 << 3) | (1 << 4);
 
 /// Leaf flags for user rights.
 pub fn pte_flags(rights: u64) -> u64 {
@@ -208,11 +211,9 @@ impl Task {
         Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0 })
     }
 
-    /// Map `frame` at `va` (one more reference to the frame, one page of quota).
+    /// Map `frame` at `va` (one more reference to the frame; new page tables are
+    /// charged to the quota).
     pub fn map_frame(&mut self, va: u64, frame: u64, flags: u64) -> Result<(), Error> {
-        if !self.quota.charge(1) {
-            return Err(Error::NoMemory);
-        }
         let r = pt::map(&mut KernelPhys { quota: &mut self.quota }, self.pml4, va, frame | flags);
         match r {
             Ok(()) => {
@@ -222,7 +223,6 @@ impl Task {
                 Ok(())
             }
             Err(e) => {
-                self.quota.uncharge(1);
                 Err(match e {
                     pt::MapError::NoMemory => Error::NoMemory,
                     pt::MapError::AlreadyMapped => Error::AlreadyMapped,
@@ -240,7 +240,6 @@ impl Task {
             return Err(Error::InvalidArg);
         }
         pt::unmap(&mut Walk, self.pml4, va).ok_or(Error::NotMapped)?;
-        self.quota.uncharge(1);
         if e & pt::UTCB == 0 {
             mem::frame_unref(e & pt::ADDR);
         }
@@ -280,7 +279,7 @@ impl Task {
     /// Change the rights of a mapped page (not a UTCB).
     pub fn protect_page(&mut self, va: u64, rights: u64) {
         let flags = pte_flags(rights);
-        pt::update(&mut Walk, self.pml4, va, |e| (e & (pt::ADDR | pt::UTCB)) | flags);
+        pt::update(&mut Walk, self.pml4, va, |e| (e & (pt::ADDR | pt::UTCB | CACHE_BITS)) | flags);
         flush_page(self.pml4, va);
     }
 

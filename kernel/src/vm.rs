@@ -47,9 +47,6 @@ impl Kernel {
                 }
             }
         }
-        if self.task(dst).quota.available() < n {
-            return Err(Error::NoMemory);
-        }
         for i in 0..n {
             let (s, d) = (sva + i * PAGE_SIZE, dva + i * PAGE_SIZE);
             let Some(e) = task::lookup(spml4, s) else { continue };
@@ -67,7 +64,7 @@ impl Kernel {
             }
             if grant {
                 self.mapdb_mem.grant(frame, (src, s), (dst, d)).map_err(|_| Error::InvalidArg)?;
-                if let Err(err) = self.task(dst).map_frame(d, frame, task::pte_flags(have as u64)) {
+                if let Err(err) = self.task(dst).map_frame(d, frame, task::pte_flags(have as u64) | (e & task::CACHE_BITS)) {
                     // Undo the move in the database; the source keeps the page.
                     let _ = self.mapdb_mem.grant(frame, (dst, d), (src, s));
                     return Err(err);
@@ -78,7 +75,7 @@ impl Kernel {
                 }
             } else {
                 let got = self.mapdb_mem.map(frame, (src, s), (dst, d), r).map_err(|_| Error::InvalidArg)?;
-                if let Err(err) = self.task(dst).map_frame(d, frame, task::pte_flags(got as u64)) {
+                if let Err(err) = self.task(dst).map_frame(d, frame, task::pte_flags(got as u64) | (e & task::CACHE_BITS)) {
                     let _ = self.mapdb_mem.remove_node(frame, (dst, d));
                     return Err(err);
                 }

@@ -48,10 +48,18 @@ pub fn scenarios() -> Vec<Scenario> {
         s("faults", &["fault_test"], "", 120),
         s("map", &["map_test"], "", 120),
         s("pager", &["pager_test"], "", 180),
+        // Two memory servers side by side; pager_test runs three levels down
+        // (sigma0 → mem1 → pager_test → its worker).
+        s("stacked", &["pager=mem1 pager_test", "hello"], "", 180),
         s("sched", &["sched_test"], "", 180),
         s("sched_pit", &["sched_test"], "timer=pit", 180),
         Scenario { name: "measure", tests: vec!["bench_kernel".into()], append: "", icount: true, limit_s: 300 },
     ]
+}
+
+/// The program a test line starts (options like `pager=mem1` come first).
+pub fn program_of(t: &str) -> &str {
+    t.split(' ').find(|w| !w.contains('=')).unwrap_or("")
 }
 
 fn init_for(sc: &Scenario) -> String {
@@ -75,7 +83,7 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
     std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
     let mut results = Vec::new();
     for t in &sc.tests {
-        let prog = t.split(' ').next().unwrap();
+        let prog = program_of(t);
         let pass = out.log.lines().any(|l| l.trim() == format!("TEST {prog} PASS"));
         let fail = out.log.lines().any(|l| l.trim().starts_with(&format!("TEST {prog} FAIL")));
         let ok = pass && !fail && out.status == Some(1);

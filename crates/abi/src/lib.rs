@@ -32,7 +32,7 @@ pub mod sys {
     pub const TASK_CREATE: u64 = 14;
     pub const THREAD_CREATE: u64 = 15;
     pub const THREAD_CONTROL: u64 = 16;
-    pub const MEM_ALLOC: u64 = 17;
+    /// 17: retired (memory comes from sigma0 through pagers); answers `NoSys`.
     pub const MEM_MAP: u64 = 18;
     /// Demap a flexpage (memory, I/O ports or capabilities) recursively.
     pub const UNMAP: u64 = 19;
@@ -157,6 +157,12 @@ pub mod layout {
     pub const USER_END: u64 = 0x0000_8000_0000_0000;
     /// Where the kernel maps the boot image (read-only) into the root task.
     pub const BOOTFS_VADDR: u64 = 0x0000_1000_0000_0000;
+    /// sigma0 sees physical address `pa` at `SIGMA0_PHYS + pa` (RAM it owns, and the
+    /// device-memory window).
+    pub const SIGMA0_PHYS: u64 = 0x0000_4000_0000_0000;
+    /// The device-memory (PCI MMIO) window sigma0 holds: 3 GiB up to the IOAPIC.
+    pub const MMIO_START: u64 = 0xC000_0000;
+    pub const MMIO_END: u64 = 0xFEC0_0000;
     /// Top of the first thread's stack in every program (root's is set up by the kernel,
     /// the others' by root's loader). The `StartInfo` sits at the very top.
     pub const MAIN_STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
@@ -192,7 +198,8 @@ pub mod cap {
     pub const MACHINE_SLOT: u64 = 3;
     /// Root only: the IRQ control capability (makes IRQ capabilities).
     pub const IRQ_CONTROL_SLOT: u64 = 4;
-    /// Root only: SEND to sigma0's thread.
+    /// Root (and memory servers): SEND to sigma0's thread. Root's is unbadged so that
+    /// it can mint one per client.
     pub const SIGMA0_SLOT: u64 = 5;
     /// Programs started by root: a SEND capability to root's service thread.
     pub const PARENT: u64 = 3;
@@ -223,7 +230,7 @@ pub mod mem {
     pub const RIGHTS_MASK: u64 = READ | WRITE | EXEC;
     /// `MEM_MAP`: grant (the source loses the pages) instead of map (shared).
     pub const GRANT: u64 = 1 << 8;
-    /// Largest number of pages one `MEM_ALLOC`/`MEM_MAP` may cover.
+    /// Largest number of pages one `MEM_MAP` may cover.
     pub const MAX_PAGES_PER_CALL: u64 = 4096;
 }
 
@@ -395,13 +402,16 @@ pub mod ipc {
         /// else where it faulted); not replying leaves it stopped.
         pub const FAULT: u64 = 0xFFF0;
         /// A page fault for the thread's pager: MR1 = address, MR2 = access
-        /// (`mem::READ/WRITE/EXEC`), MR3 = instruction pointer. The pager answers with a
+        /// (`mem::READ/WRITE/EXEC`, plus `PRESENT` when the page was there and the
+        /// access broke its rights), MR3 = instruction pointer. The pager answers with a
         /// map item (the faulting thread's receive window is its whole address space);
         /// the thread retries the access. An answer without a map item hands the fault to
         /// the thread's fault handler (or stops the thread).
         pub const PAGE_FAULT: u64 = 0xFFF2;
         /// An interrupt: MR1 = line. The line stays masked until `irq::ACK`.
         pub const IRQ: u64 = 0xFFF1;
+        /// Bit in a page fault's access word: a protection fault on a present page.
+        pub const PRESENT: u64 = 1 << 8;
     }
 
     /// Fault kinds (MR1 of a fault message).

@@ -81,6 +81,45 @@ pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), M
     Ok(())
 }
 
+/// Map `n` pages of contiguous physical memory at `pa` to contiguous user addresses
+/// at `va`, filling each last-level table in one go (the boot-time hand-out of all
+/// memory to sigma0). Pages already mapped are left alone; returns how many were
+/// mapped.
+pub fn map_range(mem: &mut impl PhysMem, root: u64, va: u64, pa: u64, n: u64, flags: u64) -> Result<u64, MapError> {
+    if !is_user_page(va) || pa & 0xfff != 0 || n.checked_mul(4096).and_then(|b| b.checked_add(va)).is_none_or(|e| e > abi::layout::USER_END) {
+        return Err(MapError::NotUser);
+    }
+    let mut done = 0;
+    let mut mapped = 0;
+    while done < n {
+        let at = va + done * 4096;
+        // Walk (creating) down to the last-level table for `at`.
+        let mut table = root;
+        for level in (1..4).rev() {
+            let i = index(at, level);
+            let e = mem.table(table)[i];
+            if e & P == 0 {
+                let new = mem.alloc_table().ok_or(MapError::NoMemory)?;
+                mem.table(table)[i] = new | P | W | U;
+                table = new;
+            } else {
+                table = e & ADDR;
+            }
+        }
+        let first = index(at, 0);
+        let count = (512 - first as u64).min(n - done);
+        let t = mem.table(table);
+        for k in 0..count as usize {
+            if t[first + k] & P == 0 {
+                t[first + k] = (pa + (done + k as u64) * 4096) | flags | P;
+                mapped += 1;
+            }
+        }
+        done += count;
+    }
+    Ok(mapped)
+}
+
 /// Change the leaf entry for a mapped page (same frame, new flags).
 pub fn update(mem: &mut impl PhysMem, root: u64, va: u64, f: impl FnOnce(u64) -> u64) -> bool {
     let mut table = root;
@@ -239,6 +278,22 @@ mod tests {
         assert_eq!(lookup(&mut m, root, 0x40_0000).unwrap() & W, 0);
         assert_eq!(unmap(&mut m, root, 0x40_0000).map(|e| e & ADDR), Some(0xabc000));
         assert_eq!(unmap(&mut m, root, 0x40_0000), None);
+    }
+
+    #[test]
+    fn map_range_fills_tables() {
+        let mut m = SimMem::new(100);
+        let root = 0x1000;
+        map(&mut m, root, 0x40_1000, 0x999000 | U).unwrap();
+        let n = map_range(&mut m, root, 0x3F_F000, 0x100_0000, 1030, U | W).unwrap();
+        assert_eq!(n, 1029, "the already mapped page is kept");
+        assert_eq!(lookup(&mut m, root, 0x3F_F000).map(|e| e & ADDR), Some(0x100_0000));
+        assert_eq!(lookup(&mut m, root, 0x40_1000).map(|e| e & ADDR), Some(0x999000));
+        assert_eq!(lookup(&mut m, root, 0x40_2000).map(|e| e & ADDR), Some(0x100_3000));
+        let last = 0x3F_F000 + 1029 * 4096;
+        assert_eq!(lookup(&mut m, root, last).map(|e| e & ADDR), Some(0x100_0000 + 1029 * 4096));
+        assert_eq!(lookup(&mut m, root, last + 4096), None);
+        assert_eq!(map_range(&mut m, root, abi::layout::USER_END - 4096, 0, 2, U), Err(MapError::NotUser));
     }
 
     #[test]

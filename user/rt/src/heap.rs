@@ -1,8 +1,10 @@
-//! The program heap: a first-fit allocator over pages obtained with `MEM_ALLOC`,
-//! grown on demand in 256 KiB steps up to `HEAP_MAX`.
+//! The program heap: a first-fit allocator over a region of the address space that
+//! the program's pager fills on demand (demand-zero pages). It grows in 256 KiB steps
+//! up to `HEAP_MAX` without any system call: touching a new page is the request.
+//! Nothing is touched before the first allocation, so a program without a pager
+//! (sigma0) works as long as it does not allocate.
 
 use crate::sync::Lock;
-use abi::{cap, mem};
 use core::alloc::{GlobalAlloc, Layout};
 use linked_list_allocator::Heap;
 
@@ -27,27 +29,17 @@ fn grow(st: &mut State, at_least: u64) -> bool {
     if st.size + by > HEAP_MAX {
         return false;
     }
-    let at = HEAP_BASE + st.size;
-    if crate::sys::mem_alloc(cap::SELF_TASK, at, by / 4096, mem::READ | mem::WRITE).is_err() {
-        return false;
-    }
     if st.size == 0 {
-        // SAFETY: the range was just mapped for the heap and nothing else uses it.
-        unsafe { st.heap.init(at as *mut u8, by as usize) };
+        // SAFETY: the region belongs to the heap alone; its pages arrive from the pager
+        // (zeroed) when first touched.
+        unsafe { st.heap.init(HEAP_BASE as *mut u8, by as usize) };
     } else {
-        // SAFETY: the new pages directly follow the heap's current end.
+        // SAFETY: the new range directly follows the heap's current end and is used by
+        // nothing else.
         unsafe { st.heap.extend(by as usize) };
     }
     st.size += by;
     true
-}
-
-/// Map the first part of the heap.
-pub fn init() {
-    let mut st = HEAP.lock();
-    if st.size == 0 {
-        grow(&mut st, STEP);
-    }
 }
 
 // SAFETY: the lock serialises all access to the heap.
@@ -55,8 +47,10 @@ unsafe impl GlobalAlloc for Allocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let mut st = HEAP.lock();
         loop {
-            if let Ok(p) = st.heap.allocate_first_fit(layout) {
-                return p.as_ptr();
+            if st.size > 0 {
+                if let Ok(p) = st.heap.allocate_first_fit(layout) {
+                    return p.as_ptr();
+                }
             }
             let need = (layout.size() + layout.align()) as u64;
             if !grow(&mut st, need) {

@@ -75,8 +75,29 @@ pub fn utcb() -> &'static mut Utcb {
     unsafe { &mut *(addr as *mut Utcb) }
 }
 
+/// The kernel copies strings only between present pages (it does not page-fault on a
+/// thread's behalf in the middle of an IPC), so buffers are touched first: the pager
+/// maps any page that is not there yet.
+fn touch(buf: &[u8], write: bool) {
+    let mut at = buf.as_ptr() as usize & !0xfff;
+    let end = buf.as_ptr() as usize + buf.len();
+    while at < end {
+        let p = (at.max(buf.as_ptr() as usize)) as *mut u8;
+        // SAFETY: `p` lies within `buf`; reading it (and writing back what was read,
+        // for a buffer we own mutably) changes nothing but makes the page present.
+        unsafe {
+            let v = core::ptr::read_volatile(p);
+            if write {
+                core::ptr::write_volatile(p, v);
+            }
+        }
+        at += 0x1000;
+    }
+}
+
 /// Offer a receive buffer for strings (the receiver's consent to a copy).
 pub fn set_recv_buffer(buf: &mut [u8]) {
+    touch(buf, true);
     let u = utcb();
     u.recv_buf_addr = buf.as_mut_ptr() as u64;
     u.recv_buf_len = buf.len() as u64;
@@ -93,6 +114,7 @@ pub fn set_windows(mem: abi::fpage::Fpage, caps: abi::fpage::Fpage, io: abi::fpa
 
 /// Set the string the next message with a string flag carries.
 pub fn set_send_string(s: &[u8]) {
+    touch(s, false);
     let u = utcb();
     u.send_buf_addr = s.as_ptr() as u64;
     u.send_buf_len = s.len() as u64;

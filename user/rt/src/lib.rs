@@ -97,7 +97,6 @@ macro_rules! entry {
     ($main:path) => {
         #[no_mangle]
         fn __scion_main() -> i32 {
-            $crate::heap::init();
             let f: fn() -> i32 = $main;
             f()
         }

@@ -1,7 +1,17 @@
-//! Load an ELF program into a new task: segments and stack are filled in a scratch
-//! range of the loader's own space and granted to the child; the child gets its own
-//! task and thread capabilities and a `StartInfo`. Used by root.
+//! Start programs in new tasks. Two ways, by who will page the program:
+//!
+//! - `spawn_paged`: a memory server pages it. The loader only makes the task and its
+//!   first thread, names the server as the thread's pager, and registers the program
+//!   (its file in the boot image, its command line, its page limit) with the server,
+//!   which fills every page on first touch.
+//! - `load_granted`: for servers paged by sigma0 (the memory servers themselves).
+//!   The loader fills the ELF segments and the stack in a scratch range of its own
+//!   (pages from its pager) and grants them to the child.
+//!
+//! Either way the child gets its own task and thread capabilities in the slots
+//! `abi::cap` names, and starts with `rdi` = its `StartInfo`.
 
+use crate::ipc::{self, Msg};
 use crate::sys;
 use abi::layout::{MAIN_STACK_PAGES, MAIN_STACK_TOP, MAIN_UTCB, PAGE_SIZE};
 use abi::{cap, mem, rights, Error, StartInfo};
@@ -28,23 +38,67 @@ pub struct Child {
     /// Slot of its first thread (SEND | CONTROL).
     pub thread: u64,
     pub entry: u64,
-    pub start_info: u64,
 }
+
+const START_INFO: u64 = MAIN_STACK_TOP - core::mem::size_of::<StartInfo>() as u64;
 
 impl Child {
     /// Let the first thread run.
     pub fn start(&self) -> Result<(), Error> {
-        sys::thread_start(self.thread, self.entry, self.start_info - 8, self.start_info)
+        sys::thread_start(self.thread, self.entry, START_INFO - 8, START_INFO)
     }
+}
+
+/// Make the task and first thread (stopped), with their capabilities in the child.
+fn make(kquota: u64, prio: u64) -> Result<(u64, u64), Error> {
+    let task = crate::alloc_slot();
+    sys::task_create(task, kquota)?;
+    let thread = crate::alloc_slot();
+    let r = sys::thread_create(task, thread, MAIN_UTCB, prio)
+        .and_then(|_| sys::cap_give(task, task, cap::SELF_TASK, rights::CONTROL))
+        .and_then(|_| sys::cap_give(task, thread, cap::SELF_THREAD, rights::SEND | rights::CONTROL));
+    if let Err(e) = r {
+        let _ = sys::task_destroy(task);
+        let _ = sys::cap_delete(task);
+        return Err(e);
+    }
+    Ok((task, thread))
+}
+
+fn check_args(args: &str) -> Result<(), LoadError> {
+    if args.len() > abi::START_ARGS_MAX {
+        Err(LoadError::ArgsTooLong)
+    } else {
+        Ok(())
+    }
+}
+
+/// Start `cmdline` (its first word names `image`'s file in the boot image), paged by
+/// the memory server in `pager` under `badge`, with at most `limit` pages.
+pub fn spawn_paged(image: &[u8], cmdline: &str, kquota: u64, prio: u64, pager: u64, badge: u64, limit: u64) -> Result<Child, LoadError> {
+    let e = elf::parse(image).map_err(LoadError::Elf)?;
+    check_args(cmdline)?;
+    let (task, thread) = make(kquota, prio)?;
+    let undo = |e: Error| {
+        let _ = sys::task_destroy(task);
+        let _ = sys::cap_delete(task);
+        LoadError::Sys(e)
+    };
+    sys::thread_set_pager(thread, pager, badge).map_err(undo)?;
+    ipc::set_send_string(cmdline.as_bytes());
+    let mut m = Msg::new(crate::proto::mem::REGISTER, &[badge, limit]).with_string();
+    ipc::call(pager, &mut m, ipc::FOREVER).map_err(undo)?;
+    abi::check(m.word(1)).map_err(undo)?;
+    Ok(Child { task, thread, entry: e.entry })
 }
 
 /// Fill `n` scratch pages with `fill` and move them to `dst` in `task`.
 fn place(task: u64, dst: u64, n: u64, rights: u64, fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
-    // All rights on the scratch copy, so that any subset can be granted.
-    sys::mem_alloc(cap::SELF_TASK, SCRATCH, n, mem::READ | mem::WRITE | mem::EXEC)?;
-    // SAFETY: the scratch range was just mapped, writable, n pages long, and nothing
-    // else refers to it.
+    sys::prefault(SCRATCH, n);
+    // SAFETY: the scratch range is this loader's alone, now present and writable, and
+    // nothing else refers to it.
     let buf = unsafe { core::slice::from_raw_parts_mut(SCRATCH as *mut u8, (n * PAGE_SIZE) as usize) };
+    buf.fill(0);
     fill(buf);
     // SAFETY: `buf` is not used after the grant removes the scratch pages.
     let r = unsafe { sys::mem_map(task, SCRATCH, dst, n, rights | mem::GRANT) };
@@ -55,22 +109,21 @@ fn place(task: u64, dst: u64, n: u64, rights: u64, fill: impl FnOnce(&mut [u8]))
     r
 }
 
-pub fn load(image: &[u8], args: &str, quota: u64, prio: u64) -> Result<Child, LoadError> {
+/// Start a program whose memory the loader provides up front (granted from its own).
+pub fn load_granted(image: &[u8], args: &str, kquota: u64, prio: u64) -> Result<Child, LoadError> {
     let e = elf::parse(image).map_err(LoadError::Elf)?;
-    if args.len() > abi::START_ARGS_MAX {
-        return Err(LoadError::ArgsTooLong);
-    }
-    let task = crate::alloc_slot();
-    sys::task_create(task, quota)?;
-    let r = fill_task(task, &e, image, args, prio);
-    if r.is_err() {
+    check_args(args)?;
+    let (task, thread) = make(kquota, prio)?;
+    let r = fill_task(task, &e, image, args);
+    if let Err(err) = r {
         let _ = sys::task_destroy(task);
         let _ = sys::cap_delete(task);
+        return Err(err);
     }
-    r
+    Ok(Child { task, thread, entry: e.entry })
 }
 
-fn fill_task(task: u64, e: &elf::Elf, image: &[u8], args: &str, prio: u64) -> Result<Child, LoadError> {
+fn fill_task(task: u64, e: &elf::Elf, image: &[u8], args: &str) -> Result<(), LoadError> {
     for s in e.segments() {
         let (start, end) = s.page_range();
         let mut r = mem::READ;
@@ -86,7 +139,6 @@ fn fill_task(task: u64, e: &elf::Elf, image: &[u8], args: &str, prio: u64) -> Re
             buf[at..at + data.len()].copy_from_slice(data);
         })?;
     }
-    let si_addr = MAIN_STACK_TOP - core::mem::size_of::<StartInfo>() as u64;
     place(task, MAIN_STACK_TOP - MAIN_STACK_PAGES * PAGE_SIZE, MAIN_STACK_PAGES, mem::READ | mem::WRITE, |buf| {
         let mut si = StartInfo {
             magic: abi::START_MAGIC,
@@ -99,14 +151,8 @@ fn fill_task(task: u64, e: &elf::Elf, image: &[u8], args: &str, prio: u64) -> Re
         si.args[..args.len()].copy_from_slice(args.as_bytes());
         let off = buf.len() - core::mem::size_of::<StartInfo>();
         // SAFETY: StartInfo is plain old data; viewing it as bytes is sound.
-        let bytes = unsafe {
-            core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>())
-        };
+        let bytes = unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
         buf[off..].copy_from_slice(bytes);
     })?;
-    let thread = crate::alloc_slot();
-    sys::thread_create(task, thread, MAIN_UTCB, prio)?;
-    sys::cap_give(task, task, cap::SELF_TASK, rights::CONTROL)?;
-    sys::cap_give(task, thread, cap::SELF_THREAD, rights::SEND | rights::CONTROL)?;
-    Ok(Child { task, thread, entry: e.entry, start_info: si_addr })
+    Ok(())
 }

@@ -10,6 +10,43 @@
 
 pub const EXIT: u64 = 1;
 pub const SPAWN: u64 = 2;
+/// (call to `PARENT`, from a memory server) Map the boot image: the reply carries a
+/// read-only map item of it at `abi::layout::BOOTFS_VADDR`; MR1 = its length.
+pub const GET_BOOTFS: u64 = 3;
+
+/// sigma0's protocol. Requests carry the client's badge (given by root); replies carry
+/// MR1 = 0 or an error code, then a typed item where memory or ports are handed out.
+pub mod sigma0 {
+    /// MR1 = log2 of the number of pages (0..=10), MR2 = hot spot. Reply: MR2 = physical
+    /// address of the first page (the run is physically contiguous: usable for DMA).
+    pub const ALLOC: u64 = 0x50;
+    /// MR1 = physical address, MR2 = log2 pages, MR3 = hot spot: these very frames, if
+    /// free or already this client's (idempotent).
+    pub const PHYS: u64 = 0x51;
+    /// MR1 = physical address in the device window, MR2 = log2 pages, MR3 = hot spot.
+    pub const MMIO: u64 = 0x52;
+    /// MR1 = first port, MR2 = log2 ports: an I/O item.
+    pub const IO: u64 = 0x53;
+    /// MR1 = physical address, MR2 = log2 pages: give frames back (every mapping of
+    /// them is revoked).
+    pub const FREE: u64 = 0x54;
+    /// Reply: MR2 = free frames, MR3 = all frames, MR4 = clients.
+    pub const STATS: u64 = 0x55;
+    /// (root only) MR1 = a client's badge: take back everything it holds.
+    pub const RECLAIM: u64 = 0x56;
+}
+
+/// A memory server's protocol (root registers programs it pages).
+pub mod mem {
+    /// MR1 = client badge (the pager badge its threads' faults carry), MR2 = limit in
+    /// pages; string = "program args" (the program's file in the boot image first).
+    pub const REGISTER: u64 = 0x60;
+    /// MR1 = client badge: the program is gone; its pages return to the pool.
+    pub const UNREGISTER: u64 = 0x61;
+    /// Reply: MR1 = 0, MR2 = pool pages, MR3 = free pool pages, MR4 = clients, then
+    /// (badge, pages, limit) for each client.
+    pub const STATS: u64 = 0x62;
+}
 
 /// Badges root gives: the program id, plus this bit on fault messages.
 pub const FAULT_BADGE: u64 = 1 << 32;

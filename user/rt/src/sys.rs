@@ -134,9 +134,14 @@ pub unsafe fn thread_destroy(thread: u64) -> Result<(), Error> {
     check(safe_call(sys::THREAD_CONTROL, thread, tctl::DESTROY, 0, 0, 0)[0])
 }
 
-/// Map fresh zeroed pages into a task (possibly one's own, at an unused range).
-pub fn mem_alloc(task: u64, va: u64, pages: u64, rights: u64) -> Result<(), Error> {
-    check(safe_call(sys::MEM_ALLOC, task, va, pages, rights, 0)[0])
+/// Ask for `pages` pages at `va` of one's own space to be present: touching each
+/// page (reading is enough for demand-zero memory) makes the pager supply it.
+pub fn prefault(va: u64, pages: u64) {
+    for i in 0..pages {
+        // SAFETY: a volatile read of an address in one's own space; a page not yet
+        // present is supplied by the pager (or the program faults, as any access would).
+        unsafe { core::ptr::read_volatile((va + i * 4096) as *const u8) };
+    }
 }
 
 /// Map (or with `abi::mem::GRANT`, move) one's own pages into a task.

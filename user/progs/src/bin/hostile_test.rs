@@ -5,7 +5,7 @@
 #![no_main]
 
 use abi::ipc::{self as aipc, Tag};
-use abi::layout::{MAIN_UTCB, USER_END};
+use abi::layout::MAIN_UTCB;
 use abi::{cap, mem, rights, sys as nr, tctl, Error};
 use core::sync::atomic::{AtomicU64, Ordering};
 use progs::{echo, spawn, Checks};
@@ -129,21 +129,14 @@ fn main() -> i32 {
 
     // Memory.
     let heap_probe = 0x0000_4000_0000_0000;
-    c.eq(sys::mem_alloc(cap::SELF_TASK, KERNEL_PTR, 1, mem::READ), Err(Error::BadAddress), "allocate in kernel space");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, USER_END - 4096, 2, mem::READ), Err(Error::BadAddress), "allocate across the end of user space");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, heap_probe + 8, 1, mem::READ), Err(Error::Misaligned), "misaligned allocation");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, heap_probe, 0, mem::READ), Err(Error::InvalidArg), "zero pages");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, heap_probe, mem::MAX_PAGES_PER_CALL + 1, mem::READ), Err(Error::InvalidArg), "too many pages in one call");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, heap_probe, 1, 0), Err(Error::InvalidArg), "no rights");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, heap_probe, 1, 1 << 5), Err(Error::InvalidArg), "unknown rights bits");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, CODE, 1, mem::READ), Err(Error::AlreadyMapped), "allocate over our code");
-    c.eq(sys::mem_alloc(cap::SELF_TASK, heap_probe, 2, mem::READ | mem::WRITE), Ok(()), "a good allocation");
+    c.eq(raw(17, [cap::SELF_TASK, heap_probe, 1, mem::READ, 0, 0]), Err(Error::NoSys), "the retired MEM_ALLOC number");
+    sys::prefault(heap_probe, 2);
     let small = rt::alloc_slot();
-    c.eq(sys::task_create(small, 40), Ok(()), "a task with a 40-page quota");
-    c.eq(sys::mem_alloc(small, heap_probe, 100, mem::READ), Err(Error::NoMemory), "allocation over the quota");
-    c.eq(sys::mem_alloc(small, heap_probe, 10, mem::READ), Ok(()), "allocation within the quota");
+    c.eq(sys::task_create(small, 12), Ok(()), "a task with a 12-page kernel quota");
+    c.eq(sys::thread_create(small, rt::alloc_slot(), 0x10_0000, 50), Err(Error::NoMemory), "a thread beyond its kernel quota");
     c.eq(sys::task_create(rt::alloc_slot(), u64::MAX), Err(Error::NoMemory), "child quota beyond ours");
     c.eq(sys::task_create(small, 10), Err(Error::SlotInUse), "task into an occupied slot");
+    c.eq(sys::task_info(small), Ok((0, 12, 11)), "its kernel memory: page-table root and capability space");
     // SAFETY: every call below is expected to be refused before it changes anything,
     // except the last map, which maps a page of ours into another task.
     unsafe {
@@ -161,7 +154,8 @@ fn main() -> i32 {
         c.eq(sys::unmap(Fpage::mem(UNMAPPED + 4096, 13, 0), UNMAP_SELF), Err(Error::InvalidArg), "misaligned flexpage");
         c.eq(sys::unmap(Fpage(3), 0), Err(Error::InvalidArg), "flexpage of no kind");
         c.eq(sys::unmap(Fpage::mem(UNMAPPED, 12, 0), 2), Err(Error::InvalidArg), "unknown unmap flags");
-        c.eq(sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ), Ok(()), "a good map");
+        c.eq(sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ), Err(Error::NoMemory), "no kernel quota left for its page tables");
+        c.eq(sys::mem_map(small, heap_probe, KERNEL_PTR, 1, mem::READ | mem::GRANT), Err(Error::BadAddress), "grant into kernel space");
     }
     c.eq(sys::task_destroy(small), Ok(()), "destroy the small task");
 

@@ -7,7 +7,7 @@
 #![no_std]
 #![no_main]
 
-use abi::fpage::{Fpage, GRANT, UNMAP_SELF};
+use abi::fpage::{Fpage, GRANT};
 use abi::{cap, mem, rights, Error};
 use core::sync::atomic::{AtomicU64, Ordering};
 use progs::{spawn, Checks};
@@ -28,6 +28,7 @@ const PROBE_BADGE: u64 = 0xF00D;
 mod label {
     pub const FORWARD: u64 = 10;
     pub const CAPINFO: u64 = 11;
+    pub const PREFAULT: u64 = 12;
 }
 
 // ---------------------------------------------------------------- the peer (B, C)
@@ -57,6 +58,10 @@ fn peer() -> i32 {
                     f.push_item(Fpage::mem(m.word(1), 12, m.word(2)), m.word(1) | if m.word(3) != 0 { GRANT } else { 0 });
                     let r = ipc::call(m.word(4), &mut f, FOREVER);
                     Msg::new(1, &[r.err().map_or(0, |e| e as u64), f.word(1)])
+                }
+                label::PREFAULT => {
+                    sys::prefault(m.word(1), m.word(2));
+                    Msg::new(1, &[0])
                 }
                 label::CAPINFO => {
                     let r = sys::cap_info(m.word(1));
@@ -94,13 +99,25 @@ enum Touch {
     Fault(u64, bool),
 }
 
-/// Touch `addr` from inside the task in `task_slot`.
+/// Touch `addr` from inside the task in `task_slot` (whose thread is in `peer`, or
+/// None for our own task). The probe has no pager, so every fault comes to us.
 fn touch(task_slot: u64, addr: u64, write: bool) -> Touch {
+    touch_in(task_slot, None, addr, write)
+}
+
+fn touch_in(task_slot: u64, peer: Option<u64>, addr: u64, write: bool) -> Touch {
     let n = PROBES.fetch_add(1, Ordering::Relaxed);
     let t = rt::alloc_slot();
     let stack = PROBE_STACK + n * 0x10000;
-    sys::mem_alloc(task_slot, stack, 4, mem::READ | mem::WRITE).expect("probe stack");
+    // The probe's stack must be present: its task's own pager provides it.
+    match peer {
+        Some(p) => {
+            ask(p, &mut Msg::new(label::PREFAULT, &[stack, 4]));
+        }
+        None => sys::prefault(stack, 4),
+    }
     sys::thread_create(task_slot, t, PROBE_UTCB + n * 4096, thread::my_priority()).expect("probe thread");
+    sys::thread_set_pager(t, u64::MAX, 0).unwrap();
     let me = rt::alloc_slot();
     sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 0).unwrap();
     sys::thread_set_fault_handler(t, me, PROBE_BADGE).unwrap();
@@ -137,61 +154,61 @@ fn main() -> i32 {
 
     // A's page P, mapped read-write to B.
     let p = 0x0000_6000_0000_0000u64;
-    sys::mem_alloc(cap::SELF_TASK, p, 1, mem::READ | mem::WRITE).unwrap();
+    sys::prefault(p, 1); // from our pager, read-write
     // SAFETY: P was just mapped read-write for this program.
     unsafe { core::ptr::write_volatile(p as *mut u64, 0xA11CE) };
     let mut m = Msg::new(1, &[]);
     m.push_item(Fpage::mem(p, 12, mem::READ | mem::WRITE), p);
     let landed = Fpage(ask(b, &mut m));
     c.eq(landed.base(), WINDOW, "B's window received the page where the hot spot says");
-    c.eq(touch(b_task, WINDOW, false), Touch::Value(0xA11CE), "B reads A's value");
-    c.eq(touch(b_task, WINDOW, true), Touch::Value(0x5EED), "B writes through its read-write mapping");
+    c.eq(touch_in(b_task, Some(b), WINDOW, false), Touch::Value(0xA11CE), "B reads A's value");
+    c.eq(touch_in(b_task, Some(b), WINDOW, true), Touch::Value(0x5EED), "B writes through its read-write mapping");
     // SAFETY: P is ours; B's write is visible because the frame is shared.
     c.eq(unsafe { core::ptr::read_volatile(p as *const u64) }, 0x5EED, "A sees B's write: the frame is shared");
 
     // B maps it on to C read-only: rights shrink along the chain.
     let mut f = Msg::new(label::FORWARD, &[WINDOW, mem::READ, 0, TO_C]);
     c.eq(ask(b, &mut f), 0, "B maps the page to C, read-only");
-    c.eq(touch(c_task, WINDOW, false), Touch::Value(0x5EED), "C reads it");
-    c.eq(touch(c_task, WINDOW, true), Touch::Fault(WINDOW, true), "C cannot write a read-only mapping");
+    c.eq(touch_in(c_task, Some(cc), WINDOW, false), Touch::Value(0x5EED), "C reads it");
+    c.eq(touch_in(c_task, Some(cc), WINDOW, true), Touch::Fault(WINDOW, true), "C cannot write a read-only mapping");
 
     // Demap write rights from everything derived from P: B becomes read-only.
     // SAFETY: A keeps its own mapping (no UNMAP_SELF).
     c.eq(unsafe { sys::unmap(Fpage::mem(p, 12, mem::WRITE), 0) }, Ok(()), "A takes write rights back");
-    c.eq(touch(b_task, WINDOW, true), Touch::Fault(WINDOW, true), "B can no longer write");
-    c.eq(touch(b_task, WINDOW, false), Touch::Value(0x5EED), "but still read");
+    c.eq(touch_in(b_task, Some(b), WINDOW, true), Touch::Fault(WINDOW, true), "B can no longer write");
+    c.eq(touch_in(b_task, Some(b), WINDOW, false), Touch::Value(0x5EED), "but still read");
     // Rights never grow: B (read-only now) asks to map read-write to C at another address.
     let mut f = Msg::new(label::FORWARD, &[WINDOW, mem::READ | mem::WRITE, 0, TO_C]);
     c.eq(ask(b, &mut f), 0, "B maps its read-only page to C asking for write");
-    c.eq(touch(c_task, WINDOW, true), Touch::Fault(WINDOW, true), "C still cannot write");
+    c.eq(touch_in(c_task, Some(cc), WINDOW, true), Touch::Fault(WINDOW, true), "C still cannot write");
 
     // Full demap: recursive through B to C; A keeps its own.
     // SAFETY: as above.
     c.eq(unsafe { sys::unmap(Fpage::mem(p, 12, 0), 0) }, Ok(()), "A demaps P from everyone it gave it to");
-    c.eq(touch(b_task, WINDOW, false), Touch::Fault(WINDOW, false), "B lost the page");
-    c.eq(touch(c_task, WINDOW, false), Touch::Fault(WINDOW, false), "C lost it too (derived from B)");
+    c.eq(touch_in(b_task, Some(b), WINDOW, false), Touch::Fault(WINDOW, false), "B lost the page");
+    c.eq(touch_in(c_task, Some(cc), WINDOW, false), Touch::Fault(WINDOW, false), "C lost it too (derived from B)");
     c.eq(touch(cap::SELF_TASK, p, false), Touch::Value(0x5EED), "A keeps its own mapping");
 
     // Grant: A gives page Q to B and loses it.
     let q = 0x0000_6000_0010_0000u64;
-    sys::mem_alloc(cap::SELF_TASK, q, 1, mem::READ | mem::WRITE).unwrap();
+    sys::prefault(q, 1);
     // SAFETY: Q was just mapped for this program; it is not used after the grant.
     unsafe { core::ptr::write_volatile(q as *mut u64, 0xBEEF) };
     let mut m = Msg::new(1, &[]);
     m.push_item(Fpage::mem(q, 12, mem::READ | mem::WRITE), (WINDOW + 0x10000) | GRANT);
     let landed = Fpage(ask(b, &mut m));
     c.eq(landed.base(), WINDOW + 0x10000, "granted page landed at the hot spot");
-    c.eq(touch(b_task, WINDOW + 0x10000, false), Touch::Value(0xBEEF), "B has the granted page");
+    c.eq(touch_in(b_task, Some(b), WINDOW + 0x10000, false), Touch::Value(0xBEEF), "B has the granted page");
     c.eq(touch(cap::SELF_TASK, q, false), Touch::Fault(q, false), "A lost it");
     // SAFETY: demapping what A no longer holds changes nothing of A's.
     c.eq(unsafe { sys::unmap(Fpage::mem(q, 12, 0), 0) }, Ok(()), "A cannot demap what it granted away");
-    c.eq(touch(b_task, WINDOW + 0x10000, false), Touch::Value(0xBEEF), "B keeps it");
+    c.eq(touch_in(b_task, Some(b), WINDOW + 0x10000, false), Touch::Value(0xBEEF), "B keeps it");
 
     // Mapping what one does not hold maps nothing.
     let mut m = Msg::new(1, &[]);
     m.push_item(Fpage::mem(0x0000_6100_0000_0000, 12, mem::READ), WINDOW + 0x20000);
     ask(b, &mut m);
-    c.eq(touch(b_task, WINDOW + 0x20000, false), Touch::Fault(WINDOW + 0x20000, false), "nothing arrives from an unmapped source");
+    c.eq(touch_in(b_task, Some(b), WINDOW + 0x20000, false), Touch::Fault(WINDOW + 0x20000, false), "nothing arrives from an unmapped source");
 
     // A receiver without a window refuses items.
     let e = rt::alloc_slot();

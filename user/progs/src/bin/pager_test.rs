@@ -63,7 +63,8 @@ fn main() -> i32 {
     let mut c = Checks::new();
     let me = rt::alloc_slot();
     sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 0).unwrap();
-    sys::mem_alloc(cap::SELF_TASK, POOL, PAGES.min(4096), mem::READ | mem::WRITE).unwrap();
+    // The pool: pages from our own pager (a memory server), which we page on.
+    sys::prefault(POOL, PAGES);
 
     let _w = start(worker, me);
     let (mut served, mut bad, mut next) = (0u64, 0u64, 0u64);
