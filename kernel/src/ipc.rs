@@ -197,6 +197,21 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
 /// The send phase of send and call, from the current thread.
 pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result<(), Error> {
     let cur = k.current;
+    if let Ok(c) = k.cur_task().cspace.get(dest_slot) {
+        if let crate::task::Obj::Reply(r) = c.obj {
+            // A saved reply: answer that caller (once), whatever happens.
+            let me = k.t(cur).task;
+            let _ = k.cap_delete(me, dest_slot);
+            if call {
+                return Err(Error::InvalidArg);
+            }
+            // Use the reply path with this caller, keeping any other pending reply right.
+            let pending = k.tm(cur).reply_to.replace(r);
+            let res = reply(k);
+            k.tm(cur).reply_to = pending;
+            return res;
+        }
+    }
     let (dest, cap) = k.thread_cap(dest_slot, rights::SEND)?;
     if dest == cur {
         return Err(Error::Deadlock);

@@ -204,6 +204,7 @@ impl Kernel {
             Obj::Thread(r) => self.thread_alive(r),
             Obj::Task(r) => self.task_alive(r),
             Obj::Machine | Obj::Irq(_) | Obj::IrqControl => true,
+            Obj::Reply(r) => self.thread_alive(r),
         };
         if alive {
             Ok(c)

@@ -114,6 +114,25 @@ fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
         sys::MEM_MAP => mem_map(k, a0, a1, a2, a3, a4),
         sys::UNMAP => unmap(k, a0, a1),
         sys::IRQ_CONTROL => irq_control(k, a0, a1, a2, a3),
+        sys::SAVE_REPLY => {
+            // Move the pending reply right into a capability, freeing the thread to
+            // receive other calls and answer this one later.
+            let cur = k.current;
+            let me = k.t(cur).task;
+            match k.cur_task().cspace.get(a0) {
+                Err(Error::InvalidCap) if a0 < cap::SLOTS => {}
+                Ok(_) => return Err(Error::SlotInUse),
+                Err(e) => return Err(e),
+            }
+            let r = k.tm(cur).reply_to.ok_or(Error::NoPartner)?;
+            if !k.thread_alive(r) {
+                k.tm(cur).reply_to = None;
+                return Err(Error::NoPartner);
+            }
+            k.cap_install(me, a0, Cap { obj: Obj::Reply(r), rights: rights::SEND, badge: 0 })?;
+            k.tm(cur).reply_to = None;
+            Ok(())
+        }
         sys::TASK_INFO => {
             let c = k.cap(a0)?;
             let Obj::Task(r) = c.obj else { return Err(Error::WrongType) };
@@ -173,6 +192,7 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
         Obj::Machine => (cap::MACHINE, 0),
         Obj::Irq(l) => (cap::IRQ, l as u32),
         Obj::IrqControl => (cap::IRQ_CONTROL, 0),
+        Obj::Reply(r) => (cap::REPLY, r.id),
     }
 }
 

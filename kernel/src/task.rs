@@ -28,6 +28,8 @@ pub enum Obj {
     Irq(u8),
     /// The right to make IRQ capabilities.
     IrqControl,
+    /// The right to answer one call of this thread (one shot).
+    Reply(ObjRef),
 }
 
 /// Kernel memory a task may make the kernel use, in pages: page tables, thread

@@ -8,6 +8,9 @@ use std::process::{Command, ExitCode};
 
 pub const TARGET: &str = "x86_64-unknown-none";
 
+/// What `cargo xtask run` boots.
+const RUN_MANIFEST: &str = include_str!("../run.manifest");
+
 fn usage() -> ExitCode {
     eprintln!(
         "usage: cargo xtask <command>\n\
@@ -97,14 +100,14 @@ pub fn build() -> Result<Artifacts, String> {
     Ok(Artifacts { kernel: dir.join("kernel"), programs })
 }
 
-/// Pack root, every program and an `init` into a boot image.
-pub fn make_image(a: &Artifacts, init: &str, name: &str) -> Result<PathBuf, String> {
+/// Pack root, every program and a `manifest` into a boot image.
+pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, String> {
     let mut b = bootfs::Builder::new();
     for (n, p) in &a.programs {
         let data = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
         b.add(n, &data).map_err(|e| format!("boot image: {n}: {e:?}"))?;
     }
-    b.add("init", init.as_bytes()).map_err(|e| format!("boot image: init: {e:?}"))?;
+    b.add("manifest", manifest.as_bytes()).map_err(|e| format!("boot image: manifest: {e:?}"))?;
     let dir = out_dir();
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join(format!("{name}.img"));
@@ -114,7 +117,7 @@ pub fn make_image(a: &Artifacts, init: &str, name: &str) -> Result<PathBuf, Stri
 
 fn run() -> Result<ExitCode, String> {
     let a = build()?;
-    let img = make_image(&a, "run hello\n", "run")?;
+    let img = make_image(&a, RUN_MANIFEST, "run")?;
     qemu::ensure_qemu()?;
     let accel = qemu::accel();
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X");

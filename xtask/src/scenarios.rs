@@ -10,8 +10,10 @@ use std::time::Duration;
 
 pub struct Scenario {
     pub name: &'static str,
-    /// Test programs (with arguments) started by root, one `test` line each.
+    /// Test programs (with arguments) started by root; `pager=NAME` may come first.
     pub tests: Vec<String>,
+    /// More manifest entries (servers the tests use).
+    pub extra: &'static str,
     /// Kernel command line.
     pub append: &'static str,
     pub icount: bool,
@@ -29,6 +31,7 @@ pub fn scenarios() -> Vec<Scenario> {
     let s = |name, tests: &[&str], append, limit_s| Scenario {
         name,
         tests: tests.iter().map(|t| t.to_string()).collect(),
+        extra: "",
         append,
         icount: false,
         limit_s,
@@ -41,6 +44,7 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "fuzz",
             tests: vec![format!("fuzz_test {seed} 100000")],
+            extra: "",
             append: "",
             icount: false,
             limit_s: 600,
@@ -53,7 +57,7 @@ pub fn scenarios() -> Vec<Scenario> {
         s("stacked", &["pager=mem1 pager_test", "hello"], "", 180),
         s("sched", &["sched_test"], "", 180),
         s("sched_pit", &["sched_test"], "timer=pit", 180),
-        Scenario { name: "measure", tests: vec!["bench_kernel".into()], append: "", icount: true, limit_s: 300 },
+        Scenario { name: "measure", tests: vec!["bench_kernel".into()], extra: "", append: "", icount: true, limit_s: 300 },
     ]
 }
 
@@ -62,8 +66,17 @@ pub fn program_of(t: &str) -> &str {
     t.split(' ').find(|w| !w.contains('=')).unwrap_or("")
 }
 
-fn init_for(sc: &Scenario) -> String {
-    sc.tests.iter().map(|t| format!("test {t}\n")).collect()
+/// The manifest of a scenario: one test entry per test line, then the extras.
+fn manifest_for(sc: &Scenario) -> String {
+    let mut m = String::new();
+    for t in &sc.tests {
+        let prog = program_of(t);
+        let pager = t.split(' ').find_map(|w| w.strip_prefix("pager=")).unwrap_or("mem0");
+        let args: Vec<&str> = t.split(' ').filter(|w| !w.contains('=')).skip(1).collect();
+        m.push_str(&format!("[[program]]\nname = \"{prog}\"\nargs = \"{}\"\npager = \"{pager}\"\ntest = true\n\n", args.join(" ")));
+    }
+    m.push_str(sc.extra);
+    m
 }
 
 pub struct Result1 {
@@ -74,7 +87,7 @@ pub struct Result1 {
 
 /// Boot one scenario; returns one result per test program.
 pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
-    let img = make_image(a, &init_for(sc), sc.name)?;
+    let img = make_image(a, &manifest_for(sc), sc.name)?;
     let opts = Options { accel: qemu::accel(), icount: sc.icount, append: sc.append.to_string() };
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s))?;
     let logs = out_dir().join("logs");
@@ -102,7 +115,7 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 3] = ["abi", "kcore", "bootfs"];
+pub const HOST_CRATES: [&str; 4] = ["abi", "kcore", "bootfs", "manifest"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
@@ -202,7 +215,7 @@ pub fn bench() -> Result<ExitCode, String> {
     let a = build()?;
     let mut rows: Vec<(String, String, String)> = Vec::new();
     for icount in [true, false] {
-        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec!["bench_kernel".into()], append: "", icount, limit_s: 300 };
+        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec!["bench_kernel".into()], extra: "", append: "", icount, limit_s: 300 };
         eprintln!("xtask: measuring under {}", if icount { "icount" } else { "tcg" });
         let (res, log) = run_scenario(&a, &sc)?;
         if res.iter().any(|r| !r.ok) {

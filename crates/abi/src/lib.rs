@@ -41,8 +41,9 @@ pub mod sys {
     pub const MACHINE: u64 = 22;
     pub const IRQ_CONTROL: u64 = 23;
     pub const TASK_INFO: u64 = 24;
+    pub const SAVE_REPLY: u64 = 25;
     /// One past the highest valid number.
-    pub const COUNT: u64 = 25;
+    pub const COUNT: u64 = 26;
 }
 
 /// Error codes returned in `rax`. Zero is success.
@@ -186,6 +187,9 @@ pub mod cap {
     pub const MACHINE: u64 = 3;
     pub const IRQ: u64 = 4;
     pub const IRQ_CONTROL: u64 = 5;
+    /// A one-shot right to answer one caller (`SAVE_REPLY`); `IPC_SEND` through it
+    /// delivers the reply and empties the slot.
+    pub const REPLY: u64 = 6;
 
     /// Number of slots in every task's capability space.
     pub const SLOTS: u64 = 1024;

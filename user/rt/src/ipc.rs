@@ -204,6 +204,13 @@ pub fn reply(msg: &Msg) -> Result<(), Error> {
     check(raw(sys::IPC_REPLY, 0, 0, 0, &mut r).0)
 }
 
+/// Keep the right to answer the last caller in capability slot `slot`, to answer it
+/// later with `send(slot, …)` (one shot) while serving others meanwhile.
+pub fn save_reply(slot: u64) -> Result<(), Error> {
+    // SAFETY: SAVE_REPLY only writes a capability slot.
+    check(unsafe { crate::sys::syscall(sys::SAVE_REPLY, slot, 0, 0, 0, 0, 0) }[0])
+}
+
 /// Reply to the last caller (if any is still waiting) and receive the next message.
 pub fn reply_wait(src: u64, msg: &mut Msg, to: u64) -> Result<u64, Error> {
     let mut r = put(msg);

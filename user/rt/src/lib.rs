@@ -5,6 +5,7 @@
 
 extern crate alloc;
 
+pub mod env;
 pub mod heap;
 pub mod ipc;
 pub mod loader;

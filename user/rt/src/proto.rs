@@ -13,6 +13,22 @@ pub const SPAWN: u64 = 2;
 /// (call to `PARENT`, from a memory server) Map the boot image: the reply carries a
 /// read-only map item of it at `abi::layout::BOOTFS_VADDR`; MR1 = its length.
 pub const GET_BOOTFS: u64 = 3;
+/// (call to `PARENT`) string = a server's name, MR1 = slot: a SEND capability to it
+/// lands there, if the caller's manifest entry lists the name in `caps`.
+pub const LOOKUP: u64 = 4;
+/// (call to `PARENT`) MR1 = first port, MR2 = log2 ports: an I/O item, if the manifest
+/// grants every port of it. The caller opens an I/O window first.
+pub const GET_IO: u64 = 5;
+/// (call to `PARENT`) MR1 = line, MR2 = slot: an IRQ capability, if the manifest grants it.
+pub const GET_IRQ: u64 = 6;
+/// (call to `PARENT`) Reply string: the programs, one line each.
+pub const PS: u64 = 7;
+/// (call to `PARENT`) Reply string: memory of sigma0 and of each memory server.
+pub const MEMINFO: u64 = 8;
+/// (call to `PARENT`) MR1 = program id: end it.
+pub const KILL: u64 = 9;
+/// (call to `PARENT`) Power off (the machine exits with status 0).
+pub const HALT: u64 = 10;
 
 /// sigma0's protocol. Requests carry the client's badge (given by root); replies carry
 /// MR1 = 0 or an error code, then a typed item where memory or ports are handed out.

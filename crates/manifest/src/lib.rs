@@ -1,0 +1,315 @@
+//! Root's manifest, a small TOML subset packed into the boot image as `manifest`:
+//!
+//! ```toml
+//! # The user-level console driver.
+//! [[program]]
+//! name = "console"          # how others find it (and its file, unless `file` says)
+//! priority = 150
+//! pages = 512               # user memory limit (its memory server enforces it)
+//! pager = "mem0"            # which memory server pages it
+//! io = ["0x3f8-0x3ff"]      # I/O port ranges it may have
+//! irq = [4]                 # interrupt lines it may attach to
+//! caps = ["sigma0"]         # servers it may look up by name
+//! restart = true            # root restarts it when it dies
+//! ```
+//!
+//! Other keys: `file`, `args`, `start` (start at boot; default true), `test` (root
+//! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
+//! not give them. Errors name the line.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub name: String,
+    pub file: String,
+    pub args: String,
+    pub priority: u8,
+    pub pages: u64,
+    pub pager: String,
+    /// Inclusive port ranges.
+    pub io: Vec<(u16, u16)>,
+    pub irq: Vec<u8>,
+    pub caps: Vec<String>,
+    pub restart: bool,
+    pub start: bool,
+    pub test: bool,
+}
+
+impl Program {
+    pub fn new(name: &str) -> Program {
+        Program {
+            name: name.to_string(),
+            file: name.to_string(),
+            args: String::new(),
+            priority: 100,
+            pages: 16384,
+            pager: "mem0".to_string(),
+            io: Vec::new(),
+            irq: Vec::new(),
+            caps: Vec::new(),
+            restart: false,
+            start: true,
+            test: false,
+        }
+    }
+
+    /// The command line the program starts with.
+    pub fn cmdline(&self) -> String {
+        if self.args.is_empty() {
+            self.file.clone()
+        } else {
+            alloc::format!("{} {}", self.file, self.args)
+        }
+    }
+
+    pub fn allows_port(&self, port: u16) -> bool {
+        self.io.iter().any(|(a, b)| (*a..=*b).contains(&port))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub line: usize,
+    pub msg: String,
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "manifest line {}: {}", self.line, self.msg)
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Value {
+    Str(String),
+    Int(u64),
+    Bool(bool),
+    List(Vec<Value>),
+}
+
+fn int(s: &str) -> Option<u64> {
+    let s = s.trim().replace('_', "");
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+fn value(s: &str) -> Result<Value, String> {
+    let s = s.trim();
+    if let Some(inner) = s.strip_prefix('[') {
+        let inner = inner.strip_suffix(']').ok_or("a list must end with ]")?;
+        let mut items = Vec::new();
+        for part in split_list(inner) {
+            let part = part.trim();
+            if !part.is_empty() {
+                items.push(value(part)?);
+            }
+        }
+        return Ok(Value::List(items));
+    }
+    if let Some(inner) = s.strip_prefix('"') {
+        let inner = inner.strip_suffix('"').ok_or("a string must end with \"")?;
+        if inner.contains('"') {
+            return Err("quotes inside strings are not supported".into());
+        }
+        return Ok(Value::Str(inner.to_string()));
+    }
+    match s {
+        "true" => return Ok(Value::Bool(true)),
+        "false" => return Ok(Value::Bool(false)),
+        _ => {}
+    }
+    int(s).map(Value::Int).ok_or_else(|| alloc::format!("cannot read the value `{}`", s))
+}
+
+/// Split on commas outside quotes.
+fn split_list(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut quoted) = (0, false);
+    for (i, ch) in s.char_indices() {
+        match ch {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn strip_comment(line: &str) -> &str {
+    let mut quoted = false;
+    for (i, ch) in line.char_indices() {
+        match ch {
+            '"' => quoted = !quoted,
+            '#' if !quoted => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+fn port_range(v: &Value) -> Result<(u16, u16), String> {
+    let Value::Str(s) = v else { return Err("an I/O range is a string like \"0x3f8-0x3ff\"".into()) };
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    let (a, b) = (int(a).ok_or("bad port")?, int(b).ok_or("bad port")?);
+    if a > b || b > 0xffff {
+        return Err(alloc::format!("bad port range {}", s));
+    }
+    Ok((a as u16, b as u16))
+}
+
+pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
+    let mut out: Vec<Program> = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = n + 1;
+        let err = |msg: String| Error { line, msg };
+        let l = strip_comment(raw).trim();
+        if l.is_empty() {
+            continue;
+        }
+        if l == "[[program]]" {
+            out.push(Program::new(""));
+            continue;
+        }
+        if l.starts_with('[') {
+            return Err(err(alloc::format!("unknown table `{}` (only [[program]])", l)));
+        }
+        let (key, val) = l.split_once('=').ok_or_else(|| err("expected `key = value`".into()))?;
+        let key = key.trim();
+        let v = value(val).map_err(err)?;
+        let p = out.last_mut().ok_or_else(|| err("a key before the first [[program]]".into()))?;
+        let wrong = |what: &str| err(alloc::format!("`{}` must be {}", key, what));
+        match (key, v) {
+            ("name", Value::Str(s)) => {
+                if p.file.is_empty() || p.file == p.name {
+                    p.file = s.clone();
+                }
+                p.name = s;
+            }
+            ("file", Value::Str(s)) => p.file = s,
+            ("args", Value::Str(s)) => p.args = s,
+            ("pager", Value::Str(s)) => p.pager = s,
+            ("priority", Value::Int(i)) if i <= 255 => p.priority = i as u8,
+            ("priority", _) => return Err(wrong("a number up to 255")),
+            ("pages", Value::Int(i)) => p.pages = i,
+            ("restart", Value::Bool(b)) => p.restart = b,
+            ("start", Value::Bool(b)) => p.start = b,
+            ("test", Value::Bool(b)) => p.test = b,
+            ("io", Value::List(items)) => {
+                for it in &items {
+                    p.io.push(port_range(it).map_err(err)?);
+                }
+            }
+            ("irq", Value::List(items)) => {
+                for it in items {
+                    match it {
+                        Value::Int(i) if i < 24 => p.irq.push(i as u8),
+                        _ => return Err(wrong("a list of interrupt lines below 24")),
+                    }
+                }
+            }
+            ("caps", Value::List(items)) => {
+                for it in items {
+                    match it {
+                        Value::Str(s) => p.caps.push(s),
+                        _ => return Err(wrong("a list of names")),
+                    }
+                }
+            }
+            ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
+            ("pages", _) => return Err(wrong("a number")),
+            ("restart" | "start" | "test", _) => return Err(wrong("true or false")),
+            ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
+            _ => return Err(err(alloc::format!("unknown key `{}`", key))),
+        }
+    }
+    for (i, p) in out.iter().enumerate() {
+        if p.name.is_empty() {
+            return Err(Error { line: 0, msg: alloc::format!("program {} has no name", i + 1) });
+        }
+        if out[..i].iter().any(|q| q.name == p.name) {
+            return Err(Error { line: 0, msg: alloc::format!("two programs are named `{}`", p.name) });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+# comment
+[[program]]
+name = "console"
+priority = 150
+pages = 0x200
+io = ["0x3f8-0x3ff", "0x80"]
+irq = [4]
+caps = ["sigma0"]   # trailing comment
+restart = true
+
+[[program]]
+name = "sh"
+args = "-v # not a comment"
+caps = ["console", "echo"]
+start = false
+"#;
+
+    #[test]
+    fn sample() {
+        let m = parse(SAMPLE).unwrap();
+        assert_eq!(m.len(), 2);
+        let c = &m[0];
+        assert_eq!((c.name.as_str(), c.file.as_str(), c.priority, c.pages), ("console", "console", 150, 512));
+        assert_eq!(c.io, [(0x3f8, 0x3ff), (0x80, 0x80)]);
+        assert!(c.allows_port(0x3fd) && !c.allows_port(0x400));
+        assert_eq!(c.irq, [4]);
+        assert!(c.restart && c.start && !c.test);
+        let s = &m[1];
+        assert_eq!(s.args, "-v # not a comment");
+        assert_eq!(s.cmdline(), "sh -v # not a comment");
+        assert_eq!(s.caps, ["console", "echo"]);
+        assert!(!s.start);
+        assert_eq!(s.pager, "mem0");
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        assert_eq!(parse("name = \"x\"").unwrap_err().line, 1);
+        assert_eq!(parse("[[program]]\nname = \"a\"\nbogus = 1").unwrap_err().line, 3);
+        assert_eq!(parse("[[program]]\nname = \"a\"\npriority = 300").unwrap_err().line, 3);
+        assert_eq!(parse("[[program]]\nname = \"a\"\nio = [\"0x400-0x300\"]").unwrap_err().line, 3);
+        assert_eq!(parse("[[program]]\nname = \"a\"\nirq = [30]").unwrap_err().line, 3);
+        assert_eq!(parse("[[program]]\nname = \"a\"\ncaps = [\"x\"").unwrap_err().line, 3);
+        assert_eq!(parse("[[server]]").unwrap_err().line, 1);
+        assert!(parse("[[program]]\nname = \"a\"\n[[program]]\nname = \"a\"").unwrap_err().msg.contains("two programs"));
+        assert!(parse("[[program]]\npriority = 3").unwrap_err().msg.contains("no name"));
+    }
+
+    #[test]
+    fn never_panics_on_garbage() {
+        let mut s = 1u64;
+        let alphabet = b"[]=\"#,-x0a1 \nprogram";
+        for _ in 0..5000 {
+            let mut t = alloc::vec::Vec::new();
+            for _ in 0..40 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                t.push(alphabet[(s % alphabet.len() as u64) as usize]);
+            }
+            let _ = parse(core::str::from_utf8(&t).unwrap());
+        }
+    }
+}

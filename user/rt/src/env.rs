@@ -1,0 +1,57 @@
+//! What a program asks root for: servers by name, I/O ports, interrupt lines, and
+//! the system-wide views the shell shows.
+
+use crate::ipc::{self, Msg};
+use crate::proto;
+use abi::cap;
+use abi::fpage::Fpage;
+use abi::Error;
+use alloc::string::String;
+
+fn call(m: &mut Msg) -> Result<(), Error> {
+    ipc::call(cap::PARENT, m, ipc::FOREVER)?;
+    abi::check(m.word(1))
+}
+
+/// A SEND capability to the server `name` in `slot` (if the manifest allows it).
+pub fn lookup(name: &str, slot: u64) -> Result<(), Error> {
+    ipc::set_send_string(name.as_bytes());
+    call(&mut Msg::new(proto::LOOKUP, &[slot]).with_string())
+}
+
+/// Ports `first .. first + 2^log2` (if the manifest grants them).
+pub fn io(first: u64, log2: u64) -> Result<(), Error> {
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
+    let r = call(&mut Msg::new(proto::GET_IO, &[first, log2]));
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r
+}
+
+/// An IRQ capability for `line` in `slot` (if the manifest grants it).
+pub fn irq(line: u64, slot: u64) -> Result<(), Error> {
+    call(&mut Msg::new(proto::GET_IRQ, &[line, slot]))
+}
+
+fn text(label: u64) -> Result<String, Error> {
+    let mut buf = alloc::vec![0u8; 4096];
+    ipc::set_recv_buffer(&mut buf);
+    call(&mut Msg::new(label, &[]))?;
+    let n = ipc::received_string_len().min(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+pub fn ps() -> Result<String, Error> {
+    text(proto::PS)
+}
+
+pub fn meminfo() -> Result<String, Error> {
+    text(proto::MEMINFO)
+}
+
+pub fn kill(id: u64) -> Result<(), Error> {
+    call(&mut Msg::new(proto::KILL, &[id]))
+}
+
+pub fn halt() -> Result<(), Error> {
+    call(&mut Msg::new(proto::HALT, &[]))
+}
