@@ -1,7 +1,7 @@
 //! QEMU: installing it, choosing the accelerator, building the command line, and
 //! running a boot to completion with a time limit while keeping the serial log.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,15 +80,34 @@ pub struct Outcome {
 }
 
 /// Boot and wait for QEMU to end (or kill it after `limit`); serial output is the log.
-pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration) -> Result<Outcome, String> {
+/// With `input` = (marker, text): once the marker appears on the serial port, the
+/// text is typed into it.
+pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>) -> Result<Outcome, String> {
     let mut c = command(kernel, image, o);
     c.args(["-serial", "stdio", "-monitor", "none"]);
-    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| format!("cannot start {QEMU}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
+    let mut stdin = child.stdin.take();
+    let input = input.map(|(m, t)| (m.as_bytes().to_vec(), t.as_bytes().to_vec()));
     let reader = std::thread::spawn(move || {
         let mut s = Vec::new();
-        let _ = out.read_to_end(&mut s);
+        let mut chunk = [0u8; 4096];
+        let mut typed = false;
+        loop {
+            match out.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => s.extend_from_slice(&chunk[..n]),
+            }
+            if let (false, Some((marker, text)), Some(w)) = (typed, input.as_ref(), stdin.as_mut()) {
+                if s.windows(marker.len()).any(|x| x == &marker[..]) {
+                    let _ = w.write_all(text);
+                    let _ = w.flush();
+                    typed = true;
+                }
+            }
+        }
+        drop(stdin);
         s
     });
     let start = Instant::now();

@@ -14,6 +14,10 @@ pub struct Scenario {
     pub tests: Vec<String>,
     /// More manifest entries (servers the tests use).
     pub extra: &'static str,
+    /// Type this into the serial port once the marker appears: (marker, text).
+    pub input: Option<(&'static str, &'static str)>,
+    /// With input: strings the serial log must show (the scenario is one test).
+    pub expect: &'static [&'static str],
     /// Kernel command line.
     pub append: &'static str,
     pub icount: bool,
@@ -32,6 +36,8 @@ pub fn scenarios() -> Vec<Scenario> {
         name,
         tests: tests.iter().map(|t| t.to_string()).collect(),
         extra: "",
+        input: None,
+        expect: &[],
         append,
         icount: false,
         limit_s,
@@ -45,6 +51,8 @@ pub fn scenarios() -> Vec<Scenario> {
             name: "fuzz",
             tests: vec![format!("fuzz_test {seed} 100000")],
             extra: "",
+            input: None,
+            expect: &[],
             append: "",
             icount: false,
             limit_s: 600,
@@ -57,7 +65,31 @@ pub fn scenarios() -> Vec<Scenario> {
         s("stacked", &["pager=mem1 pager_test", "hello"], "", 180),
         s("sched", &["sched_test"], "", 180),
         s("sched_pit", &["sched_test"], "timer=pit", 180),
-        Scenario { name: "measure", tests: vec!["bench_kernel".into()], extra: "", append: "", icount: true, limit_s: 300 },
+        Scenario { name: "measure", tests: vec!["bench_kernel".into()], extra: "", input: None, expect: &[], append: "", icount: true, limit_s: 300 },
+        Scenario {
+            name: "console",
+            tests: vec![],
+            extra: include_str!("../console.manifest"),
+            // Typed at the shell's first prompt: a backspace edit, every command, a
+            // mistake, and halt (which ends the machine).
+            input: Some(("scion> ", "help\nps\nmem\nlspci\nbogus\necno\x7f\x7fho edited\x15echo hello scion\nkill 999\nhalt\n")),
+            expect: &[
+                "console: ready",
+                "commands:",
+                "  ID NAME",
+                " console ",
+                "sigma0: ",
+                "mem0: pool",
+                "8086:29c0",
+                "sh: unknown command `bogus` (try `help`)",
+                "\nhello scion\n",
+                "kill: 999: InvalidArg",
+                "[root] halting",
+            ],
+            append: "",
+            icount: false,
+            limit_s: 180,
+        },
     ]
 }
 
@@ -89,12 +121,24 @@ pub struct Result1 {
 pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
     let img = make_image(a, &manifest_for(sc), sc.name)?;
     let opts = Options { accel: qemu::accel(), icount: sc.icount, append: sc.append.to_string() };
-    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s))?;
+    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input)?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
     let log_path = logs.join(format!("{}.log", sc.name));
     std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
     let mut results = Vec::new();
+    if sc.input.is_some() {
+        let missing: Vec<&str> = sc.expect.iter().copied().filter(|e| !out.log.contains(e)).collect();
+        let ok = missing.is_empty() && out.status == Some(1);
+        let detail = if out.timed_out {
+            format!("timed out after {} s", sc.limit_s)
+        } else if !missing.is_empty() {
+            format!("the serial log lacks {:?}", missing)
+        } else {
+            format!("qemu exit status {:?}", out.status)
+        };
+        results.push(Result1 { name: format!("{}/session", sc.name), ok, detail: if ok { String::new() } else { detail } });
+    }
     for t in &sc.tests {
         let prog = program_of(t);
         let pass = out.log.lines().any(|l| l.trim() == format!("TEST {prog} PASS"));
@@ -215,7 +259,7 @@ pub fn bench() -> Result<ExitCode, String> {
     let a = build()?;
     let mut rows: Vec<(String, String, String)> = Vec::new();
     for icount in [true, false] {
-        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec!["bench_kernel".into()], extra: "", append: "", icount, limit_s: 300 };
+        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec!["bench_kernel".into()], extra: "", input: None, expect: &[], append: "", icount, limit_s: 300 };
         eprintln!("xtask: measuring under {}", if icount { "icount" } else { "tcg" });
         let (res, log) = run_scenario(&a, &sc)?;
         if res.iter().any(|r| !r.ok) {

@@ -209,6 +209,8 @@ pub mod cap {
     pub const PARENT: u64 = 3;
     /// Programs started on request of another program: a SEND capability to the requester.
     pub const PEER: u64 = 4;
+    /// Programs whose manifest entry lists "console": SEND to the console server.
+    pub const CONSOLE: u64 = 6;
     /// First slot free for the program's own use.
     pub const FIRST_FREE: u64 = 16;
 }

@@ -5,10 +5,12 @@
 
 extern crate alloc;
 
+pub mod console;
 pub mod env;
 pub mod heap;
 pub mod ipc;
 pub mod loader;
+pub mod pci;
 pub mod print;
 pub mod proto;
 pub mod sync;

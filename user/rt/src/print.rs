@@ -14,7 +14,9 @@ impl LineBuf {
     }
     pub fn flush(&mut self) {
         if self.len > 0 {
-            let _ = crate::sys::debug_put(&self.buf[..self.len]);
+            if crate::console::write(&self.buf[..self.len]).is_err() {
+                let _ = crate::sys::debug_put(&self.buf[..self.len]);
+            }
             self.len = 0;
         }
     }

@@ -52,6 +52,15 @@ pub mod sigma0 {
     pub const RECLAIM: u64 = 0x56;
 }
 
+/// The console server's protocol.
+pub mod console {
+    /// String = bytes to write. Reply MR1 = 0.
+    pub const WRITE: u64 = 0x70;
+    /// MR1 = most bytes wanted. Reply (when at least one byte was typed): MR1 = 0,
+    /// string = the bytes.
+    pub const READ: u64 = 0x71;
+}
+
 /// A memory server's protocol (root registers programs it pages).
 pub mod mem {
     /// MR1 = client badge (the pager badge its threads' faults carry), MR2 = limit in

@@ -133,6 +133,15 @@ impl Root<'_> {
             sys::cap_give(req.task, child.thread, dst, rights::SEND)?;
             sys::cap_give(req.task, child.task, dst + 1, rights::CONTROL)?;
         }
+        // The console, for programs whose entry names it, is there from the start.
+        if entry.caps.iter().any(|c| c == "console") {
+            if let Some(c) = self.find("console") {
+                let tmp = rt::alloc_slot();
+                let _ = sys::cap_copy(self.progs[c].child.thread, tmp, rights::SEND, badge)
+                    .and_then(|_| sys::cap_give(child.task, tmp, cap::CONSOLE, rights::SEND));
+                let _ = sys::cap_delete(tmp);
+            }
+        }
         child.start()?;
         self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0 });
         Ok(idx)

@@ -1,0 +1,146 @@
+//! The shell on the user-level console: line editing (backspace, Ctrl-U to erase the
+//! line, Ctrl-C to drop it, escape sequences ignored), and commands that ask root and
+//! the servers: help, ps, mem, kill, run, lspci, echo, halt.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use rt::{console, env, print, println};
+
+rt::entry!(main);
+
+const HELP: &str = "commands:
+  help              this list
+  ps                programs: id, state, priority, threads, pager, kernel pages, restarts
+  mem               memory of sigma0 and of each memory server, per program
+  kill ID           end program ID
+  run NAME [ARGS]   start a program from the boot image (resources as the manifest says)
+  lspci             list PCI devices
+  echo TEXT         print TEXT
+  halt              power off";
+
+/// Typed bytes not consumed yet (a read may bring more than one line).
+struct Input {
+    pending: VecDeque<u8>,
+}
+
+impl Input {
+    fn next(&mut self) -> Option<u8> {
+        if self.pending.is_empty() {
+            let mut b = [0u8; 64];
+            let n = console::read(&mut b).ok()?;
+            self.pending.extend(&b[..n]);
+        }
+        self.pending.pop_front()
+    }
+}
+
+fn read_line(input: &mut Input) -> Option<String> {
+    let mut line = String::new();
+    let mut esc = 0;
+    loop {
+        {
+            let c = input.next()?;
+            if esc > 0 {
+                // ESC [ X: skip the rest of the sequence (arrow keys and such).
+                esc = if esc == 1 && c == b'[' { 2 } else { 0 };
+                continue;
+            }
+            match c {
+                b'\r' | b'\n' => {
+                    print!("\n");
+                    return Some(line);
+                }
+                0x7f | 0x08 => {
+                    if line.pop().is_some() {
+                        print!("\x08 \x08");
+                    }
+                }
+                0x15 => {
+                    for _ in 0..line.len() {
+                        print!("\x08 \x08");
+                    }
+                    line.clear();
+                }
+                0x03 => {
+                    print!("^C\n");
+                    return Some(String::new());
+                }
+                0x1b => esc = 1,
+                0x20..=0x7e => {
+                    line.push(c as char);
+                    print!("{}", c as char);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Start a program; with `wait`, until it has ended (root removes its task).
+fn spawn(cmd: &str, wait: bool) {
+    let slot = rt::alloc_slot();
+    let task = rt::alloc_slot();
+    match progs::spawn(cmd, slot) {
+        Ok(id) if !wait => println!("started {} as program {}", cmd, id),
+        Ok(_) => {
+            for _ in 0..1000 {
+                if rt::sys::cap_info(task).is_err() {
+                    return;
+                }
+                rt::sys::sleep_us(10_000);
+            }
+            println!("{} is still running", cmd);
+        }
+        Err(e) => println!("run: cannot start `{}`: {:?}", cmd, e),
+    }
+}
+
+fn main() -> i32 {
+    if !console::available() {
+        println!("sh: no console");
+        return 1;
+    }
+    println!("Scion shell. Type `help` for the commands.");
+    let mut input = Input { pending: VecDeque::new() };
+    loop {
+        print!("scion> ");
+        let Some(line) = read_line(&mut input) else {
+            println!("sh: the console is gone");
+            return 1;
+        };
+        let line = line.trim();
+        let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match cmd {
+            "" => {}
+            "help" => println!("{}", HELP),
+            "ps" => match env::ps() {
+                Ok(t) => print!("{}", t),
+                Err(e) => println!("ps: {:?}", e),
+            },
+            "mem" => match env::meminfo() {
+                Ok(t) => print!("{}", t),
+                Err(e) => println!("mem: {:?}", e),
+            },
+            "kill" => match rest.trim().parse::<u64>() {
+                Ok(id) => match env::kill(id) {
+                    Ok(()) => println!("killed {}", id),
+                    Err(e) => println!("kill: {}: {:?}", id, e),
+                },
+                Err(_) => println!("kill: give a program id (see `ps`)"),
+            },
+            "run" if !rest.trim().is_empty() => spawn(rest.trim(), false),
+            "run" => println!("run: give a program name"),
+            "lspci" => spawn("lspci", true),
+            "echo" => println!("{}", rest),
+            "halt" => {
+                println!("halting");
+                let _ = env::halt();
+            }
+            other => println!("sh: unknown command `{}` (try `help`)", other),
+        }
+    }
+}

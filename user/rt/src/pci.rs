@@ -1,0 +1,107 @@
+//! PCI configuration space through the legacy ports 0xCF8/0xCFC (granted by the
+//! manifest), enough to find devices and their BARs for user-level drivers.
+
+use core::arch::asm;
+
+fn outl(port: u16, v: u32) {
+    // SAFETY: only meaningful when the ports were granted; otherwise the access faults
+    // (the kernel's I/O bitmap refuses it) and the program's fault handler hears of it.
+    unsafe { asm!("out dx, eax", in("dx") port, in("eax") v, options(nostack, nomem)) };
+}
+
+fn inl(port: u16) -> u32 {
+    let v: u32;
+    // SAFETY: as for outl.
+    unsafe { asm!("in eax, dx", in("dx") port, out("eax") v, options(nostack, nomem)) };
+    v
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Addr {
+    pub bus: u8,
+    pub dev: u8,
+    pub func: u8,
+}
+
+/// Ask root for the configuration ports.
+pub fn init() -> Result<(), abi::Error> {
+    crate::env::io(0xCF8, 3)
+}
+
+pub fn read32(a: Addr, off: u8) -> u32 {
+    let addr = 0x8000_0000 | ((a.bus as u32) << 16) | ((a.dev as u32) << 11) | ((a.func as u32) << 8) | (off as u32 & 0xfc);
+    outl(0xCF8, addr);
+    inl(0xCFC)
+}
+
+pub fn write32(a: Addr, off: u8, v: u32) {
+    let addr = 0x8000_0000 | ((a.bus as u32) << 16) | ((a.dev as u32) << 11) | ((a.func as u32) << 8) | (off as u32 & 0xfc);
+    outl(0xCF8, addr);
+    outl(0xCFC, v);
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Device {
+    pub addr: Addr,
+    pub vendor: u16,
+    pub device: u16,
+    pub class: u8,
+    pub subclass: u8,
+    pub prog_if: u8,
+}
+
+impl Device {
+    /// Memory BAR `i` (physical address), if it is one.
+    pub fn mem_bar(&self, i: u8) -> Option<u64> {
+        let lo = read32(self.addr, 0x10 + 4 * i);
+        if lo & 1 != 0 {
+            return None;
+        }
+        let mut pa = (lo & !0xf) as u64;
+        if (lo >> 1) & 3 == 2 {
+            pa |= (read32(self.addr, 0x14 + 4 * i) as u64) << 32;
+        }
+        Some(pa)
+    }
+}
+
+fn device_at(a: Addr) -> Option<Device> {
+    let id = read32(a, 0);
+    if id & 0xffff == 0xffff {
+        return None;
+    }
+    let class = read32(a, 8);
+    Some(Device {
+        addr: a,
+        vendor: id as u16,
+        device: (id >> 16) as u16,
+        class: (class >> 24) as u8,
+        subclass: (class >> 16) as u8,
+        prog_if: (class >> 8) as u8,
+    })
+}
+
+/// Every function reachable from bus 0: functions 1..8 only on multi-function
+/// devices, buses behind PCI-to-PCI bridges followed.
+pub fn devices() -> alloc::vec::Vec<Device> {
+    let mut out = alloc::vec::Vec::new();
+    let mut buses = alloc::vec![0u8];
+    let mut seen = [false; 256];
+    while let Some(bus) = buses.pop() {
+        if core::mem::replace(&mut seen[bus as usize], true) {
+            continue;
+        }
+        for dev in 0..32u8 {
+            let Some(d0) = device_at(Addr { bus, dev, func: 0 }) else { continue };
+            let multi = (read32(d0.addr, 0x0c) >> 16) & 0x80 != 0;
+            for func in 0..if multi { 8 } else { 1 } {
+                let Some(d) = device_at(Addr { bus, dev, func }) else { continue };
+                if d.class == 0x06 && d.subclass == 0x04 {
+                    buses.push((read32(d.addr, 0x18) >> 8) as u8); // secondary bus
+                }
+                out.push(d);
+            }
+        }
+    }
+    out
+}
