@@ -385,7 +385,7 @@ fn unmap(k: &mut Kernel, fp: u64, flags: u64) -> Result<(), Error> {
             }
             let remove = if fp.rights() == 0 { m::RIGHTS_MASK } else { fp.rights() };
             let (lo, hi) = (fp.base(), fp.base() + fp.size());
-            let pages: alloc::vec::Vec<u64> = k.task(me).leaves().into_iter().filter(|(va, _)| *va >= lo && *va < hi).map(|(va, e)| {
+            let pages: alloc::vec::Vec<u64> = k.task(me).leaves_in(lo, hi).into_iter().map(|(va, e)| {
                 if e & pt::UTCB != 0 { u64::MAX } else { va }
             }).collect();
             if include_self && pages.contains(&u64::MAX) {

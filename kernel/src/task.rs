@@ -287,8 +287,13 @@ impl Task {
 
     /// Every mapped user page (address, entry).
     pub fn leaves(&self) -> alloc::vec::Vec<(u64, u64)> {
+        self.leaves_in(0, abi::layout::USER_END)
+    }
+
+    /// The mapped user pages in `[lo, hi)`.
+    pub fn leaves_in(&self, lo: u64, hi: u64) -> alloc::vec::Vec<(u64, u64)> {
         let mut v = alloc::vec::Vec::new();
-        pt::for_each_leaf(&mut Walk, self.pml4, |va, e| v.push((va, e)));
+        pt::for_each_leaf_in(&mut Walk, self.pml4, lo, hi, |va, e| v.push((va, e)));
         v
     }
 

@@ -8,6 +8,10 @@ use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
+/// interrupt is the event it times), and kernel memory for 64 spaces.
+const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 bench_kernel";
+
 pub struct Scenario {
     pub name: &'static str,
     /// Test programs (with arguments) started by root; `pager=NAME` may come first.
@@ -59,13 +63,23 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         s("faults", &["fault_test"], "", 120),
         s("map", &["map_test"], "", 120),
+        Scenario {
+            name: "services",
+            tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into()],
+            extra: "[[program]]\nname = \"echo\"\nrestart = true\n",
+            input: None,
+            expect: &[],
+            append: "",
+            icount: false,
+            limit_s: 180,
+        },
         s("pager", &["pager_test"], "", 180),
         // Two memory servers side by side; pager_test runs three levels down
         // (sigma0 → mem1 → pager_test → its worker).
         s("stacked", &["pager=mem1 pager_test", "hello"], "", 180),
         s("sched", &["sched_test"], "", 180),
         s("sched_pit", &["sched_test"], "timer=pit", 180),
-        Scenario { name: "measure", tests: vec!["bench_kernel".into()], extra: "", input: None, expect: &[], append: "", icount: true, limit_s: 300 },
+        Scenario { name: "measure", tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], append: "", icount: true, limit_s: 300 },
         Scenario {
             name: "console",
             tests: vec![],
@@ -103,9 +117,20 @@ fn manifest_for(sc: &Scenario) -> String {
     let mut m = String::new();
     for t in &sc.tests {
         let prog = program_of(t);
-        let pager = t.split(' ').find_map(|w| w.strip_prefix("pager=")).unwrap_or("mem0");
+        let opt = |k: &str| t.split(' ').find_map(|w| w.strip_prefix(k)).map(|v| v.to_string());
+        let list = |v: Option<String>, quote: bool| {
+            v.map(|v| v.split(',').map(|x| if quote { format!("\"{x}\"") } else { x.to_string() }).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+        };
         let args: Vec<&str> = t.split(' ').filter(|w| !w.contains('=')).skip(1).collect();
-        m.push_str(&format!("[[program]]\nname = \"{prog}\"\nargs = \"{}\"\npager = \"{pager}\"\ntest = true\n\n", args.join(" ")));
+        m.push_str(&format!(
+            "[[program]]\nname = \"{prog}\"\nargs = \"{}\"\npager = \"{}\"\ncaps = [{}]\nio = [{}]\nirq = [{}]\nkpages = {}\ntest = true\n\n",
+            args.join(" "),
+            opt("pager=").unwrap_or_else(|| "mem0".into()),
+            list(opt("caps="), true),
+            list(opt("io="), true),
+            list(opt("irq="), false),
+            opt("kpages=").unwrap_or_else(|| "1024".into()),
+        ));
     }
     m.push_str(sc.extra);
     m
@@ -259,7 +284,7 @@ pub fn bench() -> Result<ExitCode, String> {
     let a = build()?;
     let mut rows: Vec<(String, String, String)> = Vec::new();
     for icount in [true, false] {
-        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec!["bench_kernel".into()], extra: "", input: None, expect: &[], append: "", icount, limit_s: 300 };
+        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], append: "", icount, limit_s: 300 };
         eprintln!("xtask: measuring under {}", if icount { "icount" } else { "tcg" });
         let (res, log) = run_scenario(&a, &sc)?;
         if res.iter().any(|r| !r.ok) {

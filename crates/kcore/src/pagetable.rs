@@ -162,26 +162,50 @@ pub fn unmap(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
 }
 
 /// Call `leaf(va, pte)` for every mapped user page, changing nothing.
-pub fn for_each_leaf(mem: &mut impl PhysMem, root: u64, mut leaf: impl FnMut(u64, u64)) {
-    for i4 in 0..KERNEL_PML4_FIRST {
+pub fn for_each_leaf(mem: &mut impl PhysMem, root: u64, leaf: impl FnMut(u64, u64)) {
+    for_each_leaf_in(mem, root, 0, abi::layout::USER_END, leaf)
+}
+
+/// Call `leaf(va, pte)` for every mapped page in `[lo, hi)`, skipping whole tables
+/// outside the range.
+pub fn for_each_leaf_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64, mut leaf: impl FnMut(u64, u64)) {
+    let hi = hi.min(abi::layout::USER_END);
+    if lo >= hi {
+        return;
+    }
+    // Index range at a level for the part of [lo, hi) inside the table at `base`.
+    let span = |base: u64, level: u32| -> (usize, usize) {
+        let size = 1u64 << (12 + 9 * level);
+        let first = if lo > base { ((lo - base) / size) as usize } else { 0 };
+        let last = if hi < base + 512 * size { (hi - 1 - base) / size } else { 511 } as usize;
+        (first, last.min(511))
+    };
+    let (a4, b4) = span(0, 3);
+    for i4 in a4..=b4.min(KERNEL_PML4_FIRST - 1) {
         let e4 = mem.table(root)[i4];
         if e4 & P == 0 {
             continue;
         }
-        for i3 in 0..512 {
+        let base3 = (i4 as u64) << 39;
+        let (a3, b3) = span(base3, 2);
+        for i3 in a3..=b3 {
             let e3 = mem.table(e4 & ADDR)[i3];
             if e3 & P == 0 || e3 & PS != 0 {
                 continue;
             }
-            for i2 in 0..512 {
+            let base2 = base3 | ((i3 as u64) << 30);
+            let (a2, b2) = span(base2, 1);
+            for i2 in a2..=b2 {
                 let e2 = mem.table(e3 & ADDR)[i2];
                 if e2 & P == 0 || e2 & PS != 0 {
                     continue;
                 }
-                for i1 in 0..512 {
+                let base1 = base2 | ((i2 as u64) << 21);
+                let (a1, b1) = span(base1, 0);
+                for i1 in a1..=b1 {
                     let e1 = mem.table(e2 & ADDR)[i1];
                     if e1 & P != 0 {
-                        leaf(((i4 as u64) << 39) | ((i3 as u64) << 30) | ((i2 as u64) << 21) | ((i1 as u64) << 12), e1);
+                        leaf(base1 | ((i1 as u64) << 12), e1);
                     }
                 }
             }
@@ -329,6 +353,15 @@ mod tests {
             walked.insert(va);
         });
         assert_eq!(walked, want);
+        // Range walks see exactly the pages inside the range.
+        for (lo, hi) in [(0x1000u64, 0x2000u64), (1 << 39, 3 << 39), (0x7f00_0000_0000, 0x7fff_ffff_f000), (12345 << 12, 99999 << 30)] {
+            let mut got = HashSet::new();
+            for_each_leaf_in(&mut m, root, lo, hi, |va, _| {
+                got.insert(va);
+            });
+            let expect: HashSet<u64> = want.iter().copied().filter(|v| *v >= lo && *v < hi).collect();
+            assert_eq!(got, expect, "range {lo:#x}..{hi:#x}");
+        }
         let mut seen = HashSet::new();
         destroy_user(&mut m, root, |va, _| {
             assert!(seen.insert(va));

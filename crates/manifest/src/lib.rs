@@ -13,7 +13,8 @@
 //! restart = true            # root restarts it when it dies
 //! ```
 //!
-//! Other keys: `file`, `args`, `start` (start at boot; default true), `test` (root
+//! Other keys: `file`, `args`, `kpages` (kernel memory: page tables, threads,
+//! capabilities; default 1024 pages), `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
 //! not give them. Errors name the line.
 #![no_std]
@@ -30,6 +31,8 @@ pub struct Program {
     pub args: String,
     pub priority: u8,
     pub pages: u64,
+    /// Kernel memory (page tables, threads, capabilities) it may use, in pages.
+    pub kpages: u64,
     pub pager: String,
     /// Inclusive port ranges.
     pub io: Vec<(u16, u16)>,
@@ -48,6 +51,7 @@ impl Program {
             args: String::new(),
             priority: 100,
             pages: 16384,
+            kpages: 1024,
             pager: "mem0".to_string(),
             io: Vec::new(),
             irq: Vec::new(),
@@ -202,6 +206,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("priority", Value::Int(i)) if i <= 255 => p.priority = i as u8,
             ("priority", _) => return Err(wrong("a number up to 255")),
             ("pages", Value::Int(i)) => p.pages = i,
+            ("kpages", Value::Int(i)) => p.kpages = i,
             ("restart", Value::Bool(b)) => p.restart = b,
             ("start", Value::Bool(b)) => p.start = b,
             ("test", Value::Bool(b)) => p.test = b,
@@ -227,7 +232,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
                 }
             }
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
-            ("pages", _) => return Err(wrong("a number")),
+            ("pages" | "kpages", _) => return Err(wrong("a number")),
             ("restart" | "start" | "test", _) => return Err(wrong("true or false")),
             ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),

@@ -76,4 +76,6 @@ pub mod echo {
     pub const SLOW: u64 = 4;
     /// Reply, then stop serving.
     pub const QUIT: u64 = 5;
+    /// Crash (write through a null pointer) without replying.
+    pub const CRASH: u64 = 6;
 }

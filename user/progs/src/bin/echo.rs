@@ -68,6 +68,11 @@ fn main() -> i32 {
                 rt::sys::sleep_us(m.word(1));
                 Msg::new(echo::SLOW, &[])
             }
+            echo::CRASH => {
+                // SAFETY: deliberately invalid: the test of supervision needs a crash.
+                unsafe { core::ptr::write_volatile(core::ptr::without_provenance_mut::<u64>(16), 1) };
+                Msg::new(0, &[])
+            }
             echo::QUIT => {
                 let _ = ipc::reply(&Msg::new(echo::QUIT, &[]));
                 return 0;

@@ -23,10 +23,8 @@ use rt::{println, proto, sys};
 
 rt::entry!(main);
 
-/// Kernel memory (page tables, threads, capabilities) each program may use, in pages.
-const KERNEL_QUOTA: u64 = 1024;
 /// Kernel memory for a memory server (its page tables cover its whole pool).
-const MEM_KERNEL_QUOTA: u64 = 4096;
+const MEM_KERNEL_QUOTA: u64 = 1024;
 /// The memory servers root starts; programs name theirs with `pager`.
 const MEM_SERVERS: [&str; 2] = ["mem0", "mem1"];
 
@@ -75,7 +73,7 @@ impl Root<'_> {
         let idx = self.progs.len();
         let mem_idx = self.mems[pager];
         let mem_slot = self.progs[mem_idx].child.thread;
-        let child = loader::spawn_paged(file.data, &entry.cmdline(), KERNEL_QUOTA, entry.priority as u64, mem_slot, badge_of(idx), entry.pages)
+        let child = loader::spawn_paged(file.data, &entry.cmdline(), entry.kpages, entry.priority as u64, mem_slot, badge_of(idx), entry.pages)
             .map_err(|e| {
                 println!("[root] cannot load `{}`: {:?}", entry.name, e);
                 match e {
