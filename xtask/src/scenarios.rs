@@ -65,8 +65,8 @@ pub fn scenarios() -> Vec<Scenario> {
         s("map", &["map_test"], "", 120),
         Scenario {
             name: "services",
-            tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into()],
-            extra: "[[program]]\nname = \"echo\"\nrestart = true\n",
+            tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into(), "limit_test".into()],
+            extra: "[[program]]\nname = \"echo\"\nrestart = true\n\n[[program]]\nname = \"hog\"\npages = 64\nstart = false\n",
             input: None,
             expect: &[],
             append: "",
