@@ -170,6 +170,19 @@ fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
                     unsafe { x86_64::instructions::port::Port::<u32>::new(0xf4).write(a2 as u32) };
                     Ok(())
                 }
+                abi::machine::MEASURE_CR3 => {
+                    let n = a2.min(1_000_000);
+                    let own = k.cur_task().pml4;
+                    let other = crate::arch::boot::boot_pml4_phys();
+                    let t0 = crate::arch::timer::rdtsc();
+                    for _ in 0..n {
+                        task::load_cr3(other);
+                        task::load_cr3(own);
+                    }
+                    let dt = crate::arch::timer::rdtsc() - t0;
+                    k.cur().frame().rdi = dt;
+                    Ok(())
+                }
                 _ => Err(Error::InvalidArg),
             }
         }

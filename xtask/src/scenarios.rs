@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
 /// interrupt is the event it times), and kernel memory for 64 spaces.
-const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 bench_kernel";
+const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
 
 pub struct Scenario {
     pub name: &'static str,

@@ -291,6 +291,9 @@ pub mod irq {
 pub mod machine {
     /// Exit QEMU through isa-debug-exit with status `(code << 1) | 1`.
     pub const EXIT: u64 = 1;
+    /// Measurement: switch address spaces `rdx` times there and back (2 × `rdx` CR3
+    /// loads); returns the rdtsc ticks they took in `rdi`. The hardware floor for IPC.
+    pub const MEASURE_CR3: u64 = 2;
 }
 
 /// Scheduling.

@@ -78,4 +78,6 @@ pub mod echo {
     pub const QUIT: u64 = 5;
     /// Crash (write through a null pointer) without replying.
     pub const CRASH: u64 = 6;
+    /// Reply with the received string as it came (the kernel copies it both ways).
+    pub const STRING: u64 = 7;
 }

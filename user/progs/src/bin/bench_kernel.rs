@@ -50,6 +50,21 @@ fn measure(name: &str, mut op: impl FnMut()) -> u64 {
     med
 }
 
+/// The median ticks per call of `op`, without printing.
+fn measure_quiet(mut op: impl FnMut()) -> u64 {
+    let mut per: Vec<u64> = (0..BATCHES)
+        .map(|_| {
+            let t0 = sys::rdtsc_ordered();
+            for _ in 0..PER_BATCH {
+                op();
+            }
+            (sys::rdtsc_ordered() - t0) / PER_BATCH
+        })
+        .collect();
+    per.sort_unstable();
+    per[per.len() / 2]
+}
+
 fn local_server(_: u64) {
     let mut m = Msg::empty();
     let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
@@ -260,6 +275,43 @@ fn main() -> i32 {
         let (e, _, w) = ipc::call_regs(echo, tag, 8);
         bad += (e != 0 || w != 8) as u64;
     });
+
+    // 512 bytes each way, as a string the kernel copies between the two spaces.
+    let e512 = rt::alloc_slot();
+    rt::alloc_slot();
+    if spawn("echo", e512).is_ok() {
+        let data = [0x5Au8; 512];
+        let mut back = [0u8; 512];
+        ipc::set_send_string(&data);
+        ipc::set_recv_buffer(&mut back);
+        measure("ipc_rtt_512b_cross", || {
+            let mut m = Msg::new(progs::echo::STRING, &[]).with_string();
+            bad += (ipc::call(e512, &mut m, ipc::FOREVER).is_err() || m.word(1) != 512) as u64;
+        });
+        bad += (back != data) as u64;
+    }
+
+    // The floor: two system calls and two address-space switches per round trip.
+    let machine = rt::alloc_slot();
+    if rt::env::lookup("machine", machine).is_ok() {
+        let pairs = 1000;
+        let mut v = Vec::new();
+        for _ in 0..BATCHES {
+            // SAFETY: MEASURE_CR3 switches to the kernel's own space and back; nothing of
+            // this program changes.
+            let r = unsafe { sys::syscall(abi::sys::MACHINE, machine, abi::machine::MEASURE_CR3, pairs, 0, 0, 0) };
+            v.push(r[1] / pairs);
+        }
+        v.sort_unstable();
+        let pair = v[v.len() / 2];
+        let null = measure_quiet(|| {
+            sys::null();
+        });
+        println!("BENCH cr3_switch_pair median={} min={} max={} samples={} unit=ticks/op", pair, v[0], v[v.len() - 1], BATCHES);
+        println!("BENCH cr3_switch_floor median={} min={} max={} samples={} unit=ticks/op", 2 * null + pair, 2 * null + v[0], 2 * null + v[v.len() - 1], BATCHES);
+    } else {
+        println!("bench: no machine capability; cr3_switch_floor not measured");
+    }
 
     let srv = thread::spawn(local_server, 0, thread::my_priority()).unwrap();
     measure("ipc_rtt_8b_same", || {

@@ -64,6 +64,11 @@ fn main() -> i32 {
                     Err(e) => Msg::new(0, &[e as u64]),
                 }
             }
+            echo::STRING => {
+                let n = ipc::received_string_len();
+                ipc::set_send_string(&buf[..n]);
+                Msg::new(echo::STRING, &[n as u64]).with_string()
+            }
             echo::SLOW => {
                 rt::sys::sleep_us(m.word(1));
                 Msg::new(echo::SLOW, &[])

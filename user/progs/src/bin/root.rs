@@ -291,7 +291,9 @@ impl Root<'_> {
                     return err(Error::NoRights);
                 }
                 let req = self.progs[idx].child.task;
-                let r = if string == "sigma0" {
+                let r = if string == "machine" {
+                    sys::cap_give(req, cap::MACHINE_SLOT, m.word(1), rights::SHUTDOWN)
+                } else if string == "sigma0" {
                     let tmp = rt::alloc_slot();
                     let r = sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge_of(idx))
                         .and_then(|_| sys::cap_give(req, tmp, m.word(1), rights::SEND));
