@@ -1,5 +1,6 @@
 //! `cargo xtask`: build Scion, make boot images, run it in QEMU, test it, measure it.
 
+mod bench;
 mod qemu;
 mod scenarios;
 
@@ -19,7 +20,8 @@ fn usage() -> ExitCode {
          \x20 build            build the kernel and all user programs\n\
          \x20 run              build and boot Scion in QEMU, serial console on this terminal\n\
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
-         \x20 bench            boot the measurement scenario under icount and plain TCG, print figures\n\
+         \x20 bench [SUITE…]   measure Scion and a Linux guest side by side (icount and TCG);\n\
+         \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites)\n\
          \n\
          environment: SCION_ACCEL=tcg|kvm forces the accelerator; SCION_FUZZ_SEED fixes the fuzz seed"
     );
@@ -34,7 +36,7 @@ fn main() -> ExitCode {
         Some("build") => build().map(|_| ExitCode::SUCCESS),
         Some("run") => run(),
         Some("test") => scenarios::test(args.get(1).map(String::as_str)),
-        Some("bench") => scenarios::bench(),
+        Some("bench") => bench::bench(&args[1..]),
         _ => return usage(),
     };
     match r {

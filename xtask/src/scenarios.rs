@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
 /// interrupt is the event it times), and kernel memory for 64 spaces.
-const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
+pub const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
 
 pub struct Scenario {
     pub name: &'static str,
@@ -79,7 +79,7 @@ pub fn scenarios() -> Vec<Scenario> {
         s("stacked", &["pager=mem1 pager_test", "hello"], "", 180),
         s("sched", &["sched_test"], "", 180),
         s("sched_pit", &["sched_test"], "timer=pit", 180),
-        Scenario { name: "measure", tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], append: "", icount: true, limit_s: 300 },
+        Scenario::measure("measure", true),
         Scenario {
             name: "console",
             tests: vec![],
@@ -144,8 +144,12 @@ pub struct Result1 {
 
 /// Boot one scenario; returns one result per test program.
 pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
+    run_scenario_with(a, sc, &qemu::accel())
+}
+
+fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
     let img = make_image(a, &manifest_for(sc), sc.name)?;
-    let opts = Options { accel: qemu::accel(), icount: sc.icount, append: sc.append.to_string() };
+    let opts = Options { accel: accel.to_string(), icount: sc.icount, append: sc.append.to_string() };
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input)?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
@@ -278,32 +282,16 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// Boot the measurement program under icount (instructions) and plain TCG (cycles).
-pub fn bench() -> Result<ExitCode, String> {
-    qemu::ensure_qemu()?;
-    let a = build()?;
-    let mut rows: Vec<(String, String, String)> = Vec::new();
-    for icount in [true, false] {
-        let sc = Scenario { name: if icount { "bench-icount" } else { "bench-tcg" }, tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], append: "", icount, limit_s: 300 };
-        eprintln!("xtask: measuring under {}", if icount { "icount" } else { "tcg" });
-        let (res, log) = run_scenario(&a, &sc)?;
-        if res.iter().any(|r| !r.ok) {
-            return Err(format!("measurement boot failed; serial log: {log}"));
-        }
-        let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
-        for l in text.lines() {
-            if let Some(rest) = l.strip_prefix("BENCH ") {
-                let mut it = rest.split_whitespace();
-                let metric = it.next().unwrap_or("").to_string();
-                let fields: Vec<&str> = it.collect();
-                rows.push((metric, if icount { "icount".into() } else { "tcg".into() }, fields.join(" ")));
-            }
-        }
+impl Scenario {
+    /// The measurement boot of the `kernel` suite.
+    pub fn measure(name: &'static str, icount: bool) -> Scenario {
+        Scenario { name, tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], append: "", icount, limit_s: 300 }
     }
-    println!("| metric | mode | figures |");
-    println!("|---|---|---|");
-    for (m, mode, f) in rows {
-        println!("| {m} | {mode} | {f} |");
-    }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Boot a scenario with a given accelerator; returns whether its tests passed and its log.
+pub fn run_scenario_log(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(bool, String), String> {
+    let (res, log) = run_scenario_with(a, sc, accel)?;
+    let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    Ok((res.iter().all(|r| r.ok), text))
 }

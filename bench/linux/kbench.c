@@ -1,0 +1,217 @@
+/*
+ * The Linux baseline of Scion's `kernel` benchmark suite. Runs as /init in an
+ * initramfs that `cargo xtask bench` builds, in the same QEMU machine as Scion,
+ * prints `BENCH <metric> median=… min=… max=… samples=… unit=ticks/op` lines
+ * (rdtsc ticks: guest instructions under -icount shift=0, guest cycles under TCG),
+ * and powers the machine off.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/reboot.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BATCHES 15
+#define PER 1000
+#define PAGES 200
+
+static inline uint64_t tsc(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static int cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *name, uint64_t *v, int n) {
+    qsort(v, n, sizeof *v, cmp);
+    printf("BENCH %s median=%lu min=%lu max=%lu samples=%d unit=ticks/op\n", name, (unsigned long)v[n / 2],
+           (unsigned long)v[0], (unsigned long)v[n - 1], n);
+    fflush(stdout);
+}
+
+static void null_syscall(void) {
+    uint64_t v[BATCHES];
+    for (int i = 0; i < 100; i++) syscall(SYS_getpid);
+    for (int b = 0; b < BATCHES; b++) {
+        uint64_t t0 = tsc();
+        for (int i = 0; i < PER; i++) syscall(SYS_getpid);
+        v[b] = (tsc() - t0) / PER;
+    }
+    report("null_syscall", v, BATCHES);
+}
+
+static void full(int fd, char *buf, int n, int writing) {
+    int done = 0;
+    while (done < n) {
+        int r = writing ? write(fd, buf + done, n - done) : read(fd, buf + done, n - done);
+        if (r <= 0) exit(1);
+        done += r;
+    }
+}
+
+static void pipe_rtt(const char *name, int size) {
+    int a[2], b[2];
+    char buf[512];
+    memset(buf, 0x5a, sizeof buf);
+    if (pipe(a) || pipe(b)) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (;;) {
+            full(a[0], buf, size, 0);
+            full(b[1], buf, size, 1);
+        }
+    }
+    uint64_t v[BATCHES];
+    for (int i = 0; i < 100; i++) { full(a[1], buf, size, 1); full(b[0], buf, size, 0); }
+    for (int k = 0; k < BATCHES; k++) {
+        uint64_t t0 = tsc();
+        for (int i = 0; i < PER; i++) { full(a[1], buf, size, 1); full(b[0], buf, size, 0); }
+        v[k] = (tsc() - t0) / PER;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, 0, 0);
+    close(a[0]); close(a[1]); close(b[0]); close(b[1]);
+    report(name, v, BATCHES);
+}
+
+static volatile int fa, fb;
+static void fwait(volatile int *w) {
+    while (__atomic_load_n(w, __ATOMIC_ACQUIRE) == 0) syscall(SYS_futex, w, FUTEX_WAIT, 0, 0, 0, 0);
+    __atomic_store_n(w, 0, __ATOMIC_RELEASE);
+}
+static void fwake(volatile int *w) {
+    __atomic_store_n(w, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, w, FUTEX_WAKE, 1, 0, 0, 0);
+}
+static void *futex_peer(void *arg) {
+    (void)arg;
+    for (;;) { fwait(&fa); fwake(&fb); }
+    return 0;
+}
+static void futex_rtt(void) {
+    pthread_t t;
+    pthread_create(&t, 0, futex_peer, 0);
+    uint64_t v[BATCHES];
+    for (int i = 0; i < 100; i++) { fwake(&fa); fwait(&fb); }
+    for (int k = 0; k < BATCHES; k++) {
+        uint64_t t0 = tsc();
+        for (int i = 0; i < PER; i++) { fwake(&fa); fwait(&fb); }
+        v[k] = (tsc() - t0) / PER;
+    }
+    report("ipc_rtt_8b_same", v, BATCHES);
+}
+
+static void yields(void) {
+    pid_t pid = fork();
+    if (pid == 0) for (;;) sched_yield();
+    uint64_t v[BATCHES], h[BATCHES];
+    for (int i = 0; i < 100; i++) sched_yield();
+    for (int k = 0; k < BATCHES; k++) {
+        uint64_t t0 = tsc();
+        for (int i = 0; i < PER; i++) sched_yield();
+        v[k] = (tsc() - t0) / PER;
+        h[k] = v[k] / 2;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, 0, 0);
+    report("yield_pair", v, BATCHES);
+    report("thread_switch", h, BATCHES);
+}
+
+static void anon_faults(void) {
+    uint64_t v[PAGES];
+    char *p = mmap(0, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    for (int i = 0; i < PAGES; i++) {
+        uint64_t t0 = tsc();
+        p[i * 4096] = 1;
+        v[i] = tsc() - t0;
+    }
+    munmap(p, PAGES * 4096);
+    report("page_fault_user_pager", v + 1, PAGES - 1);
+}
+
+static int uffd;
+static char *src_page;
+static void *uffd_handler(void *arg) {
+    (void)arg;
+    for (;;) {
+        struct uffd_msg m;
+        struct pollfd pfd = {.fd = uffd, .events = POLLIN};
+        poll(&pfd, 1, -1);
+        if (read(uffd, &m, sizeof m) != sizeof m || m.event != UFFD_EVENT_PAGEFAULT) continue;
+        struct uffdio_copy c = {.dst = m.arg.pagefault.address & ~4095UL, .src = (unsigned long)src_page, .len = 4096};
+        ioctl(uffd, UFFDIO_COPY, &c);
+    }
+    return 0;
+}
+static void uffd_faults(void) {
+    uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+    if (uffd < 0) { printf("kbench: no userfaultfd\n"); return; }
+    struct uffdio_api api = {.api = UFFD_API};
+    if (ioctl(uffd, UFFDIO_API, &api)) return;
+    src_page = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    src_page[0] = 1;
+    char *p = mmap(0, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct uffdio_register r = {.range = {.start = (unsigned long)p, .len = PAGES * 4096}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+    if (ioctl(uffd, UFFDIO_REGISTER, &r)) { printf("kbench: userfaultfd register failed\n"); return; }
+    pthread_t t;
+    pthread_create(&t, 0, uffd_handler, 0);
+    uint64_t v[PAGES];
+    for (int i = 0; i < PAGES; i++) {
+        uint64_t t0 = tsc();
+        p[i * 4096] = 1;
+        v[i] = tsc() - t0;
+    }
+    report("page_fault_uffd", v + 1, PAGES - 1);
+}
+
+static void map_unmap(void) {
+    uint64_t v[BATCHES];
+    for (int k = 0; k < BATCHES; k++) {
+        uint64_t t0 = tsc();
+        for (int i = 0; i < PER / 10; i++) {
+            char *p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            p[0] = 1;
+            munmap(p, 4096);
+        }
+        v[k] = (tsc() - t0) / (PER / 10);
+    }
+    report("map_page_ipc", v, BATCHES);
+    report("demap_fanout_64", v, BATCHES);
+}
+
+int main(void) {
+    printf("kbench: Linux baseline starting\n");
+    fflush(stdout);
+    null_syscall();
+    pipe_rtt("ipc_rtt_8b_cross", 8);
+    pipe_rtt("ipc_rtt_512b_cross", 512);
+    futex_rtt();
+    yields();
+    anon_faults();
+    uffd_faults();
+    map_unmap();
+    printf("kbench: done\n");
+    fflush(stdout);
+    sync();
+    reboot(RB_POWER_OFF);
+    for (;;) pause();
+}
