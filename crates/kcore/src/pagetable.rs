@@ -38,8 +38,8 @@ fn is_user_page(va: u64) -> bool {
     va & 0xfff == 0 && (abi::layout::USER_MIN..abi::layout::USER_END).contains(&va)
 }
 
-/// The leaf entry for `va`, if present.
-pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
+/// The last-level table covering `va`, if the tables down to it exist.
+fn leaf_table(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
     let mut table = root;
     for level in (1..4).rev() {
         let e = mem.table(table)[index(va, level)];
@@ -48,6 +48,12 @@ pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
         }
         table = e & ADDR;
     }
+    Some(table)
+}
+
+/// The leaf entry for `va`, if present.
+pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
+    let table = leaf_table(mem, root, va)?;
     let e = mem.table(table)[index(va, 0)];
     if e & P != 0 {
         Some(e)
@@ -122,14 +128,7 @@ pub fn map_range(mem: &mut impl PhysMem, root: u64, va: u64, pa: u64, n: u64, fl
 
 /// Change the leaf entry for a mapped page (same frame, new flags).
 pub fn update(mem: &mut impl PhysMem, root: u64, va: u64, f: impl FnOnce(u64) -> u64) -> bool {
-    let mut table = root;
-    for level in (1..4).rev() {
-        let e = mem.table(table)[index(va, level)];
-        if e & P == 0 || e & PS != 0 {
-            return false;
-        }
-        table = e & ADDR;
-    }
+    let Some(table) = leaf_table(mem, root, va) else { return false };
     let slot = &mut mem.table(table)[index(va, 0)];
     if *slot & P == 0 {
         return false;
@@ -144,14 +143,7 @@ pub fn unmap(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
     if !is_user_page(va) {
         return None;
     }
-    let mut table = root;
-    for level in (1..4).rev() {
-        let e = mem.table(table)[index(va, level)];
-        if e & P == 0 || e & PS != 0 {
-            return None;
-        }
-        table = e & ADDR;
-    }
+    let table = leaf_table(mem, root, va)?;
     let slot = &mut mem.table(table)[index(va, 0)];
     let old = *slot;
     if old & P == 0 {

@@ -220,6 +220,18 @@ pub fn reply_wait(src: u64, msg: &mut Msg, to: u64) -> Result<u64, Error> {
     Ok(badge)
 }
 
+/// A server's step: answer the previous request (`reply`, if any) and wait for the next
+/// one from anybody, which lands in `msg`. Returns the sender's badge.
+pub fn serve_next(reply: Option<Msg>, msg: &mut Msg) -> Result<u64, Error> {
+    match reply {
+        Some(r) => {
+            *msg = r;
+            reply_wait(RECV_ANY, msg, FOREVER)
+        }
+        None => recv(RECV_ANY, msg, FOREVER),
+    }
+}
+
 /// The cheapest call round trip: register-only words, for measurements and servers
 /// that want to avoid the `Msg` copy. Returns (error, tag, first word).
 #[inline(always)]

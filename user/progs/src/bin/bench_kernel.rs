@@ -28,6 +28,13 @@ fn measure(name: &str, mut op: impl FnMut()) -> u64 {
     for _ in 0..100 {
         op(); // warm up
     }
+    let per = batches(op);
+    report(name, per.clone());
+    per[per.len() / 2]
+}
+
+/// Ticks per call of `op` in each of `BATCHES` batches, sorted.
+fn batches(mut op: impl FnMut()) -> Vec<u64> {
     let mut per: Vec<u64> = (0..BATCHES)
         .map(|_| {
             let t0 = sys::rdtsc_ordered();
@@ -38,44 +45,17 @@ fn measure(name: &str, mut op: impl FnMut()) -> u64 {
         })
         .collect();
     per.sort_unstable();
-    let med = per[per.len() / 2];
-    println!(
-        "BENCH {} median={} min={} max={} samples={} unit=ticks/op",
-        name,
-        med,
-        per[0],
-        per[per.len() - 1],
-        BATCHES
-    );
-    med
+    per
 }
 
 /// The median ticks per call of `op`, without printing.
-fn measure_quiet(mut op: impl FnMut()) -> u64 {
-    let mut per: Vec<u64> = (0..BATCHES)
-        .map(|_| {
-            let t0 = sys::rdtsc_ordered();
-            for _ in 0..PER_BATCH {
-                op();
-            }
-            (sys::rdtsc_ordered() - t0) / PER_BATCH
-        })
-        .collect();
-    per.sort_unstable();
+fn measure_quiet(op: impl FnMut()) -> u64 {
+    let per = batches(op);
     per[per.len() / 2]
 }
 
 fn local_server(_: u64) {
-    let mut m = Msg::empty();
-    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
-    let (mut tag, mut w) = (m.mr[0], m.mr[1]);
-    loop {
-        let (e, _, t, w1) = ipc::reply_wait_regs(tag, w);
-        if e == 0 {
-            tag = t;
-            w = w1;
-        }
-    }
+    progs::echo::fast_loop()
 }
 
 static YIELDING: AtomicU64 = AtomicU64::new(1);

@@ -12,7 +12,7 @@ use abi::ipc::label;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::arch::asm;
-use rt::ipc::{self, Msg, FOREVER};
+use rt::ipc::{self, Msg};
 use rt::proto::console as p;
 use rt::{env, sys};
 
@@ -77,13 +77,7 @@ fn main() -> i32 {
     loop {
         ipc::set_recv_buffer(&mut buf);
         let mut m = Msg::empty();
-        let r = match reply.take() {
-            Some(rep) => {
-                m = rep;
-                ipc::reply_wait(ipc::RECV_ANY, &mut m, FOREVER)
-            }
-            None => ipc::recv(ipc::RECV_ANY, &mut m, FOREVER),
-        };
+        let r = ipc::serve_next(reply.take(), &mut m);
         let Ok(badge) = r else { continue };
         if badge == IRQ_BADGE && m.label() == label::IRQ {
             while inb(COM1 + 5) & 1 != 0 {

@@ -8,23 +8,9 @@ use rt::ipc::{self, Msg};
 
 rt::entry!(main);
 
-fn fast() -> ! {
-    // Wait for the first call, then answer each with the same tag and word.
-    let mut m = Msg::empty();
-    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
-    let (mut tag, mut w) = (m.mr[0], m.mr[1]);
-    loop {
-        let (e, _, t, w1) = ipc::reply_wait_regs(tag, w);
-        if e == 0 {
-            tag = t;
-            w = w1;
-        }
-    }
-}
-
 fn main() -> i32 {
     if rt::args().split(' ').nth(1) == Some("fast") {
-        fast();
+        progs::echo::fast_loop();
     }
     let mut buf = [0u8; 4096];
     let mut out = [0u8; 4096];
@@ -32,13 +18,7 @@ fn main() -> i32 {
     loop {
         ipc::set_recv_buffer(&mut buf);
         let mut m = Msg::empty();
-        let r = match reply.take() {
-            Some(rep) => {
-                m = rep;
-                ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER)
-            }
-            None => ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER),
-        };
+        let r = ipc::serve_next(reply.take(), &mut m);
         let Ok(badge) = r else { continue };
         let words = m.words().len();
         reply = Some(match m.label() {

@@ -38,13 +38,7 @@ fn peer() -> i32 {
     let mut reply: Option<Msg> = None;
     loop {
         let mut m = Msg::empty();
-        let r = match reply.take() {
-            Some(rep) => {
-                m = rep;
-                ipc::reply_wait(ipc::RECV_ANY, &mut m, FOREVER)
-            }
-            None => ipc::recv(ipc::RECV_ANY, &mut m, FOREVER),
-        };
+        let r = ipc::serve_next(reply.take(), &mut m);
         if r.is_err() {
             continue;
         }

@@ -174,13 +174,7 @@ fn main() -> i32 {
     loop {
         ipc::set_recv_buffer(&mut buf);
         let mut msg = Msg::empty();
-        let r = match reply.take() {
-            Some(rep) => {
-                msg = rep;
-                ipc::reply_wait(ipc::RECV_ANY, &mut msg, FOREVER)
-            }
-            None => ipc::recv(ipc::RECV_ANY, &mut msg, FOREVER),
-        };
+        let r = ipc::serve_next(reply.take(), &mut msg);
         let Ok(badge) = r else { continue };
         reply = Some(match (msg.label(), badge) {
             (label::PAGE_FAULT, b) if b != 0 => match srv.fault(b, msg.word(1), msg.word(2)) {

@@ -13,7 +13,7 @@ use abi::fpage::Fpage;
 use abi::ipc::label;
 use abi::layout::{PAGE_SIZE, SIGMA0_PHYS};
 use abi::{mem, Error};
-use rt::ipc::{self, Msg, FOREVER};
+use rt::ipc::{self, Msg};
 use rt::proto::sigma0 as s0;
 use rt::{println, sys};
 
@@ -173,13 +173,7 @@ fn main() -> i32 {
     let mut reply: Option<Msg> = None;
     loop {
         let mut m = Msg::empty();
-        let r = match reply.take() {
-            Some(rep) => {
-                m = rep;
-                ipc::reply_wait(ipc::RECV_ANY, &mut m, FOREVER)
-            }
-            None => ipc::recv(ipc::RECV_ANY, &mut m, FOREVER),
-        };
+        let r = ipc::serve_next(reply.take(), &mut m);
         let Ok(badge) = r else { continue };
         let client = badge as u16;
         if client == 0 || client == SELF {
