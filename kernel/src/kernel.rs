@@ -68,6 +68,11 @@ pub struct Tcb {
     /// Interrupt lines attached to this thread that fired and wait to be received.
     pub irq_pending: u32,
     pub kernel_thread: bool,
+    /// The task's page-table root (fixed for the task's life), kept here so that a
+    /// switch needs no task lookup.
+    pub pml4: u64,
+    /// The task holds I/O ports (its bitmap must be in the TSS when it runs).
+    pub task_io: bool,
 }
 
 impl Tcb {
@@ -123,6 +128,9 @@ pub struct Kernel {
     pub irqs: [Option<(ObjRef, u64)>; abi::irq::LINES as usize],
     /// The task whose I/O bitmap is in the TSS.
     pub io_owner: Option<u32>,
+    /// What CR3 and FS base hold now (so that a switch writes them only on change).
+    pub loaded_pml4: u64,
+    pub loaded_fs: u64,
 }
 
 static KERNEL: KCell<Kernel> = KCell::new(Kernel {
@@ -146,6 +154,8 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     io_root: u32::MAX,
     irqs: [None; abi::irq::LINES as usize],
     io_owner: None,
+    loaded_pml4: 0,
+    loaded_fs: 0,
 });
 
 pub fn kernel() -> &'static mut Kernel {
@@ -361,7 +371,15 @@ impl Kernel {
         } else {
             self.threads.iter().flatten().find(|x| x.task == task_id && !x.kernel_thread && x.state != State::Dead).and_then(|x| x.pager)
         };
+        let (pml4, task_io) = if kernel_thread {
+            (0, false)
+        } else {
+            let t = self.task(task_id);
+            (t.pml4, t.io.is_some())
+        };
         let mut t = Tcb {
+            pml4,
+            task_io,
             task: task_id,
             state: State::Stopped,
             prio,
@@ -526,6 +544,8 @@ impl Kernel {
             self.io_owner = None;
         }
         task.destroy_space();
+        // destroy_space may have moved CR3 to the kernel's own table.
+        self.loaded_pml4 = task::current_cr3();
         if let Some(p) = task.parent {
             if self.task_alive(p) {
                 self.task(p.id).quota.uncharge(task.quota.limit);
@@ -589,14 +609,18 @@ pub fn switch_to(next: u32) {
     cpu::set_kernel_stack(n.kstack_top());
     let load = n.saved_rsp;
     if n.is_user() {
-        let utcb = n.utcb_va;
-        let task = n.task;
-        let pml4 = k.task(task).pml4;
-        if task::current_cr3() != pml4 {
+        let (utcb, pml4, task, io) = (n.utcb_va, n.pml4, n.task, n.task_io);
+        if k.loaded_pml4 != pml4 {
             task::load_cr3(pml4);
+            k.loaded_pml4 = pml4;
         }
-        x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
-        switch_iomap(k, task);
+        if k.loaded_fs != utcb {
+            x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+            k.loaded_fs = utcb;
+        }
+        if io || k.io_owner.is_some() {
+            switch_iomap(k, task);
+        }
     }
     let save = &mut k.tm(prev).saved_rsp as *mut u64;
     // SAFETY: `load` was saved by switch_context or prepared by prepare_stack on the
@@ -635,10 +659,11 @@ pub fn start_scheduling() -> ! {
     cpu::set_kernel_stack(n.kstack_top());
     let load = n.saved_rsp;
     if n.is_user() {
-        let (task, utcb) = (n.task, n.utcb_va);
-        let pml4 = k.task(task).pml4;
+        let (pml4, utcb) = (n.pml4, n.utcb_va);
         task::load_cr3(pml4);
         x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+        k.loaded_pml4 = pml4;
+        k.loaded_fs = utcb;
     }
     // SAFETY: `load` is a prepared stack of a live thread; the boot context saved into
     // `dummy` is never resumed.

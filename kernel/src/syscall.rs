@@ -26,8 +26,10 @@ extern "C" fn syscall_dispatch(frame: *mut TrapFrame) {
     }
     {
         let k = kernel();
-        let f = *k.cur().frame();
-        k.cur().frame().rax = 0;
+        let fr = k.cur().frame();
+        // The arguments only; handlers write results into the frame.
+        let f = Args { rax: fr.rax, rdi: fr.rdi, rsi: fr.rsi, rdx: fr.rdx, r10: fr.r10, r8: fr.r8 };
+        fr.rax = 0;
         if let Err(e) = dispatch(k, &f) {
             k.cur().frame().rax = e as u64;
         }
@@ -35,7 +37,17 @@ extern "C" fn syscall_dispatch(frame: *mut TrapFrame) {
     schedule();
 }
 
-fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
+/// The argument registers of a system call.
+struct Args {
+    rax: u64,
+    rdi: u64,
+    rsi: u64,
+    rdx: u64,
+    r10: u64,
+    r8: u64,
+}
+
+fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
     let (a0, a1, a2, a3, a4) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8);
     match f.rax {
         sys::NULL => Ok(()),
@@ -190,7 +202,7 @@ fn dispatch(k: &mut Kernel, f: &TrapFrame) -> Result<(), Error> {
     }
 }
 
-fn check_tag(f: &TrapFrame) -> Result<(), Error> {
+fn check_tag(f: &Args) -> Result<(), Error> {
     if Tag(f.r10).is_valid() {
         Ok(())
     } else {

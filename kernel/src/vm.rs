@@ -125,6 +125,11 @@ impl Kernel {
             return Ok(());
         }
         self.task(dst).set_port(port, true)?;
+        for t in self.threads.iter_mut().flatten() {
+            if t.task == dst {
+                t.task_io = true;
+            }
+        }
         if grant {
             let _ = self.mapdb_io.grant(port, (src, port as u64), (dst, port as u64));
             let _ = self.task(src).set_port(port, false);
