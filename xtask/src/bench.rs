@@ -251,7 +251,7 @@ fn to_json(suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[
         "host": {
             "qemu": qemu_version(),
             "cpu": host_cpu(),
-            "accelerators": modes.iter().map(|m| m.2.clone()).collect::<Vec<_>>(),
+            "modes": modes.iter().map(|m| json!({"mode": m.0, "accelerator": m.2, "icount": m.1})).collect::<Vec<_>>(),
             "runs_per_figure": RUNS,
             "machine": "q35, -cpu max, 512 MiB, 1 CPU"
         },
