@@ -123,11 +123,11 @@ fn cpio_entry(out: &mut Vec<u8>, name: &str, mode: u32, rdev: (u32, u32), data: 
     out.extend_from_slice(hdr.as_bytes());
     out.extend_from_slice(name.as_bytes());
     out.push(0);
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
     out.extend_from_slice(data);
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }

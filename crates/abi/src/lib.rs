@@ -392,7 +392,7 @@ pub mod ipc {
         /// pairs, and no unknown flag or reserved bit is set.
         pub const fn is_valid(self) -> bool {
             self.words() + self.typed() < MAX_MRS as u64
-                && self.typed() % 2 == 0
+                && self.typed().is_multiple_of(2)
                 && (self.0 & 0x80_0080) == 0
                 && (self.0 & 0xff00 & !TAG_KNOWN_FLAGS) == 0
         }
@@ -507,9 +507,9 @@ pub mod fpage {
         pub const fn is_valid(self) -> bool {
             let (k, l) = (self.kind(), self.log2());
             match k {
-                MEM => l >= 12 && l <= 47 && self.base() % (1 << l) == 0,
-                IO => l <= 16 && self.base() % (1 << l) == 0 && self.base() + (1 << l) <= 65536,
-                CAP => l <= 10 && self.base() % (1 << l) == 0,
+                MEM => l >= 12 && l <= 47 && self.base().is_multiple_of(1 << l),
+                IO => l <= 16 && self.base().is_multiple_of(1 << l) && self.base() + (1 << l) <= 65536,
+                CAP => l <= 10 && self.base().is_multiple_of(1 << l),
                 _ => false,
             }
         }

@@ -54,11 +54,8 @@ fn read_line(input: &mut Input) -> Option<String> {
                     print!("\n");
                     return Some(line);
                 }
-                0x7f | 0x08 => {
-                    if line.pop().is_some() {
-                        print!("\x08 \x08");
-                    }
-                }
+                0x7f | 0x08 if line.pop().is_some() => print!("\x08 \x08"),
+                0x7f | 0x08 => {}
                 0x15 => {
                     for _ in 0..line.len() {
                         print!("\x08 \x08");

@@ -198,7 +198,7 @@ fn main() -> i32 {
                 }
                 None => refuse(Error::NoMemory),
             },
-            s0::PHYS if m.word(2) <= 10 && m.word(1) % (PAGE_SIZE << m.word(2)) == 0 => {
+            s0::PHYS if m.word(2) <= 10 && m.word(1).is_multiple_of(PAGE_SIZE << m.word(2)) => {
                 if s.take(m.word(1), 1 << m.word(2), client) {
                     item(&mut out, m.word(1), m.word(2), mem::RIGHTS_MASK, m.word(3));
                     out
@@ -206,7 +206,7 @@ fn main() -> i32 {
                     refuse(Error::NoRights)
                 }
             }
-            s0::MMIO if m.word(2) <= 16 && m.word(1) % (PAGE_SIZE << m.word(2)) == 0 => {
+            s0::MMIO if m.word(2) <= 16 && m.word(1).is_multiple_of(PAGE_SIZE << m.word(2)) => {
                 let (pa, len) = (m.word(1), PAGE_SIZE << m.word(2));
                 if pa >= s.mmio.0 && pa.saturating_add(len) <= s.mmio.1 {
                     item(&mut out, pa, m.word(2), mem::READ | mem::WRITE, m.word(3));
