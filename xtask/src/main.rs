@@ -1,6 +1,7 @@
 //! `cargo xtask`: build Scion, make boot images, run it in QEMU, test it, measure it.
 
 mod bench;
+mod image;
 mod qemu;
 mod scenarios;
 
@@ -22,6 +23,8 @@ fn usage() -> ExitCode {
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
          \x20 bench [SUITE…]   measure Scion and a Linux guest side by side (icount and TCG);\n\
          \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites)\n\
+         \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
+         \x20 fsck IMAGE       check a BAIO device image and list every inconsistency\n\
          \n\
          environment: SCION_ACCEL=tcg|kvm forces the accelerator; SCION_FUZZ_SEED fixes the fuzz seed"
     );
@@ -37,6 +40,8 @@ fn main() -> ExitCode {
         Some("run") => run(),
         Some("test") => scenarios::test(args.get(1).map(String::as_str)),
         Some("bench") => bench::bench(&args[1..]),
+        Some("mkimage") => image::mkimage(&args[1..]),
+        Some("fsck") => image::fsck(&args[1..]),
         _ => return usage(),
     };
     match r {

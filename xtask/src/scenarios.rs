@@ -188,7 +188,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 4] = ["abi", "kcore", "bootfs", "manifest"];
+pub const HOST_CRATES: [&str; 5] = ["abi", "kcore", "bootfs", "manifest", "baio"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {

@@ -1,0 +1,732 @@
+//! The BAIO device format (BAIO paper §3.3): a superblock in block 0, a free-block
+//! bitmap searched from a hint for contiguous runs, and an inode table with one inode
+//! per 1000 data blocks, each naming a disk segment in a flat namespace: its name,
+//! owner principal, rights for the owner and for others, first block, length,
+//! creation time and generation. Segments are contiguous runs of data blocks.
+//!
+//! Everything here works on a [`BlockDev`], so the same code formats and checks
+//! images on the host (`cargo xtask mkimage`, `cargo xtask fsck`) and mounts them in
+//! the block service. A mount checks the whole device and refuses any inconsistency
+//! with an error naming it; `check` lists every inconsistency.
+//! The layout is documented in `docs/baio-format.md`.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+pub const BLOCK: usize = 4096;
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SCBAIO01");
+pub const VERSION: u32 = 1;
+pub const INODE_SIZE: usize = 128;
+pub const INODES_PER_BLOCK: u64 = (BLOCK / INODE_SIZE) as u64;
+pub const NAME_MAX: usize = 64;
+/// One inode per this many data blocks (the paper's 1/1000).
+pub const BLOCKS_PER_INODE: u64 = 1000;
+
+/// Rights bits for the owner and for others.
+pub const READ: u8 = 1;
+pub const WRITE: u8 = 2;
+
+pub trait BlockDev {
+    fn blocks(&self) -> u64;
+    fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error>;
+    fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), Error>;
+}
+
+/// A device in memory (host tools and tests).
+pub struct MemDev(pub Vec<u8>);
+
+impl BlockDev for MemDev {
+    fn blocks(&self) -> u64 {
+        (self.0.len() / BLOCK) as u64
+    }
+    fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error> {
+        let at = block as usize * BLOCK;
+        let src = self.0.get(at..at + BLOCK).ok_or(Error::Io)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+    fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), Error> {
+        let at = block as usize * BLOCK;
+        self.0.get_mut(at..at + BLOCK).ok_or(Error::Io)?.copy_from_slice(buf);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    Io,
+    TooSmall,
+    /// Mount refused: the device is not a consistent BAIO device (the text says why).
+    Corrupt(String),
+    BadName,
+    NameTaken,
+    NoSpace,
+    NoInode,
+    OverQuota,
+    NotFound,
+}
+
+/// Where things are on a device of a given size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub total_blocks: u64,
+    pub bitmap_start: u64,
+    pub bitmap_blocks: u64,
+    pub inode_start: u64,
+    pub inode_blocks: u64,
+    pub inode_count: u64,
+    pub data_start: u64,
+    pub data_blocks: u64,
+}
+
+impl Layout {
+    /// The layout for `total` blocks, or None if the device is too small.
+    pub fn for_blocks(total: u64) -> Option<Layout> {
+        if total < 8 {
+            return None;
+        }
+        // Solve for data blocks: total = 1 + bitmap + inode blocks + data.
+        let mut data = total - 1;
+        loop {
+            let bitmap_blocks = data.div_ceil(BLOCK as u64 * 8);
+            let inode_count = (data / BLOCKS_PER_INODE).max(1);
+            let inode_blocks = inode_count.div_ceil(INODES_PER_BLOCK);
+            let need = 1 + bitmap_blocks + inode_blocks + data;
+            if need <= total {
+                return Some(Layout {
+                    total_blocks: total,
+                    bitmap_start: 1,
+                    bitmap_blocks,
+                    inode_start: 1 + bitmap_blocks,
+                    inode_blocks,
+                    inode_count,
+                    data_start: 1 + bitmap_blocks + inode_blocks,
+                    data_blocks: total - (1 + bitmap_blocks + inode_blocks),
+                });
+            }
+            data -= (need - total).max(1);
+            if data == 0 {
+                return None;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    pub name: String,
+    pub owner: u32,
+    pub rights_owner: u8,
+    pub rights_other: u8,
+    /// First block (absolute block number on the device).
+    pub start: u64,
+    pub length: u64,
+    pub ctime: u64,
+    pub generation: u64,
+}
+
+impl Inode {
+    /// Rights `principal` has on this segment.
+    pub fn rights_for(&self, principal: u32) -> u8 {
+        if principal == self.owner {
+            self.rights_owner
+        } else {
+            self.rights_other
+        }
+    }
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+fn encode_inode(i: &Inode, out: &mut [u8]) {
+    out.fill(0);
+    out[0..4].copy_from_slice(&1u32.to_le_bytes()); // in use
+    out[4..8].copy_from_slice(&i.owner.to_le_bytes());
+    out[8] = i.rights_owner;
+    out[9] = i.rights_other;
+    out[10] = i.name.len() as u8;
+    out[16..16 + i.name.len()].copy_from_slice(i.name.as_bytes());
+    out[80..88].copy_from_slice(&i.start.to_le_bytes());
+    out[88..96].copy_from_slice(&i.length.to_le_bytes());
+    out[96..104].copy_from_slice(&i.ctime.to_le_bytes());
+    out[104..112].copy_from_slice(&i.generation.to_le_bytes());
+}
+
+/// Decode one inode slot: Ok(None) if free, Err(why) if malformed.
+fn decode_inode(b: &[u8]) -> Result<Option<Inode>, String> {
+    match u32_at(b, 0) {
+        0 => return Ok(None),
+        1 => {}
+        f => return Err(format!("unknown inode flags {f:#x}")),
+    }
+    let n = b[10] as usize;
+    if n == 0 || n > NAME_MAX {
+        return Err(format!("name length {n}"));
+    }
+    let name = core::str::from_utf8(&b[16..16 + n]).map_err(|_| "name is not UTF-8".to_string())?;
+    if !valid_name(name) {
+        return Err(format!("invalid name {name:?}"));
+    }
+    if b[8] & !(READ | WRITE) != 0 || b[9] & !(READ | WRITE) != 0 {
+        return Err("unknown rights bits".into());
+    }
+    Ok(Some(Inode {
+        name: name.to_string(),
+        owner: u32_at(b, 4),
+        rights_owner: b[8],
+        rights_other: b[9],
+        start: u64_at(b, 80),
+        length: u64_at(b, 88),
+        ctime: u64_at(b, 96),
+        generation: u64_at(b, 104),
+    }))
+}
+
+/// Segment names: 1..=64 bytes of printable ASCII other than space and '/'.
+pub fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n.len() <= NAME_MAX && n.bytes().all(|c| c.is_ascii_graphic() && c != b'/')
+}
+
+fn checksum(b: &[u8]) -> u64 {
+    // FNV-1a over the superblock's fields.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &x in b {
+        h ^= x as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// A mounted BAIO device: layout, bitmap and inodes in memory.
+pub struct Volume {
+    pub layout: Layout,
+    bitmap: Vec<u8>,
+    inodes: Vec<Option<Inode>>,
+    names: BTreeMap<String, usize>,
+    pub hint: u64,
+    pub next_generation: u64,
+    dirty_inodes: Vec<usize>,
+    dirty_bitmap: bool,
+}
+
+impl Volume {
+    /// Write an empty BAIO device.
+    pub fn format(dev: &mut impl BlockDev) -> Result<Volume, Error> {
+        let l = Layout::for_blocks(dev.blocks()).ok_or(Error::TooSmall)?;
+        let v = Volume {
+            layout: l,
+            bitmap: vec![0u8; (l.bitmap_blocks as usize) * BLOCK],
+            inodes: vec![None; l.inode_count as usize],
+            names: BTreeMap::new(),
+            hint: 0,
+            next_generation: 1,
+            dirty_inodes: (0..l.inode_count as usize).collect(),
+            dirty_bitmap: true,
+        };
+        let mut v = v;
+        v.sync(dev)?;
+        Ok(v)
+    }
+
+    fn superblock(&self) -> [u8; BLOCK] {
+        let mut b = [0u8; BLOCK];
+        let l = &self.layout;
+        b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(BLOCK as u32).to_le_bytes());
+        let fields = [
+            l.total_blocks,
+            l.inode_count,
+            l.bitmap_start,
+            l.bitmap_blocks,
+            l.inode_start,
+            l.inode_blocks,
+            l.data_start,
+            l.data_blocks,
+            self.hint,
+            self.free_blocks(),
+            self.next_generation,
+        ];
+        for (i, f) in fields.iter().enumerate() {
+            b[16 + 8 * i..24 + 8 * i].copy_from_slice(&f.to_le_bytes());
+        }
+        let end = 16 + 8 * fields.len();
+        let c = checksum(&b[..end]);
+        b[end..end + 8].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// Write what changed: inodes, bitmap, superblock.
+    pub fn sync(&mut self, dev: &mut impl BlockDev) -> Result<(), Error> {
+        let mut blocks: Vec<u64> = self.dirty_inodes.iter().map(|i| *i as u64 / INODES_PER_BLOCK).collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        for ib in blocks {
+            let mut b = [0u8; BLOCK];
+            for k in 0..INODES_PER_BLOCK as usize {
+                let idx = ib as usize * INODES_PER_BLOCK as usize + k;
+                if let Some(Some(i)) = self.inodes.get(idx) {
+                    encode_inode(i, &mut b[k * INODE_SIZE..(k + 1) * INODE_SIZE]);
+                }
+            }
+            dev.write(self.layout.inode_start + ib, &b)?;
+        }
+        self.dirty_inodes.clear();
+        if self.dirty_bitmap {
+            for k in 0..self.layout.bitmap_blocks as usize {
+                let b: &[u8; BLOCK] = self.bitmap[k * BLOCK..(k + 1) * BLOCK].try_into().unwrap();
+                dev.write(self.layout.bitmap_start + k as u64, b)?;
+            }
+            self.dirty_bitmap = false;
+        }
+        dev.write(0, &self.superblock())
+    }
+
+    fn used(&self, data_idx: u64) -> bool {
+        self.bitmap[(data_idx / 8) as usize] & (1 << (data_idx % 8)) != 0
+    }
+
+    fn set(&mut self, data_idx: u64, used: bool) {
+        let (b, bit) = ((data_idx / 8) as usize, data_idx % 8);
+        if used {
+            self.bitmap[b] |= 1 << bit;
+        } else {
+            self.bitmap[b] &= !(1 << bit);
+        }
+        self.dirty_bitmap = true;
+    }
+
+    pub fn free_blocks(&self) -> u64 {
+        (0..self.layout.data_blocks).filter(|i| !self.used(*i)).count() as u64
+    }
+
+    /// Mount: read and check everything; refuse an inconsistent device.
+    pub fn mount(dev: &mut impl BlockDev) -> Result<Volume, Error> {
+        let (v, problems) = Self::load(dev)?;
+        match problems.first() {
+            None => Ok(v),
+            Some(p) => Err(Error::Corrupt(p.clone())),
+        }
+    }
+
+    /// Every inconsistency on the device (empty: the device is sound).
+    pub fn check(dev: &mut impl BlockDev) -> Vec<String> {
+        match Self::load(dev) {
+            Ok((_, p)) => p,
+            Err(Error::Corrupt(why)) => vec![why],
+            Err(e) => vec![format!("{e:?}")],
+        }
+    }
+
+    fn load(dev: &mut impl BlockDev) -> Result<(Volume, Vec<String>), Error> {
+        let mut sb = [0u8; BLOCK];
+        if dev.blocks() < 8 {
+            return Err(Error::Corrupt(format!("device of {} blocks is too small", dev.blocks())));
+        }
+        dev.read(0, &mut sb)?;
+        if u64_at(&sb, 0) != MAGIC {
+            return Err(Error::Corrupt("bad magic: not a BAIO device".into()));
+        }
+        if u32_at(&sb, 8) != VERSION {
+            return Err(Error::Corrupt(format!("unknown version {}", u32_at(&sb, 8))));
+        }
+        if u32_at(&sb, 12) as usize != BLOCK {
+            return Err(Error::Corrupt(format!("block size {} (expected {BLOCK})", u32_at(&sb, 12))));
+        }
+        let f = |i: usize| u64_at(&sb, 16 + 8 * i);
+        let end = 16 + 8 * 11;
+        if checksum(&sb[..end]) != u64_at(&sb, end) {
+            return Err(Error::Corrupt("superblock checksum mismatch".into()));
+        }
+        let total = f(0);
+        let expect = Layout::for_blocks(total).ok_or_else(|| Error::Corrupt(format!("total of {total} blocks is too small")))?;
+        let got = Layout {
+            total_blocks: total,
+            inode_count: f(1),
+            bitmap_start: f(2),
+            bitmap_blocks: f(3),
+            inode_start: f(4),
+            inode_blocks: f(5),
+            data_start: f(6),
+            data_blocks: f(7),
+        };
+        if got != expect {
+            return Err(Error::Corrupt("superblock layout is inconsistent".into()));
+        }
+        if total > dev.blocks() {
+            return Err(Error::Corrupt(format!("superblock says {} blocks, the device has {}", total, dev.blocks())));
+        }
+        let l = expect;
+        let (hint, free_recorded, next_generation) = (f(8), f(9), f(10));
+        let mut problems = Vec::new();
+        let mut bitmap = vec![0u8; (l.bitmap_blocks as usize) * BLOCK];
+        let mut b = [0u8; BLOCK];
+        for k in 0..l.bitmap_blocks as usize {
+            dev.read(l.bitmap_start + k as u64, &mut b)?;
+            bitmap[k * BLOCK..(k + 1) * BLOCK].copy_from_slice(&b);
+        }
+        let mut inodes: Vec<Option<Inode>> = vec![None; l.inode_count as usize];
+        for ib in 0..l.inode_blocks {
+            dev.read(l.inode_start + ib, &mut b)?;
+            for k in 0..INODES_PER_BLOCK as usize {
+                let idx = ib as usize * INODES_PER_BLOCK as usize + k;
+                if idx >= inodes.len() {
+                    break;
+                }
+                match decode_inode(&b[k * INODE_SIZE..(k + 1) * INODE_SIZE]) {
+                    Ok(i) => inodes[idx] = i,
+                    Err(why) => problems.push(format!("inode {idx}: {why}")),
+                }
+            }
+        }
+        let mut v = Volume {
+            layout: l,
+            bitmap,
+            inodes,
+            names: BTreeMap::new(),
+            hint: if hint < l.data_blocks { hint } else { 0 },
+            next_generation,
+            dirty_inodes: Vec::new(),
+            dirty_bitmap: false,
+        };
+        if hint >= l.data_blocks {
+            problems.push(format!("free-list hint {hint} is past the data area"));
+        }
+        // Segments: names unique, ranges in the data area, no overlaps, bitmap agrees.
+        let mut claimed = vec![false; l.data_blocks as usize];
+        for idx in 0..v.inodes.len() {
+            let Some(i) = v.inodes[idx].clone() else { continue };
+            if v.names.insert(i.name.clone(), idx).is_some() {
+                problems.push(format!("inode {idx}: name {:?} used twice", i.name));
+            }
+            if i.generation >= next_generation {
+                problems.push(format!("inode {idx}: generation {} not below the next one ({next_generation})", i.generation));
+            }
+            let end = i.start.checked_add(i.length);
+            if i.length == 0 || i.start < l.data_start || end.is_none_or(|e| e > l.total_blocks) {
+                problems.push(format!("segment {:?}: blocks {}+{} lie outside the data area", i.name, i.start, i.length));
+                continue;
+            }
+            let (mut shared, mut free) = (None, Vec::new());
+            for blk in i.start..i.start + i.length {
+                let d = (blk - l.data_start) as usize;
+                if claimed[d] && shared.is_none() {
+                    shared = Some(blk);
+                }
+                claimed[d] = true;
+                if !v.used(d as u64) {
+                    free.push(blk);
+                }
+            }
+            if let Some(blk) = shared {
+                problems.push(format!("segment {:?}: block {blk} belongs to another segment too", i.name));
+            }
+            if let Some(first) = free.first() {
+                problems.push(format!("segment {:?}: {} of its blocks are free in the bitmap (first: block {first})", i.name, free.len()));
+            }
+        }
+        let stray = (0..l.data_blocks).filter(|d| v.used(*d) && !claimed[*d as usize]).count();
+        if stray > 0 {
+            problems.push(format!("{stray} blocks are used in the bitmap but belong to no segment"));
+        }
+        let free = v.free_blocks();
+        if free != free_recorded {
+            problems.push(format!("superblock records {free_recorded} free blocks, the bitmap has {free}"));
+        }
+        Ok((v, problems))
+    }
+
+    pub fn lookup(&self, name: &str) -> Option<&Inode> {
+        self.names.get(name).and_then(|i| self.inodes[*i].as_ref())
+    }
+
+    pub fn list(&self) -> impl Iterator<Item = &Inode> {
+        self.inodes.iter().flatten()
+    }
+
+    /// Blocks held by `owner`'s segments.
+    pub fn usage(&self, owner: u32) -> u64 {
+        self.list().filter(|i| i.owner == owner).map(|i| i.length).sum()
+    }
+
+    /// First fit from the hint (wrapping once) for `len` contiguous free data blocks.
+    fn find_run(&self, len: u64) -> Option<u64> {
+        let n = self.layout.data_blocks;
+        if len == 0 || len > n {
+            return None;
+        }
+        let mut start = self.hint;
+        let mut scanned = 0;
+        while scanned < n + len {
+            if start + len > n {
+                scanned += n - start;
+                start = 0;
+                continue;
+            }
+            match (start..start + len).find(|d| self.used(*d)) {
+                None => return Some(start),
+                Some(u) => {
+                    scanned += u + 1 - start;
+                    start = u + 1;
+                }
+            }
+        }
+        None
+    }
+
+    /// Create a segment of `len` blocks. `quota`: the most blocks `owner` may hold.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(&mut self, name: &str, owner: u32, rights_owner: u8, rights_other: u8, len: u64, quota: u64, now: u64) -> Result<&Inode, Error> {
+        if !valid_name(name) || (rights_owner | rights_other) & !(READ | WRITE) != 0 {
+            return Err(Error::BadName);
+        }
+        if self.names.contains_key(name) {
+            return Err(Error::NameTaken);
+        }
+        if self.usage(owner).saturating_add(len) > quota {
+            return Err(Error::OverQuota);
+        }
+        let slot = self.inodes.iter().position(|i| i.is_none()).ok_or(Error::NoInode)?;
+        let d = self.find_run(len).ok_or(Error::NoSpace)?;
+        for k in d..d + len {
+            self.set(k, true);
+        }
+        self.hint = if d + len >= self.layout.data_blocks { 0 } else { d + len };
+        let ino = Inode {
+            name: name.to_string(),
+            owner,
+            rights_owner,
+            rights_other,
+            start: self.layout.data_start + d,
+            length: len,
+            ctime: now,
+            generation: self.next_generation,
+        };
+        self.next_generation += 1;
+        self.inodes[slot] = Some(ino);
+        self.names.insert(name.to_string(), slot);
+        self.dirty_inodes.push(slot);
+        Ok(self.inodes[slot].as_ref().unwrap())
+    }
+
+    pub fn delete(&mut self, name: &str) -> Result<Inode, Error> {
+        let slot = self.names.remove(name).ok_or(Error::NotFound)?;
+        let ino = self.inodes[slot].take().ok_or(Error::NotFound)?;
+        for b in ino.start..ino.start + ino.length {
+            self.set(b - self.layout.data_start, false);
+        }
+        let d = ino.start - self.layout.data_start;
+        if d < self.hint {
+            self.hint = d;
+        }
+        self.dirty_inodes.push(slot);
+        Ok(ino)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    fn dev(blocks: usize) -> MemDev {
+        MemDev(vec![0u8; blocks * BLOCK])
+    }
+
+    #[test]
+    fn layout_fits_and_has_the_papers_inode_ratio() {
+        for total in [8u64, 100, 4096, 16384, 262144, 1 << 22] {
+            let l = Layout::for_blocks(total).unwrap();
+            assert_eq!(l.data_start + l.data_blocks, total);
+            assert_eq!(l.inode_count, (l.data_blocks / 1000).max(1));
+            assert!(l.bitmap_blocks * BLOCK as u64 * 8 >= l.data_blocks);
+            assert!(l.inode_blocks * INODES_PER_BLOCK >= l.inode_count);
+        }
+        assert!(Layout::for_blocks(7).is_none());
+    }
+
+    #[test]
+    fn format_create_remount() {
+        let mut d = dev(16384);
+        let mut v = Volume::format(&mut d).unwrap();
+        let a = v.create("alpha", 7, READ | WRITE, READ, 1000, u64::MAX, 5).unwrap().clone();
+        let b = v.create("beta", 8, READ | WRITE, 0, 3000, u64::MAX, 6).unwrap().clone();
+        assert_eq!(b.start, a.start + a.length, "first fit from the hint: contiguous");
+        assert_eq!(v.create("alpha", 7, 3, 0, 1, u64::MAX, 0).err(), Some(Error::NameTaken));
+        assert_eq!(v.create("bad name", 7, 3, 0, 1, u64::MAX, 0).err(), Some(Error::BadName));
+        assert_eq!(v.create("big", 7, 3, 0, 1 << 40, u64::MAX, 0).err(), Some(Error::NoSpace));
+        assert_eq!(v.create("q", 7, 3, 0, 10, 1005, 0).err(), Some(Error::OverQuota));
+        v.sync(&mut d).unwrap();
+        let w = Volume::mount(&mut d).unwrap();
+        assert_eq!(w.lookup("alpha"), Some(&a));
+        assert_eq!(w.lookup("beta").unwrap().rights_for(8), READ | WRITE);
+        assert_eq!(w.lookup("beta").unwrap().rights_for(9), 0);
+        assert_eq!(w.usage(7), 1000);
+        assert_eq!(w.list().count(), 2);
+        assert!(Volume::check(&mut d).is_empty());
+    }
+
+    #[test]
+    fn delete_frees_and_the_hint_finds_the_hole() {
+        let mut d = dev(8192);
+        let mut v = Volume::format(&mut d).unwrap();
+        let a = v.create("a", 1, 3, 0, 100, u64::MAX, 0).unwrap().start;
+        v.create("b", 1, 3, 0, 100, u64::MAX, 0).unwrap();
+        v.delete("a").unwrap();
+        assert_eq!(v.delete("a").err(), Some(Error::NotFound));
+        assert_eq!(v.create("c", 1, 3, 0, 50, u64::MAX, 0).unwrap().start, a, "the freed run is reused");
+        let free = v.free_blocks();
+        v.sync(&mut d).unwrap();
+        let w = Volume::mount(&mut d).unwrap();
+        assert_eq!(w.free_blocks(), free);
+    }
+
+    #[test]
+    fn fragmentation_needs_a_contiguous_run() {
+        let mut d = dev(8192);
+        let mut v = Volume::format(&mut d).unwrap();
+        let n = v.layout.data_blocks;
+        let third = n / 3;
+        v.create("x", 1, 3, 0, third, u64::MAX, 0).unwrap();
+        v.create("y", 1, 3, 0, third, u64::MAX, 0).unwrap();
+        v.create("z", 1, 3, 0, n - 2 * third, u64::MAX, 0).unwrap();
+        v.delete("x").unwrap();
+        v.delete("z").unwrap();
+        assert!(v.free_blocks() > third + 1);
+        assert_eq!(v.create("w", 1, 3, 0, third + 1 + (n - 2 * third) / 2, u64::MAX, 0).err(), Some(Error::NoSpace), "free space is split in two runs");
+        assert!(v.create("v", 1, 3, 0, third, u64::MAX, 0).is_ok());
+    }
+
+    #[track_caller]
+    fn corrupt(f: impl FnOnce(&mut MemDev, &Layout)) -> Vec<String> {
+        let mut d = dev(8192);
+        let mut v = Volume::format(&mut d).unwrap();
+        v.create("one", 1, 3, 0, 100, u64::MAX, 0).unwrap();
+        v.create("two", 1, 3, 0, 100, u64::MAX, 0).unwrap();
+        v.sync(&mut d).unwrap();
+        let l = v.layout;
+        f(&mut d, &l);
+        let m = Volume::mount(&mut d);
+        assert!(m.is_err(), "mount refuses a corrupt device: {:?}", Volume::check(&mut d));
+        Volume::check(&mut d)
+    }
+
+    fn patch_super(d: &mut MemDev, field: usize, value: u64) {
+        let mut b = [0u8; BLOCK];
+        d.read(0, &mut b).unwrap();
+        b[16 + 8 * field..24 + 8 * field].copy_from_slice(&value.to_le_bytes());
+        let end = 16 + 8 * 11;
+        let c = checksum(&b[..end]);
+        b[end..end + 8].copy_from_slice(&c.to_le_bytes());
+        d.write(0, &b).unwrap();
+    }
+
+    fn patch_inode(d: &mut MemDev, l: &Layout, idx: usize, off: usize, bytes: &[u8]) {
+        let mut b = [0u8; BLOCK];
+        d.read(l.inode_start, &mut b).unwrap();
+        b[idx * INODE_SIZE + off..idx * INODE_SIZE + off + bytes.len()].copy_from_slice(bytes);
+        d.write(l.inode_start, &b).unwrap();
+    }
+
+    #[test]
+    fn every_kind_of_corruption_is_named() {
+        let p = corrupt(|d, _| d.0[0] = b'X');
+        assert!(p[0].contains("magic"));
+        let p = corrupt(|d, _| d.0[20] ^= 1);
+        assert!(p[0].contains("checksum"));
+        let p = corrupt(|d, l| patch_super(d, 6, l.data_start + 1));
+        assert!(p[0].contains("layout"));
+        let p = corrupt(|d, _| patch_super(d, 9, 12345));
+        assert!(p.iter().any(|x| x.contains("free blocks")), "{p:?}");
+        // Overlapping segments: make "two" start where "one" starts.
+        let p = corrupt(|d, l| {
+            let start = l.data_start.to_le_bytes();
+            patch_inode(d, l, 1, 80, &start);
+        });
+        assert!(p.iter().any(|x| x.contains("another segment")), "{p:?}");
+        // Length past the end of the device.
+        let p = corrupt(|d, l| patch_inode(d, l, 0, 88, &(1u64 << 40).to_le_bytes()));
+        assert!(p.iter().any(|x| x.contains("outside the data area")), "{p:?}");
+        // Bitmap disagrees with the inodes.
+        let p = corrupt(|d, l| {
+            let mut b = [0u8; BLOCK];
+            d.read(l.bitmap_start, &mut b).unwrap();
+            b[0] = 0;
+            d.write(l.bitmap_start, &b).unwrap();
+        });
+        assert!(p.iter().any(|x| x.contains("free in the bitmap")), "{p:?}");
+        let p = corrupt(|d, l| {
+            let mut b = [0u8; BLOCK];
+            d.read(l.bitmap_start, &mut b).unwrap();
+            b[200] = 0xff;
+            d.write(l.bitmap_start, &b).unwrap();
+        });
+        assert!(p.iter().any(|x| x.contains("belong to no segment")), "{p:?}");
+        // Same name twice, bad names.
+        let p = corrupt(|d, l| patch_inode(d, l, 1, 10, &[3, 0, 0, 0, 0, 0, b'o', b'n', b'e']));
+        assert!(!p.is_empty());
+        let p = corrupt(|d, l| patch_inode(d, l, 0, 16, &[0xff]));
+        assert!(p.iter().any(|x| x.contains("UTF-8")), "{p:?}");
+    }
+
+    /// A device that stores only its metadata blocks (data blocks read as zeros).
+    struct MetaDev {
+        meta: Vec<u8>,
+        blocks: u64,
+    }
+
+    impl BlockDev for MetaDev {
+        fn blocks(&self) -> u64 {
+            self.blocks
+        }
+        fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error> {
+            let at = block as usize * BLOCK;
+            match self.meta.get(at..at + BLOCK) {
+                Some(b) => buf.copy_from_slice(b),
+                None if block < self.blocks => buf.fill(0),
+                None => return Err(Error::Io),
+            }
+            Ok(())
+        }
+        fn write(&mut self, _: u64, _: &[u8; BLOCK]) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn fuzzed_images_never_panic() {
+        let mut d = dev(8192);
+        let mut v = Volume::format(&mut d).unwrap();
+        for k in 0..5 {
+            v.create(&format!("seg{k}"), k, 3, 1, 50 + k as u64 * 10, u64::MAX, 0).unwrap();
+        }
+        v.sync(&mut d).unwrap();
+        let l = v.layout;
+        let meta_end = l.data_start as usize * BLOCK;
+        let meta = d.0[..meta_end].to_vec();
+        let mut s = 0x5eed_u64;
+        for _ in 0..3000 {
+            let mut m = MetaDev { meta: meta.clone(), blocks: l.total_blocks };
+            for _ in 0..4 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let at = (s % meta_end as u64) as usize;
+                m.meta[at] = (s >> 40) as u8;
+            }
+            let _ = Volume::mount(&mut m);
+            let _ = Volume::check(&mut m);
+        }
+    }
+}

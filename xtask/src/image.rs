@@ -1,0 +1,87 @@
+//! `cargo xtask mkimage` and `cargo xtask fsck`: make and check BAIO device images on
+//! the host with the same code (`crates/baio`) the block service mounts them with.
+
+use baio::{BlockDev, MemDev, Volume, BLOCK, READ, WRITE};
+use std::process::ExitCode;
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1u64 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1u64 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().map(|n| n * mul).map_err(|_| format!("cannot read the size `{s}`"))
+}
+
+const USAGE: &str = "usage: cargo xtask mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...\n\
+                     SIZE like 64M; a segment is owned by principal OWNER (read-write for it, read for others)\n\
+                     and, with FILE, filled with the file's bytes";
+
+pub fn mkimage(args: &[String]) -> Result<ExitCode, String> {
+    let mut out = None;
+    let mut size = None;
+    let mut segs = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--size" => size = Some(parse_size(it.next().ok_or(USAGE)?)?),
+            "--segment" => segs.push(it.next().ok_or(USAGE)?.clone()),
+            s if out.is_none() && !s.starts_with('-') => out = Some(s.to_string()),
+            _ => return Err(USAGE.into()),
+        }
+    }
+    let (out, size) = (out.ok_or(USAGE)?, size.ok_or(USAGE)?);
+    if size % BLOCK as u64 != 0 {
+        return Err(format!("the size must be a multiple of {BLOCK} bytes"));
+    }
+    let mut dev = MemDev(vec![0u8; size as usize]);
+    let mut v = Volume::format(&mut dev).map_err(|e| format!("cannot format: {e:?}"))?;
+    for s in &segs {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() < 3 || parts.len() > 4 {
+            return Err(format!("segment `{s}`: want NAME:OWNER:BLOCKS[:FILE]"));
+        }
+        let owner: u32 = parts[1].parse().map_err(|_| format!("segment `{s}`: bad owner"))?;
+        let blocks: u64 = parts[2].parse().map_err(|_| format!("segment `{s}`: bad block count"))?;
+        let data = match parts.get(3) {
+            Some(f) => std::fs::read(f).map_err(|e| format!("{f}: {e}"))?,
+            None => Vec::new(),
+        };
+        if data.len() as u64 > blocks * BLOCK as u64 {
+            return Err(format!("segment `{}`: the file has {} bytes, the segment only {}", parts[0], data.len(), blocks * BLOCK as u64));
+        }
+        let start = v.create(parts[0], owner, READ | WRITE, READ, blocks, u64::MAX, 0).map_err(|e| format!("segment `{}`: {e:?}", parts[0]))?.start;
+        for (i, chunk) in data.chunks(BLOCK).enumerate() {
+            let mut b = [0u8; BLOCK];
+            b[..chunk.len()].copy_from_slice(chunk);
+            dev.write(start + i as u64, &b).map_err(|e| format!("{e:?}"))?;
+        }
+    }
+    v.sync(&mut dev).map_err(|e| format!("{e:?}"))?;
+    std::fs::write(&out, &dev.0).map_err(|e| format!("{out}: {e}"))?;
+    println!("{out}: {} blocks of {BLOCK} bytes, {} segments, {} blocks free", v.layout.total_blocks, segs.len(), v.free_blocks());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn fsck(args: &[String]) -> Result<ExitCode, String> {
+    let path = args.first().ok_or("usage: cargo xtask fsck IMAGE")?;
+    let data = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut dev = MemDev(data);
+    let problems = Volume::check(&mut dev);
+    if problems.is_empty() {
+        let v = Volume::mount(&mut dev).map_err(|e| format!("{e:?}"))?;
+        println!("{path}: clean: {} blocks, {} segments, {} blocks free", v.layout.total_blocks, v.list().count(), v.free_blocks());
+        for i in v.list() {
+            println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other);
+        }
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{path}: {} problems", problems.len());
+        for p in &problems {
+            println!("  {p}");
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
