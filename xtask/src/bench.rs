@@ -194,7 +194,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
             }
             step += 1;
             eprintln!("[{step}/{steps}] linux, {mode}, run {run}/{RUNS}");
-            let opts = Options { accel: accel.clone(), icount: *icount, append: "console=ttyS0 rdinit=/init panic=-1 quiet".into() };
+            let opts = Options { accel: accel.clone(), icount: *icount, append: "console=ttyS0 rdinit=/init panic=-1 quiet".into(), disk: None };
             let out = qemu::run_to_end(&vmlinuz, &initramfs, &opts, Duration::from_secs(600), None)?;
             std::fs::write(dir.join(format!("linux-{mode}-{run}.log")), &out.log).map_err(|e| e.to_string())?;
             if !out.log.contains("kbench: done") {

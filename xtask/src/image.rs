@@ -33,12 +33,19 @@ pub fn mkimage(args: &[String]) -> Result<ExitCode, String> {
         }
     }
     let (out, size) = (out.ok_or(USAGE)?, size.ok_or(USAGE)?);
-    if size % BLOCK as u64 != 0 {
+    let v = make(&out, size, &segs)?;
+    println!("{out}: {} blocks of {BLOCK} bytes, {} segments, {} blocks free", v.layout.total_blocks, segs.len(), v.free_blocks());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Write a BAIO image of `size` bytes to `out` with segments `NAME:OWNER:BLOCKS[:FILE]`.
+pub fn make(out: &str, size: u64, segs: &[String]) -> Result<Volume, String> {
+    if !size.is_multiple_of(BLOCK as u64) {
         return Err(format!("the size must be a multiple of {BLOCK} bytes"));
     }
     let mut dev = MemDev(vec![0u8; size as usize]);
     let mut v = Volume::format(&mut dev).map_err(|e| format!("cannot format: {e:?}"))?;
-    for s in &segs {
+    for s in segs {
         let parts: Vec<&str> = s.split(':').collect();
         if parts.len() < 3 || parts.len() > 4 {
             return Err(format!("segment `{s}`: want NAME:OWNER:BLOCKS[:FILE]"));
@@ -60,9 +67,8 @@ pub fn mkimage(args: &[String]) -> Result<ExitCode, String> {
         }
     }
     v.sync(&mut dev).map_err(|e| format!("{e:?}"))?;
-    std::fs::write(&out, &dev.0).map_err(|e| format!("{out}: {e}"))?;
-    println!("{out}: {} blocks of {BLOCK} bytes, {} segments, {} blocks free", v.layout.total_blocks, segs.len(), v.free_blocks());
-    Ok(ExitCode::SUCCESS)
+    std::fs::write(out, &dev.0).map_err(|e| format!("{out}: {e}"))?;
+    Ok(v)
 }
 
 pub fn fsck(args: &[String]) -> Result<ExitCode, String> {

@@ -128,7 +128,7 @@ fn run() -> Result<ExitCode, String> {
     qemu::ensure_qemu()?;
     let accel = qemu::accel();
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X");
-    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { accel, icount: false, append: String::new() });
+    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { accel, icount: false, append: String::new(), disk: None });
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -52,6 +52,8 @@ pub struct Options {
     pub accel: String,
     pub icount: bool,
     pub append: String,
+    /// A disk image attached as a virtio-blk PCI device.
+    pub disk: Option<std::path::PathBuf>,
 }
 
 /// The machine every Scion boot (and later the Linux baseline) uses.
@@ -68,6 +70,10 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
     c.arg("-initrd").arg(image);
     if !o.append.is_empty() {
         c.args(["-append", &o.append]);
+    }
+    if let Some(d) = &o.disk {
+        c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw", d.display()));
+        c.args(["-device", "virtio-blk-pci,drive=disk0"]);
     }
     c
 }

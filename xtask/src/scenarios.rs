@@ -22,6 +22,9 @@ pub struct Scenario {
     pub input: Option<(&'static str, &'static str)>,
     /// With input: strings the serial log must show (the scenario is one test).
     pub expect: &'static [&'static str],
+    /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE]`, FILE relative
+    /// to the project), attached as virtio-blk.
+    pub disk: Option<&'static [&'static str]>,
     /// Kernel command line.
     pub append: &'static str,
     pub icount: bool,
@@ -42,6 +45,7 @@ pub fn scenarios() -> Vec<Scenario> {
         extra: "",
         input: None,
         expect: &[],
+        disk: None,
         append,
         icount: false,
         limit_s,
@@ -57,6 +61,7 @@ pub fn scenarios() -> Vec<Scenario> {
             extra: "",
             input: None,
             expect: &[],
+            disk: None,
             append: "",
             icount: false,
             limit_s: 600,
@@ -64,11 +69,23 @@ pub fn scenarios() -> Vec<Scenario> {
         s("faults", &["fault_test"], "", 120),
         s("map", &["map_test"], "", 120),
         Scenario {
+            name: "disk",
+            tests: vec!["io=0xcf8-0xcff caps=sigma0 blk_test".into()],
+            extra: "",
+            input: None,
+            expect: &[],
+            disk: Some(&["files:1:2048:xtask/disk/hello.txt", "scratch:2:1000"]),
+            append: "",
+            icount: false,
+            limit_s: 180,
+        },
+        Scenario {
             name: "services",
             tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into(), "limit_test".into()],
             extra: "[[program]]\nname = \"echo\"\nrestart = true\n\n[[program]]\nname = \"hog\"\npages = 64\nstart = false\n",
             input: None,
             expect: &[],
+            disk: None,
             append: "",
             icount: false,
             limit_s: 180,
@@ -100,6 +117,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "kill: 999: InvalidArg",
                 "[root] halting",
             ],
+            disk: None,
             append: "",
             icount: false,
             limit_s: 180,
@@ -149,7 +167,26 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
     let img = make_image(a, &manifest_for(sc), sc.name)?;
-    let opts = Options { accel: accel.to_string(), icount: sc.icount, append: sc.append.to_string() };
+    let disk = match sc.disk {
+        Some(segs) => {
+            let path = out_dir().join(format!("{}-disk.img", sc.name));
+            let root = crate::project_root();
+            let segs: Vec<String> = segs
+                .iter()
+                .map(|s| {
+                    let mut p: Vec<String> = s.split(':').map(String::from).collect();
+                    if p.len() == 4 {
+                        p[3] = root.join(&p[3]).display().to_string();
+                    }
+                    p.join(":")
+                })
+                .collect();
+            crate::image::make(&path.display().to_string(), 64 << 20, &segs)?;
+            Some(path)
+        }
+        None => None,
+    };
+    let opts = Options { accel: accel.to_string(), icount: sc.icount, append: sc.append.to_string(), disk };
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input)?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
@@ -285,7 +322,7 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
 impl Scenario {
     /// The measurement boot of the `kernel` suite.
     pub fn measure(name: &'static str, icount: bool) -> Scenario {
-        Scenario { name, tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], append: "", icount, limit_s: 300 }
+        Scenario { name, tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], disk: None, append: "", icount, limit_s: 300 }
     }
 }
 

@@ -1,6 +1,10 @@
 //! Helpers shared by Scion's test and benchmark programs.
 #![no_std]
 
+extern crate alloc;
+
+pub mod virtio;
+
 use abi::Error;
 use core::fmt::Debug;
 use rt::ipc::{self, Msg};
