@@ -10,13 +10,16 @@ use std::time::Duration;
 
 /// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
 /// interrupt is the event it times), and kernel memory for 64 spaces.
+/// The block service's manifest entry.
+const BLK_SERVER: &str = "[[program]]\nname = \"blk\"\nargs = \"quota=4096\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\ncaps = [\"sigma0\"]\n";
+
 pub const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
 
 pub struct Scenario {
     pub name: &'static str,
     /// Test programs (with arguments) started by root; `pager=NAME` may come first.
     pub tests: Vec<String>,
-    /// More manifest entries (servers the tests use).
+    /// More manifest entries (servers the tests use), started before the tests.
     pub extra: &'static str,
     /// Type this into the serial port once the marker appears: (marker, text).
     pub input: Option<(&'static str, &'static str)>,
@@ -80,6 +83,29 @@ pub fn scenarios() -> Vec<Scenario> {
             limit_s: 180,
         },
         Scenario {
+            name: "baio_corrupt",
+            tests: vec!["caps=blk principal=1 seg_refused".into()],
+            extra: BLK_SERVER,
+            input: None,
+            expect: &[],
+            // The bitmap's first byte cleared: a segment's blocks look free.
+            disk: Some(&["files:1:2048:xtask/disk/hello.txt", "!corrupt"]),
+            append: "",
+            icount: false,
+            limit_s: 180,
+        },
+        Scenario {
+            name: "baio",
+            tests: vec!["caps=blk principal=1 seg_test".into(), "caps=blk principal=2 seg_peer".into()],
+            extra: BLK_SERVER,
+            input: None,
+            expect: &[],
+            disk: Some(&["files:1:2048:xtask/disk/hello.txt"]),
+            append: "",
+            icount: false,
+            limit_s: 180,
+        },
+        Scenario {
             name: "services",
             tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into(), "limit_test".into()],
             extra: "[[program]]\nname = \"echo\"\nrestart = true\n\n[[program]]\nname = \"hog\"\npages = 64\nstart = false\n",
@@ -132,7 +158,9 @@ pub fn program_of(t: &str) -> &str {
 
 /// The manifest of a scenario: one test entry per test line, then the extras.
 fn manifest_for(sc: &Scenario) -> String {
-    let mut m = String::new();
+    // Servers first: root starts entries in order, and tests look servers up at once.
+    let mut m = String::from(sc.extra);
+    m.push('\n');
     for t in &sc.tests {
         let prog = program_of(t);
         let opt = |k: &str| t.split(' ').find_map(|w| w.strip_prefix(k)).map(|v| v.to_string());
@@ -141,16 +169,16 @@ fn manifest_for(sc: &Scenario) -> String {
         };
         let args: Vec<&str> = t.split(' ').filter(|w| !w.contains('=')).skip(1).collect();
         m.push_str(&format!(
-            "[[program]]\nname = \"{prog}\"\nargs = \"{}\"\npager = \"{}\"\ncaps = [{}]\nio = [{}]\nirq = [{}]\nkpages = {}\ntest = true\n\n",
+            "[[program]]\nname = \"{prog}\"\nargs = \"{}\"\npager = \"{}\"\ncaps = [{}]\nio = [{}]\nirq = [{}]\nkpages = {}\nprincipal = {}\ntest = true\n\n",
             args.join(" "),
             opt("pager=").unwrap_or_else(|| "mem0".into()),
             list(opt("caps="), true),
             list(opt("io="), true),
             list(opt("irq="), false),
             opt("kpages=").unwrap_or_else(|| "1024".into()),
+            opt("principal=").unwrap_or_else(|| "0".into()),
         ));
     }
-    m.push_str(sc.extra);
     m
 }
 
@@ -171,8 +199,10 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         Some(segs) => {
             let path = out_dir().join(format!("{}-disk.img", sc.name));
             let root = crate::project_root();
+            let corrupt = segs.contains(&"!corrupt");
             let segs: Vec<String> = segs
                 .iter()
+                .filter(|s| !s.starts_with('!'))
                 .map(|s| {
                     let mut p: Vec<String> = s.split(':').map(String::from).collect();
                     if p.len() == 4 {
@@ -181,7 +211,12 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
                     p.join(":")
                 })
                 .collect();
-            crate::image::make(&path.display().to_string(), 64 << 20, &segs)?;
+            let v = crate::image::make(&path.display().to_string(), 64 << 20, &segs)?;
+            if corrupt {
+                let mut img = std::fs::read(&path).map_err(|e| e.to_string())?;
+                img[(v.layout.bitmap_start as usize) * baio::BLOCK] = 0;
+                std::fs::write(&path, img).map_err(|e| e.to_string())?;
+            }
             Some(path)
         }
         None => None,

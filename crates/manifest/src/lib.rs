@@ -13,7 +13,8 @@
 //! restart = true            # root restarts it when it dies
 //! ```
 //!
-//! Other keys: `file`, `args`, `kpages` (kernel memory: page tables, threads,
+//! Other keys: `principal` (who it runs as, for ownership of disk segments),
+//! `file`, `args`, `kpages` (kernel memory: page tables, threads,
 //! capabilities; default 1024 pages), `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
 //! not give them. Errors name the line.
@@ -41,6 +42,8 @@ pub struct Program {
     pub restart: bool,
     pub start: bool,
     pub test: bool,
+    /// The principal the program runs as (owners of disk segments); 0 = none.
+    pub principal: u32,
 }
 
 impl Program {
@@ -59,6 +62,7 @@ impl Program {
             restart: false,
             start: true,
             test: false,
+            principal: 0,
         }
     }
 
@@ -207,6 +211,8 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("priority", _) => return Err(wrong("a number up to 255")),
             ("pages", Value::Int(i)) => p.pages = i,
             ("kpages", Value::Int(i)) => p.kpages = i,
+            ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
+            ("principal", _) => return Err(wrong("a 32-bit number")),
             ("restart", Value::Bool(b)) => p.restart = b,
             ("start", Value::Bool(b)) => p.start = b,
             ("test", Value::Bool(b)) => p.test = b,

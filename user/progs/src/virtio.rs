@@ -28,9 +28,18 @@ struct State {
     bounces: Vec<(u64, u64, usize)>,
     /// Free bounce runs: (physical, virtual, pages).
     spare: Vec<(u64, u64, usize)>,
+    /// DMA memory a server handed out itself (shared buffers): (virtual, physical,
+    /// pages). Buffers inside these go to the device as they are: no bounce.
+    direct: Vec<(u64, u64, u64)>,
 }
 
-static STATE: Lock<State> = Lock::new(State { sigma0: 0, dma_next: DMA_VA, mmio_pages: Vec::new(), bounces: Vec::new(), spare: Vec::new() });
+static STATE: Lock<State> = Lock::new(State { sigma0: 0, dma_next: DMA_VA, mmio_pages: Vec::new(), bounces: Vec::new(), spare: Vec::new(), direct: Vec::new() });
+
+/// Tell the HAL about DMA memory at `va` (physical `pa`, `pages` pages): buffers inside
+/// it are handed to the device directly (zero copy).
+pub fn register_dma(va: u64, pa: u64, pages: u64) {
+    STATE.lock().direct.push((va, pa, pages));
+}
 
 /// Use the sigma0 capability in `slot` for DMA memory and device registers.
 pub fn init(sigma0: u64) {
@@ -97,6 +106,10 @@ unsafe impl Hal for ScionHal {
         let len = buffer.len();
         let pages = len.div_ceil(PAGE_SIZE as usize).max(1);
         let mut st = STATE.lock();
+        let va = buffer.as_ptr() as *const u8 as u64;
+        if let Some((dva, dpa, _)) = st.direct.iter().copied().find(|(v, _, n)| va >= *v && va + len as u64 <= v + n * PAGE_SIZE) {
+            return dpa + (va - dva);
+        }
         let run = match st.spare.iter().position(|r| r.2 >= pages) {
             Some(i) => st.spare.swap_remove(i),
             None => match dma_pages(&mut st, pages) {

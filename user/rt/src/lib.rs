@@ -5,6 +5,7 @@
 
 extern crate alloc;
 
+pub mod baio;
 pub mod console;
 pub mod env;
 pub mod heap;

@@ -61,6 +61,51 @@ pub mod console {
     pub const READ: u64 = 0x71;
 }
 
+/// The block service (BAIO): disk segments with owners and rights. Calls to the
+/// service itself carry the caller's principal in the badge root minted (bits 63..32);
+/// calls through a segment capability carry the open segment in theirs.
+pub mod blk {
+    /// string = name, MR1 = length in blocks, MR2 = rights for others (READ 1, WRITE 2).
+    pub const CREATE: u64 = 0x80;
+    /// string = name, MR1 = rights wanted. Opens a capability window first: the reply
+    /// maps a SEND capability for the segment (its badge names it) and a shared buffer
+    /// of `BUF_PAGES` pages (DMA memory: data and status words). Reply MR2 = blocks.
+    pub const OPEN: u64 = 0x81;
+    /// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others'.
+    pub const STAT: u64 = 0x82;
+    /// Reply string: the segments the caller may open, one "name blocks owner" a line.
+    pub const LIST: u64 = 0x83;
+    /// string = name (owner only).
+    pub const DELETE: u64 = 0x84;
+    /// Through a segment capability: MR1 = operations n (at most `MAX_OPS`), then per
+    /// operation three words: kind | flags, first block (from 0 in the segment), blocks.
+    /// Operation i moves its blocks to/from the shared buffer at `i * OP_BYTES` and
+    /// writes its status to status word i (the buffer's last page): 0 = pending,
+    /// `DONE` = done, else `FAILED | error`. The call returns at once.
+    pub const BATCH: u64 = 0x85;
+    /// Through a segment capability: give it back (the capability is revoked).
+    pub const CLOSE: u64 = 0x86;
+    /// Through a segment capability: returns once every write before it is on the disk.
+    pub const SYNC: u64 = 0x87;
+
+    pub const READ_OP: u64 = 0;
+    pub const WRITE_OP: u64 = 1;
+    /// Operation flag: through the shared cache instead of straight to the buffer.
+    pub const BUFFERED: u64 = 1 << 8;
+    pub const MAX_OPS: u64 = 8;
+    /// Shared buffer: `MAX_OPS` slots of `OP_BYTES` for data, then one status page.
+    pub const OP_BYTES: u64 = 4 * 4096;
+    pub const BUF_PAGES: u64 = MAX_OPS * OP_BYTES / 4096 + 1;
+    pub const DONE: u64 = 1;
+    pub const FAILED: u64 = 1 << 63;
+    /// Status errors (with FAILED): the operation names blocks outside the segment,
+    /// needs a right the capability lacks, is malformed, or the device failed.
+    pub const E_RANGE: u64 = 1;
+    pub const E_RIGHTS: u64 = 2;
+    pub const E_BAD: u64 = 3;
+    pub const E_IO: u64 = 4;
+}
+
 /// A memory server's protocol (root registers programs it pages).
 pub mod mem {
     /// MR1 = client badge (the pager badge its threads' faults carry), MR2 = limit in

@@ -303,9 +303,11 @@ impl Root<'_> {
                     match self.find(string) {
                         None => Err(Error::NoPartner),
                         Some(s) => {
-                            // Servers tell clients apart by badge: the client's id.
+                            // Servers tell clients apart by badge: the client's principal
+                            // (from the manifest) above its id.
+                            let badge = ((self.progs[idx].entry.principal as u64) << 32) | badge_of(idx);
                             let tmp = rt::alloc_slot();
-                            let r = sys::cap_copy(self.progs[s].child.thread, tmp, rights::SEND, badge_of(idx))
+                            let r = sys::cap_copy(self.progs[s].child.thread, tmp, rights::SEND, badge)
                                 .and_then(|_| sys::cap_give(req, tmp, m.word(1), rights::SEND));
                             let _ = sys::cap_delete(tmp);
                             r

@@ -1,0 +1,84 @@
+//! BAIO through the block service, as principal 1: create, open, batches of mixed
+//! direct and buffered operations completing into status words, rights, ranges,
+//! list, stat, sync, close, delete. `seg_peer` (principal 2) checks protection.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::Error;
+use progs::Checks;
+use rt::baio::{self, Segment};
+use rt::proto::blk as p;
+use rt::{env, ipc, sys};
+
+rt::entry!(main);
+
+const BUF: u64 = 0x0000_5b00_0000_0000;
+
+fn fill(seg: &Segment, slot: u64, seed: u8) {
+    for (k, b) in seg.data(slot).iter_mut().enumerate() {
+        *b = seed.wrapping_add((k / 7) as u8);
+    }
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    let blk = rt::alloc_slot();
+    c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
+    c.eq(baio::create(blk, "mine", 64, 0), Ok(()), "create a private segment of 64 blocks");
+    c.eq(baio::create(blk, "shared", 16, baio_read()), Ok(()), "create one others may read");
+    c.eq(baio::create(blk, "mine", 8, 0), Err(Error::SlotInUse), "a name is taken once");
+    c.eq(baio::create(blk, "no/slash", 8, 0), Err(Error::InvalidArg), "a bad name");
+    c.eq(baio::create(blk, "huge", 1 << 30, 0), Err(Error::NoMemory), "more than the disk has");
+    c.eq(baio::stat(blk, "mine").map(|s| (s.0, s.2)), Ok((64, 3)), "stat: length and owner rights");
+
+    let seg = baio::open(blk, "mine", 3, BUF);
+    c.check(seg.is_ok(), "open it read-write: a capability and a shared buffer");
+    let Ok(seg) = seg else { return c.finish("seg_test") };
+    c.eq(seg.blocks, 64, "of 64 blocks");
+    // A batch of writes, direct and buffered, then reads of both kinds.
+    fill(&seg, 0, 1);
+    fill(&seg, 1, 2);
+    c.eq(seg.batch(&[(p::WRITE_OP, 0, 4), (p::WRITE_OP | p::BUFFERED, 4, 4)]), Ok(()), "a batch of two writes returns at once");
+    let s = (seg.wait(0), seg.wait(1));
+    c.eq(s, (p::DONE, p::DONE), "both complete into their status words");
+    for i in 2..8 {
+        seg.data(i).fill(0);
+    }
+    c.eq(
+        seg.batch(&[(p::READ_OP, 0, 4), (p::READ_OP | p::BUFFERED, 4, 4), (p::READ_OP | p::BUFFERED, 0, 4), (p::READ_OP, 4, 4), (p::READ_OP, 62, 4), (p::WRITE_OP, 2, 0), (9, 0, 1)]),
+        Ok(()),
+        "a batch of mixed operations",
+    );
+    let st: alloc::vec::Vec<u64> = (0..7).map(|i| seg.wait(i)).collect();
+    c.eq(&st[..4], &[p::DONE; 4][..], "reads done");
+    c.eq(st[4], p::FAILED | p::E_RANGE, "a read past the segment's end fails with out-of-range");
+    c.eq(st[5], p::FAILED | p::E_BAD, "zero blocks is malformed");
+    c.eq(st[6], p::FAILED | p::E_BAD, "an unknown operation is malformed");
+    let expect = |seed: u8| (0..p::OP_BYTES as usize).map(move |k| seed.wrapping_add((k / 7) as u8));
+    c.check(seg.data(0).iter().copied().eq(expect(1)), "direct read returns what was written");
+    c.check(seg.data(1).iter().copied().eq(expect(2)), "buffered read returns what was written");
+    c.check(seg.data(2).iter().copied().eq(expect(1)) && seg.data(3).iter().copied().eq(expect(2)), "buffered and direct reads agree");
+    c.eq(seg.sync(), Ok(()), "sync: on the disk");
+    c.eq(baio::delete(blk, "mine"), Err(Error::BadState), "an open segment cannot be deleted");
+    let cap = seg.cap;
+    c.eq(seg.close(), Ok(()), "close");
+    let mut m = rt::ipc::Msg::new(p::SYNC, &[]);
+    c.eq(ipc::call(cap, &mut m, ipc::FOREVER), Err(Error::InvalidCap), "the capability died with the close");
+
+    // Read-only capability.
+    let ro = baio::open(blk, "mine", 1, BUF).unwrap();
+    c.eq(ro.batch(&[(p::WRITE_OP, 0, 1)]), Ok(()), "a write through a read-only capability is accepted");
+    c.eq(ro.wait(0), p::FAILED | p::E_RIGHTS, "and fails: no right");
+    let _ = ro.close();
+    c.check(baio::list(blk).is_ok_and(|l| l.contains("mine 64 1") && l.contains("shared 16 1")), "list shows our segments");
+
+    // Let the peer (another principal) try; it reports back through its exit.
+    sys::sleep_us(10);
+    c.finish("seg_test")
+}
+
+fn baio_read() -> u8 {
+    1
+}
