@@ -89,6 +89,12 @@ pub struct Outcome {
 /// With `input` = (marker, text): once the marker appears on the serial port, the
 /// text is typed into it.
 pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>) -> Result<Outcome, String> {
+    run_until(kernel, image, o, limit, input, None)
+}
+
+/// As `run_to_end`; with `kill_at`, QEMU is killed (SIGKILL, no shutdown) as soon as
+/// that text appears on the serial port.
+pub fn run_until(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, kill_at: Option<&str>) -> Result<Outcome, String> {
     let mut c = command(kernel, image, o);
     c.args(["-serial", "stdio", "-monitor", "none"]);
     c.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -96,6 +102,9 @@ pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, inp
     let mut out = child.stdout.take().unwrap();
     let mut stdin = child.stdin.take();
     let input = input.map(|(m, t)| (m.as_bytes().to_vec(), t.as_bytes().to_vec()));
+    let kill_marker = kill_at.map(|k| k.as_bytes().to_vec());
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen_r = seen.clone();
     let reader = std::thread::spawn(move || {
         let mut s = Vec::new();
         let mut chunk = [0u8; 4096];
@@ -104,6 +113,11 @@ pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, inp
             match out.read(&mut chunk) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => s.extend_from_slice(&chunk[..n]),
+            }
+            if let Some(k) = &kill_marker {
+                if s.windows(k.len()).any(|x| x == &k[..]) {
+                    seen_r.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
             }
             if let (false, Some((marker, text)), Some(w)) = (typed, input.as_ref(), stdin.as_mut()) {
                 if s.windows(marker.len()).any(|x| x == &marker[..]) {
@@ -121,6 +135,11 @@ pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, inp
     let status = loop {
         if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
             break st.code();
+        }
+        if seen.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
         }
         if start.elapsed() > limit {
             let _ = child.kill();

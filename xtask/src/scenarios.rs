@@ -182,19 +182,8 @@ fn manifest_for(sc: &Scenario) -> String {
     m
 }
 
-pub struct Result1 {
-    pub name: String,
-    pub ok: bool,
-    pub detail: String,
-}
-
-/// Boot one scenario; returns one result per test program.
-pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
-    run_scenario_with(a, sc, &qemu::accel())
-}
-
-fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
-    let img = make_image(a, &manifest_for(sc), sc.name)?;
+/// The scenario's disk image (made fresh), if it has one.
+fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
     let disk = match sc.disk {
         Some(segs) => {
             let path = out_dir().join(format!("{}-disk.img", sc.name));
@@ -221,6 +210,23 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         }
         None => None,
     };
+    Ok(disk)
+}
+
+pub struct Result1 {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Boot one scenario; returns one result per test program.
+pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
+    run_scenario_with(a, sc, &qemu::accel())
+}
+
+fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
+    let img = make_image(a, &manifest_for(sc), sc.name)?;
+    let disk = make_disk(sc)?;
     let opts = Options { accel: accel.to_string(), icount: sc.icount, append: sc.append.to_string(), disk };
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input)?;
     let logs = out_dir().join("logs");
@@ -283,6 +289,48 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
             res.push((format!("host/{krate} (build)"), false));
         }
     }
+    Ok(res)
+}
+
+/// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
+/// boot 2 (same disk) reads the data back.
+fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
+    let phase = |name: &'static str, args: &str| Scenario {
+        name,
+        tests: vec![format!("caps=blk principal=1 durable {args}")],
+        extra: BLK_SERVER,
+        input: None,
+        expect: &[],
+        disk: Some(&["files:1:2048:xtask/disk/hello.txt"]),
+        append: "",
+        icount: false,
+        limit_s: 180,
+    };
+    let write = phase("durable-write", "write");
+    let disk = make_disk(&write)?.expect("a disk");
+    let img = make_image(a, &manifest_for(&write), write.name)?;
+    let opts = Options { accel: qemu::accel(), icount: false, append: String::new(), disk: Some(disk.clone()) };
+    let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some("DURABLE synced"))?;
+    let logs = out_dir().join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
+    std::fs::write(logs.join("durable-write.log"), &out.log).map_err(|e| e.to_string())?;
+    let synced = out.log.contains("DURABLE synced") && out.status.is_none();
+    let mut res = vec![Result1 {
+        name: "durable/write-sync-kill".into(),
+        ok: synced,
+        detail: if synced { String::new() } else { format!("no acknowledged sync before the kill; see {}", logs.join("durable-write.log").display()) },
+    }];
+    let read = phase("durable-read", "read");
+    let img = make_image(a, &manifest_for(&read), read.name)?;
+    let opts = Options { accel: qemu::accel(), icount: false, append: String::new(), disk: Some(disk) };
+    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(180), None)?;
+    std::fs::write(logs.join("durable-read.log"), &out.log).map_err(|e| e.to_string())?;
+    let ok = out.log.contains("TEST durable PASS") && out.status == Some(1);
+    res.push(Result1 {
+        name: "durable/read-after-kill".into(),
+        ok,
+        detail: if ok { String::new() } else { format!("see {}", logs.join("durable-read.log").display()) },
+    });
     Ok(res)
 }
 
@@ -349,6 +397,18 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         let g = results.lock().unwrap();
         passed += g.0;
         failed += g.1;
+    }
+    if filter.is_none_or(|f| "durable".contains(f) || f.contains("durab")) {
+        qemu::ensure_qemu()?;
+        let a = build()?;
+        for t in durability(&a)? {
+            println!("test qemu/{} ... {}", t.name, if t.ok { "ok".to_string() } else { format!("FAILED ({})", t.detail) });
+            if t.ok {
+                passed += 1
+            } else {
+                failed += 1
+            }
+        }
     }
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
