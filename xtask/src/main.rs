@@ -126,9 +126,16 @@ fn run() -> Result<ExitCode, String> {
     let a = build()?;
     let img = make_image(&a, RUN_MANIFEST, "run")?;
     qemu::ensure_qemu()?;
+    // The disk persists across runs; it is made (with sample segments) when missing.
+    let disk = out_dir().join("run-disk.img");
+    if !disk.exists() {
+        let readme = project_root().join("README.md").display().to_string();
+        image::make(&disk.display().to_string(), 64 << 20, &[format!("readme:1:256:{readme}"), "scratch:1:1024".into(), "others:2:512".into()])?;
+        eprintln!("xtask: made the BAIO disk {}", disk.display());
+    }
     let accel = qemu::accel();
-    eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X");
-    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { accel, icount: false, append: String::new(), disk: None });
+    eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
+    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { accel, icount: false, append: String::new(), disk: Some(disk) });
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })

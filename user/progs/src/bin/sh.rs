@@ -19,6 +19,7 @@ const HELP: &str = "commands:
   kill ID           end program ID
   run NAME [ARGS]   start a program from the boot image (resources as the manifest says)
   lspci             list PCI devices
+  segs              the BAIO disk segments this shell may open (name, blocks, owner)
   echo TEXT         print TEXT
   halt              power off";
 
@@ -132,6 +133,14 @@ fn main() -> i32 {
             "run" if !rest.trim().is_empty() => spawn(rest.trim(), false),
             "run" => println!("run: give a program name"),
             "lspci" => spawn("lspci", true),
+            "segs" => {
+                let blk = rt::alloc_slot();
+                match env::lookup("blk", blk).and_then(|_| rt::baio::list(blk)) {
+                    Ok(t) if t.is_empty() => println!("no segments"),
+                    Ok(t) => print!("{}", t),
+                    Err(e) => println!("segs: no block service: {:?}", e),
+                }
+            }
             "echo" => println!("{}", rest),
             "halt" => {
                 println!("halting");
