@@ -5,8 +5,10 @@
 //! this service, revoked on close — and a shared buffer of DMA memory; a batch of reads
 //! and writes through the capability returns at once, and each operation completes
 //! by writing its status word in the shared buffer. Direct operations move data by DMA
-//! straight into or out of that buffer; buffered ones go through the service's block
-//! cache. A device that fails the mount checks is refused.
+//! straight into or out of that buffer, several requests in flight on the device, sent
+//! in block order, completed when the device's interrupt arrives as IPC; buffered ones
+//! go through the service's block cache. A device that fails the mount checks is
+//! refused.
 #![no_std]
 #![no_main]
 
@@ -24,7 +26,9 @@ use rt::ipc::{self, Msg};
 use rt::proto::blk as p;
 use rt::proto::sigma0 as s0;
 use rt::{env, pci, println};
-use virtio_drivers::device::blk::VirtIOBlk;
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
 use virtio_drivers::transport::pci::PciTransport;
 
@@ -35,6 +39,18 @@ const HANDLE: u64 = 1 << 62;
 /// Shared buffers, one per open segment, mapped here and in the client.
 const BUF_VA: u64 = 0x0000_5a00_0000_0000;
 const CACHE_BLOCKS: usize = 256;
+const IRQ_BADGE: u64 = 1 << 61;
+
+/// A direct operation: waiting to go to the device, or on it.
+struct Io {
+    write: bool,
+    sector: u64,
+    buf: u64,
+    len: usize,
+    status: u64,
+    req: Box<BlkReq>,
+    resp: Box<BlkResp>,
+}
 
 struct Disk(VirtIOBlk<ScionHal, PciTransport>);
 
@@ -73,6 +89,11 @@ struct Blk {
     cache: BTreeMap<u64, alloc::boxed::Box<[u8; BLOCK]>>,
     order: Vec<u64>,
     sigma0: u64,
+    /// Direct operations not yet on the device (sent in block order) and on it.
+    waiting: VecDeque<Io>,
+    in_flight: Vec<(u16, Io)>,
+    /// The device's interrupt line and its capability (None: completions are polled).
+    irq: Option<(u8, u64)>,
 }
 
 fn err(e: Error) -> Msg {
@@ -126,8 +147,61 @@ impl Blk {
         Ok(self.cache.get_mut(&block).unwrap())
     }
 
-    /// Carry out one operation; returns its status word.
-    fn op(&mut self, h: &Handle, i: u64, kind: u64, first: u64, count: u64) -> u64 {
+    /// Send waiting operations to the device, lowest block first, while it has room.
+    fn submit(&mut self) {
+        self.waiting.make_contiguous().sort_by_key(|io| io.sector);
+        while let Some(mut io) = self.waiting.pop_front() {
+            // SAFETY: the buffer is a slot of a shared buffer (DMA memory mapped here) and
+            // `req`/`resp` are boxed; all stay put and untouched until the completion.
+            let r = unsafe {
+                let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
+                if io.write {
+                    self.disk.0.write_blocks_nb(io.sector as usize, &mut io.req, buf, &mut io.resp)
+                } else {
+                    self.disk.0.read_blocks_nb(io.sector as usize, &mut io.req, buf, &mut io.resp)
+                }
+            };
+            match r {
+                Ok(token) => self.in_flight.push((token, io)),
+                Err(virtio_drivers::Error::QueueFull) => {
+                    self.waiting.push_front(io);
+                    break;
+                }
+                Err(_) => finish(&io, p::FAILED | p::E_IO),
+            }
+        }
+    }
+
+    /// Collect what the device has finished; write those status words.
+    fn complete(&mut self) {
+        while let Some(token) = self.disk.0.peek_used() {
+            let Some(i) = self.in_flight.iter().position(|(t, _)| *t == token) else { break };
+            let (_, mut io) = self.in_flight.swap_remove(i);
+            // SAFETY: the same request, buffer and response that went with this token.
+            let r = unsafe {
+                let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
+                if io.write {
+                    self.disk.0.complete_write_blocks(token, &io.req, buf, &mut io.resp)
+                } else {
+                    self.disk.0.complete_read_blocks(token, &io.req, buf, &mut io.resp)
+                }
+            };
+            finish(&io, if r.is_ok() { p::DONE } else { p::FAILED | p::E_IO });
+        }
+        self.submit();
+    }
+
+    /// Finish everything in flight (before a blocking request shares the queue).
+    fn drain(&mut self) {
+        while !self.in_flight.is_empty() || !self.waiting.is_empty() {
+            self.complete();
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Check one operation; direct ones are queued, buffered ones done now. Returns
+    /// its status word, or 0 while it is queued.
+    fn op(&mut self, h: &Handle, i: u64, kind: u64, first: u64, count: u64, status: u64) -> u64 {
         let buffered = kind & p::BUFFERED != 0;
         let kind = kind & !p::BUFFERED;
         if count == 0 || count * BLOCK as u64 > p::OP_BYTES || kind > p::WRITE_OP {
@@ -141,18 +215,30 @@ impl Blk {
             return p::FAILED | p::E_RIGHTS;
         }
         let data = h.buf + i * p::OP_BYTES;
+        if !buffered {
+            for k in 0..count {
+                self.cache.remove(&(h.start + first + k));
+            }
+            self.waiting.push_back(Io {
+                write: kind == p::WRITE_OP,
+                sector: (h.start + first) * 8,
+                buf: data,
+                len: (count * BLOCK as u64) as usize,
+                status,
+                req: Box::default(),
+                resp: Box::default(),
+            });
+            return 0;
+        }
+        self.drain();
         for k in 0..count {
             let blk = h.start + first + k;
             // SAFETY: the slot lies within this handle's shared buffer, mapped here.
             let buf: &mut [u8; BLOCK] = unsafe { &mut *((data + k * BLOCK as u64) as *mut [u8; BLOCK]) };
-            let r = match (kind == p::READ_OP, buffered) {
-                (true, false) => self.disk.read(blk, buf),
-                (false, false) => {
-                    self.cache.remove(&blk);
-                    self.disk.write(blk, buf)
-                }
-                (true, true) => self.cached(blk).map(|c| buf.copy_from_slice(c)),
-                (false, true) => self.cached(blk).map(|c| c.copy_from_slice(buf)).and_then(|_| self.disk.write(blk, buf)),
+            let r = if kind == p::READ_OP {
+                self.cached(blk).map(|c| buf.copy_from_slice(c))
+            } else {
+                self.cached(blk).map(|c| c.copy_from_slice(buf)).and_then(|_| self.disk.write(blk, buf))
             };
             if r.is_err() {
                 return p::FAILED | p::E_IO;
@@ -160,6 +246,45 @@ impl Blk {
         }
         p::DONE
     }
+}
+
+fn finish(io: &Io, status: u64) {
+    // SAFETY: the status word lies in the shared buffer's status page, mapped here.
+    unsafe { core::ptr::write_volatile(io.status as *mut u64, status) };
+}
+
+/// Find the device's interrupt line: attach to every PCI line the manifest grants, make
+/// one request, keep the line that fired (as drivers probe legacy interrupts).
+fn probe_irq(disk: &mut Disk) -> Option<(u8, u64)> {
+    let mut slots = Vec::new();
+    for line in 16..24u64 {
+        let s = rt::alloc_slot();
+        if env::irq(line, s).is_ok() && rt::sys::irq_attach(s, IRQ_BADGE | line).is_ok() {
+            slots.push((line as u8, s));
+        }
+    }
+    disk.0.enable_interrupts();
+    let mut b = [0u8; BLOCK];
+    let _ = disk.read(0, &mut b);
+    let mut m = Msg::empty();
+    let found = match ipc::recv(ipc::RECV_ANY, &mut m, ipc::timeouts(ipc::POLL, 200_000)) {
+        Ok(badge) if badge & IRQ_BADGE != 0 => Some((badge & 0xff) as u8),
+        _ => None,
+    };
+    disk.0.ack_interrupt();
+    let mut chosen = None;
+    for (line, s) in slots {
+        if Some(line) == found {
+            let _ = rt::sys::irq_ack(s);
+            chosen = Some((line, s));
+        } else {
+            let _ = rt::sys::irq_detach(s);
+        }
+    }
+    if chosen.is_none() {
+        disk.0.disable_interrupts();
+    }
+    chosen
 }
 
 fn name_of(buf: &[u8], m: &Msg) -> String {
@@ -202,8 +327,26 @@ fn main() -> i32 {
             }
         }
     };
-    println!("blk: mounted: {} blocks, {} segments, {} free", vol.layout.total_blocks, vol.list().count(), vol.free_blocks());
-    let mut b = Blk { disk, vol, quota, handles: BTreeMap::new(), next: 1, spare: Vec::new(), buf_next: BUF_VA, cache: BTreeMap::new(), order: Vec::new(), sigma0: s0slot };
+    let irq = probe_irq(&mut disk);
+    match irq {
+        Some((line, _)) => println!("blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}", vol.layout.total_blocks, vol.list().count(), vol.free_blocks(), line),
+        None => println!("blk: mounted: {} blocks, {} segments, {} free; no interrupt line: polling", vol.layout.total_blocks, vol.list().count(), vol.free_blocks()),
+    }
+    let mut b = Blk {
+        disk,
+        vol,
+        quota,
+        handles: BTreeMap::new(),
+        next: 1,
+        spare: Vec::new(),
+        buf_next: BUF_VA,
+        cache: BTreeMap::new(),
+        order: Vec::new(),
+        sigma0: s0slot,
+        waiting: VecDeque::new(),
+        in_flight: Vec::new(),
+        irq,
+    };
     let mut buf = [0u8; 256];
     let mut text = String::new();
     let mut reply: Option<Msg> = None;
@@ -211,6 +354,14 @@ fn main() -> i32 {
         ipc::set_recv_buffer(&mut buf);
         let mut m = Msg::empty();
         let Ok(badge) = ipc::serve_next(reply.take(), &mut m) else { continue };
+        if badge & IRQ_BADGE != 0 && m.label() == abi::ipc::label::IRQ {
+            b.disk.0.ack_interrupt();
+            b.complete();
+            if let Some((_, s)) = b.irq {
+                let _ = rt::sys::irq_ack(s);
+            }
+            continue;
+        }
         if badge & HANDLE != 0 {
             let hid = badge & 0xffff_ffff;
             let Some(h) = b.handles.get(&hid) else {
@@ -234,17 +385,27 @@ fn main() -> i32 {
                     let _ = ipc::reply(&Msg::new(0, &[0]));
                     let h = b.handles.remove(&hid).unwrap();
                     for (i, (kind, first, count)) in ops.into_iter().enumerate() {
-                        let s = b.op(&h, i as u64, kind, first, count);
-                        // SAFETY: as above.
-                        unsafe { core::ptr::write_volatile((status + 8 * i as u64) as *mut u64, s) };
+                        let word = status + 8 * i as u64;
+                        let s = b.op(&h, i as u64, kind, first, count, word);
+                        if s != 0 {
+                            // SAFETY: as above.
+                            unsafe { core::ptr::write_volatile(word as *mut u64, s) };
+                        }
                     }
                     b.handles.insert(hid, h);
+                    b.submit();
+                    if b.irq.is_none() {
+                        b.drain();
+                    }
                 }
                 p::SYNC => {
+                    b.drain();
                     let r = b.disk.0.flush();
                     reply = Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]));
                 }
                 p::CLOSE => {
+                    // Its operations finish before its buffer can be reused.
+                    b.drain();
                     let h = b.handles.remove(&hid).unwrap();
                     let _ = ipc::reply(&Msg::new(0, &[0]));
                     // Revoke the client's capability and buffer mapping; keep the buffer.
@@ -264,6 +425,8 @@ fn main() -> i32 {
             continue;
         }
         let name = name_of(&buf, &m);
+        // Metadata goes to the device with blocking requests: nothing may be in flight.
+        b.drain();
         reply = Some(match m.label() {
             p::CREATE => {
                 let (len, other) = (m.word(1), m.word(2));

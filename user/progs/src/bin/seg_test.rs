@@ -60,6 +60,21 @@ fn main() -> i32 {
     c.check(seg.data(0).iter().copied().eq(expect(1)), "direct read returns what was written");
     c.check(seg.data(1).iter().copied().eq(expect(2)), "buffered read returns what was written");
     c.check(seg.data(2).iter().copied().eq(expect(1)) && seg.data(3).iter().copied().eq(expect(2)), "buffered and direct reads agree");
+    // Many outstanding requests: eight direct writes in descending block order (more than
+    // the device queue holds at once), then eight reads; each checks its own data.
+    for i in 0..8u64 {
+        fill(&seg, i, 100 + i as u8);
+    }
+    let writes: alloc::vec::Vec<(u64, u64, u64)> = (0..8u64).map(|i| (p::WRITE_OP, 56 - 4 * i, 4)).collect();
+    c.eq(seg.batch(&writes), Ok(()), "eight writes in one batch");
+    c.check((0..8).all(|i| seg.wait(i) == p::DONE), "all eight complete");
+    for i in 0..8 {
+        seg.data(i).fill(0);
+    }
+    let reads: alloc::vec::Vec<(u64, u64, u64)> = (0..8u64).map(|i| (p::READ_OP, 56 - 4 * i, 4)).collect();
+    c.eq(seg.batch(&reads), Ok(()), "eight reads in one batch");
+    c.check((0..8).all(|i| seg.wait(i) == p::DONE), "all eight complete");
+    c.check((0..8u64).all(|i| seg.data(i).iter().copied().eq(expect(100 + i as u8))), "each read returns its own write");
     c.eq(seg.sync(), Ok(()), "sync: on the disk");
     c.eq(baio::delete(blk, "mine"), Err(Error::BadState), "an open segment cannot be deleted");
     let cap = seg.cap;
