@@ -62,11 +62,8 @@ pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
     }
 }
 
-/// Install leaf `pte` for the user page `va`, creating intermediate tables.
-pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), MapError> {
-    if !is_user_page(va) {
-        return Err(MapError::NotUser);
-    }
+/// The last-level table covering `va`, creating the tables down to it.
+fn leaf_table_create(mem: &mut impl PhysMem, root: u64, va: u64) -> Result<u64, MapError> {
     let mut table = root;
     for level in (1..4).rev() {
         let i = index(va, level);
@@ -79,6 +76,15 @@ pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), M
             table = e & ADDR;
         }
     }
+    Ok(table)
+}
+
+/// Install leaf `pte` for the user page `va`, creating intermediate tables.
+pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), MapError> {
+    if !is_user_page(va) {
+        return Err(MapError::NotUser);
+    }
+    let table = leaf_table_create(mem, root, va)?;
     let slot = &mut mem.table(table)[index(va, 0)];
     if *slot & P != 0 {
         return Err(MapError::AlreadyMapped);
@@ -99,19 +105,7 @@ pub fn map_range(mem: &mut impl PhysMem, root: u64, va: u64, pa: u64, n: u64, fl
     let mut mapped = 0;
     while done < n {
         let at = va + done * 4096;
-        // Walk (creating) down to the last-level table for `at`.
-        let mut table = root;
-        for level in (1..4).rev() {
-            let i = index(at, level);
-            let e = mem.table(table)[i];
-            if e & P == 0 {
-                let new = mem.alloc_table().ok_or(MapError::NoMemory)?;
-                mem.table(table)[i] = new | P | W | U;
-                table = new;
-            } else {
-                table = e & ADDR;
-            }
-        }
+        let table = leaf_table_create(mem, root, at)?;
         let first = index(at, 0);
         let count = (512 - first as u64).min(n - done);
         let t = mem.table(table);

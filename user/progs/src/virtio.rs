@@ -138,6 +138,37 @@ unsafe impl Hal for ScionHal {
     }
 }
 
+/// A virtio-blk device as a BAIO block device: 4 KiB blocks on 512-byte sectors.
+pub struct Disk(pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>);
+
+impl baio::BlockDev for Disk {
+    fn blocks(&self) -> u64 {
+        self.0.capacity() / 8
+    }
+    fn read(&mut self, block: u64, buf: &mut [u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        self.0.read_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
+    }
+    fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
+    }
+}
+
+/// Find the first virtio-blk device on the PCI bus and bring it up (the PCI ports and
+/// `init` must be done). Err says what failed.
+pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
+    use virtio_drivers::transport::pci::bus::PciRoot;
+    use virtio_drivers::transport::pci::PciTransport;
+    let d = rt::pci::devices()
+        .into_iter()
+        .find(|d| d.vendor == 0x1af4 && (d.device == 0x1001 || d.device == 0x1042))
+        .ok_or("no virtio-blk device on the PCI bus")?;
+    let mut root = PciRoot::new(PortCam);
+    let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
+    let t = PciTransport::new::<ScionHal, _>(&mut root, df).map_err(|_| "the virtio PCI transport failed")?;
+    let blk = virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
+    Ok((d, Disk(blk)))
+}
+
 /// PCI configuration through the ports 0xCF8/0xCFC (granted by the manifest).
 pub struct PortCam;
 

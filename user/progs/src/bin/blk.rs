@@ -21,16 +21,14 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use baio::{BlockDev, Volume, BLOCK, READ, WRITE};
 use core::fmt::Write as _;
-use progs::virtio::{self, PortCam, ScionHal};
+use progs::virtio::{self, Disk};
 use rt::ipc::{self, Msg};
 use rt::proto::blk as p;
 use rt::proto::sigma0 as s0;
 use rt::{env, pci, println};
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
-use virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
-use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
-use virtio_drivers::transport::pci::PciTransport;
+use virtio_drivers::device::blk::{BlkReq, BlkResp};
 
 rt::entry!(main);
 
@@ -50,20 +48,6 @@ struct Io {
     status: u64,
     req: Box<BlkReq>,
     resp: Box<BlkResp>,
-}
-
-struct Disk(VirtIOBlk<ScionHal, PciTransport>);
-
-impl BlockDev for Disk {
-    fn blocks(&self) -> u64 {
-        self.0.capacity() / 8
-    }
-    fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
-        self.0.read_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
-    }
-    fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
-        self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
-    }
 }
 
 struct Handle {
@@ -300,17 +284,13 @@ fn main() -> i32 {
         return 1;
     }
     virtio::init(s0slot);
-    let Some(d) = pci::devices().into_iter().find(|d| d.vendor == 0x1af4 && (d.device == 0x1001 || d.device == 0x1042)) else {
-        println!("blk: no virtio-blk device");
-        return 1;
+    let mut disk = match virtio::open_disk() {
+        Ok((_, disk)) => disk,
+        Err(why) => {
+            println!("blk: {}", why);
+            return 1;
+        }
     };
-    let mut root = PciRoot::new(PortCam);
-    let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
-    let Ok(dev) = PciTransport::new::<ScionHal, _>(&mut root, df).map_err(|_| ()).and_then(|t| VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| ())) else {
-        println!("blk: cannot drive the virtio-blk device");
-        return 1;
-    };
-    let mut disk = Disk(dev);
     let vol = match Volume::mount(&mut disk) {
         Ok(v) => v,
         Err(e) => {

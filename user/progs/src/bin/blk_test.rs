@@ -10,29 +10,11 @@
 extern crate alloc;
 
 use baio::{BlockDev, Volume, BLOCK, READ, WRITE};
-use progs::virtio::{self, PortCam, ScionHal};
+use progs::virtio;
 use progs::Checks;
 use rt::{env, pci, println};
-use virtio_drivers::device::blk::VirtIOBlk;
-use virtio_drivers::transport::pci::bus::{DeviceFunction, PciRoot};
-use virtio_drivers::transport::pci::PciTransport;
 
 rt::entry!(main);
-
-/// BAIO blocks (4 KiB) on virtio sectors (512 bytes).
-struct Disk<'a>(&'a mut VirtIOBlk<ScionHal, PciTransport>);
-
-impl BlockDev for Disk<'_> {
-    fn blocks(&self) -> u64 {
-        self.0.capacity() / 8
-    }
-    fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
-        self.0.read_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
-    }
-    fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
-        self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
-    }
-}
 
 fn main() -> i32 {
     let mut c = Checks::new();
@@ -40,32 +22,17 @@ fn main() -> i32 {
     let s0 = rt::alloc_slot();
     c.eq(env::lookup("sigma0", s0), Ok(()), "sigma0 for DMA memory and device registers");
     virtio::init(s0);
-    let Some(d) = pci::devices().into_iter().find(|d| d.vendor == 0x1af4 && (d.device == 0x1001 || d.device == 0x1042)) else {
-        c.check(false, "a virtio-blk device on the PCI bus");
-        return c.finish("blk_test");
+    let (d, mut disk) = match virtio::open_disk() {
+        Ok(x) => x,
+        Err(why) => {
+            println!("  {}", why);
+            c.check(false, "a virtio-blk device driven from user level");
+            return c.finish("blk_test");
+        }
     };
     println!("  virtio-blk at {:02x}:{:02x}.{}", d.addr.bus, d.addr.dev, d.addr.func);
-    let mut root = PciRoot::new(PortCam);
-    let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
-    let transport = match PciTransport::new::<ScionHal, _>(&mut root, df) {
-        Ok(t) => t,
-        Err(e) => {
-            println!("  transport: {:?}", e);
-            c.check(false, "virtio PCI transport");
-            return c.finish("blk_test");
-        }
-    };
-    let mut blk = match VirtIOBlk::<ScionHal, _>::new(transport) {
-        Ok(b) => b,
-        Err(e) => {
-            println!("  driver: {:?}", e);
-            c.check(false, "virtio-blk driver");
-            return c.finish("blk_test");
-        }
-    };
-    c.eq(blk.capacity(), 64 * 1024 * 1024 / 512, "capacity: the 64 MiB image");
+    c.eq(disk.0.capacity(), 64 * 1024 * 1024 / 512, "capacity: the 64 MiB image");
 
-    let mut disk = Disk(&mut blk);
     let v = Volume::mount(&mut disk);
     c.check(v.is_ok(), "mount the BAIO device (every consistency check)");
     let Ok(mut v) = v else { return c.finish("blk_test") };
