@@ -266,7 +266,8 @@ fn get(agg: &BTreeMap<(String, String, String), Fig>, sys: &str, mode: &str, m: 
 fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Scion benchmark report: suite `kernel`\n");
-    let _ = writeln!(s, "QEMU: {} · host CPU: {} · machine: q35, `-cpu max`, 512 MiB, 1 CPU · {} runs per figure (median of the runs' medians; min and max over all samples).\n", qemu_version(), host_cpu(), RUNS);
+    let accels: Vec<String> = modes.iter().map(|(m, _, a)| format!("`{m}` on {a}")).collect();
+    let _ = writeln!(s, "QEMU: {} · accelerators: {} · host CPU: {} · machine: q35, `-cpu max`, 512 MiB, 1 CPU · {} runs per figure (median of the runs' medians; min and max over all samples).\n", qemu_version(), accels.join(", "), host_cpu(), RUNS);
     let _ = writeln!(s, "Units: rdtsc ticks per operation — guest **instructions** under `icount` (`-icount shift=0,align=off,sleep=off`, deterministic), guest **cycles** under plain `tcg` (noisy; min–max shown).\n");
     for (mode, _, _) in modes {
         let _ = writeln!(s, "## Mode `{mode}`\n");
