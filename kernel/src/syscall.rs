@@ -324,23 +324,13 @@ fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) ->
             Ok(())
         }
         tctl::SET_FAULT_HANDLER => {
-            if a == u64::MAX {
-                k.tm(id).fault_handler = None;
-                return Ok(());
-            }
-            let (h, _) = k.thread_cap(a, rights::SEND)?;
-            let r = k.thread_ref(h);
-            k.tm(id).fault_handler = Some((r, b));
+            let h = handler(k, a, b)?;
+            k.tm(id).fault_handler = h;
             Ok(())
         }
         tctl::SET_PAGER => {
-            if a == u64::MAX {
-                k.tm(id).pager = None;
-                return Ok(());
-            }
-            let (h, _) = k.thread_cap(a, rights::SEND)?;
-            let r = k.thread_ref(h);
-            k.tm(id).pager = Some((r, b));
+            let h = handler(k, a, b)?;
+            k.tm(id).pager = h;
             Ok(())
         }
         tctl::READ_STATE => {
@@ -367,6 +357,16 @@ fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) ->
         }
         _ => Err(Error::InvalidArg),
     }
+}
+
+/// A fault handler or pager named by `slot` (a thread capability with SEND; `u64::MAX`
+/// = none) and the badge its messages carry.
+fn handler(k: &mut Kernel, slot: u64, badge: u64) -> Result<Option<(task::ObjRef, u64)>, Error> {
+    if slot == u64::MAX {
+        return Ok(None);
+    }
+    let (h, _) = k.thread_cap(slot, rights::SEND)?;
+    Ok(Some((k.thread_ref(h), badge)))
 }
 
 fn check_pages(va: u64, n: u64) -> Result<(), Error> {

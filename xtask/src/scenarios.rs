@@ -43,15 +43,10 @@ fn fuzz_seed() -> u64 {
 pub fn scenarios() -> Vec<Scenario> {
     let seed = fuzz_seed();
     let s = |name, tests: &[&str], append, limit_s| Scenario {
-        name,
         tests: tests.iter().map(|t| t.to_string()).collect(),
-        extra: "",
-        input: None,
-        expect: &[],
-        disk: None,
         append,
-        icount: false,
         limit_s,
+        ..Scenario::base(name)
     };
     vec![
         s("boot", &["hello"], "", 60),
@@ -59,62 +54,34 @@ pub fn scenarios() -> Vec<Scenario> {
         s("caps", &["caps_test"], "", 120),
         s("hostile", &["hostile_test"], "", 120),
         Scenario {
-            name: "fuzz",
             tests: vec![format!("fuzz_test {seed} 100000")],
-            extra: "",
-            input: None,
-            expect: &[],
-            disk: None,
-            append: "",
-            icount: false,
             limit_s: 600,
+            ..Scenario::base("fuzz")
         },
         s("faults", &["fault_test"], "", 120),
         s("map", &["map_test"], "", 120),
         Scenario {
-            name: "disk",
             tests: vec!["io=0xcf8-0xcff caps=sigma0 blk_test".into()],
-            extra: "",
-            input: None,
-            expect: &[],
             disk: Some(&["files:1:2048:xtask/disk/hello.txt", "scratch:2:1000"]),
-            append: "",
-            icount: false,
-            limit_s: 180,
+            ..Scenario::base("disk")
         },
         Scenario {
-            name: "baio_corrupt",
             tests: vec!["caps=blk principal=1 seg_refused".into()],
             extra: BLK_SERVER,
-            input: None,
-            expect: &[],
             // The bitmap's first byte cleared: a segment's blocks look free.
             disk: Some(&["files:1:2048:xtask/disk/hello.txt", "!corrupt"]),
-            append: "",
-            icount: false,
-            limit_s: 180,
+            ..Scenario::base("baio_corrupt")
         },
         Scenario {
-            name: "baio",
             tests: vec!["caps=blk principal=1 seg_test".into(), "caps=blk principal=2 seg_peer".into()],
             extra: BLK_SERVER,
-            input: None,
-            expect: &[],
             disk: Some(&["files:1:2048:xtask/disk/hello.txt"]),
-            append: "",
-            icount: false,
-            limit_s: 180,
+            ..Scenario::base("baio")
         },
         Scenario {
-            name: "services",
             tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into(), "limit_test".into()],
             extra: "[[program]]\nname = \"echo\"\nrestart = true\n\n[[program]]\nname = \"hog\"\npages = 64\nstart = false\n",
-            input: None,
-            expect: &[],
-            disk: None,
-            append: "",
-            icount: false,
-            limit_s: 180,
+            ..Scenario::base("services")
         },
         s("pager", &["pager_test"], "", 180),
         // Two memory servers side by side; pager_test runs three levels down
@@ -124,7 +91,6 @@ pub fn scenarios() -> Vec<Scenario> {
         s("sched_pit", &["sched_test"], "timer=pit", 180),
         Scenario::measure("measure", true),
         Scenario {
-            name: "console",
             tests: vec![],
             extra: include_str!("../console.manifest"),
             // Typed at the shell's first prompt: a backspace edit, every command, a
@@ -143,10 +109,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 "kill: 999: InvalidArg",
                 "[root] halting",
             ],
-            disk: None,
-            append: "",
-            icount: false,
-            limit_s: 180,
+            ..Scenario::base("console")
         },
     ]
 }
@@ -296,15 +259,10 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 /// boot 2 (same disk) reads the data back.
 fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
     let phase = |name: &'static str, args: &str| Scenario {
-        name,
         tests: vec![format!("caps=blk principal=1 durable {args}")],
         extra: BLK_SERVER,
-        input: None,
-        expect: &[],
         disk: Some(&["files:1:2048:xtask/disk/hello.txt"]),
-        append: "",
-        icount: false,
-        limit_s: 180,
+        ..Scenario::base(name)
     };
     let write = phase("durable-write", "write");
     let disk = make_disk(&write)?.expect("a disk");
@@ -348,9 +306,14 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         .into_iter()
         .filter(|s| filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
         .collect();
-    if !selected.is_empty() {
+    let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
+    let artifacts = if !selected.is_empty() || run_durability {
         qemu::ensure_qemu()?;
-        let a = Arc::new(build()?);
+        Some(Arc::new(build()?))
+    } else {
+        None
+    };
+    if let (false, Some(a)) = (selected.is_empty(), artifacts.clone()) {
         for s in &selected {
             if s.name == "fuzz" {
                 println!("fuzz seed: {} (set SCION_FUZZ_SEED to repeat)", s.tests[0].split(' ').nth(1).unwrap_or("?"));
@@ -398,9 +361,7 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         passed += g.0;
         failed += g.1;
     }
-    if filter.is_none_or(|f| "durable".contains(f) || f.contains("durab")) {
-        qemu::ensure_qemu()?;
-        let a = build()?;
+    if let (true, Some(a)) = (run_durability, artifacts) {
         for t in durability(&a)? {
             println!("test qemu/{} ... {}", t.name, if t.ok { "ok".to_string() } else { format!("FAILED ({})", t.detail) });
             if t.ok {
@@ -415,9 +376,14 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
 }
 
 impl Scenario {
+    /// A boot with no tests, extras, input, disk or kernel arguments, under plain TCG.
+    pub fn base(name: &'static str) -> Scenario {
+        Scenario { name, tests: Vec::new(), extra: "", input: None, expect: &[], disk: None, append: "", icount: false, limit_s: 180 }
+    }
+
     /// The measurement boot of the `kernel` suite.
     pub fn measure(name: &'static str, icount: bool) -> Scenario {
-        Scenario { name, tests: vec![BENCH_KERNEL.into()], extra: "", input: None, expect: &[], disk: None, append: "", icount, limit_s: 300 }
+        Scenario { tests: vec![BENCH_KERNEL.into()], icount, limit_s: 300, ..Scenario::base(name) }
     }
 }
 
