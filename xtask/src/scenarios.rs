@@ -11,7 +11,7 @@ use std::time::Duration;
 /// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
 /// interrupt is the event it times), and kernel memory for 64 spaces.
 /// The block service's manifest entry.
-const BLK_SERVER: &str = "[[program]]\nname = \"blk\"\nargs = \"quota=4096\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\"]\n";
+const BLK_SERVER: &str = "[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096 quota.2=24\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n";
 
 pub const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
 

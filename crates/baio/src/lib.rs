@@ -13,6 +13,8 @@
 
 extern crate alloc;
 
+pub mod cache;
+
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};

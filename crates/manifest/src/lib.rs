@@ -11,6 +11,7 @@
 //! irq = [4]                 # interrupt lines it may attach to
 //! caps = ["sigma0"]         # servers it may look up by name
 //! restart = true            # root restarts it when it dies
+//! clients = true            # root tells it (`GONE`) when a program that looked it up ends
 //! ```
 //!
 //! Other keys: `principal` (who it runs as, for ownership of disk segments),
@@ -40,6 +41,8 @@ pub struct Program {
     pub irq: Vec<u8>,
     pub caps: Vec<String>,
     pub restart: bool,
+    /// It keeps state for its clients: root tells it when one of them ends.
+    pub clients: bool,
     pub start: bool,
     pub test: bool,
     /// The principal the program runs as (owners of disk segments); 0 = none.
@@ -60,6 +63,7 @@ impl Program {
             irq: Vec::new(),
             caps: Vec::new(),
             restart: false,
+            clients: false,
             start: true,
             test: false,
             principal: 0,
@@ -214,6 +218,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
             ("principal", _) => return Err(wrong("a 32-bit number")),
             ("restart", Value::Bool(b)) => p.restart = b,
+            ("clients", Value::Bool(b)) => p.clients = b,
             ("start", Value::Bool(b)) => p.start = b,
             ("test", Value::Bool(b)) => p.test = b,
             ("io", Value::List(items)) => {
@@ -239,7 +244,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             }
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
             ("pages" | "kpages", _) => return Err(wrong("a number")),
-            ("restart" | "start" | "test", _) => return Err(wrong("true or false")),
+            ("restart" | "clients" | "start" | "test", _) => return Err(wrong("true or false")),
             ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),
         }
@@ -269,6 +274,7 @@ io = ["0x3f8-0x3ff", "0x80"]
 irq = [4]
 caps = ["sigma0"]   # trailing comment
 restart = true
+clients = true
 
 [[program]]
 name = "sh"
@@ -286,8 +292,9 @@ start = false
         assert_eq!(c.io, [(0x3f8, 0x3ff), (0x80, 0x80)]);
         assert!(c.allows_port(0x3fd) && !c.allows_port(0x400));
         assert_eq!(c.irq, [4]);
-        assert!(c.restart && c.start && !c.test);
+        assert!(c.restart && c.clients && c.start && !c.test);
         let s = &m[1];
+        assert!(!s.clients);
         assert_eq!(s.args, "-v # not a comment");
         assert_eq!(s.cmdline(), "sh -v # not a comment");
         assert_eq!(s.caps, ["console", "echo"]);

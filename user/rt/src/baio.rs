@@ -1,6 +1,8 @@
 //! The block service as programs use it: create, open, stat, list and delete disk
-//! segments; batches of reads and writes through a segment capability that return at
-//! once and complete into status words in the shared buffer.
+//! segments; batches of reads and writes through a segment capability — in one
+//! message, or through the shared submission ring behind one doorbell — that return at
+//! once and complete into status words in the shared area; sleeping until an
+//! operation completes instead of polling.
 
 use crate::ipc::{self, Msg};
 use crate::proto::blk as p;
@@ -8,12 +10,19 @@ use abi::fpage::Fpage;
 use abi::Error;
 use alloc::string::String;
 
-/// An open segment: its capability, the shared buffer mapped here, its length.
+/// An open segment: its capability, the shared area mapped here, its length.
 pub struct Segment {
     pub cap: u64,
-    pub buf: u64,
+    pub area: u64,
     pub blocks: u64,
+    /// The next submission-ring entry this side writes.
+    tail: core::cell::Cell<u64>,
 }
+
+/// The client-side convention of `batch` and `data`: slot i of the data area is
+/// `SLOT_BYTES` long and operation i of a simple batch uses slot i and status word i.
+pub const SLOT_BYTES: u64 = 16 * 1024;
+pub const SLOTS: u64 = (p::AREA_BYTES - p::DATA) / SLOT_BYTES;
 
 fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
     ipc::call(srv, m, ipc::FOREVER)?;
@@ -30,16 +39,16 @@ pub fn create(srv: u64, name: &str, blocks: u64, others: u8) -> Result<(), Error
     call(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))
 }
 
-/// Open with `rights` (READ 1, WRITE 2); the shared buffer lands at `buf_va` (aligned
-/// to 256 KiB, unused).
-pub fn open(srv: u64, name: &str, rights: u8, buf_va: u64) -> Result<Segment, Error> {
+/// Open with `rights` (READ 1, WRITE 2); the shared area lands at `area_va` (aligned
+/// to its 2 MiB, unused).
+pub fn open(srv: u64, name: &str, rights: u8, area_va: u64) -> Result<Segment, Error> {
     let cap = crate::alloc_slot();
-    ipc::set_windows(Fpage::mem(buf_va, 18, 7), Fpage::caps(cap, 0, 7), Fpage(0));
+    ipc::set_windows(Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0));
     let mut m = named(p::OPEN, name, &[rights as u64]);
     let r = call(srv, &mut m);
     ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
     r?;
-    Ok(Segment { cap, buf: buf_va, blocks: m.word(2) })
+    Ok(Segment { cap, area: area_va, blocks: m.word(2), tail: core::cell::Cell::new(0) })
 }
 
 /// (length, owner, owner's rights, others' rights)
@@ -62,43 +71,107 @@ pub fn list(srv: u64) -> Result<String, Error> {
 }
 
 impl Segment {
-    /// Submit up to `MAX_OPS` operations (kind | flags, first block, blocks); returns
-    /// when they are accepted, not when they are done.
-    pub fn batch(&self, ops: &[(u64, u64, u64)]) -> Result<(), Error> {
-        if ops.len() as u64 > p::MAX_OPS {
+    fn word(&self, off: u64) -> u64 {
+        // SAFETY: `off` is within the control page of the shared area, mapped here for
+        // as long as the segment is open; the service writes it, we read whole words.
+        unsafe { core::ptr::read_volatile((self.area + off) as *const u64) }
+    }
+
+    fn set_word(&self, off: u64, v: u64) {
+        // SAFETY: as in `word`; these words (ring entries, the tail, status words about
+        // to be handed over) are ours to write.
+        unsafe { core::ptr::write_volatile((self.area + off) as *mut u64, v) }
+    }
+
+    /// Submit operations (`p::op` words) in one message (at most `MAX_REG_OPS`);
+    /// `flags` = `WAIT_ALL` returns only when all of them completed.
+    pub fn batch_ops(&self, ops: &[[u64; p::OP_WORDS]], flags: u64) -> Result<(), Error> {
+        if ops.len() > p::MAX_REG_OPS {
             return Err(Error::TooLong);
         }
-        let mut w = alloc::vec![ops.len() as u64];
-        for (k, f, n) in ops {
-            w.extend_from_slice(&[*k, *f, *n]);
+        let mut w = alloc::vec![flags, ops.len() as u64];
+        for o in ops {
+            self.set_word(p::STATUS + 8 * (o[2] >> 32), 0);
+            w.extend_from_slice(o);
         }
         call(self.cap, &mut Msg::new(p::BATCH, &w))
     }
 
-    /// Operation `i`'s status word: 0 pending, `DONE`, or `FAILED | error`.
-    pub fn status(&self, i: u64) -> u64 {
-        // SAFETY: the status page is the last page of the shared buffer, mapped here for
-        // as long as the segment is open; the service writes it, we only read.
-        unsafe { core::ptr::read_volatile((self.buf + p::MAX_OPS * p::OP_BYTES + 8 * i) as *const u64) }
+    /// Submit operations through the shared ring: one doorbell IPC per `SQ_ENTRIES`.
+    pub fn submit(&self, ops: &[[u64; p::OP_WORDS]], flags: u64) -> Result<(), Error> {
+        for chunk in ops.chunks(p::SQ_ENTRIES as usize) {
+            let mut t = self.tail.get();
+            for o in chunk {
+                if o[2] >> 32 < p::STATUS_WORDS {
+                    self.set_word(p::STATUS + 8 * (o[2] >> 32), 0);
+                }
+                let e = p::SQ + (t % p::SQ_ENTRIES) * 32;
+                for (k, v) in o.iter().enumerate() {
+                    self.set_word(e + 8 * k as u64, *v);
+                }
+                t += 1;
+            }
+            self.tail.set(t);
+            self.set_word(p::SQ_TAIL, t);
+            call(self.cap, &mut Msg::new(p::SUBMIT, &[flags]))?;
+        }
+        Ok(())
     }
 
-    /// Wait (yielding) for operation `i` to complete; returns its status.
+    /// Submit up to `MAX_REG_OPS` operations (kind | flags, first block, blocks): the
+    /// i-th uses slot i and status word i. Returns when they are accepted, not done.
+    pub fn batch(&self, ops: &[(u64, u64, u64)]) -> Result<(), Error> {
+        let w: alloc::vec::Vec<[u64; p::OP_WORDS]> =
+            ops.iter().enumerate().map(|(i, (k, f, n))| p::op(*k, *f, *n, i as u64, p::DATA + i as u64 * SLOT_BYTES)).collect();
+        self.batch_ops(&w, 0)
+    }
+
+    /// Status word `i`: 0 pending, `DONE`, or `FAILED | error`.
+    pub fn status(&self, i: u64) -> u64 {
+        self.word(p::STATUS + 8 * i)
+    }
+
+    /// Operations completed since the open.
+    pub fn completed(&self) -> u64 {
+        self.word(p::COMPLETED)
+    }
+
+    /// Sleep until the completion counter reaches `n`.
+    pub fn wait_count(&self, n: u64) -> Result<u64, Error> {
+        let mut m = Msg::new(p::WAIT, &[n]);
+        call(self.cap, &mut m)?;
+        Ok(m.word(2))
+    }
+
+    /// Wait (asleep in the service, not polling) for operation `i`; returns its status.
     pub fn wait(&self, i: u64) -> u64 {
         loop {
+            // The counter is read before the status: the service writes the status first,
+            // so if the status is still pending the counter will pass `c`.
+            let c = self.completed();
             let s = self.status(i);
             if s != 0 {
                 return s;
             }
-            crate::sys::yield_now();
+            if self.wait_count(c + 1).is_err() {
+                return p::FAILED | p::E_IO;
+            }
         }
     }
 
-    /// Operation slot `i` of the shared buffer (`OP_BYTES` long).
+    /// `len` bytes of the shared area's data at `offset`.
+    #[allow(clippy::mut_from_ref)]
+    pub fn bytes(&self, offset: u64, len: u64) -> &mut [u8] {
+        assert!(offset >= p::DATA && offset + len <= p::AREA_BYTES, "outside the data area");
+        // SAFETY: the range lies within the shared area's data, mapped here; the service
+        // touches it only while an operation on it is pending, which the caller waits for.
+        unsafe { core::slice::from_raw_parts_mut((self.area + offset) as *mut u8, len as usize) }
+    }
+
+    /// Slot `i` of the data area (`SLOT_BYTES` long).
     #[allow(clippy::mut_from_ref)]
     pub fn data(&self, i: u64) -> &mut [u8] {
-        // SAFETY: slot i lies within the shared buffer mapped here; the service touches
-        // it only while an operation on it is pending, which the caller waits for.
-        unsafe { core::slice::from_raw_parts_mut((self.buf + i * p::OP_BYTES) as *mut u8, p::OP_BYTES as usize) }
+        self.bytes(p::DATA + i * SLOT_BYTES, SLOT_BYTES)
     }
 
     /// Return once every write before it is on the disk.

@@ -68,8 +68,8 @@ pub mod blk {
     /// string = name, MR1 = length in blocks, MR2 = rights for others (READ 1, WRITE 2).
     pub const CREATE: u64 = 0x80;
     /// string = name, MR1 = rights wanted. Opens a capability window first: the reply
-    /// maps a SEND capability for the segment (its badge names it) and a shared buffer
-    /// of `BUF_PAGES` pages (DMA memory: data and status words). Reply MR2 = blocks.
+    /// maps a SEND capability for the segment (its badge names it) and the shared area
+    /// (`AREA_PAGES` pages of DMA memory: the control page, then data). Reply MR2 = blocks.
     pub const OPEN: u64 = 0x81;
     /// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others'.
     pub const STAT: u64 = 0x82;
@@ -77,25 +77,54 @@ pub mod blk {
     pub const LIST: u64 = 0x83;
     /// string = name (owner only).
     pub const DELETE: u64 = 0x84;
-    /// Through a segment capability: MR1 = operations n (at most `MAX_OPS`), then per
-    /// operation three words: kind | flags, first block (from 0 in the segment), blocks.
-    /// Operation i moves its blocks to/from the shared buffer at `i * OP_BYTES` and
-    /// writes its status to status word i (the buffer's last page): 0 = pending,
-    /// `DONE` = done, else `FAILED | error`. The call returns at once.
+    /// Through a segment capability: MR1 = flags (`WAIT_ALL`), MR2 = n ≤ `MAX_REG_OPS`,
+    /// then `OP_WORDS` words per operation (see `op`). Reply at once (or, with
+    /// `WAIT_ALL`, once all of them completed): MR2 = operations taken.
     pub const BATCH: u64 = 0x85;
     /// Through a segment capability: give it back (the capability is revoked).
     pub const CLOSE: u64 = 0x86;
     /// Through a segment capability: returns once every write before it is on the disk.
     pub const SYNC: u64 = 0x87;
+    /// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
+    /// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`.
+    pub const SUBMIT: u64 = 0x88;
+    /// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
+    /// segment's completion counter has reached n: sleep instead of polling.
+    pub const WAIT: u64 = 0x89;
 
+    /// An operation, four words: `[kind | flags, first block, blocks | status << 32,
+    /// offset]`. Blocks are numbered from 0 in the segment; `offset` (bytes, a multiple
+    /// of 4096, at least `DATA`) places the data in the shared area; `status` names the
+    /// status word the operation completes into.
+    pub const OP_WORDS: usize = 4;
     pub const READ_OP: u64 = 0;
     pub const WRITE_OP: u64 = 1;
-    /// Operation flag: through the shared cache instead of straight to the buffer.
+    /// Operation flag: through the shared `cache` server instead of straight to the area.
     pub const BUFFERED: u64 = 1 << 8;
-    pub const MAX_OPS: u64 = 8;
-    /// Shared buffer: `MAX_OPS` slots of `OP_BYTES` for data, then one status page.
-    pub const OP_BYTES: u64 = 4 * 4096;
-    pub const BUF_PAGES: u64 = MAX_OPS * OP_BYTES / 4096 + 1;
+    /// Batch flag: reply only when every operation of this batch has completed.
+    pub const WAIT_ALL: u64 = 1;
+    /// Operations in one `BATCH` message (the ring takes up to `SQ_ENTRIES`).
+    pub const MAX_REG_OPS: usize = 15;
+    /// Most blocks in one operation.
+    pub const MAX_OP_BLOCKS: u64 = 32;
+
+    /// The shared area: 2 MiB, of which page 0 is the control page and the rest data.
+    pub const AREA_LOG2: u64 = 9;
+    pub const AREA_PAGES: u64 = 1 << AREA_LOG2;
+    pub const AREA_BYTES: u64 = AREA_PAGES * 4096;
+    pub const DATA: u64 = 4096;
+    /// Control page: the client advances `SQ_TAIL`, the service `SQ_HEAD` and
+    /// `COMPLETED` (operations completed since the open).
+    pub const SQ_TAIL: u64 = 0;
+    pub const SQ_HEAD: u64 = 8;
+    pub const COMPLETED: u64 = 16;
+    /// The submission ring: `SQ_ENTRIES` operations of `OP_WORDS` words.
+    pub const SQ: u64 = 64;
+    pub const SQ_ENTRIES: u64 = 64;
+    /// Status words: 0 pending, `DONE`, or `FAILED | error`.
+    pub const STATUS: u64 = 2176;
+    pub const STATUS_WORDS: u64 = 240;
+
     pub const DONE: u64 = 1;
     pub const FAILED: u64 = 1 << 63;
     /// Status errors (with FAILED): the operation names blocks outside the segment,
@@ -104,7 +133,38 @@ pub mod blk {
     pub const E_RIGHTS: u64 = 2;
     pub const E_BAD: u64 = 3;
     pub const E_IO: u64 = 4;
+
+    /// One operation's words.
+    pub fn op(kind: u64, first: u64, blocks: u64, status: u64, offset: u64) -> [u64; OP_WORDS] {
+        [kind, first, blocks | (status << 32), offset]
+    }
 }
+
+/// The shared block cache's protocol (`cache` server; its client is the block service,
+/// which alone moves data; the cache decides what stays).
+pub mod cache {
+    /// Opens a memory window first: the reply maps the cache's frames (read-write);
+    /// MR2 = their physical address (contiguous: for DMA), MR3 = slots (blocks).
+    pub const ATTACH: u64 = 0x90;
+    /// MR1 = first block, MR2 = n ≤ 8: reply MR2.. = per block `slot | state << 32`,
+    /// state `HIT` (the data is in the slot), `FILL` (the slot is the caller's to fill,
+    /// then `FILLED`), `BUSY` (being filled after an earlier `FILL`).
+    pub const LOOKUP: u64 = 0x91;
+    /// MR1 = block, MR2 = 1 if the slot now holds it, 0 if the fill failed.
+    pub const FILLED: u64 = 0x92;
+    /// MR1 = first block, MR2 = n: forget these blocks (written behind the cache).
+    pub const INVALIDATE: u64 = 0x93;
+    /// Reply: MR2 = hits, MR3 = misses, MR4 = resident, MR5 = slots, MR6 = evictions.
+    pub const STATS: u64 = 0x94;
+    pub const HIT: u64 = 0;
+    pub const FILL: u64 = 1;
+    pub const BUSY: u64 = 2;
+    pub const MAX_LOOKUP: u64 = 8;
+}
+
+/// (root → a server a program held a capability to, through root's unbadged capability)
+/// MR1 = the program's badge: it is gone, drop what it held.
+pub const GONE: u64 = 0x40;
 
 /// A memory server's protocol (root registers programs it pages).
 pub mod mem {

@@ -1,14 +1,23 @@
 //! The BAIO block service: it alone talks to the disk (a user-level virtio-blk driver)
 //! and multiplexes the BAIO device on it among programs as disk segments with owners
 //! and rights (BAIO paper §3–4). Principals come from root's manifest, in the badges
-//! root mints. Opening a segment gives a real capability — a badged SEND capability to
-//! this service, revoked on close — and a shared buffer of DMA memory; a batch of reads
-//! and writes through the capability returns at once, and each operation completes
-//! by writing its status word in the shared buffer. Direct operations move data by DMA
-//! straight into or out of that buffer, several requests in flight on the device, sent
-//! in block order, completed when the device's interrupt arrives as IPC; buffered ones
-//! go through the service's block cache. A device that fails the mount checks is
-//! refused.
+//! root mints; each principal's quota comes from this service's arguments
+//! (`quota=N` for everyone, `quota.P=N` for principal P).
+//!
+//! Opening a segment gives a real capability — a badged SEND capability to this
+//! service, revoked on close or when the client dies (root says `GONE`) — and a
+//! shared area of DMA memory: a control page (submission ring, completion counter,
+//! status words) and the data. A batch — in one message, or as many operations as the
+//! ring holds behind one doorbell — returns at once; each operation completes by
+//! writing its status word; a client may sleep until then (`WAIT`, or `WAIT_ALL` on
+//! the batch) instead of polling.
+//!
+//! Direct operations move data by DMA straight into or out of the shared area,
+//! several requests in flight on the device, sent in block order, completed when the
+//! device's interrupt arrives as IPC. Buffered ones go through the shared `cache`
+//! server: it decides what stays; this service DMAs misses into the cache's frames,
+//! which it maps, and copies between them and the client's area. A device that fails
+//! the mount checks is refused.
 #![no_std]
 #![no_main]
 
@@ -16,7 +25,8 @@ extern crate alloc;
 
 use abi::fpage::{Fpage, UNMAP_SELF};
 use abi::{cap, rights, Error};
-use alloc::collections::BTreeMap;
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use baio::{BlockDev, Volume, BLOCK, READ, WRITE};
@@ -24,30 +34,54 @@ use core::fmt::Write as _;
 use progs::virtio::{self, Disk};
 use rt::ipc::{self, Msg};
 use rt::proto::blk as p;
+use rt::proto::cache as pc;
 use rt::proto::sigma0 as s0;
 use rt::{env, pci, println};
-use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use virtio_drivers::device::blk::{BlkReq, BlkResp};
 
 rt::entry!(main);
 
 /// Badges of segment capabilities carry this bit and the handle number.
 const HANDLE: u64 = 1 << 62;
-/// Shared buffers, one per open segment, mapped here and in the client.
-const BUF_VA: u64 = 0x0000_5a00_0000_0000;
-const CACHE_BLOCKS: usize = 256;
 const IRQ_BADGE: u64 = 1 << 61;
+/// Shared areas, one per open segment, mapped here and in the client.
+const AREA_VA: u64 = 0x0000_5a00_0000_0000;
+/// The cache server's frames, mapped here.
+const CACHE_VA: u64 = 0x0000_5d00_0000_0000;
 
-/// A direct operation: waiting to go to the device, or on it.
+/// A device request: waiting to go to the device, or on it. `fill`: it brings `block`
+/// into a cache slot, then (if not 0) the block is copied to that address.
 struct Io {
     write: bool,
     sector: u64,
     buf: u64,
     len: usize,
-    status: u64,
+    op: u64,
+    fill: Option<(u64, u64)>,
     req: Box<BlkReq>,
     resp: Box<BlkResp>,
+}
+
+/// An accepted operation, done when its last device request is.
+struct Op {
+    hid: u64,
+    status: u64,
+    remaining: u32,
+    failed: bool,
+    batch: u64,
+}
+
+/// A client asleep in `WAIT` (until its segment's counter reaches n) or in a
+/// `WAIT_ALL` batch; `slot` holds the right to answer it.
+enum Wake {
+    Count(u64),
+    Batch(u64),
+}
+
+struct Waiter {
+    slot: u64,
+    hid: u64,
+    wake: Wake,
 }
 
 struct Handle {
@@ -56,26 +90,34 @@ struct Handle {
     rights: u8,
     /// Slot of the badged capability the client's copy derives from.
     slot: u64,
-    buf: u64,
-    log2: u64,
+    area: u64,
+    /// The program that opened it (its id, from the badge root minted).
+    client: u64,
+    completed: u64,
+    /// The next submission-ring entry to take (the service's own copy).
+    head: u64,
 }
 
 struct Blk {
     disk: Disk,
     vol: Volume,
     quota: u64,
+    quotas: BTreeMap<u32, u64>,
     handles: BTreeMap<u64, Handle>,
     next: u64,
-    /// Shared buffers of closed handles, for reuse: (address, log2 pages).
-    spare: Vec<(u64, u64)>,
-    buf_next: u64,
-    /// Buffered operations' block cache: block → data, with use order.
-    cache: BTreeMap<u64, alloc::boxed::Box<[u8; BLOCK]>>,
-    order: Vec<u64>,
+    /// Shared areas of closed handles, for reuse.
+    spare: Vec<u64>,
+    area_next: u64,
     sigma0: u64,
-    /// Direct operations not yet on the device (sent in block order) and on it.
+    cache: u64,
+    /// Direct requests not yet on the device (sent in block order) and on it.
     waiting: VecDeque<Io>,
     in_flight: Vec<(u16, Io)>,
+    ops: BTreeMap<u64, Op>,
+    next_op: u64,
+    batches: BTreeMap<u64, u32>,
+    next_batch: u64,
+    waiters: Vec<Waiter>,
     /// The device's interrupt line and its capability (None: completions are polled).
     irq: Option<(u8, u64)>,
 }
@@ -94,49 +136,71 @@ fn vol_err(e: baio::Error) -> Error {
     }
 }
 
+fn put(addr: u64, v: u64) {
+    // SAFETY: every address given here is a word of a control page this service maps
+    // (a shared area's); the client may scribble on it, which harms only itself.
+    unsafe { core::ptr::write_volatile(addr as *mut u64, v) };
+}
+
+fn get(addr: u64) -> u64 {
+    // SAFETY: as for `put`; the value is checked before use.
+    unsafe { core::ptr::read_volatile(addr as *const u64) }
+}
+
+fn copy_block(from: u64, to: u64) {
+    // SAFETY: both are block-sized, block-aligned pieces of memory mapped here (a cache
+    // slot and a checked range of a shared area); they never overlap.
+    unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, BLOCK) };
+}
+
 impl Blk {
-    fn buffer(&mut self) -> Option<(u64, u64)> {
-        if let Some(b) = self.spare.pop() {
-            // SAFETY: a spare buffer is mapped here and shared with nobody any more.
-            unsafe { core::ptr::write_bytes(b.0 as *mut u8, 0, (4096u64 << b.1) as usize) };
-            return Some(b);
+    fn area(&mut self) -> Option<u64> {
+        if let Some(a) = self.spare.pop() {
+            // SAFETY: a spare area is mapped here and shared with nobody any more.
+            unsafe { core::ptr::write_bytes(a as *mut u8, 0, p::AREA_BYTES as usize) };
+            return Some(a);
         }
-        let log2 = 64 - (p::BUF_PAGES - 1).leading_zeros() as u64;
-        let size = 4096u64 << log2;
-        let va = self.buf_next.div_ceil(size) * size;
-        ipc::set_windows(Fpage::mem(va, 12 + log2, 7), Fpage(0), Fpage(0));
-        let mut m = Msg::new(s0::ALLOC, &[log2, va]);
+        let va = self.area_next;
+        ipc::set_windows(Fpage::mem(va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0));
+        let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
         let ok = ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
         if !ok {
             return None;
         }
-        virtio::register_dma(va, m.word(2), 1 << log2);
-        self.buf_next = va + size;
-        Some((va, log2))
+        virtio::register_dma(va, m.word(2), p::AREA_PAGES);
+        self.area_next = va + p::AREA_BYTES;
+        Some(va)
     }
 
-    fn cached(&mut self, block: u64) -> Result<&mut [u8; BLOCK], baio::Error> {
-        if !self.cache.contains_key(&block) {
-            if self.cache.len() >= CACHE_BLOCKS {
-                let victim = self.order.remove(0);
-                self.cache.remove(&victim);
+    fn quota_of(&self, principal: u32) -> u64 {
+        self.quotas.get(&principal).copied().unwrap_or(self.quota)
+    }
+
+    /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
+    /// `u64::MAX` (go around the cache: it is full of fills, or unreachable).
+    fn lookup(&mut self, first: u64, n: u64) -> [u64; pc::MAX_LOOKUP as usize] {
+        let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+        let mut m = Msg::new(pc::LOOKUP, &[first, n]);
+        if ipc::call(self.cache, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 {
+            for (k, o) in out.iter_mut().enumerate().take(n as usize) {
+                *o = m.word(2 + k);
             }
-            let mut b = alloc::boxed::Box::new([0u8; BLOCK]);
-            self.disk.read(block, &mut b)?;
-            self.cache.insert(block, b);
         }
-        self.order.retain(|b| *b != block);
-        self.order.push(block);
-        Ok(self.cache.get_mut(&block).unwrap())
+        out
     }
 
-    /// Send waiting operations to the device, lowest block first, while it has room.
+    fn cache_call(&mut self, label: u64, a: u64, b: u64) {
+        let mut m = Msg::new(label, &[a, b]);
+        let _ = ipc::call(self.cache, &mut m, ipc::FOREVER);
+    }
+
+    /// Send waiting requests to the device, lowest block first, while it has room.
     fn submit(&mut self) {
         self.waiting.make_contiguous().sort_by_key(|io| io.sector);
         while let Some(mut io) = self.waiting.pop_front() {
-            // SAFETY: the buffer is a slot of a shared buffer (DMA memory mapped here) and
-            // `req`/`resp` are boxed; all stay put and untouched until the completion.
+            // SAFETY: the buffer is DMA memory mapped here (a shared area or a cache
+            // slot) and `req`/`resp` are boxed; all stay put until the completion.
             let r = unsafe {
                 let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
                 if io.write {
@@ -151,12 +215,12 @@ impl Blk {
                     self.waiting.push_front(io);
                     break;
                 }
-                Err(_) => finish(&io, p::FAILED | p::E_IO),
+                Err(_) => self.io_done(io, false),
             }
         }
     }
 
-    /// Collect what the device has finished; write those status words.
+    /// Collect what the device has finished.
     fn complete(&mut self) {
         while let Some(token) = self.disk.0.peek_used() {
             let Some(i) = self.in_flight.iter().position(|(t, _)| *t == token) else { break };
@@ -170,9 +234,65 @@ impl Blk {
                     self.disk.0.complete_read_blocks(token, &io.req, buf, &mut io.resp)
                 }
             };
-            finish(&io, if r.is_ok() { p::DONE } else { p::FAILED | p::E_IO });
+            self.io_done(io, r.is_ok());
         }
         self.submit();
+    }
+
+    fn io_done(&mut self, io: Io, ok: bool) {
+        if let Some((block, to)) = io.fill {
+            self.cache_call(pc::FILLED, block, ok as u64);
+            if ok && to != 0 {
+                copy_block(io.buf, to);
+            }
+        }
+        self.op_step(io.op, ok);
+    }
+
+    /// One part of operation `id` ended.
+    fn op_step(&mut self, id: u64, ok: bool) {
+        let Some(op) = self.ops.get_mut(&id) else { return };
+        op.failed |= !ok;
+        op.remaining -= 1;
+        if op.remaining == 0 {
+            let op = self.ops.remove(&id).unwrap();
+            self.finish(op.hid, op.status, if op.failed { p::FAILED | p::E_IO } else { p::DONE }, op.batch);
+        }
+    }
+
+    /// An operation completed: its status word, the segment's counter, sleepers.
+    fn finish(&mut self, hid: u64, status: u64, value: u64, batch: u64) {
+        if let Some(h) = self.handles.get_mut(&hid) {
+            put(status, value);
+            h.completed += 1;
+            put(h.area + p::COMPLETED, h.completed);
+        }
+        if let Some(n) = self.batches.get_mut(&batch) {
+            *n -= 1;
+        }
+        self.wake();
+    }
+
+    fn wake(&mut self) {
+        let mut i = 0;
+        while i < self.waiters.len() {
+            let w = &self.waiters[i];
+            let completed = self.handles.get(&w.hid).map_or(0, |h| h.completed);
+            let ready = match w.wake {
+                Wake::Count(n) => completed >= n,
+                Wake::Batch(b) => self.batches.get(&b).is_none_or(|n| *n == 0),
+            };
+            if !ready {
+                i += 1;
+                continue;
+            }
+            let w = self.waiters.swap_remove(i);
+            if let Wake::Batch(b) = w.wake {
+                self.batches.remove(&b);
+            }
+            let _ = ipc::send(w.slot, &Msg::new(0, &[0, completed]), 0);
+            let _ = rt::sys::cap_delete(w.slot);
+        }
     }
 
     /// Finish everything in flight (before a blocking request shares the queue).
@@ -183,58 +303,279 @@ impl Blk {
         }
     }
 
-    /// Check one operation; direct ones are queued, buffered ones done now. Returns
-    /// its status word, or 0 while it is queued.
-    fn op(&mut self, h: &Handle, i: u64, kind: u64, first: u64, count: u64, status: u64) -> u64 {
+    fn queue(&mut self, write: bool, block: u64, buf: u64, blocks: u64, op: u64, fill: Option<(u64, u64)>) {
+        self.ops.get_mut(&op).unwrap().remaining += 1;
+        self.waiting.push_back(Io { write, sector: block * 8, buf, len: (blocks * BLOCK as u64) as usize, op, fill, req: Box::default(), resp: Box::default() });
+    }
+
+    /// Check one operation and start it: direct ones become device requests into the
+    /// shared area; buffered ones are served from the cache, misses filled by requests
+    /// into cache slots. It completes into its status word.
+    fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
+        let h = &self.handles[&hid];
+        let (start, len, rights, area) = (h.start, h.len, h.rights, h.area);
+        let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
+        let status = area + p::STATUS + 8 * (w[2] >> 32);
         let buffered = kind & p::BUFFERED != 0;
         let kind = kind & !p::BUFFERED;
-        if count == 0 || count * BLOCK as u64 > p::OP_BYTES || kind > p::WRITE_OP {
-            return p::FAILED | p::E_BAD;
+        let bad = count == 0
+            || count > p::MAX_OP_BLOCKS
+            || kind > p::WRITE_OP
+            || off % BLOCK as u64 != 0
+            || off < p::DATA
+            || off.checked_add(count * BLOCK as u64).is_none_or(|e| e > p::AREA_BYTES);
+        let fail = if bad {
+            Some(p::E_BAD)
+        } else if first.checked_add(count).is_none_or(|e| e > len) {
+            Some(p::E_RANGE)
+        } else if rights & if kind == p::READ_OP { READ } else { WRITE } == 0 {
+            Some(p::E_RIGHTS)
+        } else {
+            None
+        };
+        if let Some(e) = fail {
+            return self.finish(hid, status, p::FAILED | e, batch);
         }
-        if first.checked_add(count).is_none_or(|e| e > h.len) {
-            return p::FAILED | p::E_RANGE;
-        }
-        let need = if kind == p::READ_OP { READ } else { WRITE };
-        if h.rights & need == 0 {
-            return p::FAILED | p::E_RIGHTS;
-        }
-        let data = h.buf + i * p::OP_BYTES;
+        let id = self.next_op;
+        self.next_op += 1;
+        // One extra part keeps the operation open while its requests are queued.
+        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch });
+        let (data, block) = (area + off, start + first);
+        let write = kind == p::WRITE_OP;
         if !buffered {
-            for k in 0..count {
-                self.cache.remove(&(h.start + first + k));
+            if write {
+                self.cache_call(pc::INVALIDATE, block, count);
             }
-            self.waiting.push_back(Io {
-                write: kind == p::WRITE_OP,
-                sector: (h.start + first) * 8,
-                buf: data,
-                len: (count * BLOCK as u64) as usize,
-                status,
-                req: Box::default(),
-                resp: Box::default(),
-            });
-            return 0;
+            self.queue(write, block, data, count, id, None);
+            return self.op_step(id, true);
         }
-        self.drain();
-        for k in 0..count {
-            let blk = h.start + first + k;
-            // SAFETY: the slot lies within this handle's shared buffer, mapped here.
-            let buf: &mut [u8; BLOCK] = unsafe { &mut *((data + k * BLOCK as u64) as *mut [u8; BLOCK]) };
-            let r = if kind == p::READ_OP {
-                self.cached(blk).map(|c| buf.copy_from_slice(c))
-            } else {
-                self.cached(blk).map(|c| c.copy_from_slice(buf)).and_then(|_| self.disk.write(blk, buf))
-            };
-            if r.is_err() {
-                return p::FAILED | p::E_IO;
+        let mut k = 0;
+        while k < count {
+            let n = (count - k).min(pc::MAX_LOOKUP);
+            let found = self.lookup(block + k, n);
+            let mut retry = false;
+            for (j, f) in found.iter().take(n as usize).enumerate() {
+                let (b, buf) = (block + k + j as u64, data + (k + j as u64) * BLOCK as u64);
+                let slot = CACHE_VA + (f & 0xffff_ffff) * BLOCK as u64;
+                match (f >> 32, write) {
+                    _ if *f == u64::MAX => {
+                        if !write {
+                            self.queue(false, b, buf, 1, id, None);
+                        }
+                    }
+                    (pc::HIT, false) => copy_block(slot, buf),
+                    (pc::FILL, false) => self.queue(false, b, slot, 1, id, Some((b, buf))),
+                    (pc::HIT, true) => copy_block(buf, slot),
+                    (pc::FILL, true) => {
+                        copy_block(buf, slot);
+                        self.cache_call(pc::FILLED, b, 1);
+                    }
+                    _ => {
+                        // Busy: an earlier operation is filling it; let it finish and
+                        // look again from this block on.
+                        self.drain();
+                        k += j as u64;
+                        retry = true;
+                        break;
+                    }
+                }
+            }
+            if !retry {
+                k += n;
             }
         }
-        p::DONE
+        if write {
+            self.queue(true, block, data, count, id, None);
+        }
+        self.op_step(id, true);
     }
-}
 
-fn finish(io: &Io, status: u64) {
-    // SAFETY: the status word lies in the shared buffer's status page, mapped here.
-    unsafe { core::ptr::write_volatile(io.status as *mut u64, status) };
+    /// Accept a batch from `hid` (operations already read from the message or the
+    /// ring): status words to pending, answer now (or sleep the caller until all are
+    /// done, with `WAIT_ALL`), then start them.
+    fn batch(&mut self, hid: u64, ops: Vec<[u64; 4]>, flags: u64) -> Option<Msg> {
+        if ops.iter().any(|w| w[2] >> 32 >= p::STATUS_WORDS) {
+            return Some(err(Error::InvalidArg));
+        }
+        let area = self.handles[&hid].area;
+        for w in &ops {
+            put(area + p::STATUS + 8 * (w[2] >> 32), 0);
+        }
+        let b = self.next_batch;
+        self.next_batch += 1;
+        if flags & p::WAIT_ALL != 0 {
+            let slot = rt::alloc_slot();
+            if ipc::save_reply(slot).is_err() {
+                return Some(err(Error::NoPartner));
+            }
+            self.batches.insert(b, ops.len() as u32);
+            self.waiters.push(Waiter { slot, hid, wake: Wake::Batch(b) });
+        } else {
+            let _ = ipc::reply(&Msg::new(0, &[0, ops.len() as u64]));
+        }
+        for w in ops {
+            self.op(hid, w, b);
+        }
+        self.submit();
+        if self.irq.is_none() {
+            self.drain();
+        }
+        self.wake();
+        None
+    }
+
+    /// Take the entries the client put in the submission ring since the last doorbell.
+    fn ring(&mut self, hid: u64) -> Result<Vec<[u64; 4]>, Error> {
+        let h = &self.handles[&hid];
+        let tail = get(h.area + p::SQ_TAIL);
+        let n = tail.wrapping_sub(h.head);
+        if n > p::SQ_ENTRIES {
+            return Err(Error::InvalidArg);
+        }
+        let mut ops = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let e = h.area + p::SQ + ((h.head + i) % p::SQ_ENTRIES) * 32;
+            ops.push([get(e), get(e + 8), get(e + 16), get(e + 24)]);
+        }
+        let h = self.handles.get_mut(&hid).unwrap();
+        h.head = tail;
+        put(h.area + p::SQ_HEAD, tail);
+        Ok(ops)
+    }
+
+    /// Give a handle back: its operations finish, sleepers are told, the client's
+    /// capability and area mapping are revoked (the area is kept for reuse).
+    fn close(&mut self, hid: u64) {
+        self.drain();
+        let Some(h) = self.handles.remove(&hid) else { return };
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if self.waiters[i].hid == hid {
+                let w = self.waiters.swap_remove(i);
+                let _ = ipc::send(w.slot, &err(Error::NoPartner), 0);
+                let _ = rt::sys::cap_delete(w.slot);
+            } else {
+                i += 1;
+            }
+        }
+        // SAFETY: only the client's derived copies and this slot are affected.
+        let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
+        // SAFETY: the area stays mapped here; only the client loses it.
+        let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
+        self.spare.push(h.area);
+    }
+
+    /// A request through a segment capability.
+    fn segment(&mut self, hid: u64, m: &Msg) -> Option<Msg> {
+        if !self.handles.contains_key(&hid) {
+            return Some(err(Error::InvalidCap));
+        }
+        match m.label() {
+            p::BATCH => {
+                let n = m.word(2) as usize;
+                if n > p::MAX_REG_OPS || m.words().len() < 2 + p::OP_WORDS * n {
+                    return Some(err(Error::InvalidArg));
+                }
+                let ops = (0..n).map(|i| core::array::from_fn(|k| m.word(3 + 4 * i + k))).collect();
+                self.batch(hid, ops, m.word(1))
+            }
+            p::SUBMIT => match self.ring(hid) {
+                Ok(ops) => self.batch(hid, ops, m.word(1)),
+                Err(e) => Some(err(e)),
+            },
+            p::WAIT => {
+                let done = self.handles[&hid].completed;
+                if done >= m.word(1) {
+                    return Some(Msg::new(0, &[0, done]));
+                }
+                let slot = rt::alloc_slot();
+                if ipc::save_reply(slot).is_ok() {
+                    self.waiters.push(Waiter { slot, hid, wake: Wake::Count(m.word(1)) });
+                }
+                None
+            }
+            p::SYNC => {
+                self.drain();
+                let r = self.disk.0.flush();
+                Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]))
+            }
+            p::CLOSE => {
+                // Answer first: the close revokes the very capability the client called.
+                let _ = ipc::reply(&Msg::new(0, &[0]));
+                self.close(hid);
+                None
+            }
+            _ => Some(err(Error::InvalidArg)),
+        }
+    }
+
+    /// A request to the service itself, from `principal`'s program `client`.
+    fn service(&mut self, principal: u32, client: u64, name: &str, m: &Msg, text: &mut String) -> Msg {
+        // Metadata goes to the device with blocking requests: nothing may be in flight.
+        self.drain();
+        match m.label() {
+            p::CREATE => {
+                let (len, other) = (m.word(1), m.word(2));
+                if other & !((READ | WRITE) as u64) != 0 {
+                    return err(Error::InvalidArg);
+                }
+                let quota = self.quota_of(principal);
+                match self.vol.create(name, principal, READ | WRITE, other as u8, len, quota, 0) {
+                    Ok(_) => match self.vol.sync(&mut self.disk) {
+                        Ok(()) => Msg::new(0, &[0]),
+                        Err(_) => err(Error::BadState),
+                    },
+                    Err(e) => err(vol_err(e)),
+                }
+            }
+            p::OPEN => {
+                let Some(ino) = self.vol.lookup(name).cloned() else { return err(Error::NoPartner) };
+                let want = m.word(1) as u8;
+                if want == 0 || want & !ino.rights_for(principal) != 0 {
+                    return err(Error::NoRights);
+                }
+                let Some(area) = self.area() else { return err(Error::NoMemory) };
+                let hid = self.next;
+                self.next += 1;
+                let slot = rt::alloc_slot();
+                let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, HANDLE | hid);
+                self.handles.insert(hid, Handle { start: ino.start, len: ino.length, rights: want, slot, area, client, completed: 0, head: 0 });
+                let mut r = Msg::new(0, &[0, ino.length]);
+                r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
+                r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
+                r
+            }
+            p::STAT => match self.vol.lookup(name) {
+                None => err(Error::NoPartner),
+                Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64]),
+            },
+            p::LIST => {
+                text.clear();
+                for i in self.vol.list().filter(|i| i.rights_for(principal) != 0) {
+                    let _ = writeln!(text, "{} {} {}", i.name, i.length, i.owner);
+                }
+                ipc::set_send_string(text.as_bytes());
+                Msg::new(0, &[0]).with_string()
+            }
+            p::DELETE => match self.vol.lookup(name) {
+                None => err(Error::NoPartner),
+                Some(i) if i.owner != principal => err(Error::NoRights),
+                Some(i) => {
+                    let (s, l) = (i.start, i.length);
+                    if self.handles.values().any(|h| h.start == s && h.len == l) {
+                        return err(Error::BadState);
+                    }
+                    let _ = self.vol.delete(name);
+                    self.cache_call(pc::INVALIDATE, s, l);
+                    match self.vol.sync(&mut self.disk) {
+                        Ok(()) => Msg::new(0, &[0]),
+                        Err(_) => err(Error::BadState),
+                    }
+                }
+            },
+            _ => err(Error::NoSys),
+        }
+    }
 }
 
 /// Find the device's interrupt line: attach to every PCI line the manifest grants, make
@@ -276,14 +617,46 @@ fn name_of(buf: &[u8], m: &Msg) -> String {
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
+/// Map the cache server's frames here for DMA: (capability slot), or why not.
+fn attach_cache() -> Result<u64, &'static str> {
+    let slot = rt::alloc_slot();
+    env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
+    ipc::set_windows(Fpage::mem(CACHE_VA, 12 + 16, 7), Fpage(0), Fpage(0));
+    let mut m = Msg::new(pc::ATTACH, &[]);
+    let ok = ipc::call(slot, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    if !ok {
+        return Err("the cache server refused to attach");
+    }
+    virtio::register_dma(CACHE_VA, m.word(2), m.word(3));
+    Ok(slot)
+}
+
 fn main() -> i32 {
-    let quota = rt::args().split(' ').find_map(|w| w.strip_prefix("quota=")).and_then(|q| q.parse().ok()).unwrap_or(u64::MAX);
+    let mut quota = u64::MAX;
+    let mut quotas = BTreeMap::new();
+    for w in rt::args().split(' ') {
+        if let Some(q) = w.strip_prefix("quota=").and_then(|q| q.parse().ok()) {
+            quota = q;
+        } else if let Some((pr, q)) = w.strip_prefix("quota.").and_then(|r| r.split_once('=')) {
+            if let (Ok(pr), Ok(q)) = (pr.parse::<u32>(), q.parse::<u64>()) {
+                quotas.insert(pr, q);
+            }
+        }
+    }
     let s0slot = rt::alloc_slot();
     if pci::init().is_err() || env::lookup("sigma0", s0slot).is_err() {
         println!("blk: the manifest must grant the PCI ports and sigma0");
         return 1;
     }
     virtio::init(s0slot);
+    let cache = match attach_cache() {
+        Ok(c) => c,
+        Err(why) => {
+            println!("blk: {}", why);
+            return 1;
+        }
+    };
     let mut disk = match virtio::open_disk() {
         Ok((_, disk)) => disk,
         Err(why) => {
@@ -316,15 +689,20 @@ fn main() -> i32 {
         disk,
         vol,
         quota,
+        quotas,
         handles: BTreeMap::new(),
         next: 1,
         spare: Vec::new(),
-        buf_next: BUF_VA,
-        cache: BTreeMap::new(),
-        order: Vec::new(),
+        area_next: AREA_VA,
         sigma0: s0slot,
+        cache,
         waiting: VecDeque::new(),
         in_flight: Vec::new(),
+        ops: BTreeMap::new(),
+        next_op: 1,
+        batches: BTreeMap::new(),
+        next_batch: 1,
+        waiters: Vec::new(),
         irq,
     };
     let mut buf = [0u8; 256];
@@ -343,60 +721,17 @@ fn main() -> i32 {
             continue;
         }
         if badge & HANDLE != 0 {
-            let hid = badge & 0xffff_ffff;
-            let Some(h) = b.handles.get(&hid) else {
-                reply = Some(err(Error::InvalidCap));
-                continue;
-            };
-            match m.label() {
-                p::BATCH => {
-                    let n = m.word(1);
-                    if n > p::MAX_OPS || m.words().len() < 1 + 3 * n as usize {
-                        reply = Some(err(Error::InvalidArg));
-                        continue;
-                    }
-                    let ops: Vec<(u64, u64, u64)> = (0..n as usize).map(|i| (m.word(2 + 3 * i), m.word(3 + 3 * i), m.word(4 + 3 * i))).collect();
-                    let status = h.buf + p::MAX_OPS * p::OP_BYTES;
-                    // The batch is accepted: statuses to pending, answer at once, then work.
-                    for i in 0..n {
-                        // SAFETY: the status page is the last page of the shared buffer.
-                        unsafe { core::ptr::write_volatile((status + 8 * i) as *mut u64, 0) };
-                    }
-                    let _ = ipc::reply(&Msg::new(0, &[0]));
-                    let h = b.handles.remove(&hid).unwrap();
-                    for (i, (kind, first, count)) in ops.into_iter().enumerate() {
-                        let word = status + 8 * i as u64;
-                        let s = b.op(&h, i as u64, kind, first, count, word);
-                        if s != 0 {
-                            // SAFETY: as above.
-                            unsafe { core::ptr::write_volatile(word as *mut u64, s) };
-                        }
-                    }
-                    b.handles.insert(hid, h);
-                    b.submit();
-                    if b.irq.is_none() {
-                        b.drain();
-                    }
-                }
-                p::SYNC => {
-                    b.drain();
-                    let r = b.disk.0.flush();
-                    reply = Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]));
-                }
-                p::CLOSE => {
-                    // Its operations finish before its buffer can be reused.
-                    b.drain();
-                    let h = b.handles.remove(&hid).unwrap();
-                    let _ = ipc::reply(&Msg::new(0, &[0]));
-                    // Revoke the client's capability and buffer mapping; keep the buffer.
-                    // SAFETY: only the client's derived copies and this slot are affected.
-                    let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
-                    // SAFETY: the buffer stays mapped here; only the client loses it.
-                    let _ = unsafe { rt::sys::unmap(Fpage::mem(h.buf, 12 + h.log2, 0), 0) };
-                    b.spare.push((h.buf, h.log2));
-                }
-                _ => reply = Some(err(Error::InvalidArg)),
+            reply = b.segment(badge & 0xffff_ffff, &m);
+            continue;
+        }
+        if badge == 0 && m.label() == rt::proto::GONE {
+            // Root (its own, unbadged capability): a program died; its handles close.
+            let gone = m.word(1) & 0xffff_ffff;
+            let hids: Vec<u64> = b.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
+            for hid in &hids {
+                b.close(*hid);
             }
+            reply = Some(Msg::new(0, &[0, hids.len() as u64]));
             continue;
         }
         let principal = (badge >> 32) as u32;
@@ -405,73 +740,6 @@ fn main() -> i32 {
             continue;
         }
         let name = name_of(&buf, &m);
-        // Metadata goes to the device with blocking requests: nothing may be in flight.
-        b.drain();
-        reply = Some(match m.label() {
-            p::CREATE => {
-                let (len, other) = (m.word(1), m.word(2));
-                if other & !((READ | WRITE) as u64) != 0 {
-                    err(Error::InvalidArg)
-                } else {
-                    match b.vol.create(&name, principal, READ | WRITE, other as u8, len, b.quota, 0) {
-                        Ok(_) => match b.vol.sync(&mut b.disk) {
-                            Ok(()) => Msg::new(0, &[0]),
-                            Err(_) => err(Error::BadState),
-                        },
-                        Err(e) => err(vol_err(e)),
-                    }
-                }
-            }
-            p::OPEN => match b.vol.lookup(&name).cloned() {
-                None => err(Error::NoPartner),
-                Some(ino) => {
-                    let want = m.word(1) as u8;
-                    if want == 0 || want & !ino.rights_for(principal) != 0 {
-                        err(Error::NoRights)
-                    } else if let Some((va, log2)) = b.buffer() {
-                        let hid = b.next;
-                        b.next += 1;
-                        let slot = rt::alloc_slot();
-                        let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, HANDLE | hid);
-                        b.handles.insert(hid, Handle { start: ino.start, len: ino.length, rights: want, slot, buf: va, log2 });
-                        let mut r = Msg::new(0, &[0, ino.length]);
-                        r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
-                        r.push_item(Fpage::mem(va, 12 + log2, abi::mem::READ | abi::mem::WRITE), 0);
-                        r
-                    } else {
-                        err(Error::NoMemory)
-                    }
-                }
-            },
-            p::STAT => match b.vol.lookup(&name) {
-                None => err(Error::NoPartner),
-                Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64]),
-            },
-            p::LIST => {
-                text.clear();
-                for i in b.vol.list().filter(|i| i.rights_for(principal) != 0) {
-                    let _ = writeln!(text, "{} {} {}", i.name, i.length, i.owner);
-                }
-                ipc::set_send_string(text.as_bytes());
-                Msg::new(0, &[0]).with_string()
-            }
-            p::DELETE => match b.vol.lookup(&name) {
-                None => err(Error::NoPartner),
-                Some(i) if i.owner != principal => err(Error::NoRights),
-                Some(i) => {
-                    let (s, l) = (i.start, i.length);
-                    if b.handles.values().any(|h| h.start == s && h.len == l) {
-                        err(Error::BadState)
-                    } else {
-                        let _ = b.vol.delete(&name);
-                        match b.vol.sync(&mut b.disk) {
-                            Ok(()) => Msg::new(0, &[0]),
-                            Err(_) => err(Error::BadState),
-                        }
-                    }
-                }
-            },
-            _ => err(Error::NoSys),
-        });
+        reply = Some(b.service(principal, badge & 0xffff_ffff, &name, &m, &mut text));
     }
 }

@@ -38,6 +38,8 @@ struct Prog {
     /// Index of the memory server that pages it (None: paged by sigma0).
     pager: Option<usize>,
     restarts: u32,
+    /// Programs marked `clients` it was given a capability to: told when it ends.
+    uses: Vec<usize>,
 }
 
 struct Root<'a> {
@@ -141,7 +143,7 @@ impl Root<'_> {
             }
         }
         child.start()?;
-        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0 });
+        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new() });
         Ok(idx)
     }
 
@@ -162,6 +164,14 @@ impl Root<'_> {
                 // Paged by sigma0 (a memory server): sigma0 takes its frames back.
                 let mut r = Msg::new(proto::sigma0::RECLAIM, &[badge_of(idx)]);
                 let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
+            }
+        }
+        // Services that keep state per client drop this one's (bounded waits: a busy or
+        // stuck service is not root's problem).
+        for s in core::mem::take(&mut self.progs[idx].uses) {
+            if !self.progs[s].done {
+                let mut g = Msg::new(proto::GONE, &[badge_of(idx)]);
+                let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
             }
         }
         let p = &self.progs[idx];
@@ -310,6 +320,9 @@ impl Root<'_> {
                             let r = sys::cap_copy(self.progs[s].child.thread, tmp, rights::SEND, badge)
                                 .and_then(|_| sys::cap_give(req, tmp, m.word(1), rights::SEND));
                             let _ = sys::cap_delete(tmp);
+                            if r.is_ok() && self.progs[s].entry.clients && !self.progs[idx].uses.contains(&s) {
+                                self.progs[idx].uses.push(s);
+                            }
                             r
                         }
                     }

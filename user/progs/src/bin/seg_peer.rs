@@ -33,5 +33,14 @@ fn main() -> i32 {
     }
     c.eq(baio::delete(blk, "shared"), Err(Error::NoRights), "nor delete it");
     c.check(baio::list(blk).is_ok_and(|l| l.contains("shared") && !l.contains("mine")), "list shows only what it may open");
+    // Principal 2's quota is 24 blocks (blk's `quota.2=24`).
+    c.eq(baio::create(blk, "p2a", 16, 0), Ok(()), "within the principal's quota");
+    c.eq(baio::create(blk, "p2b", 16, 0), Err(Error::NoMemory), "over the principal's quota");
+    c.eq(baio::delete(blk, "p2a"), Ok(()), "delete its own segment");
+    // Keep "shared" open and end: the service must close it for us.
+    let left = baio::open(blk, "shared", 1, 0x0000_5b00_0000_0000);
+    c.check(left.is_ok(), "open again and leave it open");
+    core::mem::forget(left);
+    c.eq(baio::create(blk, "peer-done", 1, 1), Ok(()), "say we are done");
     c.finish("seg_peer")
 }
