@@ -15,9 +15,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>().map(|n| n * mul).map_err(|_| format!("cannot read the size `{s}`"))
 }
 
-const USAGE: &str = "usage: cargo xtask mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...\n\
+const USAGE: &str = "usage: cargo xtask mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE | :fs=PATH+PATH...]]...\n\
                      SIZE like 64M; a segment is owned by principal OWNER (read-write for it, read for others)\n\
-                     and, with FILE, filled with the file's bytes";
+                     and, with FILE, filled with the file's bytes; with fs=, it holds a baiofs filesystem\n\
+                     with those files and directories (recursively) in its root";
 
 pub fn mkimage(args: &[String]) -> Result<ExitCode, String> {
     let mut out = None;
@@ -53,6 +54,7 @@ pub fn make(out: &str, size: u64, segs: &[String]) -> Result<Volume, String> {
         let owner: u32 = parts[1].parse().map_err(|_| format!("segment `{s}`: bad owner"))?;
         let blocks: u64 = parts[2].parse().map_err(|_| format!("segment `{s}`: bad block count"))?;
         let data = match parts.get(3) {
+            Some(f) if f.starts_with("fs=") => filesystem(blocks, &f[3..]).map_err(|e| format!("segment `{}`: {e}", parts[0]))?,
             Some(f) => std::fs::read(f).map_err(|e| format!("{f}: {e}"))?,
             None => Vec::new(),
         };
@@ -71,6 +73,44 @@ pub fn make(out: &str, size: u64, segs: &[String]) -> Result<Volume, String> {
     Ok(v)
 }
 
+/// A baiofs filesystem of `blocks` blocks holding `paths` ('+'-separated files and
+/// directories, copied recursively into its root): the segment's bytes.
+fn filesystem(blocks: u64, paths: &str) -> Result<Vec<u8>, String> {
+    let mut fs = baiofs::Fs::format(MemDev(vec![0u8; blocks as usize * BLOCK])).map_err(|e| format!("{e:?}"))?;
+    fn copy(fs: &mut baiofs::Fs<MemDev>, host: &std::path::Path, at: &str) -> Result<(), String> {
+        let name = host.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let path = format!("{at}/{name}");
+        if host.is_dir() {
+            fs.create(&path, baiofs::Kind::Dir).map_err(|e| format!("{path}: {e:?}"))?;
+            let mut kids: Vec<_> = std::fs::read_dir(host).map_err(|e| format!("{}: {e}", host.display()))?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            kids.sort();
+            for k in kids {
+                copy(fs, &k, &path)?;
+            }
+        } else {
+            let data = std::fs::read(host).map_err(|e| format!("{}: {e}", host.display()))?;
+            fs.create(&path, baiofs::Kind::File).map_err(|e| format!("{path}: {e:?}"))?;
+            fs.write(&path, 0, &data).map_err(|e| format!("{path}: {e:?}"))?;
+        }
+        Ok(())
+    }
+    for p in paths.split('+').filter(|p| !p.is_empty()) {
+        copy(&mut fs, std::path::Path::new(p), "")?;
+    }
+    Ok(fs.dev.0)
+}
+
+/// Does the BAIO image at `path` mount, with a segment `name` holding a baiofs
+/// filesystem that mounts?
+pub fn has_filesystem(path: &std::path::Path, name: &str) -> bool {
+    let Ok(data) = std::fs::read(path) else { return false };
+    let mut dev = MemDev(data);
+    let Ok(v) = Volume::mount(&mut dev) else { return false };
+    let Some(i) = v.lookup(name) else { return false };
+    let at = i.start as usize * BLOCK;
+    baiofs::Fs::mount(MemDev(dev.0[at..at + i.length as usize * BLOCK].to_vec())).is_ok()
+}
+
 pub fn fsck(args: &[String]) -> Result<ExitCode, String> {
     let path = args.first().ok_or("usage: cargo xtask fsck IMAGE")?;
     let data = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
@@ -79,10 +119,26 @@ pub fn fsck(args: &[String]) -> Result<ExitCode, String> {
     if problems.is_empty() {
         let v = Volume::mount(&mut dev).map_err(|e| format!("{e:?}"))?;
         println!("{path}: clean: {} blocks, {} segments, {} blocks free", v.layout.total_blocks, v.list().count(), v.free_blocks());
+        let mut bad = false;
         for i in v.list() {
             println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other);
+            // A segment holding a baiofs filesystem is checked too.
+            let at = i.start as usize * BLOCK;
+            let seg = dev.0[at..at + i.length as usize * BLOCK].to_vec();
+            if seg.len() >= 8 && seg[..8] == baiofs::MAGIC.to_le_bytes() {
+                match baiofs::Fs::mount(MemDev(seg)) {
+                    Ok(mut fs) => {
+                        let files = fs.list("/").map(|l| l.len()).unwrap_or(0);
+                        println!("    baiofs: clean, {files} entries in its root, {} blocks free", fs.free_blocks());
+                    }
+                    Err(e) => {
+                        bad = true;
+                        println!("    baiofs: {e:?}");
+                    }
+                }
+            }
         }
-        Ok(ExitCode::SUCCESS)
+        Ok(if bad { ExitCode::FAILURE } else { ExitCode::SUCCESS })
     } else {
         println!("{path}: {} problems", problems.len());
         for p in &problems {

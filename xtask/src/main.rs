@@ -126,11 +126,14 @@ fn run() -> Result<ExitCode, String> {
     let a = build()?;
     let img = make_image(&a, RUN_MANIFEST, "run")?;
     qemu::ensure_qemu()?;
-    // The disk persists across runs; it is made (with sample segments) when missing.
+    // The disk persists across runs; it is made (with sample segments and a `files`
+    // filesystem holding the docs) when missing or when made by an older xtask.
     let disk = out_dir().join("run-disk.img");
-    if !disk.exists() {
-        let readme = project_root().join("README.md").display().to_string();
-        image::make(&disk.display().to_string(), 64 << 20, &[format!("readme:1:256:{readme}"), "scratch:1:1024".into(), "others:2:512".into()])?;
+    if !image::has_filesystem(&disk, "files") {
+        let root = project_root();
+        let p = |f: &str| root.join(f).display().to_string();
+        let fs = format!("files:1:4096:fs={}+{}+{}+{}", p("xtask/disk/hello.txt"), p("README.md"), p("ARCHITECTURE.md"), p("docs"));
+        image::make(&disk.display().to_string(), 64 << 20, &[fs, format!("readme:1:256:{}", p("README.md")), "scratch:1:1024".into(), "others:2:512".into()])?;
         eprintln!("xtask: made the BAIO disk {}", disk.display());
     }
     let accel = qemu::accel();

@@ -11,6 +11,8 @@ use std::time::Duration;
 /// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
 /// interrupt is the event it times), and kernel memory for 64 spaces.
 /// The block service's manifest entry.
+/// The block service and the files server on segment `files`.
+const FILES_SERVER: &str = concat!("[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n", "\n[[program]]\nname = \"files\"\nprincipal = 1\npriority = 110\ncaps = [\"blk\"]\nclients = true\n");
 const BLK_SERVER: &str = "[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096 quota.2=24\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n";
 
 pub const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
@@ -25,8 +27,8 @@ pub struct Scenario {
     pub input: Option<(&'static str, &'static str)>,
     /// With input: strings the serial log must show (the scenario is one test).
     pub expect: &'static [&'static str],
-    /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE]`, FILE relative
-    /// to the project), attached as virtio-blk.
+    /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE | :fs=PATH+…]`,
+    /// paths relative to the project), attached as virtio-blk.
     pub disk: Option<&'static [&'static str]>,
     /// Kernel command line.
     pub append: &'static str,
@@ -79,6 +81,12 @@ pub fn scenarios() -> Vec<Scenario> {
             ..Scenario::base("baio")
         },
         Scenario {
+            tests: vec!["caps=blk,files principal=1 files_test".into()],
+            extra: FILES_SERVER,
+            disk: Some(&["files:1:2048:fs=xtask/disk", "junk:1:64"]),
+            ..Scenario::base("files")
+        },
+        Scenario {
             tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into(), "limit_test".into()],
             extra: "[[program]]\nname = \"echo\"\nrestart = true\n\n[[program]]\nname = \"hog\"\npages = 64\nstart = false\n",
             ..Scenario::base("services")
@@ -95,7 +103,7 @@ pub fn scenarios() -> Vec<Scenario> {
             extra: include_str!("../console.manifest"),
             // Typed at the shell's first prompt: a backspace edit, every command, a
             // mistake, and halt (which ends the machine).
-            input: Some(("scion> ", "help\nps\nmem\nlspci\nbogus\necno\x7f\x7fho edited\x15echo hello scion\nkill 999\nhalt\n")),
+            input: Some(("scion> ", "help\nps\nmem\nlspci\nbogus\necno\x7f\x7fho edited\x15echo hello scion\nkill 999\nls\ncat hello.txt\nput notes/a.txt no such dir\nput note.txt typed at the shell\ncat note.txt\nls\nrm note.txt\ncat note.txt\nhalt\n")),
             expect: &[
                 "console: ready",
                 "commands:",
@@ -107,8 +115,15 @@ pub fn scenarios() -> Vec<Scenario> {
                 "sh: unknown command `bogus` (try `help`)",
                 "\nhello scion\n",
                 "kill: 999: InvalidArg",
+                "f 12 hello.txt",
+                "\nhello scion\n",
+                "put: notes/a.txt no such dir: NoPartner",
+                "\ntyped at the shell\n",
+                "f 19 note.txt",
+                "cat: note.txt: NoPartner",
                 "[root] halting",
             ],
+            disk: Some(&["files:1:2048:fs=xtask/disk/hello.txt"]),
             ..Scenario::base("console")
         },
     ]
@@ -158,7 +173,10 @@ fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                 .map(|s| {
                     let mut p: Vec<String> = s.split(':').map(String::from).collect();
                     if p.len() == 4 {
-                        p[3] = root.join(&p[3]).display().to_string();
+                        p[3] = match p[3].strip_prefix("fs=") {
+                            Some(paths) => format!("fs={}", paths.split('+').map(|q| root.join(q).display().to_string()).collect::<Vec<_>>().join("+")),
+                            None => root.join(&p[3]).display().to_string(),
+                        };
                     }
                     p.join(":")
                 })
@@ -229,7 +247,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 5] = ["abi", "kcore", "bootfs", "manifest", "baio"];
+pub const HOST_CRATES: [&str; 6] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {

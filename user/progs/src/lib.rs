@@ -3,6 +3,7 @@
 
 extern crate alloc;
 
+pub mod segdev;
 pub mod virtio;
 
 use abi::Error;

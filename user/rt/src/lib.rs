@@ -6,6 +6,7 @@
 extern crate alloc;
 
 pub mod baio;
+pub mod files;
 pub mod console;
 pub mod env;
 pub mod heap;

@@ -180,3 +180,31 @@ pub mod mem {
 
 /// Badges root gives: the program id, plus this bit on fault messages.
 pub const FAULT_BADGE: u64 = 1 << 32;
+
+/// The `files` compatibility server: a baiofs filesystem in one BAIO segment, served by
+/// path over IPC to programs that do not link a filesystem themselves. Replies carry
+/// MR1 = 0 or an error: `NoPartner` (no such file), `SlotInUse` (exists), `InvalidArg`
+/// (bad name or path, a directory where a file is wanted, or the reverse), `BadState`
+/// (directory not empty), `NoMemory` (no space), `InvalidCap` (unknown handle).
+pub mod files {
+    /// string = path, MR1 = flags (`CREATE`). Reply MR2 = handle, MR3 = size.
+    pub const OPEN: u64 = 0xa0;
+    /// MR1 = handle, MR2 = offset, MR3 = most bytes (≤ `MAX_IO`). Reply string = data.
+    pub const READ: u64 = 0xa1;
+    /// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes written.
+    pub const WRITE: u64 = 0xa2;
+    /// MR1 = handle.
+    pub const CLOSE: u64 = 0xa3;
+    /// string = directory. Reply string: one "d|f size name" line per entry.
+    pub const LIST: u64 = 0xa4;
+    /// string = path (a file, or an empty directory).
+    pub const REMOVE: u64 = 0xa5;
+    /// string = path.
+    pub const MKDIR: u64 = 0xa6;
+    /// string = path. Reply MR2 = 1 file / 2 directory, MR3 = size.
+    pub const STAT: u64 = 0xa7;
+    /// Make everything written so far durable.
+    pub const SYNC: u64 = 0xa8;
+    pub const CREATE: u64 = 1;
+    pub const MAX_IO: u64 = 16 * 1024;
+}

@@ -1,6 +1,6 @@
 //! The shell on the user-level console: line editing (backspace, Ctrl-U to erase the
 //! line, Ctrl-C to drop it, escape sequences ignored), and commands that ask root and
-//! the servers: help, ps, mem, kill, run, lspci, echo, halt.
+//! the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm, echo, halt.
 #![no_std]
 #![no_main]
 
@@ -20,6 +20,10 @@ const HELP: &str = "commands:
   run NAME [ARGS]   start a program from the boot image (resources as the manifest says)
   lspci             list PCI devices
   segs              the BAIO disk segments this shell may open (name, blocks, owner)
+  ls [DIR]          files in DIR (kind, size, name) on the `files` server
+  cat FILE          print FILE
+  put FILE TEXT     write TEXT (and a newline) into FILE, made if missing
+  rm PATH           remove a file or an empty directory
   echo TEXT         print TEXT
   halt              power off";
 
@@ -141,6 +145,7 @@ fn main() -> i32 {
                     Err(e) => println!("segs: no block service: {:?}", e),
                 }
             }
+            "ls" | "cat" | "put" | "rm" => files(cmd, rest.trim()),
             "echo" => println!("{}", rest),
             "halt" => {
                 println!("halting");
@@ -149,4 +154,35 @@ fn main() -> i32 {
             other => println!("sh: unknown command `{}` (try `help`)", other),
         }
     }
+}
+
+/// The file commands, through the `files` server.
+fn files(cmd: &str, arg: &str) {
+    use rt::files as f;
+    let srv = rt::alloc_slot();
+    if env::lookup("files", srv).is_err() {
+        println!("{}: no files server", cmd);
+        return;
+    }
+    let r = match cmd {
+        "ls" => f::list(srv, if arg.is_empty() { "/" } else { arg }).map(|t| print!("{}", t)),
+        "cat" => f::read_all(srv, arg).map(|d| print!("{}", String::from_utf8_lossy(&d))),
+        "put" => {
+            let (path, text) = arg.split_once(' ').unwrap_or((arg, ""));
+            // A new file each time (baiofs files do not shrink).
+            let _ = f::remove(srv, path);
+            f::open(srv, path, true).and_then(|(h, _)| {
+                let mut line = String::from(text);
+                line.push('\n');
+                let r = f::write(srv, h, 0, line.as_bytes()).and_then(|_| f::sync(srv));
+                let _ = f::close(srv, h);
+                r.map(|_| ())
+            })
+        }
+        _ => f::remove(srv, arg),
+    };
+    if let Err(e) = r {
+        println!("{}: {}: {:?}", cmd, arg, e);
+    }
+    let _ = rt::sys::cap_delete(srv);
 }

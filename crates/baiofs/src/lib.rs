@@ -1,0 +1,841 @@
+//! `baiofs`: a filesystem that lives inside one BAIO disk segment, as a library in the
+//! program that owns the segment (BAIO paper §3.2: layout, naming, caching and
+//! prefetching belong to the application, not the system).
+//!
+//! Layout (blocks of 4 KiB, numbered from 0 in the segment; `docs/baiofs.md`):
+//! - block 0, the superblock: magic, version, blocks, inode count, where the bitmap,
+//!   the inode table and the data start, and a checksum;
+//! - the free-block bitmap (one bit per block of the segment);
+//! - the inode table: 64-byte inodes (kind, size, up to `EXTENTS` extents of
+//!   contiguous blocks); inode 1 is the root directory;
+//! - data. A directory is a file of 64-byte entries (inode, kind, name).
+//!
+//! Files are extents of contiguous blocks: a file written in one go is one run on the
+//! disk, so BAIO can move it with few large operations.
+//!
+//! Caching is the application's: the library keeps its own block cache (size set by
+//! the program) and per-file policies — [`Policy::Normal`] (least recently used),
+//! [`Policy::Keep`] (stays cached), [`Policy::NoCache`] (read and written around the
+//! cache, straight to the device). [`Fs::prefetch`] tells the device which blocks will
+//! be wanted so it can start reading them ahead (asynchronously on BAIO).
+//! Metadata is written through at once; `sync` asks the device to make it durable.
+#![no_std]
+
+extern crate alloc;
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+pub use baio::{BlockDev, BLOCK};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"SCBFS001");
+pub const VERSION: u32 = 1;
+pub const INODE_SIZE: usize = 64;
+pub const EXTENTS: usize = 6;
+pub const NAME_MAX: usize = 56;
+pub const DIRENT: usize = 64;
+pub const ROOT: u32 = 1;
+const PER_BLOCK: u64 = (BLOCK / INODE_SIZE) as u64;
+
+/// A block device with the hints a BAIO segment can act on.
+pub trait Dev: BlockDev {
+    /// Start reading these blocks ahead of use (a hint; by default nothing happens).
+    fn prefetch(&mut self, _first: u64, _n: u64) {}
+    /// Read around any shared cache (by default a plain read).
+    fn read_direct(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
+        self.read(block, buf)
+    }
+    /// Write around any shared cache (by default a plain write).
+    fn write_direct(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
+        self.write(block, buf)
+    }
+    /// Make every write so far durable.
+    fn sync(&mut self) -> Result<(), baio::Error> {
+        Ok(())
+    }
+}
+
+impl Dev for baio::MemDev {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    Io,
+    /// Mount refused: the text names the inconsistency.
+    Corrupt(String),
+    NotFound,
+    Exists,
+    NotDir,
+    IsDir,
+    NotEmpty,
+    BadName,
+    NoSpace,
+    NoInode,
+    /// The file would need more than `EXTENTS` runs of blocks.
+    TooFragmented,
+}
+
+impl From<baio::Error> for Error {
+    fn from(_: baio::Error) -> Error {
+        Error::Io
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    File = 1,
+    Dir = 2,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Cached, least recently used first out.
+    #[default]
+    Normal,
+    /// Cached and never evicted.
+    Keep,
+    /// Around the library's cache, straight to the device.
+    NoCache,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+struct Inode {
+    kind: u16,
+    size: u64,
+    ext: [(u32, u32); EXTENTS],
+}
+
+impl Inode {
+    fn blocks(&self) -> u64 {
+        self.ext.iter().map(|e| e.1 as u64).sum()
+    }
+    /// The device block holding file block `i`.
+    fn map(&self, mut i: u64) -> Option<u64> {
+        for (s, n) in self.ext {
+            if i < n as u64 {
+                return Some(s as u64 + i);
+            }
+            i -= n as u64;
+        }
+        None
+    }
+    fn encode(&self, b: &mut [u8]) {
+        b.fill(0);
+        b[0..2].copy_from_slice(&self.kind.to_le_bytes());
+        b[8..16].copy_from_slice(&self.size.to_le_bytes());
+        for (k, (s, n)) in self.ext.iter().enumerate() {
+            b[16 + 8 * k..20 + 8 * k].copy_from_slice(&s.to_le_bytes());
+            b[20 + 8 * k..24 + 8 * k].copy_from_slice(&n.to_le_bytes());
+        }
+    }
+    fn decode(b: &[u8]) -> Inode {
+        let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let mut ext = [(0, 0); EXTENTS];
+        for (k, e) in ext.iter_mut().enumerate() {
+            *e = (u32at(16 + 8 * k), u32at(20 + 8 * k));
+        }
+        Inode { kind: u16::from_le_bytes([b[0], b[1]]), size: u64::from_le_bytes(b[8..16].try_into().unwrap()), ext }
+    }
+}
+
+/// Where things are in a segment of a given size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub blocks: u64,
+    pub inodes: u64,
+    pub bitmap_start: u64,
+    pub bitmap_blocks: u64,
+    pub itable_start: u64,
+    pub itable_blocks: u64,
+    pub data_start: u64,
+}
+
+impl Geometry {
+    /// One inode per 4 blocks (at least 64), as many as fill whole blocks.
+    pub fn new(blocks: u64) -> Geometry {
+        let bitmap_blocks = blocks.div_ceil(8 * BLOCK as u64);
+        let itable_blocks = (blocks / 4).max(64).div_ceil(PER_BLOCK);
+        Geometry { blocks, inodes: itable_blocks * PER_BLOCK, bitmap_start: 1, bitmap_blocks, itable_start: 1 + bitmap_blocks, itable_blocks, data_start: 1 + bitmap_blocks + itable_blocks }
+    }
+}
+
+fn checksum(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// A directory entry as `list` gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub kind: Kind,
+    pub size: u64,
+    pub ino: u32,
+}
+
+pub fn valid_name(n: &str) -> bool {
+    !n.is_empty() && n.len() <= NAME_MAX && n != "." && n != ".." && !n.contains('/') && !n.contains('\0')
+}
+
+/// Cache counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub resident: u64,
+}
+
+pub struct Fs<D: Dev> {
+    pub dev: D,
+    pub geo: Geometry,
+    bitmap: Vec<u8>,
+    inodes: Vec<Inode>,
+    /// Allocation hint: where the last search for free blocks ended.
+    hint: u64,
+    /// The library's block cache: device block → (data, last use, pinned).
+    cache: BTreeMap<u64, (alloc::boxed::Box<[u8; BLOCK]>, u64, bool)>,
+    capacity: usize,
+    clock: u64,
+    policies: BTreeMap<u32, Policy>,
+    stats: CacheStats,
+}
+
+impl<D: Dev> Fs<D> {
+    /// Make an empty filesystem on the whole device (its root directory empty).
+    pub fn format(mut dev: D) -> Result<Fs<D>, Error> {
+        let blocks = dev.blocks();
+        let geo = Geometry::new(blocks);
+        if geo.data_start + 1 > blocks || blocks > u32::MAX as u64 {
+            return Err(Error::NoSpace);
+        }
+        let zero = [0u8; BLOCK];
+        for b in 1..geo.data_start {
+            dev.write(b, &zero)?;
+        }
+        let mut fs = Fs::new(dev, geo);
+        for b in 0..geo.data_start {
+            fs.set_bit(b, true);
+        }
+        fs.inodes[ROOT as usize].kind = Kind::Dir as u16;
+        fs.write_super()?;
+        fs.write_bitmap_all()?;
+        fs.write_inode(ROOT)?;
+        Ok(fs)
+    }
+
+    fn new(dev: D, geo: Geometry) -> Fs<D> {
+        Fs {
+            dev,
+            geo,
+            bitmap: vec![0u8; (geo.bitmap_blocks as usize) * BLOCK],
+            inodes: vec![Inode::default(); geo.inodes as usize],
+            hint: geo.data_start,
+            cache: BTreeMap::new(),
+            capacity: 64,
+            clock: 0,
+            policies: BTreeMap::new(),
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// Mount: read and check everything (superblock, bitmap, inodes, the directory
+    /// tree); refuse any inconsistency with an error that names it.
+    pub fn mount(mut dev: D) -> Result<Fs<D>, Error> {
+        let bad = |s: String| Err(Error::Corrupt(s));
+        let mut b = [0u8; BLOCK];
+        dev.read(0, &mut b)?;
+        let u64at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        if u64at(&b, 0) != MAGIC {
+            return bad("bad magic: not a baiofs filesystem".into());
+        }
+        if u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION {
+            return bad("unknown version".into());
+        }
+        if u64at(&b, 64) != checksum(&b[..64]) {
+            return bad("superblock checksum mismatch".into());
+        }
+        let blocks = u64at(&b, 16);
+        if blocks != dev.blocks() {
+            return bad(format!("superblock says {} blocks, the segment has {}", blocks, dev.blocks()));
+        }
+        let geo = Geometry::new(blocks);
+        let stored = Geometry { blocks, inodes: u64at(&b, 24), bitmap_start: u64at(&b, 32), bitmap_blocks: u64at(&b, 40), itable_start: u64at(&b, 48), itable_blocks: geo.itable_blocks, data_start: u64at(&b, 56) };
+        if stored != geo {
+            return bad("the geometry in the superblock is not the one its size gives".into());
+        }
+        let mut fs = Fs::new(dev, geo);
+        for i in 0..geo.bitmap_blocks {
+            let mut blk = [0u8; BLOCK];
+            fs.dev.read(geo.bitmap_start + i, &mut blk)?;
+            fs.bitmap[i as usize * BLOCK..(i as usize + 1) * BLOCK].copy_from_slice(&blk);
+        }
+        for i in 0..geo.itable_blocks {
+            let mut blk = [0u8; BLOCK];
+            fs.dev.read(geo.itable_start + i, &mut blk)?;
+            for k in 0..PER_BLOCK as usize {
+                fs.inodes[(i * PER_BLOCK) as usize + k] = Inode::decode(&blk[k * INODE_SIZE..(k + 1) * INODE_SIZE]);
+            }
+        }
+        let problems = fs.check();
+        if let Some(p) = problems.into_iter().next() {
+            return bad(p);
+        }
+        Ok(fs)
+    }
+
+    /// Every inconsistency, one sentence each (empty: consistent).
+    pub fn check(&mut self) -> Vec<String> {
+        let g = self.geo;
+        let mut out = Vec::new();
+        let mut owner: BTreeMap<u64, u32> = BTreeMap::new();
+        if self.inodes[0].kind != 0 {
+            out.push("inode 0 is in use".to_string());
+        }
+        if self.inodes[ROOT as usize].kind != Kind::Dir as u16 {
+            out.push("the root inode is not a directory".to_string());
+        }
+        for (ino, n) in self.inodes.iter().enumerate() {
+            if n.kind == 0 {
+                if n.size != 0 || n.blocks() != 0 {
+                    out.push(format!("free inode {ino} has a size or blocks"));
+                }
+                continue;
+            }
+            if n.kind != Kind::File as u16 && n.kind != Kind::Dir as u16 {
+                out.push(format!("inode {ino} has unknown kind {}", n.kind));
+                continue;
+            }
+            for (s, l) in n.ext {
+                let (s, l) = (s as u64, l as u64);
+                if l == 0 {
+                    continue;
+                }
+                if s < g.data_start || s + l > g.blocks {
+                    out.push(format!("inode {ino}: extent {s}+{l} lies outside the data blocks"));
+                    continue;
+                }
+                for b in s..s + l {
+                    if let Some(o) = owner.insert(b, ino as u32) {
+                        out.push(format!("block {b} belongs to inodes {o} and {ino}"));
+                        break;
+                    }
+                }
+            }
+            if n.size > n.blocks() * BLOCK as u64 {
+                out.push(format!("inode {ino}: size {} is past its {} blocks", n.size, n.blocks()));
+            }
+            if n.kind == Kind::Dir as u16 && n.size % DIRENT as u64 != 0 {
+                out.push(format!("directory {ino}: size {} is not a whole number of entries", n.size));
+            }
+        }
+        for b in 0..g.blocks {
+            let used = b < g.data_start || owner.contains_key(&b);
+            if self.bit(b) != used {
+                out.push(format!("bitmap says block {b} is {}, the inodes say {}", if used { "free" } else { "used" }, if used { "used" } else { "free" }));
+                if out.len() > 50 {
+                    return out;
+                }
+            }
+        }
+        if !out.is_empty() {
+            return out;
+        }
+        // Walk the tree: every entry names a live inode of its kind, once.
+        let mut seen = vec![false; self.inodes.len()];
+        seen[ROOT as usize] = true;
+        let mut dirs = vec![ROOT];
+        while let Some(d) = dirs.pop() {
+            let Ok(ents) = self.entries(d) else {
+                out.push(format!("directory {d} cannot be read"));
+                continue;
+            };
+            for (_, e) in ents {
+                if e.ino == 0 || e.ino as u64 >= g.inodes {
+                    out.push(format!("directory {d}: entry `{}` names inode {}, out of range", e.name, e.ino));
+                } else if self.inodes[e.ino as usize].kind != e.kind as u16 {
+                    out.push(format!("directory {d}: entry `{}` disagrees with inode {} on its kind", e.name, e.ino));
+                } else if seen[e.ino as usize] {
+                    out.push(format!("inode {} is named twice", e.ino));
+                } else {
+                    seen[e.ino as usize] = true;
+                    if e.kind == Kind::Dir {
+                        dirs.push(e.ino);
+                    }
+                }
+            }
+        }
+        for (ino, n) in self.inodes.iter().enumerate() {
+            if n.kind != 0 && !seen[ino] {
+                out.push(format!("inode {ino} is in use but no directory names it"));
+            }
+        }
+        out
+    }
+
+    fn bit(&self, b: u64) -> bool {
+        self.bitmap[(b / 8) as usize] & (1 << (b % 8)) != 0
+    }
+
+    fn set_bit(&mut self, b: u64, v: bool) {
+        let m = 1u8 << (b % 8);
+        if v { self.bitmap[(b / 8) as usize] |= m } else { self.bitmap[(b / 8) as usize] &= !m }
+    }
+
+    fn write_super(&mut self) -> Result<(), Error> {
+        let g = self.geo;
+        let mut b = [0u8; BLOCK];
+        b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        for (o, v) in [(16, g.blocks), (24, g.inodes), (32, g.bitmap_start), (40, g.bitmap_blocks), (48, g.itable_start), (56, g.data_start)] {
+            b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let c = checksum(&b[..64]);
+        b[64..72].copy_from_slice(&c.to_le_bytes());
+        self.dev.write(0, &b)?;
+        Ok(())
+    }
+
+    fn write_bitmap_block(&mut self, i: u64) -> Result<(), Error> {
+        let blk: &[u8; BLOCK] = self.bitmap[i as usize * BLOCK..(i as usize + 1) * BLOCK].try_into().unwrap();
+        let blk = *blk;
+        self.dev.write(self.geo.bitmap_start + i, &blk)?;
+        Ok(())
+    }
+
+    fn write_bitmap_all(&mut self) -> Result<(), Error> {
+        for i in 0..self.geo.bitmap_blocks {
+            self.write_bitmap_block(i)?;
+        }
+        Ok(())
+    }
+
+    fn write_inode(&mut self, ino: u32) -> Result<(), Error> {
+        let first = ino as u64 / PER_BLOCK * PER_BLOCK;
+        let mut blk = [0u8; BLOCK];
+        for k in 0..PER_BLOCK as usize {
+            self.inodes[first as usize + k].encode(&mut blk[k * INODE_SIZE..(k + 1) * INODE_SIZE]);
+        }
+        self.dev.write(self.geo.itable_start + first / PER_BLOCK, &blk)?;
+        Ok(())
+    }
+
+    /// Free blocks in the segment.
+    pub fn free_blocks(&self) -> u64 {
+        (self.geo.data_start..self.geo.blocks).filter(|b| !self.bit(*b)).count() as u64
+    }
+
+    /// Find `n` contiguous free blocks, searching from the hint: their first block.
+    fn find_run(&self, n: u64) -> Option<u64> {
+        let g = self.geo;
+        let span = g.blocks - g.data_start;
+        let mut run = 0;
+        let mut start = 0;
+        for k in 0..span + n {
+            let b = g.data_start + (self.hint - g.data_start + k) % span;
+            if b == g.data_start {
+                run = 0; // runs do not wrap around the end
+            }
+            if self.bit(b) {
+                run = 0;
+                continue;
+            }
+            if run == 0 {
+                start = b;
+            }
+            run += 1;
+            if run == n {
+                return Some(start);
+            }
+        }
+        None
+    }
+
+    /// Mark `n` blocks from `s` used (or free) and write the bitmap blocks they touch.
+    fn mark(&mut self, s: u64, n: u64, used: bool) -> Result<(), Error> {
+        for b in s..s + n {
+            self.set_bit(b, used);
+        }
+        let bits = 8 * BLOCK as u64;
+        for i in s / bits..=(s + n - 1) / bits {
+            self.write_bitmap_block(i)?;
+        }
+        Ok(())
+    }
+
+    /// Give inode `ino` `more` blocks at its end, contiguous with its last extent when
+    /// that is free, else as few new runs as possible. New blocks are zeroed.
+    fn grow(&mut self, ino: u32, mut more: u64) -> Result<(), Error> {
+        while more > 0 {
+            let n = self.inodes[ino as usize];
+            let last = n.ext.iter().rposition(|e| e.1 > 0);
+            // Extend the last run in place if the blocks after it are free.
+            if let Some(l) = last {
+                let end = n.ext[l].0 as u64 + n.ext[l].1 as u64;
+                let mut k = 0;
+                while k < more && end + k < self.geo.blocks && !self.bit(end + k) {
+                    k += 1;
+                }
+                if k > 0 {
+                    self.claim(ino, l, end, k)?;
+                    more -= k;
+                    continue;
+                }
+            }
+            let slot = last.map_or(0, |l| l + 1);
+            if slot >= EXTENTS {
+                return Err(Error::TooFragmented);
+            }
+            let mut want = more;
+            let start = loop {
+                if let Some(s) = self.find_run(want) {
+                    break s;
+                }
+                if want == 1 {
+                    return Err(Error::NoSpace);
+                }
+                want = want.div_ceil(2);
+            };
+            self.inodes[ino as usize].ext[slot] = (start as u32, 0);
+            self.claim(ino, slot, start, want)?;
+            more -= want;
+        }
+        Ok(())
+    }
+
+    fn claim(&mut self, ino: u32, slot: usize, s: u64, n: u64) -> Result<(), Error> {
+        let zero = [0u8; BLOCK];
+        for b in s..s + n {
+            self.dev.write(b, &zero)?;
+            self.cache.remove(&b);
+        }
+        self.mark(s, n, true)?;
+        self.inodes[ino as usize].ext[slot].1 += n as u32;
+        self.hint = s + n;
+        Ok(())
+    }
+
+    // ---- the library's cache ----
+
+    /// How many blocks the library caches (the application decides).
+    pub fn set_cache_blocks(&mut self, n: usize) {
+        self.capacity = n;
+        self.evict();
+    }
+
+    /// The caching policy for a file from now on.
+    pub fn set_policy(&mut self, path: &str, p: Policy) -> Result<(), Error> {
+        let ino = self.lookup(path)?;
+        self.policies.insert(ino, p);
+        let n = self.inodes[ino as usize];
+        for i in 0..n.blocks() {
+            let b = n.map(i).unwrap();
+            match p {
+                Policy::NoCache => {
+                    self.cache.remove(&b);
+                }
+                _ => {
+                    if let Some(e) = self.cache.get_mut(&b) {
+                        e.2 = p == Policy::Keep;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats { resident: self.cache.len() as u64, ..self.stats }
+    }
+
+    fn evict(&mut self) {
+        while self.cache.len() > self.capacity {
+            let Some(victim) = self.cache.iter().filter(|(_, e)| !e.2).min_by_key(|(_, e)| e.1).map(|(b, _)| *b) else { return };
+            self.cache.remove(&victim);
+            self.stats.evictions += 1;
+        }
+    }
+
+    fn policy(&self, ino: u32) -> Policy {
+        self.policies.get(&ino).copied().unwrap_or_default()
+    }
+
+    /// Read device block `b` for inode `ino` (metadata: `ino` 0) through the cache.
+    fn read_block(&mut self, ino: u32, b: u64, out: &mut [u8; BLOCK]) -> Result<(), Error> {
+        let p = if ino == 0 { Policy::Keep } else { self.policy(ino) };
+        self.clock += 1;
+        if let Some(e) = self.cache.get_mut(&b) {
+            e.1 = self.clock;
+            out.copy_from_slice(&e.0[..]);
+            self.stats.hits += 1;
+            return Ok(());
+        }
+        self.stats.misses += 1;
+        if p == Policy::NoCache {
+            self.dev.read_direct(b, out)?;
+            return Ok(());
+        }
+        self.dev.read(b, out)?;
+        self.cache.insert(b, (alloc::boxed::Box::new(*out), self.clock, p == Policy::Keep && ino != 0));
+        self.evict();
+        Ok(())
+    }
+
+    fn write_block(&mut self, ino: u32, b: u64, data: &[u8; BLOCK]) -> Result<(), Error> {
+        if ino != 0 && self.policy(ino) == Policy::NoCache {
+            self.cache.remove(&b);
+            self.dev.write_direct(b, data)?;
+            return Ok(());
+        }
+        self.dev.write(b, data)?;
+        if let Some(e) = self.cache.get_mut(&b) {
+            e.0.copy_from_slice(data);
+        }
+        Ok(())
+    }
+
+    /// Tell the device that bytes `off..off + len` of `path` will be wanted soon.
+    pub fn prefetch(&mut self, path: &str, off: u64, len: u64) -> Result<(), Error> {
+        let ino = self.lookup(path)?;
+        self.prefetch_ino(ino, off, len)
+    }
+
+    /// `prefetch` by inode (what an open file handle holds).
+    pub fn prefetch_ino(&mut self, ino: u32, off: u64, len: u64) -> Result<(), Error> {
+        let n = *self.inodes.get(ino as usize).ok_or(Error::NotFound)?;
+        if n.kind != Kind::File as u16 {
+            return Err(Error::IsDir);
+        }
+        let end = off.saturating_add(len).min(n.size).div_ceil(BLOCK as u64);
+        let mut i = off / BLOCK as u64;
+        while i < end {
+            let b = n.map(i).unwrap();
+            let mut k = 1;
+            while i + k < end && n.map(i + k) == Some(b + k) {
+                k += 1;
+            }
+            let missing: Vec<u64> = (b..b + k).filter(|x| !self.cache.contains_key(x)).collect();
+            if let (Some(f), Some(l)) = (missing.first(), missing.last()) {
+                self.dev.prefetch(*f, l - f + 1);
+            }
+            i += k;
+        }
+        Ok(())
+    }
+
+    // ---- files and directories ----
+
+    fn file_read(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = self.inodes[ino as usize];
+        if off >= n.size {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(n.size - off) as usize;
+        let mut done = 0;
+        let mut blk = [0u8; BLOCK];
+        while done < len {
+            let pos = off + done as u64;
+            let b = n.map(pos / BLOCK as u64).ok_or(Error::Io)?;
+            self.read_block(ino, b, &mut blk)?;
+            let at = (pos % BLOCK as u64) as usize;
+            let k = (BLOCK - at).min(len - done);
+            buf[done..done + k].copy_from_slice(&blk[at..at + k]);
+            done += k;
+        }
+        Ok(len)
+    }
+
+    fn file_write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, Error> {
+        let end = off.checked_add(data.len() as u64).ok_or(Error::NoSpace)?;
+        let have = self.inodes[ino as usize].blocks();
+        let need = end.div_ceil(BLOCK as u64);
+        if need > have {
+            let r = self.grow(ino, need - have);
+            self.write_inode(ino)?;
+            r?;
+        }
+        let n = self.inodes[ino as usize];
+        let mut done = 0;
+        let mut blk = [0u8; BLOCK];
+        while done < data.len() {
+            let pos = off + done as u64;
+            let b = n.map(pos / BLOCK as u64).ok_or(Error::Io)?;
+            let at = (pos % BLOCK as u64) as usize;
+            let k = (BLOCK - at).min(data.len() - done);
+            if k < BLOCK {
+                self.read_block(ino, b, &mut blk)?;
+            }
+            blk[at..at + k].copy_from_slice(&data[done..done + k]);
+            self.write_block(ino, b, &blk)?;
+            done += k;
+        }
+        if end > n.size {
+            self.inodes[ino as usize].size = end;
+            self.write_inode(ino)?;
+        }
+        Ok(data.len())
+    }
+
+    /// The entries of directory `d`: (index, entry).
+    fn entries(&mut self, d: u32) -> Result<Vec<(u64, Entry)>, Error> {
+        let size = self.inodes[d as usize].size;
+        let mut raw = vec![0u8; size as usize];
+        self.file_read_meta(d, &mut raw)?;
+        let mut out = Vec::new();
+        for (i, e) in raw.chunks(DIRENT).enumerate() {
+            let ino = u32::from_le_bytes(e[0..4].try_into().unwrap());
+            if ino == 0 {
+                continue;
+            }
+            let nl = (e[4] as usize).min(NAME_MAX);
+            let kind = if e[5] == Kind::Dir as u8 { Kind::Dir } else { Kind::File };
+            let name = String::from_utf8_lossy(&e[8..8 + nl]).into_owned();
+            let size = self.inodes.get(ino as usize).map_or(0, |n| n.size);
+            out.push((i as u64, Entry { name, kind, size, ino }));
+        }
+        Ok(out)
+    }
+
+    fn file_read_meta(&mut self, d: u32, buf: &mut [u8]) -> Result<(), Error> {
+        let n = self.inodes[d as usize];
+        let mut blk = [0u8; BLOCK];
+        for (i, chunk) in buf.chunks_mut(BLOCK).enumerate() {
+            let b = n.map(i as u64).ok_or(Error::Io)?;
+            self.read_block(0, b, &mut blk)?;
+            chunk.copy_from_slice(&blk[..chunk.len()]);
+        }
+        Ok(())
+    }
+
+    /// Resolve `path` ("/a/b", or "a/b" from the root) to (parent, name, inode if any).
+    fn resolve(&mut self, path: &str) -> Result<(u32, String, Option<u32>), Error> {
+        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let Some((last, dirs)) = parts.split_last() else { return Ok((ROOT, String::new(), Some(ROOT))) };
+        let mut d = ROOT;
+        for p in dirs {
+            let e = self.entries(d)?.into_iter().find(|(_, e)| e.name == *p).ok_or(Error::NotFound)?.1;
+            if e.kind != Kind::Dir {
+                return Err(Error::NotDir);
+            }
+            d = e.ino;
+        }
+        let found = self.entries(d)?.into_iter().find(|(_, e)| e.name == *last).map(|(_, e)| e.ino);
+        Ok((d, last.to_string(), found))
+    }
+
+    pub fn lookup(&mut self, path: &str) -> Result<u32, Error> {
+        self.resolve(path)?.2.ok_or(Error::NotFound)
+    }
+
+    /// (kind, size)
+    pub fn stat(&mut self, path: &str) -> Result<(Kind, u64), Error> {
+        let ino = self.lookup(path)?;
+        let n = self.inodes[ino as usize];
+        Ok((if n.kind == Kind::Dir as u16 { Kind::Dir } else { Kind::File }, n.size))
+    }
+
+    /// Make a file or directory; its parent must exist.
+    pub fn create(&mut self, path: &str, kind: Kind) -> Result<u32, Error> {
+        let (parent, name, found) = self.resolve(path)?;
+        if found.is_some() {
+            return Err(Error::Exists);
+        }
+        if !valid_name(&name) {
+            return Err(Error::BadName);
+        }
+        let ino = (ROOT as usize + 1..self.inodes.len()).find(|i| self.inodes[*i].kind == 0).ok_or(Error::NoInode)? as u32;
+        self.inodes[ino as usize] = Inode { kind: kind as u16, size: 0, ext: [(0, 0); EXTENTS] };
+        self.write_inode(ino)?;
+        let mut e = [0u8; DIRENT];
+        e[0..4].copy_from_slice(&ino.to_le_bytes());
+        e[4] = name.len() as u8;
+        e[5] = kind as u8;
+        e[8..8 + name.len()].copy_from_slice(name.as_bytes());
+        // Reuse a free entry, else append.
+        let size = self.inodes[parent as usize].size;
+        let mut raw = vec![0u8; size as usize];
+        self.file_read_meta(parent, &mut raw)?;
+        let at = raw.chunks(DIRENT).position(|c| c[0..4] == [0; 4]).map_or(size, |i| (i * DIRENT) as u64);
+        if let Err(err) = self.file_write(parent, at, &e) {
+            self.inodes[ino as usize] = Inode::default();
+            self.write_inode(ino)?;
+            return Err(err);
+        }
+        Ok(ino)
+    }
+
+    /// Remove a file, or an empty directory; its blocks become free.
+    pub fn remove(&mut self, path: &str) -> Result<(), Error> {
+        let (parent, name, found) = self.resolve(path)?;
+        let ino = found.ok_or(Error::NotFound)?;
+        if ino == ROOT {
+            return Err(Error::BadName);
+        }
+        if self.inodes[ino as usize].kind == Kind::Dir as u16 && !self.entries(ino)?.is_empty() {
+            return Err(Error::NotEmpty);
+        }
+        let idx = self.entries(parent)?.into_iter().find(|(_, e)| e.name == name).ok_or(Error::NotFound)?.0;
+        self.file_write(parent, idx * DIRENT as u64, &[0u8; DIRENT])?;
+        let n = self.inodes[ino as usize];
+        self.inodes[ino as usize] = Inode::default();
+        self.write_inode(ino)?;
+        for (s, l) in n.ext {
+            if l > 0 {
+                for b in s as u64..s as u64 + l as u64 {
+                    self.cache.remove(&b);
+                }
+                self.mark(s as u64, l as u64, false)?;
+            }
+        }
+        self.policies.remove(&ino);
+        Ok(())
+    }
+
+    pub fn list(&mut self, path: &str) -> Result<Vec<Entry>, Error> {
+        let ino = self.lookup(path)?;
+        if self.inodes[ino as usize].kind != Kind::Dir as u16 {
+            return Err(Error::NotDir);
+        }
+        Ok(self.entries(ino)?.into_iter().map(|(_, e)| e).collect())
+    }
+
+    pub fn read(&mut self, path: &str, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        let ino = self.lookup(path)?;
+        self.read_ino(ino, off, buf)
+    }
+
+    pub fn write(&mut self, path: &str, off: u64, data: &[u8]) -> Result<usize, Error> {
+        let ino = self.lookup(path)?;
+        self.write_ino(ino, off, data)
+    }
+
+    /// Read by inode (what an open file handle holds).
+    pub fn read_ino(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        match self.inodes.get(ino as usize).map(|n| n.kind) {
+            Some(k) if k == Kind::File as u16 => self.file_read(ino, off, buf),
+            Some(k) if k == Kind::Dir as u16 => Err(Error::IsDir),
+            _ => Err(Error::NotFound),
+        }
+    }
+
+    pub fn write_ino(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, Error> {
+        match self.inodes.get(ino as usize).map(|n| n.kind) {
+            Some(k) if k == Kind::File as u16 => self.file_write(ino, off, data),
+            Some(k) if k == Kind::Dir as u16 => Err(Error::IsDir),
+            _ => Err(Error::NotFound),
+        }
+    }
+
+    pub fn size_of(&self, ino: u32) -> Option<u64> {
+        self.inodes.get(ino as usize).filter(|n| n.kind != 0).map(|n| n.size)
+    }
+
+    /// Make everything written so far durable.
+    pub fn sync(&mut self) -> Result<(), Error> {
+        self.dev.sync()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,205 @@
+use super::*;
+use baio::MemDev;
+
+fn fresh(blocks: usize) -> Fs<MemDev> {
+    Fs::format(MemDev(vec![0u8; blocks * BLOCK])).unwrap()
+}
+
+fn remount(fs: Fs<MemDev>) -> Fs<MemDev> {
+    Fs::mount(fs.dev).unwrap()
+}
+
+#[test]
+fn files_and_directories_survive_a_remount() {
+    let mut fs = fresh(512);
+    fs.create("/docs", Kind::Dir).unwrap();
+    fs.create("/docs/a.txt", Kind::File).unwrap();
+    let text: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(fs.write("/docs/a.txt", 0, &text), Ok(text.len()));
+    fs.create("/b", Kind::File).unwrap();
+    fs.write("/b", 5000, b"tail").unwrap();
+    let mut fs = remount(fs);
+    assert!(fs.check().is_empty());
+    let mut buf = vec![0u8; 20_000];
+    assert_eq!(fs.read("/docs/a.txt", 0, &mut buf), Ok(10_000));
+    assert_eq!(&buf[..10_000], &text[..]);
+    assert_eq!(fs.read("docs/a.txt", 9_990, &mut buf), Ok(10), "relative paths start at the root; reads stop at the end");
+    assert_eq!(fs.stat("/b"), Ok((Kind::File, 5004)));
+    assert_eq!(fs.read("/b", 0, &mut buf[..5004]), Ok(5004));
+    assert!(buf[..5000].iter().all(|b| *b == 0), "a hole reads as zeros");
+    let names: Vec<String> = fs.list("/").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["docs", "b"]);
+    assert_eq!(fs.list("/docs").unwrap()[0], Entry { name: "a.txt".into(), kind: Kind::File, size: 10_000, ino: fs.lookup("/docs/a.txt").unwrap() });
+}
+
+#[test]
+fn errors() {
+    let mut fs = fresh(256);
+    fs.create("/d", Kind::Dir).unwrap();
+    fs.create("/d/f", Kind::File).unwrap();
+    assert_eq!(fs.create("/d/f", Kind::File), Err(Error::Exists));
+    assert_eq!(fs.create("/nope/f", Kind::File), Err(Error::NotFound));
+    assert_eq!(fs.create("/d/f/g", Kind::File), Err(Error::NotDir));
+    assert_eq!(fs.create("/..", Kind::File), Err(Error::BadName));
+    assert_eq!(fs.create(&alloc::format!("/{}", "x".repeat(57)), Kind::File), Err(Error::BadName));
+    assert_eq!(fs.remove("/d"), Err(Error::NotEmpty));
+    assert_eq!(fs.read("/d", 0, &mut [0u8; 4]), Err(Error::IsDir));
+    assert_eq!(fs.list("/d/f"), Err(Error::NotDir));
+    assert_eq!(fs.remove("/"), Err(Error::BadName));
+    let free = fs.free_blocks();
+    assert_eq!(fs.write("/d/f", 0, &vec![1u8; 300 * BLOCK]), Err(Error::NoSpace));
+    fs.remove("/d/f").unwrap();
+    assert_eq!(fs.free_blocks(), free, "a failed write and a remove give every block back");
+    fs.remove("/d").unwrap();
+    assert!(fs.check().is_empty());
+}
+
+#[test]
+fn files_are_contiguous_until_they_cannot_be() {
+    let mut fs = fresh(1024);
+    fs.create("/a", Kind::File).unwrap();
+    fs.create("/b", Kind::File).unwrap();
+    fs.write("/a", 0, &vec![1u8; 8 * BLOCK]).unwrap();
+    fs.write("/b", 0, &vec![2u8; 8 * BLOCK]).unwrap();
+    // Growing /a cannot extend in place (b follows): a second extent.
+    fs.write("/a", 8 * BLOCK as u64, &vec![3u8; 8 * BLOCK]).unwrap();
+    let a = fs.lookup("/a").unwrap();
+    assert_eq!(fs.inodes[a as usize].ext.iter().filter(|e| e.1 > 0).count(), 2);
+    assert_eq!(fs.inodes[a as usize].ext[0].1, 8);
+    // A file of many small appends separated by others runs out of extents.
+    fs.create("/c", Kind::File).unwrap();
+    let mut r = Ok(0);
+    for i in 0..10 {
+        let name = alloc::format!("/sep{i}");
+        fs.create(&name, Kind::File).unwrap();
+        r = fs.write("/c", i * BLOCK as u64, &[9u8; BLOCK]);
+        fs.write(&name, 0, &[0u8; BLOCK]).unwrap();
+        if r.is_err() {
+            break;
+        }
+    }
+    assert_eq!(r, Err(Error::TooFragmented));
+    assert!(remount(fs).check().is_empty());
+}
+
+/// A device that counts what reaches it and records prefetch hints.
+struct Counting {
+    inner: MemDev,
+    reads: u64,
+    direct: u64,
+    hints: Vec<(u64, u64)>,
+}
+
+impl BlockDev for Counting {
+    fn blocks(&self) -> u64 {
+        self.inner.blocks()
+    }
+    fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
+        self.reads += 1;
+        self.inner.read(b, buf)
+    }
+    fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
+        self.inner.write(b, buf)
+    }
+}
+
+impl Dev for Counting {
+    fn prefetch(&mut self, first: u64, n: u64) {
+        self.hints.push((first, n));
+    }
+    fn read_direct(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
+        self.direct += 1;
+        self.inner.read(b, buf)
+    }
+}
+
+#[test]
+fn the_application_controls_caching_and_prefetching() {
+    let mut fs = fresh(1024);
+    for f in ["/hot", "/stream", "/cold"] {
+        fs.create(f, Kind::File).unwrap();
+        fs.write(f, 0, &vec![7u8; 16 * BLOCK]).unwrap();
+    }
+    let mut fs = Fs::mount(Counting { inner: fs.dev, reads: 0, direct: 0, hints: Vec::new() }).unwrap();
+    fs.set_cache_blocks(24);
+    fs.set_policy("/hot", Policy::Keep).unwrap();
+    fs.set_policy("/stream", Policy::NoCache).unwrap();
+    let mut buf = vec![0u8; 16 * BLOCK];
+    fs.read("/hot", 0, &mut buf).unwrap();
+    let base = fs.dev.reads;
+    // Reading the other files twice must not push /hot out.
+    for _ in 0..2 {
+        fs.read("/cold", 0, &mut buf).unwrap();
+        fs.read("/stream", 0, &mut buf).unwrap();
+    }
+    assert_eq!(fs.dev.direct, 32, "NoCache reads go around the cache, every time");
+    let before = fs.dev.reads;
+    fs.read("/hot", 0, &mut buf).unwrap();
+    assert_eq!(fs.dev.reads, before, "kept blocks stay cached");
+    assert!(fs.dev.reads > base, "cold blocks came from the device");
+    assert!(fs.cache_stats().resident <= 24 + 1, "the cache holds what the application allowed");
+    // Prefetch hints name the file's runs that are not cached.
+    fs.prefetch("/cold", 0, 16 * BLOCK as u64).unwrap();
+    fs.prefetch("/hot", 0, 16 * BLOCK as u64).unwrap();
+    let cold = fs.lookup("/cold").unwrap();
+    let first = fs.inodes[cold as usize].ext[0].0 as u64;
+    assert!(!fs.dev.hints.is_empty() && fs.dev.hints.iter().all(|(f, n)| *f >= first && f + n <= first + 16));
+}
+
+#[test]
+fn corrupt_images_are_refused_with_a_reason() {
+    let mut fs = fresh(256);
+    fs.create("/f", Kind::File).unwrap();
+    fs.write("/f", 0, &[1u8; 3 * BLOCK]).unwrap();
+    let good = fs.dev.0.clone();
+    let geo = fs.geo;
+    let ino = fs.lookup("/f").unwrap() as usize;
+    let inode_at = (geo.itable_start as usize) * BLOCK + ino * INODE_SIZE;
+    type Corrupt = alloc::boxed::Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Corrupt)> = vec![
+        ("magic", alloc::boxed::Box::new(|d: &mut Vec<u8>| d[0] ^= 1)),
+        ("checksum", alloc::boxed::Box::new(|d: &mut Vec<u8>| d[20] ^= 1)),
+        ("outside", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[inode_at + 16..inode_at + 20].copy_from_slice(&1000u32.to_le_bytes()))),
+        ("bitmap", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[geo.bitmap_start as usize * BLOCK + (geo.data_start as usize / 8)] ^= 1 << (geo.data_start % 8))),
+        ("size", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[inode_at + 8..inode_at + 16].copy_from_slice(&(1u64 << 40).to_le_bytes()))),
+        ("named", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[inode_at + 64] = 1)),
+    ];
+    for (what, f) in cases {
+        let mut d = good.clone();
+        f(&mut d);
+        match Fs::mount(MemDev(d)) {
+            Err(Error::Corrupt(why)) => assert!(!why.is_empty(), "{what}"),
+            Err(e) => panic!("{what}: {e:?}"),
+            Ok(_) => panic!("{what}: mounted a corrupt image"),
+        }
+    }
+    assert!(Fs::mount(MemDev(good)).is_ok());
+}
+
+#[test]
+fn fuzzed_images_never_panic() {
+    let mut fs = fresh(128);
+    fs.create("/d", Kind::Dir).unwrap();
+    fs.create("/d/f", Kind::File).unwrap();
+    fs.write("/d/f", 0, &[5u8; 2 * BLOCK]).unwrap();
+    let good = fs.dev.0.clone();
+    let meta = (fs.geo.data_start as usize + 4) * BLOCK;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..2000 {
+        let mut d = good.clone();
+        for _ in 0..4 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let at = (x as usize) % meta;
+            d[at] = (x >> 40) as u8;
+        }
+        if let Ok(mut fs) = Fs::mount(MemDev(d)) {
+            // Whatever mounted must be usable without panics.
+            let _ = fs.list("/d");
+            let mut b = [0u8; 64];
+            let _ = fs.read("/d/f", 0, &mut b);
+            let _ = fs.create("/d/g", Kind::File).and_then(|_| fs.write("/d/g", 0, b"x"));
+        }
+    }
+}
