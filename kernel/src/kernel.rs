@@ -1,6 +1,7 @@
 //! The kernel's object tables (threads, tasks), capability lookup, thread and task
 //! life cycle, and the scheduler.
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use crate::arch::cpu::{self, TrapFrame};
 use crate::kcell::KCell;
 use crate::mem::{self, phys_to_virt};
@@ -677,12 +678,34 @@ extern "C" fn thread_first_run() {
     kernel().reap();
 }
 
+/// TSC ticks the CPU spent halted in the idle thread, for `KERNEL_INFO(1)`: a halt
+/// ends when an interrupt arrives (`idle_end`, first thing in the trap path), so the
+/// work the interrupt wakes is not counted as idle.
+pub static IDLE_TSC: AtomicU64 = AtomicU64::new(0);
+/// When the current halt began (0: not halted).
+static IDLE_SINCE: AtomicU64 = AtomicU64::new(0);
+
+fn rdtsc() -> u64 {
+    // SAFETY: rdtsc has no side effects.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// End the idle period, if one is under way.
+pub fn idle_end() {
+    let since = IDLE_SINCE.swap(0, Ordering::Relaxed);
+    if since != 0 {
+        IDLE_TSC.fetch_add(rdtsc().wrapping_sub(since), Ordering::Relaxed);
+    }
+}
+
 /// The idle thread: halts with interrupts on until something is ready.
 extern "C" fn idle_loop() -> ! {
     loop {
         kernel().reap();
+        IDLE_SINCE.store(rdtsc(), Ordering::Relaxed);
         x86_64::instructions::interrupts::enable_and_hlt();
         x86_64::instructions::interrupts::disable();
+        idle_end();
         schedule();
     }
 }

@@ -51,6 +51,10 @@ fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
     let (a0, a1, a2, a3, a4) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8);
     match f.rax {
         sys::NULL => Ok(()),
+        sys::KERNEL_INFO if a0 == 1 => {
+            k.cur().frame().rdi = crate::kernel::IDLE_TSC.load(core::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
         sys::KERNEL_INFO => {
             let ticks = k.ticks;
             let q = k.cur_task().quota;

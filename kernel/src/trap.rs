@@ -11,6 +11,7 @@ use abi::ipc::fault;
 extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
     // SAFETY: the entry stub passes the TrapFrame it just built on this stack.
     let f = unsafe { *frame };
+    crate::kernel::idle_end();
     let from_user = f.cs & 3 == 3;
     match f.vector as u8 {
         VEC_TIMER => {

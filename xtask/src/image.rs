@@ -69,8 +69,22 @@ pub fn make(out: &str, size: u64, segs: &[String]) -> Result<Volume, String> {
         }
     }
     v.sync(&mut dev).map_err(|e| format!("{e:?}"))?;
-    std::fs::write(out, &dev.0).map_err(|e| format!("{out}: {e}"))?;
+    write_sparse(out, &dev.0).map_err(|e| format!("{out}: {e}"))?;
     Ok(v)
+}
+
+/// Write `data` to `path`, leaving holes where whole MiBs are zero (large images stay
+/// cheap on the host's disk).
+fn write_sparse(path: &str, data: &[u8]) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::File::create(path)?;
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        if chunk.iter().any(|b| *b != 0) {
+            f.seek(SeekFrom::Start((i as u64) << 20))?;
+            f.write_all(chunk)?;
+        }
+    }
+    f.set_len(data.len() as u64)
 }
 
 /// A baiofs filesystem of `blocks` blocks holding `paths` ('+'-separated files and

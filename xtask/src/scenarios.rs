@@ -11,6 +11,9 @@ use std::time::Duration;
 /// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
 /// interrupt is the event it times), and kernel memory for 64 spaces.
 /// The block service's manifest entry.
+/// The shared cache and the block service, for the `baio` benchmark.
+pub const BENCH_BLK: &str = "[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n";
+
 /// The block service and the files server on segment `files`.
 const FILES_SERVER: &str = concat!("[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n", "\n[[program]]\nname = \"files\"\nprincipal = 1\npriority = 110\ncaps = [\"blk\"]\nclients = true\n");
 const BLK_SERVER: &str = "[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096 quota.2=24\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n";
@@ -30,6 +33,8 @@ pub struct Scenario {
     /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE | :fs=PATH+…]`,
     /// paths relative to the project), attached as virtio-blk.
     pub disk: Option<&'static [&'static str]>,
+    /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
+    pub disk_file: Option<std::path::PathBuf>,
     /// Kernel command line.
     pub append: &'static str,
     pub icount: bool,
@@ -162,6 +167,9 @@ fn manifest_for(sc: &Scenario) -> String {
 
 /// The scenario's disk image (made fresh), if it has one.
 fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
+    if sc.disk_file.is_some() {
+        return Ok(sc.disk_file.clone());
+    }
     let disk = match sc.disk {
         Some(segs) => {
             let path = out_dir().join(format!("{}-disk.img", sc.name));
@@ -396,7 +404,7 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
 impl Scenario {
     /// A boot with no tests, extras, input, disk or kernel arguments, under plain TCG.
     pub fn base(name: &'static str) -> Scenario {
-        Scenario { name, tests: Vec::new(), extra: "", input: None, expect: &[], disk: None, append: "", icount: false, limit_s: 180 }
+        Scenario { name, tests: Vec::new(), extra: "", input: None, expect: &[], disk: None, disk_file: None, append: "", icount: false, limit_s: 180 }
     }
 
     /// The measurement boot of the `kernel` suite.

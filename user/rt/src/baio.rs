@@ -180,6 +180,8 @@ impl Segment {
     }
 
     pub fn close(self) -> Result<(), Error> {
-        call(self.cap, &mut Msg::new(p::CLOSE, &[]))
+        let r = call(self.cap, &mut Msg::new(p::CLOSE, &[]));
+        crate::free_slot(self.cap);
+        r
     }
 }

@@ -27,11 +27,31 @@ pub use abi;
 static START: AtomicU64 = AtomicU64::new(0);
 static NEXT_SLOT: AtomicU64 = AtomicU64::new(cap::FIRST_FREE);
 
-/// A fresh capability slot of this task (slots are not reused).
+/// Slots given back by `free_slot`, handed out again first.
+static FREE_SLOTS: sync::Lock<alloc::vec::Vec<u64>> = sync::Lock::new(alloc::vec::Vec::new());
+
+/// A capability slot of this task that holds nothing.
 pub fn alloc_slot() -> u64 {
+    if let Some(s) = FREE_SLOTS.lock().pop() {
+        return s;
+    }
     let s = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
     assert!(s < cap::SLOTS, "out of capability slots");
     s
+}
+
+/// Two adjacent fresh slots (for calls that fill `slot` and `slot + 1`, as `SPAWN`).
+pub fn alloc_slot_pair() -> u64 {
+    let s = NEXT_SLOT.fetch_add(2, Ordering::Relaxed);
+    assert!(s + 1 < cap::SLOTS, "out of capability slots");
+    s
+}
+
+/// Give back a slot from `alloc_slot` once it is empty again (its capability deleted,
+/// used up, or never filled), so long-running programs do not run out.
+pub fn free_slot(slot: u64) {
+    let _ = sys::cap_delete(slot);
+    FREE_SLOTS.lock().push(slot);
 }
 
 /// The start information of this program.

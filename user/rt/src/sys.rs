@@ -59,6 +59,11 @@ pub fn kernel_info() -> KernelInfo {
     KernelInfo { abi_version: r[1], ticks: r[2], tsc_per_ms: r[3], quota_limit: r[4], quota_used: r[5], free_frames: r[6] }
 }
 
+/// TSC ticks the CPU has spent idle since boot (`KERNEL_INFO(1)`).
+pub fn idle_tsc() -> u64 {
+    safe_call(sys::KERNEL_INFO, 1, 0, 0, 0, 0)[1]
+}
+
 pub fn debug_put(bytes: &[u8]) -> Result<(), Error> {
     check(safe_call(sys::DEBUG_PUT, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0, 0)[0])
 }

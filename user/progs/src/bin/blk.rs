@@ -291,7 +291,7 @@ impl Blk {
                 self.batches.remove(&b);
             }
             let _ = ipc::send(w.slot, &Msg::new(0, &[0, completed]), 0);
-            let _ = rt::sys::cap_delete(w.slot);
+            rt::free_slot(w.slot);
         }
     }
 
@@ -406,6 +406,7 @@ impl Blk {
         if flags & p::WAIT_ALL != 0 {
             let slot = rt::alloc_slot();
             if ipc::save_reply(slot).is_err() {
+                rt::free_slot(slot);
                 return Some(err(Error::NoPartner));
             }
             self.batches.insert(b, ops.len() as u32);
@@ -453,13 +454,14 @@ impl Blk {
             if self.waiters[i].hid == hid {
                 let w = self.waiters.swap_remove(i);
                 let _ = ipc::send(w.slot, &err(Error::NoPartner), 0);
-                let _ = rt::sys::cap_delete(w.slot);
+                rt::free_slot(w.slot);
             } else {
                 i += 1;
             }
         }
         // SAFETY: only the client's derived copies and this slot are affected.
         let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
+        rt::free_slot(h.slot);
         // SAFETY: the area stays mapped here; only the client loses it.
         let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
         self.spare.push(h.area);
@@ -491,6 +493,8 @@ impl Blk {
                 let slot = rt::alloc_slot();
                 if ipc::save_reply(slot).is_ok() {
                     self.waiters.push(Waiter { slot, hid, wake: Wake::Count(m.word(1)) });
+                } else {
+                    rt::free_slot(slot);
                 }
                 None
             }

@@ -51,9 +51,19 @@ fn main() -> i32 {
 
     // Sleep.
     let t0 = sys::kernel_info().ticks;
+    let (tsc0, idle0) = (sys::rdtsc_ordered(), sys::idle_tsc());
     sys::sleep_us(50_000);
     let dt = sys::kernel_info().ticks - t0;
+    let (tsc, idle) = (sys::rdtsc_ordered() - tsc0, sys::idle_tsc() - idle0);
     c.check((50..500).contains(&dt), "sleep 50 ms lasts 50 ms (in ticks)");
+    c.check(idle > tsc / 2 && idle <= tsc, "while nothing else runs, the CPU is idle most of a sleep (KERNEL_INFO(1))");
+    let (tsc0, idle0) = (sys::rdtsc_ordered(), sys::idle_tsc());
+    let mut x = 1u64;
+    for i in 0..200_000u64 {
+        x = core::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+    let (tsc, idle) = (sys::rdtsc_ordered() - tsc0, sys::idle_tsc() - idle0);
+    c.check(x != 0 && idle < tsc / 10, "and hardly idle while this thread computes");
 
     // Yield rotates between two threads of equal priority: strict alternation.
     let _ = thread::spawn(yielder, 1, me - 10).unwrap();

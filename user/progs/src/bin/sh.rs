@@ -84,8 +84,9 @@ fn read_line(input: &mut Input) -> Option<String> {
 
 /// Start a program; with `wait`, until it has ended (root removes its task).
 fn spawn(cmd: &str, wait: bool) {
-    let slot = rt::alloc_slot();
-    let task = rt::alloc_slot();
+    // SPAWN fills `slot` (the thread) and `slot + 1` (the task).
+    let slot = rt::alloc_slot_pair();
+    let task = slot + 1;
     match progs::spawn(cmd, slot) {
         Ok(id) if !wait => println!("started {} as program {}", cmd, id),
         Ok(_) => {
@@ -144,6 +145,7 @@ fn main() -> i32 {
                     Ok(t) => print!("{}", t),
                     Err(e) => println!("segs: no block service: {:?}", e),
                 }
+                rt::free_slot(blk);
             }
             "ls" | "cat" | "put" | "rm" => files(cmd, rest.trim()),
             "echo" => println!("{}", rest),
@@ -184,5 +186,5 @@ fn files(cmd: &str, arg: &str) {
     if let Err(e) = r {
         println!("{}: {}: {:?}", cmd, arg, e);
     }
-    let _ = rt::sys::cap_delete(srv);
+    rt::free_slot(srv);
 }
