@@ -28,14 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tsc.h"
+
 #define REQ 8192
 #define REQ_BLOCKS 2
 
-static inline uint64_t tsc(void) {
-    uint32_t lo, hi;
-    __asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
-    return ((uint64_t)hi << 32) | lo;
-}
 
 static uint64_t now_ns(void) {
     struct timespec t;

@@ -26,15 +26,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tsc.h"
+
 #define BATCHES 15
 #define PER 1000
 #define PAGES 200
 
-static inline uint64_t tsc(void) {
-    uint32_t lo, hi;
-    __asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
-    return ((uint64_t)hi << 32) | lo;
-}
 
 static int cmp(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

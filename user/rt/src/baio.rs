@@ -34,6 +34,13 @@ fn named(label: u64, name: &str, words: &[u64]) -> Msg {
     Msg::new(label, words).with_string()
 }
 
+/// The device the service has mounted: (blocks, free blocks, segments, block size).
+pub fn mount(srv: u64) -> Result<(u64, u64, u64, u64), Error> {
+    let mut m = Msg::new(p::MOUNT, &[]);
+    call(srv, &mut m)?;
+    Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+}
+
 /// A segment of `blocks` blocks owned by the caller's principal; others get `others`.
 pub fn create(srv: u64, name: &str, blocks: u64, others: u8) -> Result<(), Error> {
     call(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))

@@ -232,6 +232,20 @@ pub fn serve_next(reply: Option<Msg>, msg: &mut Msg) -> Result<u64, Error> {
     }
 }
 
+/// A server that cannot work (its device or filesystem was refused) answers every
+/// request with `e` from now on rather than vanish: its clients learn why.
+pub fn refuse_all(e: Error) -> ! {
+    let mut reply = None;
+    let mut buf = [0u8; 256];
+    loop {
+        set_recv_buffer(&mut buf);
+        let mut m = Msg::empty();
+        if serve_next(reply.take(), &mut m).is_ok() {
+            reply = Some(Msg::new(0, &[e as u64]));
+        }
+    }
+}
+
 /// The cheapest call round trip: register-only words, for measurements and servers
 /// that want to avoid the `Msg` copy. Returns (error, tag, first word).
 #[inline(always)]

@@ -88,6 +88,9 @@ pub mod blk {
     /// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
     /// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`.
     pub const SUBMIT: u64 = 0x88;
+    /// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
+    /// MR4 = segments, MR5 = block size; `BadState` if the device was refused.
+    pub const MOUNT: u64 = 0x8a;
     /// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
     /// segment's completion counter has reached n: sleep instead of polling.
     pub const WAIT: u64 = 0x89;

@@ -96,8 +96,7 @@ static POOL: AtomicU64 = AtomicU64::new(0);
 fn worker(slot: u64) {
     // SAFETY: main stores the segment and the run before starting the pool and keeps
     // both alive until every worker has counted itself done.
-    let seg = unsafe { &*(SEG.load(Ordering::Acquire) as *const Segment) };
-    let r = unsafe { &*(POOL.load(Ordering::Acquire) as *const Run) };
+    let (seg, r) = unsafe { (&*(SEG.load(Ordering::Acquire) as *const Segment), &*(POOL.load(Ordering::Acquire) as *const Run)) };
     let mut x = 0x1234_5678 + slot * 7919;
     loop {
         let i = NEXT.fetch_add(1, Ordering::AcqRel);

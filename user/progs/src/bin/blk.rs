@@ -549,6 +549,7 @@ impl Blk {
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
                 r
             }
+            p::MOUNT => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64]),
             p::STAT => match self.vol.lookup(name) {
                 None => err(Error::NoPartner),
                 Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64]),
@@ -672,16 +673,7 @@ fn main() -> i32 {
         Ok(v) => v,
         Err(e) => {
             println!("blk: refusing the device: {:?}", e);
-            // Serve every request with an error rather than vanish: clients learn why.
-            let mut reply = None;
-            let mut buf = [0u8; 256];
-            loop {
-                ipc::set_recv_buffer(&mut buf);
-                let mut m = Msg::empty();
-                if ipc::serve_next(reply.take(), &mut m).is_ok() {
-                    reply = Some(err(Error::BadState));
-                }
-            }
+            ipc::refuse_all(Error::BadState);
         }
     };
     let irq = probe_irq(&mut disk);

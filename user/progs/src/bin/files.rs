@@ -45,19 +45,6 @@ fn arg<'a>(key: &str) -> Option<&'a str> {
     rt::args().split(' ').find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
 }
 
-/// Serve every request with `BadState` (the filesystem cannot be used; clients learn it).
-fn refuse() -> ! {
-    let mut reply = None;
-    let mut buf = [0u8; 256];
-    loop {
-        ipc::set_recv_buffer(&mut buf);
-        let mut m = Msg::empty();
-        if ipc::serve_next(reply.take(), &mut m).is_ok() {
-            reply = Some(err(Error::BadState));
-        }
-    }
-}
-
 fn main() -> i32 {
     let name = arg("segment").unwrap_or("files");
     let cache = arg("cache").and_then(|c| c.parse().ok()).unwrap_or(256);
@@ -70,14 +57,14 @@ fn main() -> i32 {
         Ok(s) => s,
         Err(e) => {
             println!("files: cannot open segment `{}`: {:?}", name, e);
-            refuse();
+            ipc::refuse_all(Error::BadState);
         }
     };
     let mut fs = match Fs::mount(SegDev::new(seg)) {
         Ok(fs) => fs,
         Err(e) => {
             println!("files: refusing segment `{}`: {:?}", name, e);
-            refuse();
+            ipc::refuse_all(Error::BadState);
         }
     };
     fs.set_cache_blocks(cache);

@@ -15,5 +15,6 @@ fn main() -> i32 {
     c.eq(env::lookup("blk", blk), Ok(()), "the block service is there");
     c.eq(baio::create(blk, "x", 8, 0), Err(Error::BadState), "but refuses to serve a corrupt device");
     c.eq(baio::stat(blk, "files").err(), Some(Error::BadState), "for every request");
+    c.eq(baio::mount(blk).err(), Some(Error::BadState), "baio_mount says the device is not mounted");
     c.finish("seg_refused")
 }

@@ -26,6 +26,8 @@ fn main() -> i32 {
     let mut c = Checks::new();
     let blk = rt::alloc_slot();
     c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
+    let mounted = baio::mount(blk);
+    c.check(mounted.is_ok_and(|(blocks, free, _, bs)| blocks == 16384 && free > 0 && free < blocks && bs == 4096), "baio_mount: the device's blocks, free blocks and block size");
     c.eq(baio::create(blk, "mine", 64, 0), Ok(()), "create a private segment of 64 blocks");
     c.eq(baio::create(blk, "shared", 16, baio_read()), Ok(()), "create one others may read");
     c.eq(baio::create(blk, "mine", 8, 0), Err(Error::SlotInUse), "a name is taken once");
