@@ -541,27 +541,22 @@ fn baio_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     }
     let _ = writeln!(s, "## Targets (headline working set)\n");
     let verdict = |ok: bool| if ok { "**met**" } else { "**missed**" };
-    let r = |sys: &str, mode: &str, m: &str| get(agg, sys, mode, m).map(|v| v as f64);
-    for mode in ["tcg", "icount"] {
-        let unit = if mode == "tcg" { "requests/s under TCG" } else { "busy instructions per request under icount (lower is better; ratio inverted)" };
+    // (target, faster system and metric, slower system and metric, least ratio)
+    let targets = [
+        ("BAIO direct ≥ 1.5× synchronous on random reads", ("scion", "baio_direct_random_read"), ("scion", "sync_random_read"), 1.5),
+        ("BAIO direct ≥ Linux io_uring O_DIRECT on random reads", ("scion", "baio_direct_random_read"), ("linux", "io_uring_direct_random_read"), 1.0),
+        ("Sequential BAIO direct within 5% of synchronous", ("scion", "baio_direct_seq_read"), ("scion", "sync_seq_read"), 0.95),
+    ];
+    for (mode, suffix, unit) in [("tcg", "_rps", "requests/s under TCG"), ("icount", "_ipr", "busy instructions per request under icount (lower is better; ratio inverted)")] {
         let _ = writeln!(s, "Judged on {unit}:\n");
-        let (m1, m2, m3, m4, m5, m6) = if mode == "tcg" {
-            ("baio_direct_random_read_rps", "sync_random_read_rps", "io_uring_direct_random_read_rps", "baio_direct_seq_read_rps", "sync_seq_read_rps", true)
-        } else {
-            ("baio_direct_random_read_ipr", "sync_random_read_ipr", "io_uring_direct_random_read_ipr", "baio_direct_seq_read_ipr", "sync_seq_read_ipr", false)
-        };
-        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if a > 0.0 && b > 0.0 => Some(if m6 { a / b } else { b / a }),
-            _ => None,
-        };
-        if let Some(x) = ratio(r("scion", mode, m1), r("scion", mode, m2)) {
-            let _ = writeln!(s, "- BAIO direct ≥ 1.5× synchronous on random reads: {x:.2}× — {}.", verdict(x >= 1.5));
-        }
-        if let Some(x) = ratio(r("scion", mode, m1), r("linux", mode, m3)) {
-            let _ = writeln!(s, "- BAIO direct ≥ Linux io_uring O_DIRECT on random reads: {x:.2}× — {}.", verdict(x >= 1.0));
-        }
-        if let Some(x) = ratio(r("scion", mode, m4), r("scion", mode, m5)) {
-            let _ = writeln!(s, "- Sequential BAIO direct within 5% of synchronous: {x:.2}× — {}.", verdict(x >= 0.95));
+        for (what, (sa, ma), (sb, mb), least) in targets {
+            let (Some(a), Some(b)) = (get(agg, sa, mode, &format!("{ma}{suffix}")), get(agg, sb, mode, &format!("{mb}{suffix}"))) else { continue };
+            if a == 0 || b == 0 {
+                continue;
+            }
+            // Throughput: higher is better; instructions per request: lower is better.
+            let x = if suffix == "_rps" { a as f64 / b as f64 } else { b as f64 / a as f64 };
+            let _ = writeln!(s, "- {what}: {x:.2}× — {}.", verdict(x >= least));
         }
         let _ = writeln!(s);
     }

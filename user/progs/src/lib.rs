@@ -60,7 +60,8 @@ impl Default for Checks {
 }
 
 /// Ask root to start `cmdline`; the new program's thread capability lands in `slot`
-/// (SEND) and its task capability in `slot + 1` (CONTROL). Returns its id.
+/// (SEND) and its task capability in `slot + 1` (CONTROL), so take `slot` from
+/// `rt::alloc_slot_pair`. Returns its id.
 pub fn spawn(cmdline: &str, slot: u64) -> Result<u64, Error> {
     ipc::set_send_string(cmdline.as_bytes());
     let mut m = Msg::new(proto::SPAWN, &[slot]).with_string();

@@ -232,15 +232,22 @@ pub fn serve_next(reply: Option<Msg>, msg: &mut Msg) -> Result<u64, Error> {
     }
 }
 
+/// `serve_next` for servers that take strings: they land in `buf`. Returns the
+/// sender's badge and the request.
+pub fn serve(reply: Option<Msg>, buf: &mut [u8]) -> Result<(u64, Msg), Error> {
+    set_recv_buffer(buf);
+    let mut m = Msg::empty();
+    let badge = serve_next(reply, &mut m)?;
+    Ok((badge, m))
+}
+
 /// A server that cannot work (its device or filesystem was refused) answers every
 /// request with `e` from now on rather than vanish: its clients learn why.
 pub fn refuse_all(e: Error) -> ! {
     let mut reply = None;
     let mut buf = [0u8; 256];
     loop {
-        set_recv_buffer(&mut buf);
-        let mut m = Msg::empty();
-        if serve_next(reply.take(), &mut m).is_ok() {
+        if serve(reply.take(), &mut buf).is_ok() {
             reply = Some(Msg::new(0, &[e as u64]));
         }
     }

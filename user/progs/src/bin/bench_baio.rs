@@ -180,14 +180,10 @@ fn run(seg: &Segment, r: &Run) -> (u64, u64, u64) {
 }
 
 fn main() -> i32 {
-    let mut ws: Vec<u64> = Vec::new();
-    let (mut n, mut depth) = (2000u64, 8u64);
     let mut args = rt::args().split(' ').skip(1);
-    if let Some(v) = args.next() {
-        ws = v.split(',').filter_map(|s| s.parse().ok()).collect();
-    }
-    n = args.next().and_then(|v| v.parse().ok()).unwrap_or(n);
-    depth = args.next().and_then(|v| v.parse().ok()).unwrap_or(depth).clamp(1, 64);
+    let ws: Vec<u64> = args.next().map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect()).unwrap_or_default();
+    let n: u64 = args.next().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let depth = args.next().and_then(|v| v.parse().ok()).unwrap_or(8u64).clamp(1, 64);
     if ws.is_empty() {
         println!("bench_baio: usage: bench_baio MiB[,MiB…] [REQUESTS] [DEPTH]");
         return 1;

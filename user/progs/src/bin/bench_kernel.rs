@@ -128,8 +128,7 @@ fn page_faults() {
 // ---- map one page by IPC
 
 fn map_by_ipc() {
-    let peer = rt::alloc_slot();
-    rt::alloc_slot();
+    let peer = rt::alloc_slot_pair();
     if spawn("map_test peer", peer).is_err() {
         println!("bench: cannot start the map peer");
         return;
@@ -244,8 +243,7 @@ fn main() -> i32 {
         sys::null();
     });
 
-    let echo = rt::alloc_slot();
-    rt::alloc_slot();
+    let echo = rt::alloc_slot_pair();
     if spawn("echo fast", echo).is_err() {
         println!("bench: cannot start echo");
         return 1;
@@ -257,8 +255,7 @@ fn main() -> i32 {
     });
 
     // 512 bytes each way, as a string the kernel copies between the two spaces.
-    let e512 = rt::alloc_slot();
-    rt::alloc_slot();
+    let e512 = rt::alloc_slot_pair();
     if spawn("echo", e512).is_ok() {
         let data = [0x5Au8; 512];
         let mut back = [0u8; 512];

@@ -705,9 +705,7 @@ fn main() -> i32 {
     let mut text = String::new();
     let mut reply: Option<Msg> = None;
     loop {
-        ipc::set_recv_buffer(&mut buf);
-        let mut m = Msg::empty();
-        let Ok(badge) = ipc::serve_next(reply.take(), &mut m) else { continue };
+        let Ok((badge, m)) = ipc::serve(reply.take(), &mut buf) else { continue };
         if badge & IRQ_BADGE != 0 && m.label() == abi::ipc::label::IRQ {
             b.disk.0.ack_interrupt();
             b.complete();

@@ -12,8 +12,8 @@ rt::entry!(main);
 
 fn main() -> i32 {
     let mut c = Checks::new();
-    let echo_slot = rt::alloc_slot();
-    let echo_task = rt::alloc_slot();
+    let echo_slot = rt::alloc_slot_pair();
+    let echo_task = echo_slot + 1;
     c.check(spawn("echo", echo_slot).is_ok(), "spawn echo");
     let mut m = Msg::new(echo::ECHO, &[1]);
     c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "call with a SEND capability");
@@ -48,8 +48,7 @@ fn main() -> i32 {
     c.eq(sys::cap_delete(tmp), Err(Error::InvalidCap), "delete twice");
 
     // A program with no capabilities beyond PARENT and PEER can reach nobody else.
-    let conf = rt::alloc_slot();
-    rt::alloc_slot();
+    let conf = rt::alloc_slot_pair();
     c.check(spawn("confined", conf).is_ok(), "spawn a confined program");
     let mut m = Msg::empty();
     let r = ipc::recv(ipc::RECV_ANY, &mut m, FOREVER);

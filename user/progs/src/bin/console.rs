@@ -75,10 +75,7 @@ fn main() -> i32 {
     let mut out = [0u8; 256];
     let mut reply: Option<Msg> = None;
     loop {
-        ipc::set_recv_buffer(&mut buf);
-        let mut m = Msg::empty();
-        let r = ipc::serve_next(reply.take(), &mut m);
-        let Ok(badge) = r else { continue };
+        let Ok((badge, m)) = ipc::serve(reply.take(), &mut buf) else { continue };
         if badge == IRQ_BADGE && m.label() == label::IRQ {
             while inb(COM1 + 5) & 1 != 0 {
                 input.push_back(inb(COM1));

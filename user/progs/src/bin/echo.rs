@@ -16,10 +16,7 @@ fn main() -> i32 {
     let mut out = [0u8; 4096];
     let mut reply: Option<Msg> = None;
     loop {
-        ipc::set_recv_buffer(&mut buf);
-        let mut m = Msg::empty();
-        let r = ipc::serve_next(reply.take(), &mut m);
-        let Ok(badge) = r else { continue };
+        let Ok((badge, m)) = ipc::serve(reply.take(), &mut buf) else { continue };
         let words = m.words().len();
         reply = Some(match m.label() {
             echo::ECHO => {

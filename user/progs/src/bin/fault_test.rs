@@ -108,10 +108,8 @@ fn main() -> i32 {
     c.eq(DONE.load(Ordering::SeqCst), 1, "and did not continue");
 
     // A faulting program is removed by root (its fault handler); others go on.
-    let e = rt::alloc_slot();
-    rt::alloc_slot();
-    let crash = rt::alloc_slot();
-    rt::alloc_slot();
+    let e = rt::alloc_slot_pair();
+    let crash = rt::alloc_slot_pair();
     c.check(spawn("echo", e).is_ok(), "spawn echo");
     c.check(spawn("crasher", crash).is_ok(), "spawn a program that faults");
     let mut gone = false;

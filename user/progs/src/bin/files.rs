@@ -78,9 +78,7 @@ fn main() -> i32 {
     let mut text = String::new();
     let mut reply: Option<Msg> = None;
     loop {
-        ipc::set_recv_buffer(&mut buf);
-        let mut m = Msg::empty();
-        let Ok(badge) = ipc::serve_next(reply.take(), &mut m) else { continue };
+        let Ok((badge, m)) = ipc::serve(reply.take(), &mut buf) else { continue };
         let string = if m.tag().has_string() { &buf[..ipc::received_string_len().min(buf.len())] } else { &[][..] };
         if badge == 0 && m.label() == rt::proto::GONE {
             let gone = m.word(1) & 0xffff_ffff;

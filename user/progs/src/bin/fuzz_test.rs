@@ -18,8 +18,8 @@ fn main() -> i32 {
     let calls: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     println!("fuzz: seed {} ({} random system calls from 4 hostile threads)", seed, calls);
     let free_before = sys::kernel_info().free_frames;
-    let hostile = rt::alloc_slot();
-    let hostile_task = rt::alloc_slot();
+    let hostile = rt::alloc_slot_pair();
+    let hostile_task = hostile + 1;
     let cmd = alloc::format!("fuzz_hostile {} {}", seed, calls);
     c.check(spawn(&cmd, hostile).is_ok(), "spawn the hostile program");
     let mut m = Msg::empty();
@@ -44,8 +44,7 @@ fn main() -> i32 {
     c.check(free_after + 64 >= free_before, "no memory lost to the hostile program");
 
     // A well-behaved pair still works.
-    let e = rt::alloc_slot();
-    rt::alloc_slot();
+    let e = rt::alloc_slot_pair();
     c.check(spawn("echo", e).is_ok(), "spawn echo afterwards");
     let mut ok = true;
     for i in 0..1000u64 {

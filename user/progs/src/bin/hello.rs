@@ -12,8 +12,7 @@ fn main() -> i32 {
     let info = sys::kernel_info();
     println!("hello from user mode: ABI {}, {} kHz TSC, {} free frames, quota {}/{} pages",
         info.abi_version, info.tsc_per_ms, info.free_frames, info.quota_used, info.quota_limit);
-    let slot = rt::alloc_slot();
-    rt::alloc_slot();
+    let slot = rt::alloc_slot_pair();
     match progs::spawn("echo", slot) {
         Ok(id) => {
             let mut m = Msg::new(progs::echo::ECHO, &[41]);

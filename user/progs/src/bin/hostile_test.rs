@@ -41,8 +41,7 @@ fn bad_receiver(_: u64) {
 
 fn main() -> i32 {
     let mut c = Checks::new();
-    let echo_slot = rt::alloc_slot();
-    rt::alloc_slot();
+    let echo_slot = rt::alloc_slot_pair();
     c.check(spawn("echo", echo_slot).is_ok(), "spawn echo");
 
     // Unknown system calls.

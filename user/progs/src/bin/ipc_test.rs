@@ -42,8 +42,8 @@ fn local_server(_: u64) {
 
 fn main() -> i32 {
     let mut c = Checks::new();
-    let echo_slot = rt::alloc_slot();
-    let echo_task = rt::alloc_slot();
+    let echo_slot = rt::alloc_slot_pair();
+    let echo_task = echo_slot + 1;
     c.check(spawn("echo", echo_slot).is_ok(), "spawn echo server");
 
     // Register words and the badge of an unbadged capability.
@@ -127,8 +127,7 @@ fn main() -> i32 {
     c.eq(ipc::recv(ta.slot, &mut m, FOREVER), Ok(101), "then the other");
 
     // A call chain across three tasks: us -> echo -> echo2 -> echo -> us.
-    let echo2 = rt::alloc_slot();
-    rt::alloc_slot();
+    let echo2 = rt::alloc_slot_pair();
     c.check(spawn("echo", echo2).is_ok(), "spawn a second echo");
     c.eq(sys::cap_give(echo_task, echo2, 20, rights::SEND), Ok(()), "give echo a capability to echo2");
     let mut m = Msg::new(echo::FORWARD, &[20, 5]);

@@ -12,8 +12,8 @@ rt::entry!(main);
 
 fn main() -> i32 {
     let mut c = Checks::new();
-    let hog = rt::alloc_slot();
-    let hog_task = rt::alloc_slot();
+    let hog = rt::alloc_slot_pair();
+    let hog_task = hog + 1;
     c.check(spawn("hog", hog).is_ok(), "start hog (64 pages in its manifest entry)");
     let mut gone = false;
     for _ in 0..300 {

@@ -137,7 +137,8 @@ fn main() -> i32 {
         return peer();
     }
     let mut c = Checks::new();
-    let (b, b_task, cc, c_task) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
+    let (b, cc) = (rt::alloc_slot_pair(), rt::alloc_slot_pair());
+    let (b_task, c_task) = (b + 1, cc + 1);
     c.check(spawn("map_test peer", b).is_ok() && spawn("map_test peer", cc).is_ok(), "spawn B and C");
     let report = rt::alloc_slot();
     sys::cap_copy(cap::SELF_THREAD, report, rights::SEND, PROBE_BADGE).unwrap();
@@ -205,8 +206,7 @@ fn main() -> i32 {
     c.eq(touch_in(b_task, Some(b), WINDOW + 0x20000, false), Touch::Fault(WINDOW + 0x20000, false), "nothing arrives from an unmapped source");
 
     // A receiver without a window refuses items.
-    let e = rt::alloc_slot();
-    rt::alloc_slot();
+    let e = rt::alloc_slot_pair();
     spawn("echo", e).unwrap();
     let mut m = Msg::new(progs::echo::ECHO, &[]);
     m.push_item(Fpage::mem(p, 12, mem::READ), 0);

@@ -172,10 +172,7 @@ fn main() -> i32 {
     let mut buf = [0u8; 512];
     let mut reply: Option<Msg> = None;
     loop {
-        ipc::set_recv_buffer(&mut buf);
-        let mut msg = Msg::empty();
-        let r = ipc::serve_next(reply.take(), &mut msg);
-        let Ok(badge) = r else { continue };
+        let Ok((badge, msg)) = ipc::serve(reply.take(), &mut buf) else { continue };
         reply = Some(match (msg.label(), badge) {
             (label::PAGE_FAULT, b) if b != 0 => match srv.fault(b, msg.word(1), msg.word(2)) {
                 Some(a) => a,
