@@ -5,7 +5,7 @@
 //! `target/bench/SUITE.json`, `target/bench/report.md` and an SVG plot per suite.
 
 use crate::qemu::{self, Options};
-use crate::scenarios::{run_scenario_log, Scenario, BENCH_BLK};
+use crate::scenarios::{run_scenario_log, Scenario};
 use crate::{build, project_root, sh};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -249,7 +249,7 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Pa
         for run in 1..=RUNS {
             step += 1;
             eprintln!("[kernel {step}/{steps}] scion, {mode}, run {run}/{RUNS}");
-            let sc = Scenario::measure(if *icount { "bench-icount" } else { "bench-tcg" }, *icount);
+            let sc = Scenario { icount: *icount, limit_s: 300, ..Scenario::bench(if *icount { "bench-icount" } else { "bench-tcg" }, "kernel", &[])? };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
             if !ok {
                 return Err(format!("the Scion measurement boot failed; see {}", dir.display()));
@@ -480,12 +480,10 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path
             step += 1;
             eprintln!("[baio {step}/{steps}] scion, {mode}, run {run}");
             let sc = Scenario {
-                tests: vec![format!("caps=blk principal=1 bench_baio {} {BAIO_N} {BAIO_DEPTH}", ws.join(","))],
-                extra: BENCH_BLK,
                 disk_file: Some(disk.clone()),
                 icount: *icount,
                 limit_s: 1800,
-                ..Scenario::base(if *icount { "bench-baio-icount" } else { "bench-baio-tcg" })
+                ..Scenario::bench(if *icount { "bench-baio-icount" } else { "bench-baio-tcg" }, "baio", &[("ARGS", format!("{} {BAIO_N} {BAIO_DEPTH}", ws.join(",")))])?
             };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
             std::fs::write(dir.join(format!("scion-baio-{mode}.log")), &log).map_err(|e| e.to_string())?;

@@ -10,8 +10,11 @@ use std::process::{Command, ExitCode};
 
 pub const TARGET: &str = "x86_64-unknown-none";
 
-/// What `cargo xtask run` boots.
-const RUN_MANIFEST: &str = include_str!("../run.manifest");
+/// What `cargo xtask run` boots (root's manifest).
+fn run_manifest() -> Result<String, String> {
+    let p = project_root().join("system/run.toml");
+    std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+}
 
 fn usage() -> ExitCode {
     eprintln!(
@@ -88,29 +91,69 @@ pub struct Artifacts {
     pub programs: Vec<(String, PathBuf)>,
 }
 
+/// The user program packages (members under `user/` with binaries) and their binaries.
+fn user_programs() -> Result<Vec<(String, Vec<String>)>, String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("cargo metadata: {e}"))?;
+    let user = project_root().join("user");
+    let mut pkgs = Vec::new();
+    for p in v["packages"].as_array().into_iter().flatten() {
+        let in_user = p["manifest_path"].as_str().is_some_and(|m| Path::new(m).starts_with(&user));
+        let bins: Vec<String> = p["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bin")))
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect();
+        if in_user && !bins.is_empty() {
+            pkgs.push((p["name"].as_str().unwrap_or_default().to_string(), bins));
+        }
+    }
+    pkgs.sort();
+    Ok(pkgs)
+}
+
 /// Build kernel and user programs (release: TCG makes every instruction count).
 pub fn build() -> Result<Artifacts, String> {
     ensure_target()?;
-    sh(Command::new(env!("CARGO")).args(["build", "--release", "--target", TARGET, "-p", "kernel", "-p", "progs"]))?;
-    let dir = project_root().join("target").join(TARGET).join("release");
-    let mut programs = Vec::new();
-    let bins = project_root().join("user/progs/src/bin");
-    let mut names: Vec<String> = std::fs::read_dir(&bins)
-        .map_err(|e| format!("{}: {e}", bins.display()))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.path().file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .collect();
-    names.sort();
-    for n in names {
-        programs.push((n.clone(), dir.join(&n)));
+    let pkgs = user_programs()?;
+    let mut args: Vec<String> = ["build", "--release", "--target", TARGET, "-p", "kernel"].iter().map(|s| s.to_string()).collect();
+    for (p, _) in &pkgs {
+        args.push("-p".into());
+        args.push(p.clone());
     }
+    sh(Command::new(env!("CARGO")).args(&args))?;
+    let dir = project_root().join("target").join(TARGET).join("release");
+    let mut programs: Vec<(String, PathBuf)> = pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
+    programs.sort();
     Ok(Artifacts { kernel: dir.join("kernel"), programs })
 }
 
-/// Pack root, every program and a `manifest` into a boot image.
+/// The programs the kernel and root start whatever the manifest says.
+const ALWAYS: [&str; 3] = ["sigma0", "root", "mem"];
+
+/// Pack the programs `manifest` names (and sigma0, root and the memory servers) and the
+/// `manifest` into a boot image.
 pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, String> {
+    let progs = manifest::parse(manifest).map_err(|e| format!("{name}: manifest line {}: {}", e.line, e.msg))?;
+    let mut wanted: Vec<&str> = ALWAYS.to_vec();
+    for p in &progs {
+        if !wanted.contains(&p.file.as_str()) {
+            wanted.push(&p.file);
+        }
+    }
     let mut b = bootfs::Builder::new();
-    for (n, p) in &a.programs {
+    for w in wanted {
+        let Some((n, p)) = a.programs.iter().find(|(n, _)| n == w) else {
+            return Err(format!("{name}: the manifest names `{w}`, which no package under user/ builds"));
+        };
         let data = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
         b.add(n, &data).map_err(|e| format!("boot image: {n}: {e:?}"))?;
     }
@@ -124,7 +167,7 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
 
 fn run() -> Result<ExitCode, String> {
     let a = build()?;
-    let img = make_image(&a, RUN_MANIFEST, "run")?;
+    let img = make_image(&a, &run_manifest()?, "run")?;
     qemu::ensure_qemu()?;
     // The disk persists across runs; it is made (with sample segments and a `files`
     // filesystem holding the docs) when missing or when made by an older xtask.

@@ -3,42 +3,125 @@
 //! each and ends the machine when all are done.
 
 use crate::qemu::{self, Options};
-use crate::{build, make_image, out_dir, Artifacts};
+use crate::{build, make_image, out_dir, project_root, Artifacts};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The measurement program with what it needs: COM1 and its IRQ (the transmitter's
-/// interrupt is the event it times), and kernel memory for 64 spaces.
-/// The block service's manifest entry.
-/// The shared cache and the block service, for the `baio` benchmark.
-pub const BENCH_BLK: &str = "[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n";
-
-/// The block service and the files server on segment `files`.
-const FILES_SERVER: &str = concat!("[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n", "\n[[program]]\nname = \"files\"\nprincipal = 1\npriority = 110\ncaps = [\"blk\"]\nclients = true\n");
-const BLK_SERVER: &str = "[[program]]\nname = \"cache\"\npriority = 125\ncaps = [\"sigma0\"]\n\n[[program]]\nname = \"blk\"\nargs = \"quota=4096 quota.2=24\"\npriority = 120\nio = [\"0xcf8-0xcff\"]\nirq = [16, 17, 18, 19, 20, 21, 22, 23]\ncaps = [\"sigma0\", \"cache\"]\nclients = true\n";
-
-pub const BENCH_KERNEL: &str = "io=0x3f8-0x3ff irq=4 kpages=4096 caps=machine bench_kernel";
-
+/// A scenario: one boot, described by a file in `system/scenarios/` — a `[scenario]`
+/// table (how to boot and what to check) followed by root's manifest for the boot, whose
+/// entries marked `test = true` are the tests. Root prints `TEST <name> PASS|FAIL` for
+/// each and ends the machine when all are done.
+#[derive(Clone, Debug)]
 pub struct Scenario {
-    pub name: &'static str,
-    /// Test programs (with arguments) started by root; `pager=NAME` may come first.
+    pub name: String,
+    /// Root's manifest: the included parts, then the file's own entries.
+    pub manifest: String,
+    /// The entries marked `test = true`.
     pub tests: Vec<String>,
-    /// More manifest entries (servers the tests use), started before the tests.
-    pub extra: &'static str,
-    /// Type this into the serial port once the marker appears: (marker, text).
-    pub input: Option<(&'static str, &'static str)>,
+    /// Type `text` into the serial port once `marker` appears.
+    pub input: Option<(String, String)>,
     /// With input: strings the serial log must show (the scenario is one test).
-    pub expect: &'static [&'static str],
+    pub expect: Vec<String>,
     /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE | :fs=PATH+…]`,
-    /// paths relative to the project), attached as virtio-blk.
-    pub disk: Option<&'static [&'static str]>,
+    /// paths relative to the project; `!corrupt` clears the bitmap's first byte).
+    pub disk: Option<Vec<String>>,
     /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
-    pub disk_file: Option<std::path::PathBuf>,
+    pub disk_file: Option<PathBuf>,
     /// Kernel command line.
-    pub append: &'static str,
+    pub append: String,
     pub icount: bool,
     pub limit_s: u64,
+    /// Run only by the code that needs it (the durability test), not on its own.
+    pub manual: bool,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    limit: Option<u64>,
+    append: Option<String>,
+    icount: Option<bool>,
+    include: Option<Vec<String>>,
+    disk: Option<Vec<String>>,
+    input: Option<Input>,
+    expect: Option<Vec<String>>,
+    manual: Option<bool>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    marker: String,
+    text: String,
+}
+
+fn system_dir() -> PathBuf {
+    project_root().join("system")
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `${NAME}` replaced by its value.
+fn substitute(text: &str, vars: &[(&str, String)]) -> String {
+    let mut t = text.to_string();
+    for (k, v) in vars {
+        t = t.replace(&format!("${{{k}}}"), v);
+    }
+    t
+}
+
+impl Scenario {
+    /// Load `system/scenarios/NAME.toml` with `vars` substituted.
+    pub fn load(name: &str, vars: &[(&str, String)]) -> Result<Scenario, String> {
+        let path = system_dir().join("scenarios").join(format!("{name}.toml"));
+        let text = substitute(&read(&path)?, vars);
+        // The header is everything before the first manifest entry.
+        let at = text.find("\n[[program]]").map(|i| i + 1).unwrap_or(text.len());
+        let (head, body) = text.split_at(at);
+        let h: Header = if head.contains("[scenario]") {
+            let v: toml::Table = toml::from_str(head).map_err(|e| format!("{}: {e}", path.display()))?;
+            match v.get("scenario") {
+                Some(t) => t.clone().try_into().map_err(|e| format!("{}: [scenario]: {e}", path.display()))?,
+                None => Header::default(),
+            }
+        } else {
+            Header::default()
+        };
+        let mut manifest = String::new();
+        for inc in h.include.unwrap_or_default() {
+            let p = system_dir().join("parts").join(format!("{inc}.toml"));
+            manifest.push_str(&substitute(&read(&p)?, vars));
+            manifest.push('\n');
+        }
+        manifest.push_str(body);
+        let sc = Scenario::from_manifest(name, manifest)?;
+        Ok(Scenario {
+            input: h.input.map(|i| (i.marker, i.text)),
+            expect: h.expect.unwrap_or_default(),
+            disk: h.disk,
+            append: h.append.unwrap_or_default(),
+            icount: h.icount.unwrap_or(false),
+            limit_s: h.limit.unwrap_or(180),
+            manual: h.manual.unwrap_or(false),
+            ..sc
+        })
+    }
+
+    /// A boot of a manifest file (`system/bench/NAME.toml`) with `vars` substituted.
+    pub fn bench(name: &str, file: &str, vars: &[(&str, String)]) -> Result<Scenario, String> {
+        let text = substitute(&read(&system_dir().join("bench").join(format!("{file}.toml")))?, vars);
+        Scenario::from_manifest(name, text)
+    }
+
+    fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
+        let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
+        let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, limit_s: 180, manual: false })
+    }
 }
 
 fn fuzz_seed() -> u64 {
@@ -47,122 +130,17 @@ fn fuzz_seed() -> u64 {
     })
 }
 
-pub fn scenarios() -> Vec<Scenario> {
+/// Every scenario file in `system/scenarios/`, loaded.
+pub fn scenarios() -> Result<Vec<Scenario>, String> {
     let seed = fuzz_seed();
-    let s = |name, tests: &[&str], append, limit_s| Scenario {
-        tests: tests.iter().map(|t| t.to_string()).collect(),
-        append,
-        limit_s,
-        ..Scenario::base(name)
-    };
-    vec![
-        s("boot", &["hello"], "", 60),
-        s("ipc", &["ipc_test"], "", 120),
-        s("caps", &["caps_test"], "", 120),
-        s("hostile", &["hostile_test"], "", 120),
-        Scenario {
-            tests: vec![format!("fuzz_test {seed} 100000")],
-            limit_s: 600,
-            ..Scenario::base("fuzz")
-        },
-        s("faults", &["fault_test"], "", 120),
-        s("map", &["map_test"], "", 120),
-        Scenario {
-            tests: vec!["io=0xcf8-0xcff caps=sigma0 blk_test".into()],
-            disk: Some(&["files:1:2048:xtask/disk/hello.txt", "scratch:2:1000"]),
-            ..Scenario::base("disk")
-        },
-        Scenario {
-            tests: vec!["caps=blk principal=1 seg_refused".into()],
-            extra: BLK_SERVER,
-            // The bitmap's first byte cleared: a segment's blocks look free.
-            disk: Some(&["files:1:2048:xtask/disk/hello.txt", "!corrupt"]),
-            ..Scenario::base("baio_corrupt")
-        },
-        Scenario {
-            tests: vec!["caps=blk principal=1 seg_test".into(), "caps=blk principal=2 seg_peer".into()],
-            extra: BLK_SERVER,
-            disk: Some(&["files:1:2048:xtask/disk/hello.txt"]),
-            ..Scenario::base("baio")
-        },
-        Scenario {
-            tests: vec!["caps=blk,files principal=1 files_test".into()],
-            extra: FILES_SERVER,
-            disk: Some(&["files:1:2048:fs=xtask/disk", "junk:1:64"]),
-            ..Scenario::base("files")
-        },
-        Scenario {
-            tests: vec!["caps=echo svc_test".into(), "io=0xcf8-0xcff caps=sigma0 pci_test".into(), "limit_test".into()],
-            extra: "[[program]]\nname = \"echo\"\nrestart = true\n\n[[program]]\nname = \"hog\"\npages = 64\nstart = false\n",
-            ..Scenario::base("services")
-        },
-        s("pager", &["pager_test"], "", 180),
-        // Two memory servers side by side; pager_test runs three levels down
-        // (sigma0 → mem1 → pager_test → its worker).
-        s("stacked", &["pager=mem1 pager_test", "hello"], "", 180),
-        s("sched", &["sched_test"], "", 180),
-        s("sched_pit", &["sched_test"], "timer=pit", 180),
-        Scenario::measure("measure", true),
-        Scenario {
-            tests: vec![],
-            extra: include_str!("../console.manifest"),
-            // Typed at the shell's first prompt: a backspace edit, every command, a
-            // mistake, and halt (which ends the machine).
-            input: Some(("scion> ", "help\nps\nmem\nlspci\nbogus\necno\x7f\x7fho edited\x15echo hello scion\nkill 999\nls\ncat hello.txt\nput notes/a.txt no such dir\nput note.txt typed at the shell\ncat note.txt\nls\nrm note.txt\ncat note.txt\nhalt\n")),
-            expect: &[
-                "console: ready",
-                "commands:",
-                "  ID NAME",
-                " console ",
-                "sigma0: ",
-                "mem0: pool",
-                "8086:29c0",
-                "sh: unknown command `bogus` (try `help`)",
-                "\nhello scion\n",
-                "kill: 999: InvalidArg",
-                "f 12 hello.txt",
-                "\nhello scion\n",
-                "put: notes/a.txt no such dir: NoPartner",
-                "\ntyped at the shell\n",
-                "f 19 note.txt",
-                "cat: note.txt: NoPartner",
-                "[root] halting",
-            ],
-            disk: Some(&["files:1:2048:fs=xtask/disk/hello.txt"]),
-            ..Scenario::base("console")
-        },
-    ]
-}
-
-/// The program a test line starts (options like `pager=mem1` come first).
-pub fn program_of(t: &str) -> &str {
-    t.split(' ').find(|w| !w.contains('=')).unwrap_or("")
-}
-
-/// The manifest of a scenario: one test entry per test line, then the extras.
-fn manifest_for(sc: &Scenario) -> String {
-    // Servers first: root starts entries in order, and tests look servers up at once.
-    let mut m = String::from(sc.extra);
-    m.push('\n');
-    for t in &sc.tests {
-        let prog = program_of(t);
-        let opt = |k: &str| t.split(' ').find_map(|w| w.strip_prefix(k)).map(|v| v.to_string());
-        let list = |v: Option<String>, quote: bool| {
-            v.map(|v| v.split(',').map(|x| if quote { format!("\"{x}\"") } else { x.to_string() }).collect::<Vec<_>>().join(", ")).unwrap_or_default()
-        };
-        let args: Vec<&str> = t.split(' ').filter(|w| !w.contains('=')).skip(1).collect();
-        m.push_str(&format!(
-            "[[program]]\nname = \"{prog}\"\nargs = \"{}\"\npager = \"{}\"\ncaps = [{}]\nio = [{}]\nirq = [{}]\nkpages = {}\nprincipal = {}\ntest = true\n\n",
-            args.join(" "),
-            opt("pager=").unwrap_or_else(|| "mem0".into()),
-            list(opt("caps="), true),
-            list(opt("io="), true),
-            list(opt("irq="), false),
-            opt("kpages=").unwrap_or_else(|| "1024".into()),
-            opt("principal=").unwrap_or_else(|| "0".into()),
-        ));
-    }
-    m
+    let dir = system_dir().join("scenarios");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".toml")).map(String::from))
+        .collect();
+    names.sort();
+    names.iter().map(|n| Scenario::load(n, &[("SEED", seed.to_string())])).collect()
 }
 
 /// The scenario's disk image (made fresh), if it has one.
@@ -170,11 +148,11 @@ fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
     if sc.disk_file.is_some() {
         return Ok(sc.disk_file.clone());
     }
-    let disk = match sc.disk {
+    let disk = match &sc.disk {
         Some(segs) => {
             let path = out_dir().join(format!("{}-disk.img", sc.name));
             let root = crate::project_root();
-            let corrupt = segs.contains(&"!corrupt");
+            let corrupt = segs.iter().any(|s| s == "!corrupt");
             let segs: Vec<String> = segs
                 .iter()
                 .filter(|s| !s.starts_with('!'))
@@ -214,17 +192,17 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 }
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
-    let img = make_image(a, &manifest_for(sc), sc.name)?;
+    let img = make_image(a, &sc.manifest, &sc.name)?;
     let disk = make_disk(sc)?;
     let opts = Options { accel: accel.to_string(), icount: sc.icount, append: sc.append.to_string(), disk };
-    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input)?;
+    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str())))?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
     let log_path = logs.join(format!("{}.log", sc.name));
     std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
     let mut results = Vec::new();
     if sc.input.is_some() {
-        let missing: Vec<&str> = sc.expect.iter().copied().filter(|e| !out.log.contains(e)).collect();
+        let missing: Vec<&str> = sc.expect.iter().map(String::as_str).filter(|e| !out.log.contains(e)).collect();
         let ok = missing.is_empty() && out.status == Some(1);
         let detail = if out.timed_out {
             format!("timed out after {} s", sc.limit_s)
@@ -235,8 +213,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         };
         results.push(Result1 { name: format!("{}/session", sc.name), ok, detail: if ok { String::new() } else { detail } });
     }
-    for t in &sc.tests {
-        let prog = program_of(t);
+    for prog in &sc.tests {
         let pass = out.log.lines().any(|l| l.trim() == format!("TEST {prog} PASS"));
         let fail = out.log.lines().any(|l| l.trim().starts_with(&format!("TEST {prog} FAIL")));
         let ok = pass && !fail && out.status == Some(1);
@@ -284,15 +261,10 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 /// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
 /// boot 2 (same disk) reads the data back.
 fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
-    let phase = |name: &'static str, args: &str| Scenario {
-        tests: vec![format!("caps=blk principal=1 durable {args}")],
-        extra: BLK_SERVER,
-        disk: Some(&["files:1:2048:xtask/disk/hello.txt"]),
-        ..Scenario::base(name)
-    };
-    let write = phase("durable-write", "write");
+    let phase = |name: &str, p: &str| Scenario::load("durable", &[("PHASE", p.to_string())]).map(|s| Scenario { name: name.to_string(), ..s });
+    let write = phase("durable-write", "write")?;
     let disk = make_disk(&write)?.expect("a disk");
-    let img = make_image(a, &manifest_for(&write), write.name)?;
+    let img = make_image(a, &write.manifest, &write.name)?;
     let opts = Options { accel: qemu::accel(), icount: false, append: String::new(), disk: Some(disk.clone()) };
     let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some("DURABLE synced"))?;
     let logs = out_dir().join("logs");
@@ -304,12 +276,12 @@ fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
         ok: synced,
         detail: if synced { String::new() } else { format!("no acknowledged sync before the kill; see {}", logs.join("durable-write.log").display()) },
     }];
-    let read = phase("durable-read", "read");
-    let img = make_image(a, &manifest_for(&read), read.name)?;
+    let read = phase("durable-read", "read")?;
+    let img = make_image(a, &read.manifest, &read.name)?;
     let opts = Options { accel: qemu::accel(), icount: false, append: String::new(), disk: Some(disk) };
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(180), None)?;
     std::fs::write(logs.join("durable-read.log"), &out.log).map_err(|e| e.to_string())?;
-    let ok = out.log.contains("TEST durable PASS") && out.status == Some(1);
+    let ok = out.log.contains("TEST durable_test PASS") && out.status == Some(1);
     res.push(Result1 {
         name: "durable/read-after-kill".into(),
         ok,
@@ -328,9 +300,9 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
             failed += 1
         }
     }
-    let selected: Vec<Scenario> = scenarios()
+    let selected: Vec<Scenario> = scenarios()?
         .into_iter()
-        .filter(|s| filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
+        .filter(|s| !s.manual && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
         .collect();
     let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
     let artifacts = if !selected.is_empty() || run_durability {
@@ -342,7 +314,7 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     if let (false, Some(a)) = (selected.is_empty(), artifacts.clone()) {
         for s in &selected {
             if s.name == "fuzz" {
-                println!("fuzz seed: {} (set SCION_FUZZ_SEED to repeat)", s.tests[0].split(' ').nth(1).unwrap_or("?"));
+                println!("fuzz seed: {} (set SCION_FUZZ_SEED to repeat)", s.manifest.lines().find_map(|l| l.trim().strip_prefix("args = \"")).and_then(|a| a.split(' ').next()).unwrap_or("?"));
             }
         }
         // Two boots at a time: the machines here have two cores.
@@ -399,18 +371,6 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     }
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-impl Scenario {
-    /// A boot with no tests, extras, input, disk or kernel arguments, under plain TCG.
-    pub fn base(name: &'static str) -> Scenario {
-        Scenario { name, tests: Vec::new(), extra: "", input: None, expect: &[], disk: None, disk_file: None, append: "", icount: false, limit_s: 180 }
-    }
-
-    /// The measurement boot of the `kernel` suite.
-    pub fn measure(name: &'static str, icount: bool) -> Scenario {
-        Scenario { tests: vec![BENCH_KERNEL.into()], icount, limit_s: 300, ..Scenario::base(name) }
-    }
 }
 
 /// Boot a scenario with a given accelerator; returns whether its tests passed and its log.

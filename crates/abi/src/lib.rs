@@ -88,10 +88,22 @@ pub enum Error {
     /// The receiver opened no receive window for a typed item of this kind, or the
     /// item is larger than the window.
     NoWindow = 18,
+    // Errors only servers answer (the kernel never returns them); one numbering for
+    // the whole system, so any program can print any error by name.
+    /// (servers) No such name: file, segment, program or server.
+    NotFound = 19,
+    /// (servers) The name is taken.
+    Exists = 20,
+    /// (servers) The request's words or string do not fit its label.
+    Malformed = 21,
+    /// (servers) The server has no request with this label.
+    Unsupported = 22,
+    /// (servers) No room left: disk blocks, quota, table entries.
+    NoSpace = 23,
 }
 
 impl Error {
-    pub const ALL: [Error; 18] = [
+    pub const ALL: [Error; 23] = [
         Error::NoSys,
         Error::InvalidCap,
         Error::WrongType,
@@ -110,6 +122,11 @@ impl Error {
         Error::CopyFault,
         Error::Deadlock,
         Error::NoWindow,
+        Error::NotFound,
+        Error::Exists,
+        Error::Malformed,
+        Error::Unsupported,
+        Error::NoSpace,
     ];
 
     pub fn from_code(code: u64) -> Option<Error> {
@@ -136,6 +153,11 @@ impl Error {
             Error::CopyFault => "CopyFault",
             Error::Deadlock => "Deadlock",
             Error::NoWindow => "NoWindow",
+            Error::NotFound => "NotFound",
+            Error::Exists => "Exists",
+            Error::Malformed => "Malformed",
+            Error::Unsupported => "Unsupported",
+            Error::NoSpace => "NoSpace",
         }
     }
 }

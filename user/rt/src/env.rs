@@ -55,3 +55,20 @@ pub fn kill(id: u64) -> Result<(), Error> {
 pub fn halt() -> Result<(), Error> {
     call(&mut Msg::new(proto::HALT, &[]))
 }
+
+/// Ask root to start `cmdline`; the new program's thread capability lands in `slot`
+/// (SEND) and its task capability in `slot + 1` (CONTROL), so take `slot` from
+/// `rt::alloc_slot_pair`. Returns its id.
+pub fn spawn(cmdline: &str, slot: u64) -> Result<u64, Error> {
+    ipc::set_send_string(cmdline.as_bytes());
+    let mut m = Msg::new(proto::SPAWN, &[slot]).with_string();
+    call(&mut m)?;
+    Ok(m.word(2))
+}
+
+/// Root's free capability slots and the number of programs it keeps a record of.
+pub fn root_slots() -> Result<(u64, u64), Error> {
+    let mut m = Msg::new(proto::SLOTS, &[]);
+    call(&mut m)?;
+    Ok((m.word(2), m.word(3)))
+}

@@ -8,7 +8,7 @@ use crate::sync::Lock;
 use core::alloc::{GlobalAlloc, Layout};
 use linked_list_allocator::Heap;
 
-const HEAP_BASE: u64 = 0x0000_2000_0000_0000;
+const HEAP_BASE: u64 = crate::layout::HEAP;
 const STEP: u64 = 256 * 1024;
 const HEAP_MAX: u64 = 256 * 1024 * 1024;
 

@@ -241,18 +241,6 @@ pub fn serve(reply: Option<Msg>, buf: &mut [u8]) -> Result<(u64, Msg), Error> {
     Ok((badge, m))
 }
 
-/// A server that cannot work (its device or filesystem was refused) answers every
-/// request with `e` from now on rather than vanish: its clients learn why.
-pub fn refuse_all(e: Error) -> ! {
-    let mut reply = None;
-    let mut buf = [0u8; 256];
-    loop {
-        if serve(reply.take(), &mut buf).is_ok() {
-            reply = Some(Msg::new(0, &[e as u64]));
-        }
-    }
-}
-
 /// The cheapest call round trip: register-only words, for measurements and servers
 /// that want to avoid the `Msg` copy. Returns (error, tag, first word).
 #[inline(always)]

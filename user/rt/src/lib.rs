@@ -1,20 +1,22 @@
 //! Scion's user runtime: program entry, system calls, IPC, threads, a growing heap,
-//! `print!`, capability-slot allocation, the program loader, and the protocol that
-//! programs speak with root.
+//! `print!`, capability-slot allocation, the program loader, the protocols every
+//! program speaks (root's and the console's), the one server loop and the badge layout
+//! (`server`), and the table of regions programs map (`layout`).
 #![no_std]
 
 extern crate alloc;
 
-pub mod baio;
-pub mod files;
 pub mod console;
 pub mod env;
 pub mod heap;
 pub mod ipc;
+pub mod layout;
 pub mod loader;
 pub mod pci;
 pub mod print;
 pub mod proto;
+pub mod server;
+pub mod shared;
 pub mod sync;
 pub mod sys;
 pub mod thread;
@@ -38,6 +40,12 @@ pub fn alloc_slot() -> u64 {
     let s = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
     assert!(s < cap::SLOTS, "out of capability slots");
     s
+}
+
+/// How many more slots `alloc_slot` can hand out.
+pub fn free_slots() -> u64 {
+    let fresh = cap::SLOTS.saturating_sub(NEXT_SLOT.load(Ordering::Relaxed));
+    fresh + FREE_SLOTS.lock().len() as u64
 }
 
 /// Two adjacent fresh slots (for calls that fill `slot` and `slot + 1`, as `SPAWN`).

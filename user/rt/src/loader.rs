@@ -1,9 +1,9 @@
 //! Start programs in new tasks. Two ways, by who will page the program:
 //!
 //! - `spawn_paged`: a memory server pages it. The loader only makes the task and its
-//!   first thread, names the server as the thread's pager, and registers the program
-//!   (its file in the boot image, its command line, its page limit) with the server,
-//!   which fills every page on first touch.
+//!   first thread and names the server as the thread's pager; the caller (root)
+//!   registers the program (its file in the boot image, its command line, its page
+//!   limit) with the server (`mem_api`), which fills every page on first touch.
 //! - `load_granted`: for servers paged by sigma0 (the memory servers themselves).
 //!   The loader fills the ELF segments and the stack in a scratch range of its own
 //!   (pages from its pager) and grants them to the child.
@@ -11,13 +11,12 @@
 //! Either way the child gets its own task and thread capabilities in the slots
 //! `abi::cap` names, and starts with `rdi` = its `StartInfo`.
 
-use crate::ipc::{self, Msg};
 use crate::sys;
 use abi::layout::{MAIN_STACK_PAGES, MAIN_STACK_TOP, MAIN_UTCB, PAGE_SIZE};
 use abi::{cap, mem, rights, Error, StartInfo};
 use kcore::elf::{self, ElfError};
 
-const SCRATCH: u64 = 0x0000_3000_0000_0000;
+const SCRATCH: u64 = crate::layout::LOADER_SCRATCH;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LoadError {
@@ -43,23 +42,37 @@ pub struct Child {
 const START_INFO: u64 = MAIN_STACK_TOP - core::mem::size_of::<StartInfo>() as u64;
 
 impl Child {
+    /// Destroy the task (if still there) and give its capability slots back.
+    pub fn discard(&self) {
+        discard(self.task, self.thread);
+    }
+
     /// Let the first thread run.
     pub fn start(&self) -> Result<(), Error> {
         sys::thread_start(self.thread, self.entry, START_INFO - 8, START_INFO)
     }
 }
 
+/// Destroy a task that was being made and give both slots back.
+fn discard(task: u64, thread: u64) {
+    let _ = sys::task_destroy(task);
+    crate::free_slot(thread);
+    crate::free_slot(task);
+}
+
 /// Make the task and first thread (stopped), with their capabilities in the child.
 fn make(kquota: u64, prio: u64) -> Result<(u64, u64), Error> {
     let task = crate::alloc_slot();
-    sys::task_create(task, kquota)?;
+    if let Err(e) = sys::task_create(task, kquota) {
+        crate::free_slot(task);
+        return Err(e);
+    }
     let thread = crate::alloc_slot();
     let r = sys::thread_create(task, thread, MAIN_UTCB, prio)
         .and_then(|_| sys::cap_give(task, task, cap::SELF_TASK, rights::CONTROL))
         .and_then(|_| sys::cap_give(task, thread, cap::SELF_THREAD, rights::SEND | rights::CONTROL));
     if let Err(e) = r {
-        let _ = sys::task_destroy(task);
-        let _ = sys::cap_delete(task);
+        discard(task, thread);
         return Err(e);
     }
     Ok((task, thread))
@@ -73,22 +86,17 @@ fn check_args(args: &str) -> Result<(), LoadError> {
     }
 }
 
-/// Start `cmdline` (its first word names `image`'s file in the boot image), paged by
-/// the memory server in `pager` under `badge`, with at most `limit` pages.
-pub fn spawn_paged(image: &[u8], cmdline: &str, kquota: u64, prio: u64, pager: u64, badge: u64, limit: u64) -> Result<Child, LoadError> {
+/// Make a task for `cmdline` (checked against `image`, its ELF file) paged by the
+/// memory server in `pager` under `badge`; the caller registers it with the server
+/// before starting it, and calls `discard` if that fails.
+pub fn spawn_paged(image: &[u8], cmdline: &str, kquota: u64, prio: u64, pager: u64, badge: u64) -> Result<Child, LoadError> {
     let e = elf::parse(image).map_err(LoadError::Elf)?;
     check_args(cmdline)?;
     let (task, thread) = make(kquota, prio)?;
-    let undo = |e: Error| {
-        let _ = sys::task_destroy(task);
-        let _ = sys::cap_delete(task);
-        LoadError::Sys(e)
-    };
-    sys::thread_set_pager(thread, pager, badge).map_err(undo)?;
-    ipc::set_send_string(cmdline.as_bytes());
-    let mut m = Msg::new(crate::proto::mem::REGISTER, &[badge, limit]).with_string();
-    ipc::call(pager, &mut m, ipc::FOREVER).map_err(undo)?;
-    abi::check(m.word(1)).map_err(undo)?;
+    if let Err(e) = sys::thread_set_pager(thread, pager, badge) {
+        discard(task, thread);
+        return Err(LoadError::Sys(e));
+    }
     Ok(Child { task, thread, entry: e.entry })
 }
 
@@ -116,8 +124,7 @@ pub fn load_granted(image: &[u8], args: &str, kquota: u64, prio: u64) -> Result<
     let (task, thread) = make(kquota, prio)?;
     let r = fill_task(task, &e, image, args);
     if let Err(err) = r {
-        let _ = sys::task_destroy(task);
-        let _ = sys::cap_delete(task);
+        discard(task, thread);
         return Err(err);
     }
     Ok(Child { task, thread, entry: e.entry })

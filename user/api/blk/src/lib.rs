@@ -1,0 +1,346 @@
+//! The block service's protocol (BAIO): disk segments with owners and rights. Calls to
+//! the service itself carry the caller's principal in the badge root minted
+//! (`rt::server::Badge`); calls through a segment capability carry the open segment in
+//! a badge the service minted. `client` is the program side: create, open, stat, list
+//! and delete segments, and batches of reads and writes through a segment capability —
+//! in one message, or through the shared submission ring behind one doorbell — that
+//! return at once and complete into status words in the shared area; sleeping until an
+//! operation completes instead of polling.
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use abi::Error;
+use rt::server::{Args, Decode};
+
+/// string = name, MR1 = length in blocks, MR2 = rights for others (READ 1, WRITE 2).
+pub const CREATE: u64 = 0x80;
+/// string = name, MR1 = rights wanted. Opens a capability window first: the reply
+/// maps a SEND capability for the segment (its badge names it) and the shared area
+/// (`AREA_PAGES` pages of DMA memory: the control page, then data). Reply MR2 = blocks.
+pub const OPEN: u64 = 0x81;
+/// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others'.
+pub const STAT: u64 = 0x82;
+/// Reply string: the segments the caller may open, one "name blocks owner" a line.
+pub const LIST: u64 = 0x83;
+/// string = name (owner only).
+pub const DELETE: u64 = 0x84;
+/// Through a segment capability: MR1 = flags (`WAIT_ALL`), MR2 = n ≤ `MAX_REG_OPS`,
+/// then `OP_WORDS` words per operation (see `op`). Reply at once (or, with
+/// `WAIT_ALL`, once all of them completed): MR2 = operations taken.
+pub const BATCH: u64 = 0x85;
+/// Through a segment capability: give it back (the capability is revoked).
+pub const CLOSE: u64 = 0x86;
+/// Through a segment capability: returns once every write before it is on the disk.
+pub const SYNC: u64 = 0x87;
+/// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
+/// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`.
+pub const SUBMIT: u64 = 0x88;
+/// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
+/// MR4 = segments, MR5 = block size; `BadState` if the device was refused.
+pub const MOUNT: u64 = 0x8a;
+/// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
+/// segment's completion counter has reached n: sleep instead of polling.
+pub const WAIT: u64 = 0x89;
+
+/// An operation, four words: `[kind | flags, first block, blocks | status << 32,
+/// offset]`. Blocks are numbered from 0 in the segment; `offset` (bytes, a multiple
+/// of 4096, at least `DATA`) places the data in the shared area; `status` names the
+/// status word the operation completes into.
+pub const OP_WORDS: usize = 4;
+pub const READ_OP: u64 = 0;
+pub const WRITE_OP: u64 = 1;
+/// Operation flag: through the shared `cache` server instead of straight to the area.
+pub const BUFFERED: u64 = 1 << 8;
+/// Batch flag: reply only when every operation of this batch has completed.
+pub const WAIT_ALL: u64 = 1;
+/// Operations in one `BATCH` message (the ring takes up to `SQ_ENTRIES`).
+pub const MAX_REG_OPS: usize = 15;
+/// Most blocks in one operation.
+pub const MAX_OP_BLOCKS: u64 = 32;
+
+/// The shared area: 2 MiB, of which page 0 is the control page and the rest data.
+pub const AREA_LOG2: u64 = 9;
+pub const AREA_PAGES: u64 = 1 << AREA_LOG2;
+pub const AREA_BYTES: u64 = AREA_PAGES * 4096;
+pub const DATA: u64 = 4096;
+/// Control page: the client advances `SQ_TAIL`, the service `SQ_HEAD` and
+/// `COMPLETED` (operations completed since the open).
+pub const SQ_TAIL: u64 = 0;
+pub const SQ_HEAD: u64 = 8;
+pub const COMPLETED: u64 = 16;
+/// The submission ring: `SQ_ENTRIES` operations of `OP_WORDS` words.
+pub const SQ: u64 = 64;
+pub const SQ_ENTRIES: u64 = 64;
+/// Status words: 0 pending, `DONE`, or `FAILED | error`.
+pub const STATUS: u64 = 2176;
+pub const STATUS_WORDS: u64 = 240;
+
+pub const DONE: u64 = 1;
+pub const FAILED: u64 = 1 << 63;
+/// Status errors (with FAILED): the operation names blocks outside the segment,
+/// needs a right the capability lacks, is malformed, or the device failed.
+pub const E_RANGE: u64 = 1;
+pub const E_RIGHTS: u64 = 2;
+pub const E_BAD: u64 = 3;
+pub const E_IO: u64 = 4;
+
+/// One operation's words.
+pub fn op(kind: u64, first: u64, blocks: u64, status: u64, offset: u64) -> [u64; OP_WORDS] {
+    [kind, first, blocks | (status << 32), offset]
+}
+
+/// Requests to the service itself, and through a segment capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    Create { name: &'a str, blocks: u64, others: u64 },
+    Open { name: &'a str, rights: u64 },
+    Stat { name: &'a str },
+    List,
+    Delete { name: &'a str },
+    Mount,
+    /// Through a segment: `ops` holds n × `OP_WORDS` words.
+    Batch { flags: u64, ops: &'a [u64] },
+    Submit { flags: u64 },
+    Wait { n: u64 },
+    Sync,
+    Close,
+}
+
+impl<'a> Decode<'a> for Request<'a> {
+    fn decode(a: &Args<'a>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            CREATE => {
+                let [blocks, others] = a.words()?;
+                Request::Create { name: a.text()?, blocks, others }
+            }
+            OPEN => {
+                let [rights] = a.words()?;
+                Request::Open { name: a.text()?, rights }
+            }
+            STAT => Request::Stat { name: a.text()? },
+            LIST => Request::List,
+            DELETE => Request::Delete { name: a.text()? },
+            MOUNT => Request::Mount,
+            BATCH => {
+                let [flags, n] = a.words()?;
+                let n = n as usize;
+                let all = a.all();
+                if n > MAX_REG_OPS || all.len() < 2 + OP_WORDS * n {
+                    return Err(Error::Malformed);
+                }
+                Request::Batch { flags, ops: &all[2..2 + OP_WORDS * n] }
+            }
+            SUBMIT => {
+                let [flags] = a.words()?;
+                Request::Submit { flags }
+            }
+            WAIT => {
+                let [n] = a.words()?;
+                Request::Wait { n }
+            }
+            SYNC => Request::Sync,
+            CLOSE => Request::Close,
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+/// Client stubs: `srv` is the slot of a capability to the block service.
+pub mod client {
+    use rt::ipc::{self, Msg};
+    use crate as p;
+    use abi::fpage::Fpage;
+    use abi::Error;
+    use alloc::string::String;
+
+    /// An open segment: its capability, the shared area mapped here, its length.
+    pub struct Segment {
+        pub cap: u64,
+        pub area: u64,
+        mem: rt::shared::Area,
+        pub blocks: u64,
+        /// The next submission-ring entry this side writes.
+        tail: core::cell::Cell<u64>,
+    }
+
+    /// The client-side convention of `batch` and `data`: slot i of the data area is
+    /// `SLOT_BYTES` long and operation i of a simple batch uses slot i and status word i.
+    pub const SLOT_BYTES: u64 = 16 * 1024;
+    pub const SLOTS: u64 = (p::AREA_BYTES - p::DATA) / SLOT_BYTES;
+
+    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
+        ipc::call(srv, m, ipc::FOREVER)?;
+        abi::check(m.word(1))
+    }
+
+    fn named(label: u64, name: &str, words: &[u64]) -> Msg {
+        ipc::set_send_string(name.as_bytes());
+        Msg::new(label, words).with_string()
+    }
+
+    /// The device the service has mounted: (blocks, free blocks, segments, block size).
+    pub fn mount(srv: u64) -> Result<(u64, u64, u64, u64), Error> {
+        let mut m = Msg::new(p::MOUNT, &[]);
+        call(srv, &mut m)?;
+        Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+    }
+
+    /// A segment of `blocks` blocks owned by the caller's principal; others get `others`.
+    pub fn create(srv: u64, name: &str, blocks: u64, others: u8) -> Result<(), Error> {
+        call(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))
+    }
+
+    /// Open with `rights` (READ 1, WRITE 2); the shared area lands at `area_va` (aligned
+    /// to its 2 MiB, unused).
+    pub fn open(srv: u64, name: &str, rights: u8, area_va: u64) -> Result<Segment, Error> {
+        let cap = rt::alloc_slot();
+        ipc::set_windows(Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0));
+        let mut m = named(p::OPEN, name, &[rights as u64]);
+        let r = call(srv, &mut m);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        r?;
+        // SAFETY (allowed: the one unsafe block of this crate): the service mapped
+        // `AREA_BYTES` of its DMA memory read-write at `area_va` by the reply's map item
+        // (the window was exactly that range), and it stays mapped until the segment is
+        // closed; nothing Rust-owned lives there.
+        #[allow(unsafe_code)]
+        let mem = unsafe { rt::shared::Area::new(area_va, p::AREA_BYTES) };
+        Ok(Segment { cap, area: area_va, mem, blocks: m.word(2), tail: core::cell::Cell::new(0) })
+    }
+
+    /// (length, owner, owner's rights, others' rights)
+    pub fn stat(srv: u64, name: &str) -> Result<(u64, u64, u64, u64), Error> {
+        let mut m = named(p::STAT, name, &[]);
+        call(srv, &mut m)?;
+        Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+    }
+
+    pub fn delete(srv: u64, name: &str) -> Result<(), Error> {
+        call(srv, &mut named(p::DELETE, name, &[]))
+    }
+
+    pub fn list(srv: u64) -> Result<String, Error> {
+        let mut buf = alloc::vec![0u8; 4096];
+        ipc::set_recv_buffer(&mut buf);
+        call(srv, &mut Msg::new(p::LIST, &[]))?;
+        let n = ipc::received_string_len().min(buf.len());
+        Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    }
+
+    impl Segment {
+        fn word(&self, off: u64) -> u64 {
+            self.mem.read(off)
+        }
+
+        fn set_word(&self, off: u64, v: u64) {
+            self.mem.write(off, v)
+        }
+
+        /// The shared area (control page and data).
+        pub fn shared(&self) -> &rt::shared::Area {
+            &self.mem
+        }
+
+        /// Submit operations (`p::op` words) in one message (at most `MAX_REG_OPS`);
+        /// `flags` = `WAIT_ALL` returns only when all of them completed.
+        pub fn batch_ops(&self, ops: &[[u64; p::OP_WORDS]], flags: u64) -> Result<(), Error> {
+            if ops.len() > p::MAX_REG_OPS {
+                return Err(Error::TooLong);
+            }
+            let mut w = alloc::vec![flags, ops.len() as u64];
+            for o in ops {
+                self.set_word(p::STATUS + 8 * (o[2] >> 32), 0);
+                w.extend_from_slice(o);
+            }
+            call(self.cap, &mut Msg::new(p::BATCH, &w))
+        }
+
+        /// Submit operations through the shared ring: one doorbell IPC per `SQ_ENTRIES`.
+        pub fn submit(&self, ops: &[[u64; p::OP_WORDS]], flags: u64) -> Result<(), Error> {
+            for chunk in ops.chunks(p::SQ_ENTRIES as usize) {
+                let mut t = self.tail.get();
+                for o in chunk {
+                    if o[2] >> 32 < p::STATUS_WORDS {
+                        self.set_word(p::STATUS + 8 * (o[2] >> 32), 0);
+                    }
+                    let e = p::SQ + (t % p::SQ_ENTRIES) * 32;
+                    for (k, v) in o.iter().enumerate() {
+                        self.set_word(e + 8 * k as u64, *v);
+                    }
+                    t += 1;
+                }
+                self.tail.set(t);
+                self.set_word(p::SQ_TAIL, t);
+                call(self.cap, &mut Msg::new(p::SUBMIT, &[flags]))?;
+            }
+            Ok(())
+        }
+
+        /// Submit up to `MAX_REG_OPS` operations (kind | flags, first block, blocks): the
+        /// i-th uses slot i and status word i. Returns when they are accepted, not done.
+        pub fn batch(&self, ops: &[(u64, u64, u64)]) -> Result<(), Error> {
+            let w: alloc::vec::Vec<[u64; p::OP_WORDS]> =
+                ops.iter().enumerate().map(|(i, (k, f, n))| p::op(*k, *f, *n, i as u64, p::DATA + i as u64 * SLOT_BYTES)).collect();
+            self.batch_ops(&w, 0)
+        }
+
+        /// Status word `i`: 0 pending, `DONE`, or `FAILED | error`.
+        pub fn status(&self, i: u64) -> u64 {
+            self.word(p::STATUS + 8 * i)
+        }
+
+        /// Operations completed since the open.
+        pub fn completed(&self) -> u64 {
+            self.word(p::COMPLETED)
+        }
+
+        /// Sleep until the completion counter reaches `n`.
+        pub fn wait_count(&self, n: u64) -> Result<u64, Error> {
+            let mut m = Msg::new(p::WAIT, &[n]);
+            call(self.cap, &mut m)?;
+            Ok(m.word(2))
+        }
+
+        /// Wait (asleep in the service, not polling) for operation `i`; returns its status.
+        pub fn wait(&self, i: u64) -> u64 {
+            loop {
+                // The counter is read before the status: the service writes the status first,
+                // so if the status is still pending the counter will pass `c`.
+                let c = self.completed();
+                let s = self.status(i);
+                if s != 0 {
+                    return s;
+                }
+                if self.wait_count(c + 1).is_err() {
+                    return p::FAILED | p::E_IO;
+                }
+            }
+        }
+
+        /// `len` bytes of the shared area's data at `offset`.
+        #[allow(clippy::mut_from_ref)]
+        pub fn bytes(&self, offset: u64, len: u64) -> &mut [u8] {
+            assert!(offset >= p::DATA, "outside the data area");
+            self.mem.bytes(offset, len)
+        }
+
+        /// Slot `i` of the data area (`SLOT_BYTES` long).
+        #[allow(clippy::mut_from_ref)]
+        pub fn data(&self, i: u64) -> &mut [u8] {
+            self.bytes(p::DATA + i * SLOT_BYTES, SLOT_BYTES)
+        }
+
+        /// Return once every write before it is on the disk.
+        pub fn sync(&self) -> Result<(), Error> {
+            call(self.cap, &mut Msg::new(p::SYNC, &[]))
+        }
+
+        pub fn close(self) -> Result<(), Error> {
+            let r = call(self.cap, &mut Msg::new(p::CLOSE, &[]));
+            rt::free_slot(self.cap);
+            r
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The shared block cache's protocol (`cache` server; its client is the block service,
+//! which alone moves data; the cache decides what stays).
+#![no_std]
+#![forbid(unsafe_code)]
+
+use abi::Error;
+use rt::server::{Args, Decode};
+
+/// Opens a memory window first: the reply maps the cache's frames (read-write);
+/// MR2 = their physical address (contiguous: for DMA), MR3 = slots (blocks).
+pub const ATTACH: u64 = 0x90;
+/// MR1 = first block, MR2 = n ≤ `MAX_LOOKUP`: reply MR2.. = per block
+/// `slot | state << 32`, state `HIT` (the data is in the slot), `FILL` (the slot is the
+/// caller's to fill, then `FILLED`), `BUSY` (being filled after an earlier `FILL`);
+/// `u64::MAX` when every slot is busy.
+pub const LOOKUP: u64 = 0x91;
+/// MR1 = block, MR2 = 1 if the slot now holds it, 0 if the fill failed.
+pub const FILLED: u64 = 0x92;
+/// MR1 = first block, MR2 = n: forget these blocks (written behind the cache).
+pub const INVALIDATE: u64 = 0x93;
+/// Reply: MR2 = hits, MR3 = misses, MR4 = resident, MR5 = slots, MR6 = evictions.
+pub const STATS: u64 = 0x94;
+pub const HIT: u64 = 0;
+pub const FILL: u64 = 1;
+pub const BUSY: u64 = 2;
+pub const MAX_LOOKUP: u64 = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    Attach,
+    Lookup { first: u64, n: u64 },
+    Filled { block: u64, ok: bool },
+    Invalidate { first: u64, n: u64 },
+    Stats,
+}
+
+impl Decode<'_> for Request {
+    fn decode(a: &Args<'_>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            ATTACH => Request::Attach,
+            LOOKUP => {
+                let [first, n] = a.words()?;
+                if n > MAX_LOOKUP {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Lookup { first, n }
+            }
+            FILLED => {
+                let [block, ok] = a.words()?;
+                Request::Filled { block, ok: ok == 1 }
+            }
+            INVALIDATE => {
+                let [first, n] = a.words()?;
+                Request::Invalidate { first, n }
+            }
+            STATS => Request::Stats,
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! The `echo` test server's protocol, and the register-only loop used to measure IPC.
+#![no_std]
+#![forbid(unsafe_code)]
+
+use abi::Error;
+use rt::server::{Args, Decode};
+
+/// Reply with the same words followed by the badge the server saw.
+pub const ECHO: u64 = 1;
+/// Reply with the received string reversed (as a string); MR1 = its length.
+pub const REVERSE: u64 = 2;
+/// Call the thread in slot MR1 with ECHO(MR2 + 1); reply with its first word + 1.
+pub const FORWARD: u64 = 3;
+/// Sleep MR1 microseconds, then reply.
+pub const SLOW: u64 = 4;
+/// Reply, then stop serving.
+pub const QUIT: u64 = 5;
+/// Crash (write through a null pointer) without replying.
+pub const CRASH: u64 = 6;
+/// Reply with the received string as it came (the kernel copies it both ways).
+pub const STRING: u64 = 7;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    Echo(&'a [u64]),
+    Reverse(&'a [u8]),
+    Forward { slot: u64, word: u64 },
+    Slow { us: u64 },
+    Quit,
+    Crash,
+    String(&'a [u8]),
+}
+
+impl<'a> Decode<'a> for Request<'a> {
+    fn decode(a: &Args<'a>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            ECHO => Request::Echo(a.all()),
+            REVERSE => Request::Reverse(a.bytes()),
+            FORWARD => {
+                let [slot, word] = a.words()?;
+                Request::Forward { slot, word }
+            }
+            SLOW => {
+                let [us] = a.words()?;
+                Request::Slow { us }
+            }
+            QUIT => Request::Quit,
+            CRASH => Request::Crash,
+            STRING => Request::String(a.bytes()),
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+/// The register-only echo loop used to measure IPC: wait for the first call, then
+/// answer each with its own tag and first word.
+pub fn fast_loop() -> ! {
+    use rt::ipc::{self, Msg};
+    let mut m = Msg::empty();
+    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    let (mut tag, mut w) = (m.mr[0], m.mr[1]);
+    loop {
+        let (e, _, t, w1) = ipc::reply_wait_regs(tag, w);
+        if e == 0 {
+            tag = t;
+            w = w1;
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The `files` compatibility server's protocol: a baiofs filesystem in one BAIO segment,
+//! served by path over IPC to programs that do not link a filesystem themselves.
+//! Replies carry MR1 = 0 or an error: `NotFound` (no such file), `Exists`,
+//! `InvalidArg` (bad name or path, a directory where a file is wanted, or the reverse),
+//! `BadState` (directory not empty, file open), `NoSpace`, `InvalidCap` (unknown
+//! handle), `Malformed`, `Unsupported`.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use abi::Error;
+use rt::server::{Args, Decode};
+
+/// string = path, MR1 = flags (`CREATE`). Reply MR2 = handle, MR3 = size.
+pub const OPEN: u64 = 0xa0;
+/// MR1 = handle, MR2 = offset, MR3 = most bytes (≤ `MAX_IO`). Reply string = data.
+pub const READ: u64 = 0xa1;
+/// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes written.
+pub const WRITE: u64 = 0xa2;
+/// MR1 = handle.
+pub const CLOSE: u64 = 0xa3;
+/// string = directory. Reply string: one "d|f size name" line per entry.
+pub const LIST: u64 = 0xa4;
+/// string = path (a file, or an empty directory).
+pub const REMOVE: u64 = 0xa5;
+/// string = path.
+pub const MKDIR: u64 = 0xa6;
+/// string = path. Reply MR2 = 1 file / 2 directory, MR3 = size.
+pub const STAT: u64 = 0xa7;
+/// Make everything written so far durable.
+pub const SYNC: u64 = 0xa8;
+pub const CREATE: u64 = 1;
+pub const MAX_IO: u64 = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    Open { path: &'a str, create: bool },
+    Read { handle: u64, offset: u64, len: u64 },
+    Write { handle: u64, offset: u64, data: &'a [u8] },
+    Close { handle: u64 },
+    List { dir: &'a str },
+    Remove { path: &'a str },
+    Mkdir { path: &'a str },
+    Stat { path: &'a str },
+    Sync,
+}
+
+impl<'a> Decode<'a> for Request<'a> {
+    fn decode(a: &Args<'a>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            OPEN => {
+                let [flags] = a.words()?;
+                Request::Open { path: a.text()?, create: flags & CREATE != 0 }
+            }
+            READ => {
+                let [handle, offset, len] = a.words()?;
+                Request::Read { handle, offset, len: len.min(MAX_IO) }
+            }
+            WRITE => {
+                let [handle, offset] = a.words()?;
+                if a.bytes().len() as u64 > MAX_IO {
+                    return Err(Error::TooLong);
+                }
+                Request::Write { handle, offset, data: a.bytes() }
+            }
+            CLOSE => {
+                let [handle] = a.words()?;
+                Request::Close { handle }
+            }
+            LIST => Request::List { dir: a.text()? },
+            REMOVE => Request::Remove { path: a.text()? },
+            MKDIR => Request::Mkdir { path: a.text()? },
+            STAT => Request::Stat { path: a.text()? },
+            SYNC => Request::Sync,
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+/// Client stubs: `srv` is the slot of a capability to the files server.
+pub mod client {
+    use super::*;
+    use alloc::string::String;
+    use alloc::vec::Vec;
+    use rt::ipc::{self, Msg};
+
+    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
+        ipc::call(srv, m, ipc::FOREVER)?;
+        abi::check(m.word(1))
+    }
+
+    fn named(label: u64, path: &str, words: &[u64]) -> Msg {
+        ipc::set_send_string(path.as_bytes());
+        Msg::new(label, words).with_string()
+    }
+
+    fn text(srv: u64, mut m: Msg, max: usize) -> Result<Vec<u8>, Error> {
+        let mut buf = alloc::vec![0u8; max];
+        ipc::set_recv_buffer(&mut buf);
+        call(srv, &mut m)?;
+        let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// An open file: (handle, size when opened).
+    pub fn open(srv: u64, path: &str, create: bool) -> Result<(u64, u64), Error> {
+        let mut m = named(super::OPEN, path, &[if create { super::CREATE } else { 0 }]);
+        call(srv, &mut m)?;
+        Ok((m.word(2), m.word(3)))
+    }
+
+    pub fn read(srv: u64, h: u64, off: u64, len: u64) -> Result<Vec<u8>, Error> {
+        let len = len.min(super::MAX_IO);
+        text(srv, Msg::new(super::READ, &[h, off, len]), len as usize)
+    }
+
+    pub fn write(srv: u64, h: u64, off: u64, data: &[u8]) -> Result<u64, Error> {
+        let mut done = 0;
+        for chunk in data.chunks(super::MAX_IO as usize) {
+            ipc::set_send_string(chunk);
+            let mut m = Msg::new(super::WRITE, &[h, off + done]).with_string();
+            call(srv, &mut m)?;
+            done += m.word(2);
+        }
+        Ok(done)
+    }
+
+    pub fn close(srv: u64, h: u64) -> Result<(), Error> {
+        call(srv, &mut Msg::new(super::CLOSE, &[h]))
+    }
+
+    /// The whole file.
+    pub fn read_all(srv: u64, path: &str) -> Result<Vec<u8>, Error> {
+        let (h, size) = open(srv, path, false)?;
+        let mut out = Vec::with_capacity(size as usize);
+        while (out.len() as u64) < size {
+            let chunk = read(srv, h, out.len() as u64, super::MAX_IO)?;
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&chunk);
+        }
+        close(srv, h)?;
+        Ok(out)
+    }
+
+    /// "d|f size name" lines.
+    pub fn list(srv: u64, dir: &str) -> Result<String, Error> {
+        text(srv, named(super::LIST, dir, &[]), 16 * 1024).map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    pub fn remove(srv: u64, path: &str) -> Result<(), Error> {
+        call(srv, &mut named(super::REMOVE, path, &[]))
+    }
+
+    pub fn mkdir(srv: u64, path: &str) -> Result<(), Error> {
+        call(srv, &mut named(super::MKDIR, path, &[]))
+    }
+
+    /// (1 file | 2 directory, size)
+    pub fn stat(srv: u64, path: &str) -> Result<(u64, u64), Error> {
+        let mut m = named(super::STAT, path, &[]);
+        call(srv, &mut m)?;
+        Ok((m.word(2), m.word(3)))
+    }
+
+    pub fn sync(srv: u64) -> Result<(), Error> {
+        call(srv, &mut Msg::new(super::SYNC, &[]))
+    }
+}

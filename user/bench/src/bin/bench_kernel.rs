@@ -1,0 +1,315 @@
+//! Measures the kernel's basic costs in rdtsc ticks (guest instructions under
+//! `-icount shift=0`, guest cycles under plain TCG): the null system call, an IPC
+//! call+reply round trip with an 8-byte message between two tasks and between two
+//! threads of one task, a yield between two threads, a page fault served by a
+//! user-level pager, mapping one page by IPC, demapping a page mapped into N spaces,
+//! and an interrupt reaching a user-level driver. Prints
+//! `BENCH <metric> median=… min=… max=… samples=… unit=ticks/op`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::fpage::Fpage;
+use abi::ipc::{label, Tag};
+use abi::{cap, mem, rights};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use rt::env::spawn;
+use rt::ipc::{self, Msg};
+use rt::{println, sys, thread};
+
+rt::entry!(main);
+
+const BATCHES: usize = 15;
+const PER_BATCH: u64 = 1000;
+
+fn measure(name: &str, mut op: impl FnMut()) -> u64 {
+    for _ in 0..100 {
+        op(); // warm up
+    }
+    let per = batches(op);
+    report(name, per.clone());
+    per[per.len() / 2]
+}
+
+/// Ticks per call of `op` in each of `BATCHES` batches, sorted.
+fn batches(mut op: impl FnMut()) -> Vec<u64> {
+    let mut per: Vec<u64> = (0..BATCHES)
+        .map(|_| {
+            let t0 = sys::rdtsc_ordered();
+            for _ in 0..PER_BATCH {
+                op();
+            }
+            (sys::rdtsc_ordered() - t0) / PER_BATCH
+        })
+        .collect();
+    per.sort_unstable();
+    per
+}
+
+/// The median ticks per call of `op`, without printing.
+fn measure_quiet(op: impl FnMut()) -> u64 {
+    let per = batches(op);
+    per[per.len() / 2]
+}
+
+fn local_server(_: u64) {
+    echo_api::fast_loop()
+}
+
+static YIELDING: AtomicU64 = AtomicU64::new(1);
+
+fn yielder(_: u64) {
+    while YIELDING.load(Ordering::Relaxed) != 0 {
+        sys::yield_now();
+    }
+}
+
+fn report(name: &str, mut v: Vec<u64>) {
+    v.sort_unstable();
+    if v.is_empty() {
+        return;
+    }
+    println!("BENCH {} median={} min={} max={} samples={} unit=ticks/op", name, v[v.len() / 2], v[0], v[v.len() - 1], v.len());
+}
+
+// ---- page fault through a user-level pager
+
+const PF_REGION: u64 = 0x0000_5200_0000_0000;
+const PF_POOL: u64 = 0x0000_5300_0000_0000;
+const PF_N: u64 = 200;
+static PF_TICKS: [AtomicU64; PF_N as usize] = [const { AtomicU64::new(0) }; PF_N as usize];
+static PF_DONE: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn faulter(_: u64) -> ! {
+    for i in 0..PF_N {
+        let p = (PF_REGION + i * 4096) as *const u64;
+        let t0 = sys::rdtsc_ordered();
+        // SAFETY: the region is paged by our own pager thread on first touch.
+        unsafe { core::ptr::read_volatile(p) };
+        PF_TICKS[i as usize].store(sys::rdtsc_ordered() - t0, Ordering::Relaxed);
+    }
+    PF_DONE.store(1, Ordering::SeqCst);
+    sys::thread_exit()
+}
+
+fn page_faults() {
+    sys::prefault(PF_POOL, PF_N);
+    let me = rt::alloc_slot();
+    sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 0).unwrap();
+    let t = rt::alloc_slot();
+    sys::thread_create(cap::SELF_TASK, t, thread::alloc_utcb(), thread::my_priority()).unwrap();
+    sys::thread_set_pager(t, me, 1).unwrap();
+    let stack = alloc::vec![0u8; 16384].leak();
+    sys::thread_start(t, faulter as *const () as u64, ((stack.as_ptr() as u64 + 16384) & !15) - 8, 0).unwrap();
+    let mut m = Msg::empty();
+    let mut r = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    for i in 0..PF_N {
+        if r.is_err() || m.label() != label::PAGE_FAULT {
+            println!("bench: unexpected message while paging");
+            return;
+        }
+        let mut a = Msg::new(0, &[]);
+        a.push_item(Fpage::mem(PF_POOL + i * 4096, 12, mem::READ | mem::WRITE), m.word(1));
+        if i + 1 == PF_N {
+            let _ = ipc::reply(&a);
+            break;
+        }
+        m = a;
+        r = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    }
+    while PF_DONE.load(Ordering::SeqCst) == 0 {
+        sys::yield_now();
+    }
+    report("page_fault_user_pager", PF_TICKS.iter().skip(1).map(|a| a.load(Ordering::Relaxed)).collect());
+}
+
+// ---- map one page by IPC
+
+fn map_by_ipc() {
+    let peer = rt::alloc_slot_pair();
+    if spawn("map_test peer", peer).is_err() {
+        println!("bench: cannot start the map peer");
+        return;
+    }
+    const POOL: u64 = 0x0000_5400_0000_0000;
+    sys::prefault(POOL, 64);
+    let mut v = Vec::new();
+    for round in 0..5 {
+        for i in 0..64u64 {
+            let mut m = Msg::new(1, &[]);
+            m.push_item(Fpage::mem(POOL + i * 4096, 12, mem::READ | mem::WRITE), i * 4096);
+            let t0 = sys::rdtsc_ordered();
+            let ok = ipc::call(peer, &mut m, ipc::FOREVER).is_ok();
+            let dt = sys::rdtsc_ordered() - t0;
+            if ok && round > 0 {
+                v.push(dt);
+            }
+        }
+    }
+    report("map_page_ipc", v);
+}
+
+// ---- demap a page mapped into N spaces
+
+fn demap_fanout(n: usize) {
+    const PAGE: u64 = 0x0000_5500_0000_0000;
+    sys::prefault(PAGE, 1);
+    let tasks: Vec<u64> = (0..n)
+        .map(|_| {
+            let t = rt::alloc_slot();
+            sys::task_create(t, 16).expect("task for the fan-out");
+            t
+        })
+        .collect();
+    let mut v = Vec::new();
+    for round in 0..11 {
+        for t in &tasks {
+            // SAFETY: maps our page into tasks we made; nothing of ours changes.
+            unsafe { sys::mem_map(*t, PAGE, PAGE, 1, mem::READ) }.expect("map for the fan-out");
+        }
+        let t0 = sys::rdtsc_ordered();
+        // SAFETY: without UNMAP_SELF our own mapping stays.
+        unsafe { sys::unmap(Fpage::mem(PAGE, 12, 0), 0) }.expect("demap");
+        let dt = sys::rdtsc_ordered() - t0;
+        if round > 0 {
+            v.push(dt);
+        }
+    }
+    for t in tasks {
+        let _ = sys::task_destroy(t);
+    }
+    report(&alloc::format!("demap_fanout_{}", n), v);
+}
+
+// ---- interrupt → user-level driver
+
+const COM1: u16 = 0x3F8;
+static IRQ_T0: AtomicU64 = AtomicU64::new(0);
+static IRQ_N: AtomicU64 = AtomicU64::new(0);
+static IRQ_TICKS: [AtomicU64; 40] = [const { AtomicU64::new(0) }; 40];
+static IRQ_SLOT: AtomicU64 = AtomicU64::new(0);
+
+fn outb(port: u16, v: u8) {
+    // SAFETY: COM1's ports are granted to this program by its manifest entry.
+    unsafe { core::arch::asm!("out dx, al", in("dx") port, in("al") v, options(nostack, nomem)) };
+}
+
+fn irq_driver(_: u64) {
+    let slot = IRQ_SLOT.load(Ordering::SeqCst);
+    if sys::irq_attach(slot, 0x1_0000).is_err() {
+        return;
+    }
+    let mut m = Msg::empty();
+    while (IRQ_N.load(Ordering::SeqCst) as usize) < IRQ_TICKS.len() {
+        if ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER).is_err() {
+            break;
+        }
+        let t1 = sys::rdtsc_ordered();
+        outb(COM1 + 1, 0); // transmitter-empty interrupt off again
+        let n = IRQ_N.load(Ordering::SeqCst) as usize;
+        IRQ_TICKS[n].store(t1 - IRQ_T0.load(Ordering::SeqCst), Ordering::SeqCst);
+        let _ = sys::irq_ack(slot);
+        IRQ_N.store(n as u64 + 1, Ordering::SeqCst);
+    }
+}
+
+fn irq_latency() {
+    let slot = rt::alloc_slot();
+    if rt::env::io(COM1 as u64, 3).is_err() || rt::env::irq(4, slot).is_err() {
+        println!("bench: no COM1 ports or IRQ 4 granted; irq_to_driver not measured");
+        return;
+    }
+    IRQ_SLOT.store(slot, Ordering::SeqCst);
+    // The driver thread runs above us, so the interrupt's message preempts us at once.
+    let _ = thread::spawn(irq_driver, 0, thread::my_priority()).unwrap();
+    sys::sleep_us(2_000);
+    let drv_prio = thread::my_priority();
+    let _ = drv_prio;
+    for i in 0..IRQ_TICKS.len() as u64 {
+        IRQ_T0.store(sys::rdtsc_ordered(), Ordering::SeqCst);
+        outb(COM1 + 1, 0x02); // transmitter empty: the UART raises IRQ 4 at once
+        while IRQ_N.load(Ordering::SeqCst) <= i {
+            sys::yield_now();
+        }
+    }
+    report("irq_to_driver", IRQ_TICKS.iter().skip(1).map(|a| a.load(Ordering::SeqCst)).collect());
+}
+
+fn main() -> i32 {
+    let tag = Tag::new(1, 1).0;
+    measure("null_syscall", || {
+        sys::null();
+    });
+
+    let echo = rt::alloc_slot_pair();
+    if spawn("echo fast", echo).is_err() {
+        println!("bench: cannot start echo");
+        return 1;
+    }
+    let mut bad = 0u64;
+    measure("ipc_rtt_8b_cross", || {
+        let (e, _, w) = ipc::call_regs(echo, tag, 8);
+        bad += (e != 0 || w != 8) as u64;
+    });
+
+    // 512 bytes each way, as a string the kernel copies between the two spaces.
+    let e512 = rt::alloc_slot_pair();
+    if spawn("echo", e512).is_ok() {
+        let data = [0x5Au8; 512];
+        let mut back = [0u8; 512];
+        ipc::set_send_string(&data);
+        ipc::set_recv_buffer(&mut back);
+        measure("ipc_rtt_512b_cross", || {
+            let mut m = Msg::new(echo_api::STRING, &[]).with_string();
+            bad += (ipc::call(e512, &mut m, ipc::FOREVER).is_err() || m.word(1) != 512) as u64;
+        });
+        bad += (back != data) as u64;
+    }
+
+    // The floor: two system calls and two address-space switches per round trip.
+    let machine = rt::alloc_slot();
+    if rt::env::lookup("machine", machine).is_ok() {
+        let pairs = 1000;
+        let mut v = Vec::new();
+        for _ in 0..BATCHES {
+            // SAFETY: MEASURE_CR3 switches to the kernel's own space and back; nothing of
+            // this program changes.
+            let r = unsafe { sys::syscall(abi::sys::MACHINE, machine, abi::machine::MEASURE_CR3, pairs, 0, 0, 0) };
+            v.push(r[1] / pairs);
+        }
+        v.sort_unstable();
+        let pair = v[v.len() / 2];
+        let null = measure_quiet(|| {
+            sys::null();
+        });
+        println!("BENCH cr3_switch_pair median={} min={} max={} samples={} unit=ticks/op", pair, v[0], v[v.len() - 1], BATCHES);
+        println!("BENCH cr3_switch_floor median={} min={} max={} samples={} unit=ticks/op", 2 * null + pair, 2 * null + v[0], 2 * null + v[v.len() - 1], BATCHES);
+    } else {
+        println!("bench: no machine capability; cr3_switch_floor not measured");
+    }
+
+    let srv = thread::spawn(local_server, 0, thread::my_priority()).unwrap();
+    measure("ipc_rtt_8b_same", || {
+        let (e, _, w) = ipc::call_regs(srv.slot, tag, 8);
+        bad += (e != 0 || w != 8) as u64;
+    });
+
+    let _ = thread::spawn(yielder, 0, thread::my_priority()).unwrap();
+    // Each yield of ours switches to the yielder and back: two switches.
+    let per_pair = measure("yield_pair", sys::yield_now);
+    println!("BENCH thread_switch median={} unit=ticks/op (half a yield pair)", per_pair / 2);
+    YIELDING.store(0, Ordering::Relaxed);
+    page_faults();
+    map_by_ipc();
+    for n in [1, 8, 64] {
+        demap_fanout(n);
+    }
+    irq_latency();
+    if bad != 0 {
+        println!("bench: {} round trips returned wrong values", bad);
+        return 1;
+    }
+    0
+}

@@ -1,0 +1,188 @@
+//! What `virtio-drivers` needs from Scion, at user level: PCI configuration through the
+//! granted ports, device registers (BARs) mapped from sigma0's device window, and DMA
+//! memory from sigma0 whose physical addresses sigma0 tells. Buffers the driver hands
+//! in (ordinary program memory, physical address unknown) go through bounce buffers.
+#![no_std]
+
+extern crate alloc;
+
+use abi::fpage::Fpage;
+use abi::layout::{MMIO_START, PAGE_SIZE};
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+use rt::ipc::{self, Msg, FOREVER};
+use sigma0_api as s0;
+use rt::sync::Lock;
+use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction};
+use virtio_drivers::{BufferDirection, Hal, PhysAddr};
+
+/// Where device registers are mapped: `MMIO_VA + (physical - MMIO_START)`.
+const MMIO_VA: u64 = 0x0000_5800_0000_0000;
+/// Where DMA memory is mapped, one run after another.
+const DMA_VA: u64 = 0x0000_5900_0000_0000;
+
+struct State {
+    /// Slot of the capability to sigma0 (0: not set up).
+    sigma0: u64,
+    dma_next: u64,
+    /// Device pages mapped so far.
+    mmio_pages: Vec<u64>,
+    /// Bounce buffers in use: (physical, virtual, pages).
+    bounces: Vec<(u64, u64, usize)>,
+    /// Free bounce runs: (physical, virtual, pages).
+    spare: Vec<(u64, u64, usize)>,
+    /// DMA memory a server handed out itself (shared buffers): (virtual, physical,
+    /// pages). Buffers inside these go to the device as they are: no bounce.
+    direct: Vec<(u64, u64, u64)>,
+}
+
+static STATE: Lock<State> = Lock::new(State { sigma0: 0, dma_next: DMA_VA, mmio_pages: Vec::new(), bounces: Vec::new(), spare: Vec::new(), direct: Vec::new() });
+
+/// Tell the HAL about DMA memory at `va` (physical `pa`, `pages` pages): buffers inside
+/// it are handed to the device directly (zero copy).
+pub fn register_dma(va: u64, pa: u64, pages: u64) {
+    STATE.lock().direct.push((va, pa, pages));
+}
+
+/// Use the sigma0 capability in `slot` for DMA memory and device registers.
+pub fn init(sigma0: u64) {
+    STATE.lock().sigma0 = sigma0;
+}
+
+fn ask(sigma0: u64, window: Fpage, m: &mut Msg) -> bool {
+    ipc::set_windows(window, Fpage(0), Fpage(0));
+    let ok = ipc::call(sigma0, m, FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    ok
+}
+
+/// `pages` physically contiguous, zeroed pages: (physical, virtual), or None.
+fn dma_pages(st: &mut State, pages: usize) -> Option<(u64, u64)> {
+    let log2 = (pages.max(1).next_power_of_two().trailing_zeros()) as u64;
+    let size = PAGE_SIZE << log2;
+    let va = st.dma_next.div_ceil(size) * size;
+    let mut m = Msg::new(s0::ALLOC, &[log2, va]);
+    if !ask(st.sigma0, Fpage::mem(va, 12 + log2, 7), &mut m) {
+        return None;
+    }
+    st.dma_next = va + size;
+    Some((m.word(2), va))
+}
+
+pub struct ScionHal;
+
+// SAFETY: DMA memory comes from sigma0, physically contiguous, zeroed, mapped only here
+// and never reused while allocated; device registers are mapped once from the device
+// window; bounce buffers are owned by the HAL between share and unshare.
+unsafe impl Hal for ScionHal {
+    fn dma_alloc(pages: usize, _: BufferDirection) -> (PhysAddr, NonNull<u8>) {
+        let mut st = STATE.lock();
+        match dma_pages(&mut st, pages) {
+            Some((pa, va)) => (pa, NonNull::new(va as *mut u8).unwrap()),
+            None => (0, NonNull::dangling()),
+        }
+    }
+
+    unsafe fn dma_dealloc(_: PhysAddr, _: NonNull<u8>, _: usize) -> i32 {
+        // Kept: drivers free DMA memory only when the device goes away.
+        0
+    }
+
+    unsafe fn mmio_phys_to_virt(paddr: PhysAddr, size: usize) -> NonNull<u8> {
+        let mut st = STATE.lock();
+        let first = paddr & !(PAGE_SIZE - 1);
+        let mut page = first;
+        while page < paddr + size as u64 {
+            if !st.mmio_pages.contains(&page) {
+                let va = MMIO_VA + (page - MMIO_START);
+                let mut m = Msg::new(s0::MMIO, &[page, 0, va]);
+                if ask(st.sigma0, Fpage::mem(va, 12, 7), &mut m) {
+                    st.mmio_pages.push(page);
+                }
+            }
+            page += PAGE_SIZE;
+        }
+        NonNull::new((MMIO_VA + (paddr - MMIO_START)) as *mut u8).unwrap()
+    }
+
+    unsafe fn share(buffer: NonNull<[u8]>, direction: BufferDirection) -> PhysAddr {
+        let len = buffer.len();
+        let pages = len.div_ceil(PAGE_SIZE as usize).max(1);
+        let mut st = STATE.lock();
+        let va = buffer.as_ptr() as *const u8 as u64;
+        if let Some((dva, dpa, _)) = st.direct.iter().copied().find(|(v, _, n)| va >= *v && va + len as u64 <= v + n * PAGE_SIZE) {
+            return dpa + (va - dva);
+        }
+        let run = match st.spare.iter().position(|r| r.2 >= pages) {
+            Some(i) => st.spare.swap_remove(i),
+            None => match dma_pages(&mut st, pages) {
+                Some((pa, va)) => (pa, va, pages.next_power_of_two()),
+                None => return 0,
+            },
+        };
+        if direction != BufferDirection::DeviceToDriver {
+            // SAFETY: the bounce run is mapped here, at least `len` bytes long; `buffer`
+            // is valid for reads of `len` bytes (the driver's contract).
+            unsafe { core::ptr::copy_nonoverlapping(buffer.as_ptr() as *const u8, run.1 as *mut u8, len) };
+        }
+        st.bounces.push(run);
+        run.0
+    }
+
+    unsafe fn unshare(paddr: PhysAddr, buffer: NonNull<[u8]>, direction: BufferDirection) {
+        let mut st = STATE.lock();
+        let Some(i) = st.bounces.iter().position(|r| r.0 == paddr) else { return };
+        let run = st.bounces.swap_remove(i);
+        if direction != BufferDirection::DriverToDevice {
+            // SAFETY: as in share, the other way; `buffer` is valid for writes.
+            unsafe { core::ptr::copy_nonoverlapping(run.1 as *const u8, buffer.as_ptr() as *mut u8, buffer.len()) };
+        }
+        st.spare.push(run);
+    }
+}
+
+/// A virtio-blk device as a BAIO block device: 4 KiB blocks on 512-byte sectors.
+pub struct Disk(pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>);
+
+impl baio::BlockDev for Disk {
+    fn blocks(&self) -> u64 {
+        self.0.capacity() / 8
+    }
+    fn read(&mut self, block: u64, buf: &mut [u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        self.0.read_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
+    }
+    fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
+    }
+}
+
+/// Find the first virtio-blk device on the PCI bus and bring it up (the PCI ports and
+/// `init` must be done). Err says what failed.
+pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
+    use virtio_drivers::transport::pci::bus::PciRoot;
+    use virtio_drivers::transport::pci::PciTransport;
+    let d = rt::pci::devices()
+        .into_iter()
+        .find(|d| d.vendor == 0x1af4 && (d.device == 0x1001 || d.device == 0x1042))
+        .ok_or("no virtio-blk device on the PCI bus")?;
+    let mut root = PciRoot::new(PortCam);
+    let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
+    let t = PciTransport::new::<ScionHal, _>(&mut root, df).map_err(|_| "the virtio PCI transport failed")?;
+    let blk = virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
+    Ok((d, Disk(blk)))
+}
+
+/// PCI configuration through the ports 0xCF8/0xCFC (granted by the manifest).
+pub struct PortCam;
+
+impl ConfigurationAccess for PortCam {
+    fn read_word(&self, df: DeviceFunction, off: u8) -> u32 {
+        rt::pci::read32(rt::pci::Addr { bus: df.bus, dev: df.device, func: df.function }, off)
+    }
+    fn write_word(&mut self, df: DeviceFunction, off: u8, data: u32) {
+        rt::pci::write32(rt::pci::Addr { bus: df.bus, dev: df.device, func: df.function }, off, data)
+    }
+    unsafe fn unsafe_clone(&self) -> Self {
+        PortCam
+    }
+}

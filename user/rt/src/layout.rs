@@ -1,0 +1,26 @@
+//! Where programs map things: one table of the virtual regions Scion's programs use,
+//! so that two libraries linked into one program never pick the same place. Each
+//! region is 1 TiB apart; the kernel's own places (UTCBs, stacks, the boot image,
+//! sigma0's physical window) are in `abi::layout`.
+
+/// `rt::heap`: the demand-paged heap.
+pub const HEAP: u64 = 0x0000_2000_0000_0000;
+/// `rt::loader`: where root maps a program's pages while it loads it.
+pub const LOADER_SCRATCH: u64 = 0x0000_3000_0000_0000;
+/// Free for a program's own use (tests map, fault and probe here).
+pub const SCRATCH: u64 = 0x0000_5000_0000_0000;
+pub const SCRATCH2: u64 = 0x0000_5100_0000_0000;
+/// bench_kernel's measurement regions.
+pub const BENCH: [u64; 4] = [0x0000_5200_0000_0000, 0x0000_5300_0000_0000, 0x0000_5400_0000_0000, 0x0000_5500_0000_0000];
+/// `virtio-hal`: device registers (`MMIO + (physical - MMIO_START)`) and DMA memory.
+pub const MMIO: u64 = 0x0000_5800_0000_0000;
+pub const DMA: u64 = 0x0000_5900_0000_0000;
+/// `blk`: the shared areas of open segments, one after another.
+pub const BLK_AREAS: u64 = 0x0000_5a00_0000_0000;
+/// A BAIO client's shared area of an open segment (`blk_api::open`).
+pub const SEGMENT_AREA: u64 = 0x0000_5b00_0000_0000;
+/// `cache`: its frames; `blk` maps the same frames at `CACHE_IN_BLK`.
+pub const CACHE_FRAMES: u64 = 0x0000_5c00_0000_0000;
+pub const CACHE_IN_BLK: u64 = 0x0000_5d00_0000_0000;
+/// A pager's pool of frames (mem, user-level pagers).
+pub const POOL: u64 = 0x0000_6000_0000_0000;

@@ -1,0 +1,219 @@
+//! One server loop for every Scion server, and the badge layout root mints.
+//!
+//! A server implements [`Server`]: its `Request` type (from its `user/api/<service>`
+//! crate) decodes a message, checking the word count and the string, and `handle`
+//! answers it. [`run`] receives, decodes, answers malformed messages (`Malformed`) and
+//! unknown labels (`Unsupported`) the same way in every server, passes root's `GONE`
+//! notices to `gone`, and kernel messages (interrupts, faults) to `event`.
+
+use crate::ipc::{self, Msg};
+use abi::Error;
+
+/// The badge on a message, as root mints them for clients (and servers mint for
+/// capabilities they hand out themselves):
+///
+/// | bits | meaning |
+/// |---|---|
+/// | 0..32 | the client program's id (root's numbering, never 0) |
+/// | 32..62 | the client's principal (manifest `principal`, < 2^30) |
+/// | 62 | minted by the server itself (segment handles, interrupt lines): bits 0..62 are the server's |
+/// | 63 | (root's own endpoint) a fault message of program `id` |
+///
+/// Badge 0 is root's own capability to a server (its `GONE` notices come with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Badge(pub u64);
+
+impl Badge {
+    pub const ROOT: Badge = Badge(0);
+    /// Principals are 30 bits: root refuses a manifest that names a larger one.
+    pub const PRINCIPAL_BITS: u32 = 30;
+    pub const MAX_PRINCIPAL: u64 = (1 << Self::PRINCIPAL_BITS) - 1;
+    const MINTED: u64 = 1 << 62;
+    const FAULT: u64 = 1 << 63;
+
+    /// A client's badge: None if the principal does not fit.
+    pub const fn client(principal: u64, id: u32) -> Option<Badge> {
+        if principal > Self::MAX_PRINCIPAL {
+            None
+        } else {
+            Some(Badge(principal << 32 | id as u64))
+        }
+    }
+    /// The badge on fault messages of program `id` (root's endpoint only).
+    pub const fn fault(id: u32) -> Badge {
+        Badge(Self::FAULT | id as u64)
+    }
+    /// A badge a server mints for a capability of its own; `value` < 2^62.
+    pub const fn minted(value: u64) -> Badge {
+        Badge(Self::MINTED | (value & (Self::MINTED - 1)))
+    }
+    pub const fn is_root(self) -> bool {
+        self.0 == 0
+    }
+    pub const fn is_fault(self) -> bool {
+        self.0 & Self::FAULT != 0
+    }
+    /// The server's own value, if the server minted this badge.
+    pub const fn minted_value(self) -> Option<u64> {
+        if self.0 & (Self::MINTED | Self::FAULT) == Self::MINTED {
+            Some(self.0 & (Self::MINTED - 1))
+        } else {
+            None
+        }
+    }
+    /// A client's program id (0 for root and for minted badges).
+    pub const fn program(self) -> u32 {
+        if self.0 & Self::MINTED != 0 {
+            0
+        } else {
+            self.0 as u32
+        }
+    }
+    /// A client's principal (0 for minted badges).
+    pub const fn principal(self) -> u32 {
+        if self.0 & (Self::MINTED | Self::FAULT) != 0 {
+            0
+        } else {
+            ((self.0 >> 32) & Self::MAX_PRINCIPAL) as u32
+        }
+    }
+}
+
+/// A request as it arrived: its words and the string it carried (empty if none).
+pub struct Args<'a> {
+    pub msg: &'a Msg,
+    pub string: &'a [u8],
+}
+
+impl<'a> Args<'a> {
+    /// The first `N` words after the tag; `Malformed` if fewer came.
+    pub fn words<const N: usize>(&self) -> Result<[u64; N], Error> {
+        let w = self.msg.words();
+        if w.len() < N {
+            return Err(Error::Malformed);
+        }
+        let mut out = [0u64; N];
+        out.copy_from_slice(&w[..N]);
+        Ok(out)
+    }
+    /// All the words (for requests whose length varies).
+    pub fn all(&self) -> &'a [u64] {
+        self.msg.words()
+    }
+    /// The string as UTF-8 text; `Malformed` if it is missing or not UTF-8.
+    pub fn text(&self) -> Result<&'a str, Error> {
+        if !self.msg.tag().has_string() {
+            return Err(Error::Malformed);
+        }
+        core::str::from_utf8(self.string).map_err(|_| Error::Malformed)
+    }
+    /// The string's bytes (empty if none came).
+    pub fn bytes(&self) -> &'a [u8] {
+        self.string
+    }
+}
+
+/// A service's requests, decoded from a message.
+pub trait Decode<'a>: Sized {
+    /// `Unsupported` for a label the service does not have, `Malformed` when the words
+    /// or string do not fit the label.
+    fn decode(a: &Args<'a>) -> Result<Self, Error>;
+}
+
+/// What a server does with a request.
+pub enum Answer {
+    /// Reply now.
+    Reply(Msg),
+    /// No reply now: the server saved the reply capability (to answer later) or the
+    /// caller is not owed one.
+    Later,
+}
+
+impl Answer {
+    /// Success: MR1 = 0, then `words`.
+    pub fn ok(words: &[u64]) -> Answer {
+        Answer::Reply(ok_msg(words))
+    }
+    pub fn err(e: Error) -> Answer {
+        Answer::Reply(Msg::new(0, &[e as u64]))
+    }
+    pub fn result(r: Result<(), Error>) -> Answer {
+        match r {
+            Ok(()) => Answer::ok(&[]),
+            Err(e) => Answer::err(e),
+        }
+    }
+}
+
+/// A success reply: MR1 = 0, then `words` (at most 62).
+pub fn ok_msg(words: &[u64]) -> Msg {
+    let mut m = Msg::new(0, &[0]);
+    let n = words.len().min(abi::ipc::MAX_MRS - 2);
+    m.mr[2..2 + n].copy_from_slice(&words[..n]);
+    m.mr[0] = abi::ipc::Tag::new(0, 1 + n as u64).0;
+    m
+}
+
+/// The label of root's notice that a client is gone (MR1 = its badge).
+pub const GONE: u64 = 0x40;
+
+pub trait Server {
+    type Request<'a>: Decode<'a>;
+    /// Answer one decoded request from `from`.
+    fn handle(&mut self, from: Badge, req: Self::Request<'_>) -> Answer;
+    /// Root says the client with this badge has ended: drop what it held.
+    fn gone(&mut self, _client: Badge) {}
+    /// A message that is not a request: an interrupt, a fault, or anything the server
+    /// handles before decoding. Return None to decode it as a request.
+    fn event(&mut self, _from: Badge, _m: &Msg) -> Option<Answer> {
+        None
+    }
+}
+
+/// Serve forever: strings land in `buf` (its length is the largest string taken).
+pub fn run<S: Server>(s: &mut S, buf: &mut [u8]) -> ! {
+    let mut reply: Option<Msg> = None;
+    loop {
+        let Ok((badge, m)) = ipc::serve(reply.take(), buf) else { continue };
+        let from = Badge(badge);
+        reply = match step(s, from, &m, buf) {
+            Answer::Reply(r) => Some(r),
+            Answer::Later => None,
+        };
+    }
+}
+
+/// One request: what `run` does with each message.
+pub fn step<S: Server>(s: &mut S, from: Badge, m: &Msg, buf: &[u8]) -> Answer {
+    if from.is_root() && m.label() == GONE && !m.tag().is_fault() {
+        if let Some(&b) = m.words().first() {
+            s.gone(Badge(b));
+        }
+        return Answer::ok(&[]);
+    }
+    if let Some(a) = s.event(from, m) {
+        return a;
+    }
+    if m.tag().is_fault() {
+        // A fault message to a server that takes none: the faulting thread stays stopped.
+        return Answer::Later;
+    }
+    let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+    let args = Args { msg: m, string: &buf[..n] };
+    match S::Request::decode(&args) {
+        Ok(req) => s.handle(from, req),
+        Err(e) => Answer::err(e),
+    }
+}
+
+/// A server that cannot work (its device or filesystem was refused) answers every
+/// request with `e` from now on rather than vanish: its clients learn why.
+pub fn refuse_all(e: Error) -> ! {
+    let mut reply = None;
+    let mut buf = [0u8; 256];
+    loop {
+        if ipc::serve(reply.take(), &mut buf).is_ok() {
+            reply = Some(Msg::new(0, &[e as u64]));
+        }
+    }
+}

@@ -1,0 +1,743 @@
+//! The BAIO block service: it alone talks to the disk (a user-level virtio-blk driver)
+//! and multiplexes the BAIO device on it among programs as disk segments with owners
+//! and rights (BAIO paper §3–4). Principals come from root's manifest, in the badges
+//! root mints; each principal's quota comes from this service's arguments
+//! (`quota=N` for everyone, `quota.P=N` for principal P).
+//!
+//! Opening a segment gives a real capability — a badged SEND capability to this
+//! service, revoked on close or when the client dies (root says `GONE`) — and a
+//! shared area of DMA memory: a control page (submission ring, completion counter,
+//! status words) and the data. A batch — in one message, or as many operations as the
+//! ring holds behind one doorbell — returns at once; each operation completes by
+//! writing its status word; a client may sleep until then (`WAIT`, or `WAIT_ALL` on
+//! the batch) instead of polling.
+//!
+//! Direct operations move data by DMA straight into or out of the shared area,
+//! several requests in flight on the device, sent in block order, completed when the
+//! device's interrupt arrives as IPC. Buffered ones go through the shared `cache`
+//! server: it decides what stays; this service DMAs misses into the cache's frames,
+//! which it maps, and copies between them and the client's area. A device that fails
+//! the mount checks is refused.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::fpage::{Fpage, UNMAP_SELF};
+use abi::{cap, rights, Error};
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use baio::{BlockDev, Volume, BLOCK, READ, WRITE};
+use core::fmt::Write as _;
+use blk_api::{self as p, Request};
+use cache_api as pc;
+use rt::ipc::{self, Msg};
+use rt::server::{self, Answer, Badge, Server};
+use rt::{env, pci, println};
+use sigma0_api as s0;
+use virtio_hal::{self as virtio, Disk};
+use virtio_drivers::device::blk::{BlkReq, BlkResp};
+
+rt::entry!(main);
+
+/// Badges this service mints: a segment capability's is `Badge::minted(handle)`, an
+/// interrupt line's `Badge::minted(IRQ_BADGE | line)` (handles stay below it).
+const IRQ_BADGE: u64 = 1 << 61;
+/// Shared areas, one per open segment, mapped here and in the client.
+const AREA_VA: u64 = rt::layout::BLK_AREAS;
+/// The cache server's frames, mapped here.
+const CACHE_VA: u64 = rt::layout::CACHE_IN_BLK;
+
+/// A device request: waiting to go to the device, or on it. `fill`: it brings `block`
+/// into a cache slot, then (if not 0) the block is copied to that address.
+struct Io {
+    write: bool,
+    sector: u64,
+    buf: u64,
+    len: usize,
+    op: u64,
+    fill: Option<(u64, u64)>,
+    req: Box<BlkReq>,
+    resp: Box<BlkResp>,
+}
+
+/// An accepted operation, done when its last device request is.
+struct Op {
+    hid: u64,
+    status: u64,
+    remaining: u32,
+    failed: bool,
+    batch: u64,
+}
+
+/// A client asleep in `WAIT` (until its segment's counter reaches n) or in a
+/// `WAIT_ALL` batch; `slot` holds the right to answer it.
+enum Wake {
+    Count(u64),
+    Batch(u64),
+}
+
+struct Waiter {
+    slot: u64,
+    hid: u64,
+    wake: Wake,
+}
+
+struct Handle {
+    start: u64,
+    len: u64,
+    rights: u8,
+    /// Slot of the badged capability the client's copy derives from.
+    slot: u64,
+    area: u64,
+    /// The program that opened it (its id, from the badge root minted).
+    client: u64,
+    completed: u64,
+    /// The next submission-ring entry to take (the service's own copy).
+    head: u64,
+}
+
+struct Blk {
+    /// The text of the last LIST reply (it must live until the kernel copies it).
+    text: String,
+    disk: Disk,
+    vol: Volume,
+    quota: u64,
+    quotas: BTreeMap<u32, u64>,
+    handles: BTreeMap<u64, Handle>,
+    next: u64,
+    /// Shared areas of closed handles, for reuse.
+    spare: Vec<u64>,
+    area_next: u64,
+    sigma0: u64,
+    cache: u64,
+    /// Direct requests not yet on the device (sent in block order) and on it.
+    waiting: VecDeque<Io>,
+    in_flight: Vec<(u16, Io)>,
+    ops: BTreeMap<u64, Op>,
+    next_op: u64,
+    batches: BTreeMap<u64, u32>,
+    next_batch: u64,
+    waiters: Vec<Waiter>,
+    /// The device's interrupt line and its capability (None: completions are polled).
+    irq: Option<(u8, u64)>,
+}
+
+fn err(e: Error) -> Msg {
+    Msg::new(0, &[e as u64])
+}
+
+fn vol_err(e: baio::Error) -> Error {
+    match e {
+        baio::Error::NameTaken => Error::Exists,
+        baio::Error::NoSpace | baio::Error::NoInode | baio::Error::OverQuota => Error::NoSpace,
+        baio::Error::NotFound => Error::NotFound,
+        baio::Error::BadName => Error::InvalidArg,
+        _ => Error::BadState,
+    }
+}
+
+fn put(addr: u64, v: u64) {
+    // SAFETY: every address given here is a word of a control page this service maps
+    // (a shared area's); the client may scribble on it, which harms only itself.
+    unsafe { core::ptr::write_volatile(addr as *mut u64, v) };
+}
+
+fn get(addr: u64) -> u64 {
+    // SAFETY: as for `put`; the value is checked before use.
+    unsafe { core::ptr::read_volatile(addr as *const u64) }
+}
+
+fn copy_block(from: u64, to: u64) {
+    // SAFETY: both are block-sized, block-aligned pieces of memory mapped here (a cache
+    // slot and a checked range of a shared area); they never overlap.
+    unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, BLOCK) };
+}
+
+impl Blk {
+    fn area(&mut self) -> Option<u64> {
+        if let Some(a) = self.spare.pop() {
+            // SAFETY: a spare area is mapped here and shared with nobody any more.
+            unsafe { core::ptr::write_bytes(a as *mut u8, 0, p::AREA_BYTES as usize) };
+            return Some(a);
+        }
+        let va = self.area_next;
+        ipc::set_windows(Fpage::mem(va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0));
+        let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
+        let ok = ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        if !ok {
+            return None;
+        }
+        virtio::register_dma(va, m.word(2), p::AREA_PAGES);
+        self.area_next = va + p::AREA_BYTES;
+        Some(va)
+    }
+
+    fn quota_of(&self, principal: u32) -> u64 {
+        self.quotas.get(&principal).copied().unwrap_or(self.quota)
+    }
+
+    /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
+    /// `u64::MAX` (go around the cache: it is full of fills, or unreachable).
+    fn lookup(&mut self, first: u64, n: u64) -> [u64; pc::MAX_LOOKUP as usize] {
+        let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+        let mut m = Msg::new(pc::LOOKUP, &[first, n]);
+        if ipc::call(self.cache, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 {
+            for (k, o) in out.iter_mut().enumerate().take(n as usize) {
+                *o = m.word(2 + k);
+            }
+        }
+        out
+    }
+
+    fn cache_call(&mut self, label: u64, a: u64, b: u64) {
+        let mut m = Msg::new(label, &[a, b]);
+        let _ = ipc::call(self.cache, &mut m, ipc::FOREVER);
+    }
+
+    /// Send waiting requests to the device, lowest block first, while it has room.
+    fn submit(&mut self) {
+        self.waiting.make_contiguous().sort_by_key(|io| io.sector);
+        while let Some(mut io) = self.waiting.pop_front() {
+            // SAFETY: the buffer is DMA memory mapped here (a shared area or a cache
+            // slot) and `req`/`resp` are boxed; all stay put until the completion.
+            let r = unsafe {
+                let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
+                if io.write {
+                    self.disk.0.write_blocks_nb(io.sector as usize, &mut io.req, buf, &mut io.resp)
+                } else {
+                    self.disk.0.read_blocks_nb(io.sector as usize, &mut io.req, buf, &mut io.resp)
+                }
+            };
+            match r {
+                Ok(token) => self.in_flight.push((token, io)),
+                Err(virtio_drivers::Error::QueueFull) => {
+                    self.waiting.push_front(io);
+                    break;
+                }
+                Err(_) => self.io_done(io, false),
+            }
+        }
+    }
+
+    /// Collect what the device has finished.
+    fn complete(&mut self) {
+        while let Some(token) = self.disk.0.peek_used() {
+            let Some(i) = self.in_flight.iter().position(|(t, _)| *t == token) else { break };
+            let (_, mut io) = self.in_flight.swap_remove(i);
+            // SAFETY: the same request, buffer and response that went with this token.
+            let r = unsafe {
+                let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
+                if io.write {
+                    self.disk.0.complete_write_blocks(token, &io.req, buf, &mut io.resp)
+                } else {
+                    self.disk.0.complete_read_blocks(token, &io.req, buf, &mut io.resp)
+                }
+            };
+            self.io_done(io, r.is_ok());
+        }
+        self.submit();
+    }
+
+    fn io_done(&mut self, io: Io, ok: bool) {
+        if let Some((block, to)) = io.fill {
+            self.cache_call(pc::FILLED, block, ok as u64);
+            if ok && to != 0 {
+                copy_block(io.buf, to);
+            }
+        }
+        self.op_step(io.op, ok);
+    }
+
+    /// One part of operation `id` ended.
+    fn op_step(&mut self, id: u64, ok: bool) {
+        let Some(op) = self.ops.get_mut(&id) else { return };
+        op.failed |= !ok;
+        op.remaining -= 1;
+        if op.remaining == 0 {
+            let op = self.ops.remove(&id).unwrap();
+            self.finish(op.hid, op.status, if op.failed { p::FAILED | p::E_IO } else { p::DONE }, op.batch);
+        }
+    }
+
+    /// An operation completed: its status word, the segment's counter, sleepers.
+    fn finish(&mut self, hid: u64, status: u64, value: u64, batch: u64) {
+        if let Some(h) = self.handles.get_mut(&hid) {
+            put(status, value);
+            h.completed += 1;
+            put(h.area + p::COMPLETED, h.completed);
+        }
+        if let Some(n) = self.batches.get_mut(&batch) {
+            *n -= 1;
+        }
+        self.wake();
+    }
+
+    fn wake(&mut self) {
+        let mut i = 0;
+        while i < self.waiters.len() {
+            let w = &self.waiters[i];
+            let completed = self.handles.get(&w.hid).map_or(0, |h| h.completed);
+            let ready = match w.wake {
+                Wake::Count(n) => completed >= n,
+                Wake::Batch(b) => self.batches.get(&b).is_none_or(|n| *n == 0),
+            };
+            if !ready {
+                i += 1;
+                continue;
+            }
+            let w = self.waiters.swap_remove(i);
+            if let Wake::Batch(b) = w.wake {
+                self.batches.remove(&b);
+            }
+            let _ = ipc::send(w.slot, &Msg::new(0, &[0, completed]), 0);
+            rt::free_slot(w.slot);
+        }
+    }
+
+    /// Finish everything in flight (before a blocking request shares the queue).
+    fn drain(&mut self) {
+        while !self.in_flight.is_empty() || !self.waiting.is_empty() {
+            self.complete();
+            core::hint::spin_loop();
+        }
+    }
+
+    fn queue(&mut self, write: bool, block: u64, buf: u64, blocks: u64, op: u64, fill: Option<(u64, u64)>) {
+        self.ops.get_mut(&op).unwrap().remaining += 1;
+        self.waiting.push_back(Io { write, sector: block * 8, buf, len: (blocks * BLOCK as u64) as usize, op, fill, req: Box::default(), resp: Box::default() });
+    }
+
+    /// Check one operation and start it: direct ones become device requests into the
+    /// shared area; buffered ones are served from the cache, misses filled by requests
+    /// into cache slots. It completes into its status word.
+    fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
+        let h = &self.handles[&hid];
+        let (start, len, rights, area) = (h.start, h.len, h.rights, h.area);
+        let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
+        let status = area + p::STATUS + 8 * (w[2] >> 32);
+        let buffered = kind & p::BUFFERED != 0;
+        let kind = kind & !p::BUFFERED;
+        let bad = count == 0
+            || count > p::MAX_OP_BLOCKS
+            || kind > p::WRITE_OP
+            || off % BLOCK as u64 != 0
+            || off < p::DATA
+            || off.checked_add(count * BLOCK as u64).is_none_or(|e| e > p::AREA_BYTES);
+        let fail = if bad {
+            Some(p::E_BAD)
+        } else if first.checked_add(count).is_none_or(|e| e > len) {
+            Some(p::E_RANGE)
+        } else if rights & if kind == p::READ_OP { READ } else { WRITE } == 0 {
+            Some(p::E_RIGHTS)
+        } else {
+            None
+        };
+        if let Some(e) = fail {
+            return self.finish(hid, status, p::FAILED | e, batch);
+        }
+        let id = self.next_op;
+        self.next_op += 1;
+        // One extra part keeps the operation open while its requests are queued.
+        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch });
+        let (data, block) = (area + off, start + first);
+        let write = kind == p::WRITE_OP;
+        if !buffered {
+            if write {
+                self.cache_call(pc::INVALIDATE, block, count);
+            }
+            self.queue(write, block, data, count, id, None);
+            return self.op_step(id, true);
+        }
+        let mut k = 0;
+        while k < count {
+            let n = (count - k).min(pc::MAX_LOOKUP);
+            let found = self.lookup(block + k, n);
+            let mut retry = false;
+            for (j, f) in found.iter().take(n as usize).enumerate() {
+                let (b, buf) = (block + k + j as u64, data + (k + j as u64) * BLOCK as u64);
+                let slot = CACHE_VA + (f & 0xffff_ffff) * BLOCK as u64;
+                match (f >> 32, write) {
+                    _ if *f == u64::MAX => {
+                        if !write {
+                            self.queue(false, b, buf, 1, id, None);
+                        }
+                    }
+                    (pc::HIT, false) => copy_block(slot, buf),
+                    (pc::FILL, false) => self.queue(false, b, slot, 1, id, Some((b, buf))),
+                    (pc::HIT, true) => copy_block(buf, slot),
+                    (pc::FILL, true) => {
+                        copy_block(buf, slot);
+                        self.cache_call(pc::FILLED, b, 1);
+                    }
+                    _ => {
+                        // Busy: an earlier operation is filling it; let it finish and
+                        // look again from this block on.
+                        self.drain();
+                        k += j as u64;
+                        retry = true;
+                        break;
+                    }
+                }
+            }
+            if !retry {
+                k += n;
+            }
+        }
+        if write {
+            self.queue(true, block, data, count, id, None);
+        }
+        self.op_step(id, true);
+    }
+
+    /// Accept a batch from `hid` (operations already read from the message or the
+    /// ring): status words to pending, answer now (or sleep the caller until all are
+    /// done, with `WAIT_ALL`), then start them.
+    fn batch(&mut self, hid: u64, ops: Vec<[u64; 4]>, flags: u64) -> Option<Msg> {
+        if ops.iter().any(|w| w[2] >> 32 >= p::STATUS_WORDS) {
+            return Some(err(Error::InvalidArg));
+        }
+        let area = self.handles[&hid].area;
+        for w in &ops {
+            put(area + p::STATUS + 8 * (w[2] >> 32), 0);
+        }
+        let b = self.next_batch;
+        self.next_batch += 1;
+        if flags & p::WAIT_ALL != 0 {
+            let slot = rt::alloc_slot();
+            if ipc::save_reply(slot).is_err() {
+                rt::free_slot(slot);
+                return Some(err(Error::NoPartner));
+            }
+            self.batches.insert(b, ops.len() as u32);
+            self.waiters.push(Waiter { slot, hid, wake: Wake::Batch(b) });
+        } else {
+            let _ = ipc::reply(&Msg::new(0, &[0, ops.len() as u64]));
+        }
+        for w in ops {
+            self.op(hid, w, b);
+        }
+        self.submit();
+        if self.irq.is_none() {
+            self.drain();
+        }
+        self.wake();
+        None
+    }
+
+    /// Take the entries the client put in the submission ring since the last doorbell.
+    fn ring(&mut self, hid: u64) -> Result<Vec<[u64; 4]>, Error> {
+        let h = &self.handles[&hid];
+        let tail = get(h.area + p::SQ_TAIL);
+        let n = tail.wrapping_sub(h.head);
+        if n > p::SQ_ENTRIES {
+            return Err(Error::InvalidArg);
+        }
+        let mut ops = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let e = h.area + p::SQ + ((h.head + i) % p::SQ_ENTRIES) * 32;
+            ops.push([get(e), get(e + 8), get(e + 16), get(e + 24)]);
+        }
+        let h = self.handles.get_mut(&hid).unwrap();
+        h.head = tail;
+        put(h.area + p::SQ_HEAD, tail);
+        Ok(ops)
+    }
+
+    /// Give a handle back: its operations finish, sleepers are told, the client's
+    /// capability and area mapping are revoked (the area is kept for reuse).
+    fn close(&mut self, hid: u64) {
+        self.drain();
+        let Some(h) = self.handles.remove(&hid) else { return };
+        let mut i = 0;
+        while i < self.waiters.len() {
+            if self.waiters[i].hid == hid {
+                let w = self.waiters.swap_remove(i);
+                let _ = ipc::send(w.slot, &err(Error::NoPartner), 0);
+                rt::free_slot(w.slot);
+            } else {
+                i += 1;
+            }
+        }
+        // SAFETY: only the client's derived copies and this slot are affected.
+        let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
+        rt::free_slot(h.slot);
+        // SAFETY: the area stays mapped here; only the client loses it.
+        let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
+        self.spare.push(h.area);
+    }
+
+    /// A request through a segment capability.
+    fn segment(&mut self, hid: u64, req: Request<'_>) -> Option<Msg> {
+        if !self.handles.contains_key(&hid) {
+            return Some(err(Error::InvalidCap));
+        }
+        match req {
+            Request::Batch { flags, ops } => {
+                let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
+                self.batch(hid, ops, flags)
+            }
+            Request::Submit { flags } => match self.ring(hid) {
+                Ok(ops) => self.batch(hid, ops, flags),
+                Err(e) => Some(err(e)),
+            },
+            Request::Wait { n } => {
+                let done = self.handles[&hid].completed;
+                if done >= n {
+                    return Some(Msg::new(0, &[0, done]));
+                }
+                let slot = rt::alloc_slot();
+                if ipc::save_reply(slot).is_ok() {
+                    self.waiters.push(Waiter { slot, hid, wake: Wake::Count(n) });
+                } else {
+                    rt::free_slot(slot);
+                }
+                None
+            }
+            Request::Sync => {
+                self.drain();
+                let r = self.disk.0.flush();
+                Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]))
+            }
+            Request::Close => {
+                // Answer first: the close revokes the very capability the client called.
+                let _ = ipc::reply(&Msg::new(0, &[0]));
+                self.close(hid);
+                None
+            }
+            // Requests to the service itself are not for a segment capability.
+            _ => Some(err(Error::Unsupported)),
+        }
+    }
+
+    /// A request to the service itself, from `principal`'s program `client`.
+    fn service(&mut self, principal: u32, client: u64, req: Request<'_>) -> Msg {
+        // Metadata goes to the device with blocking requests: nothing may be in flight.
+        self.drain();
+        match req {
+            Request::Create { name, blocks: len, others: other } => {
+                if other & !((READ | WRITE) as u64) != 0 {
+                    return err(Error::InvalidArg);
+                }
+                let quota = self.quota_of(principal);
+                match self.vol.create(name, principal, READ | WRITE, other as u8, len, quota, 0) {
+                    Ok(_) => match self.vol.sync(&mut self.disk) {
+                        Ok(()) => Msg::new(0, &[0]),
+                        Err(_) => err(Error::BadState),
+                    },
+                    Err(e) => err(vol_err(e)),
+                }
+            }
+            Request::Open { name, rights } => {
+                let Some(ino) = self.vol.lookup(name).cloned() else { return err(Error::NotFound) };
+                let want = rights as u8;
+                if rights > 0xff || want == 0 || want & !ino.rights_for(principal) != 0 {
+                    return err(Error::NoRights);
+                }
+                let Some(area) = self.area() else { return err(Error::NoMemory) };
+                let hid = self.next;
+                self.next += 1;
+                let slot = rt::alloc_slot();
+                let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
+                self.handles.insert(hid, Handle { start: ino.start, len: ino.length, rights: want, slot, area, client, completed: 0, head: 0 });
+                let mut r = Msg::new(0, &[0, ino.length]);
+                r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
+                r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
+                r
+            }
+            Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64]),
+            Request::Stat { name } => match self.vol.lookup(name) {
+                None => err(Error::NotFound),
+                Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64]),
+            },
+            Request::List => {
+                self.text.clear();
+                for i in self.vol.list().filter(|i| i.rights_for(principal) != 0) {
+                    let _ = writeln!(self.text, "{} {} {}", i.name, i.length, i.owner);
+                }
+                ipc::set_send_string(self.text.as_bytes());
+                Msg::new(0, &[0]).with_string()
+            }
+            Request::Delete { name } => match self.vol.lookup(name) {
+                None => err(Error::NotFound),
+                Some(i) if i.owner != principal => err(Error::NoRights),
+                Some(i) => {
+                    let (s, l) = (i.start, i.length);
+                    if self.handles.values().any(|h| h.start == s && h.len == l) {
+                        return err(Error::BadState);
+                    }
+                    let _ = self.vol.delete(name);
+                    self.cache_call(pc::INVALIDATE, s, l);
+                    match self.vol.sync(&mut self.disk) {
+                        Ok(()) => Msg::new(0, &[0]),
+                        Err(_) => err(Error::BadState),
+                    }
+                }
+            },
+            // Segment requests need a segment capability.
+            _ => err(Error::InvalidCap),
+        }
+    }
+}
+
+impl Server for Blk {
+    type Request<'a> = Request<'a>;
+
+    fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        let v = from.minted_value()?;
+        if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
+            return None;
+        }
+        self.disk.0.ack_interrupt();
+        self.complete();
+        if let Some((_, s)) = self.irq {
+            let _ = rt::sys::irq_ack(s);
+        }
+        Some(Answer::Later)
+    }
+
+    fn gone(&mut self, client: Badge) {
+        // Root (its own, unbadged capability): a program died; its handles close.
+        let gone = client.program() as u64;
+        let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
+        for hid in hids {
+            self.close(hid);
+        }
+    }
+
+    fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        let r = if let Some(hid) = from.minted_value() {
+            self.segment(hid, req)
+        } else if from.principal() == 0 {
+            Some(err(Error::NoRights))
+        } else {
+            Some(self.service(from.principal(), from.program() as u64, req))
+        };
+        match r {
+            Some(m) => Answer::Reply(m),
+            None => Answer::Later,
+        }
+    }
+}
+
+/// Find the device's interrupt line: attach to every PCI line the manifest grants, make
+/// one request, keep the line that fired (as drivers probe legacy interrupts).
+fn probe_irq(disk: &mut Disk) -> Option<(u8, u64)> {
+    let mut slots = Vec::new();
+    for line in 16..24u64 {
+        let s = rt::alloc_slot();
+        if env::irq(line, s).is_ok() && rt::sys::irq_attach(s, Badge::minted(IRQ_BADGE | line).0).is_ok() {
+            slots.push((line as u8, s));
+        }
+    }
+    disk.0.enable_interrupts();
+    let mut b = [0u8; BLOCK];
+    let _ = disk.read(0, &mut b);
+    let mut m = Msg::empty();
+    let found = match ipc::recv(ipc::RECV_ANY, &mut m, ipc::timeouts(ipc::POLL, 200_000)) {
+        Ok(badge) if badge & IRQ_BADGE != 0 => Some((badge & 0xff) as u8),
+        _ => None,
+    };
+    disk.0.ack_interrupt();
+    let mut chosen = None;
+    for (line, s) in slots {
+        if Some(line) == found {
+            let _ = rt::sys::irq_ack(s);
+            chosen = Some((line, s));
+        } else {
+            let _ = rt::sys::irq_detach(s);
+        }
+    }
+    if chosen.is_none() {
+        disk.0.disable_interrupts();
+    }
+    chosen
+}
+
+
+/// Map the cache server's frames here for DMA: (capability slot), or why not.
+fn attach_cache() -> Result<u64, &'static str> {
+    let slot = rt::alloc_slot();
+    env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
+    ipc::set_windows(Fpage::mem(CACHE_VA, 12 + 16, 7), Fpage(0), Fpage(0));
+    let mut m = Msg::new(pc::ATTACH, &[]);
+    let ok = ipc::call(slot, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    if !ok {
+        return Err("the cache server refused to attach");
+    }
+    virtio::register_dma(CACHE_VA, m.word(2), m.word(3));
+    Ok(slot)
+}
+
+fn main() -> i32 {
+    let mut quota = u64::MAX;
+    let mut quotas = BTreeMap::new();
+    for w in rt::args().split(' ') {
+        if let Some(q) = w.strip_prefix("quota=").and_then(|q| q.parse().ok()) {
+            quota = q;
+        } else if let Some((pr, q)) = w.strip_prefix("quota.").and_then(|r| r.split_once('=')) {
+            if let (Ok(pr), Ok(q)) = (pr.parse::<u32>(), q.parse::<u64>()) {
+                quotas.insert(pr, q);
+            }
+        }
+    }
+    let s0slot = rt::alloc_slot();
+    if pci::init().is_err() || env::lookup("sigma0", s0slot).is_err() {
+        println!("blk: the manifest must grant the PCI ports and sigma0");
+        return 1;
+    }
+    virtio::init(s0slot);
+    let cache = match attach_cache() {
+        Ok(c) => c,
+        Err(why) => {
+            println!("blk: {}", why);
+            return 1;
+        }
+    };
+    let mut disk = match virtio::open_disk() {
+        Ok((_, disk)) => disk,
+        Err(why) => {
+            println!("blk: {}", why);
+            return 1;
+        }
+    };
+    let vol = match Volume::mount(&mut disk) {
+        Ok(v) => v,
+        Err(e) => {
+            println!("blk: refusing the device: {:?}", e);
+            server::refuse_all(Error::BadState);
+        }
+    };
+    let irq = probe_irq(&mut disk);
+    match irq {
+        Some((line, _)) => println!("blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}", vol.layout.total_blocks, vol.list().count(), vol.free_blocks(), line),
+        None => println!("blk: mounted: {} blocks, {} segments, {} free; no interrupt line: polling", vol.layout.total_blocks, vol.list().count(), vol.free_blocks()),
+    }
+    let mut b = Blk {
+        disk,
+        vol,
+        quota,
+        quotas,
+        handles: BTreeMap::new(),
+        next: 1,
+        spare: Vec::new(),
+        area_next: AREA_VA,
+        sigma0: s0slot,
+        cache,
+        waiting: VecDeque::new(),
+        in_flight: Vec::new(),
+        ops: BTreeMap::new(),
+        next_op: 1,
+        batches: BTreeMap::new(),
+        next_batch: 1,
+        waiters: Vec::new(),
+        irq,
+        text: String::new(),
+    };
+    let mut buf = [0u8; 256];
+    server::run(&mut b, &mut buf)
+}

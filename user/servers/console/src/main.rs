@@ -1,0 +1,136 @@
+//! The user-level serial console driver: COM1's ports come from root (which has them
+//! from sigma0), its interrupt line (IRQ 4) arrives as IPC. It writes what programs
+//! send it and answers reads with typed bytes; a read that finds nothing typed yet
+//! is answered later, through a saved reply capability, when the interrupt brings
+//! input.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::ipc::label;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::arch::asm;
+use rt::ipc::{self, Msg};
+use rt::proto::console::{self as p, Request};
+use rt::server::{self, Answer, Badge, Server};
+use rt::{env, sys};
+
+rt::entry!(main);
+
+const COM1: u16 = 0x3F8;
+const IRQ_BADGE: Badge = Badge::minted(4);
+
+fn outb(port: u16, v: u8) {
+    // SAFETY: the port was granted to this program (root, from sigma0); the TSS I/O
+    // bitmap lets exactly those through, anything else would fault.
+    unsafe { asm!("out dx, al", in("dx") port, in("al") v, options(nostack, nomem)) };
+}
+
+fn inb(port: u16) -> u8 {
+    let v: u8;
+    // SAFETY: as for outb.
+    unsafe { asm!("in al, dx", in("dx") port, out("al") v, options(nostack, nomem)) };
+    v
+}
+
+fn put(bytes: &[u8]) {
+    for &b in bytes {
+        if b == b'\n' {
+            put_raw(b'\r');
+        }
+        put_raw(b);
+    }
+}
+
+fn put_raw(b: u8) {
+    for _ in 0..100_000 {
+        if inb(COM1 + 5) & 0x20 != 0 {
+            break;
+        }
+    }
+    outb(COM1, b);
+}
+
+fn main() -> i32 {
+    if env::io(COM1 as u64, 3).is_err() {
+        let _ = sys::debug_put(b"console: no I/O ports for COM1\n");
+        return 1;
+    }
+    let irq = rt::alloc_slot();
+    if env::irq(4, irq).is_err() || sys::irq_attach(irq, IRQ_BADGE.0).is_err() {
+        let _ = sys::debug_put(b"console: no IRQ 4\n");
+        return 1;
+    }
+    // 115200 8N1, FIFOs on, OUT2 (routes the UART's interrupt), interrupt on receive.
+    for (off, v) in [(1, 0x00), (3, 0x80), (0, 0x01), (1, 0x00), (3, 0x03), (2, 0xC7), (4, 0x0B), (1, 0x01)] {
+        outb(COM1 + off, v);
+    }
+    put(b"console: ready\n");
+    let mut c = Console { irq, input: VecDeque::new(), readers: VecDeque::new(), free_slots: Vec::new(), out: [0; 256] };
+    let mut buf = alloc::vec![0u8; 4096];
+    server::run(&mut c, &mut buf)
+}
+
+struct Console {
+    irq: u64,
+    input: VecDeque<u8>,
+    /// Readers waiting for input: (saved reply slot, most bytes wanted).
+    readers: VecDeque<(u64, u64)>,
+    free_slots: Vec<u64>,
+    out: [u8; 256],
+}
+
+impl Console {
+    /// Up to `want` typed bytes, into `out`, as a READ reply.
+    fn take(&mut self, want: u64) -> Msg {
+        let n = (want as usize).min(self.input.len()).min(self.out.len());
+        for b in self.out.iter_mut().take(n) {
+            *b = self.input.pop_front().unwrap_or(0);
+        }
+        ipc::set_send_string(&self.out[..n]);
+        Msg::new(p::READ, &[0]).with_string()
+    }
+}
+
+impl Server for Console {
+    type Request<'a> = Request<'a>;
+
+    fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        if from != IRQ_BADGE || m.label() != label::IRQ {
+            return None;
+        }
+        while inb(COM1 + 5) & 1 != 0 {
+            self.input.push_back(inb(COM1));
+        }
+        let _ = sys::irq_ack(self.irq);
+        // Answer waiting readers while there is input.
+        while !self.input.is_empty() {
+            let Some((slot, want)) = self.readers.pop_front() else { break };
+            let r = self.take(want);
+            let _ = ipc::send(slot, &r, ipc::timeouts(ipc::POLL, ipc::POLL));
+            self.free_slots.push(slot);
+        }
+        Some(Answer::Later)
+    }
+
+    fn handle(&mut self, _from: Badge, req: Request<'_>) -> Answer {
+        match req {
+            Request::Write(bytes) => {
+                put(bytes);
+                Answer::Reply(Msg::new(p::WRITE, &[0]))
+            }
+            Request::Read { max } if !self.input.is_empty() => Answer::Reply(self.take(max)),
+            Request::Read { max } => {
+                let slot = self.free_slots.pop().unwrap_or_else(rt::alloc_slot);
+                if ipc::save_reply(slot).is_ok() {
+                    self.readers.push_back((slot, max));
+                } else {
+                    self.free_slots.push(slot);
+                }
+                Answer::Later
+            }
+        }
+    }
+}

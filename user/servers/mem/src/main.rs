@@ -1,0 +1,211 @@
+//! A memory server stacked on sigma0 (L4's recursive address spaces): it pages the
+//! programs root registers with it. Page faults arrive as IPC with the client's
+//! badge; it answers with a map item of a page from its pool — filled from the
+//! program's ELF image (the boot image is mapped to it read-only), holding the
+//! program's start information, or zeroed (demand-zero anonymous memory) — within
+//! the client's page limit. Pool pages come from sigma0 a megabyte at a time and
+//! go back to the pool when a client is unregistered.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::fpage::Fpage;
+use abi::ipc::label;
+use abi::layout::{MAIN_STACK_TOP, MAIN_UTCB, PAGE_SIZE};
+use abi::{cap, mem as m, Error, StartInfo};
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+use kcore::elf;
+use rt::ipc::{self, Msg, FOREVER};
+use mem_api::Request;
+use rt::println;
+use rt::proto;
+use rt::server::{self, Answer, Badge, Server};
+use sigma0_api as s0;
+
+rt::entry!(main);
+
+const POOL: u64 = rt::layout::POOL;
+const GROW_LOG2: u64 = 8; // 256 pages from sigma0 at a time
+/// Lowest address a client may fault in (catches null pointers).
+const LOWEST: u64 = 0x10000;
+
+struct Client {
+    elf: elf::Elf,
+    image: &'static [u8],
+    args: String,
+    limit: u64,
+    /// Client page address → pool page index.
+    pages: BTreeMap<u64, u32>,
+}
+
+struct Mem {
+    name: String,
+    pool_pages: u64,
+    free: Vec<u32>,
+    clients: BTreeMap<u64, Client>,
+    bootfs: &'static [u8],
+}
+
+impl Mem {
+    /// One zeroed pool page, growing the pool from sigma0 when it is empty.
+    fn page(&mut self) -> Option<u32> {
+        if self.free.is_empty() {
+            let at = POOL + self.pool_pages * PAGE_SIZE;
+            ipc::set_windows(Fpage::mem(at, 12 + GROW_LOG2, 7), Fpage(0), Fpage(0));
+            let mut req = Msg::new(s0::ALLOC, &[GROW_LOG2, at]);
+            let r = ipc::call(cap::SIGMA0_SLOT, &mut req, FOREVER);
+            ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+            if r.is_err() || req.word(1) != 0 || req.items() != 1 {
+                return None;
+            }
+            let n = 1u64 << GROW_LOG2;
+            self.free.extend((self.pool_pages..self.pool_pages + n).rev().map(|i| i as u32));
+            self.pool_pages += n;
+            return self.free.pop(); // fresh from sigma0: already zero
+        }
+        let i = self.free.pop()?;
+        // SAFETY: pool page i is mapped read-write in this server and belongs to no client.
+        unsafe { core::ptr::write_bytes((POOL + i as u64 * PAGE_SIZE) as *mut u8, 0, PAGE_SIZE as usize) };
+        Some(i)
+    }
+
+    /// Answer a page fault: the map item, or None to decline.
+    fn fault(&mut self, badge: u64, addr: u64, access: u64) -> Option<Msg> {
+        let page = addr & !(PAGE_SIZE - 1);
+        let c = self.clients.get(&badge)?;
+        if page < LOWEST || !abi::layout::is_user_range(page, PAGE_SIZE) {
+            return None;
+        }
+        if c.pages.contains_key(&page) || access & label::PRESENT != 0 {
+            // A protection fault (the page is there, the access breaks its rights).
+            return None;
+        }
+        if c.pages.len() as u64 >= c.limit {
+            println!("{}: client {} is over its limit of {} pages", self.name, badge, c.limit);
+            return None;
+        }
+        let seg = c.elf.segments().iter().copied().find(|s| {
+            let (a, b) = s.page_range();
+            (a..b).contains(&page)
+        });
+        let rights = match seg {
+            Some(s) => m::READ | if s.write { m::WRITE } else { 0 } | if s.exec { m::EXEC } else { 0 },
+            None => m::READ | m::WRITE,
+        };
+        if access & m::RIGHTS_MASK & !rights != 0 {
+            return None;
+        }
+        let idx = self.page()?;
+        let dst = POOL + idx as u64 * PAGE_SIZE;
+        let c = self.clients.get_mut(&badge)?;
+        // SAFETY: pool page `idx` is mapped read-write here and not yet given out.
+        let buf = unsafe { core::slice::from_raw_parts_mut(dst as *mut u8, PAGE_SIZE as usize) };
+        if let Some(s) = seg {
+            let lo = page.max(s.vaddr);
+            let hi = (page + PAGE_SIZE).min(s.vaddr + s.filesz);
+            if hi > lo {
+                let src = &c.image[(s.offset + (lo - s.vaddr)) as usize..(s.offset + (hi - s.vaddr)) as usize];
+                buf[(lo - page) as usize..(hi - page) as usize].copy_from_slice(src);
+            }
+        } else if page == MAIN_STACK_TOP - PAGE_SIZE {
+            let mut si = StartInfo {
+                magic: abi::START_MAGIC,
+                utcb: MAIN_UTCB,
+                bootfs_addr: 0,
+                bootfs_len: 0,
+                args_len: c.args.len() as u64,
+                args: [0; abi::START_ARGS_MAX],
+            };
+            si.args[..c.args.len()].copy_from_slice(c.args.as_bytes());
+            let off = PAGE_SIZE as usize - core::mem::size_of::<StartInfo>();
+            // SAFETY: StartInfo is plain old data.
+            let bytes = unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
+            buf[off..].copy_from_slice(bytes);
+        }
+        c.pages.insert(page, idx);
+        let mut a = Msg::new(0, &[]);
+        a.push_item(Fpage::mem(dst, 12, rights), page);
+        Some(a)
+    }
+
+    fn register(&mut self, badge: u64, limit: u64, cmdline: &str) -> Result<(), Error> {
+        let name = cmdline.split(' ').next().unwrap_or("");
+        let fs = bootfs::BootFs::parse(self.bootfs).map_err(|_| Error::InvalidArg)?;
+        let file = fs.find(name).ok_or(Error::InvalidArg)?;
+        let e = elf::parse(file.data).map_err(|_| Error::InvalidArg)?;
+        if cmdline.len() > abi::START_ARGS_MAX {
+            return Err(Error::TooLong);
+        }
+        // SAFETY: the boot image stays mapped read-only for this server's life.
+        let image: &'static [u8] = unsafe { core::slice::from_raw_parts(file.data.as_ptr(), file.data.len()) };
+        self.unregister(badge);
+        self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, pages: BTreeMap::new() });
+        Ok(())
+    }
+
+    fn unregister(&mut self, badge: u64) {
+        if let Some(c) = self.clients.remove(&badge) {
+            for (_, idx) in c.pages {
+                // Revoke the client's mapping (if its task still exists) and reuse the page.
+                // SAFETY: only mappings derived from our pool page are affected.
+                let _ = unsafe { rt::sys::unmap(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, 0), 0) };
+                self.free.push(idx);
+            }
+        }
+    }
+}
+
+fn main() -> i32 {
+    let name = String::from(rt::args().split(' ').nth(1).unwrap_or("mem"));
+    // The boot image, read-only, from root.
+    ipc::set_windows(Fpage::all_mem(), Fpage(0), Fpage(0));
+    let mut req = Msg::new(proto::GET_BOOTFS, &[]);
+    let ok = ipc::call(cap::PARENT, &mut req, FOREVER).is_ok() && req.items() == 1;
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    if !ok {
+        println!("{}: no boot image", name);
+        return 1;
+    }
+    // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
+    let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, req.word(1) as usize) };
+    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs };
+    let mut buf = [0u8; 512];
+    server::run(&mut srv, &mut buf)
+}
+
+impl Server for Mem {
+    type Request<'a> = Request<'a>;
+
+    /// Page faults of the programs this server pages (badged with their pager badge).
+    fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        if m.label() != label::PAGE_FAULT || from.is_root() {
+            return None;
+        }
+        Some(match self.fault(from.0, m.word(1), m.word(2)) {
+            Some(a) => Answer::Reply(a),
+            None => Answer::err(Error::NoMemory),
+        })
+    }
+
+    fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        match req {
+            // Registration comes from root only (its capability to us is unbadged).
+            Request::Register { .. } | Request::Unregister { .. } if !from.is_root() => Answer::err(Error::NoRights),
+            Request::Register { client, limit, cmdline } => Answer::result(self.register(client, limit, cmdline)),
+            Request::Unregister { client } => {
+                self.unregister(client);
+                Answer::ok(&[])
+            }
+            Request::Stats => {
+                let mut w = alloc::vec![self.pool_pages, self.free.len() as u64, self.clients.len() as u64];
+                for (b, c) in self.clients.iter().take(18) {
+                    w.extend_from_slice(&[*b, c.pages.len() as u64, c.limit]);
+                }
+                Answer::ok(&w)
+            }
+        }
+    }
+}

@@ -1,0 +1,501 @@
+//! Root: started by the kernel next to sigma0 (which pages it). It starts the memory
+//! servers (paged by sigma0), then the programs the `manifest` names, each paged by a
+//! memory server, with the resources its entry grants and nothing else. It serves
+//! their requests (exit, spawn, name lookup, I/O ports, IRQs, the boot image for the
+//! memory servers, ps/mem/kill/halt for the shell), is the fault handler of every
+//! program, restarts those marked `restart`, and — when the manifest names tests —
+//! reports each and ends the machine when all are done.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use abi::fpage::Fpage;
+use abi::{cap, mem, rights, Error};
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use bootfs::BootFs;
+use core::fmt::Write;
+use manifest::Program;
+use rt::ipc::{self, Msg};
+use rt::loader::{self, Child};
+use rt::proto::Request;
+use rt::server::{self, Answer, Badge, Server};
+use rt::{println, proto, sys};
+use sigma0_api as s0;
+
+rt::entry!(main);
+
+/// Kernel memory for a memory server (its page tables cover its whole pool).
+const MEM_KERNEL_QUOTA: u64 = 1024;
+/// The memory servers root starts; programs name theirs with `pager`.
+const MEM_SERVERS: [&str; 2] = ["mem0", "mem1"];
+
+struct Prog {
+    name: String,
+    /// The manifest entry it was started from (programs started by SPAWN without one
+    /// get the defaults and no resources).
+    entry: Program,
+    child: Child,
+    done: bool,
+    /// Index of the memory server that pages it (None: paged by sigma0).
+    pager: Option<usize>,
+    restarts: u32,
+    /// Programs marked `clients` it was given a capability to: told when it ends.
+    uses: Vec<usize>,
+}
+
+struct Root<'a> {
+    fs: BootFs<'a>,
+    fs_len: usize,
+    manifest: Vec<Program>,
+    progs: Vec<Prog>,
+    mems: Vec<usize>,
+    /// sigma0, badged as root (badge 1).
+    sigma0: u64,
+    passed: u32,
+    failed: u32,
+    /// The text of the last PS/MEMINFO reply (it must live until the kernel copies it).
+    text: String,
+    /// The manifest names tests: root ends the machine when they have all ended.
+    any_test: bool,
+}
+
+/// A program's id (its badge on root's endpoint): its index in `progs`, plus one.
+fn badge_of(idx: usize) -> u64 {
+    idx as u64 + 1
+}
+
+/// Run `f` with a fresh temporary capability slot, which is emptied and given back
+/// afterwards whatever `f` did with it.
+fn with_tmp<T>(f: impl FnOnce(u64) -> T) -> T {
+    let tmp = rt::alloc_slot();
+    let r = f(tmp);
+    rt::free_slot(tmp);
+    r
+}
+
+impl Root<'_> {
+    /// Start a program from a manifest entry. `requester`: the program that asked
+    /// (SPAWN), which gets capabilities to it and gives it one back (PEER).
+    fn start(&mut self, entry: Program, requester: Option<(usize, u64)>) -> Result<usize, Error> {
+        let Some(file) = self.fs.find(&entry.file) else {
+            println!("[root] no program `{}` in the boot image", entry.file);
+            return Err(Error::InvalidArg);
+        };
+        let pager = MEM_SERVERS.iter().position(|m| *m == entry.pager).ok_or_else(|| {
+            println!("[root] {}: no memory server `{}`", entry.name, entry.pager);
+            Error::InvalidArg
+        })?;
+        let idx = self.progs.len();
+        let mem_idx = self.mems[pager];
+        let mem_slot = self.progs[mem_idx].child.thread;
+        let cmdline = entry.cmdline();
+        let child = loader::spawn_paged(file.data, &cmdline, entry.kpages, entry.priority as u64, mem_slot, badge_of(idx)).map_err(|e| {
+            println!("[root] cannot load `{}`: {:?}", entry.name, e);
+            match e {
+                loader::LoadError::Sys(e) => e,
+                _ => Error::InvalidArg,
+            }
+        })?;
+        if let Err(e) = mem_api::client::register(mem_slot, badge_of(idx), entry.pages, &cmdline) {
+            child.discard();
+            return Err(e);
+        }
+        if let Err(e) = self.adopt(&child, &entry, requester) {
+            let mut u = Msg::new(mem_api::UNREGISTER, &[badge_of(idx)]);
+            let _ = ipc::call(mem_slot, &mut u, ipc::FOREVER);
+            child.discard();
+            return Err(e);
+        }
+        Ok(self.record(child, entry, Some(mem_idx)))
+    }
+
+    /// Start a memory server, paged by sigma0, and hand it the boot image.
+    fn start_mem(&mut self, name: &str) -> Result<usize, Error> {
+        let file = self.fs.find("mem").ok_or(Error::InvalidArg)?;
+        let entry = Program { args: name.to_string(), priority: 150, ..Program::new("mem") };
+        let child = loader::load_granted(file.data, &entry.cmdline(), MEM_KERNEL_QUOTA, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
+        let badge = badge_of(self.progs.len());
+        // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
+        sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge)?;
+        let given = with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND)));
+        if let Err(e) = given.and_then(|_| self.adopt(&child, &entry, None)) {
+            child.discard();
+            return Err(e);
+        }
+        let thread = child.thread;
+        let i = self.record(child, entry, None);
+        self.progs[i].name = name.to_string();
+        // It asks for the boot image first; answer before anything else needs it.
+        let mut m = Msg::empty();
+        ipc::recv(thread, &mut m, ipc::FOREVER)?;
+        if m.label() != proto::GET_BOOTFS {
+            return Err(Error::InvalidArg);
+        }
+        let len = self.fs_len as u64;
+        let log2 = 64 - (len.next_power_of_two() - 1).leading_zeros() as u64;
+        let mut r = Msg::new(0, &[len]);
+        r.push_item(Fpage::mem(abi::layout::BOOTFS_VADDR, log2.max(12), mem::READ), abi::layout::BOOTFS_VADDR);
+        ipc::reply(&r)?;
+        Ok(i)
+    }
+
+    /// Give a loaded child (to become program `progs.len()`) its capabilities, make
+    /// root its fault handler, start it.
+    fn adopt(&mut self, child: &Child, entry: &Program, requester: Option<(usize, u64)>) -> Result<(), Error> {
+        let idx = self.progs.len();
+        let badge = badge_of(idx);
+        with_tmp(|tmp| sys::cap_copy(cap::SELF_THREAD, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PARENT, rights::SEND)))?;
+        sys::thread_set_fault_handler(child.thread, cap::SELF_THREAD, Badge::fault(badge as u32).0)?;
+        if let Some((r, dst)) = requester {
+            let req = &self.progs[r].child;
+            with_tmp(|tmp| sys::cap_copy(req.thread, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND)))?;
+            sys::cap_give(req.task, child.thread, dst, rights::SEND)?;
+            sys::cap_give(req.task, child.task, dst + 1, rights::CONTROL)?;
+        }
+        // The console, for programs whose entry names it, is there from the start.
+        if entry.caps.iter().any(|c| c == "console") {
+            if let Some(c) = self.find("console") {
+                let con = self.progs[c].child.thread;
+                let _ = with_tmp(|tmp| sys::cap_copy(con, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::CONSOLE, rights::SEND)));
+            }
+        }
+        child.start()
+    }
+
+    /// Keep the record of a started program; returns its index.
+    fn record(&mut self, child: Child, entry: Program, pager: Option<usize>) -> usize {
+        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new() });
+        self.progs.len() - 1
+    }
+
+    fn finish(&mut self, idx: usize, outcome: Result<i32, &str>) {
+        let p = &mut self.progs[idx];
+        if p.done {
+            return;
+        }
+        p.done = true;
+        let pager = p.pager;
+        // The task goes, and with it root's slots for its task and thread.
+        p.child.discard();
+        match pager {
+            Some(m) => {
+                let mut u = Msg::new(mem_api::UNREGISTER, &[badge_of(idx)]);
+                let _ = ipc::call(self.progs[m].child.thread, &mut u, ipc::FOREVER);
+            }
+            None => {
+                // Paged by sigma0 (a memory server): sigma0 takes its frames back.
+                let mut r = Msg::new(s0::RECLAIM, &[badge_of(idx)]);
+                let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
+            }
+        }
+        // Services that keep state per client drop this one's (bounded waits: a busy or
+        // stuck service is not root's problem).
+        for s in core::mem::take(&mut self.progs[idx].uses) {
+            if !self.progs[s].done {
+                let mut g = Msg::new(server::GONE, &[self.client_badge(idx).0]);
+                let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
+            }
+        }
+        let p = &self.progs[idx];
+        match outcome {
+            Ok(code) => println!("[root] {} exited with {}", p.name, code),
+            Err(why) => println!("[root] {} killed: {}", p.name, why),
+        }
+        if p.entry.test {
+            if outcome == Ok(0) {
+                self.passed += 1;
+                println!("TEST {} PASS", p.name);
+            } else {
+                self.failed += 1;
+                println!("TEST {} FAIL", p.name);
+            }
+        }
+        if p.entry.restart && pager.is_some() {
+            let (entry, restarts) = (p.entry.clone(), p.restarts);
+            match self.start(entry, None) {
+                Ok(n) => {
+                    self.progs[n].restarts = restarts + 1;
+                    println!("[root] restarted {} (restart {})", self.progs[n].name, restarts + 1);
+                }
+                Err(e) => println!("[root] cannot restart {}: {:?}", self.progs[idx].name, e),
+            }
+        }
+    }
+
+    fn tests_pending(&self) -> bool {
+        self.progs.iter().any(|p| p.entry.test && !p.done)
+    }
+
+    /// The live instance of a program called `name`.
+    fn find(&self, name: &str) -> Option<usize> {
+        self.progs.iter().rposition(|p| !p.done && p.name == name)
+    }
+
+    fn ps(&self) -> String {
+        let mut s = String::from("  ID NAME         STATE     PRIO THREADS PAGER  KPAGES  RESTARTS\n");
+        for (i, p) in self.progs.iter().enumerate() {
+            if p.done {
+                continue;
+            }
+            let (st, prio) = sys::thread_read_state(p.child.thread).unwrap_or((99, 0));
+            let state = match st {
+                0 => "stopped",
+                1 => "ready",
+                2 => "sending",
+                3 => "waiting",
+                4 => "calling",
+                5 => "sleeping",
+                6 => "faulted",
+                _ => "gone",
+            };
+            let (threads, _, kused) = sys::task_info(p.child.task).unwrap_or((0, 0, 0));
+            let pager = match p.pager {
+                Some(m) => self.progs[m].name.as_str(),
+                None => "sigma0",
+            };
+            let _ = writeln!(s, "{:4} {:12} {:9} {:4} {:7} {:6} {:6} {:9}", badge_of(i), p.name, state, prio, threads, pager, kused, p.restarts);
+        }
+        s
+    }
+
+    fn meminfo(&self) -> String {
+        let mut s = String::new();
+        let mut m = Msg::new(s0::STATS, &[]);
+        if ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() {
+            let _ = writeln!(s, "sigma0: {} of {} frames free ({} MiB of {} MiB)", m.word(2), m.word(3), m.word(2) >> 8, m.word(3) >> 8);
+        }
+        for &mi in &self.mems {
+            let mut m = Msg::new(mem_api::STATS, &[]);
+            if ipc::call(self.progs[mi].child.thread, &mut m, ipc::FOREVER).is_err() {
+                continue;
+            }
+            let _ = writeln!(s, "{}: pool {} pages, {} free, {} clients", self.progs[mi].name, m.word(2), m.word(3), m.word(4));
+            let w = m.words();
+            for c in w[4..].chunks(3) {
+                if let [b, pages, limit] = c {
+                    let name = self.progs.get(*b as usize - 1).map_or("?", |p| p.name.as_str());
+                    let _ = writeln!(s, "    {:4} {:12} {:6} pages of {}", b, name, pages, limit);
+                }
+            }
+        }
+        s
+    }
+
+    /// The badge servers see on a program's calls: its principal above its id.
+    fn client_badge(&self, idx: usize) -> Badge {
+        Badge::client(self.progs[idx].entry.principal as u64, badge_of(idx) as u32).unwrap_or(Badge(badge_of(idx)))
+    }
+
+    /// Once every test has ended, report and end the machine.
+    fn maybe_end(&self) {
+        if self.any_test && !self.tests_pending() {
+            println!("ROOT: {} passed, {} failed", self.passed, self.failed);
+            let _ = sys::machine_exit(cap::MACHINE_SLOT, if self.failed == 0 { 0 } else { 1 });
+        }
+    }
+
+    /// Root's free capability slots and the programs it keeps a record of.
+    fn slots(&self) -> (u64, u64) {
+        (rt::free_slots(), self.progs.len() as u64)
+    }
+
+    fn spawn(&mut self, idx: usize, cmdline: &str, dst: u64) -> Answer {
+        let mut cmd = cmdline;
+        let mut pager = None;
+        if let Some(rest) = cmd.strip_prefix("pager=") {
+            let (p, r) = rest.split_once(' ').unwrap_or((rest, ""));
+            pager = Some(p.to_string());
+            cmd = r.trim();
+        }
+        let (name, args) = cmd.split_once(' ').unwrap_or((cmd, ""));
+        let mut entry = self.manifest.iter().find(|p| p.name == name).cloned().unwrap_or_else(|| Program::new(name));
+        if !args.is_empty() {
+            entry.args = args.to_string();
+        }
+        if let Some(p) = pager {
+            entry.pager = p;
+        }
+        entry.test = false;
+        entry.restart = false;
+        match self.start(entry, Some((idx, dst))) {
+            Ok(i) => Answer::ok(&[badge_of(i)]),
+            Err(e) => Answer::err(e),
+        }
+    }
+
+    fn lookup(&mut self, idx: usize, name: &str, dst: u64) -> Result<(), Error> {
+        if !self.progs[idx].entry.caps.iter().any(|c| c == name) {
+            return Err(Error::NoRights);
+        }
+        let req = self.progs[idx].child.task;
+        if name == "machine" {
+            return sys::cap_give(req, cap::MACHINE_SLOT, dst, rights::SHUTDOWN);
+        }
+        if name == "sigma0" {
+            let badge = badge_of(idx);
+            return with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)));
+        }
+        let s = self.find(name).ok_or(Error::NotFound)?;
+        // Servers tell clients apart by badge: the client's principal above its id.
+        let badge = self.client_badge(idx).0;
+        let srv = self.progs[s].child.thread;
+        with_tmp(|tmp| sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)))?;
+        if self.progs[s].entry.clients && !self.progs[idx].uses.contains(&s) {
+            self.progs[idx].uses.push(s);
+        }
+        Ok(())
+    }
+}
+
+impl Server for Root<'_> {
+    type Request<'a> = Request<'a>;
+
+    /// A program faulted (root is every program's fault handler): it ends.
+    fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        if !from.is_fault() {
+            return None;
+        }
+        let idx = (from.0 as u32) as usize;
+        if idx == 0 || idx > self.progs.len() {
+            return Some(Answer::Later);
+        }
+        let w = m.words();
+        let word = |i: usize| w.get(i).copied().unwrap_or(0);
+        println!("[root] {} faulted: kind {} addr {:#x} ip {:#x} error {:#x}", self.progs[idx - 1].name, word(0), word(1), word(2), word(3));
+        self.finish(idx - 1, Err("fault"));
+        self.maybe_end();
+        Some(Answer::Later)
+    }
+
+    fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        let idx = from.0 as usize;
+        if idx == 0 || idx > self.progs.len() {
+            println!("[root] message with unknown badge {:#x}", from.0);
+            return Answer::Later;
+        }
+        let idx = idx - 1;
+        match req {
+            Request::Exit { code } => {
+                self.finish(idx, Ok(code as i32));
+                self.maybe_end();
+                Answer::Later
+            }
+            Request::Spawn { cmdline, slot } => self.spawn(idx, cmdline, slot),
+            Request::Lookup { name, slot } => Answer::result(self.lookup(idx, name, slot)),
+            Request::GetIo { first, log2 } => {
+                let f = Fpage::io(first, log2);
+                let e = &self.progs[idx].entry;
+                if !f.is_valid() || !(f.base()..f.base() + f.size()).all(|p| e.allows_port(p as u16)) {
+                    return Answer::err(Error::NoRights);
+                }
+                let mut r = server::ok_msg(&[]);
+                r.push_item(f, 0);
+                Answer::Reply(r)
+            }
+            Request::GetIrq { line, slot } => {
+                if line > 23 || !self.progs[idx].entry.irq.contains(&(line as u8)) {
+                    return Answer::err(Error::NoRights);
+                }
+                let task = self.progs[idx].child.task;
+                Answer::result(with_tmp(|tmp| sys::irq_create(cap::IRQ_CONTROL_SLOT, line, tmp).and_then(|_| sys::cap_give(task, tmp, slot, rights::CONTROL))))
+            }
+            Request::Ps | Request::Meminfo => {
+                self.text = if matches!(req, Request::Ps) { self.ps() } else { self.meminfo() };
+                self.text.truncate(4096);
+                ipc::set_send_string(self.text.as_bytes());
+                Answer::Reply(server::ok_msg(&[]).with_string())
+            }
+            Request::Kill { id } => {
+                let target = id as usize;
+                if target == 0 || target > self.progs.len() || self.progs[target - 1].done || self.mems.contains(&(target - 1)) {
+                    return Answer::err(Error::InvalidArg);
+                }
+                self.finish(target - 1, Err("killed"));
+                self.maybe_end();
+                if target - 1 == idx {
+                    Answer::Later
+                } else {
+                    Answer::ok(&[])
+                }
+            }
+            Request::Halt => {
+                println!("[root] halting");
+                let _ = sys::machine_exit(cap::MACHINE_SLOT, 0);
+                Answer::err(Error::BadState)
+            }
+            Request::Slots => {
+                let (free, records) = self.slots();
+                Answer::ok(&[free, records])
+            }
+            // Only memory servers ask for the boot image, once, while root starts them.
+            Request::GetBootfs => Answer::err(Error::BadState),
+        }
+    }
+}
+
+fn main() -> i32 {
+    let image = rt::bootfs().expect("root runs with the boot image");
+    let fs = match BootFs::parse(image) {
+        Ok(fs) => fs,
+        Err(e) => {
+            println!("[root] boot image is malformed: {:?}", e);
+            return 1;
+        }
+    };
+    println!("[root] boot image: {} files", fs.len());
+    let text = fs.find("manifest").and_then(|f| core::str::from_utf8(f.data).ok()).unwrap_or("");
+    let manifest = match manifest::parse(text) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("[root] {}", e);
+            let _ = sys::machine_exit(cap::MACHINE_SLOT, 1);
+            return 1;
+        }
+    };
+    // Badges carry the principal in 30 bits (`rt::server::Badge`): refuse what does not fit.
+    if let Some(p) = manifest.iter().find(|p| Badge::client(p.principal as u64, 1).is_none()) {
+        println!("[root] manifest: program `{}`: principal {} does not fit in a badge (at most {})", p.name, p.principal, Badge::MAX_PRINCIPAL);
+        let _ = sys::machine_exit(cap::MACHINE_SLOT, 1);
+        return 1;
+    }
+    let sigma0 = rt::alloc_slot();
+    if sys::cap_copy(cap::SIGMA0_SLOT, sigma0, rights::SEND, 1).is_err() {
+        println!("[root] no capability to sigma0");
+        return 1;
+    }
+    // Root holds every I/O port (from sigma0) to pass on as the manifest says.
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
+    let mut m = Msg::new(s0::IO, &[0, 16]);
+    let got_io = ipc::call(sigma0, &mut m, ipc::FOREVER).is_ok() && m.items() == 1;
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    if !got_io {
+        println!("[root] sigma0 gave no I/O ports");
+    }
+    let any_test = manifest.iter().any(|p| p.test && p.start);
+    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test };
+    for name in MEM_SERVERS {
+        match root.start_mem(name) {
+            Ok(i) => root.mems.push(i),
+            Err(e) => {
+                println!("[root] cannot start memory server {}: {:?}", name, e);
+                return 1;
+            }
+        }
+    }
+    for entry in root.manifest.clone() {
+        if !entry.start {
+            continue;
+        }
+        if root.start(entry.clone(), None).is_err() && entry.test {
+            root.failed += 1;
+            println!("TEST {} FAIL (not started)", entry.name);
+        }
+    }
+
+    root.maybe_end();
+    let mut buf = [0u8; 512];
+    server::run(&mut root, &mut buf)
+}

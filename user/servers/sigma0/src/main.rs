@@ -1,0 +1,259 @@
+//! sigma0: the first user task. The kernel hands it every usable frame (mapped at
+//! `SIGMA0_PHYS + physical address`), the device-memory window and every I/O port.
+//! It gives each frame to one client — idempotently to the same one — pages its
+//! direct clients (root, memory servers) with anonymous frames, hands out physically
+//! contiguous runs for DMA, device memory and I/O ports, and takes frames back.
+//!
+//! sigma0 has no pager, so it never allocates: its bookkeeping (one owner word per
+//! frame) lives in frames it keeps for itself.
+#![no_std]
+#![no_main]
+
+use abi::fpage::Fpage;
+use abi::ipc::label;
+use abi::layout::{PAGE_SIZE, SIGMA0_PHYS};
+use abi::{mem, Error};
+use rt::ipc::Msg;
+use rt::server::{self, Answer, Badge, Server};
+use rt::{println, sys};
+use sigma0_api::Request;
+
+rt::entry!(main);
+
+const MAX_RUNS: usize = 32;
+const FREE: u16 = 0;
+const SELF: u16 = u16::MAX;
+
+struct Sigma0 {
+    runs: [(u64, u64); MAX_RUNS],
+    nruns: usize,
+    mmio: (u64, u64),
+    /// owner[frame]: FREE, SELF, or the client's badge.
+    owner: &'static mut [u16],
+    free: u64,
+    total: u64,
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+fn range(s: &str) -> Option<(u64, u64)> {
+    let (a, b) = s.split_once('-')?;
+    Some((hex(a)?, hex(b)?))
+}
+
+impl Sigma0 {
+    fn is_ram(&self, pa: u64) -> bool {
+        self.runs[..self.nruns].iter().any(|(a, b)| (*a..*b).contains(&pa))
+    }
+
+    fn zero(pa: u64, pages: u64) {
+        // SAFETY: sigma0 sees all its RAM at SIGMA0_PHYS + pa, read-write; the frames
+        // are being handed out and hold nothing of sigma0's.
+        unsafe { core::ptr::write_bytes((SIGMA0_PHYS + pa) as *mut u8, 0, (pages * PAGE_SIZE) as usize) };
+    }
+
+    /// Find `pages` free frames (aligned to their count) and give them to `client`.
+    fn alloc(&mut self, pages: u64, client: u16) -> Option<u64> {
+        for i in 0..self.nruns {
+            let (a, b) = self.runs[i];
+            let mut pa = a.div_ceil(pages * PAGE_SIZE) * pages * PAGE_SIZE;
+            while pa + pages * PAGE_SIZE <= b {
+                let f = (pa / PAGE_SIZE) as usize;
+                match (0..pages as usize).find(|k| self.owner[f + k] != FREE) {
+                    None => {
+                        self.owner[f..f + pages as usize].fill(client);
+                        self.free -= pages;
+                        Self::zero(pa, pages);
+                        return Some(pa);
+                    }
+                    Some(k) => pa = (((f + k + 1) as u64 * PAGE_SIZE).div_ceil(pages * PAGE_SIZE)) * pages * PAGE_SIZE,
+                }
+            }
+        }
+        None
+    }
+
+    /// These frames for `client`, if free or already its own.
+    fn take(&mut self, pa: u64, pages: u64, client: u16) -> bool {
+        let f = (pa / PAGE_SIZE) as usize;
+        let ok = (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f + k as usize], o if o == FREE || o == client));
+        if ok {
+            for k in 0..pages as usize {
+                if self.owner[f + k] == FREE {
+                    self.owner[f + k] = client;
+                    self.free -= 1;
+                    Self::zero(pa + k as u64 * PAGE_SIZE, 1);
+                }
+            }
+        }
+        ok
+    }
+
+    /// Take frames back: revoke every mapping derived from them.
+    fn release(&mut self, pa: u64, pages: u64, client: Option<u16>) -> u64 {
+        let mut n = 0;
+        for k in 0..pages {
+            let p = pa + k * PAGE_SIZE;
+            let f = (p / PAGE_SIZE) as usize;
+            let o = self.owner[f];
+            if o != FREE && o != SELF && client.is_none_or(|c| c == o) {
+                // SAFETY: only mappings derived from sigma0's own window are revoked.
+                let _ = unsafe { sys::unmap(Fpage::mem(SIGMA0_PHYS + p, 12, 0), 0) };
+                self.owner[f] = FREE;
+                self.free += 1;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    fn reclaim(&mut self, client: u16) -> u64 {
+        let mut n = 0;
+        for i in 0..self.nruns {
+            let (a, b) = self.runs[i];
+            let mut pa = a;
+            while pa < b {
+                if self.owner[(pa / PAGE_SIZE) as usize] == client {
+                    n += self.release(pa, 1, Some(client));
+                }
+                pa += PAGE_SIZE;
+            }
+        }
+        n
+    }
+}
+
+fn item(m: &mut Msg, pa: u64, log2_pages: u64, rights: u64, hotspot: u64) {
+    m.push_item(Fpage::mem(SIGMA0_PHYS + pa, 12 + log2_pages, rights), hotspot & !0xfff);
+}
+
+fn main() -> i32 {
+    let mut runs = [(0u64, 0u64); MAX_RUNS];
+    let mut nruns = 0;
+    let mut mmio = (0, 0);
+    for w in rt::args().split(' ') {
+        if let Some(r) = w.strip_prefix("ram=").and_then(range) {
+            if nruns < MAX_RUNS {
+                runs[nruns] = r;
+                nruns += 1;
+            }
+        } else if let Some(r) = w.strip_prefix("mmio=").and_then(range) {
+            mmio = r;
+        }
+    }
+    let top = runs[..nruns].iter().map(|r| r.1).max().unwrap_or(0);
+    let frames = top / PAGE_SIZE;
+    let table_pages = (frames * 2).div_ceil(PAGE_SIZE);
+    // The owner table goes in the first run big enough for it.
+    let Some(t) = runs[..nruns].iter().position(|(a, b)| b - a >= table_pages * PAGE_SIZE) else {
+        println!("sigma0: no memory for the owner table");
+        return 1;
+    };
+    let table_pa = runs[t].0;
+    // SAFETY: the table's frames are sigma0's own (mapped read-write at SIGMA0_PHYS),
+    // marked SELF below so that they are never handed out.
+    let owner = unsafe { core::slice::from_raw_parts_mut((SIGMA0_PHYS + table_pa) as *mut u16, frames as usize) };
+    owner.fill(SELF);
+    let mut s = Sigma0 { runs, nruns, mmio, owner, free: 0, total: 0 };
+    for i in 0..nruns {
+        let (a, b) = s.runs[i];
+        for f in a / PAGE_SIZE..b / PAGE_SIZE {
+            s.owner[f as usize] = FREE;
+            s.free += 1;
+        }
+    }
+    for f in 0..table_pages {
+        s.owner[(table_pa / PAGE_SIZE + f) as usize] = SELF;
+        s.free -= 1;
+    }
+    s.total = s.free;
+    println!("sigma0: {} MiB in {} runs, device window {:#x}-{:#x}", s.free >> 8, nruns, s.mmio.0, s.mmio.1);
+
+    let mut buf = [0u8; 64];
+    server::run(&mut s, &mut buf)
+}
+
+/// sigma0's clients are numbered by the badges root gives them (root's own is 1).
+fn client_of(from: Badge) -> Option<u16> {
+    let c = from.0;
+    if c == 0 || c >= SELF as u64 {
+        None
+    } else {
+        Some(c as u16)
+    }
+}
+
+impl Server for Sigma0 {
+    type Request<'a> = Request;
+
+    /// Page faults of root and the memory servers, whose pager sigma0 is.
+    fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        if m.label() != label::PAGE_FAULT {
+            return None;
+        }
+        let Some(client) = client_of(from) else { return Some(Answer::err(Error::NoRights)) };
+        let mut out = Msg::new(0, &[0, 0]);
+        Some(match self.alloc(1, client) {
+            Some(pa) => {
+                item(&mut out, pa, 0, mem::RIGHTS_MASK, m.word(1));
+                Answer::Reply(out)
+            }
+            None => Answer::err(Error::NoMemory),
+        })
+    }
+
+    fn handle(&mut self, from: Badge, req: Request) -> Answer {
+        let Some(client) = client_of(from) else { return Answer::err(Error::NoRights) };
+        let mut out = Msg::new(0, &[0, 0]);
+        match req {
+            Request::Alloc { log2, hot } => match self.alloc(1 << log2, client) {
+                Some(pa) => {
+                    out.mr[2] = pa;
+                    item(&mut out, pa, log2, mem::RIGHTS_MASK, hot);
+                    Answer::Reply(out)
+                }
+                None => Answer::err(Error::NoMemory),
+            },
+            Request::Phys { pa, log2, hot } => {
+                if pa.is_multiple_of(PAGE_SIZE << log2) && self.take(pa, 1 << log2, client) {
+                    item(&mut out, pa, log2, mem::RIGHTS_MASK, hot);
+                    Answer::Reply(out)
+                } else {
+                    Answer::err(Error::NoRights)
+                }
+            }
+            Request::Mmio { pa, log2, hot } => {
+                let len = PAGE_SIZE << log2;
+                if !pa.is_multiple_of(len) {
+                    Answer::err(Error::Misaligned)
+                } else if pa >= self.mmio.0 && pa.saturating_add(len) <= self.mmio.1 {
+                    item(&mut out, pa, log2, mem::READ | mem::WRITE, hot);
+                    Answer::Reply(out)
+                } else {
+                    Answer::err(Error::BadAddress)
+                }
+            }
+            Request::Io { first, log2 } => {
+                let f = Fpage::io(first, log2);
+                if f.is_valid() {
+                    out.push_item(f, 0);
+                    Answer::Reply(out)
+                } else {
+                    Answer::err(Error::InvalidArg)
+                }
+            }
+            Request::Free { pa, log2 } => {
+                let n = self.release(pa, 1 << log2, Some(client));
+                Answer::ok(&[n])
+            }
+            Request::Stats => Answer::ok(&[self.free, self.total, 0]),
+            Request::Reclaim { client: c } if client == 1 => {
+                let n = self.reclaim(c as u16);
+                Answer::ok(&[n])
+            }
+            Request::Reclaim { .. } => Answer::err(Error::NoRights),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Files by path through the `files` server (a baiofs filesystem in a BAIO segment,
+//! made on the host by `mkimage`), and baiofs as a library on a segment of our own:
+//! format, write, remount, application-controlled prefetching and caching over BAIO.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::Error;
+use alloc::vec::Vec;
+use baiofs::{Fs, Kind, Policy};
+use segdev::SegDev;
+use tests::Checks;
+use files_api::client as f;
+use blk_api::client as baio;
+use rt::{env};
+
+rt::entry!(main);
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|k| seed.wrapping_add((k % 253) as u8)).collect()
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    let srv = rt::alloc_slot();
+    c.eq(env::lookup("files", srv), Ok(()), "find the files server");
+    c.check(f::list(srv, "/").is_ok_and(|l| l.contains("d ") && l.contains(" disk")), "the image's directory is in /");
+    c.eq(f::read_all(srv, "/disk/hello.txt").as_deref(), Ok(&b"hello scion\n"[..]), "a file mkimage put there reads back");
+    c.eq(f::mkdir(srv, "/t"), Ok(()), "mkdir");
+    c.eq(f::mkdir(srv, "/t"), Err(Error::Exists), "mkdir twice");
+    let data = pattern(40_000, 3);
+    let h = f::open(srv, "/t/x", true);
+    c.check(h.is_ok(), "create a file");
+    let (h, size) = h.unwrap_or((0, 1));
+    c.eq(size, 0, "empty");
+    c.eq(f::write(srv, h, 0, &data), Ok(40_000), "write 40,000 bytes");
+    let mut back = Vec::new();
+    while back.len() < data.len() {
+        match f::read(srv, h, back.len() as u64, 5000) {
+            Ok(b) if !b.is_empty() => back.extend_from_slice(&b),
+            _ => break,
+        }
+    }
+    c.check(back == data, "read them back in pieces");
+    c.eq(f::read(srv, h, 40_000, 100).map(|b| b.len()), Ok(0), "a read at the end is empty");
+    c.eq(f::stat(srv, "/t/x"), Ok((1, 40_000)), "stat: a file of that size");
+    c.eq(f::stat(srv, "/t"), Ok((2, 64)), "stat: a directory with one entry");
+    c.eq(f::remove(srv, "/t/x"), Err(Error::BadState), "an open file cannot be removed");
+    c.eq(f::remove(srv, "/t"), Err(Error::BadState), "nor a directory that is not empty");
+    c.eq(f::close(srv, h), Ok(()), "close");
+    c.eq(f::close(srv, h), Err(Error::InvalidCap), "a closed handle is gone");
+    c.eq(f::read(srv, 9999, 0, 10).map(|b| b.len()), Err(Error::InvalidCap), "an unknown handle");
+    c.eq(f::open(srv, "/missing", false).err(), Some(Error::NotFound), "no such file");
+    c.eq(f::open(srv, "/t", false).err(), Some(Error::InvalidArg), "a directory is not opened as a file");
+    c.eq(f::open(srv, "/no/such/dir/x", true).err(), Some(Error::NotFound), "no such directory");
+    c.eq(f::mkdir(srv, "/bad/../name"), Err(Error::NotFound), "a path through a missing directory");
+    c.eq(f::remove(srv, "/t/x"), Ok(()), "remove the file");
+    c.eq(f::remove(srv, "/t"), Ok(()), "and the directory");
+    c.eq(f::sync(srv), Ok(()), "sync");
+
+    library(&mut c);
+    c.finish("files_test")
+}
+
+/// baiofs linked into this program, on segment `junk`.
+fn library(c: &mut Checks) {
+    let blk = rt::alloc_slot();
+    c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
+    let Ok(seg) = baio::open(blk, "junk", 3, 0x0000_5c00_0000_0000) else {
+        c.check(false, "open segment junk");
+        return;
+    };
+    let fs = Fs::format(SegDev::new(seg));
+    c.check(fs.is_ok(), "format baiofs on our own segment");
+    let Ok(mut fs) = fs else { return };
+    let data = pattern(40 * 4096, 9);
+    c.eq(fs.create("/big", Kind::File).map(|_| ()), Ok(()), "create a file");
+    c.eq(fs.write("/big", 0, &data), Ok(data.len()), "write 40 blocks");
+    c.eq(fs.sync(), Ok(()), "sync");
+    // Mount again (nothing cached) and let the application steer.
+    let fs2 = Fs::mount(fs.dev);
+    c.check(fs2.is_ok(), "mount it again");
+    let Ok(mut fs) = fs2 else { return };
+    fs.set_cache_blocks(48);
+    c.eq(fs.prefetch("/big", 0, data.len() as u64), Ok(()), "prefetch the whole file (asynchronous BAIO reads)");
+    let mut back = alloc::vec![0u8; data.len()];
+    c.eq(fs.read("/big", 0, &mut back), Ok(data.len()), "read it");
+    c.check(back == data, "the data is right");
+    c.check(fs.dev.prefetch_hits >= 40, "every block came from the prefetch");
+    c.eq(fs.set_policy("/big", Policy::Keep), Ok(()), "keep it cached");
+    let s = fs.cache_stats();
+    c.eq(fs.read("/big", 0, &mut back), Ok(data.len()), "read it again");
+    c.eq(fs.cache_stats().misses, s.misses, "from the library's cache only");
+    c.eq(fs.set_policy("/big", Policy::NoCache), Ok(()), "now around the cache");
+    c.eq(fs.read("/big", 0, &mut back), Ok(data.len()), "read it once more");
+    c.check(back == data && fs.cache_stats().misses >= s.misses + 40, "straight from the disk, still right");
+    let seg = fs.dev.seg;
+    c.eq(seg.close(), Ok(()), "close the segment");
+}

@@ -1,0 +1,157 @@
+//! IPC correctness: values in registers and the UTCB, badges, string copy, every
+//! kind of timeout, receive from any and from one, call chains across three tasks,
+//! and call/reply between threads of one task.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::{cap, rights, Error};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use echo_api as echo;
+use rt::env::spawn;
+use tests::Checks;
+use rt::ipc::{self, timeouts, Msg, FOREVER, INFINITE, POLL};
+use rt::{sys, thread};
+
+rt::entry!(main);
+
+/// Helper: send one ECHO-labelled message with word = badge-identifying value to `slot`.
+fn sender(slot: u64) {
+    let _ = ipc::send(slot, &Msg::new(7, &[slot]), FOREVER);
+}
+
+/// Helper: call echo's SLOW(100 ms) to keep it busy.
+fn slow_caller(slot: u64) {
+    let mut m = Msg::new(echo::SLOW, &[100_000]);
+    let _ = ipc::call(slot, &mut m, FOREVER);
+}
+
+static SERVED: AtomicU64 = AtomicU64::new(0);
+
+/// Helper: a server thread in this task: answers calls with word + 1000.
+fn local_server(_: u64) {
+    let mut m = Msg::empty();
+    let mut r = ipc::recv(ipc::RECV_ANY, &mut m, FOREVER);
+    while r.is_ok() {
+        SERVED.fetch_add(1, Ordering::Relaxed);
+        let mut rep = Msg::new(9, &[m.word(1) + 1000]);
+        r = ipc::reply_wait(ipc::RECV_ANY, &mut rep, FOREVER);
+        m = rep;
+    }
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    let echo_slot = rt::alloc_slot_pair();
+    let echo_task = echo_slot + 1;
+    c.check(spawn("echo", echo_slot).is_ok(), "spawn echo server");
+
+    // Register words and the badge of an unbadged capability.
+    let mut m = Msg::new(echo::ECHO, &[1, 2, 3, 4, 5, 6]);
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "call echo (6 words, all in registers)");
+    c.eq(m.words(), &[1, 2, 3, 4, 5, 6, 0][..], "6 register words echoed, badge 0");
+
+    // All 62 words plus the badge: most travel in the UTCB.
+    let w: Vec<u64> = (0..62u64).map(|i| i * 7 + 1).collect();
+    let mut m = Msg::new(echo::ECHO, &w);
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "call echo (62 words)");
+    c.eq(&m.words()[..62], &w[..], "62 words echoed through the UTCB");
+
+    // Badges are set by whoever mints the capability and cannot be forged.
+    let badged = rt::alloc_slot();
+    c.eq(sys::cap_copy(echo_slot, badged, rights::SEND, 0xBAD6E), Ok(()), "mint a badged copy");
+    let mut m = Msg::new(echo::ECHO, &[5]);
+    c.eq(ipc::call(badged, &mut m, FOREVER), Ok(()), "call through the badged copy");
+    c.eq(m.words(), &[5, 0xBAD6E][..], "receiver sees the badge");
+    let rebadge = rt::alloc_slot();
+    c.eq(sys::cap_copy(badged, rebadge, rights::SEND, 0x1), Err(Error::InvalidArg), "a badge cannot be changed");
+
+    // Strings: copied into the receiver's buffer, reversed, copied back.
+    let text = b"hello, scion";
+    let mut back = [0u8; 64];
+    ipc::set_send_string(text);
+    ipc::set_recv_buffer(&mut back);
+    let mut m = Msg::new(echo::REVERSE, &[]).with_string();
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "string call");
+    c.eq(m.word(1), 12, "server received 12 bytes");
+    c.eq(ipc::received_string_len(), 12, "12 bytes came back");
+    c.eq(&back[..12], b"noics ,olleh", "string reversed by the server");
+    let big: Vec<u8> = (0..4000u32).map(|i| (i * 31 % 251) as u8).collect();
+    let mut back = alloc::vec![0u8; 4096];
+    ipc::set_send_string(&big);
+    ipc::set_recv_buffer(&mut back);
+    let mut m = Msg::new(echo::REVERSE, &[]).with_string();
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "4000-byte string across pages");
+    let rev: Vec<u8> = big.iter().rev().copied().collect();
+    c.check(back[..4000] == rev[..], "4000 bytes intact both ways");
+
+    // Timeouts.
+    let mut m = Msg::empty();
+    c.eq(ipc::recv(echo_slot, &mut m, timeouts(POLL, POLL)), Err(Error::Timeout), "receive with timeout 0 and no sender");
+    let t0 = sys::kernel_info().ticks;
+    c.eq(ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 30_000)), Err(Error::Timeout), "bounded receive times out");
+    let dt = sys::kernel_info().ticks - t0;
+    c.check(dt >= 30, "bounded receive waited at least 30 ms");
+    c.check(dt < 1000, "bounded receive did not wait much longer");
+    let helper = thread::spawn(slow_caller, echo_slot, thread::my_priority());
+    c.check(helper.is_ok(), "start a thread that keeps echo busy");
+    sys::sleep_us(10_000);
+    c.eq(ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(POLL, POLL)), Err(Error::Timeout), "send with timeout 0 to a busy server");
+    c.eq(ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(20_000, INFINITE)), Err(Error::Timeout), "bounded send to a busy server times out");
+    let mut m = Msg::new(echo::ECHO, &[77]);
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "infinite call waits for the busy server");
+    c.eq(m.word(1), 77, "and gets its answer");
+    let mut m = Msg::new(echo::SLOW, &[50_000]);
+    c.eq(ipc::call(echo_slot, &mut m, timeouts(INFINITE, 10_000)), Err(Error::Timeout), "call whose reply takes too long times out");
+    sys::sleep_us(60_000);
+
+    // Receive from any (FIFO) and from one.
+    let me_a = rt::alloc_slot();
+    let me_b = rt::alloc_slot();
+    sys::cap_copy(cap::SELF_THREAD, me_a, rights::SEND, 101).unwrap();
+    sys::cap_copy(cap::SELF_THREAD, me_b, rights::SEND, 102).unwrap();
+    let _ = thread::spawn(sender, me_a, thread::my_priority());
+    sys::sleep_us(5_000);
+    let _ = thread::spawn(sender, me_b, thread::my_priority());
+    sys::sleep_us(5_000);
+    let mut m = Msg::empty();
+    let b1 = ipc::recv(ipc::RECV_ANY, &mut m, FOREVER);
+    let b2 = ipc::recv(ipc::RECV_ANY, &mut m, FOREVER);
+    c.eq((b1, b2), (Ok(101), Ok(102)), "receive from any takes queued senders in order");
+    let ta = thread::spawn(sender, me_a, thread::my_priority()).unwrap();
+    sys::sleep_us(5_000);
+    let tb = thread::spawn(sender, me_b, thread::my_priority()).unwrap();
+    sys::sleep_us(5_000);
+    let first = ipc::recv(tb.slot, &mut m, FOREVER);
+    c.eq(first, Ok(102), "receive from one thread skips others queued earlier");
+    c.eq(ipc::recv(ta.slot, &mut m, FOREVER), Ok(101), "then the other");
+
+    // A call chain across three tasks: us -> echo -> echo2 -> echo -> us.
+    let echo2 = rt::alloc_slot_pair();
+    c.check(spawn("echo", echo2).is_ok(), "spawn a second echo");
+    c.eq(sys::cap_give(echo_task, echo2, 20, rights::SEND), Ok(()), "give echo a capability to echo2");
+    let mut m = Msg::new(echo::FORWARD, &[20, 5]);
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "call through a chain of three tasks");
+    c.eq(m.word(1), 7, "each hop added one");
+
+    // Call and reply between two threads of one task.
+    let srv = thread::spawn(local_server, 0, thread::my_priority()).unwrap();
+    sys::sleep_us(2_000);
+    let mut ok = true;
+    for i in 0..100 {
+        let mut m = Msg::new(1, &[i]);
+        ok &= ipc::call(srv.slot, &mut m, FOREVER).is_ok() && m.word(1) == i + 1000;
+    }
+    c.check(ok, "100 call/reply round trips between threads of one task");
+    c.eq(SERVED.load(Ordering::Relaxed), 100, "server thread saw every call");
+
+    // A send to a thread that is gone fails instead of hanging.
+    let mut m = Msg::new(echo::QUIT, &[]);
+    c.eq(ipc::call(echo2, &mut m, FOREVER), Ok(()), "echo2 quits");
+    sys::sleep_us(20_000);
+    let mut m = Msg::new(echo::ECHO, &[1]);
+    c.eq(ipc::call(echo2, &mut m, FOREVER), Err(Error::InvalidCap), "a capability to a dead thread is dead");
+    c.finish("ipc_test")
+}

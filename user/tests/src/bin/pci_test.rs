@@ -1,0 +1,72 @@
+//! Drivers' memory: PCI configuration through granted ports; device memory (the AHCI
+//! controller's register BAR) mapped from sigma0 and read; DMA-able memory from sigma0
+//! whose physical address the driver learns, handed out once per client.
+#![no_std]
+#![no_main]
+
+use abi::fpage::Fpage;
+use abi::Error;
+use tests::Checks;
+use rt::ipc::{self, Msg, FOREVER};
+use sigma0_api as s0;
+use rt::{env, pci, println};
+
+rt::entry!(main);
+
+const MMIO_VA: u64 = 0x0000_5000_0000_0000;
+const DMA_VA: u64 = 0x0000_5100_0000_0000;
+
+fn ask(s: u64, window: Fpage, m: &mut Msg) -> Result<(), Error> {
+    ipc::set_windows(window, Fpage(0), Fpage(0));
+    let r = ipc::call(s, m, FOREVER);
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r?;
+    abi::check(m.word(1))
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    c.eq(pci::init(), Ok(()), "configuration ports granted");
+    let devs = pci::devices();
+    c.check(devs.iter().any(|d| d.vendor == 0x8086 && d.device == 0x29c0), "the q35 host bridge is there");
+    let Some(ahci) = devs.iter().find(|d| d.class == 1 && d.subclass == 6) else {
+        c.check(false, "an AHCI controller to drive");
+        return c.finish("pci_test");
+    };
+    let abar = ahci.mem_bar(5).unwrap_or(0);
+    println!("  AHCI {:04x}:{:04x} at {:02x}:{:02x}.{}, registers at {:#x}", ahci.vendor, ahci.device, ahci.addr.bus, ahci.addr.dev, ahci.addr.func, abar);
+    c.check((abi::layout::MMIO_START..abi::layout::MMIO_END).contains(&abar), "its register BAR lies in the device window");
+    let s = rt::alloc_slot();
+    c.eq(env::lookup("sigma0", s), Ok(()), "sigma0, as the manifest grants");
+
+    // Device memory.
+    let mut m = Msg::new(s0::MMIO, &[abar & !0xfff, 0, MMIO_VA]);
+    c.eq(ask(s, Fpage::mem(MMIO_VA, 12, 7), &mut m), Ok(()), "map the register page");
+    let regs = MMIO_VA + (abar & 0xfff);
+    // SAFETY: the page was just mapped (uncached) from the controller's BAR.
+    let (cap, vs) = unsafe { (core::ptr::read_volatile(regs as *const u32), core::ptr::read_volatile((regs + 0x10) as *const u32)) };
+    println!("  AHCI CAP {:#010x}, version {:#010x}", cap, vs);
+    c.eq(vs, 0x0001_0000, "read the controller's version register (AHCI 1.0)");
+    c.eq((cap & 0x1f) + 1, 6, "its capabilities: six ports, as QEMU's ICH9 AHCI has");
+    let mut m = Msg::new(s0::MMIO, &[0x1000_0000, 0, MMIO_VA]);
+    c.eq(ask(s, Fpage::mem(MMIO_VA, 12, 7), &mut m), Err(Error::BadAddress), "RAM is not device memory");
+
+    // DMA memory: physically contiguous, physical address told.
+    let mut m = Msg::new(s0::ALLOC, &[2, DMA_VA]);
+    c.eq(ask(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Ok(()), "four contiguous pages for DMA");
+    let pa = m.word(2);
+    println!("  DMA buffer at physical {:#x}", pa);
+    c.check(pa != 0 && pa.is_multiple_of(0x4000), "its physical address, aligned to its size");
+    // SAFETY: the four pages were just mapped read-write.
+    unsafe {
+        core::ptr::write_volatile((DMA_VA + 0x3ff8) as *mut u64, 0xD3A);
+        c.eq(core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64), 0xD3A, "usable");
+    }
+    let mut m = Msg::new(s0::PHYS, &[pa, 2, DMA_VA]);
+    c.eq(ask(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Ok(()), "asking for the same frames again is idempotent");
+    // SAFETY: as above (the same frames are mapped again at the same place).
+    c.eq(unsafe { core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64) }, 0xD3A, "and they are the same frames");
+    let mut m = Msg::new(s0::PHYS, &[0x10_0000, 0, DMA_VA]);
+    c.eq(ask(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
+    c.finish("pci_test")
+}

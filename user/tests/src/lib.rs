@@ -1,0 +1,56 @@
+//! Helpers shared by Scion's test programs.
+#![no_std]
+
+extern crate alloc;
+
+
+use core::fmt::Debug;
+use rt::println;
+
+/// Counts checks; prints each one; the program's exit code says whether all passed.
+pub struct Checks {
+    pub passed: u32,
+    pub failed: u32,
+}
+
+impl Checks {
+    pub fn new() -> Self {
+        Checks { passed: 0, failed: 0 }
+    }
+
+    pub fn check(&mut self, ok: bool, what: &str) -> bool {
+        if ok {
+            self.passed += 1;
+            println!("  ok   {}", what);
+        } else {
+            self.failed += 1;
+            println!("  FAIL {}", what);
+        }
+        ok
+    }
+
+    pub fn eq<T: PartialEq + Debug>(&mut self, got: T, want: T, what: &str) -> bool {
+        if got == want {
+            self.check(true, what)
+        } else {
+            self.failed += 1;
+            println!("  FAIL {}: got {:?}, want {:?}", what, got, want);
+            false
+        }
+    }
+
+    pub fn finish(&self, name: &str) -> i32 {
+        println!("{}: {} checks passed, {} failed", name, self.passed, self.failed);
+        if self.failed == 0 {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+impl Default for Checks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
