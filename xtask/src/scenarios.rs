@@ -35,6 +35,8 @@ pub struct Scenario {
     pub limit_s: u64,
     /// Run only by the code that needs it (the durability test), not on its own.
     pub manual: bool,
+    /// QEMU's exit status when the scenario passes (1: root ended the machine with 0).
+    pub status: i32,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -48,6 +50,7 @@ struct Header {
     input: Option<Input>,
     expect: Option<Vec<String>>,
     manual: Option<bool>,
+    status: Option<i32>,
 }
 
 #[derive(serde::Deserialize)]
@@ -107,6 +110,7 @@ impl Scenario {
             icount: h.icount.unwrap_or(false),
             limit_s: h.limit.unwrap_or(180),
             manual: h.manual.unwrap_or(false),
+            status: h.status.unwrap_or(1),
             ..sc
         })
     }
@@ -120,7 +124,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, limit_s: 180, manual: false })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, limit_s: 180, manual: false, status: 1 })
     }
 }
 
@@ -201,9 +205,9 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let log_path = logs.join(format!("{}.log", sc.name));
     std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
     let mut results = Vec::new();
-    if sc.input.is_some() {
+    if sc.input.is_some() || !sc.expect.is_empty() {
         let missing: Vec<&str> = sc.expect.iter().map(String::as_str).filter(|e| !out.log.contains(e)).collect();
-        let ok = missing.is_empty() && out.status == Some(1);
+        let ok = missing.is_empty() && out.status == Some(sc.status);
         let detail = if out.timed_out {
             format!("timed out after {} s", sc.limit_s)
         } else if !missing.is_empty() {
