@@ -11,9 +11,24 @@ use abi::ipc::{self, FOREVER, RECV_ANY};
 use abi::{rights, sys};
 
 /// Decide and do the message transfer; returns the thread to switch to, or `None`
-/// to leave the call to the general path (nothing has been changed then).
+/// to leave the call to the general path (nothing has been changed then: every check
+/// is in `plan`, which only reads; `commit` cannot fail, so nothing can bail out half
+/// way).
 #[inline(always)]
 pub fn ipc(k: &mut Kernel, n: u64) -> Option<u32> {
+    let p = plan(k, n)?;
+    Some(commit(k, n, p))
+}
+
+/// What `plan` established: the partner and the badge it receives.
+struct Plan {
+    dest: u32,
+    badge: u64,
+}
+
+/// Every check of the fastpath, without changing anything.
+#[inline(always)]
+fn plan(k: &Kernel, n: u64) -> Option<Plan> {
     let cur = k.current;
     let ct = k.threads[cur as usize].as_ref()?;
     let f = ct.frame();
@@ -60,7 +75,16 @@ pub fn ipc(k: &mut Kernel, n: u64) -> Option<u32> {
     if k.rq.highest().is_some_and(|h| h > d.prio) {
         return None;
     }
-    // Commit: registers across, states changed, switch.
+    Some(Plan { dest, badge })
+}
+
+/// Registers across, states changed; returns the thread to switch to. Both threads
+/// exist: `plan` found them, and nothing ran in between.
+#[inline(always)]
+fn commit(k: &mut Kernel, n: u64, p: Plan) -> u32 {
+    let (cur, dest, badge) = (k.current, p.dest, p.badge);
+    let f = k.threads[cur as usize].as_ref().expect("fastpath: the caller exists").frame();
+    let d = k.threads[dest as usize].as_ref().expect("fastpath: plan found the partner");
     let df = d.frame();
     df.r10 = f.r10;
     df.r8 = f.r8;
@@ -75,19 +99,21 @@ pub fn ipc(k: &mut Kernel, n: u64) -> Option<u32> {
     k.timers.remove(dest);
     let me = k.thread_ref(cur);
     let dref = k.thread_ref(dest);
-    let d = k.threads[dest as usize].as_mut()?;
+    let d = k.threads[dest as usize].as_mut().expect("fastpath: plan found the partner");
     d.recv_from = None;
     if n == sys::IPC_CALL {
         d.reply_to = Some(me);
-        let c = k.threads[cur as usize].as_mut()?;
+    } else {
+        d.partner = None;
+    }
+    let c = k.threads[cur as usize].as_mut().expect("fastpath: the caller exists");
+    if n == sys::IPC_CALL {
         c.state = State::ReplyBlocked;
         c.partner = Some(dref);
     } else {
-        d.partner = None;
-        let c = k.threads[cur as usize].as_mut()?;
         c.reply_to = None;
         c.state = State::RecvBlocked;
         c.recv_from = None;
     }
-    Some(dest)
+    dest
 }

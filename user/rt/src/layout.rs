@@ -24,3 +24,5 @@ pub const CACHE_FRAMES: u64 = 0x0000_5c00_0000_0000;
 pub const CACHE_IN_BLK: u64 = 0x0000_5d00_0000_0000;
 /// A pager's pool of frames (mem, user-level pagers).
 pub const POOL: u64 = 0x0000_6000_0000_0000;
+/// `rt::thread`: the UTCBs of threads a program creates, one page apart.
+pub const THREAD_UTCBS: u64 = 0x0000_7f00_0000_0000;

@@ -120,7 +120,9 @@ pub trait Decode<'a>: Sized {
     fn decode(a: &Args<'a>) -> Result<Self, Error>;
 }
 
-/// What a server does with a request.
+/// What a server does with a request. (A reply is a whole `Msg`, kept inline: no heap
+/// allocation per request.)
+#[allow(clippy::large_enum_variant)]
 pub enum Answer {
     /// Reply now.
     Reply(Msg),
@@ -171,19 +173,30 @@ pub trait Server {
 }
 
 /// Serve forever: strings land in `buf` (its length is the largest string taken).
+/// One `Msg` holds each request and then its reply (a message is 520 bytes: every copy
+/// of it costs, so the loop makes none it can avoid).
 pub fn run<S: Server>(s: &mut S, buf: &mut [u8]) -> ! {
-    let mut reply: Option<Msg> = None;
+    let mut m = Msg::empty();
+    let mut replying = false;
     loop {
-        let Ok((badge, m)) = ipc::serve(reply.take(), buf) else { continue };
-        let from = Badge(badge);
-        reply = match step(s, from, &m, buf) {
-            Answer::Reply(r) => Some(r),
-            Answer::Later => None,
+        ipc::set_recv_buffer(buf);
+        let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER) } else { ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER) };
+        let Ok(badge) = r else {
+            replying = false;
+            continue;
+        };
+        replying = match step(s, Badge(badge), &m, buf) {
+            Answer::Reply(r) => {
+                m = r;
+                true
+            }
+            Answer::Later => false,
         };
     }
 }
 
 /// One request: what `run` does with each message.
+#[inline(always)]
 pub fn step<S: Server>(s: &mut S, from: Badge, m: &Msg, buf: &[u8]) -> Answer {
     if from.is_root() && m.label() == GONE && !m.tag().is_fault() {
         if let Some(&b) = m.words().first() {

@@ -6,7 +6,7 @@ use abi::{cap, Error};
 use alloc::boxed::Box;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-const UTCB_BASE: u64 = 0x0000_7f00_0000_0000;
+const UTCB_BASE: u64 = crate::layout::THREAD_UTCBS;
 pub const STACK_SIZE: usize = 64 * 1024;
 static NEXT_UTCB: AtomicU64 = AtomicU64::new(0);
 

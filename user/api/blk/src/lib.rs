@@ -201,13 +201,18 @@ pub mod client {
         let r = call(srv, &mut m);
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
         r?;
-        // SAFETY (allowed: the one unsafe block of this crate): the service mapped
-        // `AREA_BYTES` of its DMA memory read-write at `area_va` by the reply's map item
-        // (the window was exactly that range), and it stays mapped until the segment is
-        // closed; nothing Rust-owned lives there.
-        #[allow(unsafe_code)]
-        let mem = unsafe { rt::shared::Area::new(area_va, p::AREA_BYTES) };
+        let mem = mapped_area(area_va);
         Ok(Segment { cap, area: area_va, mem, blocks: m.word(2), tail: core::cell::Cell::new(0) })
+    }
+
+    /// The shared area the service has just mapped at `va` (the one unsafe block of this
+    /// crate).
+    #[allow(unsafe_code)]
+    fn mapped_area(va: u64) -> rt::shared::Area {
+        // SAFETY: the service mapped `AREA_BYTES` of its DMA memory read-write at `va` by
+        // the OPEN reply's map item (the window was exactly that range), and it stays
+        // mapped until the segment is closed; nothing Rust-owned lives there.
+        unsafe { rt::shared::Area::new(va, p::AREA_BYTES) }
     }
 
     /// (length, owner, owner's rights, others' rights)

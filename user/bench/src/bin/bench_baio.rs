@@ -29,7 +29,7 @@ use rt::{env, println, sys};
 
 rt::entry!(main);
 
-const AREA: u64 = 0x0000_5b00_0000_0000;
+const AREA: u64 = rt::layout::SEGMENT_AREA;
 /// 8 KiB requests.
 const REQ_BLOCKS: u64 = 2;
 const REQ_BYTES: u64 = REQ_BLOCKS * 4096;

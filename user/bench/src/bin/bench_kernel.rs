@@ -76,8 +76,8 @@ fn report(name: &str, mut v: Vec<u64>) {
 
 // ---- page fault through a user-level pager
 
-const PF_REGION: u64 = 0x0000_5200_0000_0000;
-const PF_POOL: u64 = 0x0000_5300_0000_0000;
+const PF_REGION: u64 = rt::layout::BENCH[0];
+const PF_POOL: u64 = rt::layout::BENCH[1];
 const PF_N: u64 = 200;
 static PF_TICKS: [AtomicU64; PF_N as usize] = [const { AtomicU64::new(0) }; PF_N as usize];
 static PF_DONE: AtomicU64 = AtomicU64::new(0);
@@ -133,7 +133,7 @@ fn map_by_ipc() {
         println!("bench: cannot start the map peer");
         return;
     }
-    const POOL: u64 = 0x0000_5400_0000_0000;
+    const POOL: u64 = rt::layout::BENCH[2];
     sys::prefault(POOL, 64);
     let mut v = Vec::new();
     for round in 0..5 {
@@ -154,7 +154,7 @@ fn map_by_ipc() {
 // ---- demap a page mapped into N spaces
 
 fn demap_fanout(n: usize) {
-    const PAGE: u64 = 0x0000_5500_0000_0000;
+    const PAGE: u64 = rt::layout::BENCH[3];
     sys::prefault(PAGE, 1);
     let tasks: Vec<u64> = (0..n)
         .map(|_| {

@@ -17,9 +17,9 @@ use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction};
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 
 /// Where device registers are mapped: `MMIO_VA + (physical - MMIO_START)`.
-const MMIO_VA: u64 = 0x0000_5800_0000_0000;
+const MMIO_VA: u64 = rt::layout::MMIO;
 /// Where DMA memory is mapped, one run after another.
-const DMA_VA: u64 = 0x0000_5900_0000_0000;
+const DMA_VA: u64 = rt::layout::DMA;
 
 struct State {
     /// Slot of the capability to sigma0 (0: not set up).

@@ -16,6 +16,7 @@ struct Echo {
 impl Server for Echo {
     type Request<'a> = Request<'a>;
 
+    #[inline(always)]
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         Answer::Reply(match req {
             Request::Echo(words) => {

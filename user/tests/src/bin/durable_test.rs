@@ -11,7 +11,7 @@ use rt::{env, println};
 
 rt::entry!(main);
 
-const BUF: u64 = 0x0000_5b00_0000_0000;
+const BUF: u64 = rt::layout::SEGMENT_AREA;
 
 fn pattern(k: usize) -> u8 {
     (k * 13 % 251) as u8

@@ -14,7 +14,7 @@ rt::entry!(main);
 
 const WORKERS: u64 = 4;
 const HIDE: u64 = 1000; // slots 1000..1004 hold the vital capabilities meanwhile
-const SANDBOX: u64 = 0x0000_5000_0000_0000;
+const SANDBOX: u64 = rt::layout::SCRATCH;
 
 static GO: AtomicU64 = AtomicU64::new(0);
 static FINISHED: AtomicU64 = AtomicU64::new(0);

@@ -17,7 +17,7 @@ use rt::{sys, thread};
 
 rt::entry!(main);
 
-const WINDOW: u64 = 0x0000_5000_0000_0000;
+const WINDOW: u64 = rt::layout::SCRATCH;
 const PROBE_UTCB: u64 = 0x0000_7e00_0000_0000;
 const PROBE_STACK: u64 = 0x0000_7d00_0000_0000;
 /// Slot in each peer (and in A) holding a SEND capability to A for probe reports.
@@ -149,7 +149,7 @@ fn main() -> i32 {
     sys::cap_give(b_task, cc, TO_C, rights::SEND).unwrap();
 
     // A's page P, mapped read-write to B.
-    let p = 0x0000_6000_0000_0000u64;
+    let p = rt::layout::POOL;
     sys::prefault(p, 1); // from our pager, read-write
     // SAFETY: P was just mapped read-write for this program.
     unsafe { core::ptr::write_volatile(p as *mut u64, 0xA11CE) };

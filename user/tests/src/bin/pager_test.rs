@@ -16,8 +16,8 @@ use rt::{println, sys, thread};
 
 rt::entry!(main);
 
-const REGION: u64 = 0x0000_5000_0000_0000;
-const POOL: u64 = 0x0000_6000_0000_0000;
+const REGION: u64 = rt::layout::SCRATCH;
+const POOL: u64 = rt::layout::POOL;
 const PAGES: u64 = 3000;
 const PAGER_BADGE: u64 = 0x9A6E;
 const HANDLER_BADGE: u64 = 0xFA17;

@@ -13,8 +13,8 @@ use rt::{env, pci, println};
 
 rt::entry!(main);
 
-const MMIO_VA: u64 = 0x0000_5000_0000_0000;
-const DMA_VA: u64 = 0x0000_5100_0000_0000;
+const MMIO_VA: u64 = rt::layout::SCRATCH;
+const DMA_VA: u64 = rt::layout::SCRATCH2;
 
 fn ask(s: u64, window: Fpage, m: &mut Msg) -> Result<(), Error> {
     ipc::set_windows(window, Fpage(0), Fpage(0));

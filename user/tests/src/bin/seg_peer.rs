@@ -22,9 +22,9 @@ fn main() -> i32 {
         }
         sys::sleep_us(10_000);
     }
-    c.eq(baio::open(blk, "mine", 1, 0x0000_5b00_0000_0000).err(), Some(Error::NoRights), "another principal's private segment: refused");
-    c.eq(baio::open(blk, "shared", 3, 0x0000_5b00_0000_0000).err(), Some(Error::NoRights), "a readable segment cannot be opened for writing");
-    let s = baio::open(blk, "shared", 1, 0x0000_5b00_0000_0000);
+    c.eq(baio::open(blk, "mine", 1, rt::layout::SEGMENT_AREA).err(), Some(Error::NoRights), "another principal's private segment: refused");
+    c.eq(baio::open(blk, "shared", 3, rt::layout::SEGMENT_AREA).err(), Some(Error::NoRights), "a readable segment cannot be opened for writing");
+    let s = baio::open(blk, "shared", 1, rt::layout::SEGMENT_AREA);
     c.check(s.is_ok(), "but for reading");
     if let Ok(s) = s {
         c.eq(s.batch(&[(p::READ_OP, 0, 1), (p::WRITE_OP, 0, 1)]), Ok(()), "a batch");
@@ -38,9 +38,8 @@ fn main() -> i32 {
     c.eq(baio::create(blk, "p2b", 16, 0), Err(Error::NoSpace), "over the principal's quota");
     c.eq(baio::delete(blk, "p2a"), Ok(()), "delete its own segment");
     // Keep "shared" open and end: the service must close it for us.
-    let left = baio::open(blk, "shared", 1, 0x0000_5b00_0000_0000);
+    let left = baio::open(blk, "shared", 1, rt::layout::SEGMENT_AREA);
     c.check(left.is_ok(), "open again and leave it open");
-    core::mem::forget(left);
     c.eq(baio::create(blk, "peer-done", 1, 1), Ok(()), "say we are done");
     c.finish("seg_peer")
 }

@@ -14,7 +14,7 @@ use rt::{env, ipc, sys};
 
 rt::entry!(main);
 
-const BUF: u64 = 0x0000_5b00_0000_0000;
+const BUF: u64 = rt::layout::SEGMENT_AREA;
 
 fn fill(seg: &Segment, slot: u64, seed: u8) {
     for (k, b) in seg.data(slot).iter_mut().enumerate() {
