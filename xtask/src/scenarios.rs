@@ -83,7 +83,7 @@ impl Scenario {
         let path = system_dir().join("scenarios").join(format!("{name}.toml"));
         let text = substitute(&read(&path)?, vars);
         // The header is everything before the first manifest entry.
-        let at = text.find("\n[[program]]").map(|i| i + 1).unwrap_or(text.len());
+        let at = if text.starts_with("[[program]]") { 0 } else { text.find("\n[[program]]").map_or(text.len(), |i| i + 1) };
         let (head, body) = text.split_at(at);
         let h: Header = if head.contains("[scenario]") {
             let v: toml::Table = toml::from_str(head).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -134,9 +134,8 @@ fn fuzz_seed() -> u64 {
     })
 }
 
-/// Every scenario file in `system/scenarios/`, loaded.
-pub fn scenarios() -> Result<Vec<Scenario>, String> {
-    let seed = fuzz_seed();
+/// Every scenario file in `system/scenarios/`, loaded (`${SEED}`: the fuzz seed).
+pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
     let dir = system_dir().join("scenarios");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
@@ -304,7 +303,8 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
             failed += 1
         }
     }
-    let selected: Vec<Scenario> = scenarios()?
+    let seed = fuzz_seed();
+    let selected: Vec<Scenario> = scenarios(seed)?
         .into_iter()
         .filter(|s| !s.manual && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
         .collect();
@@ -318,7 +318,7 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     if let (false, Some(a)) = (selected.is_empty(), artifacts.clone()) {
         for s in &selected {
             if s.name == "fuzz" {
-                println!("fuzz seed: {} (set SCION_FUZZ_SEED to repeat)", s.manifest.lines().find_map(|l| l.trim().strip_prefix("args = \"")).and_then(|a| a.split(' ').next()).unwrap_or("?"));
+                println!("fuzz seed: {seed} (set SCION_FUZZ_SEED to repeat)");
             }
         }
         // Two boots at a time: the machines here have two cores.

@@ -232,15 +232,6 @@ pub fn serve_next(reply: Option<Msg>, msg: &mut Msg) -> Result<u64, Error> {
     }
 }
 
-/// `serve_next` for servers that take strings: they land in `buf`. Returns the
-/// sender's badge and the request.
-pub fn serve(reply: Option<Msg>, buf: &mut [u8]) -> Result<(u64, Msg), Error> {
-    set_recv_buffer(buf);
-    let mut m = Msg::empty();
-    let badge = serve_next(reply, &mut m)?;
-    Ok((badge, m))
-}
-
 /// The cheapest call round trip: register-only words, for measurements and servers
 /// that want to avoid the `Msg` copy. Returns (error, tag, first word).
 #[inline(always)]

@@ -197,7 +197,7 @@ pub fn run<S: Server>(s: &mut S, buf: &mut [u8]) -> ! {
 
 /// One request: what `run` does with each message.
 #[inline(always)]
-pub fn step<S: Server>(s: &mut S, from: Badge, m: &Msg, buf: &[u8]) -> Answer {
+fn step<S: Server>(s: &mut S, from: Badge, m: &Msg, buf: &[u8]) -> Answer {
     if from.is_root() && m.label() == GONE && !m.tag().is_fault() {
         if let Some(&b) = m.words().first() {
             s.gone(Badge(b));
@@ -222,11 +222,19 @@ pub fn step<S: Server>(s: &mut S, from: Badge, m: &Msg, buf: &[u8]) -> Answer {
 /// A server that cannot work (its device or filesystem was refused) answers every
 /// request with `e` from now on rather than vanish: its clients learn why.
 pub fn refuse_all(e: Error) -> ! {
-    let mut reply = None;
-    let mut buf = [0u8; 256];
-    loop {
-        if ipc::serve(reply.take(), &mut buf).is_ok() {
-            reply = Some(Msg::new(0, &[e as u64]));
+    struct Refuse(Error);
+    impl Server for Refuse {
+        type Request<'a> = Any;
+        fn handle(&mut self, _: Badge, _: Any) -> Answer {
+            Answer::err(self.0)
         }
     }
+    /// Every message, whatever it says.
+    struct Any;
+    impl Decode<'_> for Any {
+        fn decode(_: &Args<'_>) -> Result<Self, Error> {
+            Ok(Any)
+        }
+    }
+    run(&mut Refuse(e), &mut [0u8; 256])
 }

@@ -54,3 +54,17 @@ impl Default for Checks {
         Self::new()
     }
 }
+
+/// Call `srv` with a hand-made request (`label`, `words`, and a string if given) and
+/// return the error code the server answered with (Ok for 0): for tests that send what
+/// no client stub would.
+pub fn raw_request(srv: u64, label: u64, words: &[u64], string: Option<&[u8]>) -> Result<(), abi::Error> {
+    use rt::ipc::{self, Msg};
+    let mut m = Msg::new(label, words);
+    if let Some(s) = string {
+        ipc::set_send_string(s);
+        m = m.with_string();
+    }
+    ipc::call(srv, &mut m, ipc::FOREVER)?;
+    abi::check(m.word(1))
+}

@@ -51,4 +51,11 @@ pub mod client {
         ipc::call(srv, &mut m, ipc::FOREVER)?;
         abi::check(m.word(1))
     }
+
+    /// The program registered as `client` is gone: its pages return to the pool.
+    pub fn unregister(srv: u64, client: u64) -> Result<(), Error> {
+        let mut m = Msg::new(super::UNREGISTER, &[client]);
+        ipc::call(srv, &mut m, ipc::FOREVER)?;
+        abi::check(m.word(1))
+    }
 }

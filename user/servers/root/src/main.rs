@@ -104,8 +104,7 @@ impl Root<'_> {
             return Err(e);
         }
         if let Err(e) = self.adopt(&child, &entry, requester) {
-            let mut u = Msg::new(mem_api::UNREGISTER, &[badge_of(idx)]);
-            let _ = ipc::call(mem_slot, &mut u, ipc::FOREVER);
+            let _ = mem_api::client::unregister(mem_slot, badge_of(idx));
             child.discard();
             return Err(e);
         }
@@ -119,8 +118,7 @@ impl Root<'_> {
         let child = loader::load_granted(file.data, &entry.cmdline(), MEM_KERNEL_QUOTA, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
         let badge = badge_of(self.progs.len());
         // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
-        sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge)?;
-        let given = with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND)));
+        let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND))));
         if let Err(e) = given.and_then(|_| self.adopt(&child, &entry, None)) {
             child.discard();
             return Err(e);
@@ -182,8 +180,7 @@ impl Root<'_> {
         p.child.discard();
         match pager {
             Some(m) => {
-                let mut u = Msg::new(mem_api::UNREGISTER, &[badge_of(idx)]);
-                let _ = ipc::call(self.progs[m].child.thread, &mut u, ipc::FOREVER);
+                let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx));
             }
             None => {
                 // Paged by sigma0 (a memory server): sigma0 takes its frames back.
@@ -295,11 +292,6 @@ impl Root<'_> {
             println!("ROOT: {} passed, {} failed", self.passed, self.failed);
             let _ = sys::machine_exit(cap::MACHINE_SLOT, if self.failed == 0 { 0 } else { 1 });
         }
-    }
-
-    /// Root's free capability slots and the programs it keeps a record of.
-    fn slots(&self) -> (u64, u64) {
-        (rt::free_slots(), self.progs.len() as u64)
     }
 
     fn spawn(&mut self, idx: usize, cmdline: &str, dst: u64) -> Answer {
@@ -426,10 +418,7 @@ impl Server for Root<'_> {
                 let _ = sys::machine_exit(cap::MACHINE_SLOT, 0);
                 Answer::err(Error::BadState)
             }
-            Request::Slots => {
-                let (free, records) = self.slots();
-                Answer::ok(&[free, records])
-            }
+            Request::Slots => Answer::ok(&[rt::free_slots(), self.progs.len() as u64]),
             // Only memory servers ask for the boot image, once, while root starts them.
             Request::GetBootfs => Answer::err(Error::BadState),
         }

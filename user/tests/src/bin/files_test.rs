@@ -10,10 +10,10 @@ use abi::Error;
 use alloc::vec::Vec;
 use baiofs::{Fs, Kind, Policy};
 use segdev::SegDev;
-use tests::Checks;
+use tests::{raw_request, Checks};
 use files_api::client as f;
 use blk_api::client as baio;
-use rt::{env};
+use rt::env;
 
 rt::entry!(main);
 
@@ -58,9 +58,24 @@ fn main() -> i32 {
     c.eq(f::remove(srv, "/t/x"), Ok(()), "remove the file");
     c.eq(f::remove(srv, "/t"), Ok(()), "and the directory");
     c.eq(f::sync(srv), Ok(()), "sync");
+    hostile(&mut c, srv);
 
     library(&mut c);
     c.finish("files_test")
+}
+
+/// Requests no client stub sends: each gets its error, and the server goes on serving.
+fn hostile(c: &mut Checks, srv: u64) {
+    let (h, _) = f::open(srv, "/disk/hello.txt", false).unwrap_or((0, 0));
+    c.eq(raw_request(srv, 0xee, &[1, 2, 3], None), Err(Error::Unsupported), "an unknown label: Unsupported");
+    c.eq(raw_request(srv, files_api::READ, &[h], None), Err(Error::Malformed), "READ with one word of three: Malformed");
+    c.eq(raw_request(srv, files_api::OPEN, &[0], None), Err(Error::Malformed), "OPEN without a path string: Malformed");
+    c.eq(raw_request(srv, files_api::OPEN, &[0], Some(&[0xff, 0xfe, b'/'])), Err(Error::Malformed), "a path that is not UTF-8: Malformed");
+    // Only root's own capability (badge 0) may say a client is gone.
+    let me = rt::server::Badge::client(1, 0).map_or(0, |b| b.0);
+    c.eq(raw_request(srv, rt::server::GONE, &[me], None), Err(Error::Unsupported), "GONE from a client is refused");
+    c.eq(f::read(srv, h, 0, 5).as_deref(), Ok(&b"hello"[..]), "the handle opened before still reads");
+    c.eq(f::close(srv, h), Ok(()), "and closes");
 }
 
 /// baiofs linked into this program, on segment `junk`.

@@ -7,7 +7,7 @@
 extern crate alloc;
 
 use abi::Error;
-use tests::Checks;
+use tests::{raw_request, Checks};
 use blk_api::client::{self as baio, Segment, SLOT_BYTES};
 use blk_api as p;
 use rt::{env, ipc, sys};
@@ -154,11 +154,17 @@ fn ring(c: &mut Checks, blk: u64) {
     c.eq(seg.batch_ops(&bad, p::WAIT_ALL), Ok(()), "a batch of malformed operations is taken");
     c.check((0..4).all(|i| seg.status(i) == p::FAILED | p::E_BAD), "each fails as malformed: unaligned, past the area, over the control page, too long");
     c.eq(seg.batch_ops(&[p::op(p::READ_OP, 0, 1, p::STATUS_WORDS, block(0))], 0), Err(Error::InvalidArg), "a status word past the page: the batch is refused");
-    // SAFETY: the control page of our own shared area; lying in it harms only us.
-    unsafe { core::ptr::write_volatile((seg.area + p::SQ_TAIL) as *mut u64, 1 << 40) };
-    let mut m = rt::ipc::Msg::new(p::SUBMIT, &[0]);
-    let r = ipc::call(seg.cap, &mut m, ipc::FOREVER).and_then(|_| abi::check(m.word(1)));
-    c.eq(r, Err(Error::InvalidArg), "a ring tail that runs past the ring is refused");
+    // Lying in our own control page harms only us.
+    seg.shared().write(p::SQ_TAIL, 1 << 40);
+    c.eq(raw_request(seg.cap, p::SUBMIT, &[0], None), Err(Error::InvalidArg), "a ring tail that runs past the ring is refused");
+    // Messages no client stub sends.
+    let op = p::op(p::READ_OP, 0, 1, 0, block(0));
+    c.eq(raw_request(seg.cap, p::BATCH, &[0, 3, op[0], op[1], op[2], op[3]], None), Err(Error::Malformed), "BATCH of 3 with the words of 1: Malformed");
+    c.eq(raw_request(seg.cap, 0xee, &[], None), Err(Error::Unsupported), "an unknown label through a segment: Unsupported");
+    c.eq(raw_request(blk, 0xee, &[], None), Err(Error::Unsupported), "an unknown label to the service: Unsupported");
+    c.eq(raw_request(seg.cap, p::CREATE, &[1, 0], Some(b"x")), Err(Error::Unsupported), "a service request through a segment capability");
+    c.eq(raw_request(blk, p::WAIT, &[1], None), Err(Error::InvalidCap), "a segment request without a segment capability");
+    c.eq(raw_request(blk, p::OPEN, &[0x101], Some(b"ring")), Err(Error::NoRights), "rights beyond READ|WRITE are refused, not truncated");
     let _ = seg.close();
     c.eq(baio::delete(blk, "ring"), Ok(()), "delete the ring segment");
 }
