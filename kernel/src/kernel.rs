@@ -159,12 +159,19 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     loaded_fs: 0,
 });
 
-pub fn kernel() -> &'static mut Kernel {
+/// The kernel state, for one kernel entry.
+///
+/// # Safety
+/// Call only where a kernel entry begins (system call, interrupt, a thread's first run,
+/// the idle loop's turn, `kstart`) or where a switch has just returned, with no other
+/// reference into kernel state live. Everything below an entry receives the reference
+/// as a parameter; `schedule` and `switch_to` take it by value, so no code can use
+/// state it held from before a switch.
+pub unsafe fn enter() -> &'static mut Kernel {
     KERNEL.get()
 }
 
-pub fn init() {
-    let k = kernel();
+pub fn init(k: &mut Kernel) {
     k.threads = (0..MAX_THREADS).map(|_| None).collect();
     k.thread_gen = alloc::vec![1; MAX_THREADS];
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
@@ -560,8 +567,7 @@ impl Kernel {
 /// Pick the next thread and switch to it if it is not the current one. Called at the
 /// end of every kernel entry, after all references into kernel state are dropped.
 /// When it returns, the thread that called it has been resumed.
-pub fn schedule() {
-    let k = kernel();
+pub fn schedule(k: &'static mut Kernel) {
     if !k.need_resched {
         return;
     }
@@ -593,13 +599,13 @@ pub fn schedule() {
         k.tm(cur).state = State::Running;
         return;
     }
-    switch_to(next);
+    switch_to(k, next);
 }
 
 /// Switch to `next`; the current thread's state must already say why it stops
-/// (or it must be queued as ready).
-pub fn switch_to(next: u32) {
-    let k = kernel();
+/// (or it must be queued as ready). Takes the entry's reference to kernel state: the
+/// caller has nothing left to do with it.
+pub fn switch_to(k: &'static mut Kernel, next: u32) {
     let prev = k.current;
     k.current = next;
     let n = k.tm(next);
@@ -626,10 +632,12 @@ pub fn switch_to(next: u32) {
     let save = &mut k.tm(prev).saved_rsp as *mut u64;
     // SAFETY: `load` was saved by switch_context or prepared by prepare_stack on the
     // next thread's live kernel stack; `save` points into the previous thread's TCB,
-    // which stays allocated until reaped after this switch. No reference into kernel
-    // state is used after the call returns except through `kernel()` afresh.
+    // which stays allocated until reaped after this switch. `k` was moved into this
+    // function and is not used after the call returns.
     unsafe { cpu::switch(save, load) };
-    kernel().reap();
+    // SAFETY: a switch has just returned to this thread; the reference it was given died
+    // with it.
+    unsafe { enter() }.reap();
 }
 
 /// Put `task`'s I/O permissions into the TSS if another task's are there (most tasks
@@ -650,8 +658,7 @@ fn switch_iomap(k: &mut Kernel, task: u32) {
 }
 
 /// Enter the first thread from the boot stack (which is abandoned).
-pub fn start_scheduling() -> ! {
-    let k = kernel();
+pub fn start_scheduling(k: &'static mut Kernel) -> ! {
     let next = k.rq.pop_highest().unwrap_or(k.idle);
     let mut dummy = 0u64;
     k.current = next;
@@ -675,7 +682,8 @@ pub fn start_scheduling() -> ! {
 /// Called by `thread_trampoline` on a new thread's first run.
 #[no_mangle]
 extern "C" fn thread_first_run() {
-    kernel().reap();
+    // SAFETY: a new thread's first run is a kernel entry (from `switch`).
+    unsafe { enter() }.reap();
 }
 
 /// TSC ticks the CPU spent halted in the idle thread, for `KERNEL_INFO(1)`: a halt
@@ -701,17 +709,19 @@ pub fn idle_end() {
 /// The idle thread: halts with interrupts on until something is ready.
 extern "C" fn idle_loop() -> ! {
     loop {
-        kernel().reap();
+        // SAFETY: each turn of the idle loop is entered from a switch (or the last turn's
+        // `schedule`, which consumed its reference).
+        let k = unsafe { enter() };
+        k.reap();
         IDLE_SINCE.store(rdtsc(), Ordering::Relaxed);
         x86_64::instructions::interrupts::enable_and_hlt();
         x86_64::instructions::interrupts::disable();
         idle_end();
-        schedule();
+        schedule(k);
     }
 }
 
-pub fn create_idle() {
-    let k = kernel();
+pub fn create_idle(k: &mut Kernel) {
     let id = k.create_thread(0, 0, 0, true).expect("idle thread");
     let t = k.tm(id);
     let top = t.kstack_top();

@@ -6,7 +6,7 @@
 //! - **root** gets the boot image (read-only), its first capabilities (its task and
 //!   thread, the machine, IRQ control, sigma0), and sigma0 as its pager.
 
-use crate::kernel::kernel;
+use crate::kernel::Kernel;
 use crate::mem::{self, phys_to_virt, BootInfo};
 use crate::task::{self, Obj};
 use abi::layout::{self, PAGE_SIZE};
@@ -26,9 +26,8 @@ struct Boot {
 }
 
 /// Load an ELF from the boot image into a new task with a stack and a first thread.
-fn load(image: &[u8], name: &str, quota: u64, prio: u64) -> Boot {
+fn load(k: &mut Kernel, image: &[u8], name: &str, quota: u64, prio: u64) -> Boot {
     let elf = kcore::elf::parse(image).unwrap_or_else(|e| panic!("{} is not a valid ELF executable: {:?}", name, e));
-    let k = kernel();
     let tid = k.create_task(quota, None).expect("boot task");
     let t = k.task(tid);
     for s in elf.segments() {
@@ -67,8 +66,7 @@ fn load(image: &[u8], name: &str, quota: u64, prio: u64) -> Boot {
     Boot { task: tid, thread: th, entry: elf.entry }
 }
 
-fn start(b: &Boot, args: &str, bootfs: (u64, u64)) {
-    let k = kernel();
+fn start(k: &mut Kernel, b: &Boot, args: &str, bootfs: (u64, u64)) {
     let mut si = StartInfo {
         magic: abi::START_MAGIC,
         utcb: layout::MAIN_UTCB,
@@ -91,7 +89,7 @@ fn start(b: &Boot, args: &str, bootfs: (u64, u64)) {
     k.make_ready(b.thread);
 }
 
-pub fn start_boot_tasks(bi: &BootInfo) {
+pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     assert!(bi.bootfs_len > 0, "no boot image (pass it with -initrd)");
     // SAFETY: the boot image module lies in reserved frames within the direct map and
     // stays there (it is only ever mapped read-only to users).
@@ -101,14 +99,13 @@ pub fn start_boot_tasks(bi: &BootInfo) {
     let root_image = fs.find("root").expect("boot image has no `root`").data;
 
     // sigma0: its program, then all memory but the kernel's reserve.
-    let s0 = load(s0_image, "sigma0", SIGMA0_QUOTA, abi::sched::MAX_PRIORITY);
+    let s0 = load(k, s0_image, "sigma0", SIGMA0_QUOTA, abi::sched::MAX_PRIORITY);
     let reserve = (mem::free_frames() / 8).max(2048);
-    let k = kernel();
     let mut args = String::from("sigma0");
     let mut given = 0u64;
     let mut run: Option<(u64, u64)> = None; // (first frame address, pages)
-    let flush = |run: (u64, u64), args: &mut String| {
-        let t = kernel().task(s0.task);
+    let flush = |k: &mut Kernel, run: (u64, u64), args: &mut String| {
+        let t = k.task(s0.task);
         let n = pt::map_range(&mut mem::KernelPhys { quota: &mut t.quota }, t.pml4, layout::SIGMA0_PHYS + run.0, run.0, run.1, task::pte_flags(m::RIGHTS_MASK))
             .expect("map memory into sigma0");
         assert_eq!(n, run.1);
@@ -123,14 +120,14 @@ pub fn start_boot_tasks(bi: &BootInfo) {
         run = match run {
             Some((start, n)) if start + n * PAGE_SIZE == f => Some((start, n + 1)),
             Some(r) => {
-                flush(r, &mut args);
+                flush(k, r, &mut args);
                 Some((f, 1))
             }
             None => Some((f, 1)),
         };
     }
     if let Some(r) = run {
-        flush(r, &mut args);
+        flush(k, r, &mut args);
     }
     // The device-memory window, uncached.
     let mmio_pages = (layout::MMIO_END - layout::MMIO_START) / PAGE_SIZE;
@@ -151,13 +148,12 @@ pub fn start_boot_tasks(bi: &BootInfo) {
     }
     let _ = write!(args, " mmio={:#x}-{:#x}", layout::MMIO_START, layout::MMIO_END);
     k.io_root = s0.task;
-    start(&s0, &args, (0, 0));
+    start(k, &s0, &args, (0, 0));
     crate::kprintln!("[kernel] sigma0 started with {} MiB of memory; kernel keeps {} MiB", given >> 8, mem::free_frames() >> 8);
 
     // root: the boot image, capabilities, sigma0 as its pager.
     let quota = mem::free_frames().saturating_sub(512);
-    let root = load(root_image, "root", quota, abi::sched::ROOT_PRIORITY);
-    let k = kernel();
+    let root = load(k, root_image, "root", quota, abi::sched::ROOT_PRIORITY);
     let t = k.task(root.task);
     let pages = bi.bootfs_len.div_ceil(PAGE_SIZE);
     for i in 0..pages {
@@ -175,6 +171,6 @@ pub fn start_boot_tasks(bi: &BootInfo) {
     }
     // Root's page faults go to sigma0; badge 1 names root there.
     k.tm(root.thread).pager = Some((s0_thread, 1));
-    start(&root, "root", (layout::BOOTFS_VADDR, bi.bootfs_len));
+    start(k, &root, "root", (layout::BOOTFS_VADDR, bi.bootfs_len));
     crate::kprintln!("[kernel] root started: entry {:#x}, kernel quota {} pages", root.entry, quota);
 }

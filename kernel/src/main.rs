@@ -31,12 +31,14 @@ extern "C" fn kstart(start_info: u64) -> ! {
     arch::cpu::init();
     let bi = mem::init(start_info);
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
-    kernel::init();
+    // SAFETY: the boot entry; nothing else holds kernel state yet.
+    let k = unsafe { kernel::enter() };
+    kernel::init(k);
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init();
-    kernel::create_idle();
-    loader::start_boot_tasks(&bi);
-    kernel::start_scheduling();
+    kernel::create_idle(k);
+    loader::start_boot_tasks(k, &bi);
+    kernel::start_scheduling(k);
 }
 
 #[panic_handler]

@@ -7,15 +7,10 @@ use crate::kprintln;
 use abi::layout::PAGE_SIZE;
 use alloc::vec::Vec;
 use kcore::frames::FrameBitmap;
+use kcore::quota::Quota;
 
-pub const DIRECT_MAP: u64 = 0xffff_8000_0000_0000;
-/// The boot page tables map physical memory up to here.
-pub const DIRECT_MAP_SIZE: u64 = 4 << 30;
+pub use crate::arch::boot::{phys_to_virt, DIRECT_MAP_SIZE};
 const MAX_FRAMES: u64 = DIRECT_MAP_SIZE / PAGE_SIZE;
-
-pub fn phys_to_virt(p: u64) -> *mut u8 {
-    (DIRECT_MAP + p) as *mut u8
-}
 
 static BITMAP_STORE: KCell<[u64; FrameBitmap::words_for(MAX_FRAMES)]> =
     KCell::new([0; FrameBitmap::words_for(MAX_FRAMES)]);
@@ -239,7 +234,7 @@ pub fn frame_unref(f: u64) {
 
 /// Page-table access for `kcore::pagetable`, charging new tables to a quota.
 pub struct KernelPhys<'a> {
-    pub quota: &'a mut crate::task::Quota,
+    pub quota: &'a mut Quota,
 }
 
 impl kcore::pagetable::PhysMem for KernelPhys<'_> {

@@ -1,61 +1,50 @@
-//! System call dispatch. Every argument is checked here or in the code it calls;
-//! every failure is an error code in `rax`. `docs/syscalls.md` describes each call.
+//! System call dispatch: `kcore::syscall::Call::decode` checks the registers (host-tested),
+//! `invoke` looks up capabilities and partner state and then does the work. Every
+//! failure is an error code in `rax`. `docs/syscalls.md` describes each call.
 
 use crate::arch::cpu::TrapFrame;
 use crate::arch::timer;
 use crate::ipc;
-use crate::kernel::{kernel, schedule, Kernel, State};
+use crate::kernel::{schedule, Kernel, State};
 use crate::mem;
 use crate::task::{self, Obj};
-use abi::ipc::Tag;
-use abi::layout::{is_user_range, PAGE_SIZE};
-use abi::fpage::Fpage;
-use abi::{cap, irq, mem as m, rights, sys, tctl, Error};
+use abi::{cap, rights, sys, tctl, Error};
 use kcore::cspace::Cap;
 use kcore::pagetable as pt;
+use kcore::syscall::{Call, IrqOp, MachineOp, Regs, Slot, ThreadOp, UnmapRange, DEBUG_PUT_MAX};
 
 #[no_mangle]
 extern "C" fn syscall_dispatch(frame: *mut TrapFrame) {
     // SAFETY: the entry stub passes the current thread's TrapFrame.
     let n = unsafe { (*frame).rax };
+    // SAFETY: this is the start of a kernel entry; no reference into kernel state is live.
+    let k = unsafe { crate::kernel::enter() };
     if n == sys::IPC_CALL || n == sys::IPC_REPLY_WAIT {
-        if let Some(next) = crate::fastpath::ipc(kernel(), n) {
-            crate::kernel::switch_to(next);
+        if let Some(next) = crate::fastpath::ipc(k, n) {
+            crate::kernel::switch_to(k, next);
             return;
         }
     }
-    {
-        let k = kernel();
-        let fr = k.cur().frame();
-        // The arguments only; handlers write results into the frame.
-        let f = Args { rax: fr.rax, rdi: fr.rdi, rsi: fr.rsi, rdx: fr.rdx, r10: fr.r10, r8: fr.r8 };
-        fr.rax = 0;
-        if let Err(e) = dispatch(k, &f) {
-            k.cur().frame().rax = e as u64;
-        }
+    let fr = k.cur().frame();
+    // The arguments only; handlers write results into the frame.
+    let r = Regs { rax: fr.rax, rdi: fr.rdi, rsi: fr.rsi, rdx: fr.rdx, r10: fr.r10, r8: fr.r8 };
+    fr.rax = 0;
+    if let Err(e) = Call::decode(&r).and_then(|c| invoke(k, c)) {
+        k.cur().frame().rax = e as u64;
     }
-    schedule();
+    schedule(k);
 }
 
-/// The argument registers of a system call.
-struct Args {
-    rax: u64,
-    rdi: u64,
-    rsi: u64,
-    rdx: u64,
-    r10: u64,
-    r8: u64,
-}
-
-fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
-    let (a0, a1, a2, a3, a4) = (f.rdi, f.rsi, f.rdx, f.r10, f.r8);
-    match f.rax {
-        sys::NULL => Ok(()),
-        sys::KERNEL_INFO if a0 == 1 => {
+/// Carry out a decoded call: capability and state checks first, then the effects.
+#[inline(always)]
+fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
+    match call {
+        Call::Null => Ok(()),
+        Call::KernelInfo { idle: true } => {
             k.cur().frame().rdi = crate::kernel::IDLE_TSC.load(core::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
-        sys::KERNEL_INFO => {
+        Call::KernelInfo { idle: false } => {
             let ticks = k.ticks;
             let q = k.cur_task().quota;
             let out = k.cur().frame();
@@ -67,50 +56,38 @@ fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
             out.r9 = mem::free_frames();
             Ok(())
         }
-        sys::DEBUG_PUT => debug_put(k, a0, a1),
-        sys::IPC_SEND | sys::IPC_CALL => {
-            check_tag(f)?;
-            ipc::send(k, a0, f.rax == sys::IPC_CALL, a2)
-        }
-        sys::IPC_RECV => ipc::receive(k, a1, abi::ipc::recv_timeout(a2)),
-        sys::IPC_REPLY => {
-            check_tag(f)?;
-            ipc::reply(k)
-        }
-        sys::IPC_REPLY_WAIT => {
-            check_tag(f)?;
+        Call::DebugPut { ptr, len } => debug_put(k, ptr, len),
+        Call::Send { dest, call, timeouts } => ipc::send(k, dest, call, timeouts),
+        Call::Recv { from, timeout } => ipc::receive(k, from, timeout),
+        Call::Reply => ipc::reply(k),
+        Call::ReplyWait { from, timeout } => {
             match ipc::reply(k) {
                 Ok(()) | Err(Error::NoPartner) => {}
                 Err(e) => return Err(e),
             }
-            ipc::receive(k, a1, abi::ipc::recv_timeout(a2))
+            ipc::receive(k, from, timeout)
         }
-        sys::YIELD => {
+        Call::Yield => {
             k.rotate = true;
             k.need_resched = true;
             Ok(())
         }
-        sys::SLEEP => {
+        Call::Sleep { us } => {
             let cur = k.current;
-            if a0 == 0 {
-                k.rotate = true;
-                k.need_resched = true;
-            } else {
-                k.sleep(cur, a0);
-            }
+            k.sleep(cur, us);
             Ok(())
         }
-        sys::CAP_COPY => {
-            k.cap(a0)?; // the source must name a live object
+        Call::CapCopy { src, dst, rights, badge } => {
+            k.cap(src)?; // the source must name a live object
             let me = k.t(k.current).task;
-            k.cap_derive(me, a0, me, a1, a2, a3, false, false)
+            k.cap_derive(me, src, me, dst, rights, badge, false, false)
         }
-        sys::CAP_DELETE => {
+        Call::CapDelete { slot } => {
             let me = k.t(k.current).task;
-            k.cap_delete(me, a0)
+            k.cap_delete(me, slot)
         }
-        sys::CAP_INFO => {
-            let c = k.cap(a0)?;
+        Call::CapInfo { slot } => {
+            let c = k.cap(slot)?;
             let (ty, _) = describe(&c);
             let out = k.cur().frame();
             out.rdi = ty;
@@ -118,39 +95,39 @@ fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
             out.rdx = c.badge;
             Ok(())
         }
-        sys::CAP_GIVE => {
-            let target = k.task_cap(a0, rights::CONTROL)?;
-            k.cap(a1)?;
+        Call::CapGive { task, src, dst, rights } => {
+            let target = k.task_cap(task, rights::CONTROL)?;
+            k.cap(src)?;
             let me = k.t(k.current).task;
-            k.cap_derive(me, a1, target, a2, a3, 0, false, false)
+            k.cap_derive(me, src, target, dst, rights, 0, false, false)
         }
-        sys::TASK_CREATE => task_create(k, a0, a1),
-        sys::THREAD_CREATE => thread_create(k, a0, a1, a2, a3),
-        sys::THREAD_CONTROL => thread_control(k, a0, a1, a2, a3, a4),
-        sys::MEM_MAP => mem_map(k, a0, a1, a2, a3, a4),
-        sys::UNMAP => unmap(k, a0, a1),
-        sys::IRQ_CONTROL => irq_control(k, a0, a1, a2, a3),
-        sys::SAVE_REPLY => {
+        Call::TaskCreate { dst, quota } => task_create(k, dst, quota),
+        Call::ThreadCreate { task, dst, utcb, prio } => thread_create(k, task, dst, utcb, prio),
+        Call::ThreadControl { thread, op } => thread_control(k, thread, op),
+        Call::MemMap { task, src, dst, pages, rights, grant } => {
+            let target = k.task_cap(task, rights::CONTROL)?;
+            let me = k.t(k.current).task;
+            k.map_mem(me, src, target, dst, pages, rights, grant, true)
+        }
+        Call::Unmap { what, include_self } => unmap(k, what, include_self),
+        Call::IrqControl { cap, op } => irq_control(k, cap, op),
+        Call::SaveReply { dst } => {
             // Move the pending reply right into a capability, freeing the thread to
             // receive other calls and answer this one later.
             let cur = k.current;
             let me = k.t(cur).task;
-            match k.cur_task().cspace.get(a0) {
-                Err(Error::InvalidCap) if a0 < cap::SLOTS => {}
-                Ok(_) => return Err(Error::SlotInUse),
-                Err(e) => return Err(e),
-            }
+            free_slot(k, dst)?;
             let r = k.tm(cur).reply_to.ok_or(Error::NoPartner)?;
             if !k.thread_alive(r) {
                 k.tm(cur).reply_to = None;
                 return Err(Error::NoPartner);
             }
-            k.cap_install(me, a0, Cap { obj: Obj::Reply(r), rights: rights::SEND, badge: 0 })?;
+            k.cap_install(me, dst, Cap { obj: Obj::Reply(r), rights: rights::SEND, badge: 0 })?;
             k.tm(cur).reply_to = None;
             Ok(())
         }
-        sys::TASK_INFO => {
-            let c = k.cap(a0)?;
+        Call::TaskInfo { task } => {
+            let c = k.cap(task)?;
             let Obj::Task(r) = c.obj else { return Err(Error::WrongType) };
             let t = k.task(r.id);
             let (n, q) = (t.nthreads as u64, t.quota);
@@ -160,34 +137,33 @@ fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
             out.rdx = q.used;
             Ok(())
         }
-        sys::THREAD_EXIT => {
+        Call::ThreadExit => {
             let cur = k.current;
             k.destroy_thread(cur);
             Ok(())
         }
-        sys::TASK_DESTROY => {
-            let t = k.task_cap(a0, rights::CONTROL)?;
+        Call::TaskDestroy { task } => {
+            let t = k.task_cap(task, rights::CONTROL)?;
             k.destroy_task(t);
             Ok(())
         }
-        sys::MACHINE => {
-            let c = k.cap(a0)?;
+        Call::Machine { cap, op } => {
+            let c = k.cap(cap)?;
             if c.obj != Obj::Machine {
                 return Err(Error::WrongType);
             }
             if c.rights & rights::SHUTDOWN == 0 {
                 return Err(Error::NoRights);
             }
-            match a1 {
-                abi::machine::EXIT => {
-                    crate::kprintln!("[kernel] machine exit {}", a2 as u32);
+            match op {
+                MachineOp::Exit(code) => {
+                    crate::kprintln!("[kernel] machine exit {}", code);
                     // SAFETY: port 0xf4 is QEMU's isa-debug-exit device; writing it ends
                     // the emulation. Without the device the write is ignored.
-                    unsafe { x86_64::instructions::port::Port::<u32>::new(0xf4).write(a2 as u32) };
+                    unsafe { x86_64::instructions::port::Port::<u32>::new(0xf4).write(code) };
                     Ok(())
                 }
-                abi::machine::MEASURE_CR3 => {
-                    let n = a2.min(1_000_000);
+                MachineOp::MeasureCr3(n) => {
                     let own = k.cur_task().pml4;
                     let other = crate::arch::boot::boot_pml4_phys();
                     let t0 = crate::arch::timer::rdtsc();
@@ -199,18 +175,17 @@ fn dispatch(k: &mut Kernel, f: &Args) -> Result<(), Error> {
                     k.cur().frame().rdi = dt;
                     Ok(())
                 }
-                _ => Err(Error::InvalidArg),
             }
         }
-        _ => Err(Error::NoSys),
     }
 }
 
-fn check_tag(f: &Args) -> Result<(), Error> {
-    if Tag(f.r10).is_valid() {
-        Ok(())
-    } else {
-        Err(Error::InvalidArg)
+/// `slot` (in range, checked by decode) must be empty in the caller's space.
+fn free_slot(k: &mut Kernel, slot: u64) -> Result<(), Error> {
+    match k.cur_task().cspace.get(slot) {
+        Err(Error::InvalidCap) => Ok(()),
+        Ok(_) => Err(Error::SlotInUse),
+        Err(e) => Err(e),
     }
 }
 
@@ -225,26 +200,19 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
     }
 }
 
-pub const DEBUG_PUT_MAX: u64 = 4096;
-
-fn debug_put(k: &mut Kernel, ptr: u64, len: u64) -> Result<(), Error> {
-    if len > DEBUG_PUT_MAX {
-        return Err(Error::TooLong);
-    }
+#[inline(never)]
+fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
     let mut buf = [0u8; DEBUG_PUT_MAX as usize];
+    let buf = &mut buf[..len];
     let pml4 = k.cur_task().pml4;
-    task::copy_from_user(pml4, ptr, &mut buf[..len as usize])?;
-    crate::serial::Serial::write_bytes(&buf[..len as usize]);
+    task::copy_from_user(pml4, ptr, buf)?;
+    crate::serial::Serial::write_bytes(buf);
     Ok(())
 }
 
-fn task_create(k: &mut Kernel, dst: u64, quota: u64) -> Result<(), Error> {
+fn task_create(k: &mut Kernel, dst: Slot, quota: u64) -> Result<(), Error> {
     // Check the slot first so that a failure leaves nothing behind.
-    match k.cur_task().cspace.get(dst) {
-        Err(Error::InvalidCap) if dst < cap::SLOTS => {}
-        Ok(_) => return Err(Error::SlotInUse),
-        Err(e) => return Err(e),
-    }
+    free_slot(k, dst)?;
     let me = k.t(k.current).task;
     let id = k.create_task(quota, Some(me))?;
     let r = k.task_ref(id);
@@ -252,44 +220,31 @@ fn task_create(k: &mut Kernel, dst: u64, quota: u64) -> Result<(), Error> {
     Ok(())
 }
 
-fn thread_create(k: &mut Kernel, task_slot: u64, dst: u64, utcb: u64, prio: u64) -> Result<(), Error> {
+fn thread_create(k: &mut Kernel, task_slot: Slot, dst: Slot, utcb: u64, prio: u8) -> Result<(), Error> {
     let target = k.task_cap(task_slot, rights::CONTROL)?;
-    match k.cur_task().cspace.get(dst) {
-        Err(Error::InvalidCap) if dst < cap::SLOTS => {}
-        Ok(_) => return Err(Error::SlotInUse),
-        Err(e) => return Err(e),
-    }
-    if !utcb.is_multiple_of(PAGE_SIZE) {
-        return Err(Error::Misaligned);
-    }
-    if !is_user_range(utcb, PAGE_SIZE) {
-        return Err(Error::BadAddress);
-    }
-    if prio > k.cur().prio as u64 {
+    free_slot(k, dst)?;
+    if prio > k.cur().prio {
         return Err(Error::InvalidArg);
     }
-    let id = k.create_thread(target, utcb, prio as u8, false)?;
+    let id = k.create_thread(target, utcb, prio, false)?;
     let r = k.thread_ref(id);
     let me = k.t(k.current).task;
     k.cap_install(me, dst, Cap { obj: Obj::Thread(r), rights: rights::SEND | rights::CONTROL, badge: 0 }).expect("slot checked");
     Ok(())
 }
 
-fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) -> Result<(), Error> {
+fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error> {
     let (id, _) = k.thread_cap(slot, rights::CONTROL)?;
     match op {
-        tctl::START => {
+        ThreadOp::Start { entry } => {
             if k.t(id).state != State::Stopped {
                 return Err(Error::BadState);
             }
-            if (a != 0 && !is_user_range(a, 1)) || (b != 0 && !is_user_range(b - 1, 1)) {
-                return Err(Error::InvalidArg);
-            }
             let fr = k.t(id).frame();
-            if a != 0 {
-                fr.rip = a;
-                fr.rsp = b;
-                fr.rdi = c;
+            if let Some(e) = entry {
+                fr.rip = e.rip;
+                fr.rsp = e.rsp;
+                fr.rdi = e.arg;
             }
             if fr.rip == 0 {
                 return Err(Error::InvalidArg);
@@ -298,7 +253,7 @@ fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) ->
             k.make_ready(id);
             Ok(())
         }
-        tctl::STOP => {
+        ThreadOp::Stop => {
             let st = k.t(id).state;
             if st == State::Stopped {
                 return Ok(());
@@ -314,30 +269,30 @@ fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) ->
             }
             Ok(())
         }
-        tctl::SET_PRIORITY => {
-            if a > k.cur().prio as u64 {
+        ThreadOp::SetPriority(p) => {
+            if p > k.cur().prio {
                 return Err(Error::InvalidArg);
             }
             let in_rq = k.rq.contains(id);
             k.rq.remove(id);
-            k.tm(id).prio = a as u8;
+            k.tm(id).prio = p;
             if in_rq {
-                k.rq.enqueue(id, a as u8);
+                k.rq.enqueue(id, p);
             }
             k.need_resched = true;
             Ok(())
         }
-        tctl::SET_FAULT_HANDLER => {
-            let h = handler(k, a, b)?;
+        ThreadOp::SetFaultHandler(h) => {
+            let h = handler(k, h)?;
             k.tm(id).fault_handler = h;
             Ok(())
         }
-        tctl::SET_PAGER => {
-            let h = handler(k, a, b)?;
+        ThreadOp::SetPager(h) => {
+            let h = handler(k, h)?;
             k.tm(id).pager = h;
             Ok(())
         }
-        tctl::READ_STATE => {
+        ThreadOp::ReadState => {
             let t = k.t(id);
             let st = match t.state {
                 State::Stopped | State::Dead => tctl::state::STOPPED,
@@ -355,128 +310,93 @@ fn thread_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64, c: u64) ->
             out.rsi = prio;
             Ok(())
         }
-        tctl::DESTROY => {
+        ThreadOp::Destroy => {
             k.destroy_thread(id);
             Ok(())
         }
-        _ => Err(Error::InvalidArg),
     }
 }
 
-/// A fault handler or pager named by `slot` (a thread capability with SEND; `u64::MAX`
-/// = none) and the badge its messages carry.
-fn handler(k: &mut Kernel, slot: u64, badge: u64) -> Result<Option<(task::ObjRef, u64)>, Error> {
-    if slot == u64::MAX {
-        return Ok(None);
-    }
+/// A fault handler or pager: a thread capability with SEND, and the badge its
+/// messages carry (`None` clears).
+fn handler(k: &mut Kernel, h: Option<(Slot, u64)>) -> Result<Option<(task::ObjRef, u64)>, Error> {
+    let Some((slot, badge)) = h else { return Ok(None) };
     let (h, _) = k.thread_cap(slot, rights::SEND)?;
     Ok(Some((k.thread_ref(h), badge)))
 }
 
-fn check_pages(va: u64, n: u64) -> Result<(), Error> {
-    if n == 0 || n > m::MAX_PAGES_PER_CALL {
-        return Err(Error::InvalidArg);
-    }
-    if !va.is_multiple_of(PAGE_SIZE) {
-        return Err(Error::Misaligned);
-    }
-    if !is_user_range(va, n * PAGE_SIZE) {
-        return Err(Error::BadAddress);
-    }
-    Ok(())
-}
-
-fn mem_map(k: &mut Kernel, task_slot: u64, src: u64, dst: u64, n: u64, flags: u64) -> Result<(), Error> {
-    let target = k.task_cap(task_slot, rights::CONTROL)?;
-    check_pages(src, n)?;
-    check_pages(dst, n)?;
-    if flags & !(m::RIGHTS_MASK | m::GRANT) != 0 || flags & m::READ == 0 {
-        return Err(Error::InvalidArg);
-    }
+/// `UNMAP`: take the rights from everything derived from the caller's part of the
+/// range; with `include_self` also from the caller's own mappings.
+#[inline(never)]
+fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Error> {
     let me = k.t(k.current).task;
-    k.map_mem(me, src, target, dst, n, flags & m::RIGHTS_MASK, flags & m::GRANT != 0, true)
-}
-
-/// `UNMAP(fpage, flags)`: take the flexpage's rights (all if none are given) from
-/// everything derived from the caller's part of it; with `SELF` also from the
-/// caller's own mappings.
-fn unmap(k: &mut Kernel, fp: u64, flags: u64) -> Result<(), Error> {
-    let fp = Fpage(fp);
-    if !fp.is_valid() || flags & !abi::fpage::UNMAP_SELF != 0 {
-        return Err(Error::InvalidArg);
-    }
-    let include_self = flags & abi::fpage::UNMAP_SELF != 0;
-    let me = k.t(k.current).task;
-    match fp.kind() {
-        abi::fpage::MEM => {
-            if fp.base().checked_add(fp.size()).is_none_or(|e| e > abi::layout::USER_END) {
-                return Err(Error::BadAddress);
-            }
-            let remove = if fp.rights() == 0 { m::RIGHTS_MASK } else { fp.rights() };
-            let (lo, hi) = (fp.base(), fp.base() + fp.size());
-            let pages: alloc::vec::Vec<u64> = k.task(me).leaves_in(lo, hi).into_iter().map(|(va, e)| {
-                if e & pt::UTCB != 0 { u64::MAX } else { va }
-            }).collect();
-            if include_self && pages.contains(&u64::MAX) {
+    match what {
+        UnmapRange::Mem { lo, hi, rights } => {
+            if include_self && k.task(me).has_utcb_in(lo, hi) {
                 return Err(Error::InvalidArg);
             }
-            for va in pages.into_iter().filter(|v| *v != u64::MAX) {
-                k.demap_mem(me, va, remove, include_self);
+            // A cursor through the range (the tables change under it), so no list of
+            // pages is ever allocated.
+            let mut at = lo;
+            while let Some((va, e)) = k.task(me).next_leaf_in(at, hi) {
+                if e & pt::UTCB == 0 {
+                    k.demap_mem(me, va, rights, include_self);
+                }
+                at = va + abi::layout::PAGE_SIZE;
             }
             Ok(())
         }
-        abi::fpage::IO => {
-            for port in fp.base()..fp.base() + fp.size() {
+        UnmapRange::Io { lo, hi } => {
+            for port in lo..hi {
                 k.demap_port(me, port as u16, include_self);
             }
             Ok(())
         }
-        _ => {
-            let remove = if fp.rights() == 0 { u8::MAX as u64 } else { fp.rights() };
-            for slot in fp.base()..(fp.base() + fp.size()).min(cap::SLOTS) {
-                k.cap_reduce(me, slot, remove, include_self);
+        UnmapRange::Caps { lo, hi, rights } => {
+            for slot in lo..hi {
+                k.cap_reduce(me, slot, rights, include_self);
             }
             Ok(())
         }
     }
 }
 
-fn irq_control(k: &mut Kernel, slot: u64, op: u64, a: u64, b: u64) -> Result<(), Error> {
+fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
     let c = k.cap(slot)?;
     let me = k.t(k.current).task;
     match (op, c.obj) {
-        (irq::CREATE, Obj::IrqControl) => {
-            if a >= crate::arch::irqchip::lines() as u64 {
+        (IrqOp::Create { line, dst }, Obj::IrqControl) => {
+            if line >= crate::arch::irqchip::lines() {
                 return Err(Error::InvalidArg);
             }
-            k.cap_install(me, b, Cap { obj: Obj::Irq(a as u8), rights: rights::CONTROL, badge: 0 })
+            k.cap_install(me, dst, Cap { obj: Obj::Irq(line), rights: rights::CONTROL, badge: 0 })
         }
-        (irq::CREATE, _) => Err(Error::WrongType),
-        (_, Obj::Irq(line)) => {
+        (IrqOp::Create { .. }, _) => Err(Error::WrongType),
+        (op, Obj::Irq(line)) => {
             if c.rights & rights::CONTROL == 0 {
                 return Err(Error::NoRights);
             }
             let l = line as usize;
             match op {
-                irq::ATTACH => {
+                IrqOp::Attach { badge } => {
                     let cur = k.current;
-                    k.irqs[l] = Some((k.thread_ref(cur), a));
+                    k.irqs[l] = Some((k.thread_ref(cur), badge));
                     crate::arch::irqchip::unmask(line);
                     Ok(())
                 }
-                irq::ACK => {
+                IrqOp::Ack => {
                     if k.irqs[l].is_none() {
                         return Err(Error::BadState);
                     }
                     crate::arch::irqchip::unmask(line);
                     Ok(())
                 }
-                irq::DETACH => {
+                IrqOp::Detach => {
                     k.irqs[l] = None;
                     crate::arch::irqchip::mask(line);
                     Ok(())
                 }
-                _ => Err(Error::InvalidArg),
+                IrqOp::Create { .. } => unreachable!("matched above"),
             }
         }
         _ => Err(Error::WrongType),

@@ -8,6 +8,7 @@ use crate::mem::{self, phys_to_virt, KernelPhys};
 use abi::layout::{is_user_range, PAGE_SIZE};
 use abi::{mem as m, Error};
 use kcore::cspace::CSpace;
+pub use kcore::quota::Quota;
 use kcore::pagetable::{self as pt, PhysMem};
 
 /// A reference to a kernel object: table index plus generation. A stale generation
@@ -30,31 +31,6 @@ pub enum Obj {
     IrqControl,
     /// The right to answer one call of this thread (one shot).
     Reply(ObjRef),
-}
-
-/// Kernel memory a task may make the kernel use, in pages: page tables, thread
-/// stacks and UTCBs, its capability space, an I/O bitmap. (User memory is not the
-/// kernel's: it comes from sigma0 through pagers.) Children's limits are reserved
-/// from the parent's.
-#[derive(Clone, Copy, Debug)]
-pub struct Quota {
-    pub limit: u64,
-    pub used: u64,
-}
-
-impl Quota {
-    pub fn charge(&mut self, n: u64) -> bool {
-        match self.used.checked_add(n) {
-            Some(u) if u <= self.limit => {
-                self.used = u;
-                true
-            }
-            _ => false,
-        }
-    }
-    pub fn uncharge(&mut self, n: u64) {
-        self.used = self.used.saturating_sub(n);
-    }
 }
 
 /// Pages charged for a capability space.
@@ -285,16 +261,16 @@ impl Task {
         flush_page(self.pml4, va);
     }
 
-    /// Every mapped user page (address, entry).
-    pub fn leaves(&self) -> alloc::vec::Vec<(u64, u64)> {
-        self.leaves_in(0, abi::layout::USER_END)
+    /// The first mapped page in `[lo, hi)` and its entry.
+    pub fn next_leaf_in(&self, lo: u64, hi: u64) -> Option<(u64, u64)> {
+        pt::next_leaf_in(&mut Walk, self.pml4, lo, hi)
     }
 
-    /// The mapped user pages in `[lo, hi)`.
-    pub fn leaves_in(&self, lo: u64, hi: u64) -> alloc::vec::Vec<(u64, u64)> {
-        let mut v = alloc::vec::Vec::new();
-        pt::for_each_leaf_in(&mut Walk, self.pml4, lo, hi, |va, e| v.push((va, e)));
-        v
+    /// Whether a UTCB lies in `[lo, hi)`.
+    pub fn has_utcb_in(&self, lo: u64, hi: u64) -> bool {
+        let mut found = false;
+        pt::for_each_leaf_in(&mut Walk, self.pml4, lo, hi, |_, e| found |= e & pt::UTCB != 0);
+        found
     }
 
     /// Free every user mapping and page table, and the PML4 itself.

@@ -3,7 +3,7 @@
 
 use crate::arch::cpu::{TrapFrame, VEC_SPURIOUS, VEC_TIMER};
 use crate::arch::{irqchip, timer};
-use crate::kernel::{kernel, schedule};
+use crate::kernel::{enter, schedule, Kernel};
 use crate::{ipc, kprintln};
 use abi::ipc::fault;
 
@@ -12,21 +12,24 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
     // SAFETY: the entry stub passes the TrapFrame it just built on this stack.
     let f = unsafe { *frame };
     crate::kernel::idle_end();
+    // SAFETY: this is the start of a kernel entry; no reference into kernel state is live
+    // (the idle loop halts holding none).
+    let k = unsafe { enter() };
     let from_user = f.cs & 3 == 3;
     match f.vector as u8 {
         VEC_TIMER => {
             timer::eoi();
-            kernel().tick();
+            k.tick();
         }
         VEC_SPURIOUS => {}
         2 | 18 => kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip),
-        v @ 0..=31 if from_user => user_fault(v as u64, &f),
+        v @ 0..=31 if from_user => user_fault(k, v as u64, &f),
         v @ 0..=31 => kernel_fault(v as u64, &f),
         v => match irqchip::line_of(v) {
             Some(line) => {
                 irqchip::mask(line);
                 irqchip::eoi(line);
-                ipc::irq_fired(kernel(), line);
+                ipc::irq_fired(k, line);
             }
             None => {
                 kprintln!("[kernel] unexpected interrupt vector {}", v);
@@ -34,10 +37,10 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             }
         },
     }
-    schedule();
+    schedule(k);
 }
 
-fn user_fault(vector: u64, f: &TrapFrame) {
+fn user_fault(k: &mut Kernel, vector: u64, f: &TrapFrame) {
     let addr = if vector == 14 { x86_64::registers::control::Cr2::read_raw() } else { 0 };
     let kind = match vector {
         14 => fault::PAGE_FAULT,
@@ -46,7 +49,6 @@ fn user_fault(vector: u64, f: &TrapFrame) {
         0 => fault::DIVIDE_ERROR,
         _ => vector,
     };
-    let k = kernel();
     let cur = k.current;
     let task = k.t(cur).task;
     let handled = ipc::report_fault(k, cur, [kind, addr, f.rip, f.error], vector == 14);

@@ -235,7 +235,11 @@ impl Kernel {
     /// Before a task's tables go: revoke everything others derived from its pages,
     /// ports and capabilities, and drop its own database nodes.
     pub fn release_task_resources(&mut self, id: u32) {
-        for (va, e) in self.task(id).leaves() {
+        // A cursor through the address space: no list of its pages is allocated, so
+        // tearing down a task of any size needs no kernel memory.
+        let mut at = 0;
+        while let Some((va, e)) = self.task(id).next_leaf_in(at, abi::layout::USER_END) {
+            at = va + abi::layout::PAGE_SIZE;
             if e & pt::UTCB != 0 {
                 continue;
             }

@@ -1,4 +1,5 @@
 //! `cargo xtask`: build Scion, make boot images, run it in QEMU, test it, measure it.
+#![forbid(unsafe_code)]
 
 mod bench;
 mod image;
@@ -74,7 +75,7 @@ pub fn sh(cmd: &mut Command) -> Result<(), String> {
 }
 
 /// Make sure the bare-metal Rust target is installed.
-fn ensure_target() -> Result<(), String> {
+pub fn ensure_target() -> Result<(), String> {
     let out = Command::new("rustup").args(["target", "list", "--installed"]).output();
     match out {
         Ok(o) if String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == TARGET) => Ok(()),
@@ -84,6 +85,15 @@ fn ensure_target() -> Result<(), String> {
         }
         Err(_) => Err(format!("rustup not found; install the target {TARGET} for your toolchain")),
     }
+}
+
+/// clippy, for the unsafe rules (`cargo xtask test` runs it).
+pub fn ensure_clippy() -> Result<(), String> {
+    if Command::new(env!("CARGO")).args(["clippy", "--version"]).output().is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    eprintln!("xtask: adding the rustup component clippy");
+    sh(Command::new("rustup").args(["component", "add", "clippy"]))
 }
 
 pub struct Artifacts {

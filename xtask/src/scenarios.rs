@@ -261,6 +261,43 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
     Ok(res)
 }
 
+/// The unsafe rules (`[workspace.lints]`: every `unsafe` block documented, no unsafe
+/// operation unmarked inside an `unsafe fn`) are clippy lints: run clippy over the kernel
+/// and every user crate (bare target) and over the host crates with their tests.
+fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
+    let runs: [(&str, &[&str]); 2] = [
+        ("lint/clippy-kernel-and-user", &["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask"]),
+        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs"]),
+    ];
+    let mut res = Vec::new();
+    for (name, args) in runs {
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        if let Err(e) = crate::ensure_target().and_then(|_| crate::ensure_clippy()) {
+            eprintln!("    | {e}");
+            res.push((name.to_string(), false));
+            continue;
+        }
+        let ok = match Command::new(env!("CARGO")).args(args).output() {
+            Ok(out) if out.status.success() => true,
+            Ok(out) => {
+                let err = String::from_utf8_lossy(&out.stderr);
+                for l in err.lines().filter(|l| !l.trim_start().starts_with("Compiling") && !l.trim_start().starts_with("Checking")).take(60) {
+                    eprintln!("    | {l}");
+                }
+                false
+            }
+            Err(e) => {
+                eprintln!("    | cargo clippy: {e} (rustup component add clippy)");
+                false
+            }
+        };
+        res.push((name.to_string(), ok));
+    }
+    res
+}
+
 /// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
 /// boot 2 (same disk) reads the data back.
 fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
@@ -295,7 +332,7 @@ fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
 
 pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     let (mut passed, mut failed) = (0u32, 0u32);
-    for (name, ok) in host_tests(filter)? {
+    for (name, ok) in host_tests(filter)?.into_iter().chain(lint_tests(filter)) {
         println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
         if ok {
             passed += 1

@@ -3,6 +3,7 @@
 //!
 //! Used by the kernel and by every user program (through `rt`). Everything here
 //! is plain data; `docs/syscalls.md` is the prose form of this file.
+#![forbid(unsafe_code)]
 #![no_std]
 
 /// ABI version reported by `KERNEL_INFO`.
@@ -642,14 +643,8 @@ mod tests {
 
     #[test]
     fn utcb_offsets_match_layout() {
-        let u = core::mem::MaybeUninit::<Utcb>::uninit();
-        let base = u.as_ptr() as usize;
-        // SAFETY: addr_of! on a field of an uninitialised value computes an address only.
-        let f = unsafe { core::ptr::addr_of!((*u.as_ptr()).recv_buf_addr) } as usize;
-        assert_eq!(f - base, utcb_off::RECV_BUF_ADDR);
-        // SAFETY: as above.
-        let g = unsafe { core::ptr::addr_of!((*u.as_ptr()).recv_str_len) } as usize;
-        assert_eq!(g - base, utcb_off::RECV_STR_LEN);
+        assert_eq!(core::mem::offset_of!(Utcb, recv_buf_addr), utcb_off::RECV_BUF_ADDR);
+        assert_eq!(core::mem::offset_of!(Utcb, recv_str_len), utcb_off::RECV_STR_LEN);
     }
 
     #[test]

@@ -226,7 +226,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let b = x % 24;
-            if x % 17 == 0 {
+            if x.is_multiple_of(17) {
                 c.invalidate(b, 3);
                 model.retain(|m| !(b..b + 3).contains(m));
                 continue;

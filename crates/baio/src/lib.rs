@@ -9,6 +9,7 @@
 //! the block service. A mount checks the whole device and refuses any inconsistency
 //! with an error naming it; `check` lists every inconsistency.
 //! The layout is documented in `docs/baio-format.md`.
+#![forbid(unsafe_code)]
 #![no_std]
 
 extern crate alloc;

@@ -19,6 +19,7 @@
 //! cache, straight to the device). [`Fs::prefetch`] tells the device which blocks will
 //! be wanted so it can start reading them ahead (asynchronously on BAIO).
 //! Metadata is written through at once; `sync` asks the device to make it durable.
+#![forbid(unsafe_code)]
 #![no_std]
 
 extern crate alloc;

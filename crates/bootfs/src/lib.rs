@@ -12,6 +12,7 @@
 //! 32  entries[count]: name [u8; 48] NUL-padded, offset u64, size u64  (64 bytes each)
 //! ... file data, each file at a 4096-aligned offset
 //! ```
+#![forbid(unsafe_code)]
 #![no_std]
 
 extern crate alloc;

@@ -2,6 +2,7 @@
 //!
 //! Everything here is free of hardware access so that it is tested with
 //! `cargo test -p kcore`. The kernel is a thin layer around these pieces.
+#![forbid(unsafe_code)]
 #![no_std]
 
 extern crate alloc;
@@ -14,5 +15,7 @@ pub mod frames;
 pub mod idlist;
 pub mod mapdb;
 pub mod pagetable;
+pub mod quota;
 pub mod runqueue;
+pub mod syscall;
 pub mod timerheap;

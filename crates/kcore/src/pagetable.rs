@@ -155,9 +155,24 @@ pub fn for_each_leaf(mem: &mut impl PhysMem, root: u64, leaf: impl FnMut(u64, u6
 /// Call `leaf(va, pte)` for every mapped page in `[lo, hi)`, skipping whole tables
 /// outside the range.
 pub fn for_each_leaf_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64, mut leaf: impl FnMut(u64, u64)) {
+    walk_leaves_in(mem, root, lo, hi, |va, e| {
+        leaf(va, e);
+        true
+    });
+}
+
+/// The first mapped page in `[lo, hi)` and its entry. A caller that changes the
+/// tables between calls walks a range without holding a list of its pages.
+pub fn next_leaf_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64) -> Option<(u64, u64)> {
+    walk_leaves_in(mem, root, lo, hi, |_, _| false)
+}
+
+/// Visit the mapped pages of `[lo, hi)` in address order while `leaf` says to go on;
+/// the page at which it stopped.
+fn walk_leaves_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64, mut leaf: impl FnMut(u64, u64) -> bool) -> Option<(u64, u64)> {
     let hi = hi.min(abi::layout::USER_END);
     if lo >= hi {
-        return;
+        return None;
     }
     // Index range at a level for the part of [lo, hi) inside the table at `base`.
     let span = |base: u64, level: u32| -> (usize, usize) {
@@ -190,13 +205,15 @@ pub fn for_each_leaf_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64, mut
                 let (a1, b1) = span(base1, 0);
                 for i1 in a1..=b1 {
                     let e1 = mem.table(e2 & ADDR)[i1];
-                    if e1 & P != 0 {
-                        leaf(base1 | ((i1 as u64) << 12), e1);
+                    let va = base1 | ((i1 as u64) << 12);
+                    if e1 & P != 0 && !leaf(va, e1) {
+                        return Some((va, e1));
                     }
                 }
             }
         }
     }
+    None
 }
 
 /// Tear down the user half: call `leaf(va, pte)` for every mapped page, free every
@@ -347,7 +364,19 @@ mod tests {
             });
             let expect: HashSet<u64> = want.iter().copied().filter(|v| *v >= lo && *v < hi).collect();
             assert_eq!(got, expect, "range {lo:#x}..{hi:#x}");
+            // A cursor over the range, removing as it goes, sees the same pages in order.
+            let mut sorted: std::vec::Vec<u64> = expect.iter().copied().collect();
+            sorted.sort();
+            let mut cursor = std::vec::Vec::new();
+            let mut at = lo;
+            while let Some((va, _)) = next_leaf_in(&mut m, root, at, hi) {
+                assert!(va >= at && va < hi);
+                cursor.push(va);
+                at = va + 4096;
+            }
+            assert_eq!(cursor, sorted, "cursor over {lo:#x}..{hi:#x}");
         }
+        assert_eq!(next_leaf_in(&mut m, root, 5 << 12, 5 << 12), None, "an empty range");
         let mut seen = HashSet::new();
         destroy_user(&mut m, root, |va, _| {
             assert!(seen.insert(va));

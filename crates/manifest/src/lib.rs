@@ -19,6 +19,7 @@
 //! capabilities; default 1024 pages), `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
 //! not give them. Errors name the line.
+#![forbid(unsafe_code)]
 #![no_std]
 
 extern crate alloc;

@@ -166,6 +166,17 @@ extern "C" {
     static boot_nx: u32;
 }
 
+/// Where the boot page tables map all physical memory below `DIRECT_MAP_SIZE` (the
+/// upper half every address space shares).
+pub const DIRECT_MAP: u64 = 0xffff_8000_0000_0000;
+/// The boot page tables map physical memory up to here.
+pub const DIRECT_MAP_SIZE: u64 = 4 << 30;
+
+/// The kernel's address of physical address `p` (below `DIRECT_MAP_SIZE`).
+pub fn phys_to_virt(p: u64) -> *mut u8 {
+    (DIRECT_MAP + p) as *mut u8
+}
+
 /// Physical address of the boot PML4, whose upper half every address space shares.
 pub fn boot_pml4_phys() -> u64 {
     // Only the address of the linker-provided symbol is taken; it lies in the
@@ -178,5 +189,5 @@ pub fn nx_enabled() -> bool {
     // SAFETY: written once by the boot stub before any Rust code runs, read-only afterwards;
     // the .boot section stays identity mapped in the kernel's own page table, and the
     // symbol's address is a low identity-mapped address that we read through the direct map.
-    unsafe { core::ptr::read_volatile(crate::mem::phys_to_virt(core::ptr::addr_of!(boot_nx) as u64) as *const u32) != 0 }
+    unsafe { core::ptr::read_volatile(phys_to_virt(core::ptr::addr_of!(boot_nx) as u64) as *const u32) != 0 }
 }

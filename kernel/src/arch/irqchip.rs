@@ -4,7 +4,7 @@
 //! is the kernel's timer). Every line starts masked; a line is masked when it fires
 //! and unmasked when its driver acknowledges.
 
-use crate::mem::phys_to_virt;
+use crate::arch::boot::phys_to_virt;
 use x86_64::instructions::port::Port;
 
 const IOAPIC_BASE: u64 = 0xFEC0_0000;

@@ -2,7 +2,7 @@
 //! PIT channel 2; where the CPU has no local APIC, PIT channel 0 through the 8259.
 
 use crate::kcell::KCell;
-use crate::mem::phys_to_virt;
+use crate::arch::boot::phys_to_virt;
 use core::arch::x86_64::{__cpuid, _rdtsc};
 use x86_64::instructions::port::Port;
 use x86_64::registers::model_specific::Msr;

@@ -1,5 +1,6 @@
 //! The program `cargo xtask run` starts: greets, shows what the kernel reports, and
 //! makes a round of IPC with an echo server it asks root to start.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

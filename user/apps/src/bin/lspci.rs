@@ -1,4 +1,5 @@
 //! Lists PCI devices (configuration ports from the manifest).
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

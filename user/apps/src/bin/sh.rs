@@ -1,6 +1,7 @@
 //! The shell on the user-level console: line editing (backspace, Ctrl-U to erase the
 //! line, Ctrl-C to drop it, escape sequences ignored), and commands that ask root and
 //! the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm, echo, halt.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

@@ -121,7 +121,8 @@ fn main() -> i32 {
     c.eq(sys::thread_create(cap::SELF_TASK, t, thread::alloc_utcb(), 50), Ok(()), "a good thread (stopped)");
     c.eq(sys::thread_start(t, KERNEL_PTR, 0x1000, 0), Err(Error::InvalidArg), "start at a kernel address");
     c.eq(sys::thread_start(t, 0, 0, 0), Err(Error::InvalidArg), "start a fresh thread without an address");
-    c.eq(sys::thread_start(cap::SELF_THREAD, CODE, 0x1000, 0), Err(Error::BadState), "start a running thread");
+    c.eq(sys::thread_start(cap::SELF_THREAD, CODE, 0x2000, 0), Err(Error::BadState), "start a running thread");
+    c.eq(sys::thread_start(cap::SELF_THREAD, CODE, 0x1000, 0), Err(Error::InvalidArg), "a stack below the first user page is refused before the state is looked at");
     c.eq(raw(nr::THREAD_CONTROL, [t, 99, 0, 0, 0, 0]), Err(Error::InvalidArg), "unknown thread operation");
     c.eq(raw(nr::THREAD_CONTROL, [t, tctl::SET_FAULT_HANDLER, cap::SELF_TASK, 0, 0, 0]), Err(Error::WrongType), "fault handler that is no thread");
     // SAFETY: the thread never ran and holds nothing.

@@ -1,0 +1,466 @@
+//! System calls as values: [`Call::decode`] turns the argument registers of a system
+//! call into a [`Call`], making every check that needs no kernel state (numbers,
+//! operation codes, flags, alignment, address ranges, slot ranges, IPC tags). The
+//! kernel then looks up capabilities and partner state for the decoded call and
+//! invokes it; nothing in the kernel reads a raw argument register again.
+//!
+//! Register use (`docs/syscalls.md`): `rax` = number, then `rdi`, `rsi`, `rdx`, `r10`,
+//! `r8` = arguments 0..4.
+
+use abi::fpage::{self, Fpage};
+use abi::ipc::Tag;
+use abi::layout::{is_user_range, PAGE_SIZE, USER_END};
+use abi::{cap, irq, machine, mem as m, sys, tctl, Error};
+
+/// A capability slot number as the caller gave it (looked up by the kernel).
+pub type Slot = u64;
+
+/// The argument registers of one system call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Regs {
+    pub rax: u64,
+    pub rdi: u64,
+    pub rsi: u64,
+    pub rdx: u64,
+    pub r10: u64,
+    pub r8: u64,
+}
+
+/// One decoded system call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    Null,
+    /// `KERNEL_INFO(0)`: version, ticks, TSC rate, quota, free frames; `idle`:
+    /// `KERNEL_INFO(1)`, the TSC ticks spent halted.
+    KernelInfo { idle: bool },
+    DebugPut { ptr: u64, len: usize },
+    /// `IPC_SEND` / `IPC_CALL` (the tag is valid; the message is read from the
+    /// caller's registers and UTCB by the IPC path).
+    Send { dest: Slot, call: bool, timeouts: u64 },
+    Recv { from: Slot, timeout: u32 },
+    Reply,
+    ReplyWait { from: Slot, timeout: u32 },
+    /// `YIELD`, and `SLEEP(0)`.
+    Yield,
+    Sleep { us: u64 },
+    CapCopy { src: Slot, dst: Slot, rights: u64, badge: u64 },
+    CapDelete { slot: Slot },
+    CapInfo { slot: Slot },
+    CapGive { task: Slot, src: Slot, dst: Slot, rights: u64 },
+    /// `dst` is a slot number in range.
+    TaskCreate { dst: Slot, quota: u64 },
+    /// `dst` in range; `utcb` a page-aligned user page; `prio` at most 255 (the
+    /// kernel checks it against the caller's).
+    ThreadCreate { task: Slot, dst: Slot, utcb: u64, prio: u8 },
+    ThreadControl { thread: Slot, op: ThreadOp },
+    /// Both ranges are page-aligned user ranges of `pages` (1..=MAX) pages; `rights`
+    /// include READ.
+    MemMap { task: Slot, src: u64, dst: u64, pages: u64, rights: u64, grant: bool },
+    Unmap { what: UnmapRange, include_self: bool },
+    IrqControl { cap: Slot, op: IrqOp },
+    TaskInfo { task: Slot },
+    /// `dst` is a slot number in range.
+    SaveReply { dst: Slot },
+    ThreadExit,
+    TaskDestroy { task: Slot },
+    Machine { cap: Slot, op: MachineOp },
+}
+
+/// `THREAD_CONTROL` operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadOp {
+    /// Start a stopped thread, at a new entry point if one is given (user addresses;
+    /// `rsp` may be the end of the user range).
+    Start { entry: Option<Entry> },
+    Stop,
+    SetPriority(u8),
+    /// A thread capability (with SEND) and the badge of the messages; `None` clears.
+    SetFaultHandler(Option<(Slot, u64)>),
+    SetPager(Option<(Slot, u64)>),
+    ReadState,
+    Destroy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub rip: u64,
+    pub rsp: u64,
+    pub arg: u64,
+}
+
+/// What `UNMAP` covers, with the rights to take away (never empty).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnmapRange {
+    /// User pages `[lo, hi)`, both page-aligned, `hi <= USER_END`.
+    Mem { lo: u64, hi: u64, rights: u64 },
+    /// Ports `[lo, hi)`, `hi <= 65536`.
+    Io { lo: u32, hi: u32 },
+    /// Capability slots `[lo, hi)`, `hi <= SLOTS`.
+    Caps { lo: u64, hi: u64, rights: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqOp {
+    /// With the IRQ control capability: a capability for `line` (below
+    /// `irq::LINES`; the kernel checks the lines the machine has) in slot `dst`.
+    Create { line: u8, dst: Slot },
+    Attach { badge: u64 },
+    Ack,
+    Detach,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MachineOp {
+    Exit(u32),
+    /// Round trips of two CR3 loads, at most a million.
+    MeasureCr3(u64),
+}
+
+/// Largest `MEASURE_CR3` count.
+pub const MEASURE_CR3_MAX: u64 = 1_000_000;
+/// Largest `DEBUG_PUT`.
+pub const DEBUG_PUT_MAX: u64 = 4096;
+
+fn slot(s: u64) -> Result<Slot, Error> {
+    if s < cap::SLOTS {
+        Ok(s)
+    } else {
+        Err(Error::InvalidCap)
+    }
+}
+
+fn tag(r: &Regs) -> Result<(), Error> {
+    if Tag(r.r10).is_valid() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArg)
+    }
+}
+
+/// `n` pages from `va`: a count in range, page-aligned, all user addresses.
+fn pages(va: u64, n: u64) -> Result<(), Error> {
+    if n == 0 || n > m::MAX_PAGES_PER_CALL {
+        return Err(Error::InvalidArg);
+    }
+    if !va.is_multiple_of(PAGE_SIZE) {
+        return Err(Error::Misaligned);
+    }
+    if !is_user_range(va, n * PAGE_SIZE) {
+        return Err(Error::BadAddress);
+    }
+    Ok(())
+}
+
+/// A fault handler or pager argument: `u64::MAX` clears.
+fn handler(slot: u64, badge: u64) -> Option<(Slot, u64)> {
+    (slot != u64::MAX).then_some((slot, badge))
+}
+
+impl Call {
+    /// Decode and check a system call's registers. Errors are the ones the call
+    /// answers, in the order `docs/syscalls.md` gives.
+    #[inline(always)]
+    pub fn decode(r: &Regs) -> Result<Call, Error> {
+        let (a0, a1, a2, a3, a4) = (r.rdi, r.rsi, r.rdx, r.r10, r.r8);
+        Ok(match r.rax {
+            sys::NULL => Call::Null,
+            sys::KERNEL_INFO => Call::KernelInfo { idle: a0 == 1 },
+            sys::DEBUG_PUT => {
+                if a1 > DEBUG_PUT_MAX {
+                    return Err(Error::TooLong);
+                }
+                Call::DebugPut { ptr: a0, len: a1 as usize }
+            }
+            sys::IPC_SEND | sys::IPC_CALL => {
+                tag(r)?;
+                Call::Send { dest: a0, call: r.rax == sys::IPC_CALL, timeouts: a2 }
+            }
+            sys::IPC_RECV => Call::Recv { from: a1, timeout: abi::ipc::recv_timeout(a2) },
+            sys::IPC_REPLY => {
+                tag(r)?;
+                Call::Reply
+            }
+            sys::IPC_REPLY_WAIT => {
+                tag(r)?;
+                Call::ReplyWait { from: a1, timeout: abi::ipc::recv_timeout(a2) }
+            }
+            sys::YIELD => Call::Yield,
+            sys::SLEEP if a0 == 0 => Call::Yield,
+            sys::SLEEP => Call::Sleep { us: a0 },
+            sys::CAP_COPY => Call::CapCopy { src: a0, dst: a1, rights: a2, badge: a3 },
+            sys::CAP_DELETE => Call::CapDelete { slot: a0 },
+            sys::CAP_INFO => Call::CapInfo { slot: a0 },
+            sys::CAP_GIVE => Call::CapGive { task: a0, src: a1, dst: a2, rights: a3 },
+            sys::TASK_CREATE => Call::TaskCreate { dst: slot(a0)?, quota: a1 },
+            sys::THREAD_CREATE => {
+                let dst = slot(a1)?;
+                if !a2.is_multiple_of(PAGE_SIZE) {
+                    return Err(Error::Misaligned);
+                }
+                if !is_user_range(a2, PAGE_SIZE) {
+                    return Err(Error::BadAddress);
+                }
+                let prio = u8::try_from(a3).map_err(|_| Error::InvalidArg)?;
+                Call::ThreadCreate { task: a0, dst, utcb: a2, prio }
+            }
+            sys::THREAD_CONTROL => Call::ThreadControl { thread: a0, op: ThreadOp::decode(a1, a2, a3, a4)? },
+            sys::MEM_MAP => {
+                pages(a1, a3)?;
+                pages(a2, a3)?;
+                if a4 & !(m::RIGHTS_MASK | m::GRANT) != 0 || a4 & m::READ == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                Call::MemMap { task: a0, src: a1, dst: a2, pages: a3, rights: a4 & m::RIGHTS_MASK, grant: a4 & m::GRANT != 0 }
+            }
+            sys::UNMAP => {
+                let fp = Fpage(a0);
+                if !fp.is_valid() || a1 & !fpage::UNMAP_SELF != 0 {
+                    return Err(Error::InvalidArg);
+                }
+                Call::Unmap { what: UnmapRange::decode(fp)?, include_self: a1 & fpage::UNMAP_SELF != 0 }
+            }
+            sys::IRQ_CONTROL => Call::IrqControl { cap: a0, op: IrqOp::decode(a1, a2, a3)? },
+            sys::TASK_INFO => Call::TaskInfo { task: a0 },
+            sys::SAVE_REPLY => Call::SaveReply { dst: slot(a0)? },
+            sys::THREAD_EXIT => Call::ThreadExit,
+            sys::TASK_DESTROY => Call::TaskDestroy { task: a0 },
+            sys::MACHINE => Call::Machine {
+                cap: a0,
+                op: match a1 {
+                    machine::EXIT => MachineOp::Exit(a2 as u32),
+                    machine::MEASURE_CR3 => MachineOp::MeasureCr3(a2.min(MEASURE_CR3_MAX)),
+                    _ => return Err(Error::InvalidArg),
+                },
+            },
+            _ => return Err(Error::NoSys),
+        })
+    }
+}
+
+impl ThreadOp {
+    fn decode(op: u64, a: u64, b: u64, c: u64) -> Result<ThreadOp, Error> {
+        Ok(match op {
+            tctl::START => {
+                if (a != 0 && !is_user_range(a, 1)) || (b != 0 && !is_user_range(b - 1, 1)) {
+                    return Err(Error::InvalidArg);
+                }
+                ThreadOp::Start { entry: (a != 0).then_some(Entry { rip: a, rsp: b, arg: c }) }
+            }
+            tctl::STOP => ThreadOp::Stop,
+            tctl::SET_PRIORITY => ThreadOp::SetPriority(u8::try_from(a).map_err(|_| Error::InvalidArg)?),
+            tctl::SET_FAULT_HANDLER => ThreadOp::SetFaultHandler(handler(a, b)),
+            tctl::SET_PAGER => ThreadOp::SetPager(handler(a, b)),
+            tctl::READ_STATE => ThreadOp::ReadState,
+            tctl::DESTROY => ThreadOp::Destroy,
+            _ => return Err(Error::InvalidArg),
+        })
+    }
+}
+
+impl UnmapRange {
+    fn decode(fp: Fpage) -> Result<UnmapRange, Error> {
+        let (base, size) = (fp.base(), fp.size());
+        Ok(match fp.kind() {
+            fpage::MEM => {
+                let hi = base.checked_add(size).filter(|e| *e <= USER_END).ok_or(Error::BadAddress)?;
+                let rights = if fp.rights() == 0 { m::RIGHTS_MASK } else { fp.rights() };
+                UnmapRange::Mem { lo: base, hi, rights }
+            }
+            fpage::IO => {
+                // A valid I/O flexpage lies within the 64 Ki ports.
+                let hi = base.saturating_add(size).min(1 << 16);
+                UnmapRange::Io { lo: base.min(1 << 16) as u32, hi: hi as u32 }
+            }
+            _ => {
+                let rights = if fp.rights() == 0 { u8::MAX as u64 } else { fp.rights() };
+                let hi = base.saturating_add(size).min(cap::SLOTS);
+                UnmapRange::Caps { lo: base.min(hi), hi, rights }
+            }
+        })
+    }
+}
+
+impl IrqOp {
+    fn decode(op: u64, a: u64, b: u64) -> Result<IrqOp, Error> {
+        Ok(match op {
+            irq::CREATE => {
+                if a >= irq::LINES {
+                    return Err(Error::InvalidArg);
+                }
+                IrqOp::Create { line: a as u8, dst: b }
+            }
+            irq::ATTACH => IrqOp::Attach { badge: a },
+            irq::ACK => IrqOp::Ack,
+            irq::DETACH => IrqOp::Detach,
+            _ => return Err(Error::InvalidArg),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abi::layout::USER_MIN;
+
+    fn regs(rax: u64, a: [u64; 5]) -> Regs {
+        Regs { rax, rdi: a[0], rsi: a[1], rdx: a[2], r10: a[3], r8: a[4] }
+    }
+    fn dec(rax: u64, a: [u64; 5]) -> Result<Call, Error> {
+        Call::decode(&regs(rax, a))
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(dec(sys::NULL, [0; 5]), Ok(Call::Null));
+        assert_eq!(dec(17, [0; 5]), Err(Error::NoSys), "retired number");
+        assert_eq!(dec(sys::COUNT, [0; 5]), Err(Error::NoSys));
+        assert_eq!(dec(u64::MAX, [0; 5]), Err(Error::NoSys));
+        assert_eq!(dec(sys::SLEEP, [0; 5]), Ok(Call::Yield));
+        assert_eq!(dec(sys::SLEEP, [7, 0, 0, 0, 0]), Ok(Call::Sleep { us: 7 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [1, 0, 0, 0, 0]), Ok(Call::KernelInfo { idle: true }));
+    }
+
+    #[test]
+    fn every_number_decodes_or_says_nosys() {
+        // All-zero arguments: each number either decodes or gives a specific error,
+        // never a panic; numbers past COUNT are NoSys.
+        for n in 0..sys::COUNT + 4 {
+            for a in [[0u64; 5], [u64::MAX; 5], [1, 2, 3, 4, 5]] {
+                let r = dec(n, a);
+                if n >= sys::COUNT || n == 17 {
+                    assert_eq!(r, Err(Error::NoSys));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ipc_tags() {
+        let bad = Tag(1 << 7).0; // untyped count over 64 words
+        assert!(!Tag(bad).is_valid());
+        for n in [sys::IPC_SEND, sys::IPC_CALL, sys::IPC_REPLY, sys::IPC_REPLY_WAIT] {
+            assert_eq!(dec(n, [0, 0, 0, bad, 0]), Err(Error::InvalidArg), "number {n}");
+        }
+        // A receive carries no tag.
+        assert!(dec(sys::IPC_RECV, [0, 3, 5 << 32, bad, 0]).is_ok());
+        assert_eq!(
+            dec(sys::IPC_CALL, [4, 0, 9, 0, 0]),
+            Ok(Call::Send { dest: 4, call: true, timeouts: 9 })
+        );
+        assert_eq!(dec(sys::IPC_RECV, [0, 3, 5 << 32, 0, 0]), Ok(Call::Recv { from: 3, timeout: 5 }));
+    }
+
+    #[test]
+    fn debug_put_limit() {
+        assert_eq!(dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX, 0, 0, 0]), Ok(Call::DebugPut { ptr: 0x1000, len: 4096 }));
+        assert_eq!(dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX + 1, 0, 0, 0]), Err(Error::TooLong));
+        assert_eq!(dec(sys::DEBUG_PUT, [0x1000, u64::MAX, 0, 0, 0]), Err(Error::TooLong));
+    }
+
+    #[test]
+    fn thread_create_checks() {
+        let u = USER_MIN + 0x10_0000;
+        assert_eq!(
+            dec(sys::THREAD_CREATE, [1, 2, u, 100, 0]),
+            Ok(Call::ThreadCreate { task: 1, dst: 2, utcb: u, prio: 100 })
+        );
+        assert_eq!(dec(sys::THREAD_CREATE, [1, cap::SLOTS, u, 100, 0]), Err(Error::InvalidCap));
+        assert_eq!(dec(sys::THREAD_CREATE, [1, 2, u + 8, 100, 0]), Err(Error::Misaligned));
+        assert_eq!(dec(sys::THREAD_CREATE, [1, 2, USER_END, 100, 0]), Err(Error::BadAddress));
+        assert_eq!(dec(sys::THREAD_CREATE, [1, 2, 0, 100, 0]), Err(Error::BadAddress));
+        assert_eq!(dec(sys::THREAD_CREATE, [1, 2, u, 256, 0]), Err(Error::InvalidArg));
+    }
+
+    #[test]
+    fn thread_control_ops() {
+        let u = USER_MIN + 0x1000;
+        assert_eq!(
+            dec(sys::THREAD_CONTROL, [3, tctl::START, u, USER_END, 9]),
+            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Start { entry: Some(Entry { rip: u, rsp: USER_END, arg: 9 }) } })
+        );
+        assert_eq!(
+            dec(sys::THREAD_CONTROL, [3, tctl::START, 0, 0, 0]),
+            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Start { entry: None } })
+        );
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::START, 0xffff_8000_0000_0000, u, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::START, u, USER_END + 1, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::SET_PRIORITY, 300, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(
+            dec(sys::THREAD_CONTROL, [3, tctl::SET_PAGER, u64::MAX, 5, 0]),
+            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::SetPager(None) })
+        );
+        assert_eq!(
+            dec(sys::THREAD_CONTROL, [3, tctl::SET_FAULT_HANDLER, 7, 5, 0]),
+            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::SetFaultHandler(Some((7, 5))) })
+        );
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, 0, 0, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, 99, 0, 0, 0]), Err(Error::InvalidArg));
+    }
+
+    #[test]
+    fn mem_map_checks() {
+        let (s, d) = (USER_MIN + 0x10_0000, USER_MIN + 0x20_0000);
+        assert_eq!(
+            dec(sys::MEM_MAP, [1, s, d, 2, m::READ | m::WRITE | m::GRANT]),
+            Ok(Call::MemMap { task: 1, src: s, dst: d, pages: 2, rights: m::READ | m::WRITE, grant: true })
+        );
+        assert_eq!(dec(sys::MEM_MAP, [1, s, d, 0, m::READ]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::MEM_MAP, [1, s, d, m::MAX_PAGES_PER_CALL + 1, m::READ]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::MEM_MAP, [1, s + 1, d, 1, m::READ]), Err(Error::Misaligned));
+        assert_eq!(dec(sys::MEM_MAP, [1, s, d + 1, 1, m::READ]), Err(Error::Misaligned));
+        assert_eq!(dec(sys::MEM_MAP, [1, USER_END - PAGE_SIZE, d, 2, m::READ]), Err(Error::BadAddress));
+        assert_eq!(dec(sys::MEM_MAP, [1, s, d, 1, m::WRITE]), Err(Error::InvalidArg), "no READ");
+        assert_eq!(dec(sys::MEM_MAP, [1, s, d, 1, m::READ | 1 << 12]), Err(Error::InvalidArg));
+    }
+
+    #[test]
+    fn unmap_ranges() {
+        let base = 0x10_0000;
+        let fp = Fpage::mem(base, 16, m::WRITE);
+        assert_eq!(
+            dec(sys::UNMAP, [fp.0, 0, 0, 0, 0]),
+            Ok(Call::Unmap { what: UnmapRange::Mem { lo: base, hi: base + (1 << 16), rights: m::WRITE }, include_self: false })
+        );
+        let all = Fpage::mem(base, 12, 0);
+        assert!(matches!(dec(sys::UNMAP, [all.0, fpage::UNMAP_SELF, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Mem { rights: m::RIGHTS_MASK, .. }, include_self: true })));
+        assert_eq!(dec(sys::UNMAP, [fp.0, 2, 0, 0, 0]), Err(Error::InvalidArg), "unknown flag");
+        let top = Fpage::mem(0, 63, 0);
+        if top.is_valid() {
+            assert_eq!(dec(sys::UNMAP, [top.0, 0, 0, 0, 0]), Err(Error::BadAddress));
+        }
+        let io = Fpage::io(0x3f8, 3);
+        assert_eq!(dec(sys::UNMAP, [io.0, 0, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Io { lo: 0x3f8, hi: 0x400 }, include_self: false }));
+        let caps = Fpage::caps(cap::SLOTS - 2, 4, 0);
+        if caps.is_valid() {
+            assert!(matches!(dec(sys::UNMAP, [caps.0, 0, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Caps { hi, .. }, .. }) if hi == cap::SLOTS));
+        }
+    }
+
+    #[test]
+    fn irq_and_machine_ops() {
+        assert_eq!(dec(sys::IRQ_CONTROL, [5, irq::CREATE, 4, 9, 0]), Ok(Call::IrqControl { cap: 5, op: IrqOp::Create { line: 4, dst: 9 } }));
+        assert_eq!(dec(sys::IRQ_CONTROL, [5, irq::CREATE, irq::LINES, 9, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [5, 77, 0, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::MACHINE, [1, machine::MEASURE_CR3, u64::MAX, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::MeasureCr3(MEASURE_CR3_MAX) }));
+        assert_eq!(dec(sys::MACHINE, [1, 0, 0, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::SAVE_REPLY, [cap::SLOTS, 0, 0, 0, 0]), Err(Error::InvalidCap));
+        assert_eq!(dec(sys::TASK_CREATE, [cap::SLOTS, 0, 0, 0, 0]), Err(Error::InvalidCap));
+    }
+
+    #[test]
+    fn random_registers_never_panic() {
+        // xorshift over every number with wild arguments.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..200_000 {
+            let n = next() % (sys::COUNT + 2);
+            let a = [next(), next() % 16, next(), next(), next()];
+            let _ = dec(n, a);
+        }
+    }
+}
