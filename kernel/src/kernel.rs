@@ -3,6 +3,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use crate::arch::cpu::{self, TrapFrame};
+use crate::arch::fpu;
 use crate::kcell::KCell;
 use crate::mem::{self, phys_to_virt};
 use crate::task::{self, Obj, ObjRef, Task};
@@ -17,6 +18,8 @@ use kcore::timerheap::TimerHeap;
 
 pub const MAX_THREADS: usize = 1024;
 pub const MAX_TASKS: usize = 128;
+/// No thread (for thread-id fields that may be empty).
+pub const NO_THREAD: u32 = u32::MAX;
 pub const KSTACK_PAGES: u64 = 4;
 pub const KSTACK_SIZE: u64 = KSTACK_PAGES * PAGE_SIZE;
 /// Quota pages a thread costs: its kernel stack and its UTCB.
@@ -74,6 +77,9 @@ pub struct Tcb {
     pub pml4: u64,
     /// The task holds I/O ports (its bitmap must be in the TSS when it runs).
     pub task_io: bool,
+    /// The thread has x87/SSE state of its own (saved in `fpu_area` while another
+    /// thread owns the registers); a thread that never used them starts clean.
+    pub fpu_used: bool,
 }
 
 impl Tcb {
@@ -99,6 +105,19 @@ impl Tcb {
 
     pub fn is_user(&self) -> bool {
         !self.kernel_thread
+    }
+
+    /// Where the thread's x87/SSE registers are kept while another thread owns them:
+    /// the lowest 512 bytes of its kernel stack (charged with the stack; kernel entries
+    /// use far less than the other 15.5 KiB).
+    #[allow(clippy::mut_from_ref)]
+    pub fn fpu_area(&self) -> &mut fpu::FxArea {
+        const _: () = assert!(core::mem::size_of::<fpu::FxArea>() as u64 * 8 <= KSTACK_SIZE);
+        // SAFETY: the stack's frames belong to this thread for its whole life, lie in the
+        // direct map and are page-aligned (so 16-byte aligned); the kernel never runs deep
+        // enough on a thread's stack to reach its lowest 512 bytes, and is single-threaded
+        // (see `kcell`), so nothing else refers to them.
+        unsafe { &mut *(phys_to_virt(self.kstack) as *mut fpu::FxArea) }
     }
 }
 
@@ -132,6 +151,10 @@ pub struct Kernel {
     /// What CR3 and FS base hold now (so that a switch writes them only on change).
     pub loaded_pml4: u64,
     pub loaded_fs: u64,
+    /// The thread whose x87/SSE state is in the registers (`NO_THREAD`: nobody's).
+    pub fpu_owner: u32,
+    /// CR0.TS is clear (the running thread owns the registers).
+    pub fpu_ts_clear: bool,
 }
 
 static KERNEL: KCell<Kernel> = KCell::new(Kernel {
@@ -157,6 +180,8 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     io_owner: None,
     loaded_pml4: 0,
     loaded_fs: 0,
+    fpu_owner: NO_THREAD,
+    fpu_ts_clear: false,
 });
 
 /// The kernel state, for one kernel entry.
@@ -409,6 +434,7 @@ impl Kernel {
             fault_to_pager: false,
             irq_pending: 0,
             kernel_thread,
+            fpu_used: false,
         };
         if !kernel_thread {
             // SAFETY: the stack was just allocated for this thread and is KSTACK_SIZE long.
@@ -455,6 +481,10 @@ impl Kernel {
             }
         }
         self.thread_gen[id as usize] = self.thread_gen[id as usize].wrapping_add(1);
+        if self.fpu_owner == id {
+            // Its registers die with it: the next user must not find them.
+            self.fpu_owner = NO_THREAD;
+        }
         let t = self.tm(id);
         t.state = State::Dead;
         let (task_id, utcb_va, utcb_frame, kernel_thread) = (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread);
@@ -564,6 +594,47 @@ impl Kernel {
 
 // -------------------------------------------------------------------- switching
 
+impl Kernel {
+    /// The current thread used x87/SSE while the registers held another thread's state
+    /// (#NM under CR0.TS): save the owner's, load the current thread's (clean on its
+    /// first use), and let it run on.
+    pub fn fpu_trap(&mut self) {
+        let cur = self.current;
+        fpu::clear_ts();
+        self.fpu_ts_clear = true;
+        if self.fpu_owner == cur {
+            return;
+        }
+        if self.fpu_owner != NO_THREAD {
+            // A dead owner clears `fpu_owner`, so this is a live thread.
+            let o = self.tm(self.fpu_owner);
+            fpu::save(o.fpu_area());
+            o.fpu_used = true;
+        }
+        let c = self.t(cur);
+        if c.fpu_used {
+            fpu::restore(c.fpu_area());
+        } else {
+            fpu::load_clean();
+        }
+        self.fpu_owner = cur;
+    }
+}
+
+/// Set CR0.TS for `next` unless it owns the x87/SSE registers (then clear it). Called
+/// by `switch_to` only when the registers' owner or TS's state may have to change.
+#[cold]
+fn fpu_switch(k: &mut Kernel, next: u32) {
+    let mine = k.fpu_owner == next && k.t(next).is_user();
+    if mine && !k.fpu_ts_clear {
+        fpu::clear_ts();
+        k.fpu_ts_clear = true;
+    } else if !mine && k.fpu_ts_clear {
+        fpu::set_ts();
+        k.fpu_ts_clear = false;
+    }
+}
+
 /// Pick the next thread and switch to it if it is not the current one. Called at the
 /// end of every kernel entry, after all references into kernel state are dropped.
 /// When it returns, the thread that called it has been resumed.
@@ -608,6 +679,9 @@ pub fn schedule(k: &'static mut Kernel) {
 pub fn switch_to(k: &'static mut Kernel, next: u32) {
     let prev = k.current;
     k.current = next;
+    if k.fpu_owner == next || k.fpu_ts_clear {
+        fpu_switch(k, next);
+    }
     let n = k.tm(next);
     n.state = State::Running;
     if n.slice == 0 {

@@ -7,6 +7,7 @@ extern crate alloc;
 mod arch {
     pub mod boot;
     pub mod cpu;
+    pub mod fpu;
     pub mod irqchip;
     pub mod timer;
 }
@@ -29,6 +30,7 @@ extern "C" fn kstart(start_info: u64) -> ! {
     serial::Serial::init();
     kprintln!("Scion microkernel (ABI {})", abi::ABI_VERSION);
     arch::cpu::init();
+    arch::fpu::init();
     let bi = mem::init(start_info);
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
     // SAFETY: the boot entry; nothing else holds kernel state yet.

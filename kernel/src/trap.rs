@@ -23,6 +23,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         }
         VEC_SPURIOUS => {}
         2 | 18 => kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip),
+        7 if from_user => k.fpu_trap(),
         v @ 0..=31 if from_user => user_fault(k, v as u64, &f),
         v @ 0..=31 => kernel_fault(v as u64, &f),
         v => match irqchip::line_of(v) {

@@ -3,6 +3,8 @@
 
 extern crate alloc;
 
+pub mod fpu;
+
 
 use core::fmt::Debug;
 use rt::println;

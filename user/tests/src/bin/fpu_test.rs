@@ -1,0 +1,99 @@
+//! x87 and SSE state belongs to each thread: a new thread starts clean, SSE runs in
+//! user mode, and two tasks that fill every x87 and XMM register (and MXCSR) with
+//! patterns of their own, switching hundreds of times, never see each other's.
+#![no_std]
+#![no_main]
+#![forbid(unsafe_code)]
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use rt::env::spawn;
+use rt::ipc::{self, Msg, FOREVER};
+use rt::{sys, thread};
+use tests::{fpu, Checks};
+
+rt::entry!(main);
+
+const SET: u64 = 1;
+const CHECK: u64 = 2;
+const QUIT: u64 = 3;
+const MINE: u64 = 0xA11CE;
+const PEERS: u64 = 0xB0B;
+
+/// 1: the new thread saw clean registers; 2: it did not.
+static FRESH: AtomicU64 = AtomicU64::new(0);
+
+fn fresh_thread(_: u64) {
+    let clean = fpu::is_clean(&fpu::save());
+    FRESH.store(if clean { 1 } else { 2 }, Ordering::SeqCst);
+    // Leave a pattern behind for the next thread to (not) find.
+    fpu::load(&fpu::pattern(0xDEAD));
+}
+
+fn ask(peer: u64, label: u64, seed: u64) -> Option<bool> {
+    let mut m = Msg::new(label, &[seed]);
+    ipc::call(peer, &mut m, FOREVER).ok()?;
+    Some(m.word(1) == 1)
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    c.check(fpu::is_clean(&fpu::save()), "the first thread starts with clean x87/SSE registers");
+    c.eq(fpu::sse_add(1.5, 2.25), [3.75; 4], "SSE arithmetic runs in user mode");
+    let before = fpu::save();
+
+    let peer = rt::alloc_slot_pair();
+    c.check(spawn("fpu_peer", peer).is_ok(), "spawn fpu_peer (another task)");
+    c.eq(ask(peer, SET, PEERS), Some(true), "the peer starts clean although this task used SSE");
+    let now = fpu::save();
+    c.check(fpu::same_state(&now, &before), "this task's registers are as it left them");
+    c.check(!fpu::same_state(&now, &fpu::pattern(PEERS)), "not the peer's");
+
+    let mine = fpu::pattern(MINE);
+    fpu::load(&mine);
+    let (mut peer_ok, mut mine_ok) = (0, 0);
+    const ROUNDS: u32 = 300;
+    for i in 0..ROUNDS {
+        if ask(peer, CHECK, PEERS) == Some(true) {
+            peer_ok += 1;
+        }
+        if i % 3 == 0 {
+            sys::yield_now();
+        }
+        if fpu::same_state(&fpu::save(), &mine) {
+            mine_ok += 1;
+        }
+    }
+    c.eq(peer_ok, ROUNDS, "the peer kept its registers across every switch");
+    c.eq(mine_ok, ROUNDS, "this task kept its registers across every switch");
+
+    // A new thread in this task while the registers hold this thread's pattern.
+    match thread::spawn(fresh_thread, 0, thread::my_priority()) {
+        Ok(_) => {
+            for _ in 0..1000 {
+                if FRESH.load(Ordering::SeqCst) != 0 {
+                    break;
+                }
+                sys::yield_now();
+            }
+            c.eq(FRESH.load(Ordering::SeqCst), 1, "a new thread starts clean");
+        }
+        Err(_) => {
+            c.check(false, "start a thread");
+        }
+    }
+    c.check(fpu::same_state(&fpu::save(), &mine), "and leaves this thread's registers alone");
+    // The dead thread's registers are not handed to the next thread that starts.
+    FRESH.store(0, Ordering::SeqCst);
+    if thread::spawn(fresh_thread, 0, thread::my_priority()).is_ok() {
+        for _ in 0..1000 {
+            if FRESH.load(Ordering::SeqCst) != 0 {
+                break;
+            }
+            sys::yield_now();
+        }
+    }
+    c.eq(FRESH.load(Ordering::SeqCst), 1, "a thread started after one died with a pattern loaded starts clean");
+    c.eq(ask(peer, CHECK, PEERS), Some(true), "the peer still has its own");
+    let _ = ask(peer, QUIT, 0);
+    c.finish("fpu_test")
+}
