@@ -429,11 +429,15 @@ impl<D: Dev> Fs<D> {
     /// Find `n` contiguous free blocks, searching from the hint: their first block.
     fn find_run(&self, n: u64) -> Option<u64> {
         let g = self.geo;
-        let span = g.blocks - g.data_start;
+        let span = g.blocks.saturating_sub(g.data_start);
+        if n == 0 || n > span {
+            return None; // also a filesystem without data blocks (mount accepts one)
+        }
+        let hint = if (g.data_start..g.blocks).contains(&self.hint) { self.hint } else { g.data_start };
         let mut run = 0;
         let mut start = 0;
         for k in 0..span + n {
-            let b = g.data_start + (self.hint - g.data_start + k) % span;
+            let b = g.data_start + (hint - g.data_start + k) % span;
             if b == g.data_start {
                 run = 0; // runs do not wrap around the end
             }

@@ -203,3 +203,24 @@ fn fuzzed_images_never_panic() {
         }
     }
 }
+
+#[test]
+fn no_data_blocks_is_no_space_not_a_panic() {
+    // A hand-made image whose metadata fills the segment: mount accepts it (it is
+    // consistent), and the first allocation must say NoSpace, not divide by zero.
+    let blocks = (1..64).find(|b| Geometry::new(*b).data_start == *b).expect("a size with no data blocks");
+    let geo = Geometry::new(blocks);
+    let mut fs = Fs::new(MemDev(vec![0u8; blocks as usize * BLOCK]), geo);
+    for b in 0..blocks {
+        fs.set_bit(b, true);
+    }
+    fs.inodes[ROOT as usize].kind = Kind::Dir as u16;
+    fs.write_super().unwrap();
+    fs.write_bitmap_all().unwrap();
+    fs.write_inode(ROOT).unwrap();
+    let mut fs = Fs::mount(fs.dev).expect("consistent, so it mounts");
+    assert_eq!(fs.find_run(1), None);
+    assert_eq!(fs.create("/x", Kind::File).map(|_| ()), Err(Error::NoSpace));
+    assert_eq!(fs.create("/d", Kind::Dir).map(|_| ()), Err(Error::NoSpace));
+    assert!(fs.list("/").unwrap().is_empty());
+}

@@ -79,6 +79,9 @@ pub fn utcb() -> &'static mut Utcb {
 /// thread's behalf in the middle of an IPC), so buffers are touched first: the pager
 /// maps any page that is not there yet.
 fn touch(buf: &[u8], write: bool) {
+    if buf.is_empty() {
+        return; // nothing to make present (and the pointer of an empty slice may dangle)
+    }
     let mut at = buf.as_ptr() as usize & !0xfff;
     let end = buf.as_ptr() as usize + buf.len();
     while at < end {

@@ -25,6 +25,10 @@ fn main() -> i32 {
     let mut c = Checks::new();
     let srv = rt::alloc_slot();
     c.eq(env::lookup("files", srv), Ok(()), "find the files server");
+    // The server's first listing has nothing in it (an empty string answer).
+    c.eq(f::mkdir(srv, "/empty"), Ok(()), "mkdir /empty");
+    c.eq(f::list(srv, "/empty").as_deref(), Ok(""), "the first listing is empty");
+    c.eq(f::remove(srv, "/empty"), Ok(()), "the server still answers after an empty listing");
     c.check(f::list(srv, "/").is_ok_and(|l| l.contains("d ") && l.contains(" disk")), "the image's directory is in /");
     c.eq(f::read_all(srv, "/disk/hello.txt").as_deref(), Ok(&b"hello scion\n"[..]), "a file mkimage put there reads back");
     c.eq(f::mkdir(srv, "/t"), Ok(()), "mkdir");
