@@ -110,7 +110,7 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
             .expect("map memory into sigma0");
         assert_eq!(n, run.1);
         for i in 0..run.1 {
-            mem::frame_ref(run.0 + i * PAGE_SIZE);
+            assert!(mem::frame_ref(run.0 + i * PAGE_SIZE), "a fresh frame is counted");
         }
         let _ = write!(args, " ram={:#x}-{:#x}", run.0, run.0 + run.1 * PAGE_SIZE);
     };
@@ -143,7 +143,7 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
         )
         .expect("map device memory into sigma0");
         for i in 0..mmio_pages {
-            mem::frame_ref(layout::MMIO_START + i * PAGE_SIZE);
+            assert!(mem::frame_ref(layout::MMIO_START + i * PAGE_SIZE), "a device frame is counted once at boot");
         }
     }
     let _ = write!(args, " mmio={:#x}-{:#x}", layout::MMIO_START, layout::MMIO_END);

@@ -216,10 +216,18 @@ pub fn free_contiguous(f: u64, n: u64) {
     }
 }
 
-/// Count one more mapping of a user frame.
-pub fn frame_ref(f: u64) {
+/// Count one more mapping of a user frame; `false` (and nothing counted) when the
+/// frame already has as many mappings as a count can hold.
+#[must_use]
+pub fn frame_ref(f: u64) -> bool {
     let rc = &mut REFCOUNT.get()[(f / PAGE_SIZE) as usize];
-    *rc = rc.checked_add(1).expect("frame reference count overflow");
+    match rc.checked_add(1) {
+        Some(n) => {
+            *rc = n;
+            true
+        }
+        None => false,
+    }
 }
 
 /// Count one mapping less; free the frame when none is left.

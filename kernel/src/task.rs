@@ -190,13 +190,14 @@ impl Task {
     }
 
     /// Map `frame` at `va` (one more reference to the frame; new page tables are
-    /// charged to the quota).
+    /// charged to the quota). A frame whose reference count is full is `NoMemory`.
     pub fn map_frame(&mut self, va: u64, frame: u64, flags: u64) -> Result<(), Error> {
         let r = pt::map(&mut KernelPhys { quota: &mut self.quota }, self.pml4, va, frame | flags);
         match r {
             Ok(()) => {
-                if flags & pt::UTCB == 0 {
-                    mem::frame_ref(frame);
+                if flags & pt::UTCB == 0 && !mem::frame_ref(frame) {
+                    pt::unmap(&mut Walk, self.pml4, va);
+                    return Err(Error::NoMemory);
                 }
                 Ok(())
             }
