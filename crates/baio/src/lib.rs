@@ -100,7 +100,8 @@ impl Layout {
             let bitmap_blocks = data.div_ceil(BLOCK as u64 * 8);
             let inode_count = (data / BLOCKS_PER_INODE).max(1);
             let inode_blocks = inode_count.div_ceil(INODES_PER_BLOCK);
-            let need = 1 + bitmap_blocks + inode_blocks + data;
+            // Checked: a hostile superblock may claim up to 2^64 - 1 blocks.
+            let need = 1u64.checked_add(bitmap_blocks)?.checked_add(inode_blocks)?.checked_add(data)?;
             if need <= total {
                 return Some(Layout {
                     total_blocks: total,
@@ -353,6 +354,9 @@ impl Volume {
             return Err(Error::Corrupt("superblock checksum mismatch".into()));
         }
         let total = f(0);
+        if total > dev.blocks() {
+            return Err(Error::Corrupt(format!("superblock says {} blocks, the device has {}", total, dev.blocks())));
+        }
         let expect = Layout::for_blocks(total).ok_or_else(|| Error::Corrupt(format!("total of {total} blocks is too small")))?;
         let got = Layout {
             total_blocks: total,
@@ -366,9 +370,6 @@ impl Volume {
         };
         if got != expect {
             return Err(Error::Corrupt("superblock layout is inconsistent".into()));
-        }
-        if total > dev.blocks() {
-            return Err(Error::Corrupt(format!("superblock says {} blocks, the device has {}", total, dev.blocks())));
         }
         let l = expect;
         let (hint, free_recorded, next_generation) = (f(8), f(9), f(10));
@@ -546,6 +547,29 @@ mod tests {
     fn dev(blocks: usize) -> MemDev {
         MemDev(vec![0u8; blocks * BLOCK])
     }
+    #[test]
+    fn a_huge_block_count_is_refused_not_an_overflow() {
+        let mut d = dev(64);
+        Volume::format(&mut d).unwrap();
+        for total in [u64::MAX, u64::MAX - 1, 1 << 63, 65] {
+            let mut sb = [0u8; BLOCK];
+            d.read(0, &mut sb).unwrap();
+            sb[16..24].copy_from_slice(&total.to_le_bytes());
+            let end = 16 + 8 * 11;
+            let sum = checksum(&sb[..end]);
+            sb[end..end + 8].copy_from_slice(&sum.to_le_bytes());
+            let mut bad = MemDev(d.0.clone());
+            bad.write(0, &sb).unwrap();
+            assert!(matches!(Volume::mount(&mut bad), Err(Error::Corrupt(_))), "total {total}");
+            assert!(!Volume::check(&mut bad).is_empty());
+        }
+        // The layout computation itself must not overflow either (no panic; None is
+        // "no layout for that size").
+        for total in [u64::MAX, u64::MAX - 1, 1 << 63] {
+            let _ = Layout::for_blocks(total);
+        }
+    }
+
 
     #[test]
     fn layout_fits_and_has_the_papers_inode_ratio() {
