@@ -69,7 +69,9 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
     }
     let du = k.t(dst).utcb();
     let windows = [mem_window.unwrap_or(Fpage(du.recv_mem)), Fpage(du.recv_io), Fpage(du.recv_caps)];
-    // Check every item before doing any.
+    let (stask, dtask) = (k.t(src).task, k.t(dst).task);
+    // Check every item before doing any: after these checks an item fails only when
+    // kernel memory runs out (page tables, quota, a full frame count).
     let mut dest = [0u64; ipc::MAX_MRS / 2];
     for (j, d) in dest.iter_mut().enumerate().take(t / 2) {
         let fp = Fpage(mrs[u + 1 + 2 * j]);
@@ -87,6 +89,13 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
                 if !abi::layout::is_user_range(at, fp.size()) {
                     return Err(Fail::Sender(Error::InvalidArg));
                 }
+                // UTCBs are neither sent nor mapped over (what map_mem would refuse).
+                if k.task(stask).has_utcb_in(fp.base(), fp.base().saturating_add(fp.size())) {
+                    return Err(Fail::Sender(Error::InvalidArg));
+                }
+                if k.task(dtask).has_utcb_in(at, at + fp.size()) {
+                    return Err(Fail::Sender(Error::AlreadyMapped));
+                }
                 at
             }
             fpage::CAP => w.base() + (((ctl >> 12) % w.size()) & !(fp.size() - 1)),
@@ -98,7 +107,6 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
             }
         };
     }
-    let (stask, dtask) = (k.t(src).task, k.t(dst).task);
     for (j, &at) in dest.iter().enumerate().take(t / 2) {
         let fp = Fpage(mrs[u + 1 + 2 * j]);
         let grant = mrs[u + 2 + 2 * j] & fpage::GRANT != 0;

@@ -25,6 +25,8 @@ const REPORT: u64 = 62;
 /// Slot in B holding a SEND capability to C.
 const TO_C: u64 = 61;
 const PROBE_BADGE: u64 = 0xF00D;
+/// A receive window (16 MiB) at the top of user space: it holds the receiver's UTCB.
+const UTCB_WINDOW: u64 = abi::layout::USER_END - (1 << 24);
 
 mod label {
     pub const FORWARD: u64 = 10;
@@ -34,8 +36,8 @@ mod label {
 
 // ---------------------------------------------------------------- the peer (B, C)
 
-fn peer() -> i32 {
-    ipc::set_windows(Fpage::mem(WINDOW, 24, 7), Fpage::caps(96, 4, 7), Fpage(0));
+fn peer(window: u64) -> i32 {
+    ipc::set_windows(Fpage::mem(window, 24, 7), Fpage::caps(96, 4, 7), Fpage(0));
     let mut reply: Option<Msg> = None;
     loop {
         let mut m = Msg::empty();
@@ -134,8 +136,10 @@ fn ask(peer: u64, m: &mut Msg) -> u64 {
 }
 
 fn main() -> i32 {
-    if rt::args().split(' ').nth(1) == Some("peer") {
-        return peer();
+    match rt::args().split(' ').nth(1) {
+        Some("peer") => return peer(WINDOW),
+        Some("utcb-peer") => return peer(UTCB_WINDOW),
+        _ => {}
     }
     let mut c = Checks::new();
     let (b, cc) = (rt::alloc_slot_pair(), rt::alloc_slot_pair());
@@ -226,5 +230,21 @@ fn main() -> i32 {
     c.eq(unsafe { sys::unmap(Fpage::caps(e, 0, 0), 0) }, Ok(()), "A revokes what it gave");
     c.eq(ask(b, &mut Msg::new(label::CAPINFO, &[100])), Error::InvalidCap as u64, "B's copy is gone");
     c.eq(sys::cap_info(e).map(|i| i.0), Ok(cap::THREAD), "A's own stays");
+
+    // A message whose second item would land on the receiver's UTCB is refused whole:
+    // the first item is not applied either.
+    let d = rt::alloc_slot_pair();
+    c.check(spawn("map_test utcb-peer", d).is_ok(), "spawn D, whose window holds its UTCB");
+    sys::cap_give(d + 1, report, REPORT, rights::SEND).unwrap();
+    let first = UTCB_WINDOW + 0x10_0000;
+    let mut m = Msg::new(1, &[]);
+    m.push_item(Fpage::mem(p, 12, mem::READ), first);
+    m.push_item(Fpage::mem(p, 12, mem::READ), abi::layout::MAIN_UTCB);
+    c.eq(ipc::call(d, &mut m, FOREVER), Err(Error::AlreadyMapped), "an item onto the receiver's UTCB is refused");
+    c.eq(touch_in(d + 1, Some(d), first, false), Touch::Fault(first, false), "and the item before it was not applied");
+    let mut m = Msg::new(1, &[]);
+    m.push_item(Fpage::mem(p, 12, mem::READ), first);
+    c.eq(Fpage(ask(d, &mut m)).base(), first, "the same first item alone is applied");
+    c.eq(touch_in(d + 1, Some(d), first, false), Touch::Value(0x5EED), "D reads the page");
     c.finish("map_test")
 }
