@@ -3,6 +3,16 @@
 
 use core::arch::asm;
 
+/// fpu_peer's requests (one word: a seed); each is answered with 1 (yes) or 0.
+pub mod peer {
+    /// Answer whether the registers were still clean, then load `pattern(seed)`.
+    pub const SET: u64 = 1;
+    /// Answer whether the registers hold `pattern(seed)`.
+    pub const CHECK: u64 = 2;
+    /// Exit.
+    pub const QUIT: u64 = 3;
+}
+
 /// The FXSAVE image: FCW at 0, FSW at 2, abridged tag at 4, MXCSR at 24, ST0..7 at
 /// 32 + 16 i (10 bytes each), XMM0..15 at 160 + 16 i.
 #[repr(C, align(16))]

@@ -5,15 +5,9 @@
 #![forbid(unsafe_code)]
 
 use rt::ipc::{self, Msg, FOREVER, RECV_ANY};
-use tests::fpu;
+use tests::fpu::{self, peer::{CHECK, SET}};
 
 rt::entry!(main);
-
-/// `SET(seed)`: answer 1 if the registers were still clean, then load `pattern(seed)`.
-pub const SET: u64 = 1;
-/// `CHECK(seed)`: answer 1 if the registers hold `pattern(seed)`.
-pub const CHECK: u64 = 2;
-pub const QUIT: u64 = 3;
 
 fn main() -> i32 {
     let mut m = Msg::empty();

@@ -9,13 +9,11 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use rt::env::spawn;
 use rt::ipc::{self, Msg, FOREVER};
 use rt::{sys, thread};
-use tests::{fpu, Checks};
+use tests::fpu::{self, peer::{CHECK, QUIT, SET}};
+use tests::Checks;
 
 rt::entry!(main);
 
-const SET: u64 = 1;
-const CHECK: u64 = 2;
-const QUIT: u64 = 3;
 const MINE: u64 = 0xA11CE;
 const PEERS: u64 = 0xB0B;
 
@@ -27,6 +25,21 @@ fn fresh_thread(_: u64) {
     FRESH.store(if clean { 1 } else { 2 }, Ordering::SeqCst);
     // Leave a pattern behind for the next thread to (not) find.
     fpu::load(&fpu::pattern(0xDEAD));
+}
+
+/// Start `fresh_thread` and wait (yielding) until it has looked: what it saw.
+fn fresh_thread_sees() -> u64 {
+    FRESH.store(0, Ordering::SeqCst);
+    if thread::spawn(fresh_thread, 0, thread::my_priority()).is_err() {
+        return 0;
+    }
+    for _ in 0..1000 {
+        if FRESH.load(Ordering::SeqCst) != 0 {
+            break;
+        }
+        sys::yield_now();
+    }
+    FRESH.load(Ordering::SeqCst)
 }
 
 fn ask(peer: u64, label: u64, seed: u64) -> Option<bool> {
@@ -67,32 +80,10 @@ fn main() -> i32 {
     c.eq(mine_ok, ROUNDS, "this task kept its registers across every switch");
 
     // A new thread in this task while the registers hold this thread's pattern.
-    match thread::spawn(fresh_thread, 0, thread::my_priority()) {
-        Ok(_) => {
-            for _ in 0..1000 {
-                if FRESH.load(Ordering::SeqCst) != 0 {
-                    break;
-                }
-                sys::yield_now();
-            }
-            c.eq(FRESH.load(Ordering::SeqCst), 1, "a new thread starts clean");
-        }
-        Err(_) => {
-            c.check(false, "start a thread");
-        }
-    }
+    c.eq(fresh_thread_sees(), 1, "a new thread starts clean");
     c.check(fpu::same_state(&fpu::save(), &mine), "and leaves this thread's registers alone");
     // The dead thread's registers are not handed to the next thread that starts.
-    FRESH.store(0, Ordering::SeqCst);
-    if thread::spawn(fresh_thread, 0, thread::my_priority()).is_ok() {
-        for _ in 0..1000 {
-            if FRESH.load(Ordering::SeqCst) != 0 {
-                break;
-            }
-            sys::yield_now();
-        }
-    }
-    c.eq(FRESH.load(Ordering::SeqCst), 1, "a thread started after one died with a pattern loaded starts clean");
+    c.eq(fresh_thread_sees(), 1, "a thread started after one died with a pattern loaded starts clean");
     c.eq(ask(peer, CHECK, PEERS), Some(true), "the peer still has its own");
     let _ = ask(peer, QUIT, 0);
     c.finish("fpu_test")
