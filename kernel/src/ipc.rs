@@ -207,17 +207,7 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
     let cur = k.current;
     if let Ok(c) = k.cur_task().cspace.get(dest_slot) {
         if let crate::task::Obj::Reply(r) = c.obj {
-            // A saved reply: answer that caller (once), whatever happens.
-            let me = k.t(cur).task;
-            let _ = k.cap_delete(me, dest_slot);
-            if call {
-                return Err(Error::InvalidArg);
-            }
-            // Use the reply path with this caller, keeping any other pending reply right.
-            let pending = k.tm(cur).reply_to.replace(r);
-            let res = reply(k);
-            k.tm(cur).reply_to = pending;
-            return res;
+            return send_saved_reply(k, dest_slot, r, call);
         }
     }
     let (dest, cap) = k.thread_cap(dest_slot, rights::SEND)?;
@@ -225,6 +215,37 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
         return Err(Error::Deadlock);
     }
     deliver(k, cur, dest, cap.badge, call, ipc::send_timeout(timeouts), ipc::recv_timeout(timeouts))
+}
+
+/// Whether `r` waits for an answer through a saved reply capability (SAVE_REPLY marks
+/// such a caller as its own partner; any new call of its replaces the mark).
+pub fn awaits_saved_reply(k: &Kernel, r: task::ObjRef) -> bool {
+    k.thread_alive(r) && k.t(r.id).state == State::ReplyBlocked && k.t(r.id).partner == Some(r)
+}
+
+/// Answer the caller `r` through the saved reply capability in `slot`, from any thread
+/// of the task that holds it. The capability is used up when the caller gets the
+/// answer (or an error of its own); when the answer fails for the sender (a bad item,
+/// a string it cannot read) the capability stays and the caller goes on waiting.
+fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, call: bool) -> Result<(), Error> {
+    if call {
+        return Err(Error::InvalidArg);
+    }
+    let cur = k.current;
+    let me = k.t(cur).task;
+    if !awaits_saved_reply(k, r) {
+        // The call it answered is over (the caller died, timed out or was answered).
+        let _ = k.cap_delete(me, slot);
+        return Err(Error::NoPartner);
+    }
+    // Use the reply path with this caller, keeping any other pending reply right.
+    let pending = k.tm(cur).reply_to.replace(r);
+    let res = reply(k);
+    k.tm(cur).reply_to = pending;
+    if !awaits_saved_reply(k, r) {
+        let _ = k.cap_delete(me, slot);
+    }
+    res
 }
 
 /// Deliver a message (or a fault report) from `src` to `dest`, or queue `src`.
@@ -329,7 +350,9 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
     let cur = k.current;
     let Some(r) = k.tm(cur).reply_to.take() else { return Err(Error::NoPartner) };
     let me = k.thread_ref(cur);
-    if !k.thread_alive(r) || k.t(r.id).state != State::ReplyBlocked || k.t(r.id).partner != Some(me) {
+    // The caller waits for this thread, or (a saved reply being used) for whoever holds
+    // the capability.
+    if !k.thread_alive(r) || k.t(r.id).state != State::ReplyBlocked || (k.t(r.id).partner != Some(me) && k.t(r.id).partner != Some(r)) {
         return Err(Error::NoPartner);
     }
     let resumes_fault = k.t(r.id).fault;

@@ -575,6 +575,17 @@ impl Kernel {
         if self.tasks[id as usize].is_none() {
             return;
         }
+        // Callers waiting for an answer through a saved reply this task held get
+        // NoPartner: nobody is left to answer them.
+        for slot in 0..abi::cap::SLOTS {
+            if let Ok(c) = self.task(id).cspace.get(slot) {
+                if let Obj::Reply(r) = c.obj {
+                    if crate::ipc::awaits_saved_reply(self, r) {
+                        self.wake(r.id, Error::NoPartner as u64);
+                    }
+                }
+            }
+        }
         self.release_task_resources(id);
         let Some(mut task) = self.tasks[id as usize].take() else { return };
         if self.io_owner == Some(id) {

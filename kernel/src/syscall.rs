@@ -124,6 +124,9 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             }
             k.cap_install(me, dst, Cap { obj: Obj::Reply(r), rights: rights::SEND, badge: 0 })?;
             k.tm(cur).reply_to = None;
+            // From now on the caller waits for the capability, not for this thread: any
+            // thread holding it may answer, and this thread's death does not end the call.
+            k.tm(r.id).partner = Some(r);
             Ok(())
         }
         Call::TaskInfo { task } => {

@@ -42,6 +42,68 @@ fn local_server(_: u64) {
     }
 }
 
+/// Slot the saving server thread keeps its saved reply in.
+static SAVED_SLOT: AtomicU64 = AtomicU64::new(0);
+/// 1 once the saver has saved its reply (and is about to exit).
+static SAVED: AtomicU64 = AtomicU64::new(0);
+/// What the caller of the saver got: 1 + the answer's word, or 0x8000 + an error.
+static SAVED_ANSWER: AtomicU64 = AtomicU64::new(0);
+
+/// Helper: receive one call, keep the right to answer it in a capability, and exit.
+fn saver(_: u64) {
+    let mut m = Msg::empty();
+    if ipc::recv(ipc::RECV_ANY, &mut m, FOREVER).is_ok() && ipc::save_reply(SAVED_SLOT.load(Ordering::SeqCst)).is_ok() {
+        SAVED.store(1, Ordering::SeqCst);
+    }
+}
+
+/// Helper: call `slot` and record the answer.
+fn saved_caller(slot: u64) {
+    let mut m = Msg::new(1, &[0]);
+    let got = match ipc::call(slot, &mut m, FOREVER) {
+        Ok(()) => 1 + m.word(1),
+        Err(e) => 0x8000 + e as u64,
+    };
+    SAVED_ANSWER.store(got, Ordering::SeqCst);
+}
+
+/// Wait (yielding, at most about a second) until `a` is not zero.
+fn wait_nonzero(a: &AtomicU64) -> u64 {
+    for _ in 0..200 {
+        let v = a.load(Ordering::SeqCst);
+        if v != 0 {
+            return v;
+        }
+        sys::sleep_us(5_000);
+    }
+    a.load(Ordering::SeqCst)
+}
+
+/// A saved reply belongs to the task: another thread answers with it after the thread
+/// that saved it has exited, and a use that fails for the sender keeps it.
+fn saved_replies(c: &mut Checks) {
+    let slot = rt::alloc_slot();
+    SAVED_SLOT.store(slot, Ordering::SeqCst);
+    let Ok(srv) = thread::spawn(saver, 0, thread::my_priority()) else {
+        c.check(false, "start the saving server thread");
+        return;
+    };
+    sys::sleep_us(2_000);
+    c.check(thread::spawn(saved_caller, srv.slot, thread::my_priority()).is_ok(), "start a caller");
+    c.eq(wait_nonzero(&SAVED), 1, "the server thread saved its reply");
+    sys::sleep_us(10_000); // the saver has exited by now
+    c.eq(SAVED_ANSWER.load(Ordering::SeqCst), 0, "the caller still waits after the saving thread exited");
+    // An answer with a malformed typed item fails for us, the sender.
+    let mut bad = Msg::new(9, &[]);
+    bad.push_item(abi::fpage::Fpage(0), 0);
+    c.eq(ipc::send(slot, &bad, FOREVER), Err(Error::InvalidArg), "a malformed answer is refused");
+    c.check(sys::cap_info(slot).is_ok(), "and the saved reply is kept");
+    c.eq(SAVED_ANSWER.load(Ordering::SeqCst), 0, "the caller still waits");
+    c.eq(ipc::send(slot, &Msg::new(9, &[4242]), FOREVER), Ok(()), "another thread answers through the saved reply");
+    c.eq(wait_nonzero(&SAVED_ANSWER), 4243, "the caller gets that answer");
+    c.eq(ipc::send(slot, &Msg::new(9, &[1]), FOREVER).err(), Some(Error::InvalidCap), "a saved reply answers once");
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let echo_slot = rt::alloc_slot_pair();
@@ -153,5 +215,7 @@ fn main() -> i32 {
     sys::sleep_us(20_000);
     let mut m = Msg::new(echo::ECHO, &[1]);
     c.eq(ipc::call(echo2, &mut m, FOREVER), Err(Error::InvalidCap), "a capability to a dead thread is dead");
+
+    saved_replies(&mut c);
     c.finish("ipc_test")
 }
