@@ -89,12 +89,15 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
                 if !abi::layout::is_user_range(at, fp.size()) {
                     return Err(Fail::Sender(Error::InvalidArg));
                 }
-                // UTCBs are neither sent nor mapped over (what map_mem would refuse).
-                if k.task(stask).has_utcb_in(fp.base(), fp.base().saturating_add(fp.size())) {
-                    return Err(Fail::Sender(Error::InvalidArg));
-                }
-                if k.task(dtask).has_utcb_in(at, at + fp.size()) {
-                    return Err(Fail::Sender(Error::AlreadyMapped));
+                // UTCBs are neither sent nor mapped over (what map_mem would refuse). A
+                // lone item needs no look-ahead: map_mem checks all its pages first.
+                if t > 2 {
+                    if k.task(stask).has_utcb_in(fp.base(), fp.base().saturating_add(fp.size())) {
+                        return Err(Fail::Sender(Error::InvalidArg));
+                    }
+                    if k.task(dtask).has_utcb_in(at, at + fp.size()) {
+                        return Err(Fail::Sender(Error::AlreadyMapped));
+                    }
                 }
                 at
             }
