@@ -4,7 +4,7 @@
 //! the idle loop, which holds no reference to kernel state. Every entry (system call,
 //! interrupt, exception) therefore runs to completion before the next one starts, and
 //! a cell's contents are only ever reached from one entry at a time. Code must not keep
-//! a reference obtained from `get` across a context switch (`sched::switch_away`); the
+//! a reference obtained from `get` across a context switch (`kernel::switch_to`); the
 //! scheduler is written so that nothing runs after a switch returns except the return
 //! to user mode.
 
