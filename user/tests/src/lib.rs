@@ -57,6 +57,18 @@ impl Default for Checks {
     }
 }
 
+/// Ask `done` up to `tries` times, 10 ms apart, until it says yes: whether it did.
+/// For tests that wait on another program or thread.
+pub fn wait_until(tries: u32, mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..tries {
+        if done() {
+            return true;
+        }
+        rt::sys::sleep_us(10_000);
+    }
+    done()
+}
+
 /// Call `srv` with a hand-made request (`label`, `words`, and a string if given) and
 /// return the error code the server answered with (Ok for 0): for tests that send what
 /// no client stub would.

@@ -114,14 +114,7 @@ fn main() -> i32 {
     let crash = rt::alloc_slot_pair();
     c.check(spawn("echo", e).is_ok(), "spawn echo");
     c.check(spawn("fault_crasher", crash).is_ok(), "spawn a program that faults");
-    let mut gone = false;
-    for _ in 0..200 {
-        if sys::cap_info(crash) == Err(Error::InvalidCap) {
-            gone = true;
-            break;
-        }
-        sys::sleep_us(10_000);
-    }
+    let gone = tests::wait_until(200, || sys::cap_info(crash) == Err(Error::InvalidCap));
     c.check(gone, "root removed the faulting program");
     let mut m = Msg::new(echo::ECHO, &[3]);
     c.eq(ipc::call(e, &mut m, FOREVER), Ok(()), "other programs still run");

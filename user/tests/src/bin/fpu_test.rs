@@ -33,12 +33,7 @@ fn fresh_thread_sees() -> u64 {
     if thread::spawn(fresh_thread, 0, thread::my_priority()).is_err() {
         return 0;
     }
-    for _ in 0..1000 {
-        if FRESH.load(Ordering::SeqCst) != 0 {
-            break;
-        }
-        sys::yield_now();
-    }
+    tests::wait_until(200, || FRESH.load(Ordering::SeqCst) != 0);
     FRESH.load(Ordering::SeqCst)
 }
 

@@ -32,14 +32,7 @@ fn main() -> i32 {
     c.check(done >= calls, "all random system calls were made");
     let _ = ipc::reply(&Msg::new(0, &[]));
     // Root destroys it when it exits; its memory must come back.
-    let mut gone = false;
-    for _ in 0..500 {
-        if sys::cap_info(hostile_task) == Err(Error::InvalidCap) {
-            gone = true;
-            break;
-        }
-        sys::sleep_us(10_000);
-    }
+    let gone = tests::wait_until(500, || sys::cap_info(hostile_task) == Err(Error::InvalidCap));
     c.check(gone, "hostile program removed");
     let free_after = sys::kernel_info().free_frames;
     println!("fuzz: free frames before {} after {}", free_before, free_after);

@@ -29,13 +29,10 @@ fn id_of(name: &str) -> Option<u64> {
 /// or are being restarted; give root a moment).
 fn settled(want: u64) -> u64 {
     let mut free = 0;
-    for _ in 0..200 {
+    tests::wait_until(200, || {
         free = env::root_slots().map(|s| s.0).unwrap_or(0);
-        if free == want {
-            break;
-        }
-        rt::sys::sleep_us(10_000);
-    }
+        free == want
+    });
     free
 }
 

@@ -7,7 +7,7 @@ use abi::Error;
 use tests::Checks;
 use blk_api::client as baio;
 use blk_api as p;
-use rt::{env, sys};
+use rt::env;
 
 rt::entry!(main);
 
@@ -16,12 +16,7 @@ fn main() -> i32 {
     let blk = rt::alloc_slot();
     c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
     // Wait for principal 1's segments.
-    for _ in 0..500 {
-        if baio::stat(blk, "shared").is_ok() {
-            break;
-        }
-        sys::sleep_us(10_000);
-    }
+    tests::wait_until(500, || baio::stat(blk, "shared").is_ok());
     c.eq(baio::open(blk, "mine", 1, rt::layout::SEGMENT_AREA).err(), Some(Error::NoRights), "another principal's private segment: refused");
     c.eq(baio::open(blk, "shared", 3, rt::layout::SEGMENT_AREA).err(), Some(Error::NoRights), "a readable segment cannot be opened for writing");
     let s = baio::open(blk, "shared", 1, rt::layout::SEGMENT_AREA);

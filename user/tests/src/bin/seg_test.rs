@@ -95,14 +95,7 @@ fn main() -> i32 {
 
     // The peer (principal 2) opens "shared" and ends without closing it, then makes
     // "peer-done". Root tells the service, which closes the handle: "shared" can go.
-    let mut seen = false;
-    for _ in 0..1000 {
-        if baio::stat(blk, "peer-done").is_ok() {
-            seen = true;
-            break;
-        }
-        sys::sleep_us(10_000);
-    }
+    let seen = tests::wait_until(1000, || baio::stat(blk, "peer-done").is_ok());
     c.check(seen, "the peer ran");
     let mut r = Err(Error::BadState);
     for _ in 0..500 {
