@@ -101,7 +101,15 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
                 }
                 at
             }
-            fpage::CAP => w.base() + (((ctl >> 12) % w.size()) & !(fp.size() - 1)),
+            fpage::CAP => {
+                // A saved reply is granted or kept, never copied (see `cap_derive`).
+                let copies_reply = ctl & fpage::GRANT == 0
+                    && (fp.base()..fp.base() + fp.size()).any(|s| k.task(stask).cspace.get(s).is_ok_and(|c| matches!(c.obj, task::Obj::Reply(_))));
+                if copies_reply {
+                    return Err(Fail::Sender(Error::WrongType));
+                }
+                w.base() + (((ctl >> 12) % w.size()) & !(fp.size() - 1))
+            }
             _ => {
                 if fp.base() < w.base() || fp.base() + fp.size() > w.base() + w.size() {
                     return Err(Fail::Sender(Error::NoWindow));

@@ -163,6 +163,10 @@ impl Kernel {
     #[allow(clippy::too_many_arguments)]
     pub fn cap_derive(&mut self, src: u32, src_slot: u64, dst: u32, dst_slot: u64, mask: u64, badge: u64, grant: bool, replace: bool) -> Result<(), Error> {
         let c = self.task(src).cspace.get(src_slot)?;
+        if matches!(c.obj, Obj::Reply(_)) && !grant {
+            // The right to answer one call exists once: it may move, never be copied.
+            return Err(Error::WrongType);
+        }
         let derived = CSpace::derive(c, mask, badge)?;
         if dst_slot >= abi::cap::SLOTS {
             return Err(Error::InvalidCap);

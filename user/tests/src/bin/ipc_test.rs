@@ -67,15 +67,9 @@ fn saved_caller(slot: u64) {
     SAVED_ANSWER.store(got, Ordering::SeqCst);
 }
 
-/// Wait (yielding, at most about a second) until `a` is not zero.
+/// `a` once it is not zero (waiting up to two seconds).
 fn wait_nonzero(a: &AtomicU64) -> u64 {
-    for _ in 0..200 {
-        let v = a.load(Ordering::SeqCst);
-        if v != 0 {
-            return v;
-        }
-        sys::sleep_us(5_000);
-    }
+    tests::wait_until(200, || a.load(Ordering::SeqCst) != 0);
     a.load(Ordering::SeqCst)
 }
 
@@ -98,6 +92,8 @@ fn saved_replies(c: &mut Checks) {
     bad.push_item(abi::fpage::Fpage(0), 0);
     c.eq(ipc::send(slot, &bad, FOREVER), Err(Error::InvalidArg), "a malformed answer is refused");
     c.check(sys::cap_info(slot).is_ok(), "and the saved reply is kept");
+    let copy = rt::alloc_slot();
+    c.eq(sys::cap_copy(slot, copy, rights::SEND, 0), Err(Error::WrongType), "a saved reply cannot be copied (one call, one answer)");
     c.eq(SAVED_ANSWER.load(Ordering::SeqCst), 0, "the caller still waits");
     c.eq(ipc::send(slot, &Msg::new(9, &[4242]), FOREVER), Ok(()), "another thread answers through the saved reply");
     c.eq(wait_nonzero(&SAVED_ANSWER), 4243, "the caller gets that answer");
