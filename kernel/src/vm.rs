@@ -56,8 +56,20 @@ impl Kernel {
             if r & m::READ as u8 == 0 {
                 continue;
             }
-            if task::lookup(dpml4, d).is_some() {
+            if let Some(de) = task::lookup(dpml4, d) {
+                // Sending a page back onto a mapping it was derived from (a cycle)
+                // changes nothing: demapping the destination would take the source
+                // with it (issue 17, item 1).
+                if de & pt::ADDR == frame && self.mapdb_mem.derives_from(frame, (src, s), (dst, d)) {
+                    continue;
+                }
                 self.demap_mem(dst, d, m::RIGHTS_MASK, true);
+                // The source is not below the destination, so it is still there; if it
+                // were not, mapping from what was read before the demap would hand out
+                // a page its holder no longer has.
+                if task::lookup(spml4, s) != Some(e) {
+                    continue;
+                }
             }
             if !self.mapdb_mem.contains(frame, src, s) {
                 self.mapdb_mem.add_root(frame, src, s, have).map_err(|_| Error::InvalidArg)?;

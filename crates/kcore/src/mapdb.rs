@@ -64,6 +64,16 @@ impl<R: Ord + Copy, S: Eq + Copy> MapDb<R, S> {
         Some(self.trees[&r][i].rights)
     }
 
+    /// Whether `node` is `anc` or derived from it (in its subtree). False when either
+    /// does not hold `r`.
+    pub fn derives_from(&self, r: R, node: (S, u64), anc: (S, u64)) -> bool {
+        let (Some(i), Some(j)) = (self.pos(r, anc.0, anc.1), self.pos(r, node.0, node.1)) else {
+            return false;
+        };
+        let t = &self.trees[&r];
+        j >= i && t[i + 1..=j].iter().all(|n| n.depth > t[i].depth)
+    }
+
     /// Nodes of one resource, in pre-order.
     pub fn tree(&self, r: R) -> &[Node<S>] {
         self.trees.get(&r).map_or(&[], |v| v.as_slice())
@@ -228,6 +238,23 @@ mod tests {
         assert_eq!(gone, [2, 3], "re-parented nodes are still revoked by the root");
     }
 
+    #[test]
+    fn cycles_are_seen() {
+        let mut db = Db::new();
+        db.add_root(1, 0, 0, 7).unwrap();
+        db.map(1, (0, 0), (1, 0), 7).unwrap();
+        db.map(1, (1, 0), (2, 0), 7).unwrap();
+        db.map(1, (0, 0), (3, 0), 7).unwrap();
+        assert!(db.derives_from(1, (2, 0), (1, 0)), "C got it from B");
+        assert!(db.derives_from(1, (2, 0), (0, 0)), "and so from the root");
+        assert!(db.derives_from(1, (1, 0), (1, 0)), "a node derives from itself");
+        assert!(!db.derives_from(1, (1, 0), (2, 0)), "B does not derive from C");
+        assert!(!db.derives_from(1, (3, 0), (1, 0)), "a sibling's subtree is not B's");
+        assert!(!db.derives_from(1, (2, 0), (3, 0)));
+        assert!(!db.derives_from(1, (9, 0), (0, 0)), "a non-holder derives from nothing");
+        assert!(!db.derives_from(2, (2, 0), (0, 0)), "another resource");
+    }
+
     /// The model: explicit parent pointers.
     #[derive(Clone, Copy, Debug)]
     struct M {
@@ -270,7 +297,39 @@ mod tests {
             for _ in 0..1000 {
                 let holders: Vec<(u8, u64)> = model.keys().copied().collect();
                 let to = (1 + rnd(5) as u8, rnd(4));
-                match rnd(4) {
+                match rnd(5) {
+                    // An IPC map item onto a holder (as the kernel's map_mem does it):
+                    // a page sent back onto a mapping it derives from changes nothing;
+                    // any other holder is demapped first, then receives it.
+                    4 if !holders.is_empty() => {
+                        let from = holders[rnd(holders.len() as u64) as usize];
+                        let onto = holders[rnd(holders.len() as u64) as usize];
+                        let mut cur = Some(from);
+                        let mut cycle = false;
+                        while let Some(n) = cur {
+                            cycle |= n == onto;
+                            cur = model[&n].parent;
+                        }
+                        assert_eq!(db.derives_from(r, from, onto), cycle, "seed {seed}: derives_from agrees with the parent chain");
+                        if !cycle {
+                            let mut dead: HashSet<(u8, u64)> = subtree(&model, onto).into_iter().collect();
+                            dead.insert(onto);
+                            let mut removed = HashSet::new();
+                            db.remove(r, onto, |sp, a, _| {
+                                removed.insert((sp, a));
+                            })
+                            .unwrap();
+                            assert_eq!(removed, dead);
+                            assert!(!dead.contains(&from), "the source survives the demap of its destination");
+                            for d in &dead {
+                                model.remove(d);
+                            }
+                            let want = rnd(8) as u8;
+                            let rights = want & model[&from].rights;
+                            assert_eq!(db.map(r, from, onto, want), Ok(rights));
+                            model.insert(onto, M { rights, parent: Some(from) });
+                        }
+                    }
                     0 | 1 if !holders.is_empty() => {
                         let from = holders[rnd(holders.len() as u64) as usize];
                         let want = rnd(8) as u8;

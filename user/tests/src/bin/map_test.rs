@@ -123,6 +123,8 @@ fn touch_in(task_slot: u64, peer: Option<u64>, addr: u64, write: bool) -> Touch 
     let r = ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 2_000_000));
     // SAFETY: the probe thread belongs to this test and is done or stopped.
     let _ = unsafe { sys::thread_destroy(t) };
+    rt::free_slot(t);
+    rt::free_slot(me);
     match r {
         Ok(_) if m.tag().is_fault() => Touch::Fault(m.word(2), m.word(4) & 2 != 0),
         Ok(_) => Touch::Value(m.word(1)),
@@ -246,5 +248,73 @@ fn main() -> i32 {
     m.push_item(Fpage::mem(p, 12, mem::READ), first);
     c.eq(Fpage(ask(d, &mut m)).base(), first, "the same first item alone is applied");
     c.eq(touch_in(d + 1, Some(d), first, false), Touch::Value(0x5EED), "D reads the page");
+    cycles(&mut c, report, b, cc);
     c.finish("map_test")
+}
+
+/// A call to sigma0 with a one-page receive window at `window` (0: none).
+fn s0_call(s0: u64, window: u64, m: &mut Msg) -> Result<(), Error> {
+    ipc::set_windows(if window == 0 { Fpage(0) } else { Fpage::mem(window, 12, 7) }, Fpage(0), Fpage(0));
+    let r = ipc::call(s0, m, FOREVER);
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r?;
+    abi::check(m.word(1))
+}
+
+/// Slot in C and D holding a SEND capability to B; in C, one to D.
+const TO_B: u64 = 60;
+const TO_D: u64 = 59;
+
+/// Pages sent back onto the mappings they came from (issue 17, item 1), across two
+/// tasks (B → C → B) and three (B → C → D → B), on a frame from sigma0: nothing may
+/// change, and sigma0's FREE must still revoke every copy, so that the next owner of
+/// the frame is alone with it.
+fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
+    let s0 = rt::alloc_slot();
+    c.eq(rt::env::lookup("sigma0", s0), Ok(()), "sigma0, as the manifest grants");
+    let d = rt::alloc_slot_pair();
+    c.check(spawn("map_test peer", d).is_ok(), "spawn D");
+    sys::cap_give(d + 1, report, REPORT, rights::SEND).unwrap();
+    sys::cap_give(cc + 1, b, TO_B, rights::SEND).unwrap();
+    sys::cap_give(cc + 1, d, TO_D, rights::SEND).unwrap();
+    sys::cap_give(d + 1, b, TO_B, rights::SEND).unwrap();
+    let (b_task, c_task, d_task) = (b + 1, cc + 1, d + 1);
+
+    let s = 0x0000_6000_0020_0000u64;
+    let mut m = Msg::new(sigma0_api::ALLOC, &[0, s]);
+    c.eq(s0_call(s0, s, &mut m), Ok(()), "a frame from sigma0");
+    let pa = m.word(2);
+    // SAFETY: the page was just mapped read-write from sigma0.
+    unsafe { core::ptr::write_volatile(s as *mut u64, 0xC1C1E) };
+    let at = WINDOW + 0x30000;
+    let mut m = Msg::new(1, &[]);
+    m.push_item(Fpage::mem(s, 12, mem::READ | mem::WRITE), at);
+    c.eq(Fpage(ask(b, &mut m)).base(), at, "A maps it to B");
+    c.eq(ask(b, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_C])), 0, "B maps it to C");
+    c.eq(ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_B])), 0, "C sends it back onto B's mapping");
+    c.eq(touch_in(c_task, Some(cc), at, false), Touch::Value(0xC1C1E), "C keeps the page: a map keeps its source");
+    c.eq(touch_in(b_task, Some(b), at, false), Touch::Value(0xC1C1E), "B keeps it");
+    c.eq(ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 1, TO_B])), 0, "C grants it back onto B's mapping");
+    c.eq(touch_in(c_task, Some(cc), at, false), Touch::Value(0xC1C1E), "a grant onto an ancestor changes nothing either");
+    c.eq(ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_D])), 0, "C maps it to D");
+    c.eq(ask(d, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_B])), 0, "D sends it back onto B's mapping");
+    for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
+        c.eq(touch_in(task, Some(peer), at, false), Touch::Value(0xC1C1E), name);
+    }
+
+    // Every copy is still below sigma0's: FREE takes them all.
+    let mut m = Msg::new(sigma0_api::FREE, &[pa, 0]);
+    c.eq(s0_call(s0, 0, &mut m), Ok(()), "A gives the frame back to sigma0");
+    for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
+        c.eq(touch_in(task, Some(peer), at, false), Touch::Fault(at, false), name);
+    }
+    // The frame's next owner (asking for these very frames) writes a secret nobody sees.
+    let v = 0x0000_6000_0030_0000u64;
+    let mut m = Msg::new(sigma0_api::PHYS, &[pa, 0, v]);
+    c.eq(s0_call(s0, v, &mut m), Ok(()), "the freed frame, allocated again");
+    // SAFETY: the page was just mapped read-write from sigma0.
+    unsafe { core::ptr::write_volatile(v as *mut u64, 0x5EC2E7) };
+    for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
+        c.eq(touch_in(task, Some(peer), at, false), Touch::Fault(at, false), name);
+    }
 }
