@@ -83,6 +83,18 @@ impl Program {
     pub fn allows_port(&self, port: u16) -> bool {
         self.io.iter().any(|(a, b)| (*a..=*b).contains(&port))
     }
+
+    /// Whether everything this entry grants, `other` has too: its ports, interrupt
+    /// lines and servers, its principal (or none), a priority no higher. Root gives a
+    /// program control of a task it spawned only when the new program's entry is
+    /// within the spawner's; control of a task is all of its authority.
+    pub fn within(&self, other: &Program) -> bool {
+        self.io.iter().all(|&(a, b)| (a..=b).all(|p| other.allows_port(p)))
+            && self.irq.iter().all(|l| other.irq.contains(l))
+            && self.caps.iter().all(|c| other.caps.contains(c))
+            && (self.principal == 0 || self.principal == other.principal)
+            && self.priority <= other.priority
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,6 +295,38 @@ args = "-v # not a comment"
 caps = ["console", "echo"]
 start = false
 "#;
+
+    #[test]
+    fn within_compares_every_grant() {
+        let mut sh = Program::new("sh");
+        sh.caps = ["console".to_string(), "files".to_string()].into();
+        sh.io = [(0x3f8, 0x3ff)].into();
+        sh.principal = 1;
+        let mut hello = Program::new("hello");
+        hello.caps = ["console".to_string()].into();
+        assert!(hello.within(&sh), "fewer servers");
+        assert!(Program::new("x").within(&sh), "nothing at all");
+        assert!(!sh.within(&hello));
+        let mut p = hello.clone();
+        p.io = [(0x3f8, 0x3ff)].into();
+        assert!(p.within(&sh), "the same ports");
+        p.io = [(0x3f8, 0x400)].into();
+        assert!(!p.within(&sh), "one port more");
+        let mut p = hello.clone();
+        p.irq = [4].into();
+        assert!(!p.within(&sh), "an interrupt line");
+        let mut p = hello.clone();
+        p.caps.push("sigma0".to_string());
+        assert!(!p.within(&sh), "a server more");
+        let mut p = hello.clone();
+        p.principal = 1;
+        assert!(p.within(&sh), "the same principal");
+        p.principal = 2;
+        assert!(!p.within(&sh), "another principal");
+        let mut p = hello.clone();
+        p.priority = sh.priority + 1;
+        assert!(!p.within(&sh), "a higher priority");
+    }
 
     #[test]
     fn sample() {

@@ -44,6 +44,8 @@ struct Prog {
     restarts: u32,
     /// Programs marked `clients` it was given a capability to: told when it ends.
     uses: Vec<usize>,
+    /// The program that asked for it (SPAWN): it may KILL it.
+    spawner: Option<usize>,
 }
 
 struct Root<'a> {
@@ -60,6 +62,15 @@ struct Root<'a> {
     text: String,
     /// The manifest names tests: root ends the machine when they have all ended.
     any_test: bool,
+}
+
+/// Who asked for a program (SPAWN): its index, the slot pair for its capabilities, and
+/// whether it gets control of the new task.
+#[derive(Clone, Copy)]
+struct Requester {
+    idx: usize,
+    slot: u64,
+    control: bool,
 }
 
 /// A program's id (its badge on root's endpoint): its index in `progs`, plus one.
@@ -79,7 +90,7 @@ fn with_tmp<T>(f: impl FnOnce(u64) -> T) -> T {
 impl Root<'_> {
     /// Start a program from a manifest entry. `requester`: the program that asked
     /// (SPAWN), which gets capabilities to it and gives it one back (PEER).
-    fn start(&mut self, entry: Program, requester: Option<(usize, u64)>) -> Result<usize, Error> {
+    fn start(&mut self, entry: Program, requester: Option<Requester>) -> Result<usize, Error> {
         let Some(file) = self.fs.find(&entry.file) else {
             println!("[root] no program `{}` in the boot image", entry.file);
             return Err(Error::InvalidArg);
@@ -108,7 +119,9 @@ impl Root<'_> {
             child.discard();
             return Err(e);
         }
-        Ok(self.record(child, entry, Some(mem_idx)))
+        let i = self.record(child, entry, Some(mem_idx));
+        self.progs[i].spawner = requester.map(|r| r.idx);
+        Ok(i)
     }
 
     /// Start a memory server, paged by sigma0, and hand it the boot image.
@@ -142,16 +155,18 @@ impl Root<'_> {
 
     /// Give a loaded child (to become program `progs.len()`) its capabilities, make
     /// root its fault handler, start it.
-    fn adopt(&mut self, child: &Child, entry: &Program, requester: Option<(usize, u64)>) -> Result<(), Error> {
+    fn adopt(&mut self, child: &Child, entry: &Program, requester: Option<Requester>) -> Result<(), Error> {
         let idx = self.progs.len();
         let badge = badge_of(idx);
         with_tmp(|tmp| sys::cap_copy(cap::SELF_THREAD, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PARENT, rights::SEND)))?;
         sys::thread_set_fault_handler(child.thread, cap::SELF_THREAD, Badge::fault(badge as u32).0)?;
-        if let Some((r, dst)) = requester {
+        if let Some(Requester { idx: r, slot: dst, control }) = requester {
             let req = &self.progs[r].child;
             with_tmp(|tmp| sys::cap_copy(req.thread, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND)))?;
             sys::cap_give(req.task, child.thread, dst, rights::SEND)?;
-            sys::cap_give(req.task, child.task, dst + 1, rights::CONTROL)?;
+            // Without control, a task capability with no rights: the spawner sees the
+            // program end (the capability goes with the task) and nothing more.
+            sys::cap_give(req.task, child.task, dst + 1, if control { rights::CONTROL } else { 0 })?;
         }
         // The console, for programs whose entry names it, is there from the start.
         if entry.caps.iter().any(|c| c == "console") {
@@ -165,7 +180,7 @@ impl Root<'_> {
 
     /// Keep the record of a started program; returns its index.
     fn record(&mut self, child: Child, entry: Program, pager: Option<usize>) -> usize {
-        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new() });
+        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new(), spawner: None });
         self.progs.len() - 1
     }
 
@@ -294,6 +309,12 @@ impl Root<'_> {
         }
     }
 
+    /// Whether a program may act on the whole machine (HALT, KILL of any program):
+    /// its entry lists `machine`, which would give it the machine's capability too.
+    fn may_operate(&self, idx: usize) -> bool {
+        self.progs[idx].entry.caps.iter().any(|c| c == "machine")
+    }
+
     fn spawn(&mut self, idx: usize, cmdline: &str, dst: u64) -> Answer {
         let mut cmd = cmdline;
         let mut pager = None;
@@ -304,6 +325,13 @@ impl Root<'_> {
         }
         let (name, args) = cmd.split_once(' ').unwrap_or((cmd, ""));
         let mut entry = self.manifest.iter().find(|p| p.name == name).cloned().unwrap_or_else(|| Program::new(name));
+        // A program the spawner could not be (its entry grants more than the
+        // spawner's) starts only as the manifest configures it, and the spawner does
+        // not get control of it: that would be the whole of its authority.
+        let control = entry.within(&self.progs[idx].entry);
+        if !control && ((!args.is_empty() && args != entry.args) || pager.as_ref().is_some_and(|p| *p != entry.pager)) {
+            return Answer::err(Error::NoRights);
+        }
         if !args.is_empty() {
             entry.args = args.to_string();
         }
@@ -312,7 +340,7 @@ impl Root<'_> {
         }
         entry.test = false;
         entry.restart = false;
-        match self.start(entry, Some((idx, dst))) {
+        match self.start(entry, Some(Requester { idx, slot: dst, control })) {
             Ok(i) => Answer::ok(&[badge_of(i)]),
             Err(e) => Answer::err(e),
         }
@@ -405,6 +433,11 @@ impl Server for Root<'_> {
                 if target == 0 || target > self.progs.len() || self.progs[target - 1].done || self.mems.contains(&(target - 1)) {
                     return Answer::err(Error::InvalidArg);
                 }
+                // A program may end itself and those it spawned; ending others takes
+                // `machine` in its entry (the shell's).
+                if target - 1 != idx && self.progs[target - 1].spawner != Some(idx) && !self.may_operate(idx) {
+                    return Answer::err(Error::NoRights);
+                }
                 self.finish(target - 1, Err("killed"));
                 self.maybe_end();
                 if target - 1 == idx {
@@ -414,6 +447,9 @@ impl Server for Root<'_> {
                 }
             }
             Request::Halt => {
+                if !self.may_operate(idx) {
+                    return Answer::err(Error::NoRights);
+                }
                 println!("[root] halting");
                 let _ = sys::machine_exit(cap::MACHINE_SLOT, 0);
                 Answer::err(Error::BadState)
