@@ -108,7 +108,12 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
                 if copies_reply {
                     return Err(Fail::Sender(Error::WrongType));
                 }
-                w.base() + (((ctl >> 12) % w.size()) & !(fp.size() - 1))
+                let at = w.base() + (((ctl >> 12) % w.size()) & !(fp.size() - 1));
+                // A window past the capability space is no window.
+                if at + fp.size() > abi::cap::SLOTS {
+                    return Err(Fail::Sender(Error::NoWindow));
+                }
+                at
             }
             _ => {
                 if fp.base() < w.base() || fp.base() + fp.size() > w.base() + w.size() {

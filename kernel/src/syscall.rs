@@ -380,21 +380,31 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
                 return Err(Error::NoRights);
             }
             let l = line as usize;
+            // One thread per line: another live thread's attachment is neither
+            // replaced nor ended by this call (a dead thread's is free to take).
+            let cur = k.current;
+            let holder = k.irqs[l].map(|(r, _)| r).filter(|r| k.thread_alive(*r));
+            let mine = holder.is_some_and(|r| r.id == cur);
             match op {
                 IrqOp::Attach { badge } => {
-                    let cur = k.current;
+                    if holder.is_some() && !mine {
+                        return Err(Error::BadState);
+                    }
                     k.irqs[l] = Some((k.thread_ref(cur), badge));
                     crate::arch::irqchip::unmask(line);
                     Ok(())
                 }
                 IrqOp::Ack => {
-                    if k.irqs[l].is_none() {
+                    if !mine {
                         return Err(Error::BadState);
                     }
                     crate::arch::irqchip::unmask(line);
                     Ok(())
                 }
                 IrqOp::Detach => {
+                    if holder.is_some() && !mine {
+                        return Err(Error::BadState);
+                    }
                     k.irqs[l] = None;
                     crate::arch::irqchip::mask(line);
                     Ok(())

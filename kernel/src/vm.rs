@@ -183,14 +183,24 @@ impl Kernel {
         if dst_slot >= abi::cap::SLOTS {
             return Err(Error::InvalidCap);
         }
-        if self.task(dst).cspace.get(dst_slot).is_ok() {
+        if let Ok(old) = self.task(dst).cspace.get(dst_slot) {
             if !replace {
                 return Err(Error::SlotInUse);
+            }
+            // Sent back onto the capability it derives from (or onto itself): nothing
+            // to do; revoking the destination would take the source with it.
+            if old.obj == c.obj && self.mapdb_cap.derives_from(c.obj, (src, src_slot), (dst, dst_slot)) {
+                return Ok(());
             }
             if src == dst && src_slot == dst_slot {
                 return Ok(());
             }
             self.cap_revoke(dst, dst_slot, true);
+            // The source was not below the destination, so it is still there; never
+            // pass on what was read before the revoke if it is not.
+            if self.task(src).cspace.get(src_slot) != Ok(c) {
+                return Ok(());
+            }
         }
         if !self.mapdb_cap.contains(c.obj, src, src_slot) {
             let _ = self.mapdb_cap.add_root(c.obj, src, src_slot, c.rights as u8);

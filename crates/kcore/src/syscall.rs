@@ -173,6 +173,10 @@ impl Call {
             }
             sys::IPC_SEND | sys::IPC_CALL => {
                 tag(r)?;
+                // A call must wait for its reply: 0 ("do not wait") cannot succeed.
+                if r.rax == sys::IPC_CALL && abi::ipc::recv_timeout(a2) == abi::ipc::POLL {
+                    return Err(Error::InvalidArg);
+                }
                 Call::Send { dest: a0, call: r.rax == sys::IPC_CALL, timeouts: a2 }
             }
             sys::IPC_RECV => Call::Recv { from: a1, timeout: abi::ipc::recv_timeout(a2) },
@@ -343,11 +347,11 @@ mod tests {
         }
         // A receive carries no tag.
         assert!(dec(sys::IPC_RECV, [0, 3, 5 << 32, bad, 0]).is_ok());
-        assert_eq!(
-            dec(sys::IPC_CALL, [4, 0, 9, 0, 0]),
-            Ok(Call::Send { dest: 4, call: true, timeouts: 9 })
-        );
         assert_eq!(dec(sys::IPC_RECV, [0, 3, 5 << 32, 0, 0]), Ok(Call::Recv { from: 3, timeout: 5 }));
+        assert_eq!(dec(sys::IPC_CALL, [4, 0, 9 | (1 << 32), 0, 0]), Ok(Call::Send { dest: 4, call: true, timeouts: 9 | (1 << 32) }));
+        // A call whose reply may not be waited for is refused; a send may poll.
+        assert_eq!(dec(sys::IPC_CALL, [4, 0, 0xFFFF_FFFF, 0, 0]), Err(Error::InvalidArg));
+        assert!(dec(sys::IPC_SEND, [4, 0, 0, 0, 0]).is_ok());
     }
 
     #[test]

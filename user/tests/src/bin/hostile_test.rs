@@ -4,6 +4,8 @@
 #![no_std]
 #![no_main]
 
+extern crate alloc;
+
 use abi::ipc::{self as aipc, Tag};
 use abi::layout::MAIN_UTCB;
 use abi::{cap, mem, rights, sys as nr, tctl, Error};
@@ -25,6 +27,46 @@ fn raw(n: u64, a: [u64; 6]) -> Result<(), Error> {
     // SAFETY: the calls made here name no memory of this program that Rust uses,
     // except where the test expects (and checks) a refusal.
     abi::check(unsafe { sys::syscall(n, a[0], a[1], a[2], a[3], a[4], a[5]) }[0])
+}
+
+/// Line 7 (no device on q35), granted by the manifest.
+const IRQ_LINE: u64 = 7;
+static IRQ_SLOT: AtomicU64 = AtomicU64::new(0);
+/// What another thread's ATTACH, ACK and DETACH answered (0 = Ok, else the error).
+static IRQ_OTHER: [AtomicU64; 3] = [AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX), AtomicU64::new(u64::MAX)];
+
+fn code(r: Result<(), Error>) -> u64 {
+    r.err().map_or(0, |e| e as u64)
+}
+
+fn irq_intruder(_: u64) {
+    let s = IRQ_SLOT.load(Ordering::SeqCst);
+    IRQ_OTHER[1].store(code(sys::irq_ack(s)), Ordering::SeqCst);
+    IRQ_OTHER[2].store(code(sys::irq_detach(s)), Ordering::SeqCst);
+    IRQ_OTHER[0].store(code(sys::irq_attach(s, 2)), Ordering::SeqCst);
+}
+
+/// One thread per interrupt line: another thread holding the same capability can
+/// neither take the line over nor end or acknowledge the attachment (issue 17, item 8).
+fn irq_ownership(c: &mut Checks) {
+    let s = rt::alloc_slot();
+    IRQ_SLOT.store(s, Ordering::SeqCst);
+    c.eq(rt::env::irq(IRQ_LINE, s), Ok(()), "an IRQ capability for line 7");
+    c.eq(sys::irq_ack(s), Err(Error::BadState), "ACK before anyone attached");
+    c.eq(sys::irq_attach(s, 1), Ok(()), "ATTACH");
+    c.eq(sys::irq_attach(s, 3), Ok(()), "ATTACH again by the same thread (a new badge)");
+    let t = thread::spawn(irq_intruder, 0, thread::my_priority());
+    c.check(t.is_ok() && tests::wait_until(100, || IRQ_OTHER[0].load(Ordering::SeqCst) != u64::MAX), "another thread of the task tries the line");
+    let bs = Error::BadState as u64;
+    c.eq(IRQ_OTHER.iter().map(|a| a.load(Ordering::SeqCst)).collect::<alloc::vec::Vec<_>>(), [bs, bs, bs].into(), "its ATTACH, ACK and DETACH are refused");
+    c.eq(sys::irq_ack(s), Ok(()), "the attached thread still ACKs");
+    c.eq(sys::irq_detach(s), Ok(()), "and DETACHes");
+    IRQ_OTHER[0].store(u64::MAX, Ordering::SeqCst);
+    let t = thread::spawn(irq_intruder, 0, thread::my_priority());
+    c.check(t.is_ok() && tests::wait_until(100, || IRQ_OTHER[0].load(Ordering::SeqCst) != u64::MAX), "another thread tries again");
+    c.eq(IRQ_OTHER[0].load(Ordering::SeqCst), 0, "a free line: its ATTACH succeeds");
+    c.eq(sys::irq_attach(s, 1), Ok(()), "the line of a thread that has ended is free to take");
+    c.eq(sys::irq_detach(s), Ok(()), "DETACH");
 }
 
 static BAD_RECV: AtomicU64 = AtomicU64::new(0);
@@ -167,6 +209,11 @@ fn main() -> i32 {
     c.eq(sys::cap_copy(rt::alloc_slot(), rt::alloc_slot(), rights::ALL, 0), Err(Error::InvalidCap), "copy from an empty slot");
     c.eq(sys::cap_copy(echo_slot, cap::SLOTS + 5, rights::ALL, 0), Err(Error::InvalidCap), "copy to a slot out of range");
     c.eq(sys::cap_give(cap::SELF_TASK, u64::MAX, 50, rights::ALL), Err(Error::InvalidCap), "give from a bad slot");
+
+    irq_ownership(&mut c);
+    // A call must wait for its reply: a receive timeout of 0 is refused, not a tick's wait.
+    let mut m = Msg::new(echo::ECHO, &[1]);
+    c.eq(ipc::call(echo_slot, &mut m, timeouts(aipc::INFINITE, POLL)), Err(Error::InvalidArg), "a call that may not wait for its reply");
 
     // After all that, the kernel still serves.
     let mut m = Msg::new(echo::ECHO, &[99]);

@@ -32,6 +32,7 @@ mod label {
     pub const FORWARD: u64 = 10;
     pub const CAPINFO: u64 = 11;
     pub const PREFAULT: u64 = 12;
+    pub const FORWARD_CAP: u64 = 13;
 }
 
 // ---------------------------------------------------------------- the peer (B, C)
@@ -55,6 +56,13 @@ fn peer(window: u64) -> i32 {
                     f.push_item(Fpage::mem(m.word(1), 12, m.word(2)), m.word(1) | if m.word(3) != 0 { GRANT } else { 0 });
                     let r = ipc::call(m.word(4), &mut f, FOREVER);
                     Msg::new(1, &[r.err().map_or(0, |e| e as u64), f.word(1)])
+                }
+                label::FORWARD_CAP => {
+                    // MR1 = slot, MR2 = grant?, MR3 = destination slot: to the same slot there.
+                    let mut f = Msg::new(1, &[]);
+                    f.push_item(Fpage::caps(m.word(1), 0, 7), (m.word(1) << 12) | if m.word(2) != 0 { GRANT } else { 0 });
+                    let r = ipc::call(m.word(3), &mut f, FOREVER);
+                    Msg::new(1, &[r.err().map_or(0, |e| e as u64)])
                 }
                 label::PREFAULT => {
                     sys::prefault(m.word(1), m.word(2));
@@ -301,6 +309,21 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
     for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
         c.eq(touch_in(task, Some(peer), at, false), Touch::Value(0xC1C1E), name);
     }
+
+    // The same with a capability: B → C → B, then A revokes.
+    let e = rt::alloc_slot_pair();
+    spawn("echo", e).unwrap();
+    let mut m = Msg::new(1, &[]);
+    m.push_item(Fpage::caps(e, 0, rights::SEND), 100 << 12);
+    c.eq(Fpage(ask(b, &mut m)).base(), 100, "A gives B a capability (slot 100)");
+    c.eq(ask(b, &mut Msg::new(label::FORWARD_CAP, &[100, 0, TO_C])), 0, "B gives it to C");
+    c.eq(ask(cc, &mut Msg::new(label::FORWARD_CAP, &[100, 0, TO_B])), 0, "C sends it back onto B's");
+    c.eq(ask(cc, &mut Msg::new(label::CAPINFO, &[100])), 0, "C keeps it");
+    c.eq(ask(b, &mut Msg::new(label::CAPINFO, &[100])), 0, "B keeps it");
+    // SAFETY: only derived capabilities are affected.
+    c.eq(unsafe { sys::unmap(Fpage::caps(e, 0, 0), 0) }, Ok(()), "A revokes what it gave");
+    c.eq(ask(b, &mut Msg::new(label::CAPINFO, &[100])), Error::InvalidCap as u64, "B's copy is gone");
+    c.eq(ask(cc, &mut Msg::new(label::CAPINFO, &[100])), Error::InvalidCap as u64, "C's copy is gone");
 
     // Every copy is still below sigma0's: FREE takes them all.
     let mut m = Msg::new(sigma0_api::FREE, &[pa, 0]);
