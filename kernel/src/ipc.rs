@@ -73,11 +73,20 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
     // Check every item before doing any: after these checks an item fails only when
     // kernel memory runs out (page tables, quota, a full frame count).
     let mut dest = [0u64; ipc::MAX_MRS / 2];
+    // Memory pages the items cover together: bounded, so that one message is a bounded
+    // piece of kernel work with interrupts off (issue 17, item 2).
+    let mut pages = 0u64;
     for (j, d) in dest.iter_mut().enumerate().take(t / 2) {
         let fp = Fpage(mrs[u + 1 + 2 * j]);
         let ctl = mrs[u + 2 + 2 * j];
         if !fp.is_valid() || ctl & 0xffe != 0 {
             return Err(Fail::Sender(Error::InvalidArg));
+        }
+        if fp.kind() == fpage::MEM {
+            pages += fp.size() / PAGE_SIZE;
+            if pages > ipc::MAX_ITEM_PAGES {
+                return Err(Fail::Sender(Error::TooLong));
+            }
         }
         let w = windows[fp.kind() as usize];
         if w.0 == 0 || !w.is_valid() || w.kind() != fp.kind() || fp.size() > w.size() {

@@ -80,6 +80,10 @@ pub struct Tcb {
     /// The thread has x87/SSE state of its own (saved in `fpu_area` while another
     /// thread owns the registers); a thread that never used them starts clean.
     pub fpu_used: bool,
+    /// Where an `UNMAP` that was cut short (to let the clock and other threads run)
+    /// goes on when the thread issues the same call again: (the call's range, rights and
+    /// flag, the next address).
+    pub unmap_resume: Option<(kcore::syscall::UnmapRange, bool, u64)>,
 }
 
 impl Tcb {
@@ -266,7 +270,18 @@ impl Kernel {
         }
     }
 
+    /// A task capability with the `need`ed rights, naming a task that is not being
+    /// destroyed (`InvalidCap` then, as once it is gone).
     pub fn task_cap(&mut self, slot: u64, need: u64) -> Result<u32, Error> {
+        let id = self.task_cap_even_dying(slot, need)?;
+        if self.task(id).dying {
+            return Err(Error::InvalidCap);
+        }
+        Ok(id)
+    }
+
+    /// As `task_cap`, also for a task whose destruction is under way (to go on with it).
+    pub fn task_cap_even_dying(&mut self, slot: u64, need: u64) -> Result<u32, Error> {
         let c = self.cap(slot)?;
         match c.obj {
             Obj::Task(r) if c.rights & need == need => Ok(r.id),
@@ -350,15 +365,19 @@ impl Kernel {
         }
     }
 
+    /// A timer interrupt: the clock moves to the TSC's time (at least one tick), so
+    /// ticks missed while interrupts were off are not lost, only late.
     pub fn tick(&mut self) {
-        self.ticks += 1;
+        let now = crate::arch::timer::elapsed_ms().max(self.ticks + 1);
+        let passed = now - self.ticks;
+        self.ticks = now;
         while let Some(id) = self.timers.pop_expired(self.ticks) {
             self.timeout(id);
         }
         let cur = self.current;
         if cur != self.idle {
             let t = self.tm(cur);
-            t.slice = t.slice.saturating_sub(1);
+            t.slice = t.slice.saturating_sub(passed);
             if t.slice == 0 {
                 t.slice = s::SLICE_TICKS;
                 self.rotate = true;
@@ -435,6 +454,7 @@ impl Kernel {
             irq_pending: 0,
             kernel_thread,
             fpu_used: false,
+            unmap_resume: None,
         };
         if !kernel_thread {
             // SAFETY: the stack was just allocated for this thread and is KSTACK_SIZE long.
@@ -542,11 +562,8 @@ impl Kernel {
 
     /// Destroy a task, the tasks it created (transitively), and all their threads.
     /// Iterative: a hostile chain of nested tasks cannot deepen the kernel stack.
-    pub fn destroy_task(&mut self, id: u32) {
-        if self.tasks[id as usize].is_none() {
-            return;
-        }
-        // Breadth-first list of the subtree, found before any generation changes.
+    /// A task and the tasks it created, breadth-first (parents before children).
+    fn subtree(&self, id: u32) -> ([ObjRef; MAX_TASKS], usize) {
         let mut order = [ObjRef { id: 0, gen: 0 }; MAX_TASKS];
         order[0] = self.task_ref(id);
         let (mut len, mut i) = (1, 0);
@@ -560,6 +577,37 @@ impl Kernel {
             }
             i += 1;
         }
+        (order, len)
+    }
+
+    /// The long part of destroying a task, in slices: mark it and its subtree dying
+    /// (no capability reaches them any more, except to finish the destruction), end
+    /// their threads (but the caller), and take their memory away page by page until
+    /// the TSC passes `budget_end`. True when nothing is left, so that `destroy_task`
+    /// is short; false when the caller should come back for more.
+    pub fn teardown_slice(&mut self, id: u32, budget_end: u64) -> bool {
+        let (order, len) = self.subtree(id);
+        let cur = self.current;
+        for r in &order[..len] {
+            if self.task(r.id).dying {
+                continue;
+            }
+            self.task(r.id).dying = true;
+            for t in 0..MAX_THREADS as u32 {
+                if t != cur && self.threads[t as usize].as_ref().is_some_and(|x| x.task == r.id && !x.kernel_thread && x.state != State::Dead) {
+                    self.destroy_thread(t);
+                }
+            }
+        }
+        order[..len].iter().all(|r| self.strip_memory(r.id, budget_end))
+    }
+
+    pub fn destroy_task(&mut self, id: u32) {
+        if self.tasks[id as usize].is_none() {
+            return;
+        }
+        // The subtree is found before any generation changes.
+        let (order, len) = self.subtree(id);
         for r in order[..len].iter().rev() {
             self.destroy_one_task(r.id);
         }

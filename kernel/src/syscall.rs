@@ -146,7 +146,13 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             Ok(())
         }
         Call::TaskDestroy { task } => {
-            let t = k.task_cap(task, rights::CONTROL)?;
+            let t = k.task_cap_even_dying(task, rights::CONTROL)?;
+            // Memory goes in slices of half a millisecond, the call restarted between
+            // them; the rest is short.
+            if !k.teardown_slice(t, timer::rdtsc() + timer::tsc_per_ms() / 2) {
+                restart(k, sys::TASK_DESTROY);
+                return Ok(());
+            }
             k.destroy_task(t);
             Ok(())
         }
@@ -339,13 +345,25 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
                 return Err(Error::InvalidArg);
             }
             // A cursor through the range (the tables change under it), so no list of
-            // pages is ever allocated.
-            let mut at = lo;
+            // pages is ever allocated. After half a millisecond of work the call stops
+            // and is issued again (its syscall instruction re-run, registers as they
+            // were), going on where it stopped: interrupts are taken and higher
+            // priorities run in between, so a large range holds the CPU for no longer.
+            let mut at = match k.cur().unmap_resume.take() {
+                Some((r, s, next)) if r == what && s == include_self => next,
+                _ => lo,
+            };
+            let budget_end = timer::rdtsc() + timer::tsc_per_ms() / 2;
             while let Some((va, e)) = k.task(me).next_leaf_in(at, hi) {
                 if e & pt::UTCB == 0 {
                     k.demap_mem(me, va, rights, include_self);
                 }
                 at = va + abi::layout::PAGE_SIZE;
+                if at < hi && timer::rdtsc() > budget_end {
+                    k.cur().unmap_resume = Some((what, include_self, at));
+                    restart(k, sys::UNMAP);
+                    return Ok(());
+                }
             }
             Ok(())
         }
@@ -362,6 +380,15 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
             Ok(())
         }
     }
+}
+
+/// Make the current thread issue call `nr` again on its return to user mode, with the
+/// registers it passed (a long call's next slice; interrupts and other threads run in
+/// between).
+fn restart(k: &mut Kernel, nr: u64) {
+    let fr = k.cur().frame();
+    fr.rip -= 2; // `syscall` is two bytes
+    fr.rax = nr;
 }
 
 fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {

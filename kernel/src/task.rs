@@ -46,6 +46,8 @@ pub struct Task {
     pub io: Option<alloc::boxed::Box<[u8; IO_BITMAP_BYTES]>>,
     /// Highest port this task was ever given (bounds the bitmap copy on a switch).
     pub io_max: u16,
+    /// Its destruction is under way (`Kernel::teardown_slice`).
+    pub dying: bool,
 }
 
 pub const IO_BITMAP_BYTES: usize = 8192;
@@ -186,7 +188,7 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0 })
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false })
     }
 
     /// Map `frame` at `va` (one more reference to the frame; new page tables are

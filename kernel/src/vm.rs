@@ -136,10 +136,14 @@ impl Kernel {
         if self.mapdb_io.contains(port, dst, port as u64) {
             return Ok(());
         }
+        let had_io = self.task(dst).io.is_some();
         self.task(dst).set_port(port, true)?;
-        for t in self.threads.iter_mut().flatten() {
-            if t.task == dst {
-                t.task_io = true;
+        // Its threads load its bitmap from now on (once per task, not per port).
+        if !had_io {
+            for t in self.threads.iter_mut().flatten() {
+                if t.task == dst {
+                    t.task_io = true;
+                }
             }
         }
         if grant {
@@ -260,6 +264,33 @@ impl Kernel {
 
     /// Before a task's tables go: revoke everything others derived from its pages,
     /// ports and capabilities, and drop its own database nodes.
+    /// Take a task's memory away page by page, with whatever was derived from each
+    /// page, until the TSC passes `budget_end`. True when none is left.
+    pub fn strip_memory(&mut self, id: u32, budget_end: u64) -> bool {
+        let mut at = 0;
+        while let Some((va, e)) = self.task(id).next_leaf_in(at, abi::layout::USER_END) {
+            at = va + abi::layout::PAGE_SIZE;
+            if e & pt::UTCB != 0 {
+                continue;
+            }
+            let frame = e & pt::ADDR;
+            if self.mapdb_mem.contains(frame, id, va) {
+                let Kernel { mapdb_mem, tasks, .. } = self;
+                let _ = mapdb_mem.remove(frame, (id, va), |sp, a, _| {
+                    if let Some(t) = tasks[sp as usize].as_mut() {
+                        apply_mem(t, a, Change::Removed);
+                    }
+                });
+            } else {
+                let _ = self.task(id).unmap_page(va, false);
+            }
+            if crate::arch::timer::rdtsc() > budget_end {
+                return false; // the next slice goes on (and may find nothing left)
+            }
+        }
+        true
+    }
+
     pub fn release_task_resources(&mut self, id: u32) {
         // A cursor through the address space: no list of its pages is allocated, so
         // tearing down a task of any size needs no kernel memory.

@@ -259,8 +259,9 @@ pub mod mem {
     pub const RIGHTS_MASK: u64 = READ | WRITE | EXEC;
     /// `MEM_MAP`: grant (the source loses the pages) instead of map (shared).
     pub const GRANT: u64 = 1 << 8;
-    /// Largest number of pages one `MEM_MAP` may cover.
-    pub const MAX_PAGES_PER_CALL: u64 = 4096;
+    /// Largest number of pages one `MEM_MAP` may cover (as many as one message's
+    /// items, `ipc::MAX_ITEM_PAGES`: a bounded piece of kernel work).
+    pub const MAX_PAGES_PER_CALL: u64 = 1024;
 }
 
 /// `THREAD_CONTROL` operations (in `rsi`).
@@ -350,6 +351,9 @@ pub mod ipc {
     pub const REG_MRS: usize = 7;
     /// Total message registers (MR0 is the tag).
     pub const MAX_MRS: usize = 64;
+    /// Memory pages the typed items of one message may cover together (4 MiB): more is
+    /// `TooLong`. Bounds the kernel's work per message (pass more in several).
+    pub const MAX_ITEM_PAGES: u64 = 1024;
     /// Receive from any sender.
     pub const RECV_ANY: u64 = u64::MAX;
     /// Largest string one IPC may copy.

@@ -20,9 +20,12 @@ pub struct TimerState {
     pub apic_base: u64,
     pub use_apic: bool,
     pub tsc_per_ms: u64,
+    /// The TSC when the clock started: the kernel's time is read from the TSC, so a
+    /// timer interrupt that comes late (interrupts were off) loses no time.
+    pub tsc0: u64,
 }
 
-static STATE: KCell<TimerState> = KCell::new(TimerState { apic_base: 0, use_apic: false, tsc_per_ms: 0 });
+static STATE: KCell<TimerState> = KCell::new(TimerState { apic_base: 0, use_apic: false, tsc_per_ms: 0, tsc0: 0 });
 
 fn outb(port: u16, v: u8) {
     // SAFETY: only the legacy PIC/PIT ports are written, which the kernel owns.
@@ -122,6 +125,14 @@ pub fn init(force_pit: bool) {
         outb(0x40, (div >> 8) as u8);
         crate::kprintln!("[timer] no local APIC: PIT at 1 kHz, TSC {} kHz", st.tsc_per_ms);
     }
+    st.tsc_per_ms = st.tsc_per_ms.max(1);
+    st.tsc0 = rdtsc();
+}
+
+/// Whole milliseconds since the clock started, from the TSC.
+pub fn elapsed_ms() -> u64 {
+    let st = STATE.get();
+    rdtsc().saturating_sub(st.tsc0) / st.tsc_per_ms
 }
 
 pub fn eoi() {

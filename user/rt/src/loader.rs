@@ -108,13 +108,21 @@ fn place(task: u64, dst: u64, n: u64, rights: u64, fill: impl FnOnce(&mut [u8]))
     let buf = unsafe { core::slice::from_raw_parts_mut(SCRATCH as *mut u8, (n * PAGE_SIZE) as usize) };
     buf.fill(0);
     fill(buf);
-    // SAFETY: `buf` is not used after the grant removes the scratch pages.
-    let r = unsafe { sys::mem_map(task, SCRATCH, dst, n, rights | mem::GRANT) };
-    if r.is_err() {
-        // SAFETY: as above; the pages are still ours after a failed grant.
-        let _ = unsafe { sys::unmap_pages(SCRATCH, n) };
+    // One MEM_MAP moves at most MAX_PAGES_PER_CALL pages.
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(mem::MAX_PAGES_PER_CALL);
+        let off = done * PAGE_SIZE;
+        // SAFETY: `buf` is not used after the grants remove the scratch pages.
+        let r = unsafe { sys::mem_map(task, SCRATCH + off, dst + off, k, rights | mem::GRANT) };
+        if r.is_err() {
+            // SAFETY: as above; the pages not yet granted are still ours.
+            let _ = unsafe { sys::unmap_pages(SCRATCH + off, n - done) };
+            return r;
+        }
+        done += k;
     }
-    r
+    Ok(())
 }
 
 /// Start a program whose memory the loader provides up front (granted from its own).

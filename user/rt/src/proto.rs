@@ -10,9 +10,12 @@
 
 pub const EXIT: u64 = 1;
 pub const SPAWN: u64 = 2;
-/// (call to `PARENT`, from a memory server) Map the boot image: the reply carries a
-/// read-only map item of it at `abi::layout::BOOTFS_VADDR`; MR1 = its length.
+/// (call to `PARENT`, from a memory server) Map the boot image, a piece at a time (one
+/// message carries at most `abi::ipc::MAX_ITEM_PAGES`): MR1 = offset, a multiple of
+/// `BOOTFS_PIECE`. The reply carries a read-only map item of the piece at
+/// `abi::layout::BOOTFS_VADDR + offset`; MR1 = the image's length.
 pub const GET_BOOTFS: u64 = 3;
+pub const BOOTFS_PIECE: u64 = abi::ipc::MAX_ITEM_PAGES * abi::layout::PAGE_SIZE;
 /// (call to `PARENT`) string = a server's name, MR1 = slot: a SEND capability to it
 /// lands there, if the caller's manifest entry lists the name in `caps`.
 pub const LOOKUP: u64 = 4;
@@ -66,7 +69,7 @@ pub mod console {
 pub enum Request<'a> {
     Exit { code: u64 },
     Spawn { cmdline: &'a str, slot: u64 },
-    GetBootfs,
+    GetBootfs { offset: u64 },
     Lookup { name: &'a str, slot: u64 },
     GetIo { first: u64, log2: u64 },
     GetIrq { line: u64, slot: u64 },
@@ -93,7 +96,10 @@ impl<'a> crate::server::Decode<'a> for Request<'a> {
                 let [slot] = a.words()?;
                 Request::Spawn { cmdline: a.text()?.trim(), slot }
             }
-            GET_BOOTFS => Request::GetBootfs,
+            GET_BOOTFS => {
+                let [offset] = a.words()?;
+                Request::GetBootfs { offset }
+            }
             LOOKUP => {
                 let [slot] = a.words()?;
                 Request::Lookup { name: a.text()?, slot }

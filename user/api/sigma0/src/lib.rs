@@ -29,7 +29,8 @@ pub const STATS: u64 = 0x55;
 pub const RECLAIM: u64 = 0x56;
 
 pub const MAX_LOG2: u64 = 10;
-pub const MAX_MMIO_LOG2: u64 = 16;
+/// One message maps at most `abi::ipc::MAX_ITEM_PAGES` pages.
+pub const MAX_MMIO_LOG2: u64 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request {

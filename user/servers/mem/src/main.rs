@@ -162,15 +162,19 @@ fn main() -> i32 {
     let name = String::from(rt::args().split(' ').nth(1).unwrap_or("mem"));
     // The boot image, read-only, from root.
     ipc::set_windows(Fpage::all_mem(), Fpage(0), Fpage(0));
-    let mut req = Msg::new(proto::GET_BOOTFS, &[]);
-    let ok = ipc::call(cap::PARENT, &mut req, FOREVER).is_ok() && req.items() == 1;
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-    if !ok {
-        println!("{}: no boot image", name);
-        return 1;
+    let (mut offset, mut len) = (0, 1);
+    while offset < len {
+        let mut req = Msg::new(proto::GET_BOOTFS, &[offset]);
+        if ipc::call(cap::PARENT, &mut req, FOREVER).is_err() || req.items() != 1 {
+            println!("{}: no boot image", name);
+            return 1;
+        }
+        len = req.word(1);
+        offset += proto::BOOTFS_PIECE;
     }
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
-    let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, req.word(1) as usize) };
+    let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs };
     let mut buf = [0u8; 512];
     server::run(&mut srv, &mut buf)

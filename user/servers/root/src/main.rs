@@ -139,17 +139,24 @@ impl Root<'_> {
         let thread = child.thread;
         let i = self.record(child, entry, None);
         self.progs[i].name = name.to_string();
-        // It asks for the boot image first; answer before anything else needs it.
-        let mut m = Msg::empty();
-        ipc::recv(thread, &mut m, ipc::FOREVER)?;
-        if m.label() != proto::GET_BOOTFS {
-            return Err(Error::InvalidArg);
-        }
+        // It asks for the boot image first, piece by piece; answer before anything
+        // else needs it.
         let len = self.fs_len as u64;
-        let log2 = 64 - (len.next_power_of_two() - 1).leading_zeros() as u64;
-        let mut r = Msg::new(0, &[len]);
-        r.push_item(Fpage::mem(abi::layout::BOOTFS_VADDR, log2.max(12), mem::READ), abi::layout::BOOTFS_VADDR);
-        ipc::reply(&r)?;
+        let mut offset = 0;
+        while offset < len {
+            let mut m = Msg::empty();
+            ipc::recv(thread, &mut m, ipc::FOREVER)?;
+            if m.label() != proto::GET_BOOTFS || m.word(1) != offset {
+                return Err(Error::InvalidArg);
+            }
+            let piece = (len - offset).min(proto::BOOTFS_PIECE);
+            let log2 = 64 - (piece.next_power_of_two() - 1).leading_zeros() as u64;
+            let at = abi::layout::BOOTFS_VADDR + offset;
+            let mut r = Msg::new(0, &[len]);
+            r.push_item(Fpage::mem(at, log2.max(12), mem::READ), at);
+            ipc::reply(&r)?;
+            offset += proto::BOOTFS_PIECE;
+        }
         Ok(i)
     }
 
@@ -456,7 +463,7 @@ impl Server for Root<'_> {
             }
             Request::Slots => Answer::ok(&[rt::free_slots(), self.progs.len() as u64]),
             // Only memory servers ask for the boot image, once, while root starts them.
-            Request::GetBootfs => Answer::err(Error::BadState),
+            Request::GetBootfs { .. } => Answer::err(Error::BadState),
         }
     }
 }
