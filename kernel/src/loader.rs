@@ -100,7 +100,7 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
 
     // sigma0: its program, then all memory but the kernel's reserve.
     let s0 = load(k, s0_image, "sigma0", SIGMA0_QUOTA, abi::sched::MAX_PRIORITY);
-    let reserve = (mem::free_frames() / 8).max(2048);
+    let reserve = (mem::free_frames() / 8).max(3072);
     let mut args = String::from("sigma0");
     let mut given = 0u64;
     let mut run: Option<(u64, u64)> = None; // (first frame address, pages)

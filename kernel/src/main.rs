@@ -5,6 +5,7 @@
 extern crate alloc;
 
 mod arch {
+    pub mod acpi;
     pub mod boot;
     pub mod cpu;
     pub mod fpu;
@@ -37,7 +38,7 @@ extern "C" fn kstart(start_info: u64) -> ! {
     let k = unsafe { kernel::enter() };
     kernel::init(k);
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
-    arch::irqchip::init();
+    arch::irqchip::init(bi.rsdp_phys);
     kernel::create_idle(k);
     loader::start_boot_tasks(k, &bi);
     kernel::start_scheduling(k);
@@ -47,10 +48,6 @@ extern "C" fn kstart(start_info: u64) -> ! {
 fn panic(info: &core::panic::PanicInfo) -> ! {
     x86_64::instructions::interrupts::disable();
     kprintln!("KERNEL PANIC: {}", info);
-    // SAFETY: isa-debug-exit ends QEMU with status (0x7f << 1) | 1 so that a test
-    // harness sees the panic at once; without the device the write does nothing.
-    unsafe { x86_64::instructions::port::Port::<u32>::new(0xf4).write(0x7f) };
-    loop {
-        x86_64::instructions::hlt();
-    }
+    // Status (0x7f << 1) | 1: a test harness sees the panic at once.
+    arch::cpu::machine_exit(0x7f)
 }

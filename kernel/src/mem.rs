@@ -41,6 +41,8 @@ unsafe impl core::alloc::GlobalAlloc for KernelHeap {
 pub struct BootInfo {
     pub bootfs_phys: u64,
     pub bootfs_len: u64,
+    /// Physical address of the ACPI RSDP (0: none given).
+    pub rsdp_phys: u64,
     /// The kernel command line (`-append`), at most 256 bytes.
     pub cmdline: [u8; 256],
     pub cmdline_len: usize,
@@ -96,13 +98,17 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     assert_eq!(si.magic, HVM_START_MAGIC, "not booted through PVH");
     assert!(si.version >= 1 && si.memmap_entries > 0, "PVH start info has no memory map");
 
-    // Size of RAM below the direct-map limit.
-    let mut top = 0;
+    // Size of RAM below the direct-map limit (and how much lies beyond it, unused).
+    let (mut top, mut beyond) = (0, 0);
     for i in 0..si.memmap_entries as u64 {
         let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
         if e.kind == 1 {
             top = top.max((e.addr + e.size).min(DIRECT_MAP_SIZE));
+            beyond += (e.addr + e.size).saturating_sub(e.addr.max(DIRECT_MAP_SIZE));
         }
+    }
+    if beyond > 0 {
+        kprintln!("[mem] {} MiB of RAM above 4 GiB is not used: the kernel maps physical memory below 4 GiB only", beyond >> 20);
     }
     let frames = top / PAGE_SIZE;
     let fb = FrameBitmap::new(&mut BITMAP_STORE.get()[..], frames);
@@ -143,15 +149,22 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     }
 
     // Kernel heap: an eighth of RAM, at most 32 MiB, contiguous.
+    if top + FIRMWARE_SLACK < MIN_RAM {
+        too_small(top, "Scion");
+    }
     let heap_frames = (fb.free_count() / 8).min((32 << 20) / PAGE_SIZE);
-    let heap = fb.alloc_contiguous(heap_frames, 1).expect("no room for the kernel heap");
+    let Some(heap) = fb.alloc_contiguous(heap_frames, 1) else { too_small(top, "the kernel heap") };
     // SAFETY: the frames were just taken from the allocator, are mapped by the direct
     // map and are used for nothing else.
     unsafe { HEAP_INNER.get().init(phys_to_virt(heap * PAGE_SIZE), (heap_frames * PAGE_SIZE) as usize) };
 
-    // Reference counts for every frame below 4 GiB (device memory included).
+    // Reference counts for every frame of RAM (device memory is never freed, so it is
+    // not counted): sized by the memory present, not by the direct map.
     let rc = REFCOUNT.get();
-    rc.resize(MAX_FRAMES as usize, 0);
+    if rc.try_reserve_exact(frames as usize).is_err() {
+        too_small(top, "reference counts");
+    }
+    rc.resize(frames as usize, 0);
     kprintln!(
         "[mem] RAM {} MiB, {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
         top >> 20,
@@ -172,7 +185,19 @@ pub fn init(start_info_phys: u64) -> BootInfo {
             cmdline_len += 1;
         }
     }
-    BootInfo { bootfs_phys: bootfs.0, bootfs_len: bootfs.1, cmdline, cmdline_len }
+    BootInfo { bootfs_phys: bootfs.0, bootfs_len: bootfs.1, rsdp_phys: si.rsdp_paddr, cmdline, cmdline_len }
+}
+
+/// The least RAM (`-m`) Scion runs its shell in: the `small_memory` test scenario
+/// boots `cargo xtask run`'s system at exactly this.
+pub const MIN_RAM: u64 = 40 << 20;
+/// Firmware keeps a little at the top of RAM, so a machine of `MIN_RAM` shows less.
+const FIRMWARE_SLACK: u64 = 2 << 20;
+
+/// Stop the machine with a clear word instead of a panic when memory is too small.
+fn too_small(top: u64, what: &str) -> ! {
+    kprintln!("[mem] not enough memory for {}: Scion needs at least {} MiB of RAM (-m {}M), this machine has {} MiB", what, MIN_RAM >> 20, MIN_RAM >> 20, top >> 20);
+    crate::arch::cpu::machine_exit(2)
 }
 
 fn frames() -> &'static mut FrameBitmap<'static> {
@@ -220,7 +245,7 @@ pub fn free_contiguous(f: u64, n: u64) {
 /// frame already has as many mappings as a count can hold.
 #[must_use]
 pub fn frame_ref(f: u64) -> bool {
-    let rc = &mut REFCOUNT.get()[(f / PAGE_SIZE) as usize];
+    let Some(rc) = REFCOUNT.get().get_mut((f / PAGE_SIZE) as usize) else { return true };
     match rc.checked_add(1) {
         Some(n) => {
             *rc = n;
@@ -232,7 +257,7 @@ pub fn frame_ref(f: u64) -> bool {
 
 /// Count one mapping less; free the frame when none is left.
 pub fn frame_unref(f: u64) {
-    let rc = &mut REFCOUNT.get()[(f / PAGE_SIZE) as usize];
+    let Some(rc) = REFCOUNT.get().get_mut((f / PAGE_SIZE) as usize) else { return };
     debug_assert!(*rc > 0);
     *rc = rc.saturating_sub(1);
     if *rc == 0 {

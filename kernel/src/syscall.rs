@@ -167,9 +167,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             match op {
                 MachineOp::Exit(code) => {
                     crate::kprintln!("[kernel] machine exit {}", code);
-                    // SAFETY: port 0xf4 is QEMU's isa-debug-exit device; writing it ends
-                    // the emulation. Without the device the write is ignored.
-                    unsafe { x86_64::instructions::port::Port::<u32>::new(0xf4).write(code) };
+                    crate::arch::cpu::debug_exit(code);
                     Ok(())
                 }
                 MachineOp::MeasureCr3(n) => {

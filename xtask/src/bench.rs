@@ -259,7 +259,7 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Pa
             }
             step += 1;
             eprintln!("[kernel {step}/{steps}] linux, {mode}, run {run}/{RUNS}");
-            let opts = Options { accel: accel.clone(), icount: *icount, append: "console=ttyS0 rdinit=/init panic=-1 quiet".into(), disk: None };
+            let opts = Options::new(accel.clone(), *icount, "console=ttyS0 rdinit=/init panic=-1 quiet".into(), None);
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
             std::fs::write(dir.join(format!("linux-{mode}-{run}.log")), &out.log).map_err(|e| e.to_string())?;
             if !out.log.contains("kbench: done") {
@@ -496,7 +496,7 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path
             step += 1;
             eprintln!("[baio {step}/{steps}] linux, {mode}, run {run}");
             let append = format!("console=ttyS0 rdinit=/init panic=-1 quiet kbench=baio seg={start}:{seg_blocks} {args}");
-            let opts = Options { accel: accel.clone(), icount: *icount, append, disk: Some(disk.clone()) };
+            let opts = Options::new(accel.clone(), *icount, append, Some(disk.clone()));
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(1800), None)?;
             let log = dir.join(format!("linux-baio-{mode}.log"));
             std::fs::write(&log, &out.log).map_err(|e| e.to_string())?;

@@ -191,7 +191,7 @@ fn run() -> Result<ExitCode, String> {
     }
     let accel = qemu::accel();
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
-    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { accel, icount: false, append: String::new(), disk: Some(disk) });
+    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options::new(accel, false, String::new(), Some(disk)));
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })

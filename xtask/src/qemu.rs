@@ -54,12 +54,21 @@ pub struct Options {
     pub append: String,
     /// A disk image attached as a virtio-blk PCI device.
     pub disk: Option<std::path::PathBuf>,
+    /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
+    pub machine: String,
+    pub memory: String,
+}
+
+impl Options {
+    pub fn new(accel: String, icount: bool, append: String, disk: Option<std::path::PathBuf>) -> Options {
+        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into() }
+    }
 }
 
 /// The machine every Scion boot (and later the Linux baseline) uses.
 pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
     let mut c = Command::new(QEMU);
-    c.args(["-machine", "q35", "-cpu", "max", "-m", "512M", "-smp", "1"]);
+    c.args(["-machine", &o.machine, "-cpu", "max", "-m", &o.memory, "-smp", "1"]);
     c.args(["-nodefaults", "-no-reboot", "-display", "none"]);
     c.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
     c.args(["-accel", &o.accel]);

@@ -32,6 +32,9 @@ pub struct Scenario {
     /// Kernel command line.
     pub append: String,
     pub icount: bool,
+    /// QEMU's machine (`q35`, or `pc`: i440fx) and memory (`512M`).
+    pub machine: String,
+    pub memory: String,
     pub limit_s: u64,
     /// Run only by the code that needs it (the durability test), not on its own.
     pub manual: bool,
@@ -45,6 +48,10 @@ struct Header {
     limit: Option<u64>,
     append: Option<String>,
     icount: Option<bool>,
+    /// Another scenario run as it is but for this header's machine, memory and limit.
+    base: Option<String>,
+    machine: Option<String>,
+    memory: Option<String>,
     include: Option<Vec<String>>,
     disk: Option<Vec<String>>,
     input: Option<Input>,
@@ -94,6 +101,16 @@ impl Scenario {
         } else {
             Header::default()
         };
+        if let Some(b) = &h.base {
+            let sc = Scenario::load(b, vars)?;
+            return Ok(Scenario {
+                name: name.to_string(),
+                machine: h.machine.unwrap_or(sc.machine.clone()),
+                memory: h.memory.unwrap_or(sc.memory.clone()),
+                limit_s: h.limit.unwrap_or(sc.limit_s),
+                ..sc
+            });
+        }
         let mut manifest = String::new();
         for inc in h.include.unwrap_or_default() {
             let p = system_dir().join("parts").join(format!("{inc}.toml"));
@@ -108,6 +125,8 @@ impl Scenario {
             disk: h.disk,
             append: h.append.unwrap_or_default(),
             icount: h.icount.unwrap_or(false),
+            machine: h.machine.unwrap_or_else(|| "q35".into()),
+            memory: h.memory.unwrap_or_else(|| "512M".into()),
             limit_s: h.limit.unwrap_or(180),
             manual: h.manual.unwrap_or(false),
             status: h.status.unwrap_or(1),
@@ -124,7 +143,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, limit_s: 180, manual: false, status: 1 })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), limit_s: 180, manual: false, status: 1 })
     }
 }
 
@@ -197,7 +216,7 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
     let img = make_image(a, &sc.manifest, &sc.name)?;
     let disk = make_disk(sc)?;
-    let opts = Options { accel: accel.to_string(), icount: sc.icount, append: sc.append.to_string(), disk };
+    let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str())))?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
@@ -305,7 +324,7 @@ fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
     let write = phase("durable-write", "write")?;
     let disk = make_disk(&write)?.expect("a disk");
     let img = make_image(a, &write.manifest, &write.name)?;
-    let opts = Options { accel: qemu::accel(), icount: false, append: String::new(), disk: Some(disk.clone()) };
+    let opts = Options::new(qemu::accel(), false, String::new(), Some(disk.clone()));
     let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some("DURABLE synced"))?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
@@ -318,7 +337,7 @@ fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
     }];
     let read = phase("durable-read", "read")?;
     let img = make_image(a, &read.manifest, &read.name)?;
-    let opts = Options { accel: qemu::accel(), icount: false, append: String::new(), disk: Some(disk) };
+    let opts = Options::new(qemu::accel(), false, String::new(), Some(disk));
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(180), None)?;
     std::fs::write(logs.join("durable-read.log"), &out.log).map_err(|e| e.to_string())?;
     let ok = out.log.contains("TEST durable_test PASS") && out.status == Some(1);

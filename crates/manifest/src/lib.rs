@@ -58,7 +58,7 @@ impl Program {
             args: String::new(),
             priority: 100,
             pages: 16384,
-            kpages: 1024,
+            kpages: 128,
             pager: "mem0".to_string(),
             io: Vec::new(),
             irq: Vec::new(),

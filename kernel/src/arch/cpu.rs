@@ -447,3 +447,20 @@ pub fn new_user_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
         ..TrapFrame::default()
     }
 }
+
+/// End the emulation through QEMU's isa-debug-exit device (port 0xf4): QEMU exits with
+/// status `(code << 1) | 1`. Without the device the write does nothing.
+pub fn debug_exit(code: u32) {
+    // SAFETY: port 0xf4 is the isa-debug-exit device every Scion machine has (or
+    // nothing); writing it touches no memory.
+    unsafe { x86_64::instructions::port::Port::<u32>::new(0xf4).write(code) };
+}
+
+/// `debug_exit`, then halt for good (when there is no such device).
+pub fn machine_exit(code: u32) -> ! {
+    x86_64::instructions::interrupts::disable();
+    debug_exit(code);
+    loop {
+        x86_64::instructions::hlt();
+    }
+}

@@ -5,6 +5,7 @@
 //! and unmasked when its driver acknowledges.
 
 use crate::arch::boot::phys_to_virt;
+use crate::kcell::KCell;
 use x86_64::instructions::port::Port;
 
 const IOAPIC_BASE: u64 = 0xFEC0_0000;
@@ -33,19 +34,34 @@ pub fn lines() -> u8 {
     }
 }
 
+const ACTIVE_LOW: u32 = 1 << 13;
+const LEVEL: u32 = 1 << 15;
+
+/// Each line's polarity and trigger bits: ISA lines edge/active-high and PCI lines
+/// 16..23 level/active-low, unless the machine's ACPI tables override a line (as they
+/// do for the ISA lines that PCI interrupts are routed to on i440fx: level).
+static MODES: KCell<[u32; abi::irq::LINES as usize]> = KCell::new([0; abi::irq::LINES as usize]);
+
 fn redirection(line: u8, masked: bool) -> u32 {
-    let mut low = (IOAPIC_VECTOR_BASE + line) as u32;
-    if line >= 16 {
-        low |= (1 << 13) | (1 << 15); // PCI: active low, level triggered
-    }
+    let mut low = (IOAPIC_VECTOR_BASE + line) as u32 | MODES.get()[line as usize];
     if masked {
         low |= 1 << 16;
     }
     low
 }
 
-pub fn init() {
+pub fn init(rsdp_phys: u64) {
     if apic() {
+        let modes = MODES.get();
+        for (line, m) in modes.iter_mut().enumerate() {
+            *m = if line >= 16 { ACTIVE_LOW | LEVEL } else { 0 };
+        }
+        for o in super::acpi::interrupt_overrides(rsdp_phys) {
+            crate::kprintln!("[acpi] ISA IRQ {} on line {} ({}, active {})", o.isa, o.gsi, if o.level { "level" } else { "edge" }, if o.active_low { "low" } else { "high" });
+            if let Some(m) = modes.get_mut(o.gsi as usize) {
+                *m = if o.active_low { ACTIVE_LOW } else { 0 } | if o.level { LEVEL } else { 0 };
+            }
+        }
         for line in 0..abi::irq::LINES as u8 {
             ioapic_write(0x10 + 2 * line as u32 + 1, 0); // destination: CPU 0
             ioapic_write(0x10 + 2 * line as u32, redirection(line, true));

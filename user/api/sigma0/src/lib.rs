@@ -18,7 +18,7 @@ pub const PHYS: u64 = 0x51;
 /// MR1 = physical address in the device window, MR2 = log2 pages (≤ `MAX_MMIO_LOG2`),
 /// MR3 = hot spot.
 pub const MMIO: u64 = 0x52;
-/// MR1 = first port, MR2 = log2 ports: an I/O item.
+/// (root only) MR1 = first port, MR2 = log2 ports: an I/O item.
 pub const IO: u64 = 0x53;
 /// MR1 = physical address, MR2 = log2 pages: give frames back (every mapping of
 /// them is revoked). Reply MR2 = frames freed.

@@ -28,7 +28,7 @@ use sigma0_api as s0;
 rt::entry!(main);
 
 /// Kernel memory for a memory server (its page tables cover its whole pool).
-const MEM_KERNEL_QUOTA: u64 = 1024;
+const MEM_KERNEL_QUOTA: u64 = 256;
 /// The memory servers root starts; programs name theirs with `pager`.
 const MEM_SERVERS: [&str; 2] = ["mem0", "mem1"];
 
@@ -498,13 +498,27 @@ fn main() -> i32 {
         println!("[root] no capability to sigma0");
         return 1;
     }
-    // Root holds every I/O port (from sigma0) to pass on as the manifest says.
+    // Root holds the I/O ports its manifest grants (from sigma0), to pass on as it
+    // says; only those, in aligned power-of-two pieces (every port the kernel tracks
+    // costs it memory).
     ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
-    let mut m = Msg::new(s0::IO, &[0, 16]);
-    let got_io = ipc::call(sigma0, &mut m, ipc::FOREVER).is_ok() && m.items() == 1;
+    let mut got_io = true;
+    for &(a, b) in manifest.iter().flat_map(|p| p.io.iter()) {
+        let mut first = a as u64;
+        while first <= b as u64 {
+            // The largest aligned piece that starts at `first` and ends by `b`.
+            let mut log2 = first.trailing_zeros().min(16) as u64;
+            while first + (1 << log2) - 1 > b as u64 {
+                log2 -= 1;
+            }
+            let mut m = Msg::new(s0::IO, &[first, log2]);
+            got_io &= ipc::call(sigma0, &mut m, ipc::FOREVER).is_ok() && m.items() == 1;
+            first += 1 << log2;
+        }
+    }
     ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
     if !got_io {
-        println!("[root] sigma0 gave no I/O ports");
+        println!("[root] sigma0 did not give the I/O ports the manifest grants");
     }
     let any_test = manifest.iter().any(|p| p.test && p.start);
     let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test };

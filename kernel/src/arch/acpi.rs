@@ -1,0 +1,68 @@
+//! The machine's ACPI tables (through the `acpi` crate), read once at boot for what
+//! the kernel needs of them: the interrupt source overrides of the MADT, which say
+//! which IOAPIC line an ISA interrupt arrives on and with which polarity and trigger.
+
+use crate::arch::boot::{phys_to_virt, DIRECT_MAP_SIZE};
+use acpi::madt::{Madt, MadtEntry};
+use acpi::{AcpiHandler, AcpiTables, PhysicalMapping};
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+
+/// ACPI tables are read through the direct map.
+#[derive(Clone)]
+struct DirectMap;
+
+impl AcpiHandler for DirectMap {
+    unsafe fn map_physical_region<T>(&self, pa: usize, size: usize) -> PhysicalMapping<Self, T> {
+        // Tables the firmware put beyond the direct map cannot be read: point at the
+        // first page (the parser then finds a bad signature or checksum and stops).
+        let pa = if (pa as u64).saturating_add(size as u64) <= DIRECT_MAP_SIZE { pa } else { 0 };
+        let va = NonNull::new(phys_to_virt(pa as u64) as *mut T).expect("the direct map is not at 0");
+        // SAFETY: `pa..pa + size` lies in the direct map (checked above), which maps all
+        // physical memory below DIRECT_MAP_SIZE; the tables are only read.
+        unsafe { PhysicalMapping::new(pa, va, size, size, self.clone()) }
+    }
+
+    fn unmap_physical_region<T>(_region: &PhysicalMapping<Self, T>) {}
+}
+
+/// One interrupt source override: ISA line `isa` arrives on IOAPIC line `gsi`.
+#[derive(Clone, Copy, Debug)]
+pub struct Override {
+    pub isa: u8,
+    pub gsi: u32,
+    pub level: bool,
+    pub active_low: bool,
+}
+
+/// The MADT's interrupt source overrides (none when there is no RSDP or MADT).
+pub fn interrupt_overrides(rsdp_phys: u64) -> Vec<Override> {
+    if rsdp_phys == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the RSDP address comes from the boot information, and every table is
+    // read through `DirectMap`, which never points outside the direct map.
+    let Ok(tables) = (unsafe { AcpiTables::from_rsdp(DirectMap, rsdp_phys as usize) }) else {
+        crate::kprintln!("[acpi] unreadable tables at {:#x}", rsdp_phys);
+        return Vec::new();
+    };
+    let Ok(madt) = tables.find_table::<Madt>() else { return Vec::new() };
+    madt.get()
+        .entries()
+        .filter_map(|e| match e {
+            MadtEntry::InterruptSourceOverride(o) => Some(*o),
+            _ => None,
+        })
+        .map(|o| {
+            let flags = o.flags;
+            Override {
+                isa: o.irq,
+                gsi: o.global_system_interrupt,
+                // MPS INTI flags: trigger in bits 2..4, polarity in bits 0..2 (0b11 =
+                // level, active low); "as the bus" is ISA's edge, active high.
+                level: (flags >> 2) & 3 == 3,
+                active_low: flags & 3 == 3,
+            }
+        })
+        .collect()
+}
