@@ -48,7 +48,8 @@ struct Header {
     limit: Option<u64>,
     append: Option<String>,
     icount: Option<bool>,
-    /// Another scenario run as it is but for this header's machine, memory and limit.
+    /// Another scenario run as it is but for this header's machine, memory, limit and
+    /// further `expect` strings.
     base: Option<String>,
     machine: Option<String>,
     memory: Option<String>,
@@ -103,8 +104,11 @@ impl Scenario {
         };
         if let Some(b) = &h.base {
             let sc = Scenario::load(b, vars)?;
+            let mut expect = sc.expect.clone();
+            expect.extend(h.expect.unwrap_or_default());
             return Ok(Scenario {
                 name: name.to_string(),
+                expect,
                 machine: h.machine.unwrap_or(sc.machine.clone()),
                 memory: h.memory.unwrap_or(sc.memory.clone()),
                 limit_s: h.limit.unwrap_or(sc.limit_s),

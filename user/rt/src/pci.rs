@@ -65,6 +65,47 @@ impl Device {
     }
 }
 
+impl Device {
+    /// The interrupt pin it uses: 1..=4 for INTA#..INTD#, 0 for none.
+    pub fn interrupt_pin(&self) -> u8 {
+        (read32(self.addr, 0x3c) >> 8) as u8
+    }
+}
+
+/// The host bridges whose interrupt routing Scion knows: QEMU's q35 (ICH9) and pc
+/// (i440fx with PIIX3).
+const Q35_HOST: (u16, u16) = (0x8086, 0x29c0);
+const I440FX_HOST: (u16, u16) = (0x8086, 0x1237);
+
+/// The IOAPIC line (global system interrupt) a device on bus 0 interrupts on, as the
+/// chipset routes its pin, or None (no pin, behind a bridge, an unknown chipset, or a
+/// pin routing that is switched off).
+///
+/// - q35: ICH9 routes INTx of slot s to PIRQ (s + x) mod 4 + 4, i.e. PIRQ E..H, which
+///   the chipset wires to IOAPIC lines 20..23 (QEMU's default routing, the one its
+///   ACPI `_PRT` describes).
+/// - pc: PIIX3 routes INTx of slot s to PIRQ (s - 1 + x) mod 4, and PIRQ n to the ISA
+///   line in its configuration register 0x60 + n (set by the firmware; bit 7 = off),
+///   which is the same IOAPIC line.
+pub fn interrupt_line(d: &Device) -> Option<u8> {
+    let pin = d.interrupt_pin();
+    if !(1..=4).contains(&pin) || d.addr.bus != 0 {
+        return None;
+    }
+    let x = (pin - 1) as u32;
+    let host = device_at(Addr { bus: 0, dev: 0, func: 0 })?;
+    match (host.vendor, host.device) {
+        Q35_HOST => Some(16 + 4 + ((d.addr.dev as u32 + x) % 4) as u8),
+        I440FX_HOST => {
+            let pirq = (d.addr.dev as u32 + 3 + x) % 4;
+            let piix = Addr { bus: 0, dev: 1, func: 0 };
+            let route = (read32(piix, 0x60) >> (8 * pirq)) as u8;
+            (route & 0x80 == 0 && route < 16).then_some(route)
+        }
+        _ => None,
+    }
+}
+
 fn device_at(a: Addr) -> Option<Device> {
     let id = read32(a, 0);
     if id & 0xffff == 0xffff {

@@ -623,40 +623,19 @@ impl Server for Blk {
     }
 }
 
-/// Find the device's interrupt line: attach to every PCI line the manifest grants, make
-/// one request, keep the line that fired (as drivers probe legacy interrupts).
-fn probe_irq(disk: &mut Disk) -> Option<(u8, u64)> {
-    let mut slots = Vec::new();
-    for line in 16..24u64 {
-        let s = rt::alloc_slot();
-        if env::irq(line, s).is_ok() && rt::sys::irq_attach(s, Badge::minted(IRQ_BADGE | line).0).is_ok() {
-            slots.push((line as u8, s));
-        }
+/// The device's interrupt line, as the chipset routes its pin (`rt::pci::interrupt_line`):
+/// attach to it if the manifest grants it, else poll.
+fn attach_irq(dev: &rt::pci::Device, disk: &mut Disk) -> Option<(u8, u64)> {
+    let line = rt::pci::interrupt_line(dev)?;
+    let s = rt::alloc_slot();
+    if env::irq(line as u64, s).is_err() || rt::sys::irq_attach(s, Badge::minted(IRQ_BADGE | line as u64).0).is_err() {
+        println!("blk: interrupt line {} is not granted to us", line);
+        rt::free_slot(s);
+        return None;
     }
     disk.0.enable_interrupts();
-    let mut b = [0u8; BLOCK];
-    let _ = disk.read(0, &mut b);
-    let mut m = Msg::empty();
-    let found = match ipc::recv(ipc::RECV_ANY, &mut m, ipc::timeouts(ipc::POLL, 200_000)) {
-        Ok(badge) if badge & IRQ_BADGE != 0 => Some((badge & 0xff) as u8),
-        _ => None,
-    };
-    disk.0.ack_interrupt();
-    let mut chosen = None;
-    for (line, s) in slots {
-        if Some(line) == found {
-            let _ = rt::sys::irq_ack(s);
-            chosen = Some((line, s));
-        } else {
-            let _ = rt::sys::irq_detach(s);
-        }
-    }
-    if chosen.is_none() {
-        disk.0.disable_interrupts();
-    }
-    chosen
+    Some((line, s))
 }
-
 
 /// Map the cache server's frames here for DMA: (capability slot), or why not.
 fn attach_cache() -> Result<u64, &'static str> {
@@ -698,8 +677,8 @@ fn main() -> i32 {
             return 1;
         }
     };
-    let mut disk = match virtio::open_disk() {
-        Ok((_, disk)) => disk,
+    let (dev, mut disk) = match virtio::open_disk() {
+        Ok(d) => d,
         Err(why) => {
             println!("blk: {}", why);
             return 1;
@@ -712,7 +691,7 @@ fn main() -> i32 {
             server::refuse_all(Error::BadState);
         }
     };
-    let irq = probe_irq(&mut disk);
+    let irq = attach_irq(&dev, &mut disk);
     match irq {
         Some((line, _)) => println!("blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}", vol.layout.total_blocks, vol.list().count(), vol.free_blocks(), line),
         None => println!("blk: mounted: {} blocks, {} segments, {} free; no interrupt line: polling", vol.layout.total_blocks, vol.list().count(), vol.free_blocks()),
