@@ -389,7 +389,9 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.tm(r.id).partner = None;
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
-            report_fault(k, r.id, words, false);
+            if !report_fault(k, r.id, words, false) {
+                crate::kprintln!("[kernel] thread {}: its pager mapped nothing for the fault at {:#x} and it has no fault handler -> stopped", r.id, words[1]);
+            }
             Ok(())
         }
         Ok(_) if resumes_fault.is_some() => {

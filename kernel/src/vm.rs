@@ -265,9 +265,12 @@ impl Kernel {
     /// Before a task's tables go: revoke everything others derived from its pages,
     /// ports and capabilities, and drop its own database nodes.
     /// Take a task's memory away page by page, with whatever was derived from each
-    /// page, until the TSC passes `budget_end`. True when none is left.
+    /// page, until the TSC passes `budget_end` (after at least `STRIP_AT_LEAST` pages,
+    /// so that every slice makes progress however slow the machine). True when none is
+    /// left.
     pub fn strip_memory(&mut self, id: u32, budget_end: u64) -> bool {
-        let mut at = 0;
+        const STRIP_AT_LEAST: u32 = 32;
+        let (mut at, mut done) = (0, 0);
         while let Some((va, e)) = self.task(id).next_leaf_in(at, abi::layout::USER_END) {
             at = va + abi::layout::PAGE_SIZE;
             if e & pt::UTCB != 0 {
@@ -284,7 +287,8 @@ impl Kernel {
             } else {
                 let _ = self.task(id).unmap_page(va, false);
             }
-            if crate::arch::timer::rdtsc() > budget_end {
+            done += 1;
+            if done >= STRIP_AT_LEAST && crate::arch::timer::rdtsc() > budget_end {
                 return false; // the next slice goes on (and may find nothing left)
             }
         }

@@ -1,4 +1,4 @@
-//! `fuzz_test SEED CALLS`: lets `fuzz_hostile` throw CALLS random system calls at the
+//! `fuzz_test SEED CALLS [biased]`: lets `fuzz_hostile` throw CALLS random system calls at the
 //! kernel, then checks that the kernel survived, freed the hostile program's memory,
 //! and still serves a well-behaved pair of programs.
 #![no_std]
@@ -18,11 +18,12 @@ fn main() -> i32 {
     let mut args = rt::args().split(' ').skip(1);
     let seed: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1);
     let calls: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    println!("fuzz: seed {} ({} random system calls from 4 hostile threads)", seed, calls);
+    let mode = args.next().unwrap_or("raw");
+    println!("fuzz: seed {} ({} {} random system calls from 4 hostile threads)", seed, calls, mode);
     let free_before = sys::kernel_info().free_frames;
     let hostile = rt::alloc_slot_pair();
     let hostile_task = hostile + 1;
-    let cmd = alloc::format!("fuzz_hostile {} {}", seed, calls);
+    let cmd = alloc::format!("fuzz_hostile {} {} {}", seed, calls, mode);
     c.check(spawn(&cmd, hostile).is_ok(), "spawn the hostile program");
     let mut m = Msg::empty();
     let r = ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 500_000_000));
@@ -30,6 +31,11 @@ fn main() -> i32 {
     let done = m.word(1);
     println!("fuzz: {} calls made", done);
     c.check(done >= calls, "all random system calls were made");
+    if mode == "biased" {
+        let ok = m.word(2);
+        println!("fuzz: {} of them carried out (no error)", ok);
+        c.check(ok * 20 >= done, "at least one biased call in twenty gets past every check");
+    }
     let _ = ipc::reply(&Msg::new(0, &[]));
     // Root destroys it when it exits; its memory must come back.
     let gone = tests::wait_until(500, || sys::cap_info(hostile_task) == Err(Error::InvalidCap));
