@@ -17,7 +17,8 @@ use kcore::cspace::Cap;
 use kcore::pagetable as pt;
 
 /// Quota (kernel pages) for sigma0's page tables and thread.
-const SIGMA0_QUOTA: u64 = 4096;
+/// sigma0's kernel quota before the page tables for its memory.
+const SIGMA0_QUOTA: u64 = 1024;
 
 struct Boot {
     task: u32,
@@ -99,8 +100,13 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     let root_image = fs.find("root").expect("boot image has no `root`").data;
 
     // sigma0: its program, then all memory but the kernel's reserve.
-    let s0 = load(k, s0_image, "sigma0", SIGMA0_QUOTA, abi::sched::MAX_PRIORITY);
-    let reserve = (mem::free_frames() / 8).max(3072);
+    // Its quota covers the page tables that map all its memory and the device window
+    // (one table per 512 pages, twice over for the directories above them).
+    let mmio_pages = (layout::MMIO_END - layout::MMIO_START) / PAGE_SIZE;
+    let s0_quota = SIGMA0_QUOTA + (mem::free_frames() + mmio_pages) / 256;
+    let s0 = load(k, s0_image, "sigma0", s0_quota, abi::sched::MAX_PRIORITY);
+    // The kernel keeps an eighth of RAM for its objects (between 12 and 256 MiB).
+    let reserve = (mem::free_frames() / 8).clamp(3072, 65536);
     let mut args = String::from("sigma0");
     let mut given = 0u64;
     let mut run: Option<(u64, u64)> = None; // (first frame address, pages)
@@ -130,7 +136,6 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
         flush(k, r, &mut args);
     }
     // The device-memory window, uncached.
-    let mmio_pages = (layout::MMIO_END - layout::MMIO_START) / PAGE_SIZE;
     {
         let t = k.task(s0.task);
         pt::map_range(

@@ -1,21 +1,18 @@
 //! Physical memory: the boot memory map (PVH), the frame allocator, frame
 //! reference counts for shared user pages, the kernel heap, and the direct map
-//! (all physical memory below 4 GiB at `DIRECT_MAP`).
+//! (all RAM, up to 64 GiB, at `DIRECT_MAP`).
 
 use crate::kcell::KCell;
 use crate::kprintln;
 use abi::layout::PAGE_SIZE;
-use alloc::vec::Vec;
 use kcore::frames::FrameBitmap;
 use kcore::quota::Quota;
 
-pub use crate::arch::boot::{phys_to_virt, DIRECT_MAP_SIZE};
-const MAX_FRAMES: u64 = DIRECT_MAP_SIZE / PAGE_SIZE;
+pub use crate::arch::boot::phys_to_virt;
 
-static BITMAP_STORE: KCell<[u64; FrameBitmap::words_for(MAX_FRAMES)]> =
-    KCell::new([0; FrameBitmap::words_for(MAX_FRAMES)]);
 static FRAMES: KCell<Option<FrameBitmap<'static>>> = KCell::new(None);
-static REFCOUNT: KCell<Vec<u16>> = KCell::new(Vec::new());
+/// Mappings of each frame of RAM (device memory is never freed, so it is not counted).
+static REFCOUNT: KCell<&'static mut [u16]> = KCell::new(&mut []);
 
 #[global_allocator]
 static HEAP: KernelHeap = KernelHeap;
@@ -85,9 +82,26 @@ extern "C" {
     static __kernel_phys_end: u8;
 }
 
+/// Physical ranges (start, end) kept from the allocator at boot.
+struct Ranges {
+    r: [(u64, u64); 16],
+    n: usize,
+}
+
+impl Ranges {
+    fn keep(&mut self, a: u64, len: u64) {
+        assert!(self.n < self.r.len(), "too many boot ranges to keep");
+        self.r[self.n] = (a, a.saturating_add(len));
+        self.n += 1;
+    }
+    fn all(&self) -> &[(u64, u64)] {
+        &self.r[..self.n]
+    }
+}
+
 /// Read a boot structure from physical memory.
 fn read_phys<T>(p: u64) -> T {
-    assert!(p + core::mem::size_of::<T>() as u64 <= DIRECT_MAP_SIZE, "boot structure beyond the direct map");
+    assert!(p + core::mem::size_of::<T>() as u64 <= crate::arch::boot::direct_map_end(), "boot structure beyond the direct map");
     // SAFETY: the address is within the direct map (checked) and the structures QEMU
     // passes are plain old data; read_unaligned tolerates any alignment.
     unsafe { core::ptr::read_unaligned(phys_to_virt(p) as *const T) }
@@ -98,76 +112,94 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     assert_eq!(si.magic, HVM_START_MAGIC, "not booted through PVH");
     assert!(si.version >= 1 && si.memmap_entries > 0, "PVH start info has no memory map");
 
-    // Size of RAM below the direct-map limit (and how much lies beyond it, unused).
-    let (mut top, mut beyond) = (0, 0);
+    // RAM (the first 64 regions), the direct map extended over all of it (up to
+    // `DIRECT_MAP_MAX`), and what stays beyond.
+    let mut ram = [(0u64, 0u64); 64];
+    let (mut nram, mut ram_end) = (0, 0);
     for i in 0..si.memmap_entries as u64 {
         let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
-        if e.kind == 1 {
-            top = top.max((e.addr + e.size).min(DIRECT_MAP_SIZE));
-            beyond += (e.addr + e.size).saturating_sub(e.addr.max(DIRECT_MAP_SIZE));
+        if e.kind == 1 && e.size > 0 && nram < ram.len() {
+            let end = e.addr.saturating_add(e.size);
+            ram[nram] = (e.addr, end);
+            nram += 1;
+            ram_end = ram_end.max(end);
         }
     }
+    let ram = &ram[..nram];
+    let top = ram_end.min(crate::arch::boot::extend_direct_map(ram_end));
+    let beyond: u64 = ram.iter().map(|&(a, b)| b.saturating_sub(a.max(top))).sum();
     if beyond > 0 {
-        kprintln!("[mem] {} MiB of RAM above 4 GiB is not used: the kernel maps physical memory below 4 GiB only", beyond >> 20);
+        kprintln!("[mem] {} MiB of RAM above {} GiB is not used (the direct map ends there)", beyond >> 20, top >> 30);
     }
-    let frames = top / PAGE_SIZE;
-    let fb = FrameBitmap::new(&mut BITMAP_STORE.get()[..], frames);
-    let fb = FRAMES.get().insert(fb);
-    for i in 0..si.memmap_entries as u64 {
-        let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
-        if e.kind == 1 {
-            let first = e.addr.div_ceil(PAGE_SIZE);
-            let last = (e.addr + e.size) / PAGE_SIZE;
-            if last > first {
-                fb.free_range(first, last - first);
-            }
-        }
+    if top + FIRMWARE_SLACK < MIN_RAM {
+        too_small(top, "Scion");
     }
-    // Keep the first MiB (real-mode structures, PVH start info), the kernel image,
-    // the start info, memory map, module list and modules.
-    fb.reserve_range(0, 256);
+
+    // What must not be touched: the first MiB (real-mode structures, PVH start info),
+    // the kernel image, the start info, memory map, module list and modules.
     // Linker symbols: only their addresses are used.
     let (ks, ke) = (core::ptr::addr_of!(__kernel_phys_start) as u64, core::ptr::addr_of!(__kernel_phys_end) as u64);
-    let reserve = |fb: &mut FrameBitmap, a: u64, len: u64| {
-        let first = a / PAGE_SIZE;
-        let last = (a + len).div_ceil(PAGE_SIZE);
-        fb.reserve_range(first, last - first);
-    };
-    reserve(fb, ks, ke - ks);
-    reserve(fb, start_info_phys, core::mem::size_of::<HvmStartInfo>() as u64);
-    reserve(fb, si.memmap_paddr, si.memmap_entries as u64 * 24);
+    let mut reserved = Ranges { r: [(0, 0); 16], n: 0 };
+    reserved.keep(0, 1 << 20);
+    reserved.keep(ks, ke - ks);
+    reserved.keep(start_info_phys, core::mem::size_of::<HvmStartInfo>() as u64);
+    reserved.keep(si.memmap_paddr, si.memmap_entries as u64 * 24);
     let mut bootfs = (0, 0);
     if si.nr_modules > 0 {
-        reserve(fb, si.modlist_paddr, si.nr_modules as u64 * 32);
-        for i in 0..si.nr_modules as u64 {
+        reserved.keep(si.modlist_paddr, si.nr_modules as u64 * 32);
+        for i in 0..(si.nr_modules as u64).min(8) {
             let m: HvmModlistEntry = read_phys(si.modlist_paddr + i * 32);
-            reserve(fb, m.paddr, m.size);
+            reserved.keep(m.paddr, m.size);
             if i == 0 {
                 bootfs = (m.paddr, m.size);
             }
         }
     }
 
-    // Kernel heap: an eighth of RAM, at most 32 MiB, contiguous.
-    if top + FIRMWARE_SLACK < MIN_RAM {
-        too_small(top, "Scion");
+    // The frame bitmap and the reference counts, sized by the RAM present and placed
+    // in RAM found free in the map.
+    let frames = top / PAGE_SIZE;
+    let words = FrameBitmap::words_for(frames);
+    let tables = (words as u64 * 8 + frames * 2).next_multiple_of(PAGE_SIZE);
+    let Some(at) = kcore::frames::place(ram, reserved.all(), tables, top) else { too_small(top, "the frame tables") };
+    reserved.keep(at, tables);
+    // SAFETY: [at, at + tables) is RAM below the direct map's end, overlapping nothing
+    // reserved above (so no boot structure and no kernel data), and it is reserved in
+    // the allocator below so that nothing else ever uses it. The two slices do not
+    // overlap: the counts start after the bitmap's words.
+    let (bits, counts) = unsafe {
+        (
+            core::slice::from_raw_parts_mut(phys_to_virt(at) as *mut u64, words),
+            core::slice::from_raw_parts_mut(phys_to_virt(at + words as u64 * 8) as *mut u16, frames as usize),
+        )
+    };
+    counts.fill(0);
+    *REFCOUNT.get() = counts;
+    let fb = FRAMES.get().insert(FrameBitmap::new(bits, frames));
+    for &(a, b) in ram {
+        let first = a.div_ceil(PAGE_SIZE);
+        let last = b.min(top) / PAGE_SIZE;
+        if last > first {
+            fb.free_range(first, last - first);
+        }
     }
+    for &(a, b) in reserved.all() {
+        let first = a / PAGE_SIZE;
+        let last = b.div_ceil(PAGE_SIZE);
+        fb.reserve_range(first, last.saturating_sub(first));
+    }
+
+    // Kernel heap: an eighth of RAM, at most 32 MiB, contiguous.
     let heap_frames = (fb.free_count() / 8).min((32 << 20) / PAGE_SIZE);
     let Some(heap) = fb.alloc_contiguous(heap_frames, 1) else { too_small(top, "the kernel heap") };
     // SAFETY: the frames were just taken from the allocator, are mapped by the direct
     // map and are used for nothing else.
     unsafe { HEAP_INNER.get().init(phys_to_virt(heap * PAGE_SIZE), (heap_frames * PAGE_SIZE) as usize) };
 
-    // Reference counts for every frame of RAM (device memory is never freed, so it is
-    // not counted): sized by the memory present, not by the direct map.
-    let rc = REFCOUNT.get();
-    if rc.try_reserve_exact(frames as usize).is_err() {
-        too_small(top, "reference counts");
-    }
-    rc.resize(frames as usize, 0);
     kprintln!(
-        "[mem] RAM {} MiB, {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
-        top >> 20,
+        "[mem] RAM {} MiB (up to {:#x}), {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
+        ram.iter().map(|&(a, b)| b.min(top).saturating_sub(a)).sum::<u64>() >> 20,
+        top,
         fb.free_count(),
         heap_frames * 4,
         bootfs.1 >> 10,

@@ -289,8 +289,8 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 /// and every user crate (bare target) and over the host crates with their tests.
 fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
     let runs: [(&str, &[&str]); 2] = [
-        ("lint/clippy-kernel-and-user", &["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask"]),
-        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs"]),
+        ("lint/clippy-kernel-and-user", &["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask", "--", "-D", "warnings"]),
+        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs", "--", "-D", "warnings"]),
     ];
     let mut res = Vec::new();
     for (name, args) in runs {

@@ -111,6 +111,36 @@ impl<'a> FrameBitmap<'a> {
     }
 }
 
+/// A place for `bytes` (page-aligned, the highest that fits) in RAM below `below`:
+/// inside one of `ram` (start, end) and overlapping none of `reserved` (start, end).
+/// The kernel puts its frame tables there, before any allocator exists.
+pub fn place(ram: &[(u64, u64)], reserved: &[(u64, u64)], bytes: u64, below: u64) -> Option<u64> {
+    const PAGE: u64 = 4096;
+    let bytes = bytes.checked_next_multiple_of(PAGE)?;
+    let mut best: Option<u64> = None;
+    for &(start, end) in ram {
+        let start = start.checked_next_multiple_of(PAGE)?;
+        let mut at = match end.min(below).checked_sub(bytes) {
+            Some(a) => a & !(PAGE - 1),
+            None => continue,
+        };
+        // Step down below whatever reserved range the candidate overlaps.
+        while at >= start {
+            match reserved.iter().filter(|&&(a, b)| a < at + bytes && at < b).map(|&(a, _)| a).min() {
+                None => {
+                    best = best.max(Some(at));
+                    break;
+                }
+                Some(a) => match a.checked_sub(bytes) {
+                    Some(n) => at = n & !(PAGE - 1),
+                    None => break,
+                },
+            }
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +181,21 @@ mod tests {
         }
         assert_eq!(fb.alloc_contiguous(2000, 1), None);
         assert_eq!(fb.free_count(), 1000 - 1 - 16);
+    }
+
+    #[test]
+    fn place_finds_the_highest_free_room() {
+        let ram = [(0, 0x9f000), (0x10_0000, 0x2000_0000), (0x1_0000_0000, 0x1_4000_0000)];
+        // Below 4 GiB only: the top of the big region, under the boot image there.
+        let reserved = [(0, 0x10_0000), (0x10_0000, 0x40_0000), (0x1f00_0000, 0x1fff_0000)];
+        assert_eq!(place(&ram, &reserved, 0x1_0000, 0x1_0000_0000), Some(0x1fff_0000), "the room above the module");
+        assert_eq!(place(&ram, &reserved, 0x2_0000, 0x1_0000_0000), Some(0x1efe_0000), "too big for it: below the module");
+        assert_eq!(place(&ram, &reserved, 0x10_0000, 0x1_0000_0000), Some(0x1ef0_0000), "too big for the gap: below the module");
+        // With RAM above 4 GiB in reach: its top.
+        assert_eq!(place(&ram, &reserved, 5000, 0x2_0000_0000), Some(0x1_4000_0000 - 0x2000));
+        assert_eq!(place(&ram, &reserved, 1 << 40, 0x2_0000_0000), None, "nothing that big");
+        let all = [(0, u64::MAX)];
+        assert_eq!(place(&ram, &all, 4096, u64::MAX), None, "everything reserved");
+        assert_eq!(place(&[(0, u64::MAX)], &[], u64::MAX, u64::MAX), None, "no overflow");
     }
 }

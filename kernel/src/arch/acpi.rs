@@ -2,7 +2,7 @@
 //! the kernel needs of them: the interrupt source overrides of the MADT, which say
 //! which IOAPIC line an ISA interrupt arrives on and with which polarity and trigger.
 
-use crate::arch::boot::{phys_to_virt, DIRECT_MAP_SIZE};
+use crate::arch::boot::{direct_map_end, phys_to_virt};
 use acpi::madt::{Madt, MadtEntry};
 use acpi::{AcpiHandler, AcpiTables, PhysicalMapping};
 use alloc::vec::Vec;
@@ -16,10 +16,10 @@ impl AcpiHandler for DirectMap {
     unsafe fn map_physical_region<T>(&self, pa: usize, size: usize) -> PhysicalMapping<Self, T> {
         // Tables the firmware put beyond the direct map cannot be read: point at the
         // first page (the parser then finds a bad signature or checksum and stops).
-        let pa = if (pa as u64).saturating_add(size as u64) <= DIRECT_MAP_SIZE { pa } else { 0 };
+        let pa = if (pa as u64).saturating_add(size as u64) <= direct_map_end() { pa } else { 0 };
         let va = NonNull::new(phys_to_virt(pa as u64) as *mut T).expect("the direct map is not at 0");
         // SAFETY: `pa..pa + size` lies in the direct map (checked above), which maps all
-        // physical memory below DIRECT_MAP_SIZE; the tables are only read.
+        // physical memory below direct_map_end(); the tables are only read.
         unsafe { PhysicalMapping::new(pa, va, size, size, self.clone()) }
     }
 

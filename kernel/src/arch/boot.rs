@@ -7,6 +7,7 @@
 //! on long mode, and jumps to `kstart` in the higher half.
 
 use core::arch::global_asm;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 global_asm!(
     r#"
@@ -134,6 +135,7 @@ boot_long:
     .p2align 12
     .global boot_pml4
 boot_pml4:       .zero 4096
+    .global boot_pdpt_low
 boot_pdpt_low:   .zero 4096
 boot_pdpt_high:  .zero 4096
 boot_pd:         .zero 4096 * 4
@@ -163,18 +165,49 @@ boot_kstack_top:
 
 extern "C" {
     static boot_pml4: u8;
+    static boot_pdpt_low: u8;
     static boot_nx: u32;
 }
 
-/// Where the boot page tables map all physical memory below `DIRECT_MAP_SIZE` (the
-/// upper half every address space shares).
+/// Where the page tables map physical memory (the upper half every address space
+/// shares): the boot stub maps the first 4 GiB, `extend_direct_map` the RAM above.
 pub const DIRECT_MAP: u64 = 0xffff_8000_0000_0000;
-/// The boot page tables map physical memory up to here.
-pub const DIRECT_MAP_SIZE: u64 = 4 << 30;
+/// The boot stub's direct map: physical memory below 4 GiB.
+pub const BOOT_DIRECT_MAP: u64 = 4 << 30;
+/// The direct map never reaches beyond this (RAM above it is not used).
+pub const DIRECT_MAP_MAX: u64 = 64 << 30;
+static DIRECT_MAP_END: AtomicU64 = AtomicU64::new(BOOT_DIRECT_MAP);
 
-/// The kernel's address of physical address `p` (below `DIRECT_MAP_SIZE`).
+/// The kernel's address of physical address `p` (below `direct_map_end()`).
 pub fn phys_to_virt(p: u64) -> *mut u8 {
     (DIRECT_MAP + p) as *mut u8
+}
+
+/// Physical memory below this is in the direct map.
+pub fn direct_map_end() -> u64 {
+    DIRECT_MAP_END.load(Ordering::Relaxed)
+}
+
+/// Map physical memory from 4 GiB up to `end` (at most `DIRECT_MAP_MAX`) into the
+/// direct map, with 1 GiB pages when the CPU has them (without, RAM above 4 GiB stays
+/// out of reach). Returns where the direct map ends now.
+pub fn extend_direct_map(end: u64) -> u64 {
+    let gib_pages = core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 26) != 0;
+    let end = end.min(DIRECT_MAP_MAX).div_ceil(1 << 30) << 30;
+    if end <= direct_map_end() || !gib_pages {
+        return direct_map_end();
+    }
+    // The direct map's PDPT (PML4 entry 256, shared by every address space; its first
+    // four entries are the boot stub's page directories).
+    let pdpt = phys_to_virt(core::ptr::addr_of!(boot_pdpt_low) as u64) as *mut u64;
+    for g in (direct_map_end() >> 30)..(end >> 30) {
+        // SAFETY: entry g (4..64) of the direct map's PDPT, which nothing maps yet; a
+        // 1 GiB page of physical memory, present, writable, kernel only, like the rest
+        // of the direct map.
+        unsafe { pdpt.add(g as usize).write_volatile((g << 30) | 0x83) };
+    }
+    DIRECT_MAP_END.store(end, Ordering::Relaxed);
+    end
 }
 
 /// Physical address of the boot PML4, whose upper half every address space shares.

@@ -29,7 +29,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use baio::{BlockDev, Volume, BLOCK, READ, WRITE};
+use baio::{Volume, BLOCK, READ, WRITE};
 use core::fmt::Write as _;
 use blk_api::{self as p, Request};
 use cache_api as pc;

@@ -147,7 +147,7 @@ fn biased_call(r: &mut Rng, me: u64) {
             for _ in 0..r.below(4) {
                 match r.below(3) {
                     0 => {
-                        m.push_item(abi::fpage::Fpage::mem(SANDBOX + r.below(SANDBOX_PAGES) * 4096 & !0x3fff, 12 + r.below(3), r.below(8)), (r.next() & !0xfff) | r.below(2));
+                        m.push_item(abi::fpage::Fpage::mem((SANDBOX + r.below(SANDBOX_PAGES) * 4096) & !0x3fff, 12 + r.below(3), r.below(8)), (r.next() & !0xfff) | r.below(2));
                     }
                     1 => {
                         m.push_item(abi::fpage::Fpage::caps(live_slot(r) & !1, r.below(2), r.below(8)), (live_slot(r) << 12) | r.below(2));
