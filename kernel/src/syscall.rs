@@ -347,18 +347,21 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
             // and is issued again (its syscall instruction re-run, registers as they
             // were), going on where it stopped: interrupts are taken and higher
             // priorities run in between, so a large range holds the CPU for no longer.
-            let mut at = match k.cur().unmap_resume.take() {
+            let cur = k.current as usize;
+            let mut at = match k.unmap_resume[cur].take() {
                 Some((r, s, next)) if r == what && s == include_self => next,
                 _ => lo,
             };
             let budget_end = timer::rdtsc() + timer::tsc_per_ms() / 2;
+            let mut leaves = 0u32;
             while let Some((va, e)) = k.task(me).next_leaf_in(at, hi) {
                 if e & pt::UTCB == 0 {
                     k.demap_mem(me, va, rights, include_self);
                 }
                 at = va + abi::layout::PAGE_SIZE;
-                if at < hi && timer::rdtsc() > budget_end {
-                    k.cur().unmap_resume = Some((what, include_self, at));
+                leaves += 1;
+                if leaves % 16 == 0 && at < hi && timer::rdtsc() > budget_end {
+                    k.unmap_resume[cur] = Some((what, include_self, at));
                     restart(k, sys::UNMAP);
                     return Ok(());
                 }

@@ -67,11 +67,11 @@ impl<R: Ord + Copy, S: Eq + Copy> MapDb<R, S> {
     /// Whether `node` is `anc` or derived from it (in its subtree). False when either
     /// does not hold `r`.
     pub fn derives_from(&self, r: R, node: (S, u64), anc: (S, u64)) -> bool {
-        let (Some(i), Some(j)) = (self.pos(r, anc.0, anc.1), self.pos(r, node.0, node.1)) else {
-            return false;
-        };
+        let Some(i) = self.pos(r, anc.0, anc.1) else { return false };
         let t = &self.trees[&r];
-        j >= i && t[i + 1..=j].iter().all(|n| n.depth > t[i].depth)
+        let is = |n: &Node<S>| n.space == node.0 && n.addr == node.1;
+        // One pass over `anc` and its subtree (usually nothing: a leaf).
+        is(&t[i]) || t[i + 1..].iter().take_while(|n| n.depth > t[i].depth).any(is)
     }
 
     /// Nodes of one resource, in pre-order.
