@@ -360,7 +360,7 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
                 }
                 at = va + abi::layout::PAGE_SIZE;
                 leaves += 1;
-                if leaves % 16 == 0 && at < hi && timer::rdtsc() > budget_end {
+                if leaves.is_multiple_of(16) && at < hi && timer::rdtsc() > budget_end {
                     k.unmap_resume[cur] = Some((what, include_self, at));
                     restart(k, sys::UNMAP);
                     return Ok(());
