@@ -262,8 +262,6 @@ impl Kernel {
 
     // ------------------------------------------------------------------ task death
 
-    /// Before a task's tables go: revoke everything others derived from its pages,
-    /// ports and capabilities, and drop its own database nodes.
     /// Take a task's memory away page by page, with whatever was derived from each
     /// page, until the TSC passes `budget_end` (after at least `STRIP_AT_LEAST` pages,
     /// so that every slice makes progress however slow the machine). True when none is
@@ -295,27 +293,12 @@ impl Kernel {
         true
     }
 
+    /// Before a task's tables go: revoke everything others derived from its pages,
+    /// ports and capabilities, and drop its own database nodes.
     pub fn release_task_resources(&mut self, id: u32) {
         // A cursor through the address space: no list of its pages is allocated, so
         // tearing down a task of any size needs no kernel memory.
-        let mut at = 0;
-        while let Some((va, e)) = self.task(id).next_leaf_in(at, abi::layout::USER_END) {
-            at = va + abi::layout::PAGE_SIZE;
-            if e & pt::UTCB != 0 {
-                continue;
-            }
-            let frame = e & pt::ADDR;
-            if self.mapdb_mem.contains(frame, id, va) {
-                let Kernel { mapdb_mem, tasks, .. } = self;
-                let _ = mapdb_mem.remove(frame, (id, va), |sp, a, _| {
-                    if sp != id {
-                        if let Some(t) = tasks[sp as usize].as_mut() {
-                            apply_mem(t, a, Change::Removed);
-                        }
-                    }
-                });
-            }
-        }
+        self.strip_memory(id, u64::MAX);
         if self.task(id).io.is_some() {
             for port in 0..=self.task(id).io_max {
                 if self.mapdb_io.contains(port, id, port as u64) {

@@ -9,6 +9,17 @@ pub mod fpu;
 use core::fmt::Debug;
 use rt::println;
 
+/// Call `server` (sigma0 or another that answers with MR1 = 0 or an error code) with
+/// `window` open for the memory it maps back; the answer's error code as an error.
+pub fn call_with_window(server: u64, window: abi::fpage::Fpage, m: &mut rt::ipc::Msg) -> Result<(), abi::Error> {
+    use abi::fpage::Fpage;
+    rt::ipc::set_windows(window, Fpage(0), Fpage(0));
+    let r = rt::ipc::call(server, m, rt::ipc::FOREVER);
+    rt::ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r?;
+    abi::check(m.word(1))
+}
+
 /// Counts checks; prints each one; the program's exit code says whether all passed.
 pub struct Checks {
     pub passed: u32,

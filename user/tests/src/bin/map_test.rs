@@ -260,15 +260,6 @@ fn main() -> i32 {
     c.finish("map_test")
 }
 
-/// A call to sigma0 with a one-page receive window at `window` (0: none).
-fn s0_call(s0: u64, window: u64, m: &mut Msg) -> Result<(), Error> {
-    ipc::set_windows(if window == 0 { Fpage(0) } else { Fpage::mem(window, 12, 7) }, Fpage(0), Fpage(0));
-    let r = ipc::call(s0, m, FOREVER);
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-    r?;
-    abi::check(m.word(1))
-}
-
 /// Slot in C and D holding a SEND capability to B; in C, one to D.
 const TO_B: u64 = 60;
 const TO_D: u64 = 59;
@@ -290,7 +281,7 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
 
     let s = 0x0000_6000_0020_0000u64;
     let mut m = Msg::new(sigma0_api::ALLOC, &[0, s]);
-    c.eq(s0_call(s0, s, &mut m), Ok(()), "a frame from sigma0");
+    c.eq(tests::call_with_window(s0, Fpage::mem(s, 12, 7), &mut m), Ok(()), "a frame from sigma0");
     let pa = m.word(2);
     // SAFETY: the page was just mapped read-write from sigma0.
     unsafe { core::ptr::write_volatile(s as *mut u64, 0xC1C1E) };
@@ -327,14 +318,14 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
 
     // Every copy is still below sigma0's: FREE takes them all.
     let mut m = Msg::new(sigma0_api::FREE, &[pa, 0]);
-    c.eq(s0_call(s0, 0, &mut m), Ok(()), "A gives the frame back to sigma0");
+    c.eq(tests::call_with_window(s0, Fpage(0), &mut m), Ok(()), "A gives the frame back to sigma0");
     for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
         c.eq(touch_in(task, Some(peer), at, false), Touch::Fault(at, false), name);
     }
     // The frame's next owner (asking for these very frames) writes a secret nobody sees.
     let v = 0x0000_6000_0030_0000u64;
     let mut m = Msg::new(sigma0_api::PHYS, &[pa, 0, v]);
-    c.eq(s0_call(s0, v, &mut m), Ok(()), "the freed frame, allocated again");
+    c.eq(tests::call_with_window(s0, Fpage::mem(v, 12, 7), &mut m), Ok(()), "the freed frame, allocated again");
     // SAFETY: the page was just mapped read-write from sigma0.
     unsafe { core::ptr::write_volatile(v as *mut u64, 0x5EC2E7) };
     for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
