@@ -20,7 +20,8 @@ pub const CREATE: u64 = 0x80;
 /// maps a SEND capability for the segment (its badge names it) and the shared area
 /// (`AREA_PAGES` pages of DMA memory: the control page, then data). Reply MR2 = blocks.
 pub const OPEN: u64 = 0x81;
-/// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others'.
+/// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others';
+/// `NoRights` for a segment the caller has no rights to (LIST does not show it either).
 pub const STAT: u64 = 0x82;
 /// Reply string: the segments the caller may open, one "name blocks owner" a line.
 pub const LIST: u64 = 0x83;

@@ -551,6 +551,9 @@ impl Blk {
             Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64]),
             Request::Stat { name } => match self.vol.lookup(name) {
                 None => err(Error::NotFound),
+                // As LIST hides it: a segment the caller has no rights to tells nothing
+                // about itself (as OPEN and DELETE, it answers NoRights).
+                Some(i) if i.rights_for(principal) == 0 => err(Error::NoRights),
                 Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64]),
             },
             Request::List => {

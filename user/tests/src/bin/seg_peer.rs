@@ -18,6 +18,7 @@ fn main() -> i32 {
     // Wait for principal 1's segments.
     tests::wait_until(500, || baio::stat(blk, "shared").is_ok());
     c.eq(baio::open(blk, "mine", 1, rt::layout::SEGMENT_AREA).err(), Some(Error::NoRights), "another principal's private segment: refused");
+    c.eq(baio::stat(blk, "mine").err(), Some(Error::NoRights), "and STAT tells nothing of it, as LIST hides it");
     c.eq(baio::open(blk, "shared", 3, rt::layout::SEGMENT_AREA).err(), Some(Error::NoRights), "a readable segment cannot be opened for writing");
     let s = baio::open(blk, "shared", 1, rt::layout::SEGMENT_AREA);
     c.check(s.is_ok(), "but for reading");
