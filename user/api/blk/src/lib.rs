@@ -36,7 +36,9 @@ pub const CLOSE: u64 = 0x86;
 /// Through a segment capability: returns once every write before it is on the disk.
 pub const SYNC: u64 = 0x87;
 /// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
-/// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`.
+/// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`; a
+/// refused doorbell (a tail past the ring, a status index past the page) takes none of
+/// them, and `SQ_HEAD` stays where it was.
 pub const SUBMIT: u64 = 0x88;
 /// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
 /// MR4 = segments, MR5 = block size; `BadState` if the device was refused.
@@ -277,9 +279,14 @@ pub mod client {
                     }
                     t += 1;
                 }
-                self.tail.set(t);
+                let before = self.tail.replace(t);
                 self.set_word(p::SQ_TAIL, t);
-                call(self.cap, &mut Msg::new(p::SUBMIT, &[flags]))?;
+                if let Err(e) = call(self.cap, &mut Msg::new(p::SUBMIT, &[flags])) {
+                    // The service took none of them: withdraw them from the ring.
+                    self.tail.set(before);
+                    self.set_word(p::SQ_TAIL, before);
+                    return Err(e);
+                }
             }
             Ok(())
         }

@@ -441,6 +441,11 @@ impl Blk {
             let e = h.area + p::SQ + ((h.head + i) % p::SQ_ENTRIES) * 32;
             ops.push([get(e), get(e + 8), get(e + 16), get(e + 24)]);
         }
+        // A batch `batch` would refuse is refused before the entries are taken: a
+        // refusal consumes nothing (SQ_HEAD stays).
+        if ops.iter().any(|w| w[2] >> 32 >= p::STATUS_WORDS) {
+            return Err(Error::InvalidArg);
+        }
         let h = self.handles.get_mut(&hid).unwrap();
         h.head = tail;
         put(h.area + p::SQ_HEAD, tail);

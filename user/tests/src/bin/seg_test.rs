@@ -147,6 +147,11 @@ fn ring(c: &mut Checks, blk: u64) {
     c.eq(seg.batch_ops(&bad, p::WAIT_ALL), Ok(()), "a batch of malformed operations is taken");
     c.check((0..4).all(|i| seg.status(i) == p::FAILED | p::E_BAD), "each fails as malformed: unaligned, past the area, over the control page, too long");
     c.eq(seg.batch_ops(&[p::op(p::READ_OP, 0, 1, p::STATUS_WORDS, block(0))], 0), Err(Error::InvalidArg), "a status word past the page: the batch is refused");
+    let head = seg.shared().read(p::SQ_HEAD);
+    c.eq(seg.submit(&[p::op(p::READ_OP, 0, 1, 0, block(0)), p::op(p::READ_OP, 0, 1, p::STATUS_WORDS, block(0))], 0), Err(Error::InvalidArg), "through the ring too");
+    c.eq(seg.shared().read(p::SQ_HEAD), head, "and the refused doorbell took none of the entries");
+    c.eq(seg.submit(&[p::op(p::READ_OP, 0, 1, 5, block(0))], p::WAIT_ALL), Ok(()), "the ring goes on after it");
+    c.eq(seg.status(5), p::DONE, "with the next entries alone");
     // Lying in our own control page harms only us.
     seg.shared().write(p::SQ_TAIL, 1 << 40);
     c.eq(raw_request(seg.cap, p::SUBMIT, &[0], None), Err(Error::InvalidArg), "a ring tail that runs past the ring is refused");
