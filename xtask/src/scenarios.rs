@@ -38,6 +38,8 @@ pub struct Scenario {
     pub limit_s: u64,
     /// Run only by the code that needs it (the durability test), not on its own.
     pub manual: bool,
+    /// Left out of the full suite; run when the filter names it exactly.
+    pub on_demand: bool,
     /// QEMU's exit status when the scenario passes (1: root ended the machine with 0).
     pub status: i32,
 }
@@ -58,6 +60,7 @@ struct Header {
     input: Option<Input>,
     expect: Option<Vec<String>>,
     manual: Option<bool>,
+    on_demand: Option<bool>,
     status: Option<i32>,
 }
 
@@ -133,6 +136,7 @@ impl Scenario {
             memory: h.memory.unwrap_or_else(|| "512M".into()),
             limit_s: h.limit.unwrap_or(180),
             manual: h.manual.unwrap_or(false),
+            on_demand: h.on_demand.unwrap_or(false),
             status: h.status.unwrap_or(1),
             ..sc
         })
@@ -147,7 +151,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), limit_s: 180, manual: false, status: 1 })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), limit_s: 180, manual: false, on_demand: false, status: 1 })
     }
 }
 
@@ -366,7 +370,7 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     let seed = fuzz_seed();
     let selected: Vec<Scenario> = scenarios(seed)?
         .into_iter()
-        .filter(|s| !s.manual && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
+        .filter(|s| !s.manual && (!s.on_demand || filter == Some(s.name.as_str())) && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
         .collect();
     let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
     let artifacts = if !selected.is_empty() || run_durability {

@@ -139,7 +139,9 @@ fn biased_call(r: &mut Rng, me: u64) {
         1 => abi::mem::MAX_PAGES_PER_CALL + r.below(2),
         _ => 1 + r.below(4),
     };
-    let (no, a) = match r.below(19) {
+    let arm = r.below(19);
+    ARM[me as usize].store(arm, Ordering::Relaxed);
+    let (no, a) = match arm {
         0..=4 => {
             // A well-formed message, maybe with items, to another worker (or a child's
             // thread, which never receives: the send times out).
@@ -217,6 +219,8 @@ fn biased_call(r: &mut Rng, me: u64) {
 }
 
 static BIASED: AtomicU64 = AtomicU64::new(0);
+static PROG: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static ARM: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 /// Calls the kernel carried out (no error): the biased generator's reach.
 static SUCCEEDED: AtomicU64 = AtomicU64::new(0);
 
@@ -233,7 +237,8 @@ fn worker(idx: u64) {
     }
     let n = PER_WORKER.load(Ordering::Relaxed);
     if BIASED.load(Ordering::Relaxed) != 0 {
-        for _ in 0..n {
+        for i in 0..n {
+            PROG[idx as usize].store(i, Ordering::Relaxed);
             biased_call(&mut r, idx);
         }
         ipc::set_windows(abi::fpage::Fpage(0), abi::fpage::Fpage(0), abi::fpage::Fpage(0));
@@ -302,8 +307,15 @@ fn main() -> i32 {
     GO.store(1, Ordering::Release);
     // Wait with yields: sleeping would need no capability either, but yield keeps
     // the main thread out of the way of the workers.
+    let mut waited = 0;
     while FINISHED.load(Ordering::SeqCst) < WORKERS {
         sys::sleep_us(5_000);
+        waited += 1;
+        if waited % 2000 == 0 {
+            for w in 0..4 {
+                rt::println!("fuzz_hostile: still running: worker {} at call {}, kind {}", w, PROG[w].load(Ordering::Relaxed), ARM[w].load(Ordering::Relaxed));
+            }
+        }
     }
     for (i, s) in [cap::SELF_TASK, cap::SELF_THREAD, cap::PARENT, cap::PEER].iter().enumerate() {
         let _ = sys::cap_delete(*s);
