@@ -63,13 +63,10 @@ impl Kernel {
                 if de & pt::ADDR == frame && self.mapdb_mem.derives_from(frame, (src, s), (dst, d)) {
                     continue;
                 }
+                // The source is not below the destination (checked just above), so the
+                // demap leaves it, and `e` is still what it holds.
                 self.demap_mem(dst, d, m::RIGHTS_MASK, true);
-                // The source is not below the destination, so it is still there; if it
-                // were not, mapping from what was read before the demap would hand out
-                // a page its holder no longer has.
-                if task::lookup(spml4, s) != Some(e) {
-                    continue;
-                }
+                debug_assert_eq!(task::lookup(spml4, s), Some(e));
             }
             if !self.mapdb_mem.contains(frame, src, s) {
                 self.mapdb_mem.add_root(frame, src, s, have).map_err(|_| Error::InvalidArg)?;
@@ -199,12 +196,10 @@ impl Kernel {
             if src == dst && src_slot == dst_slot {
                 return Ok(());
             }
+            // The source is not below the destination (checked just above), so the
+            // revoke leaves it, and `c` is still what it holds.
             self.cap_revoke(dst, dst_slot, true);
-            // The source was not below the destination, so it is still there; never
-            // pass on what was read before the revoke if it is not.
-            if self.task(src).cspace.get(src_slot) != Ok(c) {
-                return Ok(());
-            }
+            debug_assert_eq!(self.task(src).cspace.get(src_slot), Ok(c));
         }
         if !self.mapdb_cap.contains(c.obj, src, src_slot) {
             let _ = self.mapdb_cap.add_root(c.obj, src, src_slot, c.rights as u8);

@@ -9,8 +9,7 @@ use abi::Error;
 use alloc::string::String;
 
 fn call(m: &mut Msg) -> Result<(), Error> {
-    ipc::call(cap::PARENT, m, ipc::FOREVER)?;
-    abi::check(m.word(1))
+    crate::server::request(cap::PARENT, m)
 }
 
 /// A SEND capability to the server `name` in `slot` (if the manifest allows it).
@@ -21,10 +20,7 @@ pub fn lookup(name: &str, slot: u64) -> Result<(), Error> {
 
 /// Ports `first .. first + 2^log2` (if the manifest grants them).
 pub fn io(first: u64, log2: u64) -> Result<(), Error> {
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
-    let r = call(&mut Msg::new(proto::GET_IO, &[first, log2]));
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-    r
+    crate::server::request_mapping(cap::PARENT, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut Msg::new(proto::GET_IO, &[first, log2]))
 }
 
 /// An IRQ capability for `line` in `slot` (if the manifest grants it).

@@ -76,6 +76,8 @@ impl Device {
 /// (i440fx with PIIX3).
 const Q35_HOST: (u16, u16) = (0x8086, 0x29c0);
 const I440FX_HOST: (u16, u16) = (0x8086, 0x1237);
+/// PIIX3's ISA bridge, at 00:01.0 on pc: its PIRQ route registers.
+const PIIX3_ISA: (u16, u16) = (0x8086, 0x7000);
 
 /// The IOAPIC line (global system interrupt) a device on bus 0 interrupts on, as the
 /// chipset routes its pin, or None (no pin, behind a bridge, an unknown chipset, or a
@@ -99,6 +101,9 @@ pub fn interrupt_line(d: &Device) -> Option<u8> {
         I440FX_HOST => {
             let pirq = (d.addr.dev as u32 + 3 + x) % 4;
             let piix = Addr { bus: 0, dev: 1, func: 0 };
+            if device_at(piix).is_none_or(|p| (p.vendor, p.device) != PIIX3_ISA) {
+                return None;
+            }
             let route = (read32(piix, 0x60) >> (8 * pirq)) as u8;
             (route & 0x80 == 0 && route < 16).then_some(route)
         }

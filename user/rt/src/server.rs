@@ -7,7 +7,24 @@
 //! notices to `gone`, and kernel messages (interrupts, faults) to `event`.
 
 use crate::ipc::{self, Msg};
+use abi::fpage::Fpage;
 use abi::Error;
+
+/// The client's half of the convention every server answers by (MR1 = 0 or an error
+/// code): call `srv` and turn the code into a `Result`.
+pub fn request(srv: u64, m: &mut Msg) -> Result<(), Error> {
+    ipc::call(srv, m, ipc::FOREVER)?;
+    abi::check(m.word(1))
+}
+
+/// `request` with receive windows open for what the answer maps (memory, capability
+/// slots, I/O ports); they are closed again whatever the answer.
+pub fn request_mapping(srv: u64, windows: [Fpage; 3], m: &mut Msg) -> Result<(), Error> {
+    ipc::set_windows(windows[0], windows[1], windows[2]);
+    let r = request(srv, m);
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r
+}
 
 /// The badge on a message, as root mints them for clients (and servers mint for
 /// capabilities they hand out themselves):

@@ -9,15 +9,10 @@ pub mod fpu;
 use core::fmt::Debug;
 use rt::println;
 
-/// Call `server` (sigma0 or another that answers with MR1 = 0 or an error code) with
-/// `window` open for the memory it maps back; the answer's error code as an error.
+/// Call `server` with a memory receive window `window` (see `rt::server::request_mapping`).
 pub fn call_with_window(server: u64, window: abi::fpage::Fpage, m: &mut rt::ipc::Msg) -> Result<(), abi::Error> {
     use abi::fpage::Fpage;
-    rt::ipc::set_windows(window, Fpage(0), Fpage(0));
-    let r = rt::ipc::call(server, m, rt::ipc::FOREVER);
-    rt::ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-    r?;
-    abi::check(m.word(1))
+    rt::server::request_mapping(server, [window, Fpage(0), Fpage(0)], m)
 }
 
 /// Counts checks; prints each one; the program's exit code says whether all passed.
@@ -90,6 +85,5 @@ pub fn raw_request(srv: u64, label: u64, words: &[u64], string: Option<&[u8]>) -
         ipc::set_send_string(s);
         m = m.with_string();
     }
-    ipc::call(srv, &mut m, ipc::FOREVER)?;
-    abi::check(m.word(1))
+    rt::server::request(srv, &mut m)
 }

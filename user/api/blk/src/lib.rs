@@ -173,10 +173,7 @@ pub mod client {
     pub const SLOT_BYTES: u64 = 16 * 1024;
     pub const SLOTS: u64 = (p::AREA_BYTES - p::DATA) / SLOT_BYTES;
 
-    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
-        ipc::call(srv, m, ipc::FOREVER)?;
-        abi::check(m.word(1))
-    }
+    use rt::server::request as call;
 
     fn named(label: u64, name: &str, words: &[u64]) -> Msg {
         ipc::set_send_string(name.as_bytes());
@@ -199,11 +196,8 @@ pub mod client {
     /// to its 2 MiB, unused).
     pub fn open(srv: u64, name: &str, rights: u8, area_va: u64) -> Result<Segment, Error> {
         let cap = rt::alloc_slot();
-        ipc::set_windows(Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0));
         let mut m = named(p::OPEN, name, &[rights as u64]);
-        let r = call(srv, &mut m);
-        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-        r?;
+        rt::server::request_mapping(srv, [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0)], &mut m)?;
         let mem = mapped_area(area_va);
         Ok(Segment { cap, area: area_va, mem, blocks: m.word(2), tail: core::cell::Cell::new(0) })
     }

@@ -85,10 +85,7 @@ pub mod client {
     use alloc::vec::Vec;
     use rt::ipc::{self, Msg};
 
-    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
-        ipc::call(srv, m, ipc::FOREVER)?;
-        abi::check(m.word(1))
-    }
+    use rt::server::request as call;
 
     fn named(label: u64, path: &str, words: &[u64]) -> Msg {
         ipc::set_send_string(path.as_bytes());

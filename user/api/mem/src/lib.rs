@@ -47,15 +47,11 @@ pub mod client {
     /// Register a program: `client` is the pager badge its faults carry.
     pub fn register(srv: u64, client: u64, limit: u64, cmdline: &str) -> Result<(), Error> {
         ipc::set_send_string(cmdline.as_bytes());
-        let mut m = Msg::new(super::REGISTER, &[client, limit]).with_string();
-        ipc::call(srv, &mut m, ipc::FOREVER)?;
-        abi::check(m.word(1))
+        rt::server::request(srv, &mut Msg::new(super::REGISTER, &[client, limit]).with_string())
     }
 
     /// The program registered as `client` is gone: its pages return to the pool.
     pub fn unregister(srv: u64, client: u64) -> Result<(), Error> {
-        let mut m = Msg::new(super::UNREGISTER, &[client]);
-        ipc::call(srv, &mut m, ipc::FOREVER)?;
-        abi::check(m.word(1))
+        rt::server::request(srv, &mut Msg::new(super::UNREGISTER, &[client]))
     }
 }

@@ -10,7 +10,7 @@ use abi::fpage::Fpage;
 use abi::layout::{MMIO_START, PAGE_SIZE};
 use alloc::vec::Vec;
 use core::ptr::NonNull;
-use rt::ipc::{self, Msg, FOREVER};
+use rt::ipc::Msg;
 use sigma0_api as s0;
 use rt::sync::Lock;
 use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction};
@@ -50,10 +50,7 @@ pub fn init(sigma0: u64) {
 }
 
 fn ask(sigma0: u64, window: Fpage, m: &mut Msg) -> bool {
-    ipc::set_windows(window, Fpage(0), Fpage(0));
-    let ok = ipc::call(sigma0, m, FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-    ok
+    rt::server::request_mapping(sigma0, [window, Fpage(0), Fpage(0)], m).is_ok() && m.items() == 1
 }
 
 /// `pages` physically contiguous, zeroed pages: (physical, virtual), or None.

@@ -11,7 +11,7 @@ use abi::fpage::Fpage;
 use abi::{mem, Error};
 use baio::cache::{Cache, Lookup};
 use cache_api::{self as p, Request};
-use rt::ipc::{self, Msg};
+use rt::ipc::Msg;
 use rt::println;
 use rt::server::{self, Answer, Badge, Server};
 use sigma0_api as s0;
@@ -28,10 +28,8 @@ fn main() -> i32 {
         println!("cache: the manifest must grant sigma0");
         return 1;
     }
-    ipc::set_windows(Fpage::mem(AREA, 12 + LOG2, 7), Fpage(0), Fpage(0));
     let mut m = Msg::new(s0::ALLOC, &[LOG2, AREA]);
-    let ok = ipc::call(s0slot, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    let ok = rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + LOG2, 7), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1;
     if !ok {
         println!("cache: no memory for {} blocks", 1 << LOG2);
         return 1;

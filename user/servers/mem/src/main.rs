@@ -54,11 +54,8 @@ impl Mem {
     fn page(&mut self) -> Option<u32> {
         if self.free.is_empty() {
             let at = POOL + self.pool_pages * PAGE_SIZE;
-            ipc::set_windows(Fpage::mem(at, 12 + GROW_LOG2, 7), Fpage(0), Fpage(0));
             let mut req = Msg::new(s0::ALLOC, &[GROW_LOG2, at]);
-            let r = ipc::call(cap::SIGMA0_SLOT, &mut req, FOREVER);
-            ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-            if r.is_err() || req.word(1) != 0 || req.items() != 1 {
+            if rt::server::request_mapping(cap::SIGMA0_SLOT, [Fpage::mem(at, 12 + GROW_LOG2, 7), Fpage(0), Fpage(0)], &mut req).is_err() || req.items() != 1 {
                 return None;
             }
             let n = 1u64 << GROW_LOG2;

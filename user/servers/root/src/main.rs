@@ -501,7 +501,6 @@ fn main() -> i32 {
     // Root holds the I/O ports its manifest grants (from sigma0), to pass on as it
     // says; only those, in aligned power-of-two pieces (every port the kernel tracks
     // costs it memory).
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
     let mut got_io = true;
     for &(a, b) in manifest.iter().flat_map(|p| p.io.iter()) {
         let mut first = a as u64;
@@ -512,11 +511,10 @@ fn main() -> i32 {
                 log2 -= 1;
             }
             let mut m = Msg::new(s0::IO, &[first, log2]);
-            got_io &= ipc::call(sigma0, &mut m, ipc::FOREVER).is_ok() && m.items() == 1;
+            got_io &= server::request_mapping(sigma0, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m).is_ok() && m.items() == 1;
             first += 1 << log2;
         }
     }
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
     if !got_io {
         println!("[root] sigma0 did not give the I/O ports the manifest grants");
     }

@@ -61,5 +61,8 @@ fn main() -> i32 {
     c.eq(unsafe { core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64) }, 0xD3A, "and they are the same frames");
     let mut m = Msg::new(s0::PHYS, &[0x10_0000, 0, DMA_VA]);
     c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
+    // I/O ports come from root as the manifest grants them, never from sigma0 directly.
+    let mut m = Msg::new(s0::IO, &[0x3f8, 3]);
+    c.eq(rt::server::request_mapping(s, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m), Err(Error::NoRights), "COM1's ports straight from sigma0: refused");
     c.finish("pci_test")
 }
