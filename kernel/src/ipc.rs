@@ -357,6 +357,7 @@ pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error>
             }
             Err(Fail::Sender(e)) => {
                 k.unlink(s);
+                debug_assert!(k.t(cur).sendq.front() != Some(s), "a sender stays queued after unlink");
                 k.wake(s, e as u64);
             }
             Err(Fail::Receiver(e)) => return Err(e),

@@ -118,7 +118,11 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             let me = k.t(cur).task;
             free_slot(k, dst)?;
             let r = k.tm(cur).reply_to.ok_or(Error::NoPartner)?;
-            if !k.thread_alive(r) {
+            // The caller must still wait for this thread: one that timed out (or was
+            // stopped) may be queued on another thread by now, and its link there
+            // must not be re-pointed.
+            let me_ref = k.thread_ref(cur);
+            if !k.thread_alive(r) || k.t(r.id).state != State::ReplyBlocked || k.t(r.id).partner != Some(me_ref) {
                 k.tm(cur).reply_to = None;
                 return Err(Error::NoPartner);
             }

@@ -75,6 +75,10 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
     if o.icount {
         c.args(["-icount", "shift=0,align=off,sleep=off"]);
     }
+    if std::env::var_os("SCION_GDB").is_some() {
+        // A gdb stub on tcp::1234 (for looking at a machine that stopped making progress).
+        c.arg("-s");
+    }
     c.arg("-kernel").arg(kernel);
     c.arg("-initrd").arg(image);
     if !o.append.is_empty() {

@@ -100,6 +100,30 @@ fn saved_replies(c: &mut Checks) {
     c.eq(ipc::send(slot, &Msg::new(9, &[1]), FOREVER).err(), Some(Error::InvalidCap), "a saved reply answers once");
 }
 
+/// Helper: call `slot` with a 10 ms receive timeout (nobody answers), then send to it.
+fn late_sender(slot: u64) {
+    let mut m = Msg::new(1, &[5]);
+    let first = ipc::call(slot, &mut m, timeouts(INFINITE, 10_000));
+    let _ = ipc::send(slot, &Msg::new(2, &[if first == Err(Error::Timeout) { 6 } else { 0 }]), FOREVER);
+}
+
+/// A reply right whose caller gave up is gone: saving it later fails, and the caller's
+/// next message (queued meanwhile) is delivered once. (A kernel that saved it anyway
+/// re-pointed the caller's queue link, delivered its send twice, and could spin.)
+fn stale_reply(c: &mut Checks) {
+    let me = rt::alloc_slot();
+    sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 303).unwrap();
+    c.check(thread::spawn(late_sender, me, thread::my_priority()).is_ok(), "start a caller that gives up after 10 ms");
+    let mut m = Msg::empty();
+    c.eq(ipc::recv(ipc::RECV_ANY, &mut m, FOREVER), Ok(303), "its call arrives");
+    sys::sleep_us(40_000); // it times out and sends again (queued: we are not receiving)
+    let slot = rt::alloc_slot();
+    c.eq(ipc::save_reply(slot), Err(Error::NoPartner), "saving the reply of a call that timed out fails");
+    c.eq(ipc::recv(ipc::RECV_ANY, &mut m, FOREVER), Ok(303), "its next message arrives");
+    c.eq(m.word(1), 6, "and it is the send after the time-out");
+    c.eq(ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, POLL)), Err(Error::Timeout), "once");
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let echo_slot = rt::alloc_slot_pair();
@@ -193,6 +217,8 @@ fn main() -> i32 {
     let mut m = Msg::new(echo::FORWARD, &[20, 5]);
     c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "call through a chain of three tasks");
     c.eq(m.word(1), 7, "each hop added one");
+
+    stale_reply(&mut c);
 
     // Call and reply between two threads of one task.
     let srv = thread::spawn(local_server, 0, thread::my_priority()).unwrap();
