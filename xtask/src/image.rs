@@ -18,7 +18,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 const USAGE: &str = "usage: cargo xtask mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE | :fs=PATH+PATH...]]...\n\
                      SIZE like 64M; a segment is owned by principal OWNER (read-write for it, read for others)\n\
                      and, with FILE, filled with the file's bytes; with fs=, it holds a baiofs filesystem\n\
-                     with those files and directories (recursively) in its root";
+                     with those files and directories (recursively) in its root\n\
+                     (PATH/ puts a directory's contents there)";
 
 pub fn mkimage(args: &[String]) -> Result<ExitCode, String> {
     let mut out = None;
@@ -109,7 +110,16 @@ fn filesystem(blocks: u64, paths: &str) -> Result<Vec<u8>, String> {
         Ok(())
     }
     for p in paths.split('+').filter(|p| !p.is_empty()) {
-        copy(&mut fs, std::path::Path::new(p), "")?;
+        if p.ends_with('/') {
+            // A directory's contents, not the directory, go into the root.
+            let mut kids: Vec<_> = std::fs::read_dir(p).map_err(|e| format!("{p}: {e}"))?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            kids.sort();
+            for k in kids {
+                copy(&mut fs, &k, "")?;
+            }
+        } else {
+            copy(&mut fs, std::path::Path::new(p), "")?;
+        }
     }
     Ok(fs.dev.0)
 }

@@ -3,6 +3,7 @@
 
 mod bench;
 mod image;
+mod nettest;
 mod qemu;
 mod scenarios;
 
@@ -23,7 +24,8 @@ fn usage() -> ExitCode {
          \n\
          commands:\n\
          \x20 build            build the kernel and all user programs\n\
-         \x20 run              build and boot Scion in QEMU, serial console on this terminal\n\
+         \x20 run [--port N]   build and boot Scion in QEMU, serial console on this terminal;\n\
+         \x20                  host port N (8080; or SCION_HTTP_PORT) reaches Scion's web server\n\
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
          \x20 bench [SUITE…]   measure Scion and a Linux guest side by side (icount and TCG);\n\
          \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites)\n\
@@ -41,7 +43,7 @@ fn main() -> ExitCode {
     std::env::set_current_dir(&root).expect("cd to project root");
     let r = match args.first().map(String::as_str) {
         Some("build") => build().map(|_| ExitCode::SUCCESS),
-        Some("run") => run(),
+        Some("run") => run(&args[1..]),
         Some("test") => scenarios::test(args.get(1).map(String::as_str)),
         Some("bench") => bench::bench(&args[1..]),
         Some("mkimage") => image::mkimage(&args[1..]),
@@ -175,7 +177,20 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
     Ok(path)
 }
 
-fn run() -> Result<ExitCode, String> {
+/// The host port forwarded to Scion's port 80: `--port N`, else `SCION_HTTP_PORT`, else 8080.
+fn http_port(args: &[String]) -> Result<u16, String> {
+    let bad = |v: &str| format!("bad port {v:?}");
+    if let Some(i) = args.iter().position(|a| a == "--port") {
+        let v = args.get(i + 1).ok_or("--port needs a number")?;
+        return v.parse().map_err(|_| bad(v));
+    }
+    match std::env::var("SCION_HTTP_PORT") {
+        Ok(v) => v.parse().map_err(|_| bad(&v)),
+        Err(_) => Ok(8080),
+    }
+}
+
+fn run(args: &[String]) -> Result<ExitCode, String> {
     let a = build()?;
     let img = make_image(&a, &run_manifest()?, "run")?;
     qemu::ensure_qemu()?;
@@ -190,8 +205,11 @@ fn run() -> Result<ExitCode, String> {
         eprintln!("xtask: made the BAIO disk {}", disk.display());
     }
     let accel = qemu::accel();
+    let port = http_port(args)?;
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
-    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options::new(accel, false, String::new(), Some(disk)));
+    eprintln!("xtask: Scion's port 80 is http://localhost:{port}/ (try `curl http://localhost:{port}/README.md` from another terminal)");
+    let net = qemu::NetOptions { forward: vec![(port, 80)], ..Default::default() };
+    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) });
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })

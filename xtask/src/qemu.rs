@@ -57,11 +57,26 @@ pub struct Options {
     /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
     pub machine: String,
     pub memory: String,
+    /// A virtio-net PCI device on QEMU's user network, restricted (the guest reaches
+    /// nothing outside QEMU but what these rules give it).
+    pub net: Option<NetOptions>,
 }
+
+#[derive(Clone, Default)]
+pub struct NetOptions {
+    /// Host port (on 127.0.0.1) → guest TCP port.
+    pub forward: Vec<(u16, u16)>,
+    /// Guest address:port (in 10.0.2.0/24) → a host TCP port on 127.0.0.1.
+    pub guest_forward: Vec<(String, u16)>,
+}
+
+/// The PCI slot of the network device (its interrupt line on q35 follows from it:
+/// 20 + slot % 4 = 23, apart from the disk's).
+const NET_SLOT: u32 = 3;
 
 impl Options {
     pub fn new(accel: String, icount: bool, append: String, disk: Option<std::path::PathBuf>) -> Options {
-        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into() }
+        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into(), net: None }
     }
 }
 
@@ -88,7 +103,24 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
         c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw", d.display()));
         c.args(["-device", "virtio-blk-pci,drive=disk0"]);
     }
+    if let Some(n) = &o.net {
+        let mut nd = String::from("user,id=net0,restrict=on");
+        for (h, g) in &n.forward {
+            nd.push_str(&format!(",hostfwd=tcp:127.0.0.1:{h}-:{g}"));
+        }
+        for (g, h) in &n.guest_forward {
+            nd.push_str(&format!(",guestfwd=tcp:{g}-tcp:127.0.0.1:{h}"));
+        }
+        c.args(["-netdev", &nd]);
+        c.args(["-device", &format!("virtio-net-pci,netdev=net0,addr={NET_SLOT:#x}")]);
+    }
     c
+}
+
+/// A TCP port on 127.0.0.1 that is free now.
+pub fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
 pub struct Outcome {
@@ -108,6 +140,18 @@ pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, inp
 /// As `run_to_end`; with `kill_at`, QEMU is killed (SIGKILL, no shutdown) as soon as
 /// that text appears on the serial port.
 pub fn run_until(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, kill_at: Option<&str>) -> Result<Outcome, String> {
+    let mut nothing = || {};
+    run_at(kernel, image, o, limit, input, kill_at.map(|k| (k, &mut nothing as &mut dyn FnMut())))
+}
+
+/// As `run_to_end`; once the text `at.0` appears on the serial port, `at.1` runs (on the
+/// host, while the guest runs: it talks to the guest through forwarded ports), then
+/// QEMU is killed.
+pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, at: Option<(&str, &mut dyn FnMut())>) -> Result<Outcome, String> {
+    let (kill_at, mut then) = match at {
+        Some((k, f)) => (Some(k), Some(f)),
+        None => (None, None),
+    };
     let mut c = command(kernel, image, o);
     c.args(["-serial", "stdio", "-monitor", "none"]);
     c.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -150,6 +194,9 @@ pub fn run_until(kernel: &Path, image: &Path, o: &Options, limit: Duration, inpu
             break st.code();
         }
         if seen.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Some(f) = then.take() {
+                f();
+            }
             let _ = child.kill();
             let _ = child.wait();
             break None;

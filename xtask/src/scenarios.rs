@@ -2,6 +2,7 @@
 //! with an `init` that names test programs; root prints `TEST <name> PASS|FAIL` for
 //! each and ends the machine when all are done.
 
+use crate::nettest;
 use crate::qemu::{self, Options};
 use crate::{build, make_image, out_dir, project_root, Artifacts};
 use std::path::{Path, PathBuf};
@@ -42,6 +43,12 @@ pub struct Scenario {
     pub on_demand: bool,
     /// QEMU's exit status when the scenario passes (1: root ended the machine with 0).
     pub status: i32,
+    /// A network device (restricted user network; the host's echo server at
+    /// `nettest::ECHO_GUEST`).
+    pub net: bool,
+    /// The host's HTTP checks (`nettest`) through a forwarded port once the guest's
+    /// httpd serves; then the machine is stopped.
+    pub http: bool,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -62,6 +69,8 @@ struct Header {
     manual: Option<bool>,
     on_demand: Option<bool>,
     status: Option<i32>,
+    net: Option<bool>,
+    http: Option<bool>,
 }
 
 #[derive(serde::Deserialize)]
@@ -138,6 +147,8 @@ impl Scenario {
             manual: h.manual.unwrap_or(false),
             on_demand: h.on_demand.unwrap_or(false),
             status: h.status.unwrap_or(1),
+            net: h.net.unwrap_or(false) || h.http.unwrap_or(false),
+            http: h.http.unwrap_or(false),
             ..sc
         })
     }
@@ -151,7 +162,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), limit_s: 180, manual: false, on_demand: false, status: 1 })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false })
     }
 }
 
@@ -170,7 +181,8 @@ pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
         .filter_map(|e| e.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".toml")).map(String::from))
         .collect();
     names.sort();
-    names.iter().map(|n| Scenario::load(n, &[("SEED", seed.to_string())])).collect()
+    let www = out_dir().join("www").display().to_string();
+    names.iter().map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone())])).collect()
 }
 
 /// The scenario's disk image (made fresh), if it has one.
@@ -223,14 +235,43 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
     let img = make_image(a, &sc.manifest, &sc.name)?;
+    if sc.http {
+        nettest::make_www()?;
+    }
     let disk = make_disk(sc)?;
-    let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
-    let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str())))?;
+    let mut net = None;
+    let mut http_port = 0;
+    if sc.net {
+        let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), nettest::echo_server()?)], ..Default::default() };
+        if sc.http {
+            http_port = qemu::free_port()?;
+            n.forward.push((http_port, 80));
+        }
+        net = Some(n);
+    }
+    let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), net, ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
+    let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
+    let mut http_results = Vec::new();
+    let out = if sc.http {
+        let mut checks = || http_results = nettest::http_checks(http_port);
+        qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
+    } else {
+        qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
+    };
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
     let log_path = logs.join(format!("{}.log", sc.name));
     std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
     let mut results = Vec::new();
+    if sc.http {
+        if http_results.is_empty() {
+            let detail = if out.timed_out { format!("httpd never said it serves ({} s)", sc.limit_s) } else { format!("httpd never said it serves; qemu exit status {:?}", out.status) };
+            results.push(Result1 { name: format!("{}/http", sc.name), ok: false, detail });
+        }
+        for (name, r) in http_results {
+            results.push(Result1 { name: format!("{}/http:{}", sc.name, name), ok: r.is_ok(), detail: r.err().unwrap_or_default() });
+        }
+    }
     if sc.input.is_some() || !sc.expect.is_empty() {
         let missing: Vec<&str> = sc.expect.iter().map(String::as_str).filter(|e| !out.log.contains(e)).collect();
         let ok = missing.is_empty() && out.status == Some(sc.status);
@@ -262,7 +303,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 6] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs"];
+pub const HOST_CRATES: [&str; 7] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
@@ -294,7 +335,7 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
     let runs: [(&str, &[&str]); 2] = [
         ("lint/clippy-kernel-and-user", &["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask", "--", "-D", "warnings"]),
-        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs", "--", "-D", "warnings"]),
+        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs", "-p", "http", "--", "-D", "warnings"]),
     ];
     let mut res = Vec::new();
     for (name, args) in runs {

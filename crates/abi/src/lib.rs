@@ -101,10 +101,15 @@ pub enum Error {
     Unsupported = 22,
     /// (servers) No room left: disk blocks, quota, table entries.
     NoSpace = 23,
+    /// (servers) Nothing to do yet and the caller asked not to wait (a socket with no
+    /// data, no connection to accept, a full send buffer): try again later.
+    WouldBlock = 24,
+    /// (servers) The connection is gone: reset by the peer, refused, or closed.
+    Reset = 25,
 }
 
 impl Error {
-    pub const ALL: [Error; 23] = [
+    pub const ALL: [Error; 25] = [
         Error::NoSys,
         Error::InvalidCap,
         Error::WrongType,
@@ -128,6 +133,8 @@ impl Error {
         Error::Malformed,
         Error::Unsupported,
         Error::NoSpace,
+        Error::WouldBlock,
+        Error::Reset,
     ];
 
     pub fn from_code(code: u64) -> Option<Error> {
@@ -159,6 +166,8 @@ impl Error {
             Error::Malformed => "Malformed",
             Error::Unsupported => "Unsupported",
             Error::NoSpace => "NoSpace",
+            Error::WouldBlock => "WouldBlock",
+            Error::Reset => "Reset",
         }
     }
 }

@@ -22,6 +22,10 @@ pub const SEGMENT_AREA: u64 = 0x0000_5b00_0000_0000;
 /// `cache`: its frames; `blk` maps the same frames at `CACHE_IN_BLK`.
 pub const CACHE_FRAMES: u64 = 0x0000_5c00_0000_0000;
 pub const CACHE_IN_BLK: u64 = 0x0000_5d00_0000_0000;
+/// `net`: its clients' shared areas, one after another; a client maps its own at
+/// `NET_AREA` (`net_api::client::Net::attach`).
+pub const NET_AREAS: u64 = 0x0000_5e00_0000_0000;
+pub const NET_AREA: u64 = 0x0000_5f00_0000_0000;
 /// A pager's pool of frames (mem, user-level pagers).
 pub const POOL: u64 = 0x0000_6000_0000_0000;
 /// `rt::thread`: the UTCBs of threads a program creates, one page apart.

@@ -187,6 +187,21 @@ pub trait Server {
     fn event(&mut self, _from: Badge, _m: &Msg) -> Option<Answer> {
         None
     }
+    /// Microseconds until the server wants `tick` even if no message comes (protocol
+    /// timers, deadlines of sleeping clients); None: only messages wake it.
+    fn next_tick_us(&mut self) -> Option<u64> {
+        None
+    }
+    /// The time `next_tick_us` asked for has come (or passed) with no message.
+    fn tick(&mut self) {}
+}
+
+/// The receive timeout for a wait of `us` microseconds (None: forever).
+fn recv_timeout(us: Option<u64>) -> u64 {
+    match us {
+        None => ipc::FOREVER,
+        Some(us) => ipc::timeouts(ipc::INFINITE, us.min(ipc::INFINITE as u64 - 1) as u32),
+    }
 }
 
 /// Serve forever: strings land in `buf` (its length is the largest string taken).
@@ -197,10 +212,17 @@ pub fn run<S: Server>(s: &mut S, buf: &mut [u8]) -> ! {
     let mut replying = false;
     loop {
         ipc::set_recv_buffer(buf);
-        let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER) } else { ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER) };
-        let Ok(badge) = r else {
-            replying = false;
-            continue;
+        let to = recv_timeout(s.next_tick_us());
+        let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, to) } else { ipc::recv(ipc::RECV_ANY, &mut m, to) };
+        let badge = match r {
+            Ok(b) => b,
+            Err(e) => {
+                replying = false;
+                if e == Error::Timeout {
+                    s.tick();
+                }
+                continue;
+            }
         };
         replying = match step(s, Badge(badge), &m, buf) {
             Answer::Reply(r) => {

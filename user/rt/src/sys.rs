@@ -59,6 +59,19 @@ pub fn kernel_info() -> KernelInfo {
     KernelInfo { abi_version: r[1], ticks: r[2], tsc_per_ms: r[3], quota_limit: r[4], quota_used: r[5], free_frames: r[6] }
 }
 
+static TSC_PER_MS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Microseconds since boot, from the TSC (the kernel's calibration, asked once).
+pub fn now_us() -> u64 {
+    use core::sync::atomic::Ordering;
+    let mut per_ms = TSC_PER_MS.load(Ordering::Relaxed);
+    if per_ms == 0 {
+        per_ms = kernel_info().tsc_per_ms.max(1);
+        TSC_PER_MS.store(per_ms, Ordering::Relaxed);
+    }
+    (rdtsc() as u128 * 1000 / per_ms as u128) as u64
+}
+
 /// TSC ticks the CPU has spent idle since boot (`KERNEL_INFO(1)`).
 pub fn idle_tsc() -> u64 {
     safe_call(sys::KERNEL_INFO, 1, 0, 0, 0, 0)[1]

@@ -113,6 +113,15 @@ pub mod client {
         text(srv, Msg::new(super::READ, &[h, off, len]), len as usize)
     }
 
+    /// Read into `buf` (at most `MAX_IO` bytes): bytes read (0: end of file).
+    pub fn read_into(srv: u64, h: u64, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        let len = (buf.len() as u64).min(super::MAX_IO);
+        let mut m = Msg::new(super::READ, &[h, off, len]);
+        ipc::set_recv_buffer(&mut buf[..len as usize]);
+        call(srv, &mut m)?;
+        Ok(if m.tag().has_string() { ipc::received_string_len().min(len as usize) } else { 0 })
+    }
+
     pub fn write(srv: u64, h: u64, off: u64, data: &[u8]) -> Result<u64, Error> {
         let mut done = 0;
         for chunk in data.chunks(super::MAX_IO as usize) {

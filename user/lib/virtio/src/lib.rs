@@ -44,6 +44,15 @@ pub fn register_dma(va: u64, pa: u64, pages: u64) {
     STATE.lock().direct.push((va, pa, pages));
 }
 
+/// `pages` pages of zeroed DMA memory for a server's own buffers, handed to the device
+/// as they are (no bounce): (virtual, physical), or None when sigma0 has none.
+pub fn dma_buffer(pages: u64) -> Option<(u64, u64)> {
+    let mut st = STATE.lock();
+    let (pa, va) = dma_pages(&mut st, pages as usize)?;
+    st.direct.push((va, pa, pages.next_power_of_two()));
+    Some((va, pa))
+}
+
 /// Use the sigma0 capability in `slot` for DMA memory and device registers.
 pub fn init(sigma0: u64) {
     STATE.lock().sigma0 = sigma0;
@@ -156,17 +165,21 @@ impl baio::BlockDev for Disk {
 /// Find the first virtio-blk device on the PCI bus and bring it up (the PCI ports and
 /// `init` must be done). Err says what failed.
 pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
+    let (d, t) = open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus")?;
+    let blk = virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
+    Ok((d, Disk(blk)))
+}
+
+/// The transport of the first virtio device on the PCI bus with one of these device ids
+/// (the PCI ports and `init` must be done). Err says what failed.
+pub fn open_pci(ids: &[u16], what: &'static str) -> Result<(rt::pci::Device, virtio_drivers::transport::pci::PciTransport), &'static str> {
     use virtio_drivers::transport::pci::bus::PciRoot;
     use virtio_drivers::transport::pci::PciTransport;
-    let d = rt::pci::devices()
-        .into_iter()
-        .find(|d| d.vendor == 0x1af4 && (d.device == 0x1001 || d.device == 0x1042))
-        .ok_or("no virtio-blk device on the PCI bus")?;
+    let d = rt::pci::devices().into_iter().find(|d| d.vendor == 0x1af4 && ids.contains(&d.device)).ok_or(what)?;
     let mut root = PciRoot::new(PortCam);
     let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
     let t = PciTransport::new::<ScionHal, _>(&mut root, df).map_err(|_| "the virtio PCI transport failed")?;
-    let blk = virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
-    Ok((d, Disk(blk)))
+    Ok((d, t))
 }
 
 /// PCI configuration through the ports 0xCF8/0xCFC (granted by the manifest).

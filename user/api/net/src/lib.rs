@@ -1,0 +1,451 @@
+//! The `net` server's protocol: TCP and UDP sockets for programs (issue 11).
+//!
+//! Each client program first `ATTACH`es: the server maps it a shared area of
+//! `AREA_BYTES`; every byte a socket sends or receives moves through it (the request
+//! names an offset and a length in the area), never through message registers. Sockets
+//! are handles in the client's own table inside the server — a handle means nothing to
+//! another client — and die with the client (root's `GONE`).
+//!
+//! Calls do not block: one with nothing to do answers `WouldBlock`, and `WAIT` sleeps
+//! in the server until one of up to `MAX_WAIT` sockets is ready (or a timeout). The
+//! client stubs in [`client`] build blocking calls from the two.
+//!
+//! Replies carry MR1 = 0 or an error: `InvalidCap` (unknown handle), `InvalidArg` (a
+//! range outside the area, a bad port or address), `WrongType` (a TCP call on a UDP
+//! socket or the reverse), `NoSpace` (the client's socket or buffer limit), `Exists`
+//! (port in use), `WouldBlock`, `Reset` (connection refused, reset or closed),
+//! `BadState` (not attached; sending after `SHUTDOWN`), `Timeout` (`PING`).
+#![no_std]
+#![deny(unsafe_code)]
+
+extern crate alloc;
+
+use abi::Error;
+use rt::server::{Args, Decode};
+
+/// Map the client's shared area (one memory item; the client opens a window of
+/// `AREA_LOG2` pages at `rt::layout::NET_AREA`). Reply MR2 = its size in bytes. Again:
+/// the same area once more.
+pub const ATTACH: u64 = 0xc0;
+/// MR1 = port, MR2 = backlog (1..=`MAX_BACKLOG`). Reply MR2 = handle.
+pub const LISTEN: u64 = 0xc1;
+/// MR1 = listening handle. Reply MR2 = new handle, MR3 = peer address, MR4 = peer port.
+pub const ACCEPT: u64 = 0xc2;
+/// MR1 = IPv4 address (a.b.c.d as 0xaabbccdd), MR2 = port. Reply MR2 = handle; the
+/// connection is being made: `WAIT` for `WRITABLE` (up) or `READABLE` (refused: the next
+/// call answers `Reset`).
+pub const CONNECT: u64 = 0xc3;
+/// MR1 = handle, MR2 = area offset, MR3 = length. Reply MR2 = bytes taken (≥ 1), or
+/// `WouldBlock` (send buffer full).
+pub const SEND: u64 = 0xc4;
+/// MR1 = handle, MR2 = area offset, MR3 = most bytes. Reply MR2 = bytes placed there;
+/// 0 = the peer has closed (end of stream); `WouldBlock` (nothing yet).
+pub const RECV: u64 = 0xc5;
+/// MR1 = handle: no more sending (the peer sees end of stream once all is sent).
+pub const SHUTDOWN: u64 = 0xc6;
+/// MR1 = handle: close (bytes already taken are still sent) and forget it.
+pub const CLOSE: u64 = 0xc7;
+/// MR1 = port (0: any free one). Reply MR2 = handle, MR3 = the port.
+pub const UDP_BIND: u64 = 0xc8;
+/// MR1 = handle, MR2 = address, MR3 = port, MR4 = area offset, MR5 = length (≤ `MAX_DATAGRAM`).
+pub const SEND_TO: u64 = 0xc9;
+/// MR1 = handle, MR2 = area offset, MR3 = most bytes. Reply MR2 = length (a longer
+/// datagram is cut), MR3 = sender's address, MR4 = its port; `WouldBlock`.
+pub const RECV_FROM: u64 = 0xca;
+/// MR1 = timeout in µs (0: just look; `u64::MAX`: none), MR2.. = up to `MAX_WAIT`
+/// entries `handle | interest << 32`. Reply MR2 = a bitmap: bit i set when entry i is
+/// ready (0: the time ran out). An unknown handle is `InvalidCap`.
+pub const WAIT: u64 = 0xcb;
+/// Reply MR2 = address, MR3 = prefix length, MR4 = gateway, MR5 = MAC address, MR6 =
+/// 1 link up / 0 down, MR7.. = packets in, bytes in, packets out, bytes out, sockets open
+/// (everybody's), MR12 = 1 address from DHCP / 0 static / 2 none yet.
+pub const INFO: u64 = 0xcc;
+/// MR1 = address, MR2 = timeout µs: an ICMP echo. Reply MR2 = round trip in µs;
+/// `Timeout`.
+pub const PING: u64 = 0xcd;
+/// MR1 = handle. Reply MR2 = TCP state (`state::*`), MR3 = bytes waiting to be sent,
+/// MR4 = bytes received and not yet taken.
+pub const STATE: u64 = 0xce;
+
+/// `WAIT` interests.
+pub const READABLE: u64 = 1;
+pub const WRITABLE: u64 = 2;
+
+pub const AREA_LOG2: u64 = 6;
+pub const AREA_BYTES: u64 = 4096 << AREA_LOG2;
+pub const MAX_WAIT: usize = 48;
+pub const MAX_BACKLOG: u64 = 32;
+pub const MAX_DATAGRAM: u64 = 1472;
+
+/// TCP states as `STATE` reports them.
+pub mod state {
+    pub const CLOSED: u64 = 0;
+    pub const LISTEN: u64 = 1;
+    pub const SYN_SENT: u64 = 2;
+    pub const SYN_RECEIVED: u64 = 3;
+    pub const ESTABLISHED: u64 = 4;
+    pub const FIN_WAIT_1: u64 = 5;
+    pub const FIN_WAIT_2: u64 = 6;
+    pub const CLOSE_WAIT: u64 = 7;
+    pub const CLOSING: u64 = 8;
+    pub const LAST_ACK: u64 = 9;
+    pub const TIME_WAIT: u64 = 10;
+    pub const UDP: u64 = 11;
+    pub const NAMES: [&str; 12] =
+        ["closed", "listen", "syn-sent", "syn-received", "established", "fin-wait-1", "fin-wait-2", "close-wait", "closing", "last-ack", "time-wait", "udp"];
+}
+
+/// a.b.c.d as one word.
+pub const fn ipv4(a: u8, b: u8, c: u8, d: u8) -> u64 {
+    ((a as u64) << 24) | ((b as u64) << 16) | ((c as u64) << 8) | d as u64
+}
+
+/// Print an address word as a.b.c.d.
+pub struct Ip(pub u64);
+
+impl core::fmt::Display for Ip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let a = self.0 as u32;
+        write!(f, "{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255)
+    }
+}
+
+/// Parse a.b.c.d.
+pub fn parse_ip(s: &str) -> Option<u64> {
+    let mut out = 0u64;
+    let mut n = 0;
+    for part in s.split('.') {
+        let v: u8 = part.parse().ok()?;
+        out = (out << 8) | v as u64;
+        n += 1;
+    }
+    (n == 4).then_some(out)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    Attach,
+    Listen { port: u16, backlog: u64 },
+    Accept { handle: u64 },
+    Connect { ip: u32, port: u16 },
+    Send { handle: u64, off: u64, len: u64 },
+    Recv { handle: u64, off: u64, max: u64 },
+    Shutdown { handle: u64 },
+    Close { handle: u64 },
+    UdpBind { port: u16 },
+    SendTo { handle: u64, ip: u32, port: u16, off: u64, len: u64 },
+    RecvFrom { handle: u64, off: u64, max: u64 },
+    /// Timeout in µs and the raw entries.
+    Wait { timeout_us: u64, entries: &'a [u64] },
+    Info,
+    Ping { ip: u32, timeout_us: u64 },
+    State { handle: u64 },
+}
+
+fn port(w: u64) -> Result<u16, Error> {
+    u16::try_from(w).map_err(|_| Error::InvalidArg)
+}
+
+fn addr(w: u64) -> Result<u32, Error> {
+    u32::try_from(w).map_err(|_| Error::InvalidArg)
+}
+
+impl<'a> Decode<'a> for Request<'a> {
+    fn decode(a: &Args<'a>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            ATTACH => {
+                let [] = a.words()?;
+                Request::Attach
+            }
+            LISTEN => {
+                let [p, backlog] = a.words()?;
+                if backlog == 0 || backlog > MAX_BACKLOG {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Listen { port: port(p)?, backlog }
+            }
+            ACCEPT => {
+                let [handle] = a.words()?;
+                Request::Accept { handle }
+            }
+            CONNECT => {
+                let [ip, p] = a.words()?;
+                Request::Connect { ip: addr(ip)?, port: port(p)? }
+            }
+            SEND => {
+                let [handle, off, len] = a.words()?;
+                Request::Send { handle, off, len }
+            }
+            RECV => {
+                let [handle, off, max] = a.words()?;
+                Request::Recv { handle, off, max }
+            }
+            SHUTDOWN => {
+                let [handle] = a.words()?;
+                Request::Shutdown { handle }
+            }
+            CLOSE => {
+                let [handle] = a.words()?;
+                Request::Close { handle }
+            }
+            UDP_BIND => {
+                let [p] = a.words()?;
+                Request::UdpBind { port: port(p)? }
+            }
+            SEND_TO => {
+                let [handle, ip, p, off, len] = a.words()?;
+                Request::SendTo { handle, ip: addr(ip)?, port: port(p)?, off, len }
+            }
+            RECV_FROM => {
+                let [handle, off, max] = a.words()?;
+                Request::RecvFrom { handle, off, max }
+            }
+            WAIT => {
+                let w = a.all();
+                if w.is_empty() || w.len() > 1 + MAX_WAIT {
+                    return Err(Error::Malformed);
+                }
+                Request::Wait { timeout_us: w[0], entries: &w[1..] }
+            }
+            INFO => {
+                let [] = a.words()?;
+                Request::Info
+            }
+            PING => {
+                let [ip, timeout_us] = a.words()?;
+                Request::Ping { ip: addr(ip)?, timeout_us }
+            }
+            STATE => {
+                let [handle] = a.words()?;
+                Request::State { handle }
+            }
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+/// Client stubs: blocking calls built from the non-blocking ones and `WAIT`.
+pub mod client {
+    use super::*;
+    use rt::ipc::Msg;
+    use rt::server::request as call;
+
+    /// What `INFO` says.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Info {
+        pub ip: u64,
+        pub prefix: u64,
+        pub gateway: u64,
+        pub mac: u64,
+        pub link_up: bool,
+        pub rx_packets: u64,
+        pub rx_bytes: u64,
+        pub tx_packets: u64,
+        pub tx_bytes: u64,
+        pub sockets: u64,
+        /// 1 DHCP, 0 static, 2 none yet.
+        pub how: u64,
+    }
+
+    /// A program's connection to the net server and its shared area.
+    pub struct Net {
+        pub srv: u64,
+        pub area: rt::shared::Area,
+    }
+
+    /// The shared area the server has just mapped at `va` (the one unsafe block here).
+    #[allow(unsafe_code)]
+    fn mapped_area(va: u64) -> rt::shared::Area {
+        // SAFETY: the server mapped `AREA_BYTES` of its memory read-write at `va` by the
+        // ATTACH reply's map item (the window was exactly that range); it stays mapped
+        // while this program lives; nothing Rust-owned lives there.
+        unsafe { rt::shared::Area::new(va, AREA_BYTES) }
+    }
+
+    fn word(srv: u64, label: u64, words: &[u64]) -> Result<Msg, Error> {
+        let mut m = Msg::new(label, words);
+        call(srv, &mut m)?;
+        Ok(m)
+    }
+
+    impl Net {
+        /// Attach to the server in slot `srv` (its area lands at `rt::layout::NET_AREA`).
+        pub fn attach(srv: u64) -> Result<Net, Error> {
+            let va = rt::layout::NET_AREA;
+            let mut m = Msg::new(ATTACH, &[]);
+            rt::server::request_mapping(srv, [abi::fpage::Fpage::mem(va, 12 + AREA_LOG2, 7), abi::fpage::Fpage(0), abi::fpage::Fpage(0)], &mut m)?;
+            Ok(Net { srv, area: mapped_area(va) })
+        }
+
+        pub fn info(&self) -> Result<Info, Error> {
+            let m = word(self.srv, INFO, &[])?;
+            Ok(Info {
+                ip: m.word(2),
+                prefix: m.word(3),
+                gateway: m.word(4),
+                mac: m.word(5),
+                link_up: m.word(6) != 0,
+                rx_packets: m.word(7),
+                rx_bytes: m.word(8),
+                tx_packets: m.word(9),
+                tx_bytes: m.word(10),
+                sockets: m.word(11),
+                how: m.word(12),
+            })
+        }
+
+        pub fn listen(&self, port: u16, backlog: u64) -> Result<u64, Error> {
+            Ok(word(self.srv, LISTEN, &[port as u64, backlog])?.word(2))
+        }
+
+        /// (handle, peer address, peer port), or `WouldBlock`.
+        pub fn try_accept(&self, l: u64) -> Result<(u64, u64, u16), Error> {
+            let m = word(self.srv, ACCEPT, &[l])?;
+            Ok((m.word(2), m.word(3), m.word(4) as u16))
+        }
+
+        /// Wait for a connection.
+        pub fn accept(&self, l: u64) -> Result<(u64, u64, u16), Error> {
+            loop {
+                match self.try_accept(l) {
+                    Err(Error::WouldBlock) => {
+                        self.wait(&[(l, READABLE)], u64::MAX)?;
+                    }
+                    r => return r,
+                }
+            }
+        }
+
+        /// Start a connection; `connect` waits until it is up.
+        pub fn connect_start(&self, ip: u64, port: u16) -> Result<u64, Error> {
+            Ok(word(self.srv, CONNECT, &[ip, port as u64])?.word(2))
+        }
+
+        pub fn connect(&self, ip: u64, port: u16, timeout_us: u64) -> Result<u64, Error> {
+            let h = self.connect_start(ip, port)?;
+            loop {
+                let st = self.state(h)?.0;
+                if st == state::ESTABLISHED || st == state::CLOSE_WAIT {
+                    return Ok(h);
+                }
+                if st != state::SYN_SENT && st != state::SYN_RECEIVED {
+                    let _ = self.close(h);
+                    return Err(Error::Reset);
+                }
+                if self.wait(&[(h, READABLE | WRITABLE)], timeout_us)? == 0 {
+                    let _ = self.close(h);
+                    return Err(Error::Timeout);
+                }
+            }
+        }
+
+        /// (state, bytes waiting to go out, bytes received not yet taken)
+        pub fn state(&self, h: u64) -> Result<(u64, u64, u64), Error> {
+            let m = word(self.srv, STATE, &[h])?;
+            Ok((m.word(2), m.word(3), m.word(4)))
+        }
+
+        /// Send the area's bytes `off .. off + len`: bytes taken, or `WouldBlock`.
+        pub fn send_area(&self, h: u64, off: u64, len: u64) -> Result<u64, Error> {
+            Ok(word(self.srv, SEND, &[h, off, len])?.word(2))
+        }
+
+        /// Receive into the area at `off`: bytes placed (0: end of stream), or `WouldBlock`.
+        pub fn recv_area(&self, h: u64, off: u64, max: u64) -> Result<u64, Error> {
+            Ok(word(self.srv, RECV, &[h, off, max])?.word(2))
+        }
+
+        /// Send all of `data` (copied into the area, then taken by the server), waiting
+        /// for room as needed.
+        pub fn send_all(&self, h: u64, data: &[u8]) -> Result<(), Error> {
+            for chunk in data.chunks(AREA_BYTES as usize) {
+                self.area.bytes(0, chunk.len() as u64).copy_from_slice(chunk);
+                self.send_area_all(h, 0, chunk.len() as u64)?;
+            }
+            Ok(())
+        }
+
+        /// Send all of the area's `off .. off + len`, waiting for room as needed.
+        pub fn send_area_all(&self, h: u64, off: u64, len: u64) -> Result<(), Error> {
+            let mut done = 0;
+            while done < len {
+                match self.send_area(h, off + done, len - done) {
+                    Ok(n) => done += n,
+                    Err(Error::WouldBlock) => {
+                        self.wait(&[(h, WRITABLE)], u64::MAX)?;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }
+
+        /// Receive up to `buf.len()` bytes, waiting until some come: bytes (0: end of
+        /// stream).
+        pub fn recv(&self, h: u64, buf: &mut [u8]) -> Result<usize, Error> {
+            let max = (buf.len() as u64).min(AREA_BYTES);
+            loop {
+                match self.recv_area(h, 0, max) {
+                    Ok(n) => {
+                        buf[..n as usize].copy_from_slice(self.area.bytes(0, n));
+                        return Ok(n as usize);
+                    }
+                    Err(Error::WouldBlock) => {
+                        self.wait(&[(h, READABLE)], u64::MAX)?;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+
+        pub fn shutdown(&self, h: u64) -> Result<(), Error> {
+            word(self.srv, SHUTDOWN, &[h]).map(|_| ())
+        }
+
+        pub fn close(&self, h: u64) -> Result<(), Error> {
+            word(self.srv, CLOSE, &[h]).map(|_| ())
+        }
+
+        /// (handle, port)
+        pub fn udp_bind(&self, port: u16) -> Result<(u64, u16), Error> {
+            let m = word(self.srv, UDP_BIND, &[port as u64])?;
+            Ok((m.word(2), m.word(3) as u16))
+        }
+
+        pub fn send_to(&self, h: u64, ip: u64, port: u16, data: &[u8]) -> Result<(), Error> {
+            if data.len() as u64 > MAX_DATAGRAM {
+                return Err(Error::TooLong);
+            }
+            self.area.bytes(0, data.len() as u64).copy_from_slice(data);
+            word(self.srv, SEND_TO, &[h, ip, port as u64, 0, data.len() as u64]).map(|_| ())
+        }
+
+        /// (length, sender address, sender port), or `WouldBlock`.
+        pub fn try_recv_from(&self, h: u64, buf: &mut [u8]) -> Result<(usize, u64, u16), Error> {
+            let max = (buf.len() as u64).min(AREA_BYTES);
+            let m = word(self.srv, RECV_FROM, &[h, 0, max])?;
+            let n = m.word(2).min(max);
+            buf[..n as usize].copy_from_slice(self.area.bytes(0, n));
+            Ok((n as usize, m.word(3), m.word(4) as u16))
+        }
+
+        /// Sleep until one of `entries` (handle, interest) is ready or `timeout_us` passes:
+        /// the bitmap of ready entries (0: time ran out).
+        pub fn wait(&self, entries: &[(u64, u64)], timeout_us: u64) -> Result<u64, Error> {
+            if entries.len() > MAX_WAIT {
+                return Err(Error::TooLong);
+            }
+            let mut w = [0u64; MAX_WAIT + 1];
+            w[0] = timeout_us;
+            for (i, (h, interest)) in entries.iter().enumerate() {
+                w[1 + i] = h | interest << 32;
+            }
+            Ok(word(self.srv, WAIT, &w[..1 + entries.len()])?.word(2))
+        }
+
+        /// Round trip of an ICMP echo to `ip`, in µs.
+        pub fn ping(&self, ip: u64, timeout_us: u64) -> Result<u64, Error> {
+            Ok(word(self.srv, PING, &[ip, timeout_us])?.word(2))
+        }
+    }
+}

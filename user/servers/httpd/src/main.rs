@@ -1,0 +1,348 @@
+//! An HTTP/1.1 server over the `files` server: GET and HEAD of files (one byte range,
+//! 206) and directories (HTML listings), keep-alive, and refusals with their status
+//! (`crates/http` parses and decides; this program moves the bytes). One thread, many
+//! connections: each waits in `net`'s WAIT for what it needs next (a request, or room
+//! to send), and a connection idle too long is closed.
+//!
+//! Arguments: `port=N` (default 80).
+#![no_std]
+#![no_main]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use abi::Error;
+use alloc::vec::Vec;
+use files_api::client as files;
+use http::{Method, Parse, Range, Status};
+use net_api::client::Net;
+use net_api::{self as np};
+use rt::println;
+
+rt::entry!(main);
+
+/// Connections served at once (each takes a WAIT entry; the listener one more).
+const MAX_CONNS: usize = np::MAX_WAIT - 1;
+/// A connection that sends no complete request (or takes nothing) for this long is closed.
+const IDLE_US: u64 = 10_000_000;
+/// Where received bytes land in the shared area, and where bytes to send are put.
+const RECV_OFF: u64 = 0;
+const RECV_MAX: u64 = 16 * 1024;
+const SEND_OFF: u64 = 64 * 1024;
+const SEND_MAX: u64 = 64 * 1024;
+
+/// What a connection does.
+enum Phase {
+    /// Reading a request head (`inbuf` holds what came so far).
+    Request,
+    /// Sending: `out[pos..]`, then file bytes `file_off..file_end` of `file`.
+    Sending,
+}
+
+struct Conn {
+    h: u64,
+    inbuf: Vec<u8>,
+    phase: Phase,
+    out: Vec<u8>,
+    pos: usize,
+    file: Option<u64>,
+    file_off: u64,
+    file_end: u64,
+    keep_alive: bool,
+    last: u64,
+}
+
+struct Httpd {
+    net: Net,
+    files: u64,
+    conns: Vec<Conn>,
+    served: u64,
+}
+
+impl Httpd {
+    /// Start the answer to `req`: the head (and a small body) in `out`, the file range after it.
+    fn answer(&mut self, c: &mut Conn, req: &http::Request) {
+        c.keep_alive = req.keep_alive;
+        let head_only = req.method == Method::Head;
+        let st = files::stat(self.files, &req.path);
+        match st {
+            Ok((2, _)) if !req.slash && req.path != "/" => {
+                let loc = alloc::format!("{}/", http::encode_path(&req.path));
+                self.small(c, Status::MOVED, &[("Location", &loc)], "moved\n", head_only);
+            }
+            Ok((2, _)) => match files::list(self.files, &req.path) {
+                Ok(text) => {
+                    let mut entries: Vec<(bool, u64, &str)> = text
+                        .lines()
+                        .filter_map(|l| {
+                            let (kind, rest) = l.split_once(' ')?;
+                            let (size, name) = rest.split_once(' ')?;
+                            Some((kind == "d", size.parse().unwrap_or(0), name))
+                        })
+                        .collect();
+                    entries.sort_by(|a, b| a.2.cmp(b.2));
+                    let page = http::listing(&req.path, &entries);
+                    self.small(c, Status::OK, &[("Content-Type", "text/html; charset=utf-8")], &page, head_only);
+                }
+                Err(_) => self.small(c, Status::SERVER_ERROR, &[], "cannot list\n", head_only),
+            },
+            Ok((1, size)) => {
+                let (status, first, last) = match http::range(req.range.as_deref(), size) {
+                    Range::Whole => (Status::OK, 0, size),
+                    Range::Part(a, b) => (Status::PARTIAL, a, b + 1),
+                    Range::Unsatisfiable => {
+                        let cr = alloc::format!("bytes */{size}");
+                        self.small(c, Status::RANGE_NOT_SATISFIABLE, &[("Content-Range", &cr)], "", head_only);
+                        return;
+                    }
+                };
+                let file = if head_only || first == last {
+                    None
+                } else {
+                    match files::open(self.files, &req.path, false) {
+                        Ok((h, _)) => Some(h),
+                        Err(_) => {
+                            self.small(c, Status::NOT_FOUND, &[], "not found\n", head_only);
+                            return;
+                        }
+                    }
+                };
+                let cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
+                let mut fields = alloc::vec![("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes")];
+                if status == Status::PARTIAL {
+                    fields.push(("Content-Range", &cr));
+                }
+                c.out = http::head(status, &fields, last - first, c.keep_alive).into_bytes();
+                c.pos = 0;
+                c.file = file;
+                c.file_off = first;
+                c.file_end = if file.is_some() { last } else { first };
+                c.phase = Phase::Sending;
+            }
+            _ => self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only),
+        }
+    }
+
+    fn small(&mut self, c: &mut Conn, status: Status, fields: &[(&str, &str)], body: &str, head_only: bool) {
+        let mut out = http::head(status, fields, body.len() as u64, c.keep_alive).into_bytes();
+        if !head_only {
+            out.extend_from_slice(body.as_bytes());
+        }
+        c.out = out;
+        c.pos = 0;
+        c.file = None;
+        c.phase = Phase::Sending;
+    }
+
+    fn refuse(&mut self, c: &mut Conn, status: Status) {
+        c.keep_alive = false;
+        let mut fields: Vec<(&str, &str)> = alloc::vec![("Content-Type", "text/plain")];
+        if status == Status::METHOD_NOT_ALLOWED {
+            fields.push(("Allow", "GET, HEAD"));
+        }
+        let body = alloc::format!("{} {}\n", status.0, status.reason());
+        self.small(c, status, &fields, &body, false);
+    }
+
+    /// Take what has arrived; Ok(false): the connection is over.
+    fn read(&mut self, c: &mut Conn) -> Result<bool, Error> {
+        loop {
+            match self.net.recv_area(c.h, RECV_OFF, RECV_MAX) {
+                Ok(0) => return Ok(false),
+                Ok(n) => {
+                    c.inbuf.extend_from_slice(self.net.area.bytes(RECV_OFF, n));
+                    c.last = rt::sys::now_us();
+                    if c.inbuf.len() > http::MAX_HEAD + RECV_MAX as usize {
+                        break;
+                    }
+                }
+                Err(Error::WouldBlock) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        if let Phase::Request = c.phase {
+            match http::parse(&c.inbuf) {
+                Parse::More => {}
+                Parse::Done(req) => {
+                    c.inbuf.drain(..req.head_len);
+                    self.served += 1;
+                    self.answer(c, &req);
+                }
+                Parse::Refuse(st) => {
+                    c.inbuf.clear();
+                    self.refuse(c, st);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Send what can go now; Ok(false): the connection is over.
+    fn write(&mut self, c: &mut Conn) -> Result<bool, Error> {
+        loop {
+            if c.pos == c.out.len() {
+                c.out.clear();
+                c.pos = 0;
+                // Refill from the file.
+                if let Some(f) = c.file {
+                    if c.file_off < c.file_end {
+                        let want = (c.file_end - c.file_off).min(files_api::MAX_IO).min(SEND_MAX);
+                        let mut buf = alloc::vec![0u8; want as usize];
+                        let n = files::read_into(self.files, f, c.file_off, &mut buf)?;
+                        if n == 0 {
+                            // The file shrank under us: the promised length cannot be kept.
+                            return Ok(false);
+                        }
+                        buf.truncate(n);
+                        c.file_off += n as u64;
+                        c.out = buf;
+                        continue;
+                    }
+                    let _ = files::close(self.files, f);
+                    c.file = None;
+                }
+                // The answer is out.
+                if !c.keep_alive {
+                    let _ = self.net.shutdown(c.h);
+                    return Ok(false);
+                }
+                c.phase = Phase::Request;
+                // A pipelined request may be waiting already.
+                if !c.inbuf.is_empty() {
+                    match http::parse(&c.inbuf) {
+                        Parse::Done(req) => {
+                            c.inbuf.drain(..req.head_len);
+                            self.served += 1;
+                            self.answer(c, &req);
+                            continue;
+                        }
+                        Parse::Refuse(st) => {
+                            c.inbuf.clear();
+                            self.refuse(c, st);
+                            continue;
+                        }
+                        Parse::More => {}
+                    }
+                }
+                return Ok(true);
+            }
+            let n = (c.out.len() - c.pos).min(SEND_MAX as usize);
+            self.net.area.bytes(SEND_OFF, n as u64).copy_from_slice(&c.out[c.pos..c.pos + n]);
+            match self.net.send_area(c.h, SEND_OFF, n as u64) {
+                Ok(k) => {
+                    c.pos += k as usize;
+                    c.last = rt::sys::now_us();
+                }
+                Err(Error::WouldBlock) => return Ok(true),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn drop_conn(&mut self, c: Conn) {
+        if let Some(f) = c.file {
+            let _ = files::close(self.files, f);
+        }
+        let _ = self.net.close(c.h);
+    }
+
+    fn serve(&mut self, listener: u64) -> ! {
+        loop {
+            let mut entries: Vec<(u64, u64)> = self
+                .conns
+                .iter()
+                .map(|c| (c.h, match c.phase {
+                    Phase::Request => np::READABLE,
+                    Phase::Sending => np::WRITABLE | np::READABLE,
+                }))
+                .collect();
+            let listening = self.conns.len() < MAX_CONNS;
+            if listening {
+                entries.push((listener, np::READABLE));
+            }
+            let ready = match self.net.wait(&entries, 1_000_000) {
+                Ok(r) => r,
+                Err(e) => {
+                    println!("httpd: wait failed: {}", e.name());
+                    rt::sys::sleep_us(100_000);
+                    0
+                }
+            };
+            let now = rt::sys::now_us();
+            let conns = core::mem::take(&mut self.conns);
+            let mut keep = Vec::with_capacity(conns.len());
+            for (i, mut c) in conns.into_iter().enumerate() {
+                let mut alive = true;
+                if ready & (1 << i) != 0 {
+                    alive = match c.phase {
+                        Phase::Request => self.read(&mut c),
+                        Phase::Sending => self.write(&mut c),
+                    }
+                    .unwrap_or(false);
+                    // A request read may have produced an answer to start sending.
+                    if alive && matches!(c.phase, Phase::Sending) {
+                        alive = self.write(&mut c).unwrap_or(false);
+                    }
+                } else if now.saturating_sub(c.last) > IDLE_US {
+                    alive = false;
+                }
+                if alive {
+                    keep.push(c);
+                } else {
+                    self.drop_conn(c);
+                }
+            }
+            self.conns = keep;
+            if listening && ready & (1 << entries.len().saturating_sub(1)) != 0 {
+                while self.conns.len() < MAX_CONNS {
+                    match self.net.try_accept(listener) {
+                        Ok((h, _, _)) => self.conns.push(Conn {
+                            h,
+                            inbuf: Vec::new(),
+                            phase: Phase::Request,
+                            out: Vec::new(),
+                            pos: 0,
+                            file: None,
+                            file_off: 0,
+                            file_end: 0,
+                            keep_alive: false,
+                            last: rt::sys::now_us(),
+                        }),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn main() -> i32 {
+    let mut port = 80u16;
+    for w in rt::args().split(' ') {
+        if let Some(p) = w.strip_prefix("port=").and_then(|p| p.parse().ok()) {
+            port = p;
+        }
+    }
+    let (ns, fs) = (rt::alloc_slot(), rt::alloc_slot());
+    if rt::env::lookup("net", ns).is_err() || rt::env::lookup("files", fs).is_err() {
+        println!("httpd: the manifest must grant net and files");
+        return 1;
+    }
+    let net = match Net::attach(ns) {
+        Ok(n) => n,
+        Err(e) => {
+            println!("httpd: cannot attach to net: {}", e.name());
+            return 1;
+        }
+    };
+    let listener = match net.listen(port, 16) {
+        Ok(l) => l,
+        Err(e) => {
+            println!("httpd: cannot listen on port {}: {}", port, e.name());
+            return 1;
+        }
+    };
+    println!("httpd: serving the files server on port {}", port);
+    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0 };
+    h.serve(listener)
+}

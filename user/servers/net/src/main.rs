@@ -1,0 +1,932 @@
+//! The network server: a user-level virtio-net driver (`nic`) under a real TCP/IP stack
+//! (smoltcp: ARP, IPv4, ICMP, TCP, UDP, DHCP), and sockets for programs over IPC
+//! (`net_api`). The device's interrupt arrives as IPC; the stack's timers (TCP
+//! retransmission, DHCP) come from the receive timeout of the server loop
+//! (`Server::next_tick_us`): nothing polls while the network is idle.
+//!
+//! Each client is a program (its id from the badge root minted). It attaches once and
+//! gets a shared area; its sockets are entries in its own table here, limited in number
+//! (`MAX_SOCKETS`) and in buffer memory (`BUDGET`), closed (reset) when root says the
+//! program is gone.
+//!
+//! Arguments: `ip=A.B.C.D/N gw=A.B.C.D` for a static address (else DHCP), `budget=KiB`
+//! for each client's buffer memory.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod nic;
+
+use abi::fpage::Fpage;
+use abi::Error;
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+use net_api::{self as p, Request};
+use nic::Nic;
+use rt::ipc::{self, Msg};
+use rt::server::{self, Answer, Badge, Server};
+use rt::{env, pci, println};
+use sigma0_api as s0;
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::{dhcpv4, icmp, tcp, udp};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{EthernetAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
+
+rt::entry!(main);
+
+/// Badge of the device's interrupt line (the server mints it).
+const IRQ_BADGE: u64 = 1 << 61;
+/// Sockets per client.
+const MAX_SOCKETS: usize = 64;
+/// Sleeping `WAIT`s and `PING`s per client.
+const MAX_SLEEPERS: usize = 8;
+/// A TCP socket's buffers, each way.
+const TCP_BUF: usize = 64 * 1024;
+/// A UDP socket's buffers, each way: packets and bytes.
+const UDP_PACKETS: usize = 16;
+const UDP_BUF: usize = 16 * 1024;
+/// Default buffer memory per client.
+const DEFAULT_BUDGET: usize = 4 << 20;
+/// A closed connection still sending its last bytes is reset after this long.
+const LINGER: Duration = Duration::from_secs(30);
+/// The ICMP identifier of this server's pings.
+const PING_IDENT: u16 = 0x5c10;
+
+fn now() -> Instant {
+    Instant::from_micros(rt::sys::now_us() as i64)
+}
+
+fn ip_word(a: Ipv4Address) -> u64 {
+    u32::from(a) as u64
+}
+
+fn ipv4(w: u32) -> Ipv4Address {
+    Ipv4Address::from(w)
+}
+
+enum Sock {
+    Tcp { h: SocketHandle, bytes: usize },
+    /// Listening on `port`: a pool of smoltcp sockets in LISTEN (the backlog); one that
+    /// has a connection is handed out by ACCEPT and replaced.
+    Listen { port: u16, backlog: usize, pool: Vec<SocketHandle> },
+    Udp { h: SocketHandle, port: u16 },
+}
+
+struct Client {
+    area: rt::shared::Area,
+    sockets: BTreeMap<u64, Sock>,
+    next: u64,
+    /// Buffer memory its sockets hold (bytes).
+    bytes: usize,
+    sleepers: usize,
+}
+
+/// A client asleep in WAIT.
+struct Waiter {
+    client: u64,
+    slot: u64,
+    entries: Vec<(u64, u64)>,
+    deadline: Option<Instant>,
+}
+
+/// A PING waiting for its echo.
+struct Ping {
+    client: u64,
+    slot: u64,
+    seq: u16,
+    ip: Ipv4Address,
+    sent: Instant,
+    deadline: Instant,
+}
+
+struct Net {
+    nic: Nic,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    dhcp: Option<SocketHandle>,
+    icmp: SocketHandle,
+    /// 0 static, 1 DHCP, 2 none yet.
+    how: u64,
+    clients: BTreeMap<u64, Client>,
+    waiters: Vec<Waiter>,
+    pings: Vec<Ping>,
+    next_seq: u16,
+    /// Connections a client closed (or left behind when it died), still finishing:
+    /// (socket, reset when).
+    orphans: Vec<(SocketHandle, Instant)>,
+    next_port: u16,
+    budget: usize,
+    sigma0: u64,
+    area_next: u64,
+    spare_areas: Vec<rt::shared::Area>,
+    irq: Option<u64>,
+}
+
+fn tcp_state(s: tcp::State) -> u64 {
+    use tcp::State::*;
+    match s {
+        Closed => p::state::CLOSED,
+        Listen => p::state::LISTEN,
+        SynSent => p::state::SYN_SENT,
+        SynReceived => p::state::SYN_RECEIVED,
+        Established => p::state::ESTABLISHED,
+        FinWait1 => p::state::FIN_WAIT_1,
+        FinWait2 => p::state::FIN_WAIT_2,
+        CloseWait => p::state::CLOSE_WAIT,
+        Closing => p::state::CLOSING,
+        LastAck => p::state::LAST_ACK,
+        TimeWait => p::state::TIME_WAIT,
+    }
+}
+
+/// A pool socket that has a connection for ACCEPT.
+fn connected(s: &tcp::Socket) -> bool {
+    matches!(s.state(), tcp::State::Established | tcp::State::CloseWait)
+}
+
+impl Net {
+    fn new_tcp(&mut self) -> SocketHandle {
+        let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
+        s.set_nagle_enabled(false);
+        s.set_timeout(Some(Duration::from_secs(120)));
+        self.sockets.add(s)
+    }
+
+    fn port_in_use(&self, port: u16) -> bool {
+        self.clients.values().flat_map(|c| c.sockets.values()).any(|s| match s {
+            Sock::Listen { port: q, .. } | Sock::Udp { port: q, .. } => *q == port,
+            Sock::Tcp { .. } => false,
+        }) || self.sockets.iter().any(|(_, s)| match s {
+            smoltcp::socket::Socket::Tcp(t) => t.local_endpoint().is_some_and(|e| e.port == port),
+            _ => false,
+        })
+    }
+
+    fn ephemeral(&mut self) -> u16 {
+        for _ in 0..16384 {
+            let p = self.next_port;
+            self.next_port = if p >= 65535 { 49152 } else { p + 1 };
+            if !self.port_in_use(p) {
+                return p;
+            }
+        }
+        0
+    }
+
+    fn client(&mut self, id: u64) -> Result<&mut Client, Error> {
+        self.clients.get_mut(&id).ok_or(Error::BadState)
+    }
+
+    /// Add a socket to a client's table within its limits.
+    fn install(&mut self, id: u64, s: Sock, bytes: usize) -> Result<u64, Error> {
+        let budget = self.budget;
+        let c = self.client(id)?;
+        if c.sockets.len() >= MAX_SOCKETS || c.bytes + bytes > budget {
+            return Err(Error::NoSpace);
+        }
+        let h = c.next;
+        c.next += 1;
+        c.bytes += bytes;
+        c.sockets.insert(h, s);
+        Ok(h)
+    }
+
+    fn attach(&mut self, id: u64) -> Result<Msg, Error> {
+        let area = match self.clients.get(&id) {
+            Some(c) => c.area,
+            None => {
+                let area = self.new_area()?;
+                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0 });
+                area
+            }
+        };
+        let mut m = server::ok_msg(&[p::AREA_BYTES]);
+        m.push_item(Fpage::mem(area.base(), 12 + p::AREA_LOG2, 7), 0);
+        Ok(m)
+    }
+
+    fn new_area(&mut self) -> Result<rt::shared::Area, Error> {
+        if let Some(a) = self.spare_areas.pop() {
+            a.zero(0, a.len());
+            return Ok(a);
+        }
+        let va = self.area_next;
+        let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
+        server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0)], &mut m).map_err(|_| Error::NoMemory)?;
+        self.area_next += p::AREA_BYTES;
+        Ok(area_at(va))
+    }
+
+    /// Let go of a client's socket: connections finish sending (or are reset with
+    /// `abort`), the rest goes at once.
+    fn release(&mut self, s: Sock, abort: bool) {
+        match s {
+            Sock::Tcp { h, .. } => {
+                let t = self.sockets.get_mut::<tcp::Socket>(h);
+                if abort {
+                    t.abort();
+                } else {
+                    t.close();
+                }
+                self.orphans.push((h, now() + LINGER));
+            }
+            Sock::Listen { pool, .. } => {
+                for h in pool {
+                    let t = self.sockets.get_mut::<tcp::Socket>(h);
+                    t.abort();
+                    self.orphans.push((h, now()));
+                }
+            }
+            Sock::Udp { h, .. } => {
+                self.sockets.remove(h);
+            }
+        }
+    }
+
+    /// The area's `off .. off + len`, or InvalidArg.
+    fn range(c: &Client, off: u64, len: u64) -> Result<&mut [u8], Error> {
+        match off.checked_add(len) {
+            Some(end) if end <= c.area.len() => Ok(c.area.bytes(off, len)),
+            _ => Err(Error::InvalidArg),
+        }
+    }
+
+    fn tcp_of(&mut self, id: u64, handle: u64) -> Result<SocketHandle, Error> {
+        match self.client(id)?.sockets.get(&handle) {
+            Some(Sock::Tcp { h, .. }) => Ok(*h),
+            Some(_) => Err(Error::WrongType),
+            None => Err(Error::InvalidCap),
+        }
+    }
+
+    fn udp_of(&mut self, id: u64, handle: u64) -> Result<SocketHandle, Error> {
+        match self.client(id)?.sockets.get(&handle) {
+            Some(Sock::Udp { h, .. }) => Ok(*h),
+            Some(_) => Err(Error::WrongType),
+            None => Err(Error::InvalidCap),
+        }
+    }
+
+    /// Is entry (handle, interest) of client `id` ready? Err: no such handle.
+    fn ready(&self, id: u64, handle: u64, interest: u64) -> Result<bool, Error> {
+        let c = self.clients.get(&id).ok_or(Error::BadState)?;
+        let (r, w) = match c.sockets.get(&handle).ok_or(Error::InvalidCap)? {
+            Sock::Tcp { h, .. } => {
+                let t = self.sockets.get::<tcp::Socket>(*h);
+                let closed = t.state() == tcp::State::Closed;
+                let pending = matches!(t.state(), tcp::State::SynSent | tcp::State::SynReceived);
+                (t.can_recv() || (!t.may_recv() && !pending) || closed, t.can_send() || closed || (!pending && !t.may_send()))
+            }
+            Sock::Listen { pool, .. } => (pool.iter().any(|h| connected(self.sockets.get::<tcp::Socket>(*h))), false),
+            Sock::Udp { h, .. } => {
+                let u = self.sockets.get::<udp::Socket>(*h);
+                (u.can_recv(), u.can_send())
+            }
+        };
+        Ok((interest & p::READABLE != 0 && r) || (interest & p::WRITABLE != 0 && w))
+    }
+
+    fn ready_map(&self, id: u64, entries: &[(u64, u64)]) -> Result<u64, Error> {
+        let mut map = 0;
+        for (i, (h, interest)) in entries.iter().enumerate() {
+            if self.ready(id, *h, *interest)? {
+                map |= 1 << i;
+            }
+        }
+        Ok(map)
+    }
+
+    /// Run the stack until it has nothing more to do now; then wake whoever can go on.
+    fn pump(&mut self) {
+        for _ in 0..256 {
+            self.nic.poll_rx();
+            let t = now();
+            let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
+            self.nic.refill();
+            if !self.nic.has_rx() && changed == smoltcp::iface::PollResult::None {
+                break;
+            }
+        }
+        self.dhcp_events();
+        self.pools();
+        self.reap();
+        self.pings_in();
+        self.wake();
+    }
+
+    fn dhcp_events(&mut self) {
+        let Some(h) = self.dhcp else { return };
+        let event = self.sockets.get_mut::<dhcpv4::Socket>(h).poll();
+        match event {
+            Some(dhcpv4::Event::Configured(cfg)) => {
+                let (addr, router) = (cfg.address, cfg.router);
+                self.iface.update_ip_addrs(|a| {
+                    a.clear();
+                    let _ = a.push(IpCidr::Ipv4(addr));
+                });
+                if let Some(r) = router {
+                    let _ = self.iface.routes_mut().add_default_ipv4_route(r);
+                } else {
+                    self.iface.routes_mut().remove_default_ipv4_route();
+                }
+                self.how = 1;
+                println!("net: address {} from DHCP, gateway {}", addr, router.map(ip_word).map(p::Ip).map_or(alloc::string::String::from("none"), |g| alloc::format!("{}", g)));
+            }
+            Some(dhcpv4::Event::Deconfigured) => {
+                self.iface.update_ip_addrs(|a| a.clear());
+                self.iface.routes_mut().remove_default_ipv4_route();
+                self.how = 2;
+                println!("net: DHCP lease lost");
+            }
+            None => {}
+        }
+    }
+
+    /// Keep each listener's pool full of listening sockets; drop ones whose handshake
+    /// failed.
+    fn pools(&mut self) {
+        let ids: Vec<u64> = self.clients.keys().copied().collect();
+        for id in ids {
+            let hs: Vec<u64> = self.clients[&id].sockets.iter().filter(|(_, s)| matches!(s, Sock::Listen { .. })).map(|(h, _)| *h).collect();
+            for handle in hs {
+                let Some(Sock::Listen { port, backlog, pool }) = self.clients.get_mut(&id).and_then(|c| c.sockets.get_mut(&handle)) else { continue };
+                let (port, backlog) = (*port, *backlog);
+                let mut pool = core::mem::take(pool);
+                let mut freed = 0;
+                pool.retain(|h| {
+                    let t = self.sockets.get::<tcp::Socket>(*h);
+                    let dead = matches!(t.state(), tcp::State::Closed | tcp::State::TimeWait);
+                    if dead {
+                        self.sockets.remove(*h);
+                        freed += 2 * TCP_BUF;
+                    }
+                    !dead
+                });
+                let c = self.clients.get_mut(&id).unwrap();
+                c.bytes -= freed;
+                while pool.len() < backlog && c.bytes + 2 * TCP_BUF <= self.budget {
+                    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
+                    s.set_nagle_enabled(false);
+                    s.set_timeout(Some(Duration::from_secs(120)));
+                    if s.listen(port).is_err() {
+                        break;
+                    }
+                    pool.push(self.sockets.add(s));
+                    c.bytes += 2 * TCP_BUF;
+                }
+                if let Some(Sock::Listen { pool: slot, .. }) = c.sockets.get_mut(&handle) {
+                    *slot = pool;
+                }
+            }
+        }
+    }
+
+    /// Forget closed connections whose last bytes are out (or that lingered too long).
+    fn reap(&mut self) {
+        let t = now();
+        let sockets = &mut self.sockets;
+        self.orphans.retain(|(h, until)| {
+            let s = sockets.get_mut::<tcp::Socket>(*h);
+            if matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
+                sockets.remove(*h);
+                return false;
+            }
+            if t >= *until {
+                s.abort();
+            }
+            true
+        });
+    }
+
+    /// Answer WAITs whose sockets are ready or whose time is up.
+    fn wake(&mut self) {
+        let t = now();
+        let mut i = 0;
+        while i < self.waiters.len() {
+            let w = &self.waiters[i];
+            let map = self.ready_map(w.client, &w.entries);
+            let answer = match map {
+                Ok(0) if w.deadline.is_none_or(|d| t < d) => None,
+                Ok(m) => Some(server::ok_msg(&[m])),
+                Err(e) => Some(Msg::new(0, &[e as u64])),
+            };
+            if let Some(m) = answer {
+                let w = self.waiters.swap_remove(i);
+                let _ = ipc::send(w.slot, &m, 0);
+                rt::free_slot(w.slot);
+                if let Some(c) = self.clients.get_mut(&w.client) {
+                    c.sleepers -= 1;
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn sleep(&mut self, id: u64) -> Result<u64, Error> {
+        let c = self.client(id)?;
+        if c.sleepers >= MAX_SLEEPERS {
+            return Err(Error::NoSpace);
+        }
+        let slot = rt::alloc_slot();
+        if ipc::save_reply(slot).is_err() {
+            rt::free_slot(slot);
+            return Err(Error::NoPartner);
+        }
+        self.client(id)?.sleepers += 1;
+        Ok(slot)
+    }
+
+    fn ping(&mut self, id: u64, ip: u32, timeout_us: u64) -> Result<(), Error> {
+        let ip = ipv4(ip);
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        let repr = Icmpv4Repr::EchoRequest { ident: PING_IDENT, seq_no: seq, data: b"scion ping" };
+        let caps = self.iface_checksums();
+        let s = self.sockets.get_mut::<icmp::Socket>(self.icmp);
+        let buf = s.send(repr.buffer_len(), IpAddress::Ipv4(ip)).map_err(|_| Error::WouldBlock)?;
+        repr.emit(&mut Icmpv4Packet::new_unchecked(buf), &caps);
+        let slot = self.sleep(id)?;
+        let t = now();
+        self.pings.push(Ping { client: id, slot, seq, ip, sent: t, deadline: t + Duration::from_micros(timeout_us.min(60_000_000)) });
+        Ok(())
+    }
+
+    fn iface_checksums(&self) -> smoltcp::phy::ChecksumCapabilities {
+        smoltcp::phy::ChecksumCapabilities::default()
+    }
+
+    /// Echo replies in, pings out of time.
+    fn pings_in(&mut self) {
+        let t = now();
+        let caps = self.iface_checksums();
+        let mut answered: Vec<(u16, Ipv4Address)> = Vec::new();
+        let s = self.sockets.get_mut::<icmp::Socket>(self.icmp);
+        while let Ok((payload, from)) = s.recv() {
+            let IpAddress::Ipv4(from) = from;
+            if let Ok(pkt) = Icmpv4Packet::new_checked(payload) {
+                if let Ok(Icmpv4Repr::EchoReply { ident: PING_IDENT, seq_no, .. }) = Icmpv4Repr::parse(&pkt, &caps) {
+                    answered.push((seq_no, from));
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.pings.len() {
+            let pg = &self.pings[i];
+            let reply = if answered.contains(&(pg.seq, pg.ip)) {
+                Some(server::ok_msg(&[(t - pg.sent).total_micros()]))
+            } else if t >= pg.deadline {
+                Some(Msg::new(0, &[Error::Timeout as u64]))
+            } else {
+                None
+            };
+            match reply {
+                Some(m) => {
+                    let pg = self.pings.swap_remove(i);
+                    let _ = ipc::send(pg.slot, &m, 0);
+                    rt::free_slot(pg.slot);
+                    if let Some(c) = self.clients.get_mut(&pg.client) {
+                        c.sleepers -= 1;
+                    }
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    fn request(&mut self, id: u64, req: Request<'_>) -> Result<Option<Msg>, Error> {
+        let ok = |w: &[u64]| Ok(Some(server::ok_msg(w)));
+        match req {
+            Request::Attach => self.attach(id).map(Some),
+            Request::Info => {
+                let (ip, prefix) = self.iface.ipv4_addr().map_or((0, 0), |a| {
+                    let cidr = self.iface.ip_addrs().iter().find_map(|c| match c {
+                        IpCidr::Ipv4(c) => Some(c.prefix_len()),
+                    });
+                    (ip_word(a), cidr.unwrap_or(0) as u64)
+                });
+                let mut gw = 0;
+                self.iface.routes_mut().update(|r| {
+                    if let Some(d) = r.iter().find(|r| r.cidr.prefix_len() == 0) {
+                        let IpAddress::Ipv4(g) = d.via_router;
+                        gw = ip_word(g);
+                    }
+                });
+                let m = self.nic.mac();
+                let mac = m.iter().fold(0u64, |a, b| (a << 8) | *b as u64);
+                let c = self.nic.counters;
+                let open = self.clients.values().map(|c| c.sockets.len() as u64).sum::<u64>();
+                ok(&[ip, prefix, gw, mac, 1, c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes, open, self.how])
+            }
+            Request::Listen { port, backlog } => {
+                self.client(id)?;
+                if port == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                if self.port_in_use(port) {
+                    return Err(Error::Exists);
+                }
+                let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
+                self.pools();
+                let empty = matches!(self.clients[&id].sockets.get(&h), Some(Sock::Listen { pool, .. }) if pool.is_empty());
+                if empty {
+                    // Not even one listening socket fits the client's buffer budget.
+                    self.clients.get_mut(&id).unwrap().sockets.remove(&h);
+                    return Err(Error::NoSpace);
+                }
+                ok(&[h])
+            }
+            Request::Accept { handle } => {
+                let c = self.clients.get_mut(&id).ok_or(Error::BadState)?;
+                let pool = match c.sockets.get_mut(&handle) {
+                    Some(Sock::Listen { pool, .. }) => pool,
+                    Some(_) => return Err(Error::WrongType),
+                    None => return Err(Error::InvalidCap),
+                };
+                let sockets = &self.sockets;
+                let Some(i) = pool.iter().position(|h| connected(sockets.get::<tcp::Socket>(*h))) else {
+                    return Err(Error::WouldBlock);
+                };
+                let sh = pool.remove(i);
+                // The connection's buffers were charged to the listener's pool; they move
+                // to the new handle.
+                let c = self.client(id)?;
+                let h = c.next;
+                c.next += 1;
+                c.sockets.insert(h, Sock::Tcp { h: sh, bytes: 2 * TCP_BUF });
+                if c.sockets.len() > MAX_SOCKETS {
+                    c.sockets.remove(&h);
+                    c.bytes -= 2 * TCP_BUF;
+                    self.sockets.get_mut::<tcp::Socket>(sh).abort();
+                    self.orphans.push((sh, now()));
+                    return Err(Error::NoSpace);
+                }
+                self.pools();
+                let (ip, port) = match self.sockets.get::<tcp::Socket>(sh).remote_endpoint() {
+                    Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }) => (ip_word(a), port as u64),
+                    None => (0, 0),
+                };
+                ok(&[h, ip, port])
+            }
+            Request::Connect { ip, port } => {
+                self.client(id)?;
+                if port == 0 || ip == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                let local = self.ephemeral();
+                let sh = self.new_tcp();
+                let r = self.sockets.get_mut::<tcp::Socket>(sh).connect(self.iface.context(), (IpAddress::Ipv4(ipv4(ip)), port), local);
+                if r.is_err() {
+                    self.sockets.remove(sh);
+                    return Err(Error::InvalidArg);
+                }
+                match self.install(id, Sock::Tcp { h: sh, bytes: 2 * TCP_BUF }, 2 * TCP_BUF) {
+                    Ok(h) => ok(&[h]),
+                    Err(e) => {
+                        self.sockets.remove(sh);
+                        Err(e)
+                    }
+                }
+            }
+            Request::Send { handle, off, len } => {
+                let sh = self.tcp_of(id, handle)?;
+                let c = &self.clients[&id];
+                let data = Self::range(c, off, len)?;
+                let s = self.sockets.get_mut::<tcp::Socket>(sh);
+                if s.state() == tcp::State::Closed {
+                    return Err(Error::Reset);
+                }
+                if !s.may_send() && !matches!(s.state(), tcp::State::SynSent | tcp::State::SynReceived) {
+                    return Err(Error::BadState);
+                }
+                match s.send_slice(data) {
+                    Ok(0) if len > 0 => Err(Error::WouldBlock),
+                    Ok(n) => ok(&[n as u64]),
+                    Err(_) => Err(Error::Reset),
+                }
+            }
+            Request::Recv { handle, off, max } => {
+                let sh = self.tcp_of(id, handle)?;
+                let c = &self.clients[&id];
+                let buf = Self::range(c, off, max)?;
+                let s = self.sockets.get_mut::<tcp::Socket>(sh);
+                match s.recv_slice(buf) {
+                    Ok(0) if max > 0 => Err(Error::WouldBlock),
+                    Ok(n) => ok(&[n as u64]),
+                    Err(tcp::RecvError::Finished) => ok(&[0]),
+                    Err(tcp::RecvError::InvalidState) => {
+                        if matches!(s.state(), tcp::State::SynSent | tcp::State::SynReceived) {
+                            Err(Error::WouldBlock)
+                        } else {
+                            Err(Error::Reset)
+                        }
+                    }
+                }
+            }
+            Request::Shutdown { handle } => {
+                let sh = self.tcp_of(id, handle)?;
+                self.sockets.get_mut::<tcp::Socket>(sh).close();
+                ok(&[])
+            }
+            Request::Close { handle } => {
+                let s = self.client(id)?.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
+                let bytes = match &s {
+                    Sock::Tcp { bytes, .. } => *bytes,
+                    Sock::Listen { pool, .. } => pool.len() * 2 * TCP_BUF,
+                    Sock::Udp { .. } => 2 * UDP_BUF,
+                };
+                self.client(id)?.bytes -= bytes;
+                self.release(s, false);
+                ok(&[])
+            }
+            Request::UdpBind { port } => {
+                self.client(id)?;
+                let port = if port == 0 { self.ephemeral() } else { port };
+                if port == 0 || self.port_in_use(port) {
+                    return Err(Error::Exists);
+                }
+                let mk = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], vec![0u8; UDP_BUF]);
+                let mut s = udp::Socket::new(mk(), mk());
+                s.bind(port).map_err(|_| Error::InvalidArg)?;
+                let sh = self.sockets.add(s);
+                match self.install(id, Sock::Udp { h: sh, port }, 2 * UDP_BUF) {
+                    Ok(h) => ok(&[h, port as u64]),
+                    Err(e) => {
+                        self.sockets.remove(sh);
+                        Err(e)
+                    }
+                }
+            }
+            Request::SendTo { handle, ip, port, off, len } => {
+                let sh = self.udp_of(id, handle)?;
+                if len > p::MAX_DATAGRAM {
+                    return Err(Error::TooLong);
+                }
+                if port == 0 || ip == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                let data = Self::range(&self.clients[&id], off, len)?;
+                let to = IpEndpoint::new(IpAddress::Ipv4(ipv4(ip)), port);
+                match self.sockets.get_mut::<udp::Socket>(sh).send_slice(data, to) {
+                    Ok(()) => ok(&[]),
+                    Err(udp::SendError::BufferFull) => Err(Error::WouldBlock),
+                    Err(_) => Err(Error::InvalidArg),
+                }
+            }
+            Request::RecvFrom { handle, off, max } => {
+                let sh = self.udp_of(id, handle)?;
+                let buf = Self::range(&self.clients[&id], off, max)?;
+                match self.sockets.get_mut::<udp::Socket>(sh).recv() {
+                    Ok((data, meta)) => {
+                        let n = data.len().min(buf.len());
+                        buf[..n].copy_from_slice(&data[..n]);
+                        let IpAddress::Ipv4(a) = meta.endpoint.addr;
+                        ok(&[n as u64, ip_word(a), meta.endpoint.port as u64])
+                    }
+                    Err(_) => Err(Error::WouldBlock),
+                }
+            }
+            Request::Wait { timeout_us, entries } => {
+                let entries: Vec<(u64, u64)> = entries.iter().map(|e| (e & 0xffff_ffff, e >> 32)).collect();
+                let map = self.ready_map(id, &entries)?;
+                if map != 0 || timeout_us == 0 {
+                    return ok(&[map]);
+                }
+                let slot = self.sleep(id)?;
+                let deadline = (timeout_us != u64::MAX).then(|| now() + Duration::from_micros(timeout_us.min(1 << 40)));
+                self.waiters.push(Waiter { client: id, slot, entries, deadline });
+                Ok(None)
+            }
+            Request::Ping { ip, timeout_us } => {
+                self.client(id)?;
+                if ip == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                self.ping(id, ip, timeout_us)?;
+                Ok(None)
+            }
+            Request::State { handle } => {
+                let c = self.clients.get(&id).ok_or(Error::BadState)?;
+                match c.sockets.get(&handle).ok_or(Error::InvalidCap)? {
+                    Sock::Tcp { h, .. } => {
+                        let t = self.sockets.get::<tcp::Socket>(*h);
+                        ok(&[tcp_state(t.state()), t.send_queue() as u64, t.recv_queue() as u64])
+                    }
+                    Sock::Listen { .. } => ok(&[p::state::LISTEN, 0, 0]),
+                    Sock::Udp { .. } => ok(&[p::state::UDP, 0, 0]),
+                }
+            }
+        }
+    }
+}
+
+/// A client area this server mapped at `va` (from sigma0, `AREA_BYTES` long).
+fn area_at(va: u64) -> rt::shared::Area {
+    // SAFETY: sigma0 mapped AREA_BYTES of fresh memory read-write at `va` (the window of
+    // the ALLOC request was exactly that range); it stays mapped for the server's life
+    // and no Rust object lives there.
+    unsafe { rt::shared::Area::new(va, p::AREA_BYTES) }
+}
+
+impl Server for Net {
+    type Request<'a> = Request<'a>;
+
+    fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        let v = from.minted_value()?;
+        if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
+            return None;
+        }
+        self.nic.ack_interrupt();
+        self.pump();
+        if let Some(s) = self.irq {
+            let _ = rt::sys::irq_ack(s);
+        }
+        Some(Answer::Later)
+    }
+
+    fn gone(&mut self, client: Badge) {
+        let id = client.program() as u64;
+        let Some(c) = self.clients.remove(&id) else { return };
+        for (_, s) in c.sockets {
+            self.release(s, true);
+        }
+        let mine: Vec<u64> = self.waiters.iter().filter(|w| w.client == id).map(|w| w.slot).collect();
+        self.waiters.retain(|w| w.client != id);
+        let pings: Vec<u64> = self.pings.iter().filter(|p| p.client == id).map(|p| p.slot).collect();
+        self.pings.retain(|p| p.client != id);
+        for slot in mine.into_iter().chain(pings) {
+            let _ = rt::sys::cap_delete(slot);
+            rt::free_slot(slot);
+        }
+        // The client is gone with its mapping of the area; it is zeroed before reuse.
+        self.spare_areas.push(c.area);
+        self.pump();
+    }
+
+    fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        if from.minted_value().is_some() {
+            return Answer::err(Error::InvalidCap);
+        }
+        let id = from.program() as u64;
+        let r = self.request(id, req);
+        // Whatever the request changed goes out now (data, FIN, SYN, window updates).
+        self.pump();
+        match r {
+            Ok(Some(m)) => Answer::Reply(m),
+            Ok(None) => Answer::Later,
+            Err(e) => Answer::err(e),
+        }
+    }
+
+    fn next_tick_us(&mut self) -> Option<u64> {
+        let t = now();
+        let mut next = self.iface.poll_delay(t, &self.sockets).map(|d| d.total_micros());
+        let mut at = |d: Instant| {
+            let us = if d > t { (d - t).total_micros() } else { 0 };
+            next = Some(next.map_or(us, |n| n.min(us)));
+        };
+        for w in &self.waiters {
+            if let Some(d) = w.deadline {
+                at(d);
+            }
+        }
+        for pg in &self.pings {
+            at(pg.deadline);
+        }
+        for (_, until) in &self.orphans {
+            at(*until);
+        }
+        if self.irq.is_none() {
+            // No interrupt line: look at the device every millisecond.
+            next = Some(next.map_or(1000, |n| n.min(1000)));
+        }
+        next
+    }
+
+    fn tick(&mut self) {
+        self.pump();
+    }
+}
+
+/// The device's interrupt line, if the manifest grants it.
+fn attach_irq(dev: &rt::pci::Device) -> Option<(u8, u64)> {
+    let line = rt::pci::interrupt_line(dev)?;
+    let s = rt::alloc_slot();
+    if env::irq(line as u64, s).is_err() || rt::sys::irq_attach(s, Badge::minted(IRQ_BADGE | line as u64).0).is_err() {
+        rt::free_slot(s);
+        return None;
+    }
+    Some((line, s))
+}
+
+/// `A.B.C.D/N`.
+fn parse_cidr(s: &str) -> Option<Ipv4Cidr> {
+    let (a, n) = s.split_once('/')?;
+    let a = p::parse_ip(a)?;
+    let n: u8 = n.parse().ok().filter(|n| *n <= 32)?;
+    Some(Ipv4Cidr::new(ipv4(a as u32), n))
+}
+
+fn main() -> i32 {
+    let (mut addr, mut gw, mut budget) = (None, None, DEFAULT_BUDGET);
+    for w in rt::args().split(' ') {
+        if let Some(v) = w.strip_prefix("ip=") {
+            addr = parse_cidr(v);
+            if addr.is_none() {
+                println!("net: bad address {:?} (want A.B.C.D/N)", v);
+                return 1;
+            }
+        } else if let Some(v) = w.strip_prefix("gw=") {
+            gw = p::parse_ip(v).map(|g| ipv4(g as u32));
+        } else if let Some(v) = w.strip_prefix("budget=").and_then(|v| v.parse::<usize>().ok()) {
+            budget = v.saturating_mul(1024);
+        }
+    }
+    let s0slot = rt::alloc_slot();
+    if pci::init().is_err() || env::lookup("sigma0", s0slot).is_err() {
+        println!("net: the manifest must grant the PCI ports and sigma0");
+        return 1;
+    }
+    virtio_hal::init(s0slot);
+    let (dev, nic) = match virtio_hal::open_pci(&[0x1000, 0x1041], "no virtio-net device on the PCI bus")
+        .and_then(|(d, t)| VirtIONetRaw::new(t).map(|r| (d, r)).map_err(|_| "the virtio-net driver failed"))
+        .and_then(|(d, r)| Nic::new(r).map(|n| (d, n)))
+    {
+        Ok(x) => x,
+        Err(why) => {
+            println!("net: {}", why);
+            server::refuse_all(Error::NotFound);
+        }
+    };
+    let mut nic = nic;
+    let irq = attach_irq(&dev);
+    if irq.is_some() {
+        nic.enable_interrupts();
+    }
+    let mac = nic.mac();
+    let mut config = Config::new(EthernetAddress(mac).into());
+    config.random_seed = rt::sys::rdtsc();
+    let mut iface = Interface::new(config, &mut nic, now());
+    let mut sockets = SocketSet::new(Vec::new());
+    let icmp = {
+        let mk = || icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 8], vec![0u8; 2048]);
+        let mut s = icmp::Socket::new(mk(), mk());
+        let _ = s.bind(icmp::Endpoint::Ident(PING_IDENT));
+        sockets.add(s)
+    };
+    let (dhcp, how) = match addr {
+        Some(a) => {
+            iface.update_ip_addrs(|v| {
+                let _ = v.push(IpCidr::Ipv4(a));
+            });
+            if let Some(g) = gw {
+                let _ = iface.routes_mut().add_default_ipv4_route(g);
+            }
+            (None, 0)
+        }
+        None => (Some(sockets.add(dhcpv4::Socket::new())), 2),
+    };
+    println!(
+        "net: virtio-net {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}; {}; {}",
+        mac[0],
+        mac[1],
+        mac[2],
+        mac[3],
+        mac[4],
+        mac[5],
+        match irq {
+            Some((l, _)) => alloc::format!("interrupts on line {}", l),
+            None => alloc::string::String::from("no interrupt line: polling"),
+        },
+        match addr {
+            Some(a) => alloc::format!("address {} (static)", a),
+            None => alloc::string::String::from("asking DHCP for an address"),
+        }
+    );
+    let mut n = Net {
+        nic,
+        iface,
+        sockets,
+        dhcp,
+        icmp,
+        how,
+        clients: BTreeMap::new(),
+        waiters: Vec::new(),
+        pings: Vec::new(),
+        next_seq: 1,
+        orphans: Vec::new(),
+        next_port: 49152 + (rt::sys::rdtsc() % 8192) as u16,
+        budget,
+        sigma0: s0slot,
+        area_next: rt::layout::NET_AREAS,
+        spare_areas: Vec::new(),
+        irq: irq.map(|(_, s)| s),
+    };
+    n.pump();
+    let mut buf = [0u8; 64];
+    server::run(&mut n, &mut buf)
+}
+
+use virtio_drivers::device::net::VirtIONetRaw;

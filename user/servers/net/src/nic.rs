@@ -1,0 +1,229 @@
+//! The virtio-net device as a smoltcp `Device`: fixed receive and transmit buffers in
+//! DMA memory (handed to the device as they are: the frame the stack writes is the one
+//! the device reads, and a received frame is read where the device wrote it).
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
+use smoltcp::time::Instant;
+use virtio_drivers::device::net::VirtIONetRaw;
+use virtio_drivers::transport::pci::PciTransport;
+use virtio_hal::ScionHal;
+
+/// Descriptors per queue, and buffers per direction.
+pub const QUEUE: usize = 64;
+/// One buffer: the virtio-net header and a whole Ethernet frame fit.
+const BUF: usize = 2048;
+/// The largest Ethernet frame (without FCS) the stack may send.
+const MTU: usize = 1514;
+
+type Raw = VirtIONetRaw<ScionHal, PciTransport, QUEUE>;
+
+/// `QUEUE` buffers of `BUF` bytes in one run of DMA memory.
+struct Bufs {
+    base: u64,
+}
+
+impl Bufs {
+    fn new() -> Option<Bufs> {
+        let (va, _) = virtio_hal::dma_buffer((QUEUE * BUF / 4096) as u64)?;
+        Some(Bufs { base: va })
+    }
+
+    fn get(&self, i: usize) -> &'static mut [u8] {
+        assert!(i < QUEUE);
+        // SAFETY: the run is QUEUE * BUF bytes of DMA memory mapped here for the server's
+        // life and used only through these buffers; each index is handed out to one user
+        // at a time (the device, or the stack during one token), as the free lists and
+        // token tables below keep it.
+        unsafe { core::slice::from_raw_parts_mut((self.base + (i * BUF) as u64) as *mut u8, BUF) }
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+pub struct Counters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Frames the stack wanted to send with every transmit buffer on the device.
+    pub tx_dropped: u64,
+}
+
+pub struct Nic {
+    raw: Raw,
+    rx: Bufs,
+    /// Receive buffer on the device for each descriptor token.
+    rx_of_token: [usize; QUEUE],
+    /// Received frames not yet given to the stack: (buffer, header length, frame length).
+    ready: VecDeque<(usize, usize, usize)>,
+    /// Receive buffers the stack has read, to give back to the device.
+    used: Vec<usize>,
+    tx: Bufs,
+    tx_free: Vec<usize>,
+    tx_of_token: [Option<usize>; QUEUE],
+    pub counters: Counters,
+}
+
+impl Nic {
+    pub fn new(raw: Raw) -> Result<Nic, &'static str> {
+        let rx = Bufs::new().ok_or("no DMA memory for receive buffers")?;
+        let tx = Bufs::new().ok_or("no DMA memory for transmit buffers")?;
+        let mut n = Nic {
+            raw,
+            rx,
+            rx_of_token: [0; QUEUE],
+            ready: VecDeque::new(),
+            used: (0..QUEUE).collect(),
+            tx,
+            tx_free: (0..QUEUE).collect(),
+            tx_of_token: [None; QUEUE],
+            counters: Counters::default(),
+        };
+        n.refill();
+        if n.used.len() == QUEUE {
+            return Err("the device took no receive buffers");
+        }
+        Ok(n)
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.raw.mac_address()
+    }
+
+    pub fn enable_interrupts(&mut self) {
+        self.raw.enable_interrupts();
+    }
+
+    pub fn ack_interrupt(&mut self) {
+        self.raw.ack_interrupt();
+    }
+
+    /// Give read receive buffers back to the device.
+    pub fn refill(&mut self) {
+        while let Some(i) = self.used.pop() {
+            let buf = self.rx.get(i);
+            // SAFETY: the buffer is DMA memory that lives as long as the server and is
+            // not touched again until the device returns it (`poll_rx`).
+            match unsafe { self.raw.receive_begin(buf) } {
+                Ok(t) if (t as usize) < QUEUE => self.rx_of_token[t as usize] = i,
+                _ => {
+                    self.used.push(i);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Take the frames the device has written.
+    pub fn poll_rx(&mut self) {
+        while let Some(t) = self.raw.poll_receive() {
+            let i = self.rx_of_token[t as usize % QUEUE];
+            let buf = self.rx.get(i);
+            // SAFETY: `buf` is the buffer given with this token (recorded at refill).
+            match unsafe { self.raw.receive_complete(t, buf) } {
+                Ok((hdr, len)) if hdr + len <= BUF => {
+                    self.counters.rx_packets += 1;
+                    self.counters.rx_bytes += len as u64;
+                    self.ready.push_back((i, hdr, len));
+                }
+                _ => self.used.push(i),
+            }
+        }
+    }
+
+    pub fn has_rx(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Take back transmit buffers the device has sent.
+    fn reclaim(raw: &mut Raw, tx: &Bufs, free: &mut Vec<usize>, of_token: &mut [Option<usize>; QUEUE]) {
+        while let Some(t) = raw.poll_transmit() {
+            let Some(i) = of_token.get_mut(t as usize).and_then(|s| s.take()) else { break };
+            // SAFETY: `i` is the buffer given with this token.
+            let _ = unsafe { raw.transmit_complete(t, tx.get(i)) };
+            free.push(i);
+        }
+    }
+}
+
+pub struct Rx<'a> {
+    buf: &'a mut [u8],
+    used: &'a mut Vec<usize>,
+    i: usize,
+}
+
+impl RxToken for Rx<'_> {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        let r = f(self.buf);
+        self.used.push(self.i);
+        r
+    }
+}
+
+pub struct Tx<'a> {
+    raw: &'a mut Raw,
+    tx: &'a Bufs,
+    free: &'a mut Vec<usize>,
+    of_token: &'a mut [Option<usize>; QUEUE],
+    counters: &'a mut Counters,
+}
+
+impl TxToken for Tx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        Nic::reclaim(self.raw, self.tx, self.free, self.of_token);
+        let mut scratch = [0u8; MTU];
+        let Some(i) = self.free.pop() else {
+            // Every buffer is on the device: the frame is dropped (TCP sends it again).
+            self.counters.tx_dropped += 1;
+            return f(&mut scratch[..len.min(MTU)]);
+        };
+        let buf = self.tx.get(i);
+        let hdr = self.raw.fill_buffer_header(buf).unwrap_or(0);
+        let len = len.min(BUF - hdr);
+        let r = f(&mut buf[hdr..hdr + len]);
+        // SAFETY: the buffer stays untouched until the device gives its token back
+        // (`reclaim`).
+        match unsafe { self.raw.transmit_begin(&buf[..hdr + len]) } {
+            Ok(t) if (t as usize) < QUEUE => {
+                self.of_token[t as usize] = Some(i);
+                self.counters.tx_packets += 1;
+                self.counters.tx_bytes += len as u64;
+            }
+            _ => {
+                self.free.push(i);
+                self.counters.tx_dropped += 1;
+            }
+        }
+        r
+    }
+}
+
+impl Device for Nic {
+    type RxToken<'a> = Rx<'a>;
+    type TxToken<'a> = Tx<'a>;
+
+    fn receive(&mut self, _: Instant) -> Option<(Rx<'_>, Tx<'_>)> {
+        let (i, hdr, len) = self.ready.pop_front()?;
+        let buf = &mut self.rx.get(i)[hdr..hdr + len];
+        let rx = Rx { buf, used: &mut self.used, i };
+        let tx = Tx { raw: &mut self.raw, tx: &self.tx, free: &mut self.tx_free, of_token: &mut self.tx_of_token, counters: &mut self.counters };
+        Some((rx, tx))
+    }
+
+    fn transmit(&mut self, _: Instant) -> Option<Tx<'_>> {
+        Nic::reclaim(&mut self.raw, &self.tx, &mut self.tx_free, &mut self.tx_of_token);
+        if self.tx_free.is_empty() {
+            return None;
+        }
+        Some(Tx { raw: &mut self.raw, tx: &self.tx, free: &mut self.tx_free, of_token: &mut self.tx_of_token, counters: &mut self.counters })
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.medium = Medium::Ethernet;
+        c.max_transmission_unit = MTU;
+        c.max_burst_size = Some(QUEUE / 2);
+        c
+    }
+}

@@ -1,0 +1,314 @@
+//! The host's side of the network scenarios: files for the guest's web server, an echo
+//! server on loopback for the guest's sockets (reached through a guestfwd rule), and
+//! HTTP checks driven through the forwarded port. Everything stays on 127.0.0.1.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What httpd prints once it serves (the host's checks start then).
+pub const HTTPD_READY: &str = "httpd: serving";
+
+/// The address the guest reaches the host's echo server at (a guestfwd rule).
+pub const ECHO_GUEST: &str = "10.0.2.100:7";
+
+/// Deterministic bytes for file `seed` (the guest serves them, the host checks them).
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// (name, seed, size) of the files in the web scenario's filesystem.
+pub fn www_files() -> Vec<(String, u64, usize)> {
+    let mut v = vec![("small.txt".to_string(), 0, 0), ("1m.bin".to_string(), 1, 1 << 20), ("16m.bin".to_string(), 16, 16 << 20)];
+    for i in 0..8 {
+        v.push((format!("f{i}.bin"), 100 + i, (256 << 10) + (i as usize) * 4099));
+    }
+    v
+}
+
+const SMALL: &[u8] = b"Hello from Scion's httpd.\n";
+
+/// Write the web scenario's files under `target/scion/www` (a directory `fs=` takes).
+pub fn make_www() -> Result<PathBuf, String> {
+    let dir = crate::out_dir().join("www");
+    std::fs::create_dir_all(dir.join("sub")).map_err(|e| e.to_string())?;
+    for (name, seed, size) in www_files() {
+        let data = if name == "small.txt" { SMALL.to_vec() } else { pattern(seed, size) };
+        let p = dir.join(&name);
+        if std::fs::read(&p).ok().as_deref() != Some(&data[..]) {
+            std::fs::write(&p, &data).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+    }
+    std::fs::write(dir.join("sub/inner.txt"), b"inner\n").map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// An echo server on 127.0.0.1 (for the guest's socket tests): its port. It serves
+/// until xtask exits.
+pub fn echo_server() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let port = l.local_addr().map_err(|e| e.to_string())?.port();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut s = s;
+                let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
+                let mut buf = [0u8; 16384];
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Ok(port)
+}
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+fn connect(port: u16) -> Result<TcpStream, String> {
+    let s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// Read one response from `s` (a HEAD's has no body).
+fn response(s: &mut TcpStream, head_only: bool) -> Result<Response, String> {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 65536];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut b).map_err(|e| format!("reading the head: {e}"))?;
+        if n == 0 {
+            return Err(format!("connection closed before a complete head ({} bytes)", buf.len()));
+        }
+        buf.extend_from_slice(&b[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or(format!("bad status line {status_line:?}"))?;
+    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let len: usize = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok()).ok_or("no Content-Length")?;
+    let mut body = buf[end..].to_vec();
+    if head_only {
+        return Ok(Response { status, headers, body: Vec::new() });
+    }
+    while body.len() < len {
+        let n = s.read(&mut b).map_err(|e| format!("reading the body ({} of {len} bytes): {e}", body.len()))?;
+        if n == 0 {
+            return Err(format!("connection closed after {} of {len} body bytes", body.len()));
+        }
+        body.extend_from_slice(&b[..n]);
+    }
+    body.truncate(len);
+    Ok(Response { status, headers, body })
+}
+
+fn request(port: u16, method: &str, path: &str, extra: &str) -> Result<Response, String> {
+    let mut s = connect(port)?;
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: scion\r\nConnection: close\r\n{extra}\r\n").map_err(|e| e.to_string())?;
+    response(&mut s, method == "HEAD")
+}
+
+fn expect(cond: bool, what: impl Into<String>) -> Result<(), String> {
+    if cond {
+        Ok(())
+    } else {
+        Err(what.into())
+    }
+}
+
+fn file(name: &str) -> Vec<u8> {
+    let (_, seed, size) = www_files().into_iter().find(|f| f.0 == name).expect("a www file");
+    if name == "small.txt" {
+        SMALL.to_vec()
+    } else {
+        pattern(seed, size)
+    }
+}
+
+fn get_file(port: u16, name: &str) -> Result<(), String> {
+    let want = file(name);
+    let r = request(port, "GET", &format!("/{name}"), "")?;
+    expect(r.status == 200, format!("GET /{name}: status {}", r.status))?;
+    expect(r.body.len() == want.len(), format!("GET /{name}: {} bytes, want {}", r.body.len(), want.len()))?;
+    expect(r.body == want, format!("GET /{name}: the bytes differ (first at {:?})", r.body.iter().zip(&want).position(|(a, b)| a != b)))
+}
+
+/// After a misbehaving client: the next normal request is served.
+fn still_serves(port: u16) -> Result<(), String> {
+    let r = request(port, "GET", "/small.txt", "")?;
+    expect(r.status == 200 && r.body == SMALL, format!("a normal request afterwards: status {}", r.status))
+}
+
+/// Send `bytes`; the answer's status, or None if the server closed without one.
+fn raw_status(port: u16, bytes: &[u8]) -> Result<Option<u16>, String> {
+    let mut s = connect(port)?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    // The server may answer and close before taking it all: a failed write is fine.
+    let _ = s.write_all(bytes);
+    Ok(response(&mut s, false).ok().map(|r| r.status))
+}
+
+type Check = (&'static str, fn(u16) -> Result<(), String>);
+
+fn checks() -> Vec<Check> {
+    vec![
+        ("get-1m", |p| get_file(p, "1m.bin")),
+        ("get-16m", |p| get_file(p, "16m.bin")),
+        ("head", |p| {
+            let r = request(p, "HEAD", "/16m.bin", "")?;
+            expect(r.status == 200, format!("status {}", r.status))?;
+            expect(r.header("Content-Length") == Some("16777216"), format!("Content-Length {:?}", r.header("Content-Length")))
+        }),
+        ("range", |p| {
+            let want = file("1m.bin");
+            let r = request(p, "GET", "/1m.bin", "Range: bytes=1000-70999\r\n")?;
+            expect(r.status == 206, format!("status {}", r.status))?;
+            expect(r.header("Content-Range") == Some("bytes 1000-70999/1048576"), format!("Content-Range {:?}", r.header("Content-Range")))?;
+            expect(r.body == want[1000..71000], "the range's bytes differ")?;
+            let r = request(p, "GET", "/1m.bin", "Range: bytes=-100\r\n")?;
+            expect(r.status == 206 && r.body == want[want.len() - 100..], "a suffix range")?;
+            let r = request(p, "GET", "/1m.bin", "Range: bytes=2000000-\r\n")?;
+            expect(r.status == 416, format!("a range past the end: status {}", r.status))
+        }),
+        ("not-found", |p| {
+            let r = request(p, "GET", "/no/such/file", "")?;
+            expect(r.status == 404, format!("status {}", r.status))
+        }),
+        ("listing", |p| {
+            let r = request(p, "GET", "/", "")?;
+            let page = String::from_utf8_lossy(&r.body);
+            expect(r.status == 200 && page.contains("href=\"/16m.bin\"") && page.contains("href=\"/sub/\""), format!("status {}, page {page:.200}", r.status))?;
+            let r = request(p, "GET", "/sub", "")?;
+            expect(r.status == 301 && r.header("Location") == Some("/sub/"), format!("/sub: status {} Location {:?}", r.status, r.header("Location")))?;
+            let r = request(p, "GET", "/sub/", "")?;
+            expect(r.status == 200 && String::from_utf8_lossy(&r.body).contains("inner.txt"), "/sub/ lists inner.txt")
+        }),
+        ("keep-alive", |p| {
+            let mut s = connect(p)?;
+            for i in 0..5 {
+                write!(s, "GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| e.to_string())?;
+                let r = response(&mut s, false)?;
+                expect(r.status == 200 && r.body == SMALL, format!("request {i} on one connection"))?;
+            }
+            // Two pipelined requests in one write.
+            write!(s, "GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\nHEAD /1m.bin HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| e.to_string())?;
+            let a = response(&mut s, false)?;
+            let b = response(&mut s, true)?;
+            expect(a.body == SMALL && b.status == 200 && b.header("Content-Length") == Some("1048576"), "pipelined requests")
+        }),
+        ("methods", |p| {
+            let r = request(p, "POST", "/small.txt", "Content-Length: 0\r\n")?;
+            expect(r.status == 405 && r.header("Allow") == Some("GET, HEAD"), format!("POST: status {}", r.status))?;
+            let r = request(p, "BREW", "/pot", "")?;
+            expect(r.status == 501, format!("BREW: status {}", r.status))
+        }),
+        ("eight-clients", |p| {
+            let hs: Vec<_> = (0..8).map(|i| std::thread::spawn(move || get_file(p, &format!("f{i}.bin")))).collect();
+            for h in hs {
+                h.join().map_err(|_| "a client thread panicked".to_string())??;
+            }
+            Ok(())
+        }),
+        ("garbage", |p| {
+            let junk: Vec<u8> = pattern(7, 3000).into_iter().map(|b| if b == b'\n' { b'x' } else { b }).chain(*b"\r\n\r\n").collect();
+            let st = raw_status(p, &junk)?;
+            expect(st.is_none() || st == Some(400), format!("garbage: {st:?}"))?;
+            still_serves(p)
+        }),
+        ("long-line", |p| {
+            let line = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(64 * 1024));
+            let st = raw_status(p, line.as_bytes())?;
+            expect(st.is_none() || st == Some(414), format!("a 64 KiB request line: {st:?}"))?;
+            still_serves(p)
+        }),
+        ("endless-headers", |p| {
+            let mut h = String::from("GET / HTTP/1.1\r\nHost: x\r\n");
+            while h.len() < 40 * 1024 {
+                h.push_str("X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+            }
+            let st = raw_status(p, h.as_bytes())?;
+            expect(st.is_none() || st == Some(431), format!("headers that never end: {st:?}"))?;
+            still_serves(p)
+        }),
+        ("silent-client", |p| {
+            let _idle = connect(p)?;
+            still_serves(p)
+        }),
+        ("close-mid-response", |p| {
+            let mut s = connect(p)?;
+            write!(s, "GET /16m.bin HTTP/1.1\r\nHost: x\r\n\r\n").map_err(|e| e.to_string())?;
+            let mut got = 0;
+            let mut b = [0u8; 65536];
+            while got < 200_000 {
+                let n = s.read(&mut b).map_err(|e| e.to_string())?;
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+            let _ = s.shutdown(Shutdown::Both);
+            drop(s);
+            still_serves(p)
+        }),
+        ("many-connections", |p| {
+            let mut v = Vec::new();
+            for _ in 0..200 {
+                if let Ok(mut s) = connect(p) {
+                    let _ = write!(s, "GET /small.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                    v.push(s);
+                }
+            }
+            let start = Instant::now();
+            let mut answered = 0;
+            for mut s in v {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
+                if start.elapsed() < Duration::from_secs(90) {
+                    if let Ok(r) = response(&mut s, false) {
+                        if r.status == 200 && r.body == SMALL {
+                            answered += 1;
+                        }
+                    }
+                }
+            }
+            println!("    | many-connections: {answered} of 200 answered, the rest dropped");
+            expect(answered >= 16, format!("only {answered} of 200 connections answered"))?;
+            still_serves(p)
+        }),
+    ]
+}
+
+/// Run the HTTP checks against the guest's port 80 forwarded to `port`.
+pub fn http_checks(port: u16) -> Vec<(String, Result<(), String>)> {
+    checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect()
+}
