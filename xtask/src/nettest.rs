@@ -1,16 +1,17 @@
 //! The host's side of the network scenarios: files for the guest's web server, an echo
-//! server on loopback for the guest's sockets (reached through a guestfwd rule), and
-//! HTTP checks driven through the forwarded port. Everything stays on 127.0.0.1.
+//! service for the guest's sockets (a guestfwd rule: QEMU runs `cat` for each
+//! connection), and HTTP checks driven through the forwarded port. Everything stays on
+//! this machine.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// What httpd prints once it serves (the host's checks start then).
 pub const HTTPD_READY: &str = "httpd: serving";
 
-/// The address the guest reaches the host's echo server at (a guestfwd rule).
+/// Where the guest reaches the echo service (a guestfwd rule).
 pub const ECHO_GUEST: &str = "10.0.2.100:7";
 
 /// Deterministic bytes for file `seed` (the guest serves them, the host checks them).
@@ -50,33 +51,6 @@ pub fn make_www() -> Result<PathBuf, String> {
     }
     std::fs::write(dir.join("sub/inner.txt"), b"inner\n").map_err(|e| e.to_string())?;
     Ok(dir)
-}
-
-/// An echo server on 127.0.0.1 (for the guest's socket tests): its port. It serves
-/// until xtask exits.
-pub fn echo_server() -> Result<u16, String> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let port = l.local_addr().map_err(|e| e.to_string())?.port();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut s = s;
-                let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
-                let mut buf = [0u8; 16384];
-                loop {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if s.write_all(&buf[..n]).is_err() {
-                                break;
-                            }
-                        }
-                    }
-                }
-            });
-        }
-    });
-    Ok(port)
 }
 
 struct Response {

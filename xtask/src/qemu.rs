@@ -66,8 +66,9 @@ pub struct Options {
 pub struct NetOptions {
     /// Host port (on 127.0.0.1) → guest TCP port.
     pub forward: Vec<(u16, u16)>,
-    /// Guest address:port (in 10.0.2.0/24) → a host TCP port on 127.0.0.1.
-    pub guest_forward: Vec<(String, u16)>,
+    /// Guest address:port (in 10.0.2.0/24) → a command QEMU runs on the host for each
+    /// connection, its standard input and output the connection (`cat`: an echo server).
+    pub guest_forward: Vec<(String, String)>,
 }
 
 /// The PCI slot of the network device (its interrupt line on q35 follows from it:
@@ -109,7 +110,7 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
             nd.push_str(&format!(",hostfwd=tcp:127.0.0.1:{h}-:{g}"));
         }
         for (g, h) in &n.guest_forward {
-            nd.push_str(&format!(",guestfwd=tcp:{g}-tcp:127.0.0.1:{h}"));
+            nd.push_str(&format!(",guestfwd=tcp:{g}-cmd:{h}"));
         }
         c.args(["-netdev", &nd]);
         c.args(["-device", &format!("virtio-net-pci,netdev=net0,addr={NET_SLOT:#x}")]);
