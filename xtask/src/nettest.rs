@@ -11,6 +11,27 @@ use std::time::{Duration, Instant};
 /// What httpd prints once it serves (the host's checks start then).
 pub const HTTPD_READY: &str = "httpd: serving";
 
+/// Where the guest reaches a small web server of the host's (a guestfwd rule running
+/// `responder` for each connection), for the shell's `fetch`.
+pub const WEB_GUEST: &str = "10.0.2.101:80";
+
+/// What the host's small web server answers, whatever is asked.
+pub const WEB_BODY: &str = "Hello from the host, through the user network of QEMU.";
+
+/// The script QEMU runs for each connection to `WEB_GUEST`: it reads a request head
+/// and answers 200 with `WEB_BODY`.
+pub fn responder() -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let p = crate::out_dir().join("responder.sh");
+    let script = format!(
+        "#!/bin/sh\n# Made by xtask (nettest.rs): one HTTP answer per connection.\ncr=$(printf '\\r')\nwhile IFS= read -r line; do line=${{line%\"$cr\"}}; [ -z \"$line\" ] && break; done\nbody='{WEB_BODY}'\nprintf 'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\nContent-Length: %s\\r\\n\\r\\n%s\\n' $((${{#body}} + 1)) \"$body\"\n"
+    );
+    std::fs::create_dir_all(crate::out_dir()).map_err(|e| e.to_string())?;
+    std::fs::write(&p, script).map_err(|e| format!("{}: {e}", p.display()))?;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
 /// Where the guest reaches the echo service (a guestfwd rule).
 pub const ECHO_GUEST: &str = "10.0.2.100:7";
 
@@ -282,7 +303,48 @@ fn checks() -> Vec<Check> {
     ]
 }
 
-/// Run the HTTP checks against the guest's port 80 forwarded to `port`.
-pub fn http_checks(port: u16) -> Vec<(String, Result<(), String>)> {
-    checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect()
+/// Run the HTTP checks against the guest's port 80 forwarded to `port`; the last kills
+/// the net server from the guest's shell (typed by `t`) in the middle of a download.
+pub fn http_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
+    let mut v: Vec<(String, Result<(), String>)> = checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
+    v.push(("net-restart".to_string(), net_restart(port, t)));
+    v
+}
+
+/// Kill `net` while a download runs: the download ends (an error, not a hang), and once
+/// root has restarted net (and httpd has attached to it again) a new download succeeds.
+fn net_restart(port: u16, t: &crate::qemu::Typer) -> Result<(), String> {
+    let mut s = connect(port)?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    write!(s, "GET /16m.bin HTTP/1.1\r\nHost: x\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut got = 0;
+    let mut b = [0u8; 65536];
+    while got < 1 << 20 {
+        match s.read(&mut b) {
+            Ok(0) => return Err("the download ended before net was killed".into()),
+            Ok(n) => got += n,
+            Err(e) => return Err(format!("the download failed before net was killed: {e}")),
+        }
+    }
+    t.type_text("kill net\n");
+    let start = Instant::now();
+    let ended = loop {
+        match s.read(&mut b) {
+            Ok(0) | Err(_) => break true,
+            Ok(n) => got += n,
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            break false;
+        }
+    };
+    expect(ended && got < (16 << 20) + 1000, format!("the download went on after net was killed ({got} bytes)"))?;
+    drop(s);
+    let start = Instant::now();
+    loop {
+        match get_file(port, "1m.bin") {
+            Ok(()) => return Ok(()),
+            Err(e) if start.elapsed() > Duration::from_secs(120) => return Err(format!("no download within 120 s of the restart: {e}")),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
 }

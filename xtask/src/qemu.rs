@@ -141,24 +141,38 @@ pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, inp
 /// As `run_to_end`; with `kill_at`, QEMU is killed (SIGKILL, no shutdown) as soon as
 /// that text appears on the serial port.
 pub fn run_until(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, kill_at: Option<&str>) -> Result<Outcome, String> {
-    let mut nothing = || {};
-    run_at(kernel, image, o, limit, input, kill_at.map(|k| (k, &mut nothing as &mut dyn FnMut())))
+    let mut nothing = |_: &Typer| {};
+    run_at(kernel, image, o, limit, input, kill_at.map(|k| (k, &mut nothing as &mut dyn FnMut(&Typer))))
+}
+
+/// Types into the guest's serial port (its console) while a host check runs.
+#[derive(Clone)]
+pub struct Typer(std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>);
+
+impl Typer {
+    pub fn type_text(&self, text: &str) {
+        if let Some(w) = self.0.lock().unwrap().as_mut() {
+            let _ = w.write_all(text.as_bytes());
+            let _ = w.flush();
+        }
+    }
 }
 
 /// As `run_to_end`; once the text `at.0` appears on the serial port, `at.1` runs (on the
 /// host, while the guest runs: it talks to the guest through forwarded ports), then
 /// QEMU is killed.
-pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, at: Option<(&str, &mut dyn FnMut())>) -> Result<Outcome, String> {
+pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, at: Option<(&str, &mut dyn FnMut(&Typer))>) -> Result<Outcome, String> {
     let (kill_at, mut then) = match at {
         Some((k, f)) => (Some(k), Some(f)),
         None => (None, None),
     };
     let mut c = command(kernel, image, o);
     c.args(["-serial", "stdio", "-monitor", "none"]);
-    c.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(if input.is_some() || then.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| format!("cannot start {QEMU}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
-    let mut stdin = child.stdin.take();
+    let typer = Typer(std::sync::Arc::new(std::sync::Mutex::new(child.stdin.take())));
+    let stdin = typer.clone();
     let input = input.map(|(m, t)| (m.as_bytes().to_vec(), t.as_bytes().to_vec()));
     let kill_marker = kill_at.map(|k| k.as_bytes().to_vec());
     let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -177,10 +191,9 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
                     seen_r.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
             }
-            if let (false, Some((marker, text)), Some(w)) = (typed, input.as_ref(), stdin.as_mut()) {
+            if let (false, Some((marker, text))) = (typed, input.as_ref()) {
                 if s.windows(marker.len()).any(|x| x == &marker[..]) {
-                    let _ = w.write_all(text);
-                    let _ = w.flush();
+                    stdin.type_text(&String::from_utf8_lossy(text));
                     typed = true;
                 }
             }
@@ -196,7 +209,7 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
         }
         if seen.load(std::sync::atomic::Ordering::SeqCst) {
             if let Some(f) = then.take() {
-                f();
+                f(&typer);
             }
             let _ = child.kill();
             let _ = child.wait();

@@ -242,7 +242,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut net = None;
     let mut http_port = 0;
     if sc.net {
-        let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string())], ..Default::default() };
+        let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string()), (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string())], ..Default::default() };
         if sc.http {
             http_port = qemu::free_port()?;
             n.forward.push((http_port, 80));
@@ -253,7 +253,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
     let mut http_results = Vec::new();
     let out = if sc.http {
-        let mut checks = || http_results = nettest::http_checks(http_port);
+        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, t);
         qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?

@@ -1,6 +1,7 @@
 //! The shell on the user-level console: line editing (backspace, Ctrl-U to erase the
 //! line, Ctrl-C to drop it, escape sequences ignored), and commands that ask root and
-//! the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm, echo, halt.
+//! the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm, net, ping, fetch,
+//! echo, sleep, halt.
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -9,6 +10,8 @@ extern crate alloc;
 
 use alloc::collections::VecDeque;
 use alloc::string::String;
+use net_api::client::Net;
+use net_api::Ip;
 use rt::{console, env, print, println};
 
 rt::entry!(main);
@@ -17,7 +20,7 @@ const HELP: &str = "commands:
   help              this list
   ps                programs: id, state, priority, threads, pager, kernel pages, restarts
   mem               memory of sigma0 and of each memory server, per program
-  kill ID           end program ID
+  kill ID|NAME      end a program (by id, or the first of that name)
   run NAME [ARGS]   start a program from the boot image (resources as the manifest says)
   lspci             list PCI devices
   segs              the BAIO disk segments this shell may open (name, blocks, owner)
@@ -25,7 +28,11 @@ const HELP: &str = "commands:
   cat FILE          print FILE
   put FILE TEXT     write TEXT (and a newline) into FILE, made if missing
   rm PATH           remove a file or an empty directory
+  net               the network: address, gateway, packets and bytes, sockets open
+  ping [ADDR]       an ICMP echo to ADDR (default: the gateway, or 10.0.2.2)
+  fetch URL         HTTP GET http://A.B.C.D[:PORT]/PATH: the answer's head, then the body
   echo TEXT         print TEXT
+  sleep MS          wait MS milliseconds
   halt              power off";
 
 /// Typed bytes not consumed yet (a read may bring more than one line).
@@ -110,6 +117,7 @@ fn main() -> i32 {
     }
     println!("Scion shell. Type `help` for the commands.");
     let mut input = Input { pending: VecDeque::new() };
+    let mut net: Option<Net> = None;
     loop {
         print!("scion> ");
         let Some(line) = read_line(&mut input) else {
@@ -129,12 +137,12 @@ fn main() -> i32 {
                 Ok(t) => print!("{}", t),
                 Err(e) => println!("mem: {:?}", e),
             },
-            "kill" => match rest.trim().parse::<u64>() {
-                Ok(id) => match env::kill(id) {
+            "kill" => match rest.trim().parse::<u64>().ok().or_else(|| program_id(rest.trim())) {
+                Some(id) => match env::kill(id) {
                     Ok(()) => println!("killed {}", id),
                     Err(e) => println!("kill: {}: {:?}", id, e),
                 },
-                Err(_) => println!("kill: give a program id (see `ps`)"),
+                None => println!("kill: give a program id or name (see `ps`)"),
             },
             "run" if !rest.trim().is_empty() => spawn(rest.trim(), false),
             "run" => println!("run: give a program name"),
@@ -149,7 +157,12 @@ fn main() -> i32 {
                 rt::free_slot(blk);
             }
             "ls" | "cat" | "put" | "rm" => files(cmd, rest.trim()),
+            "net" | "ping" | "fetch" => network(&mut net, cmd, rest.trim()),
             "echo" => println!("{}", rest),
+            "sleep" => match rest.trim().parse::<u64>() {
+                Ok(ms) => rt::sys::sleep_us(ms.saturating_mul(1000)),
+                Err(_) => println!("sleep: give milliseconds"),
+            },
             "halt" => {
                 println!("halting");
                 let _ = env::halt();
@@ -188,4 +201,118 @@ fn files(cmd: &str, arg: &str) {
         println!("{}: {}: {:?}", cmd, arg, e);
     }
     rt::free_slot(srv);
+}
+
+/// The id of the first running program called `name` (from root's program list).
+fn program_id(name: &str) -> Option<u64> {
+    let ps = env::ps().ok()?;
+    ps.lines().skip(1).find_map(|l| {
+        let mut w = l.split_whitespace();
+        let id = w.next()?.parse().ok()?;
+        (w.next()? == name).then_some(id)
+    })
+}
+
+/// The network commands, through the `net` server (attached once; again after it
+/// restarted).
+fn network(net: &mut Option<Net>, cmd: &str, arg: &str) {
+    if let Some(n) = net.as_ref() {
+        if n.info().is_err() {
+            // The server went away (restarted): attach to the new one.
+            rt::free_slot(n.srv);
+            *net = None;
+        }
+    }
+    if net.is_none() {
+        let srv = rt::alloc_slot();
+        match env::lookup("net", srv).and_then(|_| Net::attach(srv)) {
+            Ok(n) => *net = Some(n),
+            Err(e) => {
+                println!("{}: no network: {}", cmd, e.name());
+                rt::free_slot(srv);
+                return;
+            }
+        }
+    }
+    let n = net.as_ref().expect("attached");
+    let r = match cmd {
+        "net" => n.info().map(|i| {
+            let mac: [u64; 6] = core::array::from_fn(|k| (i.mac >> (40 - 8 * k)) & 0xff);
+            println!(
+                "address {}/{} ({}), gateway {}, MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, link {}",
+                Ip(i.ip),
+                i.prefix,
+                ["static", "DHCP", "none yet"][i.how.min(2) as usize],
+                Ip(i.gateway),
+                mac[0],
+                mac[1],
+                mac[2],
+                mac[3],
+                mac[4],
+                mac[5],
+                if i.link_up { "up" } else { "down" }
+            );
+            println!("in {} packets {} bytes, out {} packets {} bytes, {} sockets open", i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.sockets);
+        }),
+        "ping" => {
+            let target = if arg.is_empty() {
+                n.info().ok().map(|i| i.gateway).filter(|g| *g != 0).unwrap_or(net_api::ipv4(10, 0, 2, 2))
+            } else {
+                match net_api::parse_ip(arg) {
+                    Some(a) => a,
+                    None => {
+                        println!("ping: give an address A.B.C.D");
+                        return;
+                    }
+                }
+            };
+            n.ping(target, 2_000_000).map(|us| println!("ping {}: answer in {}.{:03} ms", Ip(target), us / 1000, us % 1000))
+        }
+        _ => fetch(n, arg),
+    };
+    if let Err(e) = r {
+        println!("{}: {}", cmd, e.name());
+    }
+}
+
+/// HTTP GET of `url` (http://A.B.C.D[:PORT]/PATH): the answer's head, then the body
+/// (text up to 8 KiB is printed, the rest counted).
+fn fetch(n: &Net, url: &str) -> Result<(), abi::Error> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        println!("fetch: give http://A.B.C.D[:PORT]/PATH (no names: Scion has no DNS client)");
+        return Ok(());
+    };
+    let (hostport, path) = rest.split_once('/').map_or((rest, ""), |(h, p)| (h, p));
+    let (host, port) = match hostport.split_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().ok()),
+        None => (hostport, Some(80)),
+    };
+    let (Some(ip), Some(port)) = (net_api::parse_ip(host), port) else {
+        println!("fetch: bad address {:?}", hostport);
+        return Ok(());
+    };
+    let h = n.connect(ip, port, 10_000_000)?;
+    let req = alloc::format!("GET /{} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nUser-Agent: scion-fetch\r\n\r\n", path, hostport);
+    let r = n.send_all(h, req.as_bytes()).and_then(|_| {
+        let mut all = alloc::vec::Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match n.recv(h, &mut buf)? {
+                0 => break,
+                k => all.extend_from_slice(&buf[..k]),
+            }
+        }
+        let split = all.windows(4).position(|w| w == b"\r\n\r\n").map_or(all.len(), |i| i + 4);
+        print!("{}", String::from_utf8_lossy(&all[..split]).replace('\r', ""));
+        let body = &all[split..];
+        let shown = body.len().min(8192);
+        print!("{}", String::from_utf8_lossy(&body[..shown]));
+        if !body.ends_with(b"\n") && shown == body.len() {
+            println!();
+        }
+        println!("fetch: {} bytes of body", body.len());
+        Ok(())
+    });
+    let _ = n.close(h);
+    r
 }

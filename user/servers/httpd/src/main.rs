@@ -246,7 +246,9 @@ impl Httpd {
         let _ = self.net.close(c.h);
     }
 
-    fn serve(&mut self, listener: u64) -> ! {
+    /// Serve until the net server goes away (it restarted): then end, to be restarted
+    /// and attach to the new one.
+    fn serve(&mut self, listener: u64) -> i32 {
         loop {
             let mut entries: Vec<(u64, u64)> = self
                 .conns
@@ -263,9 +265,8 @@ impl Httpd {
             let ready = match self.net.wait(&entries, 1_000_000) {
                 Ok(r) => r,
                 Err(e) => {
-                    println!("httpd: wait failed: {}", e.name());
-                    rt::sys::sleep_us(100_000);
-                    0
+                    println!("httpd: the net server answers {}: ending", e.name());
+                    return 1;
                 }
             };
             let now = rt::sys::now_us();
@@ -324,23 +325,28 @@ fn main() -> i32 {
         }
     }
     let (ns, fs) = (rt::alloc_slot(), rt::alloc_slot());
-    if rt::env::lookup("net", ns).is_err() || rt::env::lookup("files", fs).is_err() {
+    if rt::env::lookup("files", fs).is_err() {
         println!("httpd: the manifest must grant net and files");
         return 1;
     }
-    let net = match Net::attach(ns) {
-        Ok(n) => n,
-        Err(e) => {
-            println!("httpd: cannot attach to net: {}", e.name());
-            return 1;
+    // The net server may be (re)starting: try for 30 s.
+    let mut last = Error::NotFound;
+    let mut got = None;
+    for _ in 0..300 {
+        let r = rt::env::lookup("net", ns).and_then(|_| Net::attach(ns)).and_then(|n| n.listen(port, 16).map(|l| (n, l)));
+        match r {
+            Ok(x) => {
+                got = Some(x);
+                break;
+            }
+            Err(e) => last = e,
         }
-    };
-    let listener = match net.listen(port, 16) {
-        Ok(l) => l,
-        Err(e) => {
-            println!("httpd: cannot listen on port {}: {}", port, e.name());
-            return 1;
-        }
+        let _ = rt::sys::cap_delete(ns);
+        rt::sys::sleep_us(100_000);
+    }
+    let Some((net, listener)) = got else {
+        println!("httpd: cannot listen on port {}: {}", port, last.name());
+        return 1;
     };
     println!("httpd: serving the files server on port {}", port);
     let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0 };

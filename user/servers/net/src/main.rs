@@ -337,8 +337,10 @@ impl Net {
             Some(dhcpv4::Event::Deconfigured) => {
                 self.iface.update_ip_addrs(|a| a.clear());
                 self.iface.routes_mut().remove_default_ipv4_route();
+                if self.how == 1 {
+                    println!("net: DHCP lease lost");
+                }
                 self.how = 2;
-                println!("net: DHCP lease lost");
             }
             None => {}
         }
