@@ -158,10 +158,13 @@ impl Typer {
     }
 }
 
+/// What to do when a text appears on the serial port (`run_at`).
+pub type At<'a> = (&'a str, &'a mut dyn FnMut(&Typer));
+
 /// As `run_to_end`; once the text `at.0` appears on the serial port, `at.1` runs (on the
-/// host, while the guest runs: it talks to the guest through forwarded ports), then
-/// QEMU is killed.
-pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, at: Option<(&str, &mut dyn FnMut(&Typer))>) -> Result<Outcome, String> {
+/// host, while the guest runs: it talks to the guest through forwarded ports, and may
+/// type into its console), then QEMU is killed.
+pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, at: Option<At<'_>>) -> Result<Outcome, String> {
     let (kill_at, mut then) = match at {
         Some((k, f)) => (Some(k), Some(f)),
         None => (None, None),

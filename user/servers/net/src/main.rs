@@ -167,7 +167,7 @@ impl Net {
     fn ephemeral(&mut self) -> u16 {
         for _ in 0..16384 {
             let p = self.next_port;
-            self.next_port = if p >= 65535 { 49152 } else { p + 1 };
+            self.next_port = if p == u16::MAX { 49152 } else { p + 1 };
             if !self.port_in_use(p) {
                 return p;
             }
@@ -504,9 +504,7 @@ impl Net {
             Request::Attach => self.attach(id).map(Some),
             Request::Info => {
                 let (ip, prefix) = self.iface.ipv4_addr().map_or((0, 0), |a| {
-                    let cidr = self.iface.ip_addrs().iter().find_map(|c| match c {
-                        IpCidr::Ipv4(c) => Some(c.prefix_len()),
-                    });
+                    let cidr = self.iface.ip_addrs().first().map(|IpCidr::Ipv4(c)| c.prefix_len());
                     (ip_word(a), cidr.unwrap_or(0) as u64)
                 });
                 let mut gw = 0;
