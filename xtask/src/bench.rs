@@ -14,12 +14,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-pub const SUITES: [(&str, &str); 2] = [
+pub const SUITES: [(&str, &str); 3] = [
     ("kernel", "microkernel costs: syscall, IPC, switches, page faults, map/demap, IRQ; Linux side by side"),
     (
         "baio",
         "BAIO Figures 3-5: pipelined 8 KiB requests over working sets; BAIO direct/buffered, sync, thread pool; Linux pread O_DIRECT/buffered and io_uring",
     ),
+    ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
 ];
 const RUNS: usize = 3;
 
@@ -159,23 +160,27 @@ fn cpio_entry(out: &mut Vec<u8>, name: &str, mode: u32, rdev: (u32, u32), data: 
     }
 }
 
-/// The virtio-blk driver's modules of the baseline kernel, in load order.
-const VIRTIO_MODULES: [&str; 6] = [
+/// The virtio-blk and virtio-net drivers' modules of the baseline kernel, in load order
+/// (the `baio` suite loads 1–6, the `net` suite 1–5 and 7–9).
+const VIRTIO_MODULES: [&str; 9] = [
     "drivers/virtio/virtio_ring.ko",
     "drivers/virtio/virtio.ko",
     "drivers/virtio/virtio_pci_legacy_dev.ko",
     "drivers/virtio/virtio_pci_modern_dev.ko",
     "drivers/virtio/virtio_pci.ko",
     "drivers/block/virtio_blk.ko",
+    "net/core/failover.ko",
+    "drivers/net/net_failover.ko",
+    "drivers/net/virtio_net.ko",
 ];
 
 /// Build the baseline's initramfs: /dev/console, the static benchmark as /init, and
-/// (for the `baio` suite) the virtio-blk modules of `vmlinuz` as /m/1.ko … /m/6.ko.
+/// the virtio modules of `vmlinuz` as /m/1.ko … /m/9.ko.
 fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     ensure_cc()?;
     let src = project_root().join("bench/linux");
     let bin = dir.join("kbench");
-    sh(Command::new("cc").args(["-static", "-O2", "-pthread", "-o"]).arg(&bin).arg(src.join("kbench.c")).arg(src.join("baio.c")))?;
+    sh(Command::new("cc").args(["-static", "-O2", "-pthread", "-o"]).arg(&bin).arg(src.join("kbench.c")).arg(src.join("baio.c")).arg(src.join("net.c")))?;
     let init = std::fs::read(&bin).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     cpio_entry(&mut out, "dev", 0o040755, (0, 0), &[], 1);
@@ -187,7 +192,7 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     for (i, m) in VIRTIO_MODULES.iter().enumerate() {
         match std::fs::read(mods.join(m)) {
             Ok(data) => cpio_entry(&mut out, &format!("m/{}.ko", i + 1), 0o100644, (0, 0), &data, 5 + i as u32),
-            Err(e) => eprintln!("xtask: {}: {e} (the Linux side of the baio suite needs it)", mods.join(m).display()),
+            Err(e) => eprintln!("xtask: {}: {e} (the Linux side of the baio and net suites needs it)", mods.join(m).display()),
         }
     }
     cpio_entry(&mut out, "TRAILER!!!", 0, (0, 0), &[], 0);
@@ -231,6 +236,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
     for suite in &wanted {
         report += &match *suite {
             "kernel" => kernel_suite(&a, &vmlinuz, &initramfs, &dir)?,
+            "net" => net_suite(&a, &vmlinuz, &initramfs, &dir)?,
             _ => baio_suite(&a, &vmlinuz, &initramfs, &dir)?,
         };
     }
@@ -303,7 +309,7 @@ fn to_json(suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[
         .map(|((sys, mode, m), f)| {
             json!({
                 "metric": m, "system": sys, "mode": mode, "value": f.median,
-                "unit": if m.ends_with("_rps") { "requests/s" } else if mode == "icount" { "instructions" } else { "cycles" },
+                "unit": if m.ends_with("_rps") { "requests/s" } else if m.contains("_kbps_") { "KiB/s (host clock)" } else if m.ends_with("_us") { "microseconds (host clock)" } else if m.contains("_ipk_") { "busy instructions per KiB" } else if mode == "icount" { "instructions" } else { "cycles" },
                 "samples": f.samples, "min": f.min, "median": f.median, "max": f.max
             })
         })
@@ -640,6 +646,199 @@ fn baio_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
             w - right + 45.0,
             y + 4.0
         );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The `net` suite's downloads: (name, file, fetches per figure).
+const NET_SIZES: [(&str, &str, u64); 3] = [("64k", "64k.bin", 64), ("1m", "1m.bin", 8), ("16m", "16m.bin", 2)];
+/// 64-byte round trips per figure.
+const NET_RR: u64 = 1000;
+
+/// The guest's busy ticks so far (GET /.busy on a new connection).
+fn guest_busy(port: u16) -> Result<u64, String> {
+    use std::io::Write;
+    let mut s = crate::nettest::connect(port)?;
+    write!(s, "GET /.busy HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let r = crate::nettest::response(&mut s, false)?;
+    String::from_utf8_lossy(&r.body).trim().parse().map_err(|_| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))
+}
+
+/// Measure one booted guest through its forwarded ports: per size, KiB/s (host clock)
+/// and busy guest ticks per KiB; 64-byte round trips: µs and busy ticks per round trip.
+fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
+    use std::io::{Read, Write};
+    let mut out = Vec::new();
+    for (tag, file, k) in NET_SIZES {
+        let (_, _, size) = crate::nettest::www_files().into_iter().find(|f| f.0 == file).ok_or("no such file")?;
+        let fetch_all = |n: u64| -> Result<(), String> {
+            let mut s = crate::nettest::connect(http)?;
+            for _ in 0..n {
+                write!(s, "GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").map_err(|e| e.to_string())?;
+                let r = crate::nettest::response(&mut s, false)?;
+                if r.status != 200 || r.body.len() != size {
+                    return Err(format!("GET /{file}: status {}, {} bytes", r.status, r.body.len()));
+                }
+            }
+            Ok(())
+        };
+        fetch_all(1)?;
+        let b0 = guest_busy(http)?;
+        let t0 = std::time::Instant::now();
+        fetch_all(k)?;
+        let secs = t0.elapsed().as_secs_f64();
+        let b1 = guest_busy(http)?;
+        let kib = k * size as u64 / 1024;
+        out.push((format!("http_download_kbps_{tag}"), (kib as f64 / secs) as u64));
+        out.push((format!("http_download_ipk_{tag}"), b1.saturating_sub(b0) / kib.max(1)));
+        eprintln!("    | {file} × {k}: {:.0} KiB/s, {} busy ticks per KiB", kib as f64 / secs, b1.saturating_sub(b0) / kib.max(1));
+    }
+    let b0 = guest_busy(http)?;
+    let mut s = crate::nettest::connect(echo)?;
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let msg = [0x5au8; 64];
+    let mut back = [0u8; 64];
+    let t0 = std::time::Instant::now();
+    for _ in 0..NET_RR {
+        s.write_all(&msg).map_err(|e| format!("echo: {e}"))?;
+        s.read_exact(&mut back).map_err(|e| format!("echo: {e}"))?;
+    }
+    let us = t0.elapsed().as_micros() as u64 / NET_RR;
+    drop(s);
+    let b1 = guest_busy(http)?;
+    out.push(("tcp_rr_64b".into(), b1.saturating_sub(b0) / NET_RR));
+    out.push(("tcp_rr_64b_us".into(), us));
+    eprintln!("    | 64-byte round trips: {us} µs, {} busy ticks each", b1.saturating_sub(b0) / NET_RR);
+    Ok(out)
+}
+
+/// Boot `kernel` + `image` with ports 80 and 7 forwarded; once `ready` shows on the
+/// serial port, measure. Returns the figures and the serial log.
+fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str) -> Result<(Vec<(String, u64)>, String), String> {
+    let (http, echo) = (qemu::free_port()?, qemu::free_port()?);
+    let opts = Options { net: Some(qemu::NetOptions { forward: vec![(http, 80), (echo, 7)], ..Default::default() }), ..opts };
+    let mut figs = Err("the guest never said it serves".to_string());
+    let mut go = |_: &qemu::Typer| {
+        // The echo server may come up a little after the web server.
+        for _ in 0..100 {
+            if crate::nettest::connect(echo).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        figs = measure_net(http, echo);
+    };
+    let out = qemu::run_at(kernel, image, &opts, Duration::from_secs(3600), None, Some((ready, &mut go)))?;
+    Ok((figs?, out.log))
+}
+
+fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path) -> Result<String, String> {
+    let www = crate::nettest::make_www()?;
+    let disk = dir.join("net-disk.img");
+    crate::image::make(&disk.display().to_string(), 64 << 20, &[format!("files:1:6144:fs={}/", www.display())])?;
+    let sc = Scenario::bench("bench-net", "net", &[])?;
+    let img = crate::make_image(a, &sc.manifest, &sc.name)?;
+    let modes = modes();
+    let runs = |icount: bool| if icount { 1 } else { RUNS };
+    let steps: usize = modes.iter().map(|m| 2 * runs(m.1)).sum();
+    let mut step = 0;
+    let mut results: Results = BTreeMap::new();
+    for (mode, icount, accel) in &modes {
+        for run in 1..=runs(*icount) {
+            for sys in ["scion", "linux"] {
+                step += 1;
+                eprintln!("[net {step}/{steps}] {sys}, {mode}, run {run}");
+                let (figs, log) = if sys == "scion" {
+                    net_boot(&a.kernel, &img, Options::new(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY)
+                } else {
+                    let append = "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net".to_string();
+                    net_boot(vmlinuz, initramfs, Options::new(accel.clone(), *icount, append, None), "lhttpd: serving")
+                }
+                .map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
+                std::fs::write(dir.join(format!("{sys}-net-{mode}.log")), &log).map_err(|e| e.to_string())?;
+                for (m, v) in figs {
+                    // The host clock's figures mean something under TCG only; the busy
+                    // ticks under icount only (instructions).
+                    let keep = if *icount { !m.contains("_kbps_") && !m.ends_with("_us") } else { m.contains("_kbps_") || m.ends_with("_us") };
+                    if keep {
+                        results.entry((sys.into(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
+                    }
+                }
+            }
+        }
+    }
+    let agg = aggregate(&results);
+    let json = to_json("net", &agg, &modes, RUNS);
+    std::fs::write(dir.join("net.json"), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("net.svg"), net_svg(&agg)).map_err(|e| e.to_string())?;
+    eprintln!("xtask: wrote {0}/net.json, {0}/net.svg", dir.display());
+    Ok(net_report(&agg))
+}
+
+fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Suite `net`\n");
+    let _ = writeln!(s, "The host fetches files over HTTP/1.1 (one keep-alive connection per size: {}) and makes {NET_RR} round trips of 64 bytes over one TCP connection, through QEMU's user network (hostfwd) and the same virtio-net device, from Scion (net: virtio-net driver + smoltcp; httpd over the files server, the files on the virtio disk) and from Linux (Debian's kernel; a read/write HTTP server and an echo server in C, `bench/linux/net.c`, the files in its page cache). **kbps** = KiB/s on the host's clock under plain TCG (median of three runs; noisy); **ipk** = busy guest instructions per KiB delivered under icount (rdtsc minus idle time, read from the guest before and after through GET /.busy); `tcp_rr_64b` = busy instructions per round trip (icount), `tcp_rr_64b_us` = µs per round trip (TCG).\n", NET_SIZES.iter().map(|(t, _, k)| format!("{t} × {k}")).collect::<Vec<_>>().join(", "));
+    let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
+    let _ = writeln!(s, "| metric | Scion | Linux | Scion / Linux |");
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let mut rows: Vec<(String, &str)> = Vec::new();
+    for (tag, _, _) in NET_SIZES {
+        rows.push((format!("http_download_kbps_{tag}"), "tcg"));
+        rows.push((format!("http_download_ipk_{tag}"), "icount"));
+    }
+    rows.push(("tcp_rr_64b_us".into(), "tcg"));
+    rows.push(("tcp_rr_64b".into(), "icount"));
+    for (m, mode) in &rows {
+        let (a, b) = (get(agg, "scion", mode, m), get(agg, "linux", mode, m));
+        let ratio = match (a, b) {
+            (Some(a), Some(b)) if b > 0 => format!("{:.2}", a as f64 / b as f64),
+            _ => "—".into(),
+        };
+        let _ = writeln!(s, "| `{m}` ({mode}) | {} | {} | {ratio} |", fmt(a), fmt(b));
+    }
+    let _ = writeln!(s, "\n## Target\n");
+    for (tag, _, _) in NET_SIZES {
+        let m = format!("http_download_ipk_{tag}");
+        if let (Some(a), Some(b)) = (get(agg, "scion", "icount", &m), get(agg, "linux", "icount", &m)) {
+            let x = a as f64 / b.max(1) as f64;
+            let _ = writeln!(s, "- Scion's instructions per KiB ≤ 1.0× Linux's ({tag}): {x:.2}× — {}.", if x <= 1.0 { "**met**" } else { "**missed**" });
+        }
+    }
+    let _ = writeln!(s, "\n![net suite](net.svg)\n");
+    s
+}
+
+/// Busy instructions per KiB for each download size, Scion beside Linux (bars).
+fn net_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
+    let groups: Vec<(String, Option<u64>, Option<u64>)> = NET_SIZES
+        .iter()
+        .map(|(t, _, _)| {
+            let m = format!("http_download_ipk_{t}");
+            (format!("download {t}"), get(agg, "scion", "icount", &m), get(agg, "linux", "icount", &m))
+        })
+        .chain(std::iter::once(("64 B round trip / 10".to_string(), get(agg, "scion", "icount", "tcp_rr_64b").map(|v| v / 10), get(agg, "linux", "icount", "tcp_rr_64b").map(|v| v / 10))))
+        .collect();
+    let maxv = groups.iter().flat_map(|g| [g.1, g.2]).flatten().max().unwrap_or(1).max(1) as f64;
+    let (w, h, left, top, bottom) = (760.0, 420.0, 80.0, 60.0, 60.0);
+    let ph = h - top - bottom;
+    let gw = (w - left - 20.0) / groups.len() as f64;
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    let _ = writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Suite net: busy guest instructions per KiB delivered (icount; lower is better)</text>");
+    let _ = writeln!(s, "<rect x=\"{}\" y=\"32\" width=\"12\" height=\"12\" fill=\"#2b7bb9\"/><text x=\"{}\" y=\"42\">Scion</text><rect x=\"{}\" y=\"32\" width=\"12\" height=\"12\" fill=\"#e07b39\"/><text x=\"{}\" y=\"42\">Linux</text>", left, left + 16.0, left + 80.0, left + 96.0);
+    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>", top + ph, w - 20.0, top + ph);
+    for (i, (label, a, b)) in groups.iter().enumerate() {
+        let x0 = left + gw * i as f64 + gw * 0.15;
+        let bw = gw * 0.3;
+        for (j, (v, color)) in [(a, "#2b7bb9"), (b, "#e07b39")].iter().enumerate() {
+            if let Some(v) = v {
+                let bh = *v as f64 / maxv * ph;
+                let x = x0 + j as f64 * bw;
+                let _ = writeln!(s, "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>", top + ph - bh, x + bw / 2.0, top + ph - bh - 3.0);
+            }
+        }
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", x0 + bw, top + ph + 18.0);
     }
     s.push_str("</svg>\n");
     s

@@ -50,7 +50,7 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 /// (name, seed, size) of the files in the web scenario's filesystem.
 pub fn www_files() -> Vec<(String, u64, usize)> {
-    let mut v = vec![("small.txt".to_string(), 0, 0), ("1m.bin".to_string(), 1, 1 << 20), ("16m.bin".to_string(), 16, 16 << 20)];
+    let mut v = vec![("small.txt".to_string(), 0, 0), ("64k.bin".to_string(), 64, 64 << 10), ("1m.bin".to_string(), 1, 1 << 20), ("16m.bin".to_string(), 16, 16 << 20)];
     for i in 0..8 {
         v.push((format!("f{i}.bin"), 100 + i, (256 << 10) + (i as usize) * 4099));
     }
@@ -74,10 +74,10 @@ pub fn make_www() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-struct Response {
-    status: u16,
+pub struct Response {
+    pub status: u16,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub body: Vec<u8>,
 }
 
 impl Response {
@@ -86,7 +86,7 @@ impl Response {
     }
 }
 
-fn connect(port: u16) -> Result<TcpStream, String> {
+pub fn connect(port: u16) -> Result<TcpStream, String> {
     let s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
@@ -94,7 +94,7 @@ fn connect(port: u16) -> Result<TcpStream, String> {
 }
 
 /// Read one response from `s` (a HEAD's has no body).
-fn response(s: &mut TcpStream, head_only: bool) -> Result<Response, String> {
+pub fn response(s: &mut TcpStream, head_only: bool) -> Result<Response, String> {
     let mut buf = Vec::new();
     let mut b = [0u8; 65536];
     let end = loop {

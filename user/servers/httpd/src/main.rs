@@ -4,7 +4,9 @@
 //! connections: each waits in `net`'s WAIT for what it needs next (a request, or room
 //! to send), and a connection idle too long is closed.
 //!
-//! Arguments: `port=N` (default 80).
+//! Arguments: `port=N` (default 80); `busy` (the `net` benchmark's boots) adds GET
+//! `/.busy`: the CPU's busy ticks since boot (rdtsc minus the kernel's idle count: guest
+//! instructions under icount), for the host to measure the cost of what it fetches.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -57,6 +59,7 @@ struct Httpd {
     files: u64,
     conns: Vec<Conn>,
     served: u64,
+    busy: bool,
 }
 
 impl Httpd {
@@ -64,6 +67,11 @@ impl Httpd {
     fn answer(&mut self, c: &mut Conn, req: &http::Request) {
         c.keep_alive = req.keep_alive;
         let head_only = req.method == Method::Head;
+        if self.busy && req.path == "/.busy" {
+            let body = alloc::format!("{}\n", rt::sys::rdtsc().saturating_sub(rt::sys::idle_tsc()));
+            self.small(c, Status::OK, &[("Content-Type", "text/plain")], &body, head_only);
+            return;
+        }
         let st = files::stat(self.files, &req.path);
         match st {
             Ok((2, _)) if !req.slash && req.path != "/" => {
@@ -318,11 +326,12 @@ impl Httpd {
 }
 
 fn main() -> i32 {
-    let mut port = 80u16;
+    let (mut port, mut busy) = (80u16, false);
     for w in rt::args().split(' ') {
         if let Some(p) = w.strip_prefix("port=").and_then(|p| p.parse().ok()) {
             port = p;
         }
+        busy |= w == "busy";
     }
     let (ns, fs) = (rt::alloc_slot(), rt::alloc_slot());
     if rt::env::lookup("files", fs).is_err() {
@@ -349,6 +358,6 @@ fn main() -> i32 {
         return 1;
     };
     println!("httpd: serving the files server on port {}", port);
-    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0 };
+    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0, busy };
     h.serve(listener)
 }
