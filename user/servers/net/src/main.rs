@@ -9,8 +9,9 @@
 //! (`MAX_SOCKETS`) and in buffer memory (`BUDGET`), closed (reset) when root says the
 //! program is gone.
 //!
-//! Arguments: `ip=A.B.C.D/N gw=A.B.C.D` for a static address (else DHCP), `budget=KiB`
-//! for each client's buffer memory.
+//! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
+//! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each client's
+//! buffer memory.
 #![no_std]
 #![no_main]
 
@@ -51,6 +52,8 @@ const UDP_BUF: usize = 16 * 1024;
 const DEFAULT_BUDGET: usize = 4 << 20;
 /// A closed connection still sending its last bytes is reset after this long.
 const LINGER: Duration = Duration::from_secs(30);
+/// How long DHCP may take before a static address from the arguments is used.
+const FALLBACK: Duration = Duration::from_secs(5);
 /// The ICMP identifier of this server's pings.
 const PING_IDENT: u16 = 0x5c10;
 
@@ -109,6 +112,8 @@ struct Net {
     icmp: SocketHandle,
     /// 0 static, 1 DHCP, 2 none yet.
     how: u64,
+    /// The static address (and gateway) to use if DHCP gives none by the time given.
+    fallback: Option<(Ipv4Cidr, Option<Ipv4Address>, Instant)>,
     clients: BTreeMap<u64, Client>,
     waiters: Vec<Waiter>,
     pings: Vec<Ping>,
@@ -316,7 +321,26 @@ impl Net {
         self.wake();
     }
 
+    fn set_static(&mut self, a: Ipv4Cidr, gw: Option<Ipv4Address>) {
+        self.iface.update_ip_addrs(|v| {
+            v.clear();
+            let _ = v.push(IpCidr::Ipv4(a));
+        });
+        if let Some(g) = gw {
+            let _ = self.iface.routes_mut().add_default_ipv4_route(g);
+        }
+        self.how = 0;
+    }
+
     fn dhcp_events(&mut self) {
+        if let Some((a, gw, at)) = self.fallback {
+            if self.how == 2 && now() >= at {
+                self.set_static(a, gw);
+                if self.dhcp.is_some() {
+                    println!("net: no DHCP answer: address {} (static)", a);
+                }
+            }
+        }
         let Some(h) = self.dhcp else { return };
         let event = self.sockets.get_mut::<dhcpv4::Socket>(h).poll();
         match event {
@@ -798,6 +822,9 @@ impl Server for Net {
         for (_, until) in &self.orphans {
             at(*until);
         }
+        if let Some((_, _, when)) = self.fallback.filter(|_| self.how == 2) {
+            at(when);
+        }
         if self.irq.is_none() {
             // No interrupt line: look at the device every millisecond.
             next = Some(next.map_or(1000, |n| n.min(1000)));
@@ -830,7 +857,7 @@ fn parse_cidr(s: &str) -> Option<Ipv4Cidr> {
 }
 
 fn main() -> i32 {
-    let (mut addr, mut gw, mut budget) = (None, None, DEFAULT_BUDGET);
+    let (mut addr, mut gw, mut budget, mut dhcp_on) = (None, None, DEFAULT_BUDGET, true);
     for w in rt::args().split(' ') {
         if let Some(v) = w.strip_prefix("ip=") {
             addr = parse_cidr(v);
@@ -840,9 +867,19 @@ fn main() -> i32 {
             }
         } else if let Some(v) = w.strip_prefix("gw=") {
             gw = p::parse_ip(v).map(|g| ipv4(g as u32));
+            if gw.is_none() {
+                println!("net: bad gateway {:?} (want A.B.C.D)", v);
+                return 1;
+            }
         } else if let Some(v) = w.strip_prefix("budget=").and_then(|v| v.parse::<usize>().ok()) {
             budget = v.saturating_mul(1024);
+        } else if w == "dhcp=off" {
+            dhcp_on = false;
         }
+    }
+    if !dhcp_on && addr.is_none() {
+        println!("net: dhcp=off needs ip=A.B.C.D/N");
+        return 1;
     }
     let s0slot = rt::alloc_slot();
     if pci::init().is_err() || env::lookup("sigma0", s0slot).is_err() {
@@ -868,7 +905,7 @@ fn main() -> i32 {
     let mac = nic.mac();
     let mut config = Config::new(EthernetAddress(mac).into());
     config.random_seed = rt::sys::rdtsc();
-    let mut iface = Interface::new(config, &mut nic, now());
+    let iface = Interface::new(config, &mut nic, now());
     let mut sockets = SocketSet::new(Vec::new());
     let icmp = {
         let mk = || icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 8], vec![0u8; 2048]);
@@ -876,18 +913,7 @@ fn main() -> i32 {
         let _ = s.bind(icmp::Endpoint::Ident(PING_IDENT));
         sockets.add(s)
     };
-    let (dhcp, how) = match addr {
-        Some(a) => {
-            iface.update_ip_addrs(|v| {
-                let _ = v.push(IpCidr::Ipv4(a));
-            });
-            if let Some(g) = gw {
-                let _ = iface.routes_mut().add_default_ipv4_route(g);
-            }
-            (None, 0)
-        }
-        None => (Some(sockets.add(dhcpv4::Socket::new())), 2),
-    };
+    let dhcp = dhcp_on.then(|| sockets.add(dhcpv4::Socket::new()));
     println!(
         "net: virtio-net {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}; {}; {}",
         mac[0],
@@ -900,9 +926,10 @@ fn main() -> i32 {
             Some((l, _)) => alloc::format!("interrupts on line {}", l),
             None => alloc::string::String::from("no interrupt line: polling"),
         },
-        match addr {
-            Some(a) => alloc::format!("address {} (static)", a),
-            None => alloc::string::String::from("asking DHCP for an address"),
+        match (dhcp_on, addr) {
+            (false, Some(a)) => alloc::format!("address {} (static)", a),
+            (true, Some(a)) => alloc::format!("asking DHCP for an address ({} if none comes)", a),
+            _ => alloc::string::String::from("asking DHCP for an address"),
         }
     );
     let mut n = Net {
@@ -911,7 +938,8 @@ fn main() -> i32 {
         sockets,
         dhcp,
         icmp,
-        how,
+        how: 2,
+        fallback: addr.map(|a| (a, gw, if dhcp_on { now() + FALLBACK } else { now() })),
         clients: BTreeMap::new(),
         waiters: Vec::new(),
         pings: Vec::new(),

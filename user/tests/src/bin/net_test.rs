@@ -143,6 +143,15 @@ fn main() -> i32 {
         }
     };
     c.check(Net::attach(slot).is_ok(), "attach twice: the same area again");
+    // net_peer's socket: handle 1 in its table, port 90.
+    // It sleeps once it listens (root's program list says so).
+    let peer_ready = tests::wait_until(1000, || rt::env::ps().is_ok_and(|ps| ps.lines().any(|l| l.contains(" net_peer ") && l.contains("sleeping"))));
+    c.check(peer_ready, "net_peer is listening");
+    c.eq(net.listen(90, 1), Err(Error::Exists), "net_peer holds port 90");
+    c.eq(net.try_accept(1).err(), Some(Error::InvalidCap), "another program's handle 1 is not ours");
+    c.eq(net.state(1).err(), Some(Error::InvalidCap), "nor can we ask about it");
+    c.eq(net.close(1), Err(Error::InvalidCap), "nor close it");
+    c.eq(net.listen(90, 1), Err(Error::Exists), "and net_peer's socket lives on");
     let got = tests::wait_until(1000, || net.info().is_ok_and(|i| i.how == 1));
     c.check(got, "an address from DHCP within 10 s");
     let info = net.info().unwrap_or_default();
