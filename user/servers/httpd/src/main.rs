@@ -23,8 +23,13 @@ use rt::println;
 
 rt::entry!(main);
 
-/// Connections served at once (each takes a WAIT entry; the listener one more).
-const MAX_CONNS: usize = np::MAX_WAIT - 1;
+/// Connections served at once (each takes a WAIT entry, the listener one more). With
+/// the backlog's listening sockets (`BACKLOG`) and room for closed connections still
+/// finishing, their buffers stay within net's budget for one client (8 MiB at 128 KiB a
+/// connection): past it net could not keep a socket listening, and new connections
+/// would be refused until some close.
+const MAX_CONNS: usize = 32;
+const BACKLOG: u64 = 16;
 /// A connection that sends no complete request (or takes nothing) for this long is closed.
 const IDLE_US: u64 = 10_000_000;
 /// Where received bytes land in the shared area, and where bytes to send are put.
@@ -177,6 +182,7 @@ impl Httpd {
                     self.answer(c, &req);
                 }
                 Parse::Refuse(st) => {
+                    log_refusal(c, st);
                     c.inbuf.clear();
                     self.refuse(c, st);
                 }
@@ -225,6 +231,7 @@ impl Httpd {
                             continue;
                         }
                         Parse::Refuse(st) => {
+                            log_refusal(c, st);
                             c.inbuf.clear();
                             self.refuse(c, st);
                             continue;
@@ -325,6 +332,12 @@ impl Httpd {
     }
 }
 
+/// A refused request, on the log: its status and how it began (printable bytes only).
+fn log_refusal(c: &Conn, st: Status) {
+    let shown: alloc::string::String = c.inbuf.iter().take(60).map(|b| if (0x20..0x7f).contains(b) { *b as char } else { '.' }).collect();
+    println!("httpd: {} {} for {:?} ({} bytes)", st.0, st.reason(), shown, c.inbuf.len());
+}
+
 fn main() -> i32 {
     let (mut port, mut busy) = (80u16, false);
     for w in rt::args().split(' ') {
@@ -342,7 +355,7 @@ fn main() -> i32 {
     let mut last = Error::NotFound;
     let mut got = None;
     for _ in 0..300 {
-        let r = rt::env::lookup("net", ns).and_then(|_| Net::attach(ns)).and_then(|n| n.listen(port, 16).map(|l| (n, l)));
+        let r = rt::env::lookup("net", ns).and_then(|_| Net::attach(ns)).and_then(|n| n.listen(port, BACKLOG).map(|l| (n, l)));
         match r {
             Ok(x) => {
                 got = Some(x);

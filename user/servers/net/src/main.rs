@@ -49,7 +49,7 @@ const TCP_BUF: usize = 64 * 1024;
 const UDP_PACKETS: usize = 16;
 const UDP_BUF: usize = 16 * 1024;
 /// Default buffer memory per client.
-const DEFAULT_BUDGET: usize = 4 << 20;
+const DEFAULT_BUDGET: usize = 8 << 20;
 /// A closed connection still sending its last bytes is reset after this long.
 const LINGER: Duration = Duration::from_secs(30);
 /// How long DHCP may take before a static address from the arguments is used.
@@ -94,6 +94,20 @@ struct Waiter {
     deadline: Option<Instant>,
 }
 
+/// A connection its client has closed, still sending its last bytes; its buffers stay
+/// charged to the client (if it lives) until they go, so that closing is no way around
+/// the budget.
+struct Orphan {
+    h: SocketHandle,
+    /// Reset then if not finished.
+    until: Instant,
+    /// The client charged (`NOBODY` once it is gone).
+    client: u64,
+    bytes: usize,
+}
+
+const NOBODY: u64 = u64::MAX;
+
 /// A PING waiting for its echo.
 struct Ping {
     client: u64,
@@ -118,9 +132,8 @@ struct Net {
     waiters: Vec<Waiter>,
     pings: Vec<Ping>,
     next_seq: u16,
-    /// Connections a client closed (or left behind when it died), still finishing:
-    /// (socket, reset when).
-    orphans: Vec<(SocketHandle, Instant)>,
+    /// Connections a client closed (or left behind when it died), still finishing.
+    orphans: Vec<Orphan>,
     next_port: u16,
     budget: usize,
     sigma0: u64,
@@ -224,28 +237,31 @@ impl Net {
         Ok(area_at(va))
     }
 
-    /// Let go of a client's socket: connections finish sending (or are reset with
-    /// `abort`), the rest goes at once.
-    fn release(&mut self, s: Sock, abort: bool) {
+    /// Let go of a socket of client `id` (its buffers stay charged to it until they are
+    /// freed): connections finish sending (or are reset with `abort`), the rest goes at
+    /// once.
+    fn release(&mut self, id: u64, s: Sock, abort: bool) {
         match s {
-            Sock::Tcp { h, .. } => {
+            Sock::Tcp { h, bytes } => {
                 let t = self.sockets.get_mut::<tcp::Socket>(h);
                 if abort {
                     t.abort();
                 } else {
                     t.close();
                 }
-                self.orphans.push((h, now() + LINGER));
+                self.orphans.push(Orphan { h, until: now() + LINGER, client: id, bytes });
             }
             Sock::Listen { pool, .. } => {
                 for h in pool {
-                    let t = self.sockets.get_mut::<tcp::Socket>(h);
-                    t.abort();
-                    self.orphans.push((h, now()));
+                    self.sockets.get_mut::<tcp::Socket>(h).abort();
+                    self.orphans.push(Orphan { h, until: now(), client: id, bytes: 2 * TCP_BUF });
                 }
             }
             Sock::Udp { h, .. } => {
                 self.sockets.remove(h);
+                if let Some(c) = self.clients.get_mut(&id) {
+                    c.bytes = c.bytes.saturating_sub(2 * UDP_BUF);
+                }
             }
         }
     }
@@ -412,14 +428,17 @@ impl Net {
     /// Forget closed connections whose last bytes are out (or that lingered too long).
     fn reap(&mut self) {
         let t = now();
-        let sockets = &mut self.sockets;
-        self.orphans.retain(|(h, until)| {
-            let s = sockets.get_mut::<tcp::Socket>(*h);
+        let (sockets, clients) = (&mut self.sockets, &mut self.clients);
+        self.orphans.retain(|o| {
+            let s = sockets.get_mut::<tcp::Socket>(o.h);
             if matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
-                sockets.remove(*h);
+                sockets.remove(o.h);
+                if let Some(c) = clients.get_mut(&o.client) {
+                    c.bytes = c.bytes.saturating_sub(o.bytes);
+                }
                 return false;
             }
-            if t >= *until {
+            if t >= o.until {
                 s.abort();
             }
             true
@@ -584,7 +603,7 @@ impl Net {
                     c.sockets.remove(&h);
                     c.bytes -= 2 * TCP_BUF;
                     self.sockets.get_mut::<tcp::Socket>(sh).abort();
-                    self.orphans.push((sh, now()));
+                    self.orphans.push(Orphan { h: sh, until: now(), client: NOBODY, bytes: 0 });
                     return Err(Error::NoSpace);
                 }
                 self.pools();
@@ -656,13 +675,7 @@ impl Net {
             }
             Request::Close { handle } => {
                 let s = self.client(id)?.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
-                let bytes = match &s {
-                    Sock::Tcp { bytes, .. } => *bytes,
-                    Sock::Listen { pool, .. } => pool.len() * 2 * TCP_BUF,
-                    Sock::Udp { .. } => 2 * UDP_BUF,
-                };
-                self.client(id)?.bytes -= bytes;
-                self.release(s, false);
+                self.release(id, s, false);
                 ok(&[])
             }
             Request::UdpBind { port } => {
@@ -774,7 +787,11 @@ impl Server for Net {
         let id = client.program() as u64;
         let Some(c) = self.clients.remove(&id) else { return };
         for (_, s) in c.sockets {
-            self.release(s, true);
+            self.release(NOBODY, s, true);
+        }
+        // A later client with the same id must not be charged for these.
+        for o in self.orphans.iter_mut().filter(|o| o.client == id) {
+            o.client = NOBODY;
         }
         let mine: Vec<u64> = self.waiters.iter().filter(|w| w.client == id).map(|w| w.slot).collect();
         self.waiters.retain(|w| w.client != id);
@@ -819,8 +836,8 @@ impl Server for Net {
         for pg in &self.pings {
             at(pg.deadline);
         }
-        for (_, until) in &self.orphans {
-            at(*until);
+        for o in &self.orphans {
+            at(o.until);
         }
         if let Some((_, _, when)) = self.fallback.filter(|_| self.how == 2) {
             at(when);
