@@ -675,7 +675,8 @@ fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
         let fetch_all = |n: u64| -> Result<(), String> {
             let mut s = crate::nettest::connect(http)?;
             for _ in 0..n {
-                write!(s, "GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").map_err(|e| e.to_string())?;
+                // One write (see nettest::request).
+                s.write_all(format!("GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
                 let r = crate::nettest::response(&mut s, false)?;
                 if r.status != 200 || r.body.len() != size {
                     return Err(format!("GET /{file}: status {}, {} bytes", r.status, r.body.len()));

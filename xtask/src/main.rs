@@ -32,7 +32,7 @@ fn usage() -> ExitCode {
          \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
          \x20 fsck IMAGE       check a BAIO device image and list every inconsistency\n\
          \n\
-         environment: SCION_ACCEL=tcg|kvm forces the accelerator; SCION_FUZZ_SEED fixes the fuzz seed; SCION_GDB opens a gdb stub on tcp::1234"
+         environment: SCION_ACCEL=tcg|kvm forces the accelerator; SCION_FUZZ_SEED fixes the fuzz seed; SCION_GDB opens a gdb stub on tcp::1234; SCION_PCAP=FILE dumps the guest's network"
     );
     ExitCode::from(2)
 }

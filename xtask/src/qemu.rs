@@ -114,6 +114,11 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
         }
         c.args(["-netdev", &nd]);
         c.args(["-device", &format!("virtio-net-pci,netdev=net0,addr={NET_SLOT:#x}")]);
+        if let Some(f) = std::env::var_os("SCION_PCAP") {
+            // Every frame of the guest's network into a pcap file (for looking at a
+            // failing exchange).
+            c.args(["-object", &format!("filter-dump,id=dump0,netdev=net0,file={}", f.to_string_lossy())]);
+        }
     }
     c
 }

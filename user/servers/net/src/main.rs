@@ -159,6 +159,35 @@ fn tcp_state(s: tcp::State) -> u64 {
     }
 }
 
+/// Is `frame` a TCP SYN (without ACK) for a connection a socket already holds? A
+/// peer sends its SYN again when our SYN-ACK is late; given to the stack, the copy
+/// would be taken by another socket of the listening pool (smoltcp hands a segment to
+/// the first socket that accepts it), and two sockets would hold one connection — the
+/// second ate the peer's first data. Dropped here: the socket that holds the connection
+/// sends its SYN-ACK again on its own timer.
+fn duplicate_syn(sockets: &SocketSet<'_>, frame: &[u8]) -> bool {
+    use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
+    let Ok(eth) = EthernetFrame::new_checked(frame) else { return false };
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return false;
+    }
+    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { return false };
+    if ip.next_header() != IpProtocol::Tcp {
+        return false;
+    }
+    let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else { return false };
+    if !tcp.syn() || tcp.ack() {
+        return false;
+    }
+    let (from, port, to) = (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port());
+    sockets.iter().any(|(_, s)| match s {
+        smoltcp::socket::Socket::Tcp(t) => {
+            matches!(t.state(), tcp::State::SynReceived | tcp::State::Established) && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port) && t.local_endpoint().is_some_and(|l| l.port == to)
+        }
+        _ => false,
+    })
+}
+
 /// A pool socket that has a connection for ACCEPT.
 fn connected(s: &tcp::Socket) -> bool {
     matches!(s.state(), tcp::State::Established | tcp::State::CloseWait)
@@ -323,6 +352,8 @@ impl Net {
     fn pump(&mut self) {
         for _ in 0..256 {
             self.nic.poll_rx();
+            let sockets = &self.sockets;
+            self.nic.retain_rx(|f| !duplicate_syn(sockets, f));
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
             self.nic.refill();

@@ -136,6 +136,18 @@ impl Nic {
         !self.ready.is_empty()
     }
 
+    /// Drop received frames `keep` says no to (before the stack sees them).
+    pub fn retain_rx(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        let (rx, used) = (&self.rx, &mut self.used);
+        self.ready.retain(|&(i, hdr, len)| {
+            let k = keep(&rx.get(i)[hdr..hdr + len]);
+            if !k {
+                used.push(i);
+            }
+            k
+        });
+    }
+
     /// Take back transmit buffers the device has sent.
     fn reclaim(raw: &mut Raw, tx: &Bufs, free: &mut Vec<usize>, of_token: &mut [Option<usize>; QUEUE]) {
         while let Some(t) = raw.poll_transmit() {
