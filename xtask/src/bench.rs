@@ -659,7 +659,7 @@ const NET_RR: u64 = 1000;
 /// The guest's busy ticks so far (GET /.busy on a new connection).
 fn guest_busy(port: u16) -> Result<u64, String> {
     use std::io::Write;
-    let mut s = crate::nettest::connect(port)?;
+    let mut s = crate::nettest::ready(port)?;
     write!(s, "GET /.busy HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
     let r = crate::nettest::response(&mut s, false)?;
     String::from_utf8_lossy(&r.body).trim().parse().map_err(|_| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))
@@ -673,7 +673,7 @@ fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
     for (tag, file, k) in NET_SIZES {
         let (_, _, size) = crate::nettest::www_files().into_iter().find(|f| f.0 == file).ok_or("no such file")?;
         let fetch_all = |n: u64| -> Result<(), String> {
-            let mut s = crate::nettest::connect(http)?;
+            let mut s = crate::nettest::ready(http)?;
             for _ in 0..n {
                 // One write (see nettest::request).
                 s.write_all(format!("GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
@@ -696,10 +696,20 @@ fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
         eprintln!("    | {file} × {k}: {:.0} KiB/s, {} busy ticks per KiB", kib as f64 / secs, b1.saturating_sub(b0) / kib.max(1));
     }
     let b0 = guest_busy(http)?;
-    let mut s = crate::nettest::connect(echo)?;
-    s.set_nodelay(true).map_err(|e| e.to_string())?;
     let msg = [0x5au8; 64];
     let mut back = [0u8; 64];
+    // A connection whose first message comes back (see nettest::ready).
+    let mut s = (0..4)
+        .find_map(|_| {
+            let mut s = crate::nettest::connect(echo).ok()?;
+            s.set_nodelay(true).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+            s.write_all(&msg).ok()?;
+            s.read_exact(&mut back).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(120))).ok()?;
+            Some(s)
+        })
+        .ok_or("the echo server answered on none of four connections")?;
     let t0 = std::time::Instant::now();
     for _ in 0..NET_RR {
         s.write_all(&msg).map_err(|e| format!("echo: {e}"))?;

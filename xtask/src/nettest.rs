@@ -93,6 +93,32 @@ pub fn connect(port: u16) -> Result<TcpStream, String> {
     Ok(s)
 }
 
+/// A connection the guest's server has surely taken: a first small GET is answered on
+/// it (tried on up to four connections). QEMU's user network (libslirp) sometimes loses
+/// what a host client writes before the guest has answered the connection (seen in a
+/// packet dump: the guest's first data was the client's second write), so a request
+/// written right after connecting can vanish, and then nothing answers it.
+pub fn ready(port: u16) -> Result<TcpStream, String> {
+    let mut last = String::new();
+    for _ in 0..4 {
+        let mut s = connect(port)?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        if let Err(e) = s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n") {
+            last = e.to_string();
+            continue;
+        }
+        match response(&mut s, false) {
+            Ok(r) if r.status == 200 => {
+                s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
+                return Ok(s);
+            }
+            Ok(r) => last = format!("status {}", r.status),
+            Err(e) => last = e,
+        }
+    }
+    Err(format!("no connection answered a first request: {last}"))
+}
+
 /// Read one response from `s` (a HEAD's has no body).
 pub fn response(s: &mut TcpStream, head_only: bool) -> Result<Response, String> {
     let mut buf = Vec::new();
@@ -128,13 +154,9 @@ pub fn response(s: &mut TcpStream, head_only: bool) -> Result<Response, String> 
     Ok(Response { status, headers, body })
 }
 
-/// One request on a new connection, sent in one write as curl does: QEMU's user
-/// network (libslirp) loses the first of several writes a host client makes before the
-/// guest has answered the connection (seen in a packet dump: the guest's first data was
-/// the second write), so a request written piecemeal right after connecting can arrive
-/// without its method.
+/// One request on a connection made `ready`, sent in one write.
 fn request(port: u16, method: &str, path: &str, extra: &str) -> Result<Response, String> {
-    let mut s = connect(port)?;
+    let mut s = ready(port)?;
     let req = format!("{method} {path} HTTP/1.1\r\nHost: scion\r\nConnection: close\r\n{extra}\r\n");
     s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
     response(&mut s, method == "HEAD")
@@ -180,7 +202,7 @@ fn still_serves(port: u16) -> Result<(), String> {
 
 /// Send `bytes`; the answer's status, or None if the server closed without one.
 fn raw_status(port: u16, bytes: &[u8]) -> Result<Option<u16>, String> {
-    let mut s = connect(port)?;
+    let mut s = ready(port)?;
     s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
     // The server may answer and close before taking it all: a failed write is fine.
     let _ = s.write_all(bytes);
@@ -223,7 +245,7 @@ fn checks() -> Vec<Check> {
             expect(r.status == 200 && String::from_utf8_lossy(&r.body).contains("inner.txt"), "/sub/ lists inner.txt")
         }),
         ("keep-alive", |p| {
-            let mut s = connect(p)?;
+            let mut s = ready(p)?;
             for i in 0..5 {
                 write!(s, "GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| e.to_string())?;
                 let r = response(&mut s, false)?;
@@ -274,7 +296,7 @@ fn checks() -> Vec<Check> {
             still_serves(p)
         }),
         ("close-mid-response", |p| {
-            let mut s = connect(p)?;
+            let mut s = ready(p)?;
             write!(s, "GET /16m.bin HTTP/1.1\r\nHost: x\r\n\r\n").map_err(|e| e.to_string())?;
             let mut got = 0;
             let mut b = [0u8; 65536];
@@ -327,7 +349,7 @@ pub fn http_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(),
 /// Kill `net` while a download runs: the download ends (an error, not a hang), and once
 /// root has restarted net (and httpd has attached to it again) a new download succeeds.
 fn net_restart(port: u16, t: &crate::qemu::Typer) -> Result<(), String> {
-    let mut s = connect(port)?;
+    let mut s = ready(port)?;
     s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
     write!(s, "GET /16m.bin HTTP/1.1\r\nHost: x\r\n\r\n").map_err(|e| e.to_string())?;
     let mut got = 0;
