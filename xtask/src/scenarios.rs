@@ -421,10 +421,8 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         None
     };
     if let (false, Some(a)) = (selected.is_empty(), artifacts.clone()) {
-        for s in &selected {
-            if s.name == "fuzz" {
-                println!("fuzz seed: {seed} (set SCION_FUZZ_SEED to repeat)");
-            }
+        if selected.iter().any(|s| s.name.contains("fuzz")) {
+            println!("fuzz seed: {seed} (set SCION_FUZZ_SEED to repeat)");
         }
         // Two boots at a time: the machines here have two cores.
         let queue = Arc::new(Mutex::new(selected));

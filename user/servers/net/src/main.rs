@@ -6,7 +6,7 @@
 //!
 //! Each client is a program (its id from the badge root minted). It attaches once and
 //! gets a shared area; its sockets are entries in its own table here, limited in number
-//! (`MAX_SOCKETS`) and in buffer memory (`BUDGET`), closed (reset) when root says the
+//! (`MAX_SOCKETS`) and in buffer memory (`DEFAULT_BUDGET`), closed (reset) when root says the
 //! program is gone.
 //!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
@@ -188,6 +188,15 @@ fn duplicate_syn(sockets: &SocketSet<'_>, frame: &[u8]) -> bool {
     })
 }
 
+/// A TCP socket with its buffers (`TCP_BUF` each way), segments sent at once (no
+/// Nagle: the clients batch through the shared area), dead peers given up after 2 min.
+fn tcp_socket() -> tcp::Socket<'static> {
+    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
+    s.set_nagle_enabled(false);
+    s.set_timeout(Some(Duration::from_secs(120)));
+    s
+}
+
 /// A pool socket that has a connection for ACCEPT.
 fn connected(s: &tcp::Socket) -> bool {
     matches!(s.state(), tcp::State::Established | tcp::State::CloseWait)
@@ -195,10 +204,7 @@ fn connected(s: &tcp::Socket) -> bool {
 
 impl Net {
     fn new_tcp(&mut self) -> SocketHandle {
-        let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
-        s.set_nagle_enabled(false);
-        s.set_timeout(Some(Duration::from_secs(120)));
-        self.sockets.add(s)
+        self.sockets.add(tcp_socket())
     }
 
     fn port_in_use(&self, port: u16) -> bool {
@@ -440,9 +446,7 @@ impl Net {
                 let c = self.clients.get_mut(&id).unwrap();
                 c.bytes -= freed;
                 while pool.len() < backlog && c.bytes + 2 * TCP_BUF <= self.budget {
-                    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
-                    s.set_nagle_enabled(false);
-                    s.set_timeout(Some(Duration::from_secs(120)));
+                    let mut s = tcp_socket();
                     if s.listen(port).is_err() {
                         break;
                     }
