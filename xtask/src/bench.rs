@@ -227,7 +227,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
     }
     let wanted: Vec<&str> = if wanted.is_empty() { SUITES.iter().map(|(s, _)| *s).collect() } else { wanted };
     qemu::ensure_qemu()?;
-    let dir = project_root().join("target/bench");
+    let dir = crate::target_dir().join("bench");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let a = build()?;
     let vmlinuz = linux_kernel()?;

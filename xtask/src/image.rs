@@ -63,6 +63,9 @@ pub fn make(out: &str, size: u64, segs: &[String]) -> Result<Volume, String> {
             return Err(format!("segment `{}`: the file has {} bytes, the segment only {}", parts[0], data.len(), blocks * BLOCK as u64));
         }
         let start = v.create(parts[0], owner, READ | WRITE, READ, blocks, u64::MAX, 0).map_err(|e| format!("segment `{}`: {e:?}", parts[0]))?.start;
+        // The image is made from zeros: every block of the segment holds its own bytes
+        // (the file's, or zeros), so all of it counts as written.
+        v.set_written(parts[0], blocks).map_err(|e| format!("{e:?}"))?;
         for (i, chunk) in data.chunks(BLOCK).enumerate() {
             let mut b = [0u8; BLOCK];
             b[..chunk.len()].copy_from_slice(chunk);
@@ -145,7 +148,7 @@ pub fn fsck(args: &[String]) -> Result<ExitCode, String> {
         println!("{path}: clean: {} blocks, {} segments, {} blocks free", v.layout.total_blocks, v.list().count(), v.free_blocks());
         let mut bad = false;
         for i in v.list() {
-            println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other);
+            println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{} written {}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other, i.written);
             // A segment holding a baiofs filesystem is checked too.
             let at = i.start as usize * BLOCK;
             let seg = dev.0[at..at + i.length as usize * BLOCK].to_vec();

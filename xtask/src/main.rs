@@ -63,8 +63,17 @@ pub fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the project if relative)
+/// or `target/`. Boot images, disks, logs and benchmark results go under it too.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => project_root().join(d),
+        _ => project_root().join("target"),
+    }
+}
+
 pub fn out_dir() -> PathBuf {
-    project_root().join("target/scion")
+    target_dir().join("scion")
 }
 
 pub fn sh(cmd: &mut Command) -> Result<(), String> {
@@ -142,7 +151,7 @@ pub fn build() -> Result<Artifacts, String> {
         args.push(p.clone());
     }
     sh(Command::new(env!("CARGO")).args(&args))?;
-    let dir = project_root().join("target").join(TARGET).join("release");
+    let dir = target_dir().join(TARGET).join("release");
     let mut programs: Vec<(String, PathBuf)> = pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
     programs.sort();
     Ok(Artifacts { kernel: dir.join("kernel"), programs })

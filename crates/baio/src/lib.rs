@@ -2,7 +2,16 @@
 //! bitmap searched from a hint for contiguous runs, and an inode table with one inode
 //! per 1000 data blocks, each naming a disk segment in a flat namespace: its name,
 //! owner principal, rights for the owner and for others, first block, length,
-//! creation time and generation. Segments are contiguous runs of data blocks.
+//! creation time, generation and its written mark. Segments are contiguous runs of data
+//! blocks.
+//!
+//! **Freed blocks are never read by the next owner.** A segment's blocks at or past its
+//! written mark have never been written by it, so they read as zeros whatever the
+//! device holds (the block service answers such reads without the device); a write
+//! past the mark first zeroes the blocks up to the new mark on the device and records
+//! the mark, and only then writes its data, so after a crash at any point the mark
+//! never covers a block holding another segment's bytes. Deleting a segment scrubs
+//! nothing; creating one is free.
 //!
 //! Everything here works on a [`BlockDev`], so the same code formats and checks
 //! images on the host (`cargo xtask mkimage`, `cargo xtask fsck`) and mounts them in
@@ -24,7 +33,9 @@ use alloc::vec::Vec;
 
 pub const BLOCK: usize = 4096;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SCBAIO01");
-pub const VERSION: u32 = 1;
+/// 2: inodes carry the written mark (version 1 images are refused: their segments
+/// would read as zeros).
+pub const VERSION: u32 = 2;
 pub const INODE_SIZE: usize = 128;
 pub const INODES_PER_BLOCK: u64 = (BLOCK / INODE_SIZE) as u64;
 pub const NAME_MAX: usize = 64;
@@ -133,6 +144,8 @@ pub struct Inode {
     pub length: u64,
     pub ctime: u64,
     pub generation: u64,
+    /// Blocks `0..written` of the segment may hold its data; the rest read as zeros.
+    pub written: u64,
 }
 
 impl Inode {
@@ -165,6 +178,7 @@ fn encode_inode(i: &Inode, out: &mut [u8]) {
     out[88..96].copy_from_slice(&i.length.to_le_bytes());
     out[96..104].copy_from_slice(&i.ctime.to_le_bytes());
     out[104..112].copy_from_slice(&i.generation.to_le_bytes());
+    out[112..120].copy_from_slice(&i.written.to_le_bytes());
 }
 
 /// Decode one inode slot: Ok(None) if free, Err(why) if malformed.
@@ -194,6 +208,7 @@ fn decode_inode(b: &[u8]) -> Result<Option<Inode>, String> {
         length: u64_at(b, 88),
         ctime: u64_at(b, 96),
         generation: u64_at(b, 104),
+        written: u64_at(b, 112),
     }))
 }
 
@@ -414,6 +429,9 @@ impl Volume {
             if v.names.insert(i.name.clone(), idx).is_some() {
                 problems.push(format!("inode {idx}: name {:?} used twice", i.name));
             }
+            if i.written > i.length {
+                problems.push(format!("segment {:?}: written mark {} past its {} blocks", i.name, i.written, i.length));
+            }
             if i.generation >= next_generation {
                 problems.push(format!("inode {idx}: generation {} not below the next one ({next_generation})", i.generation));
             }
@@ -516,12 +534,27 @@ impl Volume {
             length: len,
             ctime: now,
             generation: self.next_generation,
+            written: 0,
         };
         self.next_generation += 1;
         self.inodes[slot] = Some(ino);
         self.names.insert(name.to_string(), slot);
         self.dirty_inodes.push(slot);
         Ok(self.inodes[slot].as_ref().unwrap())
+    }
+
+    /// Move segment `name`'s written mark up to `blocks` (never down, never past its
+    /// length). The caller must have zeroed (or written) the blocks from the old mark on
+    /// the device first; `sync` records it.
+    pub fn set_written(&mut self, name: &str, blocks: u64) -> Result<(), Error> {
+        let slot = *self.names.get(name).ok_or(Error::NotFound)?;
+        let ino = self.inodes[slot].as_mut().ok_or(Error::NotFound)?;
+        let w = blocks.min(ino.length);
+        if w > ino.written {
+            ino.written = w;
+            self.dirty_inodes.push(slot);
+        }
+        Ok(())
     }
 
     pub fn delete(&mut self, name: &str) -> Result<Inode, Error> {
@@ -605,6 +638,24 @@ mod tests {
     }
 
     #[test]
+    fn the_written_mark_starts_at_zero_only_rises_and_is_kept() {
+        let mut d = dev(8192);
+        let mut v = Volume::format(&mut d).unwrap();
+        assert_eq!(v.create("s", 1, 3, 0, 100, u64::MAX, 0).unwrap().written, 0, "a new segment reads as zeros");
+        v.set_written("s", 40).unwrap();
+        v.set_written("s", 10).unwrap();
+        assert_eq!(v.lookup("s").unwrap().written, 40, "the mark never goes down");
+        v.set_written("s", 1000).unwrap();
+        assert_eq!(v.lookup("s").unwrap().written, 100, "nor past the segment");
+        assert_eq!(v.set_written("nope", 1), Err(Error::NotFound));
+        v.sync(&mut d).unwrap();
+        assert_eq!(Volume::mount(&mut d).unwrap().lookup("s").unwrap().written, 100);
+        // A segment made again where a deleted one was starts unwritten again.
+        v.delete("s").unwrap();
+        assert_eq!(v.create("t", 2, 3, 0, 100, u64::MAX, 0).unwrap().written, 0);
+    }
+
+    #[test]
     fn delete_frees_and_the_hint_finds_the_hole() {
         let mut d = dev(8192);
         let mut v = Volume::format(&mut d).unwrap();
@@ -682,6 +733,17 @@ mod tests {
             patch_inode(d, l, 1, 80, &start);
         });
         assert!(p.iter().any(|x| x.contains("another segment")), "{p:?}");
+        // A written mark past the segment's end.
+        let p = corrupt(|d, l| patch_inode(d, l, 0, 112, &101u64.to_le_bytes()));
+        assert!(p.iter().any(|x| x.contains("written mark")), "{p:?}");
+        // A version 1 device (no written marks) is refused, not read as zeros.
+        let p = corrupt(|d, _| {
+            let mut b = [0u8; BLOCK];
+            d.read(0, &mut b).unwrap();
+            b[8..12].copy_from_slice(&1u32.to_le_bytes());
+            d.write(0, &b).unwrap();
+        });
+        assert!(p[0].contains("version"), "{p:?}");
         // Length past the end of the device.
         let p = corrupt(|d, l| patch_inode(d, l, 0, 88, &(1u64 << 40).to_le_bytes()));
         assert!(p.iter().any(|x| x.contains("outside the data area")), "{p:?}");

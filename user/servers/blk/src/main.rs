@@ -49,6 +49,9 @@ const IRQ_BADGE: u64 = 1 << 61;
 const AREA_VA: u64 = rt::layout::BLK_AREAS;
 /// The cache server's frames, mapped here.
 const CACHE_VA: u64 = rt::layout::CACHE_IN_BLK;
+/// A write past a segment's written mark zeroes at least this many blocks ahead of the
+/// mark (one metadata write per MiB of a segment filled in order).
+const ZERO_AHEAD: u64 = 256;
 
 /// A device request: waiting to go to the device, or on it. `fill`: it brings `block`
 /// into a cache slot, then (if not 0) the block is copied to that address.
@@ -86,6 +89,10 @@ struct Waiter {
 }
 
 struct Handle {
+    /// The segment's name, and its written mark (a copy of the inode's, kept equal by
+    /// `extend` for every handle of the segment).
+    name: String,
+    written: u64,
     start: u64,
     len: u64,
     rights: u8,
@@ -148,6 +155,13 @@ fn put(addr: u64, v: u64) {
 fn get(addr: u64) -> u64 {
     // SAFETY: as for `put`; the value is checked before use.
     unsafe { core::ptr::read_volatile(addr as *const u64) }
+}
+
+/// Zero `len` bytes of a shared area at `addr` (blocks past a segment's written mark).
+fn zero_bytes(addr: u64, len: u64) {
+    // SAFETY: callers pass a range of a shared area mapped here that `op` checked to
+    // lie inside the area; nothing Rust-owned lives there.
+    unsafe { core::ptr::write_bytes(addr as *mut u8, 0, len as usize) };
 }
 
 fn copy_block(from: u64, to: u64) {
@@ -317,7 +331,7 @@ impl Blk {
     fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
         let h = &self.handles[&hid];
         let (start, len, rights, area) = (h.start, h.len, h.rights, h.area);
-        let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
+        let (kind, first, mut count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
         let status = area + p::STATUS + 8 * (w[2] >> 32);
         let buffered = kind & p::BUFFERED != 0;
         let kind = kind & !p::BUFFERED;
@@ -339,12 +353,27 @@ impl Blk {
         if let Some(e) = fail {
             return self.finish(hid, status, p::FAILED | e, batch);
         }
+        // The segment's written mark: blocks at or past it read as zeros (another
+        // segment's bytes may lie there); a write past it moves it first.
+        let written = self.handles[&hid].written;
+        let write = kind == p::WRITE_OP;
+        if write && first + count > written {
+            if self.extend(hid, first + count).is_err() {
+                return self.finish(hid, status, p::FAILED | p::E_IO, batch);
+            }
+        } else if !write && first + count > written {
+            let mine = written.saturating_sub(first).min(count);
+            zero_bytes(area + off + mine * BLOCK as u64, (count - mine) * BLOCK as u64);
+            if mine == 0 {
+                return self.finish(hid, status, p::DONE, batch);
+            }
+            count = mine;
+        }
         let id = self.next_op;
         self.next_op += 1;
         // One extra part keeps the operation open while its requests are queued.
         self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch });
         let (data, block) = (area + off, start + first);
-        let write = kind == p::WRITE_OP;
         if !buffered {
             if write {
                 self.cache_call(pc::INVALIDATE, block, count);
@@ -391,6 +420,33 @@ impl Blk {
             self.queue(true, block, data, count, id, None);
         }
         self.op_step(id, true);
+    }
+
+    /// Move the written mark of handle `hid`'s segment to at least `end`: zero the
+    /// blocks from the old mark on the device, then record the mark. In this order a
+    /// crash never leaves the mark over a block that still holds an earlier segment's
+    /// bytes.
+    fn extend(&mut self, hid: u64, end: u64) -> Result<(), baio::Error> {
+        let h = &self.handles[&hid];
+        let (name, start, len, written) = (h.name.clone(), h.start, h.len, h.written);
+        let to = end.max(written + ZERO_AHEAD).min(len);
+        // The zeroing shares the device queue: what is in flight finishes first.
+        self.drain();
+        const CHUNK: u64 = 16;
+        let zeros = alloc::vec![0u8; CHUNK as usize * BLOCK];
+        let mut b = written;
+        while b < to {
+            let n = (to - b).min(CHUNK);
+            self.disk.0.write_blocks(((start + b) * 8) as usize, &zeros[..n as usize * BLOCK]).map_err(|_| baio::Error::Io)?;
+            b += n;
+        }
+        self.cache_call(pc::INVALIDATE, start + written, to - written);
+        self.vol.set_written(&name, to)?;
+        self.vol.sync(&mut self.disk)?;
+        for h in self.handles.values_mut().filter(|h| h.start == start) {
+            h.written = to;
+        }
+        Ok(())
     }
 
     /// Accept a batch from `hid` (operations already read from the message or the
@@ -547,7 +603,7 @@ impl Blk {
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { start: ino.start, len: ino.length, rights: want, slot, area, client, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, rights: want, slot, area, client, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
