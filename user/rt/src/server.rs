@@ -192,7 +192,9 @@ pub trait Server {
     fn next_tick_us(&mut self) -> Option<u64> {
         None
     }
-    /// The time `next_tick_us` asked for has come (or passed) with no message.
+    /// The time `next_tick_us` asked for has come (or passed) with no message. (Only
+    /// then: a server whose messages keep coming does its timed work while handling
+    /// them too, as net runs its stack after every request.)
     fn tick(&mut self) {}
 }
 
