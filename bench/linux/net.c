@@ -32,28 +32,6 @@
 
 static uint64_t t_boot, n_boot;
 
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + t.tv_nsec;
-}
-
-/* Idle nanoseconds of CPU 0 (as baio.c: tick-sched's idle and iowait sleep time). */
-static uint64_t idle_ns(void) {
-    static char buf[1 << 16];
-    int fd = open("/proc/timer_list", O_RDONLY);
-    if (fd < 0) return 0;
-    ssize_t n = 0, r;
-    while ((r = read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += r;
-    close(fd);
-    buf[n] = 0;
-    char *p = strstr(buf, ".idle_sleeptime"), *q = strstr(buf, ".iowait_sleeptime");
-    uint64_t idle = 0;
-    if (p && (p = strchr(p, ':'))) idle = strtoull(p + 1, 0, 10);
-    if (q && (q = strchr(q, ':'))) idle += strtoull(q + 1, 0, 10);
-    return idle;
-}
-
 /* Busy ticks since this program started: ticks minus idle time in ticks. */
 static uint64_t busy_ticks(void) {
     uint64_t t = tsc() - t_boot, n = now_ns() - n_boot, i = idle_ns();

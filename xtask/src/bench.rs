@@ -277,10 +277,7 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Pa
         }
     }
     let agg = aggregate(&results);
-    let json = to_json("kernel", &agg, &modes, RUNS);
-    std::fs::write(dir.join("kernel.json"), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("kernel.svg"), svg(&agg)).map_err(|e| e.to_string())?;
-    eprintln!("xtask: wrote {0}/kernel.json, {0}/kernel.svg", dir.display());
+    write_suite(dir, "kernel", &agg, &modes, svg(&agg))?;
     Ok(report_md(&agg, &modes))
 }
 
@@ -325,6 +322,15 @@ fn to_json(suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[
         },
         "results": results
     })
+}
+
+/// A suite's figures as `SUITE.json` and its plot as `SUITE.svg` in `dir`.
+fn write_suite(dir: &Path, suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)], svg: String) -> Result<(), String> {
+    let json = to_json(suite, agg, modes, RUNS);
+    std::fs::write(dir.join(format!("{suite}.json")), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{suite}.svg")), svg).map_err(|e| e.to_string())?;
+    eprintln!("xtask: wrote {0}/{suite}.json, {0}/{suite}.svg", dir.display());
+    Ok(())
 }
 
 fn get(agg: &BTreeMap<(String, String, String), Fig>, sys: &str, mode: &str, m: &str) -> Option<u64> {
@@ -515,10 +521,7 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path
         }
     }
     let agg = aggregate(&results);
-    let json = to_json("baio", &agg, &modes, RUNS);
-    std::fs::write(dir.join("baio.json"), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("baio.svg"), baio_svg(&agg)).map_err(|e| e.to_string())?;
-    eprintln!("xtask: wrote {0}/baio.json, {0}/baio.svg", dir.display());
+    write_suite(dir, "baio", &agg, &modes, baio_svg(&agg))?;
     Ok(baio_report(&agg))
 }
 
@@ -780,10 +783,7 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path)
         }
     }
     let agg = aggregate(&results);
-    let json = to_json("net", &agg, &modes, RUNS);
-    std::fs::write(dir.join("net.json"), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("net.svg"), net_svg(&agg)).map_err(|e| e.to_string())?;
-    eprintln!("xtask: wrote {0}/net.json, {0}/net.svg", dir.display());
+    write_suite(dir, "net", &agg, &modes, net_svg(&agg))?;
     Ok(net_report(&agg))
 }
 

@@ -110,6 +110,18 @@ impl core::fmt::Display for Ip {
     }
 }
 
+/// Print a MAC address word (as `INFO` gives it) as aa:bb:cc:dd:ee:ff.
+pub struct Mac(pub u64);
+
+impl core::fmt::Display for Mac {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for k in 0..6 {
+            write!(f, "{}{:02x}", if k == 0 { "" } else { ":" }, (self.0 >> (40 - 8 * k)) & 0xff)?;
+        }
+        Ok(())
+    }
+}
+
 /// Parse a.b.c.d.
 pub fn parse_ip(s: &str) -> Option<u64> {
     let mut out = 0u64;

@@ -11,7 +11,7 @@ extern crate alloc;
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use net_api::client::Net;
-use net_api::Ip;
+use net_api::{Ip, Mac};
 use rt::{console, env, print, println};
 
 rt::entry!(main);
@@ -237,19 +237,13 @@ fn network(net: &mut Option<Net>, cmd: &str, arg: &str) {
     let n = net.as_ref().expect("attached");
     let r = match cmd {
         "net" => n.info().map(|i| {
-            let mac: [u64; 6] = core::array::from_fn(|k| (i.mac >> (40 - 8 * k)) & 0xff);
             println!(
-                "address {}/{} ({}), gateway {}, MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, link {}",
+                "address {}/{} ({}), gateway {}, MAC {}, link {}",
                 Ip(i.ip),
                 i.prefix,
                 ["static", "DHCP", "none yet"][i.how.min(2) as usize],
                 Ip(i.gateway),
-                mac[0],
-                mac[1],
-                mac[2],
-                mac[3],
-                mac[4],
-                mac[5],
+                Mac(i.mac),
                 if i.link_up { "up" } else { "down" }
             );
             println!("in {} packets {} bytes, out {} packets {} bytes, {} sockets open", i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.sockets);

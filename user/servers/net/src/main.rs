@@ -65,6 +65,10 @@ fn ip_word(a: Ipv4Address) -> u64 {
     u32::from(a) as u64
 }
 
+fn mac_word(m: [u8; 6]) -> u64 {
+    m.iter().fold(0, |a, b| (a << 8) | *b as u64)
+}
+
 fn ipv4(w: u32) -> Ipv4Address {
     Ipv4Address::from(w)
 }
@@ -426,35 +430,27 @@ impl Net {
     /// Keep each listener's pool full of listening sockets; drop ones whose handshake
     /// failed.
     fn pools(&mut self) {
-        let ids: Vec<u64> = self.clients.keys().copied().collect();
-        for id in ids {
-            let hs: Vec<u64> = self.clients[&id].sockets.iter().filter(|(_, s)| matches!(s, Sock::Listen { .. })).map(|(h, _)| *h).collect();
-            for handle in hs {
-                let Some(Sock::Listen { port, backlog, pool }) = self.clients.get_mut(&id).and_then(|c| c.sockets.get_mut(&handle)) else { continue };
-                let (port, backlog) = (*port, *backlog);
-                let mut pool = core::mem::take(pool);
-                let mut freed = 0;
+        // Runs after every poll: it walks the tables in place, allocating nothing.
+        let (sockets, budget) = (&mut self.sockets, self.budget);
+        for c in self.clients.values_mut() {
+            let Client { sockets: table, bytes, .. } = c;
+            for s in table.values_mut() {
+                let Sock::Listen { port, backlog, pool } = s else { continue };
                 pool.retain(|h| {
-                    let t = self.sockets.get::<tcp::Socket>(*h);
-                    let dead = matches!(t.state(), tcp::State::Closed | tcp::State::TimeWait);
+                    let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Closed | tcp::State::TimeWait);
                     if dead {
-                        self.sockets.remove(*h);
-                        freed += 2 * TCP_BUF;
+                        sockets.remove(*h);
+                        *bytes -= 2 * TCP_BUF;
                     }
                     !dead
                 });
-                let c = self.clients.get_mut(&id).unwrap();
-                c.bytes -= freed;
-                while pool.len() < backlog && c.bytes + 2 * TCP_BUF <= self.budget {
-                    let mut s = tcp_socket();
-                    if s.listen(port).is_err() {
+                while pool.len() < *backlog && *bytes + 2 * TCP_BUF <= budget {
+                    let mut t = tcp_socket();
+                    if t.listen(*port).is_err() {
                         break;
                     }
-                    pool.push(self.sockets.add(s));
-                    c.bytes += 2 * TCP_BUF;
-                }
-                if let Some(Sock::Listen { pool: slot, .. }) = c.sockets.get_mut(&handle) {
-                    *slot = pool;
+                    pool.push(sockets.add(t));
+                    *bytes += 2 * TCP_BUF;
                 }
             }
         }
@@ -592,8 +588,7 @@ impl Net {
                         gw = ip_word(g);
                     }
                 });
-                let m = self.nic.mac();
-                let mac = m.iter().fold(0u64, |a, b| (a << 8) | *b as u64);
+                let mac = mac_word(self.nic.mac());
                 let c = self.nic.counters;
                 let open = self.clients.values().map(|c| c.sockets.len() as u64).sum::<u64>();
                 ok(&[ip, prefix, gw, mac, 1, c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes, open, self.how])
@@ -967,13 +962,8 @@ fn main() -> i32 {
     };
     let dhcp = dhcp_on.then(|| sockets.add(dhcpv4::Socket::new()));
     println!(
-        "net: virtio-net {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}; {}; {}",
-        mac[0],
-        mac[1],
-        mac[2],
-        mac[3],
-        mac[4],
-        mac[5],
+        "net: virtio-net {}; {}; {}",
+        p::Mac(mac_word(mac)),
         match irq {
             Some((l, _)) => alloc::format!("interrupts on line {}", l),
             None => alloc::string::String::from("no interrupt line: polling"),
