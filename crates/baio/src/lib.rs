@@ -50,6 +50,14 @@ pub trait BlockDev {
     fn blocks(&self) -> u64;
     fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error>;
     fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), Error>;
+    /// Write zeros over blocks `first .. first + n` (a device may do it in larger pieces).
+    fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), Error> {
+        let z = [0u8; BLOCK];
+        for b in first..first + n {
+            self.write(b, &z)?;
+        }
+        Ok(())
+    }
 }
 
 /// A device in memory (host tools and tests).
@@ -557,6 +565,23 @@ impl Volume {
         Ok(())
     }
 
+    /// Move segment `name`'s written mark to at least `end` (and `ahead` blocks past the
+    /// old mark, within the segment): zero the blocks from the old mark on the device,
+    /// then record the mark. In this order a power cut after any write leaves the mark
+    /// over no block that still holds an earlier segment's bytes. Returns the new mark.
+    pub fn extend_written(&mut self, dev: &mut impl BlockDev, name: &str, end: u64, ahead: u64) -> Result<u64, Error> {
+        let i = self.lookup(name).ok_or(Error::NotFound)?;
+        let (start, len, written) = (i.start, i.length, i.written);
+        if end <= written {
+            return Ok(written);
+        }
+        let to = end.max(written.saturating_add(ahead)).min(len);
+        dev.write_zeros(start + written, to - written)?;
+        self.set_written(name, to)?;
+        self.sync(dev)?;
+        Ok(to)
+    }
+
     pub fn delete(&mut self, name: &str) -> Result<Inode, Error> {
         let slot = self.names.remove(name).ok_or(Error::NotFound)?;
         let ino = self.inodes[slot].take().ok_or(Error::NotFound)?;
@@ -653,6 +678,64 @@ mod tests {
         // A segment made again where a deleted one was starts unwritten again.
         v.delete("s").unwrap();
         assert_eq!(v.create("t", 2, 3, 0, 100, u64::MAX, 0).unwrap().written, 0);
+    }
+
+    /// A device that takes `left` more writes, then fails every one (a power cut).
+    struct Cut {
+        dev: MemDev,
+        left: usize,
+        writes: usize,
+    }
+
+    impl BlockDev for Cut {
+        fn blocks(&self) -> u64 {
+            self.dev.blocks()
+        }
+        fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error> {
+            self.dev.read(b, buf)
+        }
+        fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), Error> {
+            self.writes += 1;
+            if self.left == 0 {
+                return Err(Error::Io);
+            }
+            self.left -= 1;
+            self.dev.write(b, buf)
+        }
+    }
+
+    #[test]
+    fn a_power_cut_during_a_written_mark_move_never_uncovers_old_bytes() {
+        // An old segment full of 0xaa, deleted; a new one on the same blocks.
+        let mut d = dev(4096);
+        let mut v = Volume::format(&mut d).unwrap();
+        let old = v.create("old", 1, 3, 0, 64, u64::MAX, 0).unwrap().start;
+        for b in old..old + 64 {
+            d.write(b, &[0xaa; BLOCK]).unwrap();
+        }
+        v.delete("old").unwrap();
+        assert_eq!(v.create("new", 2, 3, 0, 64, u64::MAX, 0).unwrap().start, old);
+        v.sync(&mut d).unwrap();
+        // How many writes a whole move takes.
+        let mut probe = Cut { dev: MemDev(d.0.clone()), left: usize::MAX, writes: 0 };
+        let mut w = Volume::mount(&mut probe).unwrap();
+        assert_eq!(w.extend_written(&mut probe, "new", 10, 32).unwrap(), 32);
+        let total = probe.writes;
+        assert!(total > 32, "zeros, then the inode and the superblock");
+        for k in 0..=total {
+            let mut cut = Cut { dev: MemDev(d.0.clone()), left: k, writes: 0 };
+            let mut w = Volume::mount(&mut cut).unwrap();
+            let r = w.extend_written(&mut cut, "new", 10, 32);
+            assert_eq!(r.is_ok(), k == total, "cut after {k} writes");
+            let mut after = cut.dev;
+            let m = Volume::mount(&mut after).unwrap_or_else(|e| panic!("cut after {k} writes: the device does not mount: {e:?}"));
+            let seg = m.lookup("new").unwrap();
+            let mut b = [0u8; BLOCK];
+            for blk in seg.start..seg.start + seg.written {
+                after.read(blk, &mut b).unwrap();
+                assert!(b.iter().all(|x| *x == 0), "cut after {k} writes: block {blk} is under the mark {} but holds old bytes", seg.written);
+            }
+        }
     }
 
     #[test]

@@ -160,6 +160,18 @@ impl baio::BlockDev for Disk {
     fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
         self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
     }
+    fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), baio::Error> {
+        // 64 KiB a request rather than a block.
+        const CHUNK: u64 = 16;
+        let zeros = alloc::vec![0u8; CHUNK as usize * baio::BLOCK];
+        let mut b = first;
+        while b < first + n {
+            let k = (first + n - b).min(CHUNK);
+            self.0.write_blocks(b as usize * 8, &zeros[..k as usize * baio::BLOCK]).map_err(|_| baio::Error::Io)?;
+            b += k;
+        }
+        Ok(())
+    }
 }
 
 /// Find the first virtio-blk device on the PCI bus and bring it up (the PCI ports and

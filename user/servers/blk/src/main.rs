@@ -422,27 +422,15 @@ impl Blk {
         self.op_step(id, true);
     }
 
-    /// Move the written mark of handle `hid`'s segment to at least `end`: zero the
-    /// blocks from the old mark on the device, then record the mark. In this order a
-    /// crash never leaves the mark over a block that still holds an earlier segment's
-    /// bytes.
+    /// Move the written mark of handle `hid`'s segment to at least `end`
+    /// (`Volume::extend_written`: zeros first, then the mark), for every handle of it.
     fn extend(&mut self, hid: u64, end: u64) -> Result<(), baio::Error> {
         let h = &self.handles[&hid];
-        let (name, start, len, written) = (h.name.clone(), h.start, h.len, h.written);
-        let to = end.max(written + ZERO_AHEAD).min(len);
+        let (name, start, written) = (h.name.clone(), h.start, h.written);
         // The zeroing shares the device queue: what is in flight finishes first.
         self.drain();
-        const CHUNK: u64 = 16;
-        let zeros = alloc::vec![0u8; CHUNK as usize * BLOCK];
-        let mut b = written;
-        while b < to {
-            let n = (to - b).min(CHUNK);
-            self.disk.0.write_blocks(((start + b) * 8) as usize, &zeros[..n as usize * BLOCK]).map_err(|_| baio::Error::Io)?;
-            b += n;
-        }
+        let to = self.vol.extend_written(&mut self.disk, &name, end, ZERO_AHEAD)?;
         self.cache_call(pc::INVALIDATE, start + written, to - written);
-        self.vol.set_written(&name, to)?;
-        self.vol.sync(&mut self.disk)?;
         for h in self.handles.values_mut().filter(|h| h.start == start) {
             h.written = to;
         }
