@@ -300,6 +300,7 @@ impl Httpd {
                         alive = self.write(&mut c).unwrap_or(false);
                     }
                 } else if now.saturating_sub(c.last) > IDLE_US {
+                    println!("httpd: closing a connection idle for {} s ({} bytes of a request came)", IDLE_US / 1_000_000, c.inbuf.len());
                     alive = false;
                 }
                 if alive {
