@@ -138,39 +138,168 @@ pub fn has_filesystem(path: &std::path::Path, name: &str) -> bool {
     baiofs::Fs::mount(MemDev(dev.0[at..at + i.length as usize * BLOCK].to_vec())).is_ok()
 }
 
+const FSCK_USAGE: &str = "usage: cargo xtask fsck [--repair] [--fs NAME]... IMAGE\n\
+                          checks a BAIO image, and the baiofs filesystem in every segment that has one\n\
+                          and in the segments named by --fs (default: files); --repair makes it mountable";
+
 pub fn fsck(args: &[String]) -> Result<ExitCode, String> {
-    let path = args.first().ok_or("usage: cargo xtask fsck IMAGE")?;
-    let data = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let (mut path, mut repair, mut named) = (None, false, Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--repair" => repair = true,
+            "--fs" => named.push(it.next().ok_or(FSCK_USAGE)?.clone()),
+            s if path.is_none() && !s.starts_with('-') => path = Some(s.to_string()),
+            _ => return Err(FSCK_USAGE.into()),
+        }
+    }
+    let path = path.ok_or(FSCK_USAGE)?;
+    if named.is_empty() {
+        named.push("files".into());
+    }
+    let data = std::fs::read(&path).map_err(|e| format!("{path}: {e}"))?;
+    if !(data.len() as u64).is_multiple_of(BLOCK as u64) {
+        println!("{path}: {} bytes is not a whole number of {BLOCK}-byte blocks", data.len());
+        return Ok(ExitCode::FAILURE);
+    }
     let mut dev = MemDev(data);
-    let problems = Volume::check(&mut dev);
-    if problems.is_empty() {
-        let v = Volume::mount(&mut dev).map_err(|e| format!("{e:?}"))?;
-        println!("{path}: clean: {} blocks, {} segments, {} blocks free", v.layout.total_blocks, v.list().count(), v.free_blocks());
-        let mut bad = false;
-        for i in v.list() {
-            println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{} written {}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other, i.written);
-            // A segment holding a baiofs filesystem is checked too.
-            let at = i.start as usize * BLOCK;
-            let seg = dev.0[at..at + i.length as usize * BLOCK].to_vec();
-            if seg.len() >= 8 && seg[..8] == baiofs::MAGIC.to_le_bytes() {
-                match baiofs::Fs::mount(MemDev(seg)) {
-                    Ok(mut fs) => {
-                        let files = fs.list("/").map(|l| l.len()).unwrap_or(0);
-                        println!("    baiofs: clean, {files} entries in its root, {} blocks free", fs.free_blocks());
-                    }
-                    Err(e) => {
-                        bad = true;
-                        println!("    baiofs: {e:?}");
-                    }
+    let (ok, v) = if repair { repair_baio(&path, &mut dev)? } else { check_baio(&path, &mut dev) };
+    let Some(v) = v else { return Ok(ExitCode::FAILURE) };
+    let mut bad = !ok;
+    for i in v.list() {
+        println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{} written {}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other, i.written);
+        // A segment holding a baiofs filesystem (by its magic, or named) is checked too.
+        let at = i.start as usize * BLOCK;
+        let seg = &mut dev.0[at..at + i.length as usize * BLOCK];
+        if seg[..8] != baiofs::MAGIC.to_le_bytes() && !named.contains(&i.name) {
+            continue;
+        }
+        let mut fsdata = seg.to_vec();
+        let r = if repair {
+            baiofs::Fs::repair(MemDev(fsdata.clone())).map(|(fs, changes)| {
+                for c in &changes {
+                    println!("    baiofs: repaired: {c}");
+                }
+                fsdata = fs.dev.0;
+            })
+        } else {
+            Ok(())
+        };
+        match r.and_then(|_| baiofs::Fs::examine(MemDev(fsdata.clone()))) {
+            Ok(e) if e.problems.is_empty() => {
+                for u in &e.unfinished {
+                    println!("    baiofs: an interrupted update (a mount finishes it): {u}");
+                }
+                let mut fs = baiofs::Fs::mount(MemDev(fsdata.clone())).map_err(|e| format!("{e:?}"))?;
+                let files = fs.list("/").map(|l| l.len()).unwrap_or(0);
+                println!("    baiofs: clean, {files} entries in its root, {} blocks free", fs.free_blocks());
+            }
+            Ok(e) => {
+                bad = true;
+                println!("    baiofs: {} problems", e.problems.len());
+                for p in &e.problems {
+                    println!("      {p}");
                 }
             }
+            Err(e) => {
+                bad = true;
+                println!("    baiofs: {e:?}");
+            }
         }
-        Ok(if bad { ExitCode::FAILURE } else { ExitCode::SUCCESS })
-    } else {
-        println!("{path}: {} problems", problems.len());
-        for p in &problems {
+        seg.copy_from_slice(&fsdata);
+    }
+    if repair {
+        std::fs::write(&path, &dev.0).map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(if bad { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Check without writing: (clean, the volume as a mount would see it).
+fn check_baio(path: &str, dev: &mut MemDev) -> (bool, Option<Volume>) {
+    let e = Volume::examine(dev);
+    if !e.problems.is_empty() {
+        println!("{path}: {} problems", e.problems.len());
+        for p in &e.problems {
             println!("  {p}");
         }
-        Ok(ExitCode::FAILURE)
+        return (false, None);
+    }
+    for u in &e.unfinished {
+        println!("{path}: an interrupted update (a mount finishes it): {u}");
+    }
+    // Mount a copy: the check writes nothing.
+    let v = Volume::mount(&mut MemDev(dev.0.clone())).expect("a device without problems mounts");
+    println!("{path}: clean: {} blocks, {} segments, {} blocks free", v.layout.total_blocks, v.list().count(), v.free_blocks());
+    (true, Some(v))
+}
+
+fn repair_baio(path: &str, dev: &mut MemDev) -> Result<(bool, Option<Volume>), String> {
+    match Volume::repair(dev) {
+        Ok((v, changes)) => {
+            for c in &changes {
+                println!("{path}: repaired: {c}");
+            }
+            println!("{path}: {}: {} blocks, {} segments, {} blocks free", if changes.is_empty() { "clean, nothing to repair" } else { "repaired" }, v.layout.total_blocks, v.list().count(), v.free_blocks());
+            Ok((true, Some(v)))
+        }
+        Err(e) => {
+            println!("{path}: cannot be repaired: {e:?}");
+            Ok((false, None))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An image with a baiofs segment `files` and a raw one; returns its path.
+    fn image(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("scion-fsck-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("hello.txt");
+        std::fs::write(&src, "hello").unwrap();
+        let out = dir.join("disk.img");
+        make(&out.display().to_string(), 12 << 20, &[format!("files:1:256:fs={}", src.display()), "raw:2:64".into()]).unwrap();
+        out
+    }
+
+    fn fsck_of(path: &std::path::Path, extra: &[&str]) -> ExitCode {
+        let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        args.push(path.display().to_string());
+        fsck(&args).unwrap()
+    }
+
+    #[test]
+    fn a_files_segment_with_a_damaged_magic_is_not_skipped() {
+        let p = image("magic");
+        assert_eq!(fsck_of(&p, &[]), ExitCode::SUCCESS);
+        let mut d = std::fs::read(&p).unwrap();
+        let v = Volume::mount(&mut MemDev(d.clone())).unwrap();
+        let at = v.lookup("files").unwrap().start as usize * BLOCK;
+        d[at] ^= 1;
+        std::fs::write(&p, &d).unwrap();
+        // files refuses it, so fsck must not call the image clean.
+        assert_eq!(fsck_of(&p, &[]), ExitCode::FAILURE);
+        // Unless the segment is not meant to hold a filesystem.
+        assert_eq!(fsck_of(&p, &["--fs", "other"]), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn repair_makes_a_damaged_image_clean() {
+        let p = image("repair");
+        let mut d = std::fs::read(&p).unwrap();
+        let v = Volume::mount(&mut MemDev(d.clone())).unwrap();
+        d[v.layout.inode_start as usize * BLOCK + baio::INODE_SIZE + 4] ^= 1; // raw's owner
+        d[v.layout.bitmap_start as usize * BLOCK] = 0;
+        std::fs::write(&p, &d).unwrap();
+        assert_eq!(fsck_of(&p, &[]), ExitCode::FAILURE);
+        assert_eq!(fsck_of(&p, &["--repair"]), ExitCode::SUCCESS);
+        assert_eq!(fsck_of(&p, &[]), ExitCode::SUCCESS);
+        assert!(has_filesystem(&p, "files"), "the intact segment and its filesystem are kept");
+        let ragged = p.with_extension("ragged");
+        d.extend_from_slice(&[0u8; 512]);
+        std::fs::write(&ragged, &d).unwrap();
+        assert_eq!(fsck_of(&ragged, &[]), ExitCode::FAILURE, "not a whole number of blocks");
     }
 }

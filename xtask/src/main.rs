@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod crash;
 mod image;
 mod nettest;
 mod qemu;
@@ -30,7 +31,9 @@ fn usage() -> ExitCode {
          \x20 bench [SUITE…]   measure Scion and a Linux guest side by side (icount and TCG);\n\
          \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites)\n\
          \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
-         \x20 fsck IMAGE       check a BAIO device image and list every inconsistency\n\
+         \x20 fsck [--repair] [--fs NAME] IMAGE\n\
+         \x20                  check a BAIO device image (and its baiofs filesystems) and list\n\
+         \x20                  every inconsistency; --repair makes it mountable and says how\n\
          \n\
          environment: SCION_ACCEL=tcg|kvm forces the accelerator; SCION_FUZZ_SEED fixes the fuzz seed; SCION_GDB opens a gdb stub on tcp::1234; SCION_PCAP=FILE dumps the guest's network"
     );

@@ -26,7 +26,10 @@ pub struct Scenario {
     /// With input: strings the serial log must show (the scenario is one test).
     pub expect: Vec<String>,
     /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE | :fs=PATH+…]`,
-    /// paths relative to the project; `!corrupt` clears the bitmap's first byte).
+    /// paths relative to the project). Damage after making it: `!corrupt` flips a byte
+    /// of the first inode's owner, `!stale-bitmap` clears the bitmap's first byte (what
+    /// a crash between an inode's write and the bitmap's leaves), `!ragged` adds half a
+    /// block at the end.
     pub disk: Option<Vec<String>>,
     /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
     pub disk_file: Option<PathBuf>,
@@ -186,7 +189,7 @@ pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
 }
 
 /// The scenario's disk image (made fresh), if it has one.
-fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
+pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
     if sc.disk_file.is_some() {
         return Ok(sc.disk_file.clone());
     }
@@ -194,7 +197,7 @@ fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
         Some(segs) => {
             let path = out_dir().join(format!("{}-disk.img", sc.name));
             let root = crate::project_root();
-            let corrupt = segs.iter().any(|s| s == "!corrupt");
+            let damage: Vec<&str> = segs.iter().filter_map(|s| s.strip_prefix('!')).collect();
             let segs: Vec<String> = segs
                 .iter()
                 .filter(|s| !s.starts_with('!'))
@@ -210,9 +213,16 @@ fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                 })
                 .collect();
             let v = crate::image::make(&path.display().to_string(), 64 << 20, &segs)?;
-            if corrupt {
+            if !damage.is_empty() {
                 let mut img = std::fs::read(&path).map_err(|e| e.to_string())?;
-                img[(v.layout.bitmap_start as usize) * baio::BLOCK] = 0;
+                for d in damage {
+                    match d {
+                        "corrupt" => img[(v.layout.inode_start as usize) * baio::BLOCK + 4] ^= 0x40,
+                        "stale-bitmap" => img[(v.layout.bitmap_start as usize) * baio::BLOCK] = 0,
+                        "ragged" => img.extend_from_slice(&[0u8; 512]),
+                        _ => return Err(format!("scenario {}: unknown disk damage `!{d}`", sc.name)),
+                    }
+                }
                 std::fs::write(&path, img).map_err(|e| e.to_string())?;
             }
             Some(path)
@@ -303,7 +313,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 7] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http"];
+pub const HOST_CRATES: [&str; 8] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http", "xtask"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
@@ -366,6 +376,9 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
     res
 }
 
+/// The queue's name for the power-cut rounds.
+const CRASH: &str = "crash";
+
 /// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
 /// boot 2 (same disk) reads the data back.
 fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
@@ -414,6 +427,11 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         .filter(|s| !s.manual && (!s.on_demand || filter == Some(s.name.as_str())) && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
         .collect();
     let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
+    // The power-cut rounds (crash.rs) take a worker of their own, first (the longest).
+    let mut selected = selected;
+    if filter.is_none_or(|f| "crash".contains(f) || f.contains("crash")) {
+        selected.push(Scenario { name: CRASH.into(), ..Scenario::load("crash", &[("BOOT", "1".into()), ("SEED", seed.to_string())])? });
+    }
     let artifacts = if !selected.is_empty() || run_durability {
         qemu::ensure_qemu()?;
         Some(Arc::new(build()?))
@@ -432,7 +450,8 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
                 let (q, a, r) = (queue.clone(), a.clone(), results.clone());
                 std::thread::spawn(move || loop {
                     let Some(sc) = q.lock().unwrap().pop() else { break };
-                    match run_scenario(&a, &sc) {
+                    let run = if sc.name == CRASH { crate::crash::run(&a, seed) } else { run_scenario(&a, &sc) };
+                    match run {
                         Ok((res, log)) => {
                             for t in res {
                                 let mut g = r.lock().unwrap();

@@ -13,10 +13,21 @@
 //! never covers a block holding another segment's bytes. Deleting a segment scrubs
 //! nothing; creating one is free.
 //!
+//! **Every metadata update is one commit write.** The inode table is the truth: each
+//! create, delete and written-mark move changes one inode, and the write of the inode
+//! table block holding it is the update's commit point (inodes are 128 bytes, so a
+//! block torn at any 512-byte sector boundary still holds every inode whole, and each
+//! inode carries its own checksum). The bitmap, the superblock's free count and its
+//! next generation number are derived from the inodes and written after them; a crash
+//! between leaves them stale, and the next mount rebuilds them from the inodes and
+//! writes them back ("an interrupted update, finished"). So every prefix of an
+//! update's writes mounts, with either the old or the new segment table.
+//!
 //! Everything here works on a [`BlockDev`], so the same code formats and checks
 //! images on the host (`cargo xtask mkimage`, `cargo xtask fsck`) and mounts them in
 //! the block service. A mount checks the whole device and refuses any inconsistency
-//! with an error naming it; `check` lists every inconsistency.
+//! with an error naming it; `check` lists every inconsistency; `repair` removes what
+//! cannot be trusted and says what it changed.
 //! The layout is documented in `docs/baio-format.md`.
 #![forbid(unsafe_code)]
 #![no_std]
@@ -34,13 +45,16 @@ use alloc::vec::Vec;
 pub const BLOCK: usize = 4096;
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SCBAIO01");
 /// 2: inodes carry the written mark (version 1 images are refused: their segments
-/// would read as zeros).
-pub const VERSION: u32 = 2;
+/// would read as zeros). 3: each inode carries a checksum.
+pub const VERSION: u32 = 3;
 pub const INODE_SIZE: usize = 128;
 pub const INODES_PER_BLOCK: u64 = (BLOCK / INODE_SIZE) as u64;
 pub const NAME_MAX: usize = 64;
 /// One inode per this many data blocks (the paper's 1/1000).
 pub const BLOCKS_PER_INODE: u64 = 1000;
+
+/// Generation numbers stay below this (a hostile image cannot make them wrap).
+pub const GENERATION_LIMIT: u64 = 1 << 62;
 
 /// Rights bits for the owner and for others.
 pub const READ: u8 = 1;
@@ -187,7 +201,12 @@ fn encode_inode(i: &Inode, out: &mut [u8]) {
     out[96..104].copy_from_slice(&i.ctime.to_le_bytes());
     out[104..112].copy_from_slice(&i.generation.to_le_bytes());
     out[112..120].copy_from_slice(&i.written.to_le_bytes());
+    let c = checksum(&out[..INODE_SUM]);
+    out[INODE_SUM..INODE_SIZE].copy_from_slice(&c.to_le_bytes());
 }
+
+/// Where an inode's checksum lies (it covers the bytes before it).
+const INODE_SUM: usize = 120;
 
 /// Decode one inode slot: Ok(None) if free, Err(why) if malformed.
 fn decode_inode(b: &[u8]) -> Result<Option<Inode>, String> {
@@ -195,6 +214,9 @@ fn decode_inode(b: &[u8]) -> Result<Option<Inode>, String> {
         0 => return Ok(None),
         1 => {}
         f => return Err(format!("unknown inode flags {f:#x}")),
+    }
+    if checksum(&b[..INODE_SUM]) != u64_at(b, INODE_SUM) {
+        return Err("checksum mismatch (a damaged inode: its owner, rights or extent cannot be trusted)".into());
     }
     let n = b[10] as usize;
     if n == 0 || n > NAME_MAX {
@@ -225,8 +247,9 @@ pub fn valid_name(n: &str) -> bool {
     !n.is_empty() && n.len() <= NAME_MAX && n.bytes().all(|c| c.is_ascii_graphic() && c != b'/')
 }
 
-fn checksum(b: &[u8]) -> u64 {
-    // FNV-1a over the superblock's fields.
+/// FNV-1a 64 over `b`: the format's checksum (superblock, inodes), also what tests
+/// use to name a block's contents in a line of text.
+pub fn checksum(b: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &x in b {
         h ^= x as u64;
@@ -245,6 +268,17 @@ pub struct Volume {
     pub next_generation: u64,
     dirty_inodes: Vec<usize>,
     dirty_bitmap: bool,
+    /// Interrupted updates this mount finished (derived metadata rebuilt), if any.
+    pub finished: Vec<String>,
+}
+
+/// What `Volume::examine` found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Examination {
+    /// Inconsistencies a mount refuses (empty: the device mounts).
+    pub problems: Vec<String>,
+    /// Derived metadata left stale by an interrupted update: a mount rebuilds it.
+    pub unfinished: Vec<String>,
 }
 
 impl Volume {
@@ -260,6 +294,7 @@ impl Volume {
             next_generation: 1,
             dirty_inodes: (0..l.inode_count as usize).collect(),
             dirty_bitmap: true,
+            finished: Vec::new(),
         };
         let mut v = v;
         v.sync(dev)?;
@@ -338,25 +373,57 @@ impl Volume {
         (0..self.layout.data_blocks).filter(|i| !self.used(*i)).count() as u64
     }
 
-    /// Mount: read and check everything; refuse an inconsistent device.
+    /// Mount: read and check everything; refuse an inconsistent device. Derived
+    /// metadata left stale by an interrupted update (bitmap, free count, next
+    /// generation) is rebuilt from the inodes and written back; `finished` says what.
     pub fn mount(dev: &mut impl BlockDev) -> Result<Volume, Error> {
-        let (v, problems) = Self::load(dev)?;
-        match problems.first() {
-            None => Ok(v),
-            Some(p) => Err(Error::Corrupt(p.clone())),
+        let (mut v, problems, unfinished) = Self::load(dev, false)?;
+        if let Some(p) = problems.first() {
+            return Err(Error::Corrupt(p.clone()));
         }
+        if !unfinished.is_empty() {
+            v.dirty_bitmap = true;
+            v.sync(dev)?;
+            v.finished = unfinished;
+        }
+        Ok(v)
     }
 
-    /// Every inconsistency on the device (empty: the device is sound).
+    /// Every inconsistency on the device that a mount refuses (empty: it mounts).
     pub fn check(dev: &mut impl BlockDev) -> Vec<String> {
-        match Self::load(dev) {
-            Ok((_, p)) => p,
-            Err(Error::Corrupt(why)) => vec![why],
-            Err(e) => vec![format!("{e:?}")],
+        Self::examine(dev).problems
+    }
+
+    /// What a look at the device finds: inconsistencies, and interrupted updates.
+    pub fn examine(dev: &mut impl BlockDev) -> Examination {
+        match Self::load(dev, false) {
+            Ok((_, problems, unfinished)) => Examination { problems, unfinished },
+            Err(Error::Corrupt(why)) => Examination { problems: vec![why], unfinished: Vec::new() },
+            Err(e) => Examination { problems: vec![format!("{e:?}")], unfinished: Vec::new() },
         }
     }
 
-    fn load(dev: &mut impl BlockDev) -> Result<(Volume, Vec<String>), Error> {
+    /// Make the device mountable, keeping every segment that can be trusted: a
+    /// damaged superblock is rewritten from the device's size (when the magic and
+    /// version are right), damaged inodes and segments outside the data area are
+    /// removed, of two segments that share blocks or a name the later slot is removed,
+    /// a written mark past the end is cut to the segment's length, and the derived
+    /// metadata is rebuilt. Returns the volume and one sentence per change.
+    pub fn repair(dev: &mut impl BlockDev) -> Result<(Volume, Vec<String>), Error> {
+        let (mut v, mut changes, unfinished) = Self::load(dev, true)?;
+        changes.extend(unfinished);
+        if !changes.is_empty() {
+            v.dirty_inodes = (0..v.inodes.len()).collect();
+            v.dirty_bitmap = true;
+            v.sync(dev)?;
+        }
+        Ok((v, changes))
+    }
+
+    /// Read the device. Returns the volume (derived metadata rebuilt from the
+    /// inodes), the inconsistencies (with `repair`: the changes made to get rid of
+    /// them, in memory), and the interrupted updates found.
+    fn load(dev: &mut impl BlockDev, repair: bool) -> Result<(Volume, Vec<String>, Vec<String>), Error> {
         let mut sb = [0u8; BLOCK];
         if dev.blocks() < 8 {
             return Err(Error::Corrupt(format!("device of {} blocks is too small", dev.blocks())));
@@ -366,37 +433,19 @@ impl Volume {
             return Err(Error::Corrupt("bad magic: not a BAIO device".into()));
         }
         if u32_at(&sb, 8) != VERSION {
-            return Err(Error::Corrupt(format!("unknown version {}", u32_at(&sb, 8))));
+            return Err(Error::Corrupt(format!("unknown version {} (this is version {VERSION})", u32_at(&sb, 8))));
         }
-        if u32_at(&sb, 12) as usize != BLOCK {
-            return Err(Error::Corrupt(format!("block size {} (expected {BLOCK})", u32_at(&sb, 12))));
-        }
-        let f = |i: usize| u64_at(&sb, 16 + 8 * i);
-        let end = 16 + 8 * 11;
-        if checksum(&sb[..end]) != u64_at(&sb, end) {
-            return Err(Error::Corrupt("superblock checksum mismatch".into()));
-        }
-        let total = f(0);
-        if total > dev.blocks() {
-            return Err(Error::Corrupt(format!("superblock says {} blocks, the device has {}", total, dev.blocks())));
-        }
-        let expect = Layout::for_blocks(total).ok_or_else(|| Error::Corrupt(format!("total of {total} blocks is too small")))?;
-        let got = Layout {
-            total_blocks: total,
-            inode_count: f(1),
-            bitmap_start: f(2),
-            bitmap_blocks: f(3),
-            inode_start: f(4),
-            inode_blocks: f(5),
-            data_start: f(6),
-            data_blocks: f(7),
-        };
-        if got != expect {
-            return Err(Error::Corrupt("superblock layout is inconsistent".into()));
-        }
-        let l = expect;
-        let (hint, free_recorded, next_generation) = (f(8), f(9), f(10));
         let mut problems = Vec::new();
+        let mut unfinished = Vec::new();
+        let (l, hint, free_recorded, next_generation) = match Self::superblock_fields(&sb, dev.blocks()) {
+            Ok(x) => x,
+            Err(why) if repair => {
+                let l = Layout::for_blocks(dev.blocks()).ok_or(Error::TooSmall)?;
+                problems.push(format!("{why}: the superblock is rewritten for the device's {} blocks", dev.blocks()));
+                (l, 0, u64::MAX, 1)
+            }
+            Err(why) => return Err(Error::Corrupt(why)),
+        };
         let mut bitmap = vec![0u8; (l.bitmap_blocks as usize) * BLOCK];
         let mut b = [0u8; BLOCK];
         for k in 0..l.bitmap_blocks as usize {
@@ -413,6 +462,7 @@ impl Volume {
                 }
                 match decode_inode(&b[k * INODE_SIZE..(k + 1) * INODE_SIZE]) {
                     Ok(i) => inodes[idx] = i,
+                    Err(why) if repair => problems.push(format!("inode {idx}: {why}: removed")),
                     Err(why) => problems.push(format!("inode {idx}: {why}")),
                 }
             }
@@ -426,57 +476,121 @@ impl Volume {
             next_generation,
             dirty_inodes: Vec::new(),
             dirty_bitmap: false,
+            finished: Vec::new(),
         };
         if hint >= l.data_blocks {
-            problems.push(format!("free-list hint {hint} is past the data area"));
+            unfinished.push(format!("free-list hint {hint} is past the data area"));
         }
-        // Segments: names unique, ranges in the data area, no overlaps, bitmap agrees.
+        // Segments: names unique, ranges in the data area, no overlaps. With `repair`
+        // a segment that breaks one of these is dropped (or its mark cut).
+        let drop = |v: &mut Volume, idx: usize| {
+            v.inodes[idx] = None;
+        };
         let mut claimed = vec![false; l.data_blocks as usize];
+        let mut max_generation = 0;
         for idx in 0..v.inodes.len() {
             let Some(i) = v.inodes[idx].clone() else { continue };
-            if v.names.insert(i.name.clone(), idx).is_some() {
-                problems.push(format!("inode {idx}: name {:?} used twice", i.name));
-            }
-            if i.written > i.length {
-                problems.push(format!("segment {:?}: written mark {} past its {} blocks", i.name, i.written, i.length));
-            }
-            if i.generation >= next_generation {
-                problems.push(format!("inode {idx}: generation {} not below the next one ({next_generation})", i.generation));
+            let gone = if repair { ": removed" } else { "" };
+            if v.names.contains_key(&i.name) {
+                problems.push(format!("inode {idx}: name {:?} used twice{gone}", i.name));
+                if repair {
+                    drop(&mut v, idx);
+                    continue;
+                }
             }
             let end = i.start.checked_add(i.length);
             if i.length == 0 || i.start < l.data_start || end.is_none_or(|e| e > l.total_blocks) {
-                problems.push(format!("segment {:?}: blocks {}+{} lie outside the data area", i.name, i.start, i.length));
+                problems.push(format!("segment {:?}: blocks {}+{} lie outside the data area{gone}", i.name, i.start, i.length));
+                if repair {
+                    drop(&mut v, idx);
+                }
                 continue;
             }
-            let (mut shared, mut free) = (None, Vec::new());
-            for blk in i.start..i.start + i.length {
-                let d = (blk - l.data_start) as usize;
-                if claimed[d] && shared.is_none() {
-                    shared = Some(blk);
-                }
-                claimed[d] = true;
-                if !v.used(d as u64) {
-                    free.push(blk);
+            let d0 = (i.start - l.data_start) as usize;
+            if let Some(k) = claimed[d0..d0 + i.length as usize].iter().position(|c| *c) {
+                problems.push(format!("segment {:?}: block {} belongs to another segment too{gone}", i.name, i.start + k as u64));
+                if repair {
+                    drop(&mut v, idx);
+                    continue;
                 }
             }
-            if let Some(blk) = shared {
-                problems.push(format!("segment {:?}: block {blk} belongs to another segment too", i.name));
+            if i.written > i.length {
+                if repair {
+                    problems.push(format!("segment {:?}: written mark {} past its {} blocks: cut to its length", i.name, i.written, i.length));
+                    v.inodes[idx].as_mut().unwrap().written = i.length;
+                } else {
+                    problems.push(format!("segment {:?}: written mark {} past its {} blocks", i.name, i.written, i.length));
+                }
             }
-            if let Some(first) = free.first() {
-                problems.push(format!("segment {:?}: {} of its blocks are free in the bitmap (first: block {first})", i.name, free.len()));
+            if i.generation >= GENERATION_LIMIT {
+                problems.push(format!("inode {idx}: generation {} is out of range{gone}", i.generation));
+                if repair {
+                    drop(&mut v, idx);
+                    continue;
+                }
             }
+            v.names.insert(i.name.clone(), idx);
+            max_generation = max_generation.max(i.generation);
+            if i.generation >= next_generation {
+                unfinished.push(format!("inode {idx}: generation {} not below the next one ({next_generation})", i.generation));
+            }
+            let free = (i.start..i.start + i.length).filter(|blk| !v.used(blk - l.data_start)).count();
+            if free > 0 {
+                unfinished.push(format!("segment {:?}: {free} of its blocks are free in the bitmap", i.name));
+            }
+            claimed[d0..d0 + i.length as usize].fill(true);
         }
         let stray = (0..l.data_blocks).filter(|d| v.used(*d) && !claimed[*d as usize]).count();
         if stray > 0 {
-            problems.push(format!("{stray} blocks are used in the bitmap but belong to no segment"));
+            unfinished.push(format!("{stray} blocks are used in the bitmap but belong to no segment"));
         }
-        let free = v.free_blocks();
-        if free != free_recorded {
-            problems.push(format!("superblock records {free_recorded} free blocks, the bitmap has {free}"));
+        let free = claimed.iter().filter(|c| !**c).count() as u64;
+        if free != free_recorded && free_recorded != u64::MAX {
+            unfinished.push(format!("superblock records {free_recorded} free blocks, the inodes leave {free}"));
         }
-        Ok((v, problems))
+        // The derived metadata, from the inodes.
+        if !unfinished.is_empty() || repair {
+            for (d, c) in claimed.iter().enumerate() {
+                v.set(d as u64, *c);
+            }
+            v.next_generation = v.next_generation.max(max_generation + 1);
+        }
+        Ok((v, problems, unfinished))
     }
 
+    /// The superblock's layout, hint, free count and next generation, or why not.
+    fn superblock_fields(sb: &[u8], device_blocks: u64) -> Result<(Layout, u64, u64, u64), String> {
+        if u32_at(sb, 12) as usize != BLOCK {
+            return Err(format!("block size {} (expected {BLOCK})", u32_at(sb, 12)));
+        }
+        let f = |i: usize| u64_at(sb, 16 + 8 * i);
+        let end = 16 + 8 * 11;
+        if checksum(&sb[..end]) != u64_at(sb, end) {
+            return Err("superblock checksum mismatch".into());
+        }
+        let total = f(0);
+        if total > device_blocks {
+            return Err(format!("superblock says {} blocks, the device has {}", total, device_blocks));
+        }
+        let expect = Layout::for_blocks(total).ok_or_else(|| format!("total of {total} blocks is too small"))?;
+        let got = Layout {
+            total_blocks: total,
+            inode_count: f(1),
+            bitmap_start: f(2),
+            bitmap_blocks: f(3),
+            inode_start: f(4),
+            inode_blocks: f(5),
+            data_start: f(6),
+            data_blocks: f(7),
+        };
+        if got != expect {
+            return Err("superblock layout is inconsistent".into());
+        }
+        if f(10) > GENERATION_LIMIT {
+            return Err(format!("next generation {} is out of range", f(10)));
+        }
+        Ok((expect, f(8), f(9), f(10)))
+    }
     pub fn lookup(&self, name: &str) -> Option<&Inode> {
         self.names.get(name).and_then(|i| self.inodes[*i].as_ref())
     }
@@ -528,6 +642,9 @@ impl Volume {
             return Err(Error::OverQuota);
         }
         let slot = self.inodes.iter().position(|i| i.is_none()).ok_or(Error::NoInode)?;
+        if self.next_generation >= GENERATION_LIMIT {
+            return Err(Error::NoInode);
+        }
         let d = self.find_run(len).ok_or(Error::NoSpace)?;
         for k in d..d + len {
             self.set(k, true);
@@ -770,7 +887,7 @@ mod tests {
     }
 
     #[track_caller]
-    fn corrupt(f: impl FnOnce(&mut MemDev, &Layout)) -> Vec<String> {
+    fn damaged(f: impl FnOnce(&mut MemDev, &Layout)) -> MemDev {
         let mut d = dev(8192);
         let mut v = Volume::format(&mut d).unwrap();
         v.create("one", 1, 3, 0, 100, u64::MAX, 0).unwrap();
@@ -778,9 +895,30 @@ mod tests {
         v.sync(&mut d).unwrap();
         let l = v.layout;
         f(&mut d, &l);
+        d
+    }
+
+    /// Damage a device: the mount must refuse it; returns what check names.
+    #[track_caller]
+    fn corrupt(f: impl FnOnce(&mut MemDev, &Layout)) -> Vec<String> {
+        let mut d = damaged(f);
         let m = Volume::mount(&mut d);
         assert!(m.is_err(), "mount refuses a corrupt device: {:?}", Volume::check(&mut d));
         Volume::check(&mut d)
+    }
+
+    /// Leave derived metadata stale: the mount must finish the update (and say so)
+    /// and leave a clean device; returns what it said.
+    #[track_caller]
+    fn interrupted(f: impl FnOnce(&mut MemDev, &Layout)) -> Vec<String> {
+        let mut d = damaged(f);
+        let e = Volume::examine(&mut d);
+        assert!(e.problems.is_empty() && !e.unfinished.is_empty(), "{e:?}");
+        let v = Volume::mount(&mut d).unwrap();
+        assert_eq!(v.finished, e.unfinished);
+        assert_eq!(Volume::examine(&mut d), Examination::default(), "the mount wrote the rebuilt metadata");
+        assert_eq!(v.list().count(), 2);
+        v.finished
     }
 
     fn patch_super(d: &mut MemDev, field: usize, value: u64) {
@@ -793,11 +931,22 @@ mod tests {
         d.write(0, &b).unwrap();
     }
 
-    fn patch_inode(d: &mut MemDev, l: &Layout, idx: usize, off: usize, bytes: &[u8]) {
+    /// Change bytes of inode `idx`; `sum`: and make its checksum agree (a forged
+    /// inode rather than a damaged one).
+    fn patch_inode_as(d: &mut MemDev, l: &Layout, idx: usize, off: usize, bytes: &[u8], sum: bool) {
         let mut b = [0u8; BLOCK];
         d.read(l.inode_start, &mut b).unwrap();
-        b[idx * INODE_SIZE + off..idx * INODE_SIZE + off + bytes.len()].copy_from_slice(bytes);
+        let i = &mut b[idx * INODE_SIZE..(idx + 1) * INODE_SIZE];
+        i[off..off + bytes.len()].copy_from_slice(bytes);
+        if sum {
+            let c = checksum(&i[..INODE_SUM]);
+            i[INODE_SUM..].copy_from_slice(&c.to_le_bytes());
+        }
         d.write(l.inode_start, &b).unwrap();
+    }
+
+    fn patch_inode(d: &mut MemDev, l: &Layout, idx: usize, off: usize, bytes: &[u8]) {
+        patch_inode_as(d, l, idx, off, bytes, true)
     }
 
     #[test]
@@ -808,8 +957,8 @@ mod tests {
         assert!(p[0].contains("checksum"));
         let p = corrupt(|d, l| patch_super(d, 6, l.data_start + 1));
         assert!(p[0].contains("layout"));
-        let p = corrupt(|d, _| patch_super(d, 9, 12345));
-        assert!(p.iter().any(|x| x.contains("free blocks")), "{p:?}");
+        let p = corrupt(|d, _| patch_super(d, 10, u64::MAX));
+        assert!(p[0].contains("next generation"), "{p:?}");
         // Overlapping segments: make "two" start where "one" starts.
         let p = corrupt(|d, l| {
             let start = l.data_start.to_le_bytes();
@@ -819,37 +968,139 @@ mod tests {
         // A written mark past the segment's end.
         let p = corrupt(|d, l| patch_inode(d, l, 0, 112, &101u64.to_le_bytes()));
         assert!(p.iter().any(|x| x.contains("written mark")), "{p:?}");
-        // A version 1 device (no written marks) is refused, not read as zeros.
+        // A version 2 device (no inode checksums) is refused.
         let p = corrupt(|d, _| {
             let mut b = [0u8; BLOCK];
             d.read(0, &mut b).unwrap();
-            b[8..12].copy_from_slice(&1u32.to_le_bytes());
+            b[8..12].copy_from_slice(&2u32.to_le_bytes());
             d.write(0, &b).unwrap();
         });
         assert!(p[0].contains("version"), "{p:?}");
         // Length past the end of the device.
         let p = corrupt(|d, l| patch_inode(d, l, 0, 88, &(1u64 << 40).to_le_bytes()));
         assert!(p.iter().any(|x| x.contains("outside the data area")), "{p:?}");
-        // Bitmap disagrees with the inodes.
-        let p = corrupt(|d, l| {
+        // One flipped byte of an owner, of rights, of a name: the inode's checksum.
+        for off in [4, 9, 20] {
+            let p = corrupt(|d, l| patch_inode_as(d, l, 0, off, &[0x42], false));
+            assert!(p.iter().any(|x| x.contains("inode 0: checksum")), "byte {off}: {p:?}");
+        }
+        let p = corrupt(|d, l| patch_inode(d, l, 0, 104, &GENERATION_LIMIT.to_le_bytes()));
+        assert!(p.iter().any(|x| x.contains("out of range")), "{p:?}");
+        // Same name twice, bad names.
+        let p = corrupt(|d, l| patch_inode(d, l, 1, 10, &[3, 0, 0, 0, 0, 0, b'o', b'n', b'e']));
+        assert!(!p.is_empty());
+        let p = corrupt(|d, l| patch_inode(d, l, 0, 16, &[0xff]));
+        assert!(p.iter().any(|x| x.contains("UTF-8")), "{p:?}");
+    }
+
+    #[test]
+    fn stale_derived_metadata_is_an_interrupted_update_the_mount_finishes() {
+        let p = interrupted(|d, _| patch_super(d, 9, 12345));
+        assert!(p.iter().any(|x| x.contains("free blocks")), "{p:?}");
+        let p = interrupted(|d, _| patch_super(d, 10, 1));
+        assert!(p.iter().any(|x| x.contains("generation")), "{p:?}");
+        let p = interrupted(|d, l| {
             let mut b = [0u8; BLOCK];
             d.read(l.bitmap_start, &mut b).unwrap();
             b[0] = 0;
             d.write(l.bitmap_start, &b).unwrap();
         });
         assert!(p.iter().any(|x| x.contains("free in the bitmap")), "{p:?}");
-        let p = corrupt(|d, l| {
+        let p = interrupted(|d, l| {
             let mut b = [0u8; BLOCK];
             d.read(l.bitmap_start, &mut b).unwrap();
             b[200] = 0xff;
             d.write(l.bitmap_start, &b).unwrap();
         });
         assert!(p.iter().any(|x| x.contains("belong to no segment")), "{p:?}");
-        // Same name twice, bad names.
-        let p = corrupt(|d, l| patch_inode(d, l, 1, 10, &[3, 0, 0, 0, 0, 0, b'o', b'n', b'e']));
-        assert!(!p.is_empty());
-        let p = corrupt(|d, l| patch_inode(d, l, 0, 16, &[0xff]));
-        assert!(p.iter().any(|x| x.contains("UTF-8")), "{p:?}");
+    }
+
+    /// Repair: the damage goes, the rest stays, and the device then mounts clean.
+    #[track_caller]
+    fn repaired(f: impl FnOnce(&mut MemDev, &Layout), left: &[&str]) -> Vec<String> {
+        let mut d = damaged(f);
+        let (_, changes) = Volume::repair(&mut d).unwrap();
+        assert!(!changes.is_empty());
+        assert_eq!(Volume::examine(&mut d), Examination::default(), "after {changes:?}");
+        let v = Volume::mount(&mut d).unwrap();
+        let mut names: Vec<&str> = v.list().map(|i| i.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, left, "after {changes:?}");
+        changes
+    }
+
+    #[test]
+    fn repair_removes_what_cannot_be_trusted_and_keeps_the_rest() {
+        let c = repaired(|d, l| patch_inode_as(d, l, 0, 4, &[0x42], false), &["two"]);
+        assert!(c.iter().any(|x| x.contains("checksum") && x.contains("removed")), "{c:?}");
+        let c = repaired(|d, l| patch_inode(d, l, 1, 80, &l.data_start.to_le_bytes()), &["one"]);
+        assert!(c.iter().any(|x| x.contains("another segment") && x.contains("removed")), "{c:?}");
+        let c = repaired(|d, l| patch_inode(d, l, 0, 112, &101u64.to_le_bytes()), &["one", "two"]);
+        assert!(c.iter().any(|x| x.contains("cut")), "{c:?}");
+        let c = repaired(|d, _| d.0[20] ^= 1, &["one", "two"]);
+        assert!(c.iter().any(|x| x.contains("superblock") && x.contains("rewritten")), "{c:?}");
+        let c = repaired(|d, _| patch_super(d, 9, 7), &["one", "two"]);
+        assert!(c.iter().any(|x| x.contains("free blocks")), "{c:?}");
+        // Not a BAIO device: nothing to repair, nothing written.
+        let mut d = damaged(|d, _| d.0[0] = b'X');
+        let before = d.0.clone();
+        assert!(Volume::repair(&mut d).is_err());
+        assert!(d.0 == before);
+        // A sound device: no change, no write.
+        let mut d = damaged(|_, _| {});
+        let before = d.0.clone();
+        assert_eq!(Volume::repair(&mut d).unwrap().1, Vec::<String>::new());
+        assert!(d.0 == before);
+    }
+
+    /// The segment table as (name, owner, start, length, written), sorted.
+    fn table(v: &Volume) -> Vec<(String, u32, u64, u64, u64)> {
+        let mut t: Vec<_> = v.list().map(|i| (i.name.clone(), i.owner, i.start, i.length, i.written)).collect();
+        t.sort();
+        t
+    }
+
+    #[test]
+    fn a_power_cut_at_any_write_of_any_update_leaves_the_old_or_the_new_table() {
+        // A history of updates, each synced: creates, deletes, a create in a freed
+        // hole, written-mark moves. For each update and each k, cut the power after k
+        // of its writes: the device must mount (finishing what the cut interrupted),
+        // hold exactly the table before or after the update, and then check clean.
+        type Step = alloc::boxed::Box<dyn Fn(&mut Volume, &mut Cut) -> Result<(), Error>>;
+        let steps: Vec<(&str, Step)> = vec![
+            ("create a", alloc::boxed::Box::new(|v, d| v.create("a", 1, 3, 1, 300, u64::MAX, 1).map(|_| ()).and_then(|_| v.sync(d)))),
+            ("create b", alloc::boxed::Box::new(|v, d| v.create("b", 2, 3, 0, 5000, u64::MAX, 2).map(|_| ()).and_then(|_| v.sync(d)))),
+            ("mark a", alloc::boxed::Box::new(|v, d| v.extend_written(d, "a", 3, 16).map(|_| ()))),
+            ("delete a", alloc::boxed::Box::new(|v, d| v.delete("a").map(|_| ()).and_then(|_| v.sync(d)))),
+            ("create c in a's hole", alloc::boxed::Box::new(|v, d| v.create("c", 3, 3, 0, 200, u64::MAX, 3).map(|_| ()).and_then(|_| v.sync(d)))),
+            ("delete b", alloc::boxed::Box::new(|v, d| v.delete("b").map(|_| ()).and_then(|_| v.sync(d)))),
+            ("create d over b's blocks and more", alloc::boxed::Box::new(|v, d| v.create("d", 4, 3, 0, 6000, u64::MAX, 4).map(|_| ()).and_then(|_| v.sync(d)))),
+        ];
+        let mut base = dev(40000);
+        Volume::format(&mut base).unwrap();
+        let mut cuts = 0;
+        for (what, step) in &steps {
+            let before = table(&Volume::mount(&mut base).unwrap());
+            // The whole update, to count its writes and know the new table.
+            let mut whole = Cut { dev: MemDev(base.0.clone()), left: usize::MAX, writes: 0 };
+            let mut v = Volume::mount(&mut whole).unwrap();
+            step(&mut v, &mut whole).unwrap();
+            let after = table(&v);
+            assert_ne!(before, after, "{what} changes the table");
+            for k in 0..whole.writes {
+                let mut cut = Cut { dev: MemDev(base.0.clone()), left: k, writes: 0 };
+                let mut v = Volume::mount(&mut cut).unwrap();
+                assert!(step(&mut v, &mut cut).is_err(), "{what}: cut after {k} writes");
+                let mut d = cut.dev;
+                let m = Volume::mount(&mut d).unwrap_or_else(|e| panic!("{what}: cut after {k} of {} writes: no mount: {e:?}", whole.writes));
+                let t = table(&m);
+                assert!(t == before || t == after, "{what}: cut after {k} writes: {t:?}");
+                assert_eq!(Volume::examine(&mut d), Examination::default(), "{what}: cut after {k} writes, then a mount");
+                cuts += 1;
+            }
+            base = whole.dev;
+        }
+        assert!(cuts >= steps.len() * 3, "{cuts} cuts");
     }
 
     /// A device that stores only its metadata blocks (data blocks read as zeros).
@@ -871,7 +1122,11 @@ mod tests {
             }
             Ok(())
         }
-        fn write(&mut self, _: u64, _: &[u8; BLOCK]) -> Result<(), Error> {
+        fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), Error> {
+            let at = block as usize * BLOCK;
+            if let Some(b) = self.meta.get_mut(at..at + BLOCK) {
+                b.copy_from_slice(buf);
+            }
             Ok(())
         }
     }
@@ -888,6 +1143,7 @@ mod tests {
         let meta_end = l.data_start as usize * BLOCK;
         let meta = d.0[..meta_end].to_vec();
         let mut s = 0x5eed_u64;
+        let mut repaired = 0;
         for _ in 0..3000 {
             let mut m = MetaDev { meta: meta.clone(), blocks: l.total_blocks };
             for _ in 0..4 {
@@ -897,8 +1153,15 @@ mod tests {
                 let at = (s % meta_end as u64) as usize;
                 m.meta[at] = (s >> 40) as u8;
             }
-            let _ = Volume::mount(&mut m);
             let _ = Volume::check(&mut m);
+            let _ = Volume::mount(&mut m);
+            // Whatever repair keeps must then be a sound device.
+            if Volume::repair(&mut m).is_ok() {
+                let e = Volume::examine(&mut m);
+                assert_eq!(e, Examination::default(), "a repaired device is clean");
+                repaired += 1;
+            }
         }
+        assert!(repaired > 1000, "{repaired} of 3000 damaged images repaired");
     }
 }

@@ -19,6 +19,18 @@
 //! cache, straight to the device). [`Fs::prefetch`] tells the device which blocks will
 //! be wanted so it can start reading them ahead (asynchronously on BAIO).
 //! Metadata is written through at once; `sync` asks the device to make it durable.
+//!
+//! **Crash consistency.** The directory tree is the truth: an inode is in use when a
+//! directory reachable from the root names it, and the free-block bitmap is derived
+//! from the inodes so named. Every update is ordered so that one write commits it:
+//! create writes the new inode, then the entry naming it (or, when the entry is
+//! appended, the parent's inode with its new size); remove clears the entry, then frees
+//! the inode and its blocks; growing a file zeroes the new blocks and records them in
+//! the bitmap before the inode's extent, and the inode's size after the data. A crash
+//! leaves at most an unnamed inode and a stale bitmap, which the next mount frees and
+//! rebuilds ("an interrupted update, finished"). Inodes and directory entries carry
+//! checksums (each lies inside one 512-byte sector, so a torn block write cannot tear
+//! one); `repair` removes what cannot be trusted.
 #![forbid(unsafe_code)]
 #![no_std]
 
@@ -29,13 +41,17 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
+use baio::checksum;
 pub use baio::{BlockDev, BLOCK};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SCBFS001");
-pub const VERSION: u32 = 1;
+/// 2: checksums over inodes and directory entries (5 extents, names up to 48 bytes).
+pub const VERSION: u32 = 2;
 pub const INODE_SIZE: usize = 64;
-pub const EXTENTS: usize = 6;
-pub const NAME_MAX: usize = 56;
+pub const EXTENTS: usize = 5;
+pub const NAME_MAX: usize = 48;
+/// Where an inode's or a directory entry's checksum lies (it covers the bytes before).
+const SUM: usize = 56;
 pub const DIRENT: usize = 64;
 pub const ROOT: u32 = 1;
 const PER_BLOCK: u64 = (BLOCK / INODE_SIZE) as u64;
@@ -105,6 +121,8 @@ struct Inode {
     kind: u16,
     size: u64,
     ext: [(u32, u32); EXTENTS],
+    /// Read from the device with a checksum that does not hold (not stored).
+    damaged: bool,
 }
 
 impl Inode {
@@ -129,6 +147,10 @@ impl Inode {
             b[16 + 8 * k..20 + 8 * k].copy_from_slice(&s.to_le_bytes());
             b[20 + 8 * k..24 + 8 * k].copy_from_slice(&n.to_le_bytes());
         }
+        if self.kind != 0 {
+            let c = checksum(&b[..SUM]);
+            b[SUM..INODE_SIZE].copy_from_slice(&c.to_le_bytes());
+        }
     }
     fn decode(b: &[u8]) -> Inode {
         let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
@@ -136,7 +158,9 @@ impl Inode {
         for (k, e) in ext.iter_mut().enumerate() {
             *e = (u32at(16 + 8 * k), u32at(20 + 8 * k));
         }
-        Inode { kind: u16::from_le_bytes([b[0], b[1]]), size: u64::from_le_bytes(b[8..16].try_into().unwrap()), ext }
+        let kind = u16::from_le_bytes([b[0], b[1]]);
+        let damaged = if kind == 0 { b.iter().any(|x| *x != 0) } else { checksum(&b[..SUM]) != u64::from_le_bytes(b[SUM..INODE_SIZE].try_into().unwrap()) };
+        Inode { kind, size: u64::from_le_bytes(b[8..16].try_into().unwrap()), ext, damaged }
     }
 }
 
@@ -161,9 +185,6 @@ impl Geometry {
     }
 }
 
-fn checksum(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
-}
 
 /// A directory entry as `list` gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,6 +197,68 @@ pub struct Entry {
 
 pub fn valid_name(n: &str) -> bool {
     !n.is_empty() && n.len() <= NAME_MAX && n != "." && n != ".." && !n.contains('/') && !n.contains('\0')
+}
+
+/// A directory entry's bytes.
+fn encode_entry(ino: u32, kind: Kind, name: &str) -> [u8; DIRENT] {
+    let mut e = [0u8; DIRENT];
+    e[0..4].copy_from_slice(&ino.to_le_bytes());
+    e[4] = name.len() as u8;
+    e[5] = kind as u8;
+    e[8..8 + name.len()].copy_from_slice(name.as_bytes());
+    let c = checksum(&e[..SUM]);
+    e[SUM..].copy_from_slice(&c.to_le_bytes());
+    e
+}
+
+/// A directory entry: Ok(None) if free, Err(why) if it cannot be trusted.
+fn decode_entry(e: &[u8]) -> Result<Option<(u32, Kind, String)>, String> {
+    let ino = u32::from_le_bytes(e[0..4].try_into().unwrap());
+    if ino == 0 {
+        return if e.iter().all(|x| *x == 0) { Ok(None) } else { Err("a free entry that is not zeroed".into()) };
+    }
+    if checksum(&e[..SUM]) != u64::from_le_bytes(e[SUM..DIRENT].try_into().unwrap()) {
+        return Err("checksum mismatch".into());
+    }
+    let kind = match e[5] {
+        1 => Kind::File,
+        2 => Kind::Dir,
+        k => return Err(format!("unknown kind {k}")),
+    };
+    let n = e[4] as usize;
+    let name = e.get(8..8 + n).filter(|_| n <= NAME_MAX).and_then(|b| core::str::from_utf8(b).ok()).filter(|s| valid_name(s));
+    match name {
+        Some(name) => Ok(Some((ino, kind, name.to_string()))),
+        None => Err("an invalid name".into()),
+    }
+}
+
+/// What a look at a filesystem found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Examination {
+    /// Inconsistencies a mount refuses (empty: it mounts).
+    pub problems: Vec<String>,
+    /// What interrupted updates left (unnamed inodes, a stale bitmap): a mount cleans it up.
+    pub unfinished: Vec<String>,
+}
+
+/// How `repair` gets rid of one problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fix {
+    ClearInode(u32),
+    CutSize(u32, u64),
+    /// Directory, entry index.
+    ClearEntry(u32, u64),
+    EmptyRoot,
+}
+
+#[derive(Default)]
+struct Scan {
+    problems: Vec<(String, Fix)>,
+    unfinished: Vec<String>,
+    orphans: Vec<u32>,
+    /// Per block: used by metadata or a named inode.
+    used: Vec<bool>,
 }
 
 /// Cache counters.
@@ -200,6 +283,8 @@ pub struct Fs<D: Dev> {
     clock: u64,
     policies: BTreeMap<u32, Policy>,
     stats: CacheStats,
+    /// What interrupted updates this mount cleaned up, if anything.
+    pub finished: Vec<String>,
 }
 
 impl<D: Dev> Fs<D> {
@@ -237,12 +322,14 @@ impl<D: Dev> Fs<D> {
             clock: 0,
             policies: BTreeMap::new(),
             stats: CacheStats::default(),
+            finished: Vec::new(),
         }
     }
 
-    /// Mount: read and check everything (superblock, bitmap, inodes, the directory
-    /// tree); refuse any inconsistency with an error that names it.
-    pub fn mount(mut dev: D) -> Result<Fs<D>, Error> {
+    /// Read the superblock, bitmap and inode table (no checks beyond the superblock).
+    /// With `rewrite`, a damaged superblock (right magic and version) is written anew
+    /// for the device's size; the sentence saying so comes back.
+    fn load(mut dev: D, rewrite: bool) -> Result<(Fs<D>, Option<String>), Error> {
         let bad = |s: String| Err(Error::Corrupt(s));
         let mut b = [0u8; BLOCK];
         dev.read(0, &mut b)?;
@@ -251,21 +338,30 @@ impl<D: Dev> Fs<D> {
             return bad("bad magic: not a baiofs filesystem".into());
         }
         if u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION {
-            return bad("unknown version".into());
+            return bad(format!("unknown version {} (this is version {VERSION})", u32::from_le_bytes(b[8..12].try_into().unwrap())));
         }
-        if u64at(&b, 64) != checksum(&b[..64]) {
-            return bad("superblock checksum mismatch".into());
-        }
-        let blocks = u64at(&b, 16);
-        if blocks != dev.blocks() {
-            return bad(format!("superblock says {} blocks, the segment has {}", blocks, dev.blocks()));
-        }
+        let blocks = dev.blocks();
         let geo = Geometry::new(blocks);
-        let stored = Geometry { blocks, inodes: u64at(&b, 24), bitmap_start: u64at(&b, 32), bitmap_blocks: u64at(&b, 40), itable_start: u64at(&b, 48), itable_blocks: geo.itable_blocks, data_start: u64at(&b, 56) };
-        if stored != geo {
-            return bad("the geometry in the superblock is not the one its size gives".into());
+        let why = if u64at(&b, 64) != checksum(&b[..64]) {
+            Some("superblock checksum mismatch".to_string())
+        } else if u64at(&b, 16) != blocks {
+            Some(format!("superblock says {} blocks, the segment has {}", u64at(&b, 16), blocks))
+        } else {
+            let stored = Geometry { blocks, inodes: u64at(&b, 24), bitmap_start: u64at(&b, 32), bitmap_blocks: u64at(&b, 40), itable_start: u64at(&b, 48), itable_blocks: geo.itable_blocks, data_start: u64at(&b, 56) };
+            (stored != geo).then(|| "the geometry in the superblock is not the one its size gives".to_string())
+        };
+        if geo.data_start > blocks || blocks > u32::MAX as u64 {
+            return bad(format!("a segment of {blocks} blocks cannot hold a filesystem"));
         }
         let mut fs = Fs::new(dev, geo);
+        let note = match why {
+            Some(why) if rewrite => {
+                fs.write_super()?;
+                Some(format!("{why}: the superblock is rewritten for the segment's {blocks} blocks"))
+            }
+            Some(why) => return bad(why),
+            None => None,
+        };
         for i in 0..geo.bitmap_blocks {
             let mut blk = [0u8; BLOCK];
             fs.dev.read(geo.bitmap_start + i, &mut blk)?;
@@ -278,100 +374,218 @@ impl<D: Dev> Fs<D> {
                 fs.inodes[(i * PER_BLOCK) as usize + k] = Inode::decode(&blk[k * INODE_SIZE..(k + 1) * INODE_SIZE]);
             }
         }
-        let problems = fs.check();
-        if let Some(p) = problems.into_iter().next() {
-            return bad(p);
+        Ok((fs, note))
+    }
+
+    /// Mount: read and check everything (superblock, bitmap, inodes, the directory
+    /// tree); refuse any inconsistency with an error that names it. What an
+    /// interrupted update left (unnamed inodes, a stale bitmap) is cleaned up and
+    /// written back; `finished` says what.
+    pub fn mount(dev: D) -> Result<Fs<D>, Error> {
+        let (mut fs, _) = Self::load(dev, false)?;
+        let scan = fs.scan();
+        if let Some((p, _)) = scan.problems.into_iter().next() {
+            return Err(Error::Corrupt(p));
         }
+        fs.finish(&scan.orphans, &scan.used)?;
+        fs.finished = scan.unfinished;
         Ok(fs)
     }
 
-    /// Every inconsistency, one sentence each (empty: consistent).
+    /// What a mount would find, without writing: inconsistencies and interrupted updates.
+    pub fn examine(dev: D) -> Result<Examination, Error> {
+        match Self::load(dev, false) {
+            Ok((mut fs, _)) => {
+                let s = fs.scan();
+                Ok(Examination { problems: s.problems.into_iter().map(|p| p.0).collect(), unfinished: s.unfinished })
+            }
+            Err(Error::Corrupt(why)) => Ok(Examination { problems: vec![why], unfinished: Vec::new() }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Make the filesystem mountable, keeping what can be trusted: a damaged
+    /// superblock is rewritten, damaged or impossible inodes are freed (with the
+    /// entries naming them), damaged, mistyped or repeated entries are cleared, sizes
+    /// past an inode's blocks are cut, and what interrupted updates left is cleaned up.
+    /// Returns the filesystem and one sentence per change.
+    pub fn repair(dev: D) -> Result<(Fs<D>, Vec<String>), Error> {
+        let (mut fs, note) = Self::load(dev, true)?;
+        let mut changes: Vec<String> = note.into_iter().collect();
+        // Each round fixes what it finds; a freed inode can leave an entry naming it
+        // for the next round. Every fix frees or shrinks something, so this ends.
+        for _ in 0..64 {
+            let scan = fs.scan();
+            if scan.problems.is_empty() {
+                fs.finish(&scan.orphans, &scan.used)?;
+                changes.extend(scan.unfinished);
+                return Ok((fs, changes));
+            }
+            for (why, fix) in scan.problems {
+                let done = match fix {
+                    Fix::ClearInode(i) => {
+                        fs.inodes[i as usize] = Inode::default();
+                        fs.write_inode(i)?;
+                        "freed"
+                    }
+                    Fix::CutSize(i, size) => {
+                        fs.inodes[i as usize].size = size;
+                        fs.write_inode(i)?;
+                        "size cut"
+                    }
+                    Fix::ClearEntry(d, at) => {
+                        fs.file_write(d, at * DIRENT as u64, &[0u8; DIRENT])?;
+                        "entry cleared"
+                    }
+                    Fix::EmptyRoot => {
+                        fs.inodes[ROOT as usize] = Inode { kind: Kind::Dir as u16, ..Inode::default() };
+                        fs.write_inode(ROOT)?;
+                        "made an empty directory"
+                    }
+                };
+                changes.push(format!("{why}: {done}"));
+            }
+            fs.cache.clear();
+        }
+        Err(Error::Corrupt("repair did not converge".into()))
+    }
+
+    /// Free the unnamed inodes and write the bitmap the inodes give, if they differ.
+    fn finish(&mut self, orphans: &[u32], used: &[bool]) -> Result<(), Error> {
+        for &i in orphans {
+            self.inodes[i as usize] = Inode::default();
+            self.write_inode(i)?;
+        }
+        if (0..self.geo.blocks).any(|b| self.bit(b) != used[b as usize]) {
+            for (b, u) in used.iter().enumerate() {
+                self.set_bit(b as u64, *u);
+            }
+            self.write_bitmap_all()?;
+        }
+        Ok(())
+    }
+
+    /// Every inconsistency, and then every trace of an interrupted update, one
+    /// sentence each (empty: consistent and clean).
     pub fn check(&mut self) -> Vec<String> {
+        let s = self.scan();
+        s.problems.into_iter().map(|p| p.0).chain(s.unfinished).collect()
+    }
+
+    /// Look at everything: what a mount must refuse (with the fix `repair` makes), and
+    /// what an interrupted update left.
+    fn scan(&mut self) -> Scan {
         let g = self.geo;
-        let mut out = Vec::new();
-        let mut owner: BTreeMap<u64, u32> = BTreeMap::new();
-        if self.inodes[0].kind != 0 {
-            out.push("inode 0 is in use".to_string());
+        let mut s = Scan { used: vec![false; g.blocks as usize], ..Scan::default() };
+        let nodes = self.inodes.clone();
+        if nodes[0].kind != 0 || nodes[0].damaged {
+            s.problems.push(("inode 0 is in use".to_string(), Fix::ClearInode(0)));
         }
-        if self.inodes[ROOT as usize].kind != Kind::Dir as u16 {
-            out.push("the root inode is not a directory".to_string());
+        if nodes[ROOT as usize].kind != Kind::Dir as u16 || nodes[ROOT as usize].damaged {
+            s.problems.push(("the root inode is not a sound directory".to_string(), Fix::EmptyRoot));
+            return s;
         }
-        for (ino, n) in self.inodes.iter().enumerate() {
+        for (ino, n) in nodes.iter().enumerate().skip(1) {
+            let ino32 = ino as u32;
+            if n.damaged {
+                let what = if n.kind == 0 { "a free inode that is not zeroed" } else { "checksum mismatch" };
+                s.problems.push((format!("inode {ino}: {what}"), Fix::ClearInode(ino32)));
+                continue;
+            }
             if n.kind == 0 {
-                if n.size != 0 || n.blocks() != 0 {
-                    out.push(format!("free inode {ino} has a size or blocks"));
-                }
                 continue;
             }
             if n.kind != Kind::File as u16 && n.kind != Kind::Dir as u16 {
-                out.push(format!("inode {ino} has unknown kind {}", n.kind));
+                s.problems.push((format!("inode {ino} has unknown kind {}", n.kind), Fix::ClearInode(ino32)));
                 continue;
             }
-            for (s, l) in n.ext {
-                let (s, l) = (s as u64, l as u64);
-                if l == 0 {
-                    continue;
-                }
-                if s < g.data_start || s + l > g.blocks {
-                    out.push(format!("inode {ino}: extent {s}+{l} lies outside the data blocks"));
-                    continue;
-                }
-                for b in s..s + l {
-                    if let Some(o) = owner.insert(b, ino as u32) {
-                        out.push(format!("block {b} belongs to inodes {o} and {ino}"));
-                        break;
+            if let Some((a, l)) = n.ext.iter().map(|(a, l)| (*a as u64, *l as u64)).find(|(a, l)| *l > 0 && (*a < g.data_start || a + l > g.blocks)) {
+                s.problems.push((format!("inode {ino}: extent {a}+{l} lies outside the data blocks"), Fix::ClearInode(ino32)));
+                continue;
+            }
+            let cap = n.blocks() * BLOCK as u64;
+            if n.size > cap {
+                s.problems.push((format!("inode {ino}: size {} is past its {} blocks", n.size, n.blocks()), Fix::CutSize(ino32, cap)));
+            } else if n.kind == Kind::Dir as u16 && n.size % DIRENT as u64 != 0 {
+                s.problems.push((format!("directory {ino}: size {} is not a whole number of entries", n.size), Fix::CutSize(ino32, n.size / DIRENT as u64 * DIRENT as u64)));
+            }
+        }
+        if !s.problems.is_empty() {
+            return s;
+        }
+        // Walk the tree: every entry sound and naming a live inode of its kind, once.
+        let mut named = vec![false; nodes.len()];
+        named[ROOT as usize] = true;
+        let mut dirs = vec![ROOT];
+        let mut owner: BTreeMap<u64, u32> = BTreeMap::new();
+        while let Some(d) = dirs.pop() {
+            for (a, l) in nodes[d as usize].ext {
+                for b in a as u64..a as u64 + l as u64 {
+                    if let Some(o) = owner.insert(b, d) {
+                        s.problems.push((format!("block {b} belongs to inodes {o} and {d}"), Fix::ClearInode(d.max(o))));
                     }
                 }
             }
-            if n.size > n.blocks() * BLOCK as u64 {
-                out.push(format!("inode {ino}: size {} is past its {} blocks", n.size, n.blocks()));
+            let mut raw = vec![0u8; nodes[d as usize].size as usize];
+            if self.file_read_meta(d, &mut raw).is_err() {
+                s.problems.push((format!("directory {d} cannot be read"), if d == ROOT { Fix::EmptyRoot } else { Fix::ClearInode(d) }));
+                continue;
             }
-            if n.kind == Kind::Dir as u16 && n.size % DIRENT as u64 != 0 {
-                out.push(format!("directory {ino}: size {} is not a whole number of entries", n.size));
+            let mut names: Vec<String> = Vec::new();
+            for (i, e) in raw.chunks(DIRENT).enumerate() {
+                let clear = Fix::ClearEntry(d, i as u64);
+                let (ino, kind, name) = match decode_entry(e) {
+                    Ok(None) => continue,
+                    Ok(Some(x)) => x,
+                    Err(why) => {
+                        s.problems.push((format!("directory {d}, entry {i}: {why}"), clear));
+                        continue;
+                    }
+                };
+                if ino as u64 >= g.inodes || ino == ROOT {
+                    s.problems.push((format!("directory {d}: entry `{name}` names inode {ino}: out of range, or the root"), clear));
+                } else if nodes[ino as usize].kind != kind as u16 {
+                    s.problems.push((format!("directory {d}: entry `{name}` disagrees with inode {ino} on its kind"), clear));
+                } else if named[ino as usize] {
+                    s.problems.push((format!("inode {ino} is named twice"), clear));
+                } else if names.contains(&name) {
+                    s.problems.push((format!("directory {d}: the name `{name}` is there twice"), clear));
+                } else {
+                    named[ino as usize] = true;
+                    names.push(name);
+                    if kind == Kind::Dir {
+                        dirs.push(ino);
+                    } else {
+                        for (a, l) in nodes[ino as usize].ext {
+                            for b in a as u64..a as u64 + l as u64 {
+                                if let Some(o) = owner.insert(b, ino) {
+                                    s.problems.push((format!("block {b} belongs to inodes {o} and {ino}"), Fix::ClearInode(ino.max(o))));
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if s.problems.len() > 1 && s.problems.iter().any(|p| matches!(p.1, Fix::EmptyRoot)) {
+            s.problems.retain(|p| matches!(p.1, Fix::EmptyRoot));
+        }
+        // What an interrupted update leaves: unnamed inodes, a stale bitmap.
+        for (ino, n) in nodes.iter().enumerate() {
+            if n.kind != 0 && !named[ino] {
+                s.unfinished.push(format!("inode {ino} is in use but no directory names it: freed"));
+                s.orphans.push(ino as u32);
             }
         }
         for b in 0..g.blocks {
-            let used = b < g.data_start || owner.contains_key(&b);
-            if self.bit(b) != used {
-                out.push(format!("bitmap says block {b} is {}, the inodes say {}", if used { "free" } else { "used" }, if used { "used" } else { "free" }));
-                if out.len() > 50 {
-                    return out;
-                }
-            }
+            s.used[b as usize] = b < g.data_start || owner.contains_key(&b);
         }
-        if !out.is_empty() {
-            return out;
+        let stale = (0..g.blocks).filter(|b| self.bit(*b) != s.used[*b as usize]).count();
+        if stale > 0 {
+            s.unfinished.push(format!("the bitmap disagrees with the inodes on {stale} blocks: rebuilt"));
         }
-        // Walk the tree: every entry names a live inode of its kind, once.
-        let mut seen = vec![false; self.inodes.len()];
-        seen[ROOT as usize] = true;
-        let mut dirs = vec![ROOT];
-        while let Some(d) = dirs.pop() {
-            let Ok(ents) = self.entries(d) else {
-                out.push(format!("directory {d} cannot be read"));
-                continue;
-            };
-            for (_, e) in ents {
-                if e.ino == 0 || e.ino as u64 >= g.inodes {
-                    out.push(format!("directory {d}: entry `{}` names inode {}, out of range", e.name, e.ino));
-                } else if self.inodes[e.ino as usize].kind != e.kind as u16 {
-                    out.push(format!("directory {d}: entry `{}` disagrees with inode {} on its kind", e.name, e.ino));
-                } else if seen[e.ino as usize] {
-                    out.push(format!("inode {} is named twice", e.ino));
-                } else {
-                    seen[e.ino as usize] = true;
-                    if e.kind == Kind::Dir {
-                        dirs.push(e.ino);
-                    }
-                }
-            }
-        }
-        for (ino, n) in self.inodes.iter().enumerate() {
-            if n.kind != 0 && !seen[ino] {
-                out.push(format!("inode {ino} is in use but no directory names it"));
-            }
-        }
-        out
+        s
     }
 
     fn bit(&self, b: u64) -> bool {
@@ -688,13 +902,8 @@ impl<D: Dev> Fs<D> {
         self.file_read_meta(d, &mut raw)?;
         let mut out = Vec::new();
         for (i, e) in raw.chunks(DIRENT).enumerate() {
-            let ino = u32::from_le_bytes(e[0..4].try_into().unwrap());
-            if ino == 0 {
-                continue;
-            }
-            let nl = (e[4] as usize).min(NAME_MAX);
-            let kind = if e[5] == Kind::Dir as u8 { Kind::Dir } else { Kind::File };
-            let name = String::from_utf8_lossy(&e[8..8 + nl]).into_owned();
+            // The mount checked every entry; one that fails now is the device's fault.
+            let Some((ino, kind, name)) = decode_entry(e).map_err(|why| Error::Corrupt(format!("directory {d}, entry {i}: {why}")))? else { continue };
             let size = self.inodes.get(ino as usize).map_or(0, |n| n.size);
             out.push((i as u64, Entry { name, kind, size, ino }));
         }
@@ -749,13 +958,11 @@ impl<D: Dev> Fs<D> {
             return Err(Error::BadName);
         }
         let ino = (ROOT as usize + 1..self.inodes.len()).find(|i| self.inodes[*i].kind == 0).ok_or(Error::NoInode)? as u32;
-        self.inodes[ino as usize] = Inode { kind: kind as u16, size: 0, ext: [(0, 0); EXTENTS] };
+        // The inode first: until the entry naming it is written it is unnamed, and a
+        // mount after a crash frees it.
+        self.inodes[ino as usize] = Inode { kind: kind as u16, ..Inode::default() };
         self.write_inode(ino)?;
-        let mut e = [0u8; DIRENT];
-        e[0..4].copy_from_slice(&ino.to_le_bytes());
-        e[4] = name.len() as u8;
-        e[5] = kind as u8;
-        e[8..8 + name.len()].copy_from_slice(name.as_bytes());
+        let e = encode_entry(ino, kind, &name);
         // Reuse a free entry, else append.
         let size = self.inodes[parent as usize].size;
         let mut raw = vec![0u8; size as usize];
@@ -780,6 +987,8 @@ impl<D: Dev> Fs<D> {
             return Err(Error::NotEmpty);
         }
         let idx = self.entries(parent)?.into_iter().find(|(_, e)| e.name == name).ok_or(Error::NotFound)?.0;
+        // The entry first (the commit), then the inode and its blocks: a crash between
+        // leaves an unnamed inode that the next mount frees.
         self.file_write(parent, idx * DIRENT as u64, &[0u8; DIRENT])?;
         let n = self.inodes[ino as usize];
         self.inodes[ino as usize] = Inode::default();

@@ -736,6 +736,13 @@ fn main() -> i32 {
             return 1;
         }
     };
+    // A device that is not a whole number of blocks is not one mkimage made (and the
+    // host's fsck refuses it): refuse it here too rather than ignore its tail.
+    let sectors = disk.0.capacity();
+    if sectors % (BLOCK as u64 / 512) != 0 {
+        println!("blk: refusing the device: {} sectors of 512 bytes is not a whole number of {}-byte blocks", sectors, BLOCK);
+        server::refuse_all(Error::BadState);
+    }
     let vol = match Volume::mount(&mut disk) {
         Ok(v) => v,
         Err(e) => {
@@ -743,6 +750,9 @@ fn main() -> i32 {
             server::refuse_all(Error::BadState);
         }
     };
+    for f in &vol.finished {
+        println!("blk: an interrupted update, finished: {}", f);
+    }
     let irq = attach_irq(&dev, &mut disk);
     match irq {
         Some((line, _)) => println!("blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}", vol.layout.total_blocks, vol.list().count(), vol.free_blocks(), line),

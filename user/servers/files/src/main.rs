@@ -165,6 +165,9 @@ fn main() -> i32 {
             server::refuse_all(Error::BadState);
         }
     };
+    for f in &fs.finished {
+        println!("files: an interrupted update, finished: {}", f);
+    }
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
