@@ -154,7 +154,10 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
                 r
             }
         };
-        r.map_err(Fail::Sender)?;
+        // Out of memory in the receiving task (its kernel quota cannot pay for the page
+        // tables or mapping nodes, or a frame is mapped too often) is the receiver's
+        // failure: the sender did nothing wrong.
+        r.map_err(|e| if e == Error::NoMemory { Fail::Receiver(e) } else { Fail::Sender(e) })?;
         mrs[u + 1 + 2 * j] = Fpage::new(fp.kind(), if fp.kind() == fpage::MEM { at >> 12 } else { at }, fp.log2(), fp.rights()).0;
     }
     Ok((t / 2) as u64)
@@ -408,6 +411,19 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
         }
         Err(Fail::Sender(e)) => {
             k.tm(cur).reply_to = Some(r);
+            Err(e)
+        }
+        Err(Fail::Receiver(e)) if resumes_fault.is_some() => {
+            // The page could not be mapped into the faulting task (its kernel quota is
+            // spent): resuming it would only fault again, so the fault goes to its fault
+            // handler, as when the pager maps nothing.
+            k.tm(r.id).fault_to_pager = false;
+            k.tm(r.id).partner = None;
+            k.timers.remove(r.id);
+            let words = resumes_fault.unwrap_or_default();
+            if !report_fault(k, r.id, words, false) {
+                crate::kprintln!("[kernel] thread {}: the page for its fault at {:#x} could not be mapped ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
+            }
             Err(e)
         }
         Err(Fail::Receiver(e)) => {

@@ -8,7 +8,7 @@ use crate::mem::{self, phys_to_virt, KernelPhys};
 use abi::layout::{is_user_range, PAGE_SIZE};
 use abi::{mem as m, Error};
 use kcore::cspace::CSpace;
-pub use kcore::quota::Quota;
+pub use kcore::quota::{Objects, Quota};
 use kcore::pagetable::{self as pt, PhysMem};
 
 /// A reference to a kernel object: table index plus generation. A stale generation
@@ -48,6 +48,9 @@ pub struct Task {
     pub io_max: u16,
     /// Its destruction is under way (`Kernel::teardown_slice`).
     pub dying: bool,
+    /// Pages mapped in it through `map_frame` (each has a mapping-database node, or
+    /// will when it is passed on), charged to `quota`.
+    pub nodes: Objects,
 }
 
 pub const IO_BITMAP_BYTES: usize = 8192;
@@ -188,16 +191,25 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false })
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, nodes: Objects::default() })
     }
 
-    /// Map `frame` at `va` (one more reference to the frame; new page tables are
-    /// charged to the quota). A frame whose reference count is full is `NoMemory`.
+    /// Map `frame` at `va` (one more reference to the frame; new page tables and the
+    /// mapping's database node are charged to the quota). A frame whose reference count
+    /// is full, or a quota that cannot pay, is `NoMemory`.
     pub fn map_frame(&mut self, va: u64, frame: u64, flags: u64) -> Result<(), Error> {
         let r = pt::map(&mut KernelPhys { quota: &mut self.quota }, self.pml4, va, frame | flags);
         match r {
             Ok(()) => {
-                if flags & pt::UTCB == 0 && !mem::frame_ref(frame) {
+                if flags & pt::UTCB != 0 {
+                    return Ok(());
+                }
+                if !self.nodes.add(&mut self.quota) {
+                    pt::unmap(&mut Walk, self.pml4, va);
+                    return Err(Error::NoMemory);
+                }
+                if !mem::frame_ref(frame) {
+                    self.nodes.remove(&mut self.quota);
                     pt::unmap(&mut Walk, self.pml4, va);
                     return Err(Error::NoMemory);
                 }
@@ -223,6 +235,7 @@ impl Task {
         pt::unmap(&mut Walk, self.pml4, va).ok_or(Error::NotMapped)?;
         if e & pt::UTCB == 0 {
             mem::frame_unref(e & pt::ADDR);
+            self.nodes.remove(&mut self.quota);
         }
         flush_page(self.pml4, va);
         Ok(e)

@@ -16,7 +16,7 @@
 //!
 //! Other keys: `principal` (who it runs as, for ownership of disk segments),
 //! `file`, `args`, `kpages` (kernel memory: page tables, threads,
-//! capabilities; default 1024 pages), `start` (start at boot; default true), `test` (root
+//! capabilities, mapping-database nodes; default 128 pages), `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
 //! not give them. Errors name the line.
 #![forbid(unsafe_code)]

@@ -52,6 +52,9 @@ const CACHE_VA: u64 = rt::layout::CACHE_IN_BLK;
 /// A write past a segment's written mark zeroes at least this many blocks ahead of the
 /// mark (one metadata write per MiB of a segment filled in order).
 const ZERO_AHEAD: u64 = 256;
+/// Segments one principal may hold open at once (each open holds a 2 MiB shared area
+/// of this service's DMA memory and kernel quota).
+const MAX_OPEN_PER_PRINCIPAL: usize = 16;
 
 /// A device request: waiting to go to the device, or on it. `fill`: it brings `block`
 /// into a cache slot, then (if not 0) the block is copied to that address.
@@ -99,8 +102,9 @@ struct Handle {
     /// Slot of the badged capability the client's copy derives from.
     slot: u64,
     area: u64,
-    /// The program that opened it (its id, from the badge root minted).
+    /// The program that opened it (its id, from the badge root minted), and its principal.
     client: u64,
+    principal: u32,
     completed: u64,
     /// The next submission-ring entry to take (the service's own copy).
     head: u64,
@@ -586,12 +590,17 @@ impl Blk {
                 if rights > 0xff || want == 0 || want & !ino.rights_for(principal) != 0 {
                     return err(Error::NoRights);
                 }
+                // Each open holds 2 MiB of DMA memory here: one principal may not take
+                // it all from the others.
+                if self.handles.values().filter(|h| h.principal == principal).count() >= MAX_OPEN_PER_PRINCIPAL {
+                    return err(Error::NoMemory);
+                }
                 let Some(area) = self.area() else { return err(Error::NoMemory) };
                 let hid = self.next;
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, rights: want, slot, area, client, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, rights: want, slot, area, client, principal, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);

@@ -105,7 +105,8 @@ fn main() -> i32 {
         })
     });
     let child = rt::alloc_slot();
-    c.eq(sys::task_create(child, 64), Ok(()), "a child task");
+    // Its quota pays for the page tables and mapping-database nodes of 16384 pages.
+    c.eq(sys::task_create(child, 512), Ok(()), "a child task");
     phase(&mut c, "MEM_MAP of the most pages one call may map, four times", tsc_per_ms, || {
         (0..4).all(|i| {
             let n = mem::MAX_PAGES_PER_CALL;
