@@ -195,8 +195,10 @@ pub struct Entry {
     pub ino: u32,
 }
 
+/// Names: 1..=48 bytes of UTF-8, not `.` or `..`, without `/` or control characters
+/// (a listing is a line per entry).
 pub fn valid_name(n: &str) -> bool {
-    !n.is_empty() && n.len() <= NAME_MAX && n != "." && n != ".." && !n.contains('/') && !n.contains('\0')
+    !n.is_empty() && n.len() <= NAME_MAX && n != "." && n != ".." && !n.contains('/') && !n.chars().any(char::is_control)
 }
 
 /// A directory entry's bytes.

@@ -18,6 +18,40 @@ pub fn lookup(name: &str, slot: u64) -> Result<(), Error> {
     call(&mut Msg::new(proto::LOOKUP, &[slot]).with_string())
 }
 
+/// Look server `name` up again into `slot`, whose capability names an instance that is
+/// gone (root restarts servers marked `restart`; their clients reconnect this way).
+pub fn reconnect(name: &str, slot: u64) -> Result<(), Error> {
+    // The string of the request being retried stays what it was.
+    let u = ipc::utcb();
+    let (addr, len) = (u.send_buf_addr, u.send_buf_len);
+    let _ = crate::sys::cap_delete(slot);
+    let r = lookup(name, slot);
+    let u = ipc::utcb();
+    u.send_buf_addr = addr;
+    u.send_buf_len = len;
+    r
+}
+
+/// Whether a call's error says the server is gone (its thread died: a restart may follow).
+pub fn server_gone(e: Error) -> bool {
+    matches!(e, Error::InvalidCap | Error::NoPartner)
+}
+
+/// A request to server `name` through `slot`, as `server::request`; if the server is
+/// gone, it is looked up again and the request sent once more (to the new instance:
+/// what the old one held for this client, such as open handles, is gone with it).
+pub fn request_reconnecting(name: &str, slot: u64, m: &mut Msg) -> Result<(), Error> {
+    let again = m.clone();
+    match crate::server::request(slot, m) {
+        Err(e) if server_gone(e) => {
+            reconnect(name, slot)?;
+            *m = again;
+            crate::server::request(slot, m)
+        }
+        r => r,
+    }
+}
+
 /// Ports `first .. first + 2^log2` (if the manifest grants them).
 pub fn io(first: u64, log2: u64) -> Result<(), Error> {
     crate::server::request_mapping(cap::PARENT, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut Msg::new(proto::GET_IO, &[first, log2]))

@@ -180,6 +180,12 @@ pub unsafe fn unmap(fpage: abi::fpage::Fpage, flags: u64) -> Result<(), Error> {
     check(safe_call(sys::UNMAP, fpage.0, flags, 0, 0, 0)[0])
 }
 
+/// Take back everything others derived from a flexpage of ours (pages, ports or
+/// capabilities), keeping our own: safe, since nothing of the caller's changes.
+pub fn revoke(fpage: abi::fpage::Fpage) -> Result<(), Error> {
+    check(safe_call(sys::UNMAP, fpage.0, 0, 0, 0, 0)[0])
+}
+
 /// Unmap `pages` pages of one's own at `va` (page by page).
 ///
 /// # Safety

@@ -166,6 +166,9 @@ pub mod client {
         pub blocks: u64,
         /// The next submission-ring entry this side writes.
         tail: core::cell::Cell<u64>,
+        /// What it was opened as (to open it again after a restart of the service).
+        name: String,
+        rights: u8,
     }
 
     /// The client-side convention of `batch` and `data`: slot i of the data area is
@@ -175,6 +178,13 @@ pub mod client {
 
     use rt::server::request as call;
 
+    /// Requests to the service itself find a restarted block service again
+    /// (`rt::env::request_reconnecting`); segments open before it must be opened again
+    /// (`Segment::reopen`).
+    fn service(srv: u64, m: &mut Msg) -> Result<(), Error> {
+        rt::env::request_reconnecting("blk", srv, m)
+    }
+
     fn named(label: u64, name: &str, words: &[u64]) -> Msg {
         ipc::set_send_string(name.as_bytes());
         Msg::new(label, words).with_string()
@@ -183,23 +193,33 @@ pub mod client {
     /// The device the service has mounted: (blocks, free blocks, segments, block size).
     pub fn mount(srv: u64) -> Result<(u64, u64, u64, u64), Error> {
         let mut m = Msg::new(p::MOUNT, &[]);
-        call(srv, &mut m)?;
+        service(srv, &mut m)?;
         Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
     }
 
     /// A segment of `blocks` blocks owned by the caller's principal; others get `others`.
     pub fn create(srv: u64, name: &str, blocks: u64, others: u8) -> Result<(), Error> {
-        call(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))
+        service(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))
     }
 
     /// Open with `rights` (READ 1, WRITE 2); the shared area lands at `area_va` (aligned
     /// to its 2 MiB, unused).
     pub fn open(srv: u64, name: &str, rights: u8, area_va: u64) -> Result<Segment, Error> {
         let cap = rt::alloc_slot();
+        let windows = [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0)];
         let mut m = named(p::OPEN, name, &[rights as u64]);
-        rt::server::request_mapping(srv, [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0)], &mut m)?;
+        let mut r = rt::server::request_mapping(srv, windows, &mut m);
+        if r.is_err_and(rt::env::server_gone) && rt::env::reconnect("blk", srv).is_ok() {
+            let mut again = named(p::OPEN, name, &[rights as u64]);
+            r = rt::server::request_mapping(srv, windows, &mut again);
+            m = again;
+        }
+        if let Err(e) = r {
+            rt::free_slot(cap);
+            return Err(e);
+        }
         let mem = mapped_area(area_va);
-        Ok(Segment { cap, area: area_va, mem, blocks: m.word(2), tail: core::cell::Cell::new(0) })
+        Ok(Segment { cap, area: area_va, mem, blocks: m.word(2), tail: core::cell::Cell::new(0), name: String::from(name), rights })
     }
 
     /// The shared area the service has just mapped at `va` (the one unsafe block of this
@@ -215,18 +235,18 @@ pub mod client {
     /// (length, owner, owner's rights, others' rights)
     pub fn stat(srv: u64, name: &str) -> Result<(u64, u64, u64, u64), Error> {
         let mut m = named(p::STAT, name, &[]);
-        call(srv, &mut m)?;
+        service(srv, &mut m)?;
         Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
     }
 
     pub fn delete(srv: u64, name: &str) -> Result<(), Error> {
-        call(srv, &mut named(p::DELETE, name, &[]))
+        service(srv, &mut named(p::DELETE, name, &[]))
     }
 
     pub fn list(srv: u64) -> Result<String, Error> {
         let mut buf = alloc::vec![0u8; 4096];
         ipc::set_recv_buffer(&mut buf);
-        call(srv, &mut Msg::new(p::LIST, &[]))?;
+        service(srv, &mut Msg::new(p::LIST, &[]))?;
         let n = ipc::received_string_len().min(buf.len());
         Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
@@ -342,6 +362,20 @@ pub mod client {
         /// Return once every write before it is on the disk.
         pub fn sync(&self) -> Result<(), Error> {
             call(self.cap, &mut Msg::new(p::SYNC, &[]))
+        }
+
+        /// Open the segment again, at the same place, after the block service ended (a
+        /// call on the segment failed with `rt::env::server_gone`): the restarted
+        /// service is found through root. Operations not acknowledged before must be
+        /// sent again; the shared area starts zeroed.
+        pub fn reopen(&mut self, srv: u64) -> Result<(), Error> {
+            let _ = rt::sys::cap_delete(self.cap);
+            rt::env::reconnect("blk", srv)?;
+            let fresh = open(srv, &self.name, self.rights, self.area)?;
+            rt::free_slot(core::mem::replace(&mut self.cap, fresh.cap));
+            self.blocks = fresh.blocks;
+            self.tail.set(0);
+            Ok(())
         }
 
         pub fn close(self) -> Result<(), Error> {

@@ -85,7 +85,11 @@ pub mod client {
     use alloc::vec::Vec;
     use rt::ipc::{self, Msg};
 
-    use rt::server::request as call;
+    /// Every call finds a restarted files server again (`rt::env::request_reconnecting`);
+    /// handles opened before the restart are gone with the old instance.
+    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
+        rt::env::request_reconnecting("files", srv, m)
+    }
 
     fn named(label: u64, path: &str, words: &[u64]) -> Msg {
         ipc::set_send_string(path.as_bytes());

@@ -3,6 +3,11 @@
 //! server); `read_direct`/`write_direct` go straight to the disk; `prefetch` starts
 //! direct reads of up to `PREFETCH` blocks into the segment's shared area without
 //! waiting, and a later read of such a block takes it from there.
+//!
+//! When the block service ends (root restarts it), the next operation finds the new
+//! instance, opens the segment again and sends the operation again: a program over a
+//! `SegDev` (the files server) rides through restarts of `blk` without losing an
+//! acknowledged write (reads and writes of whole blocks can be repeated safely).
 #![no_std]
 
 extern crate alloc;
@@ -16,6 +21,10 @@ pub const PREFETCH: usize = 128;
 
 pub struct SegDev {
     pub seg: Segment,
+    /// The slot of the capability to the block service (found again after a restart).
+    srv: u64,
+    /// Times the segment was opened again after the service ended.
+    pub reconnects: u64,
     /// Prefetch slots: the block each holds (or is reading), if any.
     slots: [Option<u64>; PREFETCH],
     next: usize,
@@ -29,13 +38,54 @@ fn slot_off(i: usize) -> u64 {
 }
 
 impl SegDev {
-    pub fn new(seg: Segment) -> SegDev {
-        SegDev { seg, slots: [None; PREFETCH], next: 0, prefetch_hits: 0 }
+    /// `srv`: the slot `seg` was opened through.
+    pub fn new(seg: Segment, srv: u64) -> SegDev {
+        SegDev { seg, srv, reconnects: 0, slots: [None; PREFETCH], next: 0, prefetch_hits: 0 }
     }
 
-    fn one(&mut self, kind: u64, block: u64) -> Result<(), baio::Error> {
-        self.seg.batch_ops(&[p::op(kind, block, 1, 0, p::DATA)], p::WAIT_ALL).map_err(|_| baio::Error::Io)?;
-        if self.seg.status(0) == p::DONE { Ok(()) } else { Err(baio::Error::Io) }
+    /// One operation on block `block` through data page `DATA`, waited for; `data`
+    /// (for a write) is put in the page before each try, `out` (for a read) taken from
+    /// it. The shared area is the service's memory: if the service dies it vanishes
+    /// (and reads as fresh zero pages), so a status that is not `DONE` after the
+    /// answer, or not `DONE` any more once the data is copied out, means the service
+    /// is gone, and the operation is sent again to the new one.
+    fn one(&mut self, kind: u64, block: u64, data: Option<&[u8; BLOCK]>, mut out: Option<&mut [u8; BLOCK]>) -> Result<(), baio::Error> {
+        loop {
+            if let Some(d) = data {
+                self.seg.bytes(p::DATA, BLOCK as u64).copy_from_slice(d);
+            }
+            match self.seg.batch_ops(&[p::op(kind, block, 1, 0, p::DATA)], p::WAIT_ALL) {
+                Ok(()) => match self.seg.status(0) {
+                    p::DONE => {
+                        if let Some(o) = out.as_deref_mut() {
+                            o.copy_from_slice(self.seg.bytes(p::DATA, BLOCK as u64));
+                        }
+                        if self.seg.status(0) == p::DONE {
+                            return Ok(());
+                        }
+                        self.reconnect()?;
+                    }
+                    0 => self.reconnect()?,
+                    _ => return Err(baio::Error::Io),
+                },
+                Err(e) if rt::env::server_gone(e) => self.reconnect()?,
+                Err(_) => return Err(baio::Error::Io),
+            }
+        }
+    }
+
+    /// The service is gone: wait for its restart (up to 10 s) and open the segment
+    /// again. Prefetches under way are forgotten.
+    fn reconnect(&mut self) -> Result<(), baio::Error> {
+        self.slots = [None; PREFETCH];
+        for _ in 0..1000 {
+            if self.seg.reopen(self.srv).is_ok() {
+                self.reconnects += 1;
+                return Ok(());
+            }
+            rt::sys::sleep_us(10_000);
+        }
+        Err(baio::Error::Io)
     }
 
     /// Forget prefetched copies of `block` (it is being written).
@@ -58,20 +108,20 @@ impl BlockDev for SegDev {
         if let Some(i) = self.slots.iter().position(|s| *s == Some(block)) {
             self.slots[i] = None;
             if self.seg.wait(1 + i as u64) == p::DONE {
-                self.prefetch_hits += 1;
                 buf.copy_from_slice(self.seg.bytes(slot_off(i), BLOCK as u64));
-                return Ok(());
+                // Still DONE once copied: the area did not vanish with the service.
+                if self.seg.status(1 + i as u64) == p::DONE {
+                    self.prefetch_hits += 1;
+                    return Ok(());
+                }
             }
         }
-        self.one(p::READ_OP | p::BUFFERED, block)?;
-        buf.copy_from_slice(self.seg.bytes(p::DATA, BLOCK as u64));
-        Ok(())
+        self.one(p::READ_OP | p::BUFFERED, block, None, Some(buf))
     }
 
     fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
         self.forget(block);
-        self.seg.bytes(p::DATA, BLOCK as u64).copy_from_slice(buf);
-        self.one(p::WRITE_OP | p::BUFFERED, block)
+        self.one(p::WRITE_OP | p::BUFFERED, block, Some(buf), None)
     }
 }
 
@@ -99,18 +149,21 @@ impl baiofs::Dev for SegDev {
     }
 
     fn read_direct(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
-        self.one(p::READ_OP, block)?;
-        buf.copy_from_slice(self.seg.bytes(p::DATA, BLOCK as u64));
-        Ok(())
+        self.one(p::READ_OP, block, None, Some(buf))
     }
 
     fn write_direct(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
         self.forget(block);
-        self.seg.bytes(p::DATA, BLOCK as u64).copy_from_slice(buf);
-        self.one(p::WRITE_OP, block)
+        self.one(p::WRITE_OP, block, Some(buf), None)
     }
 
     fn sync(&mut self) -> Result<(), baio::Error> {
-        self.seg.sync().map_err(|_| baio::Error::Io)
+        loop {
+            match self.seg.sync() {
+                Ok(()) => return Ok(()),
+                Err(e) if rt::env::server_gone(e) => self.reconnect()?,
+                Err(_) => return Err(baio::Error::Io),
+            }
+        }
     }
 }

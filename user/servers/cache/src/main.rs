@@ -3,6 +3,13 @@
 //! moves data (it DMAs into the cache's frames, which this server maps to it); this
 //! server decides what stays: it keeps the index and the replacement policy
 //! (`baio::cache`, least recently used), which is the place a grafted policy goes.
+//!
+//! It serves one client, the block service: the first program to `ATTACH` is bound,
+//! and every other program's requests but `STATS` are refused (`NoRights`) — the
+//! frames hold every principal's blocks, so no one else may map them or steer what
+//! they hold. When the bound program ends (root's `GONE`), its mapping of the frames
+//! is revoked, the cache starts empty, and the next `ATTACH` binds again (a restarted
+//! block service).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -38,19 +45,37 @@ fn main() -> i32 {
     let c = Cache::new(1 << LOG2);
     println!("cache: {} blocks at {:#x}", c.slots(), phys);
     let mut buf = [0u8; 64];
-    server::run(&mut CacheServer { c, phys }, &mut buf)
+    server::run(&mut CacheServer { c, phys, client: None }, &mut buf)
 }
 
 struct CacheServer {
     c: Cache,
     /// Physical address of the frames (contiguous).
     phys: u64,
+    /// The program bound by the first ATTACH (the block service).
+    client: Option<u32>,
 }
 
 impl Server for CacheServer {
     type Request<'a> = Request;
 
-    fn handle(&mut self, _from: Badge, req: Request) -> Answer {
+    fn gone(&mut self, who: Badge) {
+        if self.client == Some(who.program()) {
+            println!("cache: client {} is gone: the frames are taken back, the cache starts empty", who.program());
+            let _ = rt::sys::revoke(Fpage::mem(AREA, 12 + LOG2, 0));
+            self.c = Cache::new(self.c.slots());
+            self.client = None;
+        }
+    }
+
+    fn handle(&mut self, from: Badge, req: Request) -> Answer {
+        let me = from.program();
+        match (req, self.client) {
+            (Request::Stats, _) => {}
+            (Request::Attach, None) if me != 0 => self.client = Some(me),
+            (_, Some(c)) if c == me => {}
+            _ => return Answer::err(Error::NoRights),
+        }
         let c = &mut self.c;
         match req {
             Request::Attach => {

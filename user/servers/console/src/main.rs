@@ -2,7 +2,9 @@
 //! from sigma0), its interrupt line (IRQ 4) arrives as IPC. It writes what programs
 //! send it and answers reads with typed bytes; a read that finds nothing typed yet
 //! is answered later, through a saved reply capability, when the interrupt brings
-//! input.
+//! input. Waiting reads are bounded (`MAX_READERS_PER_CLIENT` per program,
+//! `MAX_READERS` in all): past that, the oldest is answered `WouldBlock` and its capability
+//! slot used again, so callers that gave up cannot use up the server's slots.
 #![no_std]
 #![no_main]
 
@@ -21,6 +23,9 @@ rt::entry!(main);
 
 const COM1: u16 = 0x3F8;
 const IRQ_BADGE: Badge = Badge::minted(4);
+/// Reads one program may leave waiting; reads waiting in all.
+const MAX_READERS_PER_CLIENT: usize = 4;
+const MAX_READERS: usize = 32;
 
 fn outb(port: u16, v: u8) {
     // SAFETY: the port was granted to this program (root, from sigma0); the TSS I/O
@@ -76,8 +81,9 @@ fn main() -> i32 {
 struct Console {
     irq: u64,
     input: VecDeque<u8>,
-    /// Readers waiting for input: (saved reply slot, most bytes wanted).
-    readers: VecDeque<(u64, u64)>,
+    /// Readers waiting for input, oldest first: (program, saved reply slot, most bytes
+    /// wanted).
+    readers: VecDeque<(u32, u64, u64)>,
     free_slots: Vec<u64>,
     out: [u8; 256],
 }
@@ -91,6 +97,17 @@ impl Console {
         }
         ipc::set_send_string(&self.out[..n]);
         Msg::new(p::READ, &[0]).with_string()
+    }
+
+    /// Answer waiting reader `i` with an error and free its slot.
+    fn drop_reader(&mut self, i: usize, e: abi::Error) {
+        if let Some((_, slot, _)) = self.readers.remove(i) {
+            let _ = ipc::send(slot, &Msg::new(0, &[e as u64]), ipc::timeouts(ipc::POLL, ipc::POLL));
+            // A reply capability is one shot; if the send failed (the caller gave up),
+            // the slot still holds it.
+            let _ = sys::cap_delete(slot);
+            self.free_slots.push(slot);
+        }
     }
 }
 
@@ -107,15 +124,16 @@ impl Server for Console {
         let _ = sys::irq_ack(self.irq);
         // Answer waiting readers while there is input.
         while !self.input.is_empty() {
-            let Some((slot, want)) = self.readers.pop_front() else { break };
+            let Some((_, slot, want)) = self.readers.pop_front() else { break };
             let r = self.take(want);
             let _ = ipc::send(slot, &r, ipc::timeouts(ipc::POLL, ipc::POLL));
+            let _ = sys::cap_delete(slot);
             self.free_slots.push(slot);
         }
         Some(Answer::Later)
     }
 
-    fn handle(&mut self, _from: Badge, req: Request<'_>) -> Answer {
+    fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         match req {
             Request::Write(bytes) => {
                 put(bytes);
@@ -123,9 +141,16 @@ impl Server for Console {
             }
             Request::Read { max } if !self.input.is_empty() => Answer::Reply(self.take(max)),
             Request::Read { max } => {
+                let client = from.program();
+                if self.readers.iter().filter(|r| r.0 == client).count() >= MAX_READERS_PER_CLIENT {
+                    let oldest = self.readers.iter().position(|r| r.0 == client).unwrap_or(0);
+                    self.drop_reader(oldest, abi::Error::WouldBlock);
+                } else if self.readers.len() >= MAX_READERS {
+                    self.drop_reader(0, abi::Error::WouldBlock);
+                }
                 let slot = self.free_slots.pop().unwrap_or_else(rt::alloc_slot);
                 if ipc::save_reply(slot).is_ok() {
-                    self.readers.push_back((slot, max));
+                    self.readers.push_back((client, slot, max));
                 } else {
                     self.free_slots.push(slot);
                 }

@@ -158,7 +158,7 @@ fn main() -> i32 {
             server::refuse_all(Error::BadState);
         }
     };
-    let mut fs = match Fs::mount(SegDev::new(seg)) {
+    let mut fs = match Fs::mount(SegDev::new(seg, blk)) {
         Ok(fs) => fs,
         Err(e) => {
             println!("files: refusing segment `{}`: {:?}", name, e);

@@ -76,12 +76,8 @@ impl Mem {
         if page < LOWEST || !abi::layout::is_user_range(page, PAGE_SIZE) {
             return None;
         }
-        if c.pages.contains_key(&page) || access & label::PRESENT != 0 {
+        if access & label::PRESENT != 0 {
             // A protection fault (the page is there, the access breaks its rights).
-            return None;
-        }
-        if c.pages.len() as u64 >= c.limit {
-            println!("{}: client {} is over its limit of {} pages", self.name, badge, c.limit);
             return None;
         }
         let seg = c.elf.segments().iter().copied().find(|s| {
@@ -93,6 +89,18 @@ impl Mem {
             None => m::READ | m::WRITE,
         };
         if access & m::RIGHTS_MASK & !rights != 0 {
+            return None;
+        }
+        if let Some(&idx) = c.pages.get(&page) {
+            // The client's page, no longer mapped in it (something else was mapped over
+            // it and then taken away, such as a server's shared area when the server
+            // died): the same page again.
+            let mut a = Msg::new(0, &[]);
+            a.push_item(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, rights), page);
+            return Some(a);
+        }
+        if c.pages.len() as u64 >= c.limit {
+            println!("{}: client {} is over its limit of {} pages", self.name, badge, c.limit);
             return None;
         }
         let idx = self.page()?;

@@ -200,16 +200,14 @@ impl Root<'_> {
         let pager = p.pager;
         // The task goes, and with it root's slots for its task and thread.
         p.child.discard();
-        match pager {
-            Some(m) => {
-                let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx));
-            }
-            None => {
-                // Paged by sigma0 (a memory server): sigma0 takes its frames back.
-                let mut r = Msg::new(s0::RECLAIM, &[badge_of(idx)]);
-                let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
-            }
+        if let Some(m) = pager {
+            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx));
         }
+        // sigma0 takes back the frames it gave the program: all of a program paged by
+        // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
+        // driver would otherwise leak its buffers each time).
+        let mut r = Msg::new(s0::RECLAIM, &[badge_of(idx)]);
+        let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
         // Services that keep state per client drop this one's (bounded waits: a busy or
         // stuck service is not root's problem).
         for s in core::mem::take(&mut self.progs[idx].uses) {

@@ -90,7 +90,7 @@ fn library(c: &mut Checks) {
         c.check(false, "open segment junk");
         return;
     };
-    let fs = Fs::format(SegDev::new(seg));
+    let fs = Fs::format(SegDev::new(seg, blk));
     c.check(fs.is_ok(), "format baiofs on our own segment");
     let Ok(mut fs) = fs else { return };
     let data = pattern(40 * 4096, 9);
