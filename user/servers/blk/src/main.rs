@@ -203,17 +203,31 @@ impl Blk {
     fn lookup(&mut self, first: u64, n: u64) -> [u64; pc::MAX_LOOKUP as usize] {
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
         let mut m = Msg::new(pc::LOOKUP, &[first, n]);
-        if ipc::call(self.cache, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 {
-            for (k, o) in out.iter_mut().enumerate().take(n as usize) {
-                *o = m.word(2 + k);
+        match ipc::call(self.cache, &mut m, ipc::FOREVER) {
+            Ok(()) if m.word(1) == 0 => {
+                for (k, o) in out.iter_mut().enumerate().take(n as usize) {
+                    *o = m.word(2 + k);
+                }
             }
+            Err(e) if env::server_gone(e) => cache_gone(),
+            _ => {}
         }
         out
     }
 
     fn cache_call(&mut self, label: u64, a: u64, b: u64) {
         let mut m = Msg::new(label, &[a, b]);
-        let _ = ipc::call(self.cache, &mut m, ipc::FOREVER);
+        if ipc::call(self.cache, &mut m, ipc::FOREVER).is_err_and(env::server_gone) {
+            cache_gone();
+        }
+    }
+
+    /// After copying out of the cache's frames: they held what the cache said only if
+    /// the cache still lives (its frames vanish with it, and read as zeros).
+    fn cache_still_there(&self) {
+        if rt::sys::cap_info(self.cache).is_err() {
+            cache_gone();
+        }
     }
 
     /// Send waiting requests to the device, lowest block first, while it has room.
@@ -265,6 +279,7 @@ impl Blk {
             self.cache_call(pc::FILLED, block, ok as u64);
             if ok && to != 0 {
                 copy_block(io.buf, to);
+                self.cache_still_there();
             }
         }
         self.op_step(io.op, ok);
@@ -420,6 +435,7 @@ impl Blk {
                 k += n;
             }
         }
+        self.cache_still_there();
         if write {
             self.queue(true, block, data, count, id, None);
         }
@@ -696,6 +712,15 @@ fn attach_irq(dev: &rt::pci::Device, disk: &mut Disk) -> Option<(u8, u64)> {
     }
     disk.0.enable_interrupts();
     Some((line, s))
+}
+
+/// The cache server died: its frames (mapped here, maybe in the middle of a copy or a
+/// DMA) are gone. Fail-stop: end, so that root starts the block service again, which
+/// attaches to the restarted cache; clients open their segments again and send what
+/// was not acknowledged (`Segment::reopen`).
+fn cache_gone() -> ! {
+    println!("blk: the cache server is gone: ending, to be started again with the new one");
+    rt::exit(3)
 }
 
 /// Map the cache server's frames here for DMA: (capability slot), or why not.

@@ -489,8 +489,12 @@ impl Net {
                 Err(e) => Some(Msg::new(0, &[e as u64])),
             };
             if let Some(m) = answer {
-                let w = self.waiters.swap_remove(i);
+                // Keeps insertion order: the first of a client's waiters is its oldest.
+                let w = self.waiters.remove(i);
                 let _ = ipc::send(w.slot, &m, 0);
+                // A reply capability is used up by a send; one whose caller gave up
+                // is still there.
+                let _ = rt::sys::cap_delete(w.slot);
                 rt::free_slot(w.slot);
                 if let Some(c) = self.clients.get_mut(&w.client) {
                     c.sleepers -= 1;
@@ -502,9 +506,16 @@ impl Net {
     }
 
     fn sleep(&mut self, id: u64) -> Result<u64, Error> {
-        let c = self.client(id)?;
-        if c.sleepers >= MAX_SLEEPERS {
-            return Err(Error::NoSpace);
+        if self.client(id)?.sleepers >= MAX_SLEEPERS {
+            // The client's oldest WAIT is answered now with nothing ready (as if its
+            // time were up): a caller that gave up long ago, or a program with more
+            // waits than it may keep, cannot lock itself out of sleeping.
+            let Some(i) = self.waiters.iter().position(|w| w.client == id) else { return Err(Error::NoSpace) };
+            let w = self.waiters.remove(i);
+            let _ = ipc::send(w.slot, &server::ok_msg(&[0]), 0);
+            let _ = rt::sys::cap_delete(w.slot);
+            rt::free_slot(w.slot);
+            self.client(id)?.sleepers -= 1;
         }
         let slot = rt::alloc_slot();
         if ipc::save_reply(slot).is_err() {
@@ -562,6 +573,7 @@ impl Net {
                 Some(m) => {
                     let pg = self.pings.swap_remove(i);
                     let _ = ipc::send(pg.slot, &m, 0);
+                    let _ = rt::sys::cap_delete(pg.slot);
                     rt::free_slot(pg.slot);
                     if let Some(c) = self.clients.get_mut(&pg.client) {
                         c.sleepers -= 1;

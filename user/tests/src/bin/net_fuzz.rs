@@ -99,6 +99,19 @@ fn main() -> i32 {
     // It still serves.
     let info = net.info();
     c.check(info.is_ok(), "INFO answers");
+    // WAITs the client gave up on (a listening socket that never gets a connection, no
+    // deadline, the caller's patience 5 ms): more than the server keeps per client.
+    // They must not lock the client out of sleeping (the stream below waits).
+    if let Ok(h) = net.listen(4321, 1) {
+        for _ in 0..20 {
+            let mut m = Msg::new(np::WAIT, &[u64::MAX, h | np::READABLE << 32]);
+            let _ = ipc::call(slot, &mut m, timeouts(INFINITE, 5_000));
+        }
+        let mut m = Msg::new(np::WAIT, &[100_000, h | np::READABLE << 32]);
+        let r = ipc::call(slot, &mut m, timeouts(INFINITE, 5_000_000)).and_then(|_| abi::check(m.word(1)));
+        c.eq(r, Ok(()), "a WAIT after 20 abandoned ones sleeps and answers");
+        let _ = net.close(h);
+    }
     // Connections the noise closed may still be finishing (charged to this client
     // until they are gone, at most `LINGER`, 30 s, for a peer that stopped answering):
     // a new connection may have to wait for them.

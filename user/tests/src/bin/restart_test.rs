@@ -1,6 +1,7 @@
 //! `restart_test KILLS`: the storage stack restarts under load (issue 10). A killer
-//! thread kills `blk` (two times in three) or `files` KILLS times, at random moments,
-//! each time once the last one was restarted by root. Meanwhile the main thread
+//! thread kills `blk` (half the time), `files` (a third) or `cache` (a sixth: blk then
+//! ends too and is started again to attach to the new cache) KILLS times, at random
+//! moments, each time once the last one was restarted by root. Meanwhile the main thread
 //! writes blocks of a segment (direct and buffered, in turns) and files through
 //! `files`, round after round; after each acknowledged write it notes what must be
 //! there. A failed call means the server is gone: it finds the new one through root
@@ -52,7 +53,11 @@ fn killer(seed: u64) {
         r ^= r >> 7;
         r ^= r << 17;
         sys::sleep_us(100_000 + r % 400_000);
-        let name = if r.is_multiple_of(3) { "files" } else { "blk" };
+        let name = match r % 6 {
+            0 | 1 => "files",
+            2 => "cache",
+            _ => "blk",
+        };
         let Some(id) = id_of(name) else { continue };
         let _ = env::kill(id);
         // Wait for root to start it again before the next kill.
