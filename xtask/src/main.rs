@@ -226,3 +226,23 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
+
+#[cfg(test)]
+mod tests {
+    /// Everything xtask makes (disk images, boot images, logs) goes under the target
+    /// directory cargo uses, also when CARGO_TARGET_DIR moves it (issue 10: the tests
+    /// looked for disk images under ./target).
+    #[test]
+    fn outputs_follow_cargo_target_dir() {
+        let old = std::env::var_os("CARGO_TARGET_DIR");
+        std::env::set_var("CARGO_TARGET_DIR", "/tmp/elsewhere");
+        assert_eq!(super::out_dir(), std::path::Path::new("/tmp/elsewhere/scion"));
+        std::env::set_var("CARGO_TARGET_DIR", "relative/t");
+        assert_eq!(super::out_dir(), super::project_root().join("relative/t/scion"));
+        std::env::remove_var("CARGO_TARGET_DIR");
+        assert_eq!(super::out_dir(), super::project_root().join("target/scion"));
+        if let Some(v) = old {
+            std::env::set_var("CARGO_TARGET_DIR", v);
+        }
+    }
+}
