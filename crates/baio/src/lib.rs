@@ -1103,6 +1103,81 @@ mod tests {
         assert!(cuts >= steps.len() * 3, "{cuts} cuts");
     }
 
+    #[test]
+    fn the_allocator_against_a_model() {
+        // Random creates and deletes; the model is a map of used blocks. A create must
+        // take free blocks only, and may say NoSpace only when no run of that length
+        // is free; free counts agree; a remount sees the same table.
+        // 200,000 blocks (200 inodes); only the metadata is stored.
+        let total = 200_000;
+        let meta = Layout::for_blocks(total).unwrap().data_start as usize * BLOCK;
+        let mut d = MetaDev { meta: vec![0u8; meta], blocks: total };
+        let mut v = Volume::format(&mut d).unwrap();
+        let n = v.layout.data_blocks as usize;
+        let mut used = vec![false; n];
+        let mut live: Vec<(String, u64, u64)> = Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..3000 {
+            if live.len() >= v.layout.inode_count as usize || (!live.is_empty() && next() % 3 == 0) {
+                let (name, start, len) = live.swap_remove((next() % live.len() as u64) as usize);
+                v.delete(&name).unwrap();
+                for b in start..start + len {
+                    used[(b - v.layout.data_start) as usize] = false;
+                }
+                continue;
+            }
+            let len = 1 + next() % 4000;
+            let name = format!("s{i}");
+            match v.create(&name, 1, 3, 0, len, u64::MAX, 0) {
+                Ok(ino) => {
+                    let (start, l) = (ino.start, ino.length);
+                    assert_eq!(l, len);
+                    for b in start..start + len {
+                        let k = (b - v.layout.data_start) as usize;
+                        assert!(!used[k], "create {i}: block {b} was in use");
+                        used[k] = true;
+                    }
+                    live.push((name, start, len));
+                }
+                Err(Error::NoSpace) => {
+                    let fits = used.windows(len as usize).any(|w| w.iter().all(|u| !u));
+                    assert!(!fits, "create {i}: NoSpace, but {len} free blocks in a row exist");
+                }
+                Err(e) => panic!("create {i}: {e:?}"),
+            }
+            assert_eq!(v.free_blocks(), used.iter().filter(|u| !**u).count() as u64);
+        }
+        v.sync(&mut d).unwrap();
+        let w = Volume::mount(&mut d).unwrap();
+        assert_eq!(table(&w), table(&v));
+        assert_eq!(w.free_blocks(), v.free_blocks());
+    }
+
+    #[test]
+    fn every_single_byte_change_of_an_inode_is_caught() {
+        let mut d = dev(4096);
+        let mut v = Volume::format(&mut d).unwrap();
+        v.create("victim", 7, READ | WRITE, READ, 100, u64::MAX, 42).unwrap();
+        v.sync(&mut d).unwrap();
+        let l = v.layout;
+        let mut b = [0u8; BLOCK];
+        d.read(l.inode_start, &mut b).unwrap();
+        for off in 0..INODE_SIZE {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut c = b;
+                c[off] ^= flip;
+                let r = decode_inode(&c[..INODE_SIZE]);
+                assert!(r.is_err() || (off < 4 && r == Ok(None)), "byte {off} ^ {flip:#x} went unseen: {r:?}");
+            }
+        }
+    }
+
     /// A device that stores only its metadata blocks (data blocks read as zeros).
     struct MetaDev {
         meta: Vec<u8>,

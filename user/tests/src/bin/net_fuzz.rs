@@ -122,6 +122,10 @@ fn main() -> i32 {
         conn != Err(Error::NoSpace)
     });
     println!("net_fuzz: a new connection after {} ms: {:?}", (rt::sys::now_us() - t0) / 1000, conn.map_err(|e| e.name()));
+    if conn.is_err() {
+        let i = net.info().map(|m| (m.sockets, m.rx_packets, m.tx_packets));
+        println!("net_fuzz: net's sockets, packets in, packets out: {:?}", i);
+    }
     c.check(conn.is_ok(), "the client's budget comes back within 40 s");
     let data: Vec<u8> = (0..65536u32).map(|i| (i * 13 + 7) as u8).collect();
     let r = conn.and_then(|h| {
