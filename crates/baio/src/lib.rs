@@ -94,6 +94,38 @@ impl BlockDev for MemDev {
     }
 }
 
+/// A device in memory that takes `left` more writes, then fails every one: a power cut,
+/// for the tests that enumerate crash points (here and in baiofs). `writes` counts
+/// every write asked for.
+pub struct PowerCut {
+    pub dev: MemDev,
+    pub left: usize,
+    pub writes: usize,
+}
+
+impl PowerCut {
+    pub fn new(image: Vec<u8>, left: usize) -> PowerCut {
+        PowerCut { dev: MemDev(image), left, writes: 0 }
+    }
+}
+
+impl BlockDev for PowerCut {
+    fn blocks(&self) -> u64 {
+        self.dev.blocks()
+    }
+    fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error> {
+        self.dev.read(b, buf)
+    }
+    fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), Error> {
+        self.writes += 1;
+        if self.left == 0 {
+            return Err(Error::Io);
+        }
+        self.left -= 1;
+        self.dev.write(b, buf)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
     Io,
@@ -797,30 +829,6 @@ mod tests {
         assert_eq!(v.create("t", 2, 3, 0, 100, u64::MAX, 0).unwrap().written, 0);
     }
 
-    /// A device that takes `left` more writes, then fails every one (a power cut).
-    struct Cut {
-        dev: MemDev,
-        left: usize,
-        writes: usize,
-    }
-
-    impl BlockDev for Cut {
-        fn blocks(&self) -> u64 {
-            self.dev.blocks()
-        }
-        fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error> {
-            self.dev.read(b, buf)
-        }
-        fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), Error> {
-            self.writes += 1;
-            if self.left == 0 {
-                return Err(Error::Io);
-            }
-            self.left -= 1;
-            self.dev.write(b, buf)
-        }
-    }
-
     #[test]
     fn a_power_cut_during_a_written_mark_move_never_uncovers_old_bytes() {
         // An old segment full of 0xaa, deleted; a new one on the same blocks.
@@ -834,13 +842,13 @@ mod tests {
         assert_eq!(v.create("new", 2, 3, 0, 64, u64::MAX, 0).unwrap().start, old);
         v.sync(&mut d).unwrap();
         // How many writes a whole move takes.
-        let mut probe = Cut { dev: MemDev(d.0.clone()), left: usize::MAX, writes: 0 };
+        let mut probe = PowerCut::new(d.0.clone(), usize::MAX);
         let mut w = Volume::mount(&mut probe).unwrap();
         assert_eq!(w.extend_written(&mut probe, "new", 10, 32).unwrap(), 32);
         let total = probe.writes;
         assert!(total > 32, "zeros, then the inode and the superblock");
         for k in 0..=total {
-            let mut cut = Cut { dev: MemDev(d.0.clone()), left: k, writes: 0 };
+            let mut cut = PowerCut::new(d.0.clone(), k);
             let mut w = Volume::mount(&mut cut).unwrap();
             let r = w.extend_written(&mut cut, "new", 10, 32);
             assert_eq!(r.is_ok(), k == total, "cut after {k} writes");
@@ -1066,7 +1074,7 @@ mod tests {
         // hole, written-mark moves. For each update and each k, cut the power after k
         // of its writes: the device must mount (finishing what the cut interrupted),
         // hold exactly the table before or after the update, and then check clean.
-        type Step = alloc::boxed::Box<dyn Fn(&mut Volume, &mut Cut) -> Result<(), Error>>;
+        type Step = alloc::boxed::Box<dyn Fn(&mut Volume, &mut PowerCut) -> Result<(), Error>>;
         let steps: Vec<(&str, Step)> = vec![
             ("create a", alloc::boxed::Box::new(|v, d| v.create("a", 1, 3, 1, 300, u64::MAX, 1).map(|_| ()).and_then(|_| v.sync(d)))),
             ("create b", alloc::boxed::Box::new(|v, d| v.create("b", 2, 3, 0, 5000, u64::MAX, 2).map(|_| ()).and_then(|_| v.sync(d)))),
@@ -1082,13 +1090,13 @@ mod tests {
         for (what, step) in &steps {
             let before = table(&Volume::mount(&mut base).unwrap());
             // The whole update, to count its writes and know the new table.
-            let mut whole = Cut { dev: MemDev(base.0.clone()), left: usize::MAX, writes: 0 };
+            let mut whole = PowerCut::new(base.0.clone(), usize::MAX);
             let mut v = Volume::mount(&mut whole).unwrap();
             step(&mut v, &mut whole).unwrap();
             let after = table(&v);
             assert_ne!(before, after, "{what} changes the table");
             for k in 0..whole.writes {
-                let mut cut = Cut { dev: MemDev(base.0.clone()), left: k, writes: 0 };
+                let mut cut = PowerCut::new(base.0.clone(), k);
                 let mut v = Volume::mount(&mut cut).unwrap();
                 assert!(step(&mut v, &mut cut).is_err(), "{what}: cut after {k} writes");
                 let mut d = cut.dev;

@@ -75,6 +75,7 @@ pub trait Dev: BlockDev {
 }
 
 impl Dev for baio::MemDev {}
+impl Dev for baio::PowerCut {}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {

@@ -1,5 +1,5 @@
 use super::*;
-use baio::MemDev;
+use baio::{MemDev, PowerCut};
 
 fn fresh(blocks: usize) -> Fs<MemDev> {
     Fs::format(MemDev(vec![0u8; blocks * BLOCK])).unwrap()
@@ -224,32 +224,6 @@ fn no_data_blocks_is_no_space_not_a_panic() {
     assert!(fs.list("/").unwrap().is_empty());
 }
 
-/// A device that takes `left` more writes, then fails every one (a power cut).
-struct Cut {
-    dev: MemDev,
-    left: usize,
-    writes: usize,
-}
-
-impl BlockDev for Cut {
-    fn blocks(&self) -> u64 {
-        self.dev.blocks()
-    }
-    fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
-        self.dev.read(b, buf)
-    }
-    fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
-        self.writes += 1;
-        if self.left == 0 {
-            return Err(baio::Error::Io);
-        }
-        self.left -= 1;
-        self.dev.write(b, buf)
-    }
-}
-
-impl Dev for Cut {}
-
 /// The tree's metadata: (path, kind, size), sorted.
 fn tree<D: Dev>(fs: &mut Fs<D>) -> Vec<(String, Kind, u64)> {
     let mut out = Vec::new();
@@ -269,7 +243,7 @@ fn tree<D: Dev>(fs: &mut Fs<D>) -> Vec<(String, Kind, u64)> {
 
 #[test]
 fn a_power_cut_at_any_write_of_any_update_leaves_the_old_or_the_new_tree() {
-    type Step = alloc::boxed::Box<dyn Fn(&mut Fs<Cut>) -> Result<(), Error>>;
+    type Step = alloc::boxed::Box<dyn Fn(&mut Fs<PowerCut>) -> Result<(), Error>>;
     let mut steps: Vec<(String, Step)> = vec![
         ("mkdir /d".into(), alloc::boxed::Box::new(|fs| fs.create("/d", Kind::Dir).map(|_| ()))),
         ("create /d/f".into(), alloc::boxed::Box::new(|fs| fs.create("/d/f", Kind::File).map(|_| ()))),
@@ -290,13 +264,13 @@ fn a_power_cut_at_any_write_of_any_update_leaves_the_old_or_the_new_tree() {
     let mut cuts = 0;
     for (what, step) in &steps {
         let before = tree(&mut Fs::mount(MemDev(base.0.clone())).unwrap());
-        let mut fs = Fs::mount(Cut { dev: MemDev(base.0.clone()), left: usize::MAX, writes: 0 }).unwrap();
+        let mut fs = Fs::mount(PowerCut::new(base.0.clone(), usize::MAX)).unwrap();
         step(&mut fs).unwrap_or_else(|e| panic!("{what}: {e:?}"));
         let total = fs.dev.writes;
         let after = tree(&mut fs);
         assert_ne!(before, after, "{what} changes the tree");
         for k in 0..total {
-            let mut fs = Fs::mount(Cut { dev: MemDev(base.0.clone()), left: k, writes: 0 }).unwrap();
+            let mut fs = Fs::mount(PowerCut::new(base.0.clone(), k)).unwrap();
             assert!(step(&mut fs).is_err(), "{what}: cut after {k} writes");
             let d = fs.dev.dev;
             let mut m = Fs::mount(d).unwrap_or_else(|e| panic!("{what}: cut after {k} of {total} writes: no mount: {e:?}"));

@@ -37,11 +37,17 @@ pub fn write(bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Wait for typed bytes; returns how many landed in `buf`.
+/// Wait for typed bytes; returns how many landed in `buf`. A wait the console let go
+/// of (`WouldBlock`: it keeps a bounded number of waiting reads) is asked for again.
 pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
-    ipc::set_recv_buffer(buf);
-    let mut m = Msg::new(p::READ, &[buf.len() as u64]);
-    ipc::call(cap::CONSOLE, &mut m, ipc::FOREVER)?;
-    abi::check(m.word(1))?;
-    Ok(ipc::received_string_len().min(buf.len()))
+    loop {
+        ipc::set_recv_buffer(buf);
+        let mut m = Msg::new(p::READ, &[buf.len() as u64]);
+        ipc::call(cap::CONSOLE, &mut m, ipc::FOREVER)?;
+        match abi::check(m.word(1)) {
+            Err(Error::WouldBlock) => continue,
+            r => r?,
+        }
+        return Ok(ipc::received_string_len().min(buf.len()));
+    }
 }

@@ -41,12 +41,22 @@ pub fn server_gone(e: Error) -> bool {
 /// gone, it is looked up again and the request sent once more (to the new instance:
 /// what the old one held for this client, such as open handles, is gone with it).
 pub fn request_reconnecting(name: &str, slot: u64, m: &mut Msg) -> Result<(), Error> {
+    reconnecting(name, slot, m, |m| crate::server::request(slot, m))
+}
+
+/// `server::request_mapping` (receive windows open for what the answer maps), finding
+/// a restarted server `name` again as `request_reconnecting` does.
+pub fn request_mapping_reconnecting(name: &str, slot: u64, windows: [Fpage; 3], m: &mut Msg) -> Result<(), Error> {
+    reconnecting(name, slot, m, |m| crate::server::request_mapping(slot, windows, m))
+}
+
+fn reconnecting(name: &str, slot: u64, m: &mut Msg, mut send: impl FnMut(&mut Msg) -> Result<(), Error>) -> Result<(), Error> {
     let again = m.clone();
-    match crate::server::request(slot, m) {
+    match send(m) {
         Err(e) if server_gone(e) => {
             reconnect(name, slot)?;
             *m = again;
-            crate::server::request(slot, m)
+            send(m)
         }
         r => r,
     }

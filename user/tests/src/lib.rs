@@ -87,3 +87,32 @@ pub fn raw_request(srv: u64, label: u64, words: &[u64], string: Option<&[u8]>) -
     }
     rt::server::request(srv, &mut m)
 }
+
+/// The test programs' random numbers: xorshift64, seeded (never 0) so a run repeats.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The id of the live program called `name`, from root's `ps`.
+pub fn id_of(name: &str) -> Option<u64> {
+    rt::env::ps().ok()?.lines().skip(1).find_map(|l| {
+        let mut w = l.split_whitespace();
+        let id = w.next()?.parse().ok()?;
+        (w.next()? == name).then_some(id)
+    })
+}

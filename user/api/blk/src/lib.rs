@@ -208,13 +208,7 @@ pub mod client {
         let cap = rt::alloc_slot();
         let windows = [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0)];
         let mut m = named(p::OPEN, name, &[rights as u64]);
-        let mut r = rt::server::request_mapping(srv, windows, &mut m);
-        if r.is_err_and(rt::env::server_gone) && rt::env::reconnect("blk", srv).is_ok() {
-            let mut again = named(p::OPEN, name, &[rights as u64]);
-            r = rt::server::request_mapping(srv, windows, &mut again);
-            m = again;
-        }
-        if let Err(e) = r {
+        if let Err(e) = rt::env::request_mapping_reconnecting("blk", srv, windows, &mut m) {
             rt::free_slot(cap);
             return Err(e);
         }
@@ -365,17 +359,26 @@ pub mod client {
         }
 
         /// Open the segment again, at the same place, after the block service ended (a
-        /// call on the segment failed with `rt::env::server_gone`): the restarted
-        /// service is found through root. Operations not acknowledged before must be
-        /// sent again; the shared area starts zeroed.
+        /// call on the segment failed with `rt::env::server_gone`, or a status word read
+        /// 0 after the answer: the shared area vanished with the service). The restarted
+        /// service is found through root; this waits up to 10 s for it. Operations not
+        /// acknowledged before must be sent again; the shared area starts zeroed.
         pub fn reopen(&mut self, srv: u64) -> Result<(), Error> {
             let _ = rt::sys::cap_delete(self.cap);
-            rt::env::reconnect("blk", srv)?;
-            let fresh = open(srv, &self.name, self.rights, self.area)?;
-            rt::free_slot(core::mem::replace(&mut self.cap, fresh.cap));
-            self.blocks = fresh.blocks;
-            self.tail.set(0);
-            Ok(())
+            let mut last = Error::NoPartner;
+            for _ in 0..1000 {
+                match open(srv, &self.name, self.rights, self.area) {
+                    Ok(fresh) => {
+                        rt::free_slot(core::mem::replace(&mut self.cap, fresh.cap));
+                        self.blocks = fresh.blocks;
+                        self.tail.set(0);
+                        return Ok(());
+                    }
+                    Err(e) => last = e,
+                }
+                rt::sys::sleep_us(10_000);
+            }
+            Err(last)
         }
 
         pub fn close(self) -> Result<(), Error> {

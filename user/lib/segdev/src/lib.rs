@@ -74,18 +74,13 @@ impl SegDev {
         }
     }
 
-    /// The service is gone: wait for its restart (up to 10 s) and open the segment
-    /// again. Prefetches under way are forgotten.
+    /// The service is gone: open the segment again with the restarted one
+    /// (`Segment::reopen`). Prefetches under way are forgotten.
     fn reconnect(&mut self) -> Result<(), baio::Error> {
         self.slots = [None; PREFETCH];
-        for _ in 0..1000 {
-            if self.seg.reopen(self.srv).is_ok() {
-                self.reconnects += 1;
-                return Ok(());
-            }
-            rt::sys::sleep_us(10_000);
-        }
-        Err(baio::Error::Io)
+        self.seg.reopen(self.srv).map_err(|_| baio::Error::Io)?;
+        self.reconnects += 1;
+        Ok(())
     }
 
     /// Forget prefetched copies of `block` (it is being written).

@@ -401,6 +401,8 @@ impl Blk {
             return self.op_step(id, true);
         }
         let mut k = 0;
+        // Whether hits were copied out of the cache's frames (checked once at the end).
+        let mut copied_out = false;
         while k < count {
             let n = (count - k).min(pc::MAX_LOOKUP);
             let found = self.lookup(block + k, n);
@@ -414,7 +416,10 @@ impl Blk {
                             self.queue(false, b, buf, 1, id, None);
                         }
                     }
-                    (pc::HIT, false) => copy_block(slot, buf),
+                    (pc::HIT, false) => {
+                        copy_block(slot, buf);
+                        copied_out = true;
+                    }
                     (pc::FILL, false) => self.queue(false, b, slot, 1, id, Some((b, buf))),
                     (pc::HIT, true) => copy_block(buf, slot),
                     (pc::FILL, true) => {
@@ -435,7 +440,9 @@ impl Blk {
                 k += n;
             }
         }
-        self.cache_still_there();
+        if copied_out {
+            self.cache_still_there();
+        }
         if write {
             self.queue(true, block, data, count, id, None);
         }

@@ -18,25 +18,14 @@ use blk_api::client as baio;
 use files_api::client as f;
 use rt::{env, println};
 
+use tests::Rng;
+
 rt::entry!(main);
 
 const AREA: u64 = rt::layout::SEGMENT_AREA;
 const MAX_SEGMENTS: usize = 6;
 const MAX_FILES: usize = 40;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn main() -> i32 {
     let mut args = rt::args().split(' ').skip(1);

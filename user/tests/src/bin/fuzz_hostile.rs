@@ -18,6 +18,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use rt::ipc::{self, Msg};
 use rt::{sys, thread};
 
+use tests::Rng;
+
 rt::entry!(main);
 
 const WORKERS: u64 = 4;
@@ -30,18 +32,6 @@ static COUNT: AtomicU64 = AtomicU64::new(0);
 static SEED: AtomicU64 = AtomicU64::new(0);
 static PER_WORKER: AtomicU64 = AtomicU64::new(0);
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// A hostile argument: edge values, kernel and non-canonical pointers, sandbox pages,
 /// small numbers (slots, counts), random bits. Never the hidden slots.

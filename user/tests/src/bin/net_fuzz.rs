@@ -15,25 +15,10 @@ use net_api::client::Net;
 use net_api::{self as np, ipv4};
 use rt::ipc::{self, timeouts, Msg, INFINITE};
 use rt::println;
-use tests::Checks;
+use tests::{Checks, Rng};
 
 rt::entry!(main);
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// A word a hostile client might send.
 fn word(r: &mut Rng) -> u64 {

@@ -21,25 +21,10 @@ use blk_api::client as baio;
 use files_api::client as f;
 use rt::ipc::{self, timeouts, Msg, INFINITE};
 use rt::{env, println, sys};
-use tests::Checks;
+use tests::{Checks, Rng};
 
 rt::entry!(main);
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// A server's labels (the ones a hostile client would try first).
 fn labels(server: &str) -> Vec<u64> {
@@ -69,6 +54,8 @@ fn word(r: &mut Rng) -> u64 {
 }
 
 const AREA: u64 = rt::layout::SEGMENT_AREA;
+/// blk: the segment of our own whose capability gets a share of the noise.
+const SEGMENT: &str = "fuzzed";
 /// A page of ours that may be offered in map items.
 const OFFER: u64 = rt::layout::SCRATCH;
 
@@ -90,8 +77,8 @@ fn main() -> i32 {
     // blk: a segment of our own, whose capability gets a share of the noise.
     let mut seg = None;
     if server == "blk" {
-        let _ = baio::create(srv, blk_name(), 64, 1);
-        seg = baio::open(srv, blk_name(), 3, AREA).ok();
+        let _ = baio::create(srv, SEGMENT, 64, 1);
+        seg = baio::open(srv, SEGMENT, 3, AREA).ok();
         c.check(seg.is_some(), "open a segment of our own");
     }
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ server.len() as u64 | 1);
@@ -164,7 +151,7 @@ fn main() -> i32 {
             if let Some(s) = seg.take() {
                 let _ = s.close();
             }
-            seg = baio::open(srv, blk_name(), 3, AREA).ok();
+            seg = baio::open(srv, SEGMENT, 3, AREA).ok();
         }
         if i % 10_000 == 9_999 {
             println!("proto_fuzz: {} requests, {} answered ({} successes), {} kept, {} refused by the kernel", i + 1, answered, ok, kept, refused);
@@ -177,10 +164,6 @@ fn main() -> i32 {
     }
     check(&mut c, server, srv);
     c.finish("proto_fuzz")
-}
-
-fn blk_name() -> &'static str {
-    "fuzzed"
 }
 
 /// What a normal client of `server` does, afterwards: it must work.

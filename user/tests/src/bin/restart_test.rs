@@ -36,33 +36,22 @@ fn pattern(what: u64, round: u64, k: usize) -> u8 {
     (what.wrapping_mul(31) ^ round.wrapping_mul(7) ^ (k as u64 % 251)) as u8
 }
 
-/// The live instance of `name` in root's table: its id.
-fn id_of(name: &str) -> Option<u64> {
-    env::ps().ok()?.lines().skip(1).find_map(|l| {
-        let mut w = l.split_whitespace();
-        let id = w.next()?.parse().ok()?;
-        (w.next()? == name).then_some(id)
-    })
-}
 
 fn killer(seed: u64) {
-    let mut r = seed | 1;
+    let mut r = tests::Rng::new(seed);
     let wanted = KILLS_WANTED.load(Ordering::SeqCst);
     for k in 0..wanted {
-        r ^= r << 13;
-        r ^= r >> 7;
-        r ^= r << 17;
-        sys::sleep_us(100_000 + r % 400_000);
-        let name = match r % 6 {
+        sys::sleep_us(100_000 + r.below(400_000));
+        let name = match r.below(6) {
             0 | 1 => "files",
             2 => "cache",
             _ => "blk",
         };
-        let Some(id) = id_of(name) else { continue };
+        let Some(id) = tests::id_of(name) else { continue };
         let _ = env::kill(id);
         // Wait for root to start it again before the next kill.
         for _ in 0..1000 {
-            if id_of(name).is_some_and(|n| n != id) {
+            if tests::id_of(name).is_some_and(|n| n != id) {
                 break;
             }
             sys::sleep_us(10_000);
@@ -116,15 +105,7 @@ fn main() -> i32 {
                     }
                     Err(e) if env::server_gone(e) => {
                         retries += 1;
-                        let mut ok = false;
-                        for _ in 0..1000 {
-                            if seg.reopen(blk).is_ok() {
-                                ok = true;
-                                break;
-                            }
-                            sys::sleep_us(10_000);
-                        }
-                        if !ok {
+                        if seg.reopen(blk).is_err() {
                             c.check(false, "blk came back within 10 s");
                             return c.finish("restart_test");
                         }

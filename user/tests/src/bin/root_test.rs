@@ -15,15 +15,6 @@ rt::entry!(main);
 const STARTS: u32 = 500;
 const RESTARTS: u32 = 500;
 
-/// The id of the live program called `name`, from root's `ps`.
-fn id_of(name: &str) -> Option<u64> {
-    let ps = env::ps().ok()?;
-    ps.lines().skip(1).find_map(|l| {
-        let mut w = l.split_whitespace();
-        let id = w.next()?.parse().ok()?;
-        (w.next()? == name).then_some(id)
-    })
-}
 
 /// Root's free slots once every program started here has ended (they end on their own
 /// or are being restarted; give root a moment).
@@ -64,13 +55,13 @@ fn main() -> i32 {
     c.eq(started, STARTS, "every start succeeded");
     let mut restarted = 0;
     for _ in 0..RESTARTS {
-        let Some(id) = id_of("echo") else { break };
+        let Some(id) = tests::id_of("echo") else { break };
         if env::kill(id).is_ok() {
             restarted += 1;
         }
     }
     c.eq(restarted, RESTARTS, "echo killed (and restarted by root) every time");
-    c.check(id_of("echo").is_some(), "echo runs after the last restart");
+    c.check(tests::id_of("echo").is_some(), "echo runs after the last restart");
     let after = settled(before);
     c.eq(after, before, "root's free slots are where they began");
     c.finish("root_test")
