@@ -78,12 +78,14 @@ impl Model {
     }
 }
 
-/// The operations of one boot's log: (acknowledged in order, the one under way).
+/// The operations of one boot's log: (acknowledged in order, the one under way). Only
+/// whole lines count: the kill can cut the last one short ("CRASH 51 o"), and the
+/// program was still printing it, so what it says has not happened yet.
 fn operations(log: &str) -> (Vec<Op>, Option<Op>) {
     let mut started: BTreeMap<u64, Op> = BTreeMap::new();
     let mut done = Vec::new();
     let mut last = None;
-    for l in log.lines() {
+    for l in log.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
         let Some(rest) = l.trim().strip_prefix("CRASH ") else { continue };
         let Some((n, what)) = rest.split_once(' ') else { continue };
         let Ok(n) = n.parse::<u64>() else { continue };
@@ -262,4 +264,23 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
     }
     std::fs::write(&log_path, all_logs).map_err(|e| e.to_string())?;
     Ok((res, log_path.display().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_cut_by_the_kill_does_not_count() {
+        // The kill cut "ok" short: the delete is still the operation under way (it may
+        // have happened or not), not forgotten.
+        let log = "CRASH 50 fcreate /crash/f10x50\nCRASH 50 ok\nCRASH 51 delete k10x13\nCRASH 51 o";
+        let (done, under_way) = operations(log);
+        assert_eq!(done, vec![parse("fcreate /crash/f10x50")]);
+        assert_eq!(under_way, Some(Op::Delete("k10x13".into())));
+        // A cut start line: that operation was never sent.
+        let (done, under_way) = operations("CRASH 50 ok\nCRASH 51 dele");
+        assert!(done.is_empty());
+        assert_eq!(under_way, None);
+    }
 }
