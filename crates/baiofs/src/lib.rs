@@ -1043,6 +1043,32 @@ impl<D: Dev> Fs<D> {
         }
     }
 
+    /// Where file `ino`'s bytes lie: its size and the runs of device blocks holding
+    /// them, in file order (`(first block, blocks)`; only the blocks the size covers).
+    /// What `files` delegates when a program has the system send a file (Cue).
+    pub fn extents_of(&self, ino: u32) -> Result<(u64, Vec<(u64, u64)>), Error> {
+        let n = self.inodes.get(ino as usize).filter(|n| n.kind != 0).ok_or(Error::NotFound)?;
+        if n.kind != Kind::File as u16 {
+            return Err(Error::IsDir);
+        }
+        let mut left = n.size.div_ceil(BLOCK as u64);
+        let mut runs = Vec::new();
+        for (s, c) in n.ext {
+            if left == 0 {
+                break;
+            }
+            let take = (c as u64).min(left);
+            if take > 0 {
+                runs.push((s as u64, take));
+            }
+            left -= take;
+        }
+        if left != 0 {
+            return Err(Error::Corrupt(String::from("a file's size is past its extents")));
+        }
+        Ok((n.size, runs))
+    }
+
     pub fn size_of(&self, ino: u32) -> Option<u64> {
         self.inodes.get(ino as usize).filter(|n| n.kind != 0).map(|n| n.size)
     }

@@ -82,6 +82,36 @@ fn files_are_contiguous_until_they_cannot_be() {
     assert!(remount(fs).check().is_empty());
 }
 
+#[test]
+fn extents_name_exactly_the_blocks_that_hold_a_file() {
+    let mut fs = fresh(1024);
+    fs.create("/a", Kind::File).unwrap();
+    fs.create("/b", Kind::File).unwrap();
+    fs.write("/a", 0, &vec![1u8; 3 * BLOCK]).unwrap();
+    fs.write("/b", 0, &vec![2u8; BLOCK]).unwrap();
+    fs.write("/a", 3 * BLOCK as u64, &vec![3u8; BLOCK + 10]).unwrap();
+    let a = fs.lookup("/a").unwrap();
+    let (size, runs) = fs.extents_of(a).unwrap();
+    assert_eq!(size, 4 * BLOCK as u64 + 10);
+    assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), 5, "only the blocks the size covers");
+    assert_eq!(runs.len(), 2, "b sits between a's two runs");
+    // Reading the runs straight from the device gives the file's bytes.
+    let mut got = Vec::new();
+    for (first, n) in &runs {
+        for b in *first..first + n {
+            got.extend_from_slice(&fs.dev.0[b as usize * BLOCK..(b as usize + 1) * BLOCK]);
+        }
+    }
+    let mut want = vec![0u8; size as usize];
+    fs.read("/a", 0, &mut want).unwrap();
+    assert_eq!(&got[..size as usize], &want[..]);
+    fs.create("/empty", Kind::File).unwrap();
+    let e = fs.lookup("/empty").unwrap();
+    assert_eq!(fs.extents_of(e), Ok((0, vec![])));
+    assert_eq!(fs.extents_of(ROOT), Err(Error::IsDir));
+    assert_eq!(fs.extents_of(999), Err(Error::NotFound));
+}
+
 /// A device that counts what reaches it and records prefetch hints.
 struct Counting {
     inner: MemDev,
