@@ -47,6 +47,23 @@ pub const MOUNT: u64 = 0x8a;
 /// segment's completion counter has reached n: sleep instead of polling.
 pub const WAIT: u64 = 0x89;
 
+/// Through a segment capability: hand part of the segment on. MR1 = rights (a subset
+/// of the capability's), MR2 = n ≤ `MAX_EXTENTS`, then n pairs (first block, blocks)
+/// of this capability's blocks. Reply: a capability item (a new badged SEND capability,
+/// for the caller to pass on) and MR2 = its blocks. Through it, block 0 is the first
+/// block of the first pair, and so on in order: the holder sees those blocks and no
+/// other (a file's extents, for `files` to let `net` send a file: Cue). It has no
+/// shared area until `ATTACH`; it is closed with its parent, or by `CLOSE` through it
+/// or through the parent's copy. At most `MAX_DELEGATED` per segment capability.
+pub const DELEGATE: u64 = 0x8b;
+/// Through a delegated capability, once: map its shared area (the reply's map item,
+/// `AREA_PAGES` pages, read-only: the holder sends `BATCH` messages and reads status
+/// words and data, and writes nothing). `BadState` if it has one already. Until then
+/// every other request through it but `CLOSE` is `BadState`.
+pub const ATTACH: u64 = 0x8c;
+pub const MAX_EXTENTS: usize = 8;
+pub const MAX_DELEGATED: usize = 32;
+
 /// An operation, four words: `[kind | flags, first block, blocks | status << 32,
 /// offset]`. Blocks are numbered from 0 in the segment; `offset` (bytes, a multiple
 /// of 4096, at least `DATA`) places the data in the shared area; `status` names the
@@ -109,6 +126,9 @@ pub enum Request<'a> {
     Wait { n: u64 },
     Sync,
     Close,
+    /// `extents` holds n pairs (first block, blocks).
+    Delegate { rights: u64, extents: &'a [u64] },
+    Attach,
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -145,6 +165,16 @@ impl<'a> Decode<'a> for Request<'a> {
             }
             SYNC => Request::Sync,
             CLOSE => Request::Close,
+            DELEGATE => {
+                let [rights, n] = a.words()?;
+                let n = n as usize;
+                let all = a.all();
+                if n == 0 || n > MAX_EXTENTS || all.len() < 2 + 2 * n {
+                    return Err(Error::Malformed);
+                }
+                Request::Delegate { rights, extents: &all[2..2 + 2 * n] }
+            }
+            ATTACH => Request::Attach,
             _ => return Err(Error::Unsupported),
         })
     }
@@ -245,7 +275,79 @@ pub mod client {
         Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 
+    /// A delegated capability (`Segment::delegate`) made usable here: its shared area is
+    /// mapped read-only at `area_va` (aligned to 2 MiB, unused). Reads only; it writes
+    /// nothing into the area (the service clears the status words of each batch).
+    pub struct View {
+        pub cap: u64,
+        pub blocks: u64,
+        mem: rt::shared::Area,
+    }
+
+    /// Map the shared area of the delegated capability in slot `cap` at `area_va`.
+    pub fn attach(cap: u64, blocks: u64, area_va: u64) -> Result<View, Error> {
+        let mut m = Msg::new(p::ATTACH, &[]);
+        rt::server::request_mapping(cap, [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0)], &mut m)?;
+        if m.items() != 1 {
+            return Err(Error::Malformed);
+        }
+        Ok(View { cap, blocks, mem: mapped_area(area_va) })
+    }
+
+    impl View {
+        /// Submit operations (`p::op` words; reads) in one message, at most `MAX_REG_OPS`.
+        pub fn batch_ops(&self, ops: &[[u64; p::OP_WORDS]], flags: u64) -> Result<(), Error> {
+            if ops.len() > p::MAX_REG_OPS {
+                return Err(Error::TooLong);
+            }
+            let mut w = alloc::vec![flags, ops.len() as u64];
+            for o in ops {
+                w.extend_from_slice(o);
+            }
+            call(self.cap, &mut Msg::new(p::BATCH, &w))
+        }
+
+        /// Status word `i`: 0 pending, `DONE`, or `FAILED | error`.
+        pub fn status(&self, i: u64) -> u64 {
+            self.mem.read(p::STATUS + 8 * i)
+        }
+
+        /// Operations completed since the attach.
+        pub fn completed(&self) -> u64 {
+            self.mem.read(p::COMPLETED)
+        }
+
+        /// `len` bytes of the data at `offset`.
+        pub fn bytes(&self, offset: u64, len: u64) -> &[u8] {
+            assert!(offset >= p::DATA, "outside the data area");
+            self.mem.bytes(offset, len)
+        }
+
+        /// Give it back; the service unmaps the area.
+        pub fn close(self) -> Result<(), Error> {
+            call(self.cap, &mut Msg::new(p::CLOSE, &[]))
+        }
+    }
+
     impl Segment {
+        /// Hand `extents` (pairs of first block, blocks) of this segment on with
+        /// `rights`: the new capability lands in slot `dst`; returns its blocks.
+        pub fn delegate(&self, rights: u8, extents: &[(u64, u64)], dst: u64) -> Result<u64, Error> {
+            if extents.is_empty() || extents.len() > p::MAX_EXTENTS {
+                return Err(Error::InvalidArg);
+            }
+            let mut w = alloc::vec![rights as u64, extents.len() as u64];
+            for (f, n) in extents {
+                w.extend_from_slice(&[*f, *n]);
+            }
+            let mut m = Msg::new(p::DELEGATE, &w);
+            rt::server::request_mapping(self.cap, [Fpage(0), Fpage::caps(dst, 0, 7), Fpage(0)], &mut m)?;
+            if m.items() != 1 {
+                return Err(Error::Malformed);
+            }
+            Ok(m.word(2))
+        }
+
         fn word(&self, off: u64) -> u64 {
             self.mem.read(off)
         }

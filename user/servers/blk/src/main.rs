@@ -97,10 +97,16 @@ struct Handle {
     name: String,
     written: u64,
     start: u64,
+    /// Blocks seen through this handle, and where they lie in the segment: runs of
+    /// (first, blocks), in order — the whole segment, or what a `DELEGATE` named.
     len: u64,
+    view: Vec<(u64, u64)>,
+    /// The handle this one was delegated from (closed with it).
+    parent: Option<u64>,
     rights: u8,
     /// Slot of the badged capability the client's copy derives from.
     slot: u64,
+    /// The shared area (0: a delegated handle not yet attached).
     area: u64,
     /// The program that opened it (its id, from the badge root minted), and its principal.
     client: u64,
@@ -349,8 +355,8 @@ impl Blk {
     /// into cache slots. It completes into its status word.
     fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
         let h = &self.handles[&hid];
-        let (start, len, rights, area) = (h.start, h.len, h.rights, h.area);
-        let (kind, first, mut count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
+        let (len, rights, area) = (h.len, h.rights, h.area);
+        let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
         let status = area + p::STATUS + 8 * (w[2] >> 32);
         let buffered = kind & p::BUFFERED != 0;
         let kind = kind & !p::BUFFERED;
@@ -372,33 +378,63 @@ impl Blk {
         if let Some(e) = fail {
             return self.finish(hid, status, p::FAILED | e, batch);
         }
-        // The segment's written mark: blocks at or past it read as zeros (another
-        // segment's bytes may lie there); a write past it moves it first.
-        let written = self.handles[&hid].written;
-        let write = kind == p::WRITE_OP;
-        if write && first + count > written {
-            if self.extend(hid, first + count).is_err() {
-                return self.finish(hid, status, p::FAILED | p::E_IO, batch);
-            }
-        } else if !write && first + count > written {
-            let mine = written.saturating_sub(first).min(count);
-            zero_bytes(area + off + mine * BLOCK as u64, (count - mine) * BLOCK as u64);
-            if mine == 0 {
-                return self.finish(hid, status, p::DONE, batch);
-            }
-            count = mine;
-        }
         let id = self.next_op;
         self.next_op += 1;
         // One extra part keeps the operation open while its requests are queued.
         self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch });
-        let (data, block) = (area + off, start + first);
+        // The handle's blocks first .. first + count, as runs of the segment's blocks.
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        let (mut skip, mut want) = (first, count);
+        for &(s, n) in &self.handles[&hid].view {
+            if want == 0 {
+                break;
+            }
+            if skip >= n {
+                skip -= n;
+                continue;
+            }
+            let take = (n - skip).min(want);
+            pieces.push((s + skip, take));
+            want -= take;
+            skip = 0;
+        }
+        let mut data = area + off;
+        for (f, n) in pieces {
+            self.run(hid, id, kind == p::WRITE_OP, buffered, f, n, data);
+            data += n * BLOCK as u64;
+        }
+        self.op_step(id, true);
+    }
+
+    /// Part of operation `id`: `count` blocks from the segment's block `first`, to or
+    /// from `data` in the shared area.
+    #[allow(clippy::too_many_arguments)]
+    fn run(&mut self, hid: u64, id: u64, write: bool, buffered: bool, first: u64, mut count: u64, data: u64) {
+        // The segment's written mark: blocks at or past it read as zeros (another
+        // segment's bytes may lie there); a write past it moves it first.
+        let (start, written) = (self.handles[&hid].start, self.handles[&hid].written);
+        if write && first + count > written {
+            if self.extend(hid, first + count).is_err() {
+                if let Some(op) = self.ops.get_mut(&id) {
+                    op.failed = true;
+                }
+                return;
+            }
+        } else if !write && first + count > written {
+            let mine = written.saturating_sub(first).min(count);
+            zero_bytes(data + mine * BLOCK as u64, (count - mine) * BLOCK as u64);
+            if mine == 0 {
+                return;
+            }
+            count = mine;
+        }
+        let block = start + first;
         if !buffered {
             if write {
                 self.cache_call(pc::INVALIDATE, block, count);
             }
             self.queue(write, block, data, count, id, None);
-            return self.op_step(id, true);
+            return;
         }
         let mut k = 0;
         // Whether hits were copied out of the cache's frames (checked once at the end).
@@ -446,7 +482,6 @@ impl Blk {
         if write {
             self.queue(true, block, data, count, id, None);
         }
-        self.op_step(id, true);
     }
 
     /// Move the written mark of handle `hid`'s segment to at least `end`
@@ -527,6 +562,11 @@ impl Blk {
     /// capability and area mapping are revoked (the area is kept for reuse).
     fn close(&mut self, hid: u64) {
         self.drain();
+        // What was delegated from it goes first.
+        let children: Vec<u64> = self.handles.iter().filter(|(_, h)| h.parent == Some(hid)).map(|(k, _)| *k).collect();
+        for c in children {
+            self.close(c);
+        }
         let Some(h) = self.handles.remove(&hid) else { return };
         let mut i = 0;
         while i < self.waiters.len() {
@@ -541,17 +581,105 @@ impl Blk {
         // SAFETY: only the client's derived copies and this slot are affected.
         let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
         rt::free_slot(h.slot);
-        // SAFETY: the area stays mapped here; only the client loses it.
-        let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
-        self.spare.push(h.area);
+        if h.area != 0 {
+            // SAFETY: the area stays mapped here; only the client loses it.
+            let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
+            self.spare.push(h.area);
+        }
+    }
+
+    /// Shared areas held by `principal`'s handles (opened, or delegated and attached).
+    fn areas_of(&self, principal: u32) -> usize {
+        self.handles.values().filter(|h| h.principal == principal && h.area != 0).count()
+    }
+
+    /// `DELEGATE` through handle `hid`: a new handle on `extents` of its blocks.
+    fn delegate(&mut self, hid: u64, rights: u64, extents: &[u64]) -> Msg {
+        let h = &self.handles[&hid];
+        if rights == 0 || rights & !(h.rights as u64) != 0 {
+            return err(Error::NoRights);
+        }
+        if self.handles.values().filter(|c| c.parent == Some(hid)).count() >= p::MAX_DELEGATED {
+            return err(Error::NoSpace);
+        }
+        // Each pair, through the parent's own view, becomes runs of the segment.
+        let mut view: Vec<(u64, u64)> = Vec::new();
+        let mut len = 0u64;
+        for pair in extents.chunks_exact(2) {
+            let (first, n) = (pair[0], pair[1]);
+            if n == 0 || first.checked_add(n).is_none_or(|e| e > h.len) {
+                return err(Error::InvalidArg);
+            }
+            let (mut skip, mut want) = (first, n);
+            for &(s, c) in &h.view {
+                if want == 0 {
+                    break;
+                }
+                if skip >= c {
+                    skip -= c;
+                    continue;
+                }
+                let take = (c - skip).min(want);
+                match view.last_mut() {
+                    Some(last) if last.0 + last.1 == s + skip => last.1 += take,
+                    _ => view.push((s + skip, take)),
+                }
+                want -= take;
+                skip = 0;
+            }
+            len += n;
+        }
+        let child = Handle {
+            name: h.name.clone(),
+            written: h.written,
+            start: h.start,
+            len,
+            view,
+            parent: Some(hid),
+            rights: rights as u8,
+            slot: rt::alloc_slot(),
+            area: 0,
+            client: h.client,
+            principal: h.principal,
+            completed: 0,
+            head: 0,
+        };
+        let cid = self.next;
+        self.next += 1;
+        let slot = child.slot;
+        let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(cid).0);
+        self.handles.insert(cid, child);
+        let mut r = Msg::new(0, &[0, len]);
+        r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
+        r
+    }
+
+    /// `ATTACH` through delegated handle `hid`: its shared area, mapped read-only.
+    fn attach(&mut self, hid: u64) -> Msg {
+        let h = &self.handles[&hid];
+        if h.area != 0 || h.parent.is_none() {
+            return err(Error::BadState);
+        }
+        if self.areas_of(h.principal) >= MAX_OPEN_PER_PRINCIPAL {
+            return err(Error::NoMemory);
+        }
+        let Some(area) = self.area() else { return err(Error::NoMemory) };
+        self.handles.get_mut(&hid).unwrap().area = area;
+        let mut r = Msg::new(0, &[0]);
+        r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ), 0);
+        r
     }
 
     /// A request through a segment capability.
     fn segment(&mut self, hid: u64, req: Request<'_>) -> Option<Msg> {
-        if !self.handles.contains_key(&hid) {
-            return Some(err(Error::InvalidCap));
+        let Some(h) = self.handles.get(&hid) else { return Some(err(Error::InvalidCap)) };
+        // A delegated handle does nothing but attach and close until it has an area.
+        if h.area == 0 && !matches!(req, Request::Attach | Request::Close) {
+            return Some(err(Error::BadState));
         }
         match req {
+            Request::Delegate { rights, extents } => Some(self.delegate(hid, rights, extents)),
+            Request::Attach => Some(self.attach(hid)),
             Request::Batch { flags, ops } => {
                 let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
                 self.batch(hid, ops, flags)
@@ -615,7 +743,7 @@ impl Blk {
                 }
                 // Each open holds 2 MiB of DMA memory here: one principal may not take
                 // it all from the others.
-                if self.handles.values().filter(|h| h.principal == principal).count() >= MAX_OPEN_PER_PRINCIPAL {
+                if self.areas_of(principal) >= MAX_OPEN_PER_PRINCIPAL {
                     return err(Error::NoMemory);
                 }
                 let Some(area) = self.area() else { return err(Error::NoMemory) };
@@ -623,7 +751,7 @@ impl Blk {
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, rights: want, slot, area, client, principal, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], parent: None, rights: want, slot, area, client, principal, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
@@ -650,7 +778,7 @@ impl Blk {
                 Some(i) if i.owner != principal => err(Error::NoRights),
                 Some(i) => {
                     let (s, l) = (i.start, i.length);
-                    if self.handles.values().any(|h| h.start == s && h.len == l) {
+                    if self.handles.values().any(|h| h.start == s) {
                         return err(Error::BadState);
                     }
                     let _ = self.vol.delete(name);
