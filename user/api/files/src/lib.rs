@@ -30,6 +30,15 @@ pub const MKDIR: u64 = 0xa6;
 pub const STAT: u64 = 0xa7;
 /// Make everything written so far durable.
 pub const SYNC: u64 = 0xa8;
+/// MR1 = handle of a file open here. Reply: a capability item — read-only access, through
+/// the block service, to exactly the blocks that hold the file (`blk_api::DELEGATE`;
+/// `blk_api::client::attach` maps its area) — MR2 = the file's size, MR3 = blocks. For
+/// a program to give `net`, which sends the file without the program touching a byte
+/// (Cue, `net_api::CUE`). The ticket is revoked when the program ends, when the file
+/// is removed, or (the oldest) when the program asks for more than `MAX_TICKETS`;
+/// `BadState` for an empty file.
+pub const TICKET: u64 = 0xa9;
+pub const MAX_TICKETS: usize = 8;
 pub const CREATE: u64 = 1;
 pub const MAX_IO: u64 = 16 * 1024;
 
@@ -44,6 +53,7 @@ pub enum Request<'a> {
     Mkdir { path: &'a str },
     Stat { path: &'a str },
     Sync,
+    Ticket { handle: u64 },
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -73,6 +83,10 @@ impl<'a> Decode<'a> for Request<'a> {
             MKDIR => Request::Mkdir { path: a.text()? },
             STAT => Request::Stat { path: a.text()? },
             SYNC => Request::Sync,
+            TICKET => {
+                let [handle] = a.words()?;
+                Request::Ticket { handle }
+            }
             _ => return Err(Error::Unsupported),
         })
     }
@@ -173,6 +187,17 @@ pub mod client {
     pub fn stat(srv: u64, path: &str) -> Result<(u64, u64), Error> {
         let mut m = named(super::STAT, path, &[]);
         call(srv, &mut m)?;
+        Ok((m.word(2), m.word(3)))
+    }
+
+    /// A ticket for open file `h` (see `TICKET`) in slot `dst`: (size, blocks).
+    pub fn ticket(srv: u64, h: u64, dst: u64) -> Result<(u64, u64), Error> {
+        let mut m = Msg::new(super::TICKET, &[h]);
+        let w = [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(dst, 0, 7), abi::fpage::Fpage(0)];
+        rt::env::request_mapping_reconnecting("files", srv, w, &mut m)?;
+        if m.items() != 1 {
+            return Err(Error::Malformed);
+        }
         Ok((m.word(2), m.word(3)))
     }
 

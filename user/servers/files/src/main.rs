@@ -51,9 +51,62 @@ struct Files {
     /// Reply strings live here until the kernel has copied them.
     out: Vec<u8>,
     text: String,
+    /// Tickets handed out (Cue): (client program, inode, slot of our copy), oldest first.
+    tickets: Vec<(u32, u32, u64)>,
 }
 
 impl Files {
+    /// Take ticket `i` back: closing it through our copy revokes every copy (`net`'s).
+    fn revoke(&mut self, i: usize) {
+        let (_, _, slot) = self.tickets.remove(i);
+        let _ = rt::server::request(slot, &mut ipc::Msg::new(blk_api::CLOSE, &[]));
+        rt::free_slot(slot);
+    }
+
+    /// Revoke the tickets `which` picks.
+    fn revoke_where(&mut self, which: impl Fn(u32, u32) -> bool) {
+        let mut i = 0;
+        while i < self.tickets.len() {
+            let (c, ino, _) = self.tickets[i];
+            if which(c, ino) {
+                self.revoke(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn ticket(&mut self, client: u32, handle: u64) -> Answer {
+        let Some(ino) = self.mine(client, handle) else { return Answer::err(Error::InvalidCap) };
+        // Tickets `net` closed (the transfer ended) are gone from our slots too.
+        self.tickets.retain(|t| rt::sys::cap_info(t.2).is_ok() || { rt::free_slot(t.2); false });
+        let (size, runs) = match self.fs.extents_of(ino) {
+            Ok(e) => e,
+            Err(e) => return Answer::err(fs_err(e)),
+        };
+        if runs.is_empty() {
+            return Answer::err(Error::BadState);
+        }
+        if let Some(i) = self.tickets.iter().position(|t| t.0 == client) {
+            if self.tickets.iter().filter(|t| t.0 == client).count() >= files_api::MAX_TICKETS {
+                self.revoke(i);
+            }
+        }
+        let slot = rt::alloc_slot();
+        match self.fs.dev.seg.delegate(baio::READ, &runs, slot) {
+            Ok(blocks) => {
+                self.tickets.push((client, ino, slot));
+                let mut r = server::ok_msg(&[size, blocks]);
+                r.push_item(abi::fpage::Fpage::caps(slot, 0, abi::rights::SEND), 0);
+                Answer::Reply(r)
+            }
+            Err(e) => {
+                rt::free_slot(slot);
+                Answer::err(e)
+            }
+        }
+    }
+
     fn mine(&self, client: u32, h: u64) -> Option<u32> {
         self.handles.get(&h).filter(|(c, _)| *c == client).map(|(_, i)| *i)
     }
@@ -68,6 +121,7 @@ impl Server for Files {
 
     fn gone(&mut self, client: Badge) {
         self.handles.retain(|_, (c, _)| *c != client.program());
+        self.revoke_where(|c, _| c == client.program());
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
@@ -130,7 +184,11 @@ impl Server for Files {
             },
             Request::Remove { path } => match fs.lookup(path) {
                 Ok(ino) if self.handles.values().any(|(_, i)| *i == ino) => Answer::err(Error::BadState),
-                Ok(_) => done(fs.remove(path).map(|_| ())),
+                Ok(ino) => {
+                    // Its blocks are about to be free for others: no ticket reads them.
+                    self.revoke_where(|_, i| i == ino);
+                    done(self.fs.remove(path).map(|_| ()))
+                }
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Mkdir { path } => done(fs.create(path, Kind::Dir).map(|_| ())),
@@ -139,6 +197,7 @@ impl Server for Files {
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Sync => done(fs.sync()),
+            Request::Ticket { handle } => self.ticket(client, handle),
         }
     }
 }
@@ -171,7 +230,7 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new() };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new() };
     let mut buf = alloc::vec![0u8; MAX_IO as usize + 256];
     server::run(&mut files, &mut buf)
 }
