@@ -741,6 +741,13 @@ pub fn schedule(k: &'static mut Kernel) {
 pub fn switch_to(k: &'static mut Kernel, next: u32) {
     let prev = k.current;
     k.current = next;
+    if prev != k.idle {
+        // By cause (the Cue paper's Tables 1–5 count both): preempted threads were put
+        // back as ready; every other state means the thread blocked.
+        let p = k.t(prev);
+        let (task, preempted) = (p.task, p.state == State::Ready);
+        k.task(task).switches[preempted as usize] += 1;
+    }
     if k.fpu_owner == next || k.fpu_ts_clear {
         fpu_switch(k, next);
     }

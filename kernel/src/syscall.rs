@@ -93,6 +93,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.rdi = ty;
             out.rsi = c.rights;
             out.rdx = c.badge;
+            out.r10 = identity(&c);
             Ok(())
         }
         Call::CapGive { task, src, dst, rights } => {
@@ -137,11 +138,13 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             let c = k.cap(task)?;
             let Obj::Task(r) = c.obj else { return Err(Error::WrongType) };
             let t = k.task(r.id);
-            let (n, q) = (t.nthreads as u64, t.quota);
+            let (n, q, sw) = (t.nthreads as u64, t.quota, t.switches);
             let out = k.cur().frame();
             out.rdi = n;
             out.rsi = q.limit;
             out.rdx = q.used;
+            out.r10 = sw[0];
+            out.r8 = sw[1];
             Ok(())
         }
         Call::ThreadExit => {
@@ -209,6 +212,19 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
         Obj::IrqControl => (cap::IRQ_CONTROL, 0),
         Obj::Reply(r) => (cap::REPLY, r.id),
     }
+}
+
+/// Which object a capability names, the same number for every capability to it (and
+/// a different one for an object that later takes its table entry): `gen << 32 |
+/// type << 24 | id`. Lets a server check that a capability a client handed it names
+/// the server it expects before it calls through it.
+fn identity(c: &Cap<Obj>) -> u64 {
+    let (ty, id) = describe(c);
+    let gen = match c.obj {
+        Obj::Thread(r) | Obj::Task(r) | Obj::Reply(r) => r.gen,
+        _ => 0,
+    };
+    (gen as u64) << 32 | ty << 24 | (id as u64 & 0xff_ffff)
 }
 
 #[inline(never)]

@@ -51,6 +51,9 @@ pub struct Task {
     /// Pages mapped in it through `map_frame` (each has a mapping-database node, or
     /// will when it is passed on), charged to `quota`.
     pub nodes: Objects,
+    /// Times its threads gave up the processor: [voluntary (blocked: waiting for a
+    /// message, a reply, a timeout), involuntary (preempted while ready to run)].
+    pub switches: [u64; 2],
 }
 
 pub const IO_BITMAP_BYTES: usize = 8192;
@@ -191,7 +194,7 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, nodes: Objects::default() })
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, nodes: Objects::default(), switches: [0; 2] })
     }
 
     /// Map `frame` at `va` (one more reference to the frame; new page tables and the

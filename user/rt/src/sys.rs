@@ -103,6 +103,13 @@ pub fn cap_info(slot: u64) -> Result<(u64, u64, u64), Error> {
     check(r[0]).map(|_| (r[1], r[2], r[3]))
 }
 
+/// Which object the capability in `slot` names: equal for two capabilities exactly
+/// when they name the same object (see `CAP_INFO`).
+pub fn cap_object(slot: u64) -> Result<u64, Error> {
+    let r = safe_call(sys::CAP_INFO, slot, 0, 0, 0, 0);
+    check(r[0]).map(|_| r[4])
+}
+
 pub fn cap_give(task: u64, src: u64, dst: u64, rights: u64) -> Result<(), Error> {
     check(safe_call(sys::CAP_GIVE, task, src, dst, rights, 0)[0])
 }
@@ -218,6 +225,13 @@ pub fn irq_ack(irq: u64) -> Result<(), Error> {
 
 pub fn irq_detach(irq: u64) -> Result<(), Error> {
     check(safe_call(sys::IRQ_CONTROL, irq, abi::irq::DETACH, 0, 0, 0)[0])
+}
+
+/// (voluntary, involuntary) switches away from a task's threads: they blocked, or
+/// were preempted.
+pub fn task_switches(task: u64) -> Result<(u64, u64), Error> {
+    let r = safe_call(sys::TASK_INFO, task, 0, 0, 0, 0);
+    check(r[0]).map(|_| (r[4], r[5]))
 }
 
 /// (threads, quota limit, quota used) of a task.

@@ -252,7 +252,7 @@ impl Root<'_> {
     }
 
     fn ps(&self) -> String {
-        let mut s = String::from("  ID NAME         STATE     PRIO THREADS PAGER  KPAGES  RESTARTS\n");
+        let mut s = String::from("  ID NAME         STATE     PRIO THREADS PAGER  KPAGES  RESTARTS    VOLSW    INVSW\n");
         for (i, p) in self.progs.iter().enumerate() {
             if p.done {
                 continue;
@@ -273,7 +273,8 @@ impl Root<'_> {
                 Some(m) => self.progs[m].name.as_str(),
                 None => "sigma0",
             };
-            let _ = writeln!(s, "{:4} {:12} {:9} {:4} {:7} {:6} {:6} {:9}", badge_of(i), p.name, state, prio, threads, pager, kused, p.restarts);
+            let (vol, inv) = sys::task_switches(p.child.task).unwrap_or((0, 0));
+            let _ = writeln!(s, "{:4} {:12} {:9} {:4} {:7} {:6} {:6} {:9} {:8} {:8}", badge_of(i), p.name, state, prio, threads, pager, kused, p.restarts, vol, inv);
         }
         s
     }
