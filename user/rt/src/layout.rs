@@ -28,5 +28,7 @@ pub const NET_AREAS: u64 = 0x0000_5e00_0000_0000;
 pub const NET_AREA: u64 = 0x0000_5f00_0000_0000;
 /// A pager's pool of frames (mem, user-level pagers).
 pub const POOL: u64 = 0x0000_6000_0000_0000;
+/// `net`: the read-only areas of the blocks it sends for Cue transfers, 2 MiB apart.
+pub const NET_CUE: u64 = 0x0000_6100_0000_0000;
 /// `rt::thread`: the UTCBs of threads a program creates, one page apart.
 pub const THREAD_UTCBS: u64 = 0x0000_7f00_0000_0000;

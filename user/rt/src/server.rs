@@ -196,6 +196,11 @@ pub trait Server {
     /// then: a server whose messages keep coming does its timed work while handling
     /// them too, as net runs its stack after every request.)
     fn tick(&mut self) {}
+    /// Receive windows to open before each receive, for a server whose requests carry
+    /// capabilities or mappings (None: none; calls the server makes close them).
+    fn windows(&self) -> Option<[Fpage; 3]> {
+        None
+    }
 }
 
 /// The receive timeout for a wait of `us` microseconds (None: forever).
@@ -214,6 +219,9 @@ pub fn run<S: Server>(s: &mut S, buf: &mut [u8]) -> ! {
     let mut replying = false;
     loop {
         ipc::set_recv_buffer(buf);
+        if let Some(w) = s.windows() {
+            ipc::set_windows(w[0], w[1], w[2]);
+        }
         let to = recv_timeout(s.next_tick_us());
         let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, to) } else { ipc::recv(ipc::RECV_ANY, &mut m, to) };
         let badge = match r {

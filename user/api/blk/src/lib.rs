@@ -58,7 +58,8 @@ pub const WAIT: u64 = 0x89;
 pub const DELEGATE: u64 = 0x8b;
 /// Through a delegated capability, once: map its shared area (the reply's map item,
 /// `AREA_PAGES` pages, read-only: the holder sends `BATCH` messages and reads status
-/// words and data, and writes nothing). `BadState` if it has one already. Until then
+/// words and data, and writes nothing); reply MR2 = its blocks. `BadState` if it has
+/// one already. Until then
 /// every other request through it but `CLOSE` is `BadState`.
 pub const ATTACH: u64 = 0x8c;
 pub const MAX_EXTENTS: usize = 8;
@@ -285,13 +286,13 @@ pub mod client {
     }
 
     /// Map the shared area of the delegated capability in slot `cap` at `area_va`.
-    pub fn attach(cap: u64, blocks: u64, area_va: u64) -> Result<View, Error> {
+    pub fn attach(cap: u64, area_va: u64) -> Result<View, Error> {
         let mut m = Msg::new(p::ATTACH, &[]);
         rt::server::request_mapping(cap, [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0)], &mut m)?;
         if m.items() != 1 {
             return Err(Error::Malformed);
         }
-        Ok(View { cap, blocks, mem: mapped_area(area_va) })
+        Ok(View { cap, blocks: m.word(2), mem: mapped_area(area_va) })
     }
 
     impl View {

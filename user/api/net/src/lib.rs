@@ -10,6 +10,13 @@
 //! in the server until one of up to `MAX_WAIT` sockets is ready (or a timeout). The
 //! client stubs in [`client`] build blocking calls from the two.
 //!
+//! Cue (`CUE`): a program has the server send a file's bytes — or a range of a BAIO
+//! segment — to one of its TCP sockets without reading them itself. It hands over a
+//! read-only capability to the blocks (`files_api::TICKET`, or its own
+//! `blk_api::client::Segment::delegate`); the server maps their area, reads ahead
+//! into it with batched BAIO reads and sends from there. A schedule (k, t) paces each
+//! transfer: k blocks, then t ms of rest; transfers take turns by slice.
+//!
 //! Replies carry MR1 = 0 or an error: `InvalidCap` (unknown handle), `InvalidArg` (a
 //! range outside the area, a bad port or address), `WrongType` (a TCP call on a UDP
 //! socket or the reverse), `NoSpace` (the client's socket or buffer limit), `Exists`
@@ -67,9 +74,52 @@ pub const PING: u64 = 0xcd;
 /// MR4 = bytes received and not yet taken.
 pub const STATE: u64 = 0xce;
 
-/// `WAIT` interests.
+/// A capability item (the blocks: a delegated BAIO capability, granted or mapped), MR1 =
+/// TCP handle, MR2 = first byte, MR3 = bytes (0: to the end), MR4 = k (blocks per
+/// slice, 1..=`MAX_K`), MR5 = t (ms of rest after each slice, ≤ `MAX_T_MS`), MR6 =
+/// flags (`CUE_BUFFERED`, `CUE_SHUTDOWN`), MR7 = the data's size in bytes (a file's
+/// size; at most the capability's blocks × 4096), MR8 = offset in the shared area of two
+/// words the server keeps current, [status, bytes sent] (`NO_STATUS`: none). Reply
+/// MR2 = transfer id. The call returns at once; the transfer ends `CUE_DONE` once the
+/// peer has acknowledged every byte, or `CUE_FAILED | error`: `Reset` (the peer reset
+/// or closed), `InvalidCap` (the blocks were taken back: the file was removed),
+/// `BadState` (the device failed). `SEND` on the socket is `BadState` while a transfer
+/// runs on it; `CLOSE` cancels it. Errors: `Malformed` (no capability), `InvalidCap`
+/// (unknown socket, or a capability that is not the block service's), `WrongType`,
+/// `InvalidArg` (a range past the size or the blocks, a bad schedule or status offset),
+/// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run).
+pub const CUE: u64 = 0xcf;
+/// MR1 = transfer id. Reply MR2 = status, MR3 = bytes sent (taken by TCP), MR4 = bytes
+/// in all, MR5 = k, MR6 = t, MR7 = µs since it started (until it ended). A transfer that
+/// has ended is forgotten once this has reported it. `InvalidCap`: not the caller's.
+pub const CUE_STATE: u64 = 0xd0;
+/// MR1 = transfer id, MR2 = k, MR3 = t: a new schedule, from the next slice on.
+pub const CUE_SET: u64 = 0xd1;
+/// MR1 = transfer id: stop it (bytes already taken by TCP still go); it is forgotten.
+pub const CUE_CANCEL: u64 = 0xd2;
+/// Reply string: every running transfer (everybody's), one line each:
+/// "id program socket sent total k t µs status".
+pub const CUE_LIST: u64 = 0xd3;
+
+/// Cue flags: read through the shared cache (else straight from the disk); end the
+/// socket's sending (FIN) once every byte is taken.
+pub const CUE_BUFFERED: u64 = 1;
+pub const CUE_SHUTDOWN: u64 = 2;
+/// Cue status words.
+pub const CUE_RUNNING: u64 = 0;
+pub const CUE_DONE: u64 = 1;
+pub const CUE_CANCELLED: u64 = 2;
+pub const CUE_FAILED: u64 = 1 << 63;
+pub const NO_STATUS: u64 = u64::MAX;
+pub const MAX_TRANSFERS: usize = 8;
+pub const MAX_K: u64 = 1 << 20;
+pub const MAX_T_MS: u64 = 60_000;
+
+/// `WAIT` interests. `ENDED`: the entry's handle is a transfer id; ready once the
+/// transfer has ended.
 pub const READABLE: u64 = 1;
 pub const WRITABLE: u64 = 2;
+pub const ENDED: u64 = 4;
 
 pub const AREA_LOG2: u64 = 6;
 pub const AREA_BYTES: u64 = 4096 << AREA_LOG2;
@@ -152,6 +202,16 @@ pub enum Request<'a> {
     Info,
     Ping { ip: u32, timeout_us: u64 },
     State { handle: u64 },
+    Cue { handle: u64, first: u64, len: u64, k: u64, t_ms: u64, flags: u64, size: u64, status_off: u64 },
+    CueState { id: u64 },
+    CueSet { id: u64, k: u64, t_ms: u64 },
+    CueCancel { id: u64 },
+    CueList,
+}
+
+/// A schedule is valid: k in 1..=MAX_K, t ≤ MAX_T_MS.
+pub fn schedule_ok(k: u64, t_ms: u64) -> bool {
+    (1..=MAX_K).contains(&k) && t_ms <= MAX_T_MS
 }
 
 fn port(w: u64) -> Result<u16, Error> {
@@ -231,6 +291,32 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [handle] = a.words()?;
                 Request::State { handle }
             }
+            CUE => {
+                let [handle, first, len, k, t_ms, flags, size, status_off] = a.words()?;
+                if a.msg.items() != 1 {
+                    return Err(Error::Malformed);
+                }
+                if !schedule_ok(k, t_ms) || flags & !(CUE_BUFFERED | CUE_SHUTDOWN) != 0 {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Cue { handle, first, len, k, t_ms, flags, size, status_off }
+            }
+            CUE_STATE => {
+                let [id] = a.words()?;
+                Request::CueState { id }
+            }
+            CUE_SET => {
+                let [id, k, t_ms] = a.words()?;
+                if !schedule_ok(k, t_ms) {
+                    return Err(Error::InvalidArg);
+                }
+                Request::CueSet { id, k, t_ms }
+            }
+            CUE_CANCEL => {
+                let [id] = a.words()?;
+                Request::CueCancel { id }
+            }
+            CUE_LIST => Request::CueList,
             _ => return Err(Error::Unsupported),
         })
     }
@@ -257,6 +343,56 @@ pub mod client {
         pub sockets: u64,
         /// 1 DHCP, 0 static, 2 none yet.
         pub how: u64,
+    }
+
+    /// A Cue schedule: k blocks per slice, then t ms of rest.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Schedule {
+        pub k: u64,
+        pub t_ms: u64,
+    }
+
+    impl Schedule {
+        /// As fast as the connection takes it.
+        pub const FAST: Schedule = Schedule { k: MAX_K, t_ms: 0 };
+    }
+
+    /// What `CUE_STATE` says.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct CueState {
+        pub status: u64,
+        pub sent: u64,
+        pub total: u64,
+        pub schedule: Schedule,
+        pub elapsed_us: u64,
+    }
+
+    impl CueState {
+        pub fn ended(&self) -> bool {
+            self.status != CUE_RUNNING
+        }
+
+        /// Ok once done; the error it failed with; `Timeout` if cancelled.
+        pub fn result(&self) -> Result<(), Error> {
+            match self.status {
+                CUE_DONE => Ok(()),
+                CUE_CANCELLED => Err(Error::Timeout),
+                s if s & CUE_FAILED != 0 => Err(abi::check(s & !CUE_FAILED).err().unwrap_or(Error::BadState)),
+                _ => Err(Error::WouldBlock),
+            }
+        }
+    }
+
+    /// Have `net` send open file `fh` of the files server `files` to TCP socket `h`
+    /// (all of it, with `sched` and `flags`): the program gets a ticket for the file
+    /// and grants it to `net`; not a byte of the file passes through the program.
+    /// Returns (transfer id, bytes it sends).
+    pub fn cue_file(net: &Net, files: u64, fh: u64, h: u64, sched: Schedule, flags: u64, status_off: u64) -> Result<(u64, u64), Error> {
+        let slot = rt::alloc_slot();
+        let r = files_api::client::ticket(files, fh, slot).and_then(|(size, _)| net.cue(slot, h, 0, 0, size, sched, flags, status_off).map(|id| (id, size)));
+        // Granted to net (or refused): nothing stays in our slot.
+        rt::free_slot(slot);
+        r
     }
 
     /// A program's connection to the net server and its shared area.
@@ -453,6 +589,48 @@ pub mod client {
                 w[1 + i] = h | interest << 32;
             }
             Ok(word(self.srv, WAIT, &w[..1 + entries.len()])?.word(2))
+        }
+
+        /// Start a Cue transfer (see `CUE`) of the blocks in capability slot `ticket`
+        /// (granted to the server: the slot is empty afterwards): bytes `first ..
+        /// first + len` (len 0: to `size`) to TCP socket `h`. Returns the transfer id.
+        #[allow(clippy::too_many_arguments)]
+        pub fn cue(&self, ticket: u64, h: u64, first: u64, len: u64, size: u64, sched: Schedule, flags: u64, status_off: u64) -> Result<u64, Error> {
+            let mut m = Msg::new(CUE, &[h, first, len, sched.k, sched.t_ms, flags, size, status_off]);
+            m.push_item(abi::fpage::Fpage::caps(ticket, 0, abi::rights::SEND), abi::fpage::GRANT);
+            call(self.srv, &mut m)?;
+            Ok(m.word(2))
+        }
+
+        pub fn cue_state(&self, id: u64) -> Result<CueState, Error> {
+            let m = word(self.srv, CUE_STATE, &[id])?;
+            Ok(CueState { status: m.word(2), sent: m.word(3), total: m.word(4), schedule: Schedule { k: m.word(5), t_ms: m.word(6) }, elapsed_us: m.word(7) })
+        }
+
+        /// Sleep until transfer `id` ends (or `timeout_us` passes: `Timeout`); its final
+        /// state (it is forgotten).
+        pub fn cue_wait(&self, id: u64, timeout_us: u64) -> Result<CueState, Error> {
+            if self.wait(&[(id, ENDED)], timeout_us)? == 0 {
+                return Err(Error::Timeout);
+            }
+            self.cue_state(id)
+        }
+
+        pub fn cue_set(&self, id: u64, sched: Schedule) -> Result<(), Error> {
+            word(self.srv, CUE_SET, &[id, sched.k, sched.t_ms]).map(|_| ())
+        }
+
+        pub fn cue_cancel(&self, id: u64) -> Result<(), Error> {
+            word(self.srv, CUE_CANCEL, &[id]).map(|_| ())
+        }
+
+        /// Every running transfer, one line each (see `CUE_LIST`).
+        pub fn cue_list(&self) -> Result<alloc::string::String, Error> {
+            let mut buf = alloc::vec![0u8; 4096];
+            rt::ipc::set_recv_buffer(&mut buf);
+            let m = word(self.srv, CUE_LIST, &[])?;
+            let n = if m.tag().has_string() { rt::ipc::received_string_len().min(buf.len()) } else { 0 };
+            Ok(alloc::string::String::from_utf8_lossy(&buf[..n]).into_owned())
         }
 
         /// Round trip of an ICMP echo to `ip`, in µs.

@@ -665,7 +665,7 @@ impl Blk {
         }
         let Some(area) = self.area() else { return err(Error::NoMemory) };
         self.handles.get_mut(&hid).unwrap().area = area;
-        let mut r = Msg::new(0, &[0]);
+        let mut r = Msg::new(0, &[0, self.handles[&hid].len]);
         r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ), 0);
         r
     }

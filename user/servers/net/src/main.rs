@@ -9,6 +9,11 @@
 //! (`MAX_SOCKETS`) and in buffer memory (`DEFAULT_BUDGET`), closed (reset) when root says the
 //! program is gone.
 //!
+//! Cue (`cue`): a client hands over a read-only BAIO capability to a file's blocks and
+//! a socket; this server reads the blocks into an area mapped here and sends them,
+//! transfers taking turns by slice (their (k, t) schedules), the client touching no
+//! byte. The loop runs here, beside the TCP stack it feeds (ARCHITECTURE.md, "Cue").
+//!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
 //! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each client's
 //! buffer memory.
@@ -17,11 +22,15 @@
 
 extern crate alloc;
 
+mod cue;
 mod nic;
 
 use abi::fpage::Fpage;
 use abi::Error;
 use alloc::collections::BTreeMap;
+use alloc::string::String;
+use core::fmt::Write as _;
+use cue::{Transfer, Turn};
 use alloc::vec;
 use alloc::vec::Vec;
 use net_api::{self as p, Request};
@@ -56,6 +65,9 @@ const LINGER: Duration = Duration::from_secs(30);
 const FALLBACK: Duration = Duration::from_secs(5);
 /// The ICMP identifier of this server's pings.
 const PING_IDENT: u16 = 0x5c10;
+/// How often a transfer waiting for the disk looks at its status words (the block
+/// service does not call this server when a read completes).
+const DISK_POLL_US: u64 = 500;
 
 fn now() -> Instant {
     Instant::from_micros(rt::sys::now_us() as i64)
@@ -144,6 +156,20 @@ struct Net {
     area_next: u64,
     spare_areas: Vec<rt::shared::Area>,
     irq: Option<u64>,
+    /// Cue transfers: running ones, and ended ones until their client has seen the end.
+    transfers: Vec<Transfer>,
+    next_transfer: u64,
+    /// Whose turn is first in the next round.
+    rr: usize,
+    /// Which of the `MAX_TRANSFERS` windows for the transfers' areas are in use.
+    cue_windows: [bool; p::MAX_TRANSFERS],
+    /// Our capability to the block service (to recognize clients' tickets by).
+    blk: u64,
+    /// The slot a capability in a request lands in, and one that landed with a CUE.
+    ticket_in: u64,
+    received: Option<u64>,
+    /// The last CUE_LIST text (it must live until the kernel copies it).
+    cue_text: String,
 }
 
 fn tcp_state(s: tcp::State) -> u64 {
@@ -331,6 +357,10 @@ impl Net {
 
     /// Is entry (handle, interest) of client `id` ready? Err: no such handle.
     fn ready(&self, id: u64, handle: u64, interest: u64) -> Result<bool, Error> {
+        if interest == p::ENDED {
+            let t = self.transfers.iter().find(|t| t.client == id && t.id == handle).ok_or(Error::InvalidCap)?;
+            return Ok(!t.running());
+        }
         let c = self.clients.get(&id).ok_or(Error::BadState)?;
         let (r, w) = match c.sockets.get(&handle).ok_or(Error::InvalidCap)? {
             Sock::Tcp { h, .. } => {
@@ -367,7 +397,8 @@ impl Net {
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
             self.nic.refill();
-            if !self.nic.has_rx() && changed == smoltcp::iface::PollResult::None {
+            let moved = self.cue_run();
+            if !self.nic.has_rx() && changed == smoltcp::iface::PollResult::None && !moved {
                 break;
             }
         }
@@ -591,6 +622,140 @@ impl Net {
         }
     }
 
+    /// Does a transfer run on client `id`'s socket `handle`?
+    fn cueing(&self, id: u64, handle: u64) -> bool {
+        self.transfers.iter().any(|t| t.client == id && t.socket == handle && t.running())
+    }
+
+    /// Client `id`'s transfer `tid` (its index), or `InvalidCap`.
+    fn transfer_of(&self, id: u64, tid: u64) -> Result<usize, Error> {
+        self.transfers.iter().position(|t| t.client == id && t.id == tid).ok_or(Error::InvalidCap)
+    }
+
+    /// Does the capability in `slot` name the block service? A client's "ticket" must,
+    /// before this server calls through it (anything else could keep it waiting).
+    fn is_blk(&mut self, slot: u64) -> bool {
+        let Ok(theirs) = rt::sys::cap_object(slot) else { return false };
+        if rt::sys::cap_object(self.blk) == Ok(theirs) {
+            return true;
+        }
+        // The block service may have been started again since we looked it up.
+        let _ = rt::sys::cap_delete(self.blk);
+        env::lookup("blk", self.blk).is_ok() && rt::sys::cap_object(self.blk) == Ok(theirs)
+    }
+
+    /// Start a Cue transfer (see `net_api::CUE`) of the blocks in `ticket`.
+    #[allow(clippy::too_many_arguments)]
+    fn cue(&mut self, id: u64, ticket: u64, handle: u64, first: u64, len: u64, k: u64, t_ms: u64, flags: u64, size: u64, status_off: u64) -> Result<u64, Error> {
+        let sh = self.tcp_of(id, handle)?;
+        if self.cueing(id, handle) {
+            return Err(Error::BadState);
+        }
+        let area = self.client(id)?.area;
+        if status_off != p::NO_STATUS && (status_off % 8 != 0 || status_off.checked_add(16).is_none_or(|e| e > area.len())) {
+            return Err(Error::InvalidArg);
+        }
+        let len = if len == 0 { size.saturating_sub(first) } else { len };
+        if len == 0 || first.checked_add(len).is_none_or(|e| e > size) {
+            return Err(Error::InvalidArg);
+        }
+        let s = self.sockets.get::<tcp::Socket>(sh);
+        if s.state() == tcp::State::Closed || !s.may_send() {
+            return Err(Error::Reset);
+        }
+        let Some(window) = self.cue_windows.iter().position(|w| !w) else { return Err(Error::NoSpace) };
+        if !self.is_blk(ticket) {
+            return Err(Error::InvalidCap);
+        }
+        let va = rt::layout::NET_CUE + window as u64 * blk_api::AREA_BYTES;
+        let view = blk_api::client::attach(ticket, va).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
+        if size > view.blocks * cue::BLOCK {
+            let _ = view.close();
+            return Err(Error::InvalidArg);
+        }
+        let tid = self.next_transfer;
+        self.next_transfer += 1;
+        let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us());
+        if t.read_ahead().is_err() {
+            t.finish(p::CUE_FAILED | Error::BadState as u64, 0);
+            return Err(Error::BadState);
+        }
+        self.cue_windows[window] = true;
+        // Ended transfers a client never asked about do not pile up.
+        let ended = self.transfers.iter().filter(|t| t.client == id && !t.running()).count();
+        if ended >= p::MAX_TRANSFERS {
+            if let Some(i) = self.transfers.iter().position(|t| t.client == id && !t.running()) {
+                self.transfers.remove(i);
+            }
+        }
+        self.transfers.push(t);
+        self.cue_status(self.transfers.len() - 1);
+        Ok(tid)
+    }
+
+    /// Keep transfer `i`'s status words in its client's area.
+    fn cue_status(&self, i: usize) {
+        let t = &self.transfers[i];
+        if t.status_off == p::NO_STATUS {
+            return;
+        }
+        if let Some(c) = self.clients.get(&t.client) {
+            c.area.write(t.status_off + 8, t.sent());
+            c.area.write(t.status_off, t.status);
+        }
+    }
+
+    /// End transfer `i` with `status` (if it runs) and free what it holds.
+    fn cue_end(&mut self, i: usize, status: u64) {
+        let t = &mut self.transfers[i];
+        if t.running() {
+            t.finish(status, rt::sys::now_us());
+        }
+        if let Some(w) = t.window.take() {
+            self.cue_windows[w] = false;
+        }
+        self.cue_status(i);
+    }
+
+    /// Cancel the transfer on client `id`'s socket `handle` (it is closing).
+    fn cue_cancel_socket(&mut self, id: u64, handle: u64) {
+        if let Some(i) = self.transfers.iter().position(|t| t.client == id && t.socket == handle && t.running()) {
+            self.cue_end(i, p::CUE_CANCELLED);
+        }
+    }
+
+    /// One round of turns, one slice each, starting with a different transfer each
+    /// round. Did any move bytes (or end)?
+    fn cue_run(&mut self) -> bool {
+        let n = self.transfers.len();
+        if n == 0 {
+            return false;
+        }
+        let now_us = rt::sys::now_us();
+        let mut any = false;
+        for k in 0..n {
+            let i = (self.rr + k) % n;
+            if !self.transfers[i].running() {
+                continue;
+            }
+            let sh = self.transfers[i].sh;
+            let turn = self.transfers[i].turn(self.sockets.get_mut::<tcp::Socket>(sh), now_us);
+            match turn {
+                Turn::Idle => {}
+                Turn::Moved => {
+                    any = true;
+                    self.cue_status(i);
+                }
+                Turn::Ended => {
+                    any = true;
+                    self.cue_end(i, 0);
+                }
+            }
+        }
+        self.rr = (self.rr + 1) % n;
+        any
+    }
+
     fn request(&mut self, id: u64, req: Request<'_>) -> Result<Option<Msg>, Error> {
         let ok = |w: &[u64]| Ok(Some(server::ok_msg(w)));
         match req {
@@ -684,6 +849,9 @@ impl Net {
             }
             Request::Send { handle, off, len } => {
                 let sh = self.tcp_of(id, handle)?;
+                if self.cueing(id, handle) {
+                    return Err(Error::BadState);
+                }
                 let c = &self.clients[&id];
                 let data = Self::range(c, off, len)?;
                 let s = self.sockets.get_mut::<tcp::Socket>(sh);
@@ -723,6 +891,8 @@ impl Net {
                 ok(&[])
             }
             Request::Close { handle } => {
+                self.client(id)?.sockets.get(&handle).ok_or(Error::InvalidCap)?;
+                self.cue_cancel_socket(id, handle);
                 let s = self.client(id)?.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
                 self.release(id, s, false);
                 ok(&[])
@@ -793,6 +963,45 @@ impl Net {
                 self.ping(id, ip, timeout_us)?;
                 Ok(None)
             }
+            Request::Cue { handle, first, len, k, t_ms, flags, size, status_off } => {
+                let ticket = self.received.take().ok_or(Error::Malformed)?;
+                match self.cue(id, ticket, handle, first, len, k, t_ms, flags, size, status_off) {
+                    Ok(t) => ok(&[t]),
+                    Err(e) => {
+                        rt::free_slot(ticket);
+                        Err(e)
+                    }
+                }
+            }
+            Request::CueState { id: tid } => {
+                let i = self.transfer_of(id, tid)?;
+                let t = &self.transfers[i];
+                let r = [t.status, t.sent(), t.end - t.first, t.k, t.t_ms, t.elapsed_us(rt::sys::now_us())];
+                if !t.running() {
+                    self.transfers.remove(i);
+                }
+                ok(&r)
+            }
+            Request::CueSet { id: tid, k, t_ms } => {
+                let i = self.transfer_of(id, tid)?;
+                self.transfers[i].set(k, t_ms);
+                ok(&[])
+            }
+            Request::CueCancel { id: tid } => {
+                let i = self.transfer_of(id, tid)?;
+                self.cue_end(i, p::CUE_CANCELLED);
+                self.transfers.remove(i);
+                ok(&[])
+            }
+            Request::CueList => {
+                let now_us = rt::sys::now_us();
+                self.cue_text.clear();
+                for t in self.transfers.iter().filter(|t| t.running()) {
+                    let _ = writeln!(self.cue_text, "{} {} {} {} {} {} {} {} {}", t.id, t.client, t.socket, t.sent(), t.end - t.first, t.k, t.t_ms, t.elapsed_us(now_us), t.status);
+                }
+                ipc::set_send_string(self.cue_text.as_bytes());
+                Ok(Some(server::ok_msg(&[]).with_string()))
+            }
             Request::State { handle } => {
                 let c = self.clients.get(&id).ok_or(Error::BadState)?;
                 match c.sockets.get(&handle).ok_or(Error::InvalidCap)? {
@@ -820,6 +1029,18 @@ impl Server for Net {
     type Request<'a> = Request<'a>;
 
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        if m.items() > 0 && !m.tag().is_fault() {
+            // A capability landed in `ticket_in`: the next one lands in a fresh slot.
+            // Only a CUE may bring one (handle takes it); any other is dropped.
+            let got = core::mem::replace(&mut self.ticket_in, rt::alloc_slot());
+            if m.label() == p::CUE {
+                if let Some(old) = self.received.replace(got) {
+                    rt::free_slot(old);
+                }
+            } else {
+                rt::free_slot(got);
+            }
+        }
         let v = from.minted_value()?;
         if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
             return None;
@@ -834,6 +1055,16 @@ impl Server for Net {
 
     fn gone(&mut self, client: Badge) {
         let id = client.program() as u64;
+        // Its transfers are cancelled and forgotten, their blocks given back.
+        let mut i = 0;
+        while i < self.transfers.len() {
+            if self.transfers[i].client == id {
+                self.cue_end(i, p::CUE_CANCELLED);
+                self.transfers.remove(i);
+            } else {
+                i += 1;
+            }
+        }
         let Some(c) = self.clients.remove(&id) else { return };
         for (_, s) in c.sockets {
             self.release(NOBODY, s, true);
@@ -861,6 +1092,10 @@ impl Server for Net {
         }
         let id = from.program() as u64;
         let r = self.request(id, req);
+        if let Some(s) = self.received.take() {
+            // A capability that came with a request that did not take it.
+            rt::free_slot(s);
+        }
         // Whatever the request changed goes out now (data, FIN, SYN, window updates).
         self.pump();
         match r {
@@ -891,6 +1126,16 @@ impl Server for Net {
         if let Some((_, _, when)) = self.fallback.filter(|_| self.how == 2) {
             at(when);
         }
+        for t in self.transfers.iter().filter(|t| t.running()) {
+            if t.rest_until > 0 {
+                let now_us = rt::sys::now_us();
+                let us = t.rest_until.saturating_sub(now_us);
+                next = Some(next.map_or(us, |n| n.min(us)));
+            }
+            if t.reading() {
+                next = Some(next.map_or(DISK_POLL_US, |n| n.min(DISK_POLL_US)));
+            }
+        }
         if self.irq.is_none() {
             // No interrupt line: look at the device every millisecond.
             next = Some(next.map_or(1000, |n| n.min(1000)));
@@ -900,6 +1145,10 @@ impl Server for Net {
 
     fn tick(&mut self) {
         self.pump();
+    }
+
+    fn windows(&self) -> Option<[Fpage; 3]> {
+        Some([Fpage(0), Fpage::caps(self.ticket_in, 0, 7), Fpage(0)])
     }
 }
 
@@ -955,11 +1204,14 @@ fn main() -> i32 {
         println!("net: dhcp=off needs ip=A.B.C.D/N");
         return 1;
     }
-    let s0slot = rt::alloc_slot();
+    let (s0slot, blk) = (rt::alloc_slot(), rt::alloc_slot());
     if pci::init().is_err() || env::lookup("sigma0", s0slot).is_err() {
         println!("net: the manifest must grant the PCI ports and sigma0");
         return 1;
     }
+    // The block service, to recognize Cue tickets by (`is_blk` looks again if it is
+    // not there yet, or was started again).
+    let _ = env::lookup("blk", blk);
     virtio_hal::init(s0slot);
     let (dev, nic) = match virtio_hal::open_pci(&[0x1000, 0x1041], "no virtio-net device on the PCI bus")
         .and_then(|(d, t)| VirtIONetRaw::new(t).map(|r| (d, r)).map_err(|_| "the virtio-net driver failed"))
@@ -1015,6 +1267,14 @@ fn main() -> i32 {
         area_next: rt::layout::NET_AREAS,
         spare_areas: Vec::new(),
         irq: irq.map(|(_, s)| s),
+        transfers: Vec::new(),
+        next_transfer: 1,
+        rr: 0,
+        cue_windows: [false; p::MAX_TRANSFERS],
+        blk,
+        ticket_in: rt::alloc_slot(),
+        received: None,
+        cue_text: String::new(),
     };
     n.pump();
     let mut buf = [0u8; 64];

@@ -1,0 +1,261 @@
+//! Cue transfers: the server sends a file's blocks to a TCP socket for a program
+//! (the Cue paper's `Cue(file, socket)`), the program touching none of the bytes.
+//!
+//! A transfer holds a read-only BAIO view of the blocks (a capability the block
+//! service delegated, mapped here by `ATTACH`). It reads ahead into that view's area
+//! in chunks of `CHUNK_BLOCKS` — up to `CHUNKS` of them pending or filled at once, one
+//! batched BAIO read each, DMA'd by the disk straight into the area — and sends from
+//! the area into the socket's TCP buffer: the one copy a byte makes on its way out of
+//! here. Its schedule (k, t) makes a slice of k blocks, then t ms of rest; the server
+//! gives transfers turns, one slice each (`Net::cue_run`).
+
+use blk_api::{self as b, client::View};
+use net_api as p;
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::tcp;
+
+pub const BLOCK: u64 = 4096;
+/// Blocks read by one operation, and operations ahead of the sender.
+pub const CHUNK_BLOCKS: u64 = b::MAX_OP_BLOCKS;
+pub const CHUNKS: u64 = 8;
+const CHUNK_BYTES: u64 = CHUNK_BLOCKS * BLOCK;
+
+pub struct Transfer {
+    pub id: u64,
+    /// The program that started it, and its socket (its handle, and smoltcp's).
+    pub client: u64,
+    pub socket: u64,
+    pub sh: SocketHandle,
+    /// The blocks (None once released) and the window of this server's address space
+    /// its area is mapped in (None once the server has taken it back).
+    pub view: Option<View>,
+    pub window: Option<usize>,
+    /// Bytes `first .. end` of the view go out; `pos` is the next one.
+    pub first: u64,
+    pub pos: u64,
+    pub end: u64,
+    /// The next chunk (`CHUNK_BYTES` of the view) to read.
+    issued: u64,
+    pub k: u64,
+    pub t_ms: u64,
+    pub flags: u64,
+    pub status: u64,
+    /// Where the client wants [status, bytes sent] kept in its area (`p::NO_STATUS`).
+    pub status_off: u64,
+    /// Bytes left of the current slice; resting until this time (µs) after one.
+    credit: u64,
+    pub rest_until: u64,
+    pub started_us: u64,
+    pub ended_us: u64,
+    /// Every byte is taken by TCP; waiting for the peer to acknowledge them.
+    draining: bool,
+}
+
+/// What a turn did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    Idle,
+    Moved,
+    Ended,
+}
+
+impl Transfer {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(id: u64, client: u64, socket: u64, sh: SocketHandle, view: View, window: usize, first: u64, end: u64, k: u64, t_ms: u64, flags: u64, status_off: u64, now_us: u64) -> Transfer {
+        Transfer {
+            id,
+            client,
+            socket,
+            sh,
+            view: Some(view),
+            window: Some(window),
+            first,
+            pos: first,
+            end,
+            issued: first / CHUNK_BYTES,
+            k,
+            t_ms,
+            flags,
+            status: p::CUE_RUNNING,
+            status_off,
+            credit: 0,
+            rest_until: 0,
+            started_us: now_us,
+            ended_us: 0,
+            draining: false,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.status == p::CUE_RUNNING
+    }
+
+    pub fn sent(&self) -> u64 {
+        self.pos - self.first
+    }
+
+    pub fn elapsed_us(&self, now_us: u64) -> u64 {
+        if self.running() { now_us } else { self.ended_us }.saturating_sub(self.started_us)
+    }
+
+    /// A new schedule, from the next slice on.
+    pub fn set(&mut self, k: u64, t_ms: u64) {
+        self.k = k;
+        self.t_ms = t_ms;
+        self.credit = self.credit.min(k * BLOCK);
+        self.rest_until = 0;
+    }
+
+    /// Start reads for the chunks the sender will need next (up to `CHUNKS` ahead).
+    pub fn read_ahead(&mut self) -> Result<(), abi::Error> {
+        let Some(v) = &self.view else { return Ok(()) };
+        let last = (self.end - 1) / CHUNK_BYTES;
+        let until = (self.pos / CHUNK_BYTES + CHUNKS).min(last + 1);
+        let mut ops: heapless_ops::Ops = heapless_ops::Ops::new();
+        let flags = if self.flags & p::CUE_BUFFERED != 0 { b::BUFFERED } else { 0 };
+        while self.issued < until {
+            let c = self.issued;
+            let first = c * CHUNK_BLOCKS;
+            let blocks = (v.blocks - first).min(CHUNK_BLOCKS);
+            let slot = c % CHUNKS;
+            ops.push(b::op(b::READ_OP | flags, first, blocks, slot, b::DATA + slot * CHUNK_BYTES));
+            self.issued += 1;
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        v.batch_ops(ops.as_slice(), 0)
+    }
+
+    /// Is a read outstanding that the sender waits for?
+    pub fn reading(&self) -> bool {
+        let Some(v) = &self.view else { return false };
+        self.running() && !self.draining && v.status(self.pos / CHUNK_BYTES % CHUNKS) == 0
+    }
+
+    /// The bytes from `pos` that are in the area now (empty: the read is pending), or
+    /// the read's failure.
+    fn ready(&self) -> Result<&[u8], u64> {
+        let Some(v) = &self.view else { return Ok(&[]) };
+        let c = self.pos / CHUNK_BYTES;
+        match v.status(c % CHUNKS) {
+            0 => Ok(&[]),
+            b::DONE => {
+                let within = self.pos - c * CHUNK_BYTES;
+                let n = ((c + 1) * CHUNK_BYTES).min(self.end) - self.pos;
+                Ok(v.bytes(b::DATA + (c % CHUNKS) * CHUNK_BYTES + within, n))
+            }
+            s => Err(s),
+        }
+    }
+
+    /// One turn: send up to what is left of the slice (a new slice if none is), as far
+    /// as the socket takes bytes and reads have brought them in.
+    pub fn turn(&mut self, sock: &mut tcp::Socket<'_>, now_us: u64) -> Turn {
+        if !self.running() {
+            return Turn::Idle;
+        }
+        if sock.state() == tcp::State::Closed || (!sock.may_send() && !self.draining) {
+            return self.fail(abi::Error::Reset, now_us);
+        }
+        if self.draining {
+            return if sock.send_queue() == 0 { self.finish(p::CUE_DONE, now_us) } else { Turn::Idle };
+        }
+        if now_us < self.rest_until {
+            return Turn::Idle;
+        }
+        if self.credit == 0 {
+            self.credit = self.k * BLOCK;
+        }
+        let mut moved = false;
+        loop {
+            let data = match self.ready() {
+                Ok(d) => d,
+                Err(s) => {
+                    let e = if s & b::FAILED != 0 && s & !b::FAILED == b::E_IO { abi::Error::BadState } else { abi::Error::InvalidCap };
+                    return self.fail(e, now_us);
+                }
+            };
+            let n = (data.len() as u64).min(self.credit) as usize;
+            if n == 0 {
+                break;
+            }
+            let taken = match sock.send_slice(&data[..n]) {
+                Ok(t) => t as u64,
+                Err(_) => return self.fail(abi::Error::Reset, now_us),
+            };
+            if taken == 0 {
+                break;
+            }
+            moved = true;
+            let chunk = self.pos / CHUNK_BYTES;
+            self.pos += taken;
+            self.credit -= taken;
+            if self.pos == self.end {
+                self.draining = true;
+                if self.flags & p::CUE_SHUTDOWN != 0 {
+                    sock.close();
+                }
+                break;
+            }
+            if self.pos / CHUNK_BYTES != chunk && self.read_ahead().is_err() {
+                // The blocks were taken back (the file was removed) or the block
+                // service is gone.
+                return self.fail(abi::Error::InvalidCap, now_us);
+            }
+            if self.credit == 0 {
+                if self.t_ms > 0 {
+                    self.rest_until = now_us + self.t_ms * 1000;
+                }
+                break;
+            }
+        }
+        if moved { Turn::Moved } else { Turn::Idle }
+    }
+
+    fn fail(&mut self, e: abi::Error, now_us: u64) -> Turn {
+        self.finish(p::CUE_FAILED | e as u64, now_us)
+    }
+
+    /// End with `status` and give the blocks back.
+    pub fn finish(&mut self, status: u64, now_us: u64) -> Turn {
+        self.status = status;
+        self.ended_us = now_us;
+        if let Some(v) = self.view.take() {
+            let slot = v.cap;
+            // Closing revokes the capability and unmaps the area here; a view already
+            // revoked (the file removed) answers InvalidCap, which changes nothing.
+            let _ = v.close();
+            rt::free_slot(slot);
+        }
+        Turn::Ended
+    }
+}
+
+/// A fixed-size list of read operations (at most `CHUNKS`), so that reading ahead
+/// allocates nothing.
+mod heapless_ops {
+    use super::CHUNKS;
+    use blk_api::OP_WORDS;
+
+    pub struct Ops {
+        ops: [[u64; OP_WORDS]; CHUNKS as usize],
+        n: usize,
+    }
+
+    impl Ops {
+        pub fn new() -> Ops {
+            Ops { ops: [[0; OP_WORDS]; CHUNKS as usize], n: 0 }
+        }
+        pub fn push(&mut self, o: [u64; OP_WORDS]) {
+            self.ops[self.n] = o;
+            self.n += 1;
+        }
+        pub fn is_empty(&self) -> bool {
+            self.n == 0
+        }
+        pub fn as_slice(&self) -> &[[u64; OP_WORDS]] {
+            &self.ops[..self.n]
+        }
+    }
+}
