@@ -110,9 +110,63 @@ impl Rng {
 
 /// The id of the live program called `name`, from root's `ps`.
 pub fn id_of(name: &str) -> Option<u64> {
+    ps_column(name, 0)
+}
+
+/// POSIX `cksum` (CRC-32, polynomial 0x04C11DB7, the length folded in), kept as
+/// bytes stream by: what the host's `cksum` prints for the same bytes, so a test can
+/// check what reached the host.
+pub struct Cksum {
+    crc: u32,
+    len: u64,
+    table: [u32; 256],
+}
+
+impl Cksum {
+    pub fn new() -> Cksum {
+        let mut table = [0u32; 256];
+        for (i, t) in table.iter_mut().enumerate() {
+            let mut c = (i as u32) << 24;
+            for _ in 0..8 {
+                c = if c & 0x8000_0000 != 0 { (c << 1) ^ 0x04C1_1DB7 } else { c << 1 };
+            }
+            *t = c;
+        }
+        Cksum { crc: 0, len: 0, table }
+    }
+
+    fn byte(&mut self, b: u8) {
+        self.crc = (self.crc << 8) ^ self.table[((self.crc >> 24) as u8 ^ b) as usize];
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.byte(b);
+        }
+        self.len += data.len() as u64;
+    }
+
+    /// (checksum, length), as `cksum` prints them.
+    pub fn finish(mut self) -> (u32, u64) {
+        let mut n = self.len;
+        while n != 0 {
+            self.byte(n as u8);
+            n >>= 8;
+        }
+        (!self.crc, self.len)
+    }
+}
+
+impl Default for Cksum {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Column `col` (0: the id) of live program `name`'s line in root's `ps`.
+pub fn ps_column(name: &str, col: usize) -> Option<u64> {
     rt::env::ps().ok()?.lines().skip(1).find_map(|l| {
-        let mut w = l.split_whitespace();
-        let id = w.next()?.parse().ok()?;
-        (w.next()? == name).then_some(id)
+        let w: alloc::vec::Vec<&str> = l.split_whitespace().collect();
+        (w.get(1) == Some(&name)).then(|| w.get(col)?.parse().ok())?
     })
 }

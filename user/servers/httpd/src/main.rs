@@ -4,7 +4,14 @@
 //! connections: each waits in `net`'s WAIT for what it needs next (a request, or room
 //! to send), and a connection idle too long is closed.
 //!
-//! Arguments: `port=N` (default 80); `busy` (the `net` benchmark's boots) adds GET
+//! File bodies go by Cue: httpd gets a ticket for the file from `files` and has `net`
+//! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
+//! in WAIT for the transfer's end. `rwloop` sends them the old way instead — read from
+//! `files`, written to the socket — for comparison (the Cue paper's user-level loop);
+//! so does a body Cue cannot take (net's transfers all busy).
+//!
+//! Arguments: `port=N` (default 80); `rwloop`; `cue=K:T` (the transfers' schedule:
+//! K blocks, then T ms of rest; default as fast as the connection takes them); `busy` (the `net` benchmark's boots) adds GET
 //! `/.busy`: the CPU's busy ticks since boot (rdtsc minus the kernel's idle count: guest
 //! instructions under icount), for the host to measure the cost of what it fetches.
 #![no_std]
@@ -17,7 +24,7 @@ use abi::Error;
 use alloc::vec::Vec;
 use files_api::client as files;
 use http::{Method, Parse, Range, Status};
-use net_api::client::Net;
+use net_api::client::{Net, Schedule};
 use net_api::{self as np};
 use rt::println;
 
@@ -44,6 +51,8 @@ enum Phase {
     Request,
     /// Sending: `out[pos..]`, then file bytes `file_off..file_end` of `file`.
     Sending,
+    /// `net` sends the file bytes (Cue transfer with this id).
+    Cueing(u64),
 }
 
 struct Conn {
@@ -57,6 +66,8 @@ struct Conn {
     file_end: u64,
     keep_alive: bool,
     last: u64,
+    /// This answer's body was offered to Cue already (it fell back to the loop).
+    cue_tried: bool,
 }
 
 struct Httpd {
@@ -65,6 +76,8 @@ struct Httpd {
     conns: Vec<Conn>,
     served: u64,
     busy: bool,
+    /// Bodies by Cue with this schedule (None: the read/write loop).
+    cue: Option<Schedule>,
 }
 
 impl Httpd {
@@ -130,6 +143,7 @@ impl Httpd {
                 c.file = file;
                 c.file_off = first;
                 c.file_end = if file.is_some() { last } else { first };
+                c.cue_tried = false;
                 c.phase = Phase::Sending;
             }
             _ => self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only),
@@ -199,6 +213,14 @@ impl Httpd {
                 c.pos = 0;
                 // Refill from the file.
                 if let Some(f) = c.file {
+                    if c.file_off < c.file_end && !c.cue_tried {
+                        if let Some(sched) = self.cue {
+                            c.cue_tried = true;
+                            if self.start_cue(c, f, sched) {
+                                return Ok(true);
+                            }
+                        }
+                    }
                     if c.file_off < c.file_end {
                         let want = (c.file_end - c.file_off).min(files_api::MAX_IO).min(SEND_MAX);
                         let mut buf = alloc::vec![0u8; want as usize];
@@ -254,6 +276,34 @@ impl Httpd {
         }
     }
 
+    /// Have `net` send the rest of the body; false: it cannot (the loop sends it).
+    fn start_cue(&mut self, c: &mut Conn, f: u64, sched: Schedule) -> bool {
+        let slot = rt::alloc_slot();
+        let r = files::ticket(self.files, f, slot).and_then(|(size, _)| self.net.cue(slot, c.h, c.file_off, c.file_end - c.file_off, size, sched, 0, np::NO_STATUS));
+        rt::free_slot(slot);
+        match r {
+            Ok(t) => {
+                c.phase = Phase::Cueing(t);
+                true
+            }
+            Err(Error::NoSpace) => false,
+            Err(e) => {
+                println!("httpd: Cue refused the body ({}): sending it ourselves", e.name());
+                false
+            }
+        }
+    }
+
+    /// A connection's transfer has ended; Ok(false): the connection is over.
+    fn cue_ended(&mut self, c: &mut Conn, t: u64) -> Result<bool, Error> {
+        let st = self.net.cue_state(t)?;
+        st.result()?;
+        c.file_off = c.file_end;
+        c.last = rt::sys::now_us();
+        c.phase = Phase::Sending;
+        self.write(c)
+    }
+
     fn drop_conn(&mut self, c: Conn) {
         if let Some(f) = c.file {
             let _ = files::close(self.files, f);
@@ -268,10 +318,11 @@ impl Httpd {
             let mut entries: Vec<(u64, u64)> = self
                 .conns
                 .iter()
-                .map(|c| (c.h, match c.phase {
-                    Phase::Request => np::READABLE,
-                    Phase::Sending => np::WRITABLE | np::READABLE,
-                }))
+                .map(|c| match c.phase {
+                    Phase::Request => (c.h, np::READABLE),
+                    Phase::Sending => (c.h, np::WRITABLE | np::READABLE),
+                    Phase::Cueing(t) => (t, np::ENDED),
+                })
                 .collect();
             let listening = self.conns.len() < MAX_CONNS;
             if listening {
@@ -293,13 +344,14 @@ impl Httpd {
                     alive = match c.phase {
                         Phase::Request => self.read(&mut c),
                         Phase::Sending => self.write(&mut c),
+                        Phase::Cueing(t) => self.cue_ended(&mut c, t),
                     }
                     .unwrap_or(false);
                     // A request read may have produced an answer to start sending.
                     if alive && matches!(c.phase, Phase::Sending) {
                         alive = self.write(&mut c).unwrap_or(false);
                     }
-                } else if now.saturating_sub(c.last) > IDLE_US {
+                } else if !matches!(c.phase, Phase::Cueing(_)) && now.saturating_sub(c.last) > IDLE_US {
                     println!("httpd: closing a connection idle for {} s ({} bytes of a request came)", IDLE_US / 1_000_000, c.inbuf.len());
                     alive = false;
                 }
@@ -324,6 +376,7 @@ impl Httpd {
                             file_end: 0,
                             keep_alive: false,
                             last: rt::sys::now_us(),
+                            cue_tried: false,
                         }),
                         Err(_) => break,
                     }
@@ -340,10 +393,20 @@ fn log_refusal(c: &Conn, st: Status) {
 }
 
 fn main() -> i32 {
-    let (mut port, mut busy) = (80u16, false);
+    let (mut port, mut busy, mut cue) = (80u16, false, Some(Schedule::FAST));
     for w in rt::args().split(' ') {
         if let Some(p) = w.strip_prefix("port=").and_then(|p| p.parse().ok()) {
             port = p;
+        } else if w == "rwloop" {
+            cue = None;
+        } else if let Some((k, t)) = w.strip_prefix("cue=").and_then(|v| v.split_once(':')) {
+            match (k.parse(), t.parse()) {
+                (Ok(k), Ok(t_ms)) if np::schedule_ok(k, t_ms) => cue = Some(Schedule { k, t_ms }),
+                _ => {
+                    println!("httpd: bad schedule {:?} (want cue=K:T, K in 1..={}, T ≤ {})", w, np::MAX_K, np::MAX_T_MS);
+                    return 1;
+                }
+            }
         }
         busy |= w == "busy";
     }
@@ -372,6 +435,6 @@ fn main() -> i32 {
         return 1;
     };
     println!("httpd: serving the files server on port {}", port);
-    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0, busy };
+    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0, busy, cue };
     h.serve(listener)
 }

@@ -1,0 +1,268 @@
+//! Cue from a program's side: files sent by `net` to the host, where `cksum` (a
+//! guestfwd rule: QEMU runs it for each connection to 10.0.2.102:9) answers with the
+//! checksum of what arrived. Four transfers at once with four schedules, byte for
+//! byte; a cancel; a peer that stops reading and closes (10.0.2.103:9 runs `head`);
+//! a file removed under its transfer; the call misused as a hostile program would
+//! (another program's transfers — `cue_peer`'s — and sockets, capabilities that are
+//! not tickets, bad ranges, schedules and status words); `cue_peer` ending with a
+//! transfer running; and afterwards no area of a transfer still mapped in `net`
+//! (its kernel pages, from `ps`, back where they were).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use abi::fpage::Fpage;
+use abi::Error;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use files_api::client as files;
+use net_api::client::{cue_file, CueState, Net, Schedule};
+use net_api::{self as np, ipv4};
+use rt::ipc::Msg;
+use rt::println;
+use tests::{Checks, Cksum};
+
+rt::entry!(main);
+
+const SINK: u64 = ipv4(10, 0, 2, 102);
+const CLOSER: u64 = ipv4(10, 0, 2, 103);
+
+/// What the host's `cksum` says of a file the files server holds: (checksum, length).
+fn expected(fs: u64, path: &str) -> (u32, u64) {
+    let mut c = Cksum::new();
+    c.update(&files::read_all(fs, path).unwrap_or_default());
+    c.finish()
+}
+
+/// Everything the host sends back on `h` until it closes, as text.
+fn reply(net: &Net, h: u64) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 256];
+    while let Ok(n) = net.recv(h, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `cksum`'s line, parsed.
+fn parse_cksum(s: &str) -> Option<(u32, u64)> {
+    let mut w = s.split_whitespace();
+    Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+}
+
+fn connect(c: &mut Checks, net: &Net, ip: u64) -> Option<u64> {
+    match net.connect(ip, 9, 20_000_000) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            c.check(false, &format!("connect to the host at {}: {}", np::Ip(ip), e.name()));
+            None
+        }
+    }
+}
+
+/// A CUE as a hostile program sends it: `cap` mapped (not granted), any words.
+fn cue_raw(net: &Net, cap: Option<u64>, words: &[u64]) -> Result<u64, Error> {
+    let mut m = Msg::new(np::CUE, words);
+    if let Some(cap) = cap {
+        m.push_item(Fpage::caps(cap, 0, abi::rights::SEND), 0);
+    }
+    rt::server::request(net.srv, &mut m)?;
+    Ok(m.word(2))
+}
+
+/// Open `path` and start sending it on `h` with `sched` (FIN at the end).
+fn start(net: &Net, fs: u64, path: &str, h: u64, sched: Schedule, status_off: u64) -> Result<u64, Error> {
+    let (fh, _) = files::open(fs, path, false)?;
+    let r = cue_file(net, fs, fh, h, sched, np::CUE_SHUTDOWN, status_off).map(|(t, _)| t);
+    let _ = files::close(fs, fh);
+    r
+}
+
+fn net_kpages() -> u64 {
+    tests::ps_column("net", 6).unwrap_or(0)
+}
+
+/// Four transfers at once, each with its own schedule, checked by the host's cksum.
+fn parallel(c: &mut Checks, net: &Net, fs: u64) {
+    let scheds = [Schedule::FAST, Schedule { k: 1, t_ms: 0 }, Schedule { k: 4, t_ms: 4 }, Schedule { k: 16, t_ms: 16 }];
+    let mut running = Vec::new();
+    for (i, s) in scheds.iter().enumerate() {
+        let path = format!("/f{}.bin", i);
+        let Some(h) = connect(c, net, SINK) else { return };
+        // The first keeps its status words in the shared area.
+        let off = if i == 0 { 4096 } else { np::NO_STATUS };
+        match start(net, fs, &path, h, *s, off) {
+            Ok(t) => running.push((path, h, t, *s)),
+            Err(e) => {
+                c.check(false, &format!("cue {} with k={} t={}: {}", path, s.k, s.t_ms, e.name()));
+            }
+        }
+    }
+    c.eq(running.len(), 4, "four transfers started at once");
+    let list = net.cue_list().unwrap_or_default();
+    c.check(running.iter().all(|(_, _, t, _)| list.lines().any(|l| l.split_whitespace().next() == Some(&format!("{}", t)))), "CUE_LIST shows all four");
+    c.eq(running.iter().map(|(_, h, _, _)| net.send_area(*h, 0, 1)).collect::<Vec<_>>(), alloc::vec![Err(Error::BadState); 4], "SEND on a socket a transfer runs on is refused");
+    for (path, h, t, s) in running {
+        let st = net.cue_wait(t, 120_000_000);
+        let want = expected(fs, &path);
+        c.eq(st.map(|s| (s.status, s.sent)), Ok((np::CUE_DONE, want.1)), &format!("{} with k={} t={} ends done, every byte sent", path, s.k, s.t_ms));
+        c.eq(parse_cksum(&reply(net, h)), Some(want), &format!("{} reached the host byte for byte (cksum)", path));
+        let _ = net.close(h);
+    }
+    c.eq((net.area.read(4096), net.area.read(4104)), (np::CUE_DONE, expected(fs, "/f0.bin").1), "the status words in the shared area say done and every byte");
+}
+
+fn cancel(c: &mut Checks, net: &Net, fs: u64) {
+    let Some(h) = connect(c, net, SINK) else { return };
+    let t = match start(net, fs, "/1m.bin", h, Schedule { k: 1, t_ms: 20 }, np::NO_STATUS) {
+        Ok(t) => t,
+        Err(e) => {
+            c.check(false, &format!("a slow transfer: {}", e.name()));
+            return;
+        }
+    };
+    rt::sys::sleep_us(200_000);
+    let st = net.cue_state(t);
+    c.check(st.is_ok_and(|s| s.status == np::CUE_RUNNING && s.sent > 0 && s.sent < s.total), &format!("the slow transfer is under way: {:?}", st));
+    c.eq(net.cue_set(t, Schedule { k: 2, t_ms: 30 }), Ok(()), "its schedule changes while it runs");
+    c.eq(net.cue_state(t).map(|s| s.schedule), Ok(Schedule { k: 2, t_ms: 30 }), "and CUE_STATE reports the new one");
+    c.eq(net.cue_cancel(t), Ok(()), "cancel");
+    c.eq(net.cue_state(t).map(|s| s.status), Err(Error::InvalidCap), "a cancelled transfer is forgotten");
+    c.check(net.send_area(h, 0, 1).is_ok(), "the socket is the program's again");
+    let _ = net.close(h);
+}
+
+fn peer_closes(c: &mut Checks, net: &Net, fs: u64) {
+    let Some(h) = connect(c, net, CLOSER) else { return };
+    match start(net, fs, "/16m.bin", h, Schedule::FAST, np::NO_STATUS) {
+        Ok(t) => {
+            let st = net.cue_wait(t, 120_000_000);
+            c.check(st.is_ok_and(|s| s.result() == Err(Error::Reset) && s.sent < s.total), &format!("a peer that closes mid-transfer ends it with Reset: {:?}", st));
+        }
+        Err(e) => {
+            c.check(false, &format!("cue to the closing peer: {}", e.name()));
+        }
+    }
+    let _ = net.close(h);
+}
+
+fn removed(c: &mut Checks, net: &Net, fs: u64) {
+    let path = "/cue_removed.bin";
+    let Ok((fh, _)) = files::open(fs, path, true) else {
+        c.check(false, "create a file to remove");
+        return;
+    };
+    let block: Vec<u8> = (0..files_api::MAX_IO).map(|i| (i % 253) as u8).collect();
+    for k in 0..(3 << 20) / files_api::MAX_IO {
+        let _ = files::write(fs, fh, k * files_api::MAX_IO, &block);
+    }
+    let _ = files::close(fs, fh);
+    let Some(h) = connect(c, net, SINK) else { return };
+    let t = match start(net, fs, path, h, Schedule { k: 8, t_ms: 10 }, np::NO_STATUS) {
+        Ok(t) => t,
+        Err(e) => {
+            c.check(false, &format!("cue the file to remove: {}", e.name()));
+            return;
+        }
+    };
+    rt::sys::sleep_us(100_000);
+    c.eq(files::remove(fs, path), Ok(()), "the file is removed while net sends it");
+    let st = net.cue_wait(t, 120_000_000);
+    c.check(st.is_ok_and(|s: CueState| s.result() == Err(Error::InvalidCap) && s.sent < s.total), &format!("the transfer ends: its blocks were taken back ({:?})", st));
+    let _ = net.close(h);
+}
+
+fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
+    let Some(h) = connect(c, net, SINK) else { return };
+    let (fh, size) = files::open(fs, "/1m.bin", false).unwrap_or((0, 0));
+    let ticket = rt::alloc_slot();
+    c.eq(files::ticket(fs, fh, ticket).map(|t| t.0), Ok(size), "a ticket for an open file");
+    c.eq(files::ticket(fs, fh + 1000, rt::alloc_slot()).map(|t| t.0), Err(Error::InvalidCap), "no ticket for a handle that is not ours");
+    let words = |sock: u64, first: u64, len: u64, k: u64, t: u64, size: u64, off: u64| [sock, first, len, k, t, np::CUE_SHUTDOWN, size, off];
+    let good = words(h, 0, 0, np::MAX_K, 0, size, np::NO_STATUS);
+    c.eq(cue_raw(net, None, &good), Err(Error::Malformed), "CUE without a capability");
+    c.eq(cue_raw(net, Some(fs), &good), Err(Error::InvalidCap), "CUE with a capability to the files server, not a ticket");
+    c.eq(cue_raw(net, Some(net.srv), &good), Err(Error::InvalidCap), "CUE with a capability to net itself");
+    c.eq(cue_raw(net, Some(blk), &good), Err(Error::InvalidCap), "CUE with the block service's own capability");
+    c.eq(cue_raw(net, Some(ticket), &words(9999, 0, 0, np::MAX_K, 0, size, np::NO_STATUS)), Err(Error::InvalidCap), "CUE on a socket that is not ours");
+    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 0, 0, size, np::NO_STATUS)), Err(Error::InvalidArg), "k = 0");
+    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, np::MAX_T_MS + 1, size, np::NO_STATUS)), Err(Error::InvalidArg), "t past the limit");
+    c.eq(cue_raw(net, Some(ticket), &words(h, size, 0, 1, 0, size, np::NO_STATUS)), Err(Error::InvalidArg), "a first byte past the end");
+    c.eq(cue_raw(net, Some(ticket), &words(h, 0, size + 1, 1, 0, size, np::NO_STATUS)), Err(Error::InvalidArg), "a range past the size");
+    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size + 64 * 4096, np::NO_STATUS)), Err(Error::InvalidArg), "a size past the ticket's blocks");
+    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size, 3)), Err(Error::InvalidArg), "a status word not aligned");
+    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size, np::AREA_BYTES - 8)), Err(Error::InvalidArg), "status words past the shared area");
+    let mut m = Msg::new(np::CUE, &[h, 0, 0, 1, 0, 7, size, np::NO_STATUS]);
+    m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
+    c.eq(rt::server::request(net.srv, &mut m), Err(Error::InvalidArg), "unknown flags");
+    // A ticket its holder has attached itself is refused: net's view would share it.
+    let own = blk_api::client::attach(ticket, rt::layout::SCRATCH);
+    c.check(own.is_ok(), "a program may attach its ticket itself");
+    c.eq(cue_raw(net, Some(ticket), &good), Err(Error::BadState), "CUE with a ticket attached already");
+    // Nothing net refused stays running.
+    c.eq(net.cue_list().map(|l| l.lines().filter(|l| l.split_whitespace().nth(1) == Some(&format!("{}", tests::id_of("cue_test").unwrap_or(0)))).count()), Ok(0), "no refused CUE left a transfer");
+    let _ = files::close(fs, fh);
+    let _ = net.close(h);
+    let _ = rt::sys::cap_delete(ticket);
+}
+
+/// `cue_peer`'s transfer: ours to name by its id, not to see, change or stop.
+fn others(c: &mut Checks, net: &Net) {
+    let me = tests::id_of("cue_test").unwrap_or(0);
+    let mut theirs = None;
+    tests::wait_until(3000, || {
+        theirs = net.cue_list().ok().and_then(|l| {
+            l.lines().find_map(|l| {
+                let w: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                (w.len() >= 3 && w[1] != me).then(|| (w[0], w[2]))
+            })
+        });
+        theirs.is_some()
+    });
+    let Some((t, sock)) = theirs else {
+        c.check(false, "cue_peer's transfer shows in CUE_LIST");
+        return;
+    };
+    c.eq(net.cue_state(t).map(|s| s.status), Err(Error::InvalidCap), "CUE_STATE of another program's transfer");
+    c.eq(net.cue_set(t, Schedule::FAST), Err(Error::InvalidCap), "CUE_SET of another program's transfer");
+    c.eq(net.cue_cancel(t), Err(Error::InvalidCap), "CUE_CANCEL of another program's transfer");
+    c.eq(net.wait(&[(t, np::ENDED)], 0), Err(Error::InvalidCap), "WAIT for another program's transfer");
+    c.check(net.state(sock).is_err() || sock > 1000, "its socket handle means nothing in our table");
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    let (ns, fs, blk) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
+    if rt::env::lookup("net", ns).is_err() || rt::env::lookup("files", fs).is_err() || rt::env::lookup("blk", blk).is_err() {
+        println!("cue_test: the manifest must grant net, files and blk");
+        return 1;
+    }
+    let net = match Net::attach(ns) {
+        Ok(n) => n,
+        Err(e) => {
+            println!("cue_test: cannot attach to net: {}", e.name());
+            return 1;
+        }
+    };
+    // DHCP first (the host is reached through the gateway).
+    tests::wait_until(3000, || net.info().is_ok_and(|i| i.how != 2));
+    others(&mut c, &net);
+    hostile(&mut c, &net, fs, blk);
+    parallel(&mut c, &net, fs);
+    let quiet = net_kpages();
+    cancel(&mut c, &net, fs);
+    peer_closes(&mut c, &net, fs);
+    removed(&mut c, &net, fs);
+    // cue_peer ends with a transfer running: net cancels it.
+    let me = tests::id_of("cue_test").unwrap_or(0);
+    let all_gone = tests::wait_until(6000, || net.cue_list().is_ok_and(|l| l.lines().all(|l| l.split_whitespace().nth(1) == Some(&format!("{}", me)))) && tests::id_of("cue_peer").is_none());
+    c.check(all_gone, "the transfer of cue_peer, which ended, is cancelled");
+    c.eq(net.cue_list().map(|l| l.lines().count()), Ok(0), "no transfer is left");
+    c.eq(net_kpages(), quiet, "no area of a transfer stays mapped in net (its kernel pages, from ps, as before)");
+    c.finish("cue_test")
+}
