@@ -21,13 +21,33 @@ pub const WEB_BODY: &str = "Hello from the host, through the user network of QEM
 /// The script QEMU runs for each connection to `WEB_GUEST`: it reads a request head
 /// and answers 200 with `WEB_BODY`.
 pub fn responder() -> Result<PathBuf, String> {
+    script(
+        "responder.sh",
+        &format!("cr=$(printf '\\r')\nwhile IFS= read -r line; do line=${{line%\"$cr\"}}; [ -z \"$line\" ] && break; done\nbody='{WEB_BODY}'\nprintf 'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\nContent-Length: %s\\r\\n\\r\\n%s\\n' $((${{#body}} + 1)) \"$body\""),
+    )
+}
+
+/// Where the guest sends bytes to be checked (Cue's tests): the host's `cksum` answers
+/// with their checksum and length once the guest ends its sending; and a peer that
+/// reads 64 KiB and then closes.
+pub const SINK_GUEST: &str = "10.0.2.102:9";
+pub const CLOSER_GUEST: &str = "10.0.2.103:9";
+
+/// The guestfwd rules of the two (scripts QEMU runs for each connection).
+pub fn sinks() -> Result<Vec<(String, String)>, String> {
+    let mut v = Vec::new();
+    for (guest, name, body) in [(SINK_GUEST, "sink.sh", "exec cksum"), (CLOSER_GUEST, "closer.sh", "exec head -c 65536 >/dev/null")] {
+        v.push((guest.to_string(), script(name, body)?.display().to_string()));
+    }
+    Ok(v)
+}
+
+/// A shell script QEMU runs for each connection of a guestfwd rule.
+fn script(name: &str, body: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
-    let p = crate::out_dir().join("responder.sh");
-    let script = format!(
-        "#!/bin/sh\n# Made by xtask (nettest.rs): one HTTP answer per connection.\ncr=$(printf '\\r')\nwhile IFS= read -r line; do line=${{line%\"$cr\"}}; [ -z \"$line\" ] && break; done\nbody='{WEB_BODY}'\nprintf 'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\nContent-Length: %s\\r\\n\\r\\n%s\\n' $((${{#body}} + 1)) \"$body\"\n"
-    );
+    let p = crate::out_dir().join(name);
     std::fs::create_dir_all(crate::out_dir()).map_err(|e| e.to_string())?;
-    std::fs::write(&p, script).map_err(|e| format!("{}: {e}", p.display()))?;
+    std::fs::write(&p, format!("#!/bin/sh\n# Made by xtask (nettest.rs).\n{body}\n")).map_err(|e| format!("{}: {e}", p.display()))?;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
     Ok(p)
 }

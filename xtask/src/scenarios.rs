@@ -245,7 +245,7 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
     let img = make_image(a, &sc.manifest, &sc.name)?;
-    if sc.http {
+    if sc.http || sc.net {
         nettest::make_www()?;
     }
     let disk = make_disk(sc)?;
@@ -253,6 +253,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut http_port = 0;
     if sc.net {
         let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string()), (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string())], ..Default::default() };
+        n.guest_forward.extend(nettest::sinks()?);
         if sc.http {
             http_port = qemu::free_port()?;
             n.forward.push((http_port, 80));

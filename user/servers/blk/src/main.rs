@@ -52,6 +52,9 @@ const CACHE_VA: u64 = rt::layout::CACHE_IN_BLK;
 /// A write past a segment's written mark zeroes at least this many blocks ahead of the
 /// mark (one metadata write per MiB of a segment filled in order).
 const ZERO_AHEAD: u64 = 256;
+/// How long the area of a closed delegated handle stays mapped in its holder before it
+/// is taken back (see `Blk::parked`).
+const PARK_US: u64 = 1_000_000;
 /// Segments one principal may hold open at once (each open holds a 2 MiB shared area
 /// of this service's DMA memory and kernel quota).
 const MAX_OPEN_PER_PRINCIPAL: usize = 16;
@@ -127,6 +130,12 @@ struct Blk {
     next: u64,
     /// Shared areas of closed handles, for reuse.
     spare: Vec<u64>,
+    /// Areas of closed delegated handles, still mapped in their holders until the time
+    /// given (µs): a delegated view is closed by whoever delegated it (a file removed)
+    /// while its holder (`net`) may be reading the area; the holder's capability goes at
+    /// once, and the holder checks it before it touches the area, so the area may go
+    /// only after any such check has had time to finish its reading.
+    parked: Vec<(u64, u64)>,
     area_next: u64,
     sigma0: u64,
     cache: u64,
@@ -182,6 +191,7 @@ fn copy_block(from: u64, to: u64) {
 
 impl Blk {
     fn area(&mut self) -> Option<u64> {
+        self.unpark();
         if let Some(a) = self.spare.pop() {
             // SAFETY: a spare area is mapped here and shared with nobody any more.
             unsafe { core::ptr::write_bytes(a as *mut u8, 0, p::AREA_BYTES as usize) };
@@ -581,10 +591,28 @@ impl Blk {
         // SAFETY: only the client's derived copies and this slot are affected.
         let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
         rt::free_slot(h.slot);
-        if h.area != 0 {
+        if h.area != 0 && h.parent.is_some() {
+            self.parked.push((h.area, rt::sys::now_us() + PARK_US));
+        } else if h.area != 0 {
             // SAFETY: the area stays mapped here; only the client loses it.
             let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
             self.spare.push(h.area);
+        }
+    }
+
+    /// Take back the parked areas whose time has come.
+    fn unpark(&mut self) {
+        let now = rt::sys::now_us();
+        let mut i = 0;
+        while i < self.parked.len() {
+            if self.parked[i].1 <= now {
+                let (area, _) = self.parked.swap_remove(i);
+                // SAFETY: as in `close`: only the holder loses the area.
+                let _ = unsafe { rt::sys::unmap(Fpage::mem(area, 12 + p::AREA_LOG2, 0), 0) };
+                self.spare.push(area);
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -811,6 +839,15 @@ impl Server for Blk {
         Some(Answer::Later)
     }
 
+    fn next_tick_us(&mut self) -> Option<u64> {
+        let now = rt::sys::now_us();
+        self.parked.iter().map(|(_, t)| t.saturating_sub(now)).min()
+    }
+
+    fn tick(&mut self) {
+        self.unpark();
+    }
+
     fn gone(&mut self, client: Badge) {
         // Root (its own, unbadged capability): a program died; its handles close.
         let gone = client.program() as u64;
@@ -935,6 +972,7 @@ fn main() -> i32 {
         handles: BTreeMap::new(),
         next: 1,
         spare: Vec::new(),
+        parked: Vec::new(),
         area_next: AREA_VA,
         sigma0: s0slot,
         cache,

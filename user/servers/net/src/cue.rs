@@ -49,6 +49,8 @@ pub struct Transfer {
     pub ended_us: u64,
     /// Every byte is taken by TCP; waiting for the peer to acknowledge them.
     draining: bool,
+    /// The last turn found the next bytes still on their way from the disk.
+    pub waiting_disk: bool,
 }
 
 /// What a turn did.
@@ -83,6 +85,7 @@ impl Transfer {
             started_us: now_us,
             ended_us: 0,
             draining: false,
+            waiting_disk: false,
         }
     }
 
@@ -127,12 +130,6 @@ impl Transfer {
         v.batch_ops(ops.as_slice(), 0)
     }
 
-    /// Is a read outstanding that the sender waits for?
-    pub fn reading(&self) -> bool {
-        let Some(v) = &self.view else { return false };
-        self.running() && !self.draining && v.status(self.pos / CHUNK_BYTES % CHUNKS) == 0
-    }
-
     /// The bytes from `pos` that are in the area now (empty: the read is pending), or
     /// the read's failure.
     fn ready(&self) -> Result<&[u8], u64> {
@@ -164,6 +161,13 @@ impl Transfer {
         if now_us < self.rest_until {
             return Turn::Idle;
         }
+        // The area is touched only while the capability lives: whoever delegated the
+        // blocks may take them back (a file removed) at any time, and then the block
+        // service takes the area away soon after (blk's PARK_US).
+        if !self.view.as_ref().is_some_and(|v| rt::sys::cap_info(v.cap).is_ok()) {
+            return self.fail(abi::Error::InvalidCap, now_us);
+        }
+        self.waiting_disk = false;
         if self.credit == 0 {
             self.credit = self.k * BLOCK;
         }
@@ -176,6 +180,10 @@ impl Transfer {
                     return self.fail(e, now_us);
                 }
             };
+            if data.is_empty() {
+                self.waiting_disk = true;
+                break;
+            }
             let n = (data.len() as u64).min(self.credit) as usize;
             if n == 0 {
                 break;

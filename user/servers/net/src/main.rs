@@ -1132,7 +1132,7 @@ impl Server for Net {
                 let us = t.rest_until.saturating_sub(now_us);
                 next = Some(next.map_or(us, |n| n.min(us)));
             }
-            if t.reading() {
+            if t.waiting_disk {
                 next = Some(next.map_or(DISK_POLL_US, |n| n.min(DISK_POLL_US)));
             }
         }
