@@ -369,8 +369,11 @@ fn checks() -> Vec<Check> {
 
 /// Run the HTTP checks against the guest's port 80 forwarded to `port`; the last kills
 /// the net server from the guest's shell (typed by `t`) in the middle of a download.
-pub fn http_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
+pub fn http_checks(port: u16, ftp: Option<u16>, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
     let mut v: Vec<(String, Result<(), String>)> = checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
+    if let Some(f) = ftp {
+        v.extend(ftp_checks(f));
+    }
     v.push(("net-restart".to_string(), net_restart(port, t)));
     v
 }
@@ -411,4 +414,178 @@ fn net_restart(port: u16, t: &crate::qemu::Typer) -> Result<(), String> {
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
+}
+
+/// An FTP control connection from the host (to Scion's ftpd through a forwarded port).
+/// Passive data ports are forwarded to the same port numbers on the guest, so the port
+/// a 229 reply names is the one to connect to here.
+struct Ftp {
+    r: std::io::BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Ftp {
+    /// Connect and read the greeting (tried for up to 60 s: ftpd may still be starting).
+    fn connect(port: u16) -> Result<Ftp, String> {
+        let start = Instant::now();
+        loop {
+            let r = connect(port).and_then(|s| {
+                s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+                let w = s.try_clone().map_err(|e| e.to_string())?;
+                let mut f = Ftp { r: std::io::BufReader::new(s), w };
+                let (code, text) = f.reply()?;
+                expect(code == 220, format!("greeting {code} {text}"))?;
+                Ok(f)
+            });
+            match r {
+                Ok(f) => return Ok(f),
+                Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(format!("no FTP greeting: {e}")),
+                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            }
+        }
+    }
+
+    /// One reply (a multi-line one whole): code and text.
+    fn reply(&mut self) -> Result<(u16, String), String> {
+        use std::io::BufRead;
+        let mut all = String::new();
+        let mut first: Option<String> = None;
+        loop {
+            let mut line = String::new();
+            if self.r.read_line(&mut line).map_err(|e| format!("reading a reply: {e}"))? == 0 {
+                return Err(format!("the control connection closed (after {all:?})"));
+            }
+            all.push_str(&line);
+            let code = line.get(..3).ok_or_else(|| format!("a reply line too short: {line:?}"))?.to_string();
+            let more = line.as_bytes().get(3) == Some(&b'-');
+            match &first {
+                None if more => first = Some(code),
+                None => return Ok((code.parse().map_err(|_| format!("bad reply {line:?}"))?, all)),
+                Some(c) if *c == code && !more => return Ok((code.parse().unwrap_or(0), all)),
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn cmd(&mut self, line: &str) -> Result<(u16, String), String> {
+        write!(self.w, "{line}\r\n").map_err(|e| format!("sending {line}: {e}"))?;
+        self.reply()
+    }
+
+    fn want(&mut self, line: &str, code: u16) -> Result<String, String> {
+        let (c, text) = self.cmd(line)?;
+        expect(c == code, format!("{line} → {}", text.trim()))?;
+        Ok(text)
+    }
+
+    fn login(port: u16) -> Result<Ftp, String> {
+        let mut f = Ftp::connect(port)?;
+        f.want("USER anonymous", 331)?;
+        f.want("PASS scion@example.com", 230)?;
+        f.want("TYPE I", 200)?;
+        Ok(f)
+    }
+
+    /// The data of a RETR or LIST over a passive connection.
+    fn data(&mut self, line: &str) -> Result<Vec<u8>, String> {
+        let text = self.want("EPSV", 229)?;
+        let port: u16 = text.split("|||").nth(1).and_then(|r| r.split('|').next()).and_then(|p| p.parse().ok()).ok_or_else(|| format!("EPSV reply {text:?}"))?;
+        let mut d = connect(port)?;
+        self.want(line, 150)?;
+        let mut out = Vec::new();
+        d.read_to_end(&mut out).map_err(|e| format!("{line}: reading the data: {e}"))?;
+        self.want_reply(226, line)?;
+        Ok(out)
+    }
+
+    fn want_reply(&mut self, code: u16, what: &str) -> Result<(), String> {
+        let (c, text) = self.reply()?;
+        expect(c == code, format!("after {what}: {}", text.trim()))
+    }
+}
+
+/// The host's checks of ftpd (control port `port`): the commands, a 16 MiB download
+/// byte for byte (sent by Cue), listings and directories, four downloads at once, and
+/// curl's client if this machine has curl.
+pub fn ftp_checks(port: u16) -> Vec<(String, Result<(), String>)> {
+    let mut v: Vec<(String, Result<(), String>)> = Vec::new();
+    v.push(("ftp-commands".into(), (|| {
+        let mut f = Ftp::connect(port)?;
+        f.want("PWD", 530)?;
+        f.want("USER someone", 530)?;
+        f.want("PASS x", 503)?;
+        f.want("USER anonymous", 331)?;
+        f.want("PASS x", 230)?;
+        let pwd = f.want("PWD", 257)?;
+        expect(pwd.contains("\"/\""), format!("PWD: {pwd:?}"))?;
+        f.want("SYST", 215)?;
+        f.want("FEAT", 211)?;
+        f.want("TYPE I", 200)?;
+        f.want("TYPE X", 504)?;
+        let size = f.want("SIZE 16m.bin", 213)?;
+        expect(size.trim() == "213 16777216", format!("SIZE: {size:?}"))?;
+        f.want("SIZE nope.bin", 550)?;
+        f.want("RETR 1m.bin", 425)?;
+        f.want("CWD nope", 550)?;
+        f.want("CWD ../..", 550)?;
+        f.want("PORT 127,0,0,1,4,1", 502)?;
+        f.want("STOR x", 502)?;
+        f.want("NOOP", 200)?;
+        f.want("QUIT", 221)?;
+        Ok(())
+    })()));
+    v.push(("ftp-retr-16m".into(), (|| {
+        let mut f = Ftp::login(port)?;
+        let got = f.data("RETR /16m.bin")?;
+        expect(got == file("16m.bin"), format!("16m.bin: {} bytes, differing from the file", got.len()))?;
+        f.want("QUIT", 221).map(|_| ())
+    })()));
+    v.push(("ftp-list-cwd".into(), (|| {
+        let mut f = Ftp::login(port)?;
+        let list = String::from_utf8_lossy(&f.data("LIST")?).into_owned();
+        expect(list.lines().any(|l| l.ends_with(" 16m.bin") && l.contains(" 16777216 ") && l.starts_with('-')), format!("LIST: {list:?}"))?;
+        expect(list.lines().any(|l| l.ends_with(" sub") && l.starts_with('d')), format!("LIST lacks the directory: {list:?}"))?;
+        let names = String::from_utf8_lossy(&f.data("NLST")?).into_owned();
+        expect(names.lines().any(|l| l == "1m.bin"), format!("NLST: {names:?}"))?;
+        f.want("CWD sub", 250)?;
+        let pwd = f.want("PWD", 257)?;
+        expect(pwd.contains("\"/sub\""), format!("PWD in sub: {pwd:?}"))?;
+        let inner = f.data("RETR inner.txt")?;
+        expect(inner == b"inner\n", format!("inner.txt: {inner:?}"))?;
+        f.want("CDUP", 250)?;
+        let pwd = f.want("PWD", 257)?;
+        expect(pwd.contains("\"/\""), format!("PWD after CDUP: {pwd:?}"))?;
+        f.want("QUIT", 221).map(|_| ())
+    })()));
+    v.push(("ftp-four-at-once".into(), (|| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                std::thread::spawn(move || -> Result<(), String> {
+                    let name = format!("f{i}.bin");
+                    let mut f = Ftp::login(port)?;
+                    let got = f.data(&format!("RETR {name}"))?;
+                    expect(got == file(&name), format!("{name}: {} bytes, differing from the file", got.len()))
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().map_err(|_| "a download thread panicked".to_string())??;
+        }
+        Ok(())
+    })()));
+    let curl = std::process::Command::new("curl").arg("--version").output().is_ok_and(|o| o.status.success());
+    if curl {
+        v.push(("ftp-curl".into(), (|| {
+            let out = std::process::Command::new("curl")
+                .args(["--silent", "--show-error", "--max-time", "300"])
+                .arg(format!("ftp://127.0.0.1:{port}/16m.bin"))
+                .output()
+                .map_err(|e| format!("curl: {e}"))?;
+            expect(out.status.success(), format!("curl failed: {}", String::from_utf8_lossy(&out.stderr).trim()))?;
+            expect(out.stdout == file("16m.bin"), format!("curl got {} bytes, differing from 16m.bin", out.stdout.len()))
+        })()));
+    } else {
+        println!("    | (no curl on this machine: the FTP checks use xtask's own client only)");
+    }
+    v
 }

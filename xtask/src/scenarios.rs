@@ -244,7 +244,19 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 }
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
-    let img = make_image(a, &sc.manifest, &sc.name)?;
+    // An ftpd in the scenario gets its control port and four passive data ports
+    // forwarded from free ports of the host, the data ports to the same numbers on the
+    // guest (so its EPSV and PASV replies name ports the host can reach).
+    let ftp = sc.http && sc.manifest.contains("${FTP_PASV}");
+    let mut ftp_ports: Vec<u16> = Vec::new();
+    while ftp && ftp_ports.len() < 5 {
+        let p = qemu::free_port()?;
+        if !ftp_ports.contains(&p) {
+            ftp_ports.push(p);
+        }
+    }
+    let pasv = ftp_ports.iter().skip(1).map(|p| format!("{p}:{p}")).collect::<Vec<_>>().join(",");
+    let img = make_image(a, &sc.manifest.replace("${FTP_PASV}", &pasv), &sc.name)?;
     if sc.http || sc.net {
         nettest::make_www()?;
     }
@@ -258,13 +270,18 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
             http_port = qemu::free_port()?;
             n.forward.push((http_port, 80));
         }
+        if let Some((ctrl, data)) = ftp_ports.split_first() {
+            n.forward.push((*ctrl, 21));
+            n.forward.extend(data.iter().map(|p| (*p, *p)));
+        }
         net = Some(n);
     }
     let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), net, ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
     let mut http_results = Vec::new();
     let out = if sc.http {
-        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, t);
+        let ftp_port = ftp_ports.first().copied();
+        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, ftp_port, t);
         qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
@@ -314,7 +331,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 8] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http", "xtask"];
+pub const HOST_CRATES: [&str; 9] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http", "ftp", "xtask"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
@@ -346,7 +363,7 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
     let runs: [(&str, &[&str]); 2] = [
         ("lint/clippy-kernel-and-user", &["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask", "--", "-D", "warnings"]),
-        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs", "-p", "http", "--", "-D", "warnings"]),
+        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs", "-p", "http", "-p", "ftp", "--", "-D", "warnings"]),
     ];
     let mut res = Vec::new();
     for (name, args) in runs {

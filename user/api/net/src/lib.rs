@@ -84,7 +84,7 @@ pub const STATE: u64 = 0xce;
 /// peer has acknowledged every byte, or `CUE_FAILED | error`: `Reset` (the peer reset
 /// or closed), `InvalidCap` (the blocks were taken back: the file was removed),
 /// `BadState` (the device failed). `SEND` on the socket is `BadState` while a transfer
-/// runs on it; `CLOSE` cancels it. Errors: `Malformed` (no capability), `InvalidCap`
+/// runs on it; `CLOSE` cancels it and forgets it. Errors: `Malformed` (no capability), `InvalidCap`
 /// (unknown socket, or a capability that is not the block service's), `WrongType`,
 /// `InvalidArg` (a range past the size or the blocks, a bad schedule or status offset),
 /// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run).

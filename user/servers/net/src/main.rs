@@ -681,9 +681,10 @@ impl Net {
             return Err(Error::BadState);
         }
         self.cue_windows[window] = true;
-        // Ended transfers a client never asked about do not pile up.
+        // Ended transfers a client never asked about (on sockets it keeps) do not pile
+        // up past one per socket it may have.
         let ended = self.transfers.iter().filter(|t| t.client == id && !t.running()).count();
-        if ended >= p::MAX_TRANSFERS {
+        if ended >= MAX_SOCKETS {
             if let Some(i) = self.transfers.iter().position(|t| t.client == id && !t.running()) {
                 self.transfers.remove(i);
             }
@@ -717,10 +718,12 @@ impl Net {
         self.cue_status(i);
     }
 
-    /// Cancel the transfer on client `id`'s socket `handle` (it is closing).
+    /// Cancel and forget the transfers on client `id`'s socket `handle` (it is
+    /// closing: the client has let go of them too).
     fn cue_cancel_socket(&mut self, id: u64, handle: u64) {
-        if let Some(i) = self.transfers.iter().position(|t| t.client == id && t.socket == handle && t.running()) {
+        while let Some(i) = self.transfers.iter().position(|t| t.client == id && t.socket == handle) {
             self.cue_end(i, p::CUE_CANCELLED);
+            self.transfers.remove(i);
         }
     }
 
