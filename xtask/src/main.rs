@@ -220,7 +220,10 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let port = http_port(args)?;
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
     eprintln!("xtask: Scion's port 80 is http://localhost:{port}/ (try `curl http://localhost:{port}/README.md` from another terminal)");
-    let net = qemu::NetOptions { forward: vec![(port, 80)], ..Default::default() };
+    eprintln!("xtask: Scion's FTP server is ftp://localhost:2121/ (its data ports 2122–2125 are forwarded too)");
+    let mut forward = vec![(port, 80), (2121, 21)];
+    forward.extend((2122..2126).map(|p| (p, p)));
+    let net = qemu::NetOptions { forward, ..Default::default() };
     let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) });
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
