@@ -1,10 +1,16 @@
-/* The Linux side of the `net` suite: the guest's virtio-net driver (modules from the
- * initramfs), a static address (10.0.2.15/24, what QEMU's user network gives by DHCP),
- * and two servers the host measures through forwarded ports:
- *   port 80: a small HTTP/1.1 server with a read/write loop (keep-alive, GET of the
- *            files in /www, made here with the same bytes as xtask's `nettest::pattern`),
- *            and GET /.busy: the busy ticks of the CPU so far (rdtsc minus idle time:
- *            guest instructions under -icount shift=0);
+/* The Linux side of the `net` and `cue` suites: the guest's virtio-net driver (modules
+ * from the initramfs), a static address (10.0.2.15/24, what QEMU's user network gives
+ * by DHCP), and two servers the host measures through forwarded ports:
+ *   port 80: a small HTTP/1.1 server, a process per connection (keep-alive, GET of the
+ *            files in /www, made here with the same bytes as xtask's
+ *            `nettest::pattern`): by a read/write loop (`/PATH`, `/.rw/PATH`) or by
+ *            sendfile (`/.sendfile/PATH`); GET /.busy answers "busy tsc meter ctxt 0":
+ *            the busy ticks of the CPU so far (rdtsc minus idle time: guest
+ *            instructions under -icount shift=0), the TSC, the metering process's units
+ *            and the context switches so far (/proc/stat: Linux does not count them by
+ *            cause machine-wide); GET /.meter/on and /.meter/off start and stop the
+ *            metering process (the Cue paper's: CPU-bound, at the servers' priority,
+ *            counting units of work the same as Scion's `meter`);
  *   port 7:  a TCP echo server (request/response latency).
  * Prints "lhttpd: serving" when ready; the host stops the machine when it is done. */
 #define _GNU_SOURCE
@@ -19,8 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -31,6 +40,44 @@
 #include "tsc.h"
 
 static uint64_t t_boot, n_boot;
+
+/* Shared with the metering process: [0] units done, [1] working. */
+static volatile uint64_t *meter;
+
+/* One unit of the metering process's work: meter_api::unit. */
+static uint64_t unit(uint64_t x) {
+    for (int i = 0; i < 1000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    return x;
+}
+
+static void metering(void) {
+    volatile uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (;;) {
+        if (!meter[1]) {
+            usleep(10000);
+            continue;
+        }
+        x = unit(x);
+        meter[0]++;
+    }
+}
+
+/* Context switches so far, machine-wide (/proc/stat's ctxt). */
+static uint64_t ctxt(void) {
+    static char b[8192];
+    int fd = open("/proc/stat", O_RDONLY);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    b[n] = 0;
+    char *p = strstr(b, "\nctxt ");
+    return p ? strtoull(p + 6, 0, 10) : 0;
+}
 
 /* Busy ticks since this program started: ticks minus idle time in ticks. */
 static uint64_t busy_ticks(void) {
@@ -130,14 +177,29 @@ static void serve(int c) {
             write_all(c, r, strlen(r));
             return;
         }
-        if (!strcmp(path, "/.busy")) {
-            char body[64];
-            int bl = snprintf(body, sizeof body, "%lu\n", (unsigned long)busy_ticks());
+        if (!strcmp(path, "/.busy") || !strncmp(path, "/.meter/", 8)) {
+            char body[160];
+            int bl;
+            if (!strcmp(path, "/.busy")) {
+                uint64_t t = tsc(), b = busy_ticks();
+                bl = snprintf(body, sizeof body, "%lu %lu %lu %lu 0\n", (unsigned long)b, (unsigned long)t, (unsigned long)meter[0], (unsigned long)ctxt());
+            } else {
+                meter[1] = !strcmp(path + 8, "on");
+                bl = snprintf(body, sizeof body, "meter\n");
+            }
             int hl = snprintf(hdr, sizeof hdr, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", bl);
             if (write_all(c, hdr, hl) || write_all(c, body, bl)) return;
         } else {
             char fpath[600];
-            snprintf(fpath, sizeof fpath, "/www%s", path);
+            const char *p = path;
+            int use_sendfile = 0;
+            if (!strncmp(p, "/.sendfile/", 11)) {
+                p += 10;
+                use_sendfile = 1;
+            } else if (!strncmp(p, "/.rw/", 5)) {
+                p += 4;
+            }
+            snprintf(fpath, sizeof fpath, "/www%s", p);
             int fd = open(fpath, O_RDONLY);
             struct stat st;
             if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -151,11 +213,20 @@ static void serve(int c) {
                     return;
                 }
                 ssize_t k;
-                while ((k = read(fd, buf, sizeof buf)) > 0)
-                    if (write_all(c, buf, k)) {
-                        close(fd);
-                        return;
-                    }
+                if (use_sendfile) {
+                    off_t off = 0;
+                    while (off < st.st_size)
+                        if (sendfile(c, fd, &off, st.st_size - off) <= 0) {
+                            close(fd);
+                            return;
+                        }
+                } else {
+                    while ((k = read(fd, buf, sizeof buf)) > 0)
+                        if (write_all(c, buf, k)) {
+                            close(fd);
+                            return;
+                        }
+                }
                 close(fd);
             }
         }
@@ -190,6 +261,15 @@ int net_main(const char *cmd) {
         return 1;
     }
     up(s, "lo");
+    mkdir("/proc", 0755);
+    mount("proc", "/proc", "proc", 0, 0);
+    meter = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (meter == MAP_FAILED) {
+        printf("lhttpd: no shared page for the meter: %s\n", strerror(errno));
+        return 1;
+    }
+    if (fork() == 0) metering();
+    signal(SIGCHLD, SIG_IGN);
     mkdir("/www", 0755);
     make_file("small.txt", 0, 0);
     make_file("64k.bin", 64, 64 << 10);
@@ -208,10 +288,16 @@ int net_main(const char *cmd) {
             if (!(p[i].revents & POLLIN)) continue;
             int c = accept(p[i].fd, 0, 0);
             if (c < 0) continue;
-            if (i == 0)
-                serve(c);
-            else
-                echo(c);
+            /* A process per connection: transfers run in parallel. */
+            if (fork() == 0) {
+                close(h);
+                close(e);
+                if (i == 0)
+                    serve(c);
+                else
+                    echo(c);
+                _exit(0);
+            }
             close(c);
         }
     }

@@ -14,13 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-pub const SUITES: [(&str, &str); 3] = [
+pub const SUITES: [(&str, &str); 4] = [
     ("kernel", "microkernel costs: syscall, IPC, switches, page faults, map/demap, IRQ; Linux side by side"),
     (
         "baio",
         "BAIO Figures 3-5: pipelined 8 KiB requests over working sets; BAIO direct/buffered, sync, thread pool; Linux pread O_DIRECT/buffered and io_uring",
     ),
     ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
+    ("cue", "Cue Tables 1-8: one transfer by Cue with (k, t) schedules or a read/write loop beside a metering program, 1-4 in parallel, ftpd; Linux sendfile and read/write beside"),
 ];
 const RUNS: usize = 3;
 
@@ -41,15 +42,15 @@ const KERNEL_METRICS: [(&str, &str, &str); 12] = [
 ];
 
 #[derive(Clone, Debug, Default)]
-struct Fig {
-    median: u64,
-    min: u64,
-    max: u64,
-    samples: u64,
+pub(crate) struct Fig {
+    pub(crate) median: u64,
+    pub(crate) min: u64,
+    pub(crate) max: u64,
+    pub(crate) samples: u64,
 }
 
 /// (system, mode) → metric → per-run figures.
-type Results = BTreeMap<(String, String), BTreeMap<String, Vec<Fig>>>;
+pub(crate) type Results = BTreeMap<(String, String), BTreeMap<String, Vec<Fig>>>;
 
 fn parse_bench(log: &str) -> Vec<(String, Fig)> {
     let mut out = Vec::new();
@@ -88,7 +89,7 @@ fn parse_bench(log: &str) -> Vec<(String, Fig)> {
     out
 }
 
-fn modes() -> Vec<(&'static str, bool, String)> {
+pub(crate) fn modes() -> Vec<(&'static str, bool, String)> {
     let accel = qemu::accel();
     let mut m = vec![("icount", true, "tcg".to_string()), ("tcg", false, "tcg".to_string())];
     if accel == "kvm" {
@@ -237,6 +238,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
         report += &match *suite {
             "kernel" => kernel_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "net" => net_suite(&a, &vmlinuz, &initramfs, &dir)?,
+            "cue" => crate::cuebench::cue_suite(&a, &vmlinuz, &initramfs, &dir)?,
             _ => baio_suite(&a, &vmlinuz, &initramfs, &dir)?,
         };
     }
@@ -282,7 +284,7 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Pa
 }
 
 /// Median of the runs' medians, min of mins, max of maxes.
-fn aggregate(r: &Results) -> BTreeMap<(String, String, String), Fig> {
+pub(crate) fn aggregate(r: &Results) -> BTreeMap<(String, String, String), Fig> {
     let mut out = BTreeMap::new();
     for ((sys, mode), metrics) in r {
         for (m, runs) in metrics {
@@ -325,7 +327,7 @@ fn to_json(suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[
 }
 
 /// A suite's figures as `SUITE.json` and its plot as `SUITE.svg` in `dir`.
-fn write_suite(dir: &Path, suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)], svg: String) -> Result<(), String> {
+pub(crate) fn write_suite(dir: &Path, suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)], svg: String) -> Result<(), String> {
     let json = to_json(suite, agg, modes, RUNS);
     std::fs::write(dir.join(format!("{suite}.json")), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("{suite}.svg")), svg).map_err(|e| e.to_string())?;
@@ -333,7 +335,7 @@ fn write_suite(dir: &Path, suite: &str, agg: &BTreeMap<(String, String, String),
     Ok(())
 }
 
-fn get(agg: &BTreeMap<(String, String, String), Fig>, sys: &str, mode: &str, m: &str) -> Option<u64> {
+pub(crate) fn get(agg: &BTreeMap<(String, String, String), Fig>, sys: &str, mode: &str, m: &str) -> Option<u64> {
     agg.get(&(sys.to_string(), mode.to_string(), m.to_string())).map(|f| f.median)
 }
 

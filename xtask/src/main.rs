@@ -3,6 +3,7 @@
 
 mod bench;
 mod crash;
+mod cuebench;
 mod image;
 mod nettest;
 mod qemu;

@@ -589,3 +589,11 @@ pub fn ftp_checks(port: u16) -> Vec<(String, Result<(), String>)> {
     }
     v
 }
+
+/// Download `path` from the FTP server on `port` (anonymous, EPSV): its bytes.
+pub fn ftp_fetch(port: u16, path: &str) -> Result<Vec<u8>, String> {
+    let mut f = Ftp::login(port)?;
+    let got = f.data(&format!("RETR {path}"))?;
+    let _ = f.cmd("QUIT");
+    Ok(got)
+}

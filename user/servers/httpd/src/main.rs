@@ -11,9 +11,15 @@
 //! so does a body Cue cannot take (net's transfers all busy).
 //!
 //! Arguments: `port=N` (default 80); `rwloop`; `cue=K:T` (the transfers' schedule:
-//! K blocks, then T ms of rest; default as fast as the connection takes them); `busy` (the `net` benchmark's boots) adds GET
-//! `/.busy`: the CPU's busy ticks since boot (rdtsc minus the kernel's idle count: guest
-//! instructions under icount), for the host to measure the cost of what it fetches.
+//! K blocks, then T ms of rest; default as fast as the connection takes them);
+//! `busy` (the `net` and `cue` benchmarks' boots) adds GET `/.busy`, GET `/.meter/on`
+//! and `/.meter/off` (start and stop the metering program, if the manifest grants
+//! `meter`), and per-request sending: `/.rw/PATH` by the read/write loop,
+//! `/.cue/K:T/PATH` by Cue with that schedule. `/.busy` answers "busy tsc meter
+//! voluntary involuntary": the CPU's busy ticks since boot (rdtsc minus the kernel's
+//! idle count: guest instructions under icount), the TSC, the metering program's units
+//! so far, and every program's switches by cause (from root's ps), for the host to
+//! measure the cost of what it fetches.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -68,6 +74,8 @@ struct Conn {
     last: u64,
     /// This answer's body was offered to Cue already (it fell back to the loop).
     cue_tried: bool,
+    /// How this answer's body goes: by Cue with this schedule, or by the loop (None).
+    sched: Option<Schedule>,
 }
 
 struct Httpd {
@@ -78,6 +86,20 @@ struct Httpd {
     busy: bool,
     /// Bodies by Cue with this schedule (None: the read/write loop).
     cue: Option<Schedule>,
+    /// The metering program (bench boots).
+    meter: Option<u64>,
+}
+
+/// Every program's (voluntary, involuntary) switches, from root's ps.
+fn switches() -> (u64, u64) {
+    let text = rt::env::ps().unwrap_or_default();
+    let head: Vec<&str> = text.lines().next().unwrap_or("").split_whitespace().collect();
+    let (Some(vi), Some(ii)) = (head.iter().position(|w| *w == "VOLSW"), head.iter().position(|w| *w == "INVSW")) else { return (0, 0) };
+    text.lines().skip(1).fold((0, 0), |(v, i), l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let n = |k: usize| w.get(k).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        (v + n(vi), i + n(ii))
+    })
 }
 
 impl Httpd {
@@ -85,11 +107,43 @@ impl Httpd {
     fn answer(&mut self, c: &mut Conn, req: &http::Request) {
         c.keep_alive = req.keep_alive;
         let head_only = req.method == Method::Head;
-        if self.busy && req.path == "/.busy" {
-            let body = alloc::format!("{}\n", rt::sys::rdtsc().saturating_sub(rt::sys::idle_tsc()));
-            self.small(c, Status::OK, &[("Content-Type", "text/plain")], &body, head_only);
-            return;
+        c.sched = self.cue;
+        let mut path = req.path.as_str();
+        if self.busy {
+            if path == "/.busy" {
+                let t = rt::sys::rdtsc();
+                let units = self.meter.and_then(|m| meter_api::read(m).ok()).map_or(0, |r| r.0);
+                let (vol, inv) = switches();
+                let body = alloc::format!("{} {} {} {} {}\n", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
+                self.small(c, Status::OK, &[("Content-Type", "text/plain")], &body, head_only);
+                return;
+            }
+            if let Some(on) = path.strip_prefix("/.meter/") {
+                let r = match (self.meter, on) {
+                    (Some(m), "on") => meter_api::start(m),
+                    (Some(m), "off") => meter_api::stop(m),
+                    _ => Err(Error::NotFound),
+                };
+                let st = if r.is_ok() { Status::OK } else { Status::NOT_FOUND };
+                self.small(c, st, &[("Content-Type", "text/plain")], "meter\n", head_only);
+                return;
+            }
+            if let Some(rest) = path.strip_prefix("/.rw/") {
+                c.sched = None;
+                path = &req.path[req.path.len() - rest.len() - 1..];
+            } else if let Some(rest) = path.strip_prefix("/.cue/") {
+                let parsed = rest.split_once('/').and_then(|(s, _)| s.split_once(':')).and_then(|(k, t)| Some((k.parse().ok()?, t.parse().ok()?)));
+                match parsed {
+                    Some((k, t)) if np::schedule_ok(k, t) => c.sched = Some(Schedule { k, t_ms: t }),
+                    _ => {
+                        self.small(c, Status::BAD_REQUEST, &[], "want /.cue/K:T/PATH\n", head_only);
+                        return;
+                    }
+                }
+                path = &rest[rest.find('/').unwrap_or(0)..];
+            }
         }
+        let req = &http::Request { path: alloc::string::String::from(path), ..req.clone() };
         let st = files::stat(self.files, &req.path);
         match st {
             Ok((2, _)) if !req.slash && req.path != "/" => {
@@ -214,7 +268,7 @@ impl Httpd {
                 // Refill from the file.
                 if let Some(f) = c.file {
                     if c.file_off < c.file_end && !c.cue_tried {
-                        if let Some(sched) = self.cue {
+                        if let Some(sched) = c.sched {
                             c.cue_tried = true;
                             if self.start_cue(c, f, sched) {
                                 return Ok(true);
@@ -377,6 +431,7 @@ impl Httpd {
                             keep_alive: false,
                             last: rt::sys::now_us(),
                             cue_tried: false,
+                            sched: None,
                         }),
                         Err(_) => break,
                     }
@@ -435,6 +490,8 @@ fn main() -> i32 {
         return 1;
     };
     println!("httpd: serving the files server on port {}", port);
-    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0, busy, cue };
+    let meter = rt::alloc_slot();
+    let meter = if busy && rt::env::lookup("meter", meter).is_ok() { Some(meter) } else { None };
+    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0, busy, cue, meter };
     h.serve(listener)
 }
