@@ -372,7 +372,7 @@ fn checks() -> Vec<Check> {
 pub fn http_checks(port: u16, ftp: Option<u16>, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
     let mut v: Vec<(String, Result<(), String>)> = checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
     if let Some(f) = ftp {
-        v.extend(ftp_checks(f));
+        v.extend(ftp_checks(f, t));
     }
     v.push(("net-restart".to_string(), net_restart(port, t)));
     v
@@ -415,6 +415,11 @@ fn net_restart(port: u16, t: &crate::qemu::Typer) -> Result<(), String> {
         }
     }
 }
+
+/// Checks of the serial log after the web scenario: (name, a line that must be there).
+/// `cue` typed at the shell during ftpd's 16 MiB transfer lists it (`sh`'s
+/// `print_transfers`: the schedule as fast as allowed, 16777216 bytes in all).
+pub const LOG_CHECKS: [(&str, &str); 1] = [("shell-cue", " 16777216    fast ")];
 
 /// An FTP control connection from the host (to Scion's ftpd through a forwarded port).
 /// Passive data ports are forwarded to the same port numbers on the guest, so the port
@@ -488,12 +493,25 @@ impl Ftp {
 
     /// The data of a RETR or LIST over a passive connection.
     fn data(&mut self, line: &str) -> Result<Vec<u8>, String> {
+        self.data_with(line, |_| {})
+    }
+
+    /// As `data`, calling `midway` with the bytes received so far after each read.
+    fn data_with(&mut self, line: &str, mut midway: impl FnMut(usize)) -> Result<Vec<u8>, String> {
         let text = self.want("EPSV", 229)?;
         let port: u16 = text.split("|||").nth(1).and_then(|r| r.split('|').next()).and_then(|p| p.parse().ok()).ok_or_else(|| format!("EPSV reply {text:?}"))?;
         let mut d = connect(port)?;
         self.want(line, 150)?;
         let mut out = Vec::new();
-        d.read_to_end(&mut out).map_err(|e| format!("{line}: reading the data: {e}"))?;
+        let mut b = vec![0u8; 65536];
+        loop {
+            let n = d.read(&mut b).map_err(|e| format!("{line}: reading the data: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&b[..n]);
+            midway(out.len());
+        }
         self.want_reply(226, line)?;
         Ok(out)
     }
@@ -507,7 +525,7 @@ impl Ftp {
 /// The host's checks of ftpd (control port `port`): the commands, a 16 MiB download
 /// byte for byte (sent by Cue), listings and directories, four downloads at once, and
 /// curl's client if this machine has curl.
-pub fn ftp_checks(port: u16) -> Vec<(String, Result<(), String>)> {
+pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
     let mut v: Vec<(String, Result<(), String>)> = Vec::new();
     v.push(("ftp-commands".into(), (|| {
         let mut f = Ftp::connect(port)?;
@@ -536,7 +554,14 @@ pub fn ftp_checks(port: u16) -> Vec<(String, Result<(), String>)> {
     })()));
     v.push(("ftp-retr-16m".into(), (|| {
         let mut f = Ftp::login(port)?;
-        let got = f.data("RETR /16m.bin")?;
+        // Midway, the shell's `cue` lists the transfer (checked in the log: LOG_CHECKS).
+        let mut typed = false;
+        let got = f.data_with("RETR /16m.bin", |n| {
+            if n >= 4 << 20 && !typed {
+                t.type_text("cue\n");
+                typed = true;
+            }
+        })?;
         expect(got == file("16m.bin"), format!("16m.bin: {} bytes, differing from the file", got.len()))?;
         f.want("QUIT", 221).map(|_| ())
     })()));

@@ -299,6 +299,12 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         for (name, r) in http_results {
             results.push(Result1 { name: format!("{}/http:{}", sc.name, name), ok: r.is_ok(), detail: r.err().unwrap_or_default() });
         }
+        if ftp {
+            for (name, needle) in nettest::LOG_CHECKS {
+                let ok = out.log.lines().any(|l| l.contains(needle));
+                results.push(Result1 { name: format!("{}/log:{}", sc.name, name), ok, detail: if ok { String::new() } else { format!("the serial log lacks a line with {needle:?}") } });
+            }
+        }
     }
     if sc.input.is_some() || !sc.expect.is_empty() {
         let missing: Vec<&str> = sc.expect.iter().map(String::as_str).filter(|e| !out.log.contains(e)).collect();

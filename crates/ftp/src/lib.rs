@@ -4,6 +4,7 @@
 //! LIST). Only what an anonymous, read-only, passive-mode server needs; the rest is
 //! refused with its code. Kept apart from the program so that the host tests it.
 #![no_std]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 

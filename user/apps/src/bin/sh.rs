@@ -1,7 +1,7 @@
 //! The shell on the user-level console: line editing (backspace, Ctrl-U to erase the
 //! line, Ctrl-C to drop it, escape sequences ignored), and commands that ask root and
 //! the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm, net, ping, fetch,
-//! echo, sleep, halt.
+//! cue, echo, sleep, halt.
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -18,7 +18,8 @@ rt::entry!(main);
 
 const HELP: &str = "commands:
   help              this list
-  ps                programs: id, state, priority, threads, pager, kernel pages, restarts
+  ps                programs: id, state, priority, threads, pager, kernel pages, restarts,
+                    switches (voluntary: blocked; involuntary: preempted)
   mem               memory of sigma0 and of each memory server, per program
   kill ID|NAME      end a program (by id, or the first of that name)
   run NAME [ARGS]   start a program from the boot image (resources as the manifest says)
@@ -31,6 +32,7 @@ const HELP: &str = "commands:
   net               the network: address, gateway, packets and bytes, sockets open
   ping [ADDR]       an ICMP echo to ADDR (default: the gateway, or 10.0.2.2)
   fetch URL         HTTP GET http://A.B.C.D[:PORT]/PATH: the answer's head, then the body
+  cue               Cue transfers net runs: program, socket, bytes sent, schedule, rate
   echo TEXT         print TEXT
   sleep MS          wait MS milliseconds
   halt              power off";
@@ -157,7 +159,7 @@ fn main() -> i32 {
                 rt::free_slot(blk);
             }
             "ls" | "cat" | "put" | "rm" => files(cmd, rest.trim()),
-            "net" | "ping" | "fetch" => network(&mut net, cmd, rest.trim()),
+            "net" | "ping" | "fetch" | "cue" => network(&mut net, cmd, rest.trim()),
             "echo" => println!("{}", rest),
             "sleep" => match rest.trim().parse::<u64>() {
                 Ok(ms) => rt::sys::sleep_us(ms.saturating_mul(1000)),
@@ -262,10 +264,27 @@ fn network(net: &mut Option<Net>, cmd: &str, arg: &str) {
             };
             n.ping(target, 2_000_000).map(|us| println!("ping {}: answer in {}.{:03} ms", Ip(target), us / 1000, us % 1000))
         }
+        "cue" => n.cue_list().map(|text| print_transfers(&text)),
         _ => fetch(n, arg),
     };
     if let Err(e) = r {
         println!("{}: {}", cmd, e.name());
+    }
+}
+
+/// `cue`: net's transfers (CUE_LIST lines: id program socket sent total k t µs status).
+fn print_transfers(text: &str) {
+    if text.trim().is_empty() {
+        println!("no Cue transfers");
+        return;
+    }
+    println!("  ID PROG SOCKET       SENT      TOTAL       K     T ms   KiB/s");
+    for l in text.lines() {
+        let w: alloc::vec::Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let [id, prog, sock, sent, total, k, t, us, _status] = w[..] else { continue };
+        let rate = sent * 1_000_000 / 1024 / us.max(1);
+        let k = if k == net_api::MAX_K { alloc::string::String::from("fast") } else { alloc::format!("{}", k) };
+        println!("{:4} {:4} {:6} {:10} {:10} {:>7} {:8} {:7}", id, prog, sock, sent, total, k, t, rate);
     }
 }
 

@@ -164,7 +164,7 @@ impl Transfer {
         // The area is touched only while the capability lives: whoever delegated the
         // blocks may take them back (a file removed) at any time, and then the block
         // service takes the area away soon after (blk's PARK_US).
-        if !self.view.as_ref().is_some_and(|v| rt::sys::cap_info(v.cap).is_ok()) {
+        if self.view.as_ref().is_none_or(|v| rt::sys::cap_info(v.cap).is_err()) {
             return self.fail(abi::Error::InvalidCap, now_us);
         }
         self.waiting_disk = false;

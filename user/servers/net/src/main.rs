@@ -652,7 +652,7 @@ impl Net {
             return Err(Error::BadState);
         }
         let area = self.client(id)?.area;
-        if status_off != p::NO_STATUS && (status_off % 8 != 0 || status_off.checked_add(16).is_none_or(|e| e > area.len())) {
+        if status_off != p::NO_STATUS && (!status_off.is_multiple_of(8) || status_off.checked_add(16).is_none_or(|e| e > area.len())) {
             return Err(Error::InvalidArg);
         }
         let len = if len == 0 { size.saturating_sub(first) } else { len };
