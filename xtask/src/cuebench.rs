@@ -4,8 +4,14 @@
 //! and from Linux in the same QEMU (a C server per connection: sendfile or a read/write
 //! loop, `bench/linux/net.c`), each beside a metering program at the servers' priority.
 //! Before and after each measured piece it reads GET /.busy from the guest: busy
-//! ticks, the TSC, the meter's units and the context switches. Under icount the TSC
-//! counts guest instructions, so every figure is guest time or guest work, and repeats.
+//! ticks, the TSC, the meter's units and the context switches.
+//!
+//! Two boots per system. Under icount (the TSC counts guest instructions) the single
+//! transfers: instructions per KiB, the meter's share of the CPU, switches — work, not
+//! time. Under plain TCG the parallel transfers and ftpd: KiB/s on the host's clock.
+//! Throughput is not measured under icount: with `sleep=off` an idle guest's clock jumps
+//! to its next timer, so every wait for the host's side of the network would count as
+//! a retransmission timeout's worth of guest time.
 
 use crate::bench::{aggregate, get, write_suite, Fig, Results};
 use crate::qemu::{self, Options};
@@ -173,8 +179,8 @@ fn parallel_modes(sys: &str) -> Vec<(String, String)> {
     }
 }
 
-/// Everything measured on one booted guest.
-fn measure(sys: &str, http: u16, ftp: Option<u16>) -> Result<Vec<(String, u64)>, String> {
+/// Tables 1–5 on one booted guest (icount).
+fn measure_single(sys: &str, http: u16) -> Result<Vec<(String, u64)>, String> {
     let mut out = Vec::new();
     let none = AtomicU64::new(0);
     // Warm the caches (files' blocks on Scion, the page cache on Linux).
@@ -202,21 +208,35 @@ fn measure(sys: &str, http: u16, ftp: Option<u16>) -> Result<Vec<(String, u64)>,
         let (c0, c1) = between(http, false, || fetch(http, &path, n, &none))?;
         let ipk = (c1.busy - c0.busy) / (n * FILE_BYTES / 1024);
         out.push((format!("{name}_ipk"), ipk));
-        eprintln!("    | {sys} {name}: {ticks} ticks per MiB, meter {rate} ({}% of alone), {} + {} switches per MiB; alone {ipk} instructions per KiB", rate * 100 / std_rate.max(1), (b1.vol - b0.vol) / n, (b1.inv - b0.inv) / n);
+        // The CPU the transfer took from the meter, in meter units per MiB: what the
+        // meter would have done alone in that time, less what it did.
+        let lost = (std_rate * (b1.tsc - b0.tsc) / 1_000_000_000).saturating_sub(b1.meter - b0.meter) / n;
+        out.push((format!("{name}_meter_lost"), lost));
+        eprintln!("    | {sys} {name}: {ticks} ticks per MiB, meter {rate} ({}% of alone; {lost} units lost per MiB), {} + {} switches per MiB; alone {ipk} instructions per KiB", rate * 100 / std_rate.max(1), (b1.vol - b0.vol) / n, (b1.inv - b0.inv) / n);
     }
+    Ok(out)
+}
+
+/// Tables 6–8 on one booted guest (TCG): KiB/s on the host's clock.
+fn measure_parallel(sys: &str, http: u16, ftp: Option<u16>) -> Result<Vec<(String, u64)>, String> {
+    let mut out = Vec::new();
+    let none = AtomicU64::new(0);
+    fetch(http, &format!("/{FILE}"), 1, &none)?;
     for (name, prefix) in parallel_modes(sys) {
         for n in 1..=PAR_MAX {
-            let (b0, b1, j) = parallel(http, &format!("{prefix}/{FILE}"), n, PAR_FETCHES)?;
+            let t0 = std::time::Instant::now();
+            let (_, _, j) = parallel(http, &format!("{prefix}/{FILE}"), n, PAR_FETCHES)?;
             let kib = n * PAR_FETCHES * FILE_BYTES / 1024;
-            let kpg = kib * 1_000_000_000 / (b1.tsc - b0.tsc).max(1);
-            out.push((format!("{name}_par{n}_kpg"), kpg));
+            let kbps = (kib as f64 / t0.elapsed().as_secs_f64()) as u64;
+            out.push((format!("{name}_par{n}_kbps"), kbps));
             out.push((format!("{name}_par{n}_jain"), j));
-            eprintln!("    | {sys} {name} × {n}: {kpg} KiB per 10^9 ticks, Jain {:.3}", j as f64 / 1000.0);
+            eprintln!("    | {sys} {name} × {n}: {kbps} KiB/s, Jain {:.3}", j as f64 / 1000.0);
         }
     }
     if let Some(ftp) = ftp {
         for n in 1..=PAR_MAX {
-            let (b0, b1) = between(http, false, || {
+            let t0 = std::time::Instant::now();
+            between(http, false, || {
                 let hs: Vec<_> = (0..n)
                     .map(|_| {
                         std::thread::spawn(move || -> Result<(), String> {
@@ -236,15 +256,16 @@ fn measure(sys: &str, http: u16, ftp: Option<u16>) -> Result<Vec<(String, u64)>,
                 Ok(())
             })?;
             let kib = n * PAR_FETCHES * FILE_BYTES / 1024;
-            let kpg = kib * 1_000_000_000 / (b1.tsc - b0.tsc).max(1);
-            out.push((format!("ftp_cue_par{n}_kpg"), kpg));
-            eprintln!("    | {sys} ftpd (Cue) × {n}: {kpg} KiB per 10^9 ticks");
+            let kbps = (kib as f64 / t0.elapsed().as_secs_f64()) as u64;
+            out.push((format!("ftp_cue_par{n}_kbps"), kbps));
+            eprintln!("    | {sys} ftpd (Cue) × {n}: {kbps} KiB/s");
         }
     }
     Ok(out)
 }
 
 fn boot(kernel: &Path, image: &Path, opts: Options, ready: &str, sys: &str, ftp: Option<(u16, Vec<u16>)>) -> Result<(Vec<(String, u64)>, String), String> {
+    let icount = opts.icount;
     let http = qemu::free_port()?;
     let mut forward = vec![(http, 80)];
     if let Some((ctrl, data)) = &ftp {
@@ -254,7 +275,7 @@ fn boot(kernel: &Path, image: &Path, opts: Options, ready: &str, sys: &str, ftp:
     let opts = Options { net: Some(qemu::NetOptions { forward, ..Default::default() }), ..opts };
     let mut figs = Err("the guest never said it serves".to_string());
     let ftp_port = ftp.as_ref().map(|f| f.0);
-    let mut go = |_: &qemu::Typer| figs = measure(sys, http, ftp_port);
+    let mut go = |_: &qemu::Typer| figs = if icount { measure_single(sys, http) } else { measure_parallel(sys, http, ftp_port) };
     let out = qemu::run_at(kernel, image, &opts, Duration::from_secs(5400), None, Some((ready, &mut go)))?;
     Ok((figs?, out.log))
 }
@@ -273,25 +294,27 @@ pub fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &P
     let pasv = ports[1..].iter().map(|p| format!("{p}:{p}")).collect::<Vec<_>>().join(",");
     let sc = Scenario::bench("bench-cue", "cue", &[("FTP_PASV", pasv)])?;
     let img = crate::make_image(a, &sc.manifest, &sc.name)?;
-    // Only under icount: guest time and guest work, the same every run.
-    let mode = "icount";
     let mut results: Results = BTreeMap::new();
-    for (i, sys) in ["scion", "linux"].iter().enumerate() {
-        eprintln!("[cue {}/2] {sys}, {mode}", i + 1);
-        let (figs, log) = if *sys == "scion" {
-            boot(&a.kernel, &img, Options::new("tcg".into(), true, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, sys, Some((ports[0], ports[1..].to_vec())))
-        } else {
-            let append = "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net".to_string();
-            boot(vmlinuz, initramfs, Options::new("tcg".into(), true, append, None), "lhttpd: serving", sys, None)
-        }
-        .map_err(|e| format!("the {sys} cue run failed: {e}"))?;
-        std::fs::write(dir.join(format!("{sys}-cue-{mode}.log")), &log).map_err(|e| e.to_string())?;
-        for (m, v) in figs {
-            results.entry((sys.to_string(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
+    let mut step = 0;
+    for (mode, icount) in [("icount", true), ("tcg", false)] {
+        for sys in ["scion", "linux"] {
+            step += 1;
+            eprintln!("[cue {step}/4] {sys}, {mode}");
+            let (figs, log) = if sys == "scion" {
+                boot(&a.kernel, &img, Options::new("tcg".into(), icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, sys, Some((ports[0], ports[1..].to_vec())))
+            } else {
+                let append = "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net".to_string();
+                boot(vmlinuz, initramfs, Options::new("tcg".into(), icount, append, None), "lhttpd: serving", sys, None)
+            }
+            .map_err(|e| format!("the {sys} cue run ({mode}) failed: {e}"))?;
+            std::fs::write(dir.join(format!("{sys}-cue-{mode}.log")), &log).map_err(|e| e.to_string())?;
+            for (m, v) in figs {
+                results.entry((sys.to_string(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
+            }
         }
     }
     let agg = aggregate(&results);
-    write_suite(dir, "cue", &agg, &[("icount", true, "tcg".to_string())], cue_svg(&agg))?;
+    write_suite(dir, "cue", &agg, &[("icount", true, "tcg".to_string()), ("tcg", false, "tcg".to_string())], cue_svg(&agg))?;
     Ok(cue_report(&agg))
 }
 
@@ -299,6 +322,7 @@ type Agg = BTreeMap<(String, String, String), Fig>;
 
 fn cue_report(agg: &Agg) -> String {
     let g = |sys: &str, m: &str| get(agg, sys, "icount", m);
+    let gt = |sys: &str, m: &str| get(agg, sys, "tcg", m);
     let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
     let pct = |v: Option<u64>, of: Option<u64>| match (v, of) {
         (Some(v), Some(o)) if o > 0 => format!("{} ({}%)", v, v * 100 / o),
@@ -307,26 +331,26 @@ fn cue_report(agg: &Agg) -> String {
     };
     let mut s = String::new();
     let _ = writeln!(s, "# Suite `cue`\n");
-    let _ = writeln!(s, "The host downloads {FILE} through QEMU's user network (hostfwd) from Scion — httpd over files and net, the body sent by Cue (`cue_*`: net streams the file's blocks, httpd never touches them; `cue_kK_tT`: schedule of K blocks then T ms of rest) or by httpd's read/write loop (`rwloop_*`: files → httpd → net) — and from Linux in the same QEMU machine (a C server, a process per connection: `sendfile_*` or a read/write loop `rwloop_*`, `bench/linux/net.c`). Beside them runs a metering program at the servers' priority (Scion: `meter`; Linux: a forked process), doing units of the same xorshift loop. Everything is under `-icount shift=0`: the TSC counts guest instructions, so times are guest ticks and repeat from run to run; one run each. **ticks/MiB** = guest ticks per MiB sent with the meter running; **meter** = the meter's units per 10^9 ticks during the transfer, with its share of what it does alone; **vol/inv** = context switches per MiB, voluntary/involuntary (Scion's kernel counts them by cause; Linux gives only the total, `/proc/stat` ctxt, shown as vol); **ipk** = busy guest instructions per KiB with the meter stopped.\n");
+    let _ = writeln!(s, "The host downloads {FILE} through QEMU's user network (hostfwd) from Scion — httpd over files and net, the body sent by Cue (`cue_*`: net streams the file's blocks, httpd never touches them; `cue_kK_tT`: schedule of K blocks then T ms of rest) or by httpd's read/write loop (`rwloop_*`: files → httpd → net) — and from Linux in the same QEMU machine (a C server, a process per connection: `sendfile_*` or a read/write loop `rwloop_*`, `bench/linux/net.c`). Beside them runs a metering program at the servers' priority (Scion: `meter`; Linux: a forked process), doing units of the same xorshift loop. Tables 1–5 are measured under `-icount shift=0`: the TSC counts guest instructions; with the meter running the CPU never idles, so the guest's ticks are instructions executed by the transfer and the meter together. **ticks/MiB** = guest ticks per MiB sent with the meter running (how long the transfer took, in the meter's currency: it depends on how fast the host's side of the network answered, so it is not deterministic); **meter** = the meter's units per 10^9 ticks during the transfer, with its share of what it does alone (the CPU left to others); **lost/MiB** = the meter's units the transfer took from it per MiB sent (what it would have done alone in that time less what it did: the transfer's CPU cost, whatever its speed); **vol/inv** = context switches per MiB, voluntary/involuntary (Scion's kernel counts them by cause; Linux gives only the total, `/proc/stat` ctxt, shown as vol); **ipk** = busy guest instructions per KiB with the meter stopped. Tables 6–8 are measured under plain TCG on the host's clock (KiB/s: noisy; one run).\n");
     for sys in ["scion", "linux"] {
         let alone = g(sys, "meter_alone");
         let _ = writeln!(s, "## Tables 1–5 (Sets 1–4): one transfer, {} — meter alone: {} units per 10^9 ticks\n", if sys == "scion" { "Scion" } else { "Linux" }, fmt(alone));
-        let _ = writeln!(s, "| transfer | ticks/MiB | meter (% of alone) | vol | inv | ipk |");
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+        let _ = writeln!(s, "| transfer | ticks/MiB | meter (% of alone) | lost/MiB | vol | inv | ipk |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
         for (name, _) in single_modes(sys) {
-            let _ = writeln!(s, "| `{name}` | {} | {} | {} | {} | {} |", fmt(g(sys, &format!("{name}_ticks_per_mib"))), pct(g(sys, &format!("{name}_meter")), alone), fmt(g(sys, &format!("{name}_volsw"))), fmt(g(sys, &format!("{name}_invsw"))), fmt(g(sys, &format!("{name}_ipk"))));
+            let _ = writeln!(s, "| `{name}` | {} | {} | {} | {} | {} | {} |", fmt(g(sys, &format!("{name}_ticks_per_mib"))), pct(g(sys, &format!("{name}_meter")), alone), fmt(g(sys, &format!("{name}_meter_lost"))), fmt(g(sys, &format!("{name}_volsw"))), fmt(g(sys, &format!("{name}_invsw"))), fmt(g(sys, &format!("{name}_ipk"))));
         }
         let _ = writeln!(s);
     }
     let _ = writeln!(s, "How this differs from the paper: the paper moved 12 MB files from a SCSI disk over 10 Mb/s Ethernet on a 1990s Unix, 60 runs per set, with 8 KB blocks and a 100 ms quantum; here {FILE} ({FETCHES} fetches a figure, {SLOW_FETCHES} for the paced schedules) comes from the virtio disk (warm: the first fetch is not counted) over QEMU's user network, 4 KiB blocks, one deterministic run. The paper's t was a yield of the whole transfer process; here t is net's rest between slices of one transfer, so other transfers and the meter run meanwhile.\n");
     let _ = writeln!(s, "## Tables 6–7 (Sets 5–9): transfers in parallel\n");
-    let _ = writeln!(s, "Aggregate throughput in KiB per 10^9 guest ticks (each client fetches {FILE} {PAR_FETCHES} times on its connection; meter stopped), and Jain's fairness index of the bytes each client had when the first finished.\n");
+    let _ = writeln!(s, "Aggregate throughput in KiB/s on the host's clock under TCG (each client fetches {FILE} {PAR_FETCHES} times on its connection; meter stopped), and Jain's fairness index of the bytes each client had when the first finished.\n");
     let _ = writeln!(s, "| system | transfer | {} |", (1..=PAR_MAX).map(|n| format!("× {n} (Jain)")).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(s, "|---|---|{}", "---:|".repeat(PAR_MAX as usize));
     for sys in ["scion", "linux"] {
         for (name, _) in parallel_modes(sys) {
             let cells: Vec<String> = (1..=PAR_MAX)
-                .map(|n| match (g(sys, &format!("{name}_par{n}_kpg")), g(sys, &format!("{name}_par{n}_jain"))) {
+                .map(|n| match (gt(sys, &format!("{name}_par{n}_kbps")), gt(sys, &format!("{name}_par{n}_jain"))) {
                     (Some(k), Some(j)) => format!("{k} ({:.3})", j as f64 / 1000.0),
                     _ => "—".into(),
                 })
@@ -336,23 +360,32 @@ fn cue_report(agg: &Agg) -> String {
     }
     let _ = writeln!(s, "\nHow this differs from the paper: Sets 5–9 ran two to four Cue transfers (k=4, t=16 ms) each beside its own metering process; here the meter is stopped so that the throughput is the transfers' alone, and `cue` (as fast as the connection takes it) and `cue_k4_t16` both run.\n");
     let _ = writeln!(s, "## Table 8: the FTP daemon\n");
-    let _ = writeln!(s, "Scion's ftpd (RETR by Cue, as fast as allowed), 1–4 clients at once, each fetching {FILE} {PAR_FETCHES} times, KiB per 10^9 guest ticks:\n");
+    let _ = writeln!(s, "Scion's ftpd (RETR by Cue, as fast as allowed), 1–4 clients at once, each fetching {FILE} {PAR_FETCHES} times, aggregate KiB/s (TCG, host clock):\n");
     let _ = writeln!(s, "| clients | {} |", (1..=PAR_MAX).map(|n| n.to_string()).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(s, "|---|{}", "---:|".repeat(PAR_MAX as usize));
-    let _ = writeln!(s, "| `ftp_cue` | {} |", (1..=PAR_MAX).map(|n| fmt(g("scion", &format!("ftp_cue_par{n}_kpg")))).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(s, "| `ftp_cue` | {} |", (1..=PAR_MAX).map(|n| fmt(gt("scion", &format!("ftp_cue_par{n}_kbps")))).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(s, "\nHow this differs from the paper: Table 8 put Cue into wuftpd and compared schedules; Scion's ftpd is its own small server and runs one schedule here; the Linux guest has no FTP server in this suite.\n");
     let _ = writeln!(s, "## Targets\n");
-    let (c4, r4) = (g("scion", "cue_par4_kpg"), g("scion", "rwloop_par4_kpg"));
+    let (c4, r4) = (gt("scion", "cue_par4_kbps"), gt("scion", "rwloop_par4_kbps"));
     if let (Some(c), Some(r)) = (c4, r4) {
         let x = c as f64 / r.max(1) as f64;
-        let _ = writeln!(s, "- Four parallel Cue transfers ≥ 1.8× the aggregate of four read/write-loop transfers: {x:.2}× — {}.", if x >= 1.8 { "**met**" } else { "**missed**" });
+        let _ = writeln!(s, "- Four parallel Cue transfers ≥ 1.8× the aggregate of four read/write-loop transfers (TCG, host clock): {x:.2}× ({c} against {r} KiB/s) — {}.", if x >= 1.8 { "**met**" } else { "**missed**" });
     }
     if let (Some(c), Some(l)) = (g("scion", "cue_ipk"), g("linux", "sendfile_ipk")) {
         let x = l as f64 / c.max(1) as f64;
         let _ = writeln!(s, "- Cue ≥ 1.0× Linux sendfile in instructions per KiB (Linux's ipk / Scion's): {x:.2}× ({c} against {l}) — {}.", if x >= 1.0 { "**met**" } else { "**missed**" });
     }
-    if let (Some(c), Some(r)) = (g("scion", "cue_meter"), g("scion", "rwloop_meter")) {
-        let _ = writeln!(s, "- The meter gets more done beside Cue than beside the read/write loop: {c} against {r} units per 10^9 ticks — {}.", if c > r { "**met**" } else { "**missed**" });
+    // The paper's Set 2: a schedule that takes about as long as the read/write loop, so
+    // that the meter's rates are comparable.
+    if let Some(rt) = g("scion", "rwloop_ticks_per_mib") {
+        let near = single_modes("scion").into_iter().filter(|(n, _)| n.starts_with("cue")).filter_map(|(n, _)| g("scion", &format!("{n}_ticks_per_mib")).map(|t| (n, t))).min_by_key(|(_, t)| t.abs_diff(rt));
+        if let (Some((n, t)), Some(r)) = (near, g("scion", "rwloop_meter")) {
+            let c = g("scion", &format!("{n}_meter")).unwrap_or(0);
+            let _ = writeln!(s, "- The meter gets more done beside Cue than beside the read/write loop (Set 2's way: beside the schedule whose transfer takes about as long, `{n}`, {t} against {rt} ticks/MiB): {c} against {r} units per 10^9 ticks — {}.", if c > r { "**met**" } else { "**missed**" });
+        }
+    }
+    if let (Some(c), Some(r)) = (g("scion", "cue_meter_lost"), g("scion", "rwloop_meter_lost")) {
+        let _ = writeln!(s, "- The same at any speed: the meter loses {c} units per MiB beside Cue (as fast as allowed) against {r} beside the read/write loop — {}.", if c < r { "**met**" } else { "**missed**" });
     }
     let _ = writeln!(s, "\n![cue suite](cue.svg)\n");
     s
@@ -362,7 +395,7 @@ fn cue_report(agg: &Agg) -> String {
 fn cue_svg(agg: &Agg) -> String {
     let series: Vec<(String, &str, Vec<Option<u64>>)> = [("scion", "cue", "#2b7bb9"), ("scion", "cue_k4_t16", "#6baed6"), ("scion", "rwloop", "#31a354"), ("scion", "ftp_cue", "#756bb1"), ("linux", "sendfile", "#e07b39"), ("linux", "rwloop", "#fdae6b")]
         .iter()
-        .map(|(sys, name, color)| (format!("{sys} {name}"), *color, (1..=PAR_MAX).map(|n| get(agg, sys, "icount", &format!("{name}_par{n}_kpg"))).collect()))
+        .map(|(sys, name, color)| (format!("{sys} {name}"), *color, (1..=PAR_MAX).map(|n| get(agg, sys, "tcg", &format!("{name}_par{n}_kbps"))).collect()))
         .collect();
     let maxv = series.iter().flat_map(|s| s.2.iter().flatten()).copied().max().unwrap_or(1).max(1) as f64;
     let (w, h, left, top, bottom, right) = (760.0, 440.0, 80.0, 50.0, 60.0, 190.0);
@@ -370,7 +403,7 @@ fn cue_svg(agg: &Agg) -> String {
     let x = |n: u64| left + (n - 1) as f64 / (PAR_MAX - 1) as f64 * pw;
     let y = |v: u64| top + ph - v as f64 / maxv * ph;
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let _ = writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Suite cue: aggregate throughput against parallel transfers (KiB per 10^9 guest ticks, icount)</text>");
+    let _ = writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Suite cue: aggregate throughput against parallel transfers (KiB/s, TCG, host clock)</text>");
     let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>", top + ph, left + pw, top + ph, top + ph);
     for n in 1..=PAR_MAX {
         let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>", x(n), top + ph + 18.0);

@@ -217,6 +217,69 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     let _ = rt::sys::cap_delete(ticket);
 }
 
+/// A range of a BAIO segment of our own, delegated out of order (blocks 40..48, then
+/// 8..24), sent from byte 100 on: what reaches the host is exactly those bytes.
+fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
+    use blk_api::client as seg;
+    let byte = |o: u64| (o * 31 + o / 4096) as u8;
+    let _ = seg::delete(blk, "cue_seg");
+    let s = match seg::create(blk, "cue_seg", 64, 0).and_then(|_| seg::open(blk, "cue_seg", 3, rt::layout::SCRATCH2)) {
+        Ok(s) => s,
+        Err(e) => {
+            c.check(false, &format!("a segment of our own: {}", e.name()));
+            return;
+        }
+    };
+    let per = seg::SLOT_BYTES / 4096;
+    let mut written = true;
+    for round in 0..2u64 {
+        let mut ops = Vec::new();
+        for i in 0..8u64 {
+            let first = (round * 8 + i) * per;
+            for (k, b) in s.data(i).iter_mut().enumerate() {
+                *b = byte(first * 4096 + k as u64);
+            }
+            ops.push((blk_api::WRITE_OP, first, per));
+        }
+        written &= s.batch(&ops).is_ok() && (0..8).all(|i| s.wait(i) == blk_api::DONE);
+    }
+    c.check(written, "64 blocks written to the segment");
+    let ticket = rt::alloc_slot();
+    let runs = [(40u64, 8u64), (8, 16)];
+    c.eq(s.delegate(baio::READ, &runs, ticket), Ok(24), "a view of two runs of it, out of order");
+    match seg::open(blk, "cue_seg", baio::READ, rt::layout::BENCH[0]) {
+        Ok(ro) => {
+            c.eq(ro.delegate(baio::READ | baio::WRITE, &[(0, 64)], rt::alloc_slot()), Err(Error::NoRights), "a view has no more rights than its parent");
+            let _ = ro.close();
+        }
+        Err(e) => {
+            c.check(false, &format!("open the segment read-only: {}", e.name()));
+        }
+    }
+    c.eq(s.delegate(baio::READ, &[(60, 8)], rt::alloc_slot()), Err(Error::InvalidArg), "a view past the segment's end");
+    let mut want = Cksum::new();
+    let mut all = Vec::new();
+    for (f, n) in runs {
+        all.extend((f * 4096..(f + n) * 4096).map(byte));
+    }
+    want.update(&all[100..]);
+    let want = want.finish();
+    let Some(h) = connect(c, net, SINK) else { return };
+    match net.cue(ticket, h, 100, 0, 24 * 4096, Schedule::FAST, np::CUE_SHUTDOWN, np::NO_STATUS) {
+        Ok(t) => {
+            let st = net.cue_wait(t, 120_000_000);
+            c.eq(st.map(|s| (s.status, s.sent)), Ok((np::CUE_DONE, want.1)), "the segment range is sent");
+            c.eq(parse_cksum(&reply(net, h)), Some(want), "and reached the host byte for byte");
+        }
+        Err(e) => {
+            c.check(false, &format!("cue of a segment range: {}", e.name()));
+        }
+    }
+    let _ = net.close(h);
+    let _ = s.close();
+    let _ = seg::delete(blk, "cue_seg");
+}
+
 /// `cue_peer`'s transfer: ours to name by its id, not to see, change or stop.
 fn others(c: &mut Checks, net: &Net) {
     let me = tests::id_of("cue_test").unwrap_or(0);
@@ -260,6 +323,7 @@ fn main() -> i32 {
     others(&mut c, &net);
     hostile(&mut c, &net, fs, blk);
     parallel(&mut c, &net, fs);
+    segment_range(&mut c, &net, blk);
     // cue_peer ends with a transfer running: net cancels it.
     let all_gone = tests::wait_until(6000, || net.cue_list().is_ok_and(|l| l.is_empty()) && tests::id_of("cue_peer").is_none());
     c.check(all_gone, "the transfer of cue_peer, which ended under it, is cancelled");
