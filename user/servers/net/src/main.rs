@@ -677,7 +677,10 @@ impl Net {
         self.next_transfer += 1;
         let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us());
         if t.read_ahead().is_err() {
-            t.finish(p::CUE_FAILED | Error::BadState as u64, 0);
+            // Given back here; the caller frees the slot.
+            if let Some(v) = t.view.take() {
+                let _ = v.close();
+            }
             return Err(Error::BadState);
         }
         self.cue_windows[window] = true;
