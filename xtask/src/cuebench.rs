@@ -73,7 +73,11 @@ fn meter(port: u16, on: bool) -> Result<(), String> {
 /// `n` GETs of `path` on one keep-alive connection, each body `FILE_BYTES` long, the
 /// bytes received so far kept in `got` as they come.
 fn fetch(port: u16, path: &str, n: u64, got: &AtomicU64) -> Result<(), String> {
-    let mut s = crate::nettest::ready(port)?;
+    fetch_on(crate::nettest::ready(port)?, path, n, got)
+}
+
+/// `fetch` on a connection already made.
+fn fetch_on(mut s: std::net::TcpStream, path: &str, n: u64, got: &AtomicU64) -> Result<(), String> {
     let mut buf = vec![0u8; 64 * 1024];
     for _ in 0..n {
         s.write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
@@ -130,17 +134,23 @@ fn between(port: u16, with_meter: bool, work: impl FnOnce() -> Result<(), String
     r.map(|_| (b0, b1))
 }
 
-/// `n` clients at once, each fetching `path` `fetches` times: (ticks, KiB, Jain × 1000
-/// of the bytes each had when the first finished).
+/// `n` clients at once, each fetching `path` `fetches` times once all are connected:
+/// (readings before and after, Jain × 1000 of the bytes each had when the first
+/// finished).
 fn parallel(port: u16, path: &str, n: u64, fetches: u64) -> Result<(Busy, Busy, u64), String> {
     let counters: Vec<Arc<AtomicU64>> = (0..n).map(|_| Arc::new(AtomicU64::new(0))).collect();
     let first_done: Arc<std::sync::Mutex<Option<Vec<u64>>>> = Arc::new(std::sync::Mutex::new(None));
+    // Connections first (each answers a first small request), so that the clients
+    // start together: the fairness index is about the transfers, not about connecting.
+    let conns: Vec<std::net::TcpStream> = (0..n).map(|_| crate::nettest::ready(port)).collect::<Result<_, _>>()?;
     let (b0, b1) = between(port, false, || {
-        let handles: Vec<_> = (0..n as usize)
-            .map(|i| {
+        let handles: Vec<_> = conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
                 let (counters, first_done, path) = (counters.clone(), first_done.clone(), path.to_string());
                 std::thread::spawn(move || -> Result<(), String> {
-                    fetch(port, &path, fetches, &counters[i])?;
+                    fetch_on(s, &path, fetches, &counters[i])?;
                     let mut f = first_done.lock().unwrap();
                     if f.is_none() {
                         *f = Some(counters.iter().map(|c| c.load(Ordering::Relaxed)).collect());

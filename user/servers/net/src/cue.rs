@@ -158,7 +158,8 @@ impl Transfer {
         if self.draining {
             return if sock.send_queue() == 0 { self.finish(p::CUE_DONE, now_us) } else { Turn::Idle };
         }
-        if now_us < self.rest_until {
+        if now_us < self.rest_until || sock.send_queue() == sock.send_capacity() {
+            // Resting, or no room: nothing to do (and the area is not touched).
             return Turn::Idle;
         }
         // The area is touched only while the capability lives: whoever delegated the

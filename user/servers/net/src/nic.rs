@@ -184,10 +184,10 @@ pub struct Tx<'a> {
 impl TxToken for Tx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         Nic::reclaim(self.raw, self.tx, self.free, self.of_token);
-        let mut scratch = [0u8; MTU];
         let Some(i) = self.free.pop() else {
             // Every buffer is on the device: the frame is dropped (TCP sends it again).
             self.counters.tx_dropped += 1;
+            let mut scratch = [0u8; MTU];
             return f(&mut scratch[..len.min(MTU)]);
         };
         let buf = self.tx.get(i);
