@@ -194,6 +194,11 @@ impl TxToken for Tx<'_> {
         let hdr = self.raw.fill_buffer_header(buf).unwrap_or(0);
         let len = len.min(BUF - hdr);
         let r = f(&mut buf[hdr..hdr + len]);
+        // TCP's checksum: smoltcp leaves it to us (`capabilities`), summed 8 bytes at a time.
+        let frame = &mut buf[hdr..hdr + len];
+        if len > 14 && frame[12..14] == [0x08, 0x00] {
+            inet::fill_tcp_ipv4(&mut frame[14..]);
+        }
         // SAFETY: the buffer stays untouched until the device gives its token back
         // (`reclaim`).
         match unsafe { self.raw.transmit_begin(&buf[..hdr + len]) } {
@@ -236,6 +241,9 @@ impl Device for Nic {
         c.medium = Medium::Ethernet;
         c.max_transmission_unit = MTU;
         c.max_burst_size = Some(QUEUE / 2);
+        // Received segments are checked by smoltcp; sent ones get their checksum in
+        // `Tx::consume` (crates/inet sums 8 bytes at a time, smoltcp 2).
+        c.checksum.tcp = smoltcp::phy::Checksum::Rx;
         c
     }
 }
