@@ -48,8 +48,10 @@ pub const MOUNT: u64 = 0x8a;
 pub const WAIT: u64 = 0x89;
 
 /// Through a segment capability: hand part of the segment on. MR1 = rights (a subset
-/// of the capability's), MR2 = n ≤ `MAX_EXTENTS`, then n pairs (first block, blocks)
-/// of this capability's blocks. Reply: a capability item (a new badged SEND capability,
+/// of the capability's), MR2 = n ≤ `MAX_EXTENTS`, MR3 = bytes (0: all of the blocks;
+/// else reads through the view see zeros past this many bytes — a file's slack in its
+/// last block stays unseen), then n pairs (first block, blocks) of this capability's
+/// blocks. Reply: a capability item (a new badged SEND capability,
 /// for the caller to pass on) and MR2 = its blocks. Through it, block 0 is the first
 /// block of the first pair, and so on in order: the holder sees those blocks and no
 /// other (a file's extents, for `files` to let `net` send a file: Cue). It has no
@@ -58,8 +60,8 @@ pub const WAIT: u64 = 0x89;
 pub const DELEGATE: u64 = 0x8b;
 /// Through a delegated capability, once: map its shared area (the reply's map item,
 /// `AREA_PAGES` pages, read-only: the holder sends `BATCH` messages and reads status
-/// words and data, and writes nothing); reply MR2 = its blocks. `BadState` if it has
-/// one already. Until then
+/// words and data, and writes nothing); reply MR2 = its blocks, MR3 = its bytes.
+/// `BadState` if it has one already. Until then
 /// every other request through it but `CLOSE` is `BadState`.
 pub const ATTACH: u64 = 0x8c;
 pub const MAX_EXTENTS: usize = 8;
@@ -128,7 +130,7 @@ pub enum Request<'a> {
     Sync,
     Close,
     /// `extents` holds n pairs (first block, blocks).
-    Delegate { rights: u64, extents: &'a [u64] },
+    Delegate { rights: u64, bytes: u64, extents: &'a [u64] },
     Attach,
 }
 
@@ -167,13 +169,13 @@ impl<'a> Decode<'a> for Request<'a> {
             SYNC => Request::Sync,
             CLOSE => Request::Close,
             DELEGATE => {
-                let [rights, n] = a.words()?;
+                let [rights, n, bytes] = a.words()?;
                 let n = n as usize;
                 let all = a.all();
-                if n == 0 || n > MAX_EXTENTS || all.len() < 2 + 2 * n {
+                if n == 0 || n > MAX_EXTENTS || all.len() < 3 + 2 * n {
                     return Err(Error::Malformed);
                 }
-                Request::Delegate { rights, extents: &all[2..2 + 2 * n] }
+                Request::Delegate { rights, bytes, extents: &all[3..3 + 2 * n] }
             }
             ATTACH => Request::Attach,
             _ => return Err(Error::Unsupported),
@@ -282,6 +284,8 @@ pub mod client {
     pub struct View {
         pub cap: u64,
         pub blocks: u64,
+        /// Bytes readable through it (past them, reads give zeros).
+        pub bytes: u64,
         mem: rt::shared::Area,
     }
 
@@ -292,7 +296,7 @@ pub mod client {
         if m.items() != 1 {
             return Err(Error::Malformed);
         }
-        Ok(View { cap, blocks: m.word(2), mem: mapped_area(area_va) })
+        Ok(View { cap, blocks: m.word(2), bytes: m.word(3), mem: mapped_area(area_va) })
     }
 
     impl View {
@@ -332,12 +336,13 @@ pub mod client {
 
     impl Segment {
         /// Hand `extents` (pairs of first block, blocks) of this segment on with
-        /// `rights`: the new capability lands in slot `dst`; returns its blocks.
-        pub fn delegate(&self, rights: u8, extents: &[(u64, u64)], dst: u64) -> Result<u64, Error> {
+        /// `rights`, readable up to `bytes` (0: all of the blocks): the new capability
+        /// lands in slot `dst`; returns its blocks.
+        pub fn delegate(&self, rights: u8, extents: &[(u64, u64)], bytes: u64, dst: u64) -> Result<u64, Error> {
             if extents.is_empty() || extents.len() > p::MAX_EXTENTS {
                 return Err(Error::InvalidArg);
             }
-            let mut w = alloc::vec![rights as u64, extents.len() as u64];
+            let mut w = alloc::vec![rights as u64, extents.len() as u64, bytes];
             for (f, n) in extents {
                 w.extend_from_slice(&[*f, *n]);
             }

@@ -79,6 +79,8 @@ struct Op {
     remaining: u32,
     failed: bool,
     batch: u64,
+    /// Bytes of the area to zero when it completes (a read past a view's bytes).
+    zero: (u64, u64),
 }
 
 /// A client asleep in `WAIT` (until its segment's counter reaches n) or in a
@@ -104,6 +106,8 @@ struct Handle {
     /// (first, blocks), in order — the whole segment, or what a `DELEGATE` named.
     len: u64,
     view: Vec<(u64, u64)>,
+    /// Bytes readable through it (`len` blocks' worth, or less for a delegated view).
+    bytes: u64,
     /// The handle this one was delegated from (closed with it).
     parent: Option<u64>,
     rights: u8,
@@ -308,6 +312,9 @@ impl Blk {
         op.remaining -= 1;
         if op.remaining == 0 {
             let op = self.ops.remove(&id).unwrap();
+            if op.zero.1 > 0 && self.handles.contains_key(&op.hid) {
+                zero_bytes(op.zero.0, op.zero.1);
+            }
             self.finish(op.hid, op.status, if op.failed { p::FAILED | p::E_IO } else { p::DONE }, op.batch);
         }
     }
@@ -365,7 +372,7 @@ impl Blk {
     /// into cache slots. It completes into its status word.
     fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
         let h = &self.handles[&hid];
-        let (len, rights, area) = (h.len, h.rights, h.area);
+        let (len, rights, area, bytes) = (h.len, h.rights, h.area, h.bytes);
         let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
         let status = area + p::STATUS + 8 * (w[2] >> 32);
         let buffered = kind & p::BUFFERED != 0;
@@ -391,7 +398,15 @@ impl Blk {
         let id = self.next_op;
         self.next_op += 1;
         // One extra part keeps the operation open while its requests are queued.
-        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch });
+        // A read past the view's bytes: those come back as zeros.
+        let end = (first + count) * BLOCK as u64;
+        let zero = if kind == p::READ_OP && end > bytes {
+            let from = bytes.max(first * BLOCK as u64);
+            (area + off + (from - first * BLOCK as u64), end - from)
+        } else {
+            (0, 0)
+        };
+        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, zero });
         // The handle's blocks first .. first + count, as runs of the segment's blocks.
         let mut pieces: Vec<(u64, u64)> = Vec::new();
         let (mut skip, mut want) = (first, count);
@@ -622,7 +637,7 @@ impl Blk {
     }
 
     /// `DELEGATE` through handle `hid`: a new handle on `extents` of its blocks.
-    fn delegate(&mut self, hid: u64, rights: u64, extents: &[u64]) -> Msg {
+    fn delegate(&mut self, hid: u64, rights: u64, bytes: u64, extents: &[u64]) -> Msg {
         let h = &self.handles[&hid];
         if rights == 0 || rights & !(h.rights as u64) != 0 {
             return err(Error::NoRights);
@@ -657,12 +672,17 @@ impl Blk {
             }
             len += n;
         }
+        let bytes = if bytes == 0 { len * BLOCK as u64 } else { bytes };
+        if bytes > len * BLOCK as u64 {
+            return err(Error::InvalidArg);
+        }
         let child = Handle {
             name: h.name.clone(),
             written: h.written,
             start: h.start,
             len,
             view,
+            bytes,
             parent: Some(hid),
             rights: rights as u8,
             slot: rt::alloc_slot(),
@@ -693,7 +713,7 @@ impl Blk {
         }
         let Some(area) = self.area() else { return err(Error::NoMemory) };
         self.handles.get_mut(&hid).unwrap().area = area;
-        let mut r = Msg::new(0, &[0, self.handles[&hid].len]);
+        let mut r = Msg::new(0, &[0, self.handles[&hid].len, self.handles[&hid].bytes]);
         r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ), 0);
         r
     }
@@ -706,7 +726,7 @@ impl Blk {
             return Some(err(Error::BadState));
         }
         match req {
-            Request::Delegate { rights, extents } => Some(self.delegate(hid, rights, extents)),
+            Request::Delegate { rights, bytes, extents } => Some(self.delegate(hid, rights, bytes, extents)),
             Request::Attach => Some(self.attach(hid)),
             Request::Batch { flags, ops } => {
                 let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
@@ -779,7 +799,7 @@ impl Blk {
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], parent: None, rights: want, slot, area, client, principal, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, area, client, principal, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);

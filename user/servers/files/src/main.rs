@@ -93,7 +93,7 @@ impl Files {
             }
         }
         let slot = rt::alloc_slot();
-        match self.fs.dev.seg.delegate(baio::READ, &runs, slot) {
+        match self.fs.dev.seg.delegate(baio::READ, &runs, size, slot) {
             Ok(blocks) => {
                 self.tickets.push((client, ino, slot));
                 let mut r = server::ok_msg(&[size, blocks]);

@@ -669,7 +669,7 @@ impl Net {
         }
         let va = rt::layout::NET_CUE + window as u64 * blk_api::AREA_BYTES;
         let view = blk_api::client::attach(ticket, va).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
-        if size > view.blocks * cue::BLOCK {
+        if size > view.bytes {
             let _ = view.close();
             return Err(Error::InvalidArg);
         }

@@ -208,8 +208,15 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     // is used up (net gives it back).
     let fresh = rt::alloc_slot();
     let _ = files::ticket(fs, fh, fresh);
-    c.eq(cue_raw(net, Some(fresh), &words(h, 0, 0, 1, 0, size + 64 * 4096, np::NO_STATUS)), Err(Error::InvalidArg), "a size past the ticket's blocks");
+    c.eq(cue_raw(net, Some(fresh), &words(h, 0, 0, 1, 0, size + 1, np::NO_STATUS)), Err(Error::InvalidArg), "a size past the file's (the ticket says how many bytes it holds)");
     c.eq(cue_raw(net, Some(fresh), &good), Err(Error::InvalidCap), "a ticket net gave back after a refusal is dead");
+    // A file that ends inside a block: its slack is not the program's to send.
+    if let Ok((f1, s1)) = files::open(fs, "/f1.bin", false) {
+        let t1 = rt::alloc_slot();
+        let _ = files::ticket(fs, f1, t1);
+        c.eq(cue_raw(net, Some(t1), &words(h, 0, 0, 1, 0, s1.div_ceil(4096) * 4096, np::NO_STATUS)), Err(Error::InvalidArg), "a size up to the end of the file's last block, past the file");
+        let _ = files::close(fs, f1);
+    }
     // Nothing net refused stays running.
     c.eq(net.cue_list().map(|l| l.lines().filter(|l| l.split_whitespace().nth(1) == Some(&format!("{}", tests::id_of("cue_test").unwrap_or(0)))).count()), Ok(0), "no refused CUE left a transfer");
     let _ = files::close(fs, fh);
@@ -246,17 +253,36 @@ fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
     c.check(written, "64 blocks written to the segment");
     let ticket = rt::alloc_slot();
     let runs = [(40u64, 8u64), (8, 16)];
-    c.eq(s.delegate(baio::READ, &runs, ticket), Ok(24), "a view of two runs of it, out of order");
+    c.eq(s.delegate(baio::READ, &runs, 0, ticket), Ok(24), "a view of two runs of it, out of order");
     match seg::open(blk, "cue_seg", baio::READ, rt::layout::BENCH[0]) {
         Ok(ro) => {
-            c.eq(ro.delegate(baio::READ | baio::WRITE, &[(0, 64)], rt::alloc_slot()), Err(Error::NoRights), "a view has no more rights than its parent");
+            c.eq(ro.delegate(baio::READ | baio::WRITE, &[(0, 64)], 0, rt::alloc_slot()), Err(Error::NoRights), "a view has no more rights than its parent");
             let _ = ro.close();
         }
         Err(e) => {
             c.check(false, &format!("open the segment read-only: {}", e.name()));
         }
     }
-    c.eq(s.delegate(baio::READ, &[(60, 8)], rt::alloc_slot()), Err(Error::InvalidArg), "a view past the segment's end");
+    c.eq(s.delegate(baio::READ, &[(60, 8)], 0, rt::alloc_slot()), Err(Error::InvalidArg), "a view past the segment's end");
+    c.eq(s.delegate(baio::READ, &[(0, 2)], 3 * 4096, rt::alloc_slot()), Err(Error::InvalidArg), "a view of more bytes than its blocks");
+    // A view of 16 blocks readable for 8 blocks and 100 bytes: the rest reads as zeros
+    // (a file's slack in its last block is never seen through a ticket).
+    let short = rt::alloc_slot();
+    let limit = 8 * 4096 + 100;
+    let mine = s.delegate(baio::READ, &[(40, 16)], limit, short).and_then(|_| seg::attach(short, rt::layout::BENCH[1]));
+    match mine {
+        Ok(v) => {
+            c.eq(v.bytes, limit, "ATTACH says how many bytes the view holds");
+            let read = v.batch_ops(&[blk_api::op(blk_api::READ_OP, 0, 16, 0, blk_api::DATA)], blk_api::WAIT_ALL);
+            let got = v.bytes(blk_api::DATA, 16 * 4096);
+            let want = |k: u64| if k < limit { byte(40 * 4096 + k) } else { 0 };
+            c.check(read.is_ok() && v.status(0) == blk_api::DONE && got.iter().enumerate().all(|(k, b)| *b == want(k as u64)), "reads through it give its bytes, then zeros");
+            let _ = v.close();
+        }
+        Err(e) => {
+            c.check(false, &format!("a view with a byte limit: {}", e.name()));
+        }
+    }
     let mut want = Cksum::new();
     let mut all = Vec::new();
     for (f, n) in runs {
