@@ -87,7 +87,8 @@ pub const STATE: u64 = 0xce;
 /// runs on it; `CLOSE` cancels it and forgets it. Errors: `Malformed` (no capability), `InvalidCap`
 /// (unknown socket, or a capability that is not the block service's), `WrongType`,
 /// `InvalidArg` (a range past the size or the blocks, a bad schedule or status offset),
-/// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run).
+/// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run, or
+/// the caller's `MAX_TRANSFERS_PER_CLIENT`).
 pub const CUE: u64 = 0xcf;
 /// MR1 = transfer id. Reply MR2 = status, MR3 = bytes sent (taken by TCP), MR4 = bytes
 /// in all, MR5 = k, MR6 = t, MR7 = µs since it started (until it ended). A transfer that
@@ -112,6 +113,8 @@ pub const CUE_CANCELLED: u64 = 2;
 pub const CUE_FAILED: u64 = 1 << 63;
 pub const NO_STATUS: u64 = u64::MAX;
 pub const MAX_TRANSFERS: usize = 8;
+/// Transfers one program may have running at once: no program takes them all.
+pub const MAX_TRANSFERS_PER_CLIENT: usize = 4;
 pub const MAX_K: u64 = 1 << 20;
 pub const MAX_T_MS: u64 = 60_000;
 

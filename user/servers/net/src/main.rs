@@ -664,6 +664,9 @@ impl Net {
             return Err(Error::Reset);
         }
         let Some(window) = self.cue_windows.iter().position(|w| !w) else { return Err(Error::NoSpace) };
+        if self.transfers.iter().filter(|t| t.client == id && t.running()).count() >= p::MAX_TRANSFERS_PER_CLIENT {
+            return Err(Error::NoSpace);
+        }
         if !self.is_blk(ticket) {
             return Err(Error::InvalidCap);
         }

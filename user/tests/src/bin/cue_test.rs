@@ -138,6 +138,27 @@ fn cancel(c: &mut Checks, net: &Net, fs: u64) {
     let _ = net.close(h);
 }
 
+/// One program may run `MAX_TRANSFERS_PER_CLIENT` at once, so that it cannot take all
+/// of net's; closing the sockets cancels them.
+fn per_client_limit(c: &mut Checks, net: &Net, fs: u64) {
+    let slow = Schedule { k: 1, t_ms: 50 };
+    let mut socks = Vec::new();
+    for _ in 0..np::MAX_TRANSFERS_PER_CLIENT {
+        let Some(h) = connect(c, net, SINK) else { return };
+        c.check(start(net, fs, "/1m.bin", h, slow, np::NO_STATUS).is_ok(), "a slow transfer within the limit");
+        socks.push(h);
+    }
+    if let Some(h) = connect(c, net, SINK) {
+        c.eq(start(net, fs, "/1m.bin", h, slow, np::NO_STATUS), Err(Error::NoSpace), "one more than a program may run");
+        socks.push(h);
+    }
+    for h in socks {
+        let _ = net.close(h);
+    }
+    let me = format!("{}", tests::id_of("cue_test").unwrap_or(0));
+    c.eq(net.cue_list().map(|l| l.lines().filter(|l| l.split_whitespace().nth(1) == Some(&me)).count()), Ok(0), "closing the sockets cancelled them");
+}
+
 fn peer_closes(c: &mut Checks, net: &Net, fs: u64) {
     let Some(h) = connect(c, net, CLOSER) else { return };
     match start(net, fs, "/16m.bin", h, Schedule::FAST, np::NO_STATUS) {
@@ -350,6 +371,9 @@ fn main() -> i32 {
     hostile(&mut c, &net, fs, blk);
     parallel(&mut c, &net, fs);
     segment_range(&mut c, &net, blk);
+    // (Before the kernel pages are counted: the most areas net maps at once is here,
+    // and the kernel keeps the page tables and node pages it grew to.)
+    per_client_limit(&mut c, &net, fs);
     // cue_peer ends with a transfer running: net cancels it.
     let all_gone = tests::wait_until(6000, || net.cue_list().is_ok_and(|l| l.is_empty()) && tests::id_of("cue_peer").is_none());
     c.check(all_gone, "the transfer of cue_peer, which ended under it, is cancelled");
