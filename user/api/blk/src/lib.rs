@@ -58,10 +58,12 @@ pub const WAIT: u64 = 0x89;
 /// shared area until `ATTACH`; it is closed with its parent, or by `CLOSE` through it
 /// or through the parent's copy. At most `MAX_DELEGATED` per segment capability.
 pub const DELEGATE: u64 = 0x8b;
-/// Through a delegated capability, once: map its shared area (the reply's map item,
-/// `AREA_PAGES` pages, read-only: the holder sends `BATCH` messages and reads status
-/// words and data, and writes nothing); reply MR2 = its blocks, MR3 = its bytes.
-/// `BadState` if it has one already. Until then
+/// Through a delegated capability, once: MR1 = log2 of the bytes of the shared area
+/// to map (12 ..= `12 + AREA_LOG2`: the control page and as much data as the holder
+/// will use; operations must stay inside it). The reply's map item maps them
+/// read-only: the holder sends `BATCH` messages and reads status words and data, and
+/// writes nothing. Reply MR2 = its blocks, MR3 = its bytes. `BadState` if it has one
+/// already; `InvalidArg` for a size out of range. Until then
 /// every other request through it but `CLOSE` is `BadState`.
 pub const ATTACH: u64 = 0x8c;
 pub const MAX_EXTENTS: usize = 8;
@@ -131,7 +133,7 @@ pub enum Request<'a> {
     Close,
     /// `extents` holds n pairs (first block, blocks).
     Delegate { rights: u64, bytes: u64, extents: &'a [u64] },
-    Attach,
+    Attach { log2: u64 },
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -177,7 +179,10 @@ impl<'a> Decode<'a> for Request<'a> {
                 }
                 Request::Delegate { rights, bytes, extents: &all[3..3 + 2 * n] }
             }
-            ATTACH => Request::Attach,
+            ATTACH => {
+                let [log2] = a.words()?;
+                Request::Attach { log2 }
+            }
             _ => return Err(Error::Unsupported),
         })
     }
@@ -289,14 +294,25 @@ pub mod client {
         mem: rt::shared::Area,
     }
 
-    /// Map the shared area of the delegated capability in slot `cap` at `area_va`.
-    pub fn attach(cap: u64, area_va: u64) -> Result<View, Error> {
-        let mut m = Msg::new(p::ATTACH, &[]);
-        rt::server::request_mapping(cap, [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0)], &mut m)?;
+    /// Map the first `2^log2` bytes of the shared area of the delegated capability in
+    /// slot `cap` at `area_va` (aligned to them, unused).
+    pub fn attach(cap: u64, area_va: u64, log2: u64) -> Result<View, Error> {
+        let mut m = Msg::new(p::ATTACH, &[log2]);
+        rt::server::request_mapping(cap, [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), 7), Fpage(0), Fpage(0)], &mut m)?;
         if m.items() != 1 {
             return Err(Error::Malformed);
         }
-        Ok(View { cap, blocks: m.word(2), bytes: m.word(3), mem: mapped_area(area_va) })
+        Ok(View { cap, blocks: m.word(2), bytes: m.word(3), mem: mapped_view(area_va, 1 << log2) })
+    }
+
+    /// The part of a view's area the service has just mapped at `va`.
+    #[allow(unsafe_code)]
+    fn mapped_view(va: u64, len: u64) -> rt::shared::Area {
+        // SAFETY: the service mapped `len` bytes of its DMA memory read-only at `va` by
+        // the ATTACH reply's map item (the window was exactly that range); the holder
+        // only reads them (`View` writes nothing); they stay mapped until the view is
+        // closed and a while after (blk's PARK_US); nothing Rust-owned lives there.
+        unsafe { rt::shared::Area::new(va, len) }
     }
 
     impl View {

@@ -113,8 +113,10 @@ struct Handle {
     rights: u8,
     /// Slot of the badged capability the client's copy derives from.
     slot: u64,
-    /// The shared area (0: a delegated handle not yet attached).
+    /// The shared area (0: a delegated handle not yet attached), and how much of it
+    /// the client has mapped (all of it, or what a view's holder asked for).
     area: u64,
+    mapped: u64,
     /// The program that opened it (its id, from the badge root minted), and its principal.
     client: u64,
     principal: u32,
@@ -132,14 +134,15 @@ struct Blk {
     quotas: BTreeMap<u32, u64>,
     handles: BTreeMap<u64, Handle>,
     next: u64,
-    /// Shared areas of closed handles, for reuse.
-    spare: Vec<u64>,
+    /// Shared areas of closed handles, for reuse, with how many of their first bytes
+    /// may have been written (to zero before reuse).
+    spare: Vec<(u64, u64)>,
     /// Areas of closed delegated handles, still mapped in their holders until the time
     /// given (µs): a delegated view is closed by whoever delegated it (a file removed)
     /// while its holder (`net`) may be reading the area; the holder's capability goes at
     /// once, and the holder checks it before it touches the area, so the area may go
     /// only after any such check has had time to finish its reading.
-    parked: Vec<(u64, u64)>,
+    parked: Vec<(u64, u64, u64)>,
     area_next: u64,
     sigma0: u64,
     cache: u64,
@@ -196,9 +199,10 @@ fn copy_block(from: u64, to: u64) {
 impl Blk {
     fn area(&mut self) -> Option<u64> {
         self.unpark();
-        if let Some(a) = self.spare.pop() {
-            // SAFETY: a spare area is mapped here and shared with nobody any more.
-            unsafe { core::ptr::write_bytes(a as *mut u8, 0, p::AREA_BYTES as usize) };
+        if let Some((a, dirty)) = self.spare.pop() {
+            // SAFETY: a spare area is mapped here and shared with nobody any more; only
+            // its first `dirty` bytes were ever mapped to a client or written.
+            unsafe { core::ptr::write_bytes(a as *mut u8, 0, dirty.min(p::AREA_BYTES) as usize) };
             return Some(a);
         }
         let va = self.area_next;
@@ -374,6 +378,7 @@ impl Blk {
         let h = &self.handles[&hid];
         let (len, rights, area, bytes) = (h.len, h.rights, h.area, h.bytes);
         let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
+        let mapped = self.handles[&hid].mapped;
         let status = area + p::STATUS + 8 * (w[2] >> 32);
         let buffered = kind & p::BUFFERED != 0;
         let kind = kind & !p::BUFFERED;
@@ -382,7 +387,7 @@ impl Blk {
             || kind > p::WRITE_OP
             || off % BLOCK as u64 != 0
             || off < p::DATA
-            || off.checked_add(count * BLOCK as u64).is_none_or(|e| e > p::AREA_BYTES);
+            || off.checked_add(count * BLOCK as u64).is_none_or(|e| e > mapped);
         let fail = if bad {
             Some(p::E_BAD)
         } else if first.checked_add(count).is_none_or(|e| e > len) {
@@ -607,11 +612,11 @@ impl Blk {
         let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
         rt::free_slot(h.slot);
         if h.area != 0 && h.parent.is_some() {
-            self.parked.push((h.area, rt::sys::now_us() + PARK_US));
+            self.parked.push((h.area, h.mapped, rt::sys::now_us() + PARK_US));
         } else if h.area != 0 {
             // SAFETY: the area stays mapped here; only the client loses it.
             let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
-            self.spare.push(h.area);
+            self.spare.push((h.area, p::AREA_BYTES));
         }
     }
 
@@ -620,11 +625,11 @@ impl Blk {
         let now = rt::sys::now_us();
         let mut i = 0;
         while i < self.parked.len() {
-            if self.parked[i].1 <= now {
-                let (area, _) = self.parked.swap_remove(i);
-                // SAFETY: as in `close`: only the holder loses the area.
-                let _ = unsafe { rt::sys::unmap(Fpage::mem(area, 12 + p::AREA_LOG2, 0), 0) };
-                self.spare.push(area);
+            if self.parked[i].2 <= now {
+                let (area, mapped, _) = self.parked.swap_remove(i);
+                // SAFETY: as in `close`: only the holder loses the part it had mapped.
+                let _ = unsafe { rt::sys::unmap(Fpage::mem(area, mapped.trailing_zeros() as u64, 0), 0) };
+                self.spare.push((area, mapped));
             } else {
                 i += 1;
             }
@@ -687,6 +692,7 @@ impl Blk {
             rights: rights as u8,
             slot: rt::alloc_slot(),
             area: 0,
+            mapped: 0,
             client: h.client,
             principal: h.principal,
             completed: 0,
@@ -702,19 +708,25 @@ impl Blk {
         r
     }
 
-    /// `ATTACH` through delegated handle `hid`: its shared area, mapped read-only.
-    fn attach(&mut self, hid: u64) -> Msg {
+    /// `ATTACH` through delegated handle `hid`: the first `2^log2` bytes of its shared
+    /// area, mapped read-only.
+    fn attach(&mut self, hid: u64, log2: u64) -> Msg {
         let h = &self.handles[&hid];
         if h.area != 0 || h.parent.is_none() {
             return err(Error::BadState);
+        }
+        if !(12..=12 + p::AREA_LOG2).contains(&log2) {
+            return err(Error::InvalidArg);
         }
         if self.areas_of(h.principal) >= MAX_OPEN_PER_PRINCIPAL {
             return err(Error::NoMemory);
         }
         let Some(area) = self.area() else { return err(Error::NoMemory) };
-        self.handles.get_mut(&hid).unwrap().area = area;
-        let mut r = Msg::new(0, &[0, self.handles[&hid].len, self.handles[&hid].bytes]);
-        r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ), 0);
+        let h = self.handles.get_mut(&hid).unwrap();
+        h.area = area;
+        h.mapped = 1 << log2;
+        let mut r = Msg::new(0, &[0, h.len, h.bytes]);
+        r.push_item(Fpage::mem(area, log2, abi::mem::READ), 0);
         r
     }
 
@@ -722,12 +734,12 @@ impl Blk {
     fn segment(&mut self, hid: u64, req: Request<'_>) -> Option<Msg> {
         let Some(h) = self.handles.get(&hid) else { return Some(err(Error::InvalidCap)) };
         // A delegated handle does nothing but attach and close until it has an area.
-        if h.area == 0 && !matches!(req, Request::Attach | Request::Close) {
+        if h.area == 0 && !matches!(req, Request::Attach { .. } | Request::Close) {
             return Some(err(Error::BadState));
         }
         match req {
             Request::Delegate { rights, bytes, extents } => Some(self.delegate(hid, rights, bytes, extents)),
-            Request::Attach => Some(self.attach(hid)),
+            Request::Attach { log2 } => Some(self.attach(hid, log2)),
             Request::Batch { flags, ops } => {
                 let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
                 self.batch(hid, ops, flags)
@@ -799,7 +811,7 @@ impl Blk {
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, area, client, principal, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, area, mapped: p::AREA_BYTES, client, principal, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
@@ -861,7 +873,7 @@ impl Server for Blk {
 
     fn next_tick_us(&mut self) -> Option<u64> {
         let now = rt::sys::now_us();
-        self.parked.iter().map(|(_, t)| t.saturating_sub(now)).min()
+        self.parked.iter().map(|(_, _, t)| t.saturating_sub(now)).min()
     }
 
     fn tick(&mut self) {

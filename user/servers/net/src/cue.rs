@@ -2,11 +2,11 @@
 //! (the Cue paper's `Cue(file, socket)`), the program touching none of the bytes.
 //!
 //! A transfer holds a read-only BAIO view of the blocks (a capability the block
-//! service delegated, mapped here by `ATTACH`). It reads ahead into that view's area
-//! in chunks of `CHUNK_BLOCKS` — up to `CHUNKS` of them pending or filled at once, one
-//! batched BAIO read each, DMA'd by the disk straight into the area — and sends from
-//! the area into the socket's TCP buffer: the one copy a byte makes on its way out of
-//! here. Its schedule (k, t) makes a slice of k blocks, then t ms of rest; the server
+//! service delegated, mapped here by `ATTACH`: as much of its area as the transfer
+//! needs, `layout`). It reads ahead into that area in chunks of `CHUNK_BLOCKS` — up to
+//! `MAX_SLOTS` of them pending or filled at once, one batched BAIO read each, DMA'd by
+//! the disk straight into the area — and sends from the area into the socket's TCP
+//! buffer: the one copy a byte makes on its way out of here. Its schedule (k, t) makes a slice of k blocks, then t ms of rest; the server
 //! gives transfers turns, one slice each (`Net::cue_run`).
 
 use blk_api::{self as b, client::View};
@@ -15,10 +15,24 @@ use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 
 pub const BLOCK: u64 = 4096;
-/// Blocks read by one operation, and operations ahead of the sender.
+/// Blocks read by one operation, and operations ahead of the sender (at most: the
+/// control page and seven chunks fit in 1 MiB of the area, 256 pages to map).
 pub const CHUNK_BLOCKS: u64 = b::MAX_OP_BLOCKS;
-pub const CHUNKS: u64 = 8;
+pub const MAX_SLOTS: u64 = 7;
 const CHUNK_BYTES: u64 = CHUNK_BLOCKS * BLOCK;
+
+/// How a transfer of the view's bytes `first .. end` uses the area: (its first chunk,
+/// chunk slots, log2 of the bytes of the area to map). Chunk c goes to slot
+/// (c − first chunk) mod slots; a transfer of a few chunks maps only what they fill
+/// (a small file: a few pages), a long one the control page and `MAX_SLOTS` chunks.
+pub fn layout(first: u64, end: u64) -> (u64, u64, u64) {
+    let (c0, last) = (first / CHUNK_BYTES, (end - 1) / CHUNK_BYTES);
+    let chunks = last - c0 + 1;
+    let slots = chunks.min(MAX_SLOTS);
+    let tail = if chunks == slots { end.div_ceil(BLOCK) * BLOCK - last * CHUNK_BYTES } else { CHUNK_BYTES };
+    let need = b::DATA + (slots - 1) * CHUNK_BYTES + tail;
+    (c0, slots, (need.next_power_of_two().trailing_zeros() as u64).max(12))
+}
 
 pub struct Transfer {
     pub id: u64,
@@ -34,8 +48,11 @@ pub struct Transfer {
     pub first: u64,
     pub pos: u64,
     pub end: u64,
-    /// The next chunk (`CHUNK_BYTES` of the view) to read.
+    /// The next chunk (`CHUNK_BYTES` of the view) to read; the first chunk and the
+    /// chunk slots of the area (`layout`).
     issued: u64,
+    c0: u64,
+    slots: u64,
     pub k: u64,
     pub t_ms: u64,
     pub flags: u64,
@@ -75,6 +92,8 @@ impl Transfer {
             pos: first,
             end,
             issued: first / CHUNK_BYTES,
+            c0: layout(first, end).0,
+            slots: layout(first, end).1,
             k,
             t_ms,
             flags,
@@ -109,18 +128,19 @@ impl Transfer {
         self.rest_until = 0;
     }
 
-    /// Start reads for the chunks the sender will need next (up to `CHUNKS` ahead).
+    /// Start reads for the chunks the sender will need next (up to `slots` ahead).
     pub fn read_ahead(&mut self) -> Result<(), abi::Error> {
         let Some(v) = &self.view else { return Ok(()) };
         let last = (self.end - 1) / CHUNK_BYTES;
-        let until = (self.pos / CHUNK_BYTES + CHUNKS).min(last + 1);
+        let until = (self.pos / CHUNK_BYTES + self.slots).min(last + 1);
+        let end_block = self.end.div_ceil(BLOCK).min(v.blocks);
         let mut ops: heapless_ops::Ops = heapless_ops::Ops::new();
         let flags = if self.flags & p::CUE_BUFFERED != 0 { b::BUFFERED } else { 0 };
         while self.issued < until {
             let c = self.issued;
             let first = c * CHUNK_BLOCKS;
-            let blocks = (v.blocks - first).min(CHUNK_BLOCKS);
-            let slot = c % CHUNKS;
+            let blocks = (end_block - first).min(CHUNK_BLOCKS);
+            let slot = (c - self.c0) % self.slots;
             ops.push(b::op(b::READ_OP | flags, first, blocks, slot, b::DATA + slot * CHUNK_BYTES));
             self.issued += 1;
         }
@@ -135,12 +155,13 @@ impl Transfer {
     fn ready(&self) -> Result<&[u8], u64> {
         let Some(v) = &self.view else { return Ok(&[]) };
         let c = self.pos / CHUNK_BYTES;
-        match v.status(c % CHUNKS) {
+        let slot = (c - self.c0) % self.slots;
+        match v.status(slot) {
             0 => Ok(&[]),
             b::DONE => {
                 let within = self.pos - c * CHUNK_BYTES;
                 let n = ((c + 1) * CHUNK_BYTES).min(self.end) - self.pos;
-                Ok(v.bytes(b::DATA + (c % CHUNKS) * CHUNK_BYTES + within, n))
+                Ok(v.bytes(b::DATA + slot * CHUNK_BYTES + within, n))
             }
             s => Err(s),
         }
@@ -241,20 +262,20 @@ impl Transfer {
     }
 }
 
-/// A fixed-size list of read operations (at most `CHUNKS`), so that reading ahead
+/// A fixed-size list of read operations (at most `MAX_SLOTS`), so that reading ahead
 /// allocates nothing.
 mod heapless_ops {
-    use super::CHUNKS;
+    use super::MAX_SLOTS;
     use blk_api::OP_WORDS;
 
     pub struct Ops {
-        ops: [[u64; OP_WORDS]; CHUNKS as usize],
+        ops: [[u64; OP_WORDS]; MAX_SLOTS as usize],
         n: usize,
     }
 
     impl Ops {
         pub fn new() -> Ops {
-            Ops { ops: [[0; OP_WORDS]; CHUNKS as usize], n: 0 }
+            Ops { ops: [[0; OP_WORDS]; MAX_SLOTS as usize], n: 0 }
         }
         pub fn push(&mut self, o: [u64; OP_WORDS]) {
             self.ops[self.n] = o;

@@ -68,6 +68,10 @@ const PING_IDENT: u16 = 0x5c10;
 /// How often a transfer waiting for the disk looks at its status words (the block
 /// service does not call this server when a read completes).
 const DISK_POLL_US: u64 = 500;
+/// Rounds of the stack a pump runs for Cue alone before it looks for requests again:
+/// a fast transfer keeps finding room as ACKs come, and must not keep the server from
+/// its clients (a new connection's answer waited for a whole other transfer).
+const CUE_BURST: usize = 16;
 
 fn now() -> Instant {
     Instant::from_micros(rt::sys::now_us() as i64)
@@ -170,6 +174,8 @@ struct Net {
     received: Option<u64>,
     /// The last CUE_LIST text (it must live until the kernel copies it).
     cue_text: String,
+    /// The last pump stopped with transfers still moving: go on once requests are seen.
+    cue_busy: bool,
 }
 
 fn tcp_state(s: tcp::State) -> u64 {
@@ -390,7 +396,8 @@ impl Net {
 
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     fn pump(&mut self) {
-        for _ in 0..256 {
+        self.cue_busy = false;
+        for round in 0..256 {
             self.nic.poll_rx();
             let sockets = &self.sockets;
             self.nic.retain_rx(|f| !duplicate_syn(sockets, f));
@@ -398,8 +405,14 @@ impl Net {
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
             self.nic.refill();
             let moved = self.cue_run();
-            if !self.nic.has_rx() && changed == smoltcp::iface::PollResult::None && !moved {
-                break;
+            if !self.nic.has_rx() && changed == smoltcp::iface::PollResult::None {
+                if !moved {
+                    break;
+                }
+                if round >= CUE_BURST {
+                    self.cue_busy = true;
+                    break;
+                }
             }
         }
         self.dhcp_events();
@@ -671,7 +684,8 @@ impl Net {
             return Err(Error::InvalidCap);
         }
         let va = rt::layout::NET_CUE + window as u64 * blk_api::AREA_BYTES;
-        let view = blk_api::client::attach(ticket, va).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
+        let (_, _, log2) = cue::layout(first, first + len);
+        let view = blk_api::client::attach(ticket, va, log2).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
         if size > view.bytes {
             let _ = view.close();
             return Err(Error::InvalidArg);
@@ -1115,6 +1129,10 @@ impl Server for Net {
     }
 
     fn next_tick_us(&mut self) -> Option<u64> {
+        if self.cue_busy {
+            // Transfers are moving: only look for requests (a receive that does not wait).
+            return Some(0);
+        }
         let t = now();
         let mut next = self.iface.poll_delay(t, &self.sockets).map(|d| d.total_micros());
         let mut at = |d: Instant| {
@@ -1284,6 +1302,7 @@ fn main() -> i32 {
         ticket_in: rt::alloc_slot(),
         received: None,
         cue_text: String::new(),
+        cue_busy: false,
     };
     n.pump();
     let mut buf = [0u8; 64];

@@ -222,7 +222,7 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
     c.eq(rt::server::request(net.srv, &mut m), Err(Error::InvalidArg), "unknown flags");
     // A ticket its holder has attached itself is refused: net's view would share it.
-    let own = blk_api::client::attach(ticket, rt::layout::SCRATCH);
+    let own = blk_api::client::attach(ticket, rt::layout::SCRATCH, 21);
     c.check(own.is_ok(), &format!("a program may attach its ticket itself: {:?}", own.as_ref().map(|v| v.blocks)));
     c.eq(cue_raw(net, Some(ticket), &good), Err(Error::BadState), "CUE with a ticket attached already");
     // net attaches a ticket before it can check the size against its blocks: this one
@@ -290,7 +290,12 @@ fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
     // (a file's slack in its last block is never seen through a ticket).
     let short = rt::alloc_slot();
     let limit = 8 * 4096 + 100;
-    let mine = s.delegate(baio::READ, &[(40, 16)], limit, short).and_then(|_| seg::attach(short, rt::layout::BENCH[1]));
+    let _ = s.delegate(baio::READ, &[(40, 16)], limit, short);
+    for bad in [11u64, 22] {
+        c.eq(tests::raw_request(short, blk_api::ATTACH, &[bad], None), Err(Error::InvalidArg), &format!("ATTACH of 2^{bad} bytes"));
+    }
+    // The control page and 16 blocks: 128 KiB of the area mapped, no more.
+    let mine = seg::attach(short, rt::layout::BENCH[1], 17);
     match mine {
         Ok(v) => {
             c.eq(v.bytes, limit, "ATTACH says how many bytes the view holds");
@@ -298,6 +303,8 @@ fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
             let got = v.bytes(blk_api::DATA, 16 * 4096);
             let want = |k: u64| if k < limit { byte(40 * 4096 + k) } else { 0 };
             c.check(read.is_ok() && v.status(0) == blk_api::DONE && got.iter().enumerate().all(|(k, b)| *b == want(k as u64)), "reads through it give its bytes, then zeros");
+            let past = v.batch_ops(&[blk_api::op(blk_api::READ_OP, 0, 16, 1, blk_api::DATA + 64 * 1024)], blk_api::WAIT_ALL);
+            c.eq((past, v.status(1)), (Ok(()), blk_api::FAILED | blk_api::E_BAD), "a read into the area past what the holder mapped");
             let _ = v.close();
         }
         Err(e) => {
