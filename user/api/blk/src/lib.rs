@@ -51,23 +51,32 @@ pub const WAIT: u64 = 0x89;
 /// of the capability's), MR2 = n ≤ `MAX_EXTENTS`, MR3 = bytes (0: all of the blocks;
 /// else reads through the view see zeros past this many bytes — a file's slack in its
 /// last block stays unseen), then n pairs (first block, blocks) of this capability's
-/// blocks. Reply: a capability item (a new badged SEND capability,
-/// for the caller to pass on) and MR2 = its blocks. Through it, block 0 is the first
-/// block of the first pair, and so on in order: the holder sees those blocks and no
-/// other (a file's extents, for `files` to let `net` send a file: Cue). It has no
-/// shared area until `ATTACH`; it is closed with its parent, or by `CLOSE` through it
-/// or through the parent's copy. At most `MAX_DELEGATED` per segment capability.
+/// blocks. Reply: a capability item (a new badged SEND capability, the "ticket", for
+/// the caller to pass on) and MR2 = its blocks, MR3 = its id (for `REVOKE`). Through
+/// it, block 0 is the first block of the first pair, and so on in order: the holder
+/// sees those blocks and no other (a file's extents, for `files` to let `net` send a
+/// file: Cue). It has no shared area until `ATTACH`; it is closed by `CLOSE` through
+/// it before that, through the holder's capability after, by `REVOKE` through the
+/// parent, or with the parent. At most `MAX_DELEGATED` per segment capability.
 pub const DELEGATE: u64 = 0x8b;
 /// Through a delegated capability, once: MR1 = log2 of the bytes of the shared area
 /// to map (12 ..= `12 + AREA_LOG2`: the control page and as much data as the holder
-/// will use; operations must stay inside it). The reply's map item maps them
-/// read-only: the holder sends `BATCH` messages and reads status words and data, and
-/// writes nothing. Reply MR2 = its blocks, MR3 = its bytes. `BadState` if it has one
-/// already; `InvalidArg` for a size out of range. Until then
+/// will use; operations must stay inside it). The reply's first item maps them
+/// read-only (the holder sends `BATCH` messages and reads status words and data, and
+/// writes nothing); its second is the holder's own capability to the view, through
+/// which alone the view works from now on (other copies of the ticket answer
+/// `BadState`; `CLOSE` through it gives the area back at once). Reply MR2 = its blocks,
+/// MR3 = its bytes. `BadState` if it has one already; `InvalidArg` for a size out of
+/// range. Until then
 /// every other request through it but `CLOSE` is `BadState`.
 pub const ATTACH: u64 = 0x8c;
+/// Through a segment capability: MR1 = the id of a view delegated through it. The view
+/// is closed: its holder's capability goes at once, the area it mapped `PARK_US`
+/// later (the holder may be reading it; it checks its capability before it does).
+/// The holder closing its own view (`CLOSE` through it) gives the area back at once.
+pub const REVOKE: u64 = 0x8d;
 pub const MAX_EXTENTS: usize = 8;
-pub const MAX_DELEGATED: usize = 32;
+pub const MAX_DELEGATED: usize = 256;
 
 /// An operation, four words: `[kind | flags, first block, blocks | status << 32,
 /// offset]`. Blocks are numbered from 0 in the segment; `offset` (bytes, a multiple
@@ -134,6 +143,7 @@ pub enum Request<'a> {
     /// `extents` holds n pairs (first block, blocks).
     Delegate { rights: u64, bytes: u64, extents: &'a [u64] },
     Attach { log2: u64 },
+    Revoke { view: u64 },
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -182,6 +192,10 @@ impl<'a> Decode<'a> for Request<'a> {
             ATTACH => {
                 let [log2] = a.words()?;
                 Request::Attach { log2 }
+            }
+            REVOKE => {
+                let [view] = a.words()?;
+                Request::Revoke { view }
             }
             _ => return Err(Error::Unsupported),
         })
@@ -295,11 +309,18 @@ pub mod client {
     }
 
     /// Map the first `2^log2` bytes of the shared area of the delegated capability in
-    /// slot `cap` at `area_va` (aligned to them, unused).
-    pub fn attach(cap: u64, area_va: u64, log2: u64) -> Result<View, Error> {
+    /// slot `ticket` at `area_va` (aligned to them, unused). The view works through the
+    /// holder's capability the reply brings (`View::cap`); the ticket is the caller's.
+    pub fn attach(ticket: u64, area_va: u64, log2: u64) -> Result<View, Error> {
+        let cap = rt::alloc_slot();
         let mut m = Msg::new(p::ATTACH, &[log2]);
-        rt::server::request_mapping(cap, [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), 7), Fpage(0), Fpage(0)], &mut m)?;
-        if m.items() != 1 {
+        let windows = [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), 7), Fpage::caps(cap, 0, 7), Fpage(0)];
+        if let Err(e) = rt::server::request_mapping(ticket, windows, &mut m) {
+            rt::free_slot(cap);
+            return Err(e);
+        }
+        if m.items() != 2 {
+            rt::free_slot(cap);
             return Err(Error::Malformed);
         }
         Ok(View { cap, blocks: m.word(2), bytes: m.word(3), mem: mapped_view(area_va, 1 << log2) })
@@ -346,15 +367,17 @@ pub mod client {
 
         /// Give it back; the service unmaps the area.
         pub fn close(self) -> Result<(), Error> {
-            call(self.cap, &mut Msg::new(p::CLOSE, &[]))
+            let r = call(self.cap, &mut Msg::new(p::CLOSE, &[]));
+            rt::free_slot(self.cap);
+            r
         }
     }
 
     impl Segment {
         /// Hand `extents` (pairs of first block, blocks) of this segment on with
         /// `rights`, readable up to `bytes` (0: all of the blocks): the new capability
-        /// lands in slot `dst`; returns its blocks.
-        pub fn delegate(&self, rights: u8, extents: &[(u64, u64)], bytes: u64, dst: u64) -> Result<u64, Error> {
+        /// lands in slot `dst`; returns (its blocks, its id for `revoke`).
+        pub fn delegate(&self, rights: u8, extents: &[(u64, u64)], bytes: u64, dst: u64) -> Result<(u64, u64), Error> {
             if extents.is_empty() || extents.len() > p::MAX_EXTENTS {
                 return Err(Error::InvalidArg);
             }
@@ -367,7 +390,12 @@ pub mod client {
             if m.items() != 1 {
                 return Err(Error::Malformed);
             }
-            Ok(m.word(2))
+            Ok((m.word(2), m.word(3)))
+        }
+
+        /// Close view `id` delegated through this segment (see `REVOKE`).
+        pub fn revoke(&self, id: u64) -> Result<(), Error> {
+            call(self.cap, &mut Msg::new(p::REVOKE, &[id]))
         }
 
         fn word(&self, off: u64) -> u64 {

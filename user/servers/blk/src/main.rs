@@ -45,6 +45,10 @@ rt::entry!(main);
 /// Badges this service mints: a segment capability's is `Badge::minted(handle)`, an
 /// interrupt line's `Badge::minted(IRQ_BADGE | line)` (handles stay below it).
 const IRQ_BADGE: u64 = 1 << 61;
+/// A view's holder's capability (`ATTACH` hands it out): `Badge::minted(HOLDER | handle)`.
+/// The ticket a view was delegated as may have been copied; only this one, which the
+/// attach gave the holder alone, works on the view once it is attached.
+const HOLDER: u64 = 1 << 60;
 /// Shared areas, one per open segment, mapped here and in the client.
 const AREA_VA: u64 = rt::layout::BLK_AREAS;
 /// The cache server's frames, mapped here.
@@ -111,8 +115,10 @@ struct Handle {
     /// The handle this one was delegated from (closed with it).
     parent: Option<u64>,
     rights: u8,
-    /// Slot of the badged capability the client's copy derives from.
+    /// Slot of the badged capability the client's copy derives from, and (a view,
+    /// once attached) of its holder's.
     slot: u64,
+    holder: u64,
     /// The shared area (0: a delegated handle not yet attached), and how much of it
     /// the client has mapped (all of it, or what a view's holder asked for).
     area: u64,
@@ -589,13 +595,15 @@ impl Blk {
     }
 
     /// Give a handle back: its operations finish, sleepers are told, the client's
-    /// capability and area mapping are revoked (the area is kept for reuse).
-    fn close(&mut self, hid: u64) {
+    /// capability and area mapping are revoked (the area is kept for reuse). `park`: a
+    /// view closed by someone other than its holder keeps its area mapped in the holder
+    /// for `PARK_US` (see `parked`).
+    fn close(&mut self, hid: u64, park: bool) {
         self.drain();
-        // What was delegated from it goes first.
+        // What was delegated from it goes first (its holders did not ask).
         let children: Vec<u64> = self.handles.iter().filter(|(_, h)| h.parent == Some(hid)).map(|(k, _)| *k).collect();
         for c in children {
-            self.close(c);
+            self.close(c, true);
         }
         let Some(h) = self.handles.remove(&hid) else { return };
         let mut i = 0;
@@ -608,15 +616,17 @@ impl Blk {
                 i += 1;
             }
         }
-        // SAFETY: only the client's derived copies and this slot are affected.
-        let _ = unsafe { rt::sys::unmap(Fpage::caps(h.slot, 0, 0), UNMAP_SELF) };
-        rt::free_slot(h.slot);
-        if h.area != 0 && h.parent.is_some() {
+        for slot in [h.slot, h.holder].into_iter().filter(|s| *s != 0) {
+            // SAFETY: only the client's derived copies and this slot are affected.
+            let _ = unsafe { rt::sys::unmap(Fpage::caps(slot, 0, 0), UNMAP_SELF) };
+            rt::free_slot(slot);
+        }
+        if h.area != 0 && park {
             self.parked.push((h.area, h.mapped, rt::sys::now_us() + PARK_US));
         } else if h.area != 0 {
             // SAFETY: the area stays mapped here; only the client loses it.
-            let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, 12 + p::AREA_LOG2, 0), 0) };
-            self.spare.push((h.area, p::AREA_BYTES));
+            let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, h.mapped.trailing_zeros() as u64, 0), 0) };
+            self.spare.push((h.area, h.mapped));
         }
     }
 
@@ -691,6 +701,7 @@ impl Blk {
             parent: Some(hid),
             rights: rights as u8,
             slot: rt::alloc_slot(),
+            holder: 0,
             area: 0,
             mapped: 0,
             client: h.client,
@@ -703,7 +714,7 @@ impl Blk {
         let slot = child.slot;
         let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(cid).0);
         self.handles.insert(cid, child);
-        let mut r = Msg::new(0, &[0, len]);
+        let mut r = Msg::new(0, &[0, len, cid]);
         r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
         r
     }
@@ -722,19 +733,28 @@ impl Blk {
             return err(Error::NoMemory);
         }
         let Some(area) = self.area() else { return err(Error::NoMemory) };
+        let holder = rt::alloc_slot();
+        let _ = rt::sys::cap_copy(cap::SELF_THREAD, holder, rights::SEND, Badge::minted(HOLDER | hid).0);
         let h = self.handles.get_mut(&hid).unwrap();
         h.area = area;
         h.mapped = 1 << log2;
+        h.holder = holder;
         let mut r = Msg::new(0, &[0, h.len, h.bytes]);
         r.push_item(Fpage::mem(area, log2, abi::mem::READ), 0);
+        r.push_item(Fpage::caps(holder, 0, rights::SEND), 0);
         r
     }
 
     /// A request through a segment capability.
-    fn segment(&mut self, hid: u64, req: Request<'_>) -> Option<Msg> {
+    fn segment(&mut self, hid: u64, req: Request<'_>, holder: bool) -> Option<Msg> {
         let Some(h) = self.handles.get(&hid) else { return Some(err(Error::InvalidCap)) };
-        // A delegated handle does nothing but attach and close until it has an area.
+        // A delegated handle does nothing but attach and close until it has an area;
+        // then only its holder's capability works on it (so no other copy of the
+        // ticket can close it under the holder's reads).
         if h.area == 0 && !matches!(req, Request::Attach { .. } | Request::Close) {
+            return Some(err(Error::BadState));
+        }
+        if h.parent.is_some() && h.area != 0 && !holder {
             return Some(err(Error::BadState));
         }
         match req {
@@ -769,8 +789,15 @@ impl Blk {
             Request::Close => {
                 // Answer first: the close revokes the very capability the client called.
                 let _ = ipc::reply(&Msg::new(0, &[0]));
-                self.close(hid);
+                self.close(hid, false);
                 None
+            }
+            Request::Revoke { view } => {
+                if self.handles.get(&view).is_none_or(|v| v.parent != Some(hid)) {
+                    return Some(err(Error::InvalidArg));
+                }
+                self.close(view, true);
+                Some(Msg::new(0, &[0]))
             }
             // Requests to the service itself are not for a segment capability.
             _ => Some(err(Error::Unsupported)),
@@ -811,7 +838,7 @@ impl Blk {
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, area, mapped: p::AREA_BYTES, client, principal, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, holder: 0, area, mapped: p::AREA_BYTES, client, principal, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
@@ -885,13 +912,13 @@ impl Server for Blk {
         let gone = client.program() as u64;
         let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
         for hid in hids {
-            self.close(hid);
+            self.close(hid, false);
         }
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
-        let r = if let Some(hid) = from.minted_value() {
-            self.segment(hid, req)
+        let r = if let Some(v) = from.minted_value() {
+            self.segment(v & !HOLDER, req, v & HOLDER != 0)
         } else if from.principal() == 0 {
             Some(err(Error::NoRights))
         } else {

@@ -51,15 +51,17 @@ struct Files {
     /// Reply strings live here until the kernel has copied them.
     out: Vec<u8>,
     text: String,
-    /// Tickets handed out (Cue): (client program, inode, slot of our copy), oldest first.
-    tickets: Vec<(u32, u32, u64)>,
+    /// Tickets handed out (Cue): (client program, inode, slot of our copy, the view's
+    /// id at blk), oldest first. Our copy tells whether the view is still open.
+    tickets: Vec<(u32, u32, u64, u64)>,
 }
 
 impl Files {
-    /// Take ticket `i` back: closing it through our copy revokes every copy (`net`'s).
+    /// Take ticket `i` back (blk `REVOKE` through our segment: every copy of it goes, and
+    /// the area its holder mapped soon after).
     fn revoke(&mut self, i: usize) {
-        let (_, _, slot) = self.tickets.remove(i);
-        let _ = rt::server::request(slot, &mut ipc::Msg::new(blk_api::CLOSE, &[]));
+        let (_, _, slot, id) = self.tickets.remove(i);
+        let _ = self.fs.dev.seg.revoke(id);
         rt::free_slot(slot);
     }
 
@@ -67,7 +69,7 @@ impl Files {
     fn revoke_where(&mut self, which: impl Fn(u32, u32) -> bool) {
         let mut i = 0;
         while i < self.tickets.len() {
-            let (c, ino, _) = self.tickets[i];
+            let (c, ino, _, _) = self.tickets[i];
             if which(c, ino) {
                 self.revoke(i);
             } else {
@@ -94,8 +96,8 @@ impl Files {
         }
         let slot = rt::alloc_slot();
         match self.fs.dev.seg.delegate(baio::READ, &runs, size, slot) {
-            Ok(blocks) => {
-                self.tickets.push((client, ino, slot));
+            Ok((blocks, id)) => {
+                self.tickets.push((client, ino, slot, id));
                 let mut r = server::ok_msg(&[size, blocks]);
                 r.push_item(abi::fpage::Fpage::caps(slot, 0, abi::rights::SEND), 0);
                 Answer::Reply(r)

@@ -252,11 +252,10 @@ impl Transfer {
         self.status = status;
         self.ended_us = now_us;
         if let Some(v) = self.view.take() {
-            let slot = v.cap;
-            // Closing revokes the capability and unmaps the area here; a view already
-            // revoked (the file removed) answers InvalidCap, which changes nothing.
+            // Closing (through the holder's capability) unmaps the area here at once; a
+            // view already revoked (the file removed) answers InvalidCap, which changes
+            // nothing.
             let _ = v.close();
-            rt::free_slot(slot);
         }
         Turn::Ended
     }

@@ -694,7 +694,6 @@ impl Net {
         self.next_transfer += 1;
         let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us());
         if t.read_ahead().is_err() {
-            // Given back here; the caller frees the slot.
             if let Some(v) = t.view.take() {
                 let _ = v.close();
             }
@@ -988,13 +987,10 @@ impl Net {
             }
             Request::Cue { handle, first, len, k, t_ms, flags, size, status_off } => {
                 let ticket = self.received.take().ok_or(Error::Malformed)?;
-                match self.cue(id, ticket, handle, first, len, k, t_ms, flags, size, status_off) {
-                    Ok(t) => ok(&[t]),
-                    Err(e) => {
-                        rt::free_slot(ticket);
-                        Err(e)
-                    }
-                }
+                let r = self.cue(id, ticket, handle, first, len, k, t_ms, flags, size, status_off);
+                // The transfer works through the holder's capability ATTACH gave it.
+                rt::free_slot(ticket);
+                ok(&[r?])
             }
             Request::CueState { id: tid } => {
                 let i = self.transfer_of(id, tid)?;
