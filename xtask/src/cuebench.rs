@@ -31,7 +31,7 @@ const FILE_BYTES: u64 = 1 << 20;
 const FETCHES: u64 = 4;
 const SLOW_FETCHES: u64 = 2;
 /// (k, t) schedules of Tables 1–5.
-const SCHEDULES: [(u64, u64); 9] = [(1, 0), (4, 0), (16, 0), (1, 4), (4, 4), (16, 4), (1, 16), (4, 16), (16, 16)];
+const SCHEDULES: [(u64, u64); 10] = [(1, 0), (4, 0), (16, 0), (1, 4), (2, 4), (4, 4), (16, 4), (1, 16), (4, 16), (16, 16)];
 /// Parallel transfers (Tables 6–8): up to this many, each fetching the file this often.
 const PAR_MAX: u64 = 4;
 const PAR_FETCHES: u64 = 2;
