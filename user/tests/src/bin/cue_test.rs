@@ -223,8 +223,13 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     c.eq(rt::server::request(net.srv, &mut m), Err(Error::InvalidArg), "unknown flags");
     // A ticket its holder has attached itself is refused: net's view would share it.
     let own = blk_api::client::attach(ticket, rt::layout::SCRATCH, 21);
+    c.check(own.as_ref().is_ok_and(|v| v.cap != ticket), "ATTACH hands the holder a capability of its own");
     c.check(own.is_ok(), &format!("a program may attach its ticket itself: {:?}", own.as_ref().map(|v| v.blocks)));
     c.eq(cue_raw(net, Some(ticket), &good), Err(Error::BadState), "CUE with a ticket attached already");
+    c.eq(tests::raw_request(ticket, blk_api::CLOSE, &[], None), Err(Error::BadState), "once attached, the ticket cannot close the view: only its holder can");
+    if let Ok(v) = &own {
+        c.eq(rt::sys::cap_info(v.cap).map(|_| ()), Ok(()), "and the holder's view is still open");
+    }
     // net attaches a ticket before it can check the size against its blocks: this one
     // is used up (net gives it back).
     let fresh = rt::alloc_slot();
