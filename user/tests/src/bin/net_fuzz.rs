@@ -29,7 +29,7 @@ fn word(r: &mut Rng) -> u64 {
         6 => r.below(np::AREA_BYTES * 2),                       // in and past the area
         7 => [u64::MAX, u64::MAX - 1, 1 << 32, 1 << 63][r.below(4) as usize],
         8 => ipv4(10, 0, 2, r.below(256) as u8),                // addresses nearby
-        9 => r.below(70) | (r.below(4) << 32),                  // WAIT entries
+        9 => r.below(70) | (r.below(8) << 32),                  // WAIT entries (ENDED too)
         10 => r.below(2_000_000),                               // timeouts
         _ => r.next(),
     }
@@ -53,7 +53,8 @@ fn main() -> i32 {
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let (mut answered, mut ok) = (0u64, 0u64);
     for i in 0..count {
-        let label = if r.below(10) < 8 { 0xc0 + r.below(15) } else { r.next() >> 40 };
+        // Every label of the protocol, Cue's (0xcf ..= 0xd3) too.
+        let label = if r.below(10) < 8 { 0xc0 + r.below(20) } else { r.next() >> 40 };
         let n = if r.below(20) == 0 { r.below(63) } else { r.below(7) };
         let words: Vec<u64> = (0..n).map(|_| word(&mut r)).collect();
         let mut m = Msg::new(label, &words);

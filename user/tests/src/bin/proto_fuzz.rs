@@ -29,8 +29,8 @@ rt::entry!(main);
 /// A server's labels (the ones a hostile client would try first).
 fn labels(server: &str) -> Vec<u64> {
     match server {
-        "blk" => (0x80..=0x8a).chain([rt::server::GONE]).collect(),
-        "files" => (0xa0..=0xa8).chain([rt::server::GONE]).collect(),
+        "blk" => (0x80..=0x8d).chain([rt::server::GONE]).collect(),
+        "files" => (0xa0..=0xa9).chain([rt::server::GONE]).collect(),
         "cache" => (0x90..=0x94).collect(),
         // Not EXIT (the caller's own exit) nor KILL (it may name the caller itself).
         "root" => (2..=11).filter(|l| *l != rt::proto::KILL).collect(),
@@ -88,7 +88,7 @@ fn main() -> i32 {
     for i in 0..count {
         let to_seg = seg.is_some() && r.below(3) == 0;
         let label = if r.below(10) < 8 {
-            if to_seg { [bp::BATCH, bp::SUBMIT, bp::WAIT, bp::SYNC, bp::CLOSE][r.below(5) as usize] } else { labels[r.below(labels.len() as u64) as usize] }
+            if to_seg { [bp::BATCH, bp::SUBMIT, bp::WAIT, bp::SYNC, bp::CLOSE, bp::DELEGATE, bp::ATTACH, bp::REVOKE][r.below(8) as usize] } else { labels[r.below(labels.len() as u64) as usize] }
         } else {
             r.next() >> 40
         };
