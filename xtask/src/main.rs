@@ -3,6 +3,7 @@
 
 mod bench;
 mod crash;
+mod grafts;
 mod cuebench;
 mod image;
 mod nettest;
@@ -25,7 +26,7 @@ fn usage() -> ExitCode {
         "usage: cargo xtask <command>\n\
          \n\
          commands:\n\
-         \x20 build            build the kernel and all user programs\n\
+         \x20 build            build the kernel, all user programs and the example grafts\n\
          \x20 run [--port N]   build and boot Scion in QEMU, serial console on this terminal;\n\
          \x20                  host port N (8080; or SCION_HTTP_PORT) reaches Scion's web server\n\
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
@@ -114,6 +115,8 @@ pub fn ensure_clippy() -> Result<(), String> {
 pub struct Artifacts {
     pub kernel: PathBuf,
     pub programs: Vec<(String, PathBuf)>,
+    /// The example graft files (`target/grafts/`).
+    pub grafts: Vec<PathBuf>,
 }
 
 /// The user program packages (members under `user/` with binaries) and their binaries.
@@ -158,7 +161,8 @@ pub fn build() -> Result<Artifacts, String> {
     let dir = target_dir().join(TARGET).join("release");
     let mut programs: Vec<(String, PathBuf)> = pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
     programs.sort();
-    Ok(Artifacts { kernel: dir.join("kernel"), programs })
+    let grafts = grafts::build()?;
+    Ok(Artifacts { kernel: dir.join("kernel"), programs, grafts })
 }
 
 /// The programs the kernel and root start whatever the manifest says.

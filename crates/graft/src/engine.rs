@@ -1,0 +1,91 @@
+//! One engine per technology. An engine holds a loaded graft's code and its state
+//! inside its sandbox (a Wasm instance's linear memory, an eBPF program's memory
+//! region, a script's blob), and runs one call with a budget. It never decides
+//! whether an answer is good (the point does) nor undoes anything (the `Graft`
+//! around it does); it only has to leave itself callable again after `reset`.
+
+use alloc::boxed::Box;
+
+use crate::format::{GraftFile, Tech};
+use crate::LoadError;
+
+pub mod native;
+#[cfg(feature = "wasmi")]
+pub mod wasm;
+#[cfg(feature = "ebpf")]
+pub mod bpf;
+#[cfg(feature = "script")]
+pub mod script;
+
+/// Why a call was aborted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abort {
+    /// The call ran out of its budget (fuel, operations).
+    Budget,
+    /// The graft touched memory it was not given.
+    Memory,
+    /// The graft trapped (unreachable, division, a panic, a script error, a bad type).
+    Trap,
+    /// The point refused the answer (a victim that is not a candidate, a block
+    /// outside the segment).
+    BadAnswer,
+    /// The engine could not be made callable again; the graft is unloaded.
+    Broken,
+}
+
+impl Abort {
+    pub fn what(self) -> &'static str {
+        match self {
+            Abort::Budget => "over budget",
+            Abort::Memory => "memory out of bounds or over the limit",
+            Abort::Trap => "trap",
+            Abort::BadAnswer => "answer refused by the point",
+            Abort::Broken => "engine broken",
+        }
+    }
+}
+
+/// A loaded graft's code, in its sandbox.
+pub trait Engine {
+    /// The graft's state as the sandbox holds it (exactly the file's `state_len`
+    /// bytes). The owner writes it (a hot list); the graft reads and writes it.
+    fn state(&mut self) -> &mut [u8];
+    /// Run one call on `input` (at most the point's `max_input` bytes) within
+    /// `budget` units of the technology's own measure.
+    fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort>;
+    /// After an aborted call: make the engine callable again (a fresh instance). The
+    /// state is written back by the caller afterwards.
+    fn reset(&mut self) -> Result<(), Abort>;
+}
+
+/// Limits an engine enforces besides the per-call budget.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Bytes of memory a graft may hold (Wasm linear memory; script values).
+    pub memory: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { memory: 1 << 20 }
+    }
+}
+
+/// Build the engine for a parsed file, with the technologies compiled in. `Upcall`,
+/// `WasmAot` and `SignedRust` need a server's help (IPC, executable memory, the key)
+/// and come through the table's `extra` hook instead.
+pub fn build(f: &GraftFile<'_>, limits: Limits) -> Result<Box<dyn Engine>, LoadError> {
+    match f.tech {
+        Tech::Native => Ok(Box::new(native::Native::load(f)?)),
+        #[cfg(feature = "wasmi")]
+        Tech::Wasmi => Ok(Box::new(wasm::Wasm::load(f, limits)?)),
+        #[cfg(feature = "ebpf")]
+        Tech::Ebpf => Ok(Box::new(bpf::Ebpf::load(f)?)),
+        #[cfg(feature = "script")]
+        Tech::Script => Ok(Box::new(script::Script::load(f, limits)?)),
+        _ => {
+            let _ = limits;
+            Err(LoadError::Unsupported)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! WebAssembly interpreted by `wasmi` (VINO's interpreted byte code). The module
+//! imports nothing and exports `memory`, `graft_input() -> i32` and `graft_state() ->
+//! i32` (where in its memory the point's input and the graft's state live) and
+//! `graft_run(len: i32) -> i64`. Fuel bounds a call, a store limiter bounds memory,
+//! tables and instances; the module sees nothing but its own linear memory. An
+//! aborted call leaves the instance behind (its stack pointer may be anywhere), so
+//! `reset` instantiates the module afresh.
+
+use wasmi::{Config, Engine as WEngine, Instance, Linker, Memory, Module, StackLimits, Store, StoreLimits, StoreLimitsBuilder, TypedFunc};
+
+use super::{Abort, Engine, Limits};
+use crate::format::GraftFile;
+use crate::LoadError;
+
+pub struct Wasm {
+    module: Module,
+    store: Store<StoreLimits>,
+    memory: Memory,
+    run: TypedFunc<i32, i64>,
+    input_at: usize,
+    state_at: usize,
+    state_len: usize,
+    max_input: usize,
+    limits: Limits,
+}
+
+/// Fuel for the module's start function and the two address queries.
+const SETUP_FUEL: u64 = 1 << 20;
+
+fn limiter(l: Limits) -> StoreLimits {
+    StoreLimitsBuilder::new().memory_size(l.memory).memories(1).tables(1).table_elements(1024).instances(1).trap_on_grow_failure(false).build()
+}
+
+impl Wasm {
+    pub fn load(f: &GraftFile<'_>, limits: Limits) -> Result<Wasm, LoadError> {
+        let mut c = Config::default();
+        c.consume_fuel(true);
+        // A graft recursing without end traps instead of growing the server's heap.
+        c.set_stack_limits(StackLimits::new(1024, 64 * 1024, 256).map_err(|_| LoadError::Refused("stack limits"))?);
+        let engine = WEngine::new(&c);
+        let module = Module::new(&engine, f.code).map_err(|_| LoadError::Refused("not a valid WebAssembly module"))?;
+        if module.imports().len() != 0 {
+            return Err(LoadError::Refused("the module imports something (a graft may import nothing)"));
+        }
+        let store = Store::new(&engine, limiter(limits));
+        // Placeholders until `instantiate` fills them.
+        let mut w = Wasm::instantiate(module, store, f.state_len, f.point.max_input(), limits)?;
+        w.state().fill(0);
+        Ok(w)
+    }
+
+    fn instantiate(module: Module, mut store: Store<StoreLimits>, state_len: usize, max_input: usize, limits: Limits) -> Result<Wasm, LoadError> {
+        let r = LoadError::Refused;
+        store.limiter(|l| l);
+        store.set_fuel(SETUP_FUEL).map_err(|_| r("fuel"))?;
+        let linker = Linker::<StoreLimits>::new(module.engine());
+        let inst: Instance = linker
+            .instantiate(&mut store, &module)
+            .and_then(|p| p.start(&mut store))
+            .map_err(|_| r("the module does not instantiate within the limits"))?;
+        let memory = inst.get_memory(&store, "memory").ok_or(r("the module exports no memory"))?;
+        let q = |s: &mut Store<StoreLimits>, name| -> Result<usize, LoadError> {
+            let f = inst.get_typed_func::<(), i32>(&*s, name).map_err(|_| r("missing graft_input or graft_state () -> i32"))?;
+            f.call(s, ()).map(|v| v as u32 as usize).map_err(|_| r("graft_input or graft_state trapped"))
+        };
+        let input_at = q(&mut store, "graft_input")?;
+        let state_at = q(&mut store, "graft_state")?;
+        let run = inst.get_typed_func::<i32, i64>(&store, "graft_run").map_err(|_| r("missing graft_run (i32) -> i64"))?;
+        let size = memory.data(&store).len();
+        let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|e| e <= size);
+        if !fits(input_at, max_input) || !fits(state_at, state_len) {
+            return Err(r("the input or state buffer is outside the module's memory"));
+        }
+        if state_len > 0 && input_at < state_at + state_len && state_at < input_at + max_input {
+            return Err(r("the input and state buffers overlap"));
+        }
+        Ok(Wasm { module, store, memory, run, input_at, state_at, state_len, max_input, limits })
+    }
+}
+
+impl Engine for Wasm {
+    fn state(&mut self) -> &mut [u8] {
+        let (a, n) = (self.state_at, self.state_len);
+        // In bounds: checked at instantiation, and linear memory never shrinks.
+        &mut self.memory.data_mut(&mut self.store)[a..a + n]
+    }
+
+    fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
+        if input.len() > self.max_input {
+            return Err(Abort::Memory);
+        }
+        let at = self.input_at;
+        self.memory.data_mut(&mut self.store)[at..at + input.len()].copy_from_slice(input);
+        self.store.set_fuel(budget).map_err(|_| Abort::Broken)?;
+        match self.run.call(&mut self.store, input.len() as i32) {
+            Ok(v) => Ok(v as u64),
+            Err(e) => Err(match e.as_trap_code() {
+                Some(wasmi::core::TrapCode::OutOfFuel) => Abort::Budget,
+                Some(wasmi::core::TrapCode::MemoryOutOfBounds) | Some(wasmi::core::TrapCode::GrowthOperationLimited) => Abort::Memory,
+                _ => Abort::Trap,
+            }),
+        }
+    }
+
+    fn reset(&mut self) -> Result<(), Abort> {
+        let store = Store::new(self.module.engine(), limiter(self.limits));
+        let w = Wasm::instantiate(self.module.clone(), store, self.state_len, self.max_input, self.limits).map_err(|_| Abort::Broken)?;
+        *self = w;
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! A server's loaded grafts. Each graft belongs to the principal that loaded it and
+//! acts only on that principal's data (the server asks `active(point, owner)` with the
+//! owner of the data at hand). A call is a transaction: the state is copied aside
+//! first (the undo copy), and put back if the call is aborted — over budget, a trap,
+//! memory out of bounds, or an answer the point refuses — so a failed call changes
+//! nothing the graft or its owner can see; the server then uses its default policy
+//! for that call. After `MAX_FAILURES` aborted calls in a row the graft is unloaded.
+//!
+//! Graft files arrive in pieces (`put`, each at most one IPC string) into a staging
+//! buffer of the loader's own, bounded, and are parsed and checked as a whole by
+//! `load`.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use crate::engine::{self, Abort, Engine, Limits};
+use crate::format::{GraftFile, Tech, MAX_FILE};
+use crate::point::Point;
+use crate::LoadError;
+
+/// Aborted calls in a row after which a graft is unloaded.
+pub const MAX_FAILURES: u32 = 3;
+/// Grafts one server holds at once.
+pub const MAX_GRAFTS: usize = 32;
+/// Loaders with a file half-sent at once.
+pub const MAX_STAGING: usize = 8;
+
+/// What the server counts for each graft.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub calls: u64,
+    pub aborts: u64,
+    /// Cycles spent in calls (the server's clock; rdtsc in Scion).
+    pub cycles: u64,
+    pub last_abort: Option<Abort>,
+}
+
+pub struct Graft {
+    pub id: u32,
+    pub owner: u32,
+    pub point: Point,
+    pub tech: Tech,
+    pub name: String,
+    /// The budget of one call, in the technology's units.
+    pub budget: u64,
+    pub stats: Stats,
+    engine: Box<dyn Engine>,
+    undo: Vec<u8>,
+    failures: u32,
+    broken: bool,
+}
+
+impl Graft {
+    pub fn new(id: u32, owner: u32, f: &GraftFile<'_>, engine: Box<dyn Engine>) -> Graft {
+        Graft { id, owner, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine, undo: vec![0; f.state_len], failures: 0, broken: false }
+    }
+
+    /// One call as a transaction. `Err`: the default policy answers this call.
+    pub fn call(&mut self, input: &[u8]) -> Result<u64, Abort> {
+        self.stats.calls += 1;
+        self.undo.copy_from_slice(self.engine.state());
+        let r = match self.engine.call(input, self.budget) {
+            Ok(v) if self.point.accepts(input, v) => Ok(v),
+            Ok(_) => Err(Abort::BadAnswer),
+            Err(a) => Err(a),
+        };
+        match r {
+            Ok(v) => {
+                self.failures = 0;
+                Ok(v)
+            }
+            Err(a) => {
+                self.stats.aborts += 1;
+                self.stats.last_abort = Some(a);
+                self.failures += 1;
+                match self.engine.reset() {
+                    Ok(()) => self.engine.state().copy_from_slice(&self.undo),
+                    Err(_) => self.broken = true,
+                }
+                Err(a)
+            }
+        }
+    }
+
+    /// Should the server unload it (too many failures in a row, or broken)?
+    pub fn dead(&self) -> bool {
+        self.broken || self.failures >= MAX_FAILURES
+    }
+
+    /// The owner writes part of the state (a hot list).
+    pub fn write_state(&mut self, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
+        let s = self.engine.state();
+        match at.checked_add(bytes.len()) {
+            Some(end) if end <= s.len() => {
+                s[at..end].copy_from_slice(bytes);
+                Ok(())
+            }
+            _ => Err(LoadError::Limit("past the graft's state")),
+        }
+    }
+
+    pub fn read_state(&mut self, at: usize, out: &mut [u8]) -> usize {
+        let s = self.engine.state();
+        let n = out.len().min(s.len().saturating_sub(at));
+        out[..n].copy_from_slice(&s[at..at + n]);
+        n
+    }
+}
+
+/// Budget of one call unless the owner sets another: fuel units (Wasm), operations
+/// (script). eBPF needs none (its programs end within their length).
+pub const DEFAULT_BUDGET: u64 = 1 << 20;
+/// The most a budget may be set to.
+pub const MAX_BUDGET: u64 = 1 << 28;
+
+/// Builds engines the crate cannot build alone (an upcall's IPC, AOT code, a
+/// signature check with the server's key); `None`: not supported here.
+pub type Extra<'a> = &'a mut dyn FnMut(&GraftFile<'_>) -> Option<Result<Box<dyn Engine>, LoadError>>;
+
+pub struct Table {
+    grafts: Vec<Graft>,
+    staging: BTreeMap<u32, Vec<u8>>,
+    next: u32,
+    /// The points this server hosts.
+    points: &'static [Point],
+    pub limits: Limits,
+    /// Grafts unloaded because they failed, since the server started.
+    pub reaped: u64,
+}
+
+impl Table {
+    pub fn new(points: &'static [Point]) -> Table {
+        Table { grafts: Vec::new(), staging: BTreeMap::new(), next: 1, points, limits: Limits::default(), reaped: 0 }
+    }
+
+    /// Part of a graft file, at byte `at` of `owner`'s staging buffer.
+    pub fn put(&mut self, owner: u32, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
+        let end = at.checked_add(bytes.len()).filter(|e| *e <= MAX_FILE).ok_or(LoadError::Limit("graft file bigger than 256 KiB"))?;
+        if !self.staging.contains_key(&owner) && self.staging.len() >= MAX_STAGING {
+            return Err(LoadError::Limit("too many loads under way"));
+        }
+        let buf = self.staging.entry(owner).or_default();
+        if at > buf.len() {
+            return Err(LoadError::Format("pieces must come in order"));
+        }
+        buf.truncate(at);
+        buf.extend_from_slice(bytes);
+        let _ = end;
+        Ok(())
+    }
+
+    /// Load the file staged by `owner` (exactly `len` bytes of it). The staging
+    /// buffer is emptied whatever happens.
+    pub fn load(&mut self, owner: u32, len: usize, extra: Extra<'_>) -> Result<u32, LoadError> {
+        let buf = self.staging.remove(&owner).unwrap_or_default();
+        if buf.len() != len {
+            return Err(LoadError::Format("the pieces sent do not add up to the length"));
+        }
+        let f = GraftFile::parse(&buf)?;
+        if !self.points.contains(&f.point) {
+            return Err(LoadError::Refused("this server has no such graft point"));
+        }
+        if self.grafts.iter().any(|g| g.owner == owner && g.point == f.point) {
+            return Err(LoadError::Busy);
+        }
+        if self.grafts.len() >= MAX_GRAFTS {
+            return Err(LoadError::Limit("the server holds as many grafts as it may"));
+        }
+        let engine = match extra(&f) {
+            Some(r) => r?,
+            None => engine::build(&f, self.limits)?,
+        };
+        let id = self.next;
+        self.next = self.next.wrapping_add(1).max(1);
+        self.grafts.push(Graft::new(id, owner, &f, engine));
+        Ok(id)
+    }
+
+    /// Unload `owner`'s graft `id`.
+    pub fn unload(&mut self, owner: u32, id: u32) -> Result<(), LoadError> {
+        let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
+        self.grafts.remove(k);
+        Ok(())
+    }
+
+    /// Forget everything of an owner that is gone.
+    pub fn forget(&mut self, owner: u32) {
+        self.grafts.retain(|g| g.owner != owner);
+        self.staging.remove(&owner);
+    }
+
+    pub fn get(&mut self, owner: u32, id: u32) -> Option<&mut Graft> {
+        self.grafts.iter_mut().find(|g| g.id == id && g.owner == owner)
+    }
+
+    /// The graft of `owner` at `point`, if any: the one to call for the owner's data.
+    pub fn active(&mut self, point: Point, owner: u32) -> Option<&mut Graft> {
+        self.grafts.iter_mut().find(|g| g.point == point && g.owner == owner)
+    }
+
+    pub fn any_at(&self, point: Point) -> bool {
+        self.grafts.iter().any(|g| g.point == point)
+    }
+
+    /// Call `owner`'s graft at `point`, if it has one: `None` when it has none or the
+    /// call was aborted (the default policy answers). A graft that failed too often
+    /// is unloaded here.
+    pub fn call(&mut self, point: Point, owner: u32, input: &[u8], clock: fn() -> u64) -> Option<u64> {
+        let k = self.grafts.iter().position(|g| g.point == point && g.owner == owner)?;
+        let g = &mut self.grafts[k];
+        let t0 = clock();
+        let r = g.call(input);
+        g.stats.cycles += clock().wrapping_sub(t0);
+        if g.dead() {
+            self.grafts.remove(k);
+            self.reaped += 1;
+        }
+        r.ok()
+    }
+
+    /// One line per graft (of `owner`, or all): id, owner, point, technology, calls,
+    /// aborts, cycles, name.
+    pub fn list(&self, owner: Option<u32>) -> String {
+        let mut s = String::new();
+        for g in self.grafts.iter().filter(|g| owner.is_none_or(|o| o == g.owner)) {
+            let _ = writeln!(s, "{} {} {} {} {} {} {} {}", g.id, g.owner, g.point.name(), g.tech.name(), g.stats.calls, g.stats.aborts, g.stats.cycles, g.name);
+        }
+        s
+    }
+
+    pub fn len(&self) -> usize {
+        self.grafts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.grafts.is_empty()
+    }
+}

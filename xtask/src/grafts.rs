@@ -1,0 +1,255 @@
+//! The example grafts (`grafts/`), built for every technology into graft files in
+//! `target/grafts/` (`<point>_<technology>_<name>.graft`): safe Rust compiled to
+//! WebAssembly (`grafts/wasm`, the same source as the native built-ins in
+//! `crates/grafts`), C compiled to eBPF by clang (`grafts/bpf`), rhai scripts
+//! (`grafts/rhai`), and the native built-ins by name. The toolchains the builds need
+//! (the `wasm32-unknown-unknown` Rust target, clang and LLVM's objcopy) are installed
+//! here when missing, as QEMU is.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use graft::format::{GraftFile, Tech};
+use graft::Point;
+
+use crate::{project_root, sh, target_dir};
+
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+
+/// (name, state bytes): the example grafts, each in every technology that has it.
+pub const EXAMPLES: [(&str, usize); 9] = [
+    ("null", 0),
+    ("hotlist", grafts::HOT_STATE),
+    ("spin", 8),
+    ("oob", 8),
+    ("hog", 8),
+    ("liar", grafts::HOT_STATE),
+    ("trap", grafts::HOT_STATE),
+    ("helper", 8),
+    ("shrink", 8),
+];
+
+pub fn dir() -> PathBuf {
+    target_dir().join("grafts")
+}
+
+pub fn file_name(point: Point, tech: Tech, name: &str) -> String {
+    format!("{}_{}_{}.graft", point.name(), tech.name(), name)
+}
+
+fn which(names: &[&str]) -> Option<String> {
+    names.iter().find(|n| Command::new(n).arg("--version").output().is_ok_and(|o| o.status.success())).map(|n| n.to_string())
+}
+
+/// clang (for `-target bpf`) and llvm-objcopy, installed from Debian's packages if
+/// missing. Returns their names.
+fn ensure_clang() -> Result<(String, String), String> {
+    let find = || (which(&["clang-14", "clang"]), which(&["llvm-objcopy-14", "llvm-objcopy"]));
+    if let (Some(c), Some(o)) = find() {
+        return Ok((c, o));
+    }
+    eprintln!("xtask: installing clang and llvm (for the eBPF grafts)");
+    sh(Command::new("sh").args(["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm >/dev/null"]))?;
+    match find() {
+        (Some(c), Some(o)) => Ok((c, o)),
+        _ => Err("clang or llvm-objcopy still missing after installing clang and llvm".into()),
+    }
+}
+
+fn ensure_wasm_target() -> Result<(), String> {
+    let out = Command::new("rustup").args(["target", "list", "--installed"]).output().map_err(|e| format!("rustup: {e}"))?;
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WASM_TARGET) {
+        return Ok(());
+    }
+    eprintln!("xtask: adding the Rust target {WASM_TARGET}");
+    sh(Command::new("rustup").args(["target", "add", WASM_TARGET]))
+}
+
+fn write(out: &Path, point: Point, tech: Tech, name: &str, state_len: usize, code: &[u8]) -> Result<PathBuf, String> {
+    let bytes = GraftFile { point, tech, state_len, name, code, sig: &[] }.to_bytes();
+    GraftFile::parse(&bytes).map_err(|e| format!("graft {name}: {}", e.what()))?;
+    let p = out.join(file_name(point, tech, name));
+    std::fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(p)
+}
+
+/// Build every example graft; returns the files written.
+pub fn build() -> Result<Vec<PathBuf>, String> {
+    let root = project_root();
+    let out = dir();
+    std::fs::create_dir_all(out.join("obj")).map_err(|e| e.to_string())?;
+    let mut files = Vec::new();
+    let src = |sub: &str, name: &str, ext: &str| root.join("grafts").join(sub).join(format!("{name}.{ext}"));
+
+    // WebAssembly: every example of grafts/wasm, in one cargo build (cwd there, so
+    // that its .cargo/config.toml applies).
+    ensure_wasm_target()?;
+    let wasm_target = target_dir().join("grafts-wasm");
+    sh(Command::new(env!("CARGO"))
+        .current_dir(root.join("grafts/wasm"))
+        .env("CARGO_TARGET_DIR", &wasm_target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .args(["build", "-q", "--release", "--target", WASM_TARGET, "--examples"]))?;
+    let (clang, objcopy) = ensure_clang()?;
+    for (name, state) in EXAMPLES {
+        files.push(write(&out, Point::Evict, Tech::Native, name, state, name.as_bytes())?);
+        let wasm = wasm_target.join(WASM_TARGET).join("release/examples").join(format!("{name}.wasm"));
+        if let Ok(code) = std::fs::read(&wasm) {
+            files.push(write(&out, Point::Evict, Tech::Wasmi, name, state, &code)?);
+        }
+        let c = src("bpf", name, "c");
+        if c.exists() {
+            let obj = out.join("obj").join(format!("{name}.o"));
+            let bin = out.join("obj").join(format!("{name}.bin"));
+            sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(&c).arg("-o").arg(&obj))?;
+            sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&obj).arg(&bin))?;
+            // A graft is one function and no data: a relocation (a global, a map)
+            // would be a hole in the code that nothing fills.
+            let rel = Command::new(&objcopy).args(["--dump-section", ".relscion_graft=/dev/null"]).arg(&obj).arg(out.join("obj/rel.tmp")).output().map_err(|e| e.to_string())?;
+            if rel.status.success() {
+                return Err(format!("{}: the eBPF graft has relocations (globals or maps are not allowed)", c.display()));
+            }
+            let code = std::fs::read(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+            files.push(write(&out, Point::Evict, Tech::Ebpf, name, state, &code)?);
+        }
+        let r = src("rhai", name, "rhai");
+        if let Ok(code) = std::fs::read(&r) {
+            files.push(write(&out, Point::Evict, Tech::Script, name, state, &code)?);
+        }
+    }
+    // Native built-ins exist only for the good grafts; the hostile names would not load.
+    files.retain(|p| {
+        let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        !n.starts_with("evict_native_") || n == "evict_native_null.graft" || n == "evict_native_hotlist.graft"
+    });
+    for p in std::fs::read_dir(&out).map_err(|e| e.to_string())?.flatten() {
+        let n = p.file_name();
+        let n = n.to_string_lossy();
+        if n.starts_with("evict_native_") && n != "evict_native_null.graft" && n != "evict_native_hotlist.graft" {
+            let _ = std::fs::remove_file(p.path());
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graft::engine::Abort;
+    use graft::{LoadError, Table};
+    use std::sync::OnceLock;
+
+    fn built() -> &'static Vec<PathBuf> {
+        static B: OnceLock<Vec<PathBuf>> = OnceLock::new();
+        B.get_or_init(|| build().expect("building the example grafts"))
+    }
+
+    fn file(tech: Tech, name: &str) -> Vec<u8> {
+        let _ = built();
+        std::fs::read(dir().join(file_name(Point::Evict, tech, name))).unwrap_or_else(|e| panic!("{tech:?} {name}: {e}"))
+    }
+
+    fn load(t: &mut Table, owner: u32, bytes: &[u8]) -> Result<u32, LoadError> {
+        for (k, piece) in bytes.chunks(2048).enumerate() {
+            t.put(owner, k * 2048, piece)?;
+        }
+        t.load(owner, bytes.len(), &mut |_| None)
+    }
+
+    fn hot_state(hot: &[u64]) -> Vec<u8> {
+        let mut s = vec![0u8; grafts::HOT_STATE];
+        s[..8].copy_from_slice(&(hot.len() as u64).to_le_bytes());
+        for (k, b) in hot.iter().enumerate() {
+            s[8 + 8 * k..16 + 8 * k].copy_from_slice(&b.to_le_bytes());
+        }
+        s
+    }
+
+    const TECHS: [Tech; 4] = [Tech::Native, Tech::Wasmi, Tech::Ebpf, Tech::Script];
+
+    fn clock() -> u64 {
+        0
+    }
+
+    /// Every technology gives the native graft's answer on the same inputs.
+    #[test]
+    fn every_technology_answers_as_native_does() {
+        let mut x = 0x2545f4914f6cdd1du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut t = Table::new(&[Point::Evict]);
+        let ids: Vec<(Tech, u32, u32)> = TECHS.iter().enumerate().map(|(k, tech)| (*tech, k as u32 + 1, load(&mut t, k as u32 + 1, &file(*tech, "hotlist")).unwrap())).collect();
+        for round in 0..400 {
+            let hot: Vec<u64> = (0..rnd() % 17).map(|_| rnd() % 24).collect();
+            let cands: Vec<u64> = (0..1 + rnd() % 8).map(|_| rnd() % 24).collect();
+            let input: Vec<u8> = cands.iter().flat_map(|b| b.to_le_bytes()).collect();
+            let mut st = hot_state(&hot);
+            let want = grafts::hotlist(&input, &mut st);
+            for (tech, owner, id) in &ids {
+                t.get(*owner, *id).unwrap().write_state(0, &hot_state(&hot)).unwrap();
+                assert_eq!(t.call(Point::Evict, *owner, &input, clock), Some(want), "{tech:?}, round {round}: hot {hot:?} candidates {cands:?}");
+            }
+        }
+        for (tech, owner, id) in &ids {
+            let g = t.get(*owner, *id).unwrap();
+            assert_eq!((g.stats.calls, g.stats.aborts), (400, 0), "{tech:?}");
+        }
+    }
+
+    /// Hostile grafts are refused at load or aborted per call; an aborted call leaves
+    /// the state as it was; three in a row unload the graft; another owner's graft
+    /// keeps answering.
+    #[test]
+    fn hostile_grafts_are_refused_or_aborted() {
+        let expect: [(Tech, &str, Result<Abort, &str>); 12] = [
+            (Tech::Wasmi, "spin", Ok(Abort::Budget)),
+            (Tech::Wasmi, "oob", Ok(Abort::Memory)),
+            (Tech::Wasmi, "hog", Ok(Abort::Memory)),
+            (Tech::Wasmi, "liar", Ok(Abort::BadAnswer)),
+            (Tech::Wasmi, "trap", Ok(Abort::Trap)),
+            (Tech::Ebpf, "spin", Err("a loop")),
+            (Tech::Ebpf, "helper", Err("helper")),
+            (Tech::Ebpf, "oob", Ok(Abort::Memory)),
+            (Tech::Ebpf, "liar", Ok(Abort::BadAnswer)),
+            (Tech::Script, "spin", Ok(Abort::Budget)),
+            (Tech::Script, "oob", Ok(Abort::Trap)),
+            (Tech::Script, "hog", Ok(Abort::Memory)),
+        ];
+        let more: [(Tech, &str, Result<Abort, &str>); 3] = [(Tech::Script, "liar", Ok(Abort::BadAnswer)), (Tech::Script, "trap", Ok(Abort::Trap)), (Tech::Script, "shrink", Ok(Abort::Trap))];
+        let input: Vec<u8> = [3u64, 4, 5].iter().flat_map(|b| b.to_le_bytes()).collect();
+        for (tech, name, want) in expect.into_iter().chain(more) {
+            let mut t = Table::new(&[Point::Evict]);
+            let good = load(&mut t, 9, &file(Tech::Wasmi, "hotlist")).unwrap();
+            t.get(9, good).unwrap().write_state(0, &hot_state(&[3])).unwrap();
+            match (load(&mut t, 1, &file(tech, name)), want) {
+                (Err(LoadError::Refused(why)), Err(w)) => assert!(why.contains(w), "{tech:?} {name}: refused for {why:?}, want {w:?}"),
+                (Ok(id), Ok(abort)) => {
+                    let g = t.get(1, id).unwrap();
+                    let n = g.read_state(0, &mut [0u8; 0]);
+                    assert_eq!(n, 0);
+                    let marker: Vec<u8> = (0..8u8).map(|k| k + 1).collect();
+                    g.write_state(0, &marker).unwrap();
+                    for k in 0..3 {
+                        let g = t.get(1, id).unwrap_or_else(|| panic!("{tech:?} {name}: unloaded after {k} aborts"));
+                        let r = g.call(&input);
+                        assert_eq!(r, Err(abort), "{tech:?} {name}, call {k}");
+                        let mut s = [0u8; 8];
+                        g.read_state(0, &mut s);
+                        assert_eq!(&s[..], &marker[..], "{tech:?} {name}: the aborted call's changes are undone");
+                        // The other owner's graft is untouched.
+                        assert_eq!(t.call(Point::Evict, 9, &input, clock), Some(1), "{tech:?} {name}");
+                    }
+                    assert!(t.get(1, id).unwrap().dead(), "{tech:?} {name}: dead after three aborts");
+                    assert_eq!(t.call(Point::Evict, 1, &input, clock), None);
+                    assert!(t.get(1, id).is_none(), "{tech:?} {name}: unloaded");
+                }
+                (got, want) => panic!("{tech:?} {name}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
