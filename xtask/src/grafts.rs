@@ -77,7 +77,9 @@ fn write(out: &Path, point: Point, tech: Tech, name: &str, state_len: usize, cod
 pub fn build() -> Result<Vec<PathBuf>, String> {
     let root = project_root();
     let out = dir();
-    std::fs::create_dir_all(out.join("obj")).map_err(|e| e.to_string())?;
+    let obj = target_dir().join("grafts-obj");
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&obj).map_err(|e| e.to_string())?;
     let mut files = Vec::new();
     let src = |sub: &str, name: &str, ext: &str| root.join("grafts").join(sub).join(format!("{name}.{ext}"));
 
@@ -100,13 +102,12 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         }
         let c = src("bpf", name, "c");
         if c.exists() {
-            let obj = out.join("obj").join(format!("{name}.o"));
-            let bin = out.join("obj").join(format!("{name}.bin"));
-            sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(&c).arg("-o").arg(&obj))?;
-            sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&obj).arg(&bin))?;
+            let (o, bin) = (obj.join(format!("{name}.o")), obj.join(format!("{name}.bin")));
+            sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(&c).arg("-o").arg(&o))?;
+            sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
             // A graft is one function and no data: a relocation (a global, a map)
             // would be a hole in the code that nothing fills.
-            let rel = Command::new(&objcopy).args(["--dump-section", ".relscion_graft=/dev/null"]).arg(&obj).arg(out.join("obj/rel.tmp")).output().map_err(|e| e.to_string())?;
+            let rel = Command::new(&objcopy).args(["--dump-section", ".relscion_graft=/dev/null"]).arg(&o).arg(obj.join("rel.tmp")).output().map_err(|e| e.to_string())?;
             if rel.status.success() {
                 return Err(format!("{}: the eBPF graft has relocations (globals or maps are not allowed)", c.display()));
             }
@@ -152,9 +153,9 @@ mod tests {
 
     fn load(t: &mut Table, owner: u32, bytes: &[u8]) -> Result<u32, LoadError> {
         for (k, piece) in bytes.chunks(2048).enumerate() {
-            t.put(owner, k * 2048, piece)?;
+            t.put(owner as u64, k * 2048, piece)?;
         }
-        t.load(owner, bytes.len(), &mut |_| None)
+        t.load(owner, owner as u64, bytes.len(), &mut |_| None)
     }
 
     fn hot_state(hot: &[u64]) -> Vec<u8> {

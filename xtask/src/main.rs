@@ -184,6 +184,7 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
             return Err(format!("{name}: the manifest names `{w}`, which no package under user/ builds"));
         };
         let data = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let data = loadable(&data).map_err(|e| format!("{}: {e}", p.display()))?;
         b.add(n, &data).map_err(|e| format!("boot image: {n}: {e:?}"))?;
     }
     b.add("manifest", manifest.as_bytes()).map_err(|e| format!("boot image: manifest: {e:?}"))?;
@@ -192,6 +193,21 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
     let path = dir.join(format!("{name}.img"));
     std::fs::write(&path, b.build()).map_err(|e| e.to_string())?;
     Ok(path)
+}
+
+/// What a loader needs of an ELF executable: the file up to the end of its headers
+/// and segments, without section headers (debug info stays in `target/` for the
+/// host's tools; a boot image need not carry megabytes of it).
+fn loadable(elf: &[u8]) -> Result<Vec<u8>, String> {
+    let e = kcore::elf::parse(elf).map_err(|e| format!("not a loadable ELF: {e:?}"))?;
+    let phoff = u64::from_le_bytes(elf[32..40].try_into().unwrap_or_default());
+    let phnum = u16::from_le_bytes([elf[56], elf[57]]) as u64;
+    let end = e.segments().iter().map(|s| s.offset + s.filesz).chain([phoff + 56 * phnum]).max().unwrap_or(0) as usize;
+    let mut out = elf[..end.min(elf.len())].to_vec();
+    out[40..48].fill(0); // e_shoff
+    out[58..64].fill(0); // e_shentsize, e_shnum, e_shstrndx
+    kcore::elf::parse(&out).map_err(|e| format!("cut ELF does not parse: {e:?}"))?;
+    Ok(out)
 }
 
 /// The host port forwarded to Scion's port 80: `--port N`, else `SCION_HTTP_PORT`, else 8080.

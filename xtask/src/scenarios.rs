@@ -185,7 +185,8 @@ pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
         .collect();
     names.sort();
     let www = out_dir().join("www").display().to_string();
-    names.iter().map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone())])).collect()
+    let grafts = crate::grafts::dir().display().to_string();
+    names.iter().map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone())])).collect()
 }
 
 /// The scenario's disk image (made fresh), if it has one.

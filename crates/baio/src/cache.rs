@@ -2,6 +2,13 @@
 //! which block is in which slot, which slots are being filled, and least-recently-used
 //! eviction among the valid ones. A slot being filled is never evicted; a block
 //! invalidated while it is being filled is dropped when the fill ends.
+//!
+//! Each block is kept for an owner (the principal whose segment it belongs to). When
+//! the least recently used block's owner has an eviction graft (VINO's hot list), the
+//! owner's `CANDIDATES` least recently used blocks go to it and it picks the victim
+//! among them — only among its own blocks, so no graft changes what another principal
+//! keeps. The candidates it passed over move to the most recently used end (it chose
+//! to keep them), so the next eviction shows it others.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -31,6 +38,7 @@ enum State {
 #[derive(Clone, Copy)]
 struct Slot {
     block: u64,
+    owner: u32,
     state: State,
     prev: u32,
     next: u32,
@@ -43,6 +51,34 @@ pub struct Stats {
     pub misses: u64,
     pub evictions: u64,
     pub resident: u64,
+    /// Evictions an owner's graft chose (a victim other than the least recently used).
+    pub grafted: u64,
+}
+
+/// Blocks of one owner handed to its eviction graft at most.
+pub const CANDIDATES: usize = 8;
+/// Slots looked at from the least recently used end to find them.
+const WALK: usize = 64;
+
+/// Who picks the victim when the least recently used block's owner wants to.
+pub trait Chooser {
+    /// Does `owner` pick its own victims (has it an eviction graft)?
+    fn wants(&mut self, owner: u32) -> bool;
+    /// The index of the victim among `blocks` (the owner's, least recently used
+    /// first), or `None` for the least recently used one.
+    fn choose(&mut self, owner: u32, blocks: &[u64]) -> Option<usize>;
+}
+
+/// Plain LRU: nobody picks.
+pub struct Lru;
+
+impl Chooser for Lru {
+    fn wants(&mut self, _: u32) -> bool {
+        false
+    }
+    fn choose(&mut self, _: u32, _: &[u64]) -> Option<usize> {
+        None
+    }
 }
 
 pub struct Cache {
@@ -59,7 +95,7 @@ impl Cache {
     pub fn new(slots: u32) -> Cache {
         Cache {
             map: BTreeMap::new(),
-            slots: (0..slots).map(|_| Slot { block: 0, state: State::Free, prev: NIL, next: NIL }).collect(),
+            slots: (0..slots).map(|_| Slot { block: 0, owner: 0, state: State::Free, prev: NIL, next: NIL }).collect(),
             free: (0..slots).rev().collect(),
             lru: NIL,
             mru: NIL,
@@ -97,7 +133,48 @@ impl Cache {
         self.free.push(s);
     }
 
+    /// `lookup_for` with owner 0 and plain LRU.
     pub fn lookup(&mut self, block: u64) -> Lookup {
+        self.lookup_for(block, 0, &mut Lru)
+    }
+
+    /// The slot to evict: the least recently used, or the one its owner's graft picks.
+    fn victim(&mut self, chooser: &mut dyn Chooser) -> u32 {
+        let first = self.lru;
+        let owner = self.slots[first as usize].owner;
+        if !chooser.wants(owner) {
+            return first;
+        }
+        let (mut c, mut blocks) = ([NIL; CANDIDATES], [0u64; CANDIDATES]);
+        let (mut n, mut s, mut walked) = (0, first, 0);
+        while s != NIL && n < CANDIDATES && walked < WALK {
+            let sl = self.slots[s as usize];
+            if sl.owner == owner {
+                c[n] = s;
+                blocks[n] = sl.block;
+                n += 1;
+            }
+            s = sl.next;
+            walked += 1;
+        }
+        if n < 2 {
+            return first;
+        }
+        match chooser.choose(owner, &blocks[..n]) {
+            Some(k) if k > 0 && k < n => {
+                for &kept in &c[..k] {
+                    self.unlink(kept);
+                    self.push_mru(kept);
+                }
+                self.stats.grafted += 1;
+                c[k]
+            }
+            _ => first,
+        }
+    }
+
+    /// Look `block` up for `owner`; when a slot must be freed, `chooser` may pick it.
+    pub fn lookup_for(&mut self, block: u64, owner: u32, chooser: &mut dyn Chooser) -> Lookup {
         if let Some(&s) = self.map.get(&block) {
             return match self.slots[s as usize].state {
                 State::Valid => {
@@ -112,7 +189,7 @@ impl Cache {
         let s = match self.free.pop() {
             Some(s) => s,
             None if self.lru != NIL => {
-                let v = self.lru;
+                let v = self.victim(chooser);
                 self.unlink(v);
                 self.release(v);
                 self.stats.evictions += 1;
@@ -122,6 +199,7 @@ impl Cache {
         };
         self.stats.misses += 1;
         self.slots[s as usize].block = block;
+        self.slots[s as usize].owner = owner;
         self.slots[s as usize].state = State::Filling { stale: false };
         self.map.insert(block, s);
         Lookup::Fill(s)
@@ -249,5 +327,73 @@ mod tests {
             }
             assert_eq!(c.stats().resident, model.len() as u64);
         }
+    }
+
+    /// Keeps the blocks it calls hot, for owner 7 only (a hot-list graft).
+    struct Hot(Vec<u64>, u32);
+
+    impl Chooser for Hot {
+        fn wants(&mut self, owner: u32) -> bool {
+            owner == 7
+        }
+        fn choose(&mut self, owner: u32, blocks: &[u64]) -> Option<usize> {
+            assert_eq!(owner, 7, "a graft sees only its owner's blocks");
+            self.1 += 1;
+            blocks.iter().position(|b| !self.0.contains(b))
+        }
+    }
+
+    fn fill_for(c: &mut Cache, b: u64, owner: u32, ch: &mut dyn Chooser) {
+        match c.lookup_for(b, owner, ch) {
+            Lookup::Fill(_) => assert!(c.filled(b, true)),
+            Lookup::Hit(_) => {}
+            o => panic!("block {b}: {o:?}"),
+        }
+    }
+
+    #[test]
+    fn an_owners_graft_keeps_its_hot_blocks_and_only_its_own() {
+        let mut c = Cache::new(8);
+        let mut hot = Hot(alloc::vec![100, 101], 0);
+        // Owner 7's hot blocks come in first (the least recently used), then its
+        // stream of others, interleaved with owner 3's stream.
+        fill_for(&mut c, 100, 7, &mut hot);
+        fill_for(&mut c, 101, 7, &mut hot);
+        for k in 0..40 {
+            fill_for(&mut c, 200 + k, 7, &mut hot);
+            fill_for(&mut c, 900 + k, 3, &mut hot);
+        }
+        assert!(matches!(c.lookup_for(100, 7, &mut hot), Lookup::Hit(_)), "hot block 100 stayed");
+        assert!(matches!(c.lookup_for(101, 7, &mut hot), Lookup::Hit(_)), "hot block 101 stayed");
+        assert!(hot.1 > 0 && c.stats().grafted > 0);
+        // Without the graft the same sequence evicts them.
+        let mut c = Cache::new(8);
+        fill_for(&mut c, 100, 7, &mut Lru);
+        fill_for(&mut c, 101, 7, &mut Lru);
+        for k in 0..40 {
+            fill_for(&mut c, 200 + k, 7, &mut Lru);
+            fill_for(&mut c, 900 + k, 3, &mut Lru);
+        }
+        assert!(matches!(c.lookup(100), Lookup::Fill(_)), "plain LRU evicted it");
+    }
+
+    #[test]
+    fn a_chooser_never_evicts_another_owners_block_or_a_filling_one() {
+        struct Liar;
+        impl Chooser for Liar {
+            fn wants(&mut self, _: u32) -> bool {
+                true
+            }
+            fn choose(&mut self, _: u32, blocks: &[u64]) -> Option<usize> {
+                Some(blocks.len() + 3)
+            }
+        }
+        let mut c = Cache::new(4);
+        for b in 0..4 {
+            fill_for(&mut c, b, b as u32 % 2, &mut Liar);
+        }
+        // An answer out of range falls back to the least recently used.
+        fill_for(&mut c, 10, 0, &mut Liar);
+        assert!(matches!(c.lookup(0), Lookup::Fill(_)), "block 0 (the LRU) went");
     }
 }

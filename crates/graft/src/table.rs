@@ -41,7 +41,10 @@ pub struct Stats {
 
 pub struct Graft {
     pub id: u32,
+    /// The principal whose data it acts on.
     pub owner: u32,
+    /// The program that loaded it: the graft goes when that program ends.
+    pub program: u64,
     pub point: Point,
     pub tech: Tech,
     pub name: String,
@@ -55,8 +58,8 @@ pub struct Graft {
 }
 
 impl Graft {
-    pub fn new(id: u32, owner: u32, f: &GraftFile<'_>, engine: Box<dyn Engine>) -> Graft {
-        Graft { id, owner, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine, undo: vec![0; f.state_len], failures: 0, broken: false }
+    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>) -> Graft {
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine, undo: vec![0; f.state_len], failures: 0, broken: false }
     }
 
     /// One call as a transaction. `Err`: the default policy answers this call.
@@ -123,7 +126,8 @@ pub type Extra<'a> = &'a mut dyn FnMut(&GraftFile<'_>) -> Option<Result<Box<dyn 
 
 pub struct Table {
     grafts: Vec<Graft>,
-    staging: BTreeMap<u32, Vec<u8>>,
+    /// Files being sent, by the sending program.
+    staging: BTreeMap<u64, Vec<u8>>,
     next: u32,
     /// The points this server hosts.
     points: &'static [Point],
@@ -137,13 +141,13 @@ impl Table {
         Table { grafts: Vec::new(), staging: BTreeMap::new(), next: 1, points, limits: Limits::default(), reaped: 0 }
     }
 
-    /// Part of a graft file, at byte `at` of `owner`'s staging buffer.
-    pub fn put(&mut self, owner: u32, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
+    /// Part of a graft file, at byte `at` of `program`'s staging buffer.
+    pub fn put(&mut self, program: u64, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
         let end = at.checked_add(bytes.len()).filter(|e| *e <= MAX_FILE).ok_or(LoadError::Limit("graft file bigger than 256 KiB"))?;
-        if !self.staging.contains_key(&owner) && self.staging.len() >= MAX_STAGING {
+        if !self.staging.contains_key(&program) && self.staging.len() >= MAX_STAGING {
             return Err(LoadError::Limit("too many loads under way"));
         }
-        let buf = self.staging.entry(owner).or_default();
+        let buf = self.staging.entry(program).or_default();
         if at > buf.len() {
             return Err(LoadError::Format("pieces must come in order"));
         }
@@ -153,10 +157,10 @@ impl Table {
         Ok(())
     }
 
-    /// Load the file staged by `owner` (exactly `len` bytes of it). The staging
-    /// buffer is emptied whatever happens.
-    pub fn load(&mut self, owner: u32, len: usize, extra: Extra<'_>) -> Result<u32, LoadError> {
-        let buf = self.staging.remove(&owner).unwrap_or_default();
+    /// Load the file staged by `program` (exactly `len` bytes of it), for its
+    /// principal `owner`. The staging buffer is emptied whatever happens.
+    pub fn load(&mut self, owner: u32, program: u64, len: usize, extra: Extra<'_>) -> Result<u32, LoadError> {
+        let buf = self.staging.remove(&program).unwrap_or_default();
         if buf.len() != len {
             return Err(LoadError::Format("the pieces sent do not add up to the length"));
         }
@@ -176,7 +180,7 @@ impl Table {
         };
         let id = self.next;
         self.next = self.next.wrapping_add(1).max(1);
-        self.grafts.push(Graft::new(id, owner, &f, engine));
+        self.grafts.push(Graft::new(id, owner, program, &f, engine));
         Ok(id)
     }
 
@@ -187,10 +191,10 @@ impl Table {
         Ok(())
     }
 
-    /// Forget everything of an owner that is gone.
-    pub fn forget(&mut self, owner: u32) {
-        self.grafts.retain(|g| g.owner != owner);
-        self.staging.remove(&owner);
+    /// Forget what a program that ended loaded or was sending.
+    pub fn forget(&mut self, program: u64) {
+        self.grafts.retain(|g| g.program != program);
+        self.staging.remove(&program);
     }
 
     pub fn get(&mut self, owner: u32, id: u32) -> Option<&mut Graft> {

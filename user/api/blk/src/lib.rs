@@ -20,7 +20,9 @@ pub const CREATE: u64 = 0x80;
 /// maps a SEND capability for the segment (its badge names it) and the shared area
 /// (`AREA_PAGES` pages of DMA memory: the control page, then data). Reply MR2 = blocks.
 pub const OPEN: u64 = 0x81;
-/// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others';
+/// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others',
+/// MR6 = its first block on the device (the block numbers the cache and its eviction
+/// grafts see);
 /// `NoRights` for a segment the caller has no rights to (LIST does not show it either).
 pub const STAT: u64 = 0x82;
 /// Reply string: the segments the caller may open, one "name blocks owner" a line.
@@ -283,6 +285,13 @@ pub mod client {
         let mut m = named(p::STAT, name, &[]);
         service(srv, &mut m)?;
         Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+    }
+
+    /// The segment's first block on the device (what the cache's eviction grafts see).
+    pub fn first_block(srv: u64, name: &str) -> Result<u64, Error> {
+        let mut m = named(p::STAT, name, &[]);
+        service(srv, &mut m)?;
+        Ok(m.word(6))
     }
 
     pub fn delete(srv: u64, name: &str) -> Result<(), Error> {

@@ -9,7 +9,8 @@ use rt::server::{Args, Decode};
 /// Opens a memory window first: the reply maps the cache's frames (read-write);
 /// MR2 = their physical address (contiguous: for DMA), MR3 = slots (blocks).
 pub const ATTACH: u64 = 0x90;
-/// MR1 = first block, MR2 = n ≤ `MAX_LOOKUP`: reply MR2.. = per block
+/// MR1 = first block, MR2 = n ≤ `MAX_LOOKUP`, MR3 = the principal owning the blocks
+/// (whose eviction graft, if any, may pick victims among its blocks): reply MR2.. = per block
 /// `slot | state << 32`, state `HIT` (the data is in the slot), `FILL` (the slot is the
 /// caller's to fill, then `FILLED`), `BUSY` (being filled after an earlier `FILL`);
 /// `u64::MAX` when every slot is busy.
@@ -18,33 +19,37 @@ pub const LOOKUP: u64 = 0x91;
 pub const FILLED: u64 = 0x92;
 /// MR1 = first block, MR2 = n: forget these blocks (written behind the cache).
 pub const INVALIDATE: u64 = 0x93;
-/// Reply: MR2 = hits, MR3 = misses, MR4 = resident, MR5 = slots, MR6 = evictions.
+/// Reply: MR2 = hits, MR3 = misses, MR4 = resident, MR5 = slots, MR6 = evictions,
+/// MR7 = evictions a graft chose, MR8 = grafts loaded, MR9 = grafts unloaded for failing.
 pub const STATS: u64 = 0x94;
 pub const HIT: u64 = 0;
 pub const FILL: u64 = 1;
 pub const BUSY: u64 = 2;
 pub const MAX_LOOKUP: u64 = 8;
+// Any program: the graft protocol (`graft_api`), graft point `evict`.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
+pub enum Request<'a> {
     Attach,
-    Lookup { first: u64, n: u64 },
+    Lookup { first: u64, n: u64, owner: u32 },
     Filled { block: u64, ok: bool },
     Invalidate { first: u64, n: u64 },
     Stats,
+    Graft(graft_api::Request<'a>),
 }
 
-impl Decode<'_> for Request {
-    fn decode(a: &Args<'_>) -> Result<Self, Error> {
+impl<'a> Decode<'a> for Request<'a> {
+    fn decode(a: &Args<'a>) -> Result<Self, Error> {
         Ok(match a.msg.label() {
             ATTACH => Request::Attach,
             LOOKUP => {
-                let [first, n] = a.words()?;
-                if n > MAX_LOOKUP {
+                let [first, n, owner] = a.words()?;
+                if n > MAX_LOOKUP || owner > u32::MAX as u64 {
                     return Err(Error::InvalidArg);
                 }
-                Request::Lookup { first, n }
+                Request::Lookup { first, n, owner: owner as u32 }
             }
+            l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             FILLED => {
                 let [block, ok] = a.words()?;
                 Request::Filled { block, ok: ok == 1 }

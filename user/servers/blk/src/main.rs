@@ -126,6 +126,9 @@ struct Handle {
     /// The program that opened it (its id, from the badge root minted), and its principal.
     client: u64,
     principal: u32,
+    /// The segment's owner: whose blocks these are in the cache (its eviction graft
+    /// may choose among them).
+    owner: u32,
     completed: u64,
     /// The next submission-ring entry to take (the service's own copy).
     head: u64,
@@ -230,9 +233,9 @@ impl Blk {
 
     /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
     /// `u64::MAX` (go around the cache: it is full of fills, or unreachable).
-    fn lookup(&mut self, first: u64, n: u64) -> [u64; pc::MAX_LOOKUP as usize] {
+    fn lookup(&mut self, first: u64, n: u64, owner: u32) -> [u64; pc::MAX_LOOKUP as usize] {
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
-        let mut m = Msg::new(pc::LOOKUP, &[first, n]);
+        let mut m = Msg::new(pc::LOOKUP, &[first, n, owner as u64]);
         match ipc::call(self.cache, &mut m, ipc::FOREVER) {
             Ok(()) if m.word(1) == 0 => {
                 for (k, o) in out.iter_mut().enumerate().take(n as usize) {
@@ -448,7 +451,7 @@ impl Blk {
     fn run(&mut self, hid: u64, id: u64, write: bool, buffered: bool, first: u64, mut count: u64, data: u64) {
         // The segment's written mark: blocks at or past it read as zeros (another
         // segment's bytes may lie there); a write past it moves it first.
-        let (start, written) = (self.handles[&hid].start, self.handles[&hid].written);
+        let (start, written, owner) = (self.handles[&hid].start, self.handles[&hid].written, self.handles[&hid].owner);
         if write && first + count > written {
             if self.extend(hid, first + count).is_err() {
                 if let Some(op) = self.ops.get_mut(&id) {
@@ -477,7 +480,7 @@ impl Blk {
         let mut copied_out = false;
         while k < count {
             let n = (count - k).min(pc::MAX_LOOKUP);
-            let found = self.lookup(block + k, n);
+            let found = self.lookup(block + k, n, owner);
             let mut retry = false;
             for (j, f) in found.iter().take(n as usize).enumerate() {
                 let (b, buf) = (block + k + j as u64, data + (k + j as u64) * BLOCK as u64);
@@ -706,6 +709,7 @@ impl Blk {
             mapped: 0,
             client: h.client,
             principal: h.principal,
+            owner: h.owner,
             completed: 0,
             head: 0,
         };
@@ -838,7 +842,7 @@ impl Blk {
                 self.next += 1;
                 let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, holder: 0, area, mapped: p::AREA_BYTES, client, principal, completed: 0, head: 0 });
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, holder: 0, area, mapped: p::AREA_BYTES, client, principal, owner: ino.owner, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
@@ -850,7 +854,7 @@ impl Blk {
                 // As LIST hides it: a segment the caller has no rights to tells nothing
                 // about itself (as OPEN and DELETE, it answers NoRights).
                 Some(i) if i.rights_for(principal) == 0 => err(Error::NoRights),
-                Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64]),
+                Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64, i.start]),
             },
             Request::List => {
                 self.text.clear();

@@ -4,8 +4,17 @@
 //! server decides what stays: it keeps the index and the replacement policy
 //! (`baio::cache`, least recently used), which is the place a grafted policy goes.
 //!
-//! It serves one client, the block service: the first program to `ATTACH` is bound,
-//! and every other program's requests but `STATS` are refused (`NoRights`) — the
+//! Its replacement decisions can be grafted (VINO §3.1): any program holding this
+//! server's capability may load an eviction graft (`graft_api`, point `evict`) for
+//! its principal's blocks; when the least recently used block is that principal's,
+//! the graft picks the victim among the principal's least recently used blocks
+//! (`baio::cache::Chooser`), in whichever technology it was written. A graft that
+//! fails (over budget, a trap, a victim that is not a candidate) leaves the choice to
+//! LRU for that call and is unloaded after three failures in a row.
+//!
+//! Its data path serves one client, the block service: the first program to `ATTACH`
+//! is bound, and every other program's requests but `STATS` and grafts are refused
+//! (`NoRights`) — the
 //! frames hold every principal's blocks, so no one else may map them or steer what
 //! they hold. When the bound program ends (root's `GONE`), its mapping of the frames
 //! is revoked, the cache starts empty, and the next `ATTACH` binds again (a restarted
@@ -16,14 +25,21 @@
 
 use abi::fpage::Fpage;
 use abi::{mem, Error};
-use baio::cache::{Cache, Lookup};
+use alloc::string::String;
+use baio::cache::{Cache, Chooser, Lookup};
 use cache_api::{self as p, Request};
+use graft::{Point, Table};
 use rt::ipc::Msg;
 use rt::println;
 use rt::server::{self, Answer, Badge, Server};
 use sigma0_api as s0;
 
+extern crate alloc;
+
 rt::entry!(main);
+
+/// The graft points this server hosts.
+const POINTS: [Point; 1] = [Point::Evict];
 
 const AREA: u64 = rt::layout::CACHE_FRAMES;
 /// log2 of the cache's pages (1024 blocks: 4 MiB).
@@ -44,8 +60,8 @@ fn main() -> i32 {
     let phys = m.word(2);
     let c = Cache::new(1 << LOG2);
     println!("cache: {} blocks at {:#x}", c.slots(), phys);
-    let mut buf = [0u8; 64];
-    server::run(&mut CacheServer { c, phys, client: None }, &mut buf)
+    let mut buf = [0u8; graft_api::RECV_BYTES];
+    server::run(&mut CacheServer { c, phys, client: None, grafts: Table::new(&POINTS), text: String::new() }, &mut buf)
 }
 
 struct CacheServer {
@@ -54,12 +70,37 @@ struct CacheServer {
     phys: u64,
     /// The program bound by the first ATTACH (the block service).
     client: Option<u32>,
+    grafts: Table,
+    /// The last graft LIST reply (it must live until the kernel copies it).
+    text: String,
+}
+
+fn rdtsc() -> u64 {
+    rt::sys::rdtsc()
+}
+
+/// The eviction graft point: the owner's graft, if it has one, picks the victim.
+struct Grafted<'a>(&'a mut Table);
+
+impl Chooser for Grafted<'_> {
+    fn wants(&mut self, owner: u32) -> bool {
+        self.0.active(Point::Evict, owner).is_some()
+    }
+
+    fn choose(&mut self, owner: u32, blocks: &[u64]) -> Option<usize> {
+        let mut input = [0u8; 8 * baio::cache::CANDIDATES];
+        for (k, b) in blocks.iter().enumerate() {
+            input[8 * k..8 * k + 8].copy_from_slice(&b.to_le_bytes());
+        }
+        self.0.call(Point::Evict, owner, &input[..8 * blocks.len()], rdtsc).map(|v| v as usize)
+    }
 }
 
 impl Server for CacheServer {
-    type Request<'a> = Request;
+    type Request<'a> = Request<'a>;
 
     fn gone(&mut self, who: Badge) {
+        self.grafts.forget(who.program() as u64);
         if self.client == Some(who.program()) {
             println!("cache: client {} is gone: the frames are taken back, the cache starts empty", who.program());
             let _ = rt::sys::revoke(Fpage::mem(AREA, 12 + LOG2, 0));
@@ -70,6 +111,9 @@ impl Server for CacheServer {
 
     fn handle(&mut self, from: Badge, req: Request) -> Answer {
         let me = from.program();
+        if let Request::Graft(g) = req {
+            return graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |_| None);
+        }
         match (req, self.client) {
             (Request::Stats, _) => {}
             (Request::Attach, None) if me != 0 => self.client = Some(me),
@@ -83,10 +127,11 @@ impl Server for CacheServer {
                 r.push_item(Fpage::mem(AREA, 12 + LOG2, mem::READ | mem::WRITE), 0);
                 Answer::Reply(r)
             }
-            Request::Lookup { first, n } => {
+            Request::Lookup { first, n, owner } => {
                 let mut w = [0u64; p::MAX_LOOKUP as usize];
+                let mut chooser = Grafted(&mut self.grafts);
                 for k in 0..n {
-                    w[k as usize] = match c.lookup(first.wrapping_add(k)) {
+                    w[k as usize] = match c.lookup_for(first.wrapping_add(k), owner, &mut chooser) {
                         Lookup::Hit(s) => s as u64 | p::HIT << 32,
                         Lookup::Fill(s) => s as u64 | p::FILL << 32,
                         Lookup::Busy(s) => s as u64 | p::BUSY << 32,
@@ -108,8 +153,9 @@ impl Server for CacheServer {
             }
             Request::Stats => {
                 let s = c.stats();
-                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions])
+                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped])
             }
+            Request::Graft(_) => unreachable!("answered above"),
         }
     }
 }

@@ -1,0 +1,277 @@
+//! The graft protocol (VINO's graft loading, Scion's form): the same requests at every
+//! server that hosts graft points (`cache` for eviction; more as they come). A graft
+//! belongs to the principal that loads it (the badge root minted names it) and acts on
+//! that principal's data alone; holding the server's capability is what allows a load.
+//!
+//! A graft file goes up in pieces (`PUT`, each one IPC string), then `LOAD` checks and
+//! loads it as a whole. Refusals carry the reason as the reply's string, so the shell
+//! can say why ("eBPF: a loop", "not a valid WebAssembly module").
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::string::String;
+use core::fmt::Write;
+
+use abi::Error;
+use graft::{LoadError, Table};
+use rt::ipc::{self, Msg};
+use rt::server::{Answer, Args, Decode};
+
+/// MR1 = byte offset in the caller's staging buffer; string = the bytes (≤ `PIECE`).
+pub const PUT: u64 = 0xe0;
+/// MR1 = the file's length: load what was put. Reply MR2 = the graft's id.
+pub const LOAD: u64 = 0xe1;
+/// MR1 = id.
+pub const UNLOAD: u64 = 0xe2;
+/// Reply string: the caller's grafts, one a line: "id owner point technology calls
+/// aborts cycles name".
+pub const LIST: u64 = 0xe3;
+/// MR1 = id, MR2 = offset; string = bytes written into the graft's state (a hot list).
+pub const STATE: u64 = 0xe4;
+/// MR1 = id, MR2 = offset, MR3 = bytes ≤ 64: reply MR2.. = that much of the state
+/// (a fingerprint a stream graft computed), little-endian words.
+pub const READ: u64 = 0xe5;
+/// MR1 = id, MR2 = budget per call (fuel, operations), 1 ..= `graft::table::MAX_BUDGET`.
+pub const BUDGET: u64 = 0xe6;
+/// MR1 = id: reply MR2 = calls, MR3 = aborts, MR4 = cycles, MR5 = last abort (0 none,
+/// else `Abort` + 1), MR6 = point, MR7 = technology; `NotFound` once it was unloaded.
+pub const STATS: u64 = 0xe7;
+
+/// The bytes of one `PUT`.
+pub const PIECE: usize = 2048;
+/// The receive buffer a server with graft points needs (a `PUT`'s or `STATE`'s string).
+pub const RECV_BYTES: usize = PIECE;
+
+/// Is `label` one of this protocol's?
+pub fn is_graft_label(label: u64) -> bool {
+    (PUT..=STATS).contains(&label)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    Put { at: usize, bytes: &'a [u8] },
+    Load { len: usize },
+    Unload { id: u32 },
+    List,
+    State { id: u32, at: usize, bytes: &'a [u8] },
+    Read { id: u32, at: usize, n: usize },
+    Budget { id: u32, budget: u64 },
+    Stats { id: u32 },
+}
+
+fn id(w: u64) -> Result<u32, Error> {
+    u32::try_from(w).map_err(|_| Error::InvalidArg)
+}
+
+fn small(w: u64) -> Result<usize, Error> {
+    usize::try_from(w).ok().filter(|v| *v <= graft::format::MAX_FILE).ok_or(Error::InvalidArg)
+}
+
+impl<'a> Decode<'a> for Request<'a> {
+    fn decode(a: &Args<'a>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            PUT => {
+                let [at] = a.words()?;
+                if !a.msg.tag().has_string() || a.bytes().len() > PIECE {
+                    return Err(Error::Malformed);
+                }
+                Request::Put { at: small(at)?, bytes: a.bytes() }
+            }
+            LOAD => {
+                let [len] = a.words()?;
+                Request::Load { len: small(len)? }
+            }
+            UNLOAD => Request::Unload { id: id(a.words::<1>()?[0])? },
+            LIST => Request::List,
+            STATE => {
+                let [g, at] = a.words()?;
+                if !a.msg.tag().has_string() {
+                    return Err(Error::Malformed);
+                }
+                Request::State { id: id(g)?, at: small(at)?, bytes: a.bytes() }
+            }
+            READ => {
+                let [g, at, n] = a.words()?;
+                if n > 64 {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Read { id: id(g)?, at: small(at)?, n: n as usize }
+            }
+            BUDGET => {
+                let [g, b] = a.words()?;
+                if b == 0 || b > graft::table::MAX_BUDGET {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Budget { id: id(g)?, budget: b }
+            }
+            STATS => Request::Stats { id: id(a.words::<1>()?[0])? },
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+fn refuse(e: LoadError) -> Answer {
+    let code = match e {
+        LoadError::Format(_) => Error::Malformed,
+        LoadError::Refused(_) => Error::InvalidArg,
+        LoadError::Unsupported => Error::Unsupported,
+        LoadError::Limit(_) => Error::NoSpace,
+        LoadError::Busy => Error::Exists,
+    };
+    // The reason is static text: it outlives the reply.
+    ipc::set_send_string(e.what().as_bytes());
+    Answer::Reply(Msg::new(0, &[code as u64]).with_string())
+}
+
+/// The server side: one request from program `program` of principal `owner`. `text`
+/// holds a `LIST` reply until the kernel has copied it; `extra` builds engines the
+/// server supplies itself. Call `Table::forget` when a program ends.
+pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &mut String, extra: graft::table::Extra<'_>) -> Answer {
+    match req {
+        Request::Put { at, bytes } => match t.put(program, at, bytes) {
+            Ok(()) => Answer::ok(&[]),
+            Err(e) => refuse(e),
+        },
+        Request::Load { len } => match t.load(owner, program, len, extra) {
+            Ok(id) => Answer::ok(&[id as u64]),
+            Err(e) => refuse(e),
+        },
+        Request::Unload { id } => match t.unload(owner, id) {
+            Ok(()) => Answer::ok(&[]),
+            Err(_) => Answer::err(Error::NotFound),
+        },
+        Request::List => {
+            text.clear();
+            let _ = write!(text, "{}", t.list(if owner == 0 { None } else { Some(owner) }));
+            ipc::set_send_string(text.as_bytes());
+            Answer::Reply(Msg::new(0, &[0]).with_string())
+        }
+        Request::State { id, at, bytes } => match t.get(owner, id) {
+            None => Answer::err(Error::NotFound),
+            Some(g) => match g.write_state(at, bytes) {
+                Ok(()) => Answer::ok(&[]),
+                Err(e) => refuse(e),
+            },
+        },
+        Request::Read { id, at, n } => match t.get(owner, id) {
+            None => Answer::err(Error::NotFound),
+            Some(g) => {
+                let mut b = [0u8; 64];
+                let got = g.read_state(at, &mut b[..n]);
+                let mut w = [0u64; 8];
+                for (k, c) in b[..got].chunks(8).enumerate() {
+                    let mut x = [0u8; 8];
+                    x[..c.len()].copy_from_slice(c);
+                    w[k] = u64::from_le_bytes(x);
+                }
+                Answer::ok(&w[..got.div_ceil(8)])
+            }
+        },
+        Request::Budget { id, budget } => match t.get(owner, id) {
+            None => Answer::err(Error::NotFound),
+            Some(g) => {
+                g.budget = budget;
+                Answer::ok(&[])
+            }
+        },
+        Request::Stats { id } => match t.get(owner, id) {
+            None => Answer::err(Error::NotFound),
+            Some(g) => {
+                let s = g.stats;
+                let last = s.last_abort.map_or(0, |a| a as u64 + 1);
+                Answer::ok(&[s.calls, s.aborts, s.cycles, last, g.point as u64, g.tech as u64])
+            }
+        },
+    }
+}
+
+/// A refusal as the client sees it: the error and the server's reason.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub error: Error,
+    pub reason: String,
+}
+
+impl From<Error> for Refusal {
+    fn from(error: Error) -> Refusal {
+        Refusal { error, reason: String::new() }
+    }
+}
+
+fn call(srv: u64, m: &mut Msg) -> Result<(), Refusal> {
+    let mut buf = [0u8; 256];
+    ipc::set_recv_buffer(&mut buf);
+    ipc::call(srv, m, ipc::FOREVER)?;
+    match abi::check(m.word(1)) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+            Err(Refusal { error, reason: String::from_utf8_lossy(&buf[..n]).into_owned() })
+        }
+    }
+}
+
+/// Load the graft file `bytes` into server `srv`: its id there.
+pub fn load(srv: u64, bytes: &[u8]) -> Result<u32, Refusal> {
+    for (k, piece) in bytes.chunks(PIECE).enumerate() {
+        ipc::set_send_string(piece);
+        call(srv, &mut Msg::new(PUT, &[(k * PIECE) as u64]).with_string())?;
+    }
+    let mut m = Msg::new(LOAD, &[bytes.len() as u64]);
+    call(srv, &mut m)?;
+    Ok(m.word(2) as u32)
+}
+
+pub fn unload(srv: u64, id: u32) -> Result<(), Refusal> {
+    call(srv, &mut Msg::new(UNLOAD, &[id as u64]))
+}
+
+/// Write `bytes` into graft `id`'s state at `at`.
+pub fn set_state(srv: u64, id: u32, at: usize, bytes: &[u8]) -> Result<(), Refusal> {
+    ipc::set_send_string(bytes);
+    call(srv, &mut Msg::new(STATE, &[id as u64, at as u64]).with_string())
+}
+
+/// Up to 64 bytes of graft `id`'s state from `at`, as words.
+pub fn read_state(srv: u64, id: u32, at: usize, n: usize) -> Result<[u64; 8], Refusal> {
+    let mut m = Msg::new(READ, &[id as u64, at as u64, n as u64]);
+    call(srv, &mut m)?;
+    let mut w = [0u64; 8];
+    for (k, x) in w.iter_mut().enumerate().take(n.div_ceil(8)) {
+        *x = m.word(2 + k);
+    }
+    Ok(w)
+}
+
+pub fn set_budget(srv: u64, id: u32, budget: u64) -> Result<(), Refusal> {
+    call(srv, &mut Msg::new(BUDGET, &[id as u64, budget]))
+}
+
+/// Counters of graft `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    pub calls: u64,
+    pub aborts: u64,
+    pub cycles: u64,
+    /// 0: none; else the `graft::Abort` + 1.
+    pub last_abort: u64,
+}
+
+pub fn stats(srv: u64, id: u32) -> Result<Stats, Refusal> {
+    let mut m = Msg::new(STATS, &[id as u64]);
+    call(srv, &mut m)?;
+    Ok(Stats { calls: m.word(2), aborts: m.word(3), cycles: m.word(4), last_abort: m.word(5) })
+}
+
+/// The caller's grafts at `srv` (every graft for principal 0), as `LIST` words them.
+pub fn list(srv: u64) -> Result<String, Refusal> {
+    let mut buf = alloc::vec![0u8; 4096];
+    ipc::set_recv_buffer(&mut buf);
+    let mut m = Msg::new(LIST, &[]);
+    ipc::call(srv, &mut m, ipc::FOREVER)?;
+    abi::check(m.word(1))?;
+    let n = ipc::received_string_len().min(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}

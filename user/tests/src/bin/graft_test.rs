@@ -1,0 +1,212 @@
+//! Grafts at the cache's eviction point (issue 13, VINO §3.1): a hot-list graft in
+//! every technology keeps this program's hot blocks in the shared cache while a stream
+//! of its other blocks goes through, where plain LRU evicts them; hostile grafts are
+//! refused at load (with the reason) or aborted call by call and unloaded after three
+//! failures, and the cache keeps serving the right bytes throughout.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::vec::Vec;
+use abi::Error;
+use blk_api as p;
+use blk_api::client::{self as baio, Segment};
+use graft_api as g;
+use rt::{env, ipc, println};
+use tests::Checks;
+
+rt::entry!(main);
+
+const BUF: u64 = rt::layout::SEGMENT_AREA;
+const SEG: &str = "gt";
+const BLOCKS: u64 = 2048;
+/// Hot blocks (of the segment): read first, so LRU would evict them first.
+const HOT: u64 = 4;
+/// Then this many other blocks stream through: more than the cache's 1024 slots.
+const STREAM: (u64, u64) = (64, 1280);
+const PER_OP: u64 = 32;
+
+/// The first word of each block: which block of the segment it is.
+fn tag(b: u64) -> u64 {
+    b ^ 0x5eed_0000_0000
+}
+
+/// Run `n` blocks from `first` through the segment, 15 operations of 32 blocks a batch.
+fn io(seg: &Segment, kind: u64, first: u64, n: u64, check: bool) -> bool {
+    let mut b = first;
+    let mut ok = true;
+    while b < first + n {
+        let mut ops = Vec::new();
+        while ops.len() < p::MAX_REG_OPS && b < first + n {
+            let k = (first + n - b).min(PER_OP);
+            let off = p::DATA + ops.len() as u64 * PER_OP * 4096;
+            if kind & 0xff == p::WRITE_OP {
+                for j in 0..k {
+                    seg.bytes(off + j * 4096, 8).copy_from_slice(&tag(b + j).to_le_bytes());
+                }
+            }
+            ops.push(p::op(kind, b, k, ops.len() as u64, off));
+            b += k;
+        }
+        if seg.batch_ops(&ops, p::WAIT_ALL).is_err() {
+            return false;
+        }
+        for (i, o) in ops.iter().enumerate() {
+            ok &= seg.status(i as u64) == p::DONE;
+            if check && kind & 0xff == p::READ_OP {
+                for j in 0..(o[2] & 0xffff_ffff) {
+                    let got = u64::from_le_bytes(seg.bytes(o[3] + j * 4096, 8).try_into().unwrap_or_default());
+                    ok &= got == tag(o[1] + j);
+                }
+            }
+        }
+    }
+    ok
+}
+
+fn cache_hits(cache: u64) -> u64 {
+    let mut m = ipc::Msg::new(cache_api::STATS, &[]);
+    let _ = rt::server::request(cache, &mut m);
+    m.word(2)
+}
+
+fn cache_word(cache: u64, k: usize) -> u64 {
+    let mut m = ipc::Msg::new(cache_api::STATS, &[]);
+    let _ = rt::server::request(cache, &mut m);
+    m.word(k)
+}
+
+/// Read the hot blocks, stream the others, and count how many hot ones are still
+/// cached (hits when they are read again). Every read is checked.
+fn hot_kept(seg: &Segment, cache: u64, c: &mut Checks, what: &str) -> u64 {
+    let rd = p::READ_OP | p::BUFFERED;
+    c.check(io(seg, rd, 0, HOT, true), &format!("{what}: the hot blocks read right"));
+    c.check(io(seg, rd, STREAM.0, STREAM.1, true), &format!("{what}: the stream reads right"));
+    let h0 = cache_hits(cache);
+    c.check(io(seg, rd, 0, HOT, true), &format!("{what}: the hot blocks read right again"));
+    cache_hits(cache) - h0
+}
+
+fn hot_list(start: u64) -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(&HOT.to_le_bytes());
+    for b in 0..HOT {
+        s.extend_from_slice(&(start + b).to_le_bytes());
+    }
+    s
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
+    c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
+    c.eq(env::lookup("cache", cache), Ok(()), "find the cache");
+    c.eq(env::lookup("files", files), Ok(()), "find the files server");
+    c.eq(baio::create(blk, SEG, BLOCKS, 0), Ok(()), "create a segment of 2048 blocks");
+    let Ok(seg) = baio::open(blk, SEG, 3, BUF) else {
+        c.check(false, "open it");
+        return c.finish("graft_test");
+    };
+    c.check(io(&seg, p::WRITE_OP, 0, BLOCKS, false) && seg.sync().is_ok(), "write every block's number into it");
+    let start = baio::first_block(blk, SEG).unwrap_or(0);
+    c.check(start > 0, "its first block on the device");
+
+    let k = hot_kept(&seg, cache, &mut c, "LRU");
+    c.eq(k, 0, "without a graft, LRU evicts the hot blocks");
+
+    for tech in ["native", "wasmi", "ebpf", "rhai"] {
+        let path = format!("/grafts/evict_{tech}_hotlist.graft");
+        let file = files_api::client::read_all(files, &path);
+        if !c.check(file.is_ok(), &format!("{path} is in the files filesystem")) {
+            continue;
+        }
+        let id = g::load(cache, &file.unwrap_or_default());
+        if !c.check(id.is_ok(), &format!("{tech}: load the hot-list graft into the cache")) {
+            println!("    {:?}", id.err());
+            continue;
+        }
+        let id = id.unwrap_or(0);
+        c.check(g::set_state(cache, id, 0, &hot_list(start)).is_ok(), &format!("{tech}: give it the hot list"));
+        let grafted0 = cache_word(cache, 7);
+        let k = hot_kept(&seg, cache, &mut c, tech);
+        c.eq(k, HOT, &format!("{tech}: the graft kept all the hot blocks"));
+        let st = g::stats(cache, id);
+        c.check(st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0), &format!("{tech}: it was called and never aborted ({st:?})"));
+        c.check(cache_word(cache, 7) > grafted0, &format!("{tech}: the cache counts victims the graft chose"));
+        c.check(g::list(cache).is_ok_and(|t| t.contains("evict") && t.contains(tech)), &format!("{tech}: LIST shows it"));
+        c.check(g::unload(cache, id).is_ok(), &format!("{tech}: unload it"));
+        c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{tech}: gone after the unload"));
+    }
+
+    // A second graft at the same point for the same principal waits for the first.
+    if let Ok(file) = files_api::client::read_all(files, "/grafts/evict_native_null.graft") {
+        let a = g::load(cache, &file);
+        c.eq(g::load(cache, &file).map_err(|r| r.error).err(), Some(Error::Exists), "one graft per point and principal");
+        if let Ok(a) = a {
+            let _ = g::unload(cache, a);
+        }
+    }
+
+    // Files that are not grafts, or that name what this cache does not run.
+    let refused = |bytes: &[u8]| g::load(cache, bytes).err().map(|r| (r.error, r.reason));
+    let r = refused(b"not a graft at all");
+    c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("header")), &format!("a short file is refused with its reason ({r:?})"));
+    let mut bad = alloc::vec![0u8; 80];
+    bad[..8].copy_from_slice(b"SCGRAFT0");
+    let r = refused(&bad);
+    c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("magic")), &format!("a bad magic is refused ({r:?})"));
+    let upcall = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::Upcall, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
+    c.eq(refused(&upcall).map(|r| r.0), Some(Error::Unsupported), "a technology the cache does not run");
+    let ldisk = graft::GraftFile { point: graft::Point::Ldisk, tech: graft::Tech::Script, state_len: 0, name: "x", code: b"fn graft(i) { 0 }", sig: &[] }.to_bytes();
+    c.check(refused(&ldisk).is_some_and(|(_, why)| why.contains("no such graft point")), "a point the cache does not host");
+    ipc::set_send_string(b"x");
+    let mut m = ipc::Msg::new(g::PUT, &[1 << 40]).with_string();
+    let _ = ipc::call(cache, &mut m, ipc::FOREVER);
+    c.check(m.word(1) != 0, "a piece far past any file's end is refused");
+
+    // Hostile grafts: refused at load, or aborted and unloaded after three failures.
+    let hostile: [(&str, Option<&str>); 13] = [
+        ("wasmi_spin", None),
+        ("wasmi_oob", None),
+        ("wasmi_hog", None),
+        ("wasmi_liar", None),
+        ("wasmi_trap", None),
+        ("ebpf_spin", Some("loop")),
+        ("ebpf_helper", Some("helper")),
+        ("ebpf_oob", None),
+        ("ebpf_liar", None),
+        ("rhai_spin", None),
+        ("rhai_hog", None),
+        ("rhai_liar", None),
+        ("rhai_shrink", None),
+    ];
+    for (name, refusal) in hostile {
+        let Ok(file) = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")) else {
+            c.check(false, &format!("{name} is in the files filesystem"));
+            continue;
+        };
+        match (g::load(cache, &file), refusal) {
+            (Err(r), Some(why)) => {
+                c.check(r.reason.contains(why), &format!("{name}: refused at load: {}", r.reason));
+            }
+            (Ok(id), None) => {
+                let _ = g::set_state(cache, id, 0, &hot_list(start));
+                let _ = g::set_budget(cache, id, 200_000);
+                let reaped = cache_word(cache, 9);
+                let rd = p::READ_OP | p::BUFFERED;
+                c.check(io(&seg, rd, STREAM.0, STREAM.1, true), &format!("{name}: the cache serves the right bytes under it"));
+                c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{name}: unloaded after failing"));
+                c.eq(cache_word(cache, 9), reaped + 1, &format!("{name}: the cache counts it as unloaded for failing"));
+            }
+            (r, _) => {
+                c.check(false, &format!("{name}: {:?}", r.map_err(|r| (r.error, r.reason))));
+            }
+        }
+    }
+    let k = hot_kept(&seg, cache, &mut c, "after the hostile ones");
+    c.eq(k, 0, "no graft is left: LRU again");
+    let _ = seg.close();
+    c.finish("graft_test")
+}
