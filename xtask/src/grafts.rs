@@ -183,7 +183,7 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let mut t = Table::new(&[Point::Evict]);
+        let mut t = Table::new(&[Point::Evict], 0);
         let ids: Vec<(Tech, u32, u32)> = TECHS.iter().enumerate().map(|(k, tech)| (*tech, k as u32 + 1, load(&mut t, k as u32 + 1, &file(*tech, "hotlist")).unwrap())).collect();
         for round in 0..400 {
             let hot: Vec<u64> = (0..rnd() % 17).map(|_| rnd() % 24).collect();
@@ -224,7 +224,7 @@ mod tests {
         let more: [(Tech, &str, Result<Abort, &str>); 3] = [(Tech::Script, "liar", Ok(Abort::BadAnswer)), (Tech::Script, "trap", Ok(Abort::Trap)), (Tech::Script, "shrink", Ok(Abort::Trap))];
         let input: Vec<u8> = [3u64, 4, 5].iter().flat_map(|b| b.to_le_bytes()).collect();
         for (tech, name, want) in expect.into_iter().chain(more) {
-            let mut t = Table::new(&[Point::Evict]);
+            let mut t = Table::new(&[Point::Evict], 0);
             let good = load(&mut t, 9, &file(Tech::Wasmi, "hotlist")).unwrap();
             t.get(9, good).unwrap().write_state(0, &hot_state(&[3])).unwrap();
             match (load(&mut t, 1, &file(tech, name)), want) {

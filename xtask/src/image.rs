@@ -128,14 +128,14 @@ fn filesystem(blocks: u64, paths: &str) -> Result<Vec<u8>, String> {
 }
 
 /// Does the BAIO image at `path` mount, with a segment `name` holding a baiofs
-/// filesystem that mounts?
-pub fn has_filesystem(path: &std::path::Path, name: &str) -> bool {
+/// filesystem that mounts and has `file` (a path; "/" for any)?
+pub fn has_path(path: &std::path::Path, name: &str, file: &str) -> bool {
     let Ok(data) = std::fs::read(path) else { return false };
     let mut dev = MemDev(data);
     let Ok(v) = Volume::mount(&mut dev) else { return false };
     let Some(i) = v.lookup(name) else { return false };
     let at = i.start as usize * BLOCK;
-    baiofs::Fs::mount(MemDev(dev.0[at..at + i.length as usize * BLOCK].to_vec())).is_ok()
+    baiofs::Fs::mount(MemDev(dev.0[at..at + i.length as usize * BLOCK].to_vec())).is_ok_and(|mut fs| fs.stat(file).is_ok())
 }
 
 const FSCK_USAGE: &str = "usage: cargo xtask fsck [--repair] [--fs NAME]... IMAGE\n\
@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(fsck_of(&p, &[]), ExitCode::FAILURE);
         assert_eq!(fsck_of(&p, &["--repair"]), ExitCode::SUCCESS);
         assert_eq!(fsck_of(&p, &[]), ExitCode::SUCCESS);
-        assert!(has_filesystem(&p, "files"), "the intact segment and its filesystem are kept");
+        assert!(has_path(&p, "files", "/"), "the intact segment and its filesystem are kept");
         let ragged = p.with_extension("ragged");
         d.extend_from_slice(&[0u8; 512]);
         std::fs::write(&ragged, &d).unwrap();

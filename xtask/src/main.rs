@@ -228,12 +228,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let img = make_image(&a, &run_manifest()?, "run")?;
     qemu::ensure_qemu()?;
     // The disk persists across runs; it is made (with sample segments and a `files`
-    // filesystem holding the docs) when missing or when made by an older xtask.
+    // filesystem holding the docs and the example grafts) when missing or when made by
+    // an older xtask.
     let disk = out_dir().join("run-disk.img");
-    if !image::has_filesystem(&disk, "files") {
+    if !image::has_path(&disk, "files", "/grafts") {
         let root = project_root();
         let p = |f: &str| root.join(f).display().to_string();
-        let fs = format!("files:1:4096:fs={}+{}+{}+{}", p("xtask/disk/hello.txt"), p("README.md"), p("ARCHITECTURE.md"), p("docs"));
+        let fs = format!("files:1:4096:fs={}+{}+{}+{}+{}", p("xtask/disk/hello.txt"), p("README.md"), p("ARCHITECTURE.md"), p("docs"), grafts::dir().display());
         image::make(&disk.display().to_string(), 64 << 20, &[fs, format!("readme:1:256:{}", p("README.md")), "scratch:1:1024".into(), "others:2:512".into()])?;
         eprintln!("xtask: made the BAIO disk {}", disk.display());
     }

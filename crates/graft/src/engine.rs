@@ -34,6 +34,9 @@ pub enum Abort {
 }
 
 impl Abort {
+    /// In the order of their codes (the graft protocol's `STATS` sends code + 1).
+    pub const ALL: [Abort; 5] = [Abort::Budget, Abort::Memory, Abort::Trap, Abort::BadAnswer, Abort::Broken];
+
     pub fn what(self) -> &'static str {
         match self {
             Abort::Budget => "over budget",

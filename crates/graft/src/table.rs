@@ -26,6 +26,8 @@ use crate::LoadError;
 pub const MAX_FAILURES: u32 = 3;
 /// Grafts one server holds at once.
 pub const MAX_GRAFTS: usize = 32;
+/// Ids of one server.
+pub const IDS: u32 = 999;
 /// Loaders with a file half-sent at once.
 pub const MAX_STAGING: usize = 8;
 
@@ -128,6 +130,9 @@ pub struct Table {
     grafts: Vec<Graft>,
     /// Files being sent, by the sending program.
     staging: BTreeMap<u64, Vec<u8>>,
+    /// Ids are `base + 1 ..= base + IDS` (the shell tells servers apart by them),
+    /// taken round robin, skipping those in use.
+    base: u32,
     next: u32,
     /// The points this server hosts.
     points: &'static [Point],
@@ -137,8 +142,15 @@ pub struct Table {
 }
 
 impl Table {
-    pub fn new(points: &'static [Point]) -> Table {
-        Table { grafts: Vec::new(), staging: BTreeMap::new(), next: 1, points, limits: Limits::default(), reaped: 0 }
+    /// A table for a server hosting `points`, its ids after `base` (a multiple of
+    /// 1000: cache 1000, blk 2000, net 3000).
+    pub fn new(points: &'static [Point], base: u32) -> Table {
+        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits: Limits::default(), reaped: 0 }
+    }
+
+    /// Does id `id` belong to this table's range?
+    pub fn owns_id(&self, id: u32) -> bool {
+        id > self.base && id <= self.base + IDS
     }
 
     /// Part of a graft file, at byte `at` of `program`'s staging buffer.
@@ -168,18 +180,25 @@ impl Table {
         if !self.points.contains(&f.point) {
             return Err(LoadError::Refused("this server has no such graft point"));
         }
-        if self.grafts.iter().any(|g| g.owner == owner && g.point == f.point) {
-            return Err(LoadError::Busy);
-        }
         if self.grafts.len() >= MAX_GRAFTS {
             return Err(LoadError::Limit("the server holds as many grafts as it may"));
         }
+        // The code is checked before the point's occupancy: a bad file hears why.
         let engine = match extra(&f) {
             Some(r) => r?,
             None => engine::build(&f, self.limits)?,
         };
-        let id = self.next;
-        self.next = self.next.wrapping_add(1).max(1);
+        if self.grafts.iter().any(|g| g.owner == owner && g.point == f.point) {
+            return Err(LoadError::Busy);
+        }
+        // At most MAX_GRAFTS < IDS are in use: a free id is always found.
+        let id = loop {
+            self.next = self.next % IDS + 1;
+            let id = self.base + self.next;
+            if !self.grafts.iter().any(|g| g.id == id) {
+                break id;
+            }
+        };
         self.grafts.push(Graft::new(id, owner, program, &f, engine));
         Ok(id)
     }

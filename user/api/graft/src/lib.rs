@@ -39,6 +39,23 @@ pub const BUDGET: u64 = 0xe6;
 /// else `Abort` + 1), MR6 = point, MR7 = technology; `NotFound` once it was unloaded.
 pub const STATS: u64 = 0xe7;
 
+/// Where each server's graft ids start (ids are `base + 1 ..= base + 999`), so that
+/// an id names its server: the shell's `graft unload ID` finds it by the id alone.
+pub const CACHE_IDS: u32 = 1000;
+
+/// The graft servers: (the name programs look them up by, its id base, its points).
+pub const SERVERS: [(&str, u32, &[graft::Point]); 1] = [("cache", CACHE_IDS, &[graft::Point::Evict])];
+
+/// The server (its name) that hosts `point`.
+pub fn server_of(point: graft::Point) -> Option<&'static str> {
+    SERVERS.iter().find(|s| s.2.contains(&point)).map(|s| s.0)
+}
+
+/// The server (its name) whose id range holds `id`.
+pub fn server_of_id(id: u32) -> Option<&'static str> {
+    SERVERS.iter().find(|s| id > s.1 && id <= s.1 + graft::table::IDS).map(|s| s.0)
+}
+
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;
 /// The receive buffer a server with graft points needs (a `PUT`'s or `STATE`'s string).

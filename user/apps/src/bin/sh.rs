@@ -1,7 +1,7 @@
 //! The shell on the user-level console: line editing (backspace, Ctrl-U to erase the
 //! line, Ctrl-C to drop it, escape sequences ignored), and commands that ask root and
 //! the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm, net, ping, fetch,
-//! cue, echo, sleep, halt.
+//! cue, graft, echo, sleep, halt.
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -33,6 +33,13 @@ const HELP: &str = "commands:
   ping [ADDR]       an ICMP echo to ADDR (default: the gateway, or 10.0.2.2)
   fetch URL         HTTP GET http://A.B.C.D[:PORT]/PATH: the answer's head, then the body
   cue               Cue transfers net runs: program, socket, bytes sent, schedule, rate
+  graft load POINT FILE   load the graft file FILE (from `files`, e.g. /grafts/…) at
+                    POINT (evict: the cache's eviction victim) for this shell's principal
+  graft list        the grafts this principal loaded: calls, aborts, cycles
+  graft unload ID   unload graft ID
+  graft state ID W… write words W… (decimal) into graft ID's state from its start
+                    (a hot list: the count, then device block numbers)
+  graft stats ID    one graft's calls, aborts, cycles and last abort
   echo TEXT         print TEXT
   sleep MS          wait MS milliseconds
   halt              power off";
@@ -160,6 +167,7 @@ fn main() -> i32 {
             }
             "ls" | "cat" | "put" | "rm" => files(cmd, rest.trim()),
             "net" | "ping" | "fetch" | "cue" => network(&mut net, cmd, rest.trim()),
+            "graft" => graft(rest.trim()),
             "echo" => println!("{}", rest),
             "sleep" => match rest.trim().parse::<u64>() {
                 Ok(ms) => rt::sys::sleep_us(ms.saturating_mul(1000)),
@@ -203,6 +211,119 @@ fn files(cmd: &str, arg: &str) {
         println!("{}: {}: {:?}", cmd, arg, e);
     }
     rt::free_slot(srv);
+}
+
+/// A graft server's capability, looked up by name.
+fn graft_server(name: &str) -> Option<u64> {
+    let srv = rt::alloc_slot();
+    if env::lookup(name, srv).is_ok() {
+        return Some(srv);
+    }
+    println!("graft: no `{}` server to ask", name);
+    rt::free_slot(srv);
+    None
+}
+
+/// The graft commands (`graft_api`), at the server that hosts the point or owns the id.
+fn graft(args: &str) {
+    use graft::{GraftFile, Point};
+    let w: alloc::vec::Vec<&str> = args.split_whitespace().collect();
+    let id_server = |id: &str| -> Option<(u32, u64)> {
+        let Some(id) = id.parse::<u32>().ok() else {
+            println!("graft: give a graft id (see `graft list`)");
+            return None;
+        };
+        let Some(name) = graft_api::server_of_id(id) else {
+            println!("graft: no server has ids like {}", id);
+            return None;
+        };
+        graft_server(name).map(|s| (id, s))
+    };
+    let said = |r: Result<(), graft_api::Refusal>| {
+        if let Err(r) = r {
+            println!("graft: {}{}{}", r.error.name(), if r.reason.is_empty() { "" } else { ": " }, r.reason);
+        }
+    };
+    match w[..] {
+        ["load", point, file] => {
+            let Some(p) = Point::from_name(point) else {
+                println!("graft: no point `{}` (there is: evict)", point);
+                return;
+            };
+            let Some(name) = graft_api::server_of(p) else {
+                println!("graft: no server hosts point `{}`", point);
+                return;
+            };
+            let Some(srv) = graft_server(name) else { return };
+            let files = rt::alloc_slot();
+            let bytes = env::lookup("files", files).and_then(|_| files_api::client::read_all(files, file));
+            rt::free_slot(files);
+            match bytes {
+                Err(e) => println!("graft: {}: {}", file, e.name()),
+                Ok(b) => match GraftFile::parse(&b) {
+                    Err(e) => println!("graft: {}: not a graft file: {}", file, e.what()),
+                    Ok(g) if g.point != p => println!("graft: {} is a graft for point {}, not {}", file, g.point.name(), point),
+                    Ok(g) => match graft_api::load(srv, &b) {
+                        Ok(id) => println!("graft {}: {} ({}) loaded at {}", id, g.name, g.tech.name(), point),
+                        Err(r) => said(Err(r)),
+                    },
+                },
+            }
+        }
+        ["list"] => {
+            println!("  ID OWNER POINT  TECH      CALLS  ABORTS       CYCLES NAME");
+            for (name, _, _) in graft_api::SERVERS {
+                let Some(srv) = graft_server(name) else { continue };
+                match graft_api::list(srv) {
+                    Ok(t) => {
+                        for l in t.lines() {
+                            let f: alloc::vec::Vec<&str> = l.split_whitespace().collect();
+                            if let [id, owner, point, tech, calls, aborts, cycles, gname] = f[..] {
+                                println!("{:>4} {:>5} {:6} {:7} {:>7} {:>7} {:>12} {}", id, owner, point, tech, calls, aborts, cycles, gname);
+                            }
+                        }
+                    }
+                    Err(r) => said(Err(r)),
+                }
+            }
+        }
+        ["unload", id] => {
+            if let Some((id, srv)) = id_server(id) {
+                match graft_api::unload(srv, id) {
+                    Ok(()) => println!("graft {} unloaded", id),
+                    Err(r) => said(Err(r)),
+                }
+            }
+        }
+        ["state", id, ref words @ ..] if !words.is_empty() => {
+            let Some((id, srv)) = id_server(id) else { return };
+            let mut bytes = alloc::vec::Vec::new();
+            for x in words {
+                match x.parse::<u64>() {
+                    Ok(v) => bytes.extend_from_slice(&v.to_le_bytes()),
+                    Err(_) => {
+                        println!("graft: `{}` is not a number", x);
+                        return;
+                    }
+                }
+            }
+            said(graft_api::set_state(srv, id, 0, &bytes));
+        }
+        ["stats", id] => {
+            let Some((id, srv)) = id_server(id) else { return };
+            match graft_api::stats(srv, id) {
+                Ok(s) => {
+                    let last = match s.last_abort {
+                        0 => "none",
+                        k => graft::engine::Abort::ALL.get(k as usize - 1).map_or("?", |a| a.what()),
+                    };
+                    println!("graft {}: {} calls, {} aborted, {} cycles, last abort: {}", id, s.calls, s.aborts, s.cycles, last);
+                }
+                Err(r) => said(Err(r)),
+            }
+        }
+        _ => println!("graft: load POINT FILE | list | unload ID | state ID WORD... | stats ID"),
+    }
 }
 
 /// The id of the first running program called `name` (from root's program list).

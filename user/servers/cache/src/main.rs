@@ -40,6 +40,8 @@ rt::entry!(main);
 
 /// The graft points this server hosts.
 const POINTS: [Point; 1] = [Point::Evict];
+/// The cache's graft ids are 1001 ..= 1999.
+const GRAFT_IDS: u32 = graft_api::CACHE_IDS;
 
 const AREA: u64 = rt::layout::CACHE_FRAMES;
 /// log2 of the cache's pages (1024 blocks: 4 MiB).
@@ -61,7 +63,7 @@ fn main() -> i32 {
     let c = Cache::new(1 << LOG2);
     println!("cache: {} blocks at {:#x}", c.slots(), phys);
     let mut buf = [0u8; graft_api::RECV_BYTES];
-    server::run(&mut CacheServer { c, phys, client: None, grafts: Table::new(&POINTS), text: String::new() }, &mut buf)
+    server::run(&mut CacheServer { c, phys, client: None, grafts: Table::new(&POINTS, GRAFT_IDS), text: String::new() }, &mut buf)
 }
 
 struct CacheServer {
