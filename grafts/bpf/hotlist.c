@@ -2,7 +2,7 @@
  * candidate that is not in the hot list (state word 0 = entries, then the blocks),
  * or 0 when all of them are. */
 #include "graft.h"
-#define HOT_MAX 16
+#define HOT_MAX 64
 
 GRAFT u64 graft(struct evict_ctx *c) {
     u64 n = c->in_len / 8;
@@ -15,6 +15,8 @@ GRAFT u64 graft(struct evict_ctx *c) {
             break;
         u64 b = c->cand[i];
         int is_hot = 0;
+        /* No early exit: clang unrolls only loops without one, and an eBPF graft
+         * must be loop-free. */
 #pragma clang loop unroll(full)
         for (int j = 0; j < HOT_MAX; j++) {
             if (j < hot && c->state[1 + j] == b)

@@ -186,8 +186,8 @@ mod tests {
         let mut t = Table::new(&[Point::Evict], 0);
         let ids: Vec<(Tech, u32, u32)> = TECHS.iter().enumerate().map(|(k, tech)| (*tech, k as u32 + 1, load(&mut t, k as u32 + 1, &file(*tech, "hotlist")).unwrap())).collect();
         for round in 0..400 {
-            let hot: Vec<u64> = (0..rnd() % 17).map(|_| rnd() % 24).collect();
-            let cands: Vec<u64> = (0..1 + rnd() % 8).map(|_| rnd() % 24).collect();
+            let hot: Vec<u64> = (0..rnd() % 65).map(|_| rnd() % 96).collect();
+            let cands: Vec<u64> = (0..1 + rnd() % 8).map(|_| rnd() % 96).collect();
             let input: Vec<u8> = cands.iter().flat_map(|b| b.to_le_bytes()).collect();
             let mut st = hot_state(&hot);
             let want = grafts::hotlist(&input, &mut st);

@@ -120,7 +120,7 @@ impl Graft {
 /// (script). eBPF needs none (its programs end within their length).
 pub const DEFAULT_BUDGET: u64 = 1 << 20;
 /// The most a budget may be set to.
-pub const MAX_BUDGET: u64 = 1 << 28;
+pub const MAX_BUDGET: u64 = 1 << 24;
 
 /// Builds engines the crate cannot build alone (an upcall's IPC, AOT code, a
 /// signature check with the server's key); `None`: not supported here.
@@ -243,6 +243,32 @@ impl Table {
             self.reaped += 1;
         }
         r.ok()
+    }
+
+    /// Run `owner`'s graft `id` `repeat` times on `input`, as its point would call it
+    /// (Linux's `BPF_PROG_TEST_RUN`): (the last answer or `None` if that call was
+    /// aborted, cycles of all the calls, aborted calls). Stops early when the graft is
+    /// unloaded for failing. `None` if there is no such graft.
+    pub fn test_run(&mut self, owner: u32, id: u32, input: &[u8], repeat: u32, clock: fn() -> u64) -> Option<(Option<u64>, u64, u64)> {
+        let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner)?;
+        let (mut last, mut aborts) = (None, 0);
+        let t0 = clock();
+        for _ in 0..repeat {
+            let g = &mut self.grafts[k];
+            last = g.call(input).ok();
+            aborts += last.is_none() as u64;
+            if g.dead() {
+                break;
+            }
+        }
+        let cycles = clock().wrapping_sub(t0);
+        let g = &mut self.grafts[k];
+        g.stats.cycles += cycles;
+        if g.dead() {
+            self.grafts.remove(k);
+            self.reaped += 1;
+        }
+        Some((last, cycles, aborts))
     }
 
     /// One line per graft (of `owner`, or all): id, owner, point, technology, calls,

@@ -25,7 +25,7 @@ pub fn null(_input: &[u8], _state: &mut [u8]) -> u64 {
     0
 }
 
-/// Hot-list eviction (VINO §3.1). `input` is the eviction point's candidates, up to 8
+/// Hot-list eviction (VINO §3.1; the paper's hot list holds 64 pages). `input` is the eviction point's candidates, up to 8
 /// block numbers, the least recently used first; `state` is the hot list the program
 /// filled: word 0 = entries, then that many block numbers (up to `HOT_MAX`). The
 /// answer is the index of the first candidate that is not hot, or 0 (the default
@@ -54,7 +54,7 @@ pub fn hotlist(input: &[u8], state: &mut [u8]) -> u64 {
 }
 
 /// The hot list's capacity in blocks (its state is `8 + 8 * HOT_MAX` bytes).
-pub const HOT_MAX: usize = 16;
+pub const HOT_MAX: usize = 64;
 /// Bytes of the hot-list graft's state.
 pub const HOT_STATE: usize = 8 + 8 * HOT_MAX;
 

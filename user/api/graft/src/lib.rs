@@ -11,6 +11,8 @@
 
 extern crate alloc;
 
+pub mod upcall;
+
 use alloc::string::String;
 use core::fmt::Write;
 
@@ -56,6 +58,14 @@ pub fn server_of_id(id: u32) -> Option<&'static str> {
     SERVERS.iter().find(|s| id > s.1 && id <= s.1 + graft::table::IDS).map(|s| s.0)
 }
 
+/// MR1 = id, MR2 = repeat (1 ..= `MAX_REPEAT`); string = the input (at most the
+/// point's): run the graft that many times on it as its point would (Linux's
+/// `BPF_PROG_TEST_RUN`). Reply MR2 = the last answer (`u64::MAX` if that call was
+/// aborted), MR3 = cycles of all the calls (rdtsc), MR4 = calls aborted. It stops
+/// early if the graft is unloaded for failing.
+pub const TEST_RUN: u64 = 0xe8;
+pub const MAX_REPEAT: u64 = 100_000;
+
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;
 /// The receive buffer a server with graft points needs (a `PUT`'s or `STATE`'s string).
@@ -63,7 +73,7 @@ pub const RECV_BYTES: usize = PIECE;
 
 /// Is `label` one of this protocol's?
 pub fn is_graft_label(label: u64) -> bool {
-    (PUT..=STATS).contains(&label)
+    (PUT..=TEST_RUN).contains(&label)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +86,7 @@ pub enum Request<'a> {
     Read { id: u32, at: usize, n: usize },
     Budget { id: u32, budget: u64 },
     Stats { id: u32 },
+    TestRun { id: u32, repeat: u32, input: &'a [u8] },
 }
 
 fn id(w: u64) -> Result<u32, Error> {
@@ -124,6 +135,13 @@ impl<'a> Decode<'a> for Request<'a> {
                 Request::Budget { id: id(g)?, budget: b }
             }
             STATS => Request::Stats { id: id(a.words::<1>()?[0])? },
+            TEST_RUN => {
+                let [g, repeat] = a.words()?;
+                if repeat == 0 || repeat > MAX_REPEAT || !a.msg.tag().has_string() {
+                    return Err(Error::InvalidArg);
+                }
+                Request::TestRun { id: id(g)?, repeat: repeat as u32, input: a.bytes() }
+            }
             _ => return Err(Error::Unsupported),
         })
     }
@@ -144,8 +162,9 @@ fn refuse(e: LoadError) -> Answer {
 
 /// The server side: one request from program `program` of principal `owner`. `text`
 /// holds a `LIST` reply until the kernel has copied it; `extra` builds engines the
-/// server supplies itself. Call `Table::forget` when a program ends.
-pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &mut String, extra: graft::table::Extra<'_>) -> Answer {
+/// server supplies itself; `clock` counts cycles. Call `Table::forget` when a program
+/// ends.
+pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &mut String, extra: graft::table::Extra<'_>, clock: fn() -> u64) -> Answer {
     match req {
         Request::Put { at, bytes } => match t.put(program, at, bytes) {
             Ok(()) => Answer::ok(&[]),
@@ -201,6 +220,16 @@ pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &m
                 Answer::ok(&[s.calls, s.aborts, s.cycles, last, g.point as u64, g.tech as u64])
             }
         },
+        Request::TestRun { id, repeat, input } => {
+            let Some(g) = t.get(owner, id) else { return Answer::err(Error::NotFound) };
+            if input.len() > g.point.max_input() {
+                return Answer::err(Error::TooLong);
+            }
+            match t.test_run(owner, id, input, repeat, clock) {
+                Some((last, cycles, aborts)) => Answer::ok(&[last.unwrap_or(u64::MAX), cycles, aborts]),
+                None => Answer::err(Error::NotFound),
+            }
+        }
     }
 }
 
@@ -228,6 +257,21 @@ fn call(srv: u64, m: &mut Msg) -> Result<(), Refusal> {
             Err(Refusal { error, reason: String::from_utf8_lossy(&buf[..n]).into_owned() })
         }
     }
+}
+
+/// Load an upcall graft (VINO's user-level server) named `name` at `point` into
+/// server `srv`: every call of it becomes an IPC call to the thread whose capability
+/// is in slot `thread` (which runs `upcall::serve`). Its id there.
+pub fn load_upcall(srv: u64, name: &str, point: graft::Point, thread: u64) -> Result<u32, Refusal> {
+    let bytes = graft::GraftFile { point, tech: graft::Tech::Upcall, state_len: 0, name, code: name.as_bytes(), sig: &[] }.to_bytes();
+    for (k, piece) in bytes.chunks(PIECE).enumerate() {
+        ipc::set_send_string(piece);
+        call(srv, &mut Msg::new(PUT, &[(k * PIECE) as u64]).with_string())?;
+    }
+    let mut m = Msg::new(LOAD, &[bytes.len() as u64]);
+    m.push_item(abi::fpage::Fpage::caps(thread, 0, abi::rights::SEND), 0);
+    call(srv, &mut m)?;
+    Ok(m.word(2) as u32)
 }
 
 /// Load the graft file `bytes` into server `srv`: its id there.
@@ -280,6 +324,15 @@ pub fn stats(srv: u64, id: u32) -> Result<Stats, Refusal> {
     let mut m = Msg::new(STATS, &[id as u64]);
     call(srv, &mut m)?;
     Ok(Stats { calls: m.word(2), aborts: m.word(3), cycles: m.word(4), last_abort: m.word(5) })
+}
+
+/// Run graft `id` `repeat` times on `input` at `srv`: (last answer, or `u64::MAX` if
+/// aborted; cycles of all the calls; aborted calls).
+pub fn test_run(srv: u64, id: u32, input: &[u8], repeat: u32) -> Result<(u64, u64, u64), Refusal> {
+    ipc::set_send_string(input);
+    let mut m = Msg::new(TEST_RUN, &[id as u64, repeat as u64]).with_string();
+    call(srv, &mut m)?;
+    Ok((m.word(2), m.word(3), m.word(4)))
 }
 
 /// The caller's grafts at `srv` (every graft for principal 0), as `LIST` words them.

@@ -14,6 +14,7 @@ use abi::Error;
 use blk_api as p;
 use blk_api::client::{self as baio, Segment};
 use graft_api as g;
+use core::sync::atomic::{AtomicU64, Ordering};
 use rt::{env, ipc, println};
 use tests::Checks;
 
@@ -98,6 +99,74 @@ fn hot_list(start: u64) -> Vec<u8> {
     s
 }
 
+/// The upcall graft's hot list, in this program (VINO: the user-level server's memory).
+static HOT_LIST: [AtomicU64; 1 + HOT as usize] = [const { AtomicU64::new(0) }; 1 + HOT as usize];
+
+/// The hot-list graft as a user-level server: the same code as the native one.
+fn upcall_hotlist(_p: graft::Point, input: &[u8]) -> u64 {
+    let mut st = [0u8; grafts::HOT_STATE];
+    for (k, w) in HOT_LIST.iter().enumerate() {
+        st[8 * k..8 * k + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    }
+    grafts::hotlist(input, &mut st)
+}
+
+fn liar(_p: graft::Point, input: &[u8]) -> u64 {
+    (input.len() / 8 + 1) as u64
+}
+
+/// Hostile upcall servers: one that answers a victim that is not a candidate, one that
+/// takes the call and never answers.
+fn serve_liar(_: u64) {
+    graft_api::upcall::serve(liar)
+}
+
+fn serve_hotlist(_: u64) {
+    graft_api::upcall::serve(upcall_hotlist)
+}
+
+fn serve_mute(_: u64) {
+    let mut m = ipc::Msg::empty();
+    loop {
+        let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+        rt::sys::sleep_us(10_000_000);
+    }
+}
+
+/// The upcall technology: the graft's code in a thread of this program, one IPC per call.
+fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
+    HOT_LIST[0].store(HOT, Ordering::Relaxed);
+    for b in 0..HOT {
+        HOT_LIST[1 + b as usize].store(start + b, Ordering::Relaxed);
+    }
+    let prio = rt::thread::my_priority();
+    let r = g::load(cache, &graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::Upcall, state_len: 0, name: "u", code: b"u", sig: &[] }.to_bytes());
+    c.check(r.is_err_and(|r| r.reason.contains("capability")), "an upcall graft without its thread's capability is refused");
+    let Ok(t) = rt::thread::spawn(serve_hotlist, 0, prio) else {
+        c.check(false, "start the upcall server thread");
+        return;
+    };
+    let id = g::load_upcall(cache, "hotlist", graft::Point::Evict, t.slot);
+    c.check(id.is_ok(), "upcall: load the hot-list graft (a capability to this program's thread)");
+    let id = id.unwrap_or(0);
+    let k = hot_kept(seg, cache, c, "upcall");
+    c.eq(k, HOT, "upcall: the user-level graft kept all the hot blocks");
+    let st = g::stats(cache, id);
+    c.check(st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0), &format!("upcall: called, never aborted ({st:?})"));
+    c.check(g::unload(cache, id).is_ok(), "upcall: unload it");
+    for (name, f) in [("upcall liar", serve_liar as fn(u64)), ("upcall mute", serve_mute as fn(u64))] {
+        let Ok(t) = rt::thread::spawn(f, 0, prio) else { continue };
+        let Ok(id) = g::load_upcall(cache, name.trim_start_matches("upcall "), graft::Point::Evict, t.slot) else {
+            c.check(false, &format!("{name}: load"));
+            continue;
+        };
+        let reaped = cache_word(cache, 9);
+        c.check(io(seg, p::READ_OP | p::BUFFERED, STREAM.0, STREAM.1, true), &format!("{name}: the cache serves the right bytes under it"));
+        c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{name}: unloaded after failing"));
+        c.eq(cache_word(cache, 9), reaped + 1, &format!("{name}: counted as unloaded for failing"));
+    }
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
@@ -140,6 +209,8 @@ fn main() -> i32 {
         c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{tech}: gone after the unload"));
     }
 
+    upcalls(&mut c, &seg, cache, start);
+
     // A second graft at the same point for the same principal waits for the first.
     if let Ok(file) = files_api::client::read_all(files, "/grafts/evict_native_null.graft") {
         let a = g::load(cache, &file);
@@ -157,8 +228,8 @@ fn main() -> i32 {
     bad[..8].copy_from_slice(b"SCGRAFT0");
     let r = refused(&bad);
     c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("magic")), &format!("a bad magic is refused ({r:?})"));
-    let upcall = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::Upcall, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
-    c.eq(refused(&upcall).map(|r| r.0), Some(Error::Unsupported), "a technology the cache does not run");
+    let aot = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::WasmAot, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
+    c.eq(refused(&aot).map(|r| r.0), Some(Error::Unsupported), "a technology the cache does not run (yet: Wasm compiled ahead of time)");
     let ldisk = graft::GraftFile { point: graft::Point::Ldisk, tech: graft::Tech::Script, state_len: 0, name: "x", code: b"fn graft(i) { 0 }", sig: &[] }.to_bytes();
     c.check(refused(&ldisk).is_some_and(|(_, why)| why.contains("no such graft point")), "a point the cache does not host");
     ipc::set_send_string(b"x");

@@ -1,0 +1,118 @@
+//! The upcall technology (VINO's C in a user-level server): the graft's code runs in a
+//! program of the owner's, and each call is one IPC call from the server with the
+//! graft point to a thread of that program. Isolation is the address space; the budget
+//! is a timeout on the call (a server that does not answer in time is over budget);
+//! the graft's state stays in its own program, so the undo copy has nothing to undo
+//! there. The server side is an `Engine` built from the capability `LOAD` brought; the
+//! graft side is `serve`.
+
+use abi::fpage::Fpage;
+use abi::Error;
+use graft::engine::{Abort, Engine};
+use graft::Point;
+use rt::ipc::{self, Msg};
+
+/// Server → graft program: MR1 = point, MR2 = input bytes, then the input as words
+/// (`MAX_WORDS` of them at most; longer input goes as the string). Reply MR1 = 0,
+/// MR2 = the answer.
+pub const UPCALL: u64 = 0xef;
+pub const MAX_WORDS: usize = 32;
+/// The longest a call may take (µs), whatever the budget says.
+pub const MAX_TIMEOUT_US: u64 = 100_000;
+
+pub struct Upcall {
+    thread: u64,
+    point: Point,
+    /// No state in the server: the program keeps its own.
+    state: [u8; 0],
+}
+
+impl Upcall {
+    /// An upcall graft calling the thread whose capability is in slot `thread` (the
+    /// engine owns the slot and frees it when dropped).
+    pub fn new(thread: u64, point: Point) -> Upcall {
+        Upcall { thread, point, state: [] }
+    }
+}
+
+impl Drop for Upcall {
+    fn drop(&mut self) {
+        rt::free_slot(self.thread);
+    }
+}
+
+impl Engine for Upcall {
+    fn state(&mut self) -> &mut [u8] {
+        &mut self.state
+    }
+
+    fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
+        let mut w = [0u64; 2 + MAX_WORDS];
+        w[0] = self.point as u64;
+        w[1] = input.len() as u64;
+        let words = input.len().div_ceil(8);
+        let mut m = if words <= MAX_WORDS {
+            for (k, c) in input.chunks(8).enumerate() {
+                let mut x = [0u8; 8];
+                x[..c.len()].copy_from_slice(c);
+                w[2 + k] = u64::from_le_bytes(x);
+            }
+            Msg::new(UPCALL, &w[..2 + words])
+        } else {
+            ipc::set_send_string(input);
+            Msg::new(UPCALL, &w[..2]).with_string()
+        };
+        // The budget is in µs here; nobody waits longer than MAX_TIMEOUT_US.
+        let us = budget.clamp(1, MAX_TIMEOUT_US) as u32;
+        // Nothing but words comes back: no receive buffer, no windows (a graft program
+        // must not drop a capability or a mapping into the server).
+        ipc::set_recv_buffer(&mut []);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        match ipc::call(self.thread, &mut m, ipc::timeouts(us, us)) {
+            Ok(_) if m.word(1) == 0 && m.words().len() >= 2 => Ok(m.word(2)),
+            Ok(_) => Err(Abort::Trap),
+            Err(Error::Timeout) => Err(Abort::Budget),
+            Err(_) => Err(Abort::Broken),
+        }
+    }
+
+    fn reset(&mut self) -> Result<(), Abort> {
+        // A graft program that is gone cannot be called again.
+        rt::sys::cap_info(self.thread).map(|_| ()).map_err(|_| Abort::Broken)
+    }
+}
+
+/// The graft side: answer upcalls on this thread forever with `f(point, input)`.
+pub fn serve(f: fn(Point, &[u8]) -> u64) -> ! {
+    let mut buf = alloc::vec![0u8; graft::Point::Stream.max_input()];
+    let mut m = Msg::empty();
+    let mut replying = false;
+    loop {
+        ipc::set_recv_buffer(&mut buf);
+        let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER) } else { ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER) };
+        if r.is_err() {
+            replying = false;
+            continue;
+        }
+        let w = m.words();
+        let answer = match (m.label(), w.len() >= 2) {
+            (UPCALL, true) => {
+                let (point, len) = (Point::from_u8(w[0] as u8), w[1] as usize);
+                let mut input = [0u8; 8 * MAX_WORDS];
+                let bytes: &[u8] = if m.tag().has_string() {
+                    &buf[..ipc::received_string_len().min(buf.len())]
+                } else {
+                    let n = len.min(8 * MAX_WORDS).min(8 * (w.len() - 2));
+                    for (k, x) in w[2..].iter().enumerate().take(n.div_ceil(8)) {
+                        input[8 * k..8 * k + 8].copy_from_slice(&x.to_le_bytes());
+                    }
+                    &input[..n]
+                };
+                point.map(|p| Msg::new(0, &[0, f(p, bytes)]))
+            }
+            _ => None,
+        };
+        m = answer.unwrap_or_else(|| Msg::new(0, &[Error::Malformed as u64]));
+        replying = true;
+    }
+}
