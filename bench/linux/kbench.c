@@ -199,6 +199,7 @@ static void map_unmap(void) {
 
 int baio_main(const char *cmd);
 int net_main(const char *cmd);
+void graft_main(const char *cmd);
 
 int main(void) {
     printf("kbench: Linux baseline starting\n");
@@ -212,6 +213,12 @@ int main(void) {
         ssize_t n = read(cfd, cmd, sizeof cmd - 1);
         cmd[n > 0 ? n : 0] = 0;
         close(cfd);
+    }
+    if (strstr(cmd, "kbench=graft")) {
+        graft_main(cmd);
+        printf("kbench: done\n");
+        fflush(stdout);
+        reboot(RB_POWER_OFF);
     }
     if (strstr(cmd, "kbench=net")) {
         net_main(cmd);

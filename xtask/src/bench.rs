@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-pub const SUITES: [(&str, &str); 4] = [
+pub const SUITES: [(&str, &str); 5] = [
     ("kernel", "microkernel costs: syscall, IPC, switches, page faults, map/demap, IRQ; Linux side by side"),
     (
         "baio",
@@ -22,6 +22,7 @@ pub const SUITES: [(&str, &str); 4] = [
     ),
     ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
     ("cue", "Cue Tables 1-8: one transfer by Cue with (k, t) schedules or a read/write loop beside a metering program, 1-4 in parallel, ftpd; Linux sendfile and read/write beside"),
+    ("grafts", "VINO Tables 1-3, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list), upcall, load, miss, break-even; Linux null eBPF beside"),
 ];
 const RUNS: usize = 3;
 
@@ -52,7 +53,7 @@ pub(crate) struct Fig {
 /// (system, mode) → metric → per-run figures.
 pub(crate) type Results = BTreeMap<(String, String), BTreeMap<String, Vec<Fig>>>;
 
-fn parse_bench(log: &str) -> Vec<(String, Fig)> {
+pub(crate) fn parse_bench(log: &str) -> Vec<(String, Fig)> {
     let mut out = Vec::new();
     for l in log.lines() {
         let Some(rest) = l.trim().strip_prefix("BENCH ") else {
@@ -181,7 +182,7 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     ensure_cc()?;
     let src = project_root().join("bench/linux");
     let bin = dir.join("kbench");
-    sh(Command::new("cc").args(["-static", "-O2", "-pthread", "-o"]).arg(&bin).arg(src.join("kbench.c")).arg(src.join("baio.c")).arg(src.join("net.c")))?;
+    sh(Command::new("cc").args(["-static", "-O2", "-pthread", "-o"]).arg(&bin).arg(src.join("kbench.c")).arg(src.join("baio.c")).arg(src.join("net.c")).arg(src.join("graft.c")))?;
     let init = std::fs::read(&bin).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     cpio_entry(&mut out, "dev", 0o040755, (0, 0), &[], 1);
@@ -239,6 +240,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
             "kernel" => kernel_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "net" => net_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "cue" => crate::cuebench::cue_suite(&a, &vmlinuz, &initramfs, &dir)?,
+            "grafts" => crate::graftbench::grafts_suite(&a, &vmlinuz, &initramfs, &dir)?,
             _ => baio_suite(&a, &vmlinuz, &initramfs, &dir)?,
         };
     }

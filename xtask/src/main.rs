@@ -3,6 +3,7 @@
 
 mod bench;
 mod crash;
+mod graftbench;
 mod grafts;
 mod cuebench;
 mod image;

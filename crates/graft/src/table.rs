@@ -64,10 +64,14 @@ impl Graft {
         Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine, undo: vec![0; f.state_len], failures: 0, broken: false }
     }
 
-    /// One call as a transaction. `Err`: the default policy answers this call.
+    /// One call as a transaction. `Err`: the default policy answers this call. A
+    /// native graft is trusted code (VINO's unsafe C in the kernel): no undo copy.
     pub fn call(&mut self, input: &[u8]) -> Result<u64, Abort> {
         self.stats.calls += 1;
-        self.undo.copy_from_slice(self.engine.state());
+        let trusted = self.tech == Tech::Native;
+        if !trusted {
+            self.undo.copy_from_slice(self.engine.state());
+        }
         let r = match self.engine.call(input, self.budget) {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
@@ -83,7 +87,8 @@ impl Graft {
                 self.stats.last_abort = Some(a);
                 self.failures += 1;
                 match self.engine.reset() {
-                    Ok(()) => self.engine.state().copy_from_slice(&self.undo),
+                    Ok(()) if !trusted => self.engine.state().copy_from_slice(&self.undo),
+                    Ok(()) => {}
                     Err(_) => self.broken = true,
                 }
                 Err(a)

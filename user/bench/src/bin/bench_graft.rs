@@ -1,0 +1,194 @@
+//! The `grafts` suite's Scion side (VINO Tables 1–3 and Figure 1, at the cache's
+//! eviction point): per-call cost of every technology on the null graft and on the
+//! 64-entry hot list, run by the cache itself (`graft_api::TEST_RUN`, as Linux's
+//! `BPF_PROG_TEST_RUN`: no IPC in the figure, only the graft call as the eviction point
+//! makes it — the transaction with its undo copy included); the upcall (one IPC to a
+//! thread of this program per call); the time to load each graft; and what a cache miss
+//! costs (a buffered one-block read that goes to the disk: busy ticks, the CPU's idle
+//! time taken out), the cost a graft must save to break even.
+//!
+//! Prints `BENCH graft_evict_<technology>_<graft> median=… min=… max=… samples=…`
+//! (ticks per call: instructions under icount), `BENCH graft_load_<technology> …`,
+//! `BENCH graft_evict_miss …`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::vec::Vec;
+use blk_api as p;
+use blk_api::client as baio;
+use core::sync::atomic::{AtomicU64, Ordering};
+use graft_api as g;
+use rt::{env, println, sys};
+
+rt::entry!(main);
+
+const SAMPLES: usize = 5;
+const BUF: u64 = rt::layout::SEGMENT_AREA;
+
+fn report(name: &str, mut v: Vec<u64>) {
+    if v.is_empty() {
+        return;
+    }
+    v.sort_unstable();
+    println!("BENCH {} median={} min={} max={} samples={} unit=ticks/call", name, v[v.len() / 2], v[0], v[v.len() - 1], v.len());
+}
+
+/// The hot list: 64 blocks, none of them a candidate (so the graft searches all of it,
+/// as the paper's 64-element search does), and eight candidates.
+fn hot_state() -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(&(grafts::HOT_MAX as u64).to_le_bytes());
+    for b in 0..grafts::HOT_MAX as u64 {
+        s.extend_from_slice(&(1_000_000 + b).to_le_bytes());
+    }
+    s
+}
+
+fn candidates() -> Vec<u8> {
+    (0..8u64).flat_map(|b| (5000 + b).to_le_bytes()).collect()
+}
+
+static HOT: [AtomicU64; 1 + grafts::HOT_MAX] = [const { AtomicU64::new(0) }; 1 + grafts::HOT_MAX];
+
+fn upcall_hotlist(_p: graft::Point, input: &[u8]) -> u64 {
+    let mut st = [0u8; grafts::HOT_STATE];
+    for (k, w) in HOT.iter().enumerate() {
+        st[8 * k..8 * k + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+    }
+    grafts::hotlist(input, &mut st)
+}
+
+fn upcall_null(_p: graft::Point, _input: &[u8]) -> u64 {
+    0
+}
+
+fn serve_hotlist(_: u64) {
+    g::upcall::serve(upcall_hotlist)
+}
+
+fn serve_null(_: u64) {
+    g::upcall::serve(upcall_null)
+}
+
+/// Per-call ticks of graft `id`: SAMPLES runs of `repeat` calls.
+fn per_call(cache: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
+    let mut v = Vec::new();
+    for _ in 0..SAMPLES {
+        match g::test_run(cache, id, input, repeat) {
+            Ok((answer, cycles, 0)) if answer != u64::MAX => v.push(cycles / repeat as u64),
+            r => {
+                println!("bench_graft: graft {id}: test run {:?}", r.map_err(|r| (r.error, r.reason)));
+                return None;
+            }
+        }
+    }
+    Some(v)
+}
+
+/// Calls per test run: fewer for the slow ones (each run stays under ~20 M ticks).
+fn repeat_of(tech: &str) -> u32 {
+    match tech {
+        "native" => 20_000,
+        "wasmi" => 2_000,
+        "upcall" => 1_000,
+        _ => 200,
+    }
+}
+
+fn main() -> i32 {
+    let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
+    if env::lookup("blk", blk).is_err() || env::lookup("cache", cache).is_err() || env::lookup("files", files).is_err() {
+        println!("bench_graft: needs blk, cache and files");
+        return 1;
+    }
+    let (state, input) = (hot_state(), candidates());
+    let mut failed = false;
+    for tech in ["native", "wasmi", "ebpf", "rhai"] {
+        for name in ["null", "hotlist"] {
+            let path = format!("/grafts/evict_{tech}_{name}.graft");
+            let Ok(file) = files_api::client::read_all(files, &path) else {
+                println!("bench_graft: no {path}");
+                failed = true;
+                continue;
+            };
+            let mut loads = Vec::new();
+            for _ in 0..SAMPLES {
+                let t0 = sys::rdtsc();
+                let r = g::load(cache, &file);
+                let t = sys::rdtsc() - t0;
+                match r {
+                    Ok(i) => {
+                        loads.push(t);
+                        let _ = g::unload(cache, i);
+                    }
+                    Err(r) => {
+                        println!("bench_graft: {path}: {:?} {}", r.error, r.reason);
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if name == "hotlist" {
+                report(&format!("graft_load_{tech}"), loads);
+            }
+            let Ok(id) = g::load(cache, &file).map_err(|_| failed = true) else { continue };
+            let _ = g::set_state(cache, id, 0, if name == "hotlist" { &state } else { &[] });
+            match per_call(cache, id, &input, repeat_of(tech)) {
+                Some(v) => report(&format!("graft_evict_{tech}_{name}"), v),
+                None => failed = true,
+            }
+            let _ = g::unload(cache, id);
+        }
+    }
+    // The upcall: the same two grafts in a thread of this program.
+    HOT[0].store(grafts::HOT_MAX as u64, Ordering::Relaxed);
+    for b in 0..grafts::HOT_MAX {
+        HOT[1 + b].store(1_000_000 + b as u64, Ordering::Relaxed);
+    }
+    for (name, f) in [("null", serve_null as fn(u64)), ("hotlist", serve_hotlist as fn(u64))] {
+        let Ok(t) = rt::thread::spawn(f, 0, rt::thread::my_priority()) else {
+            failed = true;
+            continue;
+        };
+        let t0 = sys::rdtsc();
+        let Ok(id) = g::load_upcall(cache, name, graft::Point::Evict, t.slot) else {
+            failed = true;
+            continue;
+        };
+        if name == "hotlist" {
+            report("graft_load_upcall", alloc::vec![sys::rdtsc() - t0]);
+        }
+        match per_call(cache, id, &input, repeat_of("upcall")) {
+            Some(v) => report(&format!("graft_evict_upcall_{name}"), v),
+            None => failed = true,
+        }
+        let _ = g::unload(cache, id);
+    }
+    // A miss: one block read buffered, not in the cache (each block once).
+    let _ = baio::create(blk, "gbench", 256, 0);
+    if let Ok(seg) = baio::open(blk, "gbench", 3, BUF) {
+        let _ = seg.batch_ops(&[p::op(p::WRITE_OP, 0, 32, 0, p::DATA)], p::WAIT_ALL);
+        let mut v = Vec::new();
+        for b in 0..32 {
+            let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
+            let r = seg.batch_ops(&[p::op(p::READ_OP | p::BUFFERED, b, 1, 0, p::DATA)], p::WAIT_ALL);
+            let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
+            if r.is_ok() && seg.status(0) == p::DONE {
+                v.push(t.saturating_sub(i));
+            }
+        }
+        report("graft_evict_miss", v);
+        let _ = seg.close();
+    } else {
+        failed = true;
+    }
+    println!("bench_graft: done");
+    if failed {
+        1
+    } else {
+        0
+    }
+}
