@@ -32,23 +32,13 @@ pub fn null(_input: &[u8], _state: &mut [u8]) -> u64 {
 /// policy's choice) when all of them are.
 pub fn hotlist(input: &[u8], state: &mut [u8]) -> u64 {
     let n = (input.len() / 8).min(8);
-    let hot = (word(state, 0) as usize).min(HOT_MAX);
-    let mut i = 0;
-    while i < n {
-        let b = word(input, i * 8);
-        let mut j = 0;
-        let mut is_hot = false;
-        while j < hot {
-            if word(state, 8 + j * 8) == b {
-                is_hot = true;
-                break;
-            }
-            j += 1;
-        }
-        if !is_hot {
+    let hot = (word(state, 0) as usize).min(HOT_MAX).min(state.len().saturating_sub(8) / 8);
+    let list = state.get(8..8 + 8 * hot).unwrap_or(&[]);
+    for (i, c) in input.chunks_exact(8).take(n).enumerate() {
+        let b = word(c, 0);
+        if !list.chunks_exact(8).any(|h| word(h, 0) == b) {
             return i as u64;
         }
-        i += 1;
     }
     0
 }
