@@ -141,9 +141,11 @@ fn figure1(agg: &Agg) -> String {
     let (w, h, left, top, bottom, right) = (780.0, 460.0, 80.0, 50.0, 60.0, 210.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let ymax = be(native as f64).max(10.0).log10().ceil();
-    let ymin = 0.0f64;
+    // Break-evens below one (a graft costlier than the miss it could save) show too.
+    let slowest = ["wasmi", "ebpf", "rhai"].iter().filter_map(|t| hot(agg, mode, t)).max().unwrap_or(native);
+    let ymin = be(slowest as f64).log10().floor().clamp(-4.0, 0.0);
     let x = |v: f64| left + v / xmax * pw;
-    let y = |v: f64| top + ph - (v.max(1.0).log10() - ymin) / (ymax - ymin) * ph;
+    let y = |v: f64| top + ph - (v.max(10f64.powf(ymin)).log10() - ymin) / (ymax - ymin) * ph;
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     let _ = writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Figure 1: break-even (graft calls per miss) against upcall time (instructions, icount)</text>");
     let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>", top + ph, left + pw, top + ph, top + ph);
@@ -152,9 +154,9 @@ fn figure1(agg: &Agg) -> String {
         let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\">{:.0}</text>", x(v), top + ph + 16.0, v);
     }
     let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">upcall time (instructions per call)</text>", left + pw / 2.0, top + ph + 40.0);
-    for e in 0..=ymax as i32 {
+    for e in ymin as i32..=ymax as i32 {
         let v = 10f64.powi(e);
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"10\">{}</text><line x1=\"{left}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"#eee\"/>", left - 6.0, y(v) + 4.0, v as u64, y(v), left + pw, y(v));
+        let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"10\">{}</text><line x1=\"{left}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"#eee\"/>", left - 6.0, y(v) + 4.0, v, y(v), left + pw, y(v));
     }
     // The upcall's curve: miss / (upcall + native hot list).
     let pts: Vec<String> = (0..=60).map(|k| xmax * k as f64 / 60.0).map(|t| format!("{:.1},{:.1}", x(t), y(be(t + native as f64)))).collect();
@@ -165,7 +167,7 @@ fn figure1(agg: &Agg) -> String {
         if let Some(t) = hot(agg, mode, tech) {
             let yy = y(be(t as f64));
             let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{yy:.1}\" x2=\"{}\" y2=\"{yy:.1}\" stroke=\"{color}\" stroke-dasharray=\"6,4\"/>", left + pw);
-            legend.push((format!("{tech}: {:.0}", be(t as f64)), color));
+            legend.push((format!("{tech}: {:.2}", be(t as f64)), color));
         }
     }
     for (i, (label, color)) in legend.iter().enumerate() {
@@ -174,4 +176,32 @@ fn figure1(agg: &Agg) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(v: u64) -> Fig {
+        Fig { median: v, min: v, max: v, samples: 1 }
+    }
+
+    #[test]
+    fn report_and_figure_from_figures() {
+        let mut agg = Agg::new();
+        let mut put = |m: &str, v: u64| {
+            agg.insert(("scion".into(), "icount".into(), m.into()), fig(v));
+        };
+        for (t, null, h) in [("native", 90, 450), ("wasmi", 700, 14_000), ("ebpf", 900, 39_000), ("rhai", 3700, 318_000), ("upcall", 3100, 3700)] {
+            put(&format!("graft_evict_{t}_null"), null);
+            put(&format!("graft_evict_{t}_hotlist"), h);
+        }
+        put("graft_evict_miss", 16_800);
+        let r = report(&agg, &[("icount", true, "tcg".into())]);
+        assert!(r.contains("| native (unsafe C in the kernel) | 90 | 450 | 1.0 | 37 |"), "{r}");
+        assert!(r.contains("interpreter rhai: 706.7× ≤ 20×: **missed**"), "{r}");
+        assert!(r.contains("| upcall overhead (the difference) | 3010 |"), "{r}");
+        let svg = figure1(&agg);
+        assert!(svg.contains("<polyline") && svg.contains("rhai: 0.05") && svg.contains("native: 37"), "{svg}");
+    }
 }
