@@ -13,4 +13,13 @@ struct evict_ctx {
     u64 state[];
 };
 
+#define STREAM_INPUT 1024
+
+struct stream_ctx {
+    u64 in_len;
+    u64 state_len;
+    u8 in[STREAM_INPUT];
+    unsigned int st[];
+};
+
 #define GRAFT __attribute__((section("scion_graft"), used))

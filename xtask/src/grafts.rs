@@ -16,18 +16,22 @@ use crate::{project_root, sh, target_dir};
 
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
-/// (name, state bytes): the example grafts, each in every technology that has it.
-pub const EXAMPLES: [(&str, usize); 9] = [
-    ("null", 0),
-    ("hotlist", grafts::HOT_STATE),
-    ("spin", 8),
-    ("oob", 8),
-    ("hog", 8),
-    ("liar", grafts::HOT_STATE),
-    ("trap", grafts::HOT_STATE),
-    ("helper", 8),
-    ("shrink", 8),
+/// (name, point, state bytes): the example grafts, each in every technology that has it.
+pub const EXAMPLES: [(&str, Point, usize); 10] = [
+    ("null", Point::Evict, 0),
+    ("hotlist", Point::Evict, grafts::HOT_STATE),
+    ("md5", Point::Stream, grafts::MD5_STATE),
+    ("spin", Point::Evict, 8),
+    ("oob", Point::Evict, 8),
+    ("hog", Point::Evict, 8),
+    ("liar", Point::Evict, grafts::HOT_STATE),
+    ("trap", Point::Evict, grafts::HOT_STATE),
+    ("helper", Point::Evict, 8),
+    ("shrink", Point::Evict, 8),
 ];
+
+/// The native built-ins (the hostile examples exist only in the sandboxed technologies).
+const NATIVE: [&str; 3] = ["null", "hotlist", "md5"];
 
 pub fn dir() -> PathBuf {
     target_dir().join("grafts")
@@ -94,11 +98,13 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .args(["build", "-q", "--release", "--target", WASM_TARGET, "--examples"]))?;
     let (clang, objcopy) = ensure_clang()?;
-    for (name, state) in EXAMPLES {
-        files.push(write(&out, Point::Evict, Tech::Native, name, state, name.as_bytes())?);
+    for (name, point, state) in EXAMPLES {
+        if NATIVE.contains(&name) {
+            files.push(write(&out, point, Tech::Native, name, state, name.as_bytes())?);
+        }
         let wasm = wasm_target.join(WASM_TARGET).join("release/examples").join(format!("{name}.wasm"));
         if let Ok(code) = std::fs::read(&wasm) {
-            files.push(write(&out, Point::Evict, Tech::Wasmi, name, state, &code)?);
+            files.push(write(&out, point, Tech::Wasmi, name, state, &code)?);
         }
         let c = src("bpf", name, "c");
         if c.exists() {
@@ -112,23 +118,11 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
                 return Err(format!("{}: the eBPF graft has relocations (globals or maps are not allowed)", c.display()));
             }
             let code = std::fs::read(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
-            files.push(write(&out, Point::Evict, Tech::Ebpf, name, state, &code)?);
+            files.push(write(&out, point, Tech::Ebpf, name, state, &code)?);
         }
         let r = src("rhai", name, "rhai");
         if let Ok(code) = std::fs::read(&r) {
-            files.push(write(&out, Point::Evict, Tech::Script, name, state, &code)?);
-        }
-    }
-    // Native built-ins exist only for the good grafts; the hostile names would not load.
-    files.retain(|p| {
-        let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        !n.starts_with("evict_native_") || n == "evict_native_null.graft" || n == "evict_native_hotlist.graft"
-    });
-    for p in std::fs::read_dir(&out).map_err(|e| e.to_string())?.flatten() {
-        let n = p.file_name();
-        let n = n.to_string_lossy();
-        if n.starts_with("evict_native_") && n != "evict_native_null.graft" && n != "evict_native_hotlist.graft" {
-            let _ = std::fs::remove_file(p.path());
+            files.push(write(&out, point, Tech::Script, name, state, &code)?);
         }
     }
     Ok(files)
@@ -147,8 +141,12 @@ mod tests {
     }
 
     fn file(tech: Tech, name: &str) -> Vec<u8> {
+        file_at(Point::Evict, tech, name)
+    }
+
+    fn file_at(point: Point, tech: Tech, name: &str) -> Vec<u8> {
         let _ = built();
-        std::fs::read(dir().join(file_name(Point::Evict, tech, name))).unwrap_or_else(|e| panic!("{tech:?} {name}: {e}"))
+        std::fs::read(dir().join(file_name(point, tech, name))).unwrap_or_else(|e| panic!("{tech:?} {name}: {e}"))
     }
 
     fn load(t: &mut Table, owner: u32, bytes: &[u8]) -> Result<u32, LoadError> {
@@ -199,6 +197,53 @@ mod tests {
         for (tech, owner, id) in &ids {
             let g = t.get(*owner, *id).unwrap();
             assert_eq!((g.stats.calls, g.stats.aborts), (400, 0), "{tech:?}");
+        }
+    }
+
+    /// MD5 in every technology, over random streams of whole blocks in pieces of up to
+    /// 1 KiB and a ragged tail: the native graft's digest (itself checked against
+    /// RFC 1321's test suite in `grafts`).
+    #[test]
+    fn every_technology_fingerprints_as_native_does() {
+        let mut t = Table::new(&[Point::Stream], 0);
+        let ids: Vec<(Tech, u32, u32)> = TECHS
+            .iter()
+            .enumerate()
+            .map(|(k, tech)| {
+                let bytes = file_at(Point::Stream, *tech, "md5");
+                for (j, piece) in bytes.chunks(2048).enumerate() {
+                    t.put(k as u64 + 1, j * 2048, piece).unwrap();
+                }
+                (*tech, k as u32 + 1, t.load(k as u32 + 1, k as u64 + 1, bytes.len(), &mut |_| None).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")))
+            })
+            .collect();
+        let mut x = 0x9e3779b97f4a7c15u64;
+        for round in 0..12 {
+            let blocks = (round * 7) % 40;
+            let tail = (round * 13) % 64;
+            let data: Vec<u8> = (0..blocks * 64 + tail)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let mut want = [0u8; grafts::MD5_STATE];
+            let whole = blocks * 64;
+            let pieces: Vec<&[u8]> = data[..whole].chunks(1024).chain([&data[whole..]]).collect();
+            for p in &pieces {
+                assert_eq!(grafts::md5(p, &mut want), 0);
+            }
+            for (tech, owner, id) in &ids {
+                t.get(*owner, *id).unwrap().write_state(0, &[0u8; grafts::MD5_STATE]).unwrap();
+                for p in &pieces {
+                    assert_eq!(t.call(Point::Stream, *owner, p, clock), Some(0), "{tech:?} round {round}");
+                }
+                let mut got = [0u8; 16];
+                t.get(*owner, *id).unwrap().read_state(0, &mut got);
+                assert_eq!(got, want[..16], "{tech:?}: digest of {} bytes", data.len());
+            }
         }
     }
 

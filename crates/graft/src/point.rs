@@ -9,7 +9,8 @@ pub enum Point {
     /// block numbers (8 bytes each, little-endian), the least recently used first.
     /// Answer: the index of the victim among them.
     Evict = 1,
-    /// Stream: a filter over the bytes of a data path. Input: up to 4 KiB of data.
+    /// Stream: a filter over the bytes of a data path. Input: up to 1 KiB of data,
+    /// whole 64-byte pieces but for the last call of a stream (shorter; empty ends it).
     /// Answer: 0 (the result is in the graft's state).
     Stream = 2,
     /// Black box: a logical disk. Input: word 0 = logical block, word 1 = the
@@ -43,7 +44,7 @@ impl Point {
     pub fn max_input(self) -> usize {
         match self {
             Point::Evict => 8 * MAX_CANDIDATES,
-            Point::Stream => 4096,
+            Point::Stream => 1024,
             Point::Ldisk => 16,
         }
     }

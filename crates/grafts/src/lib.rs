@@ -48,6 +48,87 @@ pub const HOT_MAX: usize = 64;
 /// Bytes of the hot-list graft's state.
 pub const HOT_STATE: usize = 8 + 8 * HOT_MAX;
 
+/// MD5 (RFC 1321) as a stream graft (VINO §3.2, the fingerprint). `state`: A, B, C, D
+/// (four little-endian u32; all zero: a new stream) and the bytes hashed so far (u64).
+/// Input of 64 bytes or more must be whole 64-byte blocks (the stream point hands
+/// whole disk blocks); shorter input (empty too) ends the stream: the tail, the
+/// padding and the length are hashed and the digest is left in `state[0..16]`. The
+/// answer is 0, or 1 (refused by the point) for input it cannot take.
+pub fn md5(input: &[u8], state: &mut [u8]) -> u64 {
+    if state.len() < MD5_STATE {
+        return 1;
+    }
+    let mut h = [0u32; 4];
+    for (k, x) in h.iter_mut().enumerate() {
+        *x = u32::from_le_bytes([state[4 * k], state[4 * k + 1], state[4 * k + 2], state[4 * k + 3]]);
+    }
+    if h == [0; 4] {
+        h = MD5_INIT;
+    }
+    let mut total = word(state, 16);
+    if input.len() >= 64 {
+        if !input.len().is_multiple_of(64) {
+            return 1;
+        }
+        for b in input.chunks_exact(64) {
+            md5_block(&mut h, b);
+        }
+        total = total.wrapping_add(input.len() as u64);
+    } else {
+        total = total.wrapping_add(input.len() as u64);
+        let mut tail = [0u8; 128];
+        tail[..input.len()].copy_from_slice(input);
+        tail[input.len()] = 0x80;
+        let n = if input.len() < 56 { 64 } else { 128 };
+        tail[n - 8..n].copy_from_slice(&total.wrapping_mul(8).to_le_bytes());
+        for b in tail[..n].chunks_exact(64) {
+            md5_block(&mut h, b);
+        }
+    }
+    for (k, x) in h.iter().enumerate() {
+        state[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
+    }
+    state[16..24].copy_from_slice(&total.to_le_bytes());
+    0
+}
+
+/// Bytes of the MD5 graft's state.
+pub const MD5_STATE: usize = 24;
+const MD5_INIT: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
+const MD5_S: [u32; 16] = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
+const MD5_K: [u32; 64] = [
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1, 0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391,
+];
+
+/// One 64-byte block into the chaining value (RFC 1321's MD5Transform).
+fn md5_block(h: &mut [u32; 4], block: &[u8]) {
+    let mut x = [0u32; 16];
+    for (k, w) in x.iter_mut().enumerate() {
+        *w = u32::from_le_bytes([block[4 * k], block[4 * k + 1], block[4 * k + 2], block[4 * k + 3]]);
+    }
+    let [mut a, mut b, mut c, mut d] = *h;
+    for i in 0..64 {
+        let (f, g) = match i / 16 {
+            0 => ((b & c) | (!b & d), i),
+            1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
+            2 => (b ^ c ^ d, (3 * i + 5) % 16),
+            _ => (c ^ (b | !d), (7 * i) % 16),
+        };
+        let t = a.wrapping_add(f).wrapping_add(MD5_K[i]).wrapping_add(x[g]).rotate_left(MD5_S[(i / 16) * 4 + i % 4]);
+        a = d;
+        d = c;
+        c = b;
+        b = b.wrapping_add(t);
+    }
+    h[0] = h[0].wrapping_add(a);
+    h[1] = h[1].wrapping_add(b);
+    h[2] = h[2].wrapping_add(c);
+    h[3] = h[3].wrapping_add(d);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +168,62 @@ mod tests {
         assert_eq!(hotlist(&c[..16], &mut s), 1, "the count is capped at HOT_MAX");
         assert_eq!(hotlist(&c[..16], &mut [0u8; 3]), 0, "a short state reads as empty");
         assert_eq!(hotlist(&[], &mut s), 0);
+    }
+
+    fn md5_of(data: &[u8]) -> [u8; 16] {
+        let mut st = [0u8; MD5_STATE];
+        let whole = data.len() / 64 * 64;
+        for chunk in data[..whole].chunks(1024) {
+            assert_eq!(md5(chunk, &mut st), 0);
+        }
+        assert_eq!(md5(&data[whole..], &mut st), 0);
+        st[..16].try_into().unwrap()
+    }
+
+    fn hex(d: [u8; 16]) -> alloc_free::Hex {
+        alloc_free::Hex(d)
+    }
+
+    mod alloc_free {
+        pub struct Hex(pub [u8; 16]);
+        impl core::fmt::Display for Hex {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                for b in self.0 {
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    #[test]
+    fn md5_matches_rfc1321s_test_suite() {
+        extern crate std;
+        use std::format;
+        let cases: [(&[u8], &str); 7] = [
+            (b"", "d41d8cd98f00b204e9800998ecf8427e"),
+            (b"a", "0cc175b9c0f1b6a831c399e269772661"),
+            (b"abc", "900150983cd24fb0d6963f7d28e17f72"),
+            (b"message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            (b"abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"),
+            (b"12345678901234567890123456789012345678901234567890123456789012345678901234567890", "57edf4a22be3c955ac49da2e2107b67a"),
+        ];
+        for (data, want) in cases {
+            assert_eq!(format!("{}", hex(md5_of(data))), want, "{:?}", core::str::from_utf8(data));
+        }
+    }
+
+    #[test]
+    fn md5_refuses_ragged_input_and_a_short_state() {
+        let mut st = [0u8; MD5_STATE];
+        assert_eq!(md5(&[0u8; 65], &mut st), 1);
+        assert_eq!(st, [0u8; MD5_STATE], "nothing hashed");
+        assert_eq!(md5(&[0u8; 64], &mut [0u8; 10]), 1);
+        // Lengths around the padding's edge.
+        for n in [55usize, 56, 63, 64, 119, 120, 1000, 4096] {
+            let d: [u8; 4096] = core::array::from_fn(|i| (i * 7 + n) as u8);
+            let _ = md5_of(&d[..n]);
+        }
     }
 }

@@ -3,8 +3,8 @@
 //! (`grafts`). `graft!(f, STATE_BYTES)` in an example makes it a graft module.
 #![no_std]
 
-/// The most input any graft point hands a graft (the stream point's 4 KiB).
-pub const MAX_INPUT: usize = 4096;
+/// The most input any graft point hands a graft (the stream point's 1 KiB).
+pub const MAX_INPUT: usize = 1024;
 
 #[macro_export]
 macro_rules! graft {

@@ -13,7 +13,7 @@ use crate::LoadError;
 type Entry = fn(&[u8], &mut [u8]) -> u64;
 
 /// The built-ins: (name, the point it serves, the function).
-pub const BUILTINS: [(&str, Point, Entry); 2] = [("null", Point::Evict, grafts::null), ("hotlist", Point::Evict, grafts::hotlist)];
+pub const BUILTINS: [(&str, Point, Entry); 3] = [("null", Point::Evict, grafts::null), ("hotlist", Point::Evict, grafts::hotlist), ("md5", Point::Stream, grafts::md5)];
 
 pub struct Native {
     f: Entry,

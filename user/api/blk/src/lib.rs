@@ -89,6 +89,13 @@ pub const READ_OP: u64 = 0;
 pub const WRITE_OP: u64 = 1;
 /// Operation flag: through the shared `cache` server instead of straight to the area.
 pub const BUFFERED: u64 = 1 << 8;
+/// Flag of a read: once read, its bytes go through the reader's stream graft (loaded
+/// here with `graft_api`, point `stream`), in pieces of at most 1 KiB, before the read
+/// completes; the graft's result stays in its state (`graft_api::read_state`). A
+/// read whose graft was missing or aborted completes `DONE | STREAM_ABORTED`.
+pub const STREAM: u64 = 1 << 9;
+/// Status bit beside `DONE`: the read's stream graft did not see all of it.
+pub const STREAM_ABORTED: u64 = 1 << 62;
 /// Batch flag: reply only when every operation of this batch has completed.
 pub const WAIT_ALL: u64 = 1;
 /// Operations in one `BATCH` message (the ring takes up to `SQ_ENTRIES`).
@@ -146,6 +153,8 @@ pub enum Request<'a> {
     Delegate { rights: u64, bytes: u64, extents: &'a [u64] },
     Attach { log2: u64 },
     Revoke { view: u64 },
+    /// To the service: the graft protocol (point `stream`).
+    Graft(graft_api::Request<'a>),
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -199,6 +208,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [view] = a.words()?;
                 Request::Revoke { view }
             }
+            l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })
     }

@@ -44,9 +44,10 @@ pub const STATS: u64 = 0xe7;
 /// Where each server's graft ids start (ids are `base + 1 ..= base + 999`), so that
 /// an id names its server: the shell's `graft unload ID` finds it by the id alone.
 pub const CACHE_IDS: u32 = 1000;
+pub const BLK_IDS: u32 = 2000;
 
 /// The graft servers: (the name programs look them up by, its id base, its points).
-pub const SERVERS: [(&str, u32, &[graft::Point]); 1] = [("cache", CACHE_IDS, &[graft::Point::Evict])];
+pub const SERVERS: [(&str, u32, &[graft::Point]); 2] = [("cache", CACHE_IDS, &[graft::Point::Evict]), ("blk", BLK_IDS, &[graft::Point::Stream])];
 
 /// The server (its name) that hosts `point`.
 pub fn server_of(point: graft::Point) -> Option<&'static str> {

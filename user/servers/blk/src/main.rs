@@ -59,6 +59,8 @@ const ZERO_AHEAD: u64 = 256;
 /// How long the area of a closed delegated handle stays mapped in its holder before it
 /// is taken back (see `Blk::parked`).
 const PARK_US: u64 = 1_000_000;
+/// The graft point this service hosts.
+const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
 /// Segments one principal may hold open at once (each open holds a 2 MiB shared area
 /// of this service's DMA memory and kernel quota).
 const MAX_OPEN_PER_PRINCIPAL: usize = 16;
@@ -85,6 +87,8 @@ struct Op {
     batch: u64,
     /// Bytes of the area to zero when it completes (a read past a view's bytes).
     zero: (u64, u64),
+    /// A read through the reader's stream graft: (principal, bytes' address, length).
+    stream: Option<(u32, u64, u64)>,
 }
 
 /// A client asleep in `WAIT` (until its segment's counter reaches n) or in a
@@ -137,6 +141,9 @@ struct Handle {
 struct Blk {
     /// The text of the last LIST reply (it must live until the kernel copies it).
     text: String,
+    /// Stream grafts (VINO §3.2) by the principal that reads: `STREAM` reads go
+    /// through them.
+    grafts: graft::Table,
     disk: Disk,
     vol: Volume,
     quota: u64,
@@ -197,6 +204,13 @@ fn zero_bytes(addr: u64, len: u64) {
     // SAFETY: callers pass a range of a shared area mapped here that `op` checked to
     // lie inside the area; nothing Rust-owned lives there.
     unsafe { core::ptr::write_bytes(addr as *mut u8, 0, len as usize) };
+}
+
+/// Copy bytes of a shared area at `from` (a checked range of one mapped here) out.
+fn copy_bytes(from: u64, to: &mut [u8]) {
+    // SAFETY: callers pass a range of a shared area mapped here that `op` checked to
+    // lie inside the area; `to` is our own buffer, which it cannot overlap.
+    unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to.as_mut_ptr(), to.len()) };
 }
 
 fn copy_block(from: u64, to: u64) {
@@ -328,8 +342,33 @@ impl Blk {
             if op.zero.1 > 0 && self.handles.contains_key(&op.hid) {
                 zero_bytes(op.zero.0, op.zero.1);
             }
-            self.finish(op.hid, op.status, if op.failed { p::FAILED | p::E_IO } else { p::DONE }, op.batch);
+            let mut done = if op.failed { p::FAILED | p::E_IO } else { p::DONE };
+            if let (Some((principal, at, len)), false, true) = (op.stream, op.failed, self.handles.contains_key(&op.hid)) {
+                if !self.stream(principal, at, len) {
+                    done |= p::STREAM_ABORTED;
+                }
+            }
+            self.finish(op.hid, op.status, done, op.batch);
         }
+    }
+
+    /// The stream graft point: the bytes a read brought into a shared area, through the
+    /// reader's stream graft in pieces of the point's size. False if the reader has
+    /// none or it aborted (then it saw only part of them).
+    fn stream(&mut self, principal: u32, at: u64, len: u64) -> bool {
+        let piece = graft::Point::Stream.max_input() as u64;
+        let mut buf = [0u8; 1024];
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(piece) as usize;
+            // A copy: the client may write its area while the graft reads it.
+            copy_bytes(at + off, &mut buf[..n]);
+            if self.grafts.call(graft::Point::Stream, principal, &buf[..n], rt::sys::rdtsc).is_none() {
+                return false;
+            }
+            off += n as u64;
+        }
+        true
     }
 
     /// An operation completed: its status word, the segment's counter, sleepers.
@@ -390,8 +429,10 @@ impl Blk {
         let mapped = self.handles[&hid].mapped;
         let status = area + p::STATUS + 8 * (w[2] >> 32);
         let buffered = kind & p::BUFFERED != 0;
-        let kind = kind & !p::BUFFERED;
+        let stream = kind & p::STREAM != 0;
+        let kind = kind & !(p::BUFFERED | p::STREAM);
         let bad = count == 0
+            || (stream && kind != p::READ_OP)
             || count > p::MAX_OP_BLOCKS
             || kind > p::WRITE_OP
             || off % BLOCK as u64 != 0
@@ -420,7 +461,8 @@ impl Blk {
         } else {
             (0, 0)
         };
-        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, zero });
+        let stream = stream.then(|| (self.handles[&hid].principal, area + off, count * BLOCK as u64));
+        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, zero, stream });
         // The handle's blocks first .. first + count, as runs of the segment's blocks.
         let mut pieces: Vec<(u64, u64)> = Vec::new();
         let (mut skip, mut want) = (first, count);
@@ -914,6 +956,7 @@ impl Server for Blk {
     fn gone(&mut self, client: Badge) {
         // Root (its own, unbadged capability): a program died; its handles close.
         let gone = client.program() as u64;
+        self.grafts.forget(gone);
         let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
         for hid in hids {
             self.close(hid, false);
@@ -921,6 +964,9 @@ impl Server for Blk {
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        if let (Request::Graft(g), None, true) = (req, from.minted_value(), from.principal() != 0) {
+            return graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |_| None, rt::sys::rdtsc);
+        }
         let r = if let Some(v) = from.minted_value() {
             self.segment(v & !HOLDER, req, v & HOLDER != 0)
         } else if from.principal() == 0 {
@@ -1048,7 +1094,8 @@ fn main() -> i32 {
         waiters: Vec::new(),
         irq,
         text: String::new(),
+        grafts: graft::Table::new(&STREAM_POINT, graft_api::BLK_IDS),
     };
-    let mut buf = [0u8; 256];
+    let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut b, &mut buf)
 }

@@ -167,6 +167,50 @@ fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
     }
 }
 
+/// The stream point in blk (VINO §3.2): reads flagged `STREAM` go through the reader's
+/// MD5 graft; the digest it leaves must be the one this program computes over the
+/// same bytes.
+fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
+    let stream_read = |first: u64, n: u64| -> (bool, u64) {
+        let r = seg.batch_ops(&[p::op(p::READ_OP | p::STREAM, first, n, 0, p::DATA)], p::WAIT_ALL);
+        (r.is_ok(), seg.status(0))
+    };
+    let (ok, st) = stream_read(0, 4);
+    c.check(ok && st == p::DONE | p::STREAM_ABORTED, &format!("a stream read with no graft completes, marked STREAM_ABORTED ({st:#x})"));
+    let r = seg.batch_ops(&[p::op(p::WRITE_OP | p::STREAM, 0, 1, 0, p::DATA)], p::WAIT_ALL);
+    c.check(r.is_ok() && seg.status(0) == p::FAILED | p::E_BAD, "a write cannot be a stream");
+    for tech in ["native", "wasmi", "ebpf", "rhai"] {
+        let Ok(file) = files_api::client::read_all(files, &format!("/grafts/stream_{tech}_md5.graft")) else {
+            c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
+            continue;
+        };
+        let id = match g::load(blk, &file) {
+            Ok(id) => id,
+            Err(r) => {
+                c.check(false, &format!("{tech}: load MD5 into blk: {:?} {}", r.error, r.reason));
+                continue;
+            }
+        };
+        let mut want = [0u8; grafts::MD5_STATE];
+        let mut all_done = true;
+        for (first, n) in [(0u64, 32u64), (32, 32), (64, 8)] {
+            let (ok, st) = stream_read(first, n);
+            all_done &= ok && st == p::DONE;
+            for piece in seg.bytes(p::DATA, n * 4096).chunks(1024) {
+                grafts::md5(piece, &mut want);
+            }
+        }
+        grafts::md5(&[], &mut want);
+        c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft"));
+        let end = g::test_run(blk, id, &[], 1);
+        c.check(end.as_ref().is_ok_and(|(answer, _, aborts)| *answer == 0 && *aborts == 0), &format!("{tech}: end the stream ({end:?})"));
+        let got = g::read_state(blk, id, 0, 16).map(|w| [w[0], w[1]]);
+        let want = [u64::from_le_bytes(want[..8].try_into().unwrap_or_default()), u64::from_le_bytes(want[8..16].try_into().unwrap_or_default())];
+        c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of the bytes read"));
+        c.check(g::unload(blk, id).is_ok(), &format!("{tech}: unload it"));
+    }
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
@@ -210,6 +254,7 @@ fn main() -> i32 {
     }
 
     upcalls(&mut c, &seg, cache, start);
+    streams(&mut c, &seg, blk, files);
 
     // A second graft at the same point for the same principal waits for the first.
     if let Ok(file) = files_api::client::read_all(files, "/grafts/evict_native_null.graft") {
