@@ -1,3 +1,4 @@
+#pragma once
 /* The memory an eBPF graft gets in r1 (Scion's `graft::engine::bpf`): the input's
  * length, the state's length, the point's input area, then the state. Jumps must go
  * forward only (Scion's verifier), so every loop here is unrolled. */

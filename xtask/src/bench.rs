@@ -22,7 +22,7 @@ pub const SUITES: [(&str, &str); 5] = [
     ),
     ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
     ("cue", "Cue Tables 1-8: one transfer by Cue with (k, t) schedules or a read/write loop beside a metering program, 1-4 in parallel, ftpd; Linux sendfile and read/write beside"),
-    ("grafts", "VINO Tables 1-3, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list), upcall, load, miss, break-even; Linux null eBPF beside"),
+    ("grafts", "VINO Tables 1-5, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list) and blk's stream point (MD5 per KiB), upcall, load, miss, disk time, break-even; Linux's null and MD5 eBPF beside"),
 ];
 const RUNS: usize = 3;
 
@@ -188,6 +188,11 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     cpio_entry(&mut out, "dev", 0o040755, (0, 0), &[], 1);
     cpio_entry(&mut out, "dev/console", 0o020600, (5, 1), &[], 2);
     cpio_entry(&mut out, "init", 0o100755, (0, 0), &init, 3);
+    // The grafts suite's MD5 as an XDP program (instructions; `cargo xtask build` made it).
+    match std::fs::read(crate::grafts::xdp_md5()) {
+        Ok(data) => cpio_entry(&mut out, "md5.bpf", 0o100644, (0, 0), &data, 1000),
+        Err(e) => eprintln!("xtask: {}: {e} (the Linux side of the grafts suite needs it)", crate::grafts::xdp_md5().display()),
+    }
     let version = vmlinuz.file_name().map(|n| n.to_string_lossy().trim_start_matches("vmlinuz-").to_string()).unwrap_or_default();
     let mods = Path::new("/lib/modules").join(&version).join("kernel");
     cpio_entry(&mut out, "m", 0o040755, (0, 0), &[], 4);

@@ -125,7 +125,16 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
             files.push(write(&out, point, Tech::Script, name, state, &code)?);
         }
     }
+    // Linux's side of the benchmark: MD5 as an XDP program (instructions only).
+    let (o, bin) = (obj.join("md5_xdp.o"), xdp_md5());
+    sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(src("bpf", "md5_xdp", "c")).arg("-o").arg(&o))?;
+    sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
     Ok(files)
+}
+
+/// The instructions of the MD5 XDP program the Linux guest runs (`bench/linux/graft.c`).
+pub fn xdp_md5() -> PathBuf {
+    target_dir().join("grafts-obj").join("md5_xdp.bin")
 }
 
 #[cfg(test)]

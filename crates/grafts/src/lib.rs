@@ -95,34 +95,97 @@ pub fn md5(input: &[u8], state: &mut [u8]) -> u64 {
 /// Bytes of the MD5 graft's state.
 pub const MD5_STATE: usize = 24;
 const MD5_INIT: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
-const MD5_S: [u32; 16] = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
-const MD5_K: [u32; 64] = [
-    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
-    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
-    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
-    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1, 0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391,
-];
 
-/// One 64-byte block into the chaining value (RFC 1321's MD5Transform).
+/// One 64-byte block into the chaining value (RFC 1321's MD5Transform), its 64 steps
+/// written out as the RFC does (a loop with a `match` per step cost six times as much).
 fn md5_block(h: &mut [u32; 4], block: &[u8]) {
     let mut x = [0u32; 16];
     for (k, w) in x.iter_mut().enumerate() {
         *w = u32::from_le_bytes([block[4 * k], block[4 * k + 1], block[4 * k + 2], block[4 * k + 3]]);
     }
     let [mut a, mut b, mut c, mut d] = *h;
-    for i in 0..64 {
-        let (f, g) = match i / 16 {
-            0 => ((b & c) | (!b & d), i),
-            1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-            2 => (b ^ c ^ d, (3 * i + 5) % 16),
-            _ => (c ^ (b | !d), (7 * i) % 16),
+    let f = |b: u32, c: u32, d: u32| (b & c) | (!b & d);
+    let g = |b: u32, c: u32, d: u32| (d & b) | (!d & c);
+    let hh = |b: u32, c: u32, d: u32| b ^ c ^ d;
+    let i = |b: u32, c: u32, d: u32| c ^ (b | !d);
+    macro_rules! step {
+        (f, $a:ident, $b:ident, $c:ident, $d:ident, $x:expr, $s:expr, $k:expr) => {
+            $a = $b.wrapping_add($a.wrapping_add(f($b, $c, $d)).wrapping_add(x[$x]).wrapping_add($k).rotate_left($s))
         };
-        let t = a.wrapping_add(f).wrapping_add(MD5_K[i]).wrapping_add(x[g]).rotate_left(MD5_S[(i / 16) * 4 + i % 4]);
-        a = d;
-        d = c;
-        c = b;
-        b = b.wrapping_add(t);
+        (g, $a:ident, $b:ident, $c:ident, $d:ident, $x:expr, $s:expr, $k:expr) => {
+            $a = $b.wrapping_add($a.wrapping_add(g($b, $c, $d)).wrapping_add(x[$x]).wrapping_add($k).rotate_left($s))
+        };
+        (h, $a:ident, $b:ident, $c:ident, $d:ident, $x:expr, $s:expr, $k:expr) => {
+            $a = $b.wrapping_add($a.wrapping_add(hh($b, $c, $d)).wrapping_add(x[$x]).wrapping_add($k).rotate_left($s))
+        };
+        (i, $a:ident, $b:ident, $c:ident, $d:ident, $x:expr, $s:expr, $k:expr) => {
+            $a = $b.wrapping_add($a.wrapping_add(i($b, $c, $d)).wrapping_add(x[$x]).wrapping_add($k).rotate_left($s))
+        };
     }
+    step!(f, a, b, c, d, 0, 7, 0xd76aa478);
+    step!(f, d, a, b, c, 1, 12, 0xe8c7b756);
+    step!(f, c, d, a, b, 2, 17, 0x242070db);
+    step!(f, b, c, d, a, 3, 22, 0xc1bdceee);
+    step!(f, a, b, c, d, 4, 7, 0xf57c0faf);
+    step!(f, d, a, b, c, 5, 12, 0x4787c62a);
+    step!(f, c, d, a, b, 6, 17, 0xa8304613);
+    step!(f, b, c, d, a, 7, 22, 0xfd469501);
+    step!(f, a, b, c, d, 8, 7, 0x698098d8);
+    step!(f, d, a, b, c, 9, 12, 0x8b44f7af);
+    step!(f, c, d, a, b, 10, 17, 0xffff5bb1);
+    step!(f, b, c, d, a, 11, 22, 0x895cd7be);
+    step!(f, a, b, c, d, 12, 7, 0x6b901122);
+    step!(f, d, a, b, c, 13, 12, 0xfd987193);
+    step!(f, c, d, a, b, 14, 17, 0xa679438e);
+    step!(f, b, c, d, a, 15, 22, 0x49b40821);
+    step!(g, a, b, c, d, 1, 5, 0xf61e2562);
+    step!(g, d, a, b, c, 6, 9, 0xc040b340);
+    step!(g, c, d, a, b, 11, 14, 0x265e5a51);
+    step!(g, b, c, d, a, 0, 20, 0xe9b6c7aa);
+    step!(g, a, b, c, d, 5, 5, 0xd62f105d);
+    step!(g, d, a, b, c, 10, 9, 0x02441453);
+    step!(g, c, d, a, b, 15, 14, 0xd8a1e681);
+    step!(g, b, c, d, a, 4, 20, 0xe7d3fbc8);
+    step!(g, a, b, c, d, 9, 5, 0x21e1cde6);
+    step!(g, d, a, b, c, 14, 9, 0xc33707d6);
+    step!(g, c, d, a, b, 3, 14, 0xf4d50d87);
+    step!(g, b, c, d, a, 8, 20, 0x455a14ed);
+    step!(g, a, b, c, d, 13, 5, 0xa9e3e905);
+    step!(g, d, a, b, c, 2, 9, 0xfcefa3f8);
+    step!(g, c, d, a, b, 7, 14, 0x676f02d9);
+    step!(g, b, c, d, a, 12, 20, 0x8d2a4c8a);
+    step!(h, a, b, c, d, 5, 4, 0xfffa3942);
+    step!(h, d, a, b, c, 8, 11, 0x8771f681);
+    step!(h, c, d, a, b, 11, 16, 0x6d9d6122);
+    step!(h, b, c, d, a, 14, 23, 0xfde5380c);
+    step!(h, a, b, c, d, 1, 4, 0xa4beea44);
+    step!(h, d, a, b, c, 4, 11, 0x4bdecfa9);
+    step!(h, c, d, a, b, 7, 16, 0xf6bb4b60);
+    step!(h, b, c, d, a, 10, 23, 0xbebfbc70);
+    step!(h, a, b, c, d, 13, 4, 0x289b7ec6);
+    step!(h, d, a, b, c, 0, 11, 0xeaa127fa);
+    step!(h, c, d, a, b, 3, 16, 0xd4ef3085);
+    step!(h, b, c, d, a, 6, 23, 0x04881d05);
+    step!(h, a, b, c, d, 9, 4, 0xd9d4d039);
+    step!(h, d, a, b, c, 12, 11, 0xe6db99e5);
+    step!(h, c, d, a, b, 15, 16, 0x1fa27cf8);
+    step!(h, b, c, d, a, 2, 23, 0xc4ac5665);
+    step!(i, a, b, c, d, 0, 6, 0xf4292244);
+    step!(i, d, a, b, c, 7, 10, 0x432aff97);
+    step!(i, c, d, a, b, 14, 15, 0xab9423a7);
+    step!(i, b, c, d, a, 5, 21, 0xfc93a039);
+    step!(i, a, b, c, d, 12, 6, 0x655b59c3);
+    step!(i, d, a, b, c, 3, 10, 0x8f0ccc92);
+    step!(i, c, d, a, b, 10, 15, 0xffeff47d);
+    step!(i, b, c, d, a, 1, 21, 0x85845dd1);
+    step!(i, a, b, c, d, 8, 6, 0x6fa87e4f);
+    step!(i, d, a, b, c, 15, 10, 0xfe2ce6e0);
+    step!(i, c, d, a, b, 6, 15, 0xa3014314);
+    step!(i, b, c, d, a, 13, 21, 0x4e0811a1);
+    step!(i, a, b, c, d, 4, 6, 0xf7537e82);
+    step!(i, d, a, b, c, 11, 10, 0xbd3af235);
+    step!(i, c, d, a, b, 2, 15, 0x2ad7d2bb);
+    step!(i, b, c, d, a, 9, 21, 0xeb86d391);
     h[0] = h[0].wrapping_add(a);
     h[1] = h[1].wrapping_add(b);
     h[2] = h[2].wrapping_add(c);

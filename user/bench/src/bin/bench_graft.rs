@@ -7,6 +7,11 @@
 //! costs (a buffered one-block read that goes to the disk: busy ticks, the CPU's idle
 //! time taken out), the cost a graft must save to break even.
 //!
+//! The stream point (Tables 4–5): MD5 of 1 KiB in each technology, run by blk
+//! (`graft_stream_<technology>_md5`, ticks per KiB), and the time to read 1 MiB from
+//! the disk (`graft_disk_1m`: elapsed ticks, idle included — the time the paper
+//! compares the fingerprint with; `graft_disk_1m_busy`: the CPU's part of it).
+//!
 //! Prints `BENCH graft_evict_<technology>_<graft> median=… min=… max=… samples=…`
 //! (ticks per call: instructions under icount), `BENCH graft_load_<technology> …`,
 //! `BENCH graft_evict_miss …`.
@@ -73,11 +78,11 @@ fn serve_null(_: u64) {
     g::upcall::serve(upcall_null)
 }
 
-/// Per-call ticks of graft `id`: SAMPLES runs of `repeat` calls.
-fn per_call(cache: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
+/// Per-call ticks of graft `id` at server `srv`: SAMPLES runs of `repeat` calls.
+fn per_call(srv: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
     let mut v = Vec::new();
     for _ in 0..SAMPLES {
-        match g::test_run(cache, id, input, repeat) {
+        match g::test_run(srv, id, input, repeat) {
             Ok((answer, cycles, 0)) if answer != u64::MAX => v.push(cycles / repeat as u64),
             r => {
                 println!("bench_graft: graft {id}: test run {:?}", r.map_err(|r| (r.error, r.reason)));
@@ -167,10 +172,49 @@ fn main() -> i32 {
         }
         let _ = g::unload(cache, id);
     }
+    // The stream point: MD5 per KiB in every technology, run by blk.
+    let kib: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
+    for (tech, repeat) in [("native", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2)] {
+        let path = format!("/grafts/stream_{tech}_md5.graft");
+        let Ok(file) = files_api::client::read_all(files, &path) else {
+            println!("bench_graft: no {path}");
+            failed = true;
+            continue;
+        };
+        match g::load(blk, &file) {
+            Ok(id) => {
+                match per_call(blk, id, &kib, repeat) {
+                    Some(v) => report(&format!("graft_stream_{tech}_md5"), v),
+                    None => failed = true,
+                }
+                let _ = g::unload(blk, id);
+            }
+            Err(r) => {
+                println!("bench_graft: {path}: {:?} {}", r.error, r.reason);
+                failed = true;
+            }
+        }
+    }
     // A miss: one block read buffered, not in the cache (each block once).
     let _ = baio::create(blk, "gbench", 256, 0);
     if let Ok(seg) = baio::open(blk, "gbench", 3, BUF) {
-        let _ = seg.batch_ops(&[p::op(p::WRITE_OP, 0, 32, 0, p::DATA)], p::WAIT_ALL);
+        // 1 MiB written, then read from the disk: 8 operations of 128 KiB at once.
+        let ops: Vec<[u64; p::OP_WORDS]> = (0..8u64).map(|k| p::op(p::WRITE_OP, 32 * k, 32, k, p::DATA + k * 32 * 4096)).collect();
+        let _ = seg.batch_ops(&ops, p::WAIT_ALL);
+        let _ = seg.sync();
+        let reads: Vec<[u64; p::OP_WORDS]> = ops.iter().map(|o| [p::READ_OP, o[1], o[2], o[3]]).collect();
+        let (mut el, mut busy) = (Vec::new(), Vec::new());
+        for _ in 0..SAMPLES {
+            let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
+            let ok = seg.batch_ops(&reads, p::WAIT_ALL).is_ok() && (0..8).all(|k| seg.status(k) == p::DONE);
+            let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
+            if ok {
+                el.push(t);
+                busy.push(t.saturating_sub(i));
+            }
+        }
+        report("graft_disk_1m", el);
+        report("graft_disk_1m_busy", busy);
         let mut v = Vec::new();
         for b in 0..32 {
             let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
