@@ -17,9 +17,10 @@ static __attribute__((always_inline)) u32 rol(u32 x, int s) {
 #define STEP(f, a, b, c, d, x, s, k) a = b + rol(a + f(b, c, d) + (x) + (k), s);
 
 static __attribute__((always_inline)) void block(u32 *h, const u8 *p) {
-    /* The message words are read from the block where each step needs them: no array
-     * on the stack (eBPF has 512 bytes of it, and every inlined copy would take 64). */
-#define X(g) ((u32)p[4 * (g)] | (u32)p[4 * (g) + 1] << 8 | (u32)p[4 * (g) + 2] << 16 | (u32)p[4 * (g) + 3] << 24)
+    /* The message words are read from the block where each step needs them (one
+     * 32-bit load, little-endian as eBPF's hosts are): no array on the stack (eBPF has
+     * 512 bytes of it, and every inlined copy would take 64). */
+#define X(g) (*(const u32 *)(p + 4 * (g)))
     u32 a = h[0], b = h[1], c = h[2], d = h[3];
     STEP(F, a, b, c, d, X(0), 7, 0xd76aa478u)
     STEP(F, d, a, b, c, X(1), 12, 0xe8c7b756u)

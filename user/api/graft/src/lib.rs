@@ -45,9 +45,13 @@ pub const STATS: u64 = 0xe7;
 /// an id names its server: the shell's `graft unload ID` finds it by the id alone.
 pub const CACHE_IDS: u32 = 1000;
 pub const BLK_IDS: u32 = 2000;
+pub const NET_IDS: u32 = 3000;
 
 /// The graft servers: (the name programs look them up by, its id base, its points).
-pub const SERVERS: [(&str, u32, &[graft::Point]); 2] = [("cache", CACHE_IDS, &[graft::Point::Evict]), ("blk", BLK_IDS, &[graft::Point::Stream])];
+/// The stream point is in two servers: blk (BAIO reads) and net (Cue's bytes); the
+/// shell's `graft load stream` means blk's.
+pub const SERVERS: [(&str, u32, &[graft::Point]); 3] =
+    [("cache", CACHE_IDS, &[graft::Point::Evict]), ("blk", BLK_IDS, &[graft::Point::Stream]), ("net", NET_IDS, &[graft::Point::Stream])];
 
 /// The server (its name) that hosts `point`.
 pub fn server_of(point: graft::Point) -> Option<&'static str> {

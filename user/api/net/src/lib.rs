@@ -106,6 +106,13 @@ pub const CUE_LIST: u64 = 0xd3;
 /// socket's sending (FIN) once every byte is taken.
 pub const CUE_BUFFERED: u64 = 1;
 pub const CUE_SHUTDOWN: u64 = 2;
+/// Cue flag: the bytes sent also go through the caller's stream graft loaded into net
+/// (`graft_api`, point `stream`; VINO §3.2), in order, and the stream is ended with the
+/// transfer (its result — an MD5 digest — stays in the graft's state for
+/// `graft_api::read_state`). A transfer whose graft was missing or aborted ends with
+/// `CUE_STREAM_ABORTED` beside its status.
+pub const CUE_STREAM: u64 = 4;
+pub const CUE_STREAM_ABORTED: u64 = 1 << 62;
 /// Cue status words.
 pub const CUE_RUNNING: u64 = 0;
 pub const CUE_DONE: u64 = 1;
@@ -189,6 +196,8 @@ pub fn parse_ip(s: &str) -> Option<u64> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
+    /// The graft protocol (point `stream`, over Cue's bytes).
+    Graft(graft_api::Request<'a>),
     Attach,
     Listen { port: u16, backlog: u64 },
     Accept { handle: u64 },
@@ -299,7 +308,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 if a.msg.items() != 1 {
                     return Err(Error::Malformed);
                 }
-                if !schedule_ok(k, t_ms) || flags & !(CUE_BUFFERED | CUE_SHUTDOWN) != 0 {
+                if !schedule_ok(k, t_ms) || flags & !(CUE_BUFFERED | CUE_SHUTDOWN | CUE_STREAM) != 0 {
                     return Err(Error::InvalidArg);
                 }
                 Request::Cue { handle, first, len, k, t_ms, flags, size, status_off }
@@ -320,6 +329,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 Request::CueCancel { id }
             }
             CUE_LIST => Request::CueList,
+            l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })
     }

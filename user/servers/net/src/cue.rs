@@ -9,6 +9,8 @@
 //! buffer: the one copy a byte makes on its way out of here. Its schedule (k, t) makes a slice of k blocks, then t ms of rest; the server
 //! gives transfers turns, one slice each (`Net::cue_run`).
 
+extern crate alloc;
+
 use blk_api::{self as b, client::View};
 use net_api as p;
 use smoltcp::iface::SocketHandle;
@@ -68,7 +70,15 @@ pub struct Transfer {
     draining: bool,
     /// The last turn found the next bytes still on their way from the disk.
     pub waiting_disk: bool,
+    /// `CUE_STREAM`: the client's principal (whose stream graft sees the bytes sent),
+    /// the bytes taken by TCP not yet handed to it, and whether it saw all so far.
+    stream: Option<u32>,
+    sbuf: alloc::vec::Vec<u8>,
+    pub stream_ok: bool,
 }
+
+/// Bytes of one call of a stream graft.
+const PIECE: usize = 1024;
 
 /// What a turn did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +90,7 @@ pub enum Turn {
 
 impl Transfer {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(id: u64, client: u64, socket: u64, sh: SocketHandle, view: View, window: usize, first: u64, end: u64, k: u64, t_ms: u64, flags: u64, status_off: u64, now_us: u64) -> Transfer {
+    pub fn new(id: u64, client: u64, socket: u64, sh: SocketHandle, view: View, window: usize, first: u64, end: u64, k: u64, t_ms: u64, flags: u64, status_off: u64, now_us: u64, principal: u32) -> Transfer {
         Transfer {
             id,
             client,
@@ -105,7 +115,42 @@ impl Transfer {
             ended_us: 0,
             draining: false,
             waiting_disk: false,
+            stream: (flags & p::CUE_STREAM != 0).then_some(principal),
+            sbuf: alloc::vec::Vec::new(),
+            stream_ok: true,
         }
+    }
+
+    /// Hand the bytes just sent to the stream graft: whole 1 KiB pieces (64-byte
+    /// multiples) as they gather; at the end, the whole blocks left and then the tail
+    /// (fewer than 64 bytes, maybe none), which ends the stream.
+    fn feed(&mut self, grafts: &mut graft::Table, sent: &[u8], last: bool) {
+        let Some(owner) = self.stream else { return };
+        if !self.stream_ok {
+            return;
+        }
+        self.sbuf.extend_from_slice(sent);
+        let mut call = |t: &mut Transfer, from: usize, n: usize| {
+            t.stream_ok &= grafts.call(graft::Point::Stream, owner, &t.sbuf[from..from + n], rt::sys::rdtsc).is_some();
+        };
+        let mut off = 0;
+        while self.stream_ok && self.sbuf.len() - off >= PIECE {
+            call(self, off, PIECE);
+            off += PIECE;
+        }
+        if last && self.stream_ok {
+            let left = self.sbuf.len() - off;
+            let whole = left / 64 * 64;
+            if whole > 0 {
+                call(self, off, whole);
+                off += whole;
+            }
+            if self.stream_ok {
+                call(self, off, left - whole);
+                off += left - whole;
+            }
+        }
+        self.sbuf.drain(..off);
     }
 
     pub fn running(&self) -> bool {
@@ -151,16 +196,17 @@ impl Transfer {
     }
 
     /// The bytes from `pos` that are in the area now (empty: the read is pending), or
-    /// the read's failure.
-    fn ready(&self) -> Result<&[u8], u64> {
-        let Some(v) = &self.view else { return Ok(&[]) };
-        let c = self.pos / CHUNK_BYTES;
-        let slot = (c - self.c0) % self.slots;
+    /// the read's failure. A function of the fields it reads, so that a caller may
+    /// change the others while it holds the bytes.
+    fn ready<'v>(view: &'v Option<View>, pos: u64, c0: u64, slots: u64, end: u64) -> Result<&'v [u8], u64> {
+        let Some(v) = view else { return Ok(&[]) };
+        let c = pos / CHUNK_BYTES;
+        let slot = (c - c0) % slots;
         match v.status(slot) {
             0 => Ok(&[]),
             b::DONE => {
-                let within = self.pos - c * CHUNK_BYTES;
-                let n = ((c + 1) * CHUNK_BYTES).min(self.end) - self.pos;
+                let within = pos - c * CHUNK_BYTES;
+                let n = ((c + 1) * CHUNK_BYTES).min(end) - pos;
                 Ok(v.bytes(b::DATA + slot * CHUNK_BYTES + within, n))
             }
             s => Err(s),
@@ -169,7 +215,7 @@ impl Transfer {
 
     /// One turn: send up to what is left of the slice (a new slice if none is), as far
     /// as the socket takes bytes and reads have brought them in.
-    pub fn turn(&mut self, sock: &mut tcp::Socket<'_>, now_us: u64) -> Turn {
+    pub fn turn(&mut self, sock: &mut tcp::Socket<'_>, grafts: &mut graft::Table, now_us: u64) -> Turn {
         if !self.running() {
             return Turn::Idle;
         }
@@ -195,7 +241,7 @@ impl Transfer {
         }
         let mut moved = false;
         loop {
-            let data = match self.ready() {
+            let data = match Self::ready(&self.view, self.pos, self.c0, self.slots, self.end) {
                 Ok(d) => d,
                 Err(s) => {
                     let e = if s & b::FAILED != 0 && s & !b::FAILED == b::E_IO { abi::Error::BadState } else { abi::Error::InvalidCap };
@@ -219,6 +265,12 @@ impl Transfer {
             }
             moved = true;
             let chunk = self.pos / CHUNK_BYTES;
+            let last = self.pos + taken == self.end;
+            if self.stream.is_some() {
+                // The bytes are copied out first: the area is the block service's.
+                let sent = data[..taken as usize].to_vec();
+                self.feed(grafts, &sent, last);
+            }
             self.pos += taken;
             self.credit -= taken;
             if self.pos == self.end {
@@ -249,7 +301,10 @@ impl Transfer {
 
     /// End with `status` and give the blocks back.
     pub fn finish(&mut self, status: u64, now_us: u64) -> Turn {
-        self.status = status;
+        // A stream graft that missed bytes (aborted, or the transfer did not end well)
+        // has no result to give.
+        let incomplete = self.stream.is_some() && (!self.stream_ok || status != p::CUE_DONE);
+        self.status = status | if incomplete { p::CUE_STREAM_ABORTED } else { 0 };
         self.ended_us = now_us;
         if let Some(v) = self.view.take() {
             // Closing (through the holder's capability) unmaps the area here at once; a

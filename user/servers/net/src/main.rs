@@ -48,6 +48,8 @@ rt::entry!(main);
 
 /// Badge of the device's interrupt line (the server mints it).
 const IRQ_BADGE: u64 = 1 << 61;
+/// The graft point net hosts (over the bytes of Cue transfers).
+const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
 /// Sockets per client.
 const MAX_SOCKETS: usize = 64;
 /// Sleeping `WAIT`s and `PING`s per client.
@@ -149,6 +151,13 @@ struct Net {
     /// The static address (and gateway) to use if DHCP gives none by the time given.
     fallback: Option<(Ipv4Cidr, Option<Ipv4Address>, Instant)>,
     clients: BTreeMap<u64, Client>,
+    /// The principal of the request being handled (a Cue transfer's stream graft is
+    /// its client's).
+    caller_principal: u32,
+    /// Stream grafts over Cue's bytes (VINO §3.2), by principal.
+    grafts: graft::Table,
+    /// The last graft LIST reply (it must live until the kernel copies it).
+    graft_text: String,
     waiters: Vec<Waiter>,
     pings: Vec<Ping>,
     next_seq: u16,
@@ -692,7 +701,8 @@ impl Net {
         }
         let tid = self.next_transfer;
         self.next_transfer += 1;
-        let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us());
+        let principal = self.caller_principal;
+        let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us(), principal);
         if t.read_ahead().is_err() {
             if let Some(v) = t.view.take() {
                 let _ = v.close();
@@ -761,7 +771,7 @@ impl Net {
                 continue;
             }
             let sh = self.transfers[i].sh;
-            let turn = self.transfers[i].turn(self.sockets.get_mut::<tcp::Socket>(sh), now_us);
+            let turn = self.transfers[i].turn(self.sockets.get_mut::<tcp::Socket>(sh), &mut self.grafts, now_us);
             match turn {
                 Turn::Idle => {}
                 Turn::Moved => {
@@ -781,6 +791,8 @@ impl Net {
     fn request(&mut self, id: u64, req: Request<'_>) -> Result<Option<Msg>, Error> {
         let ok = |w: &[u64]| Ok(Some(server::ok_msg(w)));
         match req {
+            // Answered in `handle` before this.
+            Request::Graft(_) => Err(Error::Unsupported),
             Request::Attach => self.attach(id).map(Some),
             Request::Info => {
                 let (ip, prefix) = self.iface.ipv4_addr().map_or((0, 0), |a| {
@@ -1074,6 +1086,7 @@ impl Server for Net {
 
     fn gone(&mut self, client: Badge) {
         let id = client.program() as u64;
+        self.grafts.forget(id);
         // Its transfers are cancelled and forgotten, their blocks given back.
         let mut i = 0;
         while i < self.transfers.len() {
@@ -1110,6 +1123,10 @@ impl Server for Net {
             return Answer::err(Error::InvalidCap);
         }
         let id = from.program() as u64;
+        if let Request::Graft(g) = req {
+            return graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |_| None, rt::sys::rdtsc);
+        }
+        self.caller_principal = from.principal();
         let r = self.request(id, req);
         if let Some(s) = self.received.take() {
             // A capability that came with a request that did not take it.
@@ -1280,6 +1297,9 @@ fn main() -> i32 {
         how: 2,
         fallback: addr.map(|a| (a, gw, if dhcp_on { now() + FALLBACK } else { now() })),
         clients: BTreeMap::new(),
+        caller_principal: 0,
+        grafts: graft::Table::new(&STREAM_POINT, graft_api::NET_IDS),
+        graft_text: String::new(),
         waiters: Vec::new(),
         pings: Vec::new(),
         next_seq: 1,
@@ -1301,7 +1321,7 @@ fn main() -> i32 {
         cue_busy: false,
     };
     n.pump();
-    let mut buf = [0u8; 64];
+    let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut n, &mut buf)
 }
 
