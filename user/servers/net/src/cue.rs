@@ -198,7 +198,7 @@ impl Transfer {
     /// The bytes from `pos` that are in the area now (empty: the read is pending), or
     /// the read's failure. A function of the fields it reads, so that a caller may
     /// change the others while it holds the bytes.
-    fn ready<'v>(view: &'v Option<View>, pos: u64, c0: u64, slots: u64, end: u64) -> Result<&'v [u8], u64> {
+    fn ready(view: &Option<View>, pos: u64, c0: u64, slots: u64, end: u64) -> Result<&[u8], u64> {
         let Some(v) = view else { return Ok(&[]) };
         let c = pos / CHUNK_BYTES;
         let slot = (c - c0) % slots;
