@@ -1,4 +1,4 @@
-//! WebAssembly interpreted by `wasmi` (VINO's interpreted byte code). The module
+//! WebAssembly interpreted by `wasmi` 2 (VINO's interpreted byte code). The module
 //! imports nothing and exports `memory`, `graft_input() -> i32` and `graft_state() ->
 //! i32` (where in its memory the point's input and the graft's state live) and
 //! `graft_run(len: i32) -> i64`. Fuel bounds a call, a store limiter bounds memory,
@@ -6,7 +6,7 @@
 //! aborted call leaves the instance behind (its stack pointer may be anywhere), so
 //! `reset` instantiates the module afresh.
 
-use wasmi::{Config, Engine as WEngine, Instance, Linker, Memory, Module, StackLimits, Store, StoreLimits, StoreLimitsBuilder, TypedFunc};
+use wasmi::{Config, Engine as WEngine, Instance, Linker, Memory, Module, Store, StoreLimits, StoreLimitsBuilder, TrapCode, TypedFunc};
 
 use super::{Abort, Engine, Limits};
 use crate::format::GraftFile;
@@ -36,7 +36,7 @@ impl Wasm {
         let mut c = Config::default();
         c.consume_fuel(true);
         // A graft recursing without end traps instead of growing the server's heap.
-        c.set_stack_limits(StackLimits::new(1024, 64 * 1024, 256).map_err(|_| LoadError::Refused("stack limits"))?);
+        c.set_max_recursion_depth(256).set_min_stack_height(1024).set_max_stack_height(256 * 1024).set_max_cached_stacks(1);
         let engine = WEngine::new(&c);
         let module = Module::new(&engine, f.code).map_err(|_| LoadError::Refused("not a valid WebAssembly module"))?;
         if module.imports().len() != 0 {
@@ -54,10 +54,7 @@ impl Wasm {
         store.limiter(|l| l);
         store.set_fuel(SETUP_FUEL).map_err(|_| r("fuel"))?;
         let linker = Linker::<StoreLimits>::new(module.engine());
-        let inst: Instance = linker
-            .instantiate(&mut store, &module)
-            .and_then(|p| p.start(&mut store))
-            .map_err(|_| r("the module does not instantiate within the limits"))?;
+        let inst: Instance = linker.instantiate_and_start(&mut store, &module).map_err(|_| r("the module does not instantiate within the limits"))?;
         let memory = inst.get_memory(&store, "memory").ok_or(r("the module exports no memory"))?;
         let q = |s: &mut Store<StoreLimits>, name| -> Result<usize, LoadError> {
             let f = inst.get_typed_func::<(), i32>(&*s, name).map_err(|_| r("missing graft_input or graft_state () -> i32"))?;
@@ -95,8 +92,8 @@ impl Engine for Wasm {
         match self.run.call(&mut self.store, input.len() as i32) {
             Ok(v) => Ok(v as u64),
             Err(e) => Err(match e.as_trap_code() {
-                Some(wasmi::core::TrapCode::OutOfFuel) => Abort::Budget,
-                Some(wasmi::core::TrapCode::MemoryOutOfBounds) | Some(wasmi::core::TrapCode::GrowthOperationLimited) => Abort::Memory,
+                Some(TrapCode::OutOfFuel) => Abort::Budget,
+                Some(TrapCode::MemoryOutOfBounds) | Some(TrapCode::GrowthOperationLimited) => Abort::Memory,
                 _ => Abort::Trap,
             }),
         }

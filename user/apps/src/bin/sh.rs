@@ -34,7 +34,8 @@ const HELP: &str = "commands:
   fetch URL         HTTP GET http://A.B.C.D[:PORT]/PATH: the answer's head, then the body
   cue               Cue transfers net runs: program, socket, bytes sent, schedule, rate
   graft load POINT FILE   load the graft file FILE (from `files`, e.g. /grafts/…) at
-                    POINT (evict: the cache's eviction victim) for this shell's principal
+                    POINT for this shell's principal (evict: the cache's eviction
+                    victim; stream: blk's reads flagged STREAM)
   graft list        the grafts this principal loaded: calls, aborts, cycles
   graft unload ID   unload graft ID
   graft state ID W… write words W… (decimal) into graft ID's state from its start
@@ -273,7 +274,12 @@ fn graft(args: &str) {
         ["list"] => {
             println!("  ID OWNER POINT  TECH      CALLS  ABORTS       CYCLES NAME");
             for (name, _, _) in graft_api::SERVERS {
-                let Some(srv) = graft_server(name) else { continue };
+                // Servers this shell may not reach have no grafts of its to show.
+                let srv = rt::alloc_slot();
+                if env::lookup(name, srv).is_err() {
+                    rt::free_slot(srv);
+                    continue;
+                }
                 match graft_api::list(srv) {
                     Ok(t) => {
                         for l in t.lines() {

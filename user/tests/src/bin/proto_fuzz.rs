@@ -29,9 +29,10 @@ rt::entry!(main);
 /// A server's labels (the ones a hostile client would try first).
 fn labels(server: &str) -> Vec<u64> {
     match server {
-        "blk" => (0x80..=0x8d).chain([rt::server::GONE]).collect(),
+        // The graft protocol's labels (0xe0 ..= 0xe8) too: blk and the cache host points.
+        "blk" => (0x80..=0x8d).chain(0xe0..=0xe8).chain([rt::server::GONE]).collect(),
         "files" => (0xa0..=0xa9).chain([rt::server::GONE]).collect(),
-        "cache" => (0x90..=0x94).collect(),
+        "cache" => (0x90..=0x94).chain(0xe0..=0xe8).collect(),
         // Not EXIT (the caller's own exit) nor KILL (it may name the caller itself).
         "root" => (2..=11).filter(|l| *l != rt::proto::KILL).collect(),
         "mem0" => (0x60..=0x62).chain([abi::ipc::label::PAGE_FAULT]).collect(),
