@@ -97,6 +97,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "| Scion: null graft by upcall (IPC to the owner's thread and back) | {} |", cell(up));
         let _ = writeln!(s, "| Scion: null graft, native | {} |", cell(native_null));
         let _ = writeln!(s, "| upcall overhead (the difference) | {} |", cell(up.zip(native_null).map(|(u, n)| u.saturating_sub(n))));
+        let _ = writeln!(s, "| Linux: a signal handled less one ignored (the paper's measure of an upcall) | {} |", cell(get(agg, "linux", mode, "signal_upcall")));
         let _ = writeln!(s, "| Linux: null eBPF program (`BPF_PROG_TEST_RUN`) | {} |\n", cell(get(agg, "linux", mode, "ebpf_null")));
         let _ = writeln!(s, "### Table 2: hot-list eviction (64-entry hot list, 8 candidates)\n");
         let _ = writeln!(s, "| technology (paper's counterpart) | null graft | hot list | normalized to native | break-even (calls per miss) | load |\n|---|---:|---:|---:|---:|---:|");
