@@ -153,14 +153,11 @@ impl Table {
         Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits: Limits::default(), reaped: 0 }
     }
 
-    /// Does id `id` belong to this table's range?
-    pub fn owns_id(&self, id: u32) -> bool {
-        id > self.base && id <= self.base + IDS
-    }
-
     /// Part of a graft file, at byte `at` of `program`'s staging buffer.
     pub fn put(&mut self, program: u64, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
-        let end = at.checked_add(bytes.len()).filter(|e| *e <= MAX_FILE).ok_or(LoadError::Limit("graft file bigger than 256 KiB"))?;
+        if at.checked_add(bytes.len()).is_none_or(|e| e > MAX_FILE) {
+            return Err(LoadError::Limit("graft file bigger than 256 KiB"));
+        }
         if !self.staging.contains_key(&program) && self.staging.len() >= MAX_STAGING {
             return Err(LoadError::Limit("too many loads under way"));
         }
@@ -170,7 +167,6 @@ impl Table {
         }
         buf.truncate(at);
         buf.extend_from_slice(bytes);
-        let _ = end;
         Ok(())
     }
 
@@ -228,10 +224,6 @@ impl Table {
     /// The graft of `owner` at `point`, if any: the one to call for the owner's data.
     pub fn active(&mut self, point: Point, owner: u32) -> Option<&mut Graft> {
         self.grafts.iter_mut().find(|g| g.point == point && g.owner == owner)
-    }
-
-    pub fn any_at(&self, point: Point) -> bool {
-        self.grafts.iter().any(|g| g.point == point)
     }
 
     /// Call `owner`'s graft at `point`, if it has one: `None` when it has none or the

@@ -43,7 +43,6 @@ impl Wasm {
             return Err(LoadError::Refused("the module imports something (a graft may import nothing)"));
         }
         let store = Store::new(&engine, limiter(limits));
-        // Placeholders until `instantiate` fills them.
         let mut w = Wasm::instantiate(module, store, f.state_len, f.point.max_input(), limits)?;
         w.state().fill(0);
         Ok(w)
