@@ -52,8 +52,13 @@ fn ensure_clang() -> Result<(String, String), String> {
     if let (Some(c), Some(o)) = find() {
         return Ok((c, o));
     }
-    eprintln!("xtask: installing clang and llvm (for the eBPF grafts)");
-    sh(Command::new("sh").args(["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang llvm >/dev/null"]))?;
+    let install = "apt-get update && apt-get install -y clang llvm";
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    if !is_root {
+        return Err(format!("clang and LLVM (for the example eBPF grafts) are missing; install them with: sudo sh -c '{install}'"));
+    }
+    eprintln!("xtask: installing clang and llvm from Debian's packages (for the eBPF grafts)");
+    sh(Command::new("sh").args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {install} >/dev/null")]))?;
     match find() {
         (Some(c), Some(o)) => Ok((c, o)),
         _ => Err("clang or llvm-objcopy still missing after installing clang and llvm".into()),
