@@ -209,6 +209,24 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of the bytes read"));
         c.check(g::unload(blk, id).is_ok(), &format!("{tech}: unload it"));
     }
+    // Hostile grafts at the stream point (the evict ones, their header's point made
+    // `stream`: the engines do not care which point calls them).
+    for name in ["wasmi_spin", "wasmi_oob", "ebpf_oob", "rhai_spin", "rhai_hog"] {
+        let Ok(mut file) = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")) else {
+            c.check(false, &format!("/grafts/evict_{name}.graft is in the files filesystem"));
+            continue;
+        };
+        file[8] = graft::Point::Stream as u8;
+        let Ok(id) = g::load(blk, &file) else {
+            c.check(false, &format!("stream {name}: load"));
+            continue;
+        };
+        let _ = g::set_budget(blk, id, 200_000);
+        let runs: Vec<(bool, u64)> = (0..3).map(|_| stream_read(0, 8)).collect();
+        c.check(runs.iter().all(|(ok, st)| *ok && *st == p::DONE | p::STREAM_ABORTED), &format!("stream {name}: each read completes, marked STREAM_ABORTED ({runs:?})"));
+        c.check(io(seg, p::READ_OP, 0, 8, true), &format!("stream {name}: the bytes read are right"));
+        c.eq(g::stats(blk, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("stream {name}: unloaded after three aborted calls"));
+    }
 }
 
 fn main() -> i32 {
