@@ -230,9 +230,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     qemu::ensure_qemu()?;
     // The disk persists across runs; it is made (with sample segments and a `files`
     // filesystem holding the docs and the example grafts) when missing or when made by
-    // an older xtask.
+    // an older xtask. One that lacks only the grafts is kept (it may hold the user's
+    // files): xtask says how to get them.
     let disk = out_dir().join("run-disk.img");
-    if !image::has_path(&disk, "files", "/grafts") {
+    if image::has_path(&disk, "files", "/") && !image::has_path(&disk, "files", "/grafts") {
+        eprintln!("xtask: {} predates the example grafts (/grafts); remove it to have it made again with them", disk.display());
+    }
+    if !image::has_path(&disk, "files", "/") {
         let root = project_root();
         let p = |f: &str| root.join(f).display().to_string();
         let fs = format!("files:1:4096:fs={}+{}+{}+{}+{}", p("xtask/disk/hello.txt"), p("README.md"), p("ARCHITECTURE.md"), p("docs"), grafts::dir().display());
