@@ -202,8 +202,9 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
 fn loadable(elf: &[u8]) -> Result<Vec<u8>, String> {
     let e = kcore::elf::parse(elf).map_err(|e| format!("not a loadable ELF: {e:?}"))?;
     let phoff = u64::from_le_bytes(elf[32..40].try_into().unwrap_or_default());
+    let phentsize = u16::from_le_bytes([elf[54], elf[55]]) as u64;
     let phnum = u16::from_le_bytes([elf[56], elf[57]]) as u64;
-    let end = e.segments().iter().map(|s| s.offset + s.filesz).chain([phoff + 56 * phnum]).max().unwrap_or(0) as usize;
+    let end = e.segments().iter().map(|s| s.offset + s.filesz).chain([phoff + phentsize * phnum]).max().unwrap_or(0) as usize;
     let mut out = elf[..end.min(elf.len())].to_vec();
     out[40..48].fill(0); // e_shoff
     out[58..64].fill(0); // e_shentsize, e_shnum, e_shstrndx
@@ -259,6 +260,45 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
 
 #[cfg(test)]
 mod tests {
+    /// A boot image carries a program up to its last segment: the section headers and
+    /// what lies behind (debug info) go, and what is left still loads the same.
+    #[test]
+    fn loadable_cuts_what_a_loader_does_not_read() {
+        let (vaddr, code) = (0x40_0000u64, [0x90u8; 16]);
+        let mut elf = vec![0u8; 4096];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[6] = 1;
+        elf[16..18].copy_from_slice(&2u16.to_le_bytes());
+        elf[18..20].copy_from_slice(&62u16.to_le_bytes());
+        elf[24..32].copy_from_slice(&vaddr.to_le_bytes());
+        elf[32..40].copy_from_slice(&64u64.to_le_bytes());
+        elf[54..56].copy_from_slice(&56u16.to_le_bytes());
+        elf[56..58].copy_from_slice(&1u16.to_le_bytes());
+        let ph = &mut elf[64..120];
+        ph[..4].copy_from_slice(&1u32.to_le_bytes());
+        ph[4..8].copy_from_slice(&5u32.to_le_bytes());
+        ph[8..16].copy_from_slice(&4096u64.to_le_bytes());
+        ph[16..24].copy_from_slice(&vaddr.to_le_bytes());
+        ph[32..40].copy_from_slice(&16u64.to_le_bytes());
+        ph[40..48].copy_from_slice(&16u64.to_le_bytes());
+        ph[48..56].copy_from_slice(&4096u64.to_le_bytes());
+        elf.extend_from_slice(&code);
+        // Debug sections and their headers behind the code.
+        let shoff = elf.len() as u64 + 1000;
+        elf.extend_from_slice(&[0xdb; 1000 + 64 * 3]);
+        elf[40..48].copy_from_slice(&shoff.to_le_bytes());
+        elf[58..64].copy_from_slice(&[64, 0, 3, 0, 2, 0]);
+        let before = kcore::elf::parse(&elf).expect("the test ELF parses");
+        let cut = super::loadable(&elf).expect("cut");
+        assert_eq!(cut.len(), 4096 + 16, "up to the end of the segment");
+        assert_eq!(&cut[40..48], &[0; 8], "no section headers");
+        let after = kcore::elf::parse(&cut).expect("the cut ELF parses");
+        assert_eq!(before.segments(), after.segments());
+        assert_eq!(&cut[4096..], &code);
+    }
+
     /// Everything xtask makes (disk images, boot images, logs) goes under the target
     /// directory cargo uses, also when CARGO_TARGET_DIR moves it (issue 10: the tests
     /// looked for disk images under ./target).
