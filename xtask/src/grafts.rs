@@ -17,10 +17,11 @@ use crate::{project_root, sh, target_dir};
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// (name, point, state bytes): the example grafts, each in every technology that has it.
-pub const EXAMPLES: [(&str, Point, usize); 10] = [
+pub const EXAMPLES: [(&str, Point, usize); 11] = [
     ("null", Point::Evict, 0),
     ("hotlist", Point::Evict, grafts::HOT_STATE),
     ("md5", Point::Stream, grafts::MD5_STATE),
+    ("ldisk", Point::Ldisk, grafts::LD_STATE),
     ("spin", Point::Evict, 8),
     ("oob", Point::Evict, 8),
     ("hog", Point::Evict, 8),
@@ -31,7 +32,7 @@ pub const EXAMPLES: [(&str, Point, usize); 10] = [
 ];
 
 /// The native built-ins (the hostile examples exist only in the sandboxed technologies).
-const NATIVE: [&str; 3] = ["null", "hotlist", "md5"];
+const NATIVE: [&str; 4] = ["null", "hotlist", "md5", "ldisk"];
 
 pub fn dir() -> PathBuf {
     target_dir().join("grafts")
@@ -258,6 +259,49 @@ mod tests {
                 t.get(*owner, *id).unwrap().read_state(0, &mut got);
                 assert_eq!(got, want[..16], "{tech:?}: digest of {} bytes", data.len());
             }
+        }
+    }
+
+    /// The logical disk in every technology: on random reads and writes over a
+    /// random-sized segment, the same physical blocks as native, and the same state.
+    #[test]
+    fn every_technology_maps_blocks_as_native_does() {
+        let mut t = Table::new(&[Point::Ldisk], 0);
+        let ids: Vec<(Tech, u32, u32)> = TECHS
+            .iter()
+            .enumerate()
+            .map(|(k, tech)| {
+                let bytes = file_at(Point::Ldisk, *tech, "ldisk");
+                for (j, piece) in bytes.chunks(2048).enumerate() {
+                    t.put(k as u64 + 1, j * 2048, piece).unwrap();
+                }
+                (*tech, k as u32 + 1, t.load(k as u32 + 1, k as u64 + 1, bytes.len(), &mut |_| None).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")))
+            })
+            .collect();
+        let mut want = vec![0u8; grafts::LD_STATE];
+        let mut x = 0x51_7cc1_b727_220au64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let blocks = 300u64;
+        for round in 0..600 {
+            let (l, write) = (rnd() % 200, rnd() % 3 != 0);
+            let mut input = [0u8; 24];
+            input[..8].copy_from_slice(&l.to_le_bytes());
+            input[8..16].copy_from_slice(&blocks.to_le_bytes());
+            input[16] = write as u8;
+            let expect = grafts::ldisk(&input, &mut want);
+            for (tech, owner, _) in &ids {
+                assert_eq!(t.call(Point::Ldisk, *owner, &input, clock), Some(expect), "{tech:?}, round {round}: block {l}, write {write}");
+            }
+        }
+        for (tech, owner, id) in &ids {
+            let mut got = vec![0u8; grafts::LD_STATE];
+            t.get(*owner, *id).unwrap().read_state(0, &mut got);
+            assert!(got == want, "{tech:?}: the same map and bitmap");
         }
     }
 

@@ -14,7 +14,9 @@ pub enum Point {
     /// Answer: 0 (the result is in the graft's state).
     Stream = 2,
     /// Black box: a logical disk. Input: word 0 = logical block, word 1 = the
-    /// segment's blocks. Answer: the physical block, below the segment's blocks.
+    /// segment's blocks, word 2 = 1 for a write (0: a read). Answer: the physical
+    /// block, below the segment's blocks; for a read of a block never written, the
+    /// segment's blocks themselves (the server reads zeros).
     Ldisk = 3,
 }
 
@@ -45,7 +47,7 @@ impl Point {
         match self {
             Point::Evict => 8 * MAX_CANDIDATES,
             Point::Stream => 1024,
-            Point::Ldisk => 16,
+            Point::Ldisk => 24,
         }
     }
 
@@ -54,7 +56,14 @@ impl Point {
         match self {
             Point::Evict => answer < (input.len() / 8) as u64,
             Point::Stream => answer == 0,
-            Point::Ldisk => input.len() >= 16 && answer < u64::from_le_bytes(input[8..16].try_into().unwrap_or([0; 8])),
+            Point::Ldisk => {
+                let w = |k: usize| input.get(8 * k..8 * k + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                match (w(1), w(2)) {
+                    (Some(blocks), Some(0)) => answer <= blocks,
+                    (Some(blocks), Some(_)) => answer < blocks,
+                    _ => false,
+                }
+            }
         }
     }
 }
@@ -69,11 +78,15 @@ mod tests {
         assert!(Point::Evict.accepts(&c, 2));
         assert!(!Point::Evict.accepts(&c, 3), "a victim that is not a candidate");
         assert!(!Point::Evict.accepts(&[], 0));
-        let mut l = [0u8; 16];
+        let mut l = [0u8; 24];
         l[8] = 10;
         assert!(Point::Ldisk.accepts(&l, 9));
-        assert!(!Point::Ldisk.accepts(&l, 10), "a block outside the segment");
-        assert!(!Point::Ldisk.accepts(&l[..8], 0));
+        assert!(Point::Ldisk.accepts(&l, 10), "a read of a block never written");
+        assert!(!Point::Ldisk.accepts(&l, 11), "a block outside the segment");
+        l[16] = 1;
+        assert!(!Point::Ldisk.accepts(&l, 10), "a write outside the segment");
+        assert!(Point::Ldisk.accepts(&l, 9));
+        assert!(!Point::Ldisk.accepts(&l[..16], 0));
         assert!(Point::Stream.accepts(&[1, 2], 0) && !Point::Stream.accepts(&[], 1));
         for p in Point::ALL {
             assert_eq!(Point::from_name(p.name()), Some(p));

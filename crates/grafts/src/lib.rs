@@ -48,6 +48,45 @@ pub const HOT_MAX: usize = 64;
 /// Bytes of the hot-list graft's state.
 pub const HOT_STATE: usize = 8 + 8 * HOT_MAX;
 
+/// A log-structured logical disk (VINO §3.3) as a black-box graft: a segment's
+/// logical blocks (at most `LD_LOGICAL`) live wherever the log put them last among its
+/// physical blocks (at most `LD_PHYSICAL`). Input: word 0 = logical block, word 1 =
+/// the segment's blocks, word 2 = 1 for a write. A write takes the next free physical
+/// block from the log's head (the old one is free again); a read answers where the
+/// block is, or the segment's blocks for one never written. State: head (u32), then
+/// `LD_LOGICAL` map entries (u32: physical + 1, 0 unmapped), then a bitmap of the
+/// physical blocks in use. Answers `u64::MAX` (refused by the point) for input it
+/// cannot take or when no block is free.
+pub fn ldisk(input: &[u8], state: &mut [u8]) -> u64 {
+    let (l, blocks, write) = (word(input, 0), word(input, 8), word(input, 16) != 0);
+    if input.len() < 24 || state.len() < LD_STATE || l >= LD_LOGICAL as u64 || blocks == 0 || blocks > LD_PHYSICAL as u64 {
+        return u64::MAX;
+    }
+    let p = blocks as usize;
+    let at = 4 + 4 * l as usize;
+    let mapped = u32::from_le_bytes([state[at], state[at + 1], state[at + 2], state[at + 3]]) as usize;
+    if !write {
+        return if mapped == 0 || mapped > p { blocks } else { (mapped - 1) as u64 };
+    }
+    let bitmap = 4 + 4 * LD_LOGICAL;
+    let used = |s: &[u8], b: usize| s[bitmap + b / 8] & (1 << (b % 8)) != 0;
+    let head = u32::from_le_bytes([state[0], state[1], state[2], state[3]]) as usize % p;
+    let Some(free) = (0..p).map(|k| (head + k) % p).find(|b| !used(state, *b)) else { return u64::MAX };
+    if mapped != 0 && mapped <= p {
+        state[bitmap + (mapped - 1) / 8] &= !(1 << ((mapped - 1) % 8));
+    }
+    state[bitmap + free / 8] |= 1 << (free % 8);
+    state[at..at + 4].copy_from_slice(&(free as u32 + 1).to_le_bytes());
+    state[..4].copy_from_slice(&(((free + 1) % p) as u32).to_le_bytes());
+    free as u64
+}
+
+/// The logical-disk graft's capacity: logical blocks, physical blocks.
+pub const LD_LOGICAL: usize = 512;
+pub const LD_PHYSICAL: usize = 1024;
+/// Bytes of its state: head, map, bitmap.
+pub const LD_STATE: usize = 4 + 4 * LD_LOGICAL + LD_PHYSICAL / 8;
+
 /// MD5 (RFC 1321) as a stream graft (VINO §3.2, the fingerprint). `state`: A, B, C, D
 /// (four little-endian u32; all zero: a new stream) and the bytes hashed so far (u64).
 /// Input of 64 bytes or more must be whole 64-byte blocks (the stream point hands
@@ -288,5 +327,56 @@ mod tests {
             let d: [u8; 4096] = core::array::from_fn(|i| (i * 7 + n) as u8);
             let _ = md5_of(&d[..n]);
         }
+    }
+
+    fn ld(state: &mut [u8], l: u64, blocks: u64, write: bool) -> u64 {
+        let mut i = [0u8; 24];
+        i[..8].copy_from_slice(&l.to_le_bytes());
+        i[8..16].copy_from_slice(&blocks.to_le_bytes());
+        i[16] = write as u8;
+        ldisk(&i, state)
+    }
+
+    #[test]
+    fn ldisk_logs_writes_and_finds_them_again() {
+        extern crate std;
+        let mut st = std::vec![0u8; LD_STATE];
+        assert_eq!(ld(&mut st, 5, 100, false), 100, "never written: the segment's size");
+        assert_eq!(ld(&mut st, 5, 100, true), 0, "the first write goes to the log's head");
+        assert_eq!(ld(&mut st, 9, 100, true), 1);
+        assert_eq!(ld(&mut st, 5, 100, true), 2, "a rewrite goes to a new block");
+        assert_eq!((ld(&mut st, 5, 100, false), ld(&mut st, 9, 100, false)), (2, 1));
+        // A model: random writes over 64 logical blocks of a 96-block segment; every
+        // logical block is where the graft says, no two share a physical block.
+        let mut model = std::collections::BTreeMap::new();
+        let mut x = 7u64;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let l = x % 64;
+            let p = ld(&mut st, l, 96, true);
+            assert!(p < 96);
+            model.insert(l, p);
+            let mut seen = std::collections::BTreeSet::new();
+            for (l, p) in &model {
+                assert_eq!(ld(&mut st, *l, 96, false), *p);
+                assert!(seen.insert(*p), "two logical blocks in one physical block");
+            }
+        }
+    }
+
+    #[test]
+    fn ldisk_refuses_what_it_cannot_map() {
+        extern crate std;
+        let mut st = std::vec![0u8; LD_STATE];
+        assert_eq!(ld(&mut st, LD_LOGICAL as u64, 100, true), u64::MAX);
+        assert_eq!(ld(&mut st, 0, LD_PHYSICAL as u64 + 1, true), u64::MAX);
+        assert_eq!(ld(&mut st, 0, 0, true), u64::MAX);
+        assert_eq!(ldisk(&[0u8; 16], &mut st), u64::MAX, "short input");
+        // A full segment: two physical blocks, three logical ones written.
+        assert_eq!((ld(&mut st, 0, 2, true), ld(&mut st, 1, 2, true)), (0, 1));
+        assert_eq!(ld(&mut st, 2, 2, true), u64::MAX, "no free block");
+        assert_eq!(ld(&mut st, 0, 2, true), u64::MAX, "a rewrite needs a free block first");
     }
 }

@@ -13,7 +13,8 @@ use crate::LoadError;
 type Entry = fn(&[u8], &mut [u8]) -> u64;
 
 /// The built-ins: (name, the point it serves, the function).
-pub const BUILTINS: [(&str, Point, Entry); 3] = [("null", Point::Evict, grafts::null), ("hotlist", Point::Evict, grafts::hotlist), ("md5", Point::Stream, grafts::md5)];
+pub const BUILTINS: [(&str, Point, Entry); 4] =
+    [("null", Point::Evict, grafts::null), ("hotlist", Point::Evict, grafts::hotlist), ("md5", Point::Stream, grafts::md5), ("ldisk", Point::Ldisk, grafts::ldisk)];
 
 pub struct Native {
     f: Entry,

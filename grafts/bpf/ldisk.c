@@ -1,0 +1,71 @@
+/* A log-structured logical disk (VINO §3.3), as `grafts::ldisk`: a write takes the next
+ * free physical block from the log's head (the old one is free again); a read answers
+ * where the block is, or the segment's blocks for one never written. State: head
+ * (u32), 512 map entries (u32: physical + 1), a bitmap of 1024 physical blocks. No
+ * loops (Scion's verifier): the search for a free block is written out step by step by
+ * macros, each leaving early (1024 of them: more would pass the verifier's 32767
+ * instructions). */
+#include "graft.h"
+
+#define LOGICAL 512
+#define PHYSICAL 1024
+#define MAP 4
+#define BITMAP (4 + 4 * LOGICAL)
+
+struct ld_ctx {
+    u64 in_len;
+    u64 state_len;
+    u64 in[3];
+    u8 st[];
+};
+
+static __attribute__((always_inline)) unsigned int get32(struct ld_ctx *c, u64 at) {
+    return (unsigned int)c->st[at] | (unsigned int)c->st[at + 1] << 8 | (unsigned int)c->st[at + 2] << 16 | (unsigned int)c->st[at + 3] << 24;
+}
+
+static __attribute__((always_inline)) void put32(struct ld_ctx *c, u64 at, unsigned int v) {
+    c->st[at] = v;
+    c->st[at + 1] = v >> 8;
+    c->st[at + 2] = v >> 16;
+    c->st[at + 3] = v >> 24;
+}
+
+#define SCAN(k)                                   \
+    if ((k) < p) {                                \
+        u64 b = head + (k);                       \
+        if (b >= p)                               \
+            b -= p;                               \
+        if (!(c->st[BITMAP + (b >> 3)] & (1 << (b & 7)))) { \
+            free = b;                             \
+            goto found;                           \
+        }                                         \
+    }
+#define S4(k) SCAN(k) SCAN((k) + 1) SCAN((k) + 2) SCAN((k) + 3)
+#define S16(k) S4(k) S4((k) + 4) S4((k) + 8) S4((k) + 12)
+#define S64(k) S16(k) S16((k) + 16) S16((k) + 32) S16((k) + 48)
+#define S256(k) S64(k) S64((k) + 64) S64((k) + 128) S64((k) + 192)
+#define S1024(k) S256(k) S256((k) + 256) S256((k) + 512) S256((k) + 768)
+
+GRAFT u64 graft(struct ld_ctx *c) {
+    if (c->in_len < 24 || c->state_len < BITMAP + PHYSICAL / 8)
+        return ~0ULL;
+    u64 l = c->in[0], p = c->in[1];
+    int write = c->in[2] != 0;
+    if (l >= LOGICAL || p == 0 || p > PHYSICAL)
+        return ~0ULL;
+    u64 at = MAP + 4 * l;
+    u64 mapped = get32(c, at);
+    if (!write)
+        return (mapped == 0 || mapped > p) ? p : mapped - 1;
+    u64 head = get32(c, 0) % p;
+    u64 free = 0;
+    S1024(0)
+    return ~0ULL;
+found:
+    if (mapped != 0 && mapped <= p)
+        c->st[BITMAP + ((mapped - 1) >> 3)] &= ~(1 << ((mapped - 1) & 7));
+    c->st[BITMAP + (free >> 3)] |= 1 << (free & 7);
+    put32(c, at, free + 1);
+    put32(c, 0, (free + 1) % p);
+    return free;
+}
