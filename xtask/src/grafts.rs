@@ -182,6 +182,16 @@ mod tests {
 
     const TECHS: [Tech; 4] = [Tech::Native, Tech::Wasmi, Tech::Ebpf, Tech::Script];
 
+    /// Graft `name` at `point` in every technology, owner k + 1 for the k-th:
+    /// (technology, owner, id).
+    fn load_every(t: &mut Table, point: Point, name: &str) -> Vec<(Tech, u32, u32)> {
+        TECHS
+            .iter()
+            .enumerate()
+            .map(|(k, tech)| (*tech, k as u32 + 1, load(t, k as u32 + 1, &file_at(point, *tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}"))))
+            .collect()
+    }
+
     fn clock() -> u64 {
         0
     }
@@ -197,7 +207,7 @@ mod tests {
             x
         };
         let mut t = Table::new(&[Point::Evict], 0);
-        let ids: Vec<(Tech, u32, u32)> = TECHS.iter().enumerate().map(|(k, tech)| (*tech, k as u32 + 1, load(&mut t, k as u32 + 1, &file(*tech, "hotlist")).unwrap())).collect();
+        let ids = load_every(&mut t, Point::Evict, "hotlist");
         for round in 0..400 {
             let hot: Vec<u64> = (0..rnd() % 65).map(|_| rnd() % 96).collect();
             let cands: Vec<u64> = (0..1 + rnd() % 8).map(|_| rnd() % 96).collect();
@@ -221,17 +231,7 @@ mod tests {
     #[test]
     fn every_technology_fingerprints_as_native_does() {
         let mut t = Table::new(&[Point::Stream], 0);
-        let ids: Vec<(Tech, u32, u32)> = TECHS
-            .iter()
-            .enumerate()
-            .map(|(k, tech)| {
-                let bytes = file_at(Point::Stream, *tech, "md5");
-                for (j, piece) in bytes.chunks(2048).enumerate() {
-                    t.put(k as u64 + 1, j * 2048, piece).unwrap();
-                }
-                (*tech, k as u32 + 1, t.load(k as u32 + 1, k as u64 + 1, bytes.len(), &mut |_| None).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")))
-            })
-            .collect();
+        let ids = load_every(&mut t, Point::Stream, "md5");
         let mut x = 0x9e3779b97f4a7c15u64;
         for round in 0..12 {
             let blocks = (round * 7) % 40;
@@ -267,17 +267,7 @@ mod tests {
     #[test]
     fn every_technology_maps_blocks_as_native_does() {
         let mut t = Table::new(&[Point::Ldisk], 0);
-        let ids: Vec<(Tech, u32, u32)> = TECHS
-            .iter()
-            .enumerate()
-            .map(|(k, tech)| {
-                let bytes = file_at(Point::Ldisk, *tech, "ldisk");
-                for (j, piece) in bytes.chunks(2048).enumerate() {
-                    t.put(k as u64 + 1, j * 2048, piece).unwrap();
-                }
-                (*tech, k as u32 + 1, t.load(k as u32 + 1, k as u64 + 1, bytes.len(), &mut |_| None).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")))
-            })
-            .collect();
+        let ids = load_every(&mut t, Point::Ldisk, "ldisk");
         let mut want = vec![0u8; grafts::LD_STATE];
         let mut x = 0x51_7cc1_b727_220au64;
         let mut rnd = move || {
