@@ -113,10 +113,12 @@ impl Graft {
         }
     }
 
+    /// Up to `out.len()` bytes of the state from `at` (none past its end).
     pub fn read_state(&mut self, at: usize, out: &mut [u8]) -> usize {
         let s = self.engine.state();
-        let n = out.len().min(s.len().saturating_sub(at));
-        out[..n].copy_from_slice(&s[at..at + n]);
+        let from = s.get(at..).unwrap_or(&[]);
+        let n = out.len().min(from.len());
+        out[..n].copy_from_slice(&from[..n]);
         n
     }
 }
@@ -284,5 +286,51 @@ impl Table {
 
     pub fn is_empty(&self) -> bool {
         self.grafts.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(state_len: usize) -> Table {
+        let mut t = Table::new(&[Point::Evict], 0);
+        let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len, name: "h", code: b"hotlist", sig: &[] }.to_bytes();
+        t.put(1, 0, &f).unwrap();
+        t.load(1, 1, f.len(), &mut |_| None).unwrap();
+        t
+    }
+
+    /// A hostile READ or STATE offset (past the state, or at the end of the address
+    /// space) is an answer, never a panic in the server.
+    #[test]
+    fn state_offsets_past_the_end_are_refused() {
+        let mut t = native(16);
+        let g = t.get(1, 1).unwrap();
+        let mut out = [0u8; 64];
+        assert_eq!(g.read_state(100_000, &mut out), 0);
+        assert_eq!(g.read_state(16, &mut out), 0);
+        assert_eq!(g.read_state(8, &mut out), 8);
+        assert!(g.write_state(usize::MAX, &[1]).is_err());
+        assert!(g.write_state(15, &[1, 2]).is_err());
+        assert!(g.write_state(14, &[1, 2]).is_ok());
+    }
+
+    /// Pieces out of order, past 256 KiB, or a length that does not match are refused.
+    #[test]
+    fn staging_is_bounded() {
+        let mut t = Table::new(&[Point::Evict], 0);
+        assert!(t.put(1, 10, &[0]).is_err(), "a gap");
+        assert!(t.put(1, MAX_FILE, &[0]).is_err(), "past the largest file");
+        assert!(t.put(1, usize::MAX, &[0]).is_err());
+        t.put(1, 0, &[0; 10]).unwrap();
+        assert!(t.load(1, 1, 11, &mut |_| None).is_err());
+        for p in 2..2 + MAX_STAGING as u64 - 1 {
+            t.put(p, 0, &[0]).unwrap();
+        }
+        t.put(100, 0, &[0]).unwrap();
+        assert!(t.put(101, 0, &[0]).is_err(), "too many loads under way");
+        t.forget(100);
+        assert!(t.put(101, 0, &[0]).is_ok(), "a program's staging goes with it");
     }
 }

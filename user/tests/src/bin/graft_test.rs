@@ -207,6 +207,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         let got = g::read_state(blk, id, 0, 16).map(|w| [w[0], w[1]]);
         let want = [u64::from_le_bytes(want[..8].try_into().unwrap_or_default()), u64::from_le_bytes(want[8..16].try_into().unwrap_or_default())];
         c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of the bytes read"));
+        c.check(g::read_state(blk, id, 200_000, 64).is_ok_and(|w| w == [0; 8]), &format!("{tech}: a READ far past the state answers nothing, and blk lives on"));
         c.check(g::unload(blk, id).is_ok(), &format!("{tech}: unload it"));
     }
     // Hostile grafts at the stream point (the evict ones, their header's point made
