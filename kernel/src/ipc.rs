@@ -113,7 +113,7 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
             fpage::CAP => {
                 // A saved reply is granted or kept, never copied (see `cap_derive`).
                 let copies_reply = ctl & fpage::GRANT == 0
-                    && (fp.base()..fp.base() + fp.size()).any(|s| k.task(stask).cspace.get(s).is_ok_and(|c| matches!(c.obj, task::Obj::Reply(_))));
+                    && (fp.base()..fp.base() + fp.size()).any(|s| k.task(stask).cspace.get(s).is_ok_and(|c| matches!(c.obj, task::Obj::Reply(..))));
                 if copies_reply {
                     return Err(Fail::Sender(Error::WrongType));
                 }
@@ -234,8 +234,8 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
 pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result<(), Error> {
     let cur = k.current;
     if let Ok(c) = k.cur_task().cspace.get(dest_slot) {
-        if let crate::task::Obj::Reply(r) = c.obj {
-            return send_saved_reply(k, dest_slot, r, call);
+        if let crate::task::Obj::Reply(r, n) = c.obj {
+            return send_saved_reply(k, dest_slot, r, n, call);
         }
     }
     let (dest, cap) = k.thread_cap(dest_slot, rights::SEND)?;
@@ -245,23 +245,24 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
     deliver(k, cur, dest, cap.badge, call, ipc::send_timeout(timeouts), ipc::recv_timeout(timeouts))
 }
 
-/// Whether `r` waits for an answer through a saved reply capability (SAVE_REPLY marks
-/// such a caller as its own partner; any new call of its replaces the mark).
-pub fn awaits_saved_reply(k: &Kernel, r: task::ObjRef) -> bool {
-    k.thread_alive(r) && k.t(r.id).state == State::ReplyBlocked && k.t(r.id).partner == Some(r)
+/// Whether `r` waits for an answer to its saved call number `n` (SAVE_REPLY marks such a
+/// caller as its own partner; any new call of its replaces the mark, and saving that
+/// one too gives it a new number).
+pub fn awaits_saved_reply(k: &Kernel, r: task::ObjRef, n: u32) -> bool {
+    k.thread_alive(r) && k.t(r.id).state == State::ReplyBlocked && k.t(r.id).partner == Some(r) && k.t(r.id).saved_calls == n
 }
 
 /// Answer the caller `r` through the saved reply capability in `slot`, from any thread
 /// of the task that holds it. The capability is used up when the caller gets the
 /// answer (or an error of its own); when the answer fails for the sender (a bad item,
 /// a string it cannot read) the capability stays and the caller goes on waiting.
-fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, call: bool) -> Result<(), Error> {
+fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bool) -> Result<(), Error> {
     if call {
         return Err(Error::InvalidArg);
     }
     let cur = k.current;
     let me = k.t(cur).task;
-    if !awaits_saved_reply(k, r) {
+    if !awaits_saved_reply(k, r, n) {
         // The call it answered is over (the caller died, timed out or was answered).
         let _ = k.cap_delete(me, slot);
         return Err(Error::NoPartner);
@@ -270,7 +271,7 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, call: bool) -> R
     let pending = k.tm(cur).reply_to.replace(r);
     let res = reply(k);
     k.tm(cur).reply_to = pending;
-    if !awaits_saved_reply(k, r) {
+    if !awaits_saved_reply(k, r, n) {
         let _ = k.cap_delete(me, slot);
     }
     res

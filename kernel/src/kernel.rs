@@ -62,6 +62,9 @@ pub struct Tcb {
     pub call: bool,
     pub call_timeout: u32,
     pub reply_to: Option<ObjRef>,
+    /// Calls of this thread saved so far (`SAVE_REPLY`): a saved reply answers only the
+    /// call it was saved from, the one whose number it holds.
+    pub saved_calls: u32,
     pub fault_handler: Option<(ObjRef, u64)>,
     /// Receives this thread's page faults.
     pub pager: Option<(ObjRef, u64)>,
@@ -254,7 +257,7 @@ impl Kernel {
             Obj::Thread(r) => self.thread_alive(r),
             Obj::Task(r) => self.task_alive(r),
             Obj::Machine | Obj::Irq(_) | Obj::IrqControl => true,
-            Obj::Reply(r) => self.thread_alive(r),
+            Obj::Reply(r, _) => self.thread_alive(r),
         };
         if alive {
             Ok(c)
@@ -451,6 +454,7 @@ impl Kernel {
             call: false,
             call_timeout: ipc::INFINITE,
             reply_to: None,
+            saved_calls: 0,
             fault_handler: None,
             pager,
             fault: None,
@@ -630,8 +634,8 @@ impl Kernel {
         // NoPartner: nobody is left to answer them.
         for slot in 0..abi::cap::SLOTS {
             if let Ok(c) = self.task(id).cspace.get(slot) {
-                if let Obj::Reply(r) = c.obj {
-                    if crate::ipc::awaits_saved_reply(self, r) {
+                if let Obj::Reply(r, n) = c.obj {
+                    if crate::ipc::awaits_saved_reply(self, r, n) {
                         self.wake(r.id, Error::NoPartner as u64);
                     }
                 }

@@ -127,7 +127,9 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
                 k.tm(cur).reply_to = None;
                 return Err(Error::NoPartner);
             }
-            k.cap_install(me, dst, Cap { obj: Obj::Reply(r), rights: rights::SEND, badge: 0 })?;
+            let n = k.t(r.id).saved_calls.wrapping_add(1);
+            k.cap_install(me, dst, Cap { obj: Obj::Reply(r, n), rights: rights::SEND, badge: 0 })?;
+            k.tm(r.id).saved_calls = n;
             k.tm(cur).reply_to = None;
             // From now on the caller waits for the capability, not for this thread: any
             // thread holding it may answer, and this thread's death does not end the call.
@@ -210,7 +212,7 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
         Obj::Machine => (cap::MACHINE, 0),
         Obj::Irq(l) => (cap::IRQ, l as u32),
         Obj::IrqControl => (cap::IRQ_CONTROL, 0),
-        Obj::Reply(r) => (cap::REPLY, r.id),
+        Obj::Reply(r, _) => (cap::REPLY, r.id),
     }
 }
 
@@ -221,7 +223,7 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
 fn identity(c: &Cap<Obj>) -> u64 {
     let (ty, id) = describe(c);
     let gen = match c.obj {
-        Obj::Thread(r) | Obj::Task(r) | Obj::Reply(r) => r.gen,
+        Obj::Thread(r) | Obj::Task(r) | Obj::Reply(r, _) => r.gen,
         _ => 0,
     };
     (gen as u64) << 32 | ty << 24 | (id as u64 & 0xff_ffff)

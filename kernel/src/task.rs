@@ -29,8 +29,9 @@ pub enum Obj {
     Irq(u8),
     /// The right to make IRQ capabilities.
     IrqControl,
-    /// The right to answer one call of this thread (one shot).
-    Reply(ObjRef),
+    /// The right to answer one call of this thread (one shot): the thread, and which of
+    /// its saved calls (`Tcb::saved_calls` when it was saved).
+    Reply(ObjRef, u32),
 }
 
 /// Pages charged for a capability space.

@@ -176,7 +176,7 @@ impl Kernel {
     #[allow(clippy::too_many_arguments)]
     pub fn cap_derive(&mut self, src: u32, src_slot: u64, dst: u32, dst_slot: u64, mask: u64, badge: u64, grant: bool, replace: bool) -> Result<(), Error> {
         let c = self.task(src).cspace.get(src_slot)?;
-        if matches!(c.obj, Obj::Reply(_)) && !grant {
+        if matches!(c.obj, Obj::Reply(..)) && !grant {
             // The right to answer one call exists once: it may move, never be copied.
             return Err(Error::WrongType);
         }

@@ -124,6 +124,44 @@ fn stale_reply(c: &mut Checks) {
     c.eq(ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, POLL)), Err(Error::Timeout), "once");
 }
 
+/// What the twice-calling helper got from its second call: 1 + the answer's word, or
+/// 0x8000 + an error.
+static SECOND_ANSWER: AtomicU64 = AtomicU64::new(0);
+
+/// Helper: call `slot` with a 10 ms receive timeout (the answer comes later), then call
+/// it again and wait for the answer.
+fn twice_caller(slot: u64) {
+    let mut m = Msg::new(1, &[1]);
+    let _ = ipc::call(slot, &mut m, timeouts(INFINITE, 10_000));
+    let mut m = Msg::new(1, &[2]);
+    let got = match ipc::call(slot, &mut m, FOREVER) {
+        Ok(()) => 1 + m.word(1),
+        Err(e) => 0x8000 + e as u64,
+    };
+    SECOND_ANSWER.store(got, Ordering::SeqCst);
+}
+
+/// A saved reply answers the call it was saved from, never a later call of the same
+/// caller (one that gave up and called again, its new call saved too): the old one
+/// is `NoPartner`. (A kernel that knew only the caller answered its new call with the
+/// old answer, and a server that woke an abandoned waiter ended another of its calls.)
+fn saved_reply_is_one_call(c: &mut Checks) {
+    let me = rt::alloc_slot();
+    sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 304).unwrap();
+    c.check(thread::spawn(twice_caller, me, thread::my_priority()).is_ok(), "start a caller that gives up once and calls again");
+    let (old, new) = (rt::alloc_slot(), rt::alloc_slot());
+    let mut m = Msg::empty();
+    c.eq(ipc::recv(ipc::RECV_ANY, &mut m, FOREVER), Ok(304), "its first call arrives");
+    c.eq(ipc::save_reply(old), Ok(()), "save the reply to the first call");
+    c.eq(ipc::recv(ipc::RECV_ANY, &mut m, FOREVER), Ok(304), "the second call arrives (the first gave up)");
+    c.eq(m.word(1), 2, "and it is the second");
+    c.eq(ipc::save_reply(new), Ok(()), "save the reply to the second call");
+    c.eq(ipc::send(old, &Msg::new(9, &[111]), FOREVER), Err(Error::NoPartner), "the first call's reply answers nothing");
+    c.eq(SECOND_ANSWER.load(Ordering::SeqCst), 0, "the second call still waits");
+    c.eq(ipc::send(new, &Msg::new(9, &[222]), FOREVER), Ok(()), "answer the second call");
+    c.eq(wait_nonzero(&SECOND_ANSWER), 223, "the caller gets the second call's answer");
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let echo_slot = rt::alloc_slot_pair();
@@ -239,5 +277,6 @@ fn main() -> i32 {
     c.eq(ipc::call(echo2, &mut m, FOREVER), Err(Error::InvalidCap), "a capability to a dead thread is dead");
 
     saved_replies(&mut c);
+    saved_reply_is_one_call(&mut c);
     c.finish("ipc_test")
 }

@@ -53,8 +53,13 @@ fn main() -> i32 {
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let (mut answered, mut ok) = (0u64, 0u64);
     for i in 0..count {
-        // Every label of the protocol, Cue's (0xcf ..= 0xd3) too.
-        let label = if r.below(10) < 8 { 0xc0 + r.below(20) } else { r.next() >> 40 };
+        // Every label of the protocol, Cue's (0xcf ..= 0xd3) and the graft protocol's
+        // (0xe0 ..= 0xe8) too.
+        let label = match r.below(10) {
+            0..=6 => 0xc0 + r.below(20),
+            7 => 0xe0 + r.below(9),
+            _ => r.next() >> 40,
+        };
         let n = if r.below(20) == 0 { r.below(63) } else { r.below(7) };
         let words: Vec<u64> = (0..n).map(|_| word(&mut r)).collect();
         let mut m = Msg::new(label, &words);
