@@ -404,36 +404,91 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
 /// The queue's name for the power-cut rounds.
 const CRASH: &str = "crash";
 
-/// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
-/// boot 2 (same disk) reads the data back.
-fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
-    let phase = |name: &str, p: &str| Scenario::load("durable", &[("PHASE", p.to_string())]).map(|s| Scenario { name: name.to_string(), ..s });
-    let write = phase("durable-write", "write")?;
+/// Two boots on one disk: scenario `name` with `PHASE` = write, killed the moment it
+/// prints `marker` (an acknowledged sync), then with `PHASE` = read, whose program
+/// `program` must pass. Results `<name>/<first>` and `<name>/<second>`, and the disk.
+fn two_boots(a: &Artifacts, name: &str, program: &str, marker: &str, first: &str, second: &str) -> Result<(Vec<Result1>, Option<std::path::PathBuf>), String> {
+    let phase = |p: &str| Scenario::load(name, &[("PHASE", p.to_string()), ("GRAFTS", crate::grafts::dir().display().to_string())]).map(|s| Scenario { name: format!("{name}-{p}"), ..s });
+    let write = phase("write")?;
     let disk = make_disk(&write)?.expect("a disk");
     let img = make_image(a, &write.manifest, &write.name)?;
     let opts = Options::new(qemu::accel(), false, String::new(), Some(disk.clone()));
-    let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some("DURABLE synced"))?;
+    let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some(marker))?;
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
-    std::fs::write(logs.join("durable-write.log"), &out.log).map_err(|e| e.to_string())?;
-    let synced = out.log.contains("DURABLE synced") && out.status.is_none();
+    let log = |p: &str| logs.join(format!("{name}-{p}.log"));
+    std::fs::write(log("write"), &out.log).map_err(|e| e.to_string())?;
+    let synced = out.log.contains(marker) && out.status.is_none();
     let mut res = vec![Result1 {
-        name: "durable/write-sync-kill".into(),
+        name: format!("{name}/{first}"),
         ok: synced,
-        detail: if synced { String::new() } else { format!("no acknowledged sync before the kill; see {}", logs.join("durable-write.log").display()) },
+        detail: if synced { String::new() } else { format!("no acknowledged sync before the kill; see {}", log("write").display()) },
     }];
-    let read = phase("durable-read", "read")?;
+    if !synced {
+        return Ok((res, None));
+    }
+    let read = phase("read")?;
     let img = make_image(a, &read.manifest, &read.name)?;
-    let opts = Options::new(qemu::accel(), false, String::new(), Some(disk));
+    let opts = Options::new(qemu::accel(), false, String::new(), Some(disk.clone()));
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(180), None)?;
-    std::fs::write(logs.join("durable-read.log"), &out.log).map_err(|e| e.to_string())?;
-    let ok = out.log.contains("TEST durable_test PASS") && out.status == Some(1);
-    res.push(Result1 {
-        name: "durable/read-after-kill".into(),
-        ok,
-        detail: if ok { String::new() } else { format!("see {}", logs.join("durable-read.log").display()) },
-    });
+    std::fs::write(log("read"), &out.log).map_err(|e| e.to_string())?;
+    let ok = out.log.contains(&format!("TEST {program} PASS")) && out.status == Some(1);
+    res.push(Result1 { name: format!("{name}/{second}"), ok, detail: if ok { String::new() } else { format!("see {}", log("read").display()) } });
+    Ok((res, Some(disk)))
+}
+
+/// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
+/// boot 2 (same disk) reads the data back.
+fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
+    Ok(two_boots(a, "durable", "durable_test", "DURABLE synced", "write-sync-kill", "read-after-kill")?.0)
+}
+
+/// A logical disk across two boots (VINO §3.3): written through the Wasm graft and
+/// killed at the sync, read through the eBPF one; then the image passes `fsck` and the
+/// host reads the map from it: every block it names holds that logical block's data.
+fn logical_disk(a: &Artifacts) -> Result<Vec<Result1>, String> {
+    let (mut res, disk) = two_boots(a, "ldisk", "ldisk_test", "LDISK synced", "write-sync-kill", "remount-read")?;
+    let Some(disk) = disk else { return Ok(res) };
+    let fsck = crate::image::fsck(&[disk.display().to_string()])?;
+    res.push(Result1 { name: "ldisk/fsck".into(), ok: fsck == ExitCode::SUCCESS, detail: format!("cargo xtask fsck {}", disk.display()) });
+    let host = host_reads_ldisk(&disk);
+    res.push(Result1 { name: "ldisk/host-reads-the-map".into(), ok: host.is_ok(), detail: host.err().unwrap_or_default() });
     Ok(res)
+}
+
+/// The logical disk `ldisk` of the image at `path`, read on the host with the same
+/// map format and graft: the map is whole, and each logical block it names holds that
+/// block's data (its first word's high half is the logical block).
+fn host_reads_ldisk(path: &std::path::Path) -> Result<(), String> {
+    use baio::ldisk::{MapLog, MAP_BLOCKS};
+    use baio::{BlockDev, MemDev, Volume, BLOCK};
+    let mut dev = MemDev(std::fs::read(path).map_err(|e| e.to_string())?);
+    let v = Volume::mount(&mut dev).map_err(|e| format!("{e:?}"))?;
+    let i = v.lookup("ldisk").ok_or("no segment ldisk on the image")?.clone();
+    let data = i.length - MAP_BLOCKS;
+    let (_, state) = MapLog::open(&mut dev, i.start + data, grafts::LD_STATE).map_err(|e| format!("{e:?}"))?;
+    let mut state = state.ok_or("no whole copy of the map")?;
+    let mut named = 0;
+    for l in 0..data {
+        let mut input = [0u8; 24];
+        input[..8].copy_from_slice(&l.to_le_bytes());
+        input[8..16].copy_from_slice(&data.to_le_bytes());
+        let p = grafts::ldisk(&input, &mut state);
+        if p >= data {
+            continue;
+        }
+        let mut b = [0u8; BLOCK];
+        dev.read(i.start + p, &mut b).map_err(|e| format!("{e:?}"))?;
+        let first = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        if first >> 32 != l {
+            return Err(format!("logical block {l} maps to physical {p}, which holds {first:#x}"));
+        }
+        named += 1;
+    }
+    if named == 0 {
+        return Err("the map names no block".into());
+    }
+    Ok(())
 }
 
 pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
@@ -452,12 +507,13 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         .filter(|s| !s.manual && (!s.on_demand || filter == Some(s.name.as_str())) && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
         .collect();
     let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
+    let run_ldisk = filter.is_none_or(|f| "ldisk".contains(f) || f.contains("ldisk"));
     // The power-cut rounds (crash.rs) take a worker of their own, first (the longest).
     let mut selected = selected;
     if filter.is_none_or(|f| "crash".contains(f) || f.contains("crash")) {
         selected.push(Scenario { name: CRASH.into(), ..Scenario::load("crash", &[("BOOT", "1".into()), ("SEED", seed.to_string())])? });
     }
-    let artifacts = if !selected.is_empty() || run_durability {
+    let artifacts = if !selected.is_empty() || run_durability || run_ldisk {
         qemu::ensure_qemu()?;
         Some(Arc::new(build()?))
     } else {
@@ -510,14 +566,19 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
         passed += g.0;
         failed += g.1;
     }
-    if let (true, Some(a)) = (run_durability, artifacts) {
-        for t in durability(&a)? {
-            println!("test qemu/{} ... {}", t.name, if t.ok { "ok".to_string() } else { format!("FAILED ({})", t.detail) });
-            if t.ok {
-                passed += 1
-            } else {
-                failed += 1
-            }
+    let mut two_boot: Vec<Result1> = Vec::new();
+    if let (true, Some(a)) = (run_durability, &artifacts) {
+        two_boot.extend(durability(a)?);
+    }
+    if let (true, Some(a)) = (run_ldisk, &artifacts) {
+        two_boot.extend(logical_disk(a)?);
+    }
+    for t in two_boot {
+        println!("test qemu/{} ... {}", t.name, if t.ok { "ok".to_string() } else { format!("FAILED ({})", t.detail) });
+        if t.ok {
+            passed += 1
+        } else {
+            failed += 1
         }
     }
     println!("{passed} passed, {failed} failed");

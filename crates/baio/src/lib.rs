@@ -35,6 +35,7 @@
 extern crate alloc;
 
 pub mod cache;
+pub mod ldisk;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -64,6 +65,11 @@ pub trait BlockDev {
     fn blocks(&self) -> u64;
     fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error>;
     fn write(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), Error>;
+    /// Returns once every write before it is on stable storage (a barrier: a device
+    /// with a volatile write cache may otherwise make later writes durable first).
+    fn flush(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
     /// Write zeros over blocks `first .. first + n` (a device may do it in larger pieces).
     fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), Error> {
         let z = [0u8; BLOCK];

@@ -41,6 +41,13 @@ impl Point {
         Point::ALL.into_iter().find(|p| p.name() == s)
     }
 
+    /// Is a graft here bound to one thing (a logical disk to its segment) and called by
+    /// its id, rather than called for whatever its owner does there? An owner may have
+    /// several grafts at a bound point, one at any other.
+    pub fn bound(self) -> bool {
+        matches!(self, Point::Ldisk)
+    }
+
     /// The most input bytes the point hands a graft in one call (an engine reserves
     /// this much of its sandbox for it).
     pub fn max_input(self) -> usize {

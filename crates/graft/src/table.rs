@@ -28,6 +28,8 @@ pub const MAX_FAILURES: u32 = 3;
 pub const MAX_GRAFTS: usize = 32;
 /// Ids of one server.
 pub const IDS: u32 = 999;
+/// Grafts one principal holds in one server (at bound points, where it may have several).
+pub const MAX_PER_OWNER: usize = 8;
 /// Loaders with a file half-sent at once.
 pub const MAX_STAGING: usize = 8;
 
@@ -113,6 +115,11 @@ impl Graft {
         }
     }
 
+    /// The whole state (a server keeps it somewhere: the logical disk's map on disk).
+    pub fn state(&mut self) -> &[u8] {
+        self.engine.state()
+    }
+
     /// Up to `out.len()` bytes of the state from `at` (none past its end).
     pub fn read_state(&mut self, at: usize, out: &mut [u8]) -> usize {
         let s = self.engine.state();
@@ -191,7 +198,10 @@ impl Table {
             Some(r) => r?,
             None => engine::build(&f, self.limits)?,
         };
-        if self.grafts.iter().any(|g| g.owner == owner && g.point == f.point) {
+        if self.grafts.iter().filter(|g| g.owner == owner).count() >= MAX_PER_OWNER {
+            return Err(LoadError::Limit("you hold as many grafts here as one principal may"));
+        }
+        if !f.point.bound() && self.grafts.iter().any(|g| g.owner == owner && g.point == f.point) {
             return Err(LoadError::Busy);
         }
         // At most MAX_GRAFTS < IDS are in use: a free id is always found.
@@ -233,6 +243,18 @@ impl Table {
     /// is unloaded here.
     pub fn call(&mut self, point: Point, owner: u32, input: &[u8], clock: fn() -> u64) -> Option<u64> {
         let k = self.grafts.iter().position(|g| g.point == point && g.owner == owner)?;
+        self.call_at(k, input, clock)
+    }
+
+    /// Call `owner`'s graft `id` as its point would (a graft bound to one thing, as a
+    /// logical disk to its segment): `None` when there is no such graft or the call was
+    /// aborted. A graft that failed too often is unloaded here.
+    pub fn call_id(&mut self, owner: u32, id: u32, input: &[u8], clock: fn() -> u64) -> Option<u64> {
+        let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner)?;
+        self.call_at(k, input, clock)
+    }
+
+    fn call_at(&mut self, k: usize, input: &[u8], clock: fn() -> u64) -> Option<u64> {
         let g = &mut self.grafts[k];
         let t0 = clock();
         let r = g.call(input);
@@ -314,6 +336,31 @@ mod tests {
         assert!(g.write_state(usize::MAX, &[1]).is_err());
         assert!(g.write_state(15, &[1, 2]).is_err());
         assert!(g.write_state(14, &[1, 2]).is_ok());
+    }
+
+    /// One graft per owner at a point where the owner's graft is called for its data;
+    /// several at a bound point (each bound to its own segment), up to the owner's limit.
+    #[test]
+    fn one_graft_per_point_unless_bound() {
+        let mut t = Table::new(&[Point::Evict, Point::Ldisk], 0);
+        let file = |point, code: &'static [u8]| GraftFile { point, tech: Tech::Native, state_len: grafts::LD_STATE, name: "n", code, sig: &[] }.to_bytes();
+        let load = |t: &mut Table, owner: u32, f: &[u8]| {
+            t.put(owner as u64, 0, f).unwrap();
+            t.load(owner, owner as u64, f.len(), &mut |_| None)
+        };
+        let e = file(Point::Evict, b"null");
+        assert!(load(&mut t, 1, &e).is_ok());
+        assert_eq!(load(&mut t, 1, &e), Err(LoadError::Busy));
+        assert!(load(&mut t, 2, &e).is_ok(), "another principal's");
+        let l = file(Point::Ldisk, b"ldisk");
+        let ids: Vec<u32> = (0..MAX_PER_OWNER - 1).map(|_| load(&mut t, 1, &l).unwrap()).collect();
+        assert!(matches!(load(&mut t, 1, &l), Err(LoadError::Limit(_))), "one principal cannot fill the server");
+        assert!(load(&mut t, 3, &l).is_ok());
+        // A bound graft is called by id, and only for its owner.
+        let mut input = [0u8; 24];
+        input[8] = 10;
+        assert_eq!(t.call_id(1, ids[0], &input, || 0), Some(10), "a read of a block never written");
+        assert_eq!(t.call_id(2, ids[0], &input, || 0), None, "not another principal's");
     }
 
     /// Pieces out of order, past 256 KiB, or a length that does not match are refused.

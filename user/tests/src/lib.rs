@@ -170,3 +170,12 @@ pub fn ps_column(name: &str, col: usize) -> Option<u64> {
         (w.get(1) == Some(&name)).then(|| w.get(col)?.parse().ok())?
     })
 }
+
+/// What logical block `l` of a logical-disk test holds after its write number `v`: its
+/// first word says which (`l << 32 | v`), the rest a byte of both (the host's check of
+/// the map reads the first word).
+pub fn ldisk_block(l: u64, v: u64) -> alloc::vec::Vec<u8> {
+    let mut b = alloc::vec![(l * 7 + v * 13) as u8; 4096];
+    b[..8].copy_from_slice(&(l << 32 | v).to_le_bytes());
+    b
+}

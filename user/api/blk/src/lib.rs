@@ -77,6 +77,26 @@ pub const ATTACH: u64 = 0x8c;
 /// later (the holder may be reading it; it checks its capability before it does).
 /// The holder closing its own view (`CLOSE` through it) gives the area back at once.
 pub const REVOKE: u64 = 0x8d;
+/// Through a segment capability of its owner, with write rights, to the whole segment
+/// (not a view): MR1 = the id of the owner's graft at point `ldisk` (0: none). From
+/// now on the segment is a logical disk (VINO §3.3): each block read or written
+/// through any capability to it goes where the graft says among the segment's first
+/// `blocks - MAP_BLOCKS` blocks, and the graft's state — its map — is kept in the last
+/// `MAP_BLOCKS` (`baio::ldisk`): a block written is one commit (data, then map), so a
+/// power cut at any write leaves the map naming whole blocks. On attaching, a map
+/// already there (the newer whole copy) becomes the graft's state; with none, the
+/// whole segment is zeroed and the graft starts from zeros. Operations are direct
+/// (`BUFFERED` is ignored) and each block is one graft call; a block the graft refuses
+/// or aborts on fails the operation with `E_GRAFT`, as does every operation while the
+/// graft is gone (unloaded, or its program ended) until the owner attaches one again.
+/// MR1 = 0 detaches: blocks are read and written where they lie. The binding lasts
+/// while any capability to the segment is open. Reply MR2 = the blocks the graft maps
+/// onto. `NoRights` for another principal or without write rights, `BadState` for a
+/// view, `NotFound` for no such graft of the caller's at `ldisk`, `SlotInUse` if the
+/// graft is bound to another segment, `InvalidArg` if the graft refuses the segment (too big
+/// or too small for it).
+pub const LDISK: u64 = 0x8e;
+pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;
 pub const MAX_DELEGATED: usize = 256;
 
@@ -128,6 +148,8 @@ pub const E_RANGE: u64 = 1;
 pub const E_RIGHTS: u64 = 2;
 pub const E_BAD: u64 = 3;
 pub const E_IO: u64 = 4;
+/// The segment's logical-disk graft refused or aborted on a block, or is gone (`LDISK`).
+pub const E_GRAFT: u64 = 5;
 
 /// One operation's words.
 pub fn op(kind: u64, first: u64, blocks: u64, status: u64, offset: u64) -> [u64; OP_WORDS] {
@@ -153,6 +175,7 @@ pub enum Request<'a> {
     Delegate { rights: u64, bytes: u64, extents: &'a [u64] },
     Attach { log2: u64 },
     Revoke { view: u64 },
+    Ldisk { graft: u64 },
     /// To the service: the graft protocol (point `stream`).
     Graft(graft_api::Request<'a>),
 }
@@ -207,6 +230,10 @@ impl<'a> Decode<'a> for Request<'a> {
             REVOKE => {
                 let [view] = a.words()?;
                 Request::Revoke { view }
+            }
+            LDISK => {
+                let [graft] = a.words()?;
+                Request::Ldisk { graft }
             }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
@@ -527,6 +554,14 @@ pub mod client {
         /// Return once every write before it is on the disk.
         pub fn sync(&self) -> Result<(), Error> {
             call(self.cap, &mut Msg::new(p::SYNC, &[]))
+        }
+
+        /// Make the segment a logical disk through the caller's graft `graft` at point
+        /// `ldisk` (0: no longer): the blocks it maps onto (see `LDISK`).
+        pub fn ldisk(&self, graft: u32) -> Result<u64, Error> {
+            let mut m = Msg::new(p::LDISK, &[graft as u64]);
+            call(self.cap, &mut m)?;
+            Ok(m.word(2))
         }
 
         /// Open the segment again, at the same place, after the block service ended (a

@@ -51,7 +51,7 @@ pub const NET_IDS: u32 = 3000;
 /// The stream point is in two servers: blk (BAIO reads) and net (Cue's bytes); the
 /// shell's `graft load stream` means blk's.
 pub const SERVERS: [(&str, u32, &[graft::Point]); 3] =
-    [("cache", CACHE_IDS, &[graft::Point::Evict]), ("blk", BLK_IDS, &[graft::Point::Stream]), ("net", NET_IDS, &[graft::Point::Stream])];
+    [("cache", CACHE_IDS, &[graft::Point::Evict]), ("blk", BLK_IDS, &[graft::Point::Stream, graft::Point::Ldisk]), ("net", NET_IDS, &[graft::Point::Stream])];
 
 /// The server (its name) that hosts `point`.
 pub fn server_of(point: graft::Point) -> Option<&'static str> {

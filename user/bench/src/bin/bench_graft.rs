@@ -12,6 +12,11 @@
 //! the disk (`graft_disk_1m`: elapsed ticks, idle included — the time the paper
 //! compares the fingerprint with; `graft_disk_1m_busy`: the CPU's part of it).
 //!
+//! The logical-disk point (Table 6): a block's lookup in each technology, run by blk
+//! (`graft_ldisk_<technology>_read` / `_write`), and one block read or written through
+//! blk on a plain segment and on a logical disk (`graft_ldisk_io_<plain|ldisk>_<op>`,
+//! busy ticks).
+//!
 //! Prints `BENCH graft_evict_<technology>_<graft> median=… min=… max=… samples=…`
 //! (ticks per call: instructions under icount), `BENCH graft_load_<technology> …`,
 //! `BENCH graft_evict_miss …`.
@@ -194,6 +199,63 @@ fn main() -> i32 {
                 failed = true;
             }
         }
+    }
+    // The logical-disk point (Table 6): one block's lookup in each technology, run by blk
+    // as its point calls it, on a map half full (512 logical blocks written over 1022
+    // physical ones): a read of a mapped block, and a write (a free block found from
+    // the log's head, the old one freed).
+    let ld_input = |l: u64, write: bool| -> Vec<u8> { [l, 1022, write as u64].iter().flat_map(|w| w.to_le_bytes()).collect() };
+    for (tech, repeat) in [("native", 20_000), ("wasmi", 2_000), ("ebpf", 200), ("rhai", 20)] {
+        let path = format!("/grafts/ldisk_{tech}_ldisk.graft");
+        let Ok(file) = files_api::client::read_all(files, &path) else {
+            println!("bench_graft: no {path}");
+            failed = true;
+            continue;
+        };
+        let Ok(id) = g::load(blk, &file) else {
+            println!("bench_graft: {path}: refused");
+            failed = true;
+            continue;
+        };
+        let filled = (0..grafts::LD_LOGICAL as u64).all(|l| g::test_run(blk, id, &ld_input(l, true), 1).is_ok_and(|(a, _, n)| n == 0 && a < 1022));
+        for (what, write) in [("read", false), ("write", true)] {
+            match per_call(blk, id, &ld_input(77, write), repeat).filter(|_| filled) {
+                Some(v) => report(&format!("graft_ldisk_{tech}_{what}"), v),
+                None => failed = true,
+            }
+        }
+        let _ = g::unload(blk, id);
+    }
+    // The same blocks through blk: one direct block read and written on a plain segment
+    // and on a logical disk (native graft: the rest is the point's own cost — the map
+    // committed after each block written, and a flush between).
+    let _ = baio::create(blk, "ldbench", 64, 0);
+    let native_ld = files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft").ok().and_then(|f| g::load(blk, &f).ok());
+    if let (Ok(seg), Some(id)) = (baio::open(blk, "ldbench", 3, BUF), native_ld) {
+        for (kind, ld) in [("plain", false), ("ldisk", true)] {
+            if ld && seg.ldisk(id).is_err() {
+                failed = true;
+                continue;
+            }
+            for (what, op) in [("write", p::WRITE_OP), ("read", p::READ_OP)] {
+                let mut v = Vec::new();
+                for b in 0..16 {
+                    let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
+                    let r = seg.batch_ops(&[p::op(op, b, 1, 0, p::DATA)], p::WAIT_ALL);
+                    let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
+                    if r.is_ok() && seg.status(0) == p::DONE {
+                        v.push(t.saturating_sub(i));
+                    }
+                }
+                failed |= v.len() < 16;
+                report(&format!("graft_ldisk_io_{kind}_{what}"), v);
+            }
+        }
+        let _ = seg.ldisk(0);
+        let _ = seg.close();
+        let _ = g::unload(blk, id);
+    } else {
+        failed = true;
     }
     // A miss: one block read buffered, not in the cache (each block once).
     let _ = baio::create(blk, "gbench", 256, 0);

@@ -160,6 +160,9 @@ impl baio::BlockDev for Disk {
     fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
         self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
     }
+    fn flush(&mut self) -> Result<(), baio::Error> {
+        self.0.flush().map_err(|_| baio::Error::Io)
+    }
     fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), baio::Error> {
         // 64 KiB a request rather than a block.
         const CHUNK: u64 = 16;

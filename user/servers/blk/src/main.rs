@@ -29,7 +29,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use baio::{Volume, BLOCK, READ, WRITE};
+use baio::{BlockDev as _, Volume, BLOCK, READ, WRITE};
 use core::fmt::Write as _;
 use blk_api::{self as p, Request};
 use cache_api as pc;
@@ -59,8 +59,8 @@ const ZERO_AHEAD: u64 = 256;
 /// How long the area of a closed delegated handle stays mapped in its holder before it
 /// is taken back (see `Blk::parked`).
 const PARK_US: u64 = 1_000_000;
-/// The graft point this service hosts.
-const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
+/// The graft points this service hosts.
+const POINTS: [graft::Point; 2] = [graft::Point::Stream, graft::Point::Ldisk];
 /// Segments one principal may hold open at once (each open holds a 2 MiB shared area
 /// of this service's DMA memory and kernel quota).
 const MAX_OPEN_PER_PRINCIPAL: usize = 16;
@@ -89,6 +89,20 @@ struct Op {
     zero: (u64, u64),
     /// A read through the reader's stream graft: (principal, bytes' address, length).
     stream: Option<(u32, u64, u64)>,
+    /// Why it failed, when not the device (`E_GRAFT`).
+    error: u64,
+}
+
+/// A segment made a logical disk by its owner's graft (`LDISK`, VINO §3.3).
+struct Ldisk {
+    /// The graft (`None`: it is gone, and operations fail until the owner attaches one).
+    graft: Option<u32>,
+    owner: u32,
+    /// The blocks it maps onto; the map's copies follow them.
+    data: u64,
+    log: baio::ldisk::MapLog,
+    /// The map as last committed: the graft's state again when a write fails.
+    committed: Vec<u8>,
 }
 
 /// A client asleep in `WAIT` (until its segment's counter reaches n) or in a
@@ -144,6 +158,8 @@ struct Blk {
     /// Stream grafts (VINO §3.2) by the principal that reads: `STREAM` reads go
     /// through them.
     grafts: graft::Table,
+    /// Logical disks by their segment's first block.
+    ldisks: BTreeMap<u64, Ldisk>,
     disk: Disk,
     vol: Volume,
     quota: u64,
@@ -211,6 +227,13 @@ fn copy_bytes(from: u64, to: &mut [u8]) {
     // SAFETY: callers pass a range of a shared area mapped here that `op` checked to
     // lie inside the area; `to` is our own buffer, which it cannot overlap.
     unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to.as_mut_ptr(), to.len()) };
+}
+
+/// Copy `from` into a shared area at `to` (a checked range of one mapped here).
+fn copy_in(from: &[u8], to: u64) {
+    // SAFETY: callers pass a range of a shared area mapped here that `op` checked to
+    // lie inside the area; `from` is our own buffer, which it cannot overlap.
+    unsafe { core::ptr::copy_nonoverlapping(from.as_ptr(), to as *mut u8, from.len()) };
 }
 
 fn copy_block(from: u64, to: u64) {
@@ -342,7 +365,11 @@ impl Blk {
             if op.zero.1 > 0 && self.handles.contains_key(&op.hid) {
                 zero_bytes(op.zero.0, op.zero.1);
             }
-            let mut done = if op.failed { p::FAILED | p::E_IO } else { p::DONE };
+            let mut done = match (op.failed, op.error) {
+                (false, _) => p::DONE,
+                (true, 0) => p::FAILED | p::E_IO,
+                (true, e) => p::FAILED | e,
+            };
             if let (Some((principal, at, len)), false, true) = (op.stream, op.failed, self.handles.contains_key(&op.hid)) {
                 if !self.stream(principal, at, len) {
                     done |= p::STREAM_ABORTED;
@@ -462,7 +489,7 @@ impl Blk {
             (0, 0)
         };
         let stream = stream.then(|| (self.handles[&hid].principal, area + off, count * BLOCK as u64));
-        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, zero, stream });
+        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, zero, stream, error: 0 });
         // The handle's blocks first .. first + count, as runs of the segment's blocks.
         let mut pieces: Vec<(u64, u64)> = Vec::new();
         let (mut skip, mut want) = (first, count);
@@ -480,8 +507,13 @@ impl Blk {
             skip = 0;
         }
         let mut data = area + off;
+        let logical = self.ldisks.contains_key(&self.handles[&hid].start);
         for (f, n) in pieces {
-            self.run(hid, id, kind == p::WRITE_OP, buffered, f, n, data);
+            if logical {
+                self.ldisk_run(hid, id, kind == p::WRITE_OP, f, n, data);
+            } else {
+                self.run(hid, id, kind == p::WRITE_OP, buffered, f, n, data);
+            }
             data += n * BLOCK as u64;
         }
         self.op_step(id, true);
@@ -562,6 +594,133 @@ impl Blk {
         }
         if write {
             self.queue(true, block, data, count, id, None);
+        }
+    }
+
+    /// `LDISK` through handle `hid`: make its segment a logical disk through the
+    /// owner's graft `id` (0: no longer one).
+    fn ldisk_attach(&mut self, hid: u64, id: u64) -> Msg {
+        let h = &self.handles[&hid];
+        if h.parent.is_some() {
+            return err(Error::BadState);
+        }
+        if h.principal != h.owner || h.rights & WRITE == 0 {
+            return err(Error::NoRights);
+        }
+        let (start, len, owner, written) = (h.start, h.len, h.owner, h.written);
+        self.drain();
+        if id == 0 {
+            self.ldisks.remove(&start);
+            return Msg::new(0, &[0, len]);
+        }
+        let Ok(id) = u32::try_from(id) else { return err(Error::InvalidArg) };
+        let Some(g) = self.grafts.get(owner, id).filter(|g| g.point == graft::Point::Ldisk) else { return err(Error::NotFound) };
+        let state_len = g.state().len();
+        if self.ldisks.iter().any(|(s, l)| *s != start && l.graft == Some(id)) {
+            return err(Error::SlotInUse);
+        }
+        if len <= p::MAP_BLOCKS || state_len > baio::ldisk::MAX_STATE {
+            return err(Error::InvalidArg);
+        }
+        let data = len - p::MAP_BLOCKS;
+        // The map on the segment (only where the segment wrote: past its written mark
+        // lie another segment's old bytes), or a new one on a segment zeroed first.
+        let (mut log, map) = if written >= len {
+            match baio::ldisk::MapLog::open(&mut self.disk, start + data, state_len) {
+                Ok(m) => m,
+                Err(_) => return err(Error::BadState),
+            }
+        } else {
+            if self.extend(hid, len).is_err() {
+                return err(Error::NoSpace);
+            }
+            (baio::ldisk::MapLog::new(start + data), None)
+        };
+        let fresh = map.is_none();
+        let map = map.unwrap_or_else(|| alloc::vec![0; state_len]);
+        if let Some(g) = self.grafts.get(owner, id) {
+            let _ = g.write_state(0, &map);
+        }
+        // The graft must take a segment of this size (a read of block 0 says so).
+        let mut probe = [0u8; 24];
+        probe[8..16].copy_from_slice(&data.to_le_bytes());
+        if self.grafts.call_id(owner, id, &probe, rt::sys::rdtsc).is_none() {
+            return err(Error::InvalidArg);
+        }
+        if fresh && log.commit(&mut self.disk, &map).is_err() {
+            return err(Error::BadState);
+        }
+        // Blocks of it the cache holds were read where they lie.
+        self.cache_call(pc::INVALIDATE, start, len);
+        self.ldisks.insert(start, Ldisk { graft: Some(id), owner, data, log, committed: map });
+        Msg::new(0, &[0, data])
+    }
+
+    /// Logical disks whose graft went (unloaded, its program ended, failed too often)
+    /// keep failing until their owner attaches one: a new graft that took the same id
+    /// must not be handed the segment with an empty map.
+    fn ldisk_sweep(&mut self) {
+        for l in self.ldisks.values_mut() {
+            if l.graft.is_some_and(|id| self.grafts.get(l.owner, id).is_none()) {
+                l.graft = None;
+            }
+        }
+    }
+
+    /// Part of operation `id` on a logical disk: `count` logical blocks from `first`,
+    /// each where the segment's graft says, one at a time (a block written is one
+    /// commit: `baio::ldisk`). Nothing else is on the device meanwhile.
+    fn ldisk_run(&mut self, hid: u64, id: u64, write: bool, first: u64, count: u64, data: u64) {
+        self.drain();
+        let start = self.handles[&hid].start;
+        for k in 0..count {
+            if let Err(e) = self.ldisk_block(start, write, first + k, data + k * BLOCK as u64) {
+                if let Some(op) = self.ops.get_mut(&id) {
+                    op.failed = true;
+                    op.error = e;
+                }
+                return;
+            }
+        }
+    }
+
+    /// One logical block of segment `start` to or from the shared area at `buf`.
+    fn ldisk_block(&mut self, start: u64, write: bool, logical: u64, buf: u64) -> Result<(), u64> {
+        let l = self.ldisks.get(&start).ok_or(p::E_GRAFT)?;
+        let (id, owner, data) = (l.graft.ok_or(p::E_GRAFT)?, l.owner, l.data);
+        let mut input = [0u8; 24];
+        input[..8].copy_from_slice(&logical.to_le_bytes());
+        input[8..16].copy_from_slice(&data.to_le_bytes());
+        input[16] = write as u8;
+        // `Point::Ldisk` took the answer only below `data` (a read: at most `data`).
+        let Some(at) = self.grafts.call_id(owner, id, &input, rt::sys::rdtsc) else {
+            self.ldisk_sweep();
+            return Err(p::E_GRAFT);
+        };
+        let mut b = Box::new([0u8; BLOCK]);
+        if !write {
+            if at < data {
+                self.disk.read(start + at, &mut b).map_err(|_| p::E_IO)?;
+            }
+            copy_in(&b[..], buf);
+            return Ok(());
+        }
+        copy_bytes(buf, &mut b[..]);
+        let state = self.grafts.get(owner, id).map(|g| g.state().to_vec()).ok_or(p::E_GRAFT)?;
+        let l = self.ldisks.get_mut(&start).ok_or(p::E_GRAFT)?;
+        match l.log.write_through(&mut self.disk, start, at, &b, &state) {
+            Ok(()) => {
+                l.committed = state;
+                Ok(())
+            }
+            Err(_) => {
+                // The map on the disk is the committed one: so is the graft's again.
+                let c = l.committed.clone();
+                if let Some(g) = self.grafts.get(owner, id) {
+                    let _ = g.write_state(0, &c);
+                }
+                Err(p::E_IO)
+            }
         }
     }
 
@@ -651,6 +810,9 @@ impl Blk {
             self.close(c, true);
         }
         let Some(h) = self.handles.remove(&hid) else { return };
+        if !self.handles.values().any(|o| o.start == h.start) {
+            self.ldisks.remove(&h.start);
+        }
         let mut i = 0;
         while i < self.waiters.len() {
             if self.waiters[i].hid == hid {
@@ -838,6 +1000,7 @@ impl Blk {
                 self.close(hid, false);
                 None
             }
+            Request::Ldisk { graft } => Some(self.ldisk_attach(hid, graft)),
             Request::Revoke { view } => {
                 if self.handles.get(&view).is_none_or(|v| v.parent != Some(hid)) {
                     return Some(err(Error::InvalidArg));
@@ -957,6 +1120,7 @@ impl Server for Blk {
         // Root (its own, unbadged capability): a program died; its handles close.
         let gone = client.program() as u64;
         self.grafts.forget(gone);
+        self.ldisk_sweep();
         let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
         for hid in hids {
             self.close(hid, false);
@@ -965,7 +1129,9 @@ impl Server for Blk {
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         if let (Request::Graft(g), None, true) = (req, from.minted_value(), from.principal() != 0) {
-            return graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |_| None, rt::sys::rdtsc);
+            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |_| None, rt::sys::rdtsc);
+            self.ldisk_sweep();
+            return a;
         }
         let r = if let Some(v) = from.minted_value() {
             self.segment(v & !HOLDER, req, v & HOLDER != 0)
@@ -1094,7 +1260,8 @@ fn main() -> i32 {
         waiters: Vec::new(),
         irq,
         text: String::new(),
-        grafts: graft::Table::new(&STREAM_POINT, graft_api::BLK_IDS),
+        grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS),
+        ldisks: BTreeMap::new(),
     };
     let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut b, &mut buf)

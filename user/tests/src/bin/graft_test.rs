@@ -230,6 +230,164 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
     }
 }
 
+/// Blocks of each logical-disk segment: 62 the graft maps onto, the map's 2.
+const LD_LEN: u64 = 64;
+
+/// Write logical blocks `first .. first + n` of `seg` as write `v`: the status word.
+fn ld_write(seg: &Segment, first: u64, n: u64, v: u64) -> u64 {
+    for k in 0..n {
+        seg.bytes(p::DATA + k * 4096, 4096).copy_from_slice(&tests::ldisk_block(first + k, v));
+    }
+    match seg.batch_ops(&[p::op(p::WRITE_OP, first, n, 0, p::DATA)], p::WAIT_ALL) {
+        Ok(_) => seg.status(0),
+        Err(_) => p::FAILED,
+    }
+}
+
+/// Read blocks `first .. first + n` of `seg`: the status word, and the bytes.
+fn ld_read(seg: &Segment, first: u64, n: u64) -> (u64, Vec<u8>) {
+    match seg.batch_ops(&[p::op(p::READ_OP, first, n, 0, p::DATA)], p::WAIT_ALL) {
+        Ok(_) => (seg.status(0), seg.bytes(p::DATA, n * 4096).to_vec()),
+        Err(_) => (p::FAILED, Vec::new()),
+    }
+}
+
+/// The writes every technology's logical disk gets: (first, blocks, version).
+const LD_WRITES: [(u64, u64, u64); 6] = [(0, 8, 1), (3, 2, 2), (40, 4, 3), (7, 1, 4), (0, 32, 5), (50, 12, 6)];
+
+/// What the logical disk should hold after `LD_WRITES`: the version of each block.
+fn ld_expected() -> [u64; 62] {
+    let mut v = [0u64; 62];
+    for (first, n, ver) in LD_WRITES {
+        for l in first..first + n {
+            v[l as usize] = ver;
+        }
+    }
+    v
+}
+
+/// A graft file made here: point `ldisk`, rhai.
+fn rhai_ldisk(name: &str, code: &str) -> Vec<u8> {
+    graft::format::GraftFile { point: graft::Point::Ldisk, tech: graft::format::Tech::Script, state_len: 8, name, code: code.as_bytes(), sig: &[] }.to_bytes()
+}
+
+/// The logical-disk point (VINO §3.3) in blk: a segment made a logical disk by its
+/// owner's graft in every technology holds what was written where the graft put it,
+/// and every technology lays it out — blocks and map — as the native graft does;
+/// hostile grafts fail the operations they touch (`E_GRAFT`), never another segment.
+fn ldisks(c: &mut Checks, blk: u64, files: u64) {
+    let want = ld_expected();
+    let mut layouts: Vec<(&str, u64)> = Vec::new();
+    for (k, tech) in ["native", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
+        let name = format!("ld_{tech}");
+        c.eq(baio::create(blk, &name, LD_LEN, 0), Ok(()), &format!("{tech}: create a segment of 64 blocks"));
+        let Ok(seg) = baio::open(blk, &name, 3, BUF + (k as u64 + 1) * p::AREA_BYTES) else {
+            c.check(false, &format!("{tech}: open it"));
+            continue;
+        };
+        let Ok(file) = files_api::client::read_all(files, &format!("/grafts/ldisk_{tech}_ldisk.graft")) else {
+            c.check(false, &format!("/grafts/ldisk_{tech}_ldisk.graft is in the files filesystem"));
+            continue;
+        };
+        let Ok(id) = g::load(blk, &file) else {
+            c.check(false, &format!("{tech}: load the logical-disk graft into blk"));
+            continue;
+        };
+        c.eq(seg.ldisk(id), Ok(LD_LEN - p::MAP_BLOCKS), &format!("{tech}: the segment is a logical disk of 62 blocks"));
+        let statuses: Vec<u64> = LD_WRITES.iter().map(|&(f, n, v)| ld_write(&seg, f, n, v)).collect();
+        c.check(statuses.iter().all(|s| *s == p::DONE), &format!("{tech}: six writes through the graft ({statuses:x?})"));
+        let (s1, a) = ld_read(&seg, 0, 31);
+        let (s2, b) = ld_read(&seg, 31, 31);
+        let good = (0..62u64).all(|l| {
+            let got = if l < 31 { &a[l as usize * 4096..][..4096] } else { &b[(l - 31) as usize * 4096..][..4096] };
+            if want[l as usize] == 0 {
+                got.iter().all(|x| *x == 0)
+            } else {
+                *got == tests::ldisk_block(l, want[l as usize])[..]
+            }
+        });
+        c.check(s1 == p::DONE && s2 == p::DONE && good, &format!("{tech}: every logical block reads back its last write (zeros if never written)"));
+        let st = g::stats(blk, id);
+        c.check(st.as_ref().is_ok_and(|s| s.calls >= 62 + 59 && s.aborts == 0), &format!("{tech}: a graft call per block, none aborted ({st:?})"));
+        c.check(seg.ldisk(0).is_ok(), &format!("{tech}: detach the graft"));
+        let (s, raw) = ld_read(&seg, 0, 32);
+        let (s2, raw2) = ld_read(&seg, 32, 32);
+        c.check(s == p::DONE && s2 == p::DONE, &format!("{tech}: read the segment as it lies"));
+        c.check(raw[3 * 4096..4 * 4096] == tests::ldisk_block(3, 1)[..], &format!("{tech}: block 3's first version is still where it was written (the log moved the block)"));
+        let mut all = raw;
+        all.extend_from_slice(&raw2);
+        layouts.push((tech, baio_fnv(&all)));
+        let _ = g::unload(blk, id);
+        let _ = seg.close();
+        let _ = baio::delete(blk, &name);
+    }
+    let native = layouts.first().map(|l| l.1);
+    for (tech, sum) in &layouts[1.min(layouts.len())..] {
+        c.eq(Some(*sum), native, &format!("{tech}: the segment's blocks and map are native's, byte for byte"));
+    }
+
+    // Hostile grafts, on a segment of their own beside one with the native graft.
+    let (Ok(()), Ok(())) = (baio::create(blk, "ld_mine", LD_LEN, 0), baio::create(blk, "ld_bad", LD_LEN, 0)) else {
+        c.check(false, "create two more segments");
+        return;
+    };
+    let (Ok(mine), Ok(bad)) = (baio::open(blk, "ld_mine", 3, BUF + p::AREA_BYTES), baio::open(blk, "ld_bad", 3, BUF + 2 * p::AREA_BYTES)) else {
+        c.check(false, "open them");
+        return;
+    };
+    let Ok(native) = files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft").map_err(|_| ()).and_then(|f| g::load(blk, &f).map_err(|_| ())) else {
+        c.check(false, "load the native logical disk");
+        return;
+    };
+    c.check(mine.ldisk(native).is_ok() && ld_write(&mine, 0, 4, 9) == p::DONE, "a logical disk with the native graft, written");
+    c.eq(bad.ldisk(native).err(), Some(Error::SlotInUse), "one graft maps one segment");
+    c.eq(bad.ldisk(native + 500).err(), Some(Error::NotFound), "a graft that does not exist is refused");
+    let outside = g::load(blk, &rhai_ldisk("outside", "fn graft(input) { 1 << 40 }"));
+    c.eq(outside.as_ref().ok().map(|id| bad.ldisk(*id)), Some(Err(Error::InvalidArg)), "a graft that answers a block outside the segment is refused at attach");
+    if let Ok(id) = outside {
+        let _ = g::unload(blk, id);
+    }
+    // Right for reads (never written), outside the segment for writes.
+    let liar = g::load(blk, &rhai_ldisk("liar", "fn graft(input) { let b = input.parse_le_int(8, 8); if input.parse_le_int(16, 8) != 0 { b + 3 } else { b } }"));
+    let attached = liar.as_ref().ok().map(|id| bad.ldisk(*id));
+    c.eq(attached, Some(Ok(LD_LEN - p::MAP_BLOCKS)), "a graft that lies only on writes attaches");
+    let writes: Vec<u64> = (0..3).map(|_| ld_write(&bad, 0, 2, 1)).collect();
+    c.check(writes.iter().all(|s| *s == p::FAILED | p::E_GRAFT), &format!("each write it answers outside the segment fails E_GRAFT ({writes:x?})"));
+    c.check(liar.is_ok_and(|id| g::stats(blk, id).map_err(|r| r.error).err() == Some(Error::NotFound)), "and it is unloaded after three");
+    c.eq(ld_read(&bad, 0, 1).0, p::FAILED | p::E_GRAFT, "its segment fails every operation while its graft is gone");
+    let spin = files_api::client::read_all(files, "/grafts/evict_rhai_spin.graft").ok().map(|mut f| {
+        f[8] = graft::Point::Ldisk as u8;
+        f
+    });
+    if let Some(Ok(id)) = spin.map(|f| g::load(blk, &f)) {
+        let _ = g::set_budget(blk, id, 200_000);
+        // The probe read at attach already runs out of budget.
+        c.eq(bad.ldisk(id).err(), Some(Error::InvalidArg), "a graft that loops forever is stopped by its budget and refused");
+        let _ = g::unload(blk, id);
+    } else {
+        c.check(false, "load a looping graft at ldisk");
+    }
+    let (s, b) = ld_read(&mine, 0, 4);
+    c.check(s == p::DONE && (0..4).all(|l| b[l as usize * 4096..][..4096] == tests::ldisk_block(l, 9)[..]), "the native logical disk beside them reads right throughout");
+    c.check(bad.ldisk(0).is_ok() && ld_read(&bad, 0, 1).0 == p::DONE, "detached, the hostile graft's segment works again");
+    let _ = g::unload(blk, native);
+    c.eq(ld_read(&mine, 0, 1).0, p::FAILED | p::E_GRAFT, "a logical disk whose graft was unloaded fails until one is attached");
+    if let Ok(id) = files_api::client::read_all(files, "/grafts/ldisk_wasmi_ldisk.graft").map_err(|_| ()).and_then(|f| g::load(blk, &f).map_err(|_| ())) {
+        let (attached, (s, b)) = (mine.ldisk(id), ld_read(&mine, 0, 4));
+        c.check(attached.is_ok() && s == p::DONE && (0..4).all(|l| b[l as usize * 4096..][..4096] == tests::ldisk_block(l, 9)[..]), "another technology's graft attached takes the map from the disk: the blocks are there");
+        let _ = g::unload(blk, id);
+    }
+    let _ = mine.close();
+    let _ = bad.close();
+    let _ = baio::delete(blk, "ld_mine");
+    let _ = baio::delete(blk, "ld_bad");
+}
+
+/// FNV-1a of `b` (`baio::checksum`'s).
+fn baio_fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
@@ -274,6 +432,7 @@ fn main() -> i32 {
 
     upcalls(&mut c, &seg, cache, start);
     streams(&mut c, &seg, blk, files);
+    ldisks(&mut c, blk, files);
 
     // A second graft at the same point for the same principal waits for the first.
     if let Ok(file) = files_api::client::read_all(files, "/grafts/evict_native_null.graft") {
