@@ -110,6 +110,15 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             let _ = writeln!(s, "| {tech} ({paper}) | {} | {} | {norm} | {be} | {} |", cell(get(agg, "scion", mode, &format!("graft_evict_{tech}_null"))), cell(h), cell(load));
         }
         let _ = writeln!(s, "| Wasm compiled ahead of time (SFI), signed safe Rust (Modula-3) | not built yet | | | | |\n");
+        let _ = writeln!(s, "The same hot list at the memory server's reclaim point (mem0 choosing which of a program's clean pages to take back; candidates and hot list are page addresses), ticks per call:\n");
+        let _ = writeln!(s, "| technology | reclaim decision | normalized to native |\n|---|---:|---:|");
+        let rn = get(agg, "scion", mode, "graft_reclaim_native_hotlist");
+        for (tech, _) in TECHS.iter().filter(|t| t.0 != "upcall") {
+            let r = get(agg, "scion", mode, &format!("graft_reclaim_{tech}_hotlist"));
+            let norm = r.zip(rn).map_or("—".into(), |(r, n)| format!("{:.1}", r as f64 / n.max(1) as f64));
+            let _ = writeln!(s, "| {tech} | {} | {norm} |", cell(r));
+        }
+        let _ = writeln!(s);
         let _ = writeln!(s, "### Table 3: what a miss costs (the page fault's counterpart)\n");
         let _ = writeln!(s, "| | ticks |\n|---|---:|\n| Scion: one-block buffered read that misses the cache (busy: idle time taken out) | {} |\n", cell(miss));
         let _ = writeln!(s, "Break-even (Table 2) is the paper's: how many graft calls fit in one miss, the calls a graft may make for each miss it saves.\n");

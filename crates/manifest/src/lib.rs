@@ -6,6 +6,7 @@
 //! name = "console"          # how others find it (and its file, unless `file` says)
 //! priority = 150
 //! pages = 512               # user memory limit (its memory server enforces it)
+//! resident = 128            # resident limit: past it, clean pages are taken back
 //! pager = "mem0"            # which memory server pages it
 //! io = ["0x3f8-0x3ff"]      # I/O port ranges it may have
 //! irq = [4]                 # interrupt lines it may attach to
@@ -34,6 +35,8 @@ pub struct Program {
     pub args: String,
     pub priority: u8,
     pub pages: u64,
+    /// Resident pages past which its memory server takes clean pages back (0: none).
+    pub resident: u64,
     /// Kernel memory (page tables, threads, capabilities) it may use, in pages.
     pub kpages: u64,
     pub pager: String,
@@ -58,6 +61,7 @@ impl Program {
             args: String::new(),
             priority: 100,
             pages: 16384,
+            resident: 0,
             kpages: 128,
             pager: "mem0".to_string(),
             io: Vec::new(),
@@ -228,6 +232,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("priority", _) => return Err(wrong("a number up to 255")),
             ("pages", Value::Int(i)) => p.pages = i,
             ("kpages", Value::Int(i)) => p.kpages = i,
+            ("resident", Value::Int(i)) => p.resident = i,
             ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
             ("principal", _) => return Err(wrong("a 32-bit number")),
             ("restart", Value::Bool(b)) => p.restart = b,
@@ -256,7 +261,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
                 }
             }
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
-            ("pages" | "kpages", _) => return Err(wrong("a number")),
+            ("pages" | "kpages" | "resident", _) => return Err(wrong("a number")),
             ("restart" | "clients" | "start" | "test", _) => return Err(wrong("true or false")),
             ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),
@@ -283,6 +288,7 @@ mod tests {
 name = "console"
 priority = 150
 pages = 0x200
+resident = 64
 io = ["0x3f8-0x3ff", "0x80"]
 irq = [4]
 caps = ["sigma0"]   # trailing comment
@@ -333,7 +339,8 @@ start = false
         let m = parse(SAMPLE).unwrap();
         assert_eq!(m.len(), 2);
         let c = &m[0];
-        assert_eq!((c.name.as_str(), c.file.as_str(), c.priority, c.pages), ("console", "console", 150, 512));
+        assert_eq!((c.name.as_str(), c.file.as_str(), c.priority, c.pages, c.resident), ("console", "console", 150, 512, 64));
+        assert_eq!(m[1].resident, 0, "no resident limit unless given");
         assert_eq!(c.io, [(0x3f8, 0x3ff), (0x80, 0x80)]);
         assert!(c.allows_port(0x3fd) && !c.allows_port(0x400));
         assert_eq!(c.irq, [4]);

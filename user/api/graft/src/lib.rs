@@ -46,12 +46,21 @@ pub const STATS: u64 = 0xe7;
 pub const CACHE_IDS: u32 = 1000;
 pub const BLK_IDS: u32 = 2000;
 pub const NET_IDS: u32 = 3000;
+/// The memory servers' (mem0's; mem1's are the next thousand): which of a program's
+/// pages to take back (`mem_api::USAGE`).
+pub const MEM_IDS: u32 = 4000;
 
 /// The graft servers: (the name programs look them up by, its id base, its points).
 /// The stream point is in two servers: blk (BAIO reads) and net (Cue's bytes); the
-/// shell's `graft load stream` means blk's.
-pub const SERVERS: [(&str, u32, &[graft::Point]); 3] =
-    [("cache", CACHE_IDS, &[graft::Point::Evict]), ("blk", BLK_IDS, &[graft::Point::Stream, graft::Point::Ldisk]), ("net", NET_IDS, &[graft::Point::Stream])];
+/// shell's `graft load stream` means blk's. The evict point too: the cache (blocks)
+/// and the memory servers (a program's pages); `graft load evict` means the cache's.
+pub const SERVERS: [(&str, u32, &[graft::Point]); 5] = [
+    ("cache", CACHE_IDS, &[graft::Point::Evict]),
+    ("blk", BLK_IDS, &[graft::Point::Stream, graft::Point::Ldisk]),
+    ("net", NET_IDS, &[graft::Point::Stream]),
+    ("mem0", MEM_IDS, &[graft::Point::Evict]),
+    ("mem1", MEM_IDS + 1000, &[graft::Point::Evict]),
+];
 
 /// The server (its name) that hosts `point`.
 pub fn server_of(point: graft::Point) -> Option<&'static str> {

@@ -6,48 +6,105 @@
 use abi::Error;
 use rt::server::{Args, Decode};
 
-/// MR1 = client badge (the pager badge its threads' faults carry), MR2 = limit in
-/// pages; string = "program args" (the program's file in the boot image first).
+/// MR1 = client badge (the pager badge its threads' faults carry, and the program id
+/// on its own requests), MR2 = limit in pages, MR3 = resident limit in pages (0: none;
+/// see `RESIDENT`); string = "program args" (the program's file in the boot image
+/// first).
 pub const REGISTER: u64 = 0x60;
 /// MR1 = client badge: the program is gone; its pages return to the pool.
 pub const UNREGISTER: u64 = 0x61;
 /// Reply: MR1 = 0, MR2 = pool pages, MR3 = free pool pages, MR4 = clients, then
 /// (badge, pages, limit) for each client.
 pub const STATS: u64 = 0x62;
+/// A program's own memory (through a capability to its memory server, as the manifest's
+/// `caps` grant it). MR1 = a new resident limit in pages (`u64::MAX`: leave it; 0: none;
+/// else `MIN_RESIDENT` up to its limit, or `InvalidArg`). Its pages past the resident limit are taken back, one for each
+/// new page it faults in: a clean one — of its image's read-only segments, which the
+/// server fills again from the image on the next fault, so nothing is lost (written
+/// pages stay: there is no swap device) — chosen among its eight oldest by the
+/// program's eviction graft (point `evict`, loaded here with the graft protocol; the
+/// candidates are page addresses) or, without one, the oldest. Reply MR2 = pages held,
+/// MR3 = limit, MR4 = resident limit, MR5 = pages taken back, MR6 = faults on pages
+/// taken back before (refaults), MR7 = decisions the graft made.
+pub const USAGE: u64 = 0x63;
+/// The lowest resident limit: below it a program would fault on most pages it runs.
+pub const MIN_RESIDENT: u64 = 32;
+/// A program's own memory: MR1 = an address. Reply MR2 = 1 if its page is resident
+/// (mapped by this server and not taken back), else 0 (`mincore`).
+pub const RESIDENT: u64 = 0x64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
-    Register { client: u64, limit: u64, cmdline: &'a str },
+    Register { client: u64, limit: u64, resident: u64, cmdline: &'a str },
     Unregister { client: u64 },
     Stats,
+    Usage { resident: u64 },
+    Resident { addr: u64 },
+    /// The graft protocol (point `evict`: which of a program's pages to take back).
+    Graft(graft_api::Request<'a>),
 }
 
 impl<'a> Decode<'a> for Request<'a> {
     fn decode(a: &Args<'a>) -> Result<Self, Error> {
         Ok(match a.msg.label() {
             REGISTER => {
-                let [client, limit] = a.words()?;
-                Request::Register { client, limit, cmdline: a.text()? }
+                let [client, limit, resident] = a.words()?;
+                Request::Register { client, limit, resident, cmdline: a.text()? }
             }
             UNREGISTER => {
                 let [client] = a.words()?;
                 Request::Unregister { client }
             }
             STATS => Request::Stats,
+            USAGE => {
+                let [resident] = a.words()?;
+                Request::Usage { resident }
+            }
+            RESIDENT => {
+                let [addr] = a.words()?;
+                Request::Resident { addr }
+            }
+            l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })
     }
 }
 
-/// Client stubs (root's side).
+/// A program's memory as its server counts it (`USAGE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub pages: u64,
+    pub limit: u64,
+    pub resident_limit: u64,
+    pub taken_back: u64,
+    pub refaults: u64,
+    pub grafted: u64,
+}
+
+/// Client stubs.
 pub mod client {
     use abi::Error;
     use rt::ipc::{self, Msg};
 
-    /// Register a program: `client` is the pager badge its faults carry.
-    pub fn register(srv: u64, client: u64, limit: u64, cmdline: &str) -> Result<(), Error> {
+    /// Register a program (root): `client` is the pager badge its faults carry.
+    pub fn register(srv: u64, client: u64, limit: u64, resident: u64, cmdline: &str) -> Result<(), Error> {
         ipc::set_send_string(cmdline.as_bytes());
-        rt::server::request(srv, &mut Msg::new(super::REGISTER, &[client, limit]).with_string())
+        rt::server::request(srv, &mut Msg::new(super::REGISTER, &[client, limit, resident]).with_string())
+    }
+
+    /// The caller's memory, after setting its resident limit to `resident` (`u64::MAX`:
+    /// unchanged).
+    pub fn usage(srv: u64, resident: u64) -> Result<super::Usage, Error> {
+        let mut m = Msg::new(super::USAGE, &[resident]);
+        rt::server::request(srv, &mut m)?;
+        Ok(super::Usage { pages: m.word(2), limit: m.word(3), resident_limit: m.word(4), taken_back: m.word(5), refaults: m.word(6), grafted: m.word(7) })
+    }
+
+    /// Is the caller's page at `addr` resident?
+    pub fn resident(srv: u64, addr: u64) -> Result<bool, Error> {
+        let mut m = Msg::new(super::RESIDENT, &[addr]);
+        rt::server::request(srv, &mut m)?;
+        Ok(m.word(2) == 1)
     }
 
     /// The program registered as `client` is gone: its pages return to the pool.

@@ -12,6 +12,9 @@
 //! the disk (`graft_disk_1m`: elapsed ticks, idle included — the time the paper
 //! compares the fingerprint with; `graft_disk_1m_busy`: the CPU's part of it).
 //!
+//! The memory server's reclaim point: the hot list run by mem0 on page addresses
+//! (`graft_reclaim_<technology>_hotlist`).
+//!
 //! The logical-disk point (Table 6): a block's lookup in each technology, run by blk
 //! (`graft_ldisk_<technology>_read` / `_write`), and one block read or written through
 //! blk on a plain segment and on a logical disk (`graft_ldisk_io_<plain|ldisk>_<op>`,
@@ -152,6 +155,27 @@ fn main() -> i32 {
             }
             let _ = g::unload(cache, id);
         }
+    }
+    // The same hot list at mem0's reclaim point (this program's pages): candidates and
+    // hot list are page addresses, none of the candidates hot.
+    let mem0 = rt::alloc_slot();
+    if env::lookup("mem0", mem0).is_ok() {
+        for tech in ["native", "wasmi", "ebpf", "rhai"] {
+            let path = format!("/grafts/evict_{tech}_hotlist.graft");
+            let Some(id) = files_api::client::read_all(files, &path).ok().and_then(|f| g::load(mem0, &f).ok()) else {
+                println!("bench_graft: {path}: not loaded into mem0");
+                failed = true;
+                continue;
+            };
+            let _ = g::set_state(mem0, id, 0, &state);
+            match per_call(mem0, id, &input, repeat_of(tech)) {
+                Some(v) => report(&format!("graft_reclaim_{tech}_hotlist"), v),
+                None => failed = true,
+            }
+            let _ = g::unload(mem0, id);
+        }
+    } else {
+        failed = true;
     }
     // The upcall: the same two grafts in a thread of this program.
     HOT[0].store(grafts::HOT_MAX as u64, Ordering::Relaxed);

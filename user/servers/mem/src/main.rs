@@ -5,6 +5,15 @@
 //! program's start information, or zeroed (demand-zero anonymous memory) — within
 //! the client's page limit. Pool pages come from sigma0 a megabyte at a time and
 //! go back to the pool when a client is unregistered.
+//!
+//! **Reclaim** (the memory servers' graft point, VINO's prioritization): a program past
+//! its resident limit (manifest `resident`, or its own `USAGE`) gives a page back for
+//! each new one it faults in. Only clean pages are taken — those of its image's
+//! read-only segments, filled again from the image on the next fault — so nothing is
+//! lost (there is no swap device for written pages). Which one: the program's eviction
+//! graft chooses among its eight oldest clean pages (input: their addresses), as the
+//! cache's graft chooses among blocks; without one, or when the call is aborted, the
+//! oldest goes.
 #![no_std]
 #![no_main]
 
@@ -14,7 +23,7 @@ use abi::fpage::Fpage;
 use abi::ipc::label;
 use abi::layout::{MAIN_STACK_TOP, MAIN_UTCB, PAGE_SIZE};
 use abi::{cap, mem as m, Error, StartInfo};
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use kcore::elf;
@@ -31,6 +40,8 @@ const POOL: u64 = rt::layout::POOL;
 const GROW_LOG2: u64 = 8; // 256 pages from sigma0 at a time
 /// Lowest address a client may fault in (catches null pointers).
 const LOWEST: u64 = 0x10000;
+/// The graft point this server hosts: which of a program's pages to take back.
+const EVICT: [graft::Point; 1] = [graft::Point::Evict];
 
 struct Client {
     elf: elf::Elf,
@@ -39,6 +50,16 @@ struct Client {
     limit: u64,
     /// Client page address → pool page index.
     pages: BTreeMap<u64, u32>,
+    /// Resident limit (0: none): past it, each new page takes a clean one back.
+    resident: u64,
+    /// Its clean resident pages (of read-only segments), oldest first.
+    clean: VecDeque<u64>,
+    /// Clean pages taken back and not faulted in again since.
+    dropped: BTreeSet<u64>,
+    taken_back: u64,
+    refaults: u64,
+    /// Victims its graft chose.
+    grafted: u64,
 }
 
 struct Mem {
@@ -47,6 +68,11 @@ struct Mem {
     free: Vec<u32>,
     clients: BTreeMap<u64, Client>,
     bootfs: &'static [u8],
+    /// Eviction grafts of the programs paged here, by program id (a program's pages are
+    /// its own: only it may choose among them).
+    grafts: graft::Table,
+    /// The text of the last graft LIST reply (it must live until the kernel copies it).
+    text: String,
 }
 
 impl Mem {
@@ -99,6 +125,10 @@ impl Mem {
             a.push_item(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, rights), page);
             return Some(a);
         }
+        if c.resident > 0 && c.pages.len() as u64 >= c.resident {
+            self.reclaim(badge);
+        }
+        let c = self.clients.get(&badge)?;
         if c.pages.len() as u64 >= c.limit {
             println!("{}: client {} is over its limit of {} pages", self.name, badge, c.limit);
             return None;
@@ -131,12 +161,47 @@ impl Mem {
             buf[off..].copy_from_slice(bytes);
         }
         c.pages.insert(page, idx);
+        if seg.is_some_and(|s| !s.write) {
+            c.clean.push_back(page);
+        }
+        if c.dropped.remove(&page) {
+            c.refaults += 1;
+        }
         let mut a = Msg::new(0, &[]);
         a.push_item(Fpage::mem(dst, 12, rights), page);
         Some(a)
     }
 
-    fn register(&mut self, badge: u64, limit: u64, cmdline: &str) -> Result<(), Error> {
+    /// Take one of client `badge`'s clean pages back: the one its graft chooses among the
+    /// oldest `MAX_CANDIDATES`, or the oldest.
+    fn reclaim(&mut self, badge: u64) {
+        let Mem { clients, grafts, free, .. } = self;
+        let Some(c) = clients.get_mut(&badge) else { return };
+        let n = c.clean.len().min(graft::point::MAX_CANDIDATES);
+        if n == 0 {
+            return;
+        }
+        let input: Vec<u8> = c.clean.iter().take(n).flat_map(|p| p.to_le_bytes()).collect();
+        // `Point::Evict` took the answer only below n.
+        let pick = match grafts.call(graft::Point::Evict, badge as u32, &input, rt::sys::rdtsc) {
+            Some(i) => {
+                c.grafted += 1;
+                i as usize
+            }
+            None => 0,
+        };
+        let Some(page) = c.clean.remove(pick) else { return };
+        let Some(idx) = c.pages.remove(&page) else { return };
+        // Revoke the client's mapping; the page is filled again from the image when the
+        // client touches it next.
+        // SAFETY: only mappings derived from our pool page are affected.
+        let _ = unsafe { rt::sys::unmap(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, 0), 0) };
+        free.push(idx);
+        c.dropped.insert(page);
+        c.taken_back += 1;
+    }
+
+    fn register(&mut self, badge: u64, limit: u64, resident: u64, cmdline: &str) -> Result<(), Error> {
         let name = cmdline.split(' ').next().unwrap_or("");
         let fs = bootfs::BootFs::parse(self.bootfs).map_err(|_| Error::InvalidArg)?;
         let file = fs.find(name).ok_or(Error::InvalidArg)?;
@@ -147,11 +212,12 @@ impl Mem {
         // SAFETY: the boot image stays mapped read-only for this server's life.
         let image: &'static [u8] = unsafe { core::slice::from_raw_parts(file.data.as_ptr(), file.data.len()) };
         self.unregister(badge);
-        self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, pages: BTreeMap::new() });
+        self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, pages: BTreeMap::new(), resident: if resident == 0 { 0 } else { resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT)) }, clean: VecDeque::new(), dropped: BTreeSet::new(), taken_back: 0, refaults: 0, grafted: 0 });
         Ok(())
     }
 
     fn unregister(&mut self, badge: u64) {
+        self.grafts.forget(badge);
         if let Some(c) = self.clients.remove(&badge) {
             for (_, idx) in c.pages {
                 // Revoke the client's mapping (if its task still exists) and reuse the page.
@@ -180,8 +246,9 @@ fn main() -> i32 {
     ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
-    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs };
-    let mut buf = [0u8; 512];
+    let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
+    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base), text: String::new() };
+    let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut srv, &mut buf)
 }
 
@@ -203,10 +270,33 @@ impl Server for Mem {
         match req {
             // Registration comes from root only (its capability to us is unbadged).
             Request::Register { .. } | Request::Unregister { .. } if !from.is_root() => Answer::err(Error::NoRights),
-            Request::Register { client, limit, cmdline } => Answer::result(self.register(client, limit, cmdline)),
+            Request::Register { client, limit, resident, cmdline } => Answer::result(self.register(client, limit, resident, cmdline)),
             Request::Unregister { client } => {
                 self.unregister(client);
                 Answer::ok(&[])
+            }
+            // A program's own requests: the program id on its badge is its pager badge.
+            Request::Usage { .. } | Request::Resident { .. } | Request::Graft(_) if !self.clients.contains_key(&(from.program() as u64)) || from.program() == 0 => {
+                Answer::err(Error::NotFound)
+            }
+            Request::Usage { resident } => {
+                let Some(c) = self.clients.get_mut(&(from.program() as u64)) else { return Answer::err(Error::NotFound) };
+                if resident != u64::MAX {
+                    if resident > c.limit || (resident != 0 && resident < mem_api::MIN_RESIDENT) {
+                        return Answer::err(Error::InvalidArg);
+                    }
+                    c.resident = resident;
+                }
+                Answer::ok(&[c.pages.len() as u64, c.limit, c.resident, c.taken_back, c.refaults, c.grafted])
+            }
+            Request::Resident { addr } => {
+                let page = addr & !(PAGE_SIZE - 1);
+                let here = self.clients.get(&(from.program() as u64)).is_some_and(|c| c.pages.contains_key(&page));
+                Answer::ok(&[here as u64])
+            }
+            Request::Graft(g) => {
+                let id = from.program();
+                graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |_| None, rt::sys::rdtsc)
             }
             Request::Stats => {
                 let mut w = alloc::vec![self.pool_pages, self.free.len() as u64, self.clients.len() as u64];

@@ -110,7 +110,7 @@ impl Root<'_> {
                 _ => Error::InvalidArg,
             }
         })?;
-        if let Err(e) = mem_api::client::register(mem_slot, badge_of(idx), entry.pages, &cmdline) {
+        if let Err(e) = mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, &cmdline) {
             child.discard();
             return Err(e);
         }

@@ -29,13 +29,15 @@ rt::entry!(main);
 /// A server's labels (the ones a hostile client would try first).
 fn labels(server: &str) -> Vec<u64> {
     match server {
-        // The graft protocol's labels (0xe0 ..= 0xe8) too: blk and the cache host points.
-        "blk" => (0x80..=0x8d).chain(0xe0..=0xe8).chain([rt::server::GONE]).collect(),
+        // The graft protocol's labels (0xe0 ..= 0xe8) too: blk and the cache host points
+        // (and LDISK, 0x8e).
+        "blk" => (0x80..=0x8e).chain(0xe0..=0xe8).chain([rt::server::GONE]).collect(),
         "files" => (0xa0..=0xa9).chain([rt::server::GONE]).collect(),
         "cache" => (0x90..=0x94).chain(0xe0..=0xe8).collect(),
         // Not EXIT (the caller's own exit) nor KILL (it may name the caller itself).
         "root" => (2..=11).filter(|l| *l != rt::proto::KILL).collect(),
-        "mem0" => (0x60..=0x62).chain([abi::ipc::label::PAGE_FAULT]).collect(),
+        // The graft protocol's too: mem0 hosts the eviction point for its programs' pages.
+        "mem0" => (0x60..=0x64).chain(0xe0..=0xe8).chain([abi::ipc::label::PAGE_FAULT]).collect(),
         "console" => [rt::proto::console::WRITE, rt::proto::console::READ].to_vec(),
         _ => Vec::new(),
     }
@@ -89,7 +91,7 @@ fn main() -> i32 {
     for i in 0..count {
         let to_seg = seg.is_some() && r.below(3) == 0;
         let label = if r.below(10) < 8 {
-            if to_seg { [bp::BATCH, bp::SUBMIT, bp::WAIT, bp::SYNC, bp::CLOSE, bp::DELEGATE, bp::ATTACH, bp::REVOKE][r.below(8) as usize] } else { labels[r.below(labels.len() as u64) as usize] }
+            if to_seg { [bp::BATCH, bp::SUBMIT, bp::WAIT, bp::SYNC, bp::CLOSE, bp::DELEGATE, bp::ATTACH, bp::REVOKE, bp::LDISK][r.below(9) as usize] } else { labels[r.below(labels.len() as u64) as usize] }
         } else {
             r.next() >> 40
         };

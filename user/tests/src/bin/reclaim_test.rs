@@ -1,0 +1,143 @@
+//! The memory servers' graft point (issue 13, VINO's prioritization): this program runs
+//! past a resident limit, so mem0 takes its clean pages back as it faults in new ones —
+//! the oldest, or the one its eviction graft chooses. A read-only table of 192 pages:
+//! four hot pages are read, then the other pages stream through; without a graft
+//! (oldest first) the hot pages are taken back, with the hot-list graft in every
+//! technology they stay; every byte reads right throughout (a page taken back is
+//! filled again from the image), and hostile grafts change nothing but themselves.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::vec::Vec;
+use graft_api as g;
+use mem_api::client as mem;
+use rt::{env, println};
+use tests::Checks;
+
+rt::entry!(main);
+
+const PAGES: usize = 192;
+const HOT: usize = 4;
+/// Pages past what the program holds at its start: its resident limit in every round.
+const ROOM: u64 = 32;
+
+/// Read-only, so its pages are clean: the server may take them back. Each page's first
+/// word names it.
+static TABLE: [u8; PAGES * 4096] = table();
+
+const fn table() -> [u8; PAGES * 4096] {
+    let mut t = [0u8; PAGES * 4096];
+    let mut p = 0;
+    while p < PAGES {
+        let tag = tag(p).to_le_bytes();
+        let mut k = 0;
+        while k < 8 {
+            t[p * 4096 + k] = tag[k];
+            k += 1;
+        }
+        p += 1;
+    }
+    t
+}
+
+const fn tag(p: usize) -> u64 {
+    0x7_ab1e_0000 + p as u64
+}
+
+/// The table's page `p` as the program reads it (an opaque reference: the compiler may
+/// not fold the constant): does its first word name it?
+fn read(p: usize) -> bool {
+    let t: &[u8] = core::hint::black_box(&TABLE[..]);
+    u64::from_le_bytes(t[p * 4096..p * 4096 + 8].try_into().unwrap_or_default()) == tag(p)
+}
+
+fn addr(p: usize) -> u64 {
+    TABLE.as_ptr() as u64 + (p * 4096) as u64
+}
+
+/// One round under resident limit `limit`: the hot pages, then the rest streaming
+/// through. How many hot pages are still resident after, and whether every page read
+/// right.
+fn round(srv: u64, limit: u64) -> (usize, bool) {
+    let _ = mem::usage(srv, limit);
+    let mut right = (0..HOT).all(read);
+    for p in 2 * HOT..PAGES {
+        right &= read(p);
+    }
+    let hot = (0..HOT).filter(|p| mem::resident(srv, addr(*p)).unwrap_or(false)).count();
+    right &= (0..PAGES).all(read);
+    (hot, right)
+}
+
+fn hot_list() -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(&(HOT as u64).to_le_bytes());
+    for p in 0..HOT {
+        s.extend_from_slice(&addr(p).to_le_bytes());
+    }
+    s
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    let (srv, files) = (rt::alloc_slot(), rt::alloc_slot());
+    c.eq(env::lookup("mem0", srv), Ok(()), "find my memory server");
+    c.eq(env::lookup("files", files), Ok(()), "find the files server");
+    let u = mem::usage(srv, u64::MAX);
+    c.check(u.is_ok_and(|u| u.resident_limit == 8000 && u.pages > 0), &format!("the manifest's resident limit is mine ({u:?})"));
+    c.eq(mem::usage(srv, u64::MAX - 1).err(), Some(abi::Error::InvalidArg), "a resident limit past my limit is refused");
+    c.eq(mem::usage(srv, mem_api::MIN_RESIDENT - 1).err(), Some(abi::Error::InvalidArg), "and one below the lowest");
+
+    let limit = u.map_or(0, |u| u.pages) + ROOM;
+    let (hot, right) = round(srv, limit);
+    let u = mem::usage(srv, u64::MAX).unwrap_or_default();
+    c.check(right, "oldest first: every page reads right, taken back or not");
+    c.eq(hot, 0, "oldest first: the hot pages were taken back");
+    c.check(u.taken_back > 0 && u.refaults > 0 && u.grafted == 0, &format!("pages were taken back and faulted in again ({u:?})"));
+
+    for tech in ["native", "wasmi", "ebpf", "rhai"] {
+        let path = format!("/grafts/evict_{tech}_hotlist.graft");
+        let Ok(file) = files_api::client::read_all(files, &path) else {
+            c.check(false, &format!("{path} is in the files filesystem"));
+            continue;
+        };
+        let Ok(id) = g::load(srv, &file) else {
+            c.check(false, &format!("{tech}: load the hot-list graft into mem0"));
+            continue;
+        };
+        c.check(g::set_state(srv, id, 0, &hot_list()).is_ok(), &format!("{tech}: give it the hot pages"));
+        let before = mem::usage(srv, u64::MAX).unwrap_or_default();
+        let (hot, right) = round(srv, limit);
+        let after = mem::usage(srv, u64::MAX).unwrap_or_default();
+        c.check(right, &format!("{tech}: every page reads right"));
+        c.eq(hot, HOT, &format!("{tech}: the graft kept the hot pages resident"));
+        c.check(after.grafted > before.grafted && after.taken_back > before.taken_back, &format!("{tech}: it chose the victims ({after:?})"));
+        let st = g::stats(srv, id);
+        c.check(st.as_ref().is_ok_and(|s| s.aborts == 0), &format!("{tech}: never aborted ({st:?})"));
+        c.check(g::unload(srv, id).is_ok(), &format!("{tech}: unload it"));
+    }
+
+    // Hostile grafts: each call aborted (the oldest page goes instead), unloaded after
+    // three; the pages still read right.
+    for name in ["wasmi_liar", "rhai_spin", "ebpf_oob"] {
+        let Ok(file) = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")) else {
+            c.check(false, &format!("/grafts/evict_{name}.graft is in the files filesystem"));
+            continue;
+        };
+        let Ok(id) = g::load(srv, &file) else {
+            c.check(false, &format!("{name}: load it"));
+            continue;
+        };
+        let _ = g::set_budget(srv, id, 200_000);
+        let (hot, right) = round(srv, limit);
+        c.check(right, &format!("{name}: every page reads right"));
+        c.eq(hot, 0, &format!("{name}: the oldest went instead"));
+        c.eq(g::stats(srv, id).map_err(|r| r.error).err(), Some(abi::Error::NotFound), &format!("{name}: unloaded after three aborted calls"));
+    }
+    let u = mem::usage(srv, 0);
+    println!("reclaim_test: {:?}", u);
+    c.finish("reclaim_test")
+}
