@@ -158,7 +158,8 @@ pub fn build() -> Result<Artifacts, String> {
         args.push("-p".into());
         args.push(p.clone());
     }
-    sh(Command::new(env!("CARGO")).args(&args))?;
+    // Servers check signed grafts against this build's key.
+    sh(Command::new(env!("CARGO")).args(&args).env("SCION_GRAFT_KEY", grafts::public_key_hex()?))?;
     let dir = target_dir().join(TARGET).join("release");
     let mut programs: Vec<(String, PathBuf)> = pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
     programs.sort();

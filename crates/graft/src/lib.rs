@@ -14,6 +14,8 @@ extern crate alloc;
 pub mod engine;
 pub mod format;
 pub mod point;
+#[cfg(feature = "signed")]
+pub mod signed;
 pub mod table;
 
 pub use engine::{Abort, Engine};

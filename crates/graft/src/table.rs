@@ -66,11 +66,13 @@ impl Graft {
         Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine, undo: vec![0; f.state_len], failures: 0, broken: false }
     }
 
-    /// One call as a transaction. `Err`: the default policy answers this call. A
-    /// native graft is trusted code (VINO's unsafe C in the kernel): no undo copy.
+    /// One call as a transaction. `Err`: the default policy answers this call. Native
+    /// and signed grafts are code the system trusts (VINO's C in the kernel, and its
+    /// Modula-3: no trap or budget can stop them, only a refused answer), so they get
+    /// no undo copy.
     pub fn call(&mut self, input: &[u8]) -> Result<u64, Abort> {
         self.stats.calls += 1;
-        let trusted = self.tech == Tech::Native;
+        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
         if !trusted {
             self.undo.copy_from_slice(self.engine.state());
         }

@@ -59,23 +59,32 @@ pub const HOT_STATE: usize = 8 + 8 * HOT_MAX;
 /// cannot take or when no block is free.
 pub fn ldisk(input: &[u8], state: &mut [u8]) -> u64 {
     let (l, blocks, write) = (word(input, 0), word(input, 8), word(input, 16) != 0);
-    if input.len() < 24 || state.len() < LD_STATE || l >= LD_LOGICAL as u64 || blocks == 0 || blocks > LD_PHYSICAL as u64 {
+    // A fixed-size view, and bounds the compiler can see: this graft cannot panic (the
+    // signed build links only grafts with no path to a panic).
+    let Some(state) = state.get_mut(..LD_STATE).and_then(|s| <&mut [u8; LD_STATE]>::try_from(s).ok()) else { return u64::MAX };
+    if input.len() < 24 || l >= LD_LOGICAL as u64 || blocks > LD_PHYSICAL as u64 {
         return u64::MAX;
     }
-    let p = blocks as usize;
-    let at = 4 + 4 * l as usize;
+    let Some(p) = core::num::NonZeroUsize::new(blocks as usize) else { return u64::MAX };
+    let at = 4 + 4 * (l as usize % LD_LOGICAL);
     let mapped = u32::from_le_bytes([state[at], state[at + 1], state[at + 2], state[at + 3]]) as usize;
     if !write {
-        return if mapped == 0 || mapped > p { blocks } else { (mapped - 1) as u64 };
+        return if mapped == 0 || mapped > p.get() { blocks } else { (mapped - 1) as u64 };
     }
-    let bitmap = 4 + 4 * LD_LOGICAL;
-    let used = |s: &[u8], b: usize| s[bitmap + b / 8] & (1 << (b % 8)) != 0;
+    const BITMAP: usize = 4 + 4 * LD_LOGICAL;
+    let bit = |b: usize| (BITMAP + (b % LD_PHYSICAL) / 8, 1u8 << (b % 8));
+    let used = |s: &[u8; LD_STATE], b: usize| {
+        let (i, m) = bit(b);
+        s[i] & m != 0
+    };
     let head = u32::from_le_bytes([state[0], state[1], state[2], state[3]]) as usize % p;
-    let Some(free) = (0..p).map(|k| (head + k) % p).find(|b| !used(state, *b)) else { return u64::MAX };
-    if mapped != 0 && mapped <= p {
-        state[bitmap + (mapped - 1) / 8] &= !(1 << ((mapped - 1) % 8));
+    let Some(free) = (0..p.get()).map(|k| (head + k) % p).find(|b| !used(state, *b)) else { return u64::MAX };
+    if mapped != 0 && mapped <= p.get() {
+        let (i, m) = bit(mapped - 1);
+        state[i] &= !m;
     }
-    state[bitmap + free / 8] |= 1 << (free % 8);
+    let (i, m) = bit(free);
+    state[i] |= m;
     state[at..at + 4].copy_from_slice(&(free as u32 + 1).to_le_bytes());
     state[..4].copy_from_slice(&(((free + 1) % p) as u32).to_le_bytes());
     free as u64

@@ -30,5 +30,7 @@ pub const NET_AREA: u64 = 0x0000_5f00_0000_0000;
 pub const POOL: u64 = 0x0000_6000_0000_0000;
 /// `net`: the read-only areas of the blocks it sends for Cue transfers, 2 MiB apart.
 pub const NET_CUE: u64 = 0x0000_6100_0000_0000;
+/// Servers with graft points: the code of signed grafts (`graftcode`).
+pub const GRAFT_CODE: u64 = 0x0000_6200_0000_0000;
 /// `rt::thread`: the UTCBs of threads a program creates, one page apart.
 pub const THREAD_UTCBS: u64 = 0x0000_7f00_0000_0000;

@@ -1129,7 +1129,8 @@ impl Server for Blk {
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         if let (Request::Graft(g), None, true) = (req, from.minted_value(), from.principal() != 0) {
-            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |_| None, rt::sys::rdtsc);
+            let sigma0 = self.sigma0;
+            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0), rt::sys::rdtsc);
             self.ldisk_sweep();
             return a;
         }

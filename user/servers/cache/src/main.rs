@@ -63,13 +63,15 @@ fn main() -> i32 {
     let c = Cache::new(1 << LOG2);
     println!("cache: {} blocks at {:#x}", c.slots(), phys);
     let mut buf = [0u8; graft_api::RECV_BYTES];
-    server::run(&mut CacheServer { c, phys, client: None, grafts: Table::new(&POINTS, GRAFT_IDS), text: String::new(), cap_in: rt::alloc_slot(), received: None }, &mut buf)
+    server::run(&mut CacheServer { c, phys, sigma0: s0slot, client: None, grafts: Table::new(&POINTS, GRAFT_IDS), text: String::new(), cap_in: rt::alloc_slot(), received: None }, &mut buf)
 }
 
 struct CacheServer {
     c: Cache,
     /// Physical address of the frames (contiguous).
     phys: u64,
+    /// Capability to sigma0 (the pages of signed grafts' code).
+    sigma0: u64,
     /// The program bound by the first ATTACH (the block service).
     client: Option<u32>,
     grafts: Table,
@@ -138,8 +140,11 @@ impl Server for CacheServer {
     fn handle(&mut self, from: Badge, req: Request) -> Answer {
         let me = from.program();
         if let Request::Graft(g) = req {
-            let received = &mut self.received;
+            let (received, sigma0) = (&mut self.received, self.sigma0);
             let mut upcall = |f: &graft::GraftFile<'_>| -> Option<Result<alloc::boxed::Box<dyn graft::Engine>, graft::LoadError>> {
+                if let Some(e) = graftcode::engine(f, sigma0) {
+                    return Some(e);
+                }
                 (f.tech == graft::Tech::Upcall).then(|| match received.take() {
                     Some(slot) => Ok(alloc::boxed::Box::new(graft_api::upcall::Upcall::new(slot, f.point)) as alloc::boxed::Box<dyn graft::Engine>),
                     None => Err(graft::LoadError::Refused("an upcall graft comes with its thread's capability")),

@@ -296,7 +296,7 @@ impl Server for Mem {
             }
             Request::Graft(g) => {
                 let id = from.program();
-                graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |_| None, rt::sys::rdtsc)
+                graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| graftcode::engine(f, cap::SIGMA0_SLOT), rt::sys::rdtsc)
             }
             Request::Stats => {
                 let mut w = alloc::vec![self.pool_pages, self.free.len() as u64, self.clients.len() as u64];

@@ -1124,7 +1124,8 @@ impl Server for Net {
         }
         let id = from.program() as u64;
         if let Request::Graft(g) = req {
-            return graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |_| None, rt::sys::rdtsc);
+            let sigma0 = self.sigma0;
+            return graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |f| graftcode::engine(f, sigma0), rt::sys::rdtsc);
         }
         self.caller_principal = from.principal();
         let r = self.request(id, req);

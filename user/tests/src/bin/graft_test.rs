@@ -179,7 +179,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
     c.check(ok && st == p::DONE | p::STREAM_ABORTED, &format!("a stream read with no graft completes, marked STREAM_ABORTED ({st:#x})"));
     let r = seg.batch_ops(&[p::op(p::WRITE_OP | p::STREAM, 0, 1, 0, p::DATA)], p::WAIT_ALL);
     c.check(r.is_ok() && seg.status(0) == p::FAILED | p::E_BAD, "a write cannot be a stream");
-    for tech in ["native", "wasmi", "ebpf", "rhai"] {
+    for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
         let Ok(file) = files_api::client::read_all(files, &format!("/grafts/stream_{tech}_md5.graft")) else {
             c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
             continue;
@@ -278,7 +278,7 @@ fn rhai_ldisk(name: &str, code: &str) -> Vec<u8> {
 fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     let want = ld_expected();
     let mut layouts: Vec<(&str, u64)> = Vec::new();
-    for (k, tech) in ["native", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
+    for (k, tech) in ["native", "signed", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
         let name = format!("ld_{tech}");
         c.eq(baio::create(blk, &name, LD_LEN, 0), Ok(()), &format!("{tech}: create a segment of 64 blocks"));
         let Ok(seg) = baio::open(blk, &name, 3, BUF + (k as u64 + 1) * p::AREA_BYTES) else {
@@ -406,7 +406,7 @@ fn main() -> i32 {
     let k = hot_kept(&seg, cache, &mut c, "LRU");
     c.eq(k, 0, "without a graft, LRU evicts the hot blocks");
 
-    for tech in ["native", "wasmi", "ebpf", "rhai"] {
+    for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let file = files_api::client::read_all(files, &path);
         if !c.check(file.is_ok(), &format!("{path} is in the files filesystem")) {
@@ -453,6 +453,24 @@ fn main() -> i32 {
     c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("magic")), &format!("a bad magic is refused ({r:?})"));
     let aot = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::WasmAot, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
     c.eq(refused(&aot).map(|r| r.0), Some(Error::Unsupported), "a technology the cache does not run (yet: Wasm compiled ahead of time)");
+    // Signed grafts: any byte of header or code changed, or signed with another key.
+    match files_api::client::read_all(files, "/grafts/evict_signed_hotlist.graft") {
+        Ok(file) => {
+            let code_byte = file.len() - 64 - 10;
+            for (at, what) in [(code_byte, "a byte of its code"), (24, "its name"), (12, "its state's size"), (file.len() - 1, "its signature")] {
+                let mut b = file.clone();
+                b[at] ^= 1;
+                let r = refused(&b);
+                c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::InvalidArg && why.contains("signature")), &format!("a signed graft with {what} changed is refused ({r:?})"));
+            }
+            let f = graft::GraftFile::parse(&file).ok();
+            let unsigned = f.map(|f| graft::GraftFile { sig: &[], ..f }.to_bytes()).unwrap_or_default();
+            c.check(refused(&unsigned).is_some_and(|(_, why)| why.contains("signature")), "a signed graft without its signature is refused");
+        }
+        Err(_) => {
+            c.check(false, "/grafts/evict_signed_hotlist.graft is in the files filesystem");
+        }
+    }
     let ldisk = graft::GraftFile { point: graft::Point::Ldisk, tech: graft::Tech::Script, state_len: 0, name: "x", code: b"fn graft(i) { 0 }", sig: &[] }.to_bytes();
     c.check(refused(&ldisk).is_some_and(|(_, why)| why.contains("no such graft point")), "a point the cache does not host");
     ipc::set_send_string(b"x");

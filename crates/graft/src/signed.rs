@@ -1,0 +1,142 @@
+//! Signed safe Rust (VINO's Modula-3: code a trusted compiler vouches for). A graft is a
+//! crate with `forbid(unsafe_code)` and no dependency but `grafts`, compiled for
+//! `x86_64-unknown-none` on the host by `cargo xtask build` into one position-
+//! independent blob (code and read-only data, no writable data, no relocations) that
+//! cannot panic — it is linked with no panic handler to reach, so a graft with a path to
+//! a panic does not link — and signed with the build's ed25519 key. A server checks the
+//! signature against the key it was built with before it maps the code executable; the
+//! signature covers the header (point, technology, state, name) and the code, so no
+//! part of a signed graft can be swapped for another's.
+//!
+//! The code field (u32s little-endian): the entry's offset in the image, the number of
+//! relocations, each relocation's offset (a u64 of the image to which the server adds
+//! the address it loads the image at: R_X86_64_RELATIVE, the addend already in place),
+//! then the image, loaded at an address that is a multiple of 4096. The entry is
+//! `extern "C" fn(input, input_len, state, state_len) -> u64`. What the
+//! signature vouches for is memory safety; termination is trusted, as for native grafts
+//! (the blob runs on the server's thread with no budget).
+
+use alloc::vec::Vec;
+use ed25519_compact::{KeyPair, PublicKey, Seed, Signature};
+
+use crate::format::{GraftFile, Tech};
+use crate::LoadError;
+
+pub const KEY_LEN: usize = 32;
+pub const SIG_LEN: usize = 64;
+
+/// What is signed: the file as it would be with no signature.
+pub fn message(f: &GraftFile<'_>) -> Vec<u8> {
+    GraftFile { sig: &[], ..*f }.to_bytes()
+}
+
+/// The public key of the signing key made from `seed`.
+pub fn public_key(seed: &[u8; 32]) -> [u8; KEY_LEN] {
+    *KeyPair::from_seed(Seed::new(*seed)).pk
+}
+
+/// The signature of `f` (its `sig` ignored) with the key made from `seed`.
+pub fn sign(f: &GraftFile<'_>, seed: &[u8; 32]) -> [u8; SIG_LEN] {
+    *KeyPair::from_seed(Seed::new(*seed)).sk.sign(message(f), None)
+}
+
+/// A signed graft's code, checked: every offset inside the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Code<'a> {
+    pub entry: usize,
+    pub relocs: Vec<usize>,
+    pub image: &'a [u8],
+}
+
+/// Is `f` a signed graft whose signature `key` made? Then its code.
+pub fn verify<'a>(f: &GraftFile<'a>, key: &[u8; KEY_LEN]) -> Result<Code<'a>, LoadError> {
+    if f.tech != Tech::SignedRust {
+        return Err(LoadError::Unsupported);
+    }
+    let sig: [u8; SIG_LEN] = f.sig.try_into().map_err(|_| LoadError::Refused("no signature, or not one of 64 bytes"))?;
+    PublicKey::new(*key).verify(message(f), &Signature::new(sig)).map_err(|_| LoadError::Refused("bad signature: not signed with this system's key"))?;
+    parse(f.code)
+}
+
+fn u32_at(b: &[u8], k: usize) -> Option<usize> {
+    b.get(4 * k..4 * k + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as usize)
+}
+
+/// The code field's parts, every offset checked against the image.
+pub fn parse(code: &[u8]) -> Result<Code<'_>, LoadError> {
+    let bad = LoadError::Format;
+    let (entry, n) = (u32_at(code, 0).ok_or(bad("no entry offset"))?, u32_at(code, 1).ok_or(bad("no relocation count"))?);
+    let head = n.checked_add(2).and_then(|k| k.checked_mul(4)).filter(|h| *h <= code.len()).ok_or(bad("more relocations than the code holds"))?;
+    let image = &code[head..];
+    if entry >= image.len() {
+        return Err(bad("the entry lies past the image"));
+    }
+    let relocs: Vec<usize> = (0..n).filter_map(|k| u32_at(code, 2 + k)).collect();
+    if relocs.iter().any(|r| !r.is_multiple_of(8) || r + 8 > image.len()) {
+        return Err(bad("a relocation outside the image"));
+    }
+    Ok(Code { entry, relocs, image })
+}
+
+/// The code field for an image, its entry and its relocations.
+pub fn code(entry: usize, relocs: &[usize], image: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 + 4 * relocs.len() + image.len());
+    for w in [entry, relocs.len()].iter().chain(relocs) {
+        v.extend_from_slice(&(*w as u32).to_le_bytes());
+    }
+    v.extend_from_slice(image);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Point;
+
+    const SEED: [u8; 32] = [7; 32];
+
+    fn signed(code: &[u8]) -> Vec<u8> {
+        let f = GraftFile { point: Point::Evict, tech: Tech::SignedRust, state_len: 8, name: "g", code, sig: &[] };
+        let sig = sign(&f, &SEED);
+        GraftFile { sig: &sig, ..f }.to_bytes()
+    }
+
+    #[test]
+    fn a_signature_covers_header_and_code() {
+        let key = public_key(&SEED);
+        let bytes = signed(&code(1, &[], &[0x90, 0xc3]));
+        let f = GraftFile::parse(&bytes).unwrap();
+        assert_eq!(verify(&f, &key), Ok(Code { entry: 1, relocs: Vec::new(), image: &[0x90u8, 0xc3][..] }));
+        assert!(verify(&f, &public_key(&[8; 32])).is_err(), "another key");
+        // Any byte of the header's fields or of the code changed: refused.
+        for at in [8usize, 12, 24, 64, 65, 68, 72, 73] {
+            let mut b = bytes.clone();
+            b[at] ^= 1;
+            if let Ok(g) = GraftFile::parse(&b) {
+                assert!(verify(&g, &key).is_err(), "byte {at} changed");
+            }
+        }
+        let mut b = bytes.clone();
+        let n = b.len();
+        b[n - 1] ^= 1;
+        assert!(matches!(verify(&GraftFile::parse(&b).unwrap(), &key), Err(LoadError::Refused(_))), "a changed signature");
+        // The signature must be there and whole.
+        let f = GraftFile::parse(&bytes).unwrap();
+        assert!(verify(&GraftFile { sig: &f.sig[..63], ..f }, &key).is_err());
+        assert!(verify(&GraftFile { sig: &[], ..f }, &key).is_err());
+    }
+
+    #[test]
+    fn every_offset_must_lie_in_the_image() {
+        let key = public_key(&SEED);
+        let img = [0u8; 24];
+        for (entry, relocs, ok) in [(0usize, &[][..], true), (23, &[0, 16][..], true), (24, &[][..], false), (u32::MAX as usize, &[][..], false), (0, &[17][..], false), (0, &[4][..], false), (0, &[24][..], false)] {
+            let bytes = signed(&code(entry, relocs, &img));
+            assert_eq!(verify(&GraftFile::parse(&bytes).unwrap(), &key).is_ok(), ok, "entry {entry}, relocations {relocs:?}");
+        }
+        assert!(parse(&[1, 2]).is_err(), "no room for the entry offset");
+        let mut c = code(0, &[], &img);
+        c[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(parse(&c).is_err(), "a relocation count past the code");
+    }
+}

@@ -1,0 +1,142 @@
+//! Signed safe-Rust grafts (VINO's Modula-3) in a server: `graft::signed` checks the
+//! signature against the key the server was built with (`SCION_GRAFT_KEY`, set by
+//! `cargo xtask build`; a server built without it refuses every signed graft) and the
+//! code's offsets; here the image is put in pages of its own from sigma0, its relative
+//! relocations applied, its write right taken away (the pages are read and execute only
+//! from then on), and each call is a plain function call on the server's thread — no
+//! sandbox and no budget: the signature says a trusted compiler proved the code memory
+//! safe and free of panics, and termination is trusted as for native grafts. Unloading
+//! gives the pages back to sigma0.
+#![no_std]
+
+extern crate alloc;
+
+use abi::fpage::{Fpage, UNMAP_SELF};
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use graft::engine::{Abort, Engine};
+use graft::{GraftFile, LoadError, Tech};
+use rt::ipc::Msg;
+
+/// Where signed graft code is mapped: one slot of `SLOT_LOG2` pages for each graft.
+const CODE_VA: u64 = rt::layout::GRAFT_CODE;
+const SLOT_LOG2: u64 = 6;
+const SLOT_BYTES: u64 = 4096 << SLOT_LOG2;
+/// Slots in use (one bit each; a server holds at most `graft::table::MAX_GRAFTS`).
+static SLOTS: AtomicU64 = AtomicU64::new(0);
+
+/// The public key this server was built with.
+pub fn key() -> Option<[u8; 32]> {
+    let hex = option_env!("SCION_GRAFT_KEY")?.as_bytes();
+    let mut k = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (i, b) in k.iter_mut().enumerate() {
+        let d = |c: u8| (c as char).to_digit(16);
+        *b = (d(hex[2 * i])? * 16 + d(hex[2 * i + 1])?) as u8;
+    }
+    Some(k)
+}
+
+type Entry = extern "C" fn(*const u8, usize, *mut u8, usize) -> u64;
+
+/// A loaded signed graft: its code slot and its state.
+pub struct Signed {
+    slot: u64,
+    /// The slot's first frame (given back to sigma0 on drop).
+    phys: u64,
+    sigma0: u64,
+    entry: Entry,
+    state: Vec<u8>,
+}
+
+/// The engine for `f` if it is a signed graft (`None` for other technologies): its
+/// signature checked, its code mapped executable. `sigma0`: the server's capability to
+/// sigma0, whose pages hold the code.
+pub fn engine(f: &GraftFile<'_>, sigma0: u64) -> Option<Result<Box<dyn Engine>, LoadError>> {
+    if f.tech != Tech::SignedRust {
+        return None;
+    }
+    Some(load(f, sigma0).map(|s| Box::new(s) as Box<dyn Engine>))
+}
+
+fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
+    let key = key().ok_or(LoadError::Refused("this server was built without a key for signed grafts"))?;
+    let code = graft::signed::verify(f, &key)?;
+    if code.image.len() as u64 > SLOT_BYTES {
+        return Err(LoadError::Limit("signed code bigger than 256 KiB"));
+    }
+    let slot = take_slot().ok_or(LoadError::Limit("no room for more signed code"))?;
+    let base = CODE_VA + slot * SLOT_BYTES;
+    let mut m = Msg::new(sigma0_api::ALLOC, &[SLOT_LOG2, base]);
+    if rt::server::request_mapping(sigma0, [Fpage::mem(base, 12 + SLOT_LOG2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)], &mut m).is_err() || m.items() != 1 {
+        give_slot(slot);
+        return Err(LoadError::Limit("no memory for the code"));
+    }
+    let phys = m.word(2);
+    // SAFETY: sigma0 just mapped SLOT_BYTES of fresh memory at `base`, read-write, for
+    // this slot alone (taken above); nothing else refers to it.
+    let mem = unsafe { core::slice::from_raw_parts_mut(base as *mut u8, SLOT_BYTES as usize) };
+    mem[..code.image.len()].copy_from_slice(code.image);
+    for &r in &code.relocs {
+        // `verify` checked: 8-aligned, inside the image.
+        let v = u64::from_le_bytes(mem[r..r + 8].try_into().unwrap_or_default()).wrapping_add(base);
+        mem[r..r + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    // From now on the code cannot be written, here or by anyone.
+    // SAFETY: takes the write right from our own mapping of this slot only.
+    if unsafe { rt::sys::unmap(Fpage::mem(base, 12 + SLOT_LOG2, abi::mem::WRITE), UNMAP_SELF) }.is_err() {
+        free(sigma0, phys, slot);
+        return Err(LoadError::Refused("the code's pages could not be made read-only"));
+    }
+    // SAFETY: the entry lies inside the image (`verify`), the image is the signed code a
+    // trusted compiler made with this ABI, and it stays mapped (executable) until `drop`.
+    let entry: Entry = unsafe { core::mem::transmute::<u64, Entry>(base + code.entry as u64) };
+    Ok(Signed { slot, phys, sigma0, entry, state: vec![0; f.state_len] })
+}
+
+fn take_slot() -> Option<u64> {
+    loop {
+        let used = SLOTS.load(Ordering::Acquire);
+        let k = (!used).trailing_zeros() as u64;
+        if k >= 64 {
+            return None;
+        }
+        if SLOTS.compare_exchange(used, used | 1 << k, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            return Some(k);
+        }
+    }
+}
+
+fn give_slot(k: u64) {
+    SLOTS.fetch_and(!(1 << k), Ordering::AcqRel);
+}
+
+fn free(sigma0: u64, phys: u64, slot: u64) {
+    // Every mapping of the frames goes with them (ours too).
+    let _ = rt::server::request(sigma0, &mut Msg::new(sigma0_api::FREE, &[phys, SLOT_LOG2]));
+    give_slot(slot);
+}
+
+impl Drop for Signed {
+    fn drop(&mut self) {
+        free(self.sigma0, self.phys, self.slot);
+    }
+}
+
+impl Engine for Signed {
+    fn state(&mut self) -> &mut [u8] {
+        &mut self.state
+    }
+
+    fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
+        Ok((self.entry)(input.as_ptr(), input.len(), self.state.as_mut_ptr(), self.state.len()))
+    }
+
+    fn reset(&mut self) -> Result<(), Abort> {
+        Ok(())
+    }
+}
