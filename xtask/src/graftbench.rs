@@ -22,9 +22,10 @@ type Agg = BTreeMap<(String, String, String), Fig>;
 
 /// The technologies measured at the eviction point (suffix of the figures' names),
 /// with the paper's counterpart.
-const TECHS: [(&str, &str); 6] = [
+const TECHS: [(&str, &str); 7] = [
     ("native", "unsafe C in the kernel"),
     ("signed", "Modula-3: a safe language, a trusted compiler"),
+    ("wasmaot", "SFI: checked machine code (Omniware)"),
     ("wasmi", "Java byte code, interpreted"),
     ("ebpf", "Java byte code, interpreted"),
     ("rhai", "Tcl, interpreted"),

@@ -104,6 +104,13 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .args(["build", "-q", "--release", "--target", WASM_TARGET, "--examples"]))?;
     let (clang, objcopy) = ensure_clang()?;
+    let seed = signing_seed()?;
+    // WebAssembly compiled ahead of time: Cranelift, with the settings the servers' runtime
+    // uses (`graft::aot::config`), for x86_64-unknown-none; signed, as the runtime trusts
+    // the machine code it is given.
+    let mut aot_config = graft::aot::config();
+    aot_config.target(graft::aot::TARGET).map_err(|e| format!("wasmtime: {e}"))?;
+    let aot = wasmtime::Engine::new(&aot_config).map_err(|e| format!("wasmtime: {e}"))?;
     for (name, point, state) in EXAMPLES {
         if NATIVE.contains(&name) {
             files.push(write(&out, point, Tech::Native, name, state, name.as_bytes())?);
@@ -111,6 +118,8 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         let wasm = wasm_target.join(WASM_TARGET).join("release/examples").join(format!("{name}.wasm"));
         if let Ok(code) = std::fs::read(&wasm) {
             files.push(write(&out, point, Tech::Wasmi, name, state, &code)?);
+            let compiled = aot.precompile_module(&code).map_err(|e| format!("{}: wasmtime: {e}", wasm.display()))?;
+            files.push(write_signed(&out, point, Tech::WasmAot, name, state, &compiled, &seed)?);
         }
         let c = src("bpf", name, "c");
         if c.exists() {
@@ -137,6 +146,17 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
     sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(src("bpf", "md5_xdp", "c")).arg("-o").arg(&o))?;
     sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
     Ok(files)
+}
+
+/// A graft file signed with the build's key.
+fn write_signed(out: &Path, point: Point, tech: Tech, name: &str, state_len: usize, code: &[u8], seed: &[u8; 32]) -> Result<PathBuf, String> {
+    let f = GraftFile { point, tech, state_len, name, code, sig: &[] };
+    let sig = graft::signed::sign(&f, seed);
+    let bytes = GraftFile { sig: &sig, ..f }.to_bytes();
+    GraftFile::parse(&bytes).map_err(|e| format!("graft {name}: {}", e.what()))?;
+    let path = out.join(file_name(point, tech, name));
+    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// The build's signing key for signed grafts: a seed of 32 random bytes in
@@ -204,12 +224,7 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
         let bytes = std::fs::read(&elf).map_err(|e| e.to_string())?;
         let (entry, relocs, image) = flat_image(&bytes).map_err(|e| format!("signed graft {name}: {e}"))?;
         let code = graft::signed::code(entry, &relocs, &image);
-        let f = GraftFile { point: *point, tech: Tech::SignedRust, state_len: *state, name, code: &code, sig: &[] };
-        let sig = graft::signed::sign(&f, &seed);
-        let bytes = GraftFile { sig: &sig, ..f }.to_bytes();
-        let path = out.join(file_name(*point, Tech::SignedRust, name));
-        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-        files.push(path);
+        files.push(write_signed(out, *point, Tech::SignedRust, name, *state, &code, &seed)?);
     }
     Ok(files)
 }

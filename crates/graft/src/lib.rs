@@ -11,6 +11,8 @@
 
 extern crate alloc;
 
+#[cfg(feature = "aot")]
+pub mod aot;
 pub mod engine;
 pub mod format;
 pub mod point;

@@ -104,7 +104,7 @@ fn per_call(srv: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
 /// Calls per test run: fewer for the slow ones (each run stays under ~20 M ticks).
 fn repeat_of(tech: &str) -> u32 {
     match tech {
-        "native" | "signed" => 20_000,
+        "native" | "signed" | "wasmaot" => 20_000,
         "wasmi" => 2_000,
         "upcall" => 1_000,
         _ => 200,
@@ -119,7 +119,7 @@ fn main() -> i32 {
     }
     let (state, input) = (hot_state(), candidates());
     let mut failed = false;
-    for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
+    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
         for name in ["null", "hotlist"] {
             let path = format!("/grafts/evict_{tech}_{name}.graft");
             let Ok(file) = files_api::client::read_all(files, &path) else {
@@ -160,7 +160,7 @@ fn main() -> i32 {
     // hot list are page addresses, none of the candidates hot.
     let mem0 = rt::alloc_slot();
     if env::lookup("mem0", mem0).is_ok() {
-        for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
+        for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
             let path = format!("/grafts/evict_{tech}_hotlist.graft");
             let Some(id) = files_api::client::read_all(files, &path).ok().and_then(|f| g::load(mem0, &f).ok()) else {
                 println!("bench_graft: {path}: not loaded into mem0");
@@ -203,7 +203,7 @@ fn main() -> i32 {
     }
     // The stream point: MD5 per KiB in every technology, run by blk.
     let kib: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
-    for (tech, repeat) in [("native", 200), ("signed", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2)] {
+    for (tech, repeat) in [("native", 200), ("signed", 200), ("wasmaot", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2)] {
         let path = format!("/grafts/stream_{tech}_md5.graft");
         let Ok(file) = files_api::client::read_all(files, &path) else {
             println!("bench_graft: no {path}");
@@ -229,7 +229,7 @@ fn main() -> i32 {
     // physical ones): a read of a mapped block, and a write (a free block found from
     // the log's head, the old one freed).
     let ld_input = |l: u64, write: bool| -> Vec<u8> { [l, 1022, write as u64].iter().flat_map(|w| w.to_le_bytes()).collect() };
-    for (tech, repeat) in [("native", 20_000), ("signed", 20_000), ("wasmi", 2_000), ("ebpf", 200), ("rhai", 20)] {
+    for (tech, repeat) in [("native", 20_000), ("signed", 20_000), ("wasmaot", 20_000), ("wasmi", 2_000), ("ebpf", 200), ("rhai", 20)] {
         let path = format!("/grafts/ldisk_{tech}_ldisk.graft");
         let Ok(file) = files_api::client::read_all(files, &path) else {
             println!("bench_graft: no {path}");

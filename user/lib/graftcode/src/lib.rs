@@ -7,11 +7,17 @@
 //! sandbox and no budget: the signature says a trusted compiler proved the code memory
 //! safe and free of panics, and termination is trusted as for native grafts. Unloading
 //! gives the pages back to sigma0.
+//!
+//! `aot`: WebAssembly compiled ahead of time (VINO's SFI), run by Wasmtime's runtime
+//! in the same kind of pages.
 #![no_std]
 
 extern crate alloc;
 
+pub mod aot;
+
 use abi::fpage::{Fpage, UNMAP_SELF};
+use abi::Error;
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -43,43 +49,88 @@ pub fn key() -> Option<[u8; 32]> {
 
 type Entry = extern "C" fn(*const u8, usize, *mut u8, usize) -> u64;
 
-/// A loaded signed graft: its code slot and its state.
+/// A loaded signed graft: its state, its code's pages.
 pub struct Signed {
-    slot: u64,
-    /// The slot's first frame (given back to sigma0 on drop).
-    phys: u64,
-    sigma0: u64,
     entry: Entry,
     state: Vec<u8>,
+    _code: CodeSlot,
+}
+
+/// `SLOT_BYTES` of fresh memory from sigma0 at a slot of `GRAFT_CODE`, mapped read,
+/// write and execute until the loader takes rights away; given back to sigma0 (every
+/// mapping of it revoked) when dropped.
+pub(crate) struct CodeSlot {
+    pub(crate) base: u64,
+    slot: u64,
+    phys: u64,
+    sigma0: u64,
+}
+
+impl CodeSlot {
+    pub(crate) fn new(sigma0: u64) -> Result<CodeSlot, LoadError> {
+        let slot = take_slot().ok_or(LoadError::Limit("no room for more graft code"))?;
+        let base = CODE_VA + slot * SLOT_BYTES;
+        let mut m = Msg::new(sigma0_api::ALLOC, &[SLOT_LOG2, base]);
+        if rt::server::request_mapping(sigma0, [Fpage::mem(base, 12 + SLOT_LOG2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)], &mut m).is_err() || m.items() != 1 {
+            give_slot(slot);
+            return Err(LoadError::Limit("no memory for the code"));
+        }
+        Ok(CodeSlot { base, slot, phys: m.word(2), sigma0 })
+    }
+
+    pub(crate) const BYTES: usize = SLOT_BYTES as usize;
+
+    /// The slot's memory, to write the code into (before any right is taken away).
+    pub(crate) fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: sigma0 mapped SLOT_BYTES of fresh memory at `base`, read-write, for
+        // this slot alone; `&mut self` makes this the only reference to it.
+        unsafe { core::slice::from_raw_parts_mut(self.base as *mut u8, SLOT_BYTES as usize) }
+    }
+
+    /// Take `rights` from our own mapping of the pages `from .. to` (offsets).
+    pub(crate) fn take(&self, from: u64, to: u64, rights: u64) -> Result<(), Error> {
+        let mut p = from & !0xfff;
+        while p < to {
+            // SAFETY: takes rights from our own mapping of a page of this slot only.
+            unsafe { rt::sys::unmap(Fpage::mem(self.base + p, 12, rights), UNMAP_SELF) }?;
+            p += 4096;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CodeSlot {
+    fn drop(&mut self) {
+        // Every mapping of the frames goes with them (ours too).
+        let _ = rt::server::request(self.sigma0, &mut Msg::new(sigma0_api::FREE, &[self.phys, SLOT_LOG2]));
+        give_slot(self.slot);
+    }
 }
 
 /// The engine for `f` if it is a signed graft (`None` for other technologies): its
 /// signature checked, its code mapped executable. `sigma0`: the server's capability to
 /// sigma0, whose pages hold the code.
 pub fn engine(f: &GraftFile<'_>, sigma0: u64) -> Option<Result<Box<dyn Engine>, LoadError>> {
-    if f.tech != Tech::SignedRust {
-        return None;
+    match f.tech {
+        Tech::SignedRust => Some(load(f, sigma0).map(|s| Box::new(s) as Box<dyn Engine>)),
+        Tech::WasmAot => Some(aot::load(f, sigma0, graft::engine::Limits::default()).map(|s| Box::new(s) as Box<dyn Engine>)),
+        _ => None,
     }
-    Some(load(f, sigma0).map(|s| Box::new(s) as Box<dyn Engine>))
+}
+
+/// The build's key, or why a signed graft cannot be loaded here.
+pub(crate) fn key_or_refuse() -> Result<[u8; 32], LoadError> {
+    key().ok_or(LoadError::Refused("this server was built without a key for signed grafts"))
 }
 
 fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
-    let key = key().ok_or(LoadError::Refused("this server was built without a key for signed grafts"))?;
-    let code = graft::signed::verify(f, &key)?;
-    if code.image.len() as u64 > SLOT_BYTES {
+    let code = graft::signed::verify(f, &key_or_refuse()?)?;
+    if code.image.len() > CodeSlot::BYTES {
         return Err(LoadError::Limit("signed code bigger than 256 KiB"));
     }
-    let slot = take_slot().ok_or(LoadError::Limit("no room for more signed code"))?;
-    let base = CODE_VA + slot * SLOT_BYTES;
-    let mut m = Msg::new(sigma0_api::ALLOC, &[SLOT_LOG2, base]);
-    if rt::server::request_mapping(sigma0, [Fpage::mem(base, 12 + SLOT_LOG2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)], &mut m).is_err() || m.items() != 1 {
-        give_slot(slot);
-        return Err(LoadError::Limit("no memory for the code"));
-    }
-    let phys = m.word(2);
-    // SAFETY: sigma0 just mapped SLOT_BYTES of fresh memory at `base`, read-write, for
-    // this slot alone (taken above); nothing else refers to it.
-    let mem = unsafe { core::slice::from_raw_parts_mut(base as *mut u8, SLOT_BYTES as usize) };
+    let mut slot = CodeSlot::new(sigma0)?;
+    let base = slot.base;
+    let mem = slot.bytes();
     mem[..code.image.len()].copy_from_slice(code.image);
     for &r in &code.relocs {
         // `verify` checked: 8-aligned, inside the image.
@@ -87,15 +138,12 @@ fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
         mem[r..r + 8].copy_from_slice(&v.to_le_bytes());
     }
     // From now on the code cannot be written, here or by anyone.
-    // SAFETY: takes the write right from our own mapping of this slot only.
-    if unsafe { rt::sys::unmap(Fpage::mem(base, 12 + SLOT_LOG2, abi::mem::WRITE), UNMAP_SELF) }.is_err() {
-        free(sigma0, phys, slot);
-        return Err(LoadError::Refused("the code's pages could not be made read-only"));
-    }
+    slot.take(0, SLOT_BYTES, abi::mem::WRITE).map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
     // SAFETY: the entry lies inside the image (`verify`), the image is the signed code a
-    // trusted compiler made with this ABI, and it stays mapped (executable) until `drop`.
+    // trusted compiler made with this ABI, and it stays mapped (executable) as long as
+    // `_code`, which the engine owns.
     let entry: Entry = unsafe { core::mem::transmute::<u64, Entry>(base + code.entry as u64) };
-    Ok(Signed { slot, phys, sigma0, entry, state: vec![0; f.state_len] })
+    Ok(Signed { entry, state: vec![0; f.state_len], _code: slot })
 }
 
 fn take_slot() -> Option<u64> {
@@ -113,18 +161,6 @@ fn take_slot() -> Option<u64> {
 
 fn give_slot(k: u64) {
     SLOTS.fetch_and(!(1 << k), Ordering::AcqRel);
-}
-
-fn free(sigma0: u64, phys: u64, slot: u64) {
-    // Every mapping of the frames goes with them (ours too).
-    let _ = rt::server::request(sigma0, &mut Msg::new(sigma0_api::FREE, &[phys, SLOT_LOG2]));
-    give_slot(slot);
-}
-
-impl Drop for Signed {
-    fn drop(&mut self) {
-        free(self.sigma0, self.phys, self.slot);
-    }
 }
 
 impl Engine for Signed {

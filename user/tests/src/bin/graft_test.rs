@@ -179,7 +179,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
     c.check(ok && st == p::DONE | p::STREAM_ABORTED, &format!("a stream read with no graft completes, marked STREAM_ABORTED ({st:#x})"));
     let r = seg.batch_ops(&[p::op(p::WRITE_OP | p::STREAM, 0, 1, 0, p::DATA)], p::WAIT_ALL);
     c.check(r.is_ok() && seg.status(0) == p::FAILED | p::E_BAD, "a write cannot be a stream");
-    for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
+    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
         let Ok(file) = files_api::client::read_all(files, &format!("/grafts/stream_{tech}_md5.graft")) else {
             c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
             continue;
@@ -211,7 +211,8 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         c.check(g::unload(blk, id).is_ok(), &format!("{tech}: unload it"));
     }
     // Hostile grafts at the stream point (the evict ones, their header's point made
-    // `stream`: the engines do not care which point calls them).
+    // `stream`: the engines do not care which point calls them; a signed one would no
+    // longer be).
     for name in ["wasmi_spin", "wasmi_oob", "ebpf_oob", "rhai_spin", "rhai_hog"] {
         let Ok(mut file) = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")) else {
             c.check(false, &format!("/grafts/evict_{name}.graft is in the files filesystem"));
@@ -278,7 +279,7 @@ fn rhai_ldisk(name: &str, code: &str) -> Vec<u8> {
 fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     let want = ld_expected();
     let mut layouts: Vec<(&str, u64)> = Vec::new();
-    for (k, tech) in ["native", "signed", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
+    for (k, tech) in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
         let name = format!("ld_{tech}");
         c.eq(baio::create(blk, &name, LD_LEN, 0), Ok(()), &format!("{tech}: create a segment of 64 blocks"));
         let Ok(seg) = baio::open(blk, &name, 3, BUF + (k as u64 + 1) * p::AREA_BYTES) else {
@@ -406,7 +407,7 @@ fn main() -> i32 {
     let k = hot_kept(&seg, cache, &mut c, "LRU");
     c.eq(k, 0, "without a graft, LRU evicts the hot blocks");
 
-    for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
+    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let file = files_api::client::read_all(files, &path);
         if !c.check(file.is_ok(), &format!("{path} is in the files filesystem")) {
@@ -452,7 +453,10 @@ fn main() -> i32 {
     let r = refused(&bad);
     c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("magic")), &format!("a bad magic is refused ({r:?})"));
     let aot = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::WasmAot, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
-    c.eq(refused(&aot).map(|r| r.0), Some(Error::Unsupported), "a technology the cache does not run (yet: Wasm compiled ahead of time)");
+    let r = refused(&aot);
+    c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::InvalidArg && why.contains("signature")), &format!("compiled WebAssembly the build did not sign is refused: the runtime would trust its machine code ({r:?})"));
+    let up = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::Upcall, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
+    c.check(refused(&up).is_some(), "an upcall graft without its thread is refused");
     // Signed grafts: any byte of header or code changed, or signed with another key.
     match files_api::client::read_all(files, "/grafts/evict_signed_hotlist.graft") {
         Ok(file) => {
@@ -479,7 +483,12 @@ fn main() -> i32 {
     c.check(m.word(1) != 0, "a piece far past any file's end is refused");
 
     // Hostile grafts: refused at load, or aborted and unloaded after three failures.
-    let hostile: [(&str, Option<&str>); 13] = [
+    let hostile: [(&str, Option<&str>); 18] = [
+        ("wasmaot_spin", None),
+        ("wasmaot_oob", None),
+        ("wasmaot_hog", None),
+        ("wasmaot_liar", None),
+        ("wasmaot_trap", None),
         ("wasmi_spin", None),
         ("wasmi_oob", None),
         ("wasmi_hog", None),

@@ -98,7 +98,7 @@ fn main() -> i32 {
     c.eq(hot, 0, "oldest first: the hot pages were taken back");
     c.check(u.taken_back > 0 && u.refaults > 0 && u.grafted == 0, &format!("pages were taken back and faulted in again ({u:?})"));
 
-    for tech in ["native", "signed", "wasmi", "ebpf", "rhai"] {
+    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let Ok(file) = files_api::client::read_all(files, &path) else {
             c.check(false, &format!("{path} is in the files filesystem"));
