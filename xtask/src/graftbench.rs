@@ -140,7 +140,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             let vs = mib.zip(disk).map_or("—".into(), |(m, d)| format!("{:.2}", m as f64 / d.max(1) as f64));
             let _ = writeln!(s, "| {label} | {} | {} | {norm} | {vs} |", cell(k), cell(mib));
         };
-        for (tech, paper) in TECHS.iter().filter(|t| t.0 != "upcall") {
+        for (tech, paper) in TECHS {
             row(&mut s, &format!("{tech} ({paper})"), get(agg, "scion", mode, &format!("graft_stream_{tech}_md5")));
         }
         row(&mut s, "Linux: the same MD5 as eBPF (XDP, verified and JIT-compiled by the guest's kernel)", get(agg, "linux", mode, "ebpf_md5_kib"));
@@ -149,7 +149,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "A log-structured map of 512 logical blocks, half full, over 1022 physical ones: a read finds where a block is; a write takes the next free block from the log's head and frees the old one.\n");
         let _ = writeln!(s, "| technology | read lookup | write | write normalized to native |\n|---|---:|---:|---:|");
         let ld_native = get(agg, "scion", mode, "graft_ldisk_native_write");
-        for (tech, paper) in TECHS.iter().filter(|t| t.0 != "upcall") {
+        for (tech, paper) in TECHS {
             let w = get(agg, "scion", mode, &format!("graft_ldisk_{tech}_write"));
             let norm = w.zip(ld_native).map_or("—".into(), |(w, n)| format!("{:.1}", w as f64 / n.max(1) as f64));
             let _ = writeln!(s, "| {tech} ({paper}) | {} | {} | {norm} |", cell(get(agg, "scion", mode, &format!("graft_ldisk_{tech}_read"))), cell(w));

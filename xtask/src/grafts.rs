@@ -197,6 +197,7 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
         .env("RUSTFLAGS", "-C relocation-model=pie")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .args(["build", "-q", "--release", "--target", "x86_64-unknown-none"]))?;
+    signed_sources_allowed(&root)?;
     let lib = lib_dir.join("x86_64-unknown-none/release/libscion_signed_grafts.a");
     let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
     let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim()).join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
@@ -227,6 +228,27 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
         files.push(write_signed(out, *point, Tech::SignedRust, name, *state, &code, &seed)?);
     }
     Ok(files)
+}
+
+/// What a signed graft may be built from: the harness and crates on `SIGNED_ALLOWED`,
+/// each graft crate `forbid(unsafe_code)` (the harness is Scion's and holds the one
+/// `unsafe` that makes the slices). The build refuses to sign anything else.
+const SIGNED_ALLOWED: [(&str, &str); 1] = [("grafts", "crates/grafts/src/lib.rs")];
+
+fn signed_sources_allowed(root: &Path) -> Result<(), String> {
+    let lock = std::fs::read_to_string(root.join("grafts/signed/Cargo.lock")).map_err(|e| format!("grafts/signed/Cargo.lock: {e}"))?;
+    for name in lock.lines().filter_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"')) {
+        if name != "scion-signed-grafts" && !SIGNED_ALLOWED.iter().any(|(a, _)| *a == name) {
+            return Err(format!("signed grafts: crate `{name}` is not on the allowed list (xtask/src/grafts.rs SIGNED_ALLOWED)"));
+        }
+    }
+    for (name, lib) in SIGNED_ALLOWED {
+        let src = std::fs::read_to_string(root.join(lib)).map_err(|e| format!("{lib}: {e}"))?;
+        if !src.lines().any(|l| l.trim() == "#![forbid(unsafe_code)]") {
+            return Err(format!("signed grafts: crate `{name}` ({lib}) does not forbid unsafe code"));
+        }
+    }
+    Ok(())
 }
 
 /// A linked signed graft as the server loads it: (entry, relocations, the image from

@@ -116,3 +116,61 @@ pub fn serve(f: fn(Point, &[u8]) -> u64) -> ! {
         replying = true;
     }
 }
+
+/// The capability a graft `LOAD` brings: an upcall graft's thread. A server with graft
+/// points opens its receive window for capabilities at `window()`, shows every message
+/// it receives to `arrived`, builds upcall engines with `engine`, and calls `done` after
+/// each graft request (a capability the request did not use is freed).
+pub struct Inbox {
+    cap_in: u64,
+    received: Option<u64>,
+}
+
+impl Default for Inbox {
+    fn default() -> Inbox {
+        Inbox::new()
+    }
+}
+
+impl Inbox {
+    pub fn new() -> Inbox {
+        Inbox { cap_in: rt::alloc_slot(), received: None }
+    }
+
+    /// The receive window for capabilities.
+    pub fn window(&self) -> Fpage {
+        Fpage::caps(self.cap_in, 0, 7)
+    }
+
+    /// After a message arrived: if a capability came with it, the next one lands in a
+    /// fresh slot. A `LOAD`'s is kept for `engine`; any other's slot is returned for
+    /// the server to take or free.
+    pub fn arrived(&mut self, m: &Msg) -> Option<u64> {
+        if m.items() == 0 || m.tag().is_fault() {
+            return None;
+        }
+        let got = core::mem::replace(&mut self.cap_in, rt::alloc_slot());
+        if m.label() == crate::LOAD {
+            if let Some(old) = self.received.replace(got) {
+                rt::free_slot(old);
+            }
+            return None;
+        }
+        Some(got)
+    }
+
+    /// The engine for an upcall graft (`None` for other technologies).
+    pub fn engine(&mut self, f: &graft::GraftFile<'_>) -> Option<Result<alloc::boxed::Box<dyn Engine>, graft::LoadError>> {
+        (f.tech == graft::Tech::Upcall).then(|| match self.received.take() {
+            Some(slot) => Ok(alloc::boxed::Box::new(Upcall::new(slot, f.point)) as alloc::boxed::Box<dyn Engine>),
+            None => Err(graft::LoadError::Refused("an upcall graft comes with its thread's capability")),
+        })
+    }
+
+    /// After a graft request: a capability it brought and did not use goes.
+    pub fn done(&mut self) {
+        if let Some(slot) = self.received.take() {
+            rt::free_slot(slot);
+        }
+    }
+}

@@ -82,6 +82,31 @@ fn serve_hotlist(_: u64) {
     g::upcall::serve(upcall_hotlist)
 }
 
+static UP_MD5: rt::sync::Lock<[u8; grafts::MD5_STATE]> = rt::sync::Lock::new([0; grafts::MD5_STATE]);
+static UP_LDISK: rt::sync::Lock<[u8; grafts::LD_STATE]> = rt::sync::Lock::new([0; grafts::LD_STATE]);
+
+fn serve_md5(_: u64) {
+    g::upcall::serve(|_, input| grafts::md5(input, &mut *UP_MD5.lock()))
+}
+
+fn serve_ldisk(_: u64) {
+    g::upcall::serve(|_, input| grafts::ldisk(input, &mut *UP_LDISK.lock()))
+}
+
+/// Graft `name` at `point` in technology `tech` into `srv`: its file from /grafts, or
+/// (upcall) served by a new thread of this program running `up`.
+fn load_in(srv: u64, files: u64, point: graft::Point, tech: &str, name: &str, up: fn(u64)) -> Option<u32> {
+    let r = if tech == "upcall" {
+        let t = rt::thread::spawn(up, 0, rt::thread::my_priority()).ok()?;
+        g::load_upcall(srv, name, point, t.slot)
+    } else {
+        let path = format!("/grafts/{}_{tech}_{name}.graft", point.name());
+        let file = files_api::client::read_all(files, &path).ok()?;
+        g::load(srv, &file)
+    };
+    r.map_err(|r| println!("bench_graft: {tech} {name}: {:?} {}", r.error, r.reason)).ok()
+}
+
 fn serve_null(_: u64) {
     g::upcall::serve(upcall_null)
 }
@@ -203,41 +228,24 @@ fn main() -> i32 {
     }
     // The stream point: MD5 per KiB in every technology, run by blk.
     let kib: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
-    for (tech, repeat) in [("native", 200), ("signed", 200), ("wasmaot", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2)] {
-        let path = format!("/grafts/stream_{tech}_md5.graft");
-        let Ok(file) = files_api::client::read_all(files, &path) else {
-            println!("bench_graft: no {path}");
+    for (tech, repeat) in [("native", 200), ("signed", 200), ("wasmaot", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2), ("upcall", 200)] {
+        let Some(id) = load_in(blk, files, graft::Point::Stream, tech, "md5", serve_md5) else {
             failed = true;
             continue;
         };
-        match g::load(blk, &file) {
-            Ok(id) => {
-                match per_call(blk, id, &kib, repeat) {
-                    Some(v) => report(&format!("graft_stream_{tech}_md5"), v),
-                    None => failed = true,
-                }
-                let _ = g::unload(blk, id);
-            }
-            Err(r) => {
-                println!("bench_graft: {path}: {:?} {}", r.error, r.reason);
-                failed = true;
-            }
+        match per_call(blk, id, &kib, repeat) {
+            Some(v) => report(&format!("graft_stream_{tech}_md5"), v),
+            None => failed = true,
         }
+        let _ = g::unload(blk, id);
     }
     // The logical-disk point (Table 6): one block's lookup in each technology, run by blk
     // as its point calls it, on a map half full (512 logical blocks written over 1022
     // physical ones): a read of a mapped block, and a write (a free block found from
     // the log's head, the old one freed).
     let ld_input = |l: u64, write: bool| -> Vec<u8> { [l, 1022, write as u64].iter().flat_map(|w| w.to_le_bytes()).collect() };
-    for (tech, repeat) in [("native", 20_000), ("signed", 20_000), ("wasmaot", 20_000), ("wasmi", 2_000), ("ebpf", 200), ("rhai", 20)] {
-        let path = format!("/grafts/ldisk_{tech}_ldisk.graft");
-        let Ok(file) = files_api::client::read_all(files, &path) else {
-            println!("bench_graft: no {path}");
-            failed = true;
-            continue;
-        };
-        let Ok(id) = g::load(blk, &file) else {
-            println!("bench_graft: {path}: refused");
+    for (tech, repeat) in [("native", 20_000), ("signed", 20_000), ("wasmaot", 20_000), ("wasmi", 2_000), ("ebpf", 200), ("rhai", 20), ("upcall", 1_000)] {
+        let Some(id) = load_in(blk, files, graft::Point::Ldisk, tech, "ldisk", serve_ldisk) else {
             failed = true;
             continue;
         };

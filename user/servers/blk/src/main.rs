@@ -160,6 +160,8 @@ struct Blk {
     grafts: graft::Table,
     /// Logical disks by their segment's first block.
     ldisks: BTreeMap<u64, Ldisk>,
+    /// A capability a graft `LOAD` brings (an upcall graft's thread).
+    inbox: graft_api::upcall::Inbox,
     disk: Disk,
     vol: Volume,
     quota: u64,
@@ -1094,7 +1096,15 @@ impl Blk {
 impl Server for Blk {
     type Request<'a> = Request<'a>;
 
+    fn windows(&self) -> Option<[Fpage; 3]> {
+        Some([Fpage(0), self.inbox.window(), Fpage(0)])
+    }
+
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        // Only a graft LOAD may bring a capability (an upcall's thread); any other goes.
+        if let Some(slot) = self.inbox.arrived(m) {
+            rt::free_slot(slot);
+        }
         let v = from.minted_value()?;
         if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
             return None;
@@ -1129,8 +1139,9 @@ impl Server for Blk {
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         if let (Request::Graft(g), None, true) = (req, from.minted_value(), from.principal() != 0) {
-            let sigma0 = self.sigma0;
-            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0), rt::sys::rdtsc);
+            let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
+            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)), rt::sys::rdtsc);
+            self.inbox.done();
             self.ldisk_sweep();
             return a;
         }
@@ -1263,6 +1274,7 @@ fn main() -> i32 {
         text: String::new(),
         grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS),
         ldisks: BTreeMap::new(),
+        inbox: graft_api::upcall::Inbox::new(),
     };
     let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut b, &mut buf)

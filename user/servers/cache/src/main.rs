@@ -63,7 +63,7 @@ fn main() -> i32 {
     let c = Cache::new(1 << LOG2);
     println!("cache: {} blocks at {:#x}", c.slots(), phys);
     let mut buf = [0u8; graft_api::RECV_BYTES];
-    server::run(&mut CacheServer { c, phys, sigma0: s0slot, client: None, grafts: Table::new(&POINTS, GRAFT_IDS), text: String::new(), cap_in: rt::alloc_slot(), received: None }, &mut buf)
+    server::run(&mut CacheServer { c, phys, sigma0: s0slot, client: None, grafts: Table::new(&POINTS, GRAFT_IDS), text: String::new(), inbox: graft_api::upcall::Inbox::new() }, &mut buf)
 }
 
 struct CacheServer {
@@ -77,10 +77,8 @@ struct CacheServer {
     grafts: Table,
     /// The last graft LIST reply (it must live until the kernel copies it).
     text: String,
-    /// Where a capability a request brings lands (an upcall graft's thread, with
-    /// `LOAD`), and the one the last `LOAD` brought.
-    cap_in: u64,
-    received: Option<u64>,
+    /// A capability a `LOAD` brings (an upcall graft's thread).
+    inbox: graft_api::upcall::Inbox,
 }
 
 fn rdtsc() -> u64 {
@@ -108,21 +106,13 @@ impl Server for CacheServer {
     type Request<'a> = Request<'a>;
 
     fn windows(&self) -> Option<[Fpage; 3]> {
-        Some([Fpage(0), Fpage::caps(self.cap_in, 0, 7), Fpage(0)])
+        Some([Fpage(0), self.inbox.window(), Fpage(0)])
     }
 
     fn event(&mut self, _from: Badge, m: &Msg) -> Option<Answer> {
-        if m.items() > 0 && !m.tag().is_fault() {
-            // A capability landed in `cap_in`: the next one lands in a fresh slot.
-            // Only a graft LOAD may bring one (an upcall's thread); any other is dropped.
-            let got = core::mem::replace(&mut self.cap_in, rt::alloc_slot());
-            if m.label() == graft_api::LOAD {
-                if let Some(old) = self.received.replace(got) {
-                    rt::free_slot(old);
-                }
-            } else {
-                rt::free_slot(got);
-            }
+        // Only a graft LOAD may bring a capability (an upcall's thread); any other goes.
+        if let Some(slot) = self.inbox.arrived(m) {
+            rt::free_slot(slot);
         }
         None
     }
@@ -140,20 +130,9 @@ impl Server for CacheServer {
     fn handle(&mut self, from: Badge, req: Request) -> Answer {
         let me = from.program();
         if let Request::Graft(g) = req {
-            let (received, sigma0) = (&mut self.received, self.sigma0);
-            let mut upcall = |f: &graft::GraftFile<'_>| -> Option<Result<alloc::boxed::Box<dyn graft::Engine>, graft::LoadError>> {
-                if let Some(e) = graftcode::engine(f, sigma0) {
-                    return Some(e);
-                }
-                (f.tech == graft::Tech::Upcall).then(|| match received.take() {
-                    Some(slot) => Ok(alloc::boxed::Box::new(graft_api::upcall::Upcall::new(slot, f.point)) as alloc::boxed::Box<dyn graft::Engine>),
-                    None => Err(graft::LoadError::Refused("an upcall graft comes with its thread's capability")),
-                })
-            };
-            let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut upcall, rdtsc);
-            if let Some(slot) = self.received.take() {
-                rt::free_slot(slot);
-            }
+            let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
+            let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)), rdtsc);
+            self.inbox.done();
             return a;
         }
         match (req, self.client) {

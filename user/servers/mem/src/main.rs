@@ -73,6 +73,8 @@ struct Mem {
     grafts: graft::Table,
     /// The text of the last graft LIST reply (it must live until the kernel copies it).
     text: String,
+    /// A capability a graft `LOAD` brings (an upcall graft's thread).
+    inbox: graft_api::upcall::Inbox,
 }
 
 impl Mem {
@@ -247,7 +249,7 @@ fn main() -> i32 {
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
-    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base), text: String::new() };
+    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base), text: String::new(), inbox: graft_api::upcall::Inbox::new() };
     let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut srv, &mut buf)
 }
@@ -255,8 +257,16 @@ fn main() -> i32 {
 impl Server for Mem {
     type Request<'a> = Request<'a>;
 
+    fn windows(&self) -> Option<[Fpage; 3]> {
+        Some([Fpage(0), self.inbox.window(), Fpage(0)])
+    }
+
     /// Page faults of the programs this server pages (badged with their pager badge).
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        // Only a graft LOAD may bring a capability (an upcall's thread); any other goes.
+        if let Some(slot) = self.inbox.arrived(m) {
+            rt::free_slot(slot);
+        }
         if m.label() != label::PAGE_FAULT || from.is_root() {
             return None;
         }
@@ -296,7 +306,13 @@ impl Server for Mem {
             }
             Request::Graft(g) => {
                 let id = from.program();
-                graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| graftcode::engine(f, cap::SIGMA0_SLOT), rt::sys::rdtsc)
+                // No upcall grafts here: the graft's thread would fault into this server
+                // while it waits for that thread (a page taken back, a heap page), and
+                // the call could only end by its timeout.
+                let upcall = |f: &graft::GraftFile<'_>| (f.tech == graft::Tech::Upcall).then_some(Err(graft::LoadError::Refused("a memory server takes no upcall graft: its thread's page faults would wait for the call waiting for them")));
+                let a = graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| graftcode::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f)), rt::sys::rdtsc);
+                self.inbox.done();
+                a
             }
             Request::Stats => {
                 let mut w = alloc::vec![self.pool_pages, self.free.len() as u64, self.clients.len() as u64];

@@ -178,8 +178,9 @@ struct Net {
     cue_windows: [bool; p::MAX_TRANSFERS],
     /// Our capability to the block service (to recognize clients' tickets by).
     blk: u64,
-    /// The slot a capability in a request lands in, and one that landed with a CUE.
-    ticket_in: u64,
+    /// Where a capability in a request lands (`Inbox`: an upcall graft's thread with a
+    /// graft LOAD), and one that landed with a CUE.
+    inbox: graft_api::upcall::Inbox,
     received: Option<u64>,
     /// The last CUE_LIST text (it must live until the kernel copies it).
     cue_text: String,
@@ -1060,10 +1061,9 @@ impl Server for Net {
     type Request<'a> = Request<'a>;
 
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
-        if m.items() > 0 && !m.tag().is_fault() {
-            // A capability landed in `ticket_in`: the next one lands in a fresh slot.
-            // Only a CUE may bring one (handle takes it); any other is dropped.
-            let got = core::mem::replace(&mut self.ticket_in, rt::alloc_slot());
+        // Only a CUE (its ticket: handle takes it) or a graft LOAD (an upcall's thread)
+        // may bring a capability; any other is dropped.
+        if let Some(got) = self.inbox.arrived(m) {
             if m.label() == p::CUE {
                 if let Some(old) = self.received.replace(got) {
                     rt::free_slot(old);
@@ -1124,8 +1124,10 @@ impl Server for Net {
         }
         let id = from.program() as u64;
         if let Request::Graft(g) = req {
-            let sigma0 = self.sigma0;
-            return graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |f| graftcode::engine(f, sigma0), rt::sys::rdtsc);
+            let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
+            let a = graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)), rt::sys::rdtsc);
+            self.inbox.done();
+            return a;
         }
         self.caller_principal = from.principal();
         let r = self.request(id, req);
@@ -1189,7 +1191,7 @@ impl Server for Net {
     }
 
     fn windows(&self) -> Option<[Fpage; 3]> {
-        Some([Fpage(0), Fpage::caps(self.ticket_in, 0, 7), Fpage(0)])
+        Some([Fpage(0), self.inbox.window(), Fpage(0)])
     }
 }
 
@@ -1316,7 +1318,7 @@ fn main() -> i32 {
         rr: 0,
         cue_windows: [false; p::MAX_TRANSFERS],
         blk,
-        ticket_in: rt::alloc_slot(),
+        inbox: graft_api::upcall::Inbox::new(),
         received: None,
         cue_text: String::new(),
         cue_busy: false,

@@ -133,6 +133,18 @@ fn serve_mute(_: u64) {
     }
 }
 
+/// The upcall MD5 and logical-disk grafts' states, in this program.
+static UP_MD5: rt::sync::Lock<[u8; grafts::MD5_STATE]> = rt::sync::Lock::new([0; grafts::MD5_STATE]);
+static UP_LDISK: rt::sync::Lock<[u8; grafts::LD_STATE]> = rt::sync::Lock::new([0; grafts::LD_STATE]);
+
+fn serve_md5(_: u64) {
+    graft_api::upcall::serve(|_, input| grafts::md5(input, &mut *UP_MD5.lock()))
+}
+
+fn serve_ldisk(_: u64) {
+    graft_api::upcall::serve(|_, input| grafts::ldisk(input, &mut *UP_LDISK.lock()))
+}
+
 /// The upcall technology: the graft's code in a thread of this program, one IPC per call.
 fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
     HOT_LIST[0].store(HOT, Ordering::Relaxed);
@@ -209,6 +221,28 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of the bytes read"));
         c.check(g::read_state(blk, id, 200_000, 64).is_ok_and(|w| w == [0; 8]), &format!("{tech}: a READ far past the state answers nothing, and blk lives on"));
         c.check(g::unload(blk, id).is_ok(), &format!("{tech}: unload it"));
+    }
+    // By upcall: the same MD5 in a thread of this program, its digest kept here.
+    match rt::thread::spawn(serve_md5, 0, rt::thread::my_priority()).map_err(|_| ()).and_then(|t| g::load_upcall(blk, "md5", graft::Point::Stream, t.slot).map_err(|_| ())) {
+        Ok(id) => {
+            let mut want = [0u8; grafts::MD5_STATE];
+            let mut all_done = true;
+            for (first, n) in [(0u64, 32u64), (32, 8)] {
+                let (ok, st) = stream_read(first, n);
+                all_done &= ok && st == p::DONE;
+                for piece in seg.bytes(p::DATA, n * 4096).chunks(1024) {
+                    grafts::md5(piece, &mut want);
+                }
+            }
+            grafts::md5(&[], &mut want);
+            let end = g::test_run(blk, id, &[], 1);
+            c.check(all_done && end.is_ok(), "upcall: 40 blocks read through the MD5 graft in this program");
+            c.check(*UP_MD5.lock() == want, "upcall: its digest (kept in this program) is the MD5 of the bytes read");
+            let _ = g::unload(blk, id);
+        }
+        Err(()) => {
+            c.check(false, "upcall: load MD5 into blk");
+        }
     }
     // Hostile grafts at the stream point (the evict ones, their header's point made
     // `stream`: the engines do not care which point calls them; a signed one would no
@@ -326,6 +360,40 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     for (tech, sum) in &layouts[1.min(layouts.len())..] {
         c.eq(Some(*sum), native, &format!("{tech}: the segment's blocks and map are native's, byte for byte"));
     }
+
+    // By upcall: the map lives in this program (blk keeps no state of it on the disk).
+    let up = rt::thread::spawn(serve_ldisk, 0, rt::thread::my_priority()).map_err(|_| ()).and_then(|t| g::load_upcall(blk, "ldisk", graft::Point::Ldisk, t.slot).map_err(|_| ()));
+    let made = baio::create(blk, "ld_upcall", LD_LEN, 0).is_ok();
+    match (up, baio::open(blk, "ld_upcall", 3, BUF + p::AREA_BYTES)) {
+        (Ok(id), Ok(seg)) if made => {
+            c.eq(seg.ldisk(id), Ok(LD_LEN - p::MAP_BLOCKS), "upcall: the segment is a logical disk through a thread of this program");
+            let statuses: Vec<u64> = LD_WRITES.iter().map(|&(f, n, v)| ld_write(&seg, f, n, v)).collect();
+            let (s1, a) = ld_read(&seg, 0, 31);
+            let (s2, b) = ld_read(&seg, 31, 31);
+            let good = (0..62u64).all(|l| {
+                let got = if l < 31 { &a[l as usize * 4096..][..4096] } else { &b[(l - 31) as usize * 4096..][..4096] };
+                if want[l as usize] == 0 { got.iter().all(|x| *x == 0) } else { *got == tests::ldisk_block(l, want[l as usize])[..] }
+            });
+            c.check(statuses.iter().all(|s| *s == p::DONE) && s1 == p::DONE && s2 == p::DONE && good, "upcall: every logical block reads back its last write");
+            let mut native = alloc::vec![0u8; grafts::LD_STATE];
+            for &(f, n, _) in LD_WRITES.iter() {
+                for l in f..f + n {
+                    let mut i = [0u8; 24];
+                    i[..8].copy_from_slice(&l.to_le_bytes());
+                    i[8..16].copy_from_slice(&(LD_LEN - p::MAP_BLOCKS).to_le_bytes());
+                    i[16] = 1;
+                    grafts::ldisk(&i, &mut native);
+                }
+            }
+            c.check(UP_LDISK.lock()[..] == native[..], "upcall: its map is the one the native graft makes from the same writes");
+            let _ = g::unload(blk, id);
+            let _ = seg.close();
+        }
+        _ => {
+            c.check(false, "upcall: a logical disk by upcall");
+        }
+    }
+    let _ = baio::delete(blk, "ld_upcall");
 
     // Hostile grafts, on a segment of their own beside one with the native graft.
     let (Ok(()), Ok(())) = (baio::create(blk, "ld_mine", LD_LEN, 0), baio::create(blk, "ld_bad", LD_LEN, 0)) else {

@@ -81,6 +81,15 @@ fn hot_list() -> Vec<u8> {
     s
 }
 
+/// The upcall hot list (this program's state).
+fn serve_hotlist(_: u64) {
+    graft_api::upcall::serve(|_, input| {
+        let mut st = hot_list();
+        st.resize(grafts::HOT_STATE, 0);
+        grafts::hotlist(input, &mut st)
+    })
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let (srv, files) = (rt::alloc_slot(), rt::alloc_slot());
@@ -118,6 +127,12 @@ fn main() -> i32 {
         let st = g::stats(srv, id);
         c.check(st.as_ref().is_ok_and(|s| s.aborts == 0), &format!("{tech}: never aborted ({st:?})"));
         c.check(g::unload(srv, id).is_ok(), &format!("{tech}: unload it"));
+    }
+
+    // Not by upcall: the graft's thread would fault into mem0 while mem0 waits for it.
+    if let Ok(t) = rt::thread::spawn(serve_hotlist, 0, rt::thread::my_priority()) {
+        let r = g::load_upcall(srv, "hotlist", graft::Point::Evict, t.slot);
+        c.check(r.as_ref().is_err_and(|r| r.reason.contains("page faults")), &format!("an upcall graft is refused with the reason ({:?})", r.map_err(|r| r.reason)));
     }
 
     // Hostile grafts: each call aborted (the oldest page goes instead), unloaded after
