@@ -163,6 +163,19 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         if let (Some(n), Some(m), Some(u)) = (native, miss, up.zip(native_null).map(|(u, n)| u.saturating_sub(n))) {
             let _ = writeln!(s, "An upcall graft breaks even after miss / (upcall + native hot list) calls: {:.0} at the measured upcall of {u} ticks, {:.0} if upcalls were free.\n", m as f64 / (u + n) as f64, m as f64 / n as f64);
         }
+        // The work per call at which a technology costs what the upcall does: fixed cost
+        // (its null graft) plus MD5 per KiB, against the upcall's (its null graft plus
+        // native MD5: the upcall runs native code).
+        if let (Some(un), Some(kn)) = (up, get(agg, "scion", mode, "graft_stream_native_md5")) {
+            let _ = writeln!(s, "Work per call at which each technology costs what an upcall costs (a call's cost taken as its null graft plus MD5 per KiB of work; the upcall's as {un} plus native MD5):\n");
+            let _ = writeln!(s, "| technology | fixed per call | per KiB | break-even work (KiB of MD5 per call) |\n|---|---:|---:|---:|");
+            for (tech, _) in TECHS.iter().filter(|t| t.0 != "upcall") {
+                let (Some(f), Some(k)) = (get(agg, "scion", mode, &format!("graft_evict_{tech}_null")), get(agg, "scion", mode, &format!("graft_stream_{tech}_md5"))) else { continue };
+                let be = if k > kn && un > f { format!("{:.2}", (un - f) as f64 / (k - kn) as f64) } else if k <= kn { "never: cheaper than an upcall at any work".into() } else { "0".into() };
+                let _ = writeln!(s, "| {tech} | {f} | {k} | {be} |");
+            }
+            let _ = writeln!(s);
+        }
         if *mode == "icount" {
             let _ = writeln!(s, "### Targets (instructions per call against native Rust, hot list)\n");
             for (tech, limit) in [("wasmi", 20.0), ("ebpf", 20.0), ("rhai", 20.0)] {
@@ -224,7 +237,7 @@ fn figure1(agg: &Agg) -> String {
     let _ = writeln!(s, "<polyline fill=\"none\" stroke=\"#2b7bb9\" stroke-width=\"2\" points=\"{}\"/>", pts.join(" "));
     let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"#2b7bb9\"/>", x(up as f64), y(be((up + native) as f64)));
     let mut legend = vec![("upcall (measured: dot)".to_string(), "#2b7bb9")];
-    for (tech, color) in [("native", "#000000"), ("wasmi", "#31a354"), ("ebpf", "#e07b39"), ("rhai", "#756bb1")] {
+    for (tech, color) in [("native", "#000000"), ("signed", "#888888"), ("wasmaot", "#d62728"), ("wasmi", "#31a354"), ("ebpf", "#e07b39"), ("rhai", "#756bb1")] {
         if let Some(t) = hot(agg, mode, tech) {
             let yy = y(be(t as f64));
             let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{yy:.1}\" x2=\"{}\" y2=\"{yy:.1}\" stroke=\"{color}\" stroke-dasharray=\"6,4\"/>", left + pw);
