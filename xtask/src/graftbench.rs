@@ -83,8 +83,8 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
     let _ = writeln!(
         s,
         "Every figure is one graft call as the cache's eviction point makes it, run by the cache itself \
-         (`TEST_RUN`; the transaction's undo copy of the graft's state included, native excepted: it is the \
-         trusted baseline), in ticks per call: instructions under `icount`, cycles under `tcg`. \
+         (`TEST_RUN`; the transaction's undo copy of the graft's state included, native and signed excepted: \
+         code the system trusts), in ticks per call: instructions under `icount`, cycles under `tcg`. \
          The upcall is one IPC call per graft call to a thread of the loading program. \
          Figures: `graft_evict_<technology>_<graft>`; Linux: `ebpf_null` (a null socket-filter \
          program through `BPF_PROG_TEST_RUN`, JIT-compiled by the guest's kernel).\n"

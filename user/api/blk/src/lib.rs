@@ -94,7 +94,8 @@ pub const REVOKE: u64 = 0x8d;
 /// onto. `NoRights` for another principal or without write rights, `BadState` for a
 /// view, `NotFound` for no such graft of the caller's at `ldisk`, `SlotInUse` if the
 /// graft is bound to another segment, `InvalidArg` if the graft refuses the segment (too big
-/// or too small for it).
+/// or too small for it) or it is bigger than 65,536 blocks (a logical disk's I/O is
+/// synchronous, and a new one is zeroed whole).
 pub const LDISK: u64 = 0x8e;
 pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;

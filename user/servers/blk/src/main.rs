@@ -61,6 +61,8 @@ const ZERO_AHEAD: u64 = 256;
 const PARK_US: u64 = 1_000_000;
 /// The graft points this service hosts.
 const POINTS: [graft::Point; 2] = [graft::Point::Stream, graft::Point::Ldisk];
+/// The largest segment that may be a logical disk (`LDISK`), in blocks: 256 MiB.
+const MAX_LDISK_BLOCKS: u64 = 1 << 16;
 /// Segments one principal may hold open at once (each open holds a 2 MiB shared area
 /// of this service's DMA memory and kernel quota).
 const MAX_OPEN_PER_PRINCIPAL: usize = 16;
@@ -621,21 +623,19 @@ impl Blk {
         if self.ldisks.iter().any(|(s, l)| *s != start && l.graft == Some(id)) {
             return err(Error::SlotInUse);
         }
-        if len <= p::MAP_BLOCKS || state_len > baio::ldisk::MAX_STATE {
+        // A logical disk's I/O is synchronous, and a new one is zeroed whole: bounded.
+        if len <= p::MAP_BLOCKS || len > MAX_LDISK_BLOCKS || state_len > baio::ldisk::MAX_STATE {
             return err(Error::InvalidArg);
         }
         let data = len - p::MAP_BLOCKS;
         // The map on the segment (only where the segment wrote: past its written mark
-        // lie another segment's old bytes), or a new one on a segment zeroed first.
+        // lie another segment's old bytes), or a new one.
         let (mut log, map) = if written >= len {
             match baio::ldisk::MapLog::open(&mut self.disk, start + data, state_len) {
                 Ok(m) => m,
                 Err(_) => return err(Error::BadState),
             }
         } else {
-            if self.extend(hid, len).is_err() {
-                return err(Error::NoSpace);
-            }
             (baio::ldisk::MapLog::new(start + data), None)
         };
         let fresh = map.is_none();
@@ -648,6 +648,11 @@ impl Blk {
         probe[8..16].copy_from_slice(&data.to_le_bytes());
         if self.grafts.call_id(owner, id, &probe, rt::sys::rdtsc).is_none() {
             return err(Error::InvalidArg);
+        }
+        // A new logical disk's blocks are zeroed first (its graft may put a block
+        // anywhere in it, and past the written mark lie other segments' old bytes).
+        if written < len && self.extend(hid, len).is_err() {
+            return err(Error::NoSpace);
         }
         if fresh && log.commit(&mut self.disk, &map).is_err() {
             return err(Error::BadState);
