@@ -338,7 +338,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 }
 
 /// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 12] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http", "ftp", "inet", "grafts", "graft", "xtask"];
+pub const HOST_CRATES: [&str; 13] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http", "ftp", "inet", "grafts", "graft", "swap", "xtask"];
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
