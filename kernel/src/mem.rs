@@ -222,7 +222,7 @@ pub fn init(start_info_phys: u64) -> BootInfo {
 
 /// The least RAM (`-m`) Scion runs its shell in: the `small_memory` test scenario
 /// boots `cargo xtask run`'s system at exactly this.
-pub const MIN_RAM: u64 = 40 << 20;
+pub const MIN_RAM: u64 = 48 << 20;
 /// Firmware keeps a little at the top of RAM, so a machine of `MIN_RAM` shows less.
 const FIRMWARE_SLACK: u64 = 2 << 20;
 
