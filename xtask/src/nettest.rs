@@ -560,6 +560,10 @@ pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), 
             if n >= 4 << 20 && !typed {
                 t.type_text("cue\n");
                 typed = true;
+                // Stop reading a while: TCP's window holds the transfer open until the
+                // shell (below net and the storage servers in priority, busy with the
+                // transfer) has had its turn to ask.
+                std::thread::sleep(std::time::Duration::from_secs(3));
             }
         })?;
         expect(got == file("16m.bin"), format!("16m.bin: {} bytes, differing from the file", got.len()))?;
