@@ -61,6 +61,22 @@ pub trait Engine {
     fn reset(&mut self) -> Result<(), Abort>;
 }
 
+/// Where a WebAssembly graft keeps the point's input and its state (`graft_input`,
+/// `graft_state`), checked against its memory's `size` for either Wasm engine: both
+/// buffers inside, and apart.
+pub fn check_wasm_buffers(size: usize, input_at: usize, max_input: usize, state_at: usize, state_len: usize) -> Result<(), LoadError> {
+    let r = LoadError::Refused;
+    let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|e| e <= size);
+    if !fits(input_at, max_input) || !fits(state_at, state_len) {
+        return Err(r("the input or state buffer is outside the module's memory"));
+    }
+    // In bounds, so the sums cannot overflow.
+    if state_len > 0 && input_at < state_at + state_len && state_at < input_at + max_input {
+        return Err(r("the input and state buffers overlap"));
+    }
+    Ok(())
+}
+
 /// Limits an engine enforces besides the per-call budget.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -90,5 +106,24 @@ pub fn build(f: &GraftFile<'_>, limits: Limits) -> Result<Box<dyn Engine>, LoadE
             let _ = limits;
             Err(LoadError::Unsupported)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_wasm_buffers;
+
+    /// A module that puts its buffers outside its memory, across each other, or where
+    /// the sum of place and size would wrap, is refused.
+    #[test]
+    fn wasm_buffers_inside_and_apart() {
+        assert!(check_wasm_buffers(4096, 0, 1024, 1024, 520).is_ok());
+        assert!(check_wasm_buffers(4096, 1024, 1024, 0, 1024).is_ok(), "touching is apart");
+        assert!(check_wasm_buffers(4096, 3500, 1024, 0, 8).is_err(), "input past the memory");
+        assert!(check_wasm_buffers(4096, 0, 1024, 4000, 520).is_err(), "state past the memory");
+        assert!(check_wasm_buffers(4096, 0, 1024, 1000, 8).is_err(), "state inside the input");
+        assert!(check_wasm_buffers(4096, 100, 64, 0, 520).is_err(), "input inside the state");
+        assert!(check_wasm_buffers(4096, usize::MAX - 10, 64, 0, 8).is_err(), "a sum that wraps");
+        assert!(check_wasm_buffers(4096, 0, 64, 32, 0).is_ok(), "no state: nothing to overlap");
     }
 }

@@ -62,14 +62,7 @@ impl Wasm {
         let input_at = q(&mut store, "graft_input")?;
         let state_at = q(&mut store, "graft_state")?;
         let run = inst.get_typed_func::<i32, i64>(&store, "graft_run").map_err(|_| r("missing graft_run (i32) -> i64"))?;
-        let size = memory.data(&store).len();
-        let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|e| e <= size);
-        if !fits(input_at, max_input) || !fits(state_at, state_len) {
-            return Err(r("the input or state buffer is outside the module's memory"));
-        }
-        if state_len > 0 && input_at < state_at + state_len && state_at < input_at + max_input {
-            return Err(r("the input and state buffers overlap"));
-        }
+        super::check_wasm_buffers(memory.data(&store).len(), input_at, max_input, state_at, state_len)?;
         Ok(Wasm { module, store, memory, run, input_at, state_at, state_len, max_input, limits })
     }
 }

@@ -31,7 +31,7 @@ impl CustomCodeMemory for Region {
     }
 
     fn publish_executable(&self, ptr: *const u8, len: usize) -> wasmtime::Result<()> {
-        let (base, end) = (self.slot.base, self.slot.base + CodeSlot::BYTES as u64);
+        let (base, end) = (self.slot.base, self.slot.base + self.slot.size());
         let (from, to) = (ptr as u64, ptr as u64 + len as u64);
         if from < base || to > end {
             return Err(wasmtime::format_err!("code outside its slot"));
@@ -40,7 +40,7 @@ impl CustomCodeMemory for Region {
         // The text: read and execute. Everything else of the slot: read and write.
         self.slot.take(from - base, to - base, abi::mem::WRITE).map_err(fail)?;
         self.slot.take(0, from - base, abi::mem::EXEC).map_err(fail)?;
-        self.slot.take(to - base, CodeSlot::BYTES as u64, abi::mem::EXEC).map_err(fail)
+        self.slot.take(to - base, self.slot.size(), abi::mem::EXEC).map_err(fail)
     }
 
     fn unpublish_executable(&self, _ptr: *const u8, _len: usize) -> wasmtime::Result<()> {
@@ -71,10 +71,7 @@ pub struct Aot {
 
 pub fn load(f: &GraftFile<'_>, sigma0: u64, limits: Limits) -> Result<Aot, LoadError> {
     graft::signed::check_signature(f, &crate::key_or_refuse()?)?;
-    if f.code.len() > CodeSlot::BYTES {
-        return Err(LoadError::Limit("compiled module bigger than 256 KiB"));
-    }
-    let mut slot = CodeSlot::new(sigma0)?;
+    let mut slot = CodeSlot::new(sigma0, f.code.len())?;
     slot.bytes()[..f.code.len()].copy_from_slice(f.code);
     let (base, len) = (slot.base, f.code.len());
     let region = Arc::new(Region { slot });
@@ -119,14 +116,7 @@ fn instantiate(module: Module, state_len: usize, max_input: usize, limits: Limit
     let input_at = q("graft_input")?;
     let state_at = q("graft_state")?;
     let run = inst.get_typed_func::<i32, i64>(&mut store, "graft_run").map_err(|_| r("missing graft_run (i32) -> i64"))?;
-    let size = memory.data(&store).len();
-    let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|e| e <= size);
-    if !fits(input_at, max_input) || !fits(state_at, state_len) {
-        return Err(r("the input or state buffer is outside the module's memory"));
-    }
-    if state_len > 0 && input_at < state_at + state_len && state_at < input_at + max_input {
-        return Err(r("the input and state buffers overlap"));
-    }
+    graft::engine::check_wasm_buffers(memory.data(&store).len(), input_at, max_input, state_at, state_len)?;
     Ok(Aot { store, memory, run, input_at, state_at, state_len, max_input, limits, module })
 }
 

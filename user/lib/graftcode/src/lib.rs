@@ -26,7 +26,8 @@ use graft::engine::{Abort, Engine};
 use graft::{GraftFile, LoadError, Tech};
 use rt::ipc::Msg;
 
-/// Where signed graft code is mapped: one slot of `SLOT_LOG2` pages for each graft.
+/// Where graft code is mapped: one slot of at most `SLOT_LOG2` pages for each graft,
+/// of which it takes only the power of two of pages its code needs.
 const CODE_VA: u64 = rt::layout::GRAFT_CODE;
 const SLOT_LOG2: u64 = 6;
 const SLOT_BYTES: u64 = 4096 << SLOT_LOG2;
@@ -56,44 +57,61 @@ pub struct Signed {
     _code: CodeSlot,
 }
 
-/// `SLOT_BYTES` of fresh memory from sigma0 at a slot of `GRAFT_CODE`, mapped read,
-/// write and execute until the loader takes rights away; given back to sigma0 (every
-/// mapping of it revoked) when dropped.
+/// Fresh memory from sigma0 for `bytes` of code (a power of two of pages, at most
+/// `SLOT_BYTES`) at a slot of `GRAFT_CODE`, mapped read, write and execute until the
+/// loader takes rights away; given back to sigma0 (every mapping of it revoked) when
+/// dropped. Sized to the code: a graft holds the few pages it needs, not a whole slot.
 pub(crate) struct CodeSlot {
     pub(crate) base: u64,
+    log2: u64,
     slot: u64,
     phys: u64,
     sigma0: u64,
 }
 
 impl CodeSlot {
-    pub(crate) fn new(sigma0: u64) -> Result<CodeSlot, LoadError> {
+    /// The most code one slot holds.
+    pub(crate) const MAX: usize = SLOT_BYTES as usize;
+
+    pub(crate) fn new(sigma0: u64, bytes: usize) -> Result<CodeSlot, LoadError> {
+        if bytes > Self::MAX {
+            return Err(LoadError::Limit("graft code bigger than 256 KiB"));
+        }
+        let log2 = (bytes.div_ceil(4096).max(1).next_power_of_two().trailing_zeros() as u64).min(SLOT_LOG2);
         let slot = take_slot().ok_or(LoadError::Limit("no room for more graft code"))?;
         let base = CODE_VA + slot * SLOT_BYTES;
-        let mut m = Msg::new(sigma0_api::ALLOC, &[SLOT_LOG2, base]);
-        if rt::server::request_mapping(sigma0, [Fpage::mem(base, 12 + SLOT_LOG2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)], &mut m).is_err() || m.items() != 1 {
+        let mut m = Msg::new(sigma0_api::ALLOC, &[log2, base]);
+        if rt::server::request_mapping(sigma0, [Fpage::mem(base, 12 + log2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)], &mut m).is_err() || m.items() != 1 {
             give_slot(slot);
             return Err(LoadError::Limit("no memory for the code"));
         }
-        Ok(CodeSlot { base, slot, phys: m.word(2), sigma0 })
+        Ok(CodeSlot { base, log2, slot, phys: m.word(2), sigma0 })
     }
 
-    pub(crate) const BYTES: usize = SLOT_BYTES as usize;
+    /// Bytes mapped.
+    pub(crate) fn size(&self) -> u64 {
+        4096 << self.log2
+    }
 
     /// The slot's memory, to write the code into (before any right is taken away).
     pub(crate) fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: sigma0 mapped SLOT_BYTES of fresh memory at `base`, read-write, for
-        // this slot alone; `&mut self` makes this the only reference to it.
-        unsafe { core::slice::from_raw_parts_mut(self.base as *mut u8, SLOT_BYTES as usize) }
+        // SAFETY: sigma0 mapped `size()` bytes of fresh memory at `base`, read-write,
+        // for this slot alone; `&mut self` makes this the only reference to it.
+        unsafe { core::slice::from_raw_parts_mut(self.base as *mut u8, self.size() as usize) }
     }
 
-    /// Take `rights` from our own mapping of the pages `from .. to` (offsets).
+    /// Take `rights` from our own mapping of the pages `from .. to` (offsets; rounded
+    /// out to pages), each step the largest aligned flexpage that fits.
     pub(crate) fn take(&self, from: u64, to: u64, rights: u64) -> Result<(), Error> {
-        let mut p = from & !0xfff;
+        let (mut p, to) = (from & !0xfff, to.div_ceil(4096) * 4096);
         while p < to {
-            // SAFETY: takes rights from our own mapping of a page of this slot only.
-            unsafe { rt::sys::unmap(Fpage::mem(self.base + p, 12, rights), UNMAP_SELF) }?;
-            p += 4096;
+            let mut log2 = 12;
+            while log2 < 12 + self.log2 && p.is_multiple_of(1 << (log2 + 1)) && p + (1 << (log2 + 1)) <= to {
+                log2 += 1;
+            }
+            // SAFETY: takes rights from our own mapping of pages of this slot only.
+            unsafe { rt::sys::unmap(Fpage::mem(self.base + p, log2, rights), UNMAP_SELF) }?;
+            p += 1 << log2;
         }
         Ok(())
     }
@@ -102,7 +120,7 @@ impl CodeSlot {
 impl Drop for CodeSlot {
     fn drop(&mut self) {
         // Every mapping of the frames goes with them (ours too).
-        let _ = rt::server::request(self.sigma0, &mut Msg::new(sigma0_api::FREE, &[self.phys, SLOT_LOG2]));
+        let _ = rt::server::request(self.sigma0, &mut Msg::new(sigma0_api::FREE, &[self.phys, self.log2]));
         give_slot(self.slot);
     }
 }
@@ -125,10 +143,7 @@ pub(crate) fn key_or_refuse() -> Result<[u8; 32], LoadError> {
 
 fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
     let code = graft::signed::verify(f, &key_or_refuse()?)?;
-    if code.image.len() > CodeSlot::BYTES {
-        return Err(LoadError::Limit("signed code bigger than 256 KiB"));
-    }
-    let mut slot = CodeSlot::new(sigma0)?;
+    let mut slot = CodeSlot::new(sigma0, code.image.len())?;
     let base = slot.base;
     let mem = slot.bytes();
     mem[..code.image.len()].copy_from_slice(code.image);
@@ -138,7 +153,7 @@ fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
         mem[r..r + 8].copy_from_slice(&v.to_le_bytes());
     }
     // From now on the code cannot be written, here or by anyone.
-    slot.take(0, SLOT_BYTES, abi::mem::WRITE).map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
+    slot.take(0, slot.size(), abi::mem::WRITE).map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
     // SAFETY: the entry lies inside the image (`verify`), the image is the signed code a
     // trusted compiler made with this ABI, and it stays mapped (executable) as long as
     // `_code`, which the engine owns.
