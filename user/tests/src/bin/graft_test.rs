@@ -410,6 +410,17 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     };
     c.check(mine.ldisk(native).is_ok() && ld_write(&mine, 0, 4, 9) == p::DONE, "a logical disk with the native graft, written");
     c.eq(bad.ldisk(native).err(), Some(Error::SlotInUse), "one graft maps one segment");
+    // Another principal's segment (files', principal 1, readable by others): not ours to
+    // lay out, whatever graft we hold.
+    match baio::open(blk, "files", 1, BUF + 3 * p::AREA_BYTES) {
+        Ok(theirs) => {
+            c.eq(theirs.ldisk(native).err(), Some(Error::NoRights), "only a segment's owner makes it a logical disk");
+            let _ = theirs.close();
+        }
+        Err(e) => {
+            c.check(false, &format!("open files' segment to read: {e:?}"));
+        }
+    }
     c.eq(bad.ldisk(native + 500).err(), Some(Error::NotFound), "a graft that does not exist is refused");
     let outside = g::load(blk, &rhai_ldisk("outside", "fn graft(input) { 1 << 40 }"));
     c.eq(outside.as_ref().ok().map(|id| bad.ldisk(*id)), Some(Err(Error::InvalidArg)), "a graft that answers a block outside the segment is refused at attach");
