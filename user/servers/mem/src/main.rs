@@ -40,6 +40,10 @@ const POOL: u64 = rt::layout::POOL;
 const GROW_LOG2: u64 = 8; // 256 pages from sigma0 at a time
 /// Lowest address a client may fault in (catches null pointers).
 const LOWEST: u64 = 0x10000;
+/// A program's newest clean pages never taken back: one instruction may need several
+/// at once (its code, the data it reads), and with only one clean page left two such
+/// pages would take each other back for ever.
+const KEEP_CLEAN: usize = 8;
 /// The graft point this server hosts: which of a program's pages to take back.
 const EVICT: [graft::Point; 1] = [graft::Point::Evict];
 
@@ -175,11 +179,11 @@ impl Mem {
     }
 
     /// Take one of client `badge`'s clean pages back: the one its graft chooses among the
-    /// oldest `MAX_CANDIDATES`, or the oldest.
+    /// oldest `MAX_CANDIDATES`, or the oldest; never one of the newest `KEEP_CLEAN`.
     fn reclaim(&mut self, badge: u64) {
         let Mem { clients, grafts, free, .. } = self;
         let Some(c) = clients.get_mut(&badge) else { return };
-        let n = c.clean.len().min(graft::point::MAX_CANDIDATES);
+        let n = c.clean.len().saturating_sub(KEEP_CLEAN).min(graft::point::MAX_CANDIDATES);
         if n == 0 {
             return;
         }

@@ -152,6 +152,16 @@ fn main() -> i32 {
         c.eq(hot, 0, &format!("{name}: the oldest went instead"));
         c.eq(g::stats(srv, id).map_err(|r| r.error).err(), Some(abi::Error::NotFound), &format!("{name}: unloaded after three aborted calls"));
     }
+    // Written pages past the resident limit leave few clean ones: reading the table (its
+    // code and the table are both clean) must still go on. (With one clean page left,
+    // the instruction's page and the table's took each other back for ever.)
+    let mut dirty = alloc::vec![0u8; 48 * 4096];
+    for (k, b) in dirty.iter_mut().enumerate().step_by(4096) {
+        *b = k as u8 | 1;
+    }
+    let floor = mem::usage(srv, mem_api::MIN_RESIDENT).is_ok();
+    let right = (0..PAGES).all(read) && (0..PAGES).rev().all(read);
+    c.check(floor && right && dirty.iter().step_by(4096).all(|b| *b & 1 == 1), "past the limit in written pages, the clean ones still read right");
     let u = mem::usage(srv, 0);
     println!("reclaim_test: {:?}", u);
     c.finish("reclaim_test")
