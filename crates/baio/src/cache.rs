@@ -1,19 +1,195 @@
 //! The shared block cache's bookkeeping (the `cache` server is a thin loop around it):
-//! which block is in which slot, which slots are being filled, and least-recently-used
-//! eviction among the valid ones. A slot being filled is never evicted; a block
-//! invalidated while it is being filled is dropped when the fill ends.
+//! which block is in which slot, which slots are being filled, and eviction among the
+//! valid ones in the order a replacement `Policy` keeps — least recently used first
+//! (`Lru`) or most recently used first (`Mru`, for sequential streams larger than the
+//! cache: the stream cycles through few slots instead of flushing everything). The
+//! policy is a swappable component (`swap`, K42): the server swaps one for the other
+//! while the cache runs, the recency order moving from one to the other. A slot being
+//! filled is never evicted; a block invalidated while it is being filled is dropped
+//! when the fill ends.
 //!
 //! Each block is kept for an owner (the principal whose segment it belongs to). When
-//! the least recently used block's owner has an eviction graft (VINO's hot list), the
-//! owner's `CANDIDATES` least recently used blocks go to it and it picks the victim
+//! the policy's first block's owner has an eviction graft (VINO's hot list), the
+//! owner's first `CANDIDATES` blocks in the policy's order go to it and it picks the victim
 //! among them — only among its own blocks, so no graft changes what another principal
 //! keeps. The candidates it passed over move to the most recently used end (it chose
 //! to keep them), so the next eviction shows it others.
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use swap::{Component, Formats, State};
 
-const NIL: u32 = u32::MAX;
+/// No slot.
+pub const NIL: u32 = u32::MAX;
+
+swap::interface! {
+    /// A replacement policy: it keeps the order in which valid slots are evicted.
+    pub trait Policy via PolicyVia, methods PolicyMethod {
+        /// Slot `s` was used (a hit, or its fill ended): it goes to the end a policy keeps.
+        fn touched(&mut self, s: u32);
+        /// Slot `s` left the cache (evicted or invalidated).
+        fn removed(&mut self, s: u32);
+        /// The first slot to evict (`NIL`: none is valid).
+        fn first(&mut self) -> u32;
+        /// The slot to evict after `s` (`NIL`: none).
+        fn after(&mut self, s: u32) -> u32;
+    }
+}
+
+/// The recency order of valid slots, least recently used first: a doubly linked list
+/// over slot numbers. `Lru` evicts from its front, `Mru` from its back.
+#[derive(Default)]
+pub struct Recency {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    lru: u32,
+    mru: u32,
+    len: usize,
+}
+
+/// State formats of the policies: bit 0, the canonical one every policy reads (valid
+/// slots, least recently used first, u32 little-endian each); bit 1, the `Recency` list
+/// itself, moved.
+pub const CANONICAL: u32 = 0;
+pub const RECENCY_MOVED: u32 = 1;
+const FORMATS: Formats = 1 << CANONICAL | 1 << RECENCY_MOVED;
+/// Slots a canonical state may name at most.
+pub const MAX_SLOTS: u32 = 1 << 20;
+
+impl Recency {
+    pub fn new() -> Recency {
+        Recency { prev: Vec::new(), next: Vec::new(), lru: NIL, mru: NIL, len: 0 }
+    }
+
+    fn linked(&self, s: u32) -> bool {
+        (s as usize) < self.prev.len() && (self.prev[s as usize] != NIL || self.lru == s)
+    }
+
+    fn unlink(&mut self, s: u32) {
+        if !self.linked(s) {
+            return;
+        }
+        let (prev, next) = (self.prev[s as usize], self.next[s as usize]);
+        if prev == NIL { self.lru = next } else { self.next[prev as usize] = next }
+        if next == NIL { self.mru = prev } else { self.prev[next as usize] = prev }
+        self.prev[s as usize] = NIL;
+        self.next[s as usize] = NIL;
+        self.len -= 1;
+    }
+
+    fn push_mru(&mut self, s: u32) {
+        if s as usize >= self.prev.len() {
+            self.prev.resize(s as usize + 1, NIL);
+            self.next.resize(s as usize + 1, NIL);
+        }
+        self.prev[s as usize] = self.mru;
+        self.next[s as usize] = NIL;
+        if self.mru == NIL { self.lru = s } else { self.next[self.mru as usize] = s }
+        self.mru = s;
+        self.len += 1;
+    }
+
+    /// Slots least recently used first.
+    pub fn order(&self) -> Vec<u32> {
+        let mut v = Vec::with_capacity(self.len);
+        let mut s = self.lru;
+        while s != NIL {
+            v.push(s);
+            s = self.next[s as usize];
+        }
+        v
+    }
+
+    fn export(&mut self, format: u32) -> Option<State> {
+        match format {
+            CANONICAL => Some(State::Bytes(self.order().iter().flat_map(|s| s.to_le_bytes()).collect())),
+            RECENCY_MOVED => Some(State::Object(Box::new(core::mem::replace(self, Recency::new())))),
+            _ => None,
+        }
+    }
+
+    /// Take a state; a canonical one must name distinct slots below `MAX_SLOTS`.
+    fn import(&mut self, format: u32, state: State) -> bool {
+        match format {
+            CANONICAL => {
+                let Some(b) = state.bytes() else { return false };
+                if b.len() % 4 != 0 {
+                    return false;
+                }
+                let mut r = Recency::new();
+                for w in b.chunks_exact(4) {
+                    let s = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    if s >= MAX_SLOTS || r.linked(s) {
+                        return false;
+                    }
+                    r.push_mru(s);
+                }
+                *self = r;
+                true
+            }
+            RECENCY_MOVED => match state.object::<Recency>() {
+                Some(r) => {
+                    *self = *r;
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Least recently used first.
+pub struct Lru(pub Recency);
+
+/// Most recently used first.
+pub struct Mru(pub Recency);
+
+macro_rules! recency_policy {
+    ($t:ident, $first:ident, $after:ident) => {
+        impl Default for $t {
+            fn default() -> $t {
+                $t(Recency::new())
+            }
+        }
+
+        impl Component for $t {
+            fn formats(&self) -> Formats {
+                FORMATS
+            }
+            fn export(&mut self, format: u32) -> Option<State> {
+                self.0.export(format)
+            }
+            fn import(&mut self, format: u32, state: State) -> bool {
+                self.0.import(format, state)
+            }
+        }
+
+        impl Policy for $t {
+            #[inline]
+            fn touched(&mut self, s: u32) {
+                self.0.unlink(s);
+                self.0.push_mru(s);
+            }
+            #[inline]
+            fn removed(&mut self, s: u32) {
+                self.0.unlink(s);
+            }
+            #[inline]
+            fn first(&mut self) -> u32 {
+                self.0.$first
+            }
+            #[inline]
+            fn after(&mut self, s: u32) -> u32 {
+                self.0.$after.get(s as usize).copied().unwrap_or(NIL)
+            }
+        }
+    };
+}
+recency_policy!(Lru, lru, next);
+recency_policy!(Mru, mru, prev);
+
 
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +205,7 @@ pub enum Lookup {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum State {
+enum SlotState {
     Free,
     Filling { stale: bool },
     Valid,
@@ -39,9 +215,7 @@ enum State {
 struct Slot {
     block: u64,
     owner: u32,
-    state: State,
-    prev: u32,
-    next: u32,
+    state: SlotState,
 }
 
 /// Counters a cache keeps.
@@ -69,10 +243,10 @@ pub trait Chooser {
     fn choose(&mut self, owner: u32, blocks: &[u64]) -> Option<usize>;
 }
 
-/// Plain LRU: nobody picks.
-pub struct Lru;
+/// Nobody picks: the policy's first slot goes.
+pub struct NoGraft;
 
-impl Chooser for Lru {
+impl Chooser for NoGraft {
     fn wants(&mut self, _: u32) -> bool {
         false
     }
@@ -85,9 +259,8 @@ pub struct Cache {
     map: BTreeMap<u64, u32>,
     slots: Vec<Slot>,
     free: Vec<u32>,
-    /// The LRU list of valid slots: `lru` is the least recently used, `mru` the most.
-    lru: u32,
-    mru: u32,
+    /// Valid slots.
+    valid: usize,
     stats: Stats,
 }
 
@@ -95,10 +268,9 @@ impl Cache {
     pub fn new(slots: u32) -> Cache {
         Cache {
             map: BTreeMap::new(),
-            slots: (0..slots).map(|_| Slot { block: 0, owner: 0, state: State::Free, prev: NIL, next: NIL }).collect(),
+            slots: (0..slots).map(|_| Slot { block: 0, owner: 0, state: SlotState::Free }).collect(),
             free: (0..slots).rev().collect(),
-            lru: NIL,
-            mru: NIL,
+            valid: 0,
             stats: Stats::default(),
         }
     }
@@ -111,36 +283,20 @@ impl Cache {
         Stats { resident: self.map.len() as u64, ..self.stats }
     }
 
-    fn unlink(&mut self, s: u32) {
-        let Slot { prev, next, .. } = self.slots[s as usize];
-        if prev == NIL { self.lru = next } else { self.slots[prev as usize].next = next }
-        if next == NIL { self.mru = prev } else { self.slots[next as usize].prev = prev }
-        self.slots[s as usize].prev = NIL;
-        self.slots[s as usize].next = NIL;
-    }
-
-    fn push_mru(&mut self, s: u32) {
-        self.slots[s as usize].prev = self.mru;
-        self.slots[s as usize].next = NIL;
-        if self.mru == NIL { self.lru = s } else { self.slots[self.mru as usize].next = s }
-        self.mru = s;
-    }
-
     fn release(&mut self, s: u32) {
+        if self.slots[s as usize].state == SlotState::Valid {
+            self.valid -= 1;
+        }
         let b = self.slots[s as usize].block;
         self.map.remove(&b);
-        self.slots[s as usize].state = State::Free;
+        self.slots[s as usize].state = SlotState::Free;
         self.free.push(s);
     }
 
-    /// `lookup_for` with owner 0 and plain LRU.
-    pub fn lookup(&mut self, block: u64) -> Lookup {
-        self.lookup_for(block, 0, &mut Lru)
-    }
-
-    /// The slot to evict: the least recently used, or the one its owner's graft picks.
-    fn victim(&mut self, chooser: &mut dyn Chooser) -> u32 {
-        let first = self.lru;
+    /// The slot to evict: the policy's first, or the one its owner's graft picks among
+    /// the owner's first candidates in the policy's order.
+    fn victim(&mut self, chooser: &mut dyn Chooser, policy: &mut dyn Policy) -> u32 {
+        let first = policy.first();
         let owner = self.slots[first as usize].owner;
         if !chooser.wants(owner) {
             return first;
@@ -154,7 +310,7 @@ impl Cache {
                 blocks[n] = sl.block;
                 n += 1;
             }
-            s = sl.next;
+            s = policy.after(s);
             walked += 1;
         }
         if n < 2 {
@@ -163,8 +319,7 @@ impl Cache {
         match chooser.choose(owner, &blocks[..n]) {
             Some(k) if k > 0 && k < n => {
                 for &kept in &c[..k] {
-                    self.unlink(kept);
-                    self.push_mru(kept);
+                    policy.touched(kept);
                 }
                 self.stats.grafted += 1;
                 c[k]
@@ -174,13 +329,12 @@ impl Cache {
     }
 
     /// Look `block` up for `owner`; when a slot must be freed, `chooser` may pick it.
-    pub fn lookup_for(&mut self, block: u64, owner: u32, chooser: &mut dyn Chooser) -> Lookup {
+    pub fn lookup_for(&mut self, block: u64, owner: u32, chooser: &mut dyn Chooser, policy: &mut dyn Policy) -> Lookup {
         if let Some(&s) = self.map.get(&block) {
             return match self.slots[s as usize].state {
-                State::Valid => {
+                SlotState::Valid => {
                     self.stats.hits += 1;
-                    self.unlink(s);
-                    self.push_mru(s);
+                    policy.touched(s);
                     Lookup::Hit(s)
                 }
                 _ => Lookup::Busy(s),
@@ -188,9 +342,9 @@ impl Cache {
         }
         let s = match self.free.pop() {
             Some(s) => s,
-            None if self.lru != NIL => {
-                let v = self.victim(chooser);
-                self.unlink(v);
+            None if self.valid > 0 => {
+                let v = self.victim(chooser, policy);
+                policy.removed(v);
                 self.release(v);
                 self.stats.evictions += 1;
                 self.free.pop().unwrap()
@@ -200,38 +354,93 @@ impl Cache {
         self.stats.misses += 1;
         self.slots[s as usize].block = block;
         self.slots[s as usize].owner = owner;
-        self.slots[s as usize].state = State::Filling { stale: false };
+        self.slots[s as usize].state = SlotState::Filling { stale: false };
         self.map.insert(block, s);
         Lookup::Fill(s)
     }
 
     /// The fill of `block` ended (`ok`: the slot holds it now). False if no fill of it
     /// was under way.
-    pub fn filled(&mut self, block: u64, ok: bool) -> bool {
+    pub fn filled(&mut self, block: u64, ok: bool, policy: &mut dyn Policy) -> bool {
         let Some(&s) = self.map.get(&block) else { return false };
-        let State::Filling { stale } = self.slots[s as usize].state else { return false };
+        let SlotState::Filling { stale } = self.slots[s as usize].state else { return false };
         if ok && !stale {
-            self.slots[s as usize].state = State::Valid;
-            self.push_mru(s);
+            self.slots[s as usize].state = SlotState::Valid;
+            self.valid += 1;
+            policy.touched(s);
         } else {
             self.release(s);
         }
         true
     }
 
+    /// Start empty (the client that filled the slots is gone); the policy forgets them.
+    pub fn clear(&mut self, policy: &mut dyn Policy) {
+        for (k, sl) in self.slots.iter().enumerate() {
+            if sl.state == SlotState::Valid {
+                policy.removed(k as u32);
+            }
+        }
+        *self = Cache::new(self.slots());
+    }
+
     /// Forget blocks `first..first + n` (they were written without the cache).
-    pub fn invalidate(&mut self, first: u64, n: u64) {
+    pub fn invalidate(&mut self, first: u64, n: u64, policy: &mut dyn Policy) {
         let hit: Vec<(u64, u32)> = self.map.range(first..first.saturating_add(n)).map(|(b, s)| (*b, *s)).collect();
         for (_, s) in hit {
             match self.slots[s as usize].state {
-                State::Valid => {
-                    self.unlink(s);
+                SlotState::Valid => {
+                    policy.removed(s);
                     self.release(s);
                 }
-                State::Filling { .. } => self.slots[s as usize].state = State::Filling { stale: true },
-                State::Free => {}
+                SlotState::Filling { .. } => self.slots[s as usize].state = SlotState::Filling { stale: true },
+                SlotState::Free => {}
             }
         }
+    }
+}
+
+/// Watches the runs of blocks the cache is asked for (each `LOOKUP`) for a sequential
+/// stream (K42 Fig. 7's trigger): a run is sequential when it starts where one of the
+/// last `STREAMS` runs ended (so interleaved streams count too). Of the last 32 runs, `TO_MRU` sequential ones say
+/// "a stream": evict most recently used first; `TO_LRU` or fewer say "no stream".
+#[derive(Default)]
+pub struct Sequential {
+    ends: [u64; STREAMS],
+    next: usize,
+    /// The last 32 runs, one bit each (1 = sequential), the newest in bit 0.
+    window: u32,
+    seen: u32,
+    pub stream: bool,
+}
+
+const STREAMS: usize = 4;
+pub const TO_MRU: u32 = 28;
+pub const TO_LRU: u32 = 16;
+
+impl Sequential {
+    /// A run of blocks `first..first + n` looked up; `Some(stream)` when the verdict
+    /// changes.
+    pub fn run(&mut self, first: u64, n: u64) -> Option<bool> {
+        let seq = self.ends.contains(&first) && first != 0;
+        self.ends[self.next] = first.saturating_add(n);
+        self.next = (self.next + 1) % STREAMS;
+        self.window = self.window << 1 | seq as u32;
+        self.seen = (self.seen + 1).min(32);
+        let ones = self.window.count_ones();
+        let verdict = if self.seen < 32 {
+            self.stream
+        } else if !self.stream && ones >= TO_MRU {
+            true
+        } else if self.stream && ones <= TO_LRU {
+            false
+        } else {
+            self.stream
+        };
+        (verdict != self.stream).then(|| {
+            self.stream = verdict;
+            verdict
+        })
     }
 }
 
@@ -239,7 +448,43 @@ impl Cache {
 mod tests {
     use super::*;
 
-    fn fill(c: &mut Cache, b: u64) -> u32 {
+    /// A cache and its policy.
+    struct T {
+        c: Cache,
+        p: Box<dyn Policy>,
+    }
+
+    impl T {
+        fn lru(n: u32) -> T {
+            T { c: Cache::new(n), p: Box::new(Lru::default()) }
+        }
+        fn mru(n: u32) -> T {
+            T { c: Cache::new(n), p: Box::new(Mru::default()) }
+        }
+        fn lookup(&mut self, b: u64) -> Lookup {
+            self.c.lookup_for(b, 0, &mut NoGraft, &mut *self.p)
+        }
+        fn lookup_for(&mut self, b: u64, owner: u32, ch: &mut dyn Chooser) -> Lookup {
+            self.c.lookup_for(b, owner, ch, &mut *self.p)
+        }
+        fn filled(&mut self, b: u64, ok: bool) -> bool {
+            self.c.filled(b, ok, &mut *self.p)
+        }
+        fn invalidate(&mut self, b: u64, n: u64) {
+            self.c.invalidate(b, n, &mut *self.p)
+        }
+        fn stats(&self) -> Stats {
+            self.c.stats()
+        }
+        /// Swap the policy as the server does (state moved in `format`).
+        fn swap_to(&mut self, mut next: Box<dyn Policy>, format: u32) {
+            let st = self.p.export(format).unwrap();
+            assert!(next.import(format, st));
+            self.p = next;
+        }
+    }
+
+    fn fill(c: &mut T, b: u64) -> u32 {
         match c.lookup(b) {
             Lookup::Fill(s) => {
                 assert!(c.filled(b, true));
@@ -251,7 +496,7 @@ mod tests {
 
     #[test]
     fn hit_after_fill_and_lru_eviction() {
-        let mut c = Cache::new(3);
+        let mut c = T::lru(3);
         let s1 = fill(&mut c, 1);
         let s2 = fill(&mut c, 2);
         fill(&mut c, 3);
@@ -266,7 +511,7 @@ mod tests {
 
     #[test]
     fn filling_slots_are_never_evicted() {
-        let mut c = Cache::new(2);
+        let mut c = T::lru(2);
         let a = match c.lookup(10) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
         assert_eq!(c.lookup(10), Lookup::Busy(a));
         let _b = match c.lookup(11) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
@@ -278,7 +523,7 @@ mod tests {
 
     #[test]
     fn failed_fill_and_invalidation() {
-        let mut c = Cache::new(4);
+        let mut c = T::lru(4);
         assert!(matches!(c.lookup(5), Lookup::Fill(_)));
         assert!(c.filled(5, false));
         assert!(matches!(c.lookup(5), Lookup::Fill(_)), "a failed fill leaves nothing behind");
@@ -296,7 +541,7 @@ mod tests {
     #[test]
     fn random_against_a_model() {
         // A model: a bounded LRU as a Vec (most recent last).
-        let mut c = Cache::new(8);
+        let mut c = T::lru(8);
         let mut model: Vec<u64> = Vec::new();
         let mut x = 0x1234_5678u64;
         for _ in 0..20_000 {
@@ -343,7 +588,7 @@ mod tests {
         }
     }
 
-    fn fill_for(c: &mut Cache, b: u64, owner: u32, ch: &mut dyn Chooser) {
+    fn fill_for(c: &mut T, b: u64, owner: u32, ch: &mut dyn Chooser) {
         match c.lookup_for(b, owner, ch) {
             Lookup::Fill(_) => assert!(c.filled(b, true)),
             Lookup::Hit(_) => {}
@@ -353,7 +598,7 @@ mod tests {
 
     #[test]
     fn an_owners_graft_keeps_its_hot_blocks_and_only_its_own() {
-        let mut c = Cache::new(8);
+        let mut c = T::lru(8);
         let mut hot = Hot(alloc::vec![100, 101], 0);
         // Owner 7's hot blocks come in first (the least recently used), then its
         // stream of others, interleaved with owner 3's stream.
@@ -367,12 +612,12 @@ mod tests {
         assert!(matches!(c.lookup_for(101, 7, &mut hot), Lookup::Hit(_)), "hot block 101 stayed");
         assert!(hot.1 > 0 && c.stats().grafted > 0);
         // Without the graft the same sequence evicts them.
-        let mut c = Cache::new(8);
-        fill_for(&mut c, 100, 7, &mut Lru);
-        fill_for(&mut c, 101, 7, &mut Lru);
+        let mut c = T::lru(8);
+        fill_for(&mut c, 100, 7, &mut NoGraft);
+        fill_for(&mut c, 101, 7, &mut NoGraft);
         for k in 0..40 {
-            fill_for(&mut c, 200 + k, 7, &mut Lru);
-            fill_for(&mut c, 900 + k, 3, &mut Lru);
+            fill_for(&mut c, 200 + k, 7, &mut NoGraft);
+            fill_for(&mut c, 900 + k, 3, &mut NoGraft);
         }
         assert!(matches!(c.lookup(100), Lookup::Fill(_)), "plain LRU evicted it");
     }
@@ -388,12 +633,92 @@ mod tests {
                 Some(blocks.len() + 3)
             }
         }
-        let mut c = Cache::new(4);
+        let mut c = T::lru(4);
         for b in 0..4 {
             fill_for(&mut c, b, b as u32 % 2, &mut Liar);
         }
         // An answer out of range falls back to the least recently used.
         fill_for(&mut c, 10, 0, &mut Liar);
         assert!(matches!(c.lookup(0), Lookup::Fill(_)), "block 0 (the LRU) went");
+    }
+
+    #[test]
+    fn mru_keeps_the_start_of_a_stream_larger_than_the_cache() {
+        // Two passes over 12 blocks with 8 slots: LRU hits nothing; MRU keeps blocks
+        // 0..=6 and 11 from the first pass.
+        for (mut c, hits) in [(T::lru(8), 0), (T::mru(8), 8)] {
+            for _ in 0..2 {
+                for b in 0..12 {
+                    if let Lookup::Fill(_) = c.lookup(b) {
+                        assert!(c.filled(b, true));
+                    }
+                }
+            }
+            assert_eq!(c.stats().hits, hits);
+        }
+    }
+
+    #[test]
+    fn swapping_the_policy_keeps_the_recency_order_in_both_formats() {
+        for format in [CANONICAL, RECENCY_MOVED] {
+            let mut c = T::lru(4);
+            for b in 0..4 {
+                fill(&mut c, b);
+            }
+            assert_eq!(c.lookup(0), Lookup::Hit(0), "slots are handed out from 0 up");
+            // Order now, least recent first: 1 2 3 0.
+            c.swap_to(Box::new(Mru::default()), format);
+            fill(&mut c, 9); // MRU evicts 0, the most recently used
+            assert!(matches!(c.lookup(0), Lookup::Fill(_)), "format {format}");
+            assert!(c.filled(0, true));
+            c.swap_to(Box::new(Lru::default()), format);
+            fill(&mut c, 10); // LRU evicts 1 (order was 1 2 3 0)
+            assert!(matches!(c.lookup(2), Lookup::Hit(_)), "format {format}");
+            assert!(matches!(c.lookup(1), Lookup::Fill(_)), "format {format}");
+        }
+    }
+
+    #[test]
+    fn a_canonical_state_that_repeats_or_overreaches_is_refused() {
+        let mut p = Lru::default();
+        let st = |v: &[u32]| State::Bytes(v.iter().flat_map(|s| s.to_le_bytes()).collect());
+        assert!(!p.import(CANONICAL, st(&[1, 2, 1])), "a slot twice");
+        assert!(!p.import(CANONICAL, st(&[MAX_SLOTS])), "a slot past the bound");
+        assert!(!p.import(CANONICAL, State::Bytes(alloc::vec![1, 2, 3])), "a partial word");
+        assert!(!p.import(RECENCY_MOVED, State::Bytes(alloc::vec![])), "bytes where an object was agreed");
+        assert!(!p.import(7, st(&[])), "a format it does not know");
+        assert!(p.import(CANONICAL, st(&[5, 1, 3])));
+        assert_eq!(p.0.order(), alloc::vec![5, 1, 3]);
+    }
+
+    #[test]
+    fn a_stream_is_seen_and_its_end_too() {
+        let mut q = Sequential::default();
+        let mut changes = Vec::new();
+        // Random runs: no stream.
+        let mut x = 99u64;
+        for _ in 0..100 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if let Some(v) = q.run(x >> 40, 8) {
+                changes.push(v);
+            }
+        }
+        assert!(changes.is_empty());
+        // Two interleaved streams of 8-block runs: a stream.
+        for k in 0..40 {
+            for base in [1000u64, 50_000] {
+                if let Some(v) = q.run(base + 8 * k, 8) {
+                    changes.push(v);
+                }
+            }
+        }
+        assert_eq!(changes, [true]);
+        for _ in 0..40 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            if let Some(v) = q.run(x >> 40, 1) {
+                changes.push(v);
+            }
+        }
+        assert_eq!(changes, [true, false], "random again: back");
     }
 }

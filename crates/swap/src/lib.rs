@@ -19,8 +19,12 @@
 //!   phase that lasts past its deadline, or a new component that refuses the state,
 //!   ends the swap with the old component still in place (`Outcome::Aborted`); the
 //!   caller may try again.
-//! - **Interposition** is a property of the table entry too: a wrapper around every call
-//!   (`Interposer`), attached and detached while calls run.
+//! - **Interposition** is a property of the table entry too: an `Interposer` attached to
+//!   a `Slot` (and detached) while calls run sees PRECALL and POSTCALL around every method
+//!   call, through a wrapper the `interface!` macro generates from the component's trait.
+//! - **State transfer** goes in the best format both components know: bytes in a format
+//!   any member of the family reads (the canonical one, bit 0), or the state object
+//!   itself, moved, between components of one process that share its type (`State`).
 //!
 //! The server keeps the clock and the parking; this crate decides. It is `no_std` and
 //! tested on the host against a model with random interleavings of calls, swaps,
@@ -33,6 +37,9 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::any::Any;
+
+pub mod interposers;
 
 /// The two generations of requests.
 #[derive(Debug, Default)]
@@ -109,21 +116,131 @@ pub fn negotiate(from: Formats, to: Formats) -> Option<u32> {
     (common != 0).then(|| 63 - common.leading_zeros())
 }
 
+/// A component's state on its way to the component that replaces it.
+pub enum State {
+    /// Encoded: any component that knows the format can read it (across programs too).
+    Bytes(Vec<u8>),
+    /// The state object itself, moved (formats whose two sides share a type in one
+    /// program: no copy, whatever its size).
+    Object(Box<dyn Any>),
+}
+
+impl State {
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            State::Bytes(b) => Some(b),
+            State::Object(_) => None,
+        }
+    }
+    /// The moved object, if it is a `T`.
+    pub fn object<T: Any>(self) -> Option<Box<T>> {
+        match self {
+            State::Object(o) => o.downcast().ok(),
+            State::Bytes(_) => None,
+        }
+    }
+}
+
 /// A component that can be swapped: it says which formats it can hand its state over
 /// in and take it in, and does both.
 pub trait Component {
     fn formats(&self) -> Formats;
-    /// The component's state in `format` (one of `formats`).
-    fn export(&mut self, format: u32) -> Option<Vec<u8>>;
+    /// The component's state in `format` (one of `formats`); the component is not
+    /// called again after it.
+    fn export(&mut self, format: u32) -> Option<State>;
     /// Take the state another component exported in `format`; false: refused (the
     /// swap is abandoned and the old component stays).
-    fn import(&mut self, format: u32, state: &[u8]) -> bool;
+    fn import(&mut self, format: u32, state: State) -> bool;
 }
 
-/// A wrapper around every call to a component (K42's interposer: PRECALL/POSTCALL).
+/// A wrapper around every method call to a component (K42's interposer: PRECALL and
+/// POSTCALL); `method` numbers the methods of the component's interface in the order
+/// `interface!` declared them.
 pub trait Interposer {
     fn precall(&mut self, method: u32);
     fn postcall(&mut self, method: u32);
+    /// What it has seen, for people (`swap list`).
+    fn report(&self, _names: &[&str], _out: &mut dyn core::fmt::Write) {}
+}
+
+/// Declare a component interface: the trait (its supertrait `Component`), an enum of its
+/// methods (`$methods::NAMES` for people), and `$via`, the interposing wrapper: it
+/// implements the trait by calling the interposer's PRECALL, the component's method and
+/// the interposer's POSTCALL for every method. Methods take `&mut self` and
+/// plain arguments.
+///
+/// ```
+/// swap::interface! {
+///     pub trait Policy via PolicyVia, methods PolicyMethod {
+///         fn touched(&mut self, s: u32);
+///         fn first(&mut self) -> u32;
+///     }
+/// }
+/// assert_eq!(PolicyMethod::NAMES, &["touched", "first"]);
+/// ```
+#[macro_export]
+macro_rules! interface {
+    ($(#[$attr:meta])* $vis:vis trait $name:ident via $via:ident, methods $methods:ident {
+        $($(#[$fattr:meta])* fn $f:ident(&mut self $(, $a:ident : $t:ty)* $(,)?) $(-> $r:ty)?;)*
+    }) => {
+        $(#[$attr])*
+        $vis trait $name: $crate::Component {
+            $($(#[$fattr])* fn $f(&mut self $(, $a: $t)*) $(-> $r)?;)*
+        }
+
+        /// The methods of the interface, numbered as interposers see them.
+        #[allow(non_camel_case_types, dead_code)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        $vis enum $methods {
+            $($f,)*
+        }
+
+        impl $methods {
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($f)),*];
+        }
+
+        /// Calls through an interposer: PRECALL, the component's method, POSTCALL.
+        $vis struct $via<'a> {
+            pub inner: &'a mut dyn $name,
+            pub interposer: &'a mut dyn $crate::Interposer,
+        }
+
+        impl $crate::Component for $via<'_> {
+            fn formats(&self) -> $crate::Formats {
+                self.inner.formats()
+            }
+            fn export(&mut self, format: u32) -> Option<$crate::State> {
+                self.inner.export(format)
+            }
+            fn import(&mut self, format: u32, state: $crate::State) -> bool {
+                self.inner.import(format, state)
+            }
+        }
+
+        impl $via<'_> {
+            /// Run `f` on the component of `slot` for `call`, through the slot's
+            /// interposer if one is attached.
+            #[inline]
+            pub fn call<R>(slot: &mut $crate::Slot<dyn $name>, call: &$crate::Call, f: impl FnOnce(&mut dyn $name) -> R) -> R {
+                match slot.get(call) {
+                    (inner, Some(interposer)) => f(&mut $via { inner, interposer }),
+                    (inner, None) => f(inner),
+                }
+            }
+        }
+
+        impl $name for $via<'_> {
+            $(
+                #[inline]
+                fn $f(&mut self $(, $a: $t)*) $(-> $r)? {
+                    self.interposer.precall($methods::$f as u32);
+                    let r = self.inner.$f($($a),*);
+                    self.interposer.postcall($methods::$f as u32);
+                    r
+                }
+            )*
+        }
+    };
 }
 
 /// Where a swap stands.
@@ -158,9 +275,6 @@ pub struct Call {
     pub tracked: bool,
     /// Which instance it runs on (the slot's count of swaps when it began).
     instance: u64,
-    method: u32,
-    /// The interposer that saw its PRECALL (the slot's count of attaches then).
-    wrapped: Option<u64>,
 }
 
 impl Call {
@@ -170,7 +284,7 @@ impl Call {
 }
 
 /// One entry of the object translation table: a component, the swap under way, the
-/// interposer attached.
+/// interposer attached. `T` is the component's interface (`dyn Trait`).
 pub struct Slot<T: ?Sized + Component> {
     component: Box<T>,
     next: Option<Box<T>>,
@@ -182,8 +296,6 @@ pub struct Slot<T: ?Sized + Component> {
     waiting: VecDeque<u64>,
     instance: u64,
     interposer: Option<Box<dyn Interposer>>,
-    /// Attaches and detaches of interposers so far.
-    attaches: u64,
     /// Swaps done, and abandoned.
     pub swaps: u64,
     pub aborts: u64,
@@ -191,7 +303,7 @@ pub struct Slot<T: ?Sized + Component> {
 
 impl<T: ?Sized + Component> Slot<T> {
     pub fn new(component: Box<T>) -> Slot<T> {
-        Slot { component, next: None, phase: Phase::Normal, inside: 0, waiting: VecDeque::new(), instance: 0, interposer: None, attaches: 0, swaps: 0, aborts: 0 }
+        Slot { component, next: None, phase: Phase::Normal, inside: 0, waiting: VecDeque::new(), instance: 0, interposer: None, swaps: 0, aborts: 0 }
     }
 
     pub fn phase(&self) -> Phase {
@@ -203,10 +315,10 @@ impl<T: ?Sized + Component> Slot<T> {
         self.instance
     }
 
-    /// A call (the server's id `id`, method `method`) wants the component. `recursive`:
-    /// it is made inside a call the component is serving. `None`: it must wait — park
-    /// it; `step` names it when it may go on (call `begin` again then).
-    pub fn begin(&mut self, gens: &mut Generations, id: u64, method: u32, recursive: bool) -> Option<Call> {
+    /// A call (the server's id `id`: a request) wants the component. `recursive`: it is
+    /// made inside a call the component is serving. `None`: it must wait — park it;
+    /// `step` names it when it may go on (call `begin` again then).
+    pub fn begin(&mut self, gens: &mut Generations, id: u64, recursive: bool) -> Option<Call> {
         let tracked = match self.phase {
             Phase::Normal => false,
             Phase::Forward { .. } => true,
@@ -217,22 +329,28 @@ impl<T: ?Sized + Component> Slot<T> {
             }
         };
         self.inside += 1;
-        let wrapped = self.interposer.as_mut().map(|i| i.precall(method)).map(|_| self.attaches);
-        Some(Call { gen: gens.begin(), tracked, instance: self.instance, method, wrapped })
+        Some(Call { gen: gens.begin(), tracked, instance: self.instance })
     }
 
-    /// The component, for a call admitted by `begin`.
-    pub fn get(&mut self, _call: &Call) -> &mut T {
-        &mut self.component
+    /// The component, for a call admitted by `begin` (the one indirection of the
+    /// translation table), and the interposer to call it through if one is attached
+    /// (with the `via` wrapper of its `interface!`).
+    pub fn get(&mut self, _call: &Call) -> (&mut T, Option<&mut (dyn Interposer + 'static)>) {
+        (&mut self.component, self.interposer.as_deref_mut())
+    }
+
+    /// The component, outside any call (what it reports of itself).
+    pub fn peek(&self) -> &T {
+        &self.component
+    }
+
+    /// The interposer attached, if any.
+    pub fn interposer(&self) -> Option<&dyn Interposer> {
+        self.interposer.as_deref()
     }
 
     /// A call ends.
     pub fn end(&mut self, gens: &mut Generations, call: Call) {
-        if let (Some(i), Some(a)) = (self.interposer.as_mut(), call.wrapped) {
-            if a == self.attaches {
-                i.postcall(call.method);
-            }
-        }
         self.inside -= 1;
         gens.end(call.gen);
     }
@@ -276,7 +394,7 @@ impl<T: ?Sized + Component> Slot<T> {
             return self.abort("no state format both components know");
         };
         let Some(state) = self.component.export(format) else { return self.abort("the old component gave no state") };
-        if !next.import(format, &state) {
+        if !next.import(format, state) {
             return self.abort("the new component refused the state");
         }
         self.component = next;
@@ -293,12 +411,10 @@ impl<T: ?Sized + Component> Slot<T> {
         Outcome::Aborted { why, released: self.waiting.drain(..).collect() }
     }
 
-    /// Wrap every call from now on (replacing any wrapper; `None` detaches). An
-    /// interposer sees PRECALL and POSTCALL of exactly the calls begun while it is
-    /// attached that also end while it is: calls under way at an attach or detach are
-    /// not half-wrapped.
+    /// Wrap every method call from now on (replacing any wrapper; `None` detaches).
+    /// PRECALL and POSTCALL of one method call are made by one wrapper, so they always
+    /// pair, whenever the attach or detach falls.
     pub fn interpose(&mut self, i: Option<Box<dyn Interposer>>) -> Option<Box<dyn Interposer>> {
-        self.attaches += 1;
         core::mem::replace(&mut self.interposer, i)
     }
 }

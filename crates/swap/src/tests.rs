@@ -12,16 +12,26 @@ impl Component for Counter {
     fn formats(&self) -> Formats {
         self.formats
     }
-    fn export(&mut self, format: u32) -> Option<Vec<u8>> {
-        let mut v = self.count.to_le_bytes().to_vec();
-        v.push(format as u8);
-        Some(v)
+    /// Format 0: the count as bytes; any other: the count itself, moved.
+    fn export(&mut self, format: u32) -> Option<State> {
+        if format == 0 {
+            Some(State::Bytes(self.count.to_le_bytes().to_vec()))
+        } else {
+            Some(State::Object(Box::new(self.count)))
+        }
     }
-    fn import(&mut self, format: u32, state: &[u8]) -> bool {
-        if self.refuse || state.len() != 9 || state[8] as u32 != format {
+    fn import(&mut self, format: u32, state: State) -> bool {
+        if self.refuse {
             return false;
         }
-        self.count = u64::from_le_bytes(state[..8].try_into().unwrap());
+        let count = if format == 0 {
+            let Some(Ok(b)) = state.bytes().map(<[u8; 8]>::try_from) else { return false };
+            u64::from_le_bytes(b)
+        } else {
+            let Some(c) = state.object::<u64>() else { return false };
+            *c
+        };
+        self.count = count;
         true
     }
 }
@@ -74,21 +84,21 @@ fn the_highest_common_format_wins() {
 fn the_three_phases() {
     let mut g = Generations::new();
     let mut s: Slot<Counter> = Slot::new(counter(0b11));
-    let old = s.begin(&mut g, 1, 0, false).unwrap();
+    let old = s.begin(&mut g, 1, false).unwrap();
     assert!(s.swap(&mut g, counter(0b110), 100));
     assert!(!s.swap(&mut g, counter(1), 100), "one swap at a time");
-    let tracked = s.begin(&mut g, 2, 0, false).unwrap();
+    let tracked = s.begin(&mut g, 2, false).unwrap();
     assert_eq!(s.step(&g, 1), Outcome::Pending);
     assert!(matches!(s.phase(), Phase::Forward { .. }));
-    s.get(&old).count += 1;
+    s.get(&old).0.count += 1;
     s.end(&mut g, old);
     assert_eq!(s.step(&g, 2), Outcome::Pending);
     assert!(matches!(s.phase(), Phase::Block { .. }), "the untracked call ended");
-    assert_eq!(s.begin(&mut g, 3, 0, false), None, "a new call waits");
-    let rec = s.begin(&mut g, 4, 0, true).expect("a recursive call goes through");
-    s.get(&rec).count += 1;
+    assert_eq!(s.begin(&mut g, 3, false), None, "a new call waits");
+    let rec = s.begin(&mut g, 4, true).expect("a recursive call goes through");
+    s.get(&rec).0.count += 1;
     s.end(&mut g, rec);
-    s.get(&tracked).count += 1;
+    s.get(&tracked).0.count += 1;
     s.end(&mut g, tracked);
     match s.step(&g, 3) {
         Outcome::Swapped { format, released } => {
@@ -97,9 +107,9 @@ fn the_three_phases() {
         }
         o => panic!("{o:?}"),
     }
-    let c = s.begin(&mut g, 3, 0, false).unwrap();
+    let c = s.begin(&mut g, 3, false).unwrap();
     assert_eq!(c.instance(), 1);
-    assert_eq!(s.get(&c).count, 3, "the state moved");
+    assert_eq!(s.get(&c).0.count, 3, "the state moved");
     s.end(&mut g, c);
 }
 
@@ -107,7 +117,7 @@ fn the_three_phases() {
 fn a_refused_state_or_a_late_quiescence_keeps_the_old_component() {
     let mut g = Generations::new();
     let mut s: Slot<Counter> = Slot::new(counter(1));
-    let stuck = s.begin(&mut g, 0, 0, false).unwrap();
+    let stuck = s.begin(&mut g, 0, false).unwrap();
     assert!(s.swap(&mut g, counter(1), 100));
     assert_eq!(s.step(&g, 5), Outcome::Pending, "a call from before is still inside");
     assert!(matches!(s.step(&g, 101), Outcome::Aborted { why, .. } if why.contains("in time")));
@@ -123,36 +133,93 @@ fn a_refused_state_or_a_late_quiescence_keeps_the_old_component() {
     assert!(matches!(s.step(&g, 350), Outcome::Swapped { format: 0, .. }));
 }
 
+crate::interface! {
+    /// A test interface: two methods.
+    trait Adder via AdderVia, methods AdderMethod {
+        fn add(&mut self, n: u64) -> u64;
+        fn reset(&mut self);
+    }
+}
+
+impl Adder for Counter {
+    fn add(&mut self, n: u64) -> u64 {
+        self.count += n;
+        self.count
+    }
+    fn reset(&mut self) {
+        self.count = 0;
+    }
+}
+
+/// Call `f` on the slot's component through its interposer, if one is attached.
+fn through(s: &mut Slot<dyn Adder>, c: &Call, f: impl FnOnce(&mut dyn Adder) -> u64) -> u64 {
+    AdderVia::call(s, c, f)
+}
+
 #[test]
-fn interposers_see_balanced_calls() {
-    use core::cell::Cell;
-    use alloc::rc::Rc;
-    struct Count(Rc<Cell<(u32, u32)>>);
-    impl Interposer for Count {
-        fn precall(&mut self, _: u32) {
-            let (a, b) = self.0.get();
-            self.0.set((a + 1, b));
-        }
-        fn postcall(&mut self, _: u32) {
-            let (a, b) = self.0.get();
-            self.0.set((a, b + 1));
-        }
-    }
+fn interposers_wrap_every_method_from_attach_to_detach() {
     let mut g = Generations::new();
-    let mut s: Slot<Counter> = Slot::new(counter(1));
-    let before = s.begin(&mut g, 1, 0, false).unwrap();
-    let seen = Rc::new(Cell::new((0, 0)));
-    assert!(s.interpose(Some(Box::new(Count(seen.clone())))).is_none());
-    s.end(&mut g, before);
-    assert_eq!(seen.get(), (0, 0), "a call begun before the attach is not half-wrapped");
-    for k in 0..5 {
-        let c = s.begin(&mut g, k, 0, false).unwrap();
-        s.end(&mut g, c);
-    }
-    let open = s.begin(&mut g, 7, 0, false).unwrap();
+    let mut s: Slot<dyn Adder> = Slot::new(counter(1));
+    let c = s.begin(&mut g, 1, false).unwrap();
+    assert_eq!(through(&mut s, &c, |a| a.add(2)), 2);
+    assert!(s.interpose(Some(Box::new(interposers::Counter::default()))).is_none());
+    assert_eq!(through(&mut s, &c, |a| a.add(3)), 5, "the wrapper passes arguments and results");
+    through(&mut s, &c, |a| {
+        a.reset();
+        0
+    });
+    through(&mut s, &c, |a| a.add(1));
+    let mut out = alloc::string::String::new();
+    s.interposer().unwrap().report(AdderMethod::NAMES, &mut out);
+    assert_eq!(out, "counter: add=2 reset=1");
     assert!(s.interpose(None).is_some());
-    s.end(&mut g, open);
-    assert_eq!(seen.get(), (6, 5), "six PRECALLs, the last call's POSTCALL fell after the detach");
+    assert_eq!(through(&mut s, &c, |a| a.add(1)), 2, "detached: called directly");
+    s.end(&mut g, c);
+    assert_eq!(AdderMethod::NAMES, &["add", "reset"]);
+}
+
+#[test]
+fn trace_and_timer_interposers() {
+    use interposers::{Timer, Trace};
+    use core::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    fn clock() -> u64 {
+        NOW.fetch_add(10, Ordering::Relaxed) + 10
+    }
+    let mut t = Trace::new(clock);
+    for k in 0..100 {
+        t.precall(k % 2);
+        t.postcall(k % 2);
+    }
+    assert_eq!(t.events, 200);
+    let last: Vec<_> = t.last(3).collect();
+    assert_eq!(last.len(), 3);
+    assert!(last[2].at > last[0].at && !last[2].enter && last[2].method == 1, "{last:?}");
+    let mut tm = Timer::new(clock);
+    tm.precall(0);
+    tm.postcall(0);
+    tm.precall(1);
+    tm.postcall(1);
+    assert_eq!((tm.calls[0], tm.total[0], tm.calls[1]), (1, 10, 1));
+    let mut out = alloc::string::String::new();
+    tm.report(&["a", "b"], &mut out);
+    assert_eq!(out, "timer: a=1x10 b=1x10");
+}
+
+#[test]
+fn a_moved_state_object_and_a_byte_state_both_transfer() {
+    let mut g = Generations::new();
+    let mut s: Slot<dyn Adder> = Slot::new(counter(0b11));
+    let c = s.begin(&mut g, 1, false).unwrap();
+    through(&mut s, &c, |a| a.add(7));
+    s.end(&mut g, c);
+    assert!(s.swap(&mut g, counter(0b11), 10));
+    assert!(matches!(s.step(&g, 0), Outcome::Swapped { format: 1, .. }), "moved");
+    assert!(s.swap(&mut g, counter(0b01), 10));
+    assert!(matches!(s.step(&g, 0), Outcome::Swapped { format: 0, .. }), "as bytes");
+    let c = s.begin(&mut g, 2, false).unwrap();
+    assert_eq!(through(&mut s, &c, |a| a.add(0)), 7);
+    s.end(&mut g, c);
 }
 
 /// The model: random interleavings of calls (some recursive), swaps (some refused, some
@@ -188,7 +255,7 @@ fn model_random_interleavings() {
                 0..=3 => {
                     let recursive = !running.is_empty() && r.below(5) == 0;
                     next_id += 1;
-                    match s.begin(&mut g, next_id, 0, recursive) {
+                    match s.begin(&mut g, next_id, recursive) {
                         Some(c) => running.push((next_id, c)),
                         None => parked.push(next_id),
                     }
@@ -196,7 +263,7 @@ fn model_random_interleavings() {
                 4..=6 if !running.is_empty() => {
                     let (_, c) = running.swap_remove(r.below(running.len() as u64) as usize);
                     assert_eq!(c.instance(), s.instance(), "seed {seed}: a call ran on a component that was swapped out");
-                    s.get(&c).count += 1;
+                    s.get(&c).0.count += 1;
                     served += 1;
                     s.end(&mut g, c);
                 }
@@ -207,7 +274,7 @@ fn model_random_interleavings() {
                 }
                 _ => {
                     for id in released(s.step(&g, now), &mut parked) {
-                        let c = s.begin(&mut g, id, 0, false).expect("a released call is admitted");
+                        let c = s.begin(&mut g, id, false).expect("a released call is admitted");
                         running.push((id, c));
                     }
                 }
@@ -220,22 +287,22 @@ fn model_random_interleavings() {
         // Drain: every call ends, the swap ends one way or the other, the parked go on.
         loop {
             for (_, c) in running.drain(..) {
-                s.get(&c).count += 1;
+                s.get(&c).0.count += 1;
                 served += 1;
                 s.end(&mut g, c);
             }
             now += 1000;
             let ids = released(s.step(&g, now), &mut parked);
             for id in ids {
-                running.push((id, s.begin(&mut g, id, 0, false).unwrap()));
+                running.push((id, s.begin(&mut g, id, false).unwrap()));
             }
             if running.is_empty() && parked.is_empty() && s.phase() == Phase::Normal {
                 break;
             }
         }
-        let c = s.begin(&mut g, u64::MAX, 0, false).unwrap();
+        let c = s.begin(&mut g, u64::MAX, false).unwrap();
         let (swaps, aborts) = (s.swaps, s.aborts);
-        assert_eq!(s.get(&c).count, served, "seed {seed}: {swaps} swaps, {aborts} abandoned");
+        assert_eq!(s.get(&c).0.count, served, "seed {seed}: {swaps} swaps, {aborts} abandoned");
         s.end(&mut g, c);
         assert_eq!(g.running(), 0);
         let _ = swapped;

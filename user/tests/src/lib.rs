@@ -179,3 +179,51 @@ pub fn ldisk_block(l: u64, v: u64) -> alloc::vec::Vec<u8> {
     b[..8].copy_from_slice(&(l << 32 | v).to_le_bytes());
     b
 }
+
+/// Blocks tagged with their numbers, written and read through a BAIO segment.
+pub mod blocks {
+    use alloc::vec::Vec;
+    use blk_api as p;
+    use blk_api::client::Segment;
+
+    /// Blocks in one operation.
+    const PER_OP: u64 = 32;
+
+    /// The first word of each block: which block of the segment it is.
+    pub fn tag(b: u64) -> u64 {
+        b ^ 0x5eed_0000_0000
+    }
+
+    /// Run `n` blocks from `first` through the segment, 15 operations of 32 blocks a batch.
+    pub fn io(seg: &Segment, kind: u64, first: u64, n: u64, check: bool) -> bool {
+        let mut b = first;
+        let mut ok = true;
+        while b < first + n {
+            let mut ops = Vec::new();
+            while ops.len() < p::MAX_REG_OPS && b < first + n {
+                let k = (first + n - b).min(PER_OP);
+                let off = p::DATA + ops.len() as u64 * PER_OP * 4096;
+                if kind & 0xff == p::WRITE_OP {
+                    for j in 0..k {
+                        seg.bytes(off + j * 4096, 8).copy_from_slice(&tag(b + j).to_le_bytes());
+                    }
+                }
+                ops.push(p::op(kind, b, k, ops.len() as u64, off));
+                b += k;
+            }
+            if seg.batch_ops(&ops, p::WAIT_ALL).is_err() {
+                return false;
+            }
+            for (i, o) in ops.iter().enumerate() {
+                ok &= seg.status(i as u64) == p::DONE;
+                if check && kind & 0xff == p::READ_OP {
+                    for j in 0..(o[2] & 0xffff_ffff) {
+                        let got = u64::from_le_bytes(seg.bytes(o[3] + j * 4096, 8).try_into().unwrap_or_default());
+                        ok &= got == tag(o[1] + j);
+                    }
+                }
+            }
+        }
+        ok
+    }
+}

@@ -26,7 +26,8 @@ pub const HIT: u64 = 0;
 pub const FILL: u64 = 1;
 pub const BUSY: u64 = 2;
 pub const MAX_LOOKUP: u64 = 8;
-// Any program: the graft protocol (`graft_api`), graft point `evict`.
+// Any program: the graft protocol (`graft_api`), graft point `evict`; the
+// reconfiguration protocol (`swap_api`), component 0 `policy` (lru, mru, auto).
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
@@ -36,6 +37,7 @@ pub enum Request<'a> {
     Invalidate { first: u64, n: u64 },
     Stats,
     Graft(graft_api::Request<'a>),
+    Swap(swap_api::Request),
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -50,6 +52,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 Request::Lookup { first, n, owner: owner as u32 }
             }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
+            l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
             FILLED => {
                 let [block, ok] = a.words()?;
                 Request::Filled { block, ok: ok == 1 }

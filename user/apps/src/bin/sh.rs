@@ -41,6 +41,12 @@ const HELP: &str = "commands:
   graft state ID W… write words W… (decimal) into graft ID's state from its start
                     (a hot list: the count, then device block numbers)
   graft stats ID    one graft's calls, aborts, cycles and last abort
+  swap list         the swappable components of each server: implementation,
+                    swaps, interposer (K42's object translation table)
+  swap S.C IMPL     hot-swap component C of server S (e.g. `swap cache.policy mru`;
+                    `auto`: the server chooses) while it runs
+  interpose S.C K   wrap every call to S.C in an interposer: counter, trace, timer,
+                    or none (detach); `swap list` shows what it saw
   echo TEXT         print TEXT
   sleep MS          wait MS milliseconds
   halt              power off";
@@ -169,6 +175,7 @@ fn main() -> i32 {
             "ls" | "cat" | "put" | "rm" => files(cmd, rest.trim()),
             "net" | "ping" | "fetch" | "cue" => network(&mut net, cmd, rest.trim()),
             "graft" => graft(rest.trim()),
+            "swap" | "interpose" => reconfigure(cmd, rest.trim()),
             "echo" => println!("{}", rest),
             "sleep" => match rest.trim().parse::<u64>() {
                 Ok(ms) => rt::sys::sleep_us(ms.saturating_mul(1000)),
@@ -210,6 +217,61 @@ fn files(cmd: &str, arg: &str) {
     };
     if let Err(e) = r {
         println!("{}: {}: {:?}", cmd, arg, e);
+    }
+    rt::free_slot(srv);
+}
+
+/// Servers with swappable components (`swap_api`).
+const SWAP_SERVERS: [&str; 1] = ["cache"];
+
+/// `swap list`, `swap S.C IMPL`, `interpose S.C KIND`.
+fn reconfigure(cmd: &str, args: &str) {
+    use swap_api::client as sw;
+    let w: alloc::vec::Vec<&str> = args.split_whitespace().collect();
+    let mut buf = alloc::vec![0u8; 4096];
+    let list = |srv: u64, buf: &mut [u8]| -> Option<String> { sw::list(srv, buf).ok().map(|n| String::from_utf8_lossy(&buf[..n]).into_owned()) };
+    if cmd == "swap" && w == ["list"] {
+        for name in SWAP_SERVERS {
+            let srv = rt::alloc_slot();
+            match env::lookup(name, srv).ok().and_then(|_| list(srv, &mut buf)) {
+                Some(t) => t.lines().for_each(|l| println!("{}.{}", name, l)),
+                None => println!("swap: no `{}` server to ask", name),
+            }
+            rt::free_slot(srv);
+        }
+        return;
+    }
+    let usage = "swap list | swap SERVER.COMPONENT IMPL | interpose SERVER.COMPONENT counter|trace|timer|none";
+    let [target, what] = w[..] else { return println!("{}", usage) };
+    let Some((server, component)) = target.split_once('.') else { return println!("{}", usage) };
+    let srv = rt::alloc_slot();
+    if env::lookup(server, srv).is_err() {
+        rt::free_slot(srv);
+        return println!("{}: no `{}` server to ask", cmd, server);
+    }
+    // The component's number is its line in the server's list; its implementations are
+    // the third field.
+    let text = list(srv, &mut buf).unwrap_or_default();
+    let found = text.lines().enumerate().find(|(_, l)| l.split(' ').next() == Some(component));
+    match found {
+        None => println!("{}: `{}` has no component `{}`", cmd, server, component),
+        Some((k, line)) if cmd == "swap" => {
+            let impls = line.split(' ').nth(2).unwrap_or("");
+            match impls.split(',').position(|i| i == what) {
+                None => println!("swap: {}.{} has no implementation `{}` (there is: {})", server, component, what, impls),
+                Some(i) => match sw::swap(srv, k, i, &mut buf) {
+                    Ok((format, cycles)) => println!("swapped {}.{} to {}: state moved in format {}, {} cycles", server, component, what, format, cycles),
+                    Err((e, n)) => println!("swap: {}: {}", e.name(), String::from_utf8_lossy(&buf[..n])),
+                },
+            }
+        }
+        Some((k, _)) => match swap_api::KINDS.iter().position(|x| *x == what) {
+            None => println!("interpose: no interposer `{}` (there is: {})", what, swap_api::KINDS.join(", ")),
+            Some(kind) => match sw::interpose(srv, k, kind as u64) {
+                Ok(()) => println!("{}.{}: interposer {}", server, component, what),
+                Err(e) => println!("interpose: {}", e.name()),
+            },
+        },
     }
     rt::free_slot(srv);
 }

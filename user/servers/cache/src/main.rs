@@ -12,6 +12,18 @@
 //! fails (over budget, a trap, a victim that is not a candidate) leaves the choice to
 //! LRU for that call and is unloaded after three failures in a row.
 //!
+//! Its replacement policy is a swappable component (K42; `swap`, `swap_api`): it sits in
+//! a `swap::Slot`, the server's object translation table, and is swapped between least
+//! recently used (`lru`) and most recently used first (`mru`) while the cache runs, the
+//! recency order moving to the new policy. With `auto` (argument `policy=auto`, as
+//! `cargo xtask run` starts it; otherwise LRU until someone swaps) the server swaps it
+//! itself: to MRU when its client's misses turn into a sequential stream (which LRU
+//! would let flush every other block out), back to LRU when they stop
+//! (`baio::cache::Sequential`). A person swaps it or interposes on it from the shell
+//! (`swap cache.policy mru`, `interpose cache.policy counter`). The server handles one
+//! request at a time, so it is quiescent between requests: the mediator's phases pass
+//! at the end of the request that starts a swap.
+//!
 //! Its data path serves one client, the block service: the first program to `ATTACH`
 //! is bound, and every other program's requests but `STATS` and grafts are refused
 //! (`NoRights`) — the
@@ -26,13 +38,14 @@
 use abi::fpage::Fpage;
 use abi::{mem, Error};
 use alloc::string::String;
-use baio::cache::{Cache, Chooser, Lookup};
+use baio::cache::{Cache, Chooser, Lookup, Lru, Mru, Policy, PolicyMethod, PolicyVia, Sequential};
 use cache_api::{self as p, Request};
 use graft::{Point, Table};
 use rt::ipc::Msg;
 use rt::println;
 use rt::server::{self, Answer, Badge, Server};
 use sigma0_api as s0;
+use swap::{Generations, Outcome, Slot};
 
 extern crate alloc;
 
@@ -63,7 +76,24 @@ fn main() -> i32 {
     let c = Cache::new(1 << LOG2);
     println!("cache: {} blocks at {:#x}", c.slots(), phys);
     let mut buf = [0u8; graft_api::RECV_BYTES];
-    server::run(&mut CacheServer { c, phys, sigma0: s0slot, client: None, grafts: Table::new(&POINTS, GRAFT_IDS), text: String::new(), inbox: graft_api::upcall::Inbox::new() }, &mut buf)
+    let policy: Slot<dyn Policy> = Slot::new(alloc::boxed::Box::new(Lru::default()));
+    let mut s = CacheServer {
+        c,
+        phys,
+        sigma0: s0slot,
+        client: None,
+        grafts: Table::new(&POINTS, GRAFT_IDS),
+        text: String::new(),
+        inbox: graft_api::upcall::Inbox::new(),
+        gens: Generations::new(),
+        policy,
+        imp: LRU,
+        auto: rt::args().split(' ').any(|a| a == "policy=auto"),
+        seq: Sequential::default(),
+        adapted: 0,
+        pending: LRU,
+    };
+    server::run(&mut s, &mut buf)
 }
 
 struct CacheServer {
@@ -79,6 +109,87 @@ struct CacheServer {
     text: String,
     /// A capability a `LOAD` brings (an upcall graft's thread).
     inbox: graft_api::upcall::Inbox,
+    /// Requests in flight, for the mediator's quiescence.
+    gens: Generations,
+    /// The replacement policy (the translation table's one entry).
+    policy: Slot<dyn Policy>,
+    /// Which policy it is (`IMPLS`).
+    imp: usize,
+    /// Swap by what `seq` sees.
+    auto: bool,
+    seq: Sequential,
+    /// Swaps the server made itself.
+    adapted: u64,
+    /// The implementation a swap under way goes to.
+    pending: usize,
+}
+
+/// The policy's implementations, as `swap` names them; `auto` lets the server choose.
+const IMPLS: [&str; 3] = ["lru", "mru", "auto"];
+const LRU: usize = 0;
+const MRU: usize = 1;
+const AUTO: usize = 2;
+/// A swap not done within this many cycles is abandoned (it never takes one request).
+const SWAP_DEADLINE: u64 = 1 << 32;
+
+impl CacheServer {
+    /// Start swapping the policy to `imp`.
+    fn start_swap(&mut self, imp: usize) -> bool {
+        let next: alloc::boxed::Box<dyn Policy> = if imp == MRU { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
+        let ok = self.policy.swap(&mut self.gens, next, rdtsc() + SWAP_DEADLINE);
+        if ok {
+            self.pending = imp;
+        }
+        ok
+    }
+
+    /// Move a swap under way on (between requests: it ends).
+    fn step(&mut self) -> Outcome {
+        let o = self.policy.step(&self.gens, rdtsc());
+        if let Outcome::Swapped { .. } = o {
+            self.imp = self.pending;
+        }
+        o
+    }
+}
+
+impl swap_api::Components for CacheServer {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn describe(&self, _k: usize, out: &mut String) {
+        use core::fmt::Write;
+        let _ = write!(out, "policy {}{} {} adapted={} ", IMPLS[self.imp], if self.auto { "(auto)" } else { "" }, IMPLS.join(","), self.adapted);
+        swap_api::describe_slot(&self.policy, PolicyMethod::NAMES, out);
+    }
+
+    fn swap(&mut self, _k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>> {
+        let target = match imp {
+            LRU | MRU => imp,
+            AUTO => {
+                if self.seq.stream {
+                    MRU
+                } else {
+                    LRU
+                }
+            }
+            _ => return Err(Err(Error::InvalidArg)),
+        };
+        self.auto = imp == AUTO;
+        if !self.start_swap(target) {
+            return Err(Ok("a swap is under way"));
+        }
+        match self.step() {
+            Outcome::Swapped { format, .. } => Ok(format),
+            Outcome::Aborted { why, .. } => Err(Ok(why)),
+            Outcome::Pending => Err(Ok("under way: it ends after the requests in the server")),
+        }
+    }
+
+    fn interpose(&mut self, _k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) {
+        self.policy.interpose(i);
+    }
 }
 
 fn rdtsc() -> u64 {
@@ -122,7 +233,10 @@ impl Server for CacheServer {
         if self.client == Some(who.program()) {
             println!("cache: client {} is gone: the frames are taken back, the cache starts empty", who.program());
             let _ = rt::sys::revoke(Fpage::mem(AREA, 12 + LOG2, 0));
-            self.c = Cache::new(self.c.slots());
+            if let Some(call) = self.policy.begin(&mut self.gens, 0, false) {
+                PolicyVia::call(&mut self.policy, &call, |p| self.c.clear(p));
+                self.policy.end(&mut self.gens, call);
+            }
             self.client = None;
         }
     }
@@ -135,12 +249,35 @@ impl Server for CacheServer {
             self.inbox.done();
             return a;
         }
+        if let Request::Swap(r) = req {
+            let mut text = core::mem::take(&mut self.text);
+            let a = swap_api::serve(self, from, r, &mut text, rdtsc);
+            self.text = text;
+            return a;
+        }
         match (req, self.client) {
             (Request::Stats, _) => {}
             (Request::Attach, None) if me != 0 => self.client = Some(me),
             (_, Some(c)) if c == me => {}
             _ => return Answer::err(Error::NoRights),
         }
+        // The policy is called for this request: admitted to its slot (a swap cannot be
+        // waiting here: it ends with the request that starts it).
+        let Some(call) = self.policy.begin(&mut self.gens, 0, false) else { return Answer::err(Error::BadState) };
+        let a = self.serve(req, &call);
+        self.policy.end(&mut self.gens, call);
+        if self.policy.phase() != swap::Phase::Normal {
+            if let Outcome::Aborted { why, .. } = self.step() {
+                println!("cache: swapping the policy failed: {}", why);
+            }
+        }
+        a
+    }
+}
+
+impl CacheServer {
+    /// A request of the data path, with the policy admitted for `call`.
+    fn serve(&mut self, req: Request, call: &swap::Call) -> Answer {
         let c = &mut self.c;
         match req {
             Request::Attach => {
@@ -151,32 +288,40 @@ impl Server for CacheServer {
             Request::Lookup { first, n, owner } => {
                 let mut w = [0u64; p::MAX_LOOKUP as usize];
                 let mut chooser = Grafted(&mut self.grafts);
-                for k in 0..n {
-                    w[k as usize] = match c.lookup_for(first.wrapping_add(k), owner, &mut chooser) {
-                        Lookup::Hit(s) => s as u64 | p::HIT << 32,
-                        Lookup::Fill(s) => s as u64 | p::FILL << 32,
-                        Lookup::Busy(s) => s as u64 | p::BUSY << 32,
-                        Lookup::Full => u64::MAX,
-                    };
+                PolicyVia::call(&mut self.policy, call, |policy| {
+                    for k in 0..n {
+                        w[k as usize] = match c.lookup_for(first.wrapping_add(k), owner, &mut chooser, policy) {
+                            Lookup::Hit(s) => s as u64 | p::HIT << 32,
+                            Lookup::Fill(s) => s as u64 | p::FILL << 32,
+                            Lookup::Busy(s) => s as u64 | p::BUSY << 32,
+                            Lookup::Full => u64::MAX,
+                        };
+                    }
+                });
+                if let Some(stream) = self.seq.run(first, n) {
+                    let want = if stream { MRU } else { LRU };
+                    if self.auto && want != self.imp && self.start_swap(want) {
+                        self.adapted += 1;
+                    }
                 }
                 Answer::ok(&w[..n as usize])
             }
             Request::Filled { block, ok } => {
-                if c.filled(block, ok) {
+                if PolicyVia::call(&mut self.policy, call, |p| c.filled(block, ok, p)) {
                     Answer::ok(&[])
                 } else {
                     Answer::err(Error::InvalidArg)
                 }
             }
             Request::Invalidate { first, n } => {
-                c.invalidate(first, n);
+                PolicyVia::call(&mut self.policy, call, |p| c.invalidate(first, n, p));
                 Answer::ok(&[])
             }
             Request::Stats => {
                 let s = c.stats();
                 Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped])
             }
-            Request::Graft(_) => unreachable!("answered above"),
+            Request::Graft(_) | Request::Swap(_) => unreachable!("answered above"),
         }
     }
 }

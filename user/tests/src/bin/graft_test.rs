@@ -16,6 +16,7 @@ use blk_api::client::{self as baio, Segment};
 use graft_api as g;
 use core::sync::atomic::{AtomicU64, Ordering};
 use rt::{env, ipc, println};
+use tests::blocks::io;
 use tests::Checks;
 
 rt::entry!(main);
@@ -27,45 +28,6 @@ const BLOCKS: u64 = 2048;
 const HOT: u64 = 4;
 /// Then this many other blocks stream through: more than the cache's 1024 slots.
 const STREAM: (u64, u64) = (64, 1280);
-const PER_OP: u64 = 32;
-
-/// The first word of each block: which block of the segment it is.
-fn tag(b: u64) -> u64 {
-    b ^ 0x5eed_0000_0000
-}
-
-/// Run `n` blocks from `first` through the segment, 15 operations of 32 blocks a batch.
-fn io(seg: &Segment, kind: u64, first: u64, n: u64, check: bool) -> bool {
-    let mut b = first;
-    let mut ok = true;
-    while b < first + n {
-        let mut ops = Vec::new();
-        while ops.len() < p::MAX_REG_OPS && b < first + n {
-            let k = (first + n - b).min(PER_OP);
-            let off = p::DATA + ops.len() as u64 * PER_OP * 4096;
-            if kind & 0xff == p::WRITE_OP {
-                for j in 0..k {
-                    seg.bytes(off + j * 4096, 8).copy_from_slice(&tag(b + j).to_le_bytes());
-                }
-            }
-            ops.push(p::op(kind, b, k, ops.len() as u64, off));
-            b += k;
-        }
-        if seg.batch_ops(&ops, p::WAIT_ALL).is_err() {
-            return false;
-        }
-        for (i, o) in ops.iter().enumerate() {
-            ok &= seg.status(i as u64) == p::DONE;
-            if check && kind & 0xff == p::READ_OP {
-                for j in 0..(o[2] & 0xffff_ffff) {
-                    let got = u64::from_le_bytes(seg.bytes(o[3] + j * 4096, 8).try_into().unwrap_or_default());
-                    ok &= got == tag(o[1] + j);
-                }
-            }
-        }
-    }
-    ok
-}
 
 fn cache_hits(cache: u64) -> u64 {
     let mut m = ipc::Msg::new(cache_api::STATS, &[]);
@@ -608,5 +570,11 @@ fn main() -> i32 {
     let k = hot_kept(&seg, cache, &mut c, "after the hostile ones");
     c.eq(k, 0, "no graft is left: LRU again");
     let _ = seg.close();
+    // Reconfiguring the cache is for the system's principals: this program (principal 3)
+    // may list the components but not swap or interpose.
+    let mut why = [0u8; 64];
+    c.eq(swap_api::client::swap(cache, 0, 1, &mut why).map_err(|e| e.0).err(), Some(Error::NoRights), "principal 3 may not swap the cache's policy");
+    c.eq(swap_api::client::interpose(cache, 0, swap_api::TRACE), Err(Error::NoRights), "nor interpose on it");
+    c.check(swap_api::client::list(cache, &mut [0u8; 512]).is_ok(), "but may list it");
     c.finish("graft_test")
 }

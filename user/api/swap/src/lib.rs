@@ -1,0 +1,164 @@
+//! The reconfiguration protocol (K42's online reconfiguration, Scion's form): the same
+//! requests at every server whose components sit in `swap::Slot`s (its object
+//! translation table) — `cache` for its replacement policy; more as they come. The
+//! shell's `swap list`, `swap SERVER.COMPONENT IMPL` and `interpose SERVER.COMPONENT
+//! KIND` speak it.
+//!
+//! Reconfiguring a component changes it for every client, so only programs of the
+//! system's principals (0 and 1: servers, the shell) may swap or interpose; anyone
+//! holding the server's capability may list.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use abi::Error;
+use rt::ipc::{self, Msg};
+use rt::server::{Answer, Args, Badge, Decode};
+use swap::interposers::{Counter, Timer, Trace};
+use swap::Interposer;
+
+/// Reply string: one line per component, in table order (its number is the line's):
+/// "NAME IMPL IMPL1,IMPL2,… swaps=N aborts=N INTERPOSER", INTERPOSER `-` or its report.
+pub const LIST: u64 = 0xf0;
+/// MR1 = component, MR2 = implementation (its place in the list's line). The swap runs
+/// to its end before the reply: MR2 = the state format used, MR3 = cycles the mediator
+/// took (forward, block and transfer), or `BadState` with the reason as the string
+/// (the old component stays).
+pub const SWAP: u64 = 0xf1;
+/// MR1 = component, MR2 = `NONE`, `COUNTER`, `TRACE` or `TIMER`: attach (replacing any)
+/// or detach an interposer.
+pub const INTERPOSE: u64 = 0xf2;
+pub const NONE: u64 = 0;
+pub const COUNTER: u64 = 1;
+pub const TRACE: u64 = 2;
+pub const TIMER: u64 = 3;
+pub const KINDS: [&str; 4] = ["none", "counter", "trace", "timer"];
+
+pub fn is_swap_label(l: u64) -> bool {
+    (LIST..=INTERPOSE).contains(&l)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    List,
+    Swap { component: usize, imp: usize },
+    Interpose { component: usize, kind: u64 },
+}
+
+impl Decode<'_> for Request {
+    fn decode(a: &Args<'_>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            LIST => Request::List,
+            SWAP => {
+                let [c, i] = a.words()?;
+                Request::Swap { component: c.min(usize::MAX as u64) as usize, imp: i.min(usize::MAX as u64) as usize }
+            }
+            INTERPOSE => {
+                let [c, kind] = a.words()?;
+                if kind > TIMER {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Interpose { component: c.min(usize::MAX as u64) as usize, kind }
+            }
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+/// A server's table of swappable components, as the protocol sees it.
+pub trait Components {
+    /// How many there are.
+    fn count(&self) -> usize;
+    /// Component `k`'s line (without the newline).
+    fn describe(&self, k: usize, out: &mut String);
+    /// Swap component `k` to implementation `imp` and run the swap to its end: the
+    /// format the state moved in, or why the old one stays. `InvalidArg` for an
+    /// implementation it does not have.
+    fn swap(&mut self, k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>>;
+    /// Attach `i` to component `k` (None: detach).
+    fn interpose(&mut self, k: usize, i: Option<Box<dyn Interposer>>);
+}
+
+/// Answer one request of the protocol; `text` keeps the reply's string until the kernel
+/// has copied it, `clock` is the server's (the TSC).
+pub fn serve(c: &mut dyn Components, from: Badge, req: Request, text: &mut String, clock: fn() -> u64) -> Answer {
+    if !matches!(req, Request::List) && from.principal() > 1 {
+        return Answer::err(Error::NoRights);
+    }
+    match req {
+        Request::List => {
+            text.clear();
+            for k in 0..c.count() {
+                c.describe(k, text);
+                text.push('\n');
+            }
+            ipc::set_send_string(text.as_bytes());
+            Answer::Reply(rt::server::ok_msg(&[]).with_string())
+        }
+        Request::Swap { component, .. } | Request::Interpose { component, .. } if component >= c.count() => Answer::err(Error::NotFound),
+        Request::Swap { component, imp } => {
+            let t = clock();
+            match c.swap(component, imp) {
+                Ok(format) => Answer::ok(&[format as u64, clock().wrapping_sub(t)]),
+                Err(Err(e)) => Answer::err(e),
+                Err(Ok(why)) => {
+                    text.clear();
+                    text.push_str(why);
+                    ipc::set_send_string(text.as_bytes());
+                    Answer::Reply(Msg::new(0, &[Error::BadState as u64]).with_string())
+                }
+            }
+        }
+        Request::Interpose { component, kind } => {
+            let i: Option<Box<dyn Interposer>> = match kind {
+                COUNTER => Some(Box::new(Counter::default())),
+                TRACE => Some(Box::new(Trace::new(clock))),
+                TIMER => Some(Box::new(Timer::new(clock))),
+                _ => None,
+            };
+            c.interpose(component, i);
+            Answer::ok(&[])
+        }
+    }
+}
+
+/// The common part of a component's line: swaps, aborts, the interposer's report.
+pub fn describe_slot<T: ?Sized + swap::Component>(s: &swap::Slot<T>, methods: &[&str], out: &mut String) {
+    use core::fmt::Write;
+    let _ = write!(out, "swaps={} aborts={} ", s.swaps, s.aborts);
+    match s.interposer() {
+        Some(i) => i.report(methods, out),
+        None => out.push('-'),
+    }
+}
+
+/// Client stubs.
+pub mod client {
+    use super::*;
+
+    /// The server's components, one line each.
+    pub fn list(srv: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        ipc::set_recv_buffer(buf);
+        let mut m = Msg::new(LIST, &[]);
+        rt::server::request(srv, &mut m)?;
+        Ok(ipc::received_string_len().min(buf.len()))
+    }
+
+    /// Swap: (format, the mediator's cycles); `BadState` with the reason in `why`.
+    pub fn swap(srv: u64, component: usize, imp: usize, why: &mut [u8]) -> Result<(u64, u64), (Error, usize)> {
+        ipc::set_recv_buffer(why);
+        let mut m = Msg::new(SWAP, &[component as u64, imp as u64]);
+        match rt::server::request(srv, &mut m) {
+            Ok(()) => Ok((m.word(2), m.word(3))),
+            Err(e) => Err((e, if m.tag().has_string() { ipc::received_string_len().min(why.len()) } else { 0 })),
+        }
+    }
+
+    pub fn interpose(srv: u64, component: usize, kind: u64) -> Result<(), Error> {
+        let mut m = Msg::new(INTERPOSE, &[component as u64, kind]);
+        rt::server::request(srv, &mut m)
+    }
+}
