@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-pub const SUITES: [(&str, &str); 5] = [
+pub const SUITES: [(&str, &str); 6] = [
     ("kernel", "microkernel costs: syscall, IPC, switches, page faults, map/demap, IRQ; Linux side by side"),
     (
         "baio",
@@ -22,6 +22,7 @@ pub const SUITES: [(&str, &str); 5] = [
     ),
     ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
     ("cue", "Cue Tables 1-8: one transfer by Cue with (k, t) schedules or a read/write loop beside a metering program, 1-4 in parallel, ftpd; Linux sendfile and read/write beside"),
+    ("k42", "K42 Table 1, Figures 4-5 and 7: a call through the translation table and interposed against a plain call; swap time with 0-16 clients and a null swap against an IPC round trip; streaming with fixed LRU, fixed MRU and adaptive policies"),
     ("grafts", "VINO Tables 1-5, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list) and blk's stream point (MD5 per KiB), upcall, load, miss, disk time, break-even; Linux's null and MD5 eBPF beside"),
 ];
 const RUNS: usize = 3;
@@ -246,6 +247,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
             "net" => net_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "cue" => crate::cuebench::cue_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "grafts" => crate::graftbench::grafts_suite(&a, &vmlinuz, &initramfs, &dir)?,
+            "k42" => crate::k42bench::k42_suite(&a, &dir)?,
             _ => baio_suite(&a, &vmlinuz, &initramfs, &dir)?,
         };
     }

@@ -4,6 +4,7 @@
 mod bench;
 mod crash;
 mod graftbench;
+mod k42bench;
 mod grafts;
 mod cuebench;
 mod image;

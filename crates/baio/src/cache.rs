@@ -721,4 +721,51 @@ mod tests {
         }
         assert_eq!(changes, [true, false], "random again: back");
     }
+
+    /// K42 Fig. 7's workload on the host (`bench_k42` runs it through the cache server):
+    /// swapping on the stream detector's verdict misses less than either fixed policy.
+    #[test]
+    fn adaptive_swapping_beats_both_fixed_policies_on_streams_and_hot_sets() {
+        fn run(mode: usize) -> u64 {
+            let mut c = T::lru(1024);
+            let mut seq = Sequential::default();
+            let mut imp = 0;
+            let mut read = |c: &mut T, first: u64, n: u64, imp: &mut usize| {
+                if let Some(stream) = seq.run(first, n) {
+                    let want = stream as usize;
+                    if mode == 2 && want != *imp {
+                        let next: Box<dyn Policy> = if want == 1 { Box::new(Mru::default()) } else { Box::new(Lru::default()) };
+                        c.swap_to(next, RECENCY_MOVED);
+                        *imp = want;
+                    }
+                }
+                for b in first..first + n {
+                    if let Lookup::Fill(_) = c.lookup(b) {
+                        assert!(c.filled(b, true));
+                    }
+                }
+            };
+            for b in (896..2000).rev() {
+                read(&mut c, b, 1, &mut imp);
+            }
+            if mode == 1 {
+                c.swap_to(Box::new(Mru::default()), RECENCY_MOVED);
+            }
+            let m0 = c.stats().misses;
+            let mut x = 12345u64;
+            for round in 0..4 {
+                for b in (2000..4000).step_by(8) {
+                    read(&mut c, b, 8, &mut imp);
+                }
+                let h = [0, 512][round % 2];
+                for _ in 0..768 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    read(&mut c, h + (x >> 33) % 384, 1, &mut imp);
+                }
+            }
+            c.stats().misses - m0
+        }
+        let (lru, mru, auto) = (run(0), run(1), run(2));
+        assert!(auto < lru && auto < mru, "misses: lru {lru}, mru {mru}, auto {auto}");
+    }
 }

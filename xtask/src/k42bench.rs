@@ -1,0 +1,203 @@
+//! `cargo xtask bench k42`: the K42 paper's measurements of online reconfiguration on
+//! Scion (`bench_k42`, `system/bench/k42.toml`). One boot per mode: icount
+//! (instructions: deterministic, the figures the targets use) and plain TCG (cycles).
+//! No Linux side: the paper compares Scion's mechanisms with each other (a call
+//! through the table against a plain call, a swap against an IPC round trip, adaptive
+//! against fixed policies).
+
+use crate::bench::{aggregate, get, modes, parse_bench, write_suite, Fig, Results};
+use crate::scenarios::{run_scenario_log, Scenario};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+type Agg = BTreeMap<(String, String, String), Fig>;
+
+/// Table 1's rows: metric, what is called.
+const TABLE1: [(&str, &str); 9] = [
+    ("interpose_plain_call", "a plain function call (not inlined)"),
+    ("interpose_table_call", "a component call through the translation table (one indirection, a call through the interface)"),
+    ("interpose_counter_call", "the same with a counting interposer (PRECALL/POSTCALL)"),
+    ("interpose_trace_call", "the same with a tracing interposer (two events in a ring, timestamped)"),
+    ("interpose_timer_call", "the same with a timing interposer (two TSC reads)"),
+    ("interpose_admit_request", "a request's admission to a slot (begin and end: the generation count)"),
+    ("interpose_lru_touched_plain", "the cache's LRU `touched`, called plainly"),
+    ("interpose_lru_touched_table", "the same through the translation table"),
+    ("interpose_lru_touched_counter", "the same with a counting interposer"),
+];
+const CLIENTS: [u32; 4] = [0, 1, 4, 16];
+const POLICIES: [(&str, &str); 3] = [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
+
+pub fn k42_suite(a: &crate::Artifacts, dir: &Path) -> Result<String, String> {
+    let modes = modes();
+    let mut results: Results = BTreeMap::new();
+    for (k, (mode, icount, accel)) in modes.iter().enumerate() {
+        // A fresh disk each boot (the bench creates its segment).
+        let disk = dir.join(format!("k42-disk-{mode}.img"));
+        crate::image::make(&disk.display().to_string(), 64 << 20, &["files:1:64:xtask/disk/hello.txt".to_string()])?;
+        eprintln!("[k42 {}/{}] scion, {mode}", k + 1, modes.len());
+        let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 1200, ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[])? };
+        let (ok, log) = run_scenario_log(a, &sc, accel)?;
+        let path = dir.join(format!("scion-k42-{mode}.log"));
+        std::fs::write(&path, &log).map_err(|e| e.to_string())?;
+        if !ok || !log.contains("bench_k42: done") {
+            return Err(format!("the Scion k42 run failed; see {}", path.display()));
+        }
+        for (m, f) in parse_bench(&log) {
+            results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
+        }
+    }
+    let agg = aggregate(&results);
+    write_suite(dir, "k42", &agg, &modes, svg(&agg))?;
+    Ok(report(&agg, &modes))
+}
+
+fn cell(v: Option<u64>) -> String {
+    v.map_or("—".into(), |v| v.to_string())
+}
+
+fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
+    a.zip(b).map(|(a, b)| a as f64 / b.max(1) as f64)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "**missed**"
+    }
+}
+
+fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Suite `k42` (K42: online reconfiguration)\n");
+    let _ = writeln!(
+        s,
+        "Scion's servers keep swappable components in `swap::Slot`s (the object translation table); \
+         the cache's replacement policy (LRU, MRU) is the component measured. Ticks: instructions under \
+         `icount`, cycles under `tcg`.\n"
+    );
+    for (mode, _, _) in modes {
+        let g = |m: &str| get(agg, "scion", mode, m);
+        let _ = writeln!(s, "## `{mode}`\n");
+        let _ = writeln!(s, "### Table 1: the cost of a call, through the table and interposed\n");
+        let _ = writeln!(s, "| call | ticks per call | more than a plain call |\n|---|---:|---:|");
+        let plain = g("interpose_plain_call");
+        let lru_plain = g("interpose_lru_touched_plain");
+        for (m, what) in TABLE1 {
+            let base = if m.starts_with("interpose_lru") { lru_plain } else { plain };
+            let extra = g(m).zip(base).map_or("—".into(), |(v, b)| (v as i64 - b as i64).to_string());
+            let _ = writeln!(s, "| {what} (`{m}`) | {} | {extra} |", cell(g(m)));
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Figures 4–5: the time to swap\n");
+        let _ = writeln!(
+            s,
+            "The caller's ticks from sending `SWAP` to its answer (the cache answers one request at a time: \
+             the swap waits behind the client requests queued ahead of it, then the mediator runs — forward, \
+             block and transfer pass at once, since the server is quiescent between requests — and moves the \
+             recency list); the mediator's own ticks beside. Clients: threads doing one-block buffered reads \
+             (hits) through blk, each a `LOOKUP` at the cache.\n"
+        );
+        let _ = writeln!(s, "| | caller's ticks per swap | mediator's ticks |\n|---|---:|---:|");
+        let _ = writeln!(s, "| IPC round trip to the cache (an unknown label) | {} | |", cell(g("swap_ipc_rtt")));
+        let _ = writeln!(s, "| null swap (LRU to LRU) | {} | {} |", cell(g("swap_null")), cell(g("swap_null_mediator")));
+        for n in CLIENTS {
+            let _ = writeln!(s, "| LRU ↔ MRU, {n} client threads reading | {} | {} |", cell(g(&format!("swap_clients_{n}"))), cell(g(&format!("swap_mediator_clients_{n}"))));
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Figure 6: Postmark-style files with fixed and adaptive sessions\n");
+        let _ = writeln!(s, "Not measured: `files` has no swappable session objects yet (issue 14 is open for it).\n");
+        let _ = writeln!(s, "### Figure 7: streaming with fixed and adaptive policies\n");
+        let _ = writeln!(
+            s,
+            "Four rounds, each a sequential stream of 2000 blocks (twice the cache) and then 768 random \
+             one-block reads in one of two hot sets of 384 blocks (alternating); the cache starts full of \
+             blocks the workload never reads. Busy ticks (idle taken out) of the whole workload, and the \
+             cache's misses (each a disk read).\n"
+        );
+        let _ = writeln!(s, "| policy | busy ticks | misses | relative to the better fixed policy |\n|---|---:|---:|---:|");
+        let best = ["lru", "mru"].iter().filter_map(|p| g(&format!("adaptive_{p}_busy"))).min();
+        for (p, what) in POLICIES {
+            let b = g(&format!("adaptive_{p}_busy"));
+            let _ = writeln!(s, "| {what} | {} | {} | {} |", cell(b), cell(g(&format!("adaptive_{p}_misses"))), ratio(b, best).map_or("—".into(), |r| format!("{r:.2}")));
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Targets\n");
+        let extra = g("interpose_counter_call").zip(plain).map(|(c, p)| c.saturating_sub(p));
+        if let Some(e) = extra {
+            let _ = writeln!(s, "- an interposed call (counter) costs {e} more than a plain call: ≤ 100: {}", met(e <= 100));
+        }
+        if let Some(r) = ratio(g("swap_null"), g("swap_ipc_rtt")) {
+            let _ = writeln!(s, "- a null swap is {r:.2}× an IPC round trip: ≤ 3×: {}", met(r <= 3.0));
+        }
+        if let Some(r) = ratio(g("adaptive_auto_busy"), best) {
+            let _ = writeln!(s, "- adaptive swapping takes {r:.2}× the busy time of the better fixed policy: ≤ 1: {}", met(r <= 1.0));
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// Horizontal bars, one panel per figure (icount).
+fn svg(agg: &Agg) -> String {
+    let g = |m: &str| get(agg, "scion", "icount", m);
+    let mut panels: Vec<(String, Vec<(String, Option<u64>)>)> = Vec::new();
+    panels.push(("Table 1: instructions per call".into(), TABLE1.iter().map(|(m, _)| (m.trim_start_matches("interpose_").to_string(), g(m))).collect()));
+    let mut f45 = vec![("IPC round trip".to_string(), g("swap_ipc_rtt")), ("null swap".to_string(), g("swap_null"))];
+    f45.extend(CLIENTS.iter().map(|n| (format!("swap, {n} clients"), g(&format!("swap_clients_{n}")))));
+    panels.push(("Figures 4-5: instructions per swap (caller's)".into(), f45));
+    panels.push(("Figure 7: busy instructions of the workload".into(), POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("adaptive_{p}_busy")))).collect()));
+    let (w, row_h, left) = (900.0, 22.0, 260.0);
+    let h: f64 = 20.0 + panels.iter().map(|(_, r)| 40.0 + row_h * r.len() as f64).sum::<f64>();
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    let mut y = 10.0;
+    for (title, rows) in &panels {
+        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{title}</text>", y + 18.0);
+        y += 30.0;
+        let maxv = rows.iter().filter_map(|r| r.1).max().unwrap_or(1).max(1) as f64;
+        for (label, v) in rows {
+            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>", left - 8.0, y + 14.0);
+            match v {
+                Some(v) => {
+                    let bw = (*v as f64 / maxv * (w - left - 100.0)).max(1.0);
+                    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"15\" fill=\"#2b7bb9\"/><text x=\"{:.1}\" y=\"{:.1}\">{v}</text>", y + 2.0, left + bw + 4.0, y + 14.0);
+                }
+                None => {
+                    let _ = writeln!(s, "<text x=\"{left}\" y=\"{:.1}\" fill=\"#999\">—</text>", y + 14.0);
+                }
+            }
+            y += row_h;
+        }
+        y += 10.0;
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_and_targets_from_figures() {
+        let mut agg = Agg::new();
+        let mut put = |m: &str, v: u64| {
+            agg.insert(("scion".into(), "icount".into(), m.into()), Fig { median: v, min: v, max: v, samples: 1 });
+        };
+        put("interpose_plain_call", 10);
+        put("interpose_counter_call", 30);
+        put("swap_ipc_rtt", 1000);
+        put("swap_null", 2500);
+        put("adaptive_lru_busy", 900);
+        put("adaptive_mru_busy", 1200);
+        put("adaptive_auto_busy", 800);
+        let r = report(&agg, &[("icount", true, "tcg".into())]);
+        assert!(r.contains("costs 20 more than a plain call: ≤ 100: met"), "{r}");
+        assert!(r.contains("a null swap is 2.50× an IPC round trip: ≤ 3×: met"), "{r}");
+        assert!(r.contains("0.89× the busy time of the better fixed policy: ≤ 1: met"), "{r}");
+        assert!(r.contains("| adaptive: swapped by the cache | 800 | — | 0.89 |"), "{r}");
+        let svg = svg(&agg);
+        assert!(svg.contains(">2500<") && svg.contains("fixed MRU"), "{svg}");
+    }
+}
