@@ -43,7 +43,7 @@ fn plan(k: &Kernel, n: u64) -> Option<Plan> {
         let task = k.tasks[ct.task as usize].as_ref()?;
         let c = task.cspace.get(f.rdi).ok()?;
         let Obj::Thread(r) = c.obj else { return None };
-        if c.rights & rights::SEND == 0 || k.thread_gen[r.id as usize] != r.gen || r.id == cur {
+        if c.rights & rights::SEND == 0 || k.thread_gen[r.id as usize] != r.gen || r.id == cur || k.moved[r.id as usize] {
             return None;
         }
         let d = k.threads[r.id as usize].as_ref()?;

@@ -11,7 +11,7 @@ use crate::task;
 use abi::fpage::{self, Fpage};
 use abi::ipc::{self, Tag};
 use abi::layout::PAGE_SIZE;
-use abi::{rights, Error};
+use abi::Error;
 
 /// Whose fault a failed transfer is.
 pub enum Fail {
@@ -238,7 +238,7 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
             return send_saved_reply(k, dest_slot, r, n, call);
         }
     }
-    let (dest, cap) = k.thread_cap(dest_slot, rights::SEND)?;
+    let (dest, cap) = k.send_dest(dest_slot)?;
     if dest == cur {
         return Err(Error::Deadlock);
     }
@@ -334,38 +334,8 @@ pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error>
         deliver_irq(k, cur, line as u8);
         return Ok(());
     }
-    loop {
-        let q = k.t(cur).sendq;
-        let sender = match from {
-            None => q.front(),
-            Some(r) => k.sendq.iter(&q).find(|s| *s == r.id),
-        };
-        let Some(s) = sender else { break };
-        let badge = k.t(s).send_badge;
-        match transfer(k, s, cur, badge) {
-            Ok(_) => {
-                k.unlink(s);
-                if k.t(s).call {
-                    k.tm(s).state = State::ReplyBlocked;
-                    k.tm(s).partner = Some(k.thread_ref(cur));
-                    let to = k.t(s).call_timeout;
-                    if to != ipc::INFINITE {
-                        let at = k.ticks + crate::kernel::ticks_for_us(to as u64);
-                        k.timers.insert(s, at);
-                    }
-                    k.tm(cur).reply_to = Some(k.thread_ref(s));
-                } else {
-                    k.wake(s, 0);
-                }
-                return Ok(());
-            }
-            Err(Fail::Sender(e)) => {
-                k.unlink(s);
-                debug_assert!(k.t(cur).sendq.front() != Some(s), "a sender stays queued after unlink");
-                k.wake(s, e as u64);
-            }
-            Err(Fail::Receiver(e)) => return Err(e),
-        }
+    if take_queued(k, cur, from)? {
+        return Ok(());
     }
     if timeout == ipc::POLL {
         return Err(Error::Timeout);
@@ -373,6 +343,65 @@ pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error>
     k.tm(cur).recv_from = from;
     k.block(cur, State::RecvBlocked, timeout);
     Ok(())
+}
+
+/// Give receiver `recv` the first queued sender it accepts (`from`: only that one):
+/// true if a message moved. Senders whose message fails are woken with the error.
+pub fn take_queued(k: &mut Kernel, recv: u32, from: Option<task::ObjRef>) -> Result<bool, Error> {
+    loop {
+        let q = k.t(recv).sendq;
+        let sender = match from {
+            None => q.front(),
+            Some(r) => k.sendq.iter(&q).find(|s| *s == r.id),
+        };
+        let Some(s) = sender else { break };
+        let badge = k.t(s).send_badge;
+        match transfer(k, s, recv, badge) {
+            Ok(_) => {
+                k.unlink(s);
+                if k.t(s).call {
+                    k.tm(s).state = State::ReplyBlocked;
+                    k.tm(s).partner = Some(k.thread_ref(recv));
+                    let to = k.t(s).call_timeout;
+                    if to != ipc::INFINITE {
+                        let at = k.ticks + crate::kernel::ticks_for_us(to as u64);
+                        k.timers.insert(s, at);
+                    }
+                    k.tm(recv).reply_to = Some(k.thread_ref(s));
+                } else {
+                    k.wake(s, 0);
+                }
+                return Ok(true);
+            }
+            Err(Fail::Sender(e)) => {
+                k.unlink(s);
+                debug_assert!(k.t(recv).sendq.front() != Some(s), "a sender stays queued after unlink");
+                k.wake(s, e as u64);
+            }
+            Err(Fail::Receiver(e)) => return Err(e),
+        }
+    }
+    Ok(false)
+}
+
+/// After senders were queued on `t` by someone else (an endpoint moved to it): if it
+/// waits in a receive, it takes the first of them now.
+pub fn wake_receiver(k: &mut Kernel, t: u32) {
+    if k.t(t).state != State::RecvBlocked {
+        return;
+    }
+    let from = k.t(t).recv_from;
+    match take_queued(k, t, from) {
+        Ok(true) => {
+            k.unlink(t);
+            k.wake(t, 0);
+        }
+        Ok(false) => {}
+        Err(e) => {
+            k.unlink(t);
+            k.wake(t, e as u64);
+        }
+    }
 }
 
 /// Reply to the thread whose call the current thread received last.

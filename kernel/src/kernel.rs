@@ -9,6 +9,7 @@ use crate::mem::{self, phys_to_virt};
 use crate::task::{self, Obj, ObjRef, Task};
 use abi::layout::PAGE_SIZE;
 use abi::{ipc, sched as s, Error, Utcb};
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use kcore::cspace::Cap;
 use kcore::idlist::{Links, List};
@@ -134,6 +135,12 @@ pub struct Kernel {
     pub unmap_resume: Vec<Option<(kcore::syscall::UnmapRange, bool, u64)>>,
     pub tasks: Vec<Option<Task>>,
     pub task_gen: Vec<u32>,
+    /// Endpoints moved (`THREAD_CONTROL SUCCEED`): sends to the key go to the thread in
+    /// the value, whose entry is charged to the task in it (one page of its quota).
+    pub successors: BTreeMap<ObjRef, (ObjRef, ObjRef)>,
+    /// Per thread id: some key of `successors` has it (checked before the map, so that
+    /// ordinary sends and the fastpath pay one load).
+    pub moved: Vec<bool>,
     pub rq: RunQueue<MAX_THREADS>,
     pub sendq: Links<MAX_THREADS>,
     pub timers: TimerHeap<MAX_THREADS>,
@@ -169,6 +176,8 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     threads: Vec::new(),
     thread_gen: Vec::new(),
     unmap_resume: Vec::new(),
+    successors: BTreeMap::new(),
+    moved: Vec::new(),
     tasks: Vec::new(),
     task_gen: Vec::new(),
     rq: RunQueue::new(),
@@ -208,6 +217,7 @@ pub unsafe fn enter() -> &'static mut Kernel {
 pub fn init(k: &mut Kernel) {
     k.threads = (0..MAX_THREADS).map(|_| None).collect();
     k.thread_gen = alloc::vec![1; MAX_THREADS];
+    k.moved = alloc::vec![false; MAX_THREADS];
     k.unmap_resume = alloc::vec![None; MAX_THREADS];
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
     k.task_gen = alloc::vec![1; MAX_TASKS];
@@ -263,6 +273,68 @@ impl Kernel {
             Ok(c)
         } else {
             Err(Error::InvalidCap)
+        }
+    }
+
+    /// The destination of an IPC send through `slot`: the thread it names, or the one
+    /// its endpoint moved to (`SUCCEED`), with `SEND`.
+    pub fn send_dest(&mut self, slot: u64) -> Result<(u32, Cap<Obj>), Error> {
+        let c = self.cur_task().cspace.get(slot)?;
+        if let Obj::Thread(r) = c.obj {
+            if self.moved[r.id as usize] {
+                if let Some(&(to, _)) = self.successors.get(&r) {
+                    if c.rights & abi::rights::SEND == 0 {
+                        return Err(Error::NoRights);
+                    }
+                    if !self.thread_alive(to) {
+                        return Err(Error::InvalidCap);
+                    }
+                    return Ok((to.id, c));
+                }
+            }
+        }
+        self.thread_cap(slot, abi::rights::SEND)
+    }
+
+    /// Move thread `from`'s endpoint to thread `to` (`SUCCEED`), charged to `payer`.
+    pub fn succeed(&mut self, from: u32, to: u32, payer: u32) -> Result<(), Error> {
+        if from == to || self.t(to).kernel_thread || self.t(from).kernel_thread {
+            return Err(Error::InvalidArg);
+        }
+        let (fr, tr, pr) = (self.thread_ref(from), self.thread_ref(to), self.task_ref(payer));
+        if !self.successors.contains_key(&fr) {
+            if !self.task(payer).quota.charge(1) {
+                return Err(Error::NoMemory);
+            }
+        } else if let Some((_, old_payer)) = self.successors.remove(&fr) {
+            self.uncharge_successor(old_payer);
+            if !self.task(payer).quota.charge(1) {
+                return Err(Error::NoMemory);
+            }
+        }
+        // Earlier moves to `from` now lead to `to`: one hop at most.
+        for v in self.successors.values_mut() {
+            if v.0 == fr {
+                v.0 = tr;
+            }
+        }
+        self.successors.insert(fr, (tr, pr));
+        self.moved[from as usize] = true;
+        // Its queued senders wait for `to` now, in their order.
+        let mut q = self.t(from).sendq;
+        let mut dq = self.t(to).sendq;
+        while let Some(s) = self.sendq.pop_front(&mut q) {
+            self.tm(s).partner = Some(tr);
+            self.sendq.push_back(&mut dq, s);
+        }
+        self.tm(from).sendq = q;
+        self.tm(to).sendq = dq;
+        Ok(())
+    }
+
+    fn uncharge_successor(&mut self, payer: ObjRef) {
+        if self.task_alive(payer) {
+            self.task(payer.id).quota.uncharge(1);
         }
     }
 
@@ -505,6 +577,15 @@ impl Kernel {
             if self.irqs[line].is_some_and(|(t, _)| t == me) {
                 self.irqs[line] = None;
                 crate::arch::irqchip::mask(line as u8);
+            }
+        }
+        // Endpoints moved to it lead nowhere now.
+        if !self.successors.is_empty() {
+            let dead: Vec<ObjRef> = self.successors.iter().filter(|(_, v)| v.0 == me).map(|(k, _)| *k).collect();
+            for key in dead {
+                if let Some((_, payer)) = self.successors.remove(&key) {
+                    self.uncharge_successor(payer);
+                }
             }
         }
         self.thread_gen[id as usize] = self.thread_gen[id as usize].wrapping_add(1);

@@ -321,6 +321,13 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
             k.tm(id).pager = h;
             Ok(())
         }
+        ThreadOp::Succeed(to) => {
+            let (to, _) = k.thread_cap(to, rights::CONTROL)?;
+            let payer = k.t(k.current).task;
+            k.succeed(id, to, payer)?;
+            crate::ipc::wake_receiver(k, to);
+            Ok(())
+        }
         ThreadOp::ReadState => {
             let t = k.t(id);
             let st = match t.state {

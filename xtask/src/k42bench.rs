@@ -139,10 +139,13 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
     s
 }
 
+/// A panel of the plot: its title and its bars (label, value).
+type Panel = (String, Vec<(String, Option<u64>)>);
+
 /// Horizontal bars, one panel per figure (icount).
 fn svg(agg: &Agg) -> String {
     let g = |m: &str| get(agg, "scion", "icount", m);
-    let mut panels: Vec<(String, Vec<(String, Option<u64>)>)> = Vec::new();
+    let mut panels: Vec<Panel> = Vec::new();
     panels.push(("Table 1: instructions per call".into(), TABLE1.iter().map(|(m, _)| (m.trim_start_matches("interpose_").to_string(), g(m))).collect()));
     let mut f45 = vec![("IPC round trip".to_string(), g("swap_ipc_rtt")), ("null swap".to_string(), g("swap_null"))];
     f45.extend(CLIENTS.iter().map(|n| (format!("swap, {n} clients"), g(&format!("swap_clients_{n}")))));

@@ -293,6 +293,12 @@ pub mod tctl {
     /// `rdx` = slot of a thread capability (with SEND) that receives its page faults
     /// (as `label::PAGE_FAULT` messages), `r10` = their badge; `rdx = u64::MAX` clears.
     pub const SET_PAGER: u64 = 7;
+    /// Move the thread's endpoint: `rdx` = slot of another thread (with `CONTROL`).
+    /// From now on an IPC send through any capability naming this thread goes to that
+    /// one (badges as they were), also after this thread is gone; senders queued on it
+    /// move to that one's queue. Only sends are redirected: `CONTROL` and receives still
+    /// name this thread. A server's live update (issue 14).
+    pub const SUCCEED: u64 = 8;
 
     pub mod state {
         pub const STOPPED: u64 = 0;

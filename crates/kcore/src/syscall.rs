@@ -79,6 +79,8 @@ pub enum ThreadOp {
     SetPager(Option<(Slot, u64)>),
     ReadState,
     Destroy,
+    /// The slot of the thread that takes over this one's endpoint.
+    Succeed(Slot),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,6 +258,7 @@ impl ThreadOp {
             tctl::SET_PAGER => ThreadOp::SetPager(handler(a, b)),
             tctl::READ_STATE => ThreadOp::ReadState,
             tctl::DESTROY => ThreadOp::Destroy,
+            tctl::SUCCEED => ThreadOp::Succeed(a),
             _ => return Err(Error::InvalidArg),
         })
     }
@@ -399,6 +402,7 @@ mod tests {
         );
         assert_eq!(dec(sys::THREAD_CONTROL, [3, 0, 0, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::THREAD_CONTROL, [3, 99, 0, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::SUCCEED, 9, 0, 0]), Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Succeed(9) }));
     }
 
     #[test]

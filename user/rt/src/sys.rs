@@ -209,6 +209,12 @@ pub fn thread_set_pager(thread: u64, pager: u64, badge: u64) -> Result<(), Error
     check(safe_call(sys::THREAD_CONTROL, thread, tctl::SET_PAGER, pager, badge, 0)[0])
 }
 
+/// Move `thread`'s endpoint to `to` (both with `CONTROL`): sends through capabilities
+/// naming `thread` reach `to` from now on (`THREAD_CONTROL SUCCEED`).
+pub fn thread_succeed(thread: u64, to: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::SUCCEED, to, 0, 0)[0])
+}
+
 /// Make a capability for interrupt line `line` in slot `dst` (needs IRQ control).
 pub fn irq_create(control: u64, line: u64, dst: u64) -> Result<(), Error> {
     check(safe_call(sys::IRQ_CONTROL, control, abi::irq::CREATE, line, dst, 0)[0])

@@ -162,6 +162,59 @@ fn saved_reply_is_one_call(c: &mut Checks) {
     c.eq(wait_nonzero(&SECOND_ANSWER), 223, "the caller gets the second call's answer");
 }
 
+/// A server thread that answers each call with its word plus `n`, and the badge.
+fn adder(n: u64) {
+    let mut m = Msg::empty();
+    loop {
+        let Ok(badge) = ipc::recv(ipc::RECV_ANY, &mut m, FOREVER) else { continue };
+        let _ = ipc::reply(&Msg::new(0, &[m.word(1) + n, badge]));
+    }
+}
+
+static QUEUED: AtomicU64 = AtomicU64::new(0);
+
+fn queued_caller(slot: u64) {
+    let mut m = Msg::new(1, &[100]);
+    let r = ipc::call(slot, &mut m, FOREVER);
+    QUEUED.store(if r.is_ok() { m.word(1) } else { 1 << 40 }, Ordering::SeqCst);
+}
+
+/// `THREAD_CONTROL SUCCEED` (a server's live update): sends through capabilities naming
+/// the old thread reach the new one, badges kept, queued callers moved, also after the
+/// old thread is gone; `CONTROL` still names the old thread.
+fn succeed(c: &mut Checks) {
+    let prio = thread::my_priority();
+    let (Ok(s1), Ok(s2)) = (thread::spawn(adder, 1, prio), thread::spawn(adder, 2, prio)) else {
+        c.check(false, "start two server threads");
+        return;
+    };
+    let b = rt::alloc_slot();
+    c.eq(sys::cap_copy(s1.slot, b, rights::SEND, 0x5EED), Ok(()), "a badged send capability to the first");
+    let mut m = Msg::new(1, &[10]);
+    c.eq(ipc::call(b, &mut m, FOREVER).map(|_| (m.word(1), m.word(2))), Ok((11, 0x5EED)), "the first answers");
+    // SAFETY: the adder holds no lock and nothing waits on it but this test's calls.
+    c.eq(unsafe { sys::thread_stop(s1.slot) }, Ok(()), "stop the first");
+    c.check(thread::spawn(queued_caller, b, prio).is_ok(), "a caller queues on it");
+    sys::sleep_us(10_000);
+    c.eq(sys::thread_succeed(s1.slot, b), Err(Error::NoRights), "the successor must be under the caller's control");
+    c.eq(sys::thread_succeed(s1.slot, s1.slot), Err(Error::InvalidArg), "a thread does not succeed itself");
+    c.eq(sys::thread_succeed(b, s2.slot), Err(Error::NoRights), "nor is a thread moved without control of it");
+    c.eq(sys::thread_succeed(s1.slot, s2.slot), Ok(()), "move the first's endpoint to the second");
+    c.check(tests::wait_until(1000, || QUEUED.load(Ordering::SeqCst) != 0), "the queued caller is answered");
+    c.eq(QUEUED.load(Ordering::SeqCst), 102, "by the second");
+    let mut m = Msg::new(1, &[10]);
+    c.eq(ipc::call(b, &mut m, FOREVER).map(|_| (m.word(1), m.word(2))), Ok((12, 0x5EED)), "the old capability reaches the second, its badge kept");
+    c.eq(sys::thread_read_state(s1.slot).map(|s| s.0), Ok(0), "control still names the first (stopped)");
+    // SAFETY: as above; the thread's stack is leaked, not reused.
+    c.eq(unsafe { sys::thread_destroy(s1.slot) }, Ok(()), "destroy the first");
+    let mut m = Msg::new(1, &[20]);
+    c.eq(ipc::call(b, &mut m, FOREVER).map(|_| m.word(1)), Ok(22), "still the second after the first is gone");
+    // SAFETY: as above.
+    c.eq(unsafe { sys::thread_destroy(s2.slot) }, Ok(()), "destroy the second");
+    let mut m = Msg::new(1, &[20]);
+    c.eq(ipc::call(b, &mut m, FOREVER), Err(Error::InvalidCap), "with both gone the capability is dead");
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let echo_slot = rt::alloc_slot_pair();
@@ -278,5 +331,6 @@ fn main() -> i32 {
 
     saved_replies(&mut c);
     saved_reply_is_one_call(&mut c);
+    succeed(&mut c);
     c.finish("ipc_test")
 }
