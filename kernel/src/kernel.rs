@@ -302,15 +302,12 @@ impl Kernel {
             return Err(Error::InvalidArg);
         }
         let (fr, tr, pr) = (self.thread_ref(from), self.thread_ref(to), self.task_ref(payer));
-        if !self.successors.contains_key(&fr) {
-            if !self.task(payer).quota.charge(1) {
-                return Err(Error::NoMemory);
-            }
-        } else if let Some((_, old_payer)) = self.successors.remove(&fr) {
+        if !self.task(payer).quota.charge(1) {
+            return Err(Error::NoMemory);
+        }
+        // A move of `from` made before is replaced (and its page given back).
+        if let Some((_, old_payer)) = self.successors.remove(&fr) {
             self.uncharge_successor(old_payer);
-            if !self.task(payer).quota.charge(1) {
-                return Err(Error::NoMemory);
-            }
         }
         // Earlier moves to `from` now lead to `to`: one hop at most.
         for v in self.successors.values_mut() {

@@ -34,7 +34,7 @@ pub fn k42_suite(a: &crate::Artifacts, dir: &Path) -> Result<String, String> {
     for (k, (mode, icount, accel)) in modes.iter().enumerate() {
         // A fresh disk each boot (the bench creates its segment).
         let disk = dir.join(format!("k42-disk-{mode}.img"));
-        crate::image::make(&disk.display().to_string(), 64 << 20, &["files:1:64:xtask/disk/hello.txt".to_string()])?;
+        crate::image::make(&disk.display().to_string(), 64 << 20, &["files:1:2048:fs=xtask/disk".to_string()])?;
         eprintln!("[k42 {}/{}] scion, {mode}", k + 1, modes.len());
         let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 1200, ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[])? };
         let (ok, log) = run_scenario_log(a, &sc, accel)?;
@@ -123,6 +123,18 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             let _ = writeln!(s, "| {what} | {} | {} | {} |", cell(b), cell(g(&format!("adaptive_{p}_misses"))), ratio(b, best).map_or("—".into(), |r| format!("{r:.2}")));
         }
         let _ = writeln!(s);
+        let _ = writeln!(s, "### Live update of `files`\n");
+        let _ = writeln!(
+            s,
+            "`files` replaced by a new instance five times (root's `UPDATE`: start the new program, \
+             hand the state over, move the endpoint, end the old one) while a client thread reads 1 KiB \
+             from it in a loop through the handle it opened first.\n"
+        );
+        let longest = agg.get(&("scion".to_string(), mode.to_string(), "update_client_call".to_string())).map(|f| f.max);
+        let _ = writeln!(s, "| | ticks |\n|---|---:|");
+        let _ = writeln!(s, "| an update (median of 5) | {} |", cell(g("update_files")));
+        let _ = writeln!(s, "| a client's read, median | {} |", cell(g("update_client_call")));
+        let _ = writeln!(s, "| a client's read, the longest (it waited for an update) | {} |\n", cell(longest));
         let _ = writeln!(s, "### Targets\n");
         let extra = g("interpose_counter_call").zip(plain).map(|(c, p)| c.saturating_sub(p));
         if let Some(e) = extra {

@@ -92,6 +92,27 @@ pub fn kill(id: u64) -> Result<(), Error> {
     call(&mut Msg::new(proto::KILL, &[id]))
 }
 
+/// Live update (`proto::UPDATE`): "NAME PROGRAM [ARGS]"; on failure the error and why.
+pub fn update(text: &str) -> Result<(), (Error, String)> {
+    let mut buf = alloc::vec![0u8; 256];
+    ipc::set_send_string(text.as_bytes());
+    ipc::set_recv_buffer(&mut buf);
+    let mut m = Msg::new(proto::UPDATE, &[]).with_string();
+    match call(&mut m) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+            Err((e, String::from_utf8_lossy(&buf[..n]).into_owned()))
+        }
+    }
+}
+
+/// (the new program of an update) The state is taken (`true`): root moves the endpoint
+/// and answers; or refused.
+pub fn update_done(ok: bool, caps_window: Fpage) -> Result<(), Error> {
+    crate::server::request_mapping(cap::PARENT, [Fpage(0), caps_window, Fpage(0)], &mut Msg::new(proto::UPDATE_DONE, &[ok as u64]))
+}
+
 pub fn halt() -> Result<(), Error> {
     call(&mut Msg::new(proto::HALT, &[]))
 }

@@ -49,6 +49,18 @@ pub fn free_slots() -> u64 {
     fresh + FREE_SLOTS.lock().len() as u64
 }
 
+/// `2^log2` fresh slots, the first a multiple of `2^log2` (a capability flexpage's
+/// range: a receive window, or capabilities sent together). The fresh slots skipped to
+/// align it are kept for `alloc_slot`.
+pub fn alloc_slot_block(log2: u32) -> u64 {
+    let n = 1u64 << log2;
+    let Ok(old) = NEXT_SLOT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some(s.next_multiple_of(n) + n)) else { unreachable!("the closure always answers") };
+    let s = old.next_multiple_of(n);
+    assert!(s + n <= cap::SLOTS, "out of capability slots");
+    FREE_SLOTS.lock().extend(old..s);
+    s
+}
+
 /// Two adjacent fresh slots (for calls that fill `slot` and `slot + 1`, as `SPAWN`).
 pub fn alloc_slot_pair() -> u64 {
     let s = NEXT_SLOT.fetch_add(2, Ordering::Relaxed);

@@ -79,6 +79,38 @@ pub enum Request<'a> {
     Halt,
     /// Root's free capability slots (for the test that root does not leak them).
     Slots,
+    /// Replace a running server by a new program: "NAME PROGRAM [ARGS]".
+    Update { text: &'a str },
+    /// (from the new program of an `UPDATE`) it took the old one's state (or refused it).
+    UpdateDone { ok: bool },
+}
+
+/// (call to `PARENT`, needs `machine` in the caller's entry) string = "NAME PROGRAM
+/// [ARGS]": live update. Root starts PROGRAM (from the boot image) with the running
+/// NAME's manifest entry, its arguments followed by `update` and ARGS, and with `PEER` =
+/// the running server; the new program takes the old one's state from it (the
+/// server's `swap_api::UPDATE_STATE`) and says `UPDATE_DONE`. Accepted: root moves the
+/// old server's endpoint to the new one (`THREAD_CONTROL SUCCEED`: the clients'
+/// capabilities keep working) and ends the old one. Refused, or the new program ended
+/// first: the old one carries on (`swap_api::UPDATE_ABORT`). The answer comes when it is
+/// over: ok, or `BadState` with the reason as the string; `NotFound` (no such server),
+/// `InvalidArg` (no such program), `NoRights`, `Exists` (an update under way).
+pub const UPDATE: u64 = 12;
+/// (call to `PARENT`, from the new program of an `UPDATE`) MR1 = 1: state taken, serving
+/// from now on (root answers once the endpoint is moved, granting the capabilities the
+/// old server handed over: open a capability window); 0: refused (end then).
+pub const UPDATE_DONE: u64 = 13;
+
+/// Root's messages to a server being updated (badge 0): the server's half is in
+/// `swap_api` (`UPDATE_STATE`, from the new program).
+pub mod update {
+    /// MR1 = the program id of the new program that will ask for the state.
+    pub const BEGIN: u64 = 0xf3;
+    /// The update failed: carry on serving (capabilities root took with `COMMIT` come
+    /// back as an item).
+    pub const ABORT: u64 = 0xf5;
+    /// The new program took the state: grant root the capabilities it names.
+    pub const COMMIT: u64 = 0xf6;
 }
 
 /// (call to `PARENT`) Reply MR2 = root's free capability slots, MR3 = programs it
@@ -120,6 +152,11 @@ impl<'a> crate::server::Decode<'a> for Request<'a> {
             }
             HALT => Request::Halt,
             SLOTS => Request::Slots,
+            UPDATE => Request::Update { text: a.text()?.trim() },
+            UPDATE_DONE => {
+                let [ok] = a.words()?;
+                Request::UpdateDone { ok: ok == 1 }
+            }
             _ => return Err(abi::Error::Unsupported),
         })
     }

@@ -175,6 +175,9 @@ pub fn ok_msg(words: &[u64]) -> Msg {
 
 /// The label of root's notice that a client is gone (MR1 = its badge).
 pub const GONE: u64 = 0x40;
+/// Root's notice that a client was replaced by a new program in a live update (MR1 =
+/// the old one's badge, MR2 = the new one's): what it held is the new one's now.
+pub const SUCCEEDED: u64 = 0x41;
 
 pub trait Server {
     type Request<'a>: Decode<'a>;
@@ -182,6 +185,11 @@ pub trait Server {
     fn handle(&mut self, from: Badge, req: Self::Request<'_>) -> Answer;
     /// Root says the client with this badge has ended: drop what it held.
     fn gone(&mut self, _client: Badge) {}
+    /// Root says client `old` was replaced by `new` (a live update of `old`): keep for
+    /// `new` what `old` held that others depend on. By default: `old` is gone.
+    fn succeeded(&mut self, old: Badge, _new: Badge) {
+        self.gone(old)
+    }
     /// A message that is not a request: an interrupt, a fault, or anything the server
     /// handles before decoding. Return None to decode it as a request.
     fn event(&mut self, _from: Badge, _m: &Msg) -> Option<Answer> {
@@ -200,6 +208,13 @@ pub trait Server {
     /// capabilities or mappings (None: none; calls the server makes close them).
     fn windows(&self) -> Option<[Fpage; 3]> {
         None
+    }
+    /// Whom the next receive takes messages from: any sender (`ipc::RECV_ANY`), or the
+    /// thread in this capability slot only (a server handing itself over in a live
+    /// update hears only root: its clients' requests wait in its queue for its
+    /// successor).
+    fn receive_from(&self) -> u64 {
+        ipc::RECV_ANY
     }
 }
 
@@ -223,7 +238,8 @@ pub fn run<S: Server>(s: &mut S, buf: &mut [u8]) -> ! {
             ipc::set_windows(w[0], w[1], w[2]);
         }
         let to = recv_timeout(s.next_tick_us());
-        let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, to) } else { ipc::recv(ipc::RECV_ANY, &mut m, to) };
+        let src = s.receive_from();
+        let r = if replying { ipc::reply_wait(src, &mut m, to) } else { ipc::recv(src, &mut m, to) };
         let badge = match r {
             Ok(b) => b,
             Err(e) => {
@@ -250,6 +266,12 @@ fn step<S: Server>(s: &mut S, from: Badge, m: &Msg, buf: &[u8]) -> Answer {
     if from.is_root() && m.label() == GONE && !m.tag().is_fault() {
         if let Some(&b) = m.words().first() {
             s.gone(Badge(b));
+        }
+        return Answer::ok(&[]);
+    }
+    if from.is_root() && m.label() == SUCCEEDED && !m.tag().is_fault() {
+        if let [old, new, ..] = m.words() {
+            s.succeeded(Badge(*old), Badge(*new));
         }
         return Answer::ok(&[]);
     }

@@ -227,3 +227,59 @@ pub mod blocks {
         ok
     }
 }
+
+/// Chunk `k` of an update test's file: 1 KiB of `tag`, the chunk number and a pattern.
+pub fn update_chunk(tag: u8, k: u64) -> [u8; 1024] {
+    let mut b = [0u8; 1024];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = tag ^ (k as u8).wrapping_mul(31) ^ (i as u8).wrapping_mul(7) ^ (k >> 8) as u8;
+    }
+    b
+}
+
+/// Chunks an update test's file holds: chunk `k` lies at `(k % UPDATE_SLOTS) * 1024`
+/// (the file is written whole first, so that baiofs gives it one extent).
+pub const UPDATE_SLOTS: u64 = 256;
+
+/// Write chunk after chunk of `path` (made anew) through the files server `srv`, each
+/// read back and compared at once (`each(ok)`), until `stop()`: the handle opened at the
+/// start is used throughout. Returns how it ended and the chunks written.
+pub fn update_writer(srv: u64, path: &str, tag: u8, mut stop: impl FnMut() -> bool, mut each: impl FnMut(bool)) -> (Result<(), abi::Error>, u64) {
+    use files_api::client as f;
+    let _ = f::remove(srv, path);
+    let h = match f::open(srv, path, true) {
+        Ok((h, _)) => h,
+        Err(e) => return (Err(e), 0),
+    };
+    // Its last KiB first: baiofs gives the whole file one run of blocks at once.
+    if let Err(e) = f::write(srv, h, (UPDATE_SLOTS - 1) * 1024, &[0u8; 1024]) {
+        return (Err(e), 0);
+    }
+    let mut k = 0;
+    while !stop() {
+        let want = update_chunk(tag, k);
+        let at = (k % UPDATE_SLOTS) * 1024;
+        let w = f::write(srv, h, at, &want);
+        let r = f::read(srv, h, at, 1024);
+        let ok = w.is_ok_and(|n| n == 1024) && r.as_ref().is_ok_and(|got| got[..] == want[..]);
+        each(ok);
+        if !ok {
+            rt::println!("{}: chunk {}: write {:?}, read {:?}", path, k, w, r.map(|g| g.len()));
+            return (Err(abi::Error::BadState), k);
+        }
+        k += 1;
+    }
+    let r = f::sync(srv).and_then(|_| f::close(srv, h));
+    (r, k)
+}
+
+/// After chunks `0..n` were written, each place of `path` holds the last chunk written
+/// there.
+pub fn update_check(srv: u64, path: &str, tag: u8, n: u64) -> bool {
+    use files_api::client as f;
+    let Ok((h, size)) = f::open(srv, path, false) else { return false };
+    let last = |j: u64| j + UPDATE_SLOTS * ((n - 1 - j) / UPDATE_SLOTS);
+    let ok = size >= UPDATE_SLOTS * 1024 && (0..n.min(UPDATE_SLOTS)).all(|j| f::read(srv, h, j * 1024, 1024).is_ok_and(|got| got[..] == update_chunk(tag, last(j))[..]));
+    let _ = f::close(srv, h);
+    ok
+}

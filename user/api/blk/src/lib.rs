@@ -75,6 +75,9 @@ pub const ATTACH: u64 = 0x8c;
 /// Through a segment capability: MR1 = the id of a view delegated through it. The view
 /// is closed: its holder's capability goes at once, the area it mapped `PARK_US`
 /// later (the holder may be reading it; it checks its capability before it does).
+/// Views delegated from another handle the caller's program holds may be revoked too
+/// (a handle a program took over in a live update, when root said `SUCCEEDED`: those
+/// with views delegated from them stay open for the new program).
 /// The holder closing its own view (`CLOSE` through it) gives the area back at once.
 pub const REVOKE: u64 = 0x8d;
 /// Through a segment capability of its owner, with write rights, to the whole segment

@@ -39,6 +39,12 @@ pub const SYNC: u64 = 0xa8;
 /// `BadState` for an empty file.
 pub const TICKET: u64 = 0xa9;
 pub const MAX_TICKETS: usize = 8;
+/// Tickets the server keeps in all (the oldest goes when a new one would pass it).
+pub const MAX_ALL_TICKETS: usize = 64;
+/// Open handles the server keeps in all: `NoSpace` past it.
+pub const MAX_HANDLES: usize = 2048;
+// Live update (root's `UPDATE`): `swap_api::UPDATE_BEGIN`, `UPDATE_STATE` (the state in
+// format 0: see the server's `export`), `UPDATE_ABORT`.
 pub const CREATE: u64 = 1;
 pub const MAX_IO: u64 = 16 * 1024;
 
@@ -54,6 +60,14 @@ pub enum Request<'a> {
     Stat { path: &'a str },
     Sync,
     Ticket { handle: u64 },
+    /// (root) The program that will take the state.
+    UpdateBegin { successor: u64 },
+    /// (the successor) The formats it reads.
+    UpdateState { formats: u64 },
+    /// (root) The update failed.
+    UpdateAbort,
+    /// (root) The successor took the state: grant root the capabilities it names.
+    UpdateCommit,
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -87,6 +101,16 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [handle] = a.words()?;
                 Request::Ticket { handle }
             }
+            swap_api::UPDATE_BEGIN => {
+                let [successor] = a.words()?;
+                Request::UpdateBegin { successor }
+            }
+            swap_api::UPDATE_STATE => {
+                let [formats] = a.words()?;
+                Request::UpdateState { formats }
+            }
+            swap_api::UPDATE_ABORT => Request::UpdateAbort,
+            swap_api::UPDATE_COMMIT => Request::UpdateCommit,
             _ => return Err(Error::Unsupported),
         })
     }

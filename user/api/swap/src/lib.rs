@@ -37,6 +37,23 @@ pub const TRACE: u64 = 2;
 pub const TIMER: u64 = 3;
 pub const KINDS: [&str; 4] = ["none", "counter", "trace", "timer"];
 
+/// Live update of a whole server (root's `proto::UPDATE`), the server's half:
+/// (from root) MR1 = the program id of the new program that will ask for the state.
+pub const UPDATE_BEGIN: u64 = rt::proto::update::BEGIN;
+/// (from that program) MR1 = the state formats it reads (a mask). The server makes what
+/// it has durable, answers MR2 = the format (the highest common bit), string = its state
+/// in it, and capability items the state names; from then on it receives only from root
+/// until the update ends. `BadState` (no common format), `NoRights` (not the program
+/// root named).
+pub const UPDATE_STATE: u64 = 0xf4;
+/// (from root) The update failed: carry on serving.
+pub const UPDATE_ABORT: u64 = rt::proto::update::ABORT;
+
+/// (from root, after the new program took the state) Grant root the capabilities the
+/// state names (one item); root moves the endpoint, ends this server and grants them to
+/// the new program.
+pub const UPDATE_COMMIT: u64 = rt::proto::update::COMMIT;
+
 pub fn is_swap_label(l: u64) -> bool {
     (LIST..=INTERPOSE).contains(&l)
 }

@@ -47,6 +47,9 @@ const HELP: &str = "commands:
                     `auto`: the server chooses) while it runs
   interpose S.C K   wrap every call to S.C in an interposer: counter, trace, timer,
                     or none (detach); `swap list` shows what it saw
+  update S PROG [ARGS]  replace the running server S by program PROG from the boot
+                    image while its clients keep calling (live update: its state and
+                    its clients' capabilities move to the new program)
   echo TEXT         print TEXT
   sleep MS          wait MS milliseconds
   halt              power off";
@@ -176,6 +179,10 @@ fn main() -> i32 {
             "net" | "ping" | "fetch" | "cue" => network(&mut net, cmd, rest.trim()),
             "graft" => graft(rest.trim()),
             "swap" | "interpose" => reconfigure(cmd, rest.trim()),
+            "update" => match env::update(rest.trim()) {
+                Ok(()) => println!("updated {}", rest.trim()),
+                Err((e, why)) => println!("update: {}{}{}", e.name(), if why.is_empty() { "" } else { ": " }, why),
+            },
             "echo" => println!("{}", rest),
             "sleep" => match rest.trim().parse::<u64>() {
                 Ok(ms) => rt::sys::sleep_us(ms.saturating_mul(1000)),

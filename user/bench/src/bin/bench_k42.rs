@@ -17,6 +17,10 @@
 //!   at MRU, and swapped by the cache itself (`auto`): rounds of a sequential stream of
 //!   2000 blocks (twice the cache) and then random reads in one of two hot sets of 384
 //!   blocks; busy ticks of the whole workload and the cache's misses.
+//! - **Live update** (`update_*`): `files` replaced by a new instance five times while a
+//!   client thread reads 1 KiB from it in a loop: the time of each update (root's
+//!   `UPDATE`, from the ask to the answer), and the client's calls — the median, and the
+//!   longest (the one that waited for an update).
 #![no_std]
 #![no_main]
 
@@ -297,6 +301,60 @@ fn flush(seg: &Segment, first: u64, n: u64) {
     }
 }
 
+static LAT: [AtomicU64; 8192] = [const { AtomicU64::new(0) }; 8192];
+static READS_DONE: AtomicU64 = AtomicU64::new(0);
+static READER_DONE: AtomicBool = AtomicBool::new(false);
+static READER_STOP: AtomicBool = AtomicBool::new(false);
+
+/// Reads 1 KiB of `/k42u` through `files` in a loop, each call timed.
+fn reader(_: u64) {
+    let srv = rt::alloc_slot();
+    let ok = env::lookup("files", srv).is_ok();
+    let h = if ok { files_api::client::open(srv, "/k42u", true).ok() } else { None };
+    if let Some((h, _)) = h {
+        let _ = files_api::client::write(srv, h, 0, &[7u8; 1024]);
+        while !READER_STOP.load(Ordering::Relaxed) {
+            let t = sys::rdtsc();
+            let r = files_api::client::read(srv, h, 0, 1024);
+            let dt = sys::rdtsc() - t;
+            let k = READS_DONE.fetch_add(1, Ordering::Relaxed) as usize;
+            LAT[k % LAT.len()].store(if r.is_ok_and(|d| d.len() == 1024) { dt } else { u64::MAX }, Ordering::Relaxed);
+        }
+    }
+    READER_DONE.store(true, Ordering::Relaxed);
+}
+
+fn updates() {
+    if rt::thread::spawn(reader, 0, rt::thread::my_priority()).is_err() {
+        return;
+    }
+    while READS_DONE.load(Ordering::Relaxed) < 100 && !READER_DONE.load(Ordering::Relaxed) {
+        rt::sys::yield_now();
+    }
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let t = sys::rdtsc();
+        match env::update("files files") {
+            Ok(()) => took.push(sys::rdtsc() - t),
+            Err((e, why)) => println!("bench_k42: update failed: {:?} {}", e, why),
+        }
+        let c = READS_DONE.load(Ordering::Relaxed);
+        while READS_DONE.load(Ordering::Relaxed) < c + 100 && !READER_DONE.load(Ordering::Relaxed) {
+            rt::sys::yield_now();
+        }
+    }
+    READER_STOP.store(true, Ordering::Relaxed);
+    while !READER_DONE.load(Ordering::Relaxed) {
+        rt::sys::yield_now();
+    }
+    let n = (READS_DONE.load(Ordering::Relaxed) as usize).min(LAT.len());
+    let lat: Vec<u64> = LAT[..n].iter().map(|l| l.load(Ordering::Relaxed)).collect();
+    let failed = lat.iter().filter(|l| **l == u64::MAX).count();
+    println!("bench_k42: {} reads during 5 updates, {} failed", READS_DONE.load(Ordering::Relaxed), failed);
+    report("update_files", "ticks", took);
+    report("update_client_call", "ticks", lat.iter().copied().filter(|l| *l != u64::MAX).collect());
+}
+
 fn main() -> i32 {
     table1();
     let (blk, cache) = (rt::alloc_slot(), rt::alloc_slot());
@@ -330,6 +388,7 @@ fn main() -> i32 {
     };
     figure7(cache, &seg);
     let _ = seg.close();
+    updates();
     println!("bench_k42: done");
     0
 }

@@ -1009,7 +1009,11 @@ impl Blk {
             }
             Request::Ldisk { graft } => Some(self.ldisk_attach(hid, graft)),
             Request::Revoke { view } => {
-                if self.handles.get(&view).is_none_or(|v| v.parent != Some(hid)) {
+                // Views delegated from this handle, or from another the same program
+                // holds (one it took over in a live update: `succeeded`).
+                let me = self.handles.get(&hid).map(|h| h.client);
+                let parent = self.handles.get(&view).and_then(|v| v.parent);
+                if !parent.is_some_and(|p| p == hid || self.handles.get(&p).is_some_and(|ph| Some(ph.client) == me)) {
                     return Some(err(Error::InvalidArg));
                 }
                 self.close(view, true);
@@ -1139,6 +1143,23 @@ impl Server for Blk {
         let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
         for hid in hids {
             self.close(hid, false);
+        }
+    }
+
+    /// A client was replaced by a new program (a live update): handles others depend on
+    /// — those views were delegated from, and views — are the new program's now (the
+    /// views close when it ends); its other handles close.
+    fn succeeded(&mut self, old: Badge, new: Badge) {
+        let (old, new) = (old.program() as u64, new.program() as u64);
+        self.grafts.forget(old);
+        self.ldisk_sweep();
+        let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == old).map(|(k, _)| *k).collect();
+        for hid in hids {
+            let kept = self.handles.get(&hid).is_some_and(|h| h.parent.is_some()) || self.handles.values().any(|h| h.parent == Some(hid));
+            match self.handles.get_mut(&hid) {
+                Some(h) if kept => h.client = new,
+                _ => self.close(hid, false),
+            }
         }
     }
 

@@ -5,6 +5,22 @@
 //! `cache=N` blocks (default 256) and read-ahead — opening a file prefetches its first
 //! blocks, and each read prefetches the next ones — through asynchronous BAIO reads.
 //! Arguments: `segment=NAME` (default `files`), `cache=N`.
+//!
+//! **Live update** (root's `UPDATE`, issue 14): a running `files` hands itself over to a
+//! new program while its clients keep calling. Root names the successor
+//! (`UPDATE_BEGIN`); the successor, started with `update` among its arguments and the
+//! old server as its `PEER`, asks for the state (`UPDATE_STATE` with the formats it
+//! reads); the old server makes everything durable (`sync`), answers with its open
+//! handles and tickets in the best common format, and from then on hears only root —
+//! its clients' requests wait in its queue. The successor mounts the filesystem, takes
+//! the state or refuses it, and tells root (`UPDATE_DONE`). Root asks the old server for
+//! its capabilities (`COMMIT`: the tickets, kept in one aligned block of slots, granted
+//! to root — granted, not copied, so the capabilities its clients derived from them
+//! live on when the old server ends), moves the old server's endpoint to the successor
+//! (the queued requests and every client's capability with it), ends the old one and
+//! grants the tickets on to the successor in its answer. Refused or dead, root tells the
+//! old one to carry on (`UPDATE_ABORT`, with the tickets back if it had them).
+//! `formats=MASK` sets the formats a successor reads (default 1: format 0).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -52,8 +68,85 @@ struct Files {
     out: Vec<u8>,
     text: String,
     /// Tickets handed out (Cue): (client program, inode, slot of our copy, the view's
-    /// id at blk), oldest first. Our copy tells whether the view is still open.
+    /// id at blk), oldest first. Our copy tells whether the view is still open. The
+    /// copies lie in `ticket_slots`, a block of `2^TICKETS_LOG2` aligned slots (a live
+    /// update grants the block as one item).
     tickets: Vec<(u32, u32, u64, u64)>,
+    ticket_slots: u64,
+    /// A live update: the program root named to take the state.
+    successor: Option<u32>,
+    /// The state went to the successor: hear only root until the update ends.
+    passive: bool,
+    /// The state handed over (it must live until the kernel has copied it).
+    state: Vec<u8>,
+}
+
+/// State formats `files` writes and reads (bit 0: `export`'s layout).
+const FORMATS: u64 = 1;
+const STATE_MAGIC: &[u8; 8] = b"SCFILES0";
+/// The slots of the tickets: `MAX_ALL_TICKETS`.
+const TICKETS_LOG2: u32 = 6;
+const _: () = assert!(1 << TICKETS_LOG2 >= files_api::MAX_ALL_TICKETS);
+
+/// The state in format 0: magic, the next handle, counts, then per handle (handle,
+/// client, inode) and per ticket (client, inode, its place in the ticket block, view
+/// id), little-endian.
+fn export(handles: &BTreeMap<u64, (u32, u32)>, next: u64, tickets: &[(u32, u32, u64, u64)], base: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(24 + 16 * handles.len() + 24 * tickets.len());
+    v.extend_from_slice(STATE_MAGIC);
+    v.extend_from_slice(&next.to_le_bytes());
+    v.extend_from_slice(&(handles.len() as u32).to_le_bytes());
+    v.extend_from_slice(&(tickets.len() as u32).to_le_bytes());
+    for (h, (c, i)) in handles {
+        v.extend_from_slice(&h.to_le_bytes());
+        v.extend_from_slice(&c.to_le_bytes());
+        v.extend_from_slice(&i.to_le_bytes());
+    }
+    for (c, i, slot, id) in tickets {
+        v.extend_from_slice(&c.to_le_bytes());
+        v.extend_from_slice(&i.to_le_bytes());
+        v.extend_from_slice(&(slot - base).to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+/// The state read back: (handles, next handle, tickets with their places in a ticket
+/// block at `base`), or why it is refused (bounds checked: it came from another
+/// program).
+#[allow(clippy::type_complexity)]
+fn import(b: &[u8], base: u64) -> Result<(BTreeMap<u64, (u32, u32)>, u64, Vec<(u32, u32, u64, u64)>), &'static str> {
+    let word = |at: usize, n: usize| -> Result<u64, &'static str> {
+        let s = b.get(at..at + n).ok_or("the state is cut short")?;
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(s);
+        Ok(u64::from_le_bytes(w))
+    };
+    if b.get(..8) != Some(&STATE_MAGIC[..]) {
+        return Err("not a files state");
+    }
+    let (next, nh, nt) = (word(8, 8)?, word(16, 4)? as usize, word(20, 4)? as usize);
+    if nh > files_api::MAX_HANDLES || nt > files_api::MAX_ALL_TICKETS || b.len() != 24 + 16 * nh + 24 * nt {
+        return Err("the state's counts do not fit");
+    }
+    let mut handles = BTreeMap::new();
+    for k in 0..nh {
+        let at = 24 + 16 * k;
+        let h = word(at, 8)?;
+        if h >= next || handles.insert(h, (word(at + 8, 4)? as u32, word(at + 12, 4)? as u32)).is_some() {
+            return Err("a handle repeats or is not below the next");
+        }
+    }
+    let mut tickets: Vec<(u32, u32, u64, u64)> = Vec::new();
+    for k in 0..nt {
+        let at = 24 + 16 * nh + 24 * k;
+        let place = word(at + 8, 8)?;
+        if place >= 1 << TICKETS_LOG2 || tickets.iter().any(|t| t.2 == base + place) {
+            return Err("a ticket's place repeats or is out of the block");
+        }
+        tickets.push((word(at, 4)? as u32, word(at + 4, 4)? as u32, base + place, word(at + 16, 8)?));
+    }
+    Ok((handles, next, tickets))
 }
 
 impl Files {
@@ -62,7 +155,7 @@ impl Files {
     fn revoke(&mut self, i: usize) {
         let (_, _, slot, id) = self.tickets.remove(i);
         let _ = self.fs.dev.seg.revoke(id);
-        rt::free_slot(slot);
+        let _ = rt::sys::cap_delete(slot);
     }
 
     /// Revoke the tickets `which` picks.
@@ -81,7 +174,7 @@ impl Files {
     fn ticket(&mut self, client: u32, handle: u64) -> Answer {
         let Some(ino) = self.mine(client, handle) else { return Answer::err(Error::InvalidCap) };
         // Tickets `net` closed (the transfer ended) are gone from our slots too.
-        self.tickets.retain(|t| rt::sys::cap_info(t.2).is_ok() || { rt::free_slot(t.2); false });
+        self.forget_closed_tickets();
         let (size, runs) = match self.fs.extents_of(ino) {
             Ok(e) => e,
             Err(e) => return Answer::err(fs_err(e)),
@@ -94,7 +187,12 @@ impl Files {
                 self.revoke(i);
             }
         }
-        let slot = rt::alloc_slot();
+        if self.tickets.len() >= files_api::MAX_ALL_TICKETS {
+            self.revoke(0);
+        }
+        let Some(slot) = (self.ticket_slots..self.ticket_slots + (1 << TICKETS_LOG2)).find(|s| !self.tickets.iter().any(|t| t.2 == *s)) else {
+            return Answer::err(Error::NoSpace);
+        };
         match self.fs.dev.seg.delegate(baio::READ, &runs, size, slot) {
             Ok((blocks, id)) => {
                 self.tickets.push((client, ino, slot, id));
@@ -103,7 +201,7 @@ impl Files {
                 Answer::Reply(r)
             }
             Err(e) => {
-                rt::free_slot(slot);
+                let _ = rt::sys::cap_delete(slot);
                 Answer::err(e)
             }
         }
@@ -118,8 +216,72 @@ fn done(r: Result<(), baiofs::Error>) -> Answer {
     Answer::result(r.map_err(fs_err))
 }
 
+impl Files {
+    /// Tickets `net` closed (the transfer ended) are gone from our slots too.
+    fn forget_closed_tickets(&mut self) {
+        self.tickets.retain(|t| {
+            rt::sys::cap_info(t.2).is_ok() || {
+                let _ = rt::sys::cap_delete(t.2);
+                false
+            }
+        });
+    }
+
+    /// The live update's requests (see the module's head).
+    fn update(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        match req {
+            Request::UpdateBegin { successor } if from.is_root() && !self.passive && successor <= u32::MAX as u64 => {
+                self.successor = Some(successor as u32);
+                Answer::ok(&[])
+            }
+            Request::UpdateAbort if from.is_root() => {
+                // The ticket block came back with it if root had taken it.
+                println!("files: the update failed; serving on");
+                self.passive = false;
+                self.successor = None;
+                Answer::ok(&[])
+            }
+            Request::UpdateCommit if from.is_root() && self.passive => {
+                let mut r = server::ok_msg(&[]);
+                r.push_item(abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 7), 1);
+                Answer::Reply(r)
+            }
+            Request::UpdateState { formats } if self.successor == Some(from.program()) && !self.passive => {
+                let Some(format) = swap::negotiate(FORMATS, formats) else {
+                    ipc::set_send_string(b"no state format both programs know");
+                    return Answer::Reply(rt::ipc::Msg::new(0, &[Error::BadState as u64]).with_string());
+                };
+                if let Err(e) = self.fs.sync() {
+                    return Answer::err(fs_err(e));
+                }
+                self.forget_closed_tickets();
+                self.state = export(&self.handles, self.next, &self.tickets, self.ticket_slots);
+                ipc::set_send_string(&self.state);
+                let r = server::ok_msg(&[format as u64, self.tickets.len() as u64]).with_string();
+                self.passive = true;
+                println!("files: state handed to program {} ({} handles, {} tickets, {} bytes)", from.program(), self.handles.len(), self.tickets.len(), self.state.len());
+                Answer::Reply(r)
+            }
+            _ => Answer::err(Error::NoRights),
+        }
+    }
+}
+
 impl Server for Files {
     type Request<'a> = Request<'a>;
+
+    /// Handing over, the ticket block is open for root to give back (`UPDATE_ABORT`).
+    fn windows(&self) -> Option<[abi::fpage::Fpage; 3]> {
+        self.passive.then(|| [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)])
+    }
+
+    fn receive_from(&self) -> u64 {
+        if self.passive {
+            abi::cap::PARENT
+        } else {
+            ipc::RECV_ANY
+        }
+    }
 
     fn gone(&mut self, client: Badge) {
         self.handles.retain(|_, (c, _)| *c != client.program());
@@ -127,6 +289,9 @@ impl Server for Files {
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
+        if matches!(req, Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit) || self.passive {
+            return self.update(from, req);
+        }
         let client = from.program();
         let fs = &mut self.fs;
         match req {
@@ -137,6 +302,7 @@ impl Server for Files {
                 };
                 match r.and_then(|ino| fs.stat(path).map(|s| (ino, s))) {
                     Ok((_, (Kind::Dir, _))) => Answer::err(Error::InvalidArg),
+                    Ok(_) if self.handles.len() >= files_api::MAX_HANDLES => Answer::err(Error::NoSpace),
                     Ok((ino, (_, size))) => {
                         let _ = fs.prefetch(path, 0, READ_AHEAD);
                         let h = self.next;
@@ -200,6 +366,7 @@ impl Server for Files {
             },
             Request::Sync => done(fs.sync()),
             Request::Ticket { handle } => self.ticket(client, handle),
+            Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit => unreachable!("answered above"),
         }
     }
 }
@@ -207,22 +374,43 @@ impl Server for Files {
 fn main() -> i32 {
     let name = arg("segment").unwrap_or("files");
     let cache = arg("cache").and_then(|c| c.parse().ok()).unwrap_or(256);
+    let updating = rt::args().split(' ').any(|w| w == "update");
     let blk = rt::alloc_slot();
     if env::lookup("blk", blk).is_err() {
         println!("files: the manifest must grant blk");
-        return 1;
+        return refuse_update(updating, 1);
     }
     let seg = match blk_api::client::open(blk, name, 3, rt::layout::SEGMENT_AREA) {
         Ok(s) => s,
         Err(e) => {
             println!("files: cannot open segment `{}`: {:?}", name, e);
+            if updating {
+                return refuse_update(true, 1);
+            }
             server::refuse_all(Error::BadState);
         }
+    };
+    // A successor takes the state before it mounts: the old server makes the
+    // filesystem durable first.
+    let ticket_slots = rt::alloc_slot_block(TICKETS_LOG2);
+    let state = if updating {
+        match take_state(ticket_slots) {
+            Ok(s) => Some(s),
+            Err(why) => {
+                println!("files: refusing the update: {}", why);
+                return refuse_update(true, 1);
+            }
+        }
+    } else {
+        None
     };
     let mut fs = match Fs::mount(SegDev::new(seg, blk)) {
         Ok(fs) => fs,
         Err(e) => {
             println!("files: refusing segment `{}`: {:?}", name, e);
+            if updating {
+                return refuse_update(true, 1);
+            }
             server::refuse_all(Error::BadState);
         }
     };
@@ -232,7 +420,48 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new() };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, successor: None, passive: false, state: Vec::new() };
+    if let Some((handles, next, tickets)) = state {
+        files.handles = handles;
+        files.next = next;
+        files.tickets = tickets;
+        // Root's answer grants the old server's ticket block into ours.
+        if env::update_done(true, abi::fpage::Fpage::caps(ticket_slots, TICKETS_LOG2 as u64, 0)).is_err() {
+            println!("files: root did not complete the update");
+            return 1;
+        }
+        println!("files: serving in place of the old server ({} handles, {} tickets)", files.handles.len(), files.tickets.len());
+    }
     let mut buf = alloc::vec![0u8; MAX_IO as usize + 256];
     server::run(&mut files, &mut buf)
+}
+
+/// A successor that cannot take over says so (root lets the old server carry on).
+fn refuse_update(updating: bool, code: i32) -> i32 {
+    if updating {
+        let _ = env::update_done(false, abi::fpage::Fpage(0));
+    }
+    code
+}
+
+/// The successor's half: ask the old server (`PEER`) for its state in a format this
+/// program reads (`formats=MASK`, default `FORMATS`).
+#[allow(clippy::type_complexity)]
+fn take_state(ticket_slots: u64) -> Result<(BTreeMap<u64, (u32, u32)>, u64, Vec<(u32, u32, u64, u64)>), &'static str> {
+    let formats = arg("formats").and_then(|f| f.parse().ok()).unwrap_or(FORMATS);
+    let mut buf = alloc::vec![0u8; 64 * 1024];
+    ipc::set_recv_buffer(&mut buf);
+    let mut m = rt::ipc::Msg::new(swap_api::UPDATE_STATE, &[formats]);
+    if server::request(abi::cap::PEER, &mut m).is_err() {
+        return Err("the old server gave no state (no format both know, or it refused)");
+    }
+    if m.word(2) != 0 {
+        return Err("the state came in a format this program does not read");
+    }
+    let n = ipc::received_string_len().min(buf.len());
+    let (handles, next, tickets) = import(&buf[..n], ticket_slots)?;
+    if tickets.len() as u64 != m.word(3) {
+        return Err("the state's tickets do not match its count");
+    }
+    Ok((handles, next, tickets))
 }

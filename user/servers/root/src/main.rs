@@ -4,7 +4,9 @@
 //! their requests (exit, spawn, name lookup, I/O ports, IRQs, the boot image for the
 //! memory servers, ps/mem/kill/halt for the shell), is the fault handler of every
 //! program, restarts those marked `restart`, and — when the manifest names tests —
-//! reports each and ends the machine when all are done.
+//! reports each and ends the machine when all are done. It runs live updates of
+//! servers (`proto::UPDATE`): the new program takes the old one's state, root moves
+//! the old one's endpoint to it (`THREAD_CONTROL SUCCEED`) and ends the old one.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -46,6 +48,17 @@ struct Prog {
     uses: Vec<usize>,
     /// The program that asked for it (SPAWN): it may KILL it.
     spawner: Option<usize>,
+    /// The new program of a live update of this one, not serving yet: `find` skips it.
+    successor_of: Option<usize>,
+}
+
+/// A live update under way.
+#[derive(Clone, Copy)]
+struct Update {
+    old: usize,
+    new: usize,
+    /// The saved reply to the program that asked.
+    reply: u64,
 }
 
 struct Root<'a> {
@@ -62,7 +75,18 @@ struct Root<'a> {
     text: String,
     /// The manifest names tests: root ends the machine when they have all ended.
     any_test: bool,
+    update: Option<Update>,
+    /// While starting an update's new program: the old one, which it gets as `PEER`.
+    peer_of_next: Option<usize>,
+    /// Where the capabilities an old server hands over wait for the new one (a block of
+    /// `2^RELAY_LOG2` aligned slots, made at the first update), and whether it holds
+    /// them now.
+    relay: Option<u64>,
+    holding: bool,
 }
+
+/// Capabilities a server hands over in a live update, at most (`files`: its tickets).
+const RELAY_LOG2: u64 = 6;
 
 /// Who asked for a program (SPAWN): its index, the slot pair for its capabilities, and
 /// whether it gets control of the new task.
@@ -167,6 +191,11 @@ impl Root<'_> {
         let badge = badge_of(idx);
         with_tmp(|tmp| sys::cap_copy(cap::SELF_THREAD, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PARENT, rights::SEND)))?;
         sys::thread_set_fault_handler(child.thread, cap::SELF_THREAD, Badge::fault(badge as u32).0)?;
+        if let Some(old) = self.peer_of_next {
+            let b = Badge::client(entry.principal as u64, badge as u32).map_or(badge, |b| b.0);
+            let srv = self.progs[old].child.thread;
+            with_tmp(|tmp| sys::cap_copy(srv, tmp, rights::SEND, b).and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND)))?;
+        }
         if let Some(Requester { idx: r, slot: dst, control }) = requester {
             let req = &self.progs[r].child;
             with_tmp(|tmp| sys::cap_copy(req.thread, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND)))?;
@@ -187,7 +216,7 @@ impl Root<'_> {
 
     /// Keep the record of a started program; returns its index.
     fn record(&mut self, child: Child, entry: Program, pager: Option<usize>) -> usize {
-        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new(), spawner: None });
+        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new(), spawner: None, successor_of: None });
         self.progs.len() - 1
     }
 
@@ -230,6 +259,12 @@ impl Root<'_> {
                 println!("TEST {} FAIL", p.name);
             }
         }
+        // An update whose old or new program ended is over.
+        if self.update.is_some_and(|u| u.new == idx || u.old == idx) {
+            let why = if self.update.is_some_and(|u| u.new == idx) { "the new program ended before it took the state" } else { "the old program ended" };
+            self.abort_update(why);
+        }
+        let p = &self.progs[idx];
         if p.entry.restart && pager.is_some() {
             let (entry, restarts) = (p.entry.clone(), p.restarts);
             match self.start(entry, None) {
@@ -242,13 +277,122 @@ impl Root<'_> {
         }
     }
 
+    /// A live update: start the new program (see `proto::UPDATE`); the answer to the
+    /// asker goes through the saved reply `reply` when the update is over.
+    fn start_update(&mut self, text: &str, reply: u64) -> Result<(), (Error, &'static str)> {
+        if self.update.is_some() {
+            return Err((Error::Exists, "an update is under way"));
+        }
+        let mut words = text.split(' ').filter(|w| !w.is_empty());
+        let (Some(name), Some(program)) = (words.next(), words.next()) else { return Err((Error::InvalidArg, "give NAME PROGRAM [ARGS]")) };
+        let rest: Vec<&str> = words.collect();
+        let Some(old) = self.find(name) else { return Err((Error::NotFound, "no such program running")) };
+        if self.progs[old].pager.is_none() || self.progs[old].entry.test {
+            return Err((Error::InvalidArg, "memory servers and tests are not updated"));
+        }
+        if self.fs.find(program).is_none() {
+            return Err((Error::InvalidArg, "no such program in the boot image"));
+        }
+        let mut entry = self.progs[old].entry.clone();
+        entry.file = program.to_string();
+        entry.args = alloc::format!("{} update {}", entry.args, rest.join(" ")).trim().to_string();
+        entry.test = false;
+        entry.restart = false;
+        self.peer_of_next = Some(old);
+        let started = self.start(entry, None);
+        self.peer_of_next = None;
+        let new = started.map_err(|e| (e, "the new program did not start"))?;
+        self.progs[new].successor_of = Some(old);
+        // The old one learns who may take its state.
+        let mut m = Msg::new(proto::update::BEGIN, &[badge_of(new)]);
+        if ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000)).is_err() || m.word(1) != 0 {
+            self.finish(new, Err("update not begun"));
+            return Err((Error::Unsupported, "the server does not take part in live updates"));
+        }
+        println!("[root] updating {}: program {} takes over from {}", name, badge_of(new), badge_of(old));
+        self.update = Some(Update { old, new, reply });
+        Ok(())
+    }
+
+    /// The new program took the state: take the old one's capabilities, move the
+    /// endpoint, end the old one; the answer to the new one grants it the capabilities.
+    fn commit_update(&mut self, u: Update) -> Result<Msg, Error> {
+        let block = *self.relay.get_or_insert_with(|| rt::alloc_slot_block(RELAY_LOG2 as u32));
+        let mut m = Msg::new(proto::update::COMMIT, &[]);
+        ipc::set_windows(Fpage(0), Fpage::caps(block, RELAY_LOG2, 0), Fpage(0));
+        let r = ipc::call(self.progs[u.old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000));
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        r?;
+        abi::check(m.word(1))?;
+        self.holding = true;
+        sys::thread_succeed(self.progs[u.old].child.thread, self.progs[u.new].child.thread)?;
+        self.update = None;
+        // Its clients' departures are told to the new one now.
+        for p in self.progs.iter_mut() {
+            for s in p.uses.iter_mut() {
+                if *s == u.old {
+                    *s = u.new;
+                }
+            }
+        }
+        let (restart, restarts) = (self.progs[u.old].entry.restart, self.progs[u.old].restarts);
+        let n = &mut self.progs[u.new];
+        n.successor_of = None;
+        n.entry.restart = restart;
+        n.restarts = restarts;
+        self.progs[u.old].entry.restart = false;
+        // The services the old one used keep for the new one what others depend on
+        // (blk: the handles its tickets were delegated from).
+        let (ob, nb) = (self.client_badge(u.old).0, self.client_badge(u.new).0);
+        for s in core::mem::take(&mut self.progs[u.old].uses) {
+            if !self.progs[s].done {
+                let mut g = Msg::new(server::SUCCEEDED, &[ob, nb]);
+                let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
+                if !self.progs[u.new].uses.contains(&s) {
+                    self.progs[u.new].uses.push(s);
+                }
+            }
+        }
+        println!("[root] {}: program {} serves in place of {}", self.progs[u.new].name, badge_of(u.new), badge_of(u.old));
+        self.finish(u.old, Ok(0));
+        answer_saved(u.reply, Ok(()));
+        let mut r = server::ok_msg(&[]);
+        r.push_item(Fpage::caps(block, RELAY_LOG2, 7), 1);
+        self.holding = false;
+        Ok(r)
+    }
+
+    /// The new program refused the state.
+    fn update_refused(&mut self) {
+        self.abort_update("the new program refused the state");
+    }
+
+    /// The update failed: the old program carries on, the new one ends.
+    fn abort_update(&mut self, why: &'static str) {
+        let Some(u) = self.update.take() else { return };
+        println!("[root] update of {} abandoned: {}", self.progs[u.old].name, why);
+        if !self.progs[u.old].done {
+            let mut m = Msg::new(proto::update::ABORT, &[]);
+            // The capabilities it handed over go back.
+            if let (true, Some(block)) = (self.holding, self.relay) {
+                m.push_item(Fpage::caps(block, RELAY_LOG2, 7), 1);
+            }
+            let _ = ipc::call(self.progs[u.old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000));
+        }
+        self.holding = false;
+        if !self.progs[u.new].done {
+            self.finish(u.new, Err("update abandoned"));
+        }
+        answer_saved(u.reply, Err((Error::BadState, why)));
+    }
+
     fn tests_pending(&self) -> bool {
         self.progs.iter().any(|p| p.entry.test && !p.done)
     }
 
     /// The live instance of a program called `name`.
     fn find(&self, name: &str) -> Option<usize> {
-        self.progs.iter().rposition(|p| !p.done && p.name == name)
+        self.progs.iter().rposition(|p| !p.done && p.name == name && p.successor_of.is_none())
     }
 
     fn ps(&self) -> String {
@@ -461,10 +605,53 @@ impl Server for Root<'_> {
                 Answer::err(Error::BadState)
             }
             Request::Slots => Answer::ok(&[rt::free_slots(), self.progs.len() as u64]),
+            Request::Update { text } => {
+                if !self.may_operate(idx) {
+                    return Answer::err(Error::NoRights);
+                }
+                let slot = rt::alloc_slot();
+                if ipc::save_reply(slot).is_err() {
+                    rt::free_slot(slot);
+                    return Answer::err(Error::NoMemory);
+                }
+                if let Err(e) = self.start_update(text, slot) {
+                    answer_saved(slot, Err(e));
+                }
+                Answer::Later
+            }
+            Request::UpdateDone { ok } => {
+                let Some(u) = self.update.filter(|u| u.new == idx) else { return Answer::err(Error::NoRights) };
+                if ok {
+                    match self.commit_update(u) {
+                        Ok(r) => return Answer::Reply(r),
+                        Err(e) => {
+                            println!("[root] cannot complete the update: {:?}", e);
+                            self.abort_update("the old server did not hand over (or the endpoint could not move)");
+                        }
+                    }
+                } else {
+                    self.update_refused();
+                }
+                self.maybe_end();
+                Answer::Later
+            }
             // Only memory servers ask for the boot image, once, while root starts them.
             Request::GetBootfs { .. } => Answer::err(Error::BadState),
         }
     }
+}
+
+/// Answer an `UPDATE` through its saved reply: ok, or the error and why.
+fn answer_saved(slot: u64, r: Result<(), (Error, &str)>) {
+    let m = match r {
+        Ok(()) => server::ok_msg(&[]),
+        Err((e, why)) => {
+            ipc::set_send_string(why.as_bytes());
+            Msg::new(0, &[e as u64]).with_string()
+        }
+    };
+    let _ = ipc::send(slot, &m, ipc::timeouts(ipc::POLL, ipc::POLL));
+    rt::free_slot(slot);
 }
 
 fn main() -> i32 {
@@ -518,7 +705,7 @@ fn main() -> i32 {
         println!("[root] sigma0 did not give the I/O ports the manifest grants");
     }
     let any_test = manifest.iter().any(|p| p.test && p.start);
-    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test };
+    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test, update: None, peer_of_next: None, relay: None, holding: false };
     for name in MEM_SERVERS {
         match root.start_mem(name) {
             Ok(i) => root.mems.push(i),

@@ -1,0 +1,110 @@
+//! Live update of a whole server (issue 14): `files` is replaced by a new program while
+//! a thread here and another program (`update_peer`) keep writing and reading their
+//! files through it. Updates whose new program crashes at start, exits without taking
+//! the state, or refuses it (it reads only a format the old server does not write) fail
+//! with the reason and leave the old server serving; two real updates succeed, the
+//! clients' handles and capabilities keep working across them, and at the end every
+//! byte either program wrote is read back and checked.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use abi::Error;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use files_api::client as f;
+use rt::{env, println};
+use tests::Checks;
+
+rt::entry!(main);
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static OPS: AtomicU64 = AtomicU64::new(0);
+static BAD: AtomicU64 = AtomicU64::new(0);
+static WRITTEN: AtomicU64 = AtomicU64::new(0);
+
+/// The writer: chunk k of `/u_a` holds `tests::update_chunk(b'a', k)`, read back at once.
+fn writer(_: u64) {
+    let srv = rt::alloc_slot();
+    let _ = env::lookup("files", srv);
+    let (r, n) = tests::update_writer(srv, "/u_a", b'a', || STOP.load(Ordering::Relaxed), |ok| {
+        OPS.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            BAD.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    if r.is_err() {
+        BAD.fetch_add(1, Ordering::Relaxed);
+    }
+    WRITTEN.store(n + 1, Ordering::Relaxed);
+}
+
+/// The files server's program id (from `ps`).
+fn files_id() -> Option<u64> {
+    tests::id_of("files")
+}
+
+fn ops_advance(c: &mut Checks, what: &str) {
+    let o = OPS.load(Ordering::Relaxed);
+    c.check(tests::wait_until(3000, || OPS.load(Ordering::Relaxed) >= o + 5), &format!("the clients go on {what}"));
+}
+
+fn main() -> i32 {
+    let mut c = Checks::new();
+    c.check(rt::thread::spawn(writer, 0, rt::thread::my_priority()).is_ok(), "start the writing thread");
+    c.check(tests::wait_until(3000, || OPS.load(Ordering::Relaxed) >= 10), "it writes and reads through files");
+    let first = files_id();
+    c.check(first.is_some(), "files runs");
+
+    let fails = [
+        ("files fault_crasher", "the new program ended before it took the state", "whose new program crashes at start"),
+        ("files hello", "the new program ended before it took the state", "whose new program exits without taking the state"),
+        ("files files formats=2", "the new program refused the state", "whose new program reads only a format the old one does not write"),
+    ];
+    for (cmd, why, what) in fails {
+        let r = env::update(cmd);
+        c.check(matches!(&r, Err((Error::BadState, w)) if w == why), &format!("an update {what} fails with the reason ({r:?})"));
+        c.eq(files_id(), first, &format!("after an update {what}, the old server serves"));
+        ops_advance(&mut c, &format!("after an update {what}"));
+    }
+    c.eq(env::update("files nothing").map_err(|e| e.0), Err(Error::InvalidArg), "a program not in the boot image");
+    c.eq(env::update("nosuch files").map_err(|e| e.0), Err(Error::NotFound), "a server that is not running");
+    c.eq(env::update("files").map_err(|e| e.0), Err(Error::InvalidArg), "no program named");
+
+    // A ticket (Cue) for an open file: the new server must know it to take it back.
+    let srv = rt::alloc_slot();
+    let _ = env::lookup("files", srv);
+    let _ = f::remove(srv, "/u_t");
+    let t = f::open(srv, "/u_t", true).and_then(|(h, _)| f::write(srv, h, 0, b"a ticket's file").map(|_| h));
+    let ticket = rt::alloc_slot();
+    c.check(t.is_ok_and(|h| f::ticket(srv, h, ticket).is_ok()), "a ticket for an open file");
+
+    c.eq(env::update("files files"), Ok(()), "update files to a new instance of files");
+    let second = files_id();
+    c.check(second.is_some() && second != first, &format!("a new program serves ({first:?} → {second:?})"));
+    ops_advance(&mut c, "after the update, through the handles they had");
+    if let Ok(h) = t {
+        c.eq(f::remove(srv, "/u_t"), Err(Error::BadState), "the new server knows the file is open");
+        c.check(rt::sys::cap_info(ticket).is_ok(), "the ticket still works");
+        c.eq(f::close(srv, h), Ok(()), "close it through the handle the old server gave");
+        c.eq(f::remove(srv, "/u_t"), Ok(()), "remove it");
+        c.check(rt::sys::cap_info(ticket).is_err(), "the new server took the ticket back with the file");
+    }
+    c.eq(env::update("files files"), Ok(()), "and once more (the endpoint moves again)");
+    let third = files_id();
+    c.check(third.is_some() && third != second, &format!("another new program serves ({second:?} → {third:?})"));
+    ops_advance(&mut c, "after the second update");
+
+    STOP.store(true, Ordering::Relaxed);
+    c.check(tests::wait_until(3000, || WRITTEN.load(Ordering::Relaxed) != 0), "the writing thread ends");
+    c.eq(BAD.load(Ordering::Relaxed), 0, "every write and read through the updates succeeded and read back right");
+    let n = WRITTEN.load(Ordering::Relaxed) - 1;
+    let srv = rt::alloc_slot();
+    let _ = env::lookup("files", srv);
+    c.check(n >= 20 && tests::update_check(srv, "/u_a", b'a', n), &format!("all {n} chunks read back byte for byte from the new server"));
+    // Tell the peer to finish.
+    c.check(f::open(srv, "/u_done", true).is_ok(), "tell update_peer to check its file");
+    println!("update_test: {} operations", OPS.load(Ordering::Relaxed));
+    c.finish("update_test")
+}
