@@ -36,6 +36,8 @@
 
 extern crate alloc;
 
+pub mod session;
+
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};

@@ -68,6 +68,8 @@ pub enum Request<'a> {
     UpdateAbort,
     /// (root) The successor took the state: grant root the capabilities it names.
     UpdateCommit,
+    /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
+    Swap(swap_api::Request),
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -111,6 +113,7 @@ impl<'a> Decode<'a> for Request<'a> {
             }
             swap_api::UPDATE_ABORT => Request::UpdateAbort,
             swap_api::UPDATE_COMMIT => Request::UpdateCommit,
+            l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })
     }

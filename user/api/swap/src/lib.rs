@@ -95,8 +95,9 @@ pub trait Components {
     /// format the state moved in, or why the old one stays. `InvalidArg` for an
     /// implementation it does not have.
     fn swap(&mut self, k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>>;
-    /// Attach `i` to component `k` (None: detach).
-    fn interpose(&mut self, k: usize, i: Option<Box<dyn Interposer>>);
+    /// Attach `i` to component `k` (None: detach); `Unsupported` for a component that
+    /// takes no interposer.
+    fn interpose(&mut self, k: usize, i: Option<Box<dyn Interposer>>) -> Result<(), Error>;
 }
 
 /// Answer one request of the protocol; `text` keeps the reply's string until the kernel
@@ -136,8 +137,7 @@ pub fn serve(c: &mut dyn Components, from: Badge, req: Request, text: &mut Strin
                 TIMER => Some(Box::new(Timer::new(clock))),
                 _ => None,
             };
-            c.interpose(component, i);
-            Answer::ok(&[])
+            Answer::result(c.interpose(component, i))
         }
     }
 }

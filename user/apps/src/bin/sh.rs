@@ -229,7 +229,7 @@ fn files(cmd: &str, arg: &str) {
 }
 
 /// Servers with swappable components (`swap_api`).
-const SWAP_SERVERS: [&str; 1] = ["cache"];
+const SWAP_SERVERS: [&str; 2] = ["cache", "files"];
 
 /// `swap list`, `swap S.C IMPL`, `interpose S.C KIND`.
 fn reconfigure(cmd: &str, args: &str) {

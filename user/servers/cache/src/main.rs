@@ -187,8 +187,9 @@ impl swap_api::Components for CacheServer {
         }
     }
 
-    fn interpose(&mut self, _k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) {
+    fn interpose(&mut self, _k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
         self.policy.interpose(i);
+        Ok(())
     }
 }
 

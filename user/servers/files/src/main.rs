@@ -21,6 +21,14 @@
 //! grants the tickets on to the successor in its answer. Refused or dead, root tells the
 //! old one to carry on (`UPDATE_ABORT`, with the tickets back if it had them).
 //! `formats=MASK` sets the formats a successor reads (default 1: format 0).
+//!
+//! **Sessions** (K42 Fig. 6): each open file has a session object (`baiofs::session`)
+//! in a `swap::Slot`: exclusive while one client has it open (small appends kept back
+//! and written as one), swapped to shared (every write through at once) when a second
+//! client opens it, and back when one is left — component `sessions` of the
+//! reconfiguration protocol (`swap files.sessions shared` fixes them shared; `auto`,
+//! the default, adapts). What an exclusive session keeps back is written before
+//! anything else looks at the file (close, stat, list, sync, tickets, an update).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -31,7 +39,9 @@ use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
+use baiofs::session::{self, Session, SessionVia};
 use baiofs::{Fs, Kind};
+use swap::{Generations, Outcome, Slot};
 use core::fmt::Write as _;
 use files_api::{Request, MAX_IO};
 use rt::ipc;
@@ -79,7 +89,18 @@ struct Files {
     passive: bool,
     /// The state handed over (it must live until the kernel has copied it).
     state: Vec<u8>,
+    /// Each open file's session, and whether it is the shared kind.
+    sessions: BTreeMap<u32, (Slot<dyn Session>, bool)>,
+    gens: Generations,
+    /// Sessions fixed shared (`swap files.sessions shared`), else adapting (`auto`).
+    all_shared: bool,
+    /// Sessions swapped so far, and swaps abandoned.
+    session_swaps: u64,
+    session_aborts: u64,
 }
+
+/// The implementations of component `sessions`.
+const SESSION_IMPLS: [&str; 2] = ["auto", "shared"];
 
 /// State formats `files` writes and reads (bit 0: `export`'s layout).
 const FORMATS: u64 = 1;
@@ -217,6 +238,58 @@ fn done(r: Result<(), baiofs::Error>) -> Answer {
 }
 
 impl Files {
+    /// Give file `ino` the session its clients call for: none once no handle is left
+    /// (what it kept back written), shared while several clients have it open (or
+    /// sessions are fixed shared), else exclusive — swapping the one it has.
+    fn settle(&mut self, ino: u32) {
+        let mut clients: Vec<u32> = self.handles.values().filter(|(_, i)| *i == ino).map(|(c, _)| *c).collect();
+        clients.sort_unstable();
+        clients.dedup();
+        if clients.is_empty() {
+            self.flush(ino);
+            self.sessions.remove(&ino);
+            return;
+        }
+        let want = self.all_shared || clients.len() > 1;
+        match self.sessions.get_mut(&ino) {
+            None => {
+                self.sessions.insert(ino, (Slot::new(session::new(want)), want));
+            }
+            Some((slot, shared)) if *shared != want => {
+                // One request at a time: the session is quiescent now, so the swap ends
+                // at once (the run it kept back moves to the new one).
+                if slot.swap(&mut self.gens, session::new(want), u64::MAX) {
+                    match slot.step(&self.gens, 0) {
+                        Outcome::Swapped { .. } => {
+                            *shared = want;
+                            self.session_swaps += 1;
+                        }
+                        _ => self.session_aborts += 1,
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Write what file `ino`'s session keeps back.
+    fn flush(&mut self, ino: u32) {
+        if let Some((slot, _)) = self.sessions.get_mut(&ino) {
+            if let Some(c) = slot.begin(&mut self.gens, 0, false) {
+                let _ = SessionVia::call(slot, &c, |s| s.flush(&mut self.fs, ino));
+                slot.end(&mut self.gens, c);
+            }
+        }
+    }
+
+    /// Write what every session keeps back (before the filesystem is looked at whole).
+    fn flush_all(&mut self) {
+        let inos: Vec<u32> = self.sessions.keys().copied().collect();
+        for ino in inos {
+            self.flush(ino);
+        }
+    }
+
     /// Tickets `net` closed (the transfer ended) are gone from our slots too.
     fn forget_closed_tickets(&mut self) {
         self.tickets.retain(|t| {
@@ -251,6 +324,7 @@ impl Files {
                     ipc::set_send_string(b"no state format both programs know");
                     return Answer::Reply(rt::ipc::Msg::new(0, &[Error::BadState as u64]).with_string());
                 };
+                self.flush_all();
                 if let Err(e) = self.fs.sync() {
                     return Answer::err(fs_err(e));
                 }
@@ -264,6 +338,65 @@ impl Files {
             }
             _ => Answer::err(Error::NoRights),
         }
+    }
+}
+
+impl Files {
+    /// Read through file `ino`'s session into `out`.
+    fn session_read(&mut self, ino: u32, off: u64, len: usize) -> Result<usize, baiofs::Error> {
+        let (Files { fs, sessions, gens, out, .. }, len) = (self, len.min(MAX_IO as usize));
+        let Some((slot, _)) = sessions.get_mut(&ino) else { return fs.read_ino(ino, off, &mut out[..len]) };
+        let Some(c) = slot.begin(gens, 0, false) else { return Err(baiofs::Error::Io) };
+        let r = SessionVia::call(slot, &c, |s| s.read(fs, ino, off, &mut out[..len]));
+        slot.end(gens, c);
+        r
+    }
+
+    /// Write through file `ino`'s session.
+    fn session_write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, baiofs::Error> {
+        let Files { fs, sessions, gens, .. } = self;
+        let Some((slot, _)) = sessions.get_mut(&ino) else { return fs.write_ino(ino, off, data) };
+        let Some(c) = slot.begin(gens, 0, false) else { return Err(baiofs::Error::Io) };
+        let r = SessionVia::call(slot, &c, |s| s.write(fs, ino, off, data));
+        slot.end(gens, c);
+        r
+    }
+}
+
+impl swap_api::Components for Files {
+    fn count(&self) -> usize {
+        1
+    }
+
+    fn describe(&self, _k: usize, out: &mut String) {
+        let shared = self.sessions.values().filter(|s| s.1).count();
+        let _ = write!(
+            out,
+            "sessions {} {} open={} shared={} swaps={} aborts={} -",
+            SESSION_IMPLS[self.all_shared as usize],
+            SESSION_IMPLS.join(","),
+            self.sessions.len(),
+            shared,
+            self.session_swaps,
+            self.session_aborts
+        );
+    }
+
+    fn swap(&mut self, _k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>> {
+        if imp >= SESSION_IMPLS.len() {
+            return Err(Err(Error::InvalidArg));
+        }
+        self.all_shared = imp == 1;
+        let inos: Vec<u32> = self.sessions.keys().copied().collect();
+        for ino in inos {
+            self.settle(ino);
+        }
+        Ok(0)
+    }
+
+    fn interpose(&mut self, _k: usize, _i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
+        // One slot per open file: an interposer would have to be made for each.
+        Err(Error::Unsupported)
     }
 }
 
@@ -284,8 +417,14 @@ impl Server for Files {
     }
 
     fn gone(&mut self, client: Badge) {
+        let mut inos: Vec<u32> = self.handles.values().filter(|(c, _)| *c == client.program()).map(|(_, i)| *i).collect();
+        inos.sort_unstable();
+        inos.dedup();
         self.handles.retain(|_, (c, _)| *c != client.program());
         self.revoke_where(|c, _| c == client.program());
+        for ino in inos {
+            self.settle(ino);
+        }
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
@@ -293,6 +432,16 @@ impl Server for Files {
             return self.update(from, req);
         }
         let client = from.program();
+        if let Request::Swap(r) = req {
+            let mut text = core::mem::take(&mut self.text);
+            let a = swap_api::serve(self, from, r, &mut text, rt::sys::rdtsc);
+            self.text = text;
+            return a;
+        }
+        // Requests that look at the filesystem itself see what sessions keep back.
+        if matches!(req, Request::Open { .. } | Request::List { .. } | Request::Remove { .. } | Request::Stat { .. } | Request::Sync | Request::Ticket { .. }) {
+            self.flush_all();
+        }
         let fs = &mut self.fs;
         match req {
             Request::Open { path, create } => {
@@ -308,6 +457,7 @@ impl Server for Files {
                         let h = self.next;
                         self.next += 1;
                         self.handles.insert(h, (client, ino));
+                        self.settle(ino);
                         Answer::ok(&[h, size])
                     }
                     Err(e) => Answer::err(fs_err(e)),
@@ -315,7 +465,7 @@ impl Server for Files {
             }
             Request::Read { handle, offset, len } => match self.mine(client, handle) {
                 None => Answer::err(Error::InvalidCap),
-                Some(ino) => match self.fs.read_ino(ino, offset, &mut self.out[..len as usize]) {
+                Some(ino) => match self.session_read(ino, offset, len as usize) {
                     Ok(n) => {
                         // Read ahead of this reader (asynchronous BAIO reads).
                         let _ = self.fs.prefetch_ino(ino, offset + n as u64, READ_AHEAD);
@@ -327,14 +477,15 @@ impl Server for Files {
             },
             Request::Write { handle, offset, data } => match self.mine(client, handle) {
                 None => Answer::err(Error::InvalidCap),
-                Some(ino) => match self.fs.write_ino(ino, offset, data) {
+                Some(ino) => match self.session_write(ino, offset, data) {
                     Ok(n) => Answer::ok(&[n as u64]),
                     Err(e) => Answer::err(fs_err(e)),
                 },
             },
             Request::Close { handle } => match self.mine(client, handle) {
-                Some(_) => {
+                Some(ino) => {
                     self.handles.remove(&handle);
+                    self.settle(ino);
                     Answer::ok(&[])
                 }
                 None => Answer::err(Error::InvalidCap),
@@ -366,7 +517,7 @@ impl Server for Files {
             },
             Request::Sync => done(fs.sync()),
             Request::Ticket { handle } => self.ticket(client, handle),
-            Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit => unreachable!("answered above"),
+            Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit | Request::Swap(_) => unreachable!("answered above"),
         }
     }
 }
@@ -420,11 +571,15 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, successor: None, passive: false, state: Vec::new() };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, successor: None, passive: false, state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), all_shared: false, session_swaps: 0, session_aborts: 0 };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
         files.next = next;
         files.tickets = tickets;
+        let inos: Vec<u32> = files.handles.values().map(|(_, i)| *i).collect();
+        for ino in inos {
+            files.settle(ino);
+        }
         // Root's answer grants the old server's ticket block into ours.
         if env::update_done(true, abi::fpage::Fpage::caps(ticket_slots, TICKETS_LOG2 as u64, 0)).is_err() {
             println!("files: root did not complete the update");

@@ -96,6 +96,46 @@ fn main() -> i32 {
     c.check(third.is_some() && third != second, &format!("another new program serves ({second:?} → {third:?})"));
     ops_advance(&mut c, "after the second update");
 
+    // Sessions: exclusive while one client has a file open, shared with two.
+    let sessions = || {
+        let mut buf = [0u8; 512];
+        let n = swap_api::client::list(srv, &mut buf).unwrap_or(0);
+        alloc::string::String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let count = |l: &str, key: &str| l.split(key).nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    let l = sessions();
+    c.check(l.starts_with("sessions auto auto,shared") && count(&l, "shared=") == Some(0), &format!("files lists its sessions, none shared ({l})"));
+    let _ = f::remove(srv, "/u_x");
+    if let Ok((h, _)) = f::open(srv, "/u_x", true) {
+        for k in 0..3u8 {
+            let _ = f::write(srv, h, 100 * k as u64, &[k; 100]);
+        }
+        c.eq(f::stat(srv, "/u_x").map(|s| s.1), Ok(300), "an exclusive session's appends are there when the file is looked at");
+        let swaps = count(&sessions(), "swaps=").unwrap_or(0);
+        let mut why = [0u8; 64];
+        c.check(swap_api::client::swap(srv, 0, 1, &mut why).is_ok(), "fix every session shared");
+        let l = sessions();
+        c.check(count(&l, "shared=") == count(&l, "open=") && count(&l, "swaps=") > Some(swaps), &format!("all open files' sessions swapped to shared ({l})"));
+        c.check(f::read(srv, h, 0, 300).is_ok_and(|d| d.len() == 300 && d[250] == 2), "the bytes are all there");
+        c.check(swap_api::client::swap(srv, 0, 0, &mut why).is_ok(), "let them adapt again");
+        c.eq(count(&sessions(), "shared="), Some(0), "one client each: exclusive again");
+        let _ = f::close(srv, h);
+        let _ = f::remove(srv, "/u_x");
+    }
+    c.check(tests::wait_until(3000, || f::stat(srv, "/u_s").is_ok()), "update_peer made /u_s");
+    match f::open(srv, "/u_s", false) {
+        Ok((h, _)) => {
+            let l = sessions();
+            c.eq(count(&l, "shared="), Some(1), &format!("a second client opened /u_s: its session is shared ({l})"));
+            c.eq(f::write(srv, h, 0, b"written by update_test"), Ok(22), "write into the shared file");
+            let _ = f::close(srv, h);
+            c.eq(count(&sessions(), "shared="), Some(0), "closed: one client left, exclusive again");
+        }
+        Err(e) => {
+            c.check(false, &format!("open /u_s: {e:?}"));
+        }
+    }
+
     STOP.store(true, Ordering::Relaxed);
     c.check(tests::wait_until(3000, || WRITTEN.load(Ordering::Relaxed) != 0), "the writing thread ends");
     c.eq(BAD.load(Ordering::Relaxed), 0, "every write and read through the updates succeeded and read back right");
