@@ -223,4 +223,25 @@ mod tests {
         assert!(!Shared::default().import(0, State::Bytes(alloc::vec![0; 8 + RUN + 1])));
         assert!(!Shared::default().import(0, State::Bytes(alloc::vec![0; 5])));
     }
+
+    /// A disk that is full.
+    struct Full;
+
+    impl FileIo for Full {
+        fn read_at(&mut self, _: u32, _: u64, _: &mut [u8]) -> Result<usize, Error> {
+            Ok(0)
+        }
+        fn write_at(&mut self, _: u32, _: u64, _: &[u8]) -> Result<usize, Error> {
+            Err(Error::NoSpace)
+        }
+    }
+
+    #[test]
+    fn an_error_writing_what_was_kept_back_comes_at_the_flush() {
+        let mut s = new(false);
+        assert_eq!(s.write(&mut Full, 1, 0, b"kept"), Ok(4), "kept back: nothing written yet");
+        assert_eq!(s.flush(&mut Full, 1), Err(Error::NoSpace), "the flush says the bytes did not reach the disk");
+        let mut sh = new(true);
+        assert_eq!(sh.write(&mut Full, 1, 0, b"through"), Err(Error::NoSpace), "shared: at once");
+    }
 }

@@ -17,6 +17,8 @@ pub const OPEN: u64 = 0xa0;
 /// MR1 = handle, MR2 = offset, MR3 = most bytes (≤ `MAX_IO`). Reply string = data.
 pub const READ: u64 = 0xa1;
 /// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes written.
+/// Small appends of a file only this program has open may be kept back and written
+/// together (its session): an error writing them is the answer to `CLOSE` or `SYNC`.
 pub const WRITE: u64 = 0xa2;
 /// MR1 = handle.
 pub const CLOSE: u64 = 0xa3;

@@ -246,7 +246,8 @@ impl Files {
         clients.sort_unstable();
         clients.dedup();
         if clients.is_empty() {
-            self.flush(ino);
+            // (Close wrote it already and told its client of an error.)
+            let _ = self.flush(ino);
             self.sessions.remove(&ino);
             return;
         }
@@ -273,21 +274,26 @@ impl Files {
     }
 
     /// Write what file `ino`'s session keeps back.
-    fn flush(&mut self, ino: u32) {
-        if let Some((slot, _)) = self.sessions.get_mut(&ino) {
-            if let Some(c) = slot.begin(&mut self.gens, 0, false) {
-                let _ = SessionVia::call(slot, &c, |s| s.flush(&mut self.fs, ino));
-                slot.end(&mut self.gens, c);
-            }
-        }
+    fn flush(&mut self, ino: u32) -> Result<(), baiofs::Error> {
+        let Some((slot, _)) = self.sessions.get_mut(&ino) else { return Ok(()) };
+        let Some(c) = slot.begin(&mut self.gens, 0, false) else { return Err(baiofs::Error::Io) };
+        let r = SessionVia::call(slot, &c, |s| s.flush(&mut self.fs, ino));
+        slot.end(&mut self.gens, c);
+        r
     }
 
-    /// Write what every session keeps back (before the filesystem is looked at whole).
-    fn flush_all(&mut self) {
+    /// Write what every session keeps back (before the filesystem is looked at whole);
+    /// the first error.
+    fn flush_all(&mut self) -> Result<(), baiofs::Error> {
         let inos: Vec<u32> = self.sessions.keys().copied().collect();
+        let mut r = Ok(());
         for ino in inos {
-            self.flush(ino);
+            let f = self.flush(ino);
+            if r.is_ok() {
+                r = f;
+            }
         }
+        r
     }
 
     /// Tickets `net` closed (the transfer ended) are gone from our slots too.
@@ -324,8 +330,7 @@ impl Files {
                     ipc::set_send_string(b"no state format both programs know");
                     return Answer::Reply(rt::ipc::Msg::new(0, &[Error::BadState as u64]).with_string());
                 };
-                self.flush_all();
-                if let Err(e) = self.fs.sync() {
+                if let Err(e) = self.flush_all().and_then(|_| self.fs.sync()) {
                     return Answer::err(fs_err(e));
                 }
                 self.forget_closed_tickets();
@@ -438,10 +443,13 @@ impl Server for Files {
             self.text = text;
             return a;
         }
-        // Requests that look at the filesystem itself see what sessions keep back.
-        if matches!(req, Request::Open { .. } | Request::List { .. } | Request::Remove { .. } | Request::Stat { .. } | Request::Sync | Request::Ticket { .. }) {
-            self.flush_all();
-        }
+        // Requests that look at the filesystem itself see what sessions keep back (an
+        // error writing it is the answer to a sync; others go on).
+        let flushed = if matches!(req, Request::Open { .. } | Request::List { .. } | Request::Remove { .. } | Request::Stat { .. } | Request::Sync | Request::Ticket { .. }) {
+            self.flush_all()
+        } else {
+            Ok(())
+        };
         let fs = &mut self.fs;
         match req {
             Request::Open { path, create } => {
@@ -484,9 +492,12 @@ impl Server for Files {
             },
             Request::Close { handle } => match self.mine(client, handle) {
                 Some(ino) => {
+                    // What the session kept back of this client's writes is written now;
+                    // an error doing so is the close's answer (the handle goes anyway).
+                    let r = self.flush(ino);
                     self.handles.remove(&handle);
                     self.settle(ino);
-                    Answer::ok(&[])
+                    done(r)
                 }
                 None => Answer::err(Error::InvalidCap),
             },
@@ -515,7 +526,7 @@ impl Server for Files {
                 Ok((k, size)) => Answer::ok(&[k as u64, size]),
                 Err(e) => Answer::err(fs_err(e)),
             },
-            Request::Sync => done(fs.sync()),
+            Request::Sync => done(flushed.and_then(|_| fs.sync())),
             Request::Ticket { handle } => self.ticket(client, handle),
             Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit | Request::Swap(_) => unreachable!("answered above"),
         }
