@@ -41,6 +41,8 @@ pub struct Stats {
     /// Cycles spent in calls (the server's clock; rdtsc in Scion).
     pub cycles: u64,
     pub last_abort: Option<Abort>,
+    /// Times it was hot-swapped for another graft (`Table::replace`).
+    pub swaps: u64,
 }
 
 pub struct Graft {
@@ -219,6 +221,41 @@ impl Table {
     }
 
     /// Unload `owner`'s graft `id`.
+    /// Hot-swap `owner`'s graft `id` for the graft file `program` sent (`put`), of any
+    /// technology, at the same point (K42's swap of a component, here between calls:
+    /// a server makes one graft call at a time): the id, budget and counters stay, and
+    /// the state moves to the new graft in the canonical format — its bytes, which the
+    /// new graft must lay out alike (the same length). Refused — the file, the point, the
+    /// state's layout —, the old graft stays as it was.
+    pub fn replace(&mut self, owner: u32, program: u64, id: u32, len: usize, extra: Extra<'_>) -> Result<(), LoadError> {
+        let buf = self.staging.remove(&program).unwrap_or_default();
+        if buf.len() != len {
+            return Err(LoadError::Format("the pieces sent do not add up to the length"));
+        }
+        let f = GraftFile::parse(&buf)?;
+        let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
+        if self.grafts[k].point != f.point {
+            return Err(LoadError::Refused("the new graft is for another point"));
+        }
+        let mut engine = match extra(&f) {
+            Some(r) => r?,
+            None => engine::build(&f, self.limits)?,
+        };
+        let g = &mut self.grafts[k];
+        let state = g.engine.state().to_vec();
+        if engine.state().len() != state.len() {
+            return Err(LoadError::Refused("the new graft lays its state out differently: the old one stays"));
+        }
+        engine.state().copy_from_slice(&state);
+        g.engine = engine;
+        g.tech = f.tech;
+        g.name = String::from(f.name);
+        g.failures = 0;
+        g.broken = false;
+        g.stats.swaps += 1;
+        Ok(())
+    }
+
     pub fn unload(&mut self, owner: u32, id: u32) -> Result<(), LoadError> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
         self.grafts.remove(k);
@@ -381,5 +418,33 @@ mod tests {
         assert!(t.put(101, 0, &[0]).is_err(), "too many loads under way");
         t.forget(100);
         assert!(t.put(101, 0, &[0]).is_ok(), "a program's staging goes with it");
+    }
+
+    /// A graft hot-swapped for another keeps its id and its state; a new graft for
+    /// another point, or with its state laid out otherwise, is refused and the old one
+    /// stays.
+    #[test]
+    fn replace_keeps_the_id_and_moves_the_state() {
+        let mut t = native(16);
+        t.get(1, 1).unwrap().write_state(0, &[9; 16]).unwrap();
+        let send = |t: &mut Table, f: &[u8]| t.put(1, 0, f).unwrap();
+        let other = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "other", code: b"null", sig: &[] }.to_bytes();
+        send(&mut t, &other);
+        assert_eq!(t.replace(1, 1, 1, other.len(), &mut |_| None), Ok(()));
+        let g = t.get(1, 1).unwrap();
+        assert_eq!((g.name.as_str(), g.stats.swaps), ("other", 1));
+        assert_eq!(g.state(), &[9; 16], "the state moved");
+        let longer = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 24, name: "longer", code: b"null", sig: &[] }.to_bytes();
+        send(&mut t, &longer);
+        assert!(matches!(t.replace(1, 1, 1, longer.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("state")));
+        let mut t2 = Table::new(&[Point::Evict, Point::Ldisk], 0);
+        let e = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: grafts::LD_STATE, name: "e", code: b"null", sig: &[] }.to_bytes();
+        t2.put(1, 0, &e).unwrap();
+        let id = t2.load(1, 1, e.len(), &mut |_| None).unwrap();
+        let l = GraftFile { point: Point::Ldisk, tech: Tech::Native, state_len: grafts::LD_STATE, name: "l", code: b"ldisk", sig: &[] }.to_bytes();
+        t2.put(1, 0, &l).unwrap();
+        assert!(matches!(t2.replace(1, 1, id, l.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("point")));
+        assert_eq!(t.replace(2, 1, 1, 5, &mut |_| None).err().map(|e| e.what()), Some("the pieces sent do not add up to the length"));
+        assert_eq!(t.get(1, 1).unwrap().name, "other", "refusals leave the graft as it was");
     }
 }

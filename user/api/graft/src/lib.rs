@@ -79,6 +79,11 @@ pub fn server_of_id(id: u32) -> Option<&'static str> {
 /// early if the graft is unloaded for failing.
 pub const TEST_RUN: u64 = 0xe8;
 pub const MAX_REPEAT: u64 = 100_000;
+/// MR1 = id, MR2 = the file's length: hot-swap graft `id` for what was put (any
+/// technology, the same point; K42's swap of a component): the id, budget and counters
+/// stay, the state moves to the new graft (its bytes: it must lay them out alike, the
+/// same length). Refused with the reason; the old graft stays.
+pub const REPLACE: u64 = 0xe9;
 
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;
@@ -87,7 +92,7 @@ pub const RECV_BYTES: usize = PIECE;
 
 /// Is `label` one of this protocol's?
 pub fn is_graft_label(label: u64) -> bool {
-    (PUT..=TEST_RUN).contains(&label)
+    (PUT..=REPLACE).contains(&label)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +106,7 @@ pub enum Request<'a> {
     Budget { id: u32, budget: u64 },
     Stats { id: u32 },
     TestRun { id: u32, repeat: u32, input: &'a [u8] },
+    Replace { id: u32, len: usize },
 }
 
 fn id(w: u64) -> Result<u32, Error> {
@@ -149,6 +155,10 @@ impl<'a> Decode<'a> for Request<'a> {
                 Request::Budget { id: id(g)?, budget: b }
             }
             STATS => Request::Stats { id: id(a.words::<1>()?[0])? },
+            REPLACE => {
+                let [g, len] = a.words()?;
+                Request::Replace { id: id(g)?, len: small(len)? }
+            }
             TEST_RUN => {
                 let [g, repeat] = a.words()?;
                 if repeat == 0 || repeat > MAX_REPEAT || !a.msg.tag().has_string() {
@@ -186,6 +196,10 @@ pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &m
         },
         Request::Load { len } => match t.load(owner, program, len, extra) {
             Ok(id) => Answer::ok(&[id as u64]),
+            Err(e) => refuse(e),
+        },
+        Request::Replace { id, len } => match t.replace(owner, program, id, len, extra) {
+            Ok(()) => Answer::ok(&[]),
             Err(e) => refuse(e),
         },
         Request::Unload { id } => match t.unload(owner, id) {
@@ -288,15 +302,27 @@ pub fn load_upcall(srv: u64, name: &str, point: graft::Point, thread: u64) -> Re
     Ok(m.word(2) as u32)
 }
 
-/// Load the graft file `bytes` into server `srv`: its id there.
-pub fn load(srv: u64, bytes: &[u8]) -> Result<u32, Refusal> {
+/// Send a graft file to server `srv` in `PUT` pieces.
+fn put_file(srv: u64, bytes: &[u8]) -> Result<(), Refusal> {
     for (k, piece) in bytes.chunks(PIECE).enumerate() {
         ipc::set_send_string(piece);
         call(srv, &mut Msg::new(PUT, &[(k * PIECE) as u64]).with_string())?;
     }
+    Ok(())
+}
+
+/// Load the graft file `bytes` into server `srv`: its id there.
+pub fn load(srv: u64, bytes: &[u8]) -> Result<u32, Refusal> {
+    put_file(srv, bytes)?;
     let mut m = Msg::new(LOAD, &[bytes.len() as u64]);
     call(srv, &mut m)?;
     Ok(m.word(2) as u32)
+}
+
+/// Hot-swap graft `id` for the graft file `bytes` (`REPLACE`).
+pub fn replace(srv: u64, id: u32, bytes: &[u8]) -> Result<(), Refusal> {
+    put_file(srv, bytes)?;
+    call(srv, &mut Msg::new(REPLACE, &[id as u64, bytes.len() as u64]))
 }
 
 pub fn unload(srv: u64, id: u32) -> Result<(), Refusal> {

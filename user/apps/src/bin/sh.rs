@@ -37,6 +37,8 @@ const HELP: &str = "commands:
                     POINT for this shell's principal (evict: the cache's eviction
                     victim; stream: blk's reads flagged STREAM)
   graft list        the grafts this principal loaded: calls, aborts, cycles
+  graft replace ID FILE  hot-swap graft ID for the graft in FILE (any technology,
+                    the same point), its state carried over
   graft unload ID   unload graft ID
   graft state ID W… write words W… (decimal) into graft ID's state from its start
                     (a hot list: the count, then device block numbers)
@@ -362,6 +364,19 @@ fn graft(args: &str) {
                 }
             }
         }
+        ["replace", id, file] => {
+            let Some((id, srv)) = id_server(id) else { return };
+            let files = rt::alloc_slot();
+            let bytes = env::lookup("files", files).and_then(|_| files_api::client::read_all(files, file));
+            rt::free_slot(files);
+            match bytes {
+                Err(e) => println!("graft: {}: {}", file, e.name()),
+                Ok(b) => match graft_api::replace(srv, id, &b) {
+                    Ok(()) => println!("graft {} replaced by {} (its state kept)", id, file),
+                    Err(r) => said(Err(r)),
+                },
+            }
+        }
         ["unload", id] => {
             if let Some((id, srv)) = id_server(id) {
                 match graft_api::unload(srv, id) {
@@ -397,7 +412,7 @@ fn graft(args: &str) {
                 Err(r) => said(Err(r)),
             }
         }
-        _ => println!("graft: load POINT FILE | list | unload ID | state ID WORD... | stats ID"),
+        _ => println!("graft: load POINT FILE | list | replace ID FILE | unload ID | state ID WORD... | stats ID"),
     }
 }
 

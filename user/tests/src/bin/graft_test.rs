@@ -472,6 +472,31 @@ fn main() -> i32 {
         c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{tech}: gone after the unload"));
     }
 
+    // Hot-swap (K42): one graft id, its hot list set once, swapped through every
+    // technology while the cache calls it; each keeps the hot blocks with the state it
+    // was handed.
+    let file = |tech: &str, g: &str| files_api::client::read_all(files, &format!("/grafts/evict_{tech}_{g}.graft")).unwrap_or_default();
+    match g::load(cache, &file("wasmi", "hotlist")) {
+        Ok(id) => {
+            c.check(g::set_state(cache, id, 0, &hot_list(start)).is_ok(), "swap: give the graft its hot list once");
+            for tech in ["native", "signed", "wasmaot", "ebpf", "rhai", "wasmi"] {
+                c.check(g::replace(cache, id, &file(tech, "hotlist")).is_ok(), &format!("swap: the graft hot-swapped to {tech}"));
+                let k = hot_kept(&seg, cache, &mut c, tech);
+                c.eq(k, HOT, &format!("swap: {tech} keeps the hot blocks with the state it was handed"));
+            }
+            let st = g::stats(cache, id);
+            c.check(st.is_ok(), "swap: the same id all along");
+            let r = g::replace(cache, id, &file("native", "null"));
+            c.check(r.as_ref().err().is_some_and(|r| r.reason.contains("state")), &format!("swap: a graft whose state is laid out otherwise is refused ({r:?})"));
+            let k = hot_kept(&seg, cache, &mut c, "after a refused swap");
+            c.eq(k, HOT, "swap: the old graft stays");
+            let _ = g::unload(cache, id);
+        }
+        Err(r) => {
+            c.check(false, &format!("swap: load the wasmi hot list ({r:?})"));
+        }
+    }
+
     upcalls(&mut c, &seg, cache, start);
     streams(&mut c, &seg, blk, files);
     ldisks(&mut c, blk, files);
