@@ -317,15 +317,25 @@ impl Kernel {
         }
         self.successors.insert(fr, (tr, pr));
         self.moved[from as usize] = true;
-        // Its queued senders wait for `to` now, in their order.
+        // Its queued senders wait for `to` now, in their order — but `to` itself, had it
+        // been sending to `from`, would now wait for itself: its send fails instead.
         let mut q = self.t(from).sendq;
         let mut dq = self.t(to).sendq;
+        let mut itself = false;
         while let Some(s) = self.sendq.pop_front(&mut q) {
+            if s == to {
+                itself = true;
+                continue;
+            }
             self.tm(s).partner = Some(tr);
             self.sendq.push_back(&mut dq, s);
         }
         self.tm(from).sendq = q;
         self.tm(to).sendq = dq;
+        if itself {
+            self.unlink(to);
+            self.wake(to, Error::Deadlock as u64);
+        }
         Ok(())
     }
 

@@ -39,7 +39,6 @@ swap::interface! {
 
 /// The recency order of valid slots, least recently used first: a doubly linked list
 /// over slot numbers. `Lru` evicts from its front, `Mru` from its back.
-#[derive(Default)]
 pub struct Recency {
     prev: Vec<u32>,
     next: Vec<u32>,
@@ -56,6 +55,13 @@ pub const RECENCY_MOVED: u32 = 1;
 const FORMATS: Formats = 1 << CANONICAL | 1 << RECENCY_MOVED;
 /// Slots a canonical state may name at most.
 pub const MAX_SLOTS: u32 = 1 << 20;
+
+impl Default for Recency {
+    /// Empty (its ends `NIL`: a derived default would make slot 0 the whole list).
+    fn default() -> Recency {
+        Recency::new()
+    }
+}
 
 impl Recency {
     pub fn new() -> Recency {
@@ -104,7 +110,7 @@ impl Recency {
     fn export(&mut self, format: u32) -> Option<State> {
         match format {
             CANONICAL => Some(State::Bytes(self.order().iter().flat_map(|s| s.to_le_bytes()).collect())),
-            RECENCY_MOVED => Some(State::Object(Box::new(core::mem::replace(self, Recency::new())))),
+            RECENCY_MOVED => Some(State::Object(Box::new(core::mem::take(self)))),
             _ => None,
         }
     }
@@ -141,19 +147,15 @@ impl Recency {
 }
 
 /// Least recently used first.
+#[derive(Default)]
 pub struct Lru(pub Recency);
 
 /// Most recently used first.
+#[derive(Default)]
 pub struct Mru(pub Recency);
 
 macro_rules! recency_policy {
     ($t:ident, $first:ident, $after:ident) => {
-        impl Default for $t {
-            fn default() -> $t {
-                $t(Recency::new())
-            }
-        }
-
         impl Component for $t {
             fn formats(&self) -> Formats {
                 FORMATS
@@ -402,8 +404,9 @@ impl Cache {
 
 /// Watches the runs of blocks the cache is asked for (each `LOOKUP`) for a sequential
 /// stream (K42 Fig. 7's trigger): a run is sequential when it starts where one of the
-/// last `STREAMS` runs ended (so interleaved streams count too). Of the last 32 runs, `TO_MRU` sequential ones say
-/// "a stream": evict most recently used first; `TO_LRU` or fewer say "no stream".
+/// last `STREAMS` runs ended (so interleaved streams count too). Of the last 32 runs,
+/// `TO_MRU` sequential ones say "a stream": evict most recently used first; `TO_LRU` or
+/// fewer say "no stream".
 #[derive(Default)]
 pub struct Sequential {
     ends: [u64; STREAMS],
@@ -428,18 +431,10 @@ impl Sequential {
         self.window = self.window << 1 | seq as u32;
         self.seen = (self.seen + 1).min(32);
         let ones = self.window.count_ones();
-        let verdict = if self.seen < 32 {
+        let flip = self.seen == 32 && if self.stream { ones <= TO_LRU } else { ones >= TO_MRU };
+        flip.then(|| {
+            self.stream = !self.stream;
             self.stream
-        } else if !self.stream && ones >= TO_MRU {
-            true
-        } else if self.stream && ones <= TO_LRU {
-            false
-        } else {
-            self.stream
-        };
-        (verdict != self.stream).then(|| {
-            self.stream = verdict;
-            verdict
         })
     }
 }

@@ -36,6 +36,7 @@
 
 extern crate alloc;
 
+pub mod handover;
 pub mod session;
 
 use alloc::collections::BTreeMap;

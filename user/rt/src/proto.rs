@@ -86,8 +86,9 @@ pub enum Request<'a> {
 }
 
 /// (call to `PARENT`, needs `machine` in the caller's entry) string = "NAME PROGRAM
-/// [ARGS]": live update. Root starts PROGRAM (from the boot image) with the running
-/// NAME's manifest entry, its arguments followed by `update` and ARGS, and with `PEER` =
+/// [ARGS]": live update. Root names the new program to the running NAME
+/// (`update::BEGIN`; a server that does not take part answers otherwise and nothing
+/// starts), then starts PROGRAM (from the boot image) with NAME's manifest entry, its arguments followed by `update` and ARGS, and with `PEER` =
 /// the running server; the new program takes the old one's state from it (the
 /// server's `swap_api::UPDATE_STATE`) and says `UPDATE_DONE`. Accepted: root moves the
 /// old server's endpoint to the new one (`THREAD_CONTROL SUCCEED`: the clients'

@@ -39,6 +39,7 @@ use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
+use baiofs::handover::Handover;
 use baiofs::session::{self, Session, SessionVia};
 use baiofs::{Fs, Kind};
 use swap::{Generations, Outcome, Slot};
@@ -92,6 +93,9 @@ struct Files {
     /// Each open file's session, and whether it is the shared kind.
     sessions: BTreeMap<u32, (Slot<dyn Session>, bool)>,
     gens: Generations,
+    /// Files whose session may keep bytes back (written through an exclusive one since
+    /// its last flush): what `flush_all` visits.
+    dirty: alloc::collections::BTreeSet<u32>,
     /// Sessions fixed shared (`swap files.sessions shared`), else adapting (`auto`).
     all_shared: bool,
     /// Sessions swapped so far, and swaps abandoned.
@@ -102,73 +106,12 @@ struct Files {
 /// The implementations of component `sessions`.
 const SESSION_IMPLS: [&str; 2] = ["auto", "shared"];
 
-/// State formats `files` writes and reads (bit 0: `export`'s layout).
+/// State formats `files` writes and reads (bit 0: `baiofs::handover`'s layout).
 const FORMATS: u64 = 1;
-const STATE_MAGIC: &[u8; 8] = b"SCFILES0";
 /// The slots of the tickets: `MAX_ALL_TICKETS`.
 const TICKETS_LOG2: u32 = 6;
 const _: () = assert!(1 << TICKETS_LOG2 >= files_api::MAX_ALL_TICKETS);
 
-/// The state in format 0: magic, the next handle, counts, then per handle (handle,
-/// client, inode) and per ticket (client, inode, its place in the ticket block, view
-/// id), little-endian.
-fn export(handles: &BTreeMap<u64, (u32, u32)>, next: u64, tickets: &[(u32, u32, u64, u64)], base: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(24 + 16 * handles.len() + 24 * tickets.len());
-    v.extend_from_slice(STATE_MAGIC);
-    v.extend_from_slice(&next.to_le_bytes());
-    v.extend_from_slice(&(handles.len() as u32).to_le_bytes());
-    v.extend_from_slice(&(tickets.len() as u32).to_le_bytes());
-    for (h, (c, i)) in handles {
-        v.extend_from_slice(&h.to_le_bytes());
-        v.extend_from_slice(&c.to_le_bytes());
-        v.extend_from_slice(&i.to_le_bytes());
-    }
-    for (c, i, slot, id) in tickets {
-        v.extend_from_slice(&c.to_le_bytes());
-        v.extend_from_slice(&i.to_le_bytes());
-        v.extend_from_slice(&(slot - base).to_le_bytes());
-        v.extend_from_slice(&id.to_le_bytes());
-    }
-    v
-}
-
-/// The state read back: (handles, next handle, tickets with their places in a ticket
-/// block at `base`), or why it is refused (bounds checked: it came from another
-/// program).
-#[allow(clippy::type_complexity)]
-fn import(b: &[u8], base: u64) -> Result<(BTreeMap<u64, (u32, u32)>, u64, Vec<(u32, u32, u64, u64)>), &'static str> {
-    let word = |at: usize, n: usize| -> Result<u64, &'static str> {
-        let s = b.get(at..at + n).ok_or("the state is cut short")?;
-        let mut w = [0u8; 8];
-        w[..n].copy_from_slice(s);
-        Ok(u64::from_le_bytes(w))
-    };
-    if b.get(..8) != Some(&STATE_MAGIC[..]) {
-        return Err("not a files state");
-    }
-    let (next, nh, nt) = (word(8, 8)?, word(16, 4)? as usize, word(20, 4)? as usize);
-    if nh > files_api::MAX_HANDLES || nt > files_api::MAX_ALL_TICKETS || b.len() != 24 + 16 * nh + 24 * nt {
-        return Err("the state's counts do not fit");
-    }
-    let mut handles = BTreeMap::new();
-    for k in 0..nh {
-        let at = 24 + 16 * k;
-        let h = word(at, 8)?;
-        if h >= next || handles.insert(h, (word(at + 8, 4)? as u32, word(at + 12, 4)? as u32)).is_some() {
-            return Err("a handle repeats or is not below the next");
-        }
-    }
-    let mut tickets: Vec<(u32, u32, u64, u64)> = Vec::new();
-    for k in 0..nt {
-        let at = 24 + 16 * nh + 24 * k;
-        let place = word(at + 8, 8)?;
-        if place >= 1 << TICKETS_LOG2 || tickets.iter().any(|t| t.2 == base + place) {
-            return Err("a ticket's place repeats or is out of the block");
-        }
-        tickets.push((word(at, 4)? as u32, word(at + 4, 4)? as u32, base + place, word(at + 16, 8)?));
-    }
-    Ok((handles, next, tickets))
-}
 
 impl Files {
     /// Take ticket `i` back (blk `REVOKE` through our segment: every copy of it goes, and
@@ -275,6 +218,9 @@ impl Files {
 
     /// Write what file `ino`'s session keeps back.
     fn flush(&mut self, ino: u32) -> Result<(), baiofs::Error> {
+        if !self.dirty.remove(&ino) {
+            return Ok(());
+        }
         let Some((slot, _)) = self.sessions.get_mut(&ino) else { return Ok(()) };
         let Some(c) = slot.begin(&mut self.gens, 0, false) else { return Err(baiofs::Error::Io) };
         let r = SessionVia::call(slot, &c, |s| s.flush(&mut self.fs, ino));
@@ -285,7 +231,7 @@ impl Files {
     /// Write what every session keeps back (before the filesystem is looked at whole);
     /// the first error.
     fn flush_all(&mut self) -> Result<(), baiofs::Error> {
-        let inos: Vec<u32> = self.sessions.keys().copied().collect();
+        let inos: Vec<u32> = self.dirty.iter().copied().collect();
         let mut r = Ok(());
         for ino in inos {
             let f = self.flush(ino);
@@ -334,7 +280,8 @@ impl Files {
                     return Answer::err(fs_err(e));
                 }
                 self.forget_closed_tickets();
-                self.state = export(&self.handles, self.next, &self.tickets, self.ticket_slots);
+                let tickets = self.tickets.iter().map(|&(c, i, slot, id)| (c, i, slot - self.ticket_slots, id)).collect();
+                self.state = Handover { next: self.next, handles: self.handles.clone(), tickets }.encode();
                 ipc::set_send_string(&self.state);
                 let r = server::ok_msg(&[format as u64, self.tickets.len() as u64]).with_string();
                 self.passive = true;
@@ -359,8 +306,11 @@ impl Files {
 
     /// Write through file `ino`'s session.
     fn session_write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, baiofs::Error> {
-        let Files { fs, sessions, gens, .. } = self;
-        let Some((slot, _)) = sessions.get_mut(&ino) else { return fs.write_ino(ino, off, data) };
+        let Files { fs, sessions, gens, dirty, .. } = self;
+        let Some((slot, shared)) = sessions.get_mut(&ino) else { return fs.write_ino(ino, off, data) };
+        if !*shared {
+            dirty.insert(ino);
+        }
         let Some(c) = slot.begin(gens, 0, false) else { return Err(baiofs::Error::Io) };
         let r = SessionVia::call(slot, &c, |s| s.write(fs, ino, off, data));
         slot.end(gens, c);
@@ -582,7 +532,7 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, successor: None, passive: false, state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), all_shared: false, session_swaps: 0, session_aborts: 0 };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, successor: None, passive: false, state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0 };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
         files.next = next;
@@ -625,9 +575,10 @@ fn take_state(ticket_slots: u64) -> Result<(BTreeMap<u64, (u32, u32)>, u64, Vec<
         return Err("the state came in a format this program does not read");
     }
     let n = ipc::received_string_len().min(buf.len());
-    let (handles, next, tickets) = import(&buf[..n], ticket_slots)?;
-    if tickets.len() as u64 != m.word(3) {
+    let h = Handover::decode(&buf[..n], files_api::MAX_HANDLES, 1 << TICKETS_LOG2)?;
+    if h.tickets.len() as u64 != m.word(3) {
         return Err("the state's tickets do not match its count");
     }
-    Ok((handles, next, tickets))
+    let tickets = h.tickets.into_iter().map(|(c, i, place, id)| (c, i, ticket_slots + place, id)).collect();
+    Ok((h.handles, h.next, tickets))
 }

@@ -298,17 +298,25 @@ impl Root<'_> {
         entry.args = alloc::format!("{} update {}", entry.args, rest.join(" ")).trim().to_string();
         entry.test = false;
         entry.restart = false;
+        // The old one learns who may take its state (the id the new program will get)
+        // before that program starts: a server that does not take part is left alone,
+        // and no second instance of it (a driver of the same device) ever runs.
+        let mut m = Msg::new(proto::update::BEGIN, &[badge_of(self.progs.len())]);
+        if ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000)).is_err() || m.word(1) != 0 {
+            return Err((Error::Unsupported, "the server does not take part in live updates"));
+        }
         self.peer_of_next = Some(old);
         let started = self.start(entry, None);
         self.peer_of_next = None;
-        let new = started.map_err(|e| (e, "the new program did not start"))?;
+        let new = match started {
+            Ok(new) => new,
+            Err(e) => {
+                let mut m = Msg::new(proto::update::ABORT, &[]);
+                let _ = ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000));
+                return Err((e, "the new program did not start"));
+            }
+        };
         self.progs[new].successor_of = Some(old);
-        // The old one learns who may take its state.
-        let mut m = Msg::new(proto::update::BEGIN, &[badge_of(new)]);
-        if ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000)).is_err() || m.word(1) != 0 {
-            self.finish(new, Err("update not begun"));
-            return Err((Error::Unsupported, "the server does not take part in live updates"));
-        }
         println!("[root] updating {}: program {} takes over from {}", name, badge_of(new), badge_of(old));
         self.update = Some(Update { old, new, reply });
         Ok(())

@@ -176,7 +176,7 @@ static QUEUED: AtomicU64 = AtomicU64::new(0);
 fn queued_caller(slot: u64) {
     let mut m = Msg::new(1, &[100]);
     let r = ipc::call(slot, &mut m, FOREVER);
-    QUEUED.store(if r.is_ok() { m.word(1) } else { 1 << 40 }, Ordering::SeqCst);
+    QUEUED.store(r.map_or_else(|e| 1 << 40 | e as u64, |_| m.word(1)), Ordering::SeqCst);
 }
 
 /// `THREAD_CONTROL SUCCEED` (a server's live update): sends through capabilities naming
@@ -211,6 +211,25 @@ fn succeed(c: &mut Checks) {
     c.eq(ipc::call(b, &mut m, FOREVER).map(|_| m.word(1)), Ok(22), "still the second after the first is gone");
     // SAFETY: as above.
     c.eq(unsafe { sys::thread_destroy(s2.slot) }, Ok(()), "destroy the second");
+    // A successor that was itself queued on the thread it succeeds would wait for
+    // itself: its call fails with Deadlock instead.
+    let Ok(s3) = thread::spawn(adder, 3, prio) else {
+        c.check(false, "start a third server thread");
+        return;
+    };
+    // SAFETY: as above.
+    c.eq(unsafe { sys::thread_stop(s3.slot) }, Ok(()), "stop the third");
+    let Ok(q) = thread::spawn(queued_caller, s3.slot, prio) else {
+        c.check(false, "start a caller of the third");
+        return;
+    };
+    sys::sleep_us(10_000);
+    QUEUED.store(0, Ordering::SeqCst);
+    c.eq(sys::thread_succeed(s3.slot, q.slot), Ok(()), "move the third's endpoint to its own queued caller");
+    c.check(tests::wait_until(1000, || QUEUED.load(Ordering::SeqCst) != 0), "the caller is not left waiting for itself");
+    c.eq(QUEUED.load(Ordering::SeqCst), 1 << 40 | Error::Deadlock as u64, "its call failed with Deadlock");
+    // SAFETY: as above.
+    c.eq(unsafe { sys::thread_destroy(s3.slot) }, Ok(()), "destroy the third");
     let mut m = Msg::new(1, &[20]);
     c.eq(ipc::call(b, &mut m, FOREVER), Err(Error::InvalidCap), "with both gone the capability is dead");
 }

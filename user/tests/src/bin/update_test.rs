@@ -68,6 +68,21 @@ fn main() -> i32 {
         c.eq(files_id(), first, &format!("after an update {what}, the old server serves"));
         ops_advance(&mut c, &format!("after an update {what}"));
     }
+    // A server that does not take part is asked before anything starts: no second
+    // instance of it (here a second driver of the disk) ever runs.
+    let (blk, programs) = (tests::id_of("blk"), env::root_slots().map(|r| r.1));
+    c.eq(env::update("blk blk").map_err(|e| e.0), Err(Error::Unsupported), "blk does not take part in live updates");
+    c.eq((tests::id_of("blk"), env::root_slots().map(|r| r.1)), (blk, programs), "and no new blk was started (root recorded no program)");
+    ops_advance(&mut c, "after an update blk refused");
+    // Only root starts an update, and only the program root named takes the state.
+    let fsrv = rt::alloc_slot();
+    let _ = env::lookup("files", fsrv);
+    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_BEGIN, &[tests::id_of("update_test").unwrap_or(0)], None), Err(Error::NoRights), "a client cannot name a successor");
+    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_STATE, &[u64::MAX], None), Err(Error::NoRights), "nor take the state");
+    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_COMMIT, &[], None), Err(Error::NoRights), "nor its capabilities");
+    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_ABORT, &[], None), Err(Error::NoRights), "nor abort an update");
+    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_BEGIN, &[], None), Err(Error::Malformed), "a BEGIN without its word");
+    ops_advance(&mut c, "after the hostile requests");
     c.eq(env::update("files nothing").map_err(|e| e.0), Err(Error::InvalidArg), "a program not in the boot image");
     c.eq(env::update("nosuch files").map_err(|e| e.0), Err(Error::NotFound), "a server that is not running");
     c.eq(env::update("files").map_err(|e| e.0), Err(Error::InvalidArg), "no program named");
