@@ -276,6 +276,17 @@ impl Kernel {
         }
     }
 
+    /// A capability naming a thread whose endpoint moved (`SUCCEED`) to a thread that
+    /// lives: it still works for sending, so `CAP_INFO` reports it alive after the old
+    /// thread is gone.
+    pub fn moved_cap(&mut self, slot: u64) -> Result<Cap<Obj>, Error> {
+        let c = self.cur_task().cspace.get(slot)?;
+        match c.obj {
+            Obj::Thread(r) if self.moved[r.id as usize] && self.successors.get(&r).is_some_and(|&(to, _)| self.thread_alive(to)) => Ok(c),
+            _ => Err(Error::InvalidCap),
+        }
+    }
+
     /// The destination of an IPC send through `slot`: the thread it names, or the one
     /// its endpoint moved to (`SUCCEED`), with `SEND`.
     pub fn send_dest(&mut self, slot: u64) -> Result<(u32, Cap<Obj>), Error> {

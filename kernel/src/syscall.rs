@@ -87,7 +87,10 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             k.cap_delete(me, slot)
         }
         Call::CapInfo { slot } => {
-            let c = k.cap(slot)?;
+            let c = match k.cap(slot) {
+                Err(Error::InvalidCap) => k.moved_cap(slot)?,
+                c => c?,
+            };
             let (ty, _) = describe(&c);
             let out = k.cur().frame();
             out.rdi = ty;

@@ -402,6 +402,96 @@ impl Cache {
     }
 }
 
+/// What the cache server hands its successor in a live update (issue 14), format 0:
+/// magic, the number of slots, of entries and of slots in the recency order, four
+/// counters (hits, misses, evictions, grafted), then per slot in use (slot, block, owner,
+/// state: 1 being filled, 2 being filled but invalidated, 3 valid) and the policy's
+/// canonical state (the valid slots, least recently used first), little-endian. It comes
+/// from another program: `decode` checks every count, bound and repetition.
+const HANDOVER_MAGIC: &[u8; 8] = b"SCCACHE0";
+const HANDOVER_HEAD: usize = 8 + 12 + 32;
+const HANDOVER_ENTRY: usize = 17;
+
+impl Cache {
+    /// The cache's state with the policy's canonical state `order` (`CANONICAL`).
+    pub fn encode(&self, order: &[u8]) -> Vec<u8> {
+        let used: Vec<(usize, &Slot)> = self.slots.iter().enumerate().filter(|(_, s)| s.state != SlotState::Free).collect();
+        let mut v = Vec::with_capacity(HANDOVER_HEAD + HANDOVER_ENTRY * used.len() + order.len());
+        v.extend_from_slice(HANDOVER_MAGIC);
+        for w in [self.slots(), used.len() as u32, (order.len() / 4) as u32] {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
+        for w in [self.stats.hits, self.stats.misses, self.stats.evictions, self.stats.grafted] {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
+        for (k, s) in used {
+            v.extend_from_slice(&(k as u32).to_le_bytes());
+            v.extend_from_slice(&s.block.to_le_bytes());
+            v.extend_from_slice(&s.owner.to_le_bytes());
+            v.push(match s.state {
+                SlotState::Filling { stale: false } => 1,
+                SlotState::Filling { stale: true } => 2,
+                _ => 3,
+            });
+        }
+        v.extend_from_slice(order);
+        v
+    }
+
+    /// A cache of `slots` slots from `b`, and the policy's canonical state (exactly the
+    /// valid slots, each once), or why the state is refused.
+    pub fn decode(b: &[u8], slots: u32) -> Result<(Cache, Vec<u8>), &'static str> {
+        let word = |at: usize, n: usize| -> u64 {
+            let mut w = [0u8; 8];
+            w[..n].copy_from_slice(&b[at..at + n]);
+            u64::from_le_bytes(w)
+        };
+        if b.len() < HANDOVER_HEAD || &b[..8] != HANDOVER_MAGIC {
+            return Err("not a cache state");
+        }
+        let (n, used, ordered) = (word(8, 4), word(12, 4) as usize, word(16, 4) as usize);
+        if n != slots as u64 {
+            return Err("the state is of a cache of another size");
+        }
+        if used > slots as usize || ordered > used || b.len() != HANDOVER_HEAD + HANDOVER_ENTRY * used + 4 * ordered {
+            return Err("the state's counts do not fit");
+        }
+        let mut c = Cache::new(slots);
+        c.stats = Stats { hits: word(20, 8), misses: word(28, 8), evictions: word(36, 8), resident: 0, grafted: word(44, 8) };
+        for k in 0..used {
+            let at = HANDOVER_HEAD + HANDOVER_ENTRY * k;
+            let (s, block, owner) = (word(at, 4) as usize, word(at + 4, 8), word(at + 12, 4) as u32);
+            let state = match b[at + 16] {
+                1 => SlotState::Filling { stale: false },
+                2 => SlotState::Filling { stale: true },
+                3 => SlotState::Valid,
+                _ => return Err("a slot's state is unknown"),
+            };
+            if s >= slots as usize || c.slots[s].state != SlotState::Free {
+                return Err("a slot repeats or is out of the cache");
+            }
+            if c.map.insert(block, s as u32).is_some() {
+                return Err("a block is in two slots");
+            }
+            c.slots[s] = Slot { block, owner, state };
+            c.valid += (state == SlotState::Valid) as usize;
+        }
+        let order = b[HANDOVER_HEAD + HANDOVER_ENTRY * used..].to_vec();
+        let mut seen = alloc::vec![false; slots as usize];
+        for w in order.chunks_exact(4) {
+            let s = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as usize;
+            if s >= slots as usize || c.slots[s].state != SlotState::Valid || core::mem::replace(&mut seen[s], true) {
+                return Err("the recency order is not the valid slots, each once");
+            }
+        }
+        if ordered != c.valid {
+            return Err("the recency order is not the valid slots, each once");
+        }
+        c.free = (0..slots).rev().filter(|&s| c.slots[s as usize].state == SlotState::Free).collect();
+        Ok((c, order))
+    }
+}
+
 /// Watches the runs of blocks the cache is asked for (each `LOOKUP`) for a sequential
 /// stream (K42 Fig. 7's trigger): a run is sequential when it starts where one of the
 /// last `STREAMS` runs ended (so interleaved streams count too). Of the last 32 runs,
@@ -762,5 +852,87 @@ mod tests {
         }
         let (lru, mru, auto) = (run(0), run(1), run(2));
         assert!(auto < lru && auto < mru, "misses: lru {lru}, mru {mru}, auto {auto}");
+    }
+
+    /// A cache handed over (a live update of the cache server) behaves as the old one:
+    /// the same hits, the same victims, fills under way still end.
+    #[test]
+    fn handover_round_trip() {
+        let mut a = T::lru(8);
+        for b in 0..6 {
+            fill(&mut a, b);
+        }
+        assert_eq!(a.lookup(1), Lookup::Hit(a.c.map[&1]));
+        let filling = match a.lookup(20) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
+        assert!(matches!(a.lookup(21), Lookup::Fill(_)));
+        a.invalidate(21, 1);
+        let order = a.p.export(CANONICAL).unwrap();
+        let bytes = a.c.encode(order.bytes().unwrap());
+        let (c, order) = Cache::decode(&bytes, 8).expect("its own state");
+        let mut b = T { c, p: Box::new(Lru::default()) };
+        assert!(b.p.import(CANONICAL, State::Bytes(order)));
+        assert_eq!(b.stats(), a.stats());
+        assert_eq!(b.lookup(20), Lookup::Busy(filling), "the fill under way is still under way");
+        assert!(b.filled(20, true) && a.filled(20, true));
+        assert!(b.filled(21, true) && a.filled(21, true), "the invalidated fill ends (dropped)");
+        for blk in [30, 1, 31, 32, 2, 33] {
+            let la = a.lookup(blk);
+            assert_eq!(b.lookup(blk), la, "block {blk}");
+            if let Lookup::Fill(_) = la {
+                assert!(a.filled(blk, true) && b.filled(blk, true));
+            }
+        }
+        assert_eq!(b.stats(), a.stats());
+    }
+
+    /// A state from another program: cut, flipped or made inconsistent, it is refused
+    /// with a reason, never a panic.
+    #[test]
+    fn handover_refuses_hostile_states() {
+        let mut a = T::lru(4);
+        for b in 0..3 {
+            fill(&mut a, b);
+        }
+        let order = a.p.export(CANONICAL).unwrap();
+        let good = a.c.encode(order.bytes().unwrap());
+        assert!(Cache::decode(&good, 4).is_ok());
+        assert_eq!(Cache::decode(&good, 8).err(), Some("the state is of a cache of another size"));
+        for n in 0..good.len() {
+            assert!(Cache::decode(&good[..n], 4).is_err(), "cut at {n}");
+        }
+        let mut x = 7u64;
+        for _ in 0..2000 {
+            let mut b = good.clone();
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let at = (x >> 33) as usize % b.len();
+            b[at] ^= 1 << ((x >> 20) % 8);
+            if let Ok((c, order)) = Cache::decode(&b, 4) {
+                // Whatever passed is consistent: the policy takes the order, lookups work.
+                let mut t = T { c, p: Box::new(Lru::default()) };
+                assert!(t.p.import(CANONICAL, State::Bytes(order)));
+                for blk in 0..10 {
+                    if let Lookup::Fill(_) = t.lookup(blk) {
+                        t.filled(blk, true);
+                    }
+                }
+            }
+        }
+        let entry = |k: usize| HANDOVER_HEAD + HANDOVER_ENTRY * k;
+        let mut b = good.clone();
+        b.copy_within(entry(0)..entry(0) + 4, entry(1));
+        assert_eq!(Cache::decode(&b, 4).err(), Some("a slot repeats or is out of the cache"));
+        let mut b = good.clone();
+        b.copy_within(entry(0) + 4..entry(0) + 12, entry(1) + 4);
+        assert_eq!(Cache::decode(&b, 4).err(), Some("a block is in two slots"));
+        let mut b = good.clone();
+        b[entry(2) + 16] = 9;
+        assert_eq!(Cache::decode(&b, 4).err(), Some("a slot's state is unknown"));
+        let mut b = good.clone();
+        let n = b.len();
+        b.copy_within(n - 8..n - 4, n - 4);
+        assert_eq!(Cache::decode(&b, 4).err(), Some("the recency order is not the valid slots, each once"));
+        let mut b = good.clone();
+        b[entry(2) + 16] = 1;
+        assert_eq!(Cache::decode(&b, 4).err(), Some("the recency order is not the valid slots, each once"), "an ordered slot that is not valid");
     }
 }

@@ -108,9 +108,10 @@ pub fn update(text: &str) -> Result<(), (Error, String)> {
 }
 
 /// (the new program of an update) The state is taken (`true`): root moves the endpoint
-/// and answers; or refused.
-pub fn update_done(ok: bool, caps_window: Fpage) -> Result<(), Error> {
-    crate::server::request_mapping(cap::PARENT, [Fpage(0), caps_window, Fpage(0)], &mut Msg::new(proto::UPDATE_DONE, &[ok as u64]))
+/// and answers, granting what the old server handed over (memory, capabilities) into
+/// `windows` (memory, capabilities, ports); or refused.
+pub fn update_done(ok: bool, windows: [Fpage; 3]) -> Result<(), Error> {
+    crate::server::request_mapping(cap::PARENT, windows, &mut Msg::new(proto::UPDATE_DONE, &[ok as u64]))
 }
 
 pub fn halt() -> Result<(), Error> {

@@ -32,5 +32,9 @@ pub const POOL: u64 = 0x0000_6000_0000_0000;
 pub const NET_CUE: u64 = 0x0000_6100_0000_0000;
 /// Servers with graft points: the code of signed grafts (`graftcode`).
 pub const GRAFT_CODE: u64 = 0x0000_6200_0000_0000;
+/// Root: the memory an old server hands over in a live update, until the new server
+/// takes it; log2 of its bytes (4 MiB, the most one IPC item carries).
+pub const UPDATE_RELAY: u64 = 0x0000_6300_0000_0000;
+pub const UPDATE_RELAY_LOG2: u64 = 22;
 /// `rt::thread`: the UTCBs of threads a program creates, one page apart.
 pub const THREAD_UTCBS: u64 = 0x0000_7f00_0000_0000;

@@ -193,6 +193,15 @@ pub fn revoke(fpage: abi::fpage::Fpage) -> Result<(), Error> {
     check(safe_call(sys::UNMAP, fpage.0, 0, 0, 0, 0)[0])
 }
 
+/// Root: let go of the memory left in the live update relay (`layout::UPDATE_RELAY`)
+/// when it cannot go back to the server that handed it over.
+pub fn unmap_update_relay() {
+    let fp = abi::fpage::Fpage::mem(crate::layout::UPDATE_RELAY, crate::layout::UPDATE_RELAY_LOG2, 0);
+    // SAFETY: the relay is only a receive window and a source of grants: no program
+    // makes a reference into it (nothing in rt hands out a pointer there).
+    let _ = unsafe { unmap(fp, abi::fpage::UNMAP_SELF) };
+}
+
 /// Unmap `pages` pages of one's own at `va` (page by page).
 ///
 /// # Safety

@@ -38,6 +38,8 @@ pub enum Request<'a> {
     Stats,
     Graft(graft_api::Request<'a>),
     Swap(swap_api::Request),
+    /// A live update (`swap_api::Update`).
+    Update(swap_api::Update),
 }
 
 impl<'a> Decode<'a> for Request<'a> {
@@ -53,6 +55,7 @@ impl<'a> Decode<'a> for Request<'a> {
             }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
+            l if swap_api::is_update_label(l) => Request::Update(swap_api::Update::decode(a)?),
             FILLED => {
                 let [block, ok] = a.words()?;
                 Request::Filled { block, ok: ok == 1 }
@@ -64,5 +67,18 @@ impl<'a> Decode<'a> for Request<'a> {
             STATS => Request::Stats,
             _ => return Err(Error::Unsupported),
         })
+    }
+}
+
+/// Client stubs: `srv` is the slot of a capability to the cache.
+pub mod client {
+    use super::*;
+
+    /// The counters (`STATS`): hits, misses, resident, slots, evictions, grafted
+    /// evictions, grafts loaded, grafts unloaded.
+    pub fn stats(srv: u64) -> Result<[u64; 8], Error> {
+        let mut m = rt::ipc::Msg::new(STATS, &[]);
+        rt::server::request(srv, &mut m)?;
+        Ok(core::array::from_fn(|k| m.word(2 + k)))
     }
 }

@@ -62,14 +62,8 @@ pub enum Request<'a> {
     Stat { path: &'a str },
     Sync,
     Ticket { handle: u64 },
-    /// (root) The program that will take the state.
-    UpdateBegin { successor: u64 },
-    /// (the successor) The formats it reads.
-    UpdateState { formats: u64 },
-    /// (root) The update failed.
-    UpdateAbort,
-    /// (root) The successor took the state: grant root the capabilities it names.
-    UpdateCommit,
+    /// A live update (`swap_api::Update`).
+    Update(swap_api::Update),
     /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
     Swap(swap_api::Request),
 }
@@ -105,16 +99,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [handle] = a.words()?;
                 Request::Ticket { handle }
             }
-            swap_api::UPDATE_BEGIN => {
-                let [successor] = a.words()?;
-                Request::UpdateBegin { successor }
-            }
-            swap_api::UPDATE_STATE => {
-                let [formats] = a.words()?;
-                Request::UpdateState { formats }
-            }
-            swap_api::UPDATE_ABORT => Request::UpdateAbort,
-            swap_api::UPDATE_COMMIT => Request::UpdateCommit,
+            l if swap_api::is_update_label(l) => Request::Update(swap_api::Update::decode(a)?),
             l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })

@@ -49,10 +49,101 @@ pub const UPDATE_STATE: u64 = 0xf4;
 /// (from root) The update failed: carry on serving.
 pub const UPDATE_ABORT: u64 = rt::proto::update::ABORT;
 
-/// (from root, after the new program took the state) Grant root the capabilities the
-/// state names (one item); root moves the endpoint, ends this server and grants them to
-/// the new program.
+/// (from root, after the new program took the state) Grant root what the state names
+/// and the new program cannot have from the state itself (at most one item of
+/// capabilities, one of memory): root moves the endpoint, ends this server and grants
+/// them to the new program.
 pub const UPDATE_COMMIT: u64 = rt::proto::update::COMMIT;
+
+pub fn is_update_label(l: u64) -> bool {
+    matches!(l, UPDATE_BEGIN | UPDATE_STATE | UPDATE_ABORT | UPDATE_COMMIT)
+}
+
+/// A live update's requests to the old server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Update {
+    /// (root) The program that will take the state.
+    Begin { successor: u64 },
+    /// (the successor) The formats it reads.
+    State { formats: u64 },
+    /// (root) The update failed.
+    Abort,
+    /// (root) The successor took the state: grant root what it names.
+    Commit,
+}
+
+impl Decode<'_> for Update {
+    fn decode(a: &Args<'_>) -> Result<Self, Error> {
+        Ok(match a.msg.label() {
+            UPDATE_BEGIN => {
+                let [successor] = a.words()?;
+                Update::Begin { successor }
+            }
+            UPDATE_STATE => {
+                let [formats] = a.words()?;
+                Update::State { formats }
+            }
+            UPDATE_ABORT => Update::Abort,
+            UPDATE_COMMIT => Update::Commit,
+            _ => return Err(Error::Unsupported),
+        })
+    }
+}
+
+/// The old server's side of a live update, the part every server shares: who may take
+/// the state, whether it was taken (then the server hears only root), and who may ask
+/// what.
+#[derive(Debug, Default)]
+pub struct Handing {
+    successor: Option<u32>,
+    passive: bool,
+}
+
+/// What the server does with an update request `Handing` let through.
+pub enum Step {
+    /// Answer this (the request was wrong, or needed nothing of the server).
+    Answer(Answer),
+    /// Hand the state to the successor in `format`, then call `Handing::handed`.
+    State { format: u32 },
+    /// Answer root with the items the state names.
+    Commit,
+    /// The update failed: carry on serving (what root took comes back as items).
+    Aborted,
+}
+
+impl Handing {
+    /// The state went to the successor: hear only root until the update ends.
+    pub fn passive(&self) -> bool {
+        self.passive
+    }
+
+    pub fn handed(&mut self) {
+        self.passive = true;
+    }
+
+    /// Check `u` from `from`; the server reads formats `formats`.
+    pub fn step(&mut self, from: Badge, u: Update, formats: swap::Formats) -> Step {
+        match u {
+            Update::Begin { successor } if from.is_root() && !self.passive && successor <= u32::MAX as u64 => {
+                self.successor = Some(successor as u32);
+                Step::Answer(Answer::ok(&[]))
+            }
+            Update::Abort if from.is_root() => {
+                *self = Handing::default();
+                Step::Aborted
+            }
+            Update::Commit if from.is_root() && self.passive => Step::Commit,
+            Update::State { formats: theirs } if self.successor == Some(from.program()) && !self.passive => match swap::negotiate(formats, theirs) {
+                Some(format) => Step::State { format },
+                None => {
+                    ipc::set_send_string(b"no state format both programs know");
+                    Step::Answer(Answer::Reply(Msg::new(0, &[Error::BadState as u64]).with_string()))
+                }
+            },
+            _ => Step::Answer(Answer::err(Error::NoRights)),
+        }
+    }
+}
 
 pub fn is_swap_label(l: u64) -> bool {
     (LIST..=INTERPOSE).contains(&l)

@@ -24,6 +24,18 @@
 //! request at a time, so it is quiescent between requests: the mediator's phases pass
 //! at the end of the request that starts a swap.
 //!
+//! **Live update** (root's `UPDATE`, `update cache cache` in the shell): a new cache
+//! program takes over while the block service keeps calling. The successor (started with
+//! `update`, the old server its `PEER`) asks for the state (`UPDATE_STATE`): the index of
+//! every slot in use — fills under way included, the block service finishes them with
+//! the new server — the recency order, the counters, which policy runs and the bound
+//! client (`baio::cache`'s format 0, checked as coming from another program). The old
+//! server then hears only root; root takes the frames from it by grant (`COMMIT`) —
+//! granted, so the block service's mapping of them, derived from the old server's,
+//! lives on under the new one — moves the endpoint and grants the frames on. Loaded
+//! eviction grafts do not move (their code and state live in this program): the old
+//! server refuses the update while any are loaded.
+//!
 //! Its data path serves one client, the block service: the first program to `ATTACH`
 //! is bound, and every other program's requests but `STATS` and grafts are refused
 //! (`NoRights`) — the
@@ -46,6 +58,7 @@ use rt::println;
 use rt::server::{self, Answer, Badge, Server};
 use sigma0_api as s0;
 use swap::{Generations, Outcome, Slot};
+use swap_api::{Handing, Step};
 
 extern crate alloc;
 
@@ -60,40 +73,66 @@ const AREA: u64 = rt::layout::CACHE_FRAMES;
 /// log2 of the cache's pages (1024 blocks: 4 MiB).
 const LOG2: u64 = 10;
 
+/// State formats this program reads and writes (`baio::cache`'s handover: format 0).
+const FORMATS: swap::Formats = 1;
+
 fn main() -> i32 {
+    let updating = rt::args().split(' ').any(|w| w == "update");
     let s0slot = rt::alloc_slot();
     if rt::env::lookup("sigma0", s0slot).is_err() {
         println!("cache: the manifest must grant sigma0");
-        return 1;
+        return refuse_update(updating);
     }
-    let mut m = Msg::new(s0::ALLOC, &[LOG2, AREA]);
-    let ok = rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + LOG2, 7), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1;
-    if !ok {
-        println!("cache: no memory for {} blocks", 1 << LOG2);
-        return 1;
-    }
-    let phys = m.word(2);
-    let c = Cache::new(1 << LOG2);
-    println!("cache: {} blocks at {:#x}", c.slots(), phys);
-    let mut buf = [0u8; graft_api::RECV_BYTES];
-    let policy: Slot<dyn Policy> = Slot::new(alloc::boxed::Box::new(Lru::default()));
     let mut s = CacheServer {
-        c,
-        phys,
+        c: Cache::new(1 << LOG2),
+        phys: 0,
         sigma0: s0slot,
         client: None,
         grafts: Table::new(&POINTS, GRAFT_IDS),
         text: String::new(),
         inbox: graft_api::upcall::Inbox::new(),
         gens: Generations::new(),
-        policy,
+        policy: Slot::new(alloc::boxed::Box::new(Lru::default())),
         imp: LRU,
         auto: rt::args().split(' ').any(|a| a == "policy=auto"),
         seq: Sequential::default(),
         adapted: 0,
         pending: LRU,
+        hand: Handing::default(),
+        state: alloc::vec::Vec::new(),
     };
+    if updating {
+        // The frames come with the update: taken over, not allocated.
+        if let Err(why) = s.take_state() {
+            println!("cache: refusing the update: {}", why);
+            return refuse_update(true);
+        }
+        if rt::env::update_done(true, [Fpage::mem(AREA, 12 + LOG2, 0), Fpage(0), Fpage(0)]).is_err() {
+            println!("cache: root did not complete the update");
+            return 1;
+        }
+        let st = s.c.stats();
+        println!("cache: serving in place of the old server ({} blocks resident, policy {}, client {:?})", st.resident, IMPLS[s.imp], s.client);
+    } else {
+        let mut m = Msg::new(s0::ALLOC, &[LOG2, AREA]);
+        let ok = rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + LOG2, 7), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1;
+        if !ok {
+            println!("cache: no memory for {} blocks", 1 << LOG2);
+            return 1;
+        }
+        s.phys = m.word(2);
+        println!("cache: {} blocks at {:#x}", s.c.slots(), s.phys);
+    }
+    let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut s, &mut buf)
+}
+
+/// A successor that cannot take over says so (root lets the old server carry on).
+fn refuse_update(updating: bool) -> i32 {
+    if updating {
+        let _ = rt::env::update_done(false, [Fpage(0); 3]);
+    }
+    1
 }
 
 struct CacheServer {
@@ -122,6 +161,10 @@ struct CacheServer {
     adapted: u64,
     /// The implementation a swap under way goes to.
     pending: usize,
+    /// A live update: who may take the state, and whether it has.
+    hand: Handing,
+    /// The state handed over (it must live until the kernel has copied it).
+    state: alloc::vec::Vec<u8>,
 }
 
 /// The policy's implementations, as `swap` names them; `auto` lets the server choose.
@@ -218,7 +261,20 @@ impl Server for CacheServer {
     type Request<'a> = Request<'a>;
 
     fn windows(&self) -> Option<[Fpage; 3]> {
+        if self.hand.passive() {
+            // Handing over: the frames come back here if the update fails after root
+            // took them.
+            return Some([Fpage::mem(AREA, 12 + LOG2, 0), Fpage(0), Fpage(0)]);
+        }
         Some([Fpage(0), self.inbox.window(), Fpage(0)])
+    }
+
+    fn receive_from(&self) -> u64 {
+        if self.hand.passive() {
+            abi::cap::PARENT
+        } else {
+            rt::ipc::RECV_ANY
+        }
     }
 
     fn event(&mut self, _from: Badge, m: &Msg) -> Option<Answer> {
@@ -243,6 +299,11 @@ impl Server for CacheServer {
     }
 
     fn handle(&mut self, from: Badge, req: Request) -> Answer {
+        match req {
+            Request::Update(u) => return self.update(from, u),
+            _ if self.hand.passive() => return Answer::err(Error::NoRights),
+            _ => {}
+        }
         let me = from.program();
         if let Request::Graft(g) = req {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
@@ -322,7 +383,83 @@ impl CacheServer {
                 let s = c.stats();
                 Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped])
             }
-            Request::Graft(_) | Request::Swap(_) => unreachable!("answered above"),
+            Request::Graft(_) | Request::Swap(_) | Request::Update(_) => unreachable!("answered above"),
         }
+    }
+}
+
+impl CacheServer {
+    /// The live update's requests (see the module's head).
+    fn update(&mut self, from: Badge, u: swap_api::Update) -> Answer {
+        match self.hand.step(from, u, FORMATS) {
+            Step::Answer(a) => a,
+            Step::Aborted => {
+                println!("cache: the update failed; serving on");
+                Answer::ok(&[])
+            }
+            // The frames, granted: what the block service derived from them stays.
+            Step::Commit => {
+                let mut r = server::ok_msg(&[]);
+                r.push_item(Fpage::mem(AREA, 12 + LOG2, mem::READ | mem::WRITE), abi::fpage::GRANT);
+                Answer::Reply(r)
+            }
+            Step::State { format } => {
+                let why = if !self.grafts.is_empty() {
+                    "eviction grafts are loaded (they live in this program): unload them first"
+                } else if let Some(call) = self.policy.begin(&mut self.gens, 0, false) {
+                    let order = self.policy.get(&call).0.export(baio::cache::CANONICAL);
+                    self.policy.end(&mut self.gens, call);
+                    match order.as_ref().and_then(|o| o.bytes()) {
+                        Some(order) => {
+                            self.state = self.c.encode(order);
+                            ""
+                        }
+                        None => "the policy gave no canonical state",
+                    }
+                } else {
+                    "a swap of the policy is under way"
+                };
+                if !why.is_empty() {
+                    rt::ipc::set_send_string(why.as_bytes());
+                    return Answer::Reply(Msg::new(0, &[Error::BadState as u64]).with_string());
+                }
+                rt::ipc::set_send_string(&self.state);
+                let client = self.client.map_or(u64::MAX, u64::from);
+                let r = server::ok_msg(&[format as u64, client, self.phys, self.imp as u64, self.auto as u64]).with_string();
+                self.hand.handed();
+                println!("cache: state handed to program {} ({} blocks resident, {} bytes)", from.program(), self.c.stats().resident, self.state.len());
+                Answer::Reply(r)
+            }
+        }
+    }
+
+    /// The successor's half: ask the old server (`PEER`) for its state.
+    fn take_state(&mut self) -> Result<(), &'static str> {
+        let mut buf = alloc::vec![0u8; abi::ipc::MAX_STRING as usize];
+        rt::ipc::set_recv_buffer(&mut buf);
+        let mut m = Msg::new(swap_api::UPDATE_STATE, &[FORMATS]);
+        if server::request(abi::cap::PEER, &mut m).is_err() {
+            return Err("the old server gave no state (no format both know, grafts loaded, or it refused)");
+        }
+        let (format, client, phys, imp, auto) = (m.word(2), m.word(3), m.word(4), m.word(5), m.word(6));
+        if format != 0 || (client > u32::MAX as u64 && client != u64::MAX) || imp > MRU as u64 || auto > 1 {
+            return Err("the state's words are not this program's");
+        }
+        let n = rt::ipc::received_string_len().min(buf.len());
+        let (c, order) = Cache::decode(&buf[..n], 1 << LOG2)?;
+        let mut p: alloc::boxed::Box<dyn Policy> = if imp == MRU as u64 { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
+        if !p.import(baio::cache::CANONICAL, swap::State::Bytes(order)) {
+            return Err("the policy refused the recency order");
+        }
+        self.c = c;
+        self.policy = Slot::new(p);
+        self.imp = imp as usize;
+        self.pending = self.imp;
+        self.auto = auto == 1;
+        self.client = (client != u64::MAX).then_some(client as u32);
+        // The old server had it from sigma0; this one cannot ask (the frames are taken
+        // over, not allocated) and passes it on to a block service that attaches again.
+        self.phys = phys;
+        Ok(())
     }
 }

@@ -84,10 +84,8 @@ struct Files {
     /// update grants the block as one item).
     tickets: Vec<(u32, u32, u64, u64)>,
     ticket_slots: u64,
-    /// A live update: the program root named to take the state.
-    successor: Option<u32>,
-    /// The state went to the successor: hear only root until the update ends.
-    passive: bool,
+    /// A live update: who may take the state, and whether it has.
+    hand: swap_api::Handing,
     /// The state handed over (it must live until the kernel has copied it).
     state: Vec<u8>,
     /// Each open file's session, and whether it is the shared kind.
@@ -253,29 +251,20 @@ impl Files {
     }
 
     /// The live update's requests (see the module's head).
-    fn update(&mut self, from: Badge, req: Request<'_>) -> Answer {
-        match req {
-            Request::UpdateBegin { successor } if from.is_root() && !self.passive && successor <= u32::MAX as u64 => {
-                self.successor = Some(successor as u32);
-                Answer::ok(&[])
-            }
-            Request::UpdateAbort if from.is_root() => {
+    fn update(&mut self, from: Badge, u: swap_api::Update) -> Answer {
+        match self.hand.step(from, u, FORMATS) {
+            swap_api::Step::Answer(a) => a,
+            swap_api::Step::Aborted => {
                 // The ticket block came back with it if root had taken it.
                 println!("files: the update failed; serving on");
-                self.passive = false;
-                self.successor = None;
                 Answer::ok(&[])
             }
-            Request::UpdateCommit if from.is_root() && self.passive => {
+            swap_api::Step::Commit => {
                 let mut r = server::ok_msg(&[]);
                 r.push_item(abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 7), 1);
                 Answer::Reply(r)
             }
-            Request::UpdateState { formats } if self.successor == Some(from.program()) && !self.passive => {
-                let Some(format) = swap::negotiate(FORMATS, formats) else {
-                    ipc::set_send_string(b"no state format both programs know");
-                    return Answer::Reply(rt::ipc::Msg::new(0, &[Error::BadState as u64]).with_string());
-                };
+            swap_api::Step::State { format } => {
                 if let Err(e) = self.flush_all().and_then(|_| self.fs.sync()) {
                     return Answer::err(fs_err(e));
                 }
@@ -284,11 +273,10 @@ impl Files {
                 self.state = Handover { next: self.next, handles: self.handles.clone(), tickets }.encode();
                 ipc::set_send_string(&self.state);
                 let r = server::ok_msg(&[format as u64, self.tickets.len() as u64]).with_string();
-                self.passive = true;
+                self.hand.handed();
                 println!("files: state handed to program {} ({} handles, {} tickets, {} bytes)", from.program(), self.handles.len(), self.tickets.len(), self.state.len());
                 Answer::Reply(r)
             }
-            _ => Answer::err(Error::NoRights),
         }
     }
 }
@@ -360,11 +348,11 @@ impl Server for Files {
 
     /// Handing over, the ticket block is open for root to give back (`UPDATE_ABORT`).
     fn windows(&self) -> Option<[abi::fpage::Fpage; 3]> {
-        self.passive.then(|| [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)])
+        self.hand.passive().then(|| [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)])
     }
 
     fn receive_from(&self) -> u64 {
-        if self.passive {
+        if self.hand.passive() {
             abi::cap::PARENT
         } else {
             ipc::RECV_ANY
@@ -383,8 +371,10 @@ impl Server for Files {
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
-        if matches!(req, Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit) || self.passive {
-            return self.update(from, req);
+        match req {
+            Request::Update(u) => return self.update(from, u),
+            _ if self.hand.passive() => return Answer::err(Error::NoRights),
+            _ => {}
         }
         let client = from.program();
         if let Request::Swap(r) = req {
@@ -478,7 +468,7 @@ impl Server for Files {
             },
             Request::Sync => done(flushed.and_then(|_| fs.sync())),
             Request::Ticket { handle } => self.ticket(client, handle),
-            Request::UpdateBegin { .. } | Request::UpdateState { .. } | Request::UpdateAbort | Request::UpdateCommit | Request::Swap(_) => unreachable!("answered above"),
+            Request::Update(_) | Request::Swap(_) => unreachable!("answered above"),
         }
     }
 }
@@ -532,7 +522,7 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, successor: None, passive: false, state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0 };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0 };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
         files.next = next;
@@ -542,7 +532,7 @@ fn main() -> i32 {
             files.settle(ino);
         }
         // Root's answer grants the old server's ticket block into ours.
-        if env::update_done(true, abi::fpage::Fpage::caps(ticket_slots, TICKETS_LOG2 as u64, 0)).is_err() {
+        if env::update_done(true, [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)]).is_err() {
             println!("files: root did not complete the update");
             return 1;
         }
@@ -555,7 +545,7 @@ fn main() -> i32 {
 /// A successor that cannot take over says so (root lets the old server carry on).
 fn refuse_update(updating: bool, code: i32) -> i32 {
     if updating {
-        let _ = env::update_done(false, abi::fpage::Fpage(0));
+        let _ = env::update_done(false, [abi::fpage::Fpage(0); 3]);
     }
     code
 }

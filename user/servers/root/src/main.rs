@@ -24,7 +24,7 @@ use rt::ipc::{self, Msg};
 use rt::loader::{self, Child};
 use rt::proto::Request;
 use rt::server::{self, Answer, Badge, Server};
-use rt::{println, proto, sys};
+use rt::{layout, println, proto, sys};
 use sigma0_api as s0;
 
 rt::entry!(main);
@@ -79,10 +79,32 @@ struct Root<'a> {
     /// While starting an update's new program: the old one, which it gets as `PEER`.
     peer_of_next: Option<usize>,
     /// Where the capabilities an old server hands over wait for the new one (a block of
-    /// `2^RELAY_LOG2` aligned slots, made at the first update), and whether it holds
-    /// them now.
+    /// `2^RELAY_LOG2` aligned slots, made at the first update; its memory waits at
+    /// `layout::UPDATE_RELAY`), and what it holds now.
     relay: Option<u64>,
-    holding: bool,
+    holding: Holding,
+    /// Clients of the old server of an update that ended while it ran.
+    gone_in_update: Vec<u64>,
+}
+
+/// What an old server handed over to root in a live update (`COMMIT`): root grants it
+/// on to the new server, or back to the old one when the update fails.
+#[derive(Clone, Copy, Default)]
+struct Holding {
+    caps: bool,
+    mem: bool,
+}
+
+impl Holding {
+    /// The items that carry it on, from `block` and the memory relay.
+    fn items(&self, block: u64, m: &mut Msg) {
+        if self.mem {
+            m.push_item(Fpage::mem(layout::UPDATE_RELAY, layout::UPDATE_RELAY_LOG2, 7), 1);
+        }
+        if self.caps {
+            m.push_item(Fpage::caps(block, RELAY_LOG2, 7), 1);
+        }
+    }
 }
 
 /// Capabilities a server hands over in a live update, at most (`files`: its tickets).
@@ -240,6 +262,11 @@ impl Root<'_> {
         // Services that keep state per client drop this one's (bounded waits: a busy or
         // stuck service is not root's problem).
         for s in core::mem::take(&mut self.progs[idx].uses) {
+            // The old server of an update may have handed its state on already: the
+            // new one is told too once it serves.
+            if self.update.is_some_and(|u| u.old == s) {
+                self.gone_in_update.push(self.client_badge(idx).0);
+            }
             if !self.progs[s].done {
                 let mut g = Msg::new(server::GONE, &[self.client_badge(idx).0]);
                 let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
@@ -319,6 +346,7 @@ impl Root<'_> {
         self.progs[new].successor_of = Some(old);
         println!("[root] updating {}: program {} takes over from {}", name, badge_of(new), badge_of(old));
         self.update = Some(Update { old, new, reply });
+        self.gone_in_update.clear();
         Ok(())
     }
 
@@ -327,12 +355,19 @@ impl Root<'_> {
     fn commit_update(&mut self, u: Update) -> Result<Msg, Error> {
         let block = *self.relay.get_or_insert_with(|| rt::alloc_slot_block(RELAY_LOG2 as u32));
         let mut m = Msg::new(proto::update::COMMIT, &[]);
-        ipc::set_windows(Fpage(0), Fpage::caps(block, RELAY_LOG2, 0), Fpage(0));
+        ipc::set_windows(Fpage::mem(layout::UPDATE_RELAY, layout::UPDATE_RELAY_LOG2, 0), Fpage::caps(block, RELAY_LOG2, 0), Fpage(0));
         let r = ipc::call(self.progs[u.old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000));
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
         r?;
+        // What it granted (each kind at most once: the windows take one each).
+        for j in 0..m.items() {
+            match m.item(j).kind() {
+                abi::fpage::MEM => self.holding.mem = true,
+                abi::fpage::CAP => self.holding.caps = true,
+                _ => {}
+            }
+        }
         abi::check(m.word(1))?;
-        self.holding = true;
         sys::thread_succeed(self.progs[u.old].child.thread, self.progs[u.new].child.thread)?;
         self.update = None;
         // Its clients' departures are told to the new one now.
@@ -365,8 +400,7 @@ impl Root<'_> {
         self.finish(u.old, Ok(0));
         answer_saved(u.reply, Ok(()));
         let mut r = server::ok_msg(&[]);
-        r.push_item(Fpage::caps(block, RELAY_LOG2, 7), 1);
-        self.holding = false;
+        core::mem::take(&mut self.holding).items(block, &mut r);
         Ok(r)
     }
 
@@ -381,13 +415,21 @@ impl Root<'_> {
         println!("[root] update of {} abandoned: {}", self.progs[u.old].name, why);
         if !self.progs[u.old].done {
             let mut m = Msg::new(proto::update::ABORT, &[]);
-            // The capabilities it handed over go back.
-            if let (true, Some(block)) = (self.holding, self.relay) {
-                m.push_item(Fpage::caps(block, RELAY_LOG2, 7), 1);
+            // What it handed over goes back.
+            if let Some(block) = self.relay {
+                self.holding.items(block, &mut m);
             }
             let _ = ipc::call(self.progs[u.old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000));
         }
-        self.holding = false;
+        // Whatever did not go back (the old one is gone, or would not take it) leaves
+        // root: capabilities and memory of nobody's.
+        if let Some(block) = self.relay {
+            for s in block..block + (1 << RELAY_LOG2) {
+                let _ = sys::cap_delete(s);
+            }
+        }
+        sys::unmap_update_relay();
+        self.holding = Holding::default();
         if !self.progs[u.new].done {
             self.finish(u.new, Err("update abandoned"));
         }
@@ -631,7 +673,23 @@ impl Server for Root<'_> {
                 let Some(u) = self.update.filter(|u| u.new == idx) else { return Answer::err(Error::NoRights) };
                 if ok {
                     match self.commit_update(u) {
-                        Ok(r) => return Answer::Reply(r),
+                        Ok(r) => {
+                            // Answered first (it serves once answered), it is then told of
+                            // clients that ended during the update: they may be in the
+                            // state it took.
+                            let slot = rt::alloc_slot();
+                            if ipc::save_reply(slot).is_err() {
+                                rt::free_slot(slot);
+                                return Answer::Reply(r);
+                            }
+                            let _ = ipc::send(slot, &r, ipc::timeouts(ipc::POLL, ipc::POLL));
+                            rt::free_slot(slot);
+                            for b in core::mem::take(&mut self.gone_in_update) {
+                                let mut g = Msg::new(server::GONE, &[b]);
+                                let _ = ipc::call(self.progs[u.new].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
+                            }
+                            return Answer::Later;
+                        }
                         Err(e) => {
                             println!("[root] cannot complete the update: {:?}", e);
                             self.abort_update("the old server did not hand over (or the endpoint could not move)");
@@ -713,7 +771,7 @@ fn main() -> i32 {
         println!("[root] sigma0 did not give the I/O ports the manifest grants");
     }
     let any_test = manifest.iter().any(|p| p.test && p.start);
-    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test, update: None, peer_of_next: None, relay: None, holding: false };
+    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test, update: None, peer_of_next: None, relay: None, holding: Holding::default(), gone_in_update: Vec::new() };
     for name in MEM_SERVERS {
         match root.start_mem(name) {
             Ok(i) => root.mems.push(i),

@@ -30,15 +30,12 @@ const HOT: u64 = 4;
 const STREAM: (u64, u64) = (64, 1280);
 
 fn cache_hits(cache: u64) -> u64 {
-    let mut m = ipc::Msg::new(cache_api::STATS, &[]);
-    let _ = rt::server::request(cache, &mut m);
-    m.word(2)
+    cache_word(cache, 2)
 }
 
+/// The cache's `STATS` reply word `k` (2: hits …).
 fn cache_word(cache: u64, k: usize) -> u64 {
-    let mut m = ipc::Msg::new(cache_api::STATS, &[]);
-    let _ = rt::server::request(cache, &mut m);
-    m.word(k)
+    cache_api::client::stats(cache).map_or(0, |s| s[k - 2])
 }
 
 /// Read the hot blocks, stream the others, and count how many hot ones are still

@@ -209,6 +209,7 @@ fn succeed(c: &mut Checks) {
     c.eq(unsafe { sys::thread_destroy(s1.slot) }, Ok(()), "destroy the first");
     let mut m = Msg::new(1, &[20]);
     c.eq(ipc::call(b, &mut m, FOREVER).map(|_| m.word(1)), Ok(22), "still the second after the first is gone");
+    c.check(sys::cap_info(b).is_ok(), "and CAP_INFO reports the capability alive (it leads to a live thread)");
     // SAFETY: as above.
     c.eq(unsafe { sys::thread_destroy(s2.slot) }, Ok(()), "destroy the second");
     // A successor that was itself queued on the thread it succeeds would wait for
@@ -232,6 +233,7 @@ fn succeed(c: &mut Checks) {
     c.eq(unsafe { sys::thread_destroy(s3.slot) }, Ok(()), "destroy the third");
     let mut m = Msg::new(1, &[20]);
     c.eq(ipc::call(b, &mut m, FOREVER), Err(Error::InvalidCap), "with both gone the capability is dead");
+    c.eq(sys::cap_info(b).err(), Some(Error::InvalidCap), "and CAP_INFO says so");
 }
 
 fn main() -> i32 {

@@ -3,8 +3,10 @@
 //! files through it. Updates whose new program crashes at start, exits without taking
 //! the state, or refuses it (it reads only a format the old server does not write) fail
 //! with the reason and leave the old server serving; two real updates succeed, the
-//! clients' handles and capabilities keep working across them, and at the end every
-//! byte either program wrote is read back and checked.
+//! clients' handles and capabilities keep working across them. Then the shared block
+//! cache under them is updated too (its index, order and frames move to the new
+//! program; blk's capability and mapping keep working). At the end every byte either
+//! program wrote is read back and checked.
 #![no_std]
 #![no_main]
 
@@ -110,6 +112,31 @@ fn main() -> i32 {
     let third = files_id();
     c.check(third.is_some() && third != second, &format!("another new program serves ({second:?} → {third:?})"));
     ops_advance(&mut c, "after the second update");
+
+    // The shared block cache under it all (blk asks it about every buffered block the
+    // files server reads or writes): updated while both programs go on.
+    let cache = rt::alloc_slot();
+    c.eq(env::lookup("cache", cache), Ok(()), "find the cache");
+    let cid = tests::id_of("cache");
+    let lookups = |s: [u64; 8]| s[0] + s[1];
+    c.eq(tests::raw_request(cache, swap_api::UPDATE_STATE, &[1], None), Err(Error::NoRights), "a client cannot take the cache's state");
+    let r = env::update("cache hello");
+    c.check(matches!(&r, Err((Error::BadState, w)) if w == "the new program ended before it took the state"), &format!("an update of the cache whose new program exits fails ({r:?})"));
+    c.eq(tests::id_of("cache"), cid, "and the old cache serves on");
+    ops_advance(&mut c, "after the cache's failed update");
+    let before = cache_api::client::stats(cache);
+    c.check(before.is_ok_and(|s| s[2] > 0), &format!("the cache holds blocks ({before:?})"));
+    c.eq(env::update("cache cache"), Ok(()), "update the cache to a new instance of cache");
+    let cid2 = tests::id_of("cache");
+    c.check(cid2.is_some() && cid2 != cid, &format!("a new cache serves ({cid:?} → {cid2:?})"));
+    let after = cache_api::client::stats(cache);
+    c.check(
+        matches!((before, after), (Ok(b), Ok(a)) if lookups(a) >= lookups(b) && a[2] > 0 && a[3] == b[3]),
+        &format!("its index and counters came with it, through the old capability ({before:?} → {after:?})"),
+    );
+    ops_advance(&mut c, "after the cache's update");
+    let later = cache_api::client::stats(cache);
+    c.check(matches!((after, later), (Ok(a), Ok(l)) if lookups(l) > lookups(a)), &format!("blk's lookups reach the new cache ({later:?})"));
 
     // Sessions: exclusive while one client has a file open, shared with two.
     let sessions = || {
