@@ -198,10 +198,22 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
     Ok(path)
 }
 
+/// Program `name` of this build as the boot image holds it (`loadable`), written to
+/// `target/scion/programs/NAME` for a disk's filesystem (`fs=program:NAME`).
+pub fn program_file(name: &str) -> Result<PathBuf, String> {
+    let built = target_dir().join(TARGET).join("release").join(name);
+    let data = std::fs::read(&built).map_err(|e| format!("{}: {e} (is `{name}` a program under user/?)", built.display()))?;
+    let dir = out_dir().join("programs");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let out = dir.join(name);
+    std::fs::write(&out, loadable(&data).map_err(|e| format!("{}: {e}", built.display()))?).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 /// What a loader needs of an ELF executable: the file up to the end of its headers
 /// and segments, without section headers (debug info stays in `target/` for the
 /// host's tools; a boot image need not carry megabytes of it).
-fn loadable(elf: &[u8]) -> Result<Vec<u8>, String> {
+pub fn loadable(elf: &[u8]) -> Result<Vec<u8>, String> {
     let e = kcore::elf::parse(elf).map_err(|e| format!("not a loadable ELF: {e:?}"))?;
     let phoff = u64::from_le_bytes(elf[32..40].try_into().unwrap_or_default());
     let phentsize = u16::from_le_bytes([elf[54], elf[55]]) as u64;

@@ -26,7 +26,8 @@ pub struct Scenario {
     /// With input: strings the serial log must show (the scenario is one test).
     pub expect: Vec<String>,
     /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE | :fs=PATH+…]`,
-    /// paths relative to the project). Damage after making it: `!corrupt` flips a byte
+    /// paths relative to the project; a PATH `program=NAME` is a program of this build
+    /// as the boot image holds it). Damage after making it: `!corrupt` flips a byte
     /// of the first inode's owner, `!stale-bitmap` clears the bitmap's first byte (what
     /// a crash between an inode's write and the bitmap's leaves), `!ragged` adds half a
     /// block at the end.
@@ -199,6 +200,12 @@ pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
             let path = out_dir().join(format!("{}-disk.img", sc.name));
             let root = crate::project_root();
             let damage: Vec<&str> = segs.iter().filter_map(|s| s.strip_prefix('!')).collect();
+            // A path in an `fs=` list is relative to the project, or `program=NAME`: a
+            // program of this build, as the boot image holds it.
+            let host_path = |q: &str| match q.strip_prefix("program=") {
+                Some(name) => crate::program_file(name).map(|p| p.display().to_string()),
+                None => Ok(root.join(q).display().to_string()),
+            };
             let segs: Vec<String> = segs
                 .iter()
                 .filter(|s| !s.starts_with('!'))
@@ -206,13 +213,13 @@ pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                     let mut p: Vec<String> = s.split(':').map(String::from).collect();
                     if p.len() == 4 {
                         p[3] = match p[3].strip_prefix("fs=") {
-                            Some(paths) => format!("fs={}", paths.split('+').map(|q| root.join(q).display().to_string()).collect::<Vec<_>>().join("+")),
+                            Some(paths) => format!("fs={}", paths.split('+').map(host_path).collect::<Result<Vec<_>, _>>()?.join("+")),
                             None => root.join(&p[3]).display().to_string(),
                         };
                     }
-                    p.join(":")
+                    Ok(p.join(":"))
                 })
-                .collect();
+                .collect::<Result<_, String>>()?;
             let v = crate::image::make(&path.display().to_string(), 64 << 20, &segs)?;
             if !damage.is_empty() {
                 let mut img = std::fs::read(&path).map_err(|e| e.to_string())?;

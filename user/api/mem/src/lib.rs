@@ -9,7 +9,8 @@ use rt::server::{Args, Decode};
 /// MR1 = client badge (the pager badge its threads' faults carry, and the program id
 /// on its own requests), MR2 = limit in pages, MR3 = resident limit in pages (0: none;
 /// see `RESIDENT`); string = "program args" (the program's file in the boot image
-/// first).
+/// first, or a path — starting with `/` — when root sent the program's image with
+/// `IMAGE` for this badge: a program from the files filesystem).
 pub const REGISTER: u64 = 0x60;
 /// MR1 = client badge: the program is gone; its pages return to the pool.
 pub const UNREGISTER: u64 = 0x61;
@@ -32,6 +33,15 @@ pub const MIN_RESIDENT: u64 = 32;
 /// A program's own memory: MR1 = an address. Reply MR2 = 1 if its page is resident
 /// (mapped by this server and not taken back), else 0 (`mincore`).
 pub const RESIDENT: u64 = 0x64;
+/// (root) A program's ELF image, in pieces: MR1 = client badge, MR2 = offset, MR3 = the
+/// image's length (≤ `MAX_IMAGE`); string = its bytes at the offset. Offset 0 starts
+/// an image (replacing one not registered), the others follow in order; the next
+/// `REGISTER` of that badge takes it. `InvalidArg` for a piece out of order, `TooLong`.
+pub const IMAGE: u64 = 0x65;
+/// The largest image `IMAGE` takes.
+pub const MAX_IMAGE: u64 = 8 << 20;
+/// The largest piece (what a memory server's receive buffer holds).
+pub const IMAGE_PIECE: usize = 8 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
@@ -40,6 +50,7 @@ pub enum Request<'a> {
     Stats,
     Usage { resident: u64 },
     Resident { addr: u64 },
+    Image { client: u64, offset: u64, len: u64, bytes: &'a [u8] },
     /// The graft protocol (point `evict`: which of a program's pages to take back).
     Graft(graft_api::Request<'a>),
 }
@@ -64,6 +75,10 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [addr] = a.words()?;
                 Request::Resident { addr }
             }
+            IMAGE => {
+                let [client, offset, len] = a.words()?;
+                Request::Image { client, offset, len, bytes: a.bytes() }
+            }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })
@@ -85,6 +100,19 @@ pub struct Usage {
 pub mod client {
     use abi::Error;
     use rt::ipc::{self, Msg};
+
+    /// Send a program's image for `client` (root), before registering it by its path.
+    pub fn image(srv: u64, client: u64, data: &[u8], timeouts: u64) -> Result<(), Error> {
+        let mut offset = 0;
+        for piece in data.chunks(super::IMAGE_PIECE) {
+            ipc::set_send_string(piece);
+            let mut m = Msg::new(super::IMAGE, &[client, offset, data.len() as u64]).with_string();
+            ipc::call(srv, &mut m, timeouts)?;
+            abi::check(m.word(1))?;
+            offset += piece.len() as u64;
+        }
+        Ok(())
+    }
 
     /// Register a program (root): `client` is the pager badge its faults carry.
     pub fn register(srv: u64, client: u64, limit: u64, resident: u64, cmdline: &str) -> Result<(), Error> {

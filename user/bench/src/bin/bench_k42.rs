@@ -20,7 +20,10 @@
 //! - **Figure 6** (`postmark_*`): a Postmark-style workload of many small files through
 //!   `files` — 100 files made, each written in eight 512-byte appends and closed, read
 //!   back, removed — with sessions fixed shared (every write through) and adapting
-//!   (exclusive: appends kept back and written as one); busy ticks.
+//!   (exclusive: appends kept back and written as one); busy ticks. Then the same with
+//!   sharing (`postmark_sharing_*`): a second program (`bench_k42_peer`) opens every
+//!   fourth file before it is written, so its session must be shared (adapting: swapped
+//!   from exclusive when the second client opens it).
 //! - **Live update** (`update_*`): `files` replaced by a new instance five times while a
 //!   client thread reads 1 KiB from it in a loop: the time of each update (root's
 //!   `UPDATE`, from the ask to the answer), and the client's calls — the median, and the
@@ -330,50 +333,70 @@ fn reader(_: u64) {
 
 fn postmark() {
     use files_api::client as f;
-    let srv = rt::alloc_slot();
+    let (srv, peer) = (rt::alloc_slot(), rt::alloc_slot());
     if env::lookup("files", srv).is_err() {
         return;
     }
+    let peer = env::lookup("bench_k42_peer", peer).is_ok().then_some(peer);
     let _ = f::mkdir(srv, "/pm");
     let mut why = [0u8; 64];
-    for (name, imp) in [("shared", 1usize), ("auto", 0)] {
-        let _ = sw::swap(srv, 0, imp, &mut why);
-        let mut ok = true;
-        let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
-        for i in 0..100 {
-            let path = alloc::format!("/pm/f{i}");
-            match f::open(srv, &path, true) {
-                Ok((h, _)) => {
-                    for k in 0..8u64 {
-                        ok &= f::write(srv, h, 512 * k, &[i as u8; 512]).is_ok();
+    // Without sharing, then with every fourth file held open by a second program while
+    // it is written (its session shared, by swap when adapting).
+    for (workload, sharing) in [("postmark", None), ("postmark_sharing", peer)] {
+        for (name, imp) in [("shared", 1usize), ("auto", 0)] {
+            let _ = sw::swap(srv, 0, imp, &mut why);
+            let mut ok = true;
+            let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
+            for i in 0..100 {
+                let path = alloc::format!("/pm/f{i}");
+                match f::open(srv, &path, true) {
+                    Ok((h, _)) => {
+                        if let Some(peer) = sharing.filter(|_| i % 4 == 0) {
+                            ipc::set_send_string(path.as_bytes());
+                            ok &= rt::server::request(peer, &mut ipc::Msg::new(PEER_OPEN, &[]).with_string()).is_ok();
+                        }
+                        for k in 0..8u64 {
+                            ok &= f::write(srv, h, 512 * k, &[i as u8; 512]).is_ok();
+                        }
+                        ok &= f::close(srv, h).is_ok();
                     }
-                    ok &= f::close(srv, h).is_ok();
+                    Err(_) => ok = false,
                 }
-                Err(_) => ok = false,
             }
-        }
-        for i in 0..100 {
-            let path = alloc::format!("/pm/f{i}");
-            match f::open(srv, &path, false) {
-                Ok((h, _)) => {
-                    ok &= f::read(srv, h, 0, 4096).is_ok_and(|d| d.len() == 4096 && d.iter().all(|b| *b == i as u8));
-                    ok &= f::close(srv, h).is_ok();
+            if let Some(peer) = sharing {
+                ok &= rt::server::request(peer, &mut ipc::Msg::new(PEER_CLOSE_ALL, &[])).is_ok();
+            }
+            for i in 0..100 {
+                let path = alloc::format!("/pm/f{i}");
+                match f::open(srv, &path, false) {
+                    Ok((h, _)) => {
+                        ok &= f::read(srv, h, 0, 4096).is_ok_and(|d| d.len() == 4096 && d.iter().all(|b| *b == i as u8));
+                        ok &= f::close(srv, h).is_ok();
+                    }
+                    Err(_) => ok = false,
                 }
-                Err(_) => ok = false,
             }
+            for i in 0..100 {
+                ok &= f::remove(srv, &alloc::format!("/pm/f{i}")).is_ok();
+            }
+            let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
+            if !ok {
+                println!("bench_k42: {} with {} sessions failed", workload, name);
+                continue;
+            }
+            report(&alloc::format!("{workload}_{name}_busy"), "ticks", alloc::vec![t.saturating_sub(i)]);
+            let mut buf = [0u8; 256];
+            let n = sw::list(srv, &mut buf).unwrap_or(0);
+            println!("bench_k42: {} {}: {}", workload, name, core::str::from_utf8(&buf[..n]).unwrap_or("?").trim());
         }
-        for i in 0..100 {
-            ok &= f::remove(srv, &alloc::format!("/pm/f{i}")).is_ok();
-        }
-        let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
-        if !ok {
-            println!("bench_k42: postmark with {} sessions failed", name);
-            continue;
-        }
-        report(&alloc::format!("postmark_{name}_busy"), "ticks", alloc::vec![t.saturating_sub(i)]);
     }
     let _ = sw::swap(srv, 0, 0, &mut why);
 }
+
+/// `bench_k42_peer`'s requests: open the file named by the string and keep it open;
+/// close every file it keeps.
+const PEER_OPEN: u64 = 1;
+const PEER_CLOSE_ALL: u64 = 2;
 
 fn updates() {
     if rt::thread::spawn(reader, 0, rt::thread::my_priority()).is_err() {

@@ -47,9 +47,26 @@ const KEEP_CLEAN: usize = 8;
 /// The graft point this server hosts: which of a program's pages to take back.
 const EVICT: [graft::Point; 1] = [graft::Point::Evict];
 
+/// A program's ELF image: in the boot image, or sent by root (`mem_api::IMAGE`: a
+/// program from the files filesystem), kept for the program's life.
+enum Image {
+    Boot(&'static [u8]),
+    Sent(Vec<u8>),
+}
+
+impl core::ops::Deref for Image {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Image::Boot(b) => b,
+            Image::Sent(v) => v,
+        }
+    }
+}
+
 struct Client {
     elf: elf::Elf,
-    image: &'static [u8],
+    image: Image,
     args: String,
     limit: u64,
     /// Client page address → pool page index.
@@ -79,6 +96,8 @@ struct Mem {
     text: String,
     /// A capability a graft `LOAD` brings (an upcall graft's thread).
     inbox: graft_api::upcall::Inbox,
+    /// An image root is sending (`IMAGE`): for this badge, this long, the bytes so far.
+    upload: Option<(u64, u64, Vec<u8>)>,
 }
 
 impl Mem {
@@ -207,16 +226,44 @@ impl Mem {
         c.taken_back += 1;
     }
 
+    /// A piece of an image root sends.
+    fn image_piece(&mut self, badge: u64, offset: u64, len: u64, bytes: &[u8]) -> Result<(), Error> {
+        if len > mem_api::MAX_IMAGE {
+            return Err(Error::TooLong);
+        }
+        if offset == 0 {
+            self.upload = Some((badge, len, Vec::new()));
+        }
+        match &mut self.upload {
+            Some((b, l, v)) if *b == badge && *l == len && v.len() as u64 == offset && offset + bytes.len() as u64 <= len => {
+                v.extend_from_slice(bytes);
+                Ok(())
+            }
+            _ => {
+                self.upload = None;
+                Err(Error::InvalidArg)
+            }
+        }
+    }
+
     fn register(&mut self, badge: u64, limit: u64, resident: u64, cmdline: &str) -> Result<(), Error> {
         let name = cmdline.split(' ').next().unwrap_or("");
-        let fs = bootfs::BootFs::parse(self.bootfs).map_err(|_| Error::InvalidArg)?;
-        let file = fs.find(name).ok_or(Error::InvalidArg)?;
-        let e = elf::parse(file.data).map_err(|_| Error::InvalidArg)?;
         if cmdline.len() > abi::START_ARGS_MAX {
             return Err(Error::TooLong);
         }
-        // SAFETY: the boot image stays mapped read-only for this server's life.
-        let image: &'static [u8] = unsafe { core::slice::from_raw_parts(file.data.as_ptr(), file.data.len()) };
+        let image = if name.starts_with('/') {
+            // A program root read from the files filesystem: the image it sent.
+            match self.upload.take() {
+                Some((b, l, v)) if b == badge && v.len() as u64 == l => Image::Sent(v),
+                _ => return Err(Error::InvalidArg),
+            }
+        } else {
+            let fs = bootfs::BootFs::parse(self.bootfs).map_err(|_| Error::InvalidArg)?;
+            let file = fs.find(name).ok_or(Error::InvalidArg)?;
+            // SAFETY: the boot image stays mapped read-only for this server's life.
+            Image::Boot(unsafe { core::slice::from_raw_parts(file.data.as_ptr(), file.data.len()) })
+        };
+        let e = elf::parse(&image).map_err(|_| Error::InvalidArg)?;
         self.unregister(badge);
         self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, pages: BTreeMap::new(), resident: if resident == 0 { 0 } else { resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT)) }, clean: VecDeque::new(), dropped: BTreeSet::new(), taken_back: 0, refaults: 0, grafted: 0 });
         Ok(())
@@ -253,8 +300,8 @@ fn main() -> i32 {
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
-    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base), text: String::new(), inbox: graft_api::upcall::Inbox::new() };
-    let mut buf = [0u8; graft_api::RECV_BYTES];
+    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base), text: String::new(), inbox: graft_api::upcall::Inbox::new(), upload: None };
+    let mut buf = alloc::vec![0u8; graft_api::RECV_BYTES.max(mem_api::IMAGE_PIECE)];
     server::run(&mut srv, &mut buf)
 }
 
@@ -283,7 +330,8 @@ impl Server for Mem {
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         match req {
             // Registration comes from root only (its capability to us is unbadged).
-            Request::Register { .. } | Request::Unregister { .. } if !from.is_root() => Answer::err(Error::NoRights),
+            Request::Register { .. } | Request::Unregister { .. } | Request::Image { .. } if !from.is_root() => Answer::err(Error::NoRights),
+            Request::Image { client, offset, len, bytes } => Answer::result(self.image_piece(client, offset, len, bytes)),
             Request::Register { client, limit, resident, cmdline } => Answer::result(self.register(client, limit, resident, cmdline)),
             Request::Unregister { client } => {
                 self.unregister(client);

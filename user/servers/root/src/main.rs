@@ -136,10 +136,21 @@ fn with_tmp<T>(f: impl FnOnce(u64) -> T) -> T {
 impl Root<'_> {
     /// Start a program from a manifest entry. `requester`: the program that asked
     /// (SPAWN), which gets capabilities to it and gives it one back (PEER).
+    /// A program whose file is a path (starting with `/`) is read from the files
+    /// filesystem (`read_program`) and its image sent to its memory server.
     fn start(&mut self, entry: Program, requester: Option<Requester>) -> Result<usize, Error> {
-        let Some(file) = self.fs.find(&entry.file) else {
-            println!("[root] no program `{}` in the boot image", entry.file);
-            return Err(Error::InvalidArg);
+        let read: Vec<u8>;
+        let data: &[u8] = if entry.file.starts_with('/') {
+            read = self.read_program(&entry.file).inspect_err(|e| println!("[root] cannot read `{}` from the files filesystem: {:?}", entry.file, e))?;
+            &read
+        } else {
+            match self.fs.find(&entry.file) {
+                Some(file) => file.data,
+                None => {
+                    println!("[root] no program `{}` in the boot image", entry.file);
+                    return Err(Error::InvalidArg);
+                }
+            }
         };
         let pager = MEM_SERVERS.iter().position(|m| *m == entry.pager).ok_or_else(|| {
             println!("[root] {}: no memory server `{}`", entry.name, entry.pager);
@@ -149,14 +160,15 @@ impl Root<'_> {
         let mem_idx = self.mems[pager];
         let mem_slot = self.progs[mem_idx].child.thread;
         let cmdline = entry.cmdline();
-        let child = loader::spawn_paged(file.data, &cmdline, entry.kpages, entry.priority as u64, mem_slot, badge_of(idx)).map_err(|e| {
+        let child = loader::spawn_paged(data, &cmdline, entry.kpages, entry.priority as u64, mem_slot, badge_of(idx)).map_err(|e| {
             println!("[root] cannot load `{}`: {:?}", entry.name, e);
             match e {
                 loader::LoadError::Sys(e) => e,
                 _ => Error::InvalidArg,
             }
         })?;
-        if let Err(e) = mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, &cmdline) {
+        let sent = if entry.file.starts_with('/') { mem_api::client::image(mem_slot, badge_of(idx), data, ipc::timeouts(1_000_000, 5_000_000)) } else { Ok(()) };
+        if let Err(e) = sent.and_then(|_| mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, &cmdline)) {
             child.discard();
             return Err(e);
         }
@@ -317,7 +329,7 @@ impl Root<'_> {
         if self.progs[old].pager.is_none() || self.progs[old].entry.test {
             return Err((Error::InvalidArg, "memory servers and tests are not updated"));
         }
-        if self.fs.find(program).is_none() {
+        if !program.starts_with('/') && self.fs.find(program).is_none() {
             return Err((Error::InvalidArg, "no such program in the boot image"));
         }
         let mut entry = self.progs[old].entry.clone();
@@ -441,6 +453,42 @@ impl Root<'_> {
     }
 
     /// The live instance of a program called `name`.
+    /// A program's file from the files filesystem, through the running `files` server
+    /// (bounded: `mem_api::MAX_IMAGE` bytes, and each call in time — a stuck server
+    /// must not stop root).
+    fn read_program(&self, path: &str) -> Result<Vec<u8>, Error> {
+        let srv = self.progs[self.find("files").ok_or(Error::NotFound)?].child.thread;
+        let t = ipc::timeouts(1_000_000, 5_000_000);
+        let call = |m: &mut Msg| ipc::call(srv, m, t).and_then(|_| abi::check(m.word(1)));
+        ipc::set_send_string(path.as_bytes());
+        let mut m = Msg::new(files_api::OPEN, &[0]).with_string();
+        call(&mut m)?;
+        let (h, size) = (m.word(2), m.word(3));
+        let read = || {
+            if size > mem_api::MAX_IMAGE {
+                return Err(Error::TooLong);
+            }
+            let mut out = alloc::vec![0u8; size as usize];
+            let mut off = 0;
+            while off < out.len() {
+                let len = (out.len() - off).min(files_api::MAX_IO as usize);
+                ipc::set_recv_buffer(&mut out[off..off + len]);
+                let mut m = Msg::new(files_api::READ, &[h, off as u64, len as u64]);
+                call(&mut m)?;
+                let n = if m.tag().has_string() { ipc::received_string_len().min(len) } else { 0 };
+                if n == 0 {
+                    break;
+                }
+                off += n;
+            }
+            out.truncate(off);
+            Ok(out)
+        };
+        let r = read();
+        let _ = call(&mut Msg::new(files_api::CLOSE, &[h]));
+        r
+    }
+
     fn find(&self, name: &str) -> Option<usize> {
         self.progs.iter().rposition(|p| !p.done && p.name == name && p.successor_of.is_none())
     }

@@ -3,7 +3,8 @@
 //! files through it. Updates whose new program crashes at start, exits without taking
 //! the state, or refuses it (it reads only a format the old server does not write) fail
 //! with the reason and leave the old server serving; two real updates succeed, the
-//! clients' handles and capabilities keep working across them. Then the shared block
+//! clients' handles and capabilities keep working across them (the second new program
+//! comes from the files filesystem, `/files`). Then the shared block
 //! cache under them is updated too (its index, order and frames move to the new
 //! program; blk's capability and mapping keep working). At the end every byte either
 //! program wrote is read back and checked.
@@ -108,7 +109,12 @@ fn main() -> i32 {
         c.eq(f::remove(srv, "/u_t"), Ok(()), "remove it");
         c.check(rt::sys::cap_info(ticket).is_err(), "the new server took the ticket back with the file");
     }
-    c.eq(env::update("files files"), Ok(()), "and once more (the endpoint moves again)");
+    // A program from the files filesystem (root reads it through files itself).
+    let r = env::update("files /disk/hello.txt");
+    c.check(matches!(&r, Err((Error::InvalidArg, _))), &format!("a file that is not a program is refused ({r:?})"));
+    c.eq(env::update("files /nothing").map_err(|e| e.0), Err(Error::NotFound), "a path that is not there");
+    c.eq(files_id(), second, "the server serves on");
+    c.eq(env::update("files /files"), Ok(()), "and once more, with the program in the files filesystem (the endpoint moves again)");
     let third = files_id();
     c.check(third.is_some() && third != second, &format!("another new program serves ({second:?} → {third:?})"));
     ops_advance(&mut c, "after the second update");
