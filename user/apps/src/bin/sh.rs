@@ -49,9 +49,10 @@ const HELP: &str = "commands:
                     `auto`: the server chooses) while it runs
   interpose S.C K   wrap every call to S.C in an interposer: counter, trace, timer,
                     or none (detach); `swap list` shows what it saw
-  update S PROG [ARGS]  replace the running server S by program PROG from the boot
-                    image while its clients keep calling (live update: its state and
-                    its clients' capabilities move to the new program)
+  update S PROG [ARGS]  replace the running server S (files, cache) by program PROG
+                    from the boot image, or from the files filesystem when PROG is a
+                    path (/…), while its clients keep calling (live update: its state
+                    and its clients' capabilities move to the new program)
   echo TEXT         print TEXT
   sleep MS          wait MS milliseconds
   halt              power off";
