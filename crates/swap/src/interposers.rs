@@ -1,7 +1,11 @@
 //! The interposers a person can attach from the shell (K42 Table 1's): one that counts
-//! calls, one that traces them, one that times them.
+//! calls, one that traces them, one that times them; and `Shared`, one of them over
+//! many slots.
 
 use crate::Interposer;
+use alloc::boxed::Box;
+use alloc::rc::Rc;
+use core::cell::RefCell;
 use core::fmt::Write;
 
 /// Methods an interposer keeps figures for (an interface's first `METHODS`).
@@ -113,6 +117,40 @@ impl Interposer for Timer {
         let _ = write!(out, "timer:");
         for ((n, c), t) in names.iter().zip(self.calls).zip(self.total) {
             let _ = write!(out, " {n}={c}x{}", t.checked_div(c).unwrap_or(0));
+        }
+    }
+}
+
+/// One interposer for many slots (a component with a slot per object, such as `files`'
+/// sessions, one per open file): each slot gets a handle (`Shared::clone`), every call
+/// through any of them reaches the one interposer, and it reports for them all. A
+/// server runs one request at a time, so two handles are never inside it at once; were
+/// they, the second call would pass uncounted rather than wait.
+#[derive(Clone)]
+pub struct Shared(Rc<RefCell<Box<dyn Interposer>>>);
+
+impl Shared {
+    pub fn new(i: Box<dyn Interposer>) -> Shared {
+        Shared(Rc::new(RefCell::new(i)))
+    }
+}
+
+impl Interposer for Shared {
+    #[inline]
+    fn precall(&mut self, method: u32) {
+        if let Ok(mut i) = self.0.try_borrow_mut() {
+            i.precall(method);
+        }
+    }
+    #[inline]
+    fn postcall(&mut self, method: u32) {
+        if let Ok(mut i) = self.0.try_borrow_mut() {
+            i.postcall(method);
+        }
+    }
+    fn report(&self, names: &[&str], out: &mut dyn Write) {
+        if let Ok(i) = self.0.try_borrow() {
+            i.report(names, out);
         }
     }
 }

@@ -178,6 +178,31 @@ fn interposers_wrap_every_method_from_attach_to_detach() {
     assert_eq!(AdderMethod::NAMES, &["add", "reset"]);
 }
 
+/// One counter over two slots: calls through either are counted once, in one report;
+/// detached from one slot, that slot's calls pass uncounted.
+#[test]
+fn a_shared_interposer_counts_every_slot() {
+    let mut g = Generations::new();
+    let sh = interposers::Shared::new(Box::new(interposers::Counter::default()));
+    let (mut a, mut b): (Slot<dyn Adder>, Slot<dyn Adder>) = (Slot::new(counter(1)), Slot::new(counter(1)));
+    a.interpose(Some(Box::new(sh.clone())));
+    b.interpose(Some(Box::new(sh.clone())));
+    for (s, n) in [(&mut a, 3), (&mut b, 2)] {
+        let c = s.begin(&mut g, 1, false).unwrap();
+        for _ in 0..n {
+            through(s, &c, |x| x.add(1));
+        }
+        s.end(&mut g, c);
+    }
+    b.interpose(None);
+    let c = b.begin(&mut g, 1, false).unwrap();
+    through(&mut b, &c, |x| x.add(1));
+    b.end(&mut g, c);
+    let mut out = alloc::string::String::new();
+    sh.report(AdderMethod::NAMES, &mut out);
+    assert_eq!(out, "counter: add=5 reset=0");
+}
+
 #[test]
 fn trace_and_timer_interposers() {
     use interposers::{Timer, Trace};

@@ -27,7 +27,8 @@
 //! and written as one), swapped to shared (every write through at once) when a second
 //! client opens it, and back when one is left — component `sessions` of the
 //! reconfiguration protocol (`swap files.sessions shared` fixes them shared; `auto`,
-//! the default, adapts). What an exclusive session keeps back is written before
+//! the default, adapts; `interpose files.sessions counter` puts one interposer on every
+//! session, open now or later). What an exclusive session keeps back is written before
 //! anything else looks at the file (close, stat, list, sync, tickets, an update).
 #![no_std]
 #![no_main]
@@ -99,6 +100,9 @@ struct Files {
     /// Sessions swapped so far, and swaps abandoned.
     session_swaps: u64,
     session_aborts: u64,
+    /// The interposer on every session (`interpose files.sessions KIND`): one, shared by
+    /// the slots of all open files and of files opened later.
+    interposer: Option<swap::interposers::Shared>,
 }
 
 /// The implementations of component `sessions`.
@@ -195,7 +199,11 @@ impl Files {
         let want = self.all_shared || clients.len() > 1;
         match self.sessions.get_mut(&ino) {
             None => {
-                self.sessions.insert(ino, (Slot::new(session::new(want)), want));
+                let mut slot = Slot::new(session::new(want));
+                if let Some(i) = &self.interposer {
+                    slot.interpose(Some(alloc::boxed::Box::new(i.clone())));
+                }
+                self.sessions.insert(ino, (slot, want));
             }
             Some((slot, shared)) if *shared != want => {
                 // One request at a time: the session is quiescent now, so the swap ends
@@ -315,7 +323,7 @@ impl swap_api::Components for Files {
         let shared = self.sessions.values().filter(|s| s.1).count();
         let _ = write!(
             out,
-            "sessions {} {} open={} shared={} swaps={} aborts={} -",
+            "sessions {} {} open={} shared={} swaps={} aborts={} ",
             SESSION_IMPLS[self.all_shared as usize],
             SESSION_IMPLS.join(","),
             self.sessions.len(),
@@ -323,6 +331,10 @@ impl swap_api::Components for Files {
             self.session_swaps,
             self.session_aborts
         );
+        match &self.interposer {
+            Some(i) => swap::Interposer::report(i, baiofs::session::SessionMethod::NAMES, out),
+            None => out.push('-'),
+        }
     }
 
     fn swap(&mut self, _k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>> {
@@ -337,9 +349,13 @@ impl swap_api::Components for Files {
         Ok(0)
     }
 
-    fn interpose(&mut self, _k: usize, _i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
-        // One slot per open file: an interposer would have to be made for each.
-        Err(Error::Unsupported)
+    /// One interposer for all sessions (a slot per open file): each slot gets a handle.
+    fn interpose(&mut self, _k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
+        self.interposer = i.map(swap::interposers::Shared::new);
+        for (slot, _) in self.sessions.values_mut() {
+            slot.interpose(self.interposer.clone().map(|i| alloc::boxed::Box::new(i) as alloc::boxed::Box<dyn swap::Interposer>));
+        }
+        Ok(())
     }
 }
 
@@ -522,7 +538,7 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0 };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0, interposer: None };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
         files.next = next;

@@ -153,11 +153,17 @@ fn main() -> i32 {
     let count = |l: &str, key: &str| l.split(key).nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
     let l = sessions();
     c.check(l.starts_with("sessions auto auto,shared") && count(&l, "shared=") == Some(0), &format!("files lists its sessions, none shared ({l})"));
+    // One interposer on every session, those open now and those opened later.
+    c.eq(swap_api::client::interpose(srv, 0, swap_api::COUNTER), Ok(()), "interpose a counter on files' sessions");
     let _ = f::remove(srv, "/u_x");
     if let Ok((h, _)) = f::open(srv, "/u_x", true) {
         for k in 0..3u8 {
             let _ = f::write(srv, h, 100 * k as u64, &[k; 100]);
         }
+        let l = sessions();
+        c.check(l.contains("counter: read=") && count(&l, "write=").is_some_and(|n| n >= 3), &format!("it counted the writes of a file opened after it was attached ({l})"));
+        c.eq(swap_api::client::interpose(srv, 0, swap_api::NONE), Ok(()), "detach it");
+        c.check(sessions().trim_end().ends_with(" -"), "detached from every session");
         c.eq(f::stat(srv, "/u_x").map(|s| s.1), Ok(300), "an exclusive session's appends are there when the file is looked at");
         let swaps = count(&sessions(), "swaps=").unwrap_or(0);
         let mut why = [0u8; 64];
