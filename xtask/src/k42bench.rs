@@ -27,7 +27,7 @@ const TABLE1: [(&str, &str); 9] = [
 ];
 const CLIENTS: [u32; 4] = [0, 1, 4, 16];
 /// Figure 6's workloads: their metrics' prefix and name.
-const FIG6: [(&str, &str); 2] = [("postmark", "one client per file"), ("postmark_sharing", "every fourth file shared")];
+const FIG6: [(&str, &str); 2] = [("swap_postmark", "one client per file"), ("swap_postmark_sharing", "every fourth file shared")];
 const POLICIES: [(&str, &str); 3] = [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
 
 pub fn k42_suite(a: &crate::Artifacts, dir: &Path) -> Result<String, String> {
@@ -140,10 +140,10 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
              cache's misses (each a disk read).\n"
         );
         let _ = writeln!(s, "| policy | busy ticks | misses | relative to the better fixed policy |\n|---|---:|---:|---:|");
-        let best = ["lru", "mru"].iter().filter_map(|p| g(&format!("adaptive_{p}_busy"))).min();
+        let best = ["lru", "mru"].iter().filter_map(|p| g(&format!("swap_adaptive_{p}_busy"))).min();
         for (p, what) in POLICIES {
-            let b = g(&format!("adaptive_{p}_busy"));
-            let _ = writeln!(s, "| {what} | {} | {} | {} |", cell(b), cell(g(&format!("adaptive_{p}_misses"))), ratio(b, best).map_or("—".into(), |r| format!("{r:.2}")));
+            let b = g(&format!("swap_adaptive_{p}_busy"));
+            let _ = writeln!(s, "| {what} | {} | {} | {} |", cell(b), cell(g(&format!("swap_adaptive_{p}_misses"))), ratio(b, best).map_or("—".into(), |r| format!("{r:.2}")));
         }
         let _ = writeln!(s);
         let _ = writeln!(s, "### Live update of `files`\n");
@@ -166,7 +166,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         if let Some(r) = ratio(g("swap_null"), g("swap_ipc_rtt")) {
             let _ = writeln!(s, "- a null swap is {r:.2}× an IPC round trip: ≤ 3×: {}", met(r <= 3.0));
         }
-        if let Some(r) = ratio(g("adaptive_auto_busy"), best) {
+        if let Some(r) = ratio(g("swap_adaptive_auto_busy"), best) {
             let _ = writeln!(s, "- streaming: adaptive swapping takes {r:.2}× the busy time of the better fixed policy: ≤ 1: {}", met(r <= 1.0));
         }
         for (wl, wname) in FIG6 {
@@ -194,7 +194,7 @@ fn svg(agg: &Agg) -> String {
         "Figure 6: busy instructions, Postmark-style".into(),
         FIG6.iter().flat_map(|(wl, wname)| [("shared", "fixed shared"), ("auto", "adaptive")].map(|(p, what)| (format!("{what}, {wname}"), g(&format!("{wl}_{p}_busy"))))).collect(),
     ));
-    panels.push(("Figure 7: busy instructions of the workload".into(), POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("adaptive_{p}_busy")))).collect()));
+    panels.push(("Figure 7: busy instructions of the workload".into(), POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("swap_adaptive_{p}_busy")))).collect()));
     let (w, row_h, left) = (900.0, 22.0, 260.0);
     let h: f64 = 20.0 + panels.iter().map(|(_, r)| 40.0 + row_h * r.len() as f64).sum::<f64>();
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
@@ -236,9 +236,9 @@ mod tests {
         put("interpose_counter_call", 30);
         put("swap_ipc_rtt", 1000);
         put("swap_null", 2500);
-        put("adaptive_lru_busy", 900);
-        put("adaptive_mru_busy", 1200);
-        put("adaptive_auto_busy", 800);
+        put("swap_adaptive_lru_busy", 900);
+        put("swap_adaptive_mru_busy", 1200);
+        put("swap_adaptive_auto_busy", 800);
         let r = report(&agg, &[("icount", true, "tcg".into())]);
         assert!(r.contains("costs 20 more than a plain call: ≤ 100: met"), "{r}");
         assert!(r.contains("a null swap is 2.50× an IPC round trip: ≤ 3×: met"), "{r}");

@@ -13,15 +13,15 @@
 //!   threads reading through the cache at the same time (their reads are LOOKUPs at the
 //!   cache, in the queue ahead of the swap): the caller's ticks per swap
 //!   (`swap_clients_N`) and the mediator's own (`swap_mediator_clients_N`).
-//! - **Figure 7** (`adaptive_*`): the same workload with the policy fixed at LRU, fixed
+//! - **Figure 7** (`swap_adaptive_*`): the same workload with the policy fixed at LRU, fixed
 //!   at MRU, and swapped by the cache itself (`auto`): rounds of a sequential stream of
 //!   2000 blocks (twice the cache) and then random reads in one of two hot sets of 384
 //!   blocks; busy ticks of the whole workload and the cache's misses.
-//! - **Figure 6** (`postmark_*`): a Postmark-style workload of many small files through
+//! - **Figure 6** (`swap_postmark_*`): a Postmark-style workload of many small files through
 //!   `files` — 100 files made, each written in eight 512-byte appends and closed, read
 //!   back, removed — with sessions fixed shared (every write through) and adapting
 //!   (exclusive: appends kept back and written as one); busy ticks. Then the same with
-//!   sharing (`postmark_sharing_*`): a second program (`bench_k42_peer`) opens every
+//!   sharing (`swap_postmark_sharing_*`): a second program (`bench_k42_peer`) opens every
 //!   fourth file before it is written, so its session must be shared (adapting: swapped
 //!   from exclusive when the second client opens it).
 //! - **Live update** (`update_*`): `files` replaced by a new instance five times while a
@@ -289,9 +289,9 @@ fn figure7(cache: u64, seg: &Segment) {
             }
         }
         let (t, i, m) = (sys::rdtsc() - t0, sys::idle_tsc() - i0, cache_misses(cache) - m0);
-        report(&alloc::format!("adaptive_{name}_busy"), "ticks", alloc::vec![t.saturating_sub(i)]);
-        report(&alloc::format!("adaptive_{name}_elapsed"), "ticks", alloc::vec![t]);
-        report(&alloc::format!("adaptive_{name}_misses"), "blocks", alloc::vec![m]);
+        report(&alloc::format!("swap_adaptive_{name}_busy"), "ticks", alloc::vec![t.saturating_sub(i)]);
+        report(&alloc::format!("swap_adaptive_{name}_elapsed"), "ticks", alloc::vec![t]);
+        report(&alloc::format!("swap_adaptive_{name}_misses"), "blocks", alloc::vec![m]);
         let mut buf = [0u8; 256];
         let n = sw::list(cache, &mut buf).unwrap_or(0);
         println!("bench_k42: {}: {}", name, core::str::from_utf8(&buf[..n]).unwrap_or("?").trim());
@@ -342,7 +342,7 @@ fn postmark() {
     let mut why = [0u8; 64];
     // Without sharing, then with every fourth file held open by a second program while
     // it is written (its session shared, by swap when adapting).
-    for (workload, sharing) in [("postmark", None), ("postmark_sharing", peer)] {
+    for (workload, sharing) in [("swap_postmark", None), ("swap_postmark_sharing", peer)] {
         for (name, imp) in [("shared", 1usize), ("auto", 0)] {
             let _ = sw::swap(srv, 0, imp, &mut why);
             let mut ok = true;
