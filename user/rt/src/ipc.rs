@@ -98,7 +98,8 @@ fn touch(buf: &[u8], write: bool) {
     }
 }
 
-/// Offer a receive buffer for strings (the receiver's consent to a copy).
+/// Offer a receive buffer for strings (the receiver's consent to a copy) to the next
+/// IPC that receives; that IPC takes the offer back, so offer it before each.
 pub fn set_recv_buffer(buf: &mut [u8]) {
     touch(buf, true);
     let u = utcb();
@@ -153,6 +154,15 @@ fn raw(n: u64, dest: u64, src: u64, to: u64, m: &mut [u64; 7]) -> (u64, u64) {
             lateout("r11") _,
             options(nostack),
         );
+    }
+    // The receive buffer was offered for this IPC only: a buffer left offered would
+    // outlive what it points into (a local, a freed vector), and a later message with
+    // a string — a hostile server's answer to a call that expects none — would be
+    // written there.
+    if n != sys::IPC_SEND && n != sys::IPC_REPLY {
+        let u = utcb();
+        u.recv_buf_addr = 0;
+        u.recv_buf_len = 0;
     }
     (err, badge)
 }

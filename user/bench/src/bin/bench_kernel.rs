@@ -260,8 +260,9 @@ fn main() -> i32 {
         let data = [0x5Au8; 512];
         let mut back = [0u8; 512];
         ipc::set_send_string(&data);
-        ipc::set_recv_buffer(&mut back);
         measure("ipc_rtt_512b_cross", || {
+            // Offered for each call (a receive takes the offer back).
+            ipc::set_recv_buffer(&mut back);
             let mut m = Msg::new(echo_api::STRING, &[]).with_string();
             bad += (ipc::call(e512, &mut m, ipc::FOREVER).is_err() || m.word(1) != 512) as u64;
         });

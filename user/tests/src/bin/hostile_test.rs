@@ -114,9 +114,11 @@ fn main() -> i32 {
 
     // Strings: faults inside the copy, oversized lengths.
     let mut back = [0u8; 64];
-    ipc::set_recv_buffer(&mut back);
+    let back_at = back.as_mut_ptr() as u64;
     let string_call = |addr: u64, len: u64| {
         let u = ipc::utcb();
+        u.recv_buf_addr = back_at;
+        u.recv_buf_len = 64;
         u.send_buf_addr = addr;
         u.send_buf_len = len;
         let mut m = Msg::new(echo::REVERSE, &[]).with_string();
@@ -147,7 +149,6 @@ fn main() -> i32 {
         let mut m = Msg::new(echo::REVERSE, &[]).with_string();
         c.eq(ipc::call(echo_slot, &mut m, FOREVER), Err(Error::CopyFault), "reply into our unmapped buffer");
     }
-    ipc::set_recv_buffer(&mut back);
 
     // Thread creation.
     let t = rt::alloc_slot();

@@ -280,6 +280,7 @@ fn main() -> i32 {
     c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "4000-byte string across pages");
     let rev: Vec<u8> = big.iter().rev().copied().collect();
     c.check(back[..4000] == rev[..], "4000 bytes intact both ways");
+    c.eq((ipc::utcb().recv_buf_addr, ipc::utcb().recv_buf_len), (0, 0), "the call took the buffer's offer back (nothing can write into it later)");
 
     // Timeouts.
     let mut m = Msg::empty();
