@@ -1,7 +1,9 @@
 //! A memory server stacked on sigma0 (L4's recursive address spaces): it pages the
 //! programs root registers with it. Page faults arrive as IPC with the client's
 //! badge; it answers with a map item of a page from its pool — filled from the
-//! program's ELF image (the boot image is mapped to it read-only), holding the
+//! program's ELF image (the boot image is mapped to it read-only; a program from the
+//! files filesystem comes as an image root sends, `mem_api::IMAGE`, kept in this
+//! server's heap for the program's life), holding the
 //! program's start information, or zeroed (demand-zero anonymous memory) — within
 //! the client's page limit. Pool pages come from sigma0 a megabyte at a time and
 //! go back to the pool when a client is unregistered.
@@ -232,7 +234,7 @@ impl Mem {
             return Err(Error::TooLong);
         }
         if offset == 0 {
-            self.upload = Some((badge, len, Vec::new()));
+            self.upload = Some((badge, len, Vec::with_capacity(len as usize)));
         }
         match &mut self.upload {
             Some((b, l, v)) if *b == badge && *l == len && v.len() as u64 == offset && offset + bytes.len() as u64 <= len => {

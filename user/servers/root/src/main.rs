@@ -452,7 +452,6 @@ impl Root<'_> {
         self.progs.iter().any(|p| p.entry.test && !p.done)
     }
 
-    /// The live instance of a program called `name`.
     /// A program's file from the files filesystem, through the running `files` server
     /// (bounded: `mem_api::MAX_IMAGE` bytes, and each call in time — a stuck server
     /// must not stop root).
@@ -489,6 +488,7 @@ impl Root<'_> {
         r
     }
 
+    /// The live instance of a program called `name`.
     fn find(&self, name: &str) -> Option<usize> {
         self.progs.iter().rposition(|p| !p.done && p.name == name && p.successor_of.is_none())
     }
