@@ -289,7 +289,12 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Pa
     }
     let agg = aggregate(&results);
     write_suite(dir, "kernel", &agg, &modes, svg(&agg))?;
-    Ok(report_md(&agg, &modes))
+    eprintln!("[kernel] the instruction breakdown of one round trip (gdb steps through it)");
+    let breakdown = match crate::ipcprobe::trace(a, dir) {
+        Ok(steps) => crate::ipcprobe::report(&steps),
+        Err(e) => format!("## Where the instructions of one round trip go\n\nNot measured: {e}\n"),
+    };
+    Ok(format!("{}\n{breakdown}", report_md(&agg, &modes)))
 }
 
 /// Median of the runs' medians, min of mins, max of maxes.

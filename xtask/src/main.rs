@@ -8,6 +8,7 @@ mod k42bench;
 mod grafts;
 mod cuebench;
 mod image;
+mod ipcprobe;
 mod nettest;
 mod qemu;
 mod scenarios;

@@ -9,15 +9,20 @@ use std::time::{Duration, Instant};
 pub const QEMU: &str = "qemu-system-x86_64";
 
 pub fn ensure_qemu() -> Result<(), String> {
-    if Command::new(QEMU).arg("--version").output().is_ok() {
+    ensure_installed(QEMU, "qemu-system-x86", "QEMU")
+}
+
+/// `program` runs (`--version`), or is installed from Debian's package `package`.
+pub fn ensure_installed(program: &str, package: &str, what: &str) -> Result<(), String> {
+    if Command::new(program).arg("--version").output().is_ok() {
         return Ok(());
     }
     let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
-    let install = "apt-get update && apt-get install -y qemu-system-x86";
+    let install = format!("apt-get update && apt-get install -y {package}");
     if !is_root {
-        return Err(format!("QEMU is missing; install it with: sudo sh -c '{install}'"));
+        return Err(format!("{what} is missing; install it with: sudo sh -c '{install}'"));
     }
-    eprintln!("xtask: installing QEMU from Debian's packages");
+    eprintln!("xtask: installing {what} from Debian's packages");
     let st = Command::new("sh")
         .args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {install} >/dev/null")])
         .status()
@@ -25,7 +30,7 @@ pub fn ensure_qemu() -> Result<(), String> {
     if st.success() {
         Ok(())
     } else {
-        Err(format!("installing QEMU failed; try: {install}"))
+        Err(format!("installing {what} failed; try: {install}"))
     }
 }
 
@@ -60,6 +65,8 @@ pub struct Options {
     /// A virtio-net PCI device on QEMU's user network, restricted (the guest reaches
     /// nothing outside QEMU but what these rules give it).
     pub net: Option<NetOptions>,
+    /// A gdb stub on this port of 127.0.0.1, the machine stopped until gdb continues it.
+    pub gdb: Option<u16>,
 }
 
 #[derive(Clone, Default)]
@@ -77,7 +84,7 @@ const NET_SLOT: u32 = 3;
 
 impl Options {
     pub fn new(accel: String, icount: bool, append: String, disk: Option<std::path::PathBuf>) -> Options {
-        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into(), net: None }
+        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into(), net: None, gdb: None }
     }
 }
 
@@ -91,7 +98,9 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
     if o.icount {
         c.args(["-icount", "shift=0,align=off,sleep=off"]);
     }
-    if std::env::var_os("SCION_GDB").is_some() {
+    if let Some(port) = o.gdb {
+        c.args(["-gdb", &format!("tcp:127.0.0.1:{port}"), "-S"]);
+    } else if std::env::var_os("SCION_GDB").is_some() {
         // A gdb stub on tcp::1234 (for looking at a machine that stopped making progress).
         c.arg("-s");
     }

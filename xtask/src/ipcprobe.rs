@@ -1,0 +1,277 @@
+//! Where the instructions of one IPC round trip go (issue 15): `bench_kernel` makes one
+//! more warm 8-byte cross-task round trip in `probe_rtt` after its measurements; QEMU
+//! (icount, so the figures are instructions) stops at it for gdb, which steps through
+//! the round trip one instruction at a time — client, kernel, server, kernel, client —
+//! and names each instruction's function (the innermost, inlined ones included) from
+//! the programs' and the kernel's symbols. Nothing is sampled or estimated: every
+//! instruction executed is counted once. `cargo xtask bench kernel` prints the table.
+
+use crate::scenarios::Scenario;
+use crate::{qemu, Artifacts};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `bench_kernel`'s `PROBE_MAGIC` (in rdi when `probe_rtt` is entered).
+const MAGIC: u64 = 0x5c10_4b1d_0000_0001;
+/// A round trip is far below this; more means the stepping went astray.
+const MAX_STEPS: usize = 20_000;
+
+/// gdb's half (Python): break at `probe_rtt` when rdi is the magic, step to its return,
+/// then resolve every address with the symbols of the program or kernel it ran in.
+const SCRIPT: &str = r#"
+import gdb, os
+E = os.environ
+gdb.execute("set pagination off")
+gdb.execute("set confirm off")
+gdb.execute("file " + E["PROBE_KERNEL"])
+gdb.execute("target remote 127.0.0.1:" + E["PROBE_PORT"])
+gdb.execute("break *%s if $rdi == %s" % (E["PROBE_ADDR"], E["PROBE_MAGIC"]))
+gdb.execute("continue")
+reg = lambda r: int(gdb.parse_and_eval("$" + r)) & 0xffffffffffffffff
+sp = reg("rsp")
+ret = int.from_bytes(gdb.selected_inferior().read_memory(sp, 8).tobytes(), "little")
+gdb.execute("delete")
+steps, seg, kernel = [], 0, False
+for i in range(int(E["PROBE_MAX"])):
+    pc = reg("rip")
+    k = pc >= 0xffff800000000000
+    if k != kernel:
+        seg, kernel = seg + 1, k
+    steps.append((seg, pc))
+    if seg == 4 and pc == ret and reg("rsp") == sp + 8:
+        break
+    gdb.execute("stepi", to_string=True)
+gdb.execute("kill")
+def names(pc):
+    # The functions around pc, innermost (inlined) first; assembly without debug
+    # information by its symbol.
+    b = gdb.block_for_pc(pc)
+    fs = []
+    while b is not None:
+        if b.function is not None:
+            fs.append(b.function.print_name)
+        b = b.superblock
+    if not fs:
+        s = gdb.execute("info symbol %d" % pc, to_string=True).split()
+        fs = [s[0] if s and not s[0].startswith("No") else "?"]
+    return ("|".join(fs), fs[-1])
+out = {}
+for seg_file, segs in ((E["PROBE_KERNEL"], (1, 3)), (E["PROBE_CLIENT"], (0, 4)), (E["PROBE_SERVER"], (2,))):
+    gdb.execute("symbol-file " + seg_file)
+    for i, (s, pc) in enumerate(steps):
+        if s in segs:
+            out[i] = names(pc)
+with open(E["PROBE_OUT"], "w") as f:
+    for i, (s, pc) in enumerate(steps):
+        inner, outer = out.get(i, ("?", "?"))
+        f.write("%d\t%x\t%s\t%s\n" % (s, pc, inner, outer))
+"#;
+
+/// One executed instruction: segment (0 client, 1 kernel, 2 server, 3 kernel, 4
+/// client), the functions it ran in, innermost (inlined) first, and the outermost
+/// (`probe-steps.tsv` has the addresses too).
+pub struct Step {
+    pub seg: u32,
+    pub chain: Vec<String>,
+    pub outer: String,
+}
+
+impl Step {
+    /// The innermost of Scion's own functions it ran in (not a library's inlined helper).
+    fn own(&self) -> &str {
+        const OURS: [&str; 7] = ["kernel::", "kcore::", "abi::", "rt::", "echo_api::", "bench_kernel::", "syscall_"];
+        self.chain.iter().find(|f| OURS.iter().any(|o| f.starts_with(o))).or(self.chain.first()).map_or("?", |s| s)
+    }
+
+    fn within(&self, name: &str) -> bool {
+        self.chain.iter().any(|f| f.contains(name))
+    }
+}
+
+/// Step through `probe_rtt` (see the module's head); the executed instructions in order.
+pub fn trace(a: &Artifacts, dir: &Path) -> Result<Vec<Step>, String> {
+    qemu::ensure_installed("gdb", "gdb", "gdb")?;
+    let sc = Scenario { icount: true, ..Scenario::bench("bench-probe", "kernel", &[])? };
+    let img = crate::make_image(a, &sc.manifest, &sc.name)?;
+    let prog = |n: &str| a.programs.iter().find(|(p, _)| p == n).map(|(_, p)| p.clone()).ok_or(format!("no program {n}"));
+    let (client, server) = (prog("bench_kernel")?, prog("echo")?);
+    let addr = symbol(&client, "probe_rtt")?;
+    let port = qemu::free_port()?;
+    let opts = qemu::Options { gdb: Some(port), ..qemu::Options::new("tcg".into(), true, String::new(), None) };
+    let mut q = qemu::command(&a.kernel, &img, &opts);
+    let serial = dir.join("probe-serial.log");
+    q.args(["-monitor", "none", "-serial"]).arg(format!("file:{}", serial.display()));
+    q.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut qemu_child = q.spawn().map_err(|e| format!("cannot start {}: {e}", qemu::QEMU))?;
+    let script = dir.join("probe.py");
+    let out = dir.join("probe-steps.tsv");
+    std::fs::write(&script, SCRIPT).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&out);
+    // The stub listens once QEMU is up.
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = qemu_child.kill();
+            return Err("QEMU's gdb stub did not come up".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut g = Command::new("gdb");
+    g.args(["-batch", "-nx", "-x"]).arg(&script);
+    g.env("PROBE_KERNEL", &a.kernel).env("PROBE_CLIENT", &client).env("PROBE_SERVER", &server);
+    g.env("PROBE_PORT", port.to_string()).env("PROBE_ADDR", format!("{addr:#x}")).env("PROBE_MAGIC", format!("{MAGIC:#x}"));
+    g.env("PROBE_MAX", MAX_STEPS.to_string()).env("PROBE_OUT", &out);
+    g.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut gdb = g.spawn().map_err(|e| format!("cannot start gdb: {e}"))?;
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = gdb.try_wait().map_err(|e| e.to_string())? {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(600) {
+            let _ = gdb.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = qemu_child.kill();
+    let _ = qemu_child.wait();
+    let log = gdb.wait_with_output().map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))).unwrap_or_default();
+    std::fs::write(dir.join("probe-gdb.log"), &log).map_err(|e| e.to_string())?;
+    if status.is_none() {
+        return Err(format!("gdb did not finish stepping; see {}", dir.join("probe-gdb.log").display()));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|_| format!("gdb wrote no steps; see {}", dir.join("probe-gdb.log").display()))?;
+    let steps: Vec<Step> = text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.splitn(4, '\t').collect();
+            Some(Step { seg: f.first()?.parse().ok()?, chain: f.get(2)?.split('|').map(String::from).collect(), outer: f.get(3)?.to_string() })
+        })
+        .collect();
+    if steps.last().is_none_or(|s| s.seg != 4) || steps.len() >= MAX_STEPS {
+        return Err(format!("the stepping did not come back to the client ({} steps); see {}", steps.len(), dir.join("probe-gdb.log").display()));
+    }
+    Ok(steps)
+}
+
+/// The address of `name` in an ELF file's symbol table.
+fn symbol(elf: &Path, name: &str) -> Result<u64, String> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(elf).map_err(|e| format!("{}: {e}", elf.display()))?;
+    let f = object::File::parse(&*data).map_err(|e| format!("{}: {e}", elf.display()))?;
+    f.symbols().find(|s| s.name() == Ok(name)).map(|s| s.address()).ok_or(format!("{}: no symbol {name}", elf.display()))
+}
+
+/// The part of a round trip an instruction belongs to.
+pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
+    let has = |n: &str| s.within(n);
+    match s.seg {
+        0 | 4 => "user: the client's call (rt::ipc::call_regs)",
+        2 => "user: the server's loop (echo fast: reply_wait_regs)",
+        _ if s.outer == "syscall_entry" && !in_dispatch => "entry: syscall stub, registers saved",
+        _ if s.outer == "syscall_entry" => "exit: registers restored, sysret",
+        _ if has("switch_context") => "switch: kernel stacks (switch_context)",
+        _ if has("fastpath::plan") || has("RunQueue::highest") => "lookup: the fastpath's checks (capability, partner, priorities)",
+        _ if has("fastpath::commit") || has("TimerHeap::remove") => "transfer: message registers, states, timers",
+        _ if has("reap") || has("kernel::enter") => "after the switch (enter, reap)",
+        _ if has("switch_to") => "switch: to the partner (switch_to: address space, TSS, fs)",
+        _ if has("syscall_dispatch") => "dispatch: syscall_dispatch",
+        _ => "other",
+    }
+}
+
+/// The breakdown as a Markdown section: instructions per part and per function.
+pub fn report(steps: &[Step]) -> String {
+    let mut parts: Vec<(&str, u64)> = Vec::new();
+    let mut funcs: BTreeMap<String, u64> = BTreeMap::new();
+    let mut in_dispatch = false;
+    let mut last_seg = u32::MAX;
+    for s in steps {
+        if s.seg != last_seg {
+            in_dispatch = false;
+            last_seg = s.seg;
+        }
+        if s.seg % 2 == 1 && s.outer != "syscall_entry" {
+            in_dispatch = true;
+        }
+        let p = part(s, in_dispatch);
+        match parts.iter_mut().find(|(n, _)| *n == p) {
+            Some((_, c)) => *c += 1,
+            None => parts.push((p, 1)),
+        }
+        let side = match s.seg {
+            0 | 4 => "client",
+            2 => "server",
+            _ => "kernel",
+        };
+        *funcs.entry(format!("{side}: {}", s.own())).or_default() += 1;
+    }
+    let total = steps.len() as u64;
+    let mut out = String::new();
+    let _ = writeln!(out, "## Where the instructions of one round trip go (`icount`)\n");
+    let _ = writeln!(
+        out,
+        "One warm 8-byte round trip between two tasks (`probe_rtt`, as `ipc_rtt_8b_cross`), stepped \
+         through an instruction at a time with gdb on QEMU's stub; each instruction counted once under the \
+         function it ran in (`cargo xtask bench kernel`; method in `docs/ipc-breakdown.md`). Total: **{total}** \
+         instructions.\n"
+    );
+    let _ = writeln!(out, "| part | instructions |\n|---|---:|");
+    for (p, c) in &parts {
+        let _ = writeln!(out, "| {p} | {c} |");
+    }
+    let _ = writeln!(out, "\n| function (the innermost of Scion's own, inlined ones too) | instructions |\n|---|---:|");
+    let mut fv: Vec<(String, u64)> = funcs.into_iter().collect();
+    fv.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (f, c) in fv {
+        let _ = writeln!(out, "| `{f}` | {c} |");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(seg: u32, chain: &str) -> Step {
+        let chain: Vec<String> = chain.split('|').map(String::from).collect();
+        Step { seg, outer: chain.last().cloned().unwrap_or_default(), chain }
+    }
+
+    /// The stub's instructions before the dispatcher are the entry, after it the exit;
+    /// inlined helpers count for the function of Scion's they ran in.
+    #[test]
+    fn parts_and_functions() {
+        let steps = [
+            step(0, "rt::ipc::raw|bench_kernel::probe_rtt"),
+            step(1, "syscall_entry"),
+            step(1, "syscall_entry"),
+            step(1, "core::slice::index::index<u32>|kernel::fastpath::plan|kernel::syscall::syscall_dispatch"),
+            step(1, "kcore::runqueue::RunQueue::highest<1024>"),
+            step(1, "kernel::fastpath::commit|kernel::syscall::syscall_dispatch"),
+            step(1, "switch_context"),
+            step(1, "kernel::kernel::switch_to|kernel::syscall::syscall_dispatch"),
+            step(1, "syscall_entry"),
+            step(2, "echo_api::fast_loop"),
+            step(3, "syscall_entry"),
+            step(4, "bench_kernel::probe_rtt"),
+        ];
+        let r = report(&steps);
+        for line in [
+            "Total: **12**",
+            "| entry: syscall stub, registers saved | 3 |",
+            "| exit: registers restored, sysret | 1 |",
+            "| lookup: the fastpath's checks (capability, partner, priorities) | 2 |",
+            "| transfer: message registers, states, timers | 1 |",
+            "| switch: kernel stacks (switch_context) | 1 |",
+            "| `kernel: kernel::fastpath::plan` | 1 |",
+            "| `client: rt::ipc::raw` | 1 |",
+        ] {
+            assert!(r.contains(line), "{line} in\n{r}");
+        }
+    }
+}
