@@ -868,7 +868,8 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
             k.loaded_pml4 = pml4;
         }
         if k.loaded_fs != utcb {
-            x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+            // A UTCB address was checked (user range, canonical) when the thread was made.
+            x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new_truncate(utcb));
             k.loaded_fs = utcb;
         }
         if io || k.io_owner.is_some() {

@@ -12,6 +12,8 @@ pub struct RunQueue<const N: usize> {
     bitmap: [u64; PRIORITIES / 64],
 }
 
+const _: () = assert!(PRIORITIES == 256, "highest() tests four bitmap words");
+
 impl<const N: usize> RunQueue<N> {
     pub const fn new() -> Self {
         RunQueue {
@@ -48,14 +50,23 @@ impl<const N: usize> RunQueue<N> {
         }
     }
 
-    /// Highest priority with a queued thread.
+    /// Highest priority with a queued thread: the four bitmap words tested from the top,
+    /// inline (the IPC fastpath asks on every call).
+    #[inline]
     pub fn highest(&self) -> Option<u8> {
-        for w in (0..self.bitmap.len()).rev() {
-            if self.bitmap[w] != 0 {
-                return Some((w * 64 + 63 - self.bitmap[w].leading_zeros() as usize) as u8);
-            }
-        }
-        None
+        let b = &self.bitmap;
+        let (w, bits) = if b[3] != 0 {
+            (3, b[3])
+        } else if b[2] != 0 {
+            (2, b[2])
+        } else if b[1] != 0 {
+            (1, b[1])
+        } else if b[0] != 0 {
+            (0, b[0])
+        } else {
+            return None;
+        };
+        Some((w * 64 + 63 - bits.leading_zeros() as usize) as u8)
     }
 
     /// Remove and return the front thread of the highest priority.

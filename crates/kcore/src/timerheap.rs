@@ -43,11 +43,17 @@ impl<const N: usize> TimerHeap<N> {
         self.sift_up(at);
     }
 
+    /// Take `id`'s timer away (nothing if it has none: the common case, inline).
+    #[inline]
     pub fn remove(&mut self, id: u32) {
         let i = id as usize;
         if i >= N || self.pos[i] == NIL {
             return;
         }
+        self.remove_present(i);
+    }
+
+    fn remove_present(&mut self, i: usize) {
         let at = self.pos[i] as usize;
         self.pos[i] = NIL;
         self.len -= 1;

@@ -219,8 +219,10 @@ unsafe fn set_handler(
 }
 
 /// Point the TSS and the SYSCALL path at a thread's kernel stack.
+#[inline]
 pub fn set_kernel_stack(top: u64) {
-    TSS_IO.get().tss.privilege_stack_table[0] = VirtAddr::new(top);
+    // A kernel stack's top is a canonical kernel address (the direct map): no check.
+    TSS_IO.get().tss.privilege_stack_table[0] = VirtAddr::new_truncate(top);
     PERCPU.get().kstack_top = top;
 }
 
