@@ -268,6 +268,32 @@ pub mod client {
         }
     }
 
+    /// (the new program of a live update) Ask the old server (`PEER`) for its state in
+    /// one of `formats`: its answer (MR2 = the format, then the server's own words) and
+    /// the length of the state, received into `buf`.
+    pub fn take_state(formats: u64, buf: &mut [u8]) -> Result<(Msg, usize), Error> {
+        ipc::set_recv_buffer(buf);
+        let mut m = Msg::new(UPDATE_STATE, &[formats]);
+        rt::server::request(abi::cap::PEER, &mut m)?;
+        let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+        Ok((m, n))
+    }
+
+    /// Was this program started as the new program of a live update (`update` among
+    /// its arguments)?
+    pub fn updating() -> bool {
+        rt::args().split(' ').any(|w| w == "update")
+    }
+
+    /// (the new program of a live update) It cannot take over: root lets the old
+    /// server carry on. Returns `code`, for `main` to return.
+    pub fn refuse_update(updating: bool, code: i32) -> i32 {
+        if updating {
+            let _ = rt::env::update_done(false, [abi::fpage::Fpage(0); 3]);
+        }
+        code
+    }
+
     pub fn interpose(srv: u64, component: usize, kind: u64) -> Result<(), Error> {
         let mut m = Msg::new(INTERPOSE, &[component as u64, kind]);
         rt::server::request(srv, &mut m)

@@ -77,11 +77,11 @@ const LOG2: u64 = 10;
 const FORMATS: swap::Formats = 1;
 
 fn main() -> i32 {
-    let updating = rt::args().split(' ').any(|w| w == "update");
+    let updating = swap_api::client::updating();
     let s0slot = rt::alloc_slot();
     if rt::env::lookup("sigma0", s0slot).is_err() {
         println!("cache: the manifest must grant sigma0");
-        return refuse_update(updating);
+        return swap_api::client::refuse_update(updating, 1);
     }
     let mut s = CacheServer {
         c: Cache::new(1 << LOG2),
@@ -105,7 +105,7 @@ fn main() -> i32 {
         // The frames come with the update: taken over, not allocated.
         if let Err(why) = s.take_state() {
             println!("cache: refusing the update: {}", why);
-            return refuse_update(true);
+            return swap_api::client::refuse_update(true, 1);
         }
         if rt::env::update_done(true, [Fpage::mem(AREA, 12 + LOG2, 0), Fpage(0), Fpage(0)]).is_err() {
             println!("cache: root did not complete the update");
@@ -125,14 +125,6 @@ fn main() -> i32 {
     }
     let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut s, &mut buf)
-}
-
-/// A successor that cannot take over says so (root lets the old server carry on).
-fn refuse_update(updating: bool) -> i32 {
-    if updating {
-        let _ = rt::env::update_done(false, [Fpage(0); 3]);
-    }
-    1
 }
 
 struct CacheServer {
@@ -436,16 +428,13 @@ impl CacheServer {
     /// The successor's half: ask the old server (`PEER`) for its state.
     fn take_state(&mut self) -> Result<(), &'static str> {
         let mut buf = alloc::vec![0u8; abi::ipc::MAX_STRING as usize];
-        rt::ipc::set_recv_buffer(&mut buf);
-        let mut m = Msg::new(swap_api::UPDATE_STATE, &[FORMATS]);
-        if server::request(abi::cap::PEER, &mut m).is_err() {
+        let Ok((m, n)) = swap_api::client::take_state(FORMATS, &mut buf) else {
             return Err("the old server gave no state (no format both know, grafts loaded, or it refused)");
-        }
+        };
         let (format, client, phys, imp, auto) = (m.word(2), m.word(3), m.word(4), m.word(5), m.word(6));
         if format != 0 || (client > u32::MAX as u64 && client != u64::MAX) || imp > MRU as u64 || auto > 1 {
             return Err("the state's words are not this program's");
         }
-        let n = rt::ipc::received_string_len().min(buf.len());
         let (c, order) = Cache::decode(&buf[..n], 1 << LOG2)?;
         let mut p: alloc::boxed::Box<dyn Policy> = if imp == MRU as u64 { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
         if !p.import(baio::cache::CANONICAL, swap::State::Bytes(order)) {

@@ -492,18 +492,18 @@ impl Server for Files {
 fn main() -> i32 {
     let name = arg("segment").unwrap_or("files");
     let cache = arg("cache").and_then(|c| c.parse().ok()).unwrap_or(256);
-    let updating = rt::args().split(' ').any(|w| w == "update");
+    let updating = swap_api::client::updating();
     let blk = rt::alloc_slot();
     if env::lookup("blk", blk).is_err() {
         println!("files: the manifest must grant blk");
-        return refuse_update(updating, 1);
+        return swap_api::client::refuse_update(updating, 1);
     }
     let seg = match blk_api::client::open(blk, name, 3, rt::layout::SEGMENT_AREA) {
         Ok(s) => s,
         Err(e) => {
             println!("files: cannot open segment `{}`: {:?}", name, e);
             if updating {
-                return refuse_update(true, 1);
+                return swap_api::client::refuse_update(true, 1);
             }
             server::refuse_all(Error::BadState);
         }
@@ -516,7 +516,7 @@ fn main() -> i32 {
             Ok(s) => Some(s),
             Err(why) => {
                 println!("files: refusing the update: {}", why);
-                return refuse_update(true, 1);
+                return swap_api::client::refuse_update(true, 1);
             }
         }
     } else {
@@ -527,7 +527,7 @@ fn main() -> i32 {
         Err(e) => {
             println!("files: refusing segment `{}`: {:?}", name, e);
             if updating {
-                return refuse_update(true, 1);
+                return swap_api::client::refuse_update(true, 1);
             }
             server::refuse_all(Error::BadState);
         }
@@ -558,29 +558,18 @@ fn main() -> i32 {
     server::run(&mut files, &mut buf)
 }
 
-/// A successor that cannot take over says so (root lets the old server carry on).
-fn refuse_update(updating: bool, code: i32) -> i32 {
-    if updating {
-        let _ = env::update_done(false, [abi::fpage::Fpage(0); 3]);
-    }
-    code
-}
-
 /// The successor's half: ask the old server (`PEER`) for its state in a format this
 /// program reads (`formats=MASK`, default `FORMATS`).
 #[allow(clippy::type_complexity)]
 fn take_state(ticket_slots: u64) -> Result<(BTreeMap<u64, (u32, u32)>, u64, Vec<(u32, u32, u64, u64)>), &'static str> {
     let formats = arg("formats").and_then(|f| f.parse().ok()).unwrap_or(FORMATS);
-    let mut buf = alloc::vec![0u8; 64 * 1024];
-    ipc::set_recv_buffer(&mut buf);
-    let mut m = rt::ipc::Msg::new(swap_api::UPDATE_STATE, &[formats]);
-    if server::request(abi::cap::PEER, &mut m).is_err() {
+    let mut buf = alloc::vec![0u8; abi::ipc::MAX_STRING as usize];
+    let Ok((m, n)) = swap_api::client::take_state(formats, &mut buf) else {
         return Err("the old server gave no state (no format both know, or it refused)");
-    }
+    };
     if m.word(2) != 0 {
         return Err("the state came in a format this program does not read");
     }
-    let n = ipc::received_string_len().min(buf.len());
     let h = Handover::decode(&buf[..n], files_api::MAX_HANDLES, 1 << TICKETS_LOG2)?;
     if h.tickets.len() as u64 != m.word(3) {
         return Err("the state's tickets do not match its count");
