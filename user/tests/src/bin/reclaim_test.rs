@@ -99,6 +99,11 @@ fn main() -> i32 {
     c.check(u.is_ok_and(|u| u.resident_limit == 8000 && u.pages > 0), &format!("the manifest's resident limit is mine ({u:?})"));
     c.eq(mem::usage(srv, u64::MAX - 1).err(), Some(abi::Error::InvalidArg), "a resident limit past my limit is refused");
     c.eq(mem::usage(srv, mem_api::MIN_RESIDENT - 1).err(), Some(abi::Error::InvalidArg), "and one below the lowest");
+    // Only root sends a program's image (a program from the files filesystem): a client
+    // that could would have its own code paged into another program.
+    let me = tests::id_of("reclaim_test").unwrap_or(0);
+    c.eq(tests::raw_request(srv, mem_api::IMAGE, &[me, 0, 4], Some(b"\x7fELF")), Err(abi::Error::NoRights), "a program may not send an image");
+    c.eq(tests::raw_request(srv, mem_api::REGISTER, &[me, 64, 0], Some(b"/evil")), Err(abi::Error::NoRights), "nor register one");
 
     let limit = u.map_or(0, |u| u.pages) + ROOM;
     let (hot, right) = round(srv, limit);
