@@ -84,6 +84,9 @@ pub struct Tcb {
     /// The thread has x87/SSE state of its own (saved in `fpu_area` while another
     /// thread owns the registers); a thread that never used them starts clean.
     pub fpu_used: bool,
+    /// Times the thread blocked in the IPC fastpath (which does not look up its task);
+    /// added to the task's switch count when the thread is destroyed.
+    pub fast_blocks: u64,
 }
 
 impl Tcb {
@@ -127,7 +130,7 @@ impl Tcb {
 
 pub struct Kernel {
     pub threads: Vec<Option<Tcb>>,
-    pub thread_gen: Vec<u32>,
+    pub thread_gen: [u32; MAX_THREADS],
     /// Per thread: where an `UNMAP` that was cut short (to let the clock and other
     /// threads run) goes on when the thread issues the same call again (the call's
     /// range, rights and flag, the next address). Kept beside the TCBs, not in them:
@@ -140,7 +143,7 @@ pub struct Kernel {
     pub successors: BTreeMap<ObjRef, (ObjRef, ObjRef)>,
     /// Per thread id: some key of `successors` has it (checked before the map, so that
     /// ordinary sends and the fastpath pay one load).
-    pub moved: Vec<bool>,
+    pub moved: [bool; MAX_THREADS],
     pub rq: RunQueue<MAX_THREADS>,
     pub sendq: Links<MAX_THREADS>,
     pub timers: TimerHeap<MAX_THREADS>,
@@ -170,14 +173,18 @@ pub struct Kernel {
     pub fpu_owner: u32,
     /// CR0.TS is clear (the running thread owns the registers).
     pub fpu_ts_clear: bool,
+    /// The IPC fastpath is on (`MachineOp::Fastpath` turns it off to compare paths).
+    pub fastpath: bool,
+    /// IPCs the fastpath carried since boot.
+    pub fast_ipcs: u64,
 }
 
 static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     threads: Vec::new(),
-    thread_gen: Vec::new(),
+    thread_gen: [1; MAX_THREADS],
     unmap_resume: Vec::new(),
     successors: BTreeMap::new(),
-    moved: Vec::new(),
+    moved: [false; MAX_THREADS],
     tasks: Vec::new(),
     task_gen: Vec::new(),
     rq: RunQueue::new(),
@@ -200,6 +207,8 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     loaded_fs: 0,
     fpu_owner: NO_THREAD,
     fpu_ts_clear: false,
+    fastpath: true,
+    fast_ipcs: 0,
 });
 
 /// The kernel state, for one kernel entry.
@@ -216,8 +225,6 @@ pub unsafe fn enter() -> &'static mut Kernel {
 
 pub fn init(k: &mut Kernel) {
     k.threads = (0..MAX_THREADS).map(|_| None).collect();
-    k.thread_gen = alloc::vec![1; MAX_THREADS];
-    k.moved = alloc::vec![false; MAX_THREADS];
     k.unmap_resume = alloc::vec![None; MAX_THREADS];
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
     k.task_gen = alloc::vec![1; MAX_TASKS];
@@ -552,6 +559,7 @@ impl Kernel {
             irq_pending: 0,
             kernel_thread,
             fpu_used: false,
+            fast_blocks: 0,
         };
         if !kernel_thread {
             // SAFETY: the stack was just allocated for this thread and is KSTACK_SIZE long.
@@ -613,9 +621,10 @@ impl Kernel {
         }
         let t = self.tm(id);
         t.state = State::Dead;
-        let (task_id, utcb_va, utcb_frame, kernel_thread) = (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread);
+        let (task_id, utcb_va, utcb_frame, kernel_thread, fast_blocks) = (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread, t.fast_blocks);
         if !kernel_thread {
             let task = self.task(task_id);
+            task.switches[0] += fast_blocks;
             let _ = task.unmap_page(utcb_va, true);
             mem::free_frame(utcb_frame);
             task.quota.uncharge(THREAD_PAGES);
@@ -789,7 +798,7 @@ impl Kernel {
 /// Set CR0.TS for `next` unless it owns the x87/SSE registers (then clear it). Called
 /// by `switch_to` only when the registers' owner or TS's state may have to change.
 #[cold]
-fn fpu_switch(k: &mut Kernel, next: u32) {
+pub(crate) fn fpu_switch(k: &mut Kernel, next: u32) {
     let mine = k.fpu_owner == next && k.t(next).is_user();
     if mine && !k.fpu_ts_clear {
         fpu::clear_ts();
@@ -868,8 +877,7 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
             k.loaded_pml4 = pml4;
         }
         if k.loaded_fs != utcb {
-            // A UTCB address was checked (user range, canonical) when the thread was made.
-            x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new_truncate(utcb));
+            cpu::set_fs_base(utcb);
             k.loaded_fs = utcb;
         }
         if io || k.io_owner.is_some() {
@@ -889,7 +897,7 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
 
 /// Put `task`'s I/O permissions into the TSS if another task's are there (most tasks
 /// have none, and then nothing is copied).
-fn switch_iomap(k: &mut Kernel, task: u32) {
+pub(crate) fn switch_iomap(k: &mut Kernel, task: u32) {
     if k.io_owner == Some(task) {
         return;
     }

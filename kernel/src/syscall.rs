@@ -13,18 +13,12 @@ use kcore::cspace::Cap;
 use kcore::pagetable as pt;
 use kcore::syscall::{Call, IrqOp, MachineOp, Regs, Slot, ThreadOp, UnmapRange, DEBUG_PUT_MAX};
 
+/// The general path of every system call (`IPC_CALL` and `IPC_REPLY_WAIT` come here
+/// when `fastpath::ipc_fastpath` declines them).
 #[no_mangle]
-extern "C" fn syscall_dispatch(frame: *mut TrapFrame) {
-    // SAFETY: the entry stub passes the current thread's TrapFrame.
-    let n = unsafe { (*frame).rax };
+extern "C" fn syscall_dispatch(_frame: *mut TrapFrame) {
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is live.
     let k = unsafe { crate::kernel::enter() };
-    if n == sys::IPC_CALL || n == sys::IPC_REPLY_WAIT {
-        if let Some(next) = crate::fastpath::ipc(k, n) {
-            crate::kernel::switch_to(k, next);
-            return;
-        }
-    }
     let fr = k.cur().frame();
     // The arguments only; handlers write results into the frame.
     let r = Regs { rax: fr.rax, rdi: fr.rdi, rsi: fr.rsi, rdx: fr.rdx, r10: fr.r10, r8: fr.r8 };
@@ -143,7 +137,9 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             let c = k.cap(task)?;
             let Obj::Task(r) = c.obj else { return Err(Error::WrongType) };
             let t = k.task(r.id);
-            let (n, q, sw) = (t.nthreads as u64, t.quota, t.switches);
+            let (n, q, mut sw) = (t.nthreads as u64, t.quota, t.switches);
+            // Blocks in the fastpath are counted per thread (it does not look up tasks).
+            sw[0] += k.threads.iter().flatten().filter(|t| t.task == r.id && t.state != State::Dead).map(|t| t.fast_blocks).sum::<u64>();
             let out = k.cur().frame();
             out.rdi = n;
             out.rsi = q.limit;
@@ -180,6 +176,12 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
                 MachineOp::Exit(code) => {
                     crate::kprintln!("[kernel] machine exit {}", code);
                     crate::arch::cpu::debug_exit(code);
+                    Ok(())
+                }
+                MachineOp::Fastpath(on) => {
+                    k.fastpath = on;
+                    let n = k.fast_ipcs;
+                    k.cur().frame().rdi = n;
                     Ok(())
                 }
                 MachineOp::MeasureCr3(n) => {

@@ -116,6 +116,8 @@ pub enum MachineOp {
     Exit(u32),
     /// Round trips of two CR3 loads, at most a million.
     MeasureCr3(u64),
+    /// Turn the IPC fastpath on or off; returns how many IPCs it has carried.
+    Fastpath(bool),
 }
 
 /// Largest `MEASURE_CR3` count.
@@ -235,6 +237,7 @@ impl Call {
                 op: match a1 {
                     machine::EXIT => MachineOp::Exit(a2 as u32),
                     machine::MEASURE_CR3 => MachineOp::MeasureCr3(a2.min(MEASURE_CR3_MAX)),
+                    machine::FASTPATH if a2 <= 1 => MachineOp::Fastpath(a2 == 1),
                     _ => return Err(Error::InvalidArg),
                 },
             },
@@ -451,6 +454,9 @@ mod tests {
         assert_eq!(dec(sys::IRQ_CONTROL, [5, 77, 0, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::MACHINE, [1, machine::MEASURE_CR3, u64::MAX, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::MeasureCr3(MEASURE_CR3_MAX) }));
         assert_eq!(dec(sys::MACHINE, [1, 0, 0, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::MACHINE, [1, machine::FASTPATH, 0, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::Fastpath(false) }));
+        assert_eq!(dec(sys::MACHINE, [1, machine::FASTPATH, 1, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::Fastpath(true) }));
+        assert_eq!(dec(sys::MACHINE, [1, machine::FASTPATH, 2, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::SAVE_REPLY, [cap::SLOTS, 0, 0, 0, 0]), Err(Error::InvalidCap));
         assert_eq!(dec(sys::TASK_CREATE, [cap::SLOTS, 0, 0, 0, 0]), Err(Error::InvalidCap));
     }

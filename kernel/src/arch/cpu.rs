@@ -226,6 +226,12 @@ pub fn set_kernel_stack(top: u64) {
     PERCPU.get().kstack_top = top;
 }
 
+/// Point FS at a thread's UTCB (user mode reads it through FS).
+pub fn set_fs_base(utcb: u64) {
+    // A UTCB address was checked (user range, canonical) when the thread was made.
+    x86_64::registers::model_specific::FsBase::write(VirtAddr::new_truncate(utcb));
+}
+
 /// Allow user mode the ports whose bits are clear in `map`, up to port `max`.
 pub fn load_iomap(map: &[u8], max: u16) {
     let n = max as usize / 8 + 1;
@@ -353,7 +359,21 @@ syscall_entry:
     PUSH_GPRS
     xor ebp, ebp
     mov rdi, rsp
+    /* IPC_CALL and IPC_REPLY_WAIT (the only numbers n with n | 2 == 7) try the
+       fastpath first: ipc_fastpath(frame, n) returns the partner's frame, or 0 for
+       the general path. */
+    mov rcx, rax
+    or rcx, 2
+    cmp rcx, 7
+    jne 1f
+    mov rsi, rax
+    call ipc_fastpath
+    test rax, rax
+    jnz ipc_fast_exit
+    mov rdi, rsp
+1:
     call syscall_dispatch
+syscall_exit:
     POP_GPRS
     /* rsp -> vector; rip at +16, rflags at +32, rsp at +40 */
     mov rcx, [rsp + 16]
@@ -361,6 +381,39 @@ syscall_entry:
     mov rsp, [rsp + 40]
     swapgs
     sysretq
+
+    /* The IPC fastpath switched to the partner whose frame is in rax; rsp is the
+       caller's frame (it now blocks). The caller's kernel context becomes a return into
+       ipc_resume (its saved rsp, set by the fastpath, is 7 words below its frame: six
+       for switch_context's pops, then this). The message registers come from the
+       caller's frame, everything else from the partner's (rdi: the badge). */
+ipc_fast_exit:
+    lea rcx, [rip + ipc_resume]
+    mov [rsp - 8], rcx
+    mov r10, [rsp + {f_r10}]
+    mov r8, [rsp + {f_r8}]
+    mov r9, [rsp + {f_r9}]
+    mov r12, [rsp + {f_r12}]
+    mov r13, [rsp + {f_r13}]
+    mov r14, [rsp + {f_r14}]
+    mov r15, [rsp + {f_r15}]
+    mov rbx, [rax + {f_rbx}]
+    mov rbp, [rax + {f_rbp}]
+    mov rdi, [rax + {f_rdi}]
+    mov rsi, [rax + {f_rsi}]
+    mov rdx, [rax + {f_rdx}]
+    mov rcx, [rax + {f_rip}]
+    mov r11, [rax + {f_rflags}]
+    mov rsp, [rax + {f_rsp}]
+    xor eax, eax
+    swapgs
+    sysretq
+
+    /* A thread that blocked in the IPC fastpath, resumed by switch_context: reap, then
+       leave through its frame (built by syscall_entry, so sysret is right). */
+ipc_resume:
+    call thread_first_run
+    jmp syscall_exit
 
     /* switch_context(save: *mut u64, load: u64) */
     .global switch_context
@@ -389,6 +442,21 @@ thread_trampoline:
 "#,
     user_ds = const USER_DS as u64,
     user_cs = const USER_CS as u64,
+    f_r10 = const core::mem::offset_of!(TrapFrame, r10),
+    f_r8 = const core::mem::offset_of!(TrapFrame, r8),
+    f_r9 = const core::mem::offset_of!(TrapFrame, r9),
+    f_r12 = const core::mem::offset_of!(TrapFrame, r12),
+    f_r13 = const core::mem::offset_of!(TrapFrame, r13),
+    f_r14 = const core::mem::offset_of!(TrapFrame, r14),
+    f_r15 = const core::mem::offset_of!(TrapFrame, r15),
+    f_rbx = const core::mem::offset_of!(TrapFrame, rbx),
+    f_rbp = const core::mem::offset_of!(TrapFrame, rbp),
+    f_rdi = const core::mem::offset_of!(TrapFrame, rdi),
+    f_rsi = const core::mem::offset_of!(TrapFrame, rsi),
+    f_rdx = const core::mem::offset_of!(TrapFrame, rdx),
+    f_rip = const core::mem::offset_of!(TrapFrame, rip),
+    f_rflags = const core::mem::offset_of!(TrapFrame, rflags),
+    f_rsp = const core::mem::offset_of!(TrapFrame, rsp),
 );
 
 extern "C" {

@@ -264,6 +264,12 @@ pub fn machine_exit(machine: u64, code: u32) -> Result<(), Error> {
     check(safe_call(sys::MACHINE, machine, abi::machine::EXIT, code as u64, 0, 0)[0])
 }
 
+/// Turn the kernel's IPC fastpath on or off; returns how many IPCs it has carried.
+pub fn machine_fastpath(machine: u64, on: bool) -> Result<u64, Error> {
+    let r = safe_call(sys::MACHINE, machine, abi::machine::FASTPATH, on as u64, 0, 0);
+    check(r[0]).map(|_| r[1])
+}
+
 #[inline(always)]
 pub fn rdtsc() -> u64 {
     // SAFETY: rdtsc is allowed in user mode (CR4.TSD is clear) and has no side effects.
