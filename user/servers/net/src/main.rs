@@ -65,6 +65,11 @@ const DEFAULT_BUDGET: usize = 8 << 20;
 const LINGER: Duration = Duration::from_secs(30);
 /// How long DHCP may take before a static address from the arguments is used.
 const FALLBACK: Duration = Duration::from_secs(5);
+/// How long an echo request may wait for its neighbor's ARP answer.
+const ARP_GIVE_UP: Duration = Duration::from_secs(3);
+/// Bytes of one echo request in the ICMP socket's queue (`PING_DATA` and the header).
+const ECHO_LEN: usize = 8 + PING_DATA.len();
+const PING_DATA: &[u8] = b"scion ping";
 /// The ICMP identifier of this server's pings.
 const PING_IDENT: u16 = 0x5c10;
 /// How often a transfer waiting for the disk looks at its status words (the block
@@ -160,6 +165,8 @@ struct Net {
     graft_text: String,
     waiters: Vec<Waiter>,
     pings: Vec<Ping>,
+    /// Since when the ICMP socket's send queue has not emptied.
+    icmp_stuck: Option<Instant>,
     next_seq: u16,
     /// Connections a client closed (or left behind when it died), still finishing.
     orphans: Vec<Orphan>,
@@ -562,13 +569,20 @@ impl Net {
     fn sleep(&mut self, id: u64) -> Result<u64, Error> {
         if self.client(id)?.sleepers >= MAX_SLEEPERS {
             // The client's oldest WAIT is answered now with nothing ready (as if its
-            // time were up): a caller that gave up long ago, or a program with more
-            // waits than it may keep, cannot lock itself out of sleeping.
-            let Some(i) = self.waiters.iter().position(|w| w.client == id) else { return Err(Error::NoSpace) };
-            let w = self.waiters.remove(i);
-            let _ = ipc::send(w.slot, &server::ok_msg(&[0]), 0);
-            let _ = rt::sys::cap_delete(w.slot);
-            rt::free_slot(w.slot);
+            // time were up), or else its oldest PING with Timeout: a caller that gave up
+            // long ago, or a program with more waits than it may keep, cannot lock
+            // itself out of sleeping.
+            let (slot, answer) = if let Some(i) = self.waiters.iter().position(|w| w.client == id) {
+                (self.waiters.remove(i).slot, server::ok_msg(&[0]))
+            } else {
+                let next = self.next_seq;
+                let oldest = self.pings.iter().enumerate().filter(|(_, p)| p.client == id).max_by_key(|(_, p)| next.wrapping_sub(p.seq));
+                let Some((i, _)) = oldest else { return Err(Error::NoSpace) };
+                (self.pings.swap_remove(i).slot, Msg::new(0, &[Error::Timeout as u64]))
+            };
+            let _ = ipc::send(slot, &answer, 0);
+            let _ = rt::sys::cap_delete(slot);
+            rt::free_slot(slot);
             self.client(id)?.sleepers -= 1;
         }
         let slot = rt::alloc_slot();
@@ -584,7 +598,7 @@ impl Net {
         let ip = ipv4(ip);
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        let repr = Icmpv4Repr::EchoRequest { ident: PING_IDENT, seq_no: seq, data: b"scion ping" };
+        let repr = Icmpv4Repr::EchoRequest { ident: PING_IDENT, seq_no: seq, data: PING_DATA };
         let caps = self.iface_checksums();
         let s = self.sockets.get_mut::<icmp::Socket>(self.icmp);
         let buf = s.send(repr.buffer_len(), IpAddress::Ipv4(ip)).map_err(|_| Error::WouldBlock)?;
@@ -636,13 +650,44 @@ impl Net {
                 None => i += 1,
             }
         }
-        // Echo requests still queued when no ping waits any more are for neighbors that
-        // never answered ARP: drop them with a fresh socket. Left there, one of them held
-        // up every other socket's packets for good (net_fuzz, seed 470807).
-        if self.pings.is_empty() && self.sockets.get::<icmp::Socket>(self.icmp).send_queue() > 0 {
-            self.sockets.remove(self.icmp);
-            self.icmp = self.sockets.add(icmp_socket());
+        // An echo request that cannot leave (its neighbor never answers ARP) holds up
+        // those queued behind it, and smoltcp asks for one neighbor a second, for the
+        // first socket that wants one: left for its ping's deadline (up to a minute), it
+        // kept every other socket from reaching a new neighbor (net_fuzz, seeds 470807
+        // and 648028: a new connection timed out). So echoes that have not left after
+        // `ARP_GIVE_UP` (or that no ping waits for) go with a fresh socket, and their
+        // pings fail now, as an unanswered ARP fails on Linux after three tries.
+        let queued = self.sockets.get::<icmp::Socket>(self.icmp).send_queue();
+        if queued == 0 {
+            self.icmp_stuck = None;
+            return;
         }
+        let since = *self.icmp_stuck.get_or_insert(t);
+        if !self.pings.is_empty() && t < since + ARP_GIVE_UP {
+            return;
+        }
+        // The queue holds the most recent echoes (it sends in order): `queued / ECHO_LEN`
+        // of them (the ring's padding at its end is shorter than one).
+        let stuck = (queued / ECHO_LEN) as u16;
+        let next = self.next_seq;
+        let mut i = 0;
+        while i < self.pings.len() {
+            let age = next.wrapping_sub(self.pings[i].seq);
+            if age == 0 || age > stuck {
+                i += 1;
+                continue;
+            }
+            let pg = self.pings.swap_remove(i);
+            let _ = ipc::send(pg.slot, &Msg::new(0, &[Error::Timeout as u64]), 0);
+            let _ = rt::sys::cap_delete(pg.slot);
+            rt::free_slot(pg.slot);
+            if let Some(c) = self.clients.get_mut(&pg.client) {
+                c.sleepers -= 1;
+            }
+        }
+        self.sockets.remove(self.icmp);
+        self.icmp = self.sockets.add(icmp_socket());
+        self.icmp_stuck = None;
     }
 
     /// Does a transfer run on client `id`'s socket `handle`?
@@ -1163,6 +1208,9 @@ impl Server for Net {
         for pg in &self.pings {
             at(pg.deadline);
         }
+        if let Some(since) = self.icmp_stuck {
+            at(since + ARP_GIVE_UP);
+        }
         for o in &self.orphans {
             at(o.until);
         }
@@ -1305,6 +1353,7 @@ fn main() -> i32 {
         graft_text: String::new(),
         waiters: Vec::new(),
         pings: Vec::new(),
+        icmp_stuck: None,
         next_seq: 1,
         orphans: Vec::new(),
         next_port: 49152 + (rt::sys::rdtsc() % 8192) as u16,
