@@ -1,5 +1,5 @@
-//! The IPC fastpath: `IPC_CALL` and `IPC_REPLY_WAIT` with a register-only message
-//! (at most 6 words, no string), infinite timeouts, a partner that is already
+//! The IPC fastpath: `IPC_CALL` and `IPC_REPLY_WAIT` with a register message (at most
+//! 6 words, perhaps a string of up to 4 KiB), infinite timeouts, a partner that is already
 //! waiting, and nobody more important ready to run. The CPU goes straight to the
 //! partner, bypassing the run queue (L4's direct process switch), and the partner
 //! leaves the kernel straight from its saved user frame, as seL4's fastpath does:
@@ -23,7 +23,7 @@
 
 use crate::arch::cpu::{self, TrapFrame};
 use crate::kernel::{Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
-use crate::task::{self, Obj, ObjRef, Task};
+use crate::task::{self, Obj, ObjRef, Task, UserRange};
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
 use abi::ipc::{self, FOREVER, RECV_ANY};
@@ -62,14 +62,20 @@ fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
     let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from(k.tasks.as_slice()) else { return 0 };
     let cur = k.current as usize % MAX_THREADS;
     let call = n == sys::IPC_CALL;
-    let Some((dest, badge, c, d)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.rq, f, cur, call) else { return 0 };
+    let Some((dest, badge, c, d, slen)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.rq, f, cur, call) else { return 0 };
     k.fast_ipcs += 1;
-    let to = transfer(&k.thread_gen, &mut k.timers, cur, dest, badge, c, d, c_frame, call);
+    let to = transfer(&k.thread_gen, &mut k.timers, cur, dest, badge, c, d, slen, c_frame, call);
     switch(k, dest, to)
 }
 
+/// Strings the fastpath carries: at most this long, on at most two pages each side
+/// (longer ones take the general path, which walks more pages).
+const FAST_STRING: u64 = 4096;
+type FastRange = UserRange<2>;
+
 /// Every check, without changing anything: the partner (waiting for this message),
-/// the badge it receives, and both threads.
+/// the badge it receives, both threads; then a string's copy (`copy_string`: checks
+/// first, then the only change made here) and its length.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn lookup<'a>(
@@ -81,9 +87,10 @@ fn lookup<'a>(
     f: &TrapFrame,
     cur: usize,
     call: bool,
-) -> Option<(usize, u64, &'a mut Tcb, &'a mut Tcb)> {
-    // Register-only message: no flags, no typed items, at most REG_MRS - 1 words.
-    if !ipc::Tag(f.r10).is_short() {
+) -> Option<(usize, u64, &'a mut Tcb, &'a mut Tcb, u64)> {
+    // Register words (at most REG_MRS - 1), perhaps a string; no other flag, no items.
+    let tag = ipc::Tag(f.r10);
+    if !tag.is_short_or_string() {
         return None;
     }
     let ct = threads[cur].as_ref()?;
@@ -129,7 +136,27 @@ fn lookup<'a>(
     if rq.any_above(d.prio) {
         return None;
     }
-    Some((dest, badge, c, d))
+    // Every other check has passed: a string is the last, and its copy the point of no
+    // return.
+    let slen = if tag.has_string() { copy_string(c, d)? } else { 0 };
+    Some((dest, badge, c, d, slen))
+}
+
+/// A string: the sender's buffer readable, the receiver's writable and long enough (or
+/// `None`, nothing changed, and the general path says what is wrong: `TooLong`,
+/// `CopyFault`); then the copy. Returns its length. Out of line: register messages do
+/// not pay for its frame.
+#[inline(never)]
+fn copy_string(c: &Tcb, d: &Tcb) -> Option<u64> {
+    let (su, du) = (c.utcb(), d.utcb());
+    let (saddr, len, daddr, dlen) = (su.send_buf_addr, su.send_buf_len, du.recv_buf_addr, du.recv_buf_len);
+    if len > FAST_STRING || len > dlen {
+        return None;
+    }
+    let from = FastRange::resolve(c.pml4, saddr, len, false).ok()?;
+    let to = FastRange::resolve(d.pml4, daddr, len, true).ok()?;
+    task::copy_range(&from, &to);
+    Some(len)
 }
 
 /// What the switch needs of the partner: its kernel stack's top, page tables, UTCB,
@@ -142,11 +169,22 @@ struct To {
     task: u32,
 }
 
-/// Committed (nothing here can fail): both threads' states, the partner's timer, its
-/// badge, the caller's kernel context.
+/// Committed (nothing here can fail): both threads' states, the partner's timer, the
+/// string's length, its badge, the caller's kernel context.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn transfer(gens: &[u32; MAX_THREADS], timers: &mut TimerHeap<MAX_THREADS>, cur: usize, dest: usize, badge: u64, c: &mut Tcb, d: &mut Tcb, c_frame: u64, call: bool) -> To {
+fn transfer(
+    gens: &[u32; MAX_THREADS],
+    timers: &mut TimerHeap<MAX_THREADS>,
+    cur: usize,
+    dest: usize,
+    badge: u64,
+    c: &mut Tcb,
+    d: &mut Tcb,
+    slen: u64,
+    c_frame: u64,
+    call: bool,
+) -> To {
     let me = ObjRef { id: cur as u32, gen: gens[cur] };
     if call {
         c.state = State::ReplyBlocked;
@@ -160,7 +198,7 @@ fn transfer(gens: &[u32; MAX_THREADS], timers: &mut TimerHeap<MAX_THREADS>, cur:
     }
     d.recv_from = None;
     timers.remove(dest as u32);
-    d.utcb().recv_str_len = 0;
+    d.utcb().recv_str_len = slen;
     // The caller's kernel context: `ipc_fast_exit` writes the return address into
     // `ipc_resume` just below its frame; `switch_context` pops six words first.
     c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;

@@ -218,9 +218,10 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
         let (stask, dtask) = (k.t(src).task, k.t(dst).task);
         let spml4 = k.task(stask).pml4;
         let dpml4 = k.task(dtask).pml4;
-        task::check_user(spml4, saddr, len, false).map_err(|_| Fail::Sender(Error::CopyFault))?;
-        task::check_user(dpml4, daddr, len, true).map_err(|_| Fail::Receiver(Error::CopyFault))?;
-        task::copy_user_to_user(spml4, saddr, dpml4, daddr, len).map_err(|_| Fail::Sender(Error::CopyFault))?;
+        // Both ranges resolved (and checked) before a byte moves; each page walked once.
+        let from = task::UserRange::<{ task::STRING_PAGES }>::resolve(spml4, saddr, len, false).map_err(|_| Fail::Sender(Error::CopyFault))?;
+        let to = task::UserRange::<{ task::STRING_PAGES }>::resolve(dpml4, daddr, len, true).map_err(|_| Fail::Receiver(Error::CopyFault))?;
+        task::copy_range(&from, &to);
         slen = len;
     }
     let n = transfer_items(k, src, dst, &mut mrs, None)?;

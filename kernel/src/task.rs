@@ -160,21 +160,45 @@ pub fn copy_to_user(pml4: u64, va: u64, data: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Copy between two address spaces (possibly the same). Both ranges must have been
-/// checked with `check_user`.
-pub fn copy_user_to_user(src: u64, sva: u64, dst: u64, dva: u64, len: u64) -> Result<(), Error> {
-    let mut done = 0;
-    while done < len {
-        let (s, d) = (sva + done, dva + done);
-        let n = (PAGE_SIZE - s % PAGE_SIZE).min(PAGE_SIZE - d % PAGE_SIZE).min(len - done);
-        let sp = user_phys(src, s, false)?;
-        let dp = user_phys(dst, d, true)?;
-        // SAFETY: both ranges lie within single mapped frames; `copy` tolerates overlap
-        // (a task sending to itself).
-        unsafe { core::ptr::copy(phys_to_virt(sp), phys_to_virt(dp), n as usize) };
-        done += n;
+/// Pages a string of up to `MAX_STRING` bytes can touch.
+pub const STRING_PAGES: usize = kcore::usercopy::pages_for(abi::ipc::MAX_STRING);
+
+/// A user range on at most `P` pages resolved to its frames: one page-table walk per
+/// page, which is also the access check. A copy between two resolved ranges walks no
+/// page table again (`copy_range`).
+pub struct UserRange<const P: usize> {
+    va: u64,
+    len: u64,
+    frames: [u64; P],
+}
+
+impl<const P: usize> UserRange<P> {
+    /// Resolve `[va, va+len)` in `pml4`, every page mapped for user mode (and writable
+    /// with `write`); `BadAddress` otherwise, or when it touches more than `P` pages.
+    #[inline]
+    pub fn resolve(pml4: u64, va: u64, len: u64, write: bool) -> Result<Self, Error> {
+        if len != 0 && !is_user_range(va, len) {
+            return Err(Error::BadAddress);
+        }
+        let mut r = UserRange { va, len, frames: [0; P] };
+        for (n, page) in kcore::usercopy::pages(va, len).enumerate() {
+            *r.frames.get_mut(n).ok_or(Error::BadAddress)? = user_phys(pml4, page, write)?;
+        }
+        Ok(r)
     }
-    Ok(())
+}
+
+/// Copy `src` into `dst` (as long as the shorter), piece by piece within single frames
+/// of each (possibly the same space: overlap is allowed).
+#[inline]
+pub fn copy_range<const P: usize, const Q: usize>(src: &UserRange<P>, dst: &UserRange<Q>) {
+    for p in kcore::usercopy::pieces(src.va, dst.va, src.len.min(dst.len)) {
+        let (s, d) = (src.frames[p.src_page] + p.src_off, dst.frames[p.dst_page] + p.dst_off);
+        // SAFETY: both pieces lie within single user frames resolved (and checked for
+        // the access) by `UserRange::resolve` in this kernel entry, in the direct map;
+        // `copy` tolerates overlap (a task sending to itself).
+        unsafe { core::ptr::copy(phys_to_virt(s), phys_to_virt(d), p.len as usize) };
+    }
 }
 
 impl Task {

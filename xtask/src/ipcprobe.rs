@@ -178,7 +178,9 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
         _ if has("fastpath::lookup") || has("fastpath::plan") || has("RunQueue::highest") || has("RunQueue::any_above") => {
             "lookup: the fastpath's checks (capability, partner, priorities)"
         }
-        _ if has("fastpath::transfer") || has("fastpath::commit") || has("TimerHeap::remove") => "transfer: states, timers, badge, the caller's context",
+        _ if has("fastpath::transfer") || has("fastpath::commit") || has("fastpath::copy_string") || has("TimerHeap::remove") => {
+            "transfer: states, timers, badge, the caller's context"
+        }
         _ if has("fastpath::switch") => "switch: to the partner (kernel stack pointer, address space, fs)",
         _ if has("reap") || has("kernel::enter") => "after the switch (enter, reap)",
         _ if has("switch_to") => "switch: to the partner (switch_to: address space, TSS, fs)",

@@ -448,6 +448,11 @@ pub mod ipc {
         pub const fn is_short(self) -> bool {
             (self.0 & 0xff_ffff) < REG_MRS as u64
         }
+        /// Register words and perhaps a string, nothing else: the IPC fastpath's shape.
+        #[inline(always)]
+        pub const fn is_short_or_string(self) -> bool {
+            (self.0 & 0xff_ffff & !TAG_STRING) < REG_MRS as u64
+        }
     }
 
     /// Labels of messages the kernel synthesises.
@@ -676,6 +681,8 @@ mod tests {
                 let t = ipc::Tag((label << 24) | low);
                 let want = t.words() < ipc::REG_MRS as u64 && t.typed() == 0 && low & 0xff00 == 0 && low & 0x80_0080 == 0;
                 assert_eq!(t.is_short(), want, "{low:#x}");
+                let want = t.words() < ipc::REG_MRS as u64 && t.typed() == 0 && low & 0xfe00 == 0 && low & 0x80_0080 == 0;
+                assert_eq!(t.is_short_or_string(), want, "{low:#x}");
             }
         }
     }

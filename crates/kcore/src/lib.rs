@@ -19,3 +19,4 @@ pub mod quota;
 pub mod runqueue;
 pub mod syscall;
 pub mod timerheap;
+pub mod usercopy;

@@ -3,8 +3,9 @@
 //!
 //! - each condition that must send a call to the general path — the partner not
 //!   waiting, a more important thread ready, a deleted capability, one without the
-//!   right to send, a thread that died, a pending fault, timeouts, a long message or a
-//!   string, a receiver waiting for someone else, a caller that died before the reply —
+//!   right to send, a thread that died, a pending fault, timeouts, a long message, a
+//!   string too long for the receiver or from unmapped memory, a receiver waiting for
+//!   someone else, a caller that died before the reply —
 //!   does not take the fastpath (the count says so) and gets the general path's result;
 //! - a random sequence of IPCs between threads of several priorities (calls through
 //!   badged, deleted and send-less capabilities, short and long messages, strings,
@@ -220,17 +221,33 @@ fn conditions(c: &mut Checks, p: u64) {
     sys::sleep_us(2_000);
     c.eq(ANSWER.load(Ordering::SeqCst), 16, "the caller got the reply");
 
-    // Long messages: seven words (one in the UTCB); a string.
+    // A long message: seven words (one in the UTCB).
     let mut m = Msg::new(7, &[5, 1, 1, 1, 1, 1, 1]);
     let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a call with seven words"));
     c.eq((m.word(1), m.word(3)), (6, 7), "answered");
     c.eq(n, 1, "general path for the call");
+    // Strings: one that fits takes the fastpath; one longer than the receiver's buffer
+    // (512 bytes) or from a buffer that is not mapped gets the general path's error,
+    // and the server goes on waiting.
     let text = [3u8; 100];
     ipc::set_send_string(&text);
     let mut m = Msg::new(7, &[6]).with_string();
     let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a call with a string"));
-    c.eq((m.word(1), m.word(4)), (7, 100), "answered, the string received");
-    c.eq(n, 1, "general path for the call");
+    c.eq((m.word(1), m.word(2) & 0xffff, m.word(4)), (7, 0, 100), "answered, the string received");
+    c.eq(n, 2, "fastpath both ways");
+    let long = [4u8; 600];
+    ipc::set_send_string(&long);
+    let mut m = Msg::new(7, &[6]).with_string();
+    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Err(Error::TooLong), "a string longer than the receiver's buffer"));
+    c.eq(n, 0, "general path");
+    ipc::utcb().send_buf_addr = 0x10;
+    ipc::utcb().send_buf_len = 8;
+    let mut m = Msg::new(7, &[6]).with_string();
+    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Err(Error::CopyFault), "a string from memory that is not mapped"));
+    c.eq(n, 0, "general path");
+    let mut m = Msg::new(7, &[7]);
+    c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "the server still waits");
+    c.eq(m.word(1), 8, "and answers");
 
     // The server waits for another thread only: the call waits for its turn.
     let x = rt::alloc_slot();
