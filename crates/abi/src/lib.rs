@@ -188,6 +188,12 @@ pub mod layout {
     pub const USER_MIN: u64 = 0x1000;
     /// One past the last user address (lower canonical half).
     pub const USER_END: u64 = 0x0000_8000_0000_0000;
+    /// One past the last page that may be mapped for user mode: the half's last page
+    /// stays empty, so no user code sits there and a `syscall` never returns (by
+    /// `sysretq`) to 0x8000_0000_0000, which is not canonical — on Intel CPUs that
+    /// `sysretq` faults in kernel mode, on the user's stack (Linux keeps the page empty
+    /// too). Ranges (windows, unmaps) may still name it.
+    pub const USER_MAP_END: u64 = USER_END - PAGE_SIZE;
     /// Where the kernel maps the boot image (read-only) into the root task.
     pub const BOOTFS_VADDR: u64 = 0x0000_1000_0000_0000;
     /// sigma0 sees physical address `pa` at `SIGMA0_PHYS + pa` (RAM it owns, and the

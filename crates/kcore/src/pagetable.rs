@@ -34,8 +34,10 @@ fn index(va: u64, level: u32) -> usize {
     ((va >> (12 + 9 * level)) & 0x1ff) as usize
 }
 
+/// A page that may be mapped for user mode (`USER_MAP_END`: not the canonical half's
+/// last page, see there).
 fn is_user_page(va: u64) -> bool {
-    va & 0xfff == 0 && (abi::layout::USER_MIN..abi::layout::USER_END).contains(&va)
+    va & 0xfff == 0 && (abi::layout::USER_MIN..abi::layout::USER_MAP_END).contains(&va)
 }
 
 /// The last-level table covering `va`, if the tables down to it exist.
@@ -98,7 +100,7 @@ pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), M
 /// memory to sigma0). Pages already mapped are left alone; returns how many were
 /// mapped.
 pub fn map_range(mem: &mut impl PhysMem, root: u64, va: u64, pa: u64, n: u64, flags: u64) -> Result<u64, MapError> {
-    if !is_user_page(va) || pa & 0xfff != 0 || n.checked_mul(4096).and_then(|b| b.checked_add(va)).is_none_or(|e| e > abi::layout::USER_END) {
+    if !is_user_page(va) || pa & 0xfff != 0 || n.checked_mul(4096).and_then(|b| b.checked_add(va)).is_none_or(|e| e > abi::layout::USER_MAP_END) {
         return Err(MapError::NotUser);
     }
     let mut done = 0;
@@ -330,6 +332,11 @@ mod tests {
         assert_eq!(map(&mut m, 0x1000, 0x0, 0x5000), Err(MapError::NotUser));
         assert_eq!(map(&mut m, 0x1000, 0x40_0001, 0x5000), Err(MapError::NotUser));
         assert_eq!(map(&mut m, 0x1000, abi::layout::USER_END, 0x5000), Err(MapError::NotUser));
+        // The canonical half's last page stays empty (a `syscall` there would return by
+        // `sysretq` to a non-canonical address).
+        assert_eq!(map(&mut m, 0x1000, abi::layout::USER_END - 4096, 0x5000), Err(MapError::NotUser));
+        assert_eq!(map_range(&mut m, 0x1000, abi::layout::USER_END - 8192, 0, 2, U), Err(MapError::NotUser));
+        assert_eq!(map(&mut m, 0x1000, abi::layout::USER_END - 8192, 0x5000), Ok(()));
     }
 
     #[test]
