@@ -22,6 +22,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/reboot.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,11 +66,18 @@ static void full(int fd, char *buf, int n, int writing) {
     }
 }
 
-static void pipe_rtt(const char *name, int size) {
+/* Ping-pong of `size` bytes between two processes: through two pipes, or (unix != 0)
+   one Unix stream socket pair. */
+static void rtt(const char *name, int size, int unix_socket) {
     int a[2], b[2];
-    char buf[512];
+    static char buf[4096];
     memset(buf, 0x5a, sizeof buf);
-    if (pipe(a) || pipe(b)) return;
+    if (unix_socket) {
+        int s[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, s)) return;
+        /* The parent writes and reads s[0], the child s[1]. */
+        a[0] = s[1]; a[1] = s[0]; b[0] = s[0]; b[1] = s[1];
+    } else if (pipe(a) || pipe(b)) return;
     pid_t pid = fork();
     if (pid == 0) {
         for (;;) {
@@ -86,8 +94,23 @@ static void pipe_rtt(const char *name, int size) {
     }
     kill(pid, SIGKILL);
     waitpid(pid, 0, 0);
-    close(a[0]); close(a[1]); close(b[0]); close(b[1]);
+    if (unix_socket) { close(a[0]); close(a[1]); }
+    else { close(a[0]); close(a[1]); close(b[0]); close(b[1]); }
     report(name, v, BATCHES);
+}
+
+static void pipe_rtt(const char *name, int size) { rtt(name, size, 0); }
+
+/* The L4 paper's Figure 3 beside Scion's rpc_str_N: pipes and Unix sockets. */
+static void string_curve(void) {
+    static const int sizes[] = {8, 64, 256, 512, 1024, 2048, 4096};
+    char name[32];
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        snprintf(name, sizeof name, "rpc_str_%d", sizes[i]);
+        rtt(name, sizes[i], 0);
+        snprintf(name, sizeof name, "unix_str_%d", sizes[i]);
+        rtt(name, sizes[i], 1);
+    }
 }
 
 static volatile int fa, fb;
@@ -236,6 +259,7 @@ int main(void) {
     null_syscall();
     pipe_rtt("ipc_rtt_8b_cross", 8);
     pipe_rtt("ipc_rtt_512b_cross", 512);
+    string_curve();
     futex_rtt();
     yields();
     anon_faults();

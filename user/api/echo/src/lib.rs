@@ -67,3 +67,22 @@ pub fn fast_loop() -> ! {
         }
     }
 }
+
+/// The string echo loop used to measure string IPC against its size (the L4 paper's
+/// Figure 3): wait for the first call, then answer each with the string it carried, as it
+/// came (the kernel copies it out of the buffer before the next message lands there),
+/// and MR1 = its length.
+pub fn string_loop() -> ! {
+    use rt::ipc::{self, Msg};
+    let mut buf = [0u8; 4096];
+    let mut m = Msg::empty();
+    ipc::set_recv_buffer(&mut buf);
+    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    loop {
+        let n = ipc::received_string_len().min(buf.len());
+        ipc::set_send_string(&buf[..n]);
+        m = Msg::new(STRING, &[n as u64]).with_string();
+        ipc::set_recv_buffer(&mut buf);
+        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    }
+}

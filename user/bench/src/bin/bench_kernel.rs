@@ -36,6 +36,8 @@ extern "C" fn probe_rtt(magic: u64, echo: u64, tag: u64) -> u64 {
 }
 
 const BATCHES: usize = 15;
+/// String sizes of the Figure 3 curve (`rpc_str_N`; xtask reads whichever come).
+const STRING_SIZES: [usize; 7] = [8, 64, 256, 512, 1024, 2048, 4096];
 const PER_BATCH: u64 = 1000;
 
 fn measure(name: &str, mut op: impl FnMut()) -> u64 {
@@ -271,19 +273,28 @@ fn main() -> i32 {
     // through this round trip an instruction at a time.
     bad += (probe_rtt(PROBE_MAGIC, echo, tag) != 8) as u64;
 
-    // 512 bytes each way, as a string the kernel copies between the two spaces.
-    let e512 = rt::alloc_slot_pair();
-    if spawn("echo", e512).is_ok() {
-        let data = [0x5Au8; 512];
-        let mut back = [0u8; 512];
-        ipc::set_send_string(&data);
-        measure("ipc_rtt_512b_cross", || {
-            // Offered for each call (a receive takes the offer back).
-            ipc::set_recv_buffer(&mut back);
-            let mut m = Msg::new(echo_api::STRING, &[]).with_string();
-            bad += (ipc::call(e512, &mut m, ipc::FOREVER).is_err() || m.word(1) != 512) as u64;
-        });
-        bad += (back != data) as u64;
+    // Strings each way, the kernel copying them between the two spaces: the L4 paper's
+    // Figure 3 (RPC time against message size), with a server as lean as `echo fast`
+    // (`echo strings`: reply-and-wait with the string it got). 512 bytes is also
+    // `ipc_rtt_512b_cross`.
+    let es = rt::alloc_slot_pair();
+    if spawn("echo strings", es).is_ok() {
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
+        let mut back = alloc::vec![0u8; 4096];
+        for n in STRING_SIZES {
+            ipc::set_send_string(&data[..n]);
+            let mut one = || {
+                // Offered for each call (a receive takes the offer back).
+                ipc::set_recv_buffer(&mut back[..n]);
+                let mut m = Msg::new(echo_api::STRING, &[]).with_string();
+                bad += (ipc::call(es, &mut m, ipc::FOREVER).is_err() || m.word(1) != n as u64) as u64;
+            };
+            measure(&alloc::format!("rpc_str_{n}"), &mut one);
+            if n == 512 {
+                measure("ipc_rtt_512b_cross", &mut one);
+            }
+            bad += (back[..n] != data[..n]) as u64;
+        }
     }
 
     // The floor: two system calls and two address-space switches per round trip.

@@ -1,5 +1,6 @@
 //! A test server. `echo` serves the labels in `echo_api`; `echo fast` runs the
-//! register-only reply-and-wait loop used for measuring IPC.
+//! register-only reply-and-wait loop used for measuring IPC, `echo strings` the string
+//! echo loop.
 #![no_std]
 #![no_main]
 
@@ -65,8 +66,10 @@ impl Server for Echo {
 }
 
 fn main() -> i32 {
-    if rt::args().split(' ').nth(1) == Some("fast") {
-        echo::fast_loop();
+    match rt::args().split(' ').nth(1) {
+        Some("fast") => echo::fast_loop(),
+        Some("strings") => echo::string_loop(),
+        _ => {}
     }
     let mut buf = [0u8; 4096];
     server::run(&mut Echo { out: [0; 4096] }, &mut buf)
