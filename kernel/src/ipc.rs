@@ -417,6 +417,15 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
     }
     let resumes_fault = k.t(r.id).fault;
     let pager_answer = resumes_fault.is_some() && k.t(r.id).fault_to_pager;
+    // A string the caller offered no room for: the caller waits for this reply and
+    // nothing else, so it is told (TooLong) rather than left waiting for good.
+    if resumes_fault.is_none() && Tag(k.t(cur).frame().r10).has_string() {
+        let len = k.t(cur).utcb().send_buf_len;
+        if len <= ipc::MAX_STRING && len > k.t(r.id).utcb().recv_buf_len {
+            k.wake(r.id, Error::TooLong as u64);
+            return Err(Error::TooLong);
+        }
+    }
     match transfer(k, cur, r.id, 0) {
         Ok(0) if pager_answer => {
             // The pager mapped nothing: the fault goes to the fault handler.

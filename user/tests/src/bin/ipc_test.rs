@@ -281,6 +281,15 @@ fn main() -> i32 {
     let rev: Vec<u8> = big.iter().rev().copied().collect();
     c.check(back[..4000] == rev[..], "4000 bytes intact both ways");
     c.eq((ipc::utcb().recv_buf_addr, ipc::utcb().recv_buf_len), (0, 0), "the call took the buffer's offer back (nothing can write into it later)");
+    // A reply longer than the caller's buffer: the caller is told, not left waiting.
+    let mut small = [0u8; 4];
+    ipc::set_send_string(b"hello, scion");
+    ipc::set_recv_buffer(&mut small);
+    let mut m = Msg::new(echo::REVERSE, &[]).with_string();
+    c.eq(ipc::call(echo_slot, &mut m, timeouts(INFINITE, 2_000_000)), Err(Error::TooLong), "a reply over the caller's buffer fails the call with TooLong");
+    c.eq(small, [0u8; 4], "and nothing was written into the buffer");
+    let mut m = Msg::new(echo::ECHO, &[5]);
+    c.eq(ipc::call(echo_slot, &mut m, FOREVER).map(|_| m.word(1)), Ok(5), "the server serves on");
 
     // Timeouts.
     let mut m = Msg::empty();
