@@ -552,17 +552,23 @@ impl Net {
             if let Some(m) = answer {
                 // Keeps insertion order: the first of a client's waiters is its oldest.
                 let w = self.waiters.remove(i);
-                let _ = ipc::send(w.slot, &m, 0);
-                // A reply capability is used up by a send; one whose caller gave up
-                // is still there.
-                let _ = rt::sys::cap_delete(w.slot);
-                rt::free_slot(w.slot);
-                if let Some(c) = self.clients.get_mut(&w.client) {
-                    c.sleepers -= 1;
-                }
+                self.answer_sleeper(w.client, w.slot, &m);
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Answer a sleeping call (a saved reply in `slot`) of client `client` with `m`,
+    /// and give its place back.
+    fn answer_sleeper(&mut self, client: u64, slot: u64, m: &Msg) {
+        let _ = ipc::send(slot, m, 0);
+        // A reply capability is used up by a send; one whose caller gave up is still
+        // there.
+        let _ = rt::sys::cap_delete(slot);
+        rt::free_slot(slot);
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.sleepers -= 1;
         }
     }
 
@@ -580,10 +586,7 @@ impl Net {
                 let Some((i, _)) = oldest else { return Err(Error::NoSpace) };
                 (self.pings.swap_remove(i).slot, Msg::new(0, &[Error::Timeout as u64]))
             };
-            let _ = ipc::send(slot, &answer, 0);
-            let _ = rt::sys::cap_delete(slot);
-            rt::free_slot(slot);
-            self.client(id)?.sleepers -= 1;
+            self.answer_sleeper(id, slot, &answer);
         }
         let slot = rt::alloc_slot();
         if ipc::save_reply(slot).is_err() {
@@ -640,12 +643,7 @@ impl Net {
             match reply {
                 Some(m) => {
                     let pg = self.pings.swap_remove(i);
-                    let _ = ipc::send(pg.slot, &m, 0);
-                    let _ = rt::sys::cap_delete(pg.slot);
-                    rt::free_slot(pg.slot);
-                    if let Some(c) = self.clients.get_mut(&pg.client) {
-                        c.sleepers -= 1;
-                    }
+                    self.answer_sleeper(pg.client, pg.slot, &m);
                 }
                 None => i += 1,
             }
@@ -678,12 +676,7 @@ impl Net {
                 continue;
             }
             let pg = self.pings.swap_remove(i);
-            let _ = ipc::send(pg.slot, &Msg::new(0, &[Error::Timeout as u64]), 0);
-            let _ = rt::sys::cap_delete(pg.slot);
-            rt::free_slot(pg.slot);
-            if let Some(c) = self.clients.get_mut(&pg.client) {
-                c.sleepers -= 1;
-            }
+            self.answer_sleeper(pg.client, pg.slot, &Msg::new(0, &[Error::Timeout as u64]));
         }
         self.sockets.remove(self.icmp);
         self.icmp = self.sockets.add(icmp_socket());
