@@ -207,6 +207,7 @@ fn main() -> i32 {
     // Capabilities and the machine.
     c.eq(sys::machine_exit(cap::PARENT, 0), Err(Error::WrongType), "machine call with a thread capability");
     c.eq(sys::machine_exit(rt::alloc_slot(), 0), Err(Error::InvalidCap), "machine call with an empty slot");
+    c.eq(sys::machine_fastpath(cap::PARENT, false), Err(Error::WrongType), "only the machine capability turns the IPC fastpath off");
     c.eq(sys::cap_copy(rt::alloc_slot(), rt::alloc_slot(), rights::ALL, 0), Err(Error::InvalidCap), "copy from an empty slot");
     c.eq(sys::cap_copy(echo_slot, cap::SLOTS + 5, rights::ALL, 0), Err(Error::InvalidCap), "copy to a slot out of range");
     c.eq(sys::cap_give(cap::SELF_TASK, u64::MAX, 50, rights::ALL), Err(Error::InvalidCap), "give from a bad slot");
