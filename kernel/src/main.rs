@@ -10,6 +10,7 @@ mod arch {
     pub mod cpu;
     pub mod fpu;
     pub mod irqchip;
+    pub mod smp;
     pub mod timer;
 }
 mod fastpath;
@@ -39,6 +40,7 @@ extern "C" fn kstart(start_info: u64) -> ! {
     kernel::init(k);
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init(bi.rsdp_phys);
+    arch::smp::start_aps(bi.rsdp_phys);
     kernel::create_idle(k);
     loader::start_boot_tasks(k, &bi);
     kernel::start_scheduling(k);

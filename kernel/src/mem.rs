@@ -34,6 +34,14 @@ unsafe impl core::alloc::GlobalAlloc for KernelHeap {
     }
 }
 
+static TRAMPOLINE_FREE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Whether the application processors' start page (`smp::TRAMPOLINE`, in the first MiB,
+/// which the allocator never hands out) holds none of the boot structures.
+pub fn trampoline_free() -> bool {
+    TRAMPOLINE_FREE.load(core::sync::atomic::Ordering::Relaxed)
+}
+
 /// What the boot information told us.
 pub struct BootInfo {
     pub bootfs_phys: u64,
@@ -155,6 +163,12 @@ pub fn init(start_info_phys: u64) -> BootInfo {
             }
         }
     }
+
+    // The page application processors start in lies in the first MiB; nothing QEMU
+    // put there for us may be in it (the boot image is read after they start).
+    let t = crate::arch::smp::TRAMPOLINE;
+    let clash = reserved.all()[1..].iter().any(|&(a, b)| a < t + PAGE_SIZE && t < b);
+    TRAMPOLINE_FREE.store(!clash, core::sync::atomic::Ordering::Relaxed);
 
     // The frame bitmap and the reference counts, sized by the RAM present and placed
     // in RAM found free in the map.

@@ -67,6 +67,37 @@ pub struct Options {
     pub net: Option<NetOptions>,
     /// A gdb stub on this port of 127.0.0.1, the machine stopped until gdb continues it.
     pub gdb: Option<u16>,
+    /// Virtual CPUs (`-smp`).
+    pub cpus: u32,
+}
+
+static CPUS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// The CPUs a machine gets unless its scenario says otherwise (`--cpus N`).
+pub fn set_default_cpus(n: u32) {
+    CPUS.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn default_cpus() -> u32 {
+    CPUS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Take `--cpus N` (1 to 8) out of `args` and make it the default; the rest is returned.
+pub fn cpus_arg(args: &[String]) -> Result<Vec<String>, String> {
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--cpus" {
+            let v = it.next().ok_or("--cpus needs a number")?;
+            match v.parse::<u32>() {
+                Ok(n @ 1..=8) => set_default_cpus(n),
+                _ => return Err(format!("--cpus {v}: a number from 1 to 8")),
+            }
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    Ok(rest)
 }
 
 #[derive(Clone, Default)]
@@ -84,14 +115,14 @@ const NET_SLOT: u32 = 3;
 
 impl Options {
     pub fn new(accel: String, icount: bool, append: String, disk: Option<std::path::PathBuf>) -> Options {
-        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into(), net: None, gdb: None }
+        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into(), net: None, gdb: None, cpus: default_cpus() }
     }
 }
 
 /// The machine every Scion boot (and later the Linux baseline) uses.
 pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
     let mut c = Command::new(QEMU);
-    c.args(["-machine", &o.machine, "-cpu", "max", "-m", &o.memory, "-smp", "1"]);
+    c.args(["-machine", &o.machine, "-cpu", "max", "-m", &o.memory, "-smp", &o.cpus.to_string()]);
     c.args(["-nodefaults", "-no-reboot", "-display", "none"]);
     c.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
     c.args(["-accel", &o.accel]);

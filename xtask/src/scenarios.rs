@@ -40,6 +40,8 @@ pub struct Scenario {
     /// QEMU's machine (`q35`, or `pc`: i440fx) and memory (`512M`).
     pub machine: String,
     pub memory: String,
+    /// Virtual CPUs when the scenario says (else `--cpus`).
+    pub cpus: Option<u32>,
     pub limit_s: u64,
     /// Run only by the code that needs it (the durability test), not on its own.
     pub manual: bool,
@@ -66,6 +68,8 @@ struct Header {
     base: Option<String>,
     machine: Option<String>,
     memory: Option<String>,
+    /// Virtual CPUs (else `--cpus`, else 1).
+    cpus: Option<u32>,
     include: Option<Vec<String>>,
     disk: Option<Vec<String>>,
     input: Option<Input>,
@@ -127,6 +131,7 @@ impl Scenario {
                 expect,
                 machine: h.machine.unwrap_or(sc.machine.clone()),
                 memory: h.memory.unwrap_or(sc.memory.clone()),
+                cpus: h.cpus.or(sc.cpus),
                 limit_s: h.limit.unwrap_or(sc.limit_s),
                 ..sc
             });
@@ -147,6 +152,7 @@ impl Scenario {
             icount: h.icount.unwrap_or(false),
             machine: h.machine.unwrap_or_else(|| "q35".into()),
             memory: h.memory.unwrap_or_else(|| "512M".into()),
+            cpus: h.cpus,
             limit_s: h.limit.unwrap_or(180),
             manual: h.manual.unwrap_or(false),
             on_demand: h.on_demand.unwrap_or(false),
@@ -166,7 +172,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), cpus: None, limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false })
     }
 }
 
@@ -284,7 +290,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         }
         net = Some(n);
     }
-    let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), net, ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
+    let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), net, cpus: sc.cpus.unwrap_or(qemu::default_cpus()), ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
     let mut http_results = Vec::new();
     let out = if sc.http {

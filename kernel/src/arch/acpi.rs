@@ -1,6 +1,7 @@
 //! The machine's ACPI tables (through the `acpi` crate), read once at boot for what
-//! the kernel needs of them: the interrupt source overrides of the MADT, which say
-//! which IOAPIC line an ISA interrupt arrives on and with which polarity and trigger.
+//! the kernel needs of them, all in the MADT: the interrupt source overrides, which say
+//! which IOAPIC line an ISA interrupt arrives on and with which polarity and trigger,
+//! and the processors (their local APIC ids) for `smp`.
 
 use crate::arch::boot::{direct_map_end, phys_to_virt};
 use acpi::madt::{Madt, MadtEntry};
@@ -35,8 +36,8 @@ pub struct Override {
     pub active_low: bool,
 }
 
-/// The MADT's interrupt source overrides (none when there is no RSDP or MADT).
-pub fn interrupt_overrides(rsdp_phys: u64) -> Vec<Override> {
+/// The MADT's entries, mapped by `f` (nothing when there is no RSDP or MADT).
+fn madt_entries<T>(rsdp_phys: u64, f: impl Fn(MadtEntry) -> Option<T>) -> Vec<T> {
     if rsdp_phys == 0 {
         return Vec::new();
     }
@@ -47,22 +48,33 @@ pub fn interrupt_overrides(rsdp_phys: u64) -> Vec<Override> {
         return Vec::new();
     };
     let Ok(madt) = tables.find_table::<Madt>() else { return Vec::new() };
-    madt.get()
-        .entries()
-        .filter_map(|e| match e {
-            MadtEntry::InterruptSourceOverride(o) => Some(*o),
-            _ => None,
-        })
-        .map(|o| {
+    madt.get().entries().filter_map(f).collect()
+}
+
+/// The MADT's interrupt source overrides.
+pub fn interrupt_overrides(rsdp_phys: u64) -> Vec<Override> {
+    madt_entries(rsdp_phys, |e| match e {
+        MadtEntry::InterruptSourceOverride(o) => {
             let flags = o.flags;
-            Override {
+            Some(Override {
                 isa: o.irq,
                 gsi: o.global_system_interrupt,
                 // MPS INTI flags: trigger in bits 2..4, polarity in bits 0..2 (0b11 =
                 // level, active low); "as the bus" is ISA's edge, active high.
                 level: (flags >> 2) & 3 == 3,
                 active_low: flags & 3 == 3,
-            }
-        })
-        .collect()
+            })
+        }
+        _ => None,
+    })
+}
+
+/// The local APIC ids of the processors the MADT says are enabled (bit 0 of the
+/// entry's flags), the boot processor among them, in the table's order.
+pub fn processors(rsdp_phys: u64) -> Vec<u32> {
+    madt_entries(rsdp_phys, |e| match e {
+        MadtEntry::LocalApic(l) if l.flags & 1 != 0 => Some(l.apic_id as u32),
+        MadtEntry::LocalX2Apic(l) if l.flags & 1 != 0 => Some(l.x2apic_id),
+        _ => None,
+    })
 }

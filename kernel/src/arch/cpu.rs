@@ -58,6 +58,9 @@ pub const USER_CS: u16 = 0x20 | 3;
 pub const VEC_TIMER: u8 = 32;
 pub const VEC_SPURIOUS: u8 = 0xFF;
 
+/// CPUs the kernel can run on (their tables below are static).
+pub const MAX_CPUS: usize = 8;
+
 /// Per-CPU data, reached through GS in the kernel. Offsets are used by the asm.
 #[repr(C)]
 pub struct PerCpu {
@@ -65,60 +68,67 @@ pub struct PerCpu {
     pub kstack_top: u64,
     /// 8: scratch for the user RSP during SYSCALL entry.
     pub user_rsp: u64,
+    /// 16: this structure's own address (`this_cpu` reads it through GS).
+    this: u64,
+    /// This CPU's TSS (its `rsp0` follows the running thread; its I/O bitmap the
+    /// running task's ports).
+    tss: *mut TssIo,
+    /// 0 for the boot CPU, then in the order the CPUs came up.
+    pub index: usize,
 }
 
-static PERCPU: KCell<PerCpu> = KCell::new(PerCpu { kstack_top: 0, user_rsp: 0 });
 /// The TSS followed by its I/O permission bitmap (8192 bytes + the terminating 0xFF).
 #[repr(C)]
 struct TssIo {
     tss: TaskStateSegment,
     iomap: [u8; 8193],
 }
-static TSS_IO: KCell<TssIo> = KCell::new(TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] });
-static GDT: KCell<GlobalDescriptorTable> = KCell::new(GlobalDescriptorTable::new());
+
+/// One CPU's tables: GS points at `percpu`; the GDT holds its TSS descriptor.
+struct CpuTables {
+    percpu: PerCpu,
+    tss_io: TssIo,
+    gdt: GlobalDescriptorTable,
+}
+
+static CPUS: [KCell<CpuTables>; MAX_CPUS] = [const {
+    KCell::new(CpuTables {
+        percpu: PerCpu { kstack_top: 0, user_rsp: 0, this: 0, tss: core::ptr::null_mut(), index: 0 },
+        tss_io: TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] },
+        gdt: GlobalDescriptorTable::new(),
+    })
+}; MAX_CPUS];
 static IDT: KCell<InterruptDescriptorTable> = KCell::new(InterruptDescriptorTable::new());
 
 const IST_STACK_SIZE: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct IstStack([u8; IST_STACK_SIZE]);
-static DF_STACK: KCell<IstStack> = KCell::new(IstStack([0; IST_STACK_SIZE]));
-static NMI_STACK: KCell<IstStack> = KCell::new(IstStack([0; IST_STACK_SIZE]));
-static MC_STACK: KCell<IstStack> = KCell::new(IstStack([0; IST_STACK_SIZE]));
+/// Each CPU's double-fault, NMI and machine-check stacks.
+static IST_STACKS: [KCell<[IstStack; 3]>; MAX_CPUS] = [const { KCell::new([const { IstStack([0; IST_STACK_SIZE]) }; 3]) }; MAX_CPUS];
+
+/// The running CPU's data (through GS, which `init_cpu` set).
+#[inline(always)]
+pub fn this_cpu() -> &'static mut PerCpu {
+    let p: u64;
+    // SAFETY: in the kernel GS is based at this CPU's `PerCpu` (set by `init_cpu`,
+    // swapped on every entry from user mode), whose field at 16 is its own address.
+    unsafe { core::arch::asm!("mov {}, gs:[16]", out(reg) p, options(nostack, readonly, preserves_flags)) };
+    // SAFETY: a static that lives for the whole run; only this CPU uses its own.
+    unsafe { &mut *(p as *mut PerCpu) }
+}
+
+fn this_tss() -> &'static mut TssIo {
+    // SAFETY: `tss` points at this CPU's TSS (set by `init_cpu`), used by this CPU only.
+    unsafe { &mut *this_cpu().tss }
+}
 
 extern "C" {
     fn syscall_entry();
 }
 
+/// The boot CPU's tables and the shared IDT (`init_cpu(0)`, then the IDT).
 pub fn init() {
-    let tio = TSS_IO.get();
-    tio.tss.iomap_base = core::mem::size_of::<TaskStateSegment>() as u16;
-    let tss = &mut tio.tss;
-    let top = |s: &IstStack| VirtAddr::new(s.0.as_ptr() as u64 + IST_STACK_SIZE as u64);
-    tss.interrupt_stack_table[0] = top(DF_STACK.get());
-    tss.interrupt_stack_table[1] = top(NMI_STACK.get());
-    tss.interrupt_stack_table[2] = top(MC_STACK.get());
-
-    let gdt = GDT.get();
-    let kcs = gdt.append(Descriptor::kernel_code_segment());
-    let kds = gdt.append(Descriptor::kernel_data_segment());
-    let uds = gdt.append(Descriptor::user_data_segment());
-    let ucs = gdt.append(Descriptor::user_code_segment());
-    // SAFETY: the TSS and its bitmap are one static that lives for the whole run.
-    let (tss_ref, iomap_ref) = unsafe { (&*(tss as *const TaskStateSegment), &*(&tio.iomap as *const [u8; 8193])) };
-    let tss_sel = gdt.append(Descriptor::tss_segment_with_iomap(tss_ref, iomap_ref).expect("TSS I/O bitmap layout"));
-    assert_eq!((kcs.0, kds.0, uds.0, ucs.0), (KERNEL_CS, KERNEL_DS, USER_DS, USER_CS));
-    // SAFETY: the GDT is a static and never modified after this point.
-    unsafe { (*(gdt as *const GlobalDescriptorTable)).load_unsafe() };
-    // SAFETY: the selectors name the descriptors just appended to the loaded GDT.
-    unsafe {
-        use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
-        CS::set_reg(kcs);
-        SS::set_reg(kds);
-        DS::set_reg(SegmentSelector::new(0, PrivilegeLevel::Ring0));
-        ES::set_reg(SegmentSelector::new(0, PrivilegeLevel::Ring0));
-        load_tss(tss_sel);
-    }
-
+    init_cpu(0);
     // IDT: every vector goes to its asm stub; the stubs share one dispatcher.
     let idt = IDT.get();
     for v in 0..256usize {
@@ -146,11 +156,58 @@ pub fn init() {
             _ => {}
         }
     }
-    // SAFETY: the IDT is a static that lives forever.
-    unsafe { (*(idt as *const InterruptDescriptorTable)).load_unsafe() };
+    load_idt();
+}
+
+fn load_idt() {
+    // SAFETY: the IDT is a static that lives forever; the boot CPU filled it in before
+    // any other CPU started.
+    unsafe { (*(IDT.get() as *const InterruptDescriptorTable)).load_unsafe() };
+}
+
+/// An application processor's tables (`index` > 0), and the IDT the boot CPU built.
+pub fn init_ap(index: usize) {
+    init_cpu(index);
+    load_idt();
+}
+
+/// CPU `index`'s GDT, TSS (with its interrupt stacks), per-CPU data in GS and the
+/// SYSCALL MSRs, loaded on the running CPU.
+fn init_cpu(index: usize) {
+    let t = CPUS[index].get();
+    let tio = &mut t.tss_io;
+    tio.tss.iomap_base = core::mem::size_of::<TaskStateSegment>() as u16;
+    let ist = IST_STACKS[index].get();
+    for (i, st) in ist.iter().enumerate() {
+        tio.tss.interrupt_stack_table[i] = VirtAddr::new(st.0.as_ptr() as u64 + IST_STACK_SIZE as u64);
+    }
+    let gdt = &mut t.gdt;
+    let kcs = gdt.append(Descriptor::kernel_code_segment());
+    let kds = gdt.append(Descriptor::kernel_data_segment());
+    let uds = gdt.append(Descriptor::user_data_segment());
+    let ucs = gdt.append(Descriptor::user_code_segment());
+    // SAFETY: the TSS and its bitmap are one static that lives for the whole run.
+    let (tss_ref, iomap_ref) = unsafe { (&*(&tio.tss as *const TaskStateSegment), &*(&tio.iomap as *const [u8; 8193])) };
+    let tss_sel = gdt.append(Descriptor::tss_segment_with_iomap(tss_ref, iomap_ref).expect("TSS I/O bitmap layout"));
+    assert_eq!((kcs.0, kds.0, uds.0, ucs.0), (KERNEL_CS, KERNEL_DS, USER_DS, USER_CS));
+    // SAFETY: the GDT is a static and never modified after this point.
+    unsafe { (*(gdt as *const GlobalDescriptorTable)).load_unsafe() };
+    // SAFETY: the selectors name the descriptors just appended to the loaded GDT.
+    unsafe {
+        use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
+        CS::set_reg(kcs);
+        SS::set_reg(kds);
+        DS::set_reg(SegmentSelector::new(0, PrivilegeLevel::Ring0));
+        ES::set_reg(SegmentSelector::new(0, PrivilegeLevel::Ring0));
+        load_tss(tss_sel);
+    }
 
     // Per-CPU data in GS (kernel), user GS in KernelGsBase, swapped on entry/exit.
-    GsBase::write(VirtAddr::new(PERCPU.get() as *const PerCpu as u64));
+    let pc = &mut t.percpu;
+    pc.this = pc as *mut PerCpu as u64;
+    pc.tss = tio as *mut TssIo;
+    pc.index = index;
+    GsBase::write(VirtAddr::new(pc.this));
     KernelGsBase::write(VirtAddr::new(0));
 
     // SYSCALL/SYSRET.
@@ -222,8 +279,10 @@ unsafe fn set_handler(
 #[inline]
 pub fn set_kernel_stack(top: u64) {
     // A kernel stack's top is a canonical kernel address (the direct map): no check.
-    TSS_IO.get().tss.privilege_stack_table[0] = VirtAddr::new_truncate(top);
-    PERCPU.get().kstack_top = top;
+    let c = this_cpu();
+    // SAFETY: `tss` points at this CPU's TSS (set by `init_cpu`), used by this CPU only.
+    unsafe { (*c.tss).tss.privilege_stack_table[0] = VirtAddr::new_truncate(top) };
+    c.kstack_top = top;
 }
 
 /// Point FS at a thread's UTCB (user mode reads it through FS).
@@ -235,13 +294,13 @@ pub fn set_fs_base(utcb: u64) {
 /// Allow user mode the ports whose bits are clear in `map`, up to port `max`.
 pub fn load_iomap(map: &[u8], max: u16) {
     let n = max as usize / 8 + 1;
-    TSS_IO.get().iomap[..n].copy_from_slice(&map[..n]);
+    this_tss().iomap[..n].copy_from_slice(&map[..n]);
 }
 
 /// Deny again every port up to `max`.
 pub fn clear_iomap(max: u16) {
     let n = max as usize / 8 + 1;
-    TSS_IO.get().iomap[..n].fill(0xff);
+    this_tss().iomap[..n].fill(0xff);
 }
 
 // Stubs: 256 of them, 16 bytes apart. A stub pushes a zero error code where the CPU

@@ -143,6 +143,41 @@ pub fn eoi() {
     }
 }
 
+const LAPIC_ID: u64 = 0x20;
+const LAPIC_ICR_LOW: u64 = 0x300;
+const LAPIC_ICR_HIGH: u64 = 0x310;
+/// The ICR's delivery status: the last IPI has not been accepted yet.
+const ICR_PENDING: u32 = 1 << 12;
+
+/// The running CPU's local APIC id.
+pub fn lapic_id() -> u32 {
+    lapic_read(LAPIC_ID) >> 24
+}
+
+/// Send an inter-processor interrupt (`icr`: vector, delivery mode, level) to the CPU
+/// whose local APIC id is `dest`, and wait until its APIC has accepted it.
+pub fn send_ipi(dest: u32, icr: u32) {
+    lapic_write(LAPIC_ICR_HIGH, dest << 24);
+    lapic_write(LAPIC_ICR_LOW, icr);
+    while lapic_read(LAPIC_ICR_LOW) & ICR_PENDING != 0 {
+        core::hint::spin_loop();
+    }
+}
+
+/// An application processor's local APIC: software-enabled, spurious vector set (its
+/// timer stays masked until it schedules).
+pub fn init_ap() {
+    lapic_write(LAPIC_SVR, 0x100 | VEC_SPURIOUS as u32);
+}
+
+/// Spin for `us` microseconds (by the TSC, calibrated in `init`).
+pub fn delay_us(us: u64) {
+    let end = rdtsc() + us * STATE.get().tsc_per_ms / 1000;
+    while rdtsc() < end {
+        core::hint::spin_loop();
+    }
+}
+
 pub fn uses_apic() -> bool {
     STATE.get().use_apic
 }
