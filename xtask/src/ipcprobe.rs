@@ -1,5 +1,6 @@
 //! Where the instructions of one IPC round trip go (issue 15): `bench_kernel` makes one
-//! more warm 8-byte cross-task round trip in `probe_rtt` after its measurements; QEMU
+//! more warm cross-task round trip after its measurements, with registers only in
+//! `probe_rtt` and with a 512-byte string each way in `probe_str`; QEMU
 //! (icount, so the figures are instructions) stops at it for gdb, which steps through
 //! the round trip one instruction at a time — client, kernel, server, kernel, client —
 //! and names each instruction's function (the innermost, inlined ones included) from
@@ -34,16 +35,45 @@ reg = lambda r: int(gdb.parse_and_eval("$" + r)) & 0xffffffffffffffff
 sp = reg("rsp")
 ret = int.from_bytes(gdb.selected_inferior().read_memory(sp, 8).tobytes(), "little")
 gdb.execute("delete")
+# From here on raw remote packets: gdb's own `stepi` works out the frame after every
+# step (reading memory around it), which makes a step take a second or more.
+def pkt(p):
+    out = gdb.execute("maint packet " + p, to_string=True)
+    return out.split('received: "', 1)[1].rsplit('"', 1)[0]
+def raw(n):
+    return int.from_bytes(bytes.fromhex(pkt("p%x" % n)), "little")
+RSP, RCX, RIP = 7, 2, 16
 steps, seg, kernel = [], 0, False
-for i in range(int(E["PROBE_MAX"])):
-    pc = reg("rip")
+limit = int(E["PROBE_MAX"])
+pc = raw(RIP)
+while len(steps) < limit:
     k = pc >= 0xffff800000000000
     if k != kernel:
         seg, kernel = seg + 1, k
     steps.append((seg, pc))
-    if seg == 4 and pc == ret and reg("rsp") == sp + 8:
+    if seg == 4 and pc == ret and raw(RSP) == sp + 8:
         break
-    gdb.execute("stepi", to_string=True)
+    pkt("s")
+    nxt = raw(RIP)
+    if nxt == pc:
+        # A `rep` string instruction, which the stub steps an iteration at a time
+        # (icount counts each as an instruction): count the iterations left in rcx and
+        # run it to its end, with breakpoints just past it (its length, 2 to 5 bytes,
+        # is not known without reading code; the first one reached on this stack is
+        # the next instruction — other address spaces' code at those addresses is
+        # stepped over).
+        left, rsp = raw(RCX), raw(RSP)
+        steps.extend([(seg, pc)] * left)
+        for n in range(2, 6):
+            pkt("Z0,%x,1" % (pc + n))
+        while True:
+            pkt("c")
+            nxt = raw(RIP)
+            if raw(RSP) == rsp and pc < nxt <= pc + 5:
+                break
+        for n in range(2, 6):
+            pkt("z0,%x,1" % (pc + n))
+    pc = nxt
 gdb.execute("kill")
 def names(pc):
     # The functions around pc, innermost (inlined) first; assembly without debug
@@ -91,23 +121,47 @@ impl Step {
     }
 }
 
-/// Step through `probe_rtt` (see the module's head); the executed instructions in order.
-pub fn trace(a: &Artifacts, dir: &Path) -> Result<Vec<Step>, String> {
+/// A round trip to step through: the function in `bench_kernel` (entered with the magic
+/// in rdi), the files' prefix, what the report calls it.
+pub struct Probe {
+    pub func: &'static str,
+    pub files: &'static str,
+    pub what: &'static str,
+}
+
+/// The register round trip (as `ipc_rtt_8b_cross`) and the 512-byte string one (as
+/// `ipc_rtt_512b_cross`).
+pub const PROBES: [Probe; 2] = [
+    Probe {
+        func: "probe_rtt",
+        files: "probe",
+        what: "One warm 8-byte round trip between two tasks (`probe_rtt`, as `ipc_rtt_8b_cross`)",
+    },
+    Probe {
+        func: "probe_str",
+        files: "probe-str",
+        what: "One warm round trip with a 512-byte string each way (`probe_str`, as `ipc_rtt_512b_cross`, \
+               through `echo strings`)",
+    },
+];
+
+/// Step through `p`'s function (see the module's head); the executed instructions in order.
+pub fn trace(a: &Artifacts, dir: &Path, p: &Probe) -> Result<Vec<Step>, String> {
     qemu::ensure_installed("gdb", "gdb", "gdb")?;
     let sc = Scenario { icount: true, ..Scenario::bench("bench-probe", "kernel", &[])? };
     let img = crate::make_image(a, &sc.manifest, &sc.name)?;
     let prog = |n: &str| a.programs.iter().find(|(p, _)| p == n).map(|(_, p)| p.clone()).ok_or(format!("no program {n}"));
     let (client, server) = (prog("bench_kernel")?, prog("echo")?);
-    let addr = symbol(&client, "probe_rtt")?;
+    let addr = symbol(&client, p.func)?;
     let port = qemu::free_port()?;
     let opts = qemu::Options { gdb: Some(port), ..qemu::Options::new("tcg".into(), true, String::new(), None) };
     let mut q = qemu::command(&a.kernel, &img, &opts);
-    let serial = dir.join("probe-serial.log");
+    let serial = dir.join(format!("{}-serial.log", p.files));
     q.args(["-monitor", "none", "-serial"]).arg(format!("file:{}", serial.display()));
     q.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut qemu_child = q.spawn().map_err(|e| format!("cannot start {}: {e}", qemu::QEMU))?;
     let script = dir.join("probe.py");
-    let out = dir.join("probe-steps.tsv");
+    let out = dir.join(format!("{}-steps.tsv", p.files));
     std::fs::write(&script, SCRIPT).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&out);
     // The stub listens once QEMU is up.
@@ -131,7 +185,7 @@ pub fn trace(a: &Artifacts, dir: &Path) -> Result<Vec<Step>, String> {
         if let Some(st) = gdb.try_wait().map_err(|e| e.to_string())? {
             break Some(st);
         }
-        if t0.elapsed() > Duration::from_secs(600) {
+        if t0.elapsed() > Duration::from_secs(1500) {
             let _ = gdb.kill();
             break None;
         }
@@ -140,11 +194,12 @@ pub fn trace(a: &Artifacts, dir: &Path) -> Result<Vec<Step>, String> {
     let _ = qemu_child.kill();
     let _ = qemu_child.wait();
     let log = gdb.wait_with_output().map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))).unwrap_or_default();
-    std::fs::write(dir.join("probe-gdb.log"), &log).map_err(|e| e.to_string())?;
+    let log_file = dir.join(format!("{}-gdb.log", p.files));
+    std::fs::write(&log_file, &log).map_err(|e| e.to_string())?;
     if status.is_none() {
-        return Err(format!("gdb did not finish stepping; see {}", dir.join("probe-gdb.log").display()));
+        return Err(format!("gdb did not finish stepping; see {}", log_file.display()));
     }
-    let text = std::fs::read_to_string(&out).map_err(|_| format!("gdb wrote no steps; see {}", dir.join("probe-gdb.log").display()))?;
+    let text = std::fs::read_to_string(&out).map_err(|_| format!("gdb wrote no steps; see {}", log_file.display()))?;
     let steps: Vec<Step> = text
         .lines()
         .filter_map(|l| {
@@ -153,7 +208,7 @@ pub fn trace(a: &Artifacts, dir: &Path) -> Result<Vec<Step>, String> {
         })
         .collect();
     if steps.last().is_none_or(|s| s.seg != 4) || steps.len() >= MAX_STEPS {
-        return Err(format!("the stepping did not come back to the client ({} steps); see {}", steps.len(), dir.join("probe-gdb.log").display()));
+        return Err(format!("the stepping did not come back to the client ({} steps); see {}", steps.len(), log_file.display()));
     }
     Ok(steps)
 }
@@ -170,15 +225,27 @@ fn symbol(elf: &Path, name: &str) -> Result<u64, String> {
 pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
     let has = |n: &str| s.within(n);
     match s.seg {
-        0 | 4 => "user: the client's call (rt::ipc::call_regs)",
-        2 => "user: the server's loop (echo fast: reply_wait_regs)",
+        0 | 4 => "user: the client's call",
+        2 => "user: the server's loop (reply and wait)",
         _ if s.outer == "syscall_entry" && !in_dispatch => "entry: syscall stub, registers saved",
         _ if s.outer == "syscall_entry" || s.outer == "ipc_fast_exit" => "exit: registers restored, sysret",
         _ if has("switch_context") => "switch: kernel stacks (switch_context)",
+        _ if has("copy_string")
+            || has("UserRange")
+            || has("user_phys")
+            || has("pagetable::")
+            || has("is_user_range")
+            || has("usercopy")
+            || has("copy_range")
+            || has("compiler_builtins::mem")
+            || has("phys_to_virt") =>
+        {
+            "string: both buffers resolved (page walks) and copied"
+        }
         _ if has("fastpath::lookup") || has("fastpath::plan") || has("RunQueue::highest") || has("RunQueue::any_above") => {
             "lookup: the fastpath's checks (capability, partner, priorities)"
         }
-        _ if has("fastpath::transfer") || has("fastpath::commit") || has("fastpath::copy_string") || has("TimerHeap::remove") => {
+        _ if has("fastpath::transfer") || has("fastpath::commit") || has("TimerHeap::remove") => {
             "transfer: states, timers, badge, the caller's context"
         }
         _ if has("fastpath::switch") => "switch: to the partner (kernel stack pointer, address space, fs)",
@@ -191,7 +258,7 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
 }
 
 /// The breakdown as a Markdown section: instructions per part and per function.
-pub fn report(steps: &[Step]) -> String {
+pub fn report(p: &Probe, steps: &[Step]) -> String {
     let mut parts: Vec<(&str, u64)> = Vec::new();
     let mut funcs: BTreeMap<String, u64> = BTreeMap::new();
     let mut in_dispatch = false;
@@ -218,13 +285,14 @@ pub fn report(steps: &[Step]) -> String {
     }
     let total = steps.len() as u64;
     let mut out = String::new();
-    let _ = writeln!(out, "## Where the instructions of one round trip go (`icount`)\n");
+    let _ = writeln!(out, "## Where the instructions of one round trip go: `{}` (`icount`)\n", p.func);
     let _ = writeln!(
         out,
-        "One warm 8-byte round trip between two tasks (`probe_rtt`, as `ipc_rtt_8b_cross`), stepped \
-         through an instruction at a time with gdb on QEMU's stub; each instruction counted once under the \
-         function it ran in (`cargo xtask bench kernel`; method in `docs/ipc-breakdown.md`). Total: **{total}** \
-         instructions.\n"
+        "{}, stepped through an instruction at a time with gdb on QEMU's stub (a `rep` string instruction \
+         run to its end and counted an instruction per iteration, as icount counts it); each instruction \
+         counted once under the function it ran in (`cargo xtask bench kernel`; method in \
+         `docs/ipc-breakdown.md`). Total: **{total}** instructions.\n",
+        p.what
     );
     let _ = writeln!(out, "| part | instructions |\n|---|---:|");
     for (p, c) in &parts {
@@ -261,14 +329,16 @@ mod tests {
             step(1, "kcore::runqueue::RunQueue::any_above<1024>|kernel::fastpath::lookup|kernel::fastpath::ipc_fastpath"),
             step(1, "kernel::fastpath::transfer|kernel::fastpath::ipc|kernel::fastpath::ipc_fastpath"),
             step(1, "kernel::fastpath::switch|kernel::fastpath::ipc_fastpath"),
+            step(1, "kcore::pagetable::leaf_table<kernel::task::Walk>"),
             step(1, "ipc_fast_exit"),
             step(2, "echo_api::fast_loop"),
             step(3, "syscall_entry"),
             step(4, "bench_kernel::probe_rtt"),
         ];
-        let r = report(&steps);
+        let r = report(&PROBES[0], &steps);
         for line in [
-            "Total: **12**",
+            "Total: **13**",
+            "| string: both buffers resolved (page walks) and copied | 1 |",
             "| entry: syscall stub, registers saved | 3 |",
             "| dispatch: ipc_fastpath (prologue, epilogue, the fastpath's own) | 1 |",
             "| exit: registers restored, sysret | 1 |",
