@@ -21,7 +21,7 @@
 //! `MachineOp::Fastpath` turns the fastpath off and on and counts its calls (tests
 //! compare the two paths).
 
-use crate::arch::cpu::{self, TrapFrame};
+use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
 use crate::kernel::{Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
 use crate::task::{self, Obj, ObjRef, Task, UserRange};
 use kcore::runqueue::RunQueue;
@@ -62,7 +62,7 @@ fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
     let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from(k.tasks.as_slice()) else { return 0 };
     let cur = k.current as usize % MAX_THREADS;
     let call = n == sys::IPC_CALL;
-    let Some((dest, badge, c, d, slen)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.rq, f, cur, call) else { return 0 };
+    let Some((dest, badge, c, d, slen)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.thread_cpu, k.view_cpu, &k.rqs, f, cur, call) else { return 0 };
     k.fast_ipcs += 1;
     let to = transfer(&k.thread_gen, &mut k.timers, cur, dest, badge, c, d, slen, c_frame, call);
     switch(k, dest, to)
@@ -83,7 +83,9 @@ fn lookup<'a>(
     gens: &[u32; MAX_THREADS],
     tasks: &[Option<Task>; MAX_TASKS],
     moved: &[bool; MAX_THREADS],
-    rq: &RunQueue<MAX_THREADS>,
+    thread_cpu: &[u8; MAX_THREADS],
+    me: usize,
+    rqs: &[RunQueue<MAX_THREADS>; MAX_CPUS],
     f: &TrapFrame,
     cur: usize,
     call: bool,
@@ -132,8 +134,13 @@ fn lookup<'a>(
         }
         (id, 0)
     };
+    // The partner runs on this CPU (a thread of another is woken there, by the general
+    // path), and nobody more important is ready here.
+    if thread_cpu[dest] as usize != me {
+        return None;
+    }
     let Ok([Some(c), Some(d)]) = threads.get_disjoint_mut([cur, dest]) else { return None };
-    if rq.any_above(d.prio) {
+    if rqs[me % MAX_CPUS].any_above(d.prio) {
         return None;
     }
     // Every other check has passed: a string is the last, and its copy the point of no

@@ -1,9 +1,12 @@
 //! Global kernel state cell.
 //!
-//! Scion runs on one CPU and the kernel never runs with interrupts enabled except in
-//! the idle loop, which holds no reference to kernel state. Every entry (system call,
-//! interrupt, exception) therefore runs to completion before the next one starts, and
-//! a cell's contents are only ever reached from one entry at a time. Code must not keep
+//! The kernel never runs with interrupts enabled except in the idle loop, which holds
+//! no reference to kernel state, and every entry (system call, interrupt, exception)
+//! holds the big kernel lock (`klock`) from its start to its return to user mode; the
+//! idle loop gives it up while it halts. So, on one CPU or several, every entry runs to
+//! completion before the next one starts, and a cell's contents are only ever reached
+//! from one entry at a time. (Exceptions: each CPU's own tables in `arch::cpu`, used by
+//! that CPU alone, and cells written once at boot before the other CPUs start.) Code must not keep
 //! a reference obtained from `get` across a context switch (`kernel::switch_to`); the
 //! scheduler is written so that nothing runs after a switch returns except the return
 //! to user mode.
@@ -12,7 +15,8 @@ use core::cell::UnsafeCell;
 
 pub struct KCell<T>(UnsafeCell<T>);
 
-// SAFETY: see the module comment: one CPU, no concurrent entries, so no data race.
+// SAFETY: see the module comment: the kernel lock allows no concurrent entries, so no
+// data race.
 unsafe impl<T> Sync for KCell<T> {}
 
 impl<T> KCell<T> {
@@ -22,8 +26,8 @@ impl<T> KCell<T> {
 
     #[allow(clippy::mut_from_ref)]
     pub fn get(&self) -> &mut T {
-        // SAFETY: see the module comment; exclusive access follows from the kernel's
-        // single-CPU, run-to-completion entry discipline.
+        // SAFETY: see the module comment; exclusive access follows from the kernel
+        // lock and the run-to-completion entry discipline.
         unsafe { &mut *self.0.get() }
     }
 }

@@ -2,7 +2,7 @@
 //! life cycle, and the scheduler.
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use crate::arch::cpu::{self, TrapFrame};
+use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
 use crate::arch::fpu;
 use crate::kcell::KCell;
 use crate::mem::{self, phys_to_virt};
@@ -144,7 +144,17 @@ pub struct Kernel {
     /// Per thread id: some key of `successors` has it (checked before the map, so that
     /// ordinary sends and the fastpath pay one load).
     pub moved: [bool; MAX_THREADS],
-    pub rq: RunQueue<MAX_THREADS>,
+    /// Each CPU's ready threads (a thread is queued on its own CPU's, `thread_cpu`).
+    pub rqs: [RunQueue<MAX_THREADS>; MAX_CPUS],
+    /// The CPU each thread runs on.
+    pub thread_cpu: [u8; MAX_THREADS],
+    /// The CPU whose per-CPU state (`CpuView`) the fields from `current` to
+    /// `fpu_ts_clear` hold: the lock holder's (`enter` switches them).
+    pub view_cpu: usize,
+    /// The other CPUs' per-CPU state while another CPU holds the lock.
+    pub parked: [CpuView; MAX_CPUS],
+    /// Times the lock passed from one CPU to another (`switch_view`).
+    pub handovers: u64,
     pub sendq: Links<MAX_THREADS>,
     pub timers: TimerHeap<MAX_THREADS>,
     pub current: u32,
@@ -187,7 +197,11 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     moved: [false; MAX_THREADS],
     tasks: Vec::new(),
     task_gen: Vec::new(),
-    rq: RunQueue::new(),
+    rqs: [const { RunQueue::new() }; MAX_CPUS],
+    thread_cpu: [0; MAX_THREADS],
+    view_cpu: 0,
+    parked: [CpuView::EMPTY; MAX_CPUS],
+    handovers: 0,
     sendq: Links::new(),
     timers: TimerHeap::new(),
     current: 0,
@@ -211,6 +225,85 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     fast_ipcs: 0,
 });
 
+/// One CPU's part of the kernel state: what it runs and what its registers hold. The
+/// lock holder's is in `Kernel`'s own fields (so that the code reads `k.current` as on
+/// one CPU); the others' wait in `Kernel::parked`.
+#[derive(Clone, Copy)]
+pub struct CpuView {
+    current: u32,
+    idle: u32,
+    need_resched: bool,
+    rotate: bool,
+    hint: Option<u32>,
+    zombie: Option<u32>,
+    io_owner: Option<u32>,
+    loaded_pml4: u64,
+    loaded_fs: u64,
+    fpu_owner: u32,
+    fpu_ts_clear: bool,
+}
+
+impl CpuView {
+    const EMPTY: CpuView = CpuView {
+        current: 0,
+        idle: 0,
+        need_resched: false,
+        rotate: false,
+        hint: None,
+        zombie: None,
+        io_owner: None,
+        loaded_pml4: 0,
+        loaded_fs: 0,
+        fpu_owner: NO_THREAD,
+        fpu_ts_clear: false,
+    };
+}
+
+impl Kernel {
+    /// Park the view of the CPU that held the lock last and take up `me`'s.
+    #[cold]
+    fn switch_view(&mut self, me: usize) {
+        self.parked[self.view_cpu] = CpuView {
+            current: self.current,
+            idle: self.idle,
+            need_resched: self.need_resched,
+            rotate: self.rotate,
+            hint: self.hint,
+            zombie: self.zombie,
+            io_owner: self.io_owner,
+            loaded_pml4: self.loaded_pml4,
+            loaded_fs: self.loaded_fs,
+            fpu_owner: self.fpu_owner,
+            fpu_ts_clear: self.fpu_ts_clear,
+        };
+        let v = self.parked[me % MAX_CPUS];
+        self.current = v.current;
+        self.idle = v.idle;
+        self.need_resched = v.need_resched;
+        self.rotate = v.rotate;
+        self.hint = v.hint;
+        self.zombie = v.zombie;
+        self.io_owner = v.io_owner;
+        self.loaded_pml4 = v.loaded_pml4;
+        self.loaded_fs = v.loaded_fs;
+        self.fpu_owner = v.fpu_owner;
+        self.fpu_ts_clear = v.fpu_ts_clear;
+        self.view_cpu = me % MAX_CPUS;
+        self.handovers += 1;
+    }
+
+    /// The running CPU's ready queue.
+    pub fn rq(&mut self) -> &mut RunQueue<MAX_THREADS> {
+        &mut self.rqs[self.view_cpu]
+    }
+
+    /// The ready queue thread `id` is (or would be) in.
+    pub fn rq_of(&mut self, id: u32) -> &mut RunQueue<MAX_THREADS> {
+        let c = self.thread_cpu[id as usize % MAX_THREADS] as usize % MAX_CPUS;
+        &mut self.rqs[c]
+    }
+}
+
 /// The kernel state, for one kernel entry.
 ///
 /// # Safety
@@ -220,7 +313,14 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
 /// as a parameter; `schedule` and `switch_to` take it by value, so no code can use
 /// state it held from before a switch.
 pub unsafe fn enter() -> &'static mut Kernel {
-    KERNEL.get()
+    let k = KERNEL.get();
+    // The caller holds the kernel lock (`klock`): the state is this CPU's to use, and
+    // the per-CPU part must be this CPU's.
+    let me = cpu::cpu_index();
+    if k.view_cpu != me {
+        k.switch_view(me);
+    }
+    k
 }
 
 pub fn init(k: &mut Kernel) {
@@ -396,14 +496,21 @@ impl Kernel {
     // ---------------------------------------------------------------- scheduling
 
     pub fn make_ready(&mut self, id: u32) {
-        let cur_prio = self.t(self.current).prio;
-        let idle = self.idle;
         let t = self.tm(id);
         t.state = State::Ready;
         let p = t.prio;
-        self.rq.enqueue(id, p);
-        if p > cur_prio || self.current == idle {
-            self.need_resched = true;
+        self.rq_of(id).enqueue(id, p);
+        let c = self.thread_cpu[id as usize] as usize % MAX_CPUS;
+        if c == self.view_cpu {
+            if p > self.t(self.current).prio || self.current == self.idle {
+                self.need_resched = true;
+            }
+        } else {
+            // Another CPU's thread: that CPU reschedules when it takes the interrupt.
+            let v = self.parked[c];
+            if p > self.t(v.current).prio || v.current == v.idle {
+                crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), cpu::VEC_RESCHED as u32);
+            }
         }
     }
 
@@ -419,7 +526,7 @@ impl Kernel {
 
     /// Block `id` in `state` with a timeout in microseconds (`ipc::INFINITE` = none).
     pub fn block(&mut self, id: u32, state: State, timeout_us: u32) {
-        self.rq.remove(id);
+        self.rq_of(id).remove(id);
         self.tm(id).state = state;
         if timeout_us != ipc::INFINITE {
             let at = self.ticks + ticks_for_us(timeout_us as u64);
@@ -431,7 +538,7 @@ impl Kernel {
     }
 
     pub fn sleep(&mut self, id: u32, us: u64) {
-        self.rq.remove(id);
+        self.rq_of(id).remove(id);
         self.tm(id).state = State::Sleeping;
         let at = self.ticks.saturating_add(ticks_for_us(us));
         self.timers.insert(id, at);
@@ -441,7 +548,7 @@ impl Kernel {
     /// Take a thread out of whatever it waits in, without waking it.
     pub fn unlink(&mut self, id: u32) {
         self.timers.remove(id);
-        self.rq.remove(id);
+        self.rq_of(id).remove(id);
         let t = self.t(id);
         if t.state == State::SendBlocked {
             if let Some(p) = t.partner {
@@ -471,12 +578,19 @@ impl Kernel {
     /// A timer interrupt: the clock moves to the TSC's time (at least one tick), so
     /// ticks missed while interrupts were off are not lost, only late.
     pub fn tick(&mut self) {
-        let now = crate::arch::timer::elapsed_ms().max(self.ticks + 1);
-        let passed = now - self.ticks;
-        self.ticks = now;
-        while let Some(id) = self.timers.pop_expired(self.ticks) {
-            self.timeout(id);
-        }
+        let passed = if self.view_cpu == 0 {
+            // The boot CPU keeps the clock and the timeouts.
+            let now = crate::arch::timer::elapsed_ms().max(self.ticks + 1);
+            let passed = now - self.ticks;
+            self.ticks = now;
+            while let Some(id) = self.timers.pop_expired(self.ticks) {
+                self.timeout(id);
+            }
+            passed
+        } else {
+            AP_TICKS.fetch_add(1, Ordering::Relaxed);
+            1
+        };
         let cur = self.current;
         if cur != self.idle {
             let t = self.tm(cur);
@@ -533,6 +647,8 @@ impl Kernel {
             (t.pml4, t.io.is_some())
         };
         self.unmap_resume[id as usize] = None;
+        // New threads run on the boot CPU (an idle thread is moved to its own).
+        self.thread_cpu[id as usize] = 0;
         let mut t = Tcb {
             pml4,
             task_io,
@@ -813,6 +929,7 @@ pub(crate) fn fpu_switch(k: &mut Kernel, next: u32) {
 /// end of every kernel entry, after all references into kernel state are dropped.
 /// When it returns, the thread that called it has been resumed.
 pub fn schedule(k: &'static mut Kernel) {
+    crate::klock::settle();
     if !k.need_resched {
         return;
     }
@@ -822,10 +939,10 @@ pub fn schedule(k: &'static mut Kernel) {
     let cur_state = k.t(cur).state;
     let cur_prio = k.t(cur).prio;
     if cur_state == State::Running && cur != k.idle {
-        match k.rq.highest() {
+        match k.rq().highest() {
             Some(best) if best > cur_prio || (best == cur_prio && rotate) => {
                 k.tm(cur).state = State::Ready;
-                k.rq.enqueue(cur, cur_prio);
+                k.rq().enqueue(cur, cur_prio);
             }
             _ => {
                 k.hint = None;
@@ -834,11 +951,11 @@ pub fn schedule(k: &'static mut Kernel) {
         }
     }
     let next = match k.hint.take() {
-        Some(h) if k.rq.contains(h) && Some(k.t(h).prio) >= k.rq.highest() => {
-            k.rq.remove(h);
+        Some(h) if k.rq().contains(h) && Some(k.t(h).prio) >= k.rq().highest() => {
+            k.rq().remove(h);
             h
         }
-        _ => k.rq.pop_highest().unwrap_or(k.idle),
+        _ => k.rq().pop_highest().unwrap_or(k.idle),
     };
     if next == cur {
         k.tm(cur).state = State::Running;
@@ -914,7 +1031,7 @@ pub(crate) fn switch_iomap(k: &mut Kernel, task: u32) {
 
 /// Enter the first thread from the boot stack (which is abandoned).
 pub fn start_scheduling(k: &'static mut Kernel) -> ! {
-    let next = k.rq.pop_highest().unwrap_or(k.idle);
+    let next = k.rq().pop_highest().unwrap_or(k.idle);
     let mut dummy = 0u64;
     k.current = next;
     let n = k.tm(next);
@@ -941,12 +1058,14 @@ extern "C" fn thread_first_run() {
     unsafe { enter() }.reap();
 }
 
-/// TSC ticks the CPU spent halted in the idle thread, for `KERNEL_INFO(1)`: a halt
-/// ends when an interrupt arrives (`idle_end`, first thing in the trap path), so the
-/// work the interrupt wakes is not counted as idle.
-pub static IDLE_TSC: AtomicU64 = AtomicU64::new(0);
-/// When the current halt began (0: not halted).
-static IDLE_SINCE: AtomicU64 = AtomicU64::new(0);
+/// TSC ticks each CPU spent halted in its idle thread (`KERNEL_INFO(1)` reports the
+/// boot CPU's): a halt ends when an interrupt arrives (`idle_end`, first thing in the
+/// trap path), so the work the interrupt wakes is not counted as idle.
+pub static IDLE_TSC: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Timer ticks taken by the CPUs other than the boot CPU (`KERNEL_INFO_SMP`).
+pub static AP_TICKS: AtomicU64 = AtomicU64::new(0);
+/// When each CPU's current halt began (0: not halted).
+static IDLE_SINCE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
 fn rdtsc() -> u64 {
     // SAFETY: rdtsc has no side effects.
@@ -955,29 +1074,36 @@ fn rdtsc() -> u64 {
 
 /// End the idle period, if one is under way.
 pub fn idle_end() {
-    let since = IDLE_SINCE.swap(0, Ordering::Relaxed);
+    let me = cpu::this_cpu().index;
+    let since = IDLE_SINCE[me].swap(0, Ordering::Relaxed);
     if since != 0 {
-        IDLE_TSC.fetch_add(rdtsc().wrapping_sub(since), Ordering::Relaxed);
+        IDLE_TSC[me].fetch_add(rdtsc().wrapping_sub(since), Ordering::Relaxed);
     }
 }
 
-/// The idle thread: halts with interrupts on until something is ready.
+/// A CPU's idle thread: halts with interrupts on (and without the kernel lock) until
+/// something is ready. It runs holding the lock, as every thread in the kernel does.
 extern "C" fn idle_loop() -> ! {
     loop {
         // SAFETY: each turn of the idle loop is entered from a switch (or the last turn's
-        // `schedule`, which consumed its reference).
-        let k = unsafe { enter() };
-        k.reap();
-        IDLE_SINCE.store(rdtsc(), Ordering::Relaxed);
+        // `schedule`, which consumed its reference), holding the lock.
+        unsafe { enter() }.reap();
+        IDLE_SINCE[cpu::this_cpu().index].store(rdtsc(), Ordering::Relaxed);
+        crate::klock::unlock();
+        // (An interrupt's entry takes the lock, and gives it back on its way out.)
         x86_64::instructions::interrupts::enable_and_hlt();
         x86_64::instructions::interrupts::disable();
+        crate::klock::lock();
         idle_end();
-        schedule(k);
+        // SAFETY: the lock is held again; `k` was not used while it was not.
+        schedule(unsafe { enter() });
     }
 }
 
+/// The running CPU's idle thread.
 pub fn create_idle(k: &mut Kernel) {
     let id = k.create_thread(0, 0, 0, true).expect("idle thread");
+    k.thread_cpu[id as usize] = k.view_cpu as u8;
     let t = k.tm(id);
     let top = t.kstack_top();
     // SAFETY: the fresh kernel stack is ours; switch_context pops six registers and

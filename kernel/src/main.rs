@@ -16,6 +16,7 @@ mod arch {
 mod fastpath;
 mod ipc;
 mod kcell;
+mod klock;
 mod kernel;
 mod loader;
 mod mem;
@@ -33,6 +34,8 @@ extern "C" fn kstart(start_info: u64) -> ! {
     kprintln!("Scion microkernel (ABI {})", abi::ABI_VERSION);
     arch::cpu::init();
     arch::fpu::init();
+    // Held until the first thread leaves for user mode (the other CPUs wait for it).
+    klock::lock();
     let bi = mem::init(start_info);
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
     // SAFETY: the boot entry; nothing else holds kernel state yet.

@@ -256,6 +256,7 @@ pub fn free_frames() -> u64 {
 
 /// A zeroed frame (physical address).
 pub fn alloc_frame() -> Option<u64> {
+    crate::klock::settle();
     let f = frames().alloc()? * PAGE_SIZE;
     zero_frame(f);
     Some(f)
@@ -273,11 +274,13 @@ pub fn free_frame(f: u64) {
 /// A frame with whatever it holds (for handing memory to sigma0, which owns its
 /// contents from then on).
 pub fn alloc_frame_raw() -> Option<u64> {
+    crate::klock::settle();
     Some(frames().alloc()? * PAGE_SIZE)
 }
 
 /// `n` contiguous frames (kernel stacks).
 pub fn alloc_contiguous(n: u64) -> Option<u64> {
+    crate::klock::settle();
     Some(frames().alloc_contiguous(n, 1)? * PAGE_SIZE)
 }
 

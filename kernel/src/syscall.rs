@@ -34,11 +34,21 @@ extern "C" fn syscall_dispatch(_frame: *mut TrapFrame) {
 fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
     match call {
         Call::Null => Ok(()),
-        Call::KernelInfo { idle: true } => {
-            k.cur().frame().rdi = crate::kernel::IDLE_TSC.load(core::sync::atomic::Ordering::Relaxed);
+        Call::KernelInfo { what: 1 } => {
+            k.cur().frame().rdi = crate::kernel::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
-        Call::KernelInfo { idle: false } => {
+        Call::KernelInfo { what: abi::KERNEL_INFO_SMP } => {
+            use core::sync::atomic::Ordering::Relaxed;
+            let handovers = k.handovers;
+            let out = k.cur().frame();
+            out.rdi = crate::arch::smp::cpus() as u64;
+            out.rsi = crate::kernel::AP_TICKS.load(Relaxed);
+            out.rdx = handovers;
+            out.r10 = crate::klock::SHOOTDOWNS.load(Relaxed);
+            Ok(())
+        }
+        Call::KernelInfo { .. } => {
             let ticks = k.ticks;
             let q = k.cur_task().quota;
             let out = k.cur().frame();
@@ -307,11 +317,11 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
             if p > k.cur().prio {
                 return Err(Error::InvalidArg);
             }
-            let in_rq = k.rq.contains(id);
-            k.rq.remove(id);
+            let in_rq = k.rq_of(id).contains(id);
+            k.rq_of(id).remove(id);
             k.tm(id).prio = p;
             if in_rq {
-                k.rq.enqueue(id, p);
+                k.rq_of(id).enqueue(id, p);
             }
             k.need_resched = true;
             Ok(())

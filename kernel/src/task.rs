@@ -323,6 +323,7 @@ impl Task {
         if current_cr3() == pml4 {
             load_cr3(crate::arch::boot::boot_pml4_phys());
         }
+        crate::klock::mark_freed(pml4);
         pt::destroy_user(&mut KernelPhys { quota: &mut self.quota }, pml4, |_, e| {
             if e & pt::UTCB == 0 {
                 mem::frame_unref(e & pt::ADDR);
@@ -349,10 +350,12 @@ pub fn load_cr3(pml4: u64) {
     // SAFETY: `pml4` is a PML4 frame whose kernel half is the boot PML4's, so the
     // kernel (code, stacks, direct map) stays mapped across the switch.
     unsafe { Cr3::write(frame, Cr3Flags::empty()) };
+    crate::klock::cr3_loaded(pml4);
 }
 
 /// Invalidate the TLB entry for `va` if `pml4` is the loaded address space.
 pub fn flush_page(pml4: u64, va: u64) {
+    crate::klock::mark_stale(pml4);
     if current_cr3() == pml4 {
         x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va));
     }

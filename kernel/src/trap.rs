@@ -1,7 +1,7 @@
 //! Interrupts and exceptions. A user thread's exception becomes a fault message to
 //! its handler (or stops it); an exception in kernel mode is a kernel bug and halts.
 
-use crate::arch::cpu::{TrapFrame, VEC_SPURIOUS, VEC_TIMER};
+use crate::arch::cpu::{TrapFrame, VEC_RESCHED, VEC_SPURIOUS, VEC_TIMER};
 use crate::arch::{irqchip, timer};
 use crate::kernel::{enter, schedule, Kernel};
 use crate::{ipc, kprintln};
@@ -11,6 +11,12 @@ use abi::ipc::fault;
 extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
     // SAFETY: the entry stub passes the TrapFrame it just built on this stack.
     let f = unsafe { *frame };
+    if f.vector == 2 || f.vector == 18 {
+        // Taken without the kernel lock (it may arrive while this CPU holds it): report
+        // only.
+        kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip);
+        return;
+    }
     crate::kernel::idle_end();
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is live
     // (the idle loop halts holding none).
@@ -22,7 +28,11 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             k.tick();
         }
         VEC_SPURIOUS => {}
-        2 | 18 => kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip),
+        VEC_RESCHED => {
+            // Another CPU made a thread of this one ready.
+            timer::eoi();
+            k.need_resched = true;
+        }
         7 if from_user => k.fpu_trap(),
         v @ 0..=31 if from_user => user_fault(k, v as u64, &f),
         v @ 0..=31 => kernel_fault(v as u64, &f),

@@ -6,6 +6,11 @@
 #![forbid(unsafe_code)]
 #![no_std]
 
+/// `KERNEL_INFO(KERNEL_INFO_SMP)`: the CPUs running, timer ticks the CPUs other than
+/// the boot CPU have taken, times the kernel lock passed from one CPU to another, TLB
+/// shootdowns (one per CPU flushed).
+pub const KERNEL_INFO_SMP: u64 = 2;
+
 /// ABI version reported by `KERNEL_INFO`.
 pub const ABI_VERSION: u64 = 2;
 

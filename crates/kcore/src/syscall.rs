@@ -30,9 +30,9 @@ pub struct Regs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     Null,
-    /// `KERNEL_INFO(0)`: version, ticks, TSC rate, quota, free frames; `idle`:
-    /// `KERNEL_INFO(1)`, the TSC ticks spent halted.
-    KernelInfo { idle: bool },
+    /// `KERNEL_INFO(what)`: 0 (and any other number) version, ticks, TSC rate, quota,
+    /// free frames; 1 the TSC ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`).
+    KernelInfo { what: u64 },
     DebugPut { ptr: u64, len: usize },
     /// `IPC_SEND` / `IPC_CALL` (the tag is valid; the message is read from the
     /// caller's registers and UTCB by the IPC path).
@@ -168,7 +168,7 @@ impl Call {
         let (a0, a1, a2, a3, a4) = (r.rdi, r.rsi, r.rdx, r.r10, r.r8);
         Ok(match r.rax {
             sys::NULL => Call::Null,
-            sys::KERNEL_INFO => Call::KernelInfo { idle: a0 == 1 },
+            sys::KERNEL_INFO => Call::KernelInfo { what: if a0 <= abi::KERNEL_INFO_SMP { a0 } else { 0 } },
             sys::DEBUG_PUT => {
                 if a1 > DEBUG_PUT_MAX {
                     return Err(Error::TooLong);
@@ -327,7 +327,9 @@ mod tests {
         assert_eq!(dec(u64::MAX, [0; 5]), Err(Error::NoSys));
         assert_eq!(dec(sys::SLEEP, [0; 5]), Ok(Call::Yield));
         assert_eq!(dec(sys::SLEEP, [7, 0, 0, 0, 0]), Ok(Call::Sleep { us: 7 }));
-        assert_eq!(dec(sys::KERNEL_INFO, [1, 0, 0, 0, 0]), Ok(Call::KernelInfo { idle: true }));
+        assert_eq!(dec(sys::KERNEL_INFO, [1, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 1 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [2, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 2 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [3, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub const USER_CS: u16 = 0x20 | 3;
 /// Vector numbers.
 pub const VEC_TIMER: u8 = 32;
 pub const VEC_SPURIOUS: u8 = 0xFF;
+/// Inter-processor interrupts: run the scheduler (a thread of this CPU became ready);
+/// flush the TLB (`klock::shootdown`).
+pub const VEC_RESCHED: u8 = 0xF0;
+pub const VEC_SHOOTDOWN: u8 = 0xF1;
 
 /// CPUs the kernel can run on (their tables below are static).
 pub const MAX_CPUS: usize = 8;
@@ -75,6 +79,8 @@ pub struct PerCpu {
     tss: *mut TssIo,
     /// 0 for the boot CPU, then in the order the CPUs came up.
     pub index: usize,
+    /// The page tables this CPU's CR3 holds (`klock`'s shootdown reads the others').
+    pub cr3: core::sync::atomic::AtomicU64,
 }
 
 /// The TSS followed by its I/O permission bitmap (8192 bytes + the terminating 0xFF).
@@ -93,7 +99,7 @@ struct CpuTables {
 
 static CPUS: [KCell<CpuTables>; MAX_CPUS] = [const {
     KCell::new(CpuTables {
-        percpu: PerCpu { kstack_top: 0, user_rsp: 0, this: 0, tss: core::ptr::null_mut(), index: 0 },
+        percpu: PerCpu { kstack_top: 0, user_rsp: 0, this: 0, tss: core::ptr::null_mut(), index: 0, cr3: core::sync::atomic::AtomicU64::new(0) },
         tss_io: TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] },
         gdt: GlobalDescriptorTable::new(),
     })
@@ -115,6 +121,20 @@ pub fn this_cpu() -> &'static mut PerCpu {
     unsafe { core::arch::asm!("mov {}, gs:[16]", out(reg) p, options(nostack, readonly, preserves_flags)) };
     // SAFETY: a static that lives for the whole run; only this CPU uses its own.
     unsafe { &mut *(p as *mut PerCpu) }
+}
+
+/// The running CPU's index (one load through GS).
+#[inline(always)]
+pub fn cpu_index() -> usize {
+    let i: usize;
+    // SAFETY: as in `this_cpu`: GS is based at this CPU's `PerCpu`.
+    unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) i, off = const core::mem::offset_of!(PerCpu, index), options(nostack, readonly, preserves_flags)) };
+    i
+}
+
+/// What CPU `index`'s CR3 holds (as it recorded it).
+pub fn cr3_of(index: usize) -> u64 {
+    CPUS[index % MAX_CPUS].get().percpu.cr3.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 fn this_tss() -> &'static mut TssIo {
@@ -356,6 +376,28 @@ global_asm!(
     push r15
     .endm
 
+    /* The big kernel lock (`klock`): taken after the registers are saved on every
+       entry, with this CPU's index + 1; clobbers rax and rcx. Held already by this CPU
+       only when the kernel itself faulted (a bug: the entry panics). While it waits, the
+       CPU answers other CPUs' requests (TLB shootdown), which cannot wait for it. */
+    .macro KLOCK
+    mov ecx, dword ptr gs:[{pc_index}]
+    inc ecx
+.Lklock_try\@:
+    xor eax, eax
+    lock cmpxchg dword ptr [rip + KERNEL_LOCK], ecx
+    je .Lklock_done\@
+    cmp eax, ecx
+    je .Lklock_done\@
+    call klock_wait
+    jmp .Lklock_try\@
+.Lklock_done\@:
+    .endm
+
+    .macro KUNLOCK
+    mov dword ptr [rip + KERNEL_LOCK], 0
+    .endm
+
     .macro POP_GPRS
     pop r15
     pop r14
@@ -389,11 +431,24 @@ trap_common:
 1:
     PUSH_GPRS
     xor ebp, ebp
-    mov rdi, rsp
     cld
+    /* NMI and machine check (which may arrive while this CPU holds the lock; they only
+       report) and the TLB shootdown IPI (whose sender holds the lock and waits for
+       this CPU) do not take the lock. */
+    mov rax, [rsp + {f_vector}]
+    cmp rax, 2
+    je 3f
+    cmp rax, 18
+    je 3f
+    cmp rax, {vec_shootdown}
+    je 4f
+    KLOCK
+    mov rdi, rsp
     call trap_dispatch
     .global trap_return
 trap_return:
+    KUNLOCK
+5:
     POP_GPRS
     add rsp, 16
     test qword ptr [rsp + 8], 3
@@ -401,6 +456,13 @@ trap_return:
     swapgs
 2:
     iretq
+3:
+    mov rdi, rsp
+    call trap_dispatch
+    jmp 5b
+4:
+    call shootdown_ipi
+    jmp 5b
 
     /* SYSCALL: rcx = user rip, r11 = user rflags, rsp = user rsp. */
     .global syscall_entry
@@ -417,6 +479,8 @@ syscall_entry:
     push 0x80
     PUSH_GPRS
     xor ebp, ebp
+    KLOCK
+    mov rax, [rsp + {f_rax}]
     mov rdi, rsp
     /* IPC_CALL and IPC_REPLY_WAIT (the only numbers n with n | 2 == 7) try the
        fastpath first: ipc_fastpath(frame, n) returns the partner's frame, or 0 for
@@ -433,6 +497,7 @@ syscall_entry:
 1:
     call syscall_dispatch
 syscall_exit:
+    KUNLOCK
     POP_GPRS
     /* rsp -> vector; rip at +16, rflags at +32, rsp at +40 */
     mov rcx, [rsp + 16]
@@ -465,6 +530,7 @@ ipc_fast_exit:
     mov r11, [rax + {f_rflags}]
     mov rsp, [rax + {f_rsp}]
     xor eax, eax
+    KUNLOCK
     swapgs
     sysretq
 
@@ -516,6 +582,10 @@ thread_trampoline:
     f_rip = const core::mem::offset_of!(TrapFrame, rip),
     f_rflags = const core::mem::offset_of!(TrapFrame, rflags),
     f_rsp = const core::mem::offset_of!(TrapFrame, rsp),
+    f_rax = const core::mem::offset_of!(TrapFrame, rax),
+    f_vector = const core::mem::offset_of!(TrapFrame, vector),
+    pc_index = const core::mem::offset_of!(PerCpu, index),
+    vec_shootdown = const VEC_SHOOTDOWN as u64,
 );
 
 extern "C" {

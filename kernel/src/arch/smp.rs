@@ -4,9 +4,9 @@
 //! kernel in the higher half), then `ap_main` on the CPU's own boot stack, which loads
 //! the CPU's own GDT, TSS, per-CPU data (GS), the shared IDT and the SYSCALL MSRs.
 //!
-//! Issue 16's first step: the other CPUs come up and park (interrupts off, `hlt`);
-//! nothing is scheduled on them yet, so the kernel's state is still touched by the
-//! boot CPU alone (`kcell`).
+//! Each then takes the big kernel lock (`klock`), makes its idle thread and starts its
+//! local APIC timer and its scheduler. Threads run on the boot CPU unless moved
+//! (`Kernel::thread_cpu`); the others idle and tick.
 
 use crate::arch::boot::{boot_pml4_phys, nx_enabled, phys_to_virt};
 use crate::arch::cpu::MAX_CPUS;
@@ -135,6 +135,11 @@ static CPUS_ONLINE: AtomicUsize = AtomicUsize::new(1);
 /// The local APIC id of each CPU that came up, by index (0: the boot CPU).
 static APIC_IDS: KCell<[u32; MAX_CPUS]> = KCell::new([0; MAX_CPUS]);
 
+/// The local APIC id of CPU `index` (one that is up).
+pub fn apic_id(index: usize) -> u32 {
+    APIC_IDS.get()[index % MAX_CPUS]
+}
+
 /// How many CPUs are up (the boot CPU included).
 pub fn cpus() -> usize {
     CPUS_ONLINE.load(Ordering::Acquire)
@@ -234,15 +239,17 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
 }
 
 /// An application processor, in long mode on the boot page tables and its own stack:
-/// its tables, then parked until there is work for it.
+/// its tables, then (holding the kernel lock) its idle thread, and its scheduler.
 extern "C" fn ap_main(index: u64) -> ! {
     let index = index as usize;
     super::cpu::init_ap(index);
     super::fpu::init();
-    timer::init_ap();
     ONLINE[index].store(true, Ordering::Release);
-    loop {
-        x86_64::instructions::interrupts::disable();
-        x86_64::instructions::hlt();
-    }
+    // The boot CPU gives the lock up when it enters the first thread.
+    crate::klock::lock();
+    timer::init_ap();
+    // SAFETY: this CPU holds the lock; nothing else refers to kernel state here.
+    let k = unsafe { crate::kernel::enter() };
+    crate::kernel::create_idle(k);
+    crate::kernel::start_scheduling(k)
 }

@@ -20,12 +20,14 @@ pub struct TimerState {
     pub apic_base: u64,
     pub use_apic: bool,
     pub tsc_per_ms: u64,
+    /// Local APIC timer counts per millisecond (divide by 16), for the other CPUs.
+    pub apic_per_ms: u32,
     /// The TSC when the clock started: the kernel's time is read from the TSC, so a
     /// timer interrupt that comes late (interrupts were off) loses no time.
     pub tsc0: u64,
 }
 
-static STATE: KCell<TimerState> = KCell::new(TimerState { apic_base: 0, use_apic: false, tsc_per_ms: 0, tsc0: 0 });
+static STATE: KCell<TimerState> = KCell::new(TimerState { apic_base: 0, use_apic: false, tsc_per_ms: 0, apic_per_ms: 0, tsc0: 0 });
 
 fn outb(port: u16, v: u8) {
     // SAFETY: only the legacy PIC/PIT ports are written, which the kernel owns.
@@ -112,6 +114,7 @@ pub fn init(force_pit: bool) {
         st.tsc_per_ms = (t1 - t0) / CAL_MS;
         lapic_write(LAPIC_LVT_TIMER, VEC_TIMER as u32 | (1 << 17));
         lapic_write(LAPIC_TIMER_INIT, per_ms as u32);
+        st.apic_per_ms = per_ms as u32;
         crate::kprintln!("[timer] local APIC, {} ticks/ms, TSC {} kHz", per_ms, st.tsc_per_ms);
     } else {
         pic_init(0xFE); // IRQ0 only
@@ -164,10 +167,13 @@ pub fn send_ipi(dest: u32, icr: u32) {
     }
 }
 
-/// An application processor's local APIC: software-enabled, spurious vector set (its
-/// timer stays masked until it schedules).
+/// An application processor's local APIC: software-enabled, spurious vector set; its
+/// timer periodic at 1 kHz like the boot CPU's (the local APICs share one clock).
 pub fn init_ap() {
     lapic_write(LAPIC_SVR, 0x100 | VEC_SPURIOUS as u32);
+    lapic_write(LAPIC_TIMER_DIV, 0x3);
+    lapic_write(LAPIC_LVT_TIMER, VEC_TIMER as u32 | (1 << 17));
+    lapic_write(LAPIC_TIMER_INIT, STATE.get().apic_per_ms);
 }
 
 /// Spin for `us` microseconds (by the TSC, calibrated in `init`).

@@ -72,6 +72,22 @@ pub fn now_us() -> u64 {
     (rdtsc() as u128 * 1000 / per_ms as u128) as u64
 }
 
+/// What `KERNEL_INFO(KERNEL_INFO_SMP)` tells of the CPUs.
+#[derive(Clone, Copy, Debug)]
+pub struct SmpInfo {
+    pub cpus: u64,
+    /// Timer ticks the CPUs other than the boot CPU have taken.
+    pub ap_ticks: u64,
+    /// Times the kernel lock passed from one CPU to another.
+    pub handovers: u64,
+    pub shootdowns: u64,
+}
+
+pub fn smp_info() -> SmpInfo {
+    let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_SMP, 0, 0, 0, 0);
+    SmpInfo { cpus: r[1], ap_ticks: r[2], handovers: r[3], shootdowns: r[4] }
+}
+
 /// TSC ticks the CPU has spent idle since boot (`KERNEL_INFO(1)`).
 pub fn idle_tsc() -> u64 {
     safe_call(sys::KERNEL_INFO, 1, 0, 0, 0, 0)[1]

@@ -1,0 +1,141 @@
+//! The big kernel lock, and the TLB shootdown that must not wait for it.
+//!
+//! Every entry into the kernel (system call, interrupt, exception; `KLOCK` in
+//! `arch::cpu`) takes the lock after saving the user's registers, and every exit to
+//! user mode (`KUNLOCK`) gives it back, as seL4 does on SMP: the kernel's state is
+//! touched by one CPU at a time, so the single-CPU argument of `kcell` holds for whoever
+//! holds the lock. The idle loop halts without it. The lock word holds the holder's CPU
+//! index + 1 (0: free), so an entry that finds its own CPU holding it — the kernel
+//! faulted inside itself, a bug — goes on to report it instead of spinning forever.
+//!
+//! The kernel's per-CPU state (which thread runs, what CR3 and FS hold, the x87 owner:
+//! `kernel::CpuView`) is switched when the lock passes to another CPU (`kernel::enter`).
+//!
+//! TLB shootdown: a page unmapped or write-protected (`task::flush_page`) may still sit
+//! in the TLB of another CPU that has the address space loaded. Such a change marks
+//! those CPUs; before a frame is handed out again and before the entry ends (`settle`,
+//! in the frame allocator and in `schedule`), the holder sends them `VEC_SHOOTDOWN` and
+//! waits until each has flushed. A freed address space (`mark_freed`) is left by the
+//! CPUs that have it loaded (only an idle thread can) before its frames are freed. A CPU waiting for the lock has interrupts off, so it
+//! answers while it spins (`klock_wait`), and the IPI's entry does not take the lock.
+
+use crate::arch::cpu::{this_cpu, MAX_CPUS};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// 0: free; else the holder's CPU index + 1. Taken and released by the entry and exit
+/// stubs (`KLOCK`, `KUNLOCK`) and by `lock`/`unlock`.
+#[no_mangle]
+static KERNEL_LOCK: AtomicU32 = AtomicU32::new(0);
+
+/// Per CPU: flush your TLB (set by the lock holder, cleared by the CPU when done).
+static FLUSH: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// Per CPU: an address space that was freed; leave it if it is loaded (0: none).
+static LEAVE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// CPUs whose TLBs may be stale since the last shootdown (a bit each).
+static PENDING: AtomicU32 = AtomicU32::new(0);
+/// Shootdowns done (each to one other CPU), for `KERNEL_INFO`.
+pub static SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
+
+/// Take the lock from Rust (boot, an application processor's start, the idle loop).
+pub fn lock() {
+    let me = this_cpu().index as u32 + 1;
+    while KERNEL_LOCK.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        klock_wait();
+    }
+}
+
+/// Give the lock back (the idle loop, before it halts).
+pub fn unlock() {
+    KERNEL_LOCK.store(0, Ordering::Release);
+}
+
+/// Wait until the lock looks free, answering shootdown requests meanwhile. Called by
+/// `KLOCK` (registers saved) and `lock`.
+#[no_mangle]
+extern "C" fn klock_wait() {
+    while KERNEL_LOCK.load(Ordering::Relaxed) != 0 {
+        answer();
+        core::hint::spin_loop();
+    }
+}
+
+/// Flush this CPU's TLB (or leave a freed address space) if the lock holder asked.
+fn answer() {
+    let me = crate::arch::cpu::cpu_index();
+    if FLUSH[me].load(Ordering::Acquire) {
+        let leave = LEAVE[me].swap(0, Ordering::Relaxed);
+        if leave != 0 && crate::task::current_cr3() == leave {
+            // Only a kernel thread (idle) can have a dead task's space loaded.
+            crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
+        } else {
+            flush_tlb();
+        }
+        FLUSH[me].store(false, Ordering::Release);
+    }
+}
+
+fn flush_tlb() {
+    // Reloading CR3 drops every non-global translation (user mappings are never global).
+    let (frame, flags) = x86_64::registers::control::Cr3::read();
+    // SAFETY: the same page tables are loaded again; nothing changes but the TLB.
+    unsafe { x86_64::registers::control::Cr3::write(frame, flags) };
+}
+
+/// This CPU loaded `pml4` into CR3.
+#[inline]
+pub fn cr3_loaded(pml4: u64) {
+    this_cpu().cr3.store(pml4, Ordering::Relaxed);
+}
+
+/// The other CPUs that have `pml4` loaded. Without PCIDs a CR3 write drops every user
+/// translation, so only a CPU that has the changed space loaded can hold stale ones.
+fn holders(pml4: u64) -> u32 {
+    let me = this_cpu().index;
+    (0..crate::arch::smp::cpus()).filter(|&c| c != me && crate::arch::cpu::cr3_of(c) == pml4).fold(0, |m, c| m | 1 << c)
+}
+
+/// The shootdown IPI's entry (`trap_common`, without the lock: its sender holds it).
+#[no_mangle]
+extern "C" fn shootdown_ipi() {
+    answer();
+    crate::arch::timer::eoi();
+}
+
+/// A mapping of `pml4` was removed or reduced: other CPUs' TLBs may still hold it.
+pub fn mark_stale(pml4: u64) {
+    if crate::arch::smp::cpus() > 1 {
+        PENDING.fetch_or(holders(pml4), Ordering::Relaxed);
+    }
+}
+
+/// `pml4` is being freed: a CPU that has it loaded must leave it.
+pub fn mark_freed(pml4: u64) {
+    if crate::arch::smp::cpus() > 1 {
+        let m = holders(pml4);
+        for c in (0..MAX_CPUS).filter(|c| m & 1 << c != 0) {
+            LEAVE[c].store(pml4, Ordering::Relaxed);
+        }
+        PENDING.fetch_or(m, Ordering::Relaxed);
+        settle();
+    }
+}
+
+/// If mappings changed since the last shootdown, have every CPU that may hold them
+/// flush its TLB, and wait until each has. The caller holds the lock.
+pub fn settle() {
+    let m = PENDING.swap(0, Ordering::Relaxed);
+    if m == 0 {
+        return;
+    }
+    let targets = (0..MAX_CPUS).filter(|c| m & 1 << c != 0);
+    for c in targets.clone() {
+        FLUSH[c].store(true, Ordering::Release);
+        crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
+    }
+    for c in targets {
+        while FLUSH[c].load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+        SHOOTDOWNS.fetch_add(1, Ordering::Relaxed);
+    }
+}
