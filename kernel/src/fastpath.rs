@@ -96,6 +96,10 @@ fn lookup<'a>(
         return None;
     }
     let ct = threads[cur].as_ref()?;
+    // (Not running: stopped or destroyed from another CPU while it waited for the lock.)
+    if ct.state != State::Running {
+        return None;
+    }
     let (dest, badge) = if call {
         if f.rdx != FOREVER {
             return None;

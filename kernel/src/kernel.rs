@@ -731,9 +731,15 @@ impl Kernel {
             }
         }
         self.thread_gen[id as usize] = self.thread_gen[id as usize].wrapping_add(1);
+        // Running on another CPU: that CPU leaves it (and its address space) first and
+        // frees it after its next switch.
+        let remote = self.stall_remote(id);
         if self.fpu_owner == id {
             // Its registers die with it: the next user must not find them.
             self.fpu_owner = NO_THREAD;
+        }
+        for v in self.parked.iter_mut().filter(|v| v.fpu_owner == id) {
+            v.fpu_owner = NO_THREAD;
         }
         let t = self.tm(id);
         t.state = State::Dead;
@@ -749,9 +755,89 @@ impl Kernel {
         if id == self.current {
             self.zombie = Some(id);
             self.need_resched = true;
+        } else if let Some(r) = remote {
+            // Its CPU is on its kernel stack (waiting for the lock): freed there, after
+            // the switch away from it.
+            if let Some(z) = self.parked[r].zombie.replace(id) {
+                self.free_thread(z);
+            }
         } else {
             self.free_thread(id);
         }
+    }
+
+    /// The CPU (other than this one) that runs thread `id` now, if any.
+    fn running_elsewhere(&self, id: u32) -> Option<usize> {
+        (0..crate::arch::smp::cpus()).find(|&c| c != self.view_cpu && self.parked[c].current == id)
+    }
+
+    /// If thread `id` runs on another CPU, make that CPU enter the kernel (its user
+    /// registers saved in the frame, its CR3 on the kernel's own page tables) and wait
+    /// until it has; it then waits for the lock and switches away once the thread is
+    /// no longer running. Returns that CPU.
+    pub fn stall_remote(&mut self, id: u32) -> Option<usize> {
+        let r = self.running_elsewhere(id)?;
+        crate::klock::stall(r);
+        let v = &mut self.parked[r];
+        v.loaded_pml4 = crate::arch::boot::boot_pml4_phys();
+        v.need_resched = true;
+        Some(r)
+    }
+
+    /// Save the registers of this CPU's x87 owner into its save area and make the next
+    /// use trap: the state leaves this CPU.
+    fn fpu_save_own(&mut self) {
+        let o = self.fpu_owner;
+        if !self.fpu_ts_clear {
+            fpu::clear_ts();
+        }
+        let t = self.tm(o);
+        fpu::save(t.fpu_area());
+        t.fpu_used = true;
+        fpu::set_ts();
+        self.fpu_ts_clear = false;
+        self.fpu_owner = NO_THREAD;
+    }
+
+    /// `THREAD_CONTROL SET_CPU`: run thread `id` on CPU `c` from its next switch on. Its
+    /// x87 state, if the registers of some CPU hold it, is saved first (by that CPU).
+    pub fn set_cpu(&mut self, id: u32, c: u64) -> Result<(), Error> {
+        if c >= crate::arch::smp::cpus() as u64 || self.t(id).kernel_thread {
+            return Err(Error::InvalidArg);
+        }
+        let (c, old) = (c as usize, self.thread_cpu[id as usize] as usize);
+        if c == old {
+            return Ok(());
+        }
+        let remote = self.running_elsewhere(id);
+        if id != self.current && remote.is_none() {
+            // Not running anywhere: its registers may still sit in a CPU's x87 unit.
+            if self.fpu_owner == id {
+                self.fpu_save_own();
+            }
+            if let Some(r) = (0..MAX_CPUS).find(|&r| r != self.view_cpu && self.parked[r].fpu_owner == id) {
+                let area = self.tm(id).fpu_area() as *mut fpu::FxArea as u64;
+                crate::klock::save_fpu(r, area);
+                self.tm(id).fpu_used = true;
+                self.parked[r].fpu_owner = NO_THREAD;
+                self.parked[r].fpu_ts_clear = false;
+            }
+        }
+        let queued = self.t(id).state == State::Ready && self.rqs[old].contains(id);
+        if queued {
+            self.rqs[old].remove(id);
+        }
+        self.thread_cpu[id as usize] = c as u8;
+        if queued {
+            self.make_ready(id);
+        }
+        if id == self.current {
+            self.need_resched = true; // `schedule` moves it
+        } else if let Some(r) = remote {
+            self.parked[r].need_resched = true;
+            crate::arch::timer::send_ipi(crate::arch::smp::apic_id(r), cpu::VEC_RESCHED as u32);
+        }
+        Ok(())
     }
 
     fn free_thread(&mut self, id: u32) {
@@ -936,8 +1022,17 @@ pub fn schedule(k: &'static mut Kernel) {
     k.need_resched = false;
     let rotate = core::mem::take(&mut k.rotate);
     let cur = k.current;
-    let cur_state = k.t(cur).state;
+    let mut cur_state = k.t(cur).state;
     let cur_prio = k.t(cur).prio;
+    if cur_state == State::Running && cur != k.idle && k.thread_cpu[cur as usize] as usize != k.view_cpu {
+        // Moved to another CPU (`set_cpu`): its x87 state leaves these registers, and it
+        // is queued there.
+        if k.fpu_owner == cur {
+            k.fpu_save_own();
+        }
+        k.make_ready(cur);
+        cur_state = State::Ready;
+    }
     if cur_state == State::Running && cur != k.idle {
         match k.rq().highest() {
             Some(best) if best > cur_prio || (best == cur_prio && rotate) => {
@@ -975,7 +1070,10 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
         // back as ready; every other state means the thread blocked.
         let p = k.t(prev);
         let (task, preempted) = (p.task, p.state == State::Ready);
-        k.task(task).switches[preempted as usize] += 1;
+        // (A thread destroyed from another CPU may have taken its task with it.)
+        if let Some(t) = k.tasks[task as usize].as_mut() {
+            t.switches[preempted as usize] += 1;
+        }
     }
     if k.fpu_owner == next || k.fpu_ts_clear {
         fpu_switch(k, next);

@@ -31,8 +31,14 @@ static KERNEL_LOCK: AtomicU32 = AtomicU32::new(0);
 static FLUSH: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 /// Per CPU: an address space that was freed; leave it if it is loaded (0: none).
 static LEAVE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Per CPU: leave user mode and enter the kernel (`stall`; cleared when it has).
+static ENTER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// Per CPU: save the x87/SSE registers to this address (`save_fpu`; 0 when done).
+static FPU_SAVE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// CPUs whose TLBs may be stale since the last shootdown (a bit each).
 static PENDING: AtomicU32 = AtomicU32::new(0);
+/// Times another CPU was made to leave user mode (`stall`), for `KERNEL_INFO`.
+pub static STALLS: AtomicU64 = AtomicU64::new(0);
 /// Shootdowns done (each to one other CPU), for `KERNEL_INFO`.
 pub static SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
 
@@ -54,14 +60,36 @@ pub fn unlock() {
 #[no_mangle]
 extern "C" fn klock_wait() {
     while KERNEL_LOCK.load(Ordering::Relaxed) != 0 {
-        answer();
+        // (Asked to enter the kernel: it is entering already, and its entry finds its
+        // thread no longer running.)
+        let _ = answer();
         core::hint::spin_loop();
     }
 }
 
-/// Flush this CPU's TLB (or leave a freed address space) if the lock holder asked.
-fn answer() {
+/// Do what the lock holder asked of this CPU: flush its TLB (or leave a freed address
+/// space), save its x87 registers for a thread that moves, leave user mode. Returns
+/// whether it was asked to enter the kernel.
+fn answer() -> bool {
     let me = crate::arch::cpu::cpu_index();
+    let area = FPU_SAVE[me].load(Ordering::Acquire);
+    if area != 0 {
+        // The registers hold a thread that runs here no more (the running one does not
+        // own them, so TS is set again after).
+        crate::arch::fpu::clear_ts();
+        // SAFETY: the holder passed the moving thread's save area (its kernel stack's
+        // lowest 512 bytes, 16-byte aligned), which nothing uses while it waits.
+        crate::arch::fpu::save(unsafe { &mut *(area as *mut crate::arch::fpu::FxArea) });
+        crate::arch::fpu::set_ts();
+        FPU_SAVE[me].store(0, Ordering::Release);
+    }
+    let enter = ENTER[me].load(Ordering::Acquire);
+    if enter {
+        // The thread it ran is stopped or destroyed (perhaps its whole task): off its
+        // page tables at once; `switch_to` loads the next thread's.
+        crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
+        ENTER[me].store(false, Ordering::Release);
+    }
     if FLUSH[me].load(Ordering::Acquire) {
         let leave = LEAVE[me].swap(0, Ordering::Relaxed);
         if leave != 0 && crate::task::current_cr3() == leave {
@@ -72,6 +100,7 @@ fn answer() {
         }
         FLUSH[me].store(false, Ordering::Release);
     }
+    enter
 }
 
 fn flush_tlb() {
@@ -94,11 +123,43 @@ fn holders(pml4: u64) -> u32 {
     (0..crate::arch::smp::cpus()).filter(|&c| c != me && crate::arch::cpu::cr3_of(c) == pml4).fold(0, |m, c| m | 1 << c)
 }
 
-/// The shootdown IPI's entry (`trap_common`, without the lock: its sender holds it).
+/// The request IPI's entry (`trap_common`, without the lock: its sender holds it and
+/// waits). Asked to enter the kernel, it takes the lock (once the sender lets it go)
+/// and schedules, and returns 1: the stub then leaves through `trap_return`, which gives
+/// the lock back.
 #[no_mangle]
-extern "C" fn shootdown_ipi() {
-    answer();
+extern "C" fn shootdown_ipi() -> u64 {
+    let enter = answer();
     crate::arch::timer::eoi();
+    if !enter {
+        return 0;
+    }
+    lock();
+    // SAFETY: a kernel entry holding the lock, with no reference into kernel state.
+    crate::kernel::schedule(unsafe { crate::kernel::enter() });
+    1
+}
+
+/// Make CPU `c` leave user mode (its registers saved in its thread's frame) and wait
+/// for the lock, and wait until it has. The caller holds the lock.
+pub fn stall(c: usize) {
+    STALLS.fetch_add(1, Ordering::Relaxed);
+    request(c, || ENTER[c].store(true, Ordering::Release), || ENTER[c].load(Ordering::Acquire));
+}
+
+/// Have CPU `c` save its x87/SSE registers to `area` (a thread that owns them there
+/// moves to another CPU), and wait until it has. The caller holds the lock.
+pub fn save_fpu(c: usize, area: u64) {
+    request(c, || FPU_SAVE[c].store(area, Ordering::Release), || FPU_SAVE[c].load(Ordering::Acquire) != 0);
+}
+
+/// Post a request to CPU `c`, interrupt it, wait until it is done.
+fn request(c: usize, post: impl Fn(), pending: impl Fn() -> bool) {
+    post();
+    crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
+    while pending() {
+        core::hint::spin_loop();
+    }
 }
 
 /// A mapping of `pml4` was removed or reduced: other CPUs' TLBs may still hold it.

@@ -19,6 +19,13 @@ use kcore::syscall::{Call, IrqOp, MachineOp, Regs, Slot, ThreadOp, UnmapRange, D
 extern "C" fn syscall_dispatch(_frame: *mut TrapFrame) {
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is live.
     let k = unsafe { crate::kernel::enter() };
+    if k.t(k.current).state != State::Running {
+        // Stopped or destroyed from another CPU while it waited for the kernel lock: the
+        // call is not made (a stopped thread finds `BadState` when started again).
+        k.cur().frame().rax = Error::BadState as u64;
+        schedule(k);
+        return;
+    }
     let fr = k.cur().frame();
     // The arguments only; handlers write results into the frame.
     let r = Regs { rax: fr.rax, rdi: fr.rdi, rsi: fr.rsi, rdx: fr.rdx, r10: fr.r10, r8: fr.r8 };
@@ -46,6 +53,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.rsi = crate::kernel::AP_TICKS.load(Relaxed);
             out.rdx = handovers;
             out.r10 = crate::klock::SHOOTDOWNS.load(Relaxed);
+            out.r8 = crate::klock::STALLS.load(Relaxed);
             Ok(())
         }
         Call::KernelInfo { .. } => {
@@ -303,6 +311,9 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
                 return Ok(());
             }
             let was_blocked = matches!(st, State::SendBlocked | State::RecvBlocked | State::ReplyBlocked | State::Sleeping);
+            // Running on another CPU: that CPU leaves its user mode first (its registers
+            // are in its frame then).
+            k.stall_remote(id);
             k.unlink(id);
             k.tm(id).state = State::Stopped;
             if was_blocked {
@@ -356,11 +367,14 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
                 State::Sleeping => tctl::state::SLEEPING,
             };
             let prio = t.prio as u64;
+            let cpu = k.thread_cpu[id as usize] as u64;
             let out = k.cur().frame();
             out.rdi = st;
             out.rsi = prio;
+            out.rdx = cpu;
             Ok(())
         }
+        ThreadOp::SetCpu(c) => k.set_cpu(id, c),
         ThreadOp::Destroy => {
             k.destroy_thread(id);
             Ok(())

@@ -33,6 +33,9 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             timer::eoi();
             k.need_resched = true;
         }
+        // (A thread stopped or destroyed from another CPU while its exception waited for
+        // the kernel lock does not report it: it runs no more, or takes it again.)
+        0..=31 if from_user && k.t(k.current).state != crate::kernel::State::Running => {}
         7 if from_user => k.fpu_trap(),
         v @ 0..=31 if from_user => user_fault(k, v as u64, &f),
         v @ 0..=31 => kernel_fault(v as u64, &f),

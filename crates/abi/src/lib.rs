@@ -8,7 +8,8 @@
 
 /// `KERNEL_INFO(KERNEL_INFO_SMP)`: the CPUs running, timer ticks the CPUs other than
 /// the boot CPU have taken, times the kernel lock passed from one CPU to another, TLB
-/// shootdowns (one per CPU flushed).
+/// shootdowns (one per CPU flushed), times a CPU was made to leave a thread's user mode
+/// (to stop or destroy it).
 pub const KERNEL_INFO_SMP: u64 = 2;
 
 /// ABI version reported by `KERNEL_INFO`.
@@ -297,7 +298,8 @@ pub mod tctl {
     /// `rdx` = slot of a thread capability (with SEND) that receives fault messages,
     /// `r10` = badge those messages carry; `rdx = u64::MAX` clears it.
     pub const SET_FAULT_HANDLER: u64 = 4;
-    /// Returns in `rdi` the thread state (see [`state`]), in `rsi` the priority.
+    /// Returns in `rdi` the thread state (see [`state`]), in `rsi` the priority, in `rdx`
+    /// the CPU it runs on.
     pub const READ_STATE: u64 = 5;
     /// Destroy the thread.
     pub const DESTROY: u64 = 6;
@@ -310,6 +312,9 @@ pub mod tctl {
     /// move to that one's queue. Only sends are redirected: `CONTROL` and receives still
     /// name this thread. A server's live update (issue 14).
     pub const SUCCEED: u64 = 8;
+    /// Run the thread on CPU `rdx` (0 = the boot CPU, below the CPUs running): from its
+    /// next switch on (a running thread moves at once).
+    pub const SET_CPU: u64 = 9;
 
     pub mod state {
         pub const STOPPED: u64 = 0;

@@ -81,6 +81,8 @@ pub enum ThreadOp {
     Destroy,
     /// The slot of the thread that takes over this one's endpoint.
     Succeed(Slot),
+    /// The CPU to run on (the kernel checks it is running).
+    SetCpu(u64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,6 +264,7 @@ impl ThreadOp {
             tctl::READ_STATE => ThreadOp::ReadState,
             tctl::DESTROY => ThreadOp::Destroy,
             tctl::SUCCEED => ThreadOp::Succeed(a),
+            tctl::SET_CPU => ThreadOp::SetCpu(a),
             _ => return Err(Error::InvalidArg),
         })
     }
@@ -408,6 +411,7 @@ mod tests {
         assert_eq!(dec(sys::THREAD_CONTROL, [3, 0, 0, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::THREAD_CONTROL, [3, 99, 0, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::SUCCEED, 9, 0, 0]), Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Succeed(9) }));
+        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::SET_CPU, 1, 0, 0]), Ok(Call::ThreadControl { thread: 3, op: ThreadOp::SetCpu(1) }));
     }
 
     #[test]

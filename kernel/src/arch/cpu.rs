@@ -462,6 +462,8 @@ trap_return:
     jmp 5b
 4:
     call shootdown_ipi
+    test rax, rax
+    jnz trap_return
     jmp 5b
 
     /* SYSCALL: rcx = user rip, r11 = user rflags, rsp = user rsp. */

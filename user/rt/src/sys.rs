@@ -81,11 +81,13 @@ pub struct SmpInfo {
     /// Times the kernel lock passed from one CPU to another.
     pub handovers: u64,
     pub shootdowns: u64,
+    /// Times a CPU was made to leave a thread's user mode (to stop or destroy it).
+    pub stalls: u64,
 }
 
 pub fn smp_info() -> SmpInfo {
     let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_SMP, 0, 0, 0, 0);
-    SmpInfo { cpus: r[1], ap_ticks: r[2], handovers: r[3], shootdowns: r[4] }
+    SmpInfo { cpus: r[1], ap_ticks: r[2], handovers: r[3], shootdowns: r[4], stalls: r[5] }
 }
 
 /// TSC ticks the CPU has spent idle since boot (`KERNEL_INFO(1)`).
@@ -167,6 +169,17 @@ pub fn thread_set_fault_handler(thread: u64, handler: u64, badge: u64) -> Result
 pub fn thread_read_state(thread: u64) -> Result<(u64, u64), Error> {
     let r = safe_call(sys::THREAD_CONTROL, thread, tctl::READ_STATE, 0, 0, 0);
     check(r[0]).map(|_| (r[1], r[2]))
+}
+
+/// Run `thread` on CPU `cpu` (`THREAD_CONTROL SET_CPU`).
+pub fn thread_set_cpu(thread: u64, cpu: u64) -> Result<(), Error> {
+    check(safe_call(sys::THREAD_CONTROL, thread, tctl::SET_CPU, cpu, 0, 0)[0])
+}
+
+/// The CPU `thread` runs on (`READ_STATE`'s third word).
+pub fn thread_cpu(thread: u64) -> Result<u64, Error> {
+    let r = safe_call(sys::THREAD_CONTROL, thread, tctl::READ_STATE, 0, 0, 0);
+    check(r[0]).map(|_| r[3])
 }
 
 /// # Safety

@@ -1,18 +1,84 @@
-//! The CPUs (`KERNEL_INFO_SMP`): as many run as the machine has (the argument), the
-//! others take their own timer interrupts while this program sleeps and spins on the
-//! boot CPU, and the kernel lock passes between the CPUs; with one CPU none of that
-//! happens.
+//! The CPUs (`KERNEL_INFO_SMP`, `THREAD_CONTROL SET_CPU`). With one CPU: the report
+//! says so, no other CPU ticks, the lock never changes CPU, and `SET_CPU 1` is refused.
+//! With two (the argument):
+//! - the other CPU takes its own timer interrupts and the kernel lock passes between
+//!   the CPUs;
+//! - a thread moved to CPU 1 runs there while this one runs on CPU 0, and answers
+//!   calls from CPU 0 (cross-CPU IPC: the general path and a reschedule IPI);
+//! - TLB shootdown: a thread on CPU 1 reads a page in a loop; once `UNMAP` of the page
+//!   returns, it reads it no more (without the shootdown, CPU 1's TLB keeps the page
+//!   and the loop goes on);
+//! - a thread running on CPU 1 is destroyed, and a program whose thread runs on CPU 1
+//!   is destroyed (its space freed under that CPU): each time CPU 1 is made to leave
+//!   the thread's user mode first, and everything goes on.
+//!
+//! `smp_test spin` is that program: it moves itself to CPU 1 and spins.
 #![no_std]
 #![no_main]
 
-use rt::sys;
+extern crate alloc;
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use rt::ipc::{self, Msg};
+use rt::{sys, thread};
 use tests::Checks;
 
 rt::entry!(main);
 
+const MAGIC: u64 = 0x5ca1_ab1e_0000_0001;
+static READY: AtomicBool = AtomicBool::new(false);
+static COUNT: AtomicU64 = AtomicU64::new(0);
+static PAGE: AtomicU64 = AtomicU64::new(0);
+static SPIN: AtomicU64 = AtomicU64::new(0);
+
+/// Reads the page in a loop and counts, while it holds `MAGIC`.
+fn reader(_: u64) {
+    let p = PAGE.load(Ordering::Relaxed) as *const u64;
+    READY.store(true, Ordering::Release);
+    loop {
+        // SAFETY: the page was mapped (and filled) by main before this thread started;
+        // once main unmaps it, this read faults and the thread (without a pager) stops.
+        if unsafe { core::ptr::read_volatile(p) } != MAGIC {
+            loop {
+                core::hint::spin_loop();
+            }
+        }
+        COUNT.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn spinner(_: u64) {
+    loop {
+        SPIN.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Answers each call with its first word plus one.
+fn echo(_: u64) {
+    let mut m = Msg::empty();
+    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    loop {
+        let w = m.word(1);
+        m = Msg::new(1, &[w + 1]);
+        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    }
+}
+
+fn wait_for(done: impl FnMut() -> bool) -> bool {
+    tests::wait_until(300, done)
+}
+
 fn main() -> i32 {
+    let mut arg = rt::args().split(' ').skip(1);
+    let first = arg.next();
+    if first == Some("spin") {
+        let _ = sys::thread_set_cpu(abi::cap::SELF_THREAD, 1);
+        loop {
+            core::hint::spin_loop();
+        }
+    }
     let mut c = Checks::new();
-    let want: u64 = rt::args().split(' ').nth(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+    let want: u64 = first.and_then(|a| a.parse().ok()).unwrap_or(1);
     let before = sys::smp_info();
     c.eq(before.cpus, want, "CPUs running");
     // Sleep (the boot CPU idles) and spin (it is busy in user mode): the other CPUs' timers
@@ -24,12 +90,103 @@ fn main() -> i32 {
     }
     let after = sys::smp_info();
     rt::println!("smp_test: {before:?} -> {after:?}");
-    if want > 1 {
-        c.check(after.ap_ticks > before.ap_ticks + 20, "the other CPUs take timer interrupts (≥ 20 in 100 ms)");
-        c.check(after.handovers > before.handovers + 20, "the kernel lock passes between the CPUs");
-    } else {
+    if want == 1 {
         c.eq(after.ap_ticks, 0, "no other CPU ticks");
         c.eq(after.handovers, 0, "the lock never changes CPU");
+        c.eq(sys::thread_set_cpu(abi::cap::SELF_THREAD, 1), Err(abi::Error::InvalidArg), "SET_CPU to a CPU that is not running");
+        return c.finish("smp_test");
+    }
+    c.check(after.ap_ticks > before.ap_ticks + 20, "the other CPUs take timer interrupts (≥ 20 in 100 ms)");
+    c.check(after.handovers > before.handovers + 20, "the kernel lock passes between the CPUs");
+    c.eq(sys::thread_set_cpu(abi::cap::SELF_THREAD, want), Err(abi::Error::InvalidArg), "SET_CPU past the last CPU");
+
+    // Cross-CPU IPC: an echo thread on CPU 1.
+    match thread::spawn(echo, 0, thread::my_priority()) {
+        Ok(e) => {
+            c.eq(sys::thread_set_cpu(e.slot, 1), Ok(()), "move the echo thread to CPU 1");
+            let mut ok = 0;
+            for i in 0..1000u64 {
+                let mut m = Msg::new(1, &[i]);
+                if ipc::call(e.slot, &mut m, ipc::FOREVER).is_ok() && m.word(1) == i + 1 {
+                    ok += 1;
+                }
+            }
+            c.eq(ok, 1000, "1000 calls answered by the thread on CPU 1");
+            c.eq(sys::thread_cpu(e.slot), Ok(1), "it runs on CPU 1");
+        }
+        Err(e) => {
+            c.check(false, &alloc::format!("echo thread: {e:?}"));
+        }
+    }
+
+    // TLB shootdown.
+    let buf: &'static mut [u8] = alloc::boxed::Box::leak(alloc::vec![0u8; 3 * 4096].into_boxed_slice());
+    let page = (buf.as_ptr() as u64 + 4095) & !4095;
+    // SAFETY: `page` lies within `buf` (two whole pages of it at least), which nothing else uses.
+    unsafe { core::ptr::write_volatile(page as *mut u64, MAGIC) };
+    PAGE.store(page, Ordering::Relaxed);
+    let s0 = sys::smp_info();
+    match thread::spawn(reader, 0, thread::my_priority()) {
+        Ok(r) => {
+            c.eq(sys::thread_set_cpu(r.slot, 1), Ok(()), "move the reader to CPU 1");
+            c.check(wait_for(|| READY.load(Ordering::Acquire) && COUNT.load(Ordering::Relaxed) > 10_000), "the reader runs");
+            c.eq(sys::thread_cpu(r.slot), Ok(1), "the reader runs on CPU 1");
+            // While this thread spins on CPU 0, the reader counts on CPU 1.
+            let n0 = COUNT.load(Ordering::Relaxed);
+            let t0 = sys::now_us();
+            while sys::now_us() < t0 + 10_000 {
+                core::hint::spin_loop();
+            }
+            c.check(COUNT.load(Ordering::Relaxed) > n0 + 1000, "both CPUs run user code at once");
+            // No pager: a fault after the unmap stops it (instead of a fresh page).
+            c.eq(sys::thread_set_pager(r.slot, u64::MAX, 0), Ok(()), "the reader has no pager");
+            // SAFETY: only the reader refers to the page (and must stop when it is gone).
+            c.eq(unsafe { sys::unmap_pages(page, 1) }, Ok(()), "unmap the page");
+            let n1 = COUNT.load(Ordering::Relaxed);
+            sys::sleep_us(20_000);
+            let n2 = COUNT.load(Ordering::Relaxed);
+            rt::println!("smp_test: reader count {n0} before, {n1} when the unmap returned, {n2} 20 ms later");
+            c.check(n2 <= n1 + 1, "after UNMAP returns, the thread on CPU 1 reads the page no more (TLB shootdown)");
+            c.check(sys::smp_info().shootdowns > s0.shootdowns, "a shootdown was sent");
+        }
+        Err(e) => {
+            c.check(false, &alloc::format!("reader thread: {e:?}"));
+        }
+    }
+
+    // Destroy a thread while it runs on CPU 1.
+    match thread::spawn(spinner, 0, thread::my_priority()) {
+        Ok(s) => {
+            c.eq(sys::thread_set_cpu(s.slot, 1), Ok(()), "move the spinner to CPU 1");
+            c.check(wait_for(|| SPIN.load(Ordering::Relaxed) > 10_000), "the spinner runs");
+            let st = sys::smp_info().stalls;
+            // SAFETY: the spinner holds nothing of ours.
+            c.eq(unsafe { sys::thread_destroy(s.slot) }, Ok(()), "destroy the spinner while it runs on CPU 1");
+            let n = SPIN.load(Ordering::Relaxed);
+            sys::sleep_us(10_000);
+            c.eq(SPIN.load(Ordering::Relaxed), n, "it runs no more");
+            c.check(sys::smp_info().stalls > st, "CPU 1 was made to leave it first");
+        }
+        Err(e) => {
+            c.check(false, &alloc::format!("spinner thread: {e:?}"));
+        }
+    }
+
+    // Destroy a program whose thread runs on CPU 1.
+    let slot = rt::alloc_slot_pair();
+    match rt::env::spawn("smp_test spin", slot) {
+        Ok(_) => {
+            sys::sleep_us(50_000);
+            let st = sys::smp_info().stalls;
+            c.eq(sys::task_destroy(slot + 1), Ok(()), "destroy the program spinning on CPU 1");
+            c.check(sys::smp_info().stalls > st, "CPU 1 was made to leave it first");
+            let t = sys::smp_info().ap_ticks;
+            sys::sleep_us(20_000);
+            c.check(sys::smp_info().ap_ticks > t, "CPU 1 goes on");
+        }
+        Err(e) => {
+            c.check(false, &alloc::format!("spawn smp_test spin: {e:?}"));
+        }
     }
     c.finish("smp_test")
 }
