@@ -313,14 +313,27 @@ impl Kernel {
 /// as a parameter; `schedule` and `switch_to` take it by value, so no code can use
 /// state it held from before a switch.
 pub unsafe fn enter() -> &'static mut Kernel {
-    let k = KERNEL.get();
-    // The caller holds the kernel lock (`klock`): the state is this CPU's to use, and
-    // the per-CPU part must be this CPU's.
+    // The caller holds the kernel lock (`klock`), whose taking made the per-CPU part
+    // this CPU's (`take_view`).
+    debug_assert_eq!(KERNEL.get().view_cpu, cpu::cpu_index());
+    KERNEL.get()
+}
+
+/// The CPU whose view `Kernel` holds, plus one (the kernel lock's word for that CPU), so
+/// that the entry stub tests it in one compare after taking the lock.
+#[no_mangle]
+static KERNEL_VIEW: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1);
+
+/// Called with the lock just taken by a CPU whose view `Kernel` does not hold (by the
+/// entry stub, `KLOCK`, and by `klock::lock`).
+#[no_mangle]
+pub extern "C" fn take_view() {
     let me = cpu::cpu_index();
+    let k = KERNEL.get();
     if k.view_cpu != me {
         k.switch_view(me);
     }
-    k
+    KERNEL_VIEW.store(me as u32 + 1, Ordering::Relaxed);
 }
 
 pub fn init(k: &mut Kernel) {
@@ -1054,6 +1067,13 @@ pub fn schedule(k: &'static mut Kernel) {
     };
     if next == cur {
         k.tm(cur).state = State::Running;
+        // Stopped from another CPU (which took this one off its page tables) and started
+        // again before this CPU got to switch away: back onto them.
+        let (user, pml4) = (k.t(cur).is_user(), k.t(cur).pml4);
+        if user && k.loaded_pml4 != pml4 {
+            task::load_cr3(pml4);
+            k.loaded_pml4 = pml4;
+        }
         return;
     }
     switch_to(k, next);
@@ -1186,6 +1206,17 @@ extern "C" fn idle_loop() -> ! {
         // SAFETY: each turn of the idle loop is entered from a switch (or the last turn's
         // `schedule`, which consumed its reference), holding the lock.
         unsafe { enter() }.reap();
+        if crate::arch::smp::cpus() > 1 {
+            // Off the last thread's page tables: a CPU that idles is sent no shootdown
+            // for them (and a thread that comes next loads its own anyway).
+            // SAFETY: the lock is held; nothing else refers to kernel state here.
+            let k = unsafe { enter() };
+            let boot = crate::arch::boot::boot_pml4_phys();
+            if k.loaded_pml4 != boot {
+                task::load_cr3(boot);
+                k.loaded_pml4 = boot;
+            }
+        }
         IDLE_SINCE[cpu::this_cpu().index].store(rdtsc(), Ordering::Relaxed);
         crate::klock::unlock();
         // (An interrupt's entry takes the lock, and gives it back on its way out.)

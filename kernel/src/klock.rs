@@ -48,6 +48,7 @@ pub fn lock() {
     while KERNEL_LOCK.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
         klock_wait();
     }
+    crate::kernel::take_view();
 }
 
 /// Give the lock back (the idle loop, before it halts).
@@ -113,7 +114,7 @@ fn flush_tlb() {
 /// This CPU loaded `pml4` into CR3.
 #[inline]
 pub fn cr3_loaded(pml4: u64) {
-    this_cpu().cr3.store(pml4, Ordering::Relaxed);
+    crate::arch::cpu::record_cr3(pml4);
 }
 
 /// The other CPUs that have `pml4` loaded. Without PCIDs a CR3 write drops every user

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-pub const SUITES: [(&str, &str); 6] = [
+pub const SUITES: [(&str, &str); 7] = [
     ("kernel", "microkernel costs: syscall, IPC, switches, page faults, map/demap, IRQ; Linux side by side"),
     (
         "baio",
@@ -23,6 +23,7 @@ pub const SUITES: [(&str, &str); 6] = [
     ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
     ("cue", "Cue Tables 1-8: one transfer by Cue with (k, t) schedules or a read/write loop beside a metering program, 1-4 in parallel, ftpd; Linux sendfile and read/write beside"),
     ("k42", "K42 Table 1, Figures 4-5 and 7: a call through the translation table and interposed against a plain call; swap time with 0-16 clients and a null swap against an IPC round trip; streaming with fixed LRU, fixed MRU and adaptive policies"),
+    ("smp", "two CPUs (plain TCG): IPC pairs on one CPU and one per CPU, IPC round trip within and across CPUs, unmap with and without a TLB shootdown, the null system call under the big kernel lock"),
     ("grafts", "VINO Tables 1-5, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list) and blk's stream point (MD5 per KiB), upcall, load, miss, disk time, break-even; Linux's null and MD5 eBPF beside"),
 ];
 const RUNS: usize = 3;
@@ -255,6 +256,7 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
             "cue" => crate::cuebench::cue_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "grafts" => crate::graftbench::grafts_suite(&a, &vmlinuz, &initramfs, &dir)?,
             "k42" => crate::k42bench::k42_suite(&a, &dir)?,
+            "smp" => crate::smpbench::smp_suite(&a, &dir)?,
             _ => baio_suite(&a, &vmlinuz, &initramfs, &dir)?,
         };
     }
@@ -1006,3 +1008,37 @@ fn net_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     s.push_str("</svg>\n");
     s
 }
+
+/// A panel of a bar chart: its title and its rows (label, value).
+pub(crate) type Panel = (String, Vec<(String, Option<u64>)>);
+
+/// Panels of horizontal bars, each scaled to its own largest value (the `k42` and `smp`
+/// suites' plots).
+pub(crate) fn panels_svg(panels: &[Panel]) -> String {
+    let (w, row_h, left) = (900.0, 22.0, 260.0);
+    let h: f64 = 20.0 + panels.iter().map(|(_, r)| 40.0 + row_h * r.len() as f64).sum::<f64>();
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    let mut y = 10.0;
+    for (title, rows) in panels {
+        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{title}</text>", y + 18.0);
+        y += 30.0;
+        let maxv = rows.iter().filter_map(|r| r.1).max().unwrap_or(1).max(1) as f64;
+        for (label, v) in rows {
+            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>", left - 8.0, y + 14.0);
+            match v {
+                Some(v) => {
+                    let bw = (*v as f64 / maxv * (w - left - 100.0)).max(1.0);
+                    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"15\" fill=\"#2b7bb9\"/><text x=\"{:.1}\" y=\"{:.1}\">{v}</text>", y + 2.0, left + bw + 4.0, y + 14.0);
+                }
+                None => {
+                    let _ = writeln!(s, "<text x=\"{left}\" y=\"{:.1}\" fill=\"#999\">—</text>", y + 14.0);
+                }
+            }
+            y += row_h;
+        }
+        y += 10.0;
+    }
+    s.push_str("</svg>\n");
+    s
+}
+

@@ -5,7 +5,7 @@
 //! through the table against a plain call, a swap against an IPC round trip, adaptive
 //! against fixed policies).
 
-use crate::bench::{aggregate, get, modes, parse_bench, write_suite, Fig, Results};
+use crate::bench::{aggregate, get, modes, panels_svg, parse_bench, write_suite, Fig, Panel, Results};
 use crate::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -180,7 +180,6 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
 }
 
 /// A panel of the plot: its title and its bars (label, value).
-type Panel = (String, Vec<(String, Option<u64>)>);
 
 /// Horizontal bars, one panel per figure (icount).
 fn svg(agg: &Agg) -> String {
@@ -195,31 +194,7 @@ fn svg(agg: &Agg) -> String {
         FIG6.iter().flat_map(|(wl, wname)| [("shared", "fixed shared"), ("auto", "adaptive")].map(|(p, what)| (format!("{what}, {wname}"), g(&format!("{wl}_{p}_busy"))))).collect(),
     ));
     panels.push(("Figure 7: busy instructions of the workload".into(), POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("swap_adaptive_{p}_busy")))).collect()));
-    let (w, row_h, left) = (900.0, 22.0, 260.0);
-    let h: f64 = 20.0 + panels.iter().map(|(_, r)| 40.0 + row_h * r.len() as f64).sum::<f64>();
-    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let mut y = 10.0;
-    for (title, rows) in &panels {
-        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{title}</text>", y + 18.0);
-        y += 30.0;
-        let maxv = rows.iter().filter_map(|r| r.1).max().unwrap_or(1).max(1) as f64;
-        for (label, v) in rows {
-            let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>", left - 8.0, y + 14.0);
-            match v {
-                Some(v) => {
-                    let bw = (*v as f64 / maxv * (w - left - 100.0)).max(1.0);
-                    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"15\" fill=\"#2b7bb9\"/><text x=\"{:.1}\" y=\"{:.1}\">{v}</text>", y + 2.0, left + bw + 4.0, y + 14.0);
-                }
-                None => {
-                    let _ = writeln!(s, "<text x=\"{left}\" y=\"{:.1}\" fill=\"#999\">—</text>", y + 14.0);
-                }
-            }
-            y += row_h;
-        }
-        y += 10.0;
-    }
-    s.push_str("</svg>\n");
-    s
+    panels_svg(&panels)
 }
 
 #[cfg(test)]

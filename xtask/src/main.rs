@@ -9,6 +9,7 @@ mod grafts;
 mod cuebench;
 mod image;
 mod ipcprobe;
+mod smpbench;
 mod nettest;
 mod qemu;
 mod scenarios;

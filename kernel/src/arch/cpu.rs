@@ -90,6 +90,9 @@ struct TssIo {
     iomap: [u8; 8193],
 }
 
+// `set_kernel_stack` writes `rsp0` at offset 4 of the TSS, which starts `TssIo`.
+const _: () = assert!(core::mem::offset_of!(TaskStateSegment, privilege_stack_table) == 4 && core::mem::offset_of!(TssIo, tss) == 0);
+
 /// One CPU's tables: GS points at `percpu`; the GDT holds its TSS descriptor.
 struct CpuTables {
     percpu: PerCpu,
@@ -299,10 +302,31 @@ unsafe fn set_handler(
 #[inline]
 pub fn set_kernel_stack(top: u64) {
     // A kernel stack's top is a canonical kernel address (the direct map): no check.
-    let c = this_cpu();
-    // SAFETY: `tss` points at this CPU's TSS (set by `init_cpu`), used by this CPU only.
-    unsafe { (*c.tss).tss.privilege_stack_table[0] = VirtAddr::new_truncate(top) };
-    c.kstack_top = top;
+    // SAFETY: GS is based at this CPU's `PerCpu` (as in `this_cpu`), whose `tss` points
+    // at this CPU's TSS (set by `init_cpu`); both are this CPU's alone. The stores are
+    // `kstack_top` and the TSS's `rsp0` (at offset 4).
+    unsafe {
+        core::arch::asm!(
+            "mov gs:[{top_off}], {top}",
+            "mov {t}, gs:[{tss_off}]",
+            "mov [{t} + 4], {top}",
+            top = in(reg) top,
+            t = out(reg) _,
+            top_off = const core::mem::offset_of!(PerCpu, kstack_top),
+            tss_off = const core::mem::offset_of!(PerCpu, tss),
+            options(nostack, preserves_flags),
+        )
+    };
+}
+
+/// Record what this CPU's CR3 holds (`PerCpu::cr3`).
+#[inline(always)]
+pub fn record_cr3(pml4: u64) {
+    // SAFETY: GS is based at this CPU's `PerCpu`; its `cr3` is written by this CPU only
+    // (other CPUs read it atomically).
+    unsafe {
+        core::arch::asm!("mov gs:[{off}], {v}", v = in(reg) pml4, off = const core::mem::offset_of!(PerCpu, cr3), options(nostack, preserves_flags))
+    };
 }
 
 /// Point FS at a thread's UTCB (user mode reads it through FS).
@@ -377,7 +401,7 @@ global_asm!(
     .endm
 
     /* The big kernel lock (`klock`): taken after the registers are saved on every
-       entry, with this CPU's index + 1; clobbers rax and rcx. Held already by this CPU
+       entry, with this CPU's index + 1; clobbers the caller-saved registers. Held already by this CPU
        only when the kernel itself faulted (a bug: the entry panics). While it waits, the
        CPU answers other CPUs' requests (TLB shootdown), which cannot wait for it. */
     .macro KLOCK
@@ -391,7 +415,14 @@ global_asm!(
     je .Lklock_done\@
     call klock_wait
     jmp .Lklock_try\@
+.Lklock_view\@:
+    call take_view
+    jmp .Lklock_end\@
 .Lklock_done\@:
+    /* The kernel's per-CPU part must be this CPU's (kernel::take_view). */
+    cmp dword ptr [rip + KERNEL_VIEW], ecx
+    jne .Lklock_view\@
+.Lklock_end\@:
     .endm
 
     .macro KUNLOCK

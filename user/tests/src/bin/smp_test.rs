@@ -154,11 +154,21 @@ fn main() -> i32 {
         }
     }
 
-    // Destroy a thread while it runs on CPU 1.
+    // Stop a thread while it runs on CPU 1, start it again, then destroy it there.
     match thread::spawn(spinner, 0, thread::my_priority()) {
         Ok(s) => {
             c.eq(sys::thread_set_cpu(s.slot, 1), Ok(()), "move the spinner to CPU 1");
             c.check(wait_for(|| SPIN.load(Ordering::Relaxed) > 10_000), "the spinner runs");
+            let st = sys::smp_info().stalls;
+            // SAFETY: the spinner holds nothing of ours.
+            c.eq(unsafe { sys::thread_stop(s.slot) }, Ok(()), "stop the spinner while it runs on CPU 1");
+            let n = SPIN.load(Ordering::Relaxed);
+            sys::sleep_us(10_000);
+            c.eq(SPIN.load(Ordering::Relaxed), n, "stopped, it counts no more");
+            c.check(sys::smp_info().stalls > st, "CPU 1 was made to leave it first");
+            c.eq(sys::thread_start(s.slot, 0, 0, 0), Ok(()), "start it again where it stopped");
+            c.check(wait_for(|| SPIN.load(Ordering::Relaxed) > n + 10_000), "it counts on");
+            c.eq(sys::thread_cpu(s.slot), Ok(1), "on CPU 1");
             let st = sys::smp_info().stalls;
             // SAFETY: the spinner holds nothing of ours.
             c.eq(unsafe { sys::thread_destroy(s.slot) }, Ok(()), "destroy the spinner while it runs on CPU 1");
