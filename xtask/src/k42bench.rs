@@ -179,8 +179,6 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
     s
 }
 
-/// A panel of the plot: its title and its bars (label, value).
-
 /// Horizontal bars, one panel per figure (icount).
 fn svg(agg: &Agg) -> String {
     let g = |m: &str| get(agg, "scion", "icount", m);
