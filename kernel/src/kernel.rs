@@ -841,6 +841,13 @@ impl Kernel {
             self.rqs[old].remove(id);
         }
         self.thread_cpu[id as usize] = c as u8;
+        // Its interrupt lines now arrive at its new CPU.
+        let me = self.thread_ref(id);
+        for line in 0..self.irqs.len() {
+            if self.irqs[line].is_some_and(|(t, _)| t == me) {
+                crate::arch::irqchip::route(line as u8, crate::arch::smp::apic_id(c));
+            }
+        }
         if queued {
             self.make_ready(id);
         }

@@ -477,6 +477,8 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
                         return Err(Error::BadState);
                     }
                     k.irqs[l] = Some((k.thread_ref(cur), badge));
+                    // To the CPU the driver runs on (`SET_CPU` moves it along).
+                    crate::arch::irqchip::route(line, crate::arch::smp::apic_id(k.thread_cpu[cur as usize] as usize));
                     crate::arch::irqchip::unmask(line);
                     Ok(())
                 }

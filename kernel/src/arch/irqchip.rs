@@ -85,6 +85,14 @@ fn pic_mask_bit(line: u8, masked: bool) {
     }
 }
 
+/// Deliver `line` to the CPU whose local APIC id is `apic` (the CPU its driver thread
+/// runs on). Without the IOAPIC every line goes to the boot CPU.
+pub fn route(line: u8, apic_id: u32) {
+    if apic() && line < lines() {
+        ioapic_write(0x10 + 2 * line as u32 + 1, apic_id << 24);
+    }
+}
+
 pub fn mask(line: u8) {
     if line >= lines() {
         return;

@@ -160,8 +160,12 @@ const ICR_STARTUP: u32 = 0x4600 | (TRAMPOLINE >> 12) as u32;
 /// Start every enabled processor the MADT lists (up to `MAX_CPUS`), one at a time,
 /// waiting for each to load its tables. Returns how many CPUs are up.
 pub fn start_aps(rsdp_phys: u64) -> usize {
+    if !timer::uses_apic() {
+        return cpus();
+    }
+    APIC_IDS.get()[0] = timer::lapic_id();
     let ids = super::acpi::processors(rsdp_phys);
-    if !timer::uses_apic() || ids.len() <= 1 {
+    if ids.len() <= 1 {
         return cpus();
     }
     if !crate::mem::trampoline_free() {
@@ -171,8 +175,7 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         );
         return cpus();
     }
-    let me = timer::lapic_id();
-    APIC_IDS.get()[0] = me;
+    let me = APIC_IDS.get()[0];
     let len = addr_of!(ap_tramp_end) as usize - addr_of!(ap_tramp_start) as usize;
     // SAFETY: the trampoline's bytes (a static in .rodata) copied to the start page in
     // the first MiB (reserved from the allocator, checked free of boot data above);
