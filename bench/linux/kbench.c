@@ -223,6 +223,7 @@ static void map_unmap(void) {
 int baio_main(const char *cmd);
 int net_main(const char *cmd);
 void graft_main(const char *cmd);
+void smp_main(const char *cmd);
 
 int main(void) {
     printf("kbench: Linux baseline starting\n");
@@ -239,6 +240,12 @@ int main(void) {
     }
     if (strstr(cmd, "kbench=graft")) {
         graft_main(cmd);
+        printf("kbench: done\n");
+        fflush(stdout);
+        reboot(RB_POWER_OFF);
+    }
+    if (strstr(cmd, "kbench=smp")) {
+        smp_main(cmd);
         printf("kbench: done\n");
         fflush(stdout);
         reboot(RB_POWER_OFF);

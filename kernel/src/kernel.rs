@@ -522,7 +522,8 @@ impl Kernel {
             // Another CPU's thread: that CPU reschedules when it takes the interrupt.
             let v = self.parked[c];
             if p > self.t(v.current).prio || v.current == v.idle {
-                crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), cpu::VEC_RESCHED as u32);
+                self.parked[c].need_resched = true;
+                crate::klock::wake_cpu(c);
             }
         }
     }
@@ -1226,9 +1227,12 @@ extern "C" fn idle_loop() -> ! {
         }
         IDLE_SINCE[cpu::this_cpu().index].store(rdtsc(), Ordering::Relaxed);
         crate::klock::unlock();
+        // With other CPUs, poll a while for a thread they make ready here; then halt.
         // (An interrupt's entry takes the lock, and gives it back on its way out.)
-        x86_64::instructions::interrupts::enable_and_hlt();
-        x86_64::instructions::interrupts::disable();
+        if crate::arch::smp::cpus() == 1 || !crate::klock::poll_wake() {
+            x86_64::instructions::interrupts::enable_and_hlt();
+            x86_64::instructions::interrupts::disable();
+        }
         crate::klock::lock();
         idle_end();
         // SAFETY: the lock is held again; `k` was not used while it was not.

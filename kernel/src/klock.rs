@@ -42,6 +42,44 @@ pub static STALLS: AtomicU64 = AtomicU64::new(0);
 /// Shootdowns done (each to one other CPU), for `KERNEL_INFO`.
 pub static SHOOTDOWNS: AtomicU64 = AtomicU64::new(0);
 
+/// Per CPU: its idle loop polls for `WAKE` before it halts.
+static POLLING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// Per CPU: a thread of its became ready (set by the lock holder).
+static WAKE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// How long an idle CPU polls before it halts (microseconds): a halted CPU takes an IPI
+/// and, under a hypervisor (or TCG), its virtual CPU's wake-up — tens of microseconds —
+/// where a poll sees the flag at once (as Linux's haltpoll does for guests).
+const POLL_US: u64 = 50;
+
+/// Have CPU `c` run its scheduler: a thread of its became ready. A CPU that polls in
+/// its idle loop sees the flag; any other gets `VEC_RESCHED`. (Each side sets its flag
+/// before it reads the other's, so one of them sees the other.)
+pub fn wake_cpu(c: usize) {
+    WAKE[c].store(true, Ordering::SeqCst);
+    if !POLLING[c].load(Ordering::SeqCst) {
+        crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_RESCHED as u32);
+    }
+}
+
+/// The idle loop, without the lock, interrupts off: poll for a wake-up for `POLL_US`,
+/// answering requests meanwhile. Whether one came (else the CPU may halt: a wake-up
+/// from now on comes by IPI).
+pub fn poll_wake() -> bool {
+    let me = crate::arch::cpu::cpu_index();
+    POLLING[me].store(true, Ordering::SeqCst);
+    let end = crate::arch::timer::rdtsc() + POLL_US * crate::arch::timer::tsc_per_ms() / 1000;
+    while crate::arch::timer::rdtsc() < end {
+        if WAKE[me].swap(false, Ordering::SeqCst) {
+            POLLING[me].store(false, Ordering::SeqCst);
+            return true;
+        }
+        let _ = answer();
+        core::hint::spin_loop();
+    }
+    POLLING[me].store(false, Ordering::SeqCst);
+    WAKE[me].swap(false, Ordering::SeqCst)
+}
+
 /// Take the lock from Rust (boot, an application processor's start, the idle loop).
 pub fn lock() {
     let me = this_cpu().index as u32 + 1;

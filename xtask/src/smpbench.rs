@@ -3,6 +3,8 @@
 //! medians of their medians.
 
 use crate::bench::{aggregate, get, panels_svg, parse_bench, write_suite, Fig, Panel, Results};
+use crate::qemu::{self, Options};
+use std::time::Duration;
 use crate::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,10 +27,21 @@ const METRICS: [(&str, &str); 7] = [
     ("smp_null_syscall", "null system call, big kernel lock taken and released (cycles)"),
 ];
 
-pub fn smp_suite(a: &crate::Artifacts, dir: &Path) -> Result<String, String> {
+pub fn smp_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path) -> Result<String, String> {
     let modes = vec![("tcg", false, "tcg".to_string())];
     let mut results: Results = BTreeMap::new();
     for run in 1..=RUNS {
+        eprintln!("[smp {run}/{RUNS}] linux, tcg, 2 CPUs");
+        let opts = Options { cpus: 2, ..Options::new("tcg".into(), false, "console=ttyS0 rdinit=/init panic=-1 quiet kbench=smp".into(), None) };
+        let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
+        let path = dir.join(format!("linux-smp-{run}.log"));
+        std::fs::write(&path, &out.log).map_err(|e| e.to_string())?;
+        if !out.log.contains("kbench: done") {
+            return Err(format!("the Linux smp run did not finish; see {}", path.display()));
+        }
+        for (m, f) in parse_bench(&out.log) {
+            results.entry(("linux".into(), "tcg".into())).or_default().entry(m).or_default().push(f);
+        }
         eprintln!("[smp {run}/{RUNS}] scion, tcg, 2 CPUs");
         let sc = Scenario { cpus: Some(2), limit_s: 600, ..Scenario::bench("bench-smp", "smp", &[])? };
         let (ok, log) = run_scenario_log(a, &sc, "tcg")?;
@@ -50,6 +63,14 @@ fn g(agg: &Agg, m: &str) -> Option<u64> {
     get(agg, "scion", "tcg", m)
 }
 
+fn lx(agg: &Agg, m: &str) -> Option<u64> {
+    get(agg, "linux", "tcg", m)
+}
+
+fn cell(v: Option<u64>) -> String {
+    v.map_or("—".into(), |v| v.to_string())
+}
+
 fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
     a.zip(b).map(|(a, b)| a as f64 / b.max(1) as f64)
 }
@@ -62,13 +83,14 @@ fn report(agg: &Agg) -> String {
         "`bench_smp` on a machine with 2 CPUs under plain TCG (multi-threaded: each virtual CPU a host \
          thread; icount would run them one at a time). Medians of {RUNS} boots; cycles are the guest's TSC.\n"
     );
-    let _ = writeln!(s, "| metric | what | median |\n|---|---|---:|");
+    let _ = writeln!(s, "| metric | what | Scion | Linux (pipes, `bench/linux/smp.c`) |\n|---|---|---:|---:|");
     for (m, what) in METRICS {
-        let _ = writeln!(s, "| `{m}` | {what} | {} |", g(agg, m).map_or("—".into(), |v| v.to_string()));
+        let _ = writeln!(s, "| `{m}` | {what} | {} | {} |", cell(g(agg, m)), cell(lx(agg, m)));
     }
     let pairs = ratio(g(agg, "ipc_pairs_rps_2cpu"), g(agg, "ipc_pairs_rps_1cpu"));
     let cross = ratio(g(agg, "ipc_rtt_cross_cpu"), g(agg, "ipc_rtt_same_cpu"));
     let shoot = g(agg, "unmap_touch_shootdown").zip(g(agg, "unmap_touch_local")).map(|(a, b)| a as i64 - b as i64);
+    let lpairs = ratio(lx(agg, "ipc_pairs_rps_2cpu"), lx(agg, "ipc_pairs_rps_1cpu"));
     let _ = writeln!(s, "\n| ratio | value | target |\n|---|---:|---|");
     let _ = writeln!(
         s,
@@ -80,6 +102,7 @@ fn report(agg: &Agg) -> String {
             None => "—",
         }
     );
+    let _ = writeln!(s, "| Linux: IPC pairs, 2 CPUs / 1 CPU | {} | |", lpairs.map_or("—".into(), |r| format!("{r:.2}×")));
     let _ = writeln!(s, "| IPC round trip across CPUs / within one | {} | |", cross.map_or("—".into(), |r| format!("{r:.2}×")));
     let _ = writeln!(s, "| a shootdown to one CPU (unmap with it − without) | {} cycles | |", shoot.map_or("—".into(), |v| v.to_string()));
     let _ = writeln!(
@@ -93,8 +116,24 @@ fn report(agg: &Agg) -> String {
 
 fn svg(agg: &Agg) -> String {
     let panels: Vec<Panel> = vec![
-        ("IPC pairs: round trips per second".into(), vec![("both pairs on CPU 0".into(), g(agg, "ipc_pairs_rps_1cpu")), ("a pair per CPU".into(), g(agg, "ipc_pairs_rps_2cpu"))]),
-        ("IPC round trip (cycles)".into(), vec![("server on the same CPU".into(), g(agg, "ipc_rtt_same_cpu")), ("server on the other CPU".into(), g(agg, "ipc_rtt_cross_cpu"))]),
+        (
+            "IPC pairs: round trips per second".into(),
+            vec![
+                ("Scion, both pairs on CPU 0".into(), g(agg, "ipc_pairs_rps_1cpu")),
+                ("Scion, a pair per CPU".into(), g(agg, "ipc_pairs_rps_2cpu")),
+                ("Linux, both pairs on CPU 0".into(), lx(agg, "ipc_pairs_rps_1cpu")),
+                ("Linux, a pair per CPU".into(), lx(agg, "ipc_pairs_rps_2cpu")),
+            ],
+        ),
+        (
+            "IPC round trip (cycles)".into(),
+            vec![
+                ("Scion, server on the same CPU".into(), g(agg, "ipc_rtt_same_cpu")),
+                ("Scion, server on the other CPU".into(), g(agg, "ipc_rtt_cross_cpu")),
+                ("Linux, same CPU".into(), lx(agg, "ipc_rtt_same_cpu")),
+                ("Linux, other CPU".into(), lx(agg, "ipc_rtt_cross_cpu")),
+            ],
+        ),
         (
             "Touch and unmap a page (cycles)".into(),
             vec![("no other CPU on the space".into(), g(agg, "unmap_touch_local")), ("shootdown to CPU 1".into(), g(agg, "unmap_touch_shootdown"))],
