@@ -62,7 +62,8 @@ fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
     let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from(k.tasks.as_slice()) else { return 0 };
     let cur = k.current as usize % MAX_THREADS;
     let call = n == sys::IPC_CALL;
-    let Some((dest, badge, c, d, slen)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.thread_cpu, k.view_cpu, &k.rqs, f, cur, call) else { return 0 };
+    let me = k.view_cpu % MAX_CPUS;
+    let Some((dest, badge, c, d, slen)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.thread_cpu, me as u8, &k.rqs[me], f, cur, call) else { return 0 };
     k.fast_ipcs += 1;
     let to = transfer(&k.thread_gen, &mut k.timers, cur, dest, badge, c, d, slen, c_frame, call);
     switch(k, dest, to)
@@ -84,8 +85,8 @@ fn lookup<'a>(
     tasks: &[Option<Task>; MAX_TASKS],
     moved: &[bool; MAX_THREADS],
     thread_cpu: &[u8; MAX_THREADS],
-    me: usize,
-    rqs: &[RunQueue<MAX_THREADS>; MAX_CPUS],
+    me: u8,
+    rq: &RunQueue<MAX_THREADS>,
     f: &TrapFrame,
     cur: usize,
     call: bool,
@@ -140,11 +141,11 @@ fn lookup<'a>(
     };
     // The partner runs on this CPU (a thread of another is woken there, by the general
     // path), and nobody more important is ready here.
-    if thread_cpu[dest] as usize != me {
+    if thread_cpu[dest] != me {
         return None;
     }
     let Ok([Some(c), Some(d)]) = threads.get_disjoint_mut([cur, dest]) else { return None };
-    if rqs[me % MAX_CPUS].any_above(d.prio) {
+    if rq.any_above(d.prio) {
         return None;
     }
     // Every other check has passed: a string is the last, and its copy the point of no
