@@ -37,6 +37,60 @@ fn fresh_thread_sees() -> u64 {
     FRESH.load(Ordering::SeqCst)
 }
 
+const MOVER: u64 = 0x5157;
+
+/// Loads its pattern, then answers each call with whether its registers still hold it
+/// (wherever it runs by then).
+fn mover(_: u64) {
+    // Each call carries a round number: the registers must hold the pattern of the last
+    // round (loaded before the move), then take this round's.
+    fpu::load(&fpu::pattern(MOVER));
+    let mut m = Msg::empty();
+    let _ = ipc::recv(ipc::RECV_ANY, &mut m, FOREVER);
+    let mut last = MOVER;
+    loop {
+        let ok = fpu::same_state(&fpu::save(), &fpu::pattern(last));
+        last = MOVER + 1 + m.word(1);
+        fpu::load(&fpu::pattern(last));
+        m = Msg::new(1, &[ok as u64]);
+        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, FOREVER);
+    }
+}
+
+/// With two CPUs: the registers follow a thread that moves between them, whether it
+/// moves itself while running (its CPU saves them as it leaves) or is moved while it
+/// waits with its state still in the other CPU's registers (that CPU saves them when
+/// asked).
+fn across_cpus(c: &mut Checks, mine: &fpu::Fx) {
+    let mut kept = 0;
+    for i in 0..20u64 {
+        // A new pattern each time: a stale copy of an older one must not pass.
+        let p = fpu::pattern(MINE + 1 + i);
+        fpu::load(&p);
+        c.eq(sys::thread_set_cpu(abi::cap::SELF_THREAD, (i + 1) % 2), Ok(()), "move this thread");
+        sys::yield_now();
+        if fpu::same_state(&fpu::save(), &p) && sys::thread_cpu(abi::cap::SELF_THREAD) == Ok((i + 1) % 2) {
+            kept += 1;
+        }
+    }
+    fpu::load(mine);
+    c.eq(kept, 20, "this thread's registers follow it across 20 moves between the CPUs");
+    let Ok(t) = thread::spawn(mover, 0, thread::my_priority()) else {
+        c.check(false, "start the mover thread");
+        return;
+    };
+    let mut ok = 0;
+    for i in 0..10u64 {
+        c.eq(sys::thread_set_cpu(t.slot, (i + 1) % 2), Ok(()), "move the waiting thread");
+        if ask(t.slot, 1, i) == Some(true) && sys::thread_cpu(t.slot) == Ok((i + 1) % 2) {
+            ok += 1;
+        }
+        // Use the registers here meanwhile (this thread is on CPU 0 again at the end).
+        fpu::load(mine);
+    }
+    c.eq(ok, 10, "a waiting thread moved to the other CPU finds its registers there, 10 times");
+}
+
 fn ask(peer: u64, label: u64, seed: u64) -> Option<bool> {
     let mut m = Msg::new(label, &[seed]);
     ipc::call(peer, &mut m, FOREVER).ok()?;
@@ -81,5 +135,9 @@ fn main() -> i32 {
     c.eq(fresh_thread_sees(), 1, "a thread started after one died with a pattern loaded starts clean");
     c.eq(ask(peer, CHECK, PEERS), Some(true), "the peer still has its own");
     let _ = ask(peer, QUIT, 0);
+    if sys::smp_info().cpus >= 2 {
+        across_cpus(&mut c, &mine);
+        c.eq(sys::thread_set_cpu(abi::cap::SELF_THREAD, 0), Ok(()), "back to CPU 0");
+    }
     c.finish("fpu_test")
 }

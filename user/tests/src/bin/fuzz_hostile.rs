@@ -283,8 +283,12 @@ fn main() -> i32 {
         }
         sys::prefault(SANDBOX, SANDBOX_PAGES);
     }
+    // With several CPUs the workers are spread over them: hostile calls on every CPU at
+    // once (and the calls themselves move threads with `SET_CPU`).
+    let cpus = sys::smp_info().cpus.max(1);
     for i in 0..WORKERS {
         let t = thread::spawn(worker, i, prio).expect("worker");
+        let _ = sys::thread_set_cpu(t.slot, i % cpus);
         if biased {
             sys::cap_copy(t.slot, WORKER_CAPS + i, rights::SEND, 0).expect("worker capability");
         }
