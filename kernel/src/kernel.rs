@@ -149,7 +149,7 @@ pub struct Kernel {
     /// The CPU each thread runs on.
     pub thread_cpu: [u8; MAX_THREADS],
     /// The CPU whose per-CPU state (`CpuView`) the fields from `current` to
-    /// `fpu_ts_clear` hold: the lock holder's (`enter` switches them).
+    /// `fpu_ts_clear` hold: the lock holder's (`take_view` switches them).
     pub view_cpu: usize,
     /// The other CPUs' per-CPU state while another CPU holds the lock.
     pub parked: [CpuView; MAX_CPUS],

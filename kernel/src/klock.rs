@@ -9,15 +9,22 @@
 //! faulted inside itself, a bug — goes on to report it instead of spinning forever.
 //!
 //! The kernel's per-CPU state (which thread runs, what CR3 and FS hold, the x87 owner:
-//! `kernel::CpuView`) is switched when the lock passes to another CPU (`kernel::enter`).
+//! `kernel::CpuView`) is switched when the lock passes to another CPU: `KLOCK` compares
+//! `KERNEL_VIEW` and calls `kernel::take_view` when it is another CPU's.
 //!
-//! TLB shootdown: a page unmapped or write-protected (`task::flush_page`) may still sit
-//! in the TLB of another CPU that has the address space loaded. Such a change marks
-//! those CPUs; before a frame is handed out again and before the entry ends (`settle`,
-//! in the frame allocator and in `schedule`), the holder sends them `VEC_SHOOTDOWN` and
-//! waits until each has flushed. A freed address space (`mark_freed`) is left by the
-//! CPUs that have it loaded (only an idle thread can) before its frames are freed. A CPU waiting for the lock has interrupts off, so it
-//! answers while it spins (`klock_wait`), and the IPI's entry does not take the lock.
+//! Requests that cannot wait for the lock, because their sender holds it and waits for
+//! the answer: a CPU waiting for the lock has interrupts off, so it answers while it
+//! spins (`klock_wait`), an idle CPU while it polls, any other on `VEC_SHOOTDOWN`, whose
+//! entry takes no lock (`shootdown_ipi`). They are:
+//! - TLB shootdown: a page unmapped or write-protected (`task::flush_page`) may still
+//!   sit in the TLB of another CPU that has the address space loaded. Such a change
+//!   marks those CPUs; before a frame is handed out again and before the entry ends
+//!   (`settle`, in the frame allocator and in `schedule`), the holder has them flush and
+//!   waits. A freed address space (`mark_freed`) is left by the CPUs that have it loaded
+//!   before its frames are freed.
+//! - `save_fpu`: save the x87 registers of a thread that moves to another CPU.
+//! - `stall`: leave the user mode of a thread that is to be stopped or destroyed, and
+//!   its page tables; then enter the kernel (the lock) and switch away from it.
 
 use crate::arch::cpu::{this_cpu, MAX_CPUS};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
