@@ -1241,9 +1241,11 @@ extern "C" fn idle_loop() -> ! {
 }
 
 /// The running CPU's idle thread.
-pub fn create_idle(k: &mut Kernel) {
+/// CPU `cpu`'s idle thread (made by the boot CPU for every CPU before the first thread
+/// runs, so that a CPU's view names its idle thread as soon as threads can move there).
+pub fn create_idle(k: &mut Kernel, cpu: usize) {
     let id = k.create_thread(0, 0, 0, true).expect("idle thread");
-    k.thread_cpu[id as usize] = k.view_cpu as u8;
+    k.thread_cpu[id as usize] = cpu as u8;
     let t = k.tm(id);
     let top = t.kstack_top();
     // SAFETY: the fresh kernel stack is ours; switch_context pops six registers and
@@ -1258,5 +1260,11 @@ pub fn create_idle(k: &mut Kernel) {
         t.saved_rsp = sp;
     }
     t.state = State::Ready;
-    k.idle = id;
+    if cpu == k.view_cpu {
+        k.idle = id;
+    } else {
+        // Its CPU starts in it (`start_scheduling`).
+        k.parked[cpu].idle = id;
+        k.parked[cpu].current = id;
+    }
 }

@@ -44,7 +44,9 @@ extern "C" fn kstart(start_info: u64) -> ! {
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init(bi.rsdp_phys);
     arch::smp::start_aps(bi.rsdp_phys);
-    kernel::create_idle(k);
+    for cpu in 0..arch::smp::cpus() {
+        kernel::create_idle(k, cpu);
+    }
     loader::start_boot_tasks(k, &bi);
     kernel::start_scheduling(k);
 }

@@ -242,7 +242,8 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
 }
 
 /// An application processor, in long mode on the boot page tables and its own stack:
-/// its tables, then (holding the kernel lock) its idle thread, and its scheduler.
+/// its tables, then (holding the kernel lock) its scheduler (the boot CPU made its idle
+/// thread).
 extern "C" fn ap_main(index: u64) -> ! {
     let index = index as usize;
     super::cpu::init_ap(index);
@@ -253,6 +254,5 @@ extern "C" fn ap_main(index: u64) -> ! {
     timer::init_ap();
     // SAFETY: this CPU holds the lock; nothing else refers to kernel state here.
     let k = unsafe { crate::kernel::enter() };
-    crate::kernel::create_idle(k);
     crate::kernel::start_scheduling(k)
 }
