@@ -401,9 +401,9 @@ global_asm!(
     .endm
 
     /* The big kernel lock (`klock`): taken after the registers are saved on every
-       entry, with this CPU's index + 1; clobbers the caller-saved registers. Held already by this CPU
-       only when the kernel itself faulted (a bug: the entry panics). While it waits, the
-       CPU answers other CPUs' requests (TLB shootdown), which cannot wait for it. */
+       entry, with this CPU's index + 1; clobbers the caller-saved registers. Held
+       already by this CPU only when the kernel itself faulted (a bug: the entry
+       panics). While it waits, the CPU answers the holder's requests (`klock_wait`). */
     .macro KLOCK
     mov ecx, dword ptr gs:[{pc_index}]
     inc ecx

@@ -234,6 +234,9 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
             n += 1;
             CPUS_ONLINE.store(n, Ordering::Release);
         } else {
+            // INIT again: it waits for a SIPI that never comes, rather than starting
+            // late with the next processor's stack and index.
+            timer::send_ipi(id, ICR_INIT);
             kprintln!("[smp] the processor with local APIC {} did not start", id);
         }
     }
