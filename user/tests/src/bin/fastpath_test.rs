@@ -156,10 +156,18 @@ fn conditions(c: &mut Checks, p: u64) {
     sys::sleep_us(2_000);
     take_log();
 
-    // The fastpath itself: both directions.
-    let mut m = Msg::new(7, &[41]);
-    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a short call to a waiting server"));
-    c.eq((m.label(), m.word(1)), (8, 42), "answered");
+    // The fastpath itself: both directions. (A thread that a timer makes ready in
+    // between, more important than the server or than us, rightly sends one direction
+    // to the general path: up to five tries for a round trip with nobody in the way.)
+    let mut n = 0;
+    for _ in 0..5 {
+        let mut m = Msg::new(7, &[41]);
+        n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a short call to a waiting server"));
+        c.eq((m.label(), m.word(1)), (8, 42), "answered");
+        if n == 2 {
+            break;
+        }
+    }
     c.eq(n, 2, "fastpath: the call and the reply-and-wait");
 
     // The partner is not waiting: a new thread, ready but not yet at its receive.
