@@ -856,7 +856,7 @@ impl Kernel {
             self.need_resched = true; // `schedule` moves it
         } else if let Some(r) = remote {
             self.parked[r].need_resched = true;
-            crate::arch::timer::send_ipi(crate::arch::smp::apic_id(r), cpu::VEC_RESCHED as u32);
+            crate::klock::wake_cpu(r);
         }
         Ok(())
     }
@@ -1200,7 +1200,7 @@ fn rdtsc() -> u64 {
 
 /// End the idle period, if one is under way.
 pub fn idle_end() {
-    let me = cpu::this_cpu().index;
+    let me = cpu::cpu_index();
     let since = IDLE_SINCE[me].swap(0, Ordering::Relaxed);
     if since != 0 {
         IDLE_TSC[me].fetch_add(rdtsc().wrapping_sub(since), Ordering::Relaxed);
@@ -1225,7 +1225,7 @@ extern "C" fn idle_loop() -> ! {
                 k.loaded_pml4 = boot;
             }
         }
-        IDLE_SINCE[cpu::this_cpu().index].store(rdtsc(), Ordering::Relaxed);
+        IDLE_SINCE[cpu::cpu_index()].store(rdtsc(), Ordering::Relaxed);
         crate::klock::unlock();
         // With other CPUs, poll a while for a thread they make ready here; then halt.
         // (An interrupt's entry takes the lock, and gives it back on its way out.)

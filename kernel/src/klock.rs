@@ -26,7 +26,7 @@
 //! - `stall`: leave the user mode of a thread that is to be stopped or destroyed, and
 //!   its page tables; then enter the kernel (the lock) and switch away from it.
 
-use crate::arch::cpu::{this_cpu, MAX_CPUS};
+use crate::arch::cpu::{cpu_index, MAX_CPUS};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// 0: free; else the holder's CPU index + 1. Taken and released by the entry and exit
@@ -72,7 +72,7 @@ pub fn wake_cpu(c: usize) {
 /// answering requests meanwhile. Whether one came (else the CPU may halt: a wake-up
 /// from now on comes by IPI).
 pub fn poll_wake() -> bool {
-    let me = crate::arch::cpu::cpu_index();
+    let me = cpu_index();
     POLLING[me].store(true, Ordering::SeqCst);
     let end = crate::arch::timer::rdtsc() + POLL_US * crate::arch::timer::tsc_per_ms() / 1000;
     while crate::arch::timer::rdtsc() < end {
@@ -89,7 +89,7 @@ pub fn poll_wake() -> bool {
 
 /// Take the lock from Rust (boot, an application processor's start, the idle loop).
 pub fn lock() {
-    let me = this_cpu().index as u32 + 1;
+    let me = cpu_index() as u32 + 1;
     while KERNEL_LOCK.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
         klock_wait();
     }
@@ -117,7 +117,7 @@ extern "C" fn klock_wait() {
 /// space), save its x87 registers for a thread that moves, leave user mode. Returns
 /// whether it was asked to enter the kernel.
 fn answer() -> bool {
-    let me = crate::arch::cpu::cpu_index();
+    let me = cpu_index();
     let area = FPU_SAVE[me].load(Ordering::Acquire);
     if area != 0 {
         // The registers hold a thread that runs here no more (the running one does not
@@ -156,16 +156,10 @@ fn flush_tlb() {
     unsafe { x86_64::registers::control::Cr3::write(frame, flags) };
 }
 
-/// This CPU loaded `pml4` into CR3.
-#[inline]
-pub fn cr3_loaded(pml4: u64) {
-    crate::arch::cpu::record_cr3(pml4);
-}
-
 /// The other CPUs that have `pml4` loaded. Without PCIDs a CR3 write drops every user
 /// translation, so only a CPU that has the changed space loaded can hold stale ones.
 fn holders(pml4: u64) -> u32 {
-    let me = this_cpu().index;
+    let me = cpu_index();
     (0..crate::arch::smp::cpus()).filter(|&c| c != me && crate::arch::cpu::cr3_of(c) == pml4).fold(0, |m, c| m | 1 << c)
 }
 

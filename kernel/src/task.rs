@@ -350,7 +350,7 @@ pub fn load_cr3(pml4: u64) {
     // SAFETY: `pml4` is a PML4 frame whose kernel half is the boot PML4's, so the
     // kernel (code, stacks, direct map) stays mapped across the switch.
     unsafe { Cr3::write(frame, Cr3Flags::empty()) };
-    crate::klock::cr3_loaded(pml4);
+    crate::arch::cpu::record_cr3(pml4);
 }
 
 /// Invalidate the TLB entry for `va` if `pml4` is the loaded address space.
