@@ -279,7 +279,25 @@ pub fn update_check(srv: u64, path: &str, tag: u8, n: u64) -> bool {
     use files_api::client as f;
     let Ok((h, size)) = f::open(srv, path, false) else { return false };
     let last = |j: u64| j + UPDATE_SLOTS * ((n - 1 - j) / UPDATE_SLOTS);
-    let ok = size >= UPDATE_SLOTS * 1024 && (0..n.min(UPDATE_SLOTS)).all(|j| f::read(srv, h, j * 1024, 1024).is_ok_and(|got| got[..] == update_chunk(tag, last(j))[..]));
+    let mut ok = size >= UPDATE_SLOTS * 1024;
+    for j in 0..n.min(UPDATE_SLOTS) {
+        let got = f::read(srv, h, j * 1024, 1024);
+        if got.as_ref().is_ok_and(|g| g[..] == update_chunk(tag, last(j))[..]) {
+            continue;
+        }
+        ok = false;
+        // Say what is there instead: an older chunk of this place, zeros, or other bytes.
+        let what = match &got {
+            Err(e) => alloc::format!("{e:?}"),
+            Ok(g) if g.len() != 1024 => alloc::format!("{} bytes", g.len()),
+            Ok(g) if g.iter().all(|x| *x == 0) => "zeros".into(),
+            Ok(g) => match (0..=last(j) / UPDATE_SLOTS).map(|m| j + m * UPDATE_SLOTS).find(|k| g[..] == update_chunk(tag, *k)[..]) {
+                Some(k) => alloc::format!("chunk {k}"),
+                None => alloc::format!("other bytes {:?}", &g[..8]),
+            },
+        };
+        rt::println!("{path}: place {j} should hold chunk {} and holds {what} (size {size})", last(j));
+    }
     let _ = f::close(srv, h);
     ok
 }

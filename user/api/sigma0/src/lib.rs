@@ -27,6 +27,12 @@ pub const FREE: u64 = 0x54;
 pub const STATS: u64 = 0x55;
 /// (root only) MR1 = a client's badge: take back everything it holds. Reply MR2 = frames.
 pub const RECLAIM: u64 = 0x56;
+/// (root only) MR1 = physical address, MR2 = log2 pages, MR3 = a client's badge, MR4 =
+/// another's: these frames, every one held by the first, are the second's from now on
+/// (a live update's successor took them over by grant; without this they would be
+/// taken back, and every mapping of them revoked, when the old program ends).
+/// `NoRights` and nothing moved if any is not the first's. Reply MR2 = frames moved.
+pub const MOVE: u64 = 0x57;
 
 pub const MAX_LOG2: u64 = 10;
 /// One message maps at most `abi::ipc::MAX_ITEM_PAGES` pages.
@@ -41,6 +47,7 @@ pub enum Request {
     Free { pa: u64, log2: u64 },
     Stats,
     Reclaim { client: u64 },
+    Move { pa: u64, log2: u64, from: u64, to: u64 },
 }
 
 impl Decode<'_> for Request {
@@ -71,6 +78,10 @@ impl Decode<'_> for Request {
             RECLAIM => {
                 let [client] = a.words()?;
                 Request::Reclaim { client }
+            }
+            MOVE => {
+                let [pa, l, from, to] = a.words()?;
+                Request::Move { pa, log2: log2(l, MAX_LOG2)?, from, to }
             }
             _ => return Err(Error::Unsupported),
         })

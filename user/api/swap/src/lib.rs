@@ -52,7 +52,10 @@ pub const UPDATE_ABORT: u64 = rt::proto::update::ABORT;
 /// (from root, after the new program took the state) Grant root what the state names
 /// and the new program cannot have from the state itself (at most one item of
 /// capabilities, one of memory): root moves the endpoint, ends this server and grants
-/// them to the new program.
+/// them to the new program. Memory must be a run of frames this server has from sigma0,
+/// answered with MR2 = its physical address: root makes them the new program's there
+/// (`sigma0_api::MOVE`), or they would be taken back — and every mapping of them
+/// revoked, its clients' too — when this server ends.
 pub const UPDATE_COMMIT: u64 = rt::proto::update::COMMIT;
 
 pub fn is_update_label(l: u64) -> bool {

@@ -389,9 +389,10 @@ impl CacheServer {
                 println!("cache: the update failed; serving on");
                 Answer::ok(&[])
             }
-            // The frames, granted: what the block service derived from them stays.
+            // The frames, granted: what the block service derived from them stays; their
+            // physical address lets root make them the new program's at sigma0.
             Step::Commit => {
-                let mut r = server::ok_msg(&[]);
+                let mut r = server::ok_msg(&[self.phys]);
                 r.push_item(Fpage::mem(AREA, 12 + LOG2, mem::READ | mem::WRITE), abi::fpage::GRANT);
                 Answer::Reply(r)
             }

@@ -372,15 +372,28 @@ impl Root<'_> {
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
         r?;
         // What it granted (each kind at most once: the windows take one each).
+        let mut mem_pages = None;
         for j in 0..m.items() {
             match m.item(j).kind() {
-                abi::fpage::MEM => self.holding.mem = true,
+                abi::fpage::MEM => {
+                    self.holding.mem = true;
+                    mem_pages = Some(m.item(j).log2().saturating_sub(12));
+                }
                 abi::fpage::CAP => self.holding.caps = true,
                 _ => {}
             }
         }
         abi::check(m.word(1))?;
         sys::thread_succeed(self.progs[u.old].child.thread, self.progs[u.new].child.thread)?;
+        // Frames it had from sigma0 and granted are the new program's there now: ending
+        // the old one below must not take them back (that would revoke the new
+        // program's mapping and every one derived from it, its clients' too).
+        if let Some(log2) = mem_pages {
+            let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, badge_of(u.old), badge_of(u.new)]);
+            if let Err(e) = ipc::call(self.sigma0, &mut mv, ipc::FOREVER).and_then(|_| abi::check(mv.word(1))) {
+                println!("[root] the memory {} handed over is not its own frames at {:#x} ({:?}): it goes when {} ends", self.progs[u.old].name, m.word(2), e, badge_of(u.old));
+            }
+        }
         self.update = None;
         // Its clients' departures are told to the new one now.
         for p in self.progs.iter_mut() {

@@ -109,6 +109,17 @@ impl Sigma0 {
         n
     }
 
+    /// Frames `pa ..` (`pages`), all `from`'s, become `to`'s (nothing moves otherwise).
+    fn move_frames(&mut self, pa: u64, pages: u64, from: u16, to: u16) -> Option<u64> {
+        let f = (pa / PAGE_SIZE) as usize;
+        let all = pa.is_multiple_of(PAGE_SIZE) && pa.checked_add(pages * PAGE_SIZE).is_some() && (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && self.owner[f + k as usize] == from);
+        if !all {
+            return None;
+        }
+        self.owner[f..f + pages as usize].fill(to);
+        Some(pages)
+    }
+
     fn reclaim(&mut self, client: u16) -> u64 {
         let mut n = 0;
         for i in 0..self.nruns {
@@ -256,6 +267,14 @@ impl Server for Sigma0 {
                 Answer::ok(&[n])
             }
             Request::Reclaim { .. } => Answer::err(Error::NoRights),
+            Request::Move { pa, log2, from, to } if client == 1 => {
+                let (Some(from), Some(to)) = (client_of(Badge(from)), client_of(Badge(to))) else { return Answer::err(Error::InvalidArg) };
+                match self.move_frames(pa, 1 << log2, from, to) {
+                    Some(n) => Answer::ok(&[n]),
+                    None => Answer::err(Error::NoRights),
+                }
+            }
+            Request::Move { .. } => Answer::err(Error::NoRights),
         }
     }
 }

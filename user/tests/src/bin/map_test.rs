@@ -283,6 +283,11 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
     let mut m = Msg::new(sigma0_api::ALLOC, &[0, s]);
     c.eq(tests::call_with_window(s0, Fpage::mem(s, 12, 7), &mut m), Ok(()), "a frame from sigma0");
     let pa = m.word(2);
+    // Only root moves frames from one program to another (a live update's successor).
+    for (from, to) in [(2, 3), (3, 2), (0, 0)] {
+        let mut m = Msg::new(sigma0_api::MOVE, &[pa, 0, from, to]);
+        c.eq(tests::call_with_window(s0, Fpage(0), &mut m).and_then(|_| abi::check(m.word(1))), Err(Error::NoRights), "a program cannot move frames at sigma0");
+    }
     // SAFETY: the page was just mapped read-write from sigma0.
     unsafe { core::ptr::write_volatile(s as *mut u64, 0xC1C1E) };
     let at = WINDOW + 0x30000;

@@ -16,6 +16,9 @@ extern crate alloc;
 use alloc::format;
 use abi::Error;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use baio::BLOCK;
+use blk_api::client::{self as blkc, SLOT_BYTES};
+use blk_api as p;
 use files_api::client as f;
 use rt::{env, println};
 use tests::Checks;
@@ -130,6 +133,23 @@ fn main() -> i32 {
     c.check(matches!(&r, Err((Error::BadState, w)) if w == "the new program ended before it took the state"), &format!("an update of the cache whose new program exits fails ({r:?})"));
     c.eq(tests::id_of("cache"), cid, "and the old cache serves on");
     ops_advance(&mut c, "after the cache's failed update");
+    // A block of a segment of this program's, written and read through the cache (so
+    // the cache holds it), to be read from the cache's frames again after the update.
+    let blk = rt::alloc_slot();
+    c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
+    let _ = blkc::delete(blk, "u_cache");
+    c.eq(blkc::create(blk, "u_cache", 4, 0), Ok(()), "a segment of this program's");
+    let seg = blkc::open(blk, "u_cache", 3, rt::layout::SEGMENT_AREA);
+    let pattern = |seed: u8| (0..SLOT_BYTES as usize).map(move |k| seed ^ (k as u8).wrapping_mul(13) ^ (k >> 8) as u8);
+    let buffered = |seg: &blkc::Segment, kind: u64, slot: u64| seg.batch_ops(&[p::op(kind, 0, 1, slot, p::DATA + slot * SLOT_BYTES)], p::WAIT_ALL).map(|_| seg.status(slot));
+    if let Ok(seg) = &seg {
+        for (d, x) in seg.data(0).iter_mut().zip(pattern(0x5a)) {
+            *d = x;
+        }
+        c.eq(buffered(seg, p::WRITE_OP | p::BUFFERED, 0), Ok(p::DONE), "write its block through the cache");
+        c.eq(buffered(seg, p::READ_OP | p::BUFFERED, 1), Ok(p::DONE), "and read it back through the cache");
+        c.check(seg.data(1)[..BLOCK].iter().copied().eq(pattern(0x5a).take(BLOCK)), "the same bytes");
+    }
     let before = cache_api::client::stats(cache);
     c.check(before.is_ok_and(|s| s[2] > 0), &format!("the cache holds blocks ({before:?})"));
     c.eq(env::update("cache cache"), Ok(()), "update the cache to a new instance of cache");
@@ -143,6 +163,24 @@ fn main() -> i32 {
     ops_advance(&mut c, "after the cache's update");
     let later = cache_api::client::stats(cache);
     c.check(matches!((after, later), (Ok(a), Ok(l)) if lookups(l) > lookups(a)), &format!("blk's lookups reach the new cache ({later:?})"));
+    // The frames moved with their contents, and blk still reaches them: the block read
+    // through the cache is the one written before the update (sigma0 made the frames the
+    // new program's; taken back with the old one, blk's mapping of them would be gone).
+    if let Ok(seg) = &seg {
+        seg.data(1).fill(0);
+        c.eq(buffered(seg, p::READ_OP | p::BUFFERED, 1), Ok(p::DONE), "read the block through the new cache");
+        c.check(seg.data(1)[..BLOCK].iter().copied().eq(pattern(0x5a).take(BLOCK)), "its bytes came from the cache's frames as written before the update");
+        for (d, x) in seg.data(0).iter_mut().zip(pattern(0xa5)) {
+            *d = x;
+        }
+        c.eq(buffered(seg, p::WRITE_OP | p::BUFFERED, 0), Ok(p::DONE), "write it again through the new cache");
+        seg.data(1).fill(0);
+        c.eq(buffered(seg, p::READ_OP | p::BUFFERED, 1), Ok(p::DONE), "read it through the cache");
+        let cached = seg.data(1)[..BLOCK].iter().copied().eq(pattern(0xa5).take(BLOCK));
+        seg.data(1).fill(0);
+        c.eq(buffered(seg, p::READ_OP, 1), Ok(p::DONE), "and from the disk");
+        c.check(cached && seg.data(1)[..BLOCK].iter().copied().eq(pattern(0xa5).take(BLOCK)), "both hold the new bytes");
+    }
 
     // Sessions: exclusive while one client has a file open, shared with two.
     let sessions = || {
