@@ -15,14 +15,19 @@
 //!   written by the exit stub below the caller's frame once `syscall_dispatch` has
 //!   returned. The general path's `switch_to` resumes such a thread like any other.
 //!
-//! The entry stub calls `ipc_fastpath` for the two calls before `syscall_dispatch`.
+//! The entry stub calls `ipc_fastpath_shared` for the two calls first, without the
+//! kernel lock while no CPU holds it (so that IPC between threads of one CPU goes on
+//! on every CPU at once: `klock` says how the lock's takers wait for it); it declines
+//! what would touch more than its own CPU's threads and state (a partner's timeout, I/O
+//! ports). Then, holding the lock, `ipc_fastpath` (the same checks and transfer, all
+//! of it), then `syscall_dispatch`.
 //! Anything else takes the general path in `ipc`, which has the same semantics; every
 //! check is made before anything is changed, so a call that fails one has lost nothing.
 //! `MachineOp::Fastpath` turns the fastpath off and on and counts its calls (tests
 //! compare the two paths).
 
 use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
-use crate::kernel::{Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
+use crate::kernel::{CpuView, Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
 use crate::task::{self, Obj, ObjRef, Task, UserRange};
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
@@ -35,9 +40,10 @@ const CONTEXT_WORDS: u64 = 6;
 /// Const check of the entry stub's test: `n | 2 == 7` holds for these two numbers only.
 const _: () = assert!(sys::IPC_CALL | 2 == 7 && sys::IPC_REPLY_WAIT | 2 == 7 && sys::IPC_CALL != sys::IPC_REPLY_WAIT);
 
-/// Called by the entry stub for `IPC_CALL` and `IPC_REPLY_WAIT` (`n`), with the
-/// caller's frame. Returns the partner's frame to leave through, or 0 when the general
-/// path (`syscall_dispatch`, called next) is to do the call.
+/// Called by the entry stub for `IPC_CALL` and `IPC_REPLY_WAIT` (`n`) with the kernel
+/// lock held, after the fastpath without it declined. Returns the partner's frame to
+/// leave through, or 0 when the general path (`syscall_dispatch`, called next) is to
+/// do the call.
 #[no_mangle]
 extern "C" fn ipc_fastpath(frame: *mut TrapFrame, n: u64) -> u64 {
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is
@@ -49,24 +55,101 @@ extern "C" fn ipc_fastpath(frame: *mut TrapFrame, n: u64) -> u64 {
     ipc(k, f, frame as u64, n)
 }
 
-/// The fastpath's checks, then (when all pass) the transfer and the switch.
+/// Called by the entry stub first, without the kernel lock: this CPU is marked in the
+/// fastpath (`PerCpu::fast`) and saw the lock free after that, so no CPU takes the lock
+/// until it returns and its exit stub has left the kernel (`klock`). Other CPUs may be
+/// here at once; each reaches only what is its own:
+/// - its current thread and the partner, both threads of this CPU (`thread_cpu`, which
+///   only a lock holder changes), reached as slots of `Kernel::tcbs`;
+/// - its per-CPU state (`kernel::view_of`) and its own per-CPU tables;
+/// - the rest only read (capabilities, generations, `moved`, its ready queue, the
+///   timers), and nothing else writes them while no CPU holds the lock.
+///
+/// What would touch more — a partner with a timeout to cancel (the timer heap), I/O
+/// ports to switch (the task table's bitmaps) — is declined, for the fastpath under the
+/// lock.
+#[no_mangle]
+extern "C" fn ipc_fastpath_shared(frame: *mut TrapFrame, n: u64) -> u64 {
+    let k = crate::kernel::shared();
+    let me = cpu::cpu_index();
+    // SAFETY: the entry stub passes the current thread's frame, on its kernel stack;
+    // nothing else refers to it during this entry.
+    let f = unsafe { &*frame };
+    // SAFETY: as said above: this CPU is marked and the lock was free after, so only
+    // other CPUs' fastpaths run beside this one, each on its own threads and view.
+    unsafe { ipc_shared(k, me, f, frame as u64, n) }
+}
+
+/// The fastpath under the lock: everything, the caller's own CPU's state in `Kernel`'s
+/// fields.
 #[inline(always)]
 fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
     // A dead thread is freed right after the switch away from it (`reap`), so none
     // waits at a system call; the fastpath's switch does not reap.
-    debug_assert!(k.zombie.is_none());
+    debug_assert!(k.view.zombie.is_none());
     if !k.fastpath {
         return 0;
     }
-    let Ok(threads) = <&mut [Option<Tcb>; MAX_THREADS]>::try_from(k.threads.as_mut_slice()) else { return 0 };
     let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from(k.tasks.as_slice()) else { return 0 };
-    let cur = k.current as usize % MAX_THREADS;
-    let call = n == sys::IPC_CALL;
+    let cur = k.view.current as usize % MAX_THREADS;
     let me = k.view_cpu % MAX_CPUS;
-    let Some((dest, badge, c, d, slen)) = lookup(threads, &k.thread_gen, tasks, &k.moved, &k.thread_cpu, me as u8, &k.rqs[me], f, cur, call) else { return 0 };
-    k.fast_ipcs += 1;
-    let to = transfer(&k.thread_gen, &mut k.timers, cur, dest, badge, c, d, slen, c_frame, call);
+    let e = Env { tcbs: k.tcbs, gens: &k.thread_gen, tasks, moved: &k.moved, thread_cpu: &k.thread_cpu, me: me as u8, rq: &k.rqs[me], shared: None };
+    // SAFETY: the lock holder has all of the kernel state; `tcbs` are `threads`' slots.
+    let Some((dest, badge, c, d, slen)) = (unsafe { lookup(&e, f, cur, n == sys::IPC_CALL) }) else { return 0 };
+    cpu::count_fast_ipc(false);
+    let to = transfer(&k.thread_gen, Some(&mut k.timers), cur, dest, badge, c, d, slen, c_frame, n == sys::IPC_CALL);
     switch(k, dest, to)
+}
+
+/// The fastpath without the lock (`ipc_fastpath_shared`).
+///
+/// # Safety
+/// As `ipc_fastpath_shared` says: `k` is the kernel state, no CPU holds the lock, this
+/// CPU (`me`) is marked in the fastpath.
+#[inline(always)]
+unsafe fn ipc_shared(k: *mut Kernel, me: usize, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
+    // SAFETY: (for the whole function) the caller's promise: the fields read here are
+    // written only by a lock holder, and there is none; `me`'s view and its threads are
+    // this CPU's alone.
+    unsafe {
+        if !(*k).fastpath {
+            return 0;
+        }
+        let me = me % MAX_CPUS;
+        let v = crate::kernel::view_of(k, me);
+        let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from((*k).tasks.as_slice()) else { return 0 };
+        let cur = (*v).current as usize % MAX_THREADS;
+        let e = Env {
+            tcbs: (*k).tcbs,
+            gens: &(*k).thread_gen,
+            tasks,
+            moved: &(*k).moved,
+            thread_cpu: &(*k).thread_cpu,
+            me: me as u8,
+            rq: &(*k).rqs[me],
+            shared: Some((&(*k).timers, (*v).io_owner.is_some())),
+        };
+        let Some((dest, badge, c, d, slen)) = lookup(&e, f, cur, n == sys::IPC_CALL) else { return 0 };
+        cpu::count_fast_ipc(true);
+        let to = transfer(&(*k).thread_gen, None, cur, dest, badge, c, d, slen, c_frame, n == sys::IPC_CALL);
+        switch_shared(&mut *v, dest, to)
+    }
+}
+
+/// What the fastpath's checks read.
+struct Env<'a> {
+    /// `Kernel::tcbs`: the thread slots.
+    tcbs: *mut Option<Tcb>,
+    gens: &'a [u32; MAX_THREADS],
+    tasks: &'a [Option<Task>; MAX_TASKS],
+    moved: &'a [bool; MAX_THREADS],
+    thread_cpu: &'a [u8; MAX_THREADS],
+    /// The running CPU and its ready queue.
+    me: u8,
+    rq: &'a RunQueue<MAX_THREADS>,
+    /// Without the lock: the timers (a partner with one is declined) and whether this
+    /// CPU's TSS holds a task's I/O bitmap (then any switch is declined).
+    shared: Option<(&'a TimerHeap<MAX_THREADS>, bool)>,
 }
 
 /// Strings the fastpath carries: at most this long, on at most two pages each side
@@ -75,50 +158,50 @@ const FAST_STRING: u64 = 4096;
 type FastRange = UserRange<2>;
 
 /// Every check, without changing anything: the partner (waiting for this message),
-/// the badge it receives, both threads; then a string's copy (`copy_string`: checks
-/// first, then the only change made here) and its length.
-#[allow(clippy::too_many_arguments)]
+/// the badge it receives, both threads (each of this CPU); then a string's copy
+/// (`copy_string`: checks first, then the only change made here) and its length.
+///
+/// # Safety
+/// `e.tcbs` are the thread slots, and the slots of this CPU's threads are this caller's
+/// alone for the call (under the lock, or as `ipc_fastpath_shared` says).
 #[inline(always)]
-fn lookup<'a>(
-    threads: &'a mut [Option<Tcb>; MAX_THREADS],
-    gens: &[u32; MAX_THREADS],
-    tasks: &[Option<Task>; MAX_TASKS],
-    moved: &[bool; MAX_THREADS],
-    thread_cpu: &[u8; MAX_THREADS],
-    me: u8,
-    rq: &RunQueue<MAX_THREADS>,
-    f: &TrapFrame,
-    cur: usize,
-    call: bool,
-) -> Option<(usize, u64, &'a mut Tcb, &'a mut Tcb, u64)> {
+unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Option<(usize, u64, &'a mut Tcb, &'a mut Tcb, u64)> {
     // Register words (at most REG_MRS - 1), perhaps a string; no other flag, no items.
     let tag = ipc::Tag(f.r10);
     if !tag.is_short_or_string() {
         return None;
     }
-    let ct = threads[cur].as_ref()?;
+    // (A thread whose CPU changed while it ran moves at the general path's schedule.)
+    if e.thread_cpu[cur] != e.me {
+        return None;
+    }
+    // SAFETY: the current thread is this CPU's (checked just above).
+    let ct = unsafe { (*e.tcbs.add(cur)).as_ref()? };
     // (Not running: stopped or destroyed from another CPU while it waited for the lock.)
     if ct.state != State::Running {
         return None;
     }
+    // The partner runs on this CPU (a thread of another is woken there, by the general
+    // path): checked before its slot is looked at, which another CPU's fastpath may be
+    // changing if it is not.
     let (dest, badge) = if call {
         if f.rdx != FOREVER {
             return None;
         }
-        let task = tasks[ct.task as usize % MAX_TASKS].as_ref()?;
+        let task = e.tasks[ct.task as usize % MAX_TASKS].as_ref()?;
         let c = task.cspace.get(f.rdi).ok()?;
         let Obj::Thread(r) = c.obj else { return None };
         let id = r.id as usize % MAX_THREADS;
-        // (A call to itself fails the state check: the caller is running.)
-        if c.rights & rights::SEND == 0 || gens[id] != r.gen || moved[id] {
+        if c.rights & rights::SEND == 0 || e.gens[id] != r.gen || e.moved[id] || e.thread_cpu[id] != e.me {
             return None;
         }
-        let d = threads[id].as_ref()?;
+        // SAFETY: a thread of this CPU.
+        let d = unsafe { (*e.tcbs.add(id)).as_ref()? };
         if d.state != State::RecvBlocked || d.fault.is_some() {
             return None;
         }
         if let Some(from) = d.recv_from {
-            if from.id as usize != cur || from.gen != gens[cur] {
+            if from.id as usize != cur || from.gen != e.gens[cur] {
                 return None;
             }
         }
@@ -129,24 +212,30 @@ fn lookup<'a>(
         }
         let r = ct.reply_to?;
         let id = r.id as usize % MAX_THREADS;
-        if gens[id] != r.gen {
+        if e.gens[id] != r.gen || e.thread_cpu[id] != e.me {
             return None;
         }
-        let d = threads[id].as_ref()?;
+        // SAFETY: a thread of this CPU.
+        let d = unsafe { (*e.tcbs.add(id)).as_ref()? };
         match d.partner {
             Some(p) if p.id as usize == cur && d.state == State::ReplyBlocked && d.fault.is_none() => {}
             _ => return None,
         }
         (id, 0)
     };
-    // The partner runs on this CPU (a thread of another is woken there, by the general
-    // path), and nobody more important is ready here.
-    if thread_cpu[dest] != me {
+    // (The partner is not running, the caller is: never the same thread.)
+    if dest == cur {
         return None;
     }
-    let Ok([Some(c), Some(d)]) = threads.get_disjoint_mut([cur, dest]) else { return None };
-    if rq.any_above(d.prio) {
+    // SAFETY: two different threads of this CPU; the shared references above are dead.
+    let (Some(c), Some(d)) = (unsafe { (*e.tcbs.add(cur)).as_mut() }, unsafe { (*e.tcbs.add(dest)).as_mut() }) else { return None };
+    if e.rq.any_above(d.prio) {
         return None;
+    }
+    if let Some((timers, io_loaded)) = e.shared {
+        if timers.contains(dest as u32) || d.task_io || io_loaded {
+            return None;
+        }
     }
     // Every other check has passed: a string is the last, and its copy the point of no
     // return.
@@ -187,7 +276,7 @@ struct To {
 #[inline(always)]
 fn transfer(
     gens: &[u32; MAX_THREADS],
-    timers: &mut TimerHeap<MAX_THREADS>,
+    timers: Option<&mut TimerHeap<MAX_THREADS>>,
     cur: usize,
     dest: usize,
     badge: u64,
@@ -209,7 +298,10 @@ fn transfer(
         d.partner = None;
     }
     d.recv_from = None;
-    timers.remove(dest as u32);
+    // (Without the lock there is none: a partner with a timer was declined.)
+    if let Some(t) = timers {
+        t.remove(dest as u32);
+    }
     d.utcb().recv_str_len = slen;
     // The caller's kernel context: `ipc_fast_exit` writes the return address into
     // `ipc_resume` just below its frame; `switch_context` pops six words first.
@@ -230,21 +322,50 @@ fn transfer(
 /// leaves through the partner's frame). Returns that frame.
 #[inline(always)]
 fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
-    k.current = dest as u32;
+    k.view.current = dest as u32;
     cpu::set_kernel_stack(to.top);
-    if k.loaded_pml4 != to.pml4 {
+    if k.view.loaded_pml4 != to.pml4 {
         task::load_cr3(to.pml4);
-        k.loaded_pml4 = to.pml4;
+        k.view.loaded_pml4 = to.pml4;
     }
-    if k.loaded_fs != to.utcb {
+    if k.view.loaded_fs != to.utcb {
         cpu::set_fs_base(to.utcb);
-        k.loaded_fs = to.utcb;
+        k.view.loaded_fs = to.utcb;
     }
-    if k.fpu_owner == dest as u32 || k.fpu_ts_clear {
+    if k.view.fpu_owner == dest as u32 || k.view.fpu_ts_clear {
         crate::kernel::fpu_switch(k, dest as u32);
     }
-    if to.io || k.io_owner.is_some() {
+    if to.io || k.view.io_owner.is_some() {
         crate::kernel::switch_iomap(k, to.task);
+    }
+    cpu::frame_at(to.top) as u64
+}
+
+/// `switch` for the fastpath without the lock: this CPU's state `v` (the partner is a
+/// user thread, and neither task has I/O ports loaded: `lookup` declined those).
+/// Returns the partner's frame.
+#[inline(always)]
+fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
+    v.current = dest as u32;
+    cpu::set_kernel_stack(to.top);
+    if v.loaded_pml4 != to.pml4 {
+        task::load_cr3(to.pml4);
+        v.loaded_pml4 = to.pml4;
+    }
+    if v.loaded_fs != to.utcb {
+        cpu::set_fs_base(to.utcb);
+        v.loaded_fs = to.utcb;
+    }
+    // As `kernel::fpu_switch`: TS clear exactly when the partner's x87 state is in this
+    // CPU's registers.
+    let mine = v.fpu_owner == dest as u32;
+    if mine != v.fpu_ts_clear {
+        if mine {
+            crate::arch::fpu::clear_ts();
+        } else {
+            crate::arch::fpu::set_ts();
+        }
+        v.fpu_ts_clear = mine;
     }
     cpu::frame_at(to.top) as u64
 }

@@ -233,7 +233,7 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
 
 /// The send phase of send and call, from the current thread.
 pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result<(), Error> {
-    let cur = k.current;
+    let cur = k.view.current;
     if let Ok(c) = k.cur_task().cspace.get(dest_slot) {
         if let crate::task::Obj::Reply(r, n) = c.obj {
             return send_saved_reply(k, dest_slot, r, n, call);
@@ -261,7 +261,7 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bo
     if call {
         return Err(Error::InvalidArg);
     }
-    let cur = k.current;
+    let cur = k.view.current;
     let me = k.t(cur).task;
     if !awaits_saved_reply(k, r, n) {
         // The call it answered is over (the caller died, timed out or was answered).
@@ -296,7 +296,7 @@ pub fn deliver(k: &mut Kernel, src: u32, dest: u32, badge: u64, call: bool, send
             k.tm(dest).reply_to = Some(k.thread_ref(src));
             k.block(src, State::ReplyBlocked, recv_to);
             k.tm(src).partner = Some(k.thread_ref(dest));
-            k.hint = Some(dest);
+            k.view.hint = Some(dest);
         }
         return Ok(());
     }
@@ -319,7 +319,7 @@ pub fn deliver(k: &mut Kernel, src: u32, dest: u32, badge: u64, call: bool, send
 
 /// Receive into the current thread: take a queued sender or wait.
 pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error> {
-    let cur = k.current;
+    let cur = k.view.current;
     let from = if src_slot == ipc::RECV_ANY {
         None
     } else {
@@ -407,7 +407,7 @@ pub fn wake_receiver(k: &mut Kernel, t: u32) {
 
 /// Reply to the thread whose call the current thread received last.
 pub fn reply(k: &mut Kernel) -> Result<(), Error> {
-    let cur = k.current;
+    let cur = k.view.current;
     let Some(r) = k.tm(cur).reply_to.take() else { return Err(Error::NoPartner) };
     let me = k.thread_ref(cur);
     // The caller waits for this thread, or (a saved reply being used) for whoever holds

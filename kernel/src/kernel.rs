@@ -45,6 +45,9 @@ pub enum State {
     Dead,
 }
 
+/// A thread. Cache-line aligned: threads of different CPUs are changed by their CPUs'
+/// fastpaths at once (`fastpath`), so no two share a line.
+#[repr(align(64))]
 pub struct Tcb {
     pub task: u32,
     pub state: State,
@@ -148,8 +151,10 @@ pub struct Kernel {
     pub rqs: [RunQueue<MAX_THREADS>; MAX_CPUS],
     /// The CPU each thread runs on.
     pub thread_cpu: [u8; MAX_THREADS],
-    /// The CPU whose per-CPU state (`CpuView`) the fields from `current` to
-    /// `fpu_ts_clear` hold: the lock holder's (`take_view` switches them).
+    /// The lock holder's per-CPU state (what it runs, what its registers hold): the
+    /// kernel reads `k.view.current` as on one CPU. `take_view` switches it.
+    pub view: CpuView,
+    /// The CPU whose state `view` holds.
     pub view_cpu: usize,
     /// The other CPUs' per-CPU state while another CPU holds the lock.
     pub parked: [CpuView; MAX_CPUS],
@@ -157,15 +162,7 @@ pub struct Kernel {
     pub handovers: u64,
     pub sendq: Links<MAX_THREADS>,
     pub timers: TimerHeap<MAX_THREADS>,
-    pub current: u32,
-    pub idle: u32,
     pub ticks: u64,
-    pub need_resched: bool,
-    /// The current thread gives up the rest of its slice to its equals.
-    pub rotate: bool,
-    /// Run this thread next if it is ready and as important as any other (IPC handoff).
-    pub hint: Option<u32>,
-    pub zombie: Option<u32>,
     /// Mapping databases: frames (by frame address), I/O ports, capabilities (by object).
     pub mapdb_mem: MapDb<u64, u32>,
     pub mapdb_io: MapDb<u16, u32>,
@@ -174,19 +171,11 @@ pub struct Kernel {
     pub io_root: u32,
     /// Interrupt lines: the attached thread and its badge.
     pub irqs: [Option<(ObjRef, u64)>; abi::irq::LINES as usize],
-    /// The task whose I/O bitmap is in the TSS.
-    pub io_owner: Option<u32>,
-    /// What CR3 and FS base hold now (so that a switch writes them only on change).
-    pub loaded_pml4: u64,
-    pub loaded_fs: u64,
-    /// The thread whose x87/SSE state is in the registers (`NO_THREAD`: nobody's).
-    pub fpu_owner: u32,
-    /// CR0.TS is clear (the running thread owns the registers).
-    pub fpu_ts_clear: bool,
     /// The IPC fastpath is on (`MachineOp::Fastpath` turns it off to compare paths).
     pub fastpath: bool,
-    /// IPCs the fastpath carried since boot.
-    pub fast_ipcs: u64,
+    /// `threads`' slots (made once by `init`, never moved): the fastpath without the
+    /// lock reaches its two threads through this, not through the vector.
+    pub tcbs: *mut Option<Tcb>,
 }
 
 static KERNEL: KCell<Kernel> = KCell::new(Kernel {
@@ -199,48 +188,47 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     task_gen: Vec::new(),
     rqs: [const { RunQueue::new() }; MAX_CPUS],
     thread_cpu: [0; MAX_THREADS],
+    view: CpuView::EMPTY,
     view_cpu: 0,
     parked: [CpuView::EMPTY; MAX_CPUS],
     handovers: 0,
     sendq: Links::new(),
     timers: TimerHeap::new(),
-    current: 0,
-    idle: 0,
     ticks: 0,
-    need_resched: false,
-    rotate: false,
-    hint: None,
-    zombie: None,
     mapdb_mem: MapDb::new(),
     mapdb_io: MapDb::new(),
     mapdb_cap: MapDb::new(),
     io_root: u32::MAX,
     irqs: [None; abi::irq::LINES as usize],
-    io_owner: None,
-    loaded_pml4: 0,
-    loaded_fs: 0,
-    fpu_owner: NO_THREAD,
-    fpu_ts_clear: false,
     fastpath: true,
-    fast_ipcs: 0,
+    tcbs: core::ptr::null_mut(),
 });
 
 /// One CPU's part of the kernel state: what it runs and what its registers hold. The
-/// lock holder's is in `Kernel`'s own fields (so that the code reads `k.current` as on
-/// one CPU); the others' wait in `Kernel::parked`.
+/// lock holder's is `Kernel::view` (so that the code reads `k.view.current` as on one
+/// CPU); the others' wait in `Kernel::parked`. A cache line (or two) of its own: the
+/// fastpath without the lock writes its CPU's on every call, beside other CPUs doing
+/// the same with theirs.
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 pub struct CpuView {
-    current: u32,
-    idle: u32,
-    need_resched: bool,
-    rotate: bool,
-    hint: Option<u32>,
-    zombie: Option<u32>,
-    io_owner: Option<u32>,
-    loaded_pml4: u64,
-    loaded_fs: u64,
-    fpu_owner: u32,
-    fpu_ts_clear: bool,
+    pub current: u32,
+    pub idle: u32,
+    pub need_resched: bool,
+    /// The current thread gives up the rest of its slice to its equals.
+    pub rotate: bool,
+    /// Run this thread next if it is ready and as important as any other (IPC handoff).
+    pub hint: Option<u32>,
+    pub zombie: Option<u32>,
+    /// The task whose I/O bitmap is in the TSS.
+    pub io_owner: Option<u32>,
+    /// What CR3 and FS base hold now (so that a switch writes them only on change).
+    pub loaded_pml4: u64,
+    pub loaded_fs: u64,
+    /// The thread whose x87/SSE state is in the registers (`NO_THREAD`: nobody's).
+    pub fpu_owner: u32,
+    /// CR0.TS is clear (the running thread owns the registers).
+    pub fpu_ts_clear: bool,
 }
 
 impl CpuView {
@@ -263,31 +251,8 @@ impl Kernel {
     /// Park the view of the CPU that held the lock last and take up `me`'s.
     #[cold]
     fn switch_view(&mut self, me: usize) {
-        self.parked[self.view_cpu] = CpuView {
-            current: self.current,
-            idle: self.idle,
-            need_resched: self.need_resched,
-            rotate: self.rotate,
-            hint: self.hint,
-            zombie: self.zombie,
-            io_owner: self.io_owner,
-            loaded_pml4: self.loaded_pml4,
-            loaded_fs: self.loaded_fs,
-            fpu_owner: self.fpu_owner,
-            fpu_ts_clear: self.fpu_ts_clear,
-        };
-        let v = self.parked[me % MAX_CPUS];
-        self.current = v.current;
-        self.idle = v.idle;
-        self.need_resched = v.need_resched;
-        self.rotate = v.rotate;
-        self.hint = v.hint;
-        self.zombie = v.zombie;
-        self.io_owner = v.io_owner;
-        self.loaded_pml4 = v.loaded_pml4;
-        self.loaded_fs = v.loaded_fs;
-        self.fpu_owner = v.fpu_owner;
-        self.fpu_ts_clear = v.fpu_ts_clear;
+        self.parked[self.view_cpu] = self.view;
+        self.view = self.parked[me % MAX_CPUS];
         self.view_cpu = me % MAX_CPUS;
         self.handovers += 1;
     }
@@ -301,6 +266,85 @@ impl Kernel {
     pub fn rq_of(&mut self, id: u32) -> &mut RunQueue<MAX_THREADS> {
         let c = self.thread_cpu[id as usize % MAX_THREADS] as usize % MAX_CPUS;
         &mut self.rqs[c]
+    }
+}
+
+/// CPU `me`'s per-CPU state, wherever it is now (`Kernel::view` if that CPU held the
+/// lock last, else parked), for the fastpath without the lock.
+///
+/// # Safety
+/// `k` is the kernel state (`shared`); no CPU holds the lock, and this one is marked in
+/// the fastpath (so `view_cpu` does not change and nobody else touches `me`'s view).
+pub(crate) unsafe fn view_of(k: *mut Kernel, me: usize) -> *mut CpuView {
+    // SAFETY: as the caller promises; only a field's address is taken.
+    unsafe {
+        if (*k).view_cpu == me {
+            &raw mut (*k).view
+        } else {
+            &raw mut (*k).parked[me % MAX_CPUS]
+        }
+    }
+}
+
+/// The kernel state as a raw pointer, for the IPC fastpath without the lock (which
+/// reaches through it only what `fastpath` says it may).
+pub fn shared() -> *mut Kernel {
+    KERNEL.as_ptr()
+}
+
+/// Print what every thread waits for, each CPU's state and the interrupt lines: asked
+/// for by an NMI (`trap_dispatch`; the test runner sends one through QEMU's monitor when
+/// a scenario runs out of time), so that a machine that stopped making progress says
+/// why. It reads without the lock — the CPU holding it may be the stuck one — so a
+/// line may show a state caught in the middle of a change.
+pub fn dump_state() {
+    // SAFETY: reads only, for a report; see above.
+    let k = unsafe { &*KERNEL.as_ptr() };
+    let cpus = crate::arch::smp::cpus();
+    crate::kprintln!("[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}", k.ticks, crate::klock::holder(), k.view_cpu, cpu::fast_ipcs());
+    for c in 0..cpus {
+        let (cur, idle, resched) = if c == k.view_cpu { (k.view.current, k.view.idle, k.view.need_resched) } else { (k.parked[c].current, k.parked[c].idle, k.parked[c].need_resched) };
+        let (wake, polling, flush, enter, fpu_save) = crate::klock::flags_of(c);
+        crate::kprintln!(
+            "[dump] CPU {}: current {} idle {} resched {} top ready prio {:?} wake {} polling {} flush {} enter {} fpu_save {:#x} fastpath {}",
+            c,
+            cur,
+            idle,
+            resched,
+            k.rqs[c].highest(),
+            wake,
+            polling,
+            flush,
+            enter,
+            fpu_save,
+            cpu::in_fastpath(c)
+        );
+    }
+    for (id, t) in k.threads.iter().enumerate() {
+        let Some(t) = t else { continue };
+        if t.kernel_thread {
+            continue;
+        }
+        crate::kprintln!(
+            "[dump] t{} task {} {:?} cpu {} prio {} partner {:?} from {:?} reply_to {:?} fault {} irqs {:#x} timer {} queued {}",
+            id,
+            t.task,
+            t.state,
+            k.thread_cpu[id],
+            t.prio,
+            t.partner.map(|r| r.id),
+            t.recv_from.map(|r| r.id),
+            t.reply_to.map(|r| r.id),
+            t.fault.is_some(),
+            t.irq_pending,
+            k.timers.contains(id as u32),
+            k.rqs[k.thread_cpu[id] as usize % MAX_CPUS].contains(id as u32),
+        );
+    }
+    for (line, a) in k.irqs.iter().enumerate() {
+        if let Some((r, _)) = a {
+            crate::kprintln!("[dump] irq line {} -> t{}", line, r.id);
+        }
     }
 }
 
@@ -338,6 +382,7 @@ pub extern "C" fn take_view() {
 
 pub fn init(k: &mut Kernel) {
     k.threads = (0..MAX_THREADS).map(|_| None).collect();
+    k.tcbs = k.threads.as_mut_ptr();
     k.unmap_resume = alloc::vec![None; MAX_THREADS];
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
     k.task_gen = alloc::vec![1; MAX_TASKS];
@@ -358,11 +403,11 @@ impl Kernel {
         self.tasks[id as usize].as_mut().expect("live task")
     }
     pub fn cur(&mut self) -> &mut Tcb {
-        let c = self.current;
+        let c = self.view.current;
         self.tm(c)
     }
     pub fn cur_task(&mut self) -> &mut Task {
-        let t = self.t(self.current).task;
+        let t = self.t(self.view.current).task;
         self.task(t)
     }
     pub fn thread_ref(&self, id: u32) -> ObjRef {
@@ -515,8 +560,8 @@ impl Kernel {
         self.rq_of(id).enqueue(id, p);
         let c = self.thread_cpu[id as usize] as usize % MAX_CPUS;
         if c == self.view_cpu {
-            if p > self.t(self.current).prio || self.current == self.idle {
-                self.need_resched = true;
+            if p > self.t(self.view.current).prio || self.view.current == self.view.idle {
+                self.view.need_resched = true;
             }
         } else {
             // Another CPU's thread: that CPU reschedules when it takes the interrupt.
@@ -546,8 +591,8 @@ impl Kernel {
             let at = self.ticks + ticks_for_us(timeout_us as u64);
             self.timers.insert(id, at);
         }
-        if id == self.current {
-            self.need_resched = true;
+        if id == self.view.current {
+            self.view.need_resched = true;
         }
     }
 
@@ -556,7 +601,7 @@ impl Kernel {
         self.tm(id).state = State::Sleeping;
         let at = self.ticks.saturating_add(ticks_for_us(us));
         self.timers.insert(id, at);
-        self.need_resched = true;
+        self.view.need_resched = true;
     }
 
     /// Take a thread out of whatever it waits in, without waking it.
@@ -605,14 +650,14 @@ impl Kernel {
             AP_TICKS.fetch_add(1, Ordering::Relaxed);
             1
         };
-        let cur = self.current;
-        if cur != self.idle {
+        let cur = self.view.current;
+        if cur != self.view.idle {
             let t = self.tm(cur);
             t.slice = t.slice.saturating_sub(passed);
             if t.slice == 0 {
                 t.slice = s::SLICE_TICKS;
-                self.rotate = true;
-                self.need_resched = true;
+                self.view.rotate = true;
+                self.view.need_resched = true;
             }
         }
     }
@@ -748,9 +793,9 @@ impl Kernel {
         // Running on another CPU: that CPU leaves it (and its address space) first and
         // frees it after its next switch.
         let remote = self.stall_remote(id);
-        if self.fpu_owner == id {
+        if self.view.fpu_owner == id {
             // Its registers die with it: the next user must not find them.
-            self.fpu_owner = NO_THREAD;
+            self.view.fpu_owner = NO_THREAD;
         }
         for v in self.parked.iter_mut().filter(|v| v.fpu_owner == id) {
             v.fpu_owner = NO_THREAD;
@@ -766,9 +811,9 @@ impl Kernel {
             task.quota.uncharge(THREAD_PAGES);
             task.nthreads -= 1;
         }
-        if id == self.current {
-            self.zombie = Some(id);
-            self.need_resched = true;
+        if id == self.view.current {
+            self.view.zombie = Some(id);
+            self.view.need_resched = true;
         } else if let Some(r) = remote {
             // Its CPU is on its kernel stack (waiting for the lock): freed there, after
             // the switch away from it.
@@ -801,16 +846,16 @@ impl Kernel {
     /// Save the registers of this CPU's x87 owner into its save area and make the next
     /// use trap: the state leaves this CPU.
     fn fpu_save_own(&mut self) {
-        let o = self.fpu_owner;
-        if !self.fpu_ts_clear {
+        let o = self.view.fpu_owner;
+        if !self.view.fpu_ts_clear {
             fpu::clear_ts();
         }
         let t = self.tm(o);
         fpu::save(t.fpu_area());
         t.fpu_used = true;
         fpu::set_ts();
-        self.fpu_ts_clear = false;
-        self.fpu_owner = NO_THREAD;
+        self.view.fpu_ts_clear = false;
+        self.view.fpu_owner = NO_THREAD;
     }
 
     /// `THREAD_CONTROL SET_CPU`: run thread `id` on CPU `c` from its next switch on. Its
@@ -824,9 +869,9 @@ impl Kernel {
             return Ok(());
         }
         let remote = self.running_elsewhere(id);
-        if id != self.current && remote.is_none() {
+        if id != self.view.current && remote.is_none() {
             // Not running anywhere: its registers may still sit in a CPU's x87 unit.
-            if self.fpu_owner == id {
+            if self.view.fpu_owner == id {
                 self.fpu_save_own();
             }
             if let Some(r) = (0..MAX_CPUS).find(|&r| r != self.view_cpu && self.parked[r].fpu_owner == id) {
@@ -852,8 +897,8 @@ impl Kernel {
         if queued {
             self.make_ready(id);
         }
-        if id == self.current {
-            self.need_resched = true; // `schedule` moves it
+        if id == self.view.current {
+            self.view.need_resched = true; // `schedule` moves it
         } else if let Some(r) = remote {
             self.parked[r].need_resched = true;
             crate::klock::wake_cpu(r);
@@ -868,9 +913,9 @@ impl Kernel {
     }
 
     pub fn reap(&mut self) {
-        if let Some(z) = self.zombie {
-            if z != self.current {
-                self.zombie = None;
+        if let Some(z) = self.view.zombie {
+            if z != self.view.current {
+                self.view.zombie = None;
                 self.free_thread(z);
             }
         }
@@ -925,7 +970,7 @@ impl Kernel {
     /// is short; false when the caller should come back for more.
     pub fn teardown_slice(&mut self, id: u32, budget_end: u64) -> bool {
         let (order, len) = self.subtree(id);
-        let cur = self.current;
+        let cur = self.view.current;
         for r in &order[..len] {
             if self.task(r.id).dying {
                 continue;
@@ -974,13 +1019,13 @@ impl Kernel {
         }
         self.release_task_resources(id);
         let Some(mut task) = self.tasks[id as usize].take() else { return };
-        if self.io_owner == Some(id) {
+        if self.view.io_owner == Some(id) {
             crate::arch::cpu::clear_iomap(task.io_max);
-            self.io_owner = None;
+            self.view.io_owner = None;
         }
         task.destroy_space();
         // destroy_space may have moved CR3 to the kernel's own table.
-        self.loaded_pml4 = task::current_cr3();
+        self.view.loaded_pml4 = task::current_cr3();
         if let Some(p) = task.parent {
             if self.task_alive(p) {
                 self.task(p.id).quota.uncharge(task.quota.limit);
@@ -996,15 +1041,15 @@ impl Kernel {
     /// (#NM under CR0.TS): save the owner's, load the current thread's (clean on its
     /// first use), and let it run on.
     pub fn fpu_trap(&mut self) {
-        let cur = self.current;
+        let cur = self.view.current;
         fpu::clear_ts();
-        self.fpu_ts_clear = true;
-        if self.fpu_owner == cur {
+        self.view.fpu_ts_clear = true;
+        if self.view.fpu_owner == cur {
             return;
         }
-        if self.fpu_owner != NO_THREAD {
+        if self.view.fpu_owner != NO_THREAD {
             // A dead owner clears `fpu_owner`, so this is a live thread.
-            let o = self.tm(self.fpu_owner);
+            let o = self.tm(self.view.fpu_owner);
             fpu::save(o.fpu_area());
             o.fpu_used = true;
         }
@@ -1014,7 +1059,7 @@ impl Kernel {
         } else {
             fpu::load_clean();
         }
-        self.fpu_owner = cur;
+        self.view.fpu_owner = cur;
     }
 }
 
@@ -1022,13 +1067,13 @@ impl Kernel {
 /// by `switch_to` only when the registers' owner or TS's state may have to change.
 #[cold]
 pub(crate) fn fpu_switch(k: &mut Kernel, next: u32) {
-    let mine = k.fpu_owner == next && k.t(next).is_user();
-    if mine && !k.fpu_ts_clear {
+    let mine = k.view.fpu_owner == next && k.t(next).is_user();
+    if mine && !k.view.fpu_ts_clear {
         fpu::clear_ts();
-        k.fpu_ts_clear = true;
-    } else if !mine && k.fpu_ts_clear {
+        k.view.fpu_ts_clear = true;
+    } else if !mine && k.view.fpu_ts_clear {
         fpu::set_ts();
-        k.fpu_ts_clear = false;
+        k.view.fpu_ts_clear = false;
     }
 }
 
@@ -1037,50 +1082,50 @@ pub(crate) fn fpu_switch(k: &mut Kernel, next: u32) {
 /// When it returns, the thread that called it has been resumed.
 pub fn schedule(k: &'static mut Kernel) {
     crate::klock::settle();
-    if !k.need_resched {
+    if !k.view.need_resched {
         return;
     }
-    k.need_resched = false;
-    let rotate = core::mem::take(&mut k.rotate);
-    let cur = k.current;
+    k.view.need_resched = false;
+    let rotate = core::mem::take(&mut k.view.rotate);
+    let cur = k.view.current;
     let mut cur_state = k.t(cur).state;
     let cur_prio = k.t(cur).prio;
-    if cur_state == State::Running && cur != k.idle && k.thread_cpu[cur as usize] as usize != k.view_cpu {
+    if cur_state == State::Running && cur != k.view.idle && k.thread_cpu[cur as usize] as usize != k.view_cpu {
         // Moved to another CPU (`set_cpu`): its x87 state leaves these registers, and it
         // is queued there.
-        if k.fpu_owner == cur {
+        if k.view.fpu_owner == cur {
             k.fpu_save_own();
         }
         k.make_ready(cur);
         cur_state = State::Ready;
     }
-    if cur_state == State::Running && cur != k.idle {
+    if cur_state == State::Running && cur != k.view.idle {
         match k.rq().highest() {
             Some(best) if best > cur_prio || (best == cur_prio && rotate) => {
                 k.tm(cur).state = State::Ready;
                 k.rq().enqueue(cur, cur_prio);
             }
             _ => {
-                k.hint = None;
+                k.view.hint = None;
                 return;
             }
         }
     }
-    let next = match k.hint.take() {
+    let next = match k.view.hint.take() {
         Some(h) if k.rq().contains(h) && Some(k.t(h).prio) >= k.rq().highest() => {
             k.rq().remove(h);
             h
         }
-        _ => k.rq().pop_highest().unwrap_or(k.idle),
+        _ => k.rq().pop_highest().unwrap_or(k.view.idle),
     };
     if next == cur {
         k.tm(cur).state = State::Running;
         // Stopped from another CPU (which took this one off its page tables) and started
         // again before this CPU got to switch away: back onto them.
         let (user, pml4) = (k.t(cur).is_user(), k.t(cur).pml4);
-        if user && k.loaded_pml4 != pml4 {
+        if user && k.view.loaded_pml4 != pml4 {
             task::load_cr3(pml4);
-            k.loaded_pml4 = pml4;
+            k.view.loaded_pml4 = pml4;
         }
         return;
     }
@@ -1091,9 +1136,9 @@ pub fn schedule(k: &'static mut Kernel) {
 /// (or it must be queued as ready). Takes the entry's reference to kernel state: the
 /// caller has nothing left to do with it.
 pub fn switch_to(k: &'static mut Kernel, next: u32) {
-    let prev = k.current;
-    k.current = next;
-    if prev != k.idle {
+    let prev = k.view.current;
+    k.view.current = next;
+    if prev != k.view.idle {
         // By cause (the Cue paper's Tables 1–5 count both): preempted threads were put
         // back as ready; every other state means the thread blocked.
         let p = k.t(prev);
@@ -1103,7 +1148,7 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
             t.switches[preempted as usize] += 1;
         }
     }
-    if k.fpu_owner == next || k.fpu_ts_clear {
+    if k.view.fpu_owner == next || k.view.fpu_ts_clear {
         fpu_switch(k, next);
     }
     let n = k.tm(next);
@@ -1115,15 +1160,15 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
     let load = n.saved_rsp;
     if n.is_user() {
         let (utcb, pml4, task, io) = (n.utcb_va, n.pml4, n.task, n.task_io);
-        if k.loaded_pml4 != pml4 {
+        if k.view.loaded_pml4 != pml4 {
             task::load_cr3(pml4);
-            k.loaded_pml4 = pml4;
+            k.view.loaded_pml4 = pml4;
         }
-        if k.loaded_fs != utcb {
+        if k.view.loaded_fs != utcb {
             cpu::set_fs_base(utcb);
-            k.loaded_fs = utcb;
+            k.view.loaded_fs = utcb;
         }
-        if io || k.io_owner.is_some() {
+        if io || k.view.io_owner.is_some() {
             switch_iomap(k, task);
         }
     }
@@ -1141,25 +1186,25 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
 /// Put `task`'s I/O permissions into the TSS if another task's are there (most tasks
 /// have none, and then nothing is copied).
 pub(crate) fn switch_iomap(k: &mut Kernel, task: u32) {
-    if k.io_owner == Some(task) {
+    if k.view.io_owner == Some(task) {
         return;
     }
-    if let Some(prev) = k.io_owner.take() {
+    if let Some(prev) = k.view.io_owner.take() {
         let max = k.tasks[prev as usize].as_ref().map_or(u16::MAX, |t| t.io_max);
         cpu::clear_iomap(max);
     }
     let t = k.task(task);
     if let Some(map) = t.io.as_ref() {
         cpu::load_iomap(&map[..], t.io_max);
-        k.io_owner = Some(task);
+        k.view.io_owner = Some(task);
     }
 }
 
 /// Enter the first thread from the boot stack (which is abandoned).
 pub fn start_scheduling(k: &'static mut Kernel) -> ! {
-    let next = k.rq().pop_highest().unwrap_or(k.idle);
+    let next = k.rq().pop_highest().unwrap_or(k.view.idle);
     let mut dummy = 0u64;
-    k.current = next;
+    k.view.current = next;
     let n = k.tm(next);
     n.state = State::Running;
     cpu::set_kernel_stack(n.kstack_top());
@@ -1168,8 +1213,8 @@ pub fn start_scheduling(k: &'static mut Kernel) -> ! {
         let (pml4, utcb) = (n.pml4, n.utcb_va);
         task::load_cr3(pml4);
         x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
-        k.loaded_pml4 = pml4;
-        k.loaded_fs = utcb;
+        k.view.loaded_pml4 = pml4;
+        k.view.loaded_fs = utcb;
     }
     // SAFETY: `load` is a prepared stack of a live thread; the boot context saved into
     // `dummy` is never resumed.
@@ -1220,9 +1265,9 @@ extern "C" fn idle_loop() -> ! {
             // SAFETY: the lock is held; nothing else refers to kernel state here.
             let k = unsafe { enter() };
             let boot = crate::arch::boot::boot_pml4_phys();
-            if k.loaded_pml4 != boot {
+            if k.view.loaded_pml4 != boot {
                 task::load_cr3(boot);
-                k.loaded_pml4 = boot;
+                k.view.loaded_pml4 = boot;
             }
         }
         IDLE_SINCE[cpu::cpu_index()].store(rdtsc(), Ordering::Relaxed);
@@ -1261,7 +1306,7 @@ pub fn create_idle(k: &mut Kernel, cpu: usize) {
     }
     t.state = State::Ready;
     if cpu == k.view_cpu {
-        k.idle = id;
+        k.view.idle = id;
     } else {
         // Its CPU starts in it (`start_scheduling`).
         k.parked[cpu].idle = id;

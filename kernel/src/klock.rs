@@ -8,6 +8,15 @@
 //! index + 1 (0: free), so an entry that finds its own CPU holding it — the kernel
 //! faulted inside itself, a bug — goes on to report it instead of spinning forever.
 //!
+//! One exception runs beside it: the IPC fastpath between two threads of one CPU
+//! (`fastpath`), when no CPU holds the lock. The entry stub marks its CPU as in the
+//! fastpath (`PerCpu::fast`), fences, and goes on without the lock only if the lock is
+//! free; a CPU that takes the lock waits, before it touches anything, until no other
+//! CPU is marked (`klock_readers`). Each side writes its flag before it reads the
+//! other's, so either the fastpath sees the lock taken (and takes the lock itself) or
+//! the taker sees the fastpath under way and waits for it. Fastpaths on different CPUs
+//! run at once: each changes only its own CPU's threads and per-CPU state (below).
+//!
 //! The kernel's per-CPU state (which thread runs, what CR3 and FS hold, the x87 owner:
 //! `kernel::CpuView`) is switched when the lock passes to another CPU: `KLOCK` compares
 //! `KERNEL_VIEW` and calls `kernel::take_view` when it is another CPU's.
@@ -32,7 +41,41 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// 0: free; else the holder's CPU index + 1. Taken and released by the entry and exit
 /// stubs (`KLOCK`, `KUNLOCK`) and by `lock`/`unlock`.
 #[no_mangle]
-static KERNEL_LOCK: AtomicU32 = AtomicU32::new(0);
+static KERNEL_LOCK: Line<AtomicU32> = Line(AtomicU32::new(0));
+
+/// A value alone in its cache line: the lock word, read by every CPU's fastpath, must
+/// not share one with words other CPUs write.
+#[repr(C, align(64))]
+pub struct Line<T>(pub T);
+
+impl<T> core::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Set once a second CPU runs: a CPU that takes the lock then waits for the others'
+/// lock-free fastpaths (`KLOCK` tests it in one compare).
+#[no_mangle]
+static KLOCK_READERS: AtomicBool = AtomicBool::new(false);
+
+/// A second CPU is about to run kernel code.
+pub fn several_cpus() {
+    KLOCK_READERS.store(true, Ordering::SeqCst);
+}
+
+/// Just after taking the lock: wait until no other CPU is in the fastpath without it
+/// (it finishes within its one call; it waits for nothing).
+#[no_mangle]
+extern "C" fn klock_readers() {
+    let me = cpu_index();
+    for c in (0..crate::arch::smp::cpus()).filter(|&c| c != me) {
+        while crate::arch::cpu::in_fastpath(c) {
+            core::hint::spin_loop();
+        }
+    }
+}
 
 /// Per CPU: flush your TLB (set by the lock holder, cleared by the CPU when done).
 static FLUSH: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
@@ -87,11 +130,31 @@ pub fn poll_wake() -> bool {
     WAKE[me].swap(false, Ordering::SeqCst)
 }
 
+/// The lock word (0: free, else holder + 1), for `kernel::dump_state`.
+pub fn holder() -> u32 {
+    KERNEL_LOCK.load(Ordering::Relaxed)
+}
+
+/// CPU `c`'s wake-up and request flags (wake, polling, flush, enter, x87 save area),
+/// for `kernel::dump_state`.
+pub fn flags_of(c: usize) -> (bool, bool, bool, bool, u64) {
+    (
+        WAKE[c].load(Ordering::Relaxed),
+        POLLING[c].load(Ordering::Relaxed),
+        FLUSH[c].load(Ordering::Relaxed),
+        ENTER[c].load(Ordering::Relaxed),
+        FPU_SAVE[c].load(Ordering::Relaxed),
+    )
+}
+
 /// Take the lock from Rust (boot, an application processor's start, the idle loop).
 pub fn lock() {
     let me = cpu_index() as u32 + 1;
-    while KERNEL_LOCK.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed).is_err() {
+    while KERNEL_LOCK.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed).is_err() {
         klock_wait();
+    }
+    if KLOCK_READERS.load(Ordering::Relaxed) {
+        klock_readers();
     }
     crate::kernel::take_view();
 }

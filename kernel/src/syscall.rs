@@ -19,7 +19,7 @@ use kcore::syscall::{Call, IrqOp, MachineOp, Regs, Slot, ThreadOp, UnmapRange, D
 extern "C" fn syscall_dispatch(_frame: *mut TrapFrame) {
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is live.
     let k = unsafe { crate::kernel::enter() };
-    if k.t(k.current).state != State::Running {
+    if k.t(k.view.current).state != State::Running {
         // Stopped or destroyed from another CPU while it waited for the kernel lock: the
         // call is not made (a stopped thread finds `BadState` when started again).
         k.cur().frame().rax = Error::BadState as u64;
@@ -54,6 +54,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.rdx = handovers;
             out.r10 = crate::klock::SHOOTDOWNS.load(Relaxed);
             out.r8 = crate::klock::STALLS.load(Relaxed);
+            out.r9 = crate::arch::cpu::fast_ipcs().1;
             Ok(())
         }
         Call::KernelInfo { .. } => {
@@ -80,22 +81,22 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             ipc::receive(k, from, timeout)
         }
         Call::Yield => {
-            k.rotate = true;
-            k.need_resched = true;
+            k.view.rotate = true;
+            k.view.need_resched = true;
             Ok(())
         }
         Call::Sleep { us } => {
-            let cur = k.current;
+            let cur = k.view.current;
             k.sleep(cur, us);
             Ok(())
         }
         Call::CapCopy { src, dst, rights, badge } => {
             k.cap(src)?; // the source must name a live object
-            let me = k.t(k.current).task;
+            let me = k.t(k.view.current).task;
             k.cap_derive(me, src, me, dst, rights, badge, false, false)
         }
         Call::CapDelete { slot } => {
-            let me = k.t(k.current).task;
+            let me = k.t(k.view.current).task;
             k.cap_delete(me, slot)
         }
         Call::CapInfo { slot } => {
@@ -114,7 +115,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
         Call::CapGive { task, src, dst, rights } => {
             let target = k.task_cap(task, rights::CONTROL)?;
             k.cap(src)?;
-            let me = k.t(k.current).task;
+            let me = k.t(k.view.current).task;
             k.cap_derive(me, src, target, dst, rights, 0, false, false)
         }
         Call::TaskCreate { dst, quota } => task_create(k, dst, quota),
@@ -122,7 +123,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
         Call::ThreadControl { thread, op } => thread_control(k, thread, op),
         Call::MemMap { task, src, dst, pages, rights, grant } => {
             let target = k.task_cap(task, rights::CONTROL)?;
-            let me = k.t(k.current).task;
+            let me = k.t(k.view.current).task;
             k.map_mem(me, src, target, dst, pages, rights, grant, true)
         }
         Call::Unmap { what, include_self } => unmap(k, what, include_self),
@@ -130,7 +131,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
         Call::SaveReply { dst } => {
             // Move the pending reply right into a capability, freeing the thread to
             // receive other calls and answer this one later.
-            let cur = k.current;
+            let cur = k.view.current;
             let me = k.t(cur).task;
             free_slot(k, dst)?;
             let r = k.tm(cur).reply_to.ok_or(Error::NoPartner)?;
@@ -167,7 +168,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             Ok(())
         }
         Call::ThreadExit => {
-            let cur = k.current;
+            let cur = k.view.current;
             k.destroy_thread(cur);
             Ok(())
         }
@@ -198,7 +199,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
                 }
                 MachineOp::Fastpath(on) => {
                     k.fastpath = on;
-                    let n = k.fast_ipcs;
+                    let n = crate::arch::cpu::fast_ipcs_here();
                     k.cur().frame().rdi = n;
                     Ok(())
                 }
@@ -265,7 +266,7 @@ fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
 fn task_create(k: &mut Kernel, dst: Slot, quota: u64) -> Result<(), Error> {
     // Check the slot first so that a failure leaves nothing behind.
     free_slot(k, dst)?;
-    let me = k.t(k.current).task;
+    let me = k.t(k.view.current).task;
     let id = k.create_task(quota, Some(me))?;
     let r = k.task_ref(id);
     k.cap_install(me, dst, Cap { obj: Obj::Task(r), rights: rights::CONTROL, badge: 0 }).expect("slot checked");
@@ -280,7 +281,7 @@ fn thread_create(k: &mut Kernel, task_slot: Slot, dst: Slot, utcb: u64, prio: u8
     }
     let id = k.create_thread(target, utcb, prio, false)?;
     let r = k.thread_ref(id);
-    let me = k.t(k.current).task;
+    let me = k.t(k.view.current).task;
     k.cap_install(me, dst, Cap { obj: Obj::Thread(r), rights: rights::SEND | rights::CONTROL, badge: 0 }).expect("slot checked");
     Ok(())
 }
@@ -319,8 +320,8 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
             if was_blocked {
                 k.t(id).frame().rax = Error::BadState as u64;
             }
-            if id == k.current {
-                k.need_resched = true;
+            if id == k.view.current {
+                k.view.need_resched = true;
             }
             Ok(())
         }
@@ -334,7 +335,7 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
             if in_rq {
                 k.rq_of(id).enqueue(id, p);
             }
-            k.need_resched = true;
+            k.view.need_resched = true;
             Ok(())
         }
         ThreadOp::SetFaultHandler(h) => {
@@ -349,7 +350,7 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
         }
         ThreadOp::Succeed(to) => {
             let (to, _) = k.thread_cap(to, rights::CONTROL)?;
-            let payer = k.t(k.current).task;
+            let payer = k.t(k.view.current).task;
             k.succeed(id, to, payer)?;
             crate::ipc::wake_receiver(k, to);
             Ok(())
@@ -394,7 +395,7 @@ fn handler(k: &mut Kernel, h: Option<(Slot, u64)>) -> Result<Option<(task::ObjRe
 /// range; with `include_self` also from the caller's own mappings.
 #[inline(never)]
 fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Error> {
-    let me = k.t(k.current).task;
+    let me = k.t(k.view.current).task;
     match what {
         UnmapRange::Mem { lo, hi, rights } => {
             if include_self && k.task(me).has_utcb_in(lo, hi) {
@@ -405,7 +406,7 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
             // and is issued again (its syscall instruction re-run, registers as they
             // were), going on where it stopped: interrupts are taken and higher
             // priorities run in between, so a large range holds the CPU for no longer.
-            let cur = k.current as usize;
+            let cur = k.view.current as usize;
             let mut at = match k.unmap_resume[cur].take() {
                 Some((r, s, next)) if r == what && s == include_self => next,
                 _ => lo,
@@ -452,7 +453,7 @@ fn restart(k: &mut Kernel, nr: u64) {
 
 fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
     let c = k.cap(slot)?;
-    let me = k.t(k.current).task;
+    let me = k.t(k.view.current).task;
     match (op, c.obj) {
         (IrqOp::Create { line, dst }, Obj::IrqControl) => {
             if line >= crate::arch::irqchip::lines() {
@@ -468,7 +469,7 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
             let l = line as usize;
             // One thread per line: another live thread's attachment is neither
             // replaced nor ended by this call (a dead thread's is free to take).
-            let cur = k.current;
+            let cur = k.view.current;
             let holder = k.irqs[l].map(|(r, _)| r).filter(|r| k.thread_alive(*r));
             let mine = holder.is_some_and(|r| r.id == cur);
             match op {

@@ -13,8 +13,12 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
     let f = unsafe { *frame };
     if f.vector == 2 || f.vector == 18 {
         // Taken without the kernel lock (it may arrive while this CPU holds it): report
-        // only.
-        kprintln!("[kernel] NMI/machine check (vector {}) at {:#x}", f.vector, f.rip);
+        // only. The first CPU to take an NMI reports the kernel's state too.
+        kprintln!("[kernel] NMI/machine check (vector {}) on CPU {} at {:#x}", f.vector, crate::arch::cpu::cpu_index(), f.rip);
+        static DUMPED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+        if f.vector == 2 && !DUMPED.swap(true, core::sync::atomic::Ordering::SeqCst) {
+            crate::kernel::dump_state();
+        }
         return;
     }
     crate::kernel::idle_end();
@@ -31,11 +35,11 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         VEC_RESCHED => {
             // Another CPU made a thread of this one ready.
             timer::eoi();
-            k.need_resched = true;
+            k.view.need_resched = true;
         }
         // (A thread stopped or destroyed from another CPU while its exception waited for
         // the kernel lock does not report it: it runs no more, or takes it again.)
-        0..=31 if from_user && k.t(k.current).state != crate::kernel::State::Running => {}
+        0..=31 if from_user && k.t(k.view.current).state != crate::kernel::State::Running => {}
         7 if from_user => k.fpu_trap(),
         v @ 0..=31 if from_user => user_fault(k, v as u64, &f),
         v @ 0..=31 => kernel_fault(v as u64, &f),
@@ -63,7 +67,7 @@ fn user_fault(k: &mut Kernel, vector: u64, f: &TrapFrame) {
         0 => fault::DIVIDE_ERROR,
         _ => vector,
     };
-    let cur = k.current;
+    let cur = k.view.current;
     let task = k.t(cur).task;
     let handled = ipc::report_fault(k, cur, [kind, addr, f.rip, f.error], vector == 14);
     if vector == 14 && handled && k.t(cur).fault_to_pager {

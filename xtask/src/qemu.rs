@@ -215,7 +215,12 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
         None => (None, None),
     };
     let mut c = command(kernel, image, o);
-    c.args(["-serial", "stdio", "-monitor", "none"]);
+    // QEMU's monitor on a socket of this run's own: a machine that runs out of time is
+    // sent an NMI through it first, and its kernel reports what every thread waits for.
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let monitor = std::env::temp_dir().join(format!("scion-monitor-{}-{}.sock", std::process::id(), RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    let _ = std::fs::remove_file(&monitor);
+    c.args(["-serial", "stdio", "-monitor"]).arg(format!("unix:{},server=on,wait=off", monitor.display()));
     c.stdin(if input.is_some() || then.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| format!("cannot start {QEMU}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
@@ -264,6 +269,11 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
             break None;
         }
         if start.elapsed() > limit {
+            if let Ok(mut m) = std::os::unix::net::UnixStream::connect(&monitor) {
+                let _ = m.write_all(b"nmi\n");
+                // Time for the report to come out of the serial port.
+                std::thread::sleep(Duration::from_secs(3));
+            }
             let _ = child.kill();
             let _ = child.wait();
             timed_out = true;
@@ -271,6 +281,7 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let _ = std::fs::remove_file(&monitor);
     let mut log = String::from_utf8_lossy(&reader.join().unwrap_or_default()).replace('\r', "");
     if let Some(mut e) = child.stderr.take() {
         let mut s = String::new();

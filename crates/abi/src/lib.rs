@@ -9,7 +9,7 @@
 /// `KERNEL_INFO(KERNEL_INFO_SMP)`: the CPUs running, timer ticks the CPUs other than
 /// the boot CPU have taken, times the kernel lock passed from one CPU to another, TLB
 /// shootdowns (one per CPU flushed), times a CPU was made to leave a thread's user mode
-/// (to stop or destroy it).
+/// (to stop or destroy it), IPCs the fastpath carried without the kernel lock.
 pub const KERNEL_INFO_SMP: u64 = 2;
 
 /// ABI version reported by `KERNEL_INFO`.

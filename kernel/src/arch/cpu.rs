@@ -81,6 +81,13 @@ pub struct PerCpu {
     pub index: usize,
     /// The page tables this CPU's CR3 holds (`klock`'s shootdown reads the others').
     pub cr3: core::sync::atomic::AtomicU64,
+    /// 1 while this CPU runs the IPC fastpath without the kernel lock (set and cleared
+    /// by the entry and exit stubs; `klock::klock_readers` waits for it to clear).
+    pub fast: core::sync::atomic::AtomicU64,
+    /// IPCs the fastpath carried on this CPU (written by this CPU only).
+    pub fast_ipcs: core::sync::atomic::AtomicU64,
+    /// Of them, those it carried without the kernel lock.
+    pub fast_shared: core::sync::atomic::AtomicU64,
 }
 
 /// The TSS followed by its I/O permission bitmap (8192 bytes + the terminating 0xFF).
@@ -102,7 +109,17 @@ struct CpuTables {
 
 static CPUS: [KCell<CpuTables>; MAX_CPUS] = [const {
     KCell::new(CpuTables {
-        percpu: PerCpu { kstack_top: 0, user_rsp: 0, this: 0, tss: core::ptr::null_mut(), index: 0, cr3: core::sync::atomic::AtomicU64::new(0) },
+        percpu: PerCpu {
+            kstack_top: 0,
+            user_rsp: 0,
+            this: 0,
+            tss: core::ptr::null_mut(),
+            index: 0,
+            cr3: core::sync::atomic::AtomicU64::new(0),
+            fast: core::sync::atomic::AtomicU64::new(0),
+            fast_ipcs: core::sync::atomic::AtomicU64::new(0),
+            fast_shared: core::sync::atomic::AtomicU64::new(0),
+        },
         tss_io: TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] },
         gdt: GlobalDescriptorTable::new(),
     })
@@ -133,6 +150,38 @@ pub fn cpu_index() -> usize {
     // SAFETY: as in `this_cpu`: GS is based at this CPU's `PerCpu`.
     unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) i, off = const core::mem::offset_of!(PerCpu, index), options(nostack, readonly, preserves_flags)) };
     i
+}
+
+/// Whether CPU `index` is in the IPC fastpath without the kernel lock.
+pub fn in_fastpath(index: usize) -> bool {
+    CPUS[index % MAX_CPUS].get().percpu.fast.load(core::sync::atomic::Ordering::Acquire) != 0
+}
+
+/// One more IPC carried by the fastpath on this CPU (`shared`: without the lock).
+pub fn count_fast_ipc(shared: bool) {
+    // SAFETY: GS is based at this CPU's `PerCpu`; its counters are written by this CPU
+    // only (others read them atomically), so a plain increment loses nothing.
+    unsafe {
+        core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, fast_ipcs), options(nostack));
+        if shared {
+            core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, fast_shared), options(nostack));
+        }
+    }
+}
+
+/// IPCs the fastpath carried on this CPU since boot.
+pub fn fast_ipcs_here() -> u64 {
+    this_cpu().fast_ipcs.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// IPCs the fastpath carried on every CPU since boot, and of them those without the
+/// kernel lock.
+pub fn fast_ipcs() -> (u64, u64) {
+    use core::sync::atomic::Ordering::Relaxed;
+    (0..MAX_CPUS).fold((0, 0), |(a, b), c| {
+        let p = &CPUS[c].get().percpu;
+        (a + p.fast_ipcs.load(Relaxed), b + p.fast_shared.load(Relaxed))
+    })
 }
 
 /// What CPU `index`'s CR3 holds (as it recorded it).
@@ -415,10 +464,20 @@ global_asm!(
     je .Lklock_done\@
     call klock_wait
     jmp .Lklock_try\@
+.Lklock_readers\@:
+    call klock_readers
+    mov ecx, dword ptr gs:[{pc_index}]
+    inc ecx
+    jmp .Lklock_read\@
 .Lklock_view\@:
     call take_view
     jmp .Lklock_end\@
 .Lklock_done\@:
+    /* With several CPUs, others may be in the fastpath without the lock: wait until
+       they are out (klock_readers). */
+    cmp byte ptr [rip + KLOCK_READERS], 0
+    jne .Lklock_readers\@
+.Lklock_read\@:
     /* The kernel's per-CPU part must be this CPU's (kernel::take_view). */
     cmp dword ptr [rip + KERNEL_VIEW], ecx
     jne .Lklock_view\@
@@ -512,22 +571,51 @@ syscall_entry:
     push 0x80
     PUSH_GPRS
     xor ebp, ebp
-    KLOCK
-    mov rax, [rsp + {f_rax}]
-    mov rdi, rsp
     /* IPC_CALL and IPC_REPLY_WAIT (the only numbers n with n | 2 == 7) try the
-       fastpath first: ipc_fastpath(frame, n) returns the partner's frame, or 0 for
-       the general path. */
+       fastpath first, without the kernel lock while nobody holds it: this CPU says it
+       is in the fastpath, then looks at the lock (a CPU that takes the lock waits
+       until no other is in the fastpath: klock_readers). ipc_fastpath_shared(frame, n)
+       returns the partner's frame, or 0: then the lock, and the fastpath under it
+       (ipc_fastpath, which can do what the shared one declines), then the general path. */
+    mov rax, [rsp + {f_rax}]
     mov rcx, rax
     or rcx, 2
     cmp rcx, 7
     jne 1f
+7:
+    mov qword ptr gs:[{pc_fast}], 1
+    mfence
+    cmp dword ptr [rip + KERNEL_LOCK], 0
+    jne 8f
+    mov rdi, rsp
+    mov rsi, rax
+    call ipc_fastpath_shared
+    test rax, rax
+    jnz ipc_fast_exit_shared
+    jmp 6f
+    /* The lock is taken: wait until it is free (answering its holder's requests) and
+       try again, rather than take it too (two CPUs doing IPC would otherwise hand it
+       back and forth from then on, each finding the other holding it). */
+8:
+    mov qword ptr gs:[{pc_fast}], 0
+    call klock_wait
+    mov rax, [rsp + {f_rax}]
+    jmp 7b
+6:
+    mov qword ptr gs:[{pc_fast}], 0
+    KLOCK
+    mov rax, [rsp + {f_rax}]
+    mov rdi, rsp
     mov rsi, rax
     call ipc_fastpath
     test rax, rax
     jnz ipc_fast_exit
     mov rdi, rsp
+    call syscall_dispatch
+    jmp syscall_exit
 1:
+    KLOCK
+    mov rdi, rsp
     call syscall_dispatch
 syscall_exit:
     KUNLOCK
@@ -544,7 +632,7 @@ syscall_exit:
        ipc_resume (its saved rsp, set by the fastpath, is 7 words below its frame: six
        for switch_context's pops, then this). The message registers come from the
        caller's frame, everything else from the partner's (rdi: the badge). */
-ipc_fast_exit:
+    .macro FAST_EXIT shared
     lea rcx, [rip + ipc_resume]
     mov [rsp - 8], rcx
     mov r10, [rsp + {f_r10}]
@@ -563,9 +651,20 @@ ipc_fast_exit:
     mov r11, [rax + {f_rflags}]
     mov rsp, [rax + {f_rsp}]
     xor eax, eax
+    /* The last touch of kernel memory: after it a lock holder may change anything. */
+    .if \shared
+    mov qword ptr gs:[{pc_fast}], 0
+    .else
     KUNLOCK
+    .endif
     swapgs
     sysretq
+    .endm
+ipc_fast_exit:
+    FAST_EXIT 0
+    /* The same, from the fastpath that ran without the lock. */
+ipc_fast_exit_shared:
+    FAST_EXIT 1
 
     /* A thread that blocked in the IPC fastpath, resumed by switch_context: reap, then
        leave through its frame (built by syscall_entry, so sysret is right). */
@@ -618,6 +717,7 @@ thread_trampoline:
     f_rax = const core::mem::offset_of!(TrapFrame, rax),
     f_vector = const core::mem::offset_of!(TrapFrame, vector),
     pc_index = const core::mem::offset_of!(PerCpu, index),
+    pc_fast = const core::mem::offset_of!(PerCpu, fast),
     vec_shootdown = const VEC_SHOOTDOWN as u64,
 );
 

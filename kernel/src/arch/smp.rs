@@ -241,6 +241,9 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         }
     }
     kprintln!("[smp] {} CPUs", n);
+    if n > 1 {
+        crate::klock::several_cpus();
+    }
     n
 }
 

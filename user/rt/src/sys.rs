@@ -83,11 +83,14 @@ pub struct SmpInfo {
     pub shootdowns: u64,
     /// Times a CPU was made to leave a thread's user mode (to stop or destroy it).
     pub stalls: u64,
+    /// IPCs the fastpath carried without the kernel lock (same-CPU IPC beside other
+    /// CPUs).
+    pub fast_unlocked: u64,
 }
 
 pub fn smp_info() -> SmpInfo {
     let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_SMP, 0, 0, 0, 0);
-    SmpInfo { cpus: r[1], ap_ticks: r[2], handovers: r[3], shootdowns: r[4], stalls: r[5] }
+    SmpInfo { cpus: r[1], ap_ticks: r[2], handovers: r[3], shootdowns: r[4], stalls: r[5], fast_unlocked: r[6] }
 }
 
 /// TSC ticks the CPU has spent idle since boot (`KERNEL_INFO(1)`).

@@ -2,7 +2,8 @@
 //! one CPU): throughput of independent IPC pairs with both pairs on one CPU and with a
 //! pair per CPU; the IPC round trip within a CPU and across; an unmap when no other CPU
 //! has the space loaded and when one does (the shootdown); the null system call (every
-//! entry takes the big kernel lock). Ticks are TSC cycles.
+//! entry but same-CPU IPC takes the big kernel lock), and how often the lock passed
+//! between the CPUs while the pairs ran. Ticks are TSC cycles.
 #![no_std]
 #![no_main]
 
@@ -111,6 +112,7 @@ fn main() -> i32 {
         let _ = sys::thread_set_cpu(s1.slot, cpu);
         let _ = sys::thread_set_cpu(c1.slot, cpu);
         let mut v = Vec::new();
+        let handovers = sys::smp_info().handovers;
         for _ in 0..3 {
             round += 1;
             let t0 = sys::rdtsc_ordered();
@@ -122,6 +124,10 @@ fn main() -> i32 {
             v.push(2 * PAIR_CALLS * per_ms * 1000 / ticks);
         }
         report(name, v, "rps");
+        if cpu == 1 {
+            let n = sys::smp_info().handovers - handovers;
+            println!("BENCH ipc_pairs_handovers_2cpu median={} min={} max={} samples=1 unit=per-1000", n * 1000 / (3 * 2 * PAIR_CALLS), n * 1000 / (3 * 2 * PAIR_CALLS), n * 1000 / (3 * 2 * PAIR_CALLS));
+        }
     }
 
     GO.store(STOP, Ordering::Release);

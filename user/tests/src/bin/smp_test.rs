@@ -5,6 +5,9 @@
 //!   the CPUs;
 //! - a thread moved to CPU 1 runs there while this one runs on CPU 0, and answers
 //!   calls from CPU 0 (cross-CPU IPC: the general path and a reschedule IPI);
+//! - a pair of threads on each CPU call each other at once, every answer checked, most
+//!   calls through the fastpath without the kernel lock (`fast_unlocked`), while this
+//!   thread takes the lock with other calls and moves CPU 1's server away and back;
 //! - TLB shootdown: a thread on CPU 1 reads a page in a loop; once `UNMAP` of the page
 //!   returns, it reads it no more (without the shootdown, CPU 1's TLB keeps the page
 //!   and the loop goes on);
@@ -64,6 +67,31 @@ fn echo(_: u64) {
     }
 }
 
+/// Calls each pair makes in the concurrent IPC check.
+const PAIR_CALLS: u64 = 20_000;
+/// The server `client` calls (set before it is told to go).
+static TARGET: AtomicU64 = AtomicU64::new(0);
+static CLIENT_OK: AtomicU64 = AtomicU64::new(0);
+static CLIENT_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Calls the server in `TARGET` `PAIR_CALLS` times, counting right answers.
+fn client(_: u64) {
+    let mut srv = 0;
+    while srv == 0 {
+        srv = TARGET.load(Ordering::Acquire);
+        core::hint::spin_loop();
+    }
+    let mut ok = 0;
+    for i in 0..PAIR_CALLS {
+        let mut m = Msg::new(1, &[i << 8]);
+        if ipc::call(srv, &mut m, ipc::FOREVER).is_ok() && m.word(1) == (i << 8) + 1 {
+            ok += 1;
+        }
+    }
+    CLIENT_OK.store(ok, Ordering::Relaxed);
+    CLIENT_DONE.store(true, Ordering::Release);
+}
+
 fn wait_for(done: impl FnMut() -> bool) -> bool {
     tests::wait_until(300, done)
 }
@@ -116,6 +144,43 @@ fn main() -> i32 {
         }
         Err(e) => {
             c.check(false, &alloc::format!("echo thread: {e:?}"));
+        }
+    }
+
+    // IPC within each CPU at once: the fastpath without the kernel lock on both, while
+    // this thread also takes the lock (other system calls) and moves the server of the
+    // pair on CPU 1 to CPU 0 and back under its client's calls.
+    match (thread::spawn(echo, 0, thread::my_priority()), thread::spawn(echo, 0, thread::my_priority()), thread::spawn(client, 0, thread::my_priority())) {
+        (Ok(e0), Ok(e1), Ok(cl)) => {
+            let before = sys::smp_info();
+            let moved = sys::thread_set_cpu(e1.slot, 1).and(sys::thread_set_cpu(cl.slot, 1));
+            c.eq(moved, Ok(()), "a server and its client on CPU 1");
+            TARGET.store(e1.slot, Ordering::Release);
+            let mut ok = 0;
+            let mut moves = Ok(());
+            for i in 0..PAIR_CALLS {
+                let mut m = Msg::new(1, &[i]);
+                if ipc::call(e0.slot, &mut m, ipc::FOREVER).is_ok() && m.word(1) == i + 1 {
+                    ok += 1;
+                }
+                if i % 64 == 0 {
+                    let _ = sys::thread_cpu(cl.slot);
+                }
+                if i % 4096 == 2048 {
+                    moves = moves.and(sys::thread_set_cpu(e1.slot, 0)).and(sys::thread_set_cpu(e1.slot, 1));
+                }
+            }
+            c.eq(ok, PAIR_CALLS, "every call to the server on CPU 0 answered right");
+            c.eq(moves, Ok(()), "the server on CPU 1 moved to CPU 0 and back under its client's calls");
+            c.check(wait_for(|| CLIENT_DONE.load(Ordering::Acquire)), "the client on CPU 1 finished");
+            c.eq(CLIENT_OK.load(Ordering::Relaxed), PAIR_CALLS, "every call of the client on CPU 1 answered right");
+            let after = sys::smp_info();
+            let unlocked = after.fast_unlocked - before.fast_unlocked;
+            rt::println!("smp_test: {unlocked} IPCs without the lock, lock handovers {}", after.handovers - before.handovers);
+            c.check(unlocked >= 2 * PAIR_CALLS, &alloc::format!("most of the {} IPCs went without the kernel lock ({unlocked})", 4 * PAIR_CALLS));
+        }
+        _ => {
+            c.check(false, "spawn two servers and a client");
         }
     }
 
