@@ -34,7 +34,8 @@ fn usage() -> ExitCode {
          \x20 run [--port N]   build and boot Scion in QEMU, serial console on this terminal;\n\
          \x20                  host port N (8080; or SCION_HTTP_PORT) reaches Scion's web server\n\
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
-         \x20 run, test: --cpus N gives the machines N virtual CPUs (1 to 8; default 1)\n\
+         \x20 run, test: --cpus N gives the machines N virtual CPUs (1 to 8; default 2 where\n\
+         \x20                  the host has two cores or more, else 1; benchmarks use 1)\n\
          \x20 bench [SUITE…]   measure Scion and a Linux guest side by side (icount and TCG);\n\
          \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites)\n\
          \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
@@ -51,6 +52,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = project_root();
     std::env::set_current_dir(&root).expect("cd to project root");
+    if matches!(args.first().map(String::as_str), Some("run" | "test")) {
+        qemu::set_default_cpus(qemu::host_default_cpus());
+    }
     let args = match qemu::cpus_arg(&args) {
         Ok(a) => a,
         Err(e) => {

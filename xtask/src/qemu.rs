@@ -82,6 +82,17 @@ pub fn default_cpus() -> u32 {
     CPUS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The CPUs `run` and `test` give a machine unless told: 2 where the host has two
+/// cores or more (multi-threaded TCG runs each virtual CPU on a host thread), else 1.
+/// The benchmarks keep 1 (icount runs one CPU; the `smp` suite says 2 itself).
+pub fn host_default_cpus() -> u32 {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        2
+    } else {
+        1
+    }
+}
+
 /// Take `--cpus N` (1 to 8) out of `args` and make it the default; the rest is returned.
 pub fn cpus_arg(args: &[String]) -> Result<Vec<String>, String> {
     let mut rest = Vec::new();
