@@ -57,6 +57,20 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.r9 = crate::arch::cpu::fast_ipcs().1;
             Ok(())
         }
+        Call::CpuInfo { cpu } => {
+            use core::sync::atomic::Ordering::Relaxed;
+            if cpu >= crate::arch::smp::cpus() as u64 {
+                return Err(Error::InvalidArg);
+            }
+            let c = cpu as usize;
+            let (irqs, fast, unlocked) = crate::arch::cpu::counts_of(c);
+            let out = k.cur().frame();
+            out.rdi = irqs;
+            out.rsi = fast;
+            out.rdx = unlocked;
+            out.r10 = crate::kernel::IDLE_TSC[c].load(Relaxed);
+            Ok(())
+        }
         Call::KernelInfo { .. } => {
             let ticks = k.ticks;
             let q = k.cur_task().quota;

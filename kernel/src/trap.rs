@@ -45,6 +45,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         v @ 0..=31 => kernel_fault(v as u64, &f),
         v => match irqchip::line_of(v) {
             Some(line) => {
+                crate::arch::cpu::count_irq();
                 irqchip::mask(line);
                 irqchip::eoi(line);
                 ipc::irq_fired(k, line);

@@ -12,6 +12,11 @@
 /// (to stop or destroy it), IPCs the fastpath carried without the kernel lock.
 pub const KERNEL_INFO_SMP: u64 = 2;
 
+/// `KERNEL_INFO(KERNEL_INFO_CPU, cpu)`: one CPU's counts — device interrupts it took,
+/// IPCs the fastpath carried on it and of them those without the kernel lock, TSC ticks
+/// it spent halted. `InvalidArg` for a CPU that is not running.
+pub const KERNEL_INFO_CPU: u64 = 3;
+
 /// ABI version reported by `KERNEL_INFO`.
 pub const ABI_VERSION: u64 = 2;
 

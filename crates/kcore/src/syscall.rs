@@ -33,6 +33,8 @@ pub enum Call {
     /// `KERNEL_INFO(what)`: 0 (and any other number) version, ticks, TSC rate, quota,
     /// free frames; 1 the TSC ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`).
     KernelInfo { what: u64 },
+    /// `KERNEL_INFO(abi::KERNEL_INFO_CPU, cpu)`: one CPU's counts.
+    CpuInfo { cpu: u64 },
     DebugPut { ptr: u64, len: usize },
     /// `IPC_SEND` / `IPC_CALL` (the tag is valid; the message is read from the
     /// caller's registers and UTCB by the IPC path).
@@ -170,6 +172,7 @@ impl Call {
         let (a0, a1, a2, a3, a4) = (r.rdi, r.rsi, r.rdx, r.r10, r.r8);
         Ok(match r.rax {
             sys::NULL => Call::Null,
+            sys::KERNEL_INFO if a0 == abi::KERNEL_INFO_CPU => Call::CpuInfo { cpu: a1 },
             sys::KERNEL_INFO => Call::KernelInfo { what: if a0 <= abi::KERNEL_INFO_SMP { a0 } else { 0 } },
             sys::DEBUG_PUT => {
                 if a1 > DEBUG_PUT_MAX {
@@ -332,7 +335,8 @@ mod tests {
         assert_eq!(dec(sys::SLEEP, [7, 0, 0, 0, 0]), Ok(Call::Sleep { us: 7 }));
         assert_eq!(dec(sys::KERNEL_INFO, [1, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 1 }));
         assert_eq!(dec(sys::KERNEL_INFO, [2, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 2 }));
-        assert_eq!(dec(sys::KERNEL_INFO, [3, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [3, 5, 0, 0, 0]), Ok(Call::CpuInfo { cpu: 5 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [4, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! clients = true            # root tells it (`GONE`) when a program that looked it up ends
 //! ```
 //!
-//! Other keys: `principal` (who it runs as, for ownership of disk segments),
+//! Other keys: `principal` (who it runs as, for ownership of disk segments), `cpu`
+//! (the CPU its first thread runs on, default 0; a driver's interrupt line follows it),
 //! `file`, `args`, `kpages` (kernel memory: page tables, threads,
 //! capabilities, mapping-database nodes; default 128 pages), `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
@@ -51,6 +52,8 @@ pub struct Program {
     pub test: bool,
     /// The principal the program runs as (owners of disk segments); 0 = none.
     pub principal: u32,
+    /// The CPU its first thread runs on (root moves it there before it starts).
+    pub cpu: u8,
 }
 
 impl Program {
@@ -72,6 +75,7 @@ impl Program {
             start: true,
             test: false,
             principal: 0,
+            cpu: 0,
         }
     }
 
@@ -235,6 +239,8 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("resident", Value::Int(i)) => p.resident = i,
             ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
             ("principal", _) => return Err(wrong("a 32-bit number")),
+            ("cpu", Value::Int(i)) if i < 8 => p.cpu = i as u8,
+            ("cpu", _) => return Err(wrong("a CPU number below 8")),
             ("restart", Value::Bool(b)) => p.restart = b,
             ("clients", Value::Bool(b)) => p.clients = b,
             ("start", Value::Bool(b)) => p.start = b,
@@ -352,6 +358,8 @@ start = false
         assert_eq!(s.caps, ["console", "echo"]);
         assert!(!s.start);
         assert_eq!(s.pager, "mem0");
+        assert_eq!((c.cpu, s.cpu), (0, 0), "the boot CPU unless given");
+        assert_eq!(parse("[[program]]\nname = \"d\"\ncpu = 1").unwrap()[0].cpu, 1);
     }
 
     #[test]
@@ -361,6 +369,7 @@ start = false
         assert_eq!(parse("[[program]]\nname = \"a\"\npriority = 300").unwrap_err().line, 3);
         assert_eq!(parse("[[program]]\nname = \"a\"\nio = [\"0x400-0x300\"]").unwrap_err().line, 3);
         assert_eq!(parse("[[program]]\nname = \"a\"\nirq = [30]").unwrap_err().line, 3);
+        assert_eq!(parse("[[program]]\nname = \"a\"\ncpu = 8").unwrap_err().line, 3);
         assert_eq!(parse("[[program]]\nname = \"a\"\ncaps = [\"x\"").unwrap_err().line, 3);
         assert_eq!(parse("[[server]]").unwrap_err().line, 1);
         assert!(parse("[[program]]\nname = \"a\"\n[[program]]\nname = \"a\"").unwrap_err().msg.contains("two programs"));

@@ -88,6 +88,8 @@ pub struct PerCpu {
     pub fast_ipcs: core::sync::atomic::AtomicU64,
     /// Of them, those it carried without the kernel lock.
     pub fast_shared: core::sync::atomic::AtomicU64,
+    /// Device interrupts this CPU took (written by this CPU only).
+    pub irqs: core::sync::atomic::AtomicU64,
 }
 
 /// The TSS followed by its I/O permission bitmap (8192 bytes + the terminating 0xFF).
@@ -119,6 +121,7 @@ static CPUS: [KCell<CpuTables>; MAX_CPUS] = [const {
             fast: core::sync::atomic::AtomicU64::new(0),
             fast_ipcs: core::sync::atomic::AtomicU64::new(0),
             fast_shared: core::sync::atomic::AtomicU64::new(0),
+            irqs: core::sync::atomic::AtomicU64::new(0),
         },
         tss_io: TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] },
         gdt: GlobalDescriptorTable::new(),
@@ -167,6 +170,19 @@ pub fn count_fast_ipc(shared: bool) {
             core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, fast_shared), options(nostack));
         }
     }
+}
+
+/// One more device interrupt taken on this CPU.
+pub fn count_irq() {
+    // SAFETY: as in `count_fast_ipc`: this CPU's own counter.
+    unsafe { core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, irqs), options(nostack)) };
+}
+
+/// CPU `c`'s device interrupts, fastpath IPCs and those without the lock.
+pub fn counts_of(c: usize) -> (u64, u64, u64) {
+    use core::sync::atomic::Ordering::Relaxed;
+    let p = &CPUS[c % MAX_CPUS].get().percpu;
+    (p.irqs.load(Relaxed), p.fast_ipcs.load(Relaxed), p.fast_shared.load(Relaxed))
 }
 
 /// IPCs the fastpath carried on this CPU since boot.

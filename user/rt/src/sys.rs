@@ -88,6 +88,25 @@ pub struct SmpInfo {
     pub fast_unlocked: u64,
 }
 
+/// What `KERNEL_INFO(KERNEL_INFO_CPU, cpu)` tells of one CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuInfo {
+    /// Device interrupts it took.
+    pub irqs: u64,
+    /// IPCs the fastpath carried on it, and of them those without the kernel lock.
+    pub fast_ipcs: u64,
+    pub fast_unlocked: u64,
+    /// TSC ticks it spent halted.
+    pub idle_tsc: u64,
+}
+
+/// One CPU's counts (`InvalidArg`: no such CPU running).
+pub fn cpu_info(cpu: u64) -> Result<CpuInfo, Error> {
+    let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_CPU, cpu, 0, 0, 0);
+    abi::check(r[0])?;
+    Ok(CpuInfo { irqs: r[1], fast_ipcs: r[2], fast_unlocked: r[3], idle_tsc: r[4] })
+}
+
 pub fn smp_info() -> SmpInfo {
     let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_SMP, 0, 0, 0, 0);
     SmpInfo { cpus: r[1], ap_ticks: r[2], handovers: r[3], shootdowns: r[4], stalls: r[5], fast_unlocked: r[6] }

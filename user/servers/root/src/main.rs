@@ -245,6 +245,12 @@ impl Root<'_> {
                 let _ = with_tmp(|tmp| sys::cap_copy(con, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::CONSOLE, rights::SEND)));
             }
         }
+        // Its CPU, before it runs (a CPU that is not running leaves it on the boot CPU).
+        if entry.cpu != 0 {
+            if let Err(e) = sys::thread_set_cpu(child.thread, entry.cpu as u64) {
+                println!("[root] {}: no CPU {} ({:?}): it runs on CPU 0", entry.name, entry.cpu, e);
+            }
+        }
         child.start()
     }
 
