@@ -80,8 +80,8 @@ extern "C" fn ipc_fastpath_shared(frame: *mut TrapFrame, n: u64) -> u64 {
     unsafe { ipc_shared(k, me, f, frame as u64, n) }
 }
 
-/// The fastpath under the lock: everything, the caller's own CPU's state in `Kernel`'s
-/// fields.
+/// The fastpath under the lock: everything, the caller's own CPU's state in
+/// `Kernel::view`.
 #[inline(always)]
 fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
     // A dead thread is freed right after the switch away from it (`reap`), so none
