@@ -13,8 +13,9 @@
 //! fastpath (`PerCpu::fast`), fences, and goes on without the lock only if the lock is
 //! free; a CPU that takes the lock waits, before it touches anything, until no other
 //! CPU is marked (`klock_readers`). Each side writes its flag before it reads the
-//! other's, so either the fastpath sees the lock taken (and takes the lock itself) or
-//! the taker sees the fastpath under way and waits for it. Fastpaths on different CPUs
+//! other's, so either the fastpath sees the lock taken (then it waits until the lock is
+//! free and tries again; it takes the lock only for what it declines) or the taker sees
+//! the fastpath under way and waits for it. Fastpaths on different CPUs
 //! run at once: each changes only its own CPU's threads and per-CPU state (below).
 //!
 //! The kernel's per-CPU state (which thread runs, what CR3 and FS hold, the x87 owner:

@@ -301,3 +301,15 @@ pub fn update_check(srv: u64, path: &str, tag: u8, n: u64) -> bool {
     let _ = f::close(srv, h);
     ok
 }
+
+/// A server thread's body: answers each call with its first word plus one, forever.
+pub fn echo_plus_one(_: u64) {
+    use rt::ipc::{self, Msg};
+    let mut m = Msg::empty();
+    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    loop {
+        let w = m.word(1);
+        m = Msg::new(1, &[w + 1]);
+        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    }
+}

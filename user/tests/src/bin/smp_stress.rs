@@ -30,17 +30,6 @@ static FAILED: AtomicU64 = AtomicU64::new(0);
 static DONE: AtomicU64 = AtomicU64::new(0);
 static END: AtomicU64 = AtomicU64::new(0);
 
-/// Answers each call with its first word plus one.
-fn echo(_: u64) {
-    let mut m = Msg::empty();
-    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
-    loop {
-        let w = m.word(1);
-        m = Msg::new(1, &[w + 1]);
-        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
-    }
-}
-
 fn fail(what: &str, w: u64) {
     if FAILED.fetch_add(1, Ordering::Relaxed) < 10 {
         rt::println!("smp_stress: worker {w}: {what}");
@@ -102,7 +91,7 @@ fn main() -> i32 {
     let prio = thread::my_priority();
     let mut servers = alloc::vec::Vec::new();
     for (k, s) in SERVER.iter().enumerate() {
-        match thread::spawn(echo, 0, prio) {
+        match thread::spawn(tests::echo_plus_one, 0, prio) {
             Ok(t) => {
                 let _ = sys::thread_set_cpu(t.slot, (k % 2) as u64);
                 s.store(t.slot, Ordering::Relaxed);

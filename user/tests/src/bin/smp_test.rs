@@ -56,17 +56,6 @@ fn spinner(_: u64) {
     }
 }
 
-/// Answers each call with its first word plus one.
-fn echo(_: u64) {
-    let mut m = Msg::empty();
-    let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
-    loop {
-        let w = m.word(1);
-        m = Msg::new(1, &[w + 1]);
-        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
-    }
-}
-
 /// Calls each pair makes in the concurrent IPC check.
 const PAIR_CALLS: u64 = 20_000;
 /// The server `client` calls (set before it is told to go).
@@ -129,7 +118,7 @@ fn main() -> i32 {
     c.eq(sys::thread_set_cpu(abi::cap::SELF_THREAD, want), Err(abi::Error::InvalidArg), "SET_CPU past the last CPU");
 
     // Cross-CPU IPC: an echo thread on CPU 1.
-    match thread::spawn(echo, 0, thread::my_priority()) {
+    match thread::spawn(tests::echo_plus_one, 0, thread::my_priority()) {
         Ok(e) => {
             c.eq(sys::thread_set_cpu(e.slot, 1), Ok(()), "move the echo thread to CPU 1");
             let mut ok = 0;
@@ -150,7 +139,7 @@ fn main() -> i32 {
     // IPC within each CPU at once: the fastpath without the kernel lock on both, while
     // this thread also takes the lock (other system calls) and moves the server of the
     // pair on CPU 1 to CPU 0 and back under its client's calls.
-    match (thread::spawn(echo, 0, thread::my_priority()), thread::spawn(echo, 0, thread::my_priority()), thread::spawn(client, 0, thread::my_priority())) {
+    match (thread::spawn(tests::echo_plus_one, 0, thread::my_priority()), thread::spawn(tests::echo_plus_one, 0, thread::my_priority()), thread::spawn(client, 0, thread::my_priority())) {
         (Ok(e0), Ok(e1), Ok(cl)) => {
             let before = sys::smp_info();
             let moved = sys::thread_set_cpu(e1.slot, 1).and(sys::thread_set_cpu(cl.slot, 1));
