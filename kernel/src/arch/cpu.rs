@@ -185,19 +185,10 @@ pub fn counts_of(c: usize) -> (u64, u64, u64) {
     (p.irqs.load(Relaxed), p.fast_ipcs.load(Relaxed), p.fast_shared.load(Relaxed))
 }
 
-/// IPCs the fastpath carried on this CPU since boot.
-pub fn fast_ipcs_here() -> u64 {
-    this_cpu().fast_ipcs.load(core::sync::atomic::Ordering::Relaxed)
-}
-
 /// IPCs the fastpath carried on every CPU since boot, and of them those without the
 /// kernel lock.
 pub fn fast_ipcs() -> (u64, u64) {
-    use core::sync::atomic::Ordering::Relaxed;
-    (0..MAX_CPUS).fold((0, 0), |(a, b), c| {
-        let p = &CPUS[c].get().percpu;
-        (a + p.fast_ipcs.load(Relaxed), b + p.fast_shared.load(Relaxed))
-    })
+    (0..MAX_CPUS).map(counts_of).fold((0, 0), |(a, b), (_, f, u)| (a + f, b + u))
 }
 
 /// What CPU `index`'s CR3 holds (as it recorded it).
