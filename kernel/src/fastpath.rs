@@ -28,7 +28,7 @@
 
 use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
 use crate::kernel::{CpuView, Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
-use crate::task::{self, Obj, ObjRef, Task, UserRange};
+use crate::task::{self, Obj, ObjRef, Task};
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
 use abi::ipc::{self, FOREVER, RECV_ANY};
@@ -155,7 +155,6 @@ struct Env<'a> {
 /// Strings the fastpath carries: at most this long, on at most two pages each side
 /// (longer ones take the general path, which walks more pages).
 const FAST_STRING: u64 = 4096;
-type FastRange = UserRange<2>;
 
 /// Every check, without changing anything: the partner (waiting for this message),
 /// the badge it receives, both threads (each of this CPU); then a string's copy
@@ -248,15 +247,17 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
 /// `CopyFault`); then the copy. Returns its length. Out of line: register messages do
 /// not pay for its frame.
 #[inline(never)]
-fn copy_string(c: &Tcb, d: &Tcb) -> Option<u64> {
+fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
     let (su, du) = (c.utcb(), d.utcb());
     let (saddr, len, daddr, dlen) = (su.send_buf_addr, su.send_buf_len, du.recv_buf_addr, du.recv_buf_len);
     if len > FAST_STRING || len > dlen {
         return None;
     }
-    let from = FastRange::resolve(c.pml4, saddr, len, false).ok()?;
-    let to = FastRange::resolve(d.pml4, daddr, len, true).ok()?;
-    task::copy_range(&from, &to);
+    // (Each thread's last buffers, kept while no mapping was reduced: an IPC loop's
+    // buffers are walked once.)
+    let from = c.send_range.resolve(c.pml4, saddr, len, false)?;
+    let to = d.recv_range.resolve(d.pml4, daddr, len, true)?;
+    task::copy_range(from, to);
     Some(len)
 }
 

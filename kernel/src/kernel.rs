@@ -90,6 +90,9 @@ pub struct Tcb {
     /// Times the thread blocked in the IPC fastpath (which does not look up its task);
     /// added to the task's switch count when the thread is destroyed.
     pub fast_blocks: u64,
+    /// The fastpath's last resolved send string and receive buffer of this thread.
+    pub send_range: task::CachedRange,
+    pub recv_range: task::CachedRange,
 }
 
 impl Tcb {
@@ -735,6 +738,8 @@ impl Kernel {
             kernel_thread,
             fpu_used: false,
             fast_blocks: 0,
+            send_range: task::CachedRange::EMPTY,
+            recv_range: task::CachedRange::EMPTY,
         };
         if !kernel_thread {
             // SAFETY: the stack was just allocated for this thread and is KSTACK_SIZE long.

@@ -4,6 +4,7 @@
 //! walks the task's page table, checks the user/write bits, and copies through
 //! the direct map. A bad pointer is therefore an error code, never a kernel fault.
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use crate::mem::{self, phys_to_virt, KernelPhys};
 use abi::layout::{is_user_range, PAGE_SIZE};
 use abi::{mem as m, Error};
@@ -166,6 +167,7 @@ pub const STRING_PAGES: usize = kcore::usercopy::pages_for(abi::ipc::MAX_STRING)
 /// A user range on at most `P` pages resolved to its frames: one page-table walk per
 /// page, which is also the access check. A copy between two resolved ranges walks no
 /// page table again (`copy_range`).
+#[derive(Clone, Copy)]
 pub struct UserRange<const P: usize> {
     va: u64,
     len: u64,
@@ -181,23 +183,132 @@ impl<const P: usize> UserRange<P> {
             return Err(Error::BadAddress);
         }
         let mut r = UserRange { va, len, frames: [0; P] };
-        for (n, page) in kcore::usercopy::pages(va, len).enumerate() {
-            *r.frames.get_mut(n).ok_or(Error::BadAddress)? = user_phys(pml4, page, write)?;
+        if len != 0 {
+            let need = pt::P | pt::U | if write { pt::W } else { 0 };
+            pt::frames(&mut Walk, pml4, va, len, need, &mut r.frames).ok_or(Error::BadAddress)?;
         }
         Ok(r)
     }
 }
 
+/// Counts every change that takes a user mapping away or reduces its rights, in any
+/// address space (bumped where the TLBs are told: `flush_page`, `destroy_space`): a
+/// translation kept from before a change is not used after it (`CachedRange`).
+static MAP_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+fn mappings_reduced() {
+    // (Under the kernel lock, as every page-table change; the fastpath without the lock
+    // reads it only while no CPU holds the lock.)
+    MAP_EPOCH.store(MAP_EPOCH.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// A thread's last two resolved IPC buffers of one kind (its send strings, or its
+/// receive buffers), as a TLB keeps translations: an IPC loop names the same buffer
+/// every time (or two in turn, double-buffered), and its pages are walked again only
+/// when a mapping somewhere was reduced since (`MAP_EPOCH`). At most two pages each
+/// (the fastpath's strings).
+#[derive(Clone, Copy)]
+pub struct CachedRange {
+    kept: [Kept; 2],
+    /// The entry a miss replaces (they take turns).
+    next: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Kept {
+    range: UserRange<2>,
+    /// `MAP_EPOCH` when resolved.
+    epoch: u64,
+    /// Resolved for writing.
+    write: bool,
+}
+
+impl Kept {
+    /// No epoch matches `u64::MAX` (it would take 2^64 unmaps).
+    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, epoch: u64::MAX, write: false };
+
+    #[inline(always)]
+    fn is(&self, va: u64, len: u64, write: bool, epoch: u64) -> bool {
+        (self.range.va ^ va) | (self.range.len ^ len) | (self.epoch ^ epoch) == 0 && self.write == write
+    }
+}
+
+impl CachedRange {
+    /// Nothing kept.
+    pub const EMPTY: CachedRange = CachedRange { kept: [Kept::NONE; 2], next: 0 };
+
+    /// `[va, va+len)` of the space `pml4` (this thread's, which never changes) resolved
+    /// as `UserRange::resolve` does — kept from an earlier call if that named the same
+    /// range and access and no mapping was reduced since.
+    #[inline(always)]
+    pub fn resolve(&mut self, pml4: u64, va: u64, len: u64, write: bool) -> Option<&UserRange<2>> {
+        let epoch = MAP_EPOCH.load(Ordering::Relaxed);
+        let i = if self.kept[0].is(va, len, write, epoch) {
+            0
+        } else if self.kept[1].is(va, len, write, epoch) {
+            1
+        } else {
+            let i = self.next & 1;
+            self.kept[i] = Kept { range: UserRange::resolve(pml4, va, len, write).ok()?, epoch, write };
+            self.next = i ^ 1;
+            i
+        };
+        Some(&self.kept[i].range)
+    }
+}
+
 /// Copy `src` into `dst` (as long as the shorter), piece by piece within single frames
-/// of each (possibly the same space: overlap is allowed).
+/// of each (possibly the same space: overlap is allowed). The pieces end at the nearer
+/// page end of either side (`kcore::usercopy::pieces` is the arithmetic, host-tested).
 #[inline]
 pub fn copy_range<const P: usize, const Q: usize>(src: &UserRange<P>, dst: &UserRange<Q>) {
+    let len = src.len.min(dst.len);
+    let (so, d_o) = (src.va & (PAGE_SIZE - 1), dst.va & (PAGE_SIZE - 1));
+    if so.max(d_o) + len <= PAGE_SIZE {
+        // One piece, on each side's first page (the usual short string).
+        let (Some(&sf), Some(&df)) = (src.frames.first(), dst.frames.first()) else { return };
+        // SAFETY: as below, one piece.
+        unsafe { copy_bytes(phys_to_virt(df + d_o), phys_to_virt(sf + so), len) };
+        return;
+    }
     for p in kcore::usercopy::pieces(src.va, dst.va, src.len.min(dst.len)) {
-        let (s, d) = (src.frames[p.src_page] + p.src_off, dst.frames[p.dst_page] + p.dst_off);
+        let (Some(&sf), Some(&df)) = (src.frames.get(p.src_page), dst.frames.get(p.dst_page)) else { return };
         // SAFETY: both pieces lie within single user frames resolved (and checked for
-        // the access) by `UserRange::resolve` in this kernel entry, in the direct map;
-        // `copy` tolerates overlap (a task sending to itself).
-        unsafe { core::ptr::copy(phys_to_virt(s), phys_to_virt(d), p.len as usize) };
+        // the access) by `UserRange::resolve` in this kernel entry, or kept since with
+        // no mapping reduced, in the direct map.
+        unsafe { copy_bytes(phys_to_virt(df + p.dst_off), phys_to_virt(sf + p.src_off), p.len) };
+    }
+}
+
+/// Copy `n` bytes from `src` to `dst`: `rep movsq` for the words, `rep movsb` for the
+/// rest (at most 7). Not `memmove`, whose alignment prologue and direction checks cost
+/// a piece more than the copy of a short string; overlapping ranges (a task copying
+/// within its own memory) go to `core::ptr::copy`, which copies them correctly.
+/// (Under `-icount` each `rep` iteration counts as an instruction: 64 for 512 bytes.)
+///
+/// # Safety
+/// `src..src+n` readable, `dst..dst+n` writable kernel memory.
+#[inline(always)]
+unsafe fn copy_bytes(dst: *mut u8, src: *const u8, n: u64) {
+    if (dst as u64).wrapping_sub(src as u64) < n {
+        // SAFETY: as the caller promises; `copy` allows overlap.
+        unsafe { core::ptr::copy(src, dst, n as usize) };
+        return;
+    }
+    // SAFETY: the caller's ranges, which do not overlap forwards (checked above): a
+    // forward copy reads every byte before it is written. The direction flag is clear
+    // (Rust's inline assembly may assume it; the kernel's entries clear it).
+    unsafe {
+        core::arch::asm!(
+            "rep movsq",
+            "mov ecx, {rest:e}",
+            "rep movsb",
+            rest = in(reg) n & 7,
+            inout("rcx") n / 8 => _,
+            inout("rsi") src => _,
+            inout("rdi") dst => _,
+            options(nostack, preserves_flags),
+        );
     }
 }
 
@@ -234,11 +345,13 @@ impl Task {
                 }
                 if !self.nodes.add(&mut self.quota) {
                     pt::unmap(&mut Walk, self.pml4, va);
+                    mappings_reduced();
                     return Err(Error::NoMemory);
                 }
                 if !mem::frame_ref(frame) {
                     self.nodes.remove(&mut self.quota);
                     pt::unmap(&mut Walk, self.pml4, va);
+                    mappings_reduced();
                     return Err(Error::NoMemory);
                 }
                 Ok(())
@@ -324,6 +437,7 @@ impl Task {
             load_cr3(crate::arch::boot::boot_pml4_phys());
         }
         crate::klock::mark_freed(pml4);
+        mappings_reduced();
         pt::destroy_user(&mut KernelPhys { quota: &mut self.quota }, pml4, |_, e| {
             if e & pt::UTCB == 0 {
                 mem::frame_unref(e & pt::ADDR);
@@ -356,6 +470,7 @@ pub fn load_cr3(pml4: u64) {
 /// Invalidate the TLB entry for `va` if `pml4` is the loaded address space.
 pub fn flush_page(pml4: u64, va: u64) {
     crate::klock::mark_stale(pml4);
+    mappings_reduced();
     if current_cr3() == pml4 {
         x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va));
     }

@@ -466,12 +466,15 @@ fn figure3_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, boo
     let _ = writeln!(
         s,
         "A call and its reply, each carrying a string of the size (the kernel copies it between the two \
-         address spaces: each page of both ranges walked once, then a `memmove` per piece — compiler-builtins' \
-         x86_64 `memmove`, a `rep movsq`: the CPU's string move is as fast as a vector loop at these sizes on \
-         current CPUs and needs no SSE registers in a kernel that saves none; `icount` counts one \
-         instruction per 8 bytes it moves), against a ping-pong of the \
+         address spaces: each page of both ranges walked once — or not at all when the thread names the \
+         buffer it named before and no mapping was taken away since, the fastpath's kept translations — \
+         then one copy per piece within a page of either side, `rep movsq` for the words and `rep movsb` for \
+         the rest: the CPU's string move is as fast as a vector loop at these sizes on current CPUs and \
+         needs no SSE registers in a kernel that saves none; `icount` counts one instruction per 8 bytes it \
+         moves), against a ping-pong of the \
          same bytes through two pipes and through a Unix stream socket pair between two Linux processes. \
-         Scion's server is `echo strings` (reply-and-wait with the string it got). `Δ/KiB`: the extra cost \
+         Both sides' user code is register-only (`rt::ipc::call_regs_string`, \
+         `reply_wait_regs_string` in `echo strings`), as for `ipc_rtt_8b_cross`. `Δ/KiB`: the extra cost \
          of a KiB over the 8-byte string, from the 4 KiB point.\n"
     );
     for (mode, _, _) in modes {

@@ -228,7 +228,7 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
         0 | 4 => "user: the client's call",
         2 => "user: the server's loop (reply and wait)",
         _ if s.outer == "syscall_entry" && !in_dispatch => "entry: syscall stub, registers saved",
-        _ if s.outer == "syscall_entry" || s.outer == "ipc_fast_exit" => "exit: registers restored, sysret",
+        _ if s.outer == "syscall_entry" || s.outer.starts_with("ipc_fast_exit") => "exit: registers restored, sysret",
         _ if has("switch_context") => "switch: kernel stacks (switch_context)",
         _ if has("copy_string")
             || has("UserRange")

@@ -64,6 +64,30 @@ pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
     }
 }
 
+/// The frames behind the pages of `[va, va + len)` (`len > 0`) into `out`, every leaf
+/// having all the bits of `need` (`P`, and `U`, `W` as the access asks); the tables
+/// down to a leaf table are walked once for all the pages it covers. The number of
+/// pages, or `None` when one is not mapped so or there are more than `out` holds.
+#[inline]
+pub fn frames(mem: &mut impl PhysMem, root: u64, va: u64, len: u64, need: u64, out: &mut [u64]) -> Option<usize> {
+    let first = va >> 12;
+    let n = (((va + len - 1) >> 12) - first + 1) as usize;
+    let out = out.get_mut(..n)?;
+    let mut table = leaf_table(mem, root, va)?;
+    for (i, slot) in out.iter_mut().enumerate() {
+        let page = (first + i as u64) << 12;
+        if i != 0 && index(page, 0) == 0 {
+            table = leaf_table(mem, root, page)?;
+        }
+        let e = mem.table(table)[index(page, 0)];
+        if e & need != need {
+            return None;
+        }
+        *slot = e & ADDR;
+    }
+    Some(n)
+}
+
 /// The last-level table covering `va`, creating the tables down to it.
 fn leaf_table_create(mem: &mut impl PhysMem, root: u64, va: u64) -> Result<u64, MapError> {
     let mut table = root;
@@ -307,6 +331,33 @@ mod tests {
         assert_eq!(lookup(&mut m, root, 0x40_0000).unwrap() & W, 0);
         assert_eq!(unmap(&mut m, root, 0x40_0000).map(|e| e & ADDR), Some(0xabc000));
         assert_eq!(unmap(&mut m, root, 0x40_0000), None);
+    }
+
+    /// `frames` agrees with a `lookup` of every page, across a leaf table's end (a 2 MiB
+    /// boundary: the next table is walked), and refuses a missing page, a leaf without
+    /// a needed bit, and more pages than it may hold.
+    #[test]
+    fn frames_agree_with_lookup() {
+        let mut m = SimMem::new(100);
+        let root = 0x1000;
+        let base = 0x5F_E000; // two pages below the 2 MiB boundary at 0x60_0000
+        for i in 0..4u64 {
+            let w = if i == 2 { 0 } else { W };
+            map(&mut m, root, base + i * 4096, (0x70_0000 + i * 0x3000) | U | w).unwrap();
+        }
+        let mut out = [0u64; 4];
+        for (va, len) in [(base, 1u64), (base + 0xfff, 2), (base + 0x800, 0x1000), (base + 1, 4 * 4096 - 1), (base + 0x1fff, 2)] {
+            let n = frames(&mut m, root, va, len, P | U, &mut out).unwrap();
+            let want: std::vec::Vec<u64> = ((va >> 12)..=((va + len - 1) >> 12)).map(|p| lookup(&mut m, root, p << 12).unwrap() & ADDR).collect();
+            assert_eq!(&out[..n], &want[..], "{va:#x}+{len}");
+        }
+        assert_eq!(frames(&mut m, root, base + 0x1000, 0x1000, P | U | W, &mut out), Some(1));
+        assert_eq!(frames(&mut m, root, base + 0x1000, 0x1001, P | U | W, &mut out), None, "page 2 is read-only");
+        assert_eq!(frames(&mut m, root, base + 0x3000, 0x1001, P | U, &mut out), None, "page 4 is not mapped");
+        assert_eq!(frames(&mut m, root, base + 0x20_0000, 1, P | U, &mut out), None, "no tables there");
+        assert_eq!(frames(&mut m, root, base, 0x2001, P | U, &mut out[..2]), None, "three pages, room for two");
+        map(&mut m, root, 0x80_0000, 0x90_0000 | W).unwrap();
+        assert_eq!(frames(&mut m, root, 0x80_0000, 8, P | U, &mut out), None, "not a user page");
     }
 
     #[test]

@@ -82,10 +82,11 @@ fn touch(buf: &[u8], write: bool) {
     if buf.is_empty() {
         return; // nothing to make present (and the pointer of an empty slice may dangle)
     }
-    let mut at = buf.as_ptr() as usize & !0xfff;
-    let end = buf.as_ptr() as usize + buf.len();
+    // One byte of each page: the first, then each page's start.
+    let (start, end) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
+    let mut at = start;
     while at < end {
-        let p = (at.max(buf.as_ptr() as usize)) as *mut u8;
+        let p = at as *mut u8;
         // SAFETY: `p` lies within `buf`; reading it (and writing back what was read,
         // for a buffer we own mutably) changes nothing but makes the page present.
         unsafe {
@@ -94,7 +95,7 @@ fn touch(buf: &[u8], write: bool) {
                 core::ptr::write_volatile(p, v);
             }
         }
-        at += 0x1000;
+        at = (at & !0xfff) + 0x1000;
     }
 }
 
@@ -260,6 +261,30 @@ pub fn reply_wait_regs(tag: u64, w1: u64) -> (u64, u64, u64, u64) {
     let mut r = [tag, w1, 0, 0, 0, 0, 0];
     let (e, badge) = raw(sys::IPC_REPLY_WAIT, 0, RECV_ANY, FOREVER, &mut r);
     (e, badge, r[0], r[1])
+}
+
+/// A register-only call carrying a string each way, as lean as `call_regs` (no `Msg`):
+/// `send` goes with the call (the tag's string flag is set here), the reply's string
+/// lands in `recv`. Returns (error, tag, first word, length of the string received).
+#[inline(always)]
+pub fn call_regs_string(dest: u64, tag: u64, w1: u64, send: &[u8], recv: &mut [u8]) -> (u64, u64, u64, usize) {
+    set_send_string(send);
+    set_recv_buffer(recv);
+    let mut r = [Tag(tag).with_string().0, w1, 0, 0, 0, 0, 0];
+    let (e, _) = raw(sys::IPC_CALL, dest, 0, FOREVER, &mut r);
+    (e, r[0], r[1], received_string_len())
+}
+
+/// Register-only reply-and-wait with a string each way: the answer carries `send`, the
+/// next request's string lands in `recv`. Returns (error, badge, tag, first word,
+/// length of the string received).
+#[inline(always)]
+pub fn reply_wait_regs_string(tag: u64, w1: u64, send: &[u8], recv: &mut [u8]) -> (u64, u64, u64, u64, usize) {
+    set_send_string(send);
+    set_recv_buffer(recv);
+    let mut r = [Tag(tag).with_string().0, w1, 0, 0, 0, 0, 0];
+    let (e, badge) = raw(sys::IPC_REPLY_WAIT, 0, RECV_ANY, FOREVER, &mut r);
+    (e, badge, r[0], r[1], received_string_len())
 }
 
 /// Raw IPC for tests that must pass malformed values (bad tags, bad slots).

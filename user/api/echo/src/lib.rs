@@ -69,20 +69,23 @@ pub fn fast_loop() -> ! {
 }
 
 /// The string echo loop used to measure string IPC against its size (the L4 paper's
-/// Figure 3): wait for the first call, then answer each with the string it carried, as it
-/// came (the kernel copies it out of the buffer before the next message lands there),
-/// and MR1 = its length.
+/// Figure 3): wait for the first call, then answer each with the string it carried and
+/// MR1 = its length, register-only as `fast_loop` (`reply_wait_regs_string`). Two
+/// buffers take turns: the answer goes from the one the request landed in while the next
+/// request lands in the other.
 pub fn string_loop() -> ! {
     use rt::ipc::{self, Msg};
-    let mut buf = [0u8; 4096];
+    let mut bufs = [[0u8; 4096]; 2];
     let mut m = Msg::empty();
-    ipc::set_recv_buffer(&mut buf);
+    ipc::set_recv_buffer(&mut bufs[0]);
     let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+    let mut n = ipc::received_string_len().min(4096);
+    let mut cur = 0;
     loop {
-        let n = ipc::received_string_len().min(buf.len());
-        ipc::set_send_string(&buf[..n]);
-        m = Msg::new(STRING, &[n as u64]).with_string();
-        ipc::set_recv_buffer(&mut buf);
-        let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
+        let [a, b] = &mut bufs;
+        let (full, free) = if cur == 0 { (a, b) } else { (b, a) };
+        let (e, _, _, _, got) = ipc::reply_wait_regs_string(abi::ipc::Tag::new(STRING, 1).0, n as u64, &full[..n], free);
+        cur ^= 1;
+        n = if e == 0 { got.min(4096) } else { 0 };
     }
 }

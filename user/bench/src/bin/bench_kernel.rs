@@ -40,13 +40,15 @@ extern "C" fn probe_rtt(magic: u64, echo: u64, tag: u64) -> u64 {
 #[no_mangle]
 #[inline(never)]
 #[allow(improper_ctypes_definitions)] // called from Rust only; the magic is in rdi
-extern "C" fn probe_str(magic: u64, es: u64, back: &mut [u8]) -> u64 {
-    ipc::set_recv_buffer(back);
-    let mut m = Msg::new(echo_api::STRING, &[]).with_string();
-    let ok = ipc::call(es, &mut m, ipc::FOREVER).is_ok();
+extern "C" fn probe_str(magic: u64, es: u64, send: &[u8], back: &mut [u8]) -> u64 {
+    let (e, _, w, got) = ipc::call_regs_string(es, STRING_TAG, 0, send, back);
     core::hint::black_box(magic);
-    if ok { m.word(1) } else { u64::MAX }
+    if e != 0 || got != send.len() { u64::MAX } else { w }
 }
+
+/// The string echo's request: label `STRING`, no words (the string flag is set by
+/// `call_regs_string`).
+const STRING_TAG: u64 = abi::ipc::Tag::new(echo_api::STRING, 0).0;
 
 const BATCHES: usize = 15;
 /// String sizes of the Figure 3 curve (`rpc_str_N`; xtask reads whichever come).
@@ -297,18 +299,18 @@ fn main() -> i32 {
         let data: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
         let mut back = alloc::vec![0u8; 4096];
         for n in STRING_SIZES {
-            ipc::set_send_string(&data[..n]);
+            // Register-only, as `ipc_rtt_8b_cross`: the string each way is the kernel's
+            // work measured (the receive buffer is offered for each call, as a receive
+            // takes the offer back).
             let mut one = || {
-                // Offered for each call (a receive takes the offer back).
-                ipc::set_recv_buffer(&mut back[..n]);
-                let mut m = Msg::new(echo_api::STRING, &[]).with_string();
-                bad += (ipc::call(es, &mut m, ipc::FOREVER).is_err() || m.word(1) != n as u64) as u64;
+                let (e, _, w, got) = ipc::call_regs_string(es, STRING_TAG, 0, &data[..n], &mut back[..n]);
+                bad += (e != 0 || w != n as u64 || got != n) as u64;
             };
             measure(&alloc::format!("rpc_str_{n}"), &mut one);
             if n == 512 {
                 measure("ipc_rtt_512b_cross", &mut one);
-                bad += (probe_str(0, es, &mut back[..n]) != n as u64) as u64;
-                bad += (probe_str(PROBE_MAGIC, es, &mut back[..n]) != n as u64) as u64;
+                bad += (probe_str(0, es, &data[..n], &mut back[..n]) != n as u64) as u64;
+                bad += (probe_str(PROBE_MAGIC, es, &data[..n], &mut back[..n]) != n as u64) as u64;
             }
             bad += (back[..n] != data[..n]) as u64;
         }

@@ -10,7 +10,10 @@
 //! - a random sequence of IPCs between threads of several priorities (calls through
 //!   badged, deleted and send-less capabilities, short and long messages, strings,
 //!   sends that poll, pokes that make a more important thread ready, priority changes)
-//!   leaves the same log of events, in the same order, with the fastpath on and off.
+//!   leaves the same log of events, in the same order, with the fastpath on and off;
+//! - the buffers the fastpath keeps resolved (each thread's last string buffers) are
+//!   never used once their mapping has changed: a page mapped anew at the same address
+//!   is what is read and written, an unmapped one is a `CopyFault`.
 #![no_std]
 #![no_main]
 
@@ -430,6 +433,100 @@ fn differential(c: &mut Checks, p: u64) {
     }
 }
 
+fn echo_strings(_: u64) {
+    echo_api::string_loop()
+}
+
+/// Two pages of our heap, page-aligned, the first filled with `0xAA`, the second with
+/// `0xBB`; returns their addresses.
+fn two_pages() -> (u64, u64) {
+    let layout = core::alloc::Layout::from_size_align(8192, 4096).expect("layout");
+    // SAFETY: a layout of non-zero size; the pages are never freed (the test ends).
+    let p = unsafe { alloc::alloc::alloc_zeroed(layout) };
+    // SAFETY: the allocation is ours, 8192 bytes.
+    unsafe {
+        core::ptr::write_bytes(p, 0xAA, 4096);
+        core::ptr::write_bytes(p.add(4096), 0xBB, 4096);
+    }
+    (p as u64, p as u64 + 4096)
+}
+
+/// `len` bytes at `va` (our own memory, which nothing else refers to meanwhile).
+fn bytes(va: u64, len: usize) -> &'static mut [u8] {
+    // SAFETY: the callers name pages of this test's own that are mapped and that no
+    // other reference points into while the slice is used.
+    unsafe { core::slice::from_raw_parts_mut(va as *mut u8, len) }
+}
+
+/// Map our page `src` at `at` (read and write), after taking away what was there.
+fn remap(c: &mut Checks, src: u64, at: u64) {
+    // SAFETY: `at` is in the scratch area, used by this test only, and nothing refers
+    // to it while it changes.
+    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::mem(at, 12, 0), abi::fpage::UNMAP_SELF) }, Ok(()), "unmap the scratch page");
+    // SAFETY: as above; `src` stays mapped too.
+    c.eq(unsafe { sys::mem_map(cap::SELF_TASK, src, at, 1, abi::mem::READ | abi::mem::WRITE) }, Ok(()), "map a page at the scratch address");
+}
+
+/// The fastpath keeps each thread's last resolved string buffers (the kernel's
+/// `task::CachedRange`), to be walked again only after a mapping was taken away: here a
+/// string goes to a string echo from a scratch address and comes back into another,
+/// and between the calls other pages are mapped there, or none.
+fn kept_translations(c: &mut Checks, p: u64) {
+    const LEN: usize = 200;
+    let echo = thread::spawn(echo_strings, 0, p - 20).unwrap().slot;
+    sys::sleep_us(2_000);
+    let tag = abi::ipc::Tag::new(echo_api::STRING, 0).0;
+    let (a, b) = two_pages();
+    let (from, to) = (rt::layout::SCRATCH, rt::layout::SCRATCH + 0x10_000);
+    let mut back = [0u8; LEN];
+    // `from` shows A: the string is A's, twice (the second time the kept buffers).
+    remap(c, a, from);
+    for round in 0..2 {
+        let mut r = (0, 0, 0, 0);
+        let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, bytes(from, LEN), &mut back));
+        c.eq((r.0, r.2, r.3), (0, LEN as u64, LEN), "a string from the scratch page, echoed");
+        c.check(back.iter().all(|x| *x == 0xAA), "it is page A's");
+        c.eq(n, 2, if round == 0 { "the fastpath both ways" } else { "the fastpath both ways, the buffers kept" });
+    }
+    // B mapped where A was: the same call must read B.
+    remap(c, b, from);
+    let mut r = (0, 0, 0, 0);
+    let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, bytes(from, LEN), &mut back));
+    c.eq((r.0, r.3), (0, LEN), "the same call after the page under it changed");
+    c.check(back.iter().all(|x| *x == 0xBB), "the string is the new page's (B), not the kept frame's (A)");
+    c.eq(n, 2, "the fastpath both ways");
+    // The answer lands in a scratch page: A, then B mapped there instead.
+    remap(c, a, to);
+    let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[0x11; LEN], bytes(to, LEN)));
+    c.eq((r.0, r.3), (0, LEN), "an answer into the scratch page");
+    c.check(bytes(a, LEN).iter().all(|x| *x == 0x11), "it landed in page A");
+    remap(c, b, to);
+    let n2 = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[0x22; LEN], bytes(to, LEN)));
+    c.eq((r.0, r.3), (0, LEN), "the same call after the page under the buffer changed");
+    c.check(bytes(b, LEN).iter().all(|x| *x == 0x22), "the answer landed in the new page (B)");
+    c.check(bytes(a, LEN).iter().all(|x| *x == 0x11), "and not in the kept frame (A)");
+    c.eq((n, n2), (2, 2), "the fastpath both ways");
+    // Nothing mapped at the send buffer (not touched first, as `ipc` would): the
+    // general path's CopyFault, not the kept frame. (Sent from just before, so kept.)
+    remap(c, a, from);
+    let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, bytes(from, LEN), &mut back));
+    c.check(r.0 == 0 && back.iter().all(|x| *x == 0x11), "page A at the send address again");
+    c.eq(n, 2, "the fastpath both ways");
+    // SAFETY: as in `remap`.
+    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::mem(from, 12, 0), abi::fpage::UNMAP_SELF) }, Ok(()), "unmap the send page");
+    let u = ipc::utcb();
+    u.send_buf_addr = from;
+    u.send_buf_len = LEN as u64;
+    let mut regs = [abi::ipc::Tag(tag).with_string().0, 0, 0, 0, 0, 0, 0];
+    let mut e = 0;
+    let n = fast_during(|| e = ipc::raw_ipc(abi::sys::IPC_CALL, echo, 0, FOREVER, &mut regs).0);
+    c.eq(e, Error::CopyFault as u64, "a string from the unmapped page: CopyFault");
+    c.eq(n, 0, "the general path");
+    let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[0x33; LEN], &mut back));
+    c.check(r.0 == 0 && back.iter().all(|x| *x == 0x33), "the echo still answers");
+    c.eq(n, 2, "the fastpath both ways");
+}
+
 fn main() -> i32 {
     let mut c = Checks::new();
     let machine = rt::alloc_slot();
@@ -441,6 +538,7 @@ fn main() -> i32 {
     let p = thread::my_priority();
     c.check(p >= 40, "room for threads below us");
     conditions(&mut c, p);
+    kept_translations(&mut c, p);
     differential(&mut c, p);
     c.finish("fastpath_test")
 }
