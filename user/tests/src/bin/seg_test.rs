@@ -142,6 +142,23 @@ fn ring(c: &mut Checks, blk: u64) {
     c.eq(seg.batch_ops(&[p::op(p::WRITE_OP, 3, 1, 0, block(0))], p::WAIT_ALL), Ok(()), "a direct write of a cached block");
     c.eq(seg.batch_ops(&[p::op(p::READ_OP | p::BUFFERED, 3, 1, 1, block(1))], p::WAIT_ALL), Ok(()), "a buffered read of it");
     c.check(seg.bytes(block(1), 4096).iter().all(|b| *b == 0x5e), "sees the direct write (the cache was invalidated)");
+    // Overlapping buffered reads of blocks not in the cache, in one batch: the first
+    // read's fill of block 11 is still under way when the second looks up 10..=12, so
+    // the cache answers fill 10, busy 11, fill 12. The fills after the busy block must
+    // not be dropped (their slots would stay filling, and every later look-up of block
+    // 12 would say busy: the service asked again for ever).
+    for (i, b) in (10..13u64).enumerate() {
+        seg.bytes(block(90 + i as u64), 4096).fill(0x30 + b as u8);
+    }
+    c.eq(seg.batch_ops(&[p::op(p::WRITE_OP, 10, 3, 0, block(90))], p::WAIT_ALL), Ok(()), "direct writes of blocks 10..=12 (out of the cache)");
+    seg.bytes(block(80), 4 * 4096).fill(0);
+    let overlapping = [p::op(p::READ_OP | p::BUFFERED, 11, 1, 0, block(80)), p::op(p::READ_OP | p::BUFFERED, 10, 3, 1, block(81))];
+    c.eq(seg.batch_ops(&overlapping, p::WAIT_ALL), Ok(()), "a buffered read of block 11, then of 10..=12, in one batch");
+    c.eq((seg.status(0), seg.status(1)), (p::DONE, p::DONE), "both done");
+    let has = |at: u64, b: u64| seg.bytes(block(at), 4096).iter().all(|x| *x == 0x30 + b as u8);
+    c.check(has(80, 11) && has(81, 10) && has(82, 11) && has(83, 12), "each with its blocks' data");
+    c.eq(seg.batch_ops(&[p::op(p::READ_OP | p::BUFFERED, 12, 1, 2, block(84))], p::WAIT_ALL), Ok(()), "block 12 again");
+    c.check(seg.status(2) == p::DONE && has(84, 12), "from the cache");
     // Hostile operations and control words.
     let bad = [p::op(p::READ_OP, 0, 1, 0, 100), p::op(p::READ_OP, 0, 1, 1, p::AREA_BYTES - 4096 + 4096), p::op(p::READ_OP, 0, 1, 2, 0), p::op(p::READ_OP, 0, 64, 3, block(0))];
     c.eq(seg.batch_ops(&bad, p::WAIT_ALL), Ok(()), "a batch of malformed operations is taken");
