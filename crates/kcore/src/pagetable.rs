@@ -67,11 +67,13 @@ pub fn lookup(mem: &mut impl PhysMem, root: u64, va: u64) -> Option<u64> {
 /// The frames behind the pages of `[va, va + len)` (`len > 0`) into `out`, every leaf
 /// having all the bits of `need` (`P`, and `U`, `W` as the access asks); the tables
 /// down to a leaf table are walked once for all the pages it covers. The number of
-/// pages, or `None` when one is not mapped so or there are more than `out` holds.
+/// pages, or `None` when one is not mapped so, there are more than `out` holds, or the
+/// range is empty or wraps.
 #[inline]
 pub fn frames(mem: &mut impl PhysMem, root: u64, va: u64, len: u64, need: u64, out: &mut [u64]) -> Option<usize> {
     let first = va >> 12;
-    let n = (((va + len - 1) >> 12) - first + 1) as usize;
+    let last = va.checked_add(len.checked_sub(1)?)? >> 12;
+    let n = (last - first + 1) as usize;
     let out = out.get_mut(..n)?;
     let mut table = leaf_table(mem, root, va)?;
     for (i, slot) in out.iter_mut().enumerate() {
@@ -356,6 +358,8 @@ mod tests {
         assert_eq!(frames(&mut m, root, base + 0x3000, 0x1001, P | U, &mut out), None, "page 4 is not mapped");
         assert_eq!(frames(&mut m, root, base + 0x20_0000, 1, P | U, &mut out), None, "no tables there");
         assert_eq!(frames(&mut m, root, base, 0x2001, P | U, &mut out[..2]), None, "three pages, room for two");
+        assert_eq!(frames(&mut m, root, base, 0, P | U, &mut out), None, "empty");
+        assert_eq!(frames(&mut m, root, u64::MAX - 10, 20, P | U, &mut out), None, "wraps");
         map(&mut m, root, 0x80_0000, 0x90_0000 | W).unwrap();
         assert_eq!(frames(&mut m, root, 0x80_0000, 8, P | U, &mut out), None, "not a user page");
     }

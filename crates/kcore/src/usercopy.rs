@@ -1,5 +1,5 @@
 //! Copies between two user address spaces, planned once: a range is resolved to its
-//! page frames in one walk per page (which is also the access check, made for both
+//! page frames (`pagetable::frames`: the access check, made for both
 //! ranges before a byte moves), and the copy then runs over those frames in pieces
 //! that end at the nearer page boundary of either side — no page table is walked
 //! twice. The kernel does the walking and the moving; this is the arithmetic.
@@ -10,14 +10,6 @@ pub const fn pages_for(max_len: u64) -> usize {
 }
 
 const PAGE: u64 = 4096;
-
-/// Page-aligned addresses of the pages `[va, va + len)` touches, in order (none for
-/// an empty range).
-pub fn pages(va: u64, len: u64) -> impl Iterator<Item = u64> {
-    let first = va & !(PAGE - 1);
-    let n = if len == 0 { 0 } else { ((va + len - 1) & !(PAGE - 1)).wrapping_sub(first) / PAGE + 1 };
-    (0..n).map(move |i| first + i * PAGE)
-}
 
 /// One piece of a copy: from offset `src_off` of the source range's page `src_page`
 /// to offset `dst_off` of the destination range's page `dst_page`, `len` bytes.
@@ -52,6 +44,14 @@ mod tests {
     use super::*;
     extern crate std;
     use std::vec::Vec;
+
+    /// Page-aligned addresses of the pages `[va, va + len)` touches, in order (none for
+    /// an empty range): what `pagetable::frames` resolves, page by page.
+    fn pages(va: u64, len: u64) -> impl Iterator<Item = u64> {
+        let first = va & !(PAGE - 1);
+        let n = if len == 0 { 0 } else { ((va + len - 1) & !(PAGE - 1)).wrapping_sub(first) / PAGE + 1 };
+        (0..n).map(move |i| first + i * PAGE)
+    }
 
     /// Every byte of the source lands at the same offset of the destination, once, and
     /// each piece stays within one page on either side — against a byte-by-byte model,
