@@ -330,6 +330,18 @@ impl Cache {
         }
     }
 
+    /// Look up the run of `out.len()` blocks from `first` for `owner`, up to the first
+    /// busy one: the blocks after it are not looked up (`None`). Its caller waits for the
+    /// fill under way and asks again from the busy block, so a slot handed out behind it
+    /// now would be filled by nobody — and found busy by every later look-up.
+    pub fn lookup_run(&mut self, first: u64, owner: u32, chooser: &mut dyn Chooser, policy: &mut dyn Policy, out: &mut [Option<Lookup>]) {
+        let mut busy = false;
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = if busy { None } else { Some(self.lookup_for(first.wrapping_add(k as u64), owner, chooser, policy)) };
+            busy |= matches!(o, Some(Lookup::Busy(_)));
+        }
+    }
+
     /// Look `block` up for `owner`; when a slot must be freed, `chooser` may pick it.
     pub fn lookup_for(&mut self, block: u64, owner: u32, chooser: &mut dyn Chooser, policy: &mut dyn Policy) -> Lookup {
         if let Some(&s) = self.map.get(&block) {
@@ -604,6 +616,24 @@ mod tests {
         assert!(c.filled(11, true));
         assert!(matches!(c.lookup(12), Lookup::Fill(_)), "the valid one is evicted, not the filling one");
         assert_eq!(c.lookup(10), Lookup::Busy(a));
+    }
+
+    /// A run with a block being filled in it stops there: nothing behind the busy block
+    /// is looked up (no slot handed out, none evicted for it), and the block behind it is
+    /// an ordinary miss when the run is asked for again.
+    #[test]
+    fn a_run_stops_at_a_busy_block() {
+        let mut c = T::lru(8);
+        let s11 = match c.lookup(11) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
+        let mut out = [None; 3];
+        c.c.lookup_run(10, 0, &mut NoGraft, &mut *c.p, &mut out);
+        assert!(matches!(out[0], Some(Lookup::Fill(_))));
+        assert_eq!((out[1], out[2]), (Some(Lookup::Busy(s11)), None));
+        assert_eq!(c.stats().resident, 2, "no slot taken for block 12");
+        assert!(c.filled(10, true) && c.filled(11, true));
+        c.c.lookup_run(11, 0, &mut NoGraft, &mut *c.p, &mut out[..2]);
+        assert_eq!(out[0], Some(Lookup::Hit(s11)));
+        assert!(matches!(out[1], Some(Lookup::Fill(_))), "block 12: a miss like any other");
     }
 
     #[test]

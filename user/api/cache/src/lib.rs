@@ -14,7 +14,8 @@ pub const ATTACH: u64 = 0x90;
 /// `slot | state << 32`, state `HIT` (the data is in the slot), `FILL` (the slot is the
 /// caller's to fill, then `FILLED` — with 0 if it does not fill it after all: every
 /// `FILL` must be answered, or the block stays `BUSY`), `BUSY` (being filled after an
-/// earlier `FILL`); `u64::MAX` when every slot is busy.
+/// earlier `FILL`: the blocks after it are not looked up and answer `u64::MAX`; ask
+/// again from it once the fill is over); `u64::MAX` when every slot is busy.
 pub const LOOKUP: u64 = 0x91;
 /// MR1 = block, MR2 = 1 if the slot now holds it, 0 if the fill failed.
 pub const FILLED: u64 = 0x92;

@@ -581,15 +581,8 @@ impl Blk {
                     }
                     _ => {
                         // Busy: an earlier operation is filling it; let it finish and
-                        // look again from this block on. The slots the cache handed out
-                        // for filling after this one are given back unfilled first:
-                        // nobody else would fill them, and the next look-up would find
-                        // them busy for ever.
-                        for (i, g) in found.iter().enumerate().take(n as usize).skip(j + 1) {
-                            if *g != u64::MAX && *g >> 32 == pc::FILL {
-                                self.cache_call(pc::FILLED, b + (i - j) as u64, 0);
-                            }
-                        }
+                        // look again from this block on (the cache looked up nothing
+                        // behind it).
                         self.drain();
                         k += j as u64;
                         retry = true;

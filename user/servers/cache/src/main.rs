@@ -340,17 +340,14 @@ impl CacheServer {
                 Answer::Reply(r)
             }
             Request::Lookup { first, n, owner } => {
-                let mut w = [0u64; p::MAX_LOOKUP as usize];
+                let mut found = [None; p::MAX_LOOKUP as usize];
                 let mut chooser = Grafted(&mut self.grafts);
-                PolicyVia::call(&mut self.policy, call, |policy| {
-                    for k in 0..n {
-                        w[k as usize] = match c.lookup_for(first.wrapping_add(k), owner, &mut chooser, policy) {
-                            Lookup::Hit(s) => s as u64 | p::HIT << 32,
-                            Lookup::Fill(s) => s as u64 | p::FILL << 32,
-                            Lookup::Busy(s) => s as u64 | p::BUSY << 32,
-                            Lookup::Full => u64::MAX,
-                        };
-                    }
+                PolicyVia::call(&mut self.policy, call, |policy| c.lookup_run(first, owner, &mut chooser, policy, &mut found[..n as usize]));
+                let w = found.map(|f| match f {
+                    Some(Lookup::Hit(s)) => s as u64 | p::HIT << 32,
+                    Some(Lookup::Fill(s)) => s as u64 | p::FILL << 32,
+                    Some(Lookup::Busy(s)) => s as u64 | p::BUSY << 32,
+                    Some(Lookup::Full) | None => u64::MAX,
                 });
                 if let Some(stream) = self.seq.run(first, n) {
                     let want = if stream { MRU } else { LRU };
