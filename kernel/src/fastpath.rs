@@ -320,31 +320,19 @@ fn transfer(
 }
 
 /// To the partner (as `switch_to`, without changing kernel stacks: the exit stub
-/// leaves through the partner's frame). Returns that frame.
+/// leaves through the partner's frame): the I/O bitmap if either task has ports, then
+/// what `switch_shared` does. Returns the partner's frame.
 #[inline(always)]
 fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
-    k.view.current = dest as u32;
-    cpu::set_kernel_stack(to.top);
-    if k.view.loaded_pml4 != to.pml4 {
-        task::load_cr3(to.pml4);
-        k.view.loaded_pml4 = to.pml4;
-    }
-    if k.view.loaded_fs != to.utcb {
-        cpu::set_fs_base(to.utcb);
-        k.view.loaded_fs = to.utcb;
-    }
-    if k.view.fpu_owner == dest as u32 || k.view.fpu_ts_clear {
-        crate::kernel::fpu_switch(k, dest as u32);
-    }
     if to.io || k.view.io_owner.is_some() {
         crate::kernel::switch_iomap(k, to.task);
     }
-    cpu::frame_at(to.top) as u64
+    switch_shared(&mut k.view, dest, to)
 }
 
-/// `switch` for the fastpath without the lock: this CPU's state `v` (the partner is a
-/// user thread, and neither task has I/O ports loaded: `lookup` declined those).
-/// Returns the partner's frame.
+/// The switch on this CPU's state `v`: kernel stack, CR3, FS base, CR0.TS (the partner
+/// is a user thread). The whole switch for the fastpath without the lock, which declines
+/// partners whose switch would touch an I/O bitmap. Returns the partner's frame.
 #[inline(always)]
 fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
     v.current = dest as u32;
