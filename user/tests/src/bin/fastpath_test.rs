@@ -525,6 +525,31 @@ fn kept_translations(c: &mut Checks, p: u64) {
     let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[0x33; LEN], &mut back));
     c.check(r.0 == 0 && back.iter().all(|x| *x == 0x33), "the echo still answers");
     c.eq(n, 2, "the fastpath both ways");
+    // A kept receive buffer whose page loses its write right: the answer must not be
+    // written there (nor may the fastpath carry it).
+    remap(c, a, to);
+    let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[0x44; LEN], bytes(to, LEN)));
+    c.check(r.0 == 0 && bytes(a, LEN).iter().all(|x| *x == 0x44), "an answer into page A at the receive address (kept)");
+    c.eq(n, 2, "the fastpath both ways");
+    // SAFETY: as in `remap`; the page stays mapped, read-only.
+    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::mem(to, 12, abi::mem::WRITE), abi::fpage::UNMAP_SELF) }, Ok(()), "take our write right to it");
+    let out = [0x55u8; LEN];
+    ipc::set_send_string(&out);
+    let u = ipc::utcb();
+    u.recv_buf_addr = to;
+    u.recv_buf_len = LEN as u64;
+    let mut regs = [abi::ipc::Tag(tag).with_string().0, 0, 0, 0, 0, 0, 0];
+    let n = fast_during(|| e = ipc::raw_ipc(abi::sys::IPC_CALL, echo, 0, FOREVER, &mut regs).0);
+    c.eq(e, Error::CopyFault as u64, "an answer into the read-only page: CopyFault");
+    c.check(bytes(a, LEN).iter().all(|x| *x == 0x44), "and nothing written into it");
+    c.eq(n, 1, "the fastpath carried the call, not the answer");
+    let mut last = 0;
+    for (k, fill) in [0x66u8, 0x77].into_iter().enumerate() {
+        last = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[fill; LEN], &mut back));
+        c.check(r.0 == 0 && back.iter().all(|x| *x == fill), "the echo still answers");
+        rt::println!("  after the refused answer, call {k}: {last} IPCs by the fastpath");
+    }
+    c.eq(last, 2, "then the fastpath both ways again");
 }
 
 fn main() -> i32 {
