@@ -27,7 +27,7 @@
 //! compare the two paths).
 
 use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
-use crate::kernel::{CpuView, Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
+use crate::kernel::{CpuView, Kernel, KeptCap, State, Tcb, MAX_TASKS, MAX_THREADS};
 use crate::task::{self, Obj, ObjRef, Task};
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
@@ -61,7 +61,7 @@ extern "C" fn ipc_fastpath(frame: *mut TrapFrame, n: u64) -> u64 {
 /// here at once; each reaches only what is its own:
 /// - its current thread and the partner, both threads of this CPU (`thread_cpu`, which
 ///   only a lock holder changes), reached as slots of `Kernel::tcbs`;
-/// - its per-CPU state (`kernel::view_of`) and its own per-CPU tables;
+/// - its per-CPU state (`kernel::this_view`) and its own per-CPU tables;
 /// - the rest only read (capabilities, generations, `moved`, its ready queue, the
 ///   timers), and nothing else writes them while no CPU holds the lock.
 ///
@@ -116,7 +116,7 @@ unsafe fn ipc_shared(k: *mut Kernel, me: usize, f: &TrapFrame, c_frame: u64, n: 
             return 0;
         }
         let me = me % MAX_CPUS;
-        let v = crate::kernel::view_of(k, me);
+        let v = crate::kernel::this_view();
         let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from((*k).tasks.as_slice()) else { return 0 };
         let cur = (*v).current as usize % MAX_THREADS;
         let e = Env {
@@ -176,6 +176,7 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
     }
     // SAFETY: the current thread is this CPU's (checked just above).
     let ct = unsafe { (*e.tcbs.add(cur)).as_ref()? };
+    let mut keep = None;
     // (Not running: stopped or destroyed from another CPU while it waited for the lock.)
     if ct.state != State::Running {
         return None;
@@ -187,11 +188,25 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
         if f.rdx != FOREVER {
             return None;
         }
-        let task = e.tasks[ct.task as usize % MAX_TASKS].as_ref()?;
-        let c = task.cspace.get(f.rdi).ok()?;
-        let Obj::Thread(r) = c.obj else { return None };
+        // The capability: kept from the last call through the same slot while no
+        // capability was removed or reduced anywhere (`KeptCap`), else looked up (and
+        // kept by `transfer`).
+        let kept = ct.call_cap;
+        let at = kcore::cspace::reductions();
+        let (r, badge) = if kept.slot == f.rdi && kept.at == at {
+            (kept.dest, kept.badge)
+        } else {
+            let task = e.tasks[ct.task as usize % MAX_TASKS].as_ref()?;
+            let c = task.cspace.get(f.rdi).ok()?;
+            let Obj::Thread(r) = c.obj else { return None };
+            if c.rights & rights::SEND == 0 {
+                return None;
+            }
+            keep = Some(KeptCap { slot: f.rdi, at, dest: r, badge: c.badge });
+            (r, c.badge)
+        };
         let id = r.id as usize % MAX_THREADS;
-        if c.rights & rights::SEND == 0 || e.gens[id] != r.gen || e.moved[id] || e.thread_cpu[id] != e.me {
+        if e.gens[id] != r.gen || e.moved[id] || e.thread_cpu[id] != e.me {
             return None;
         }
         // SAFETY: a thread of this CPU.
@@ -204,7 +219,7 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
                 return None;
             }
         }
-        (id, c.badge)
+        (id, badge)
     } else {
         if f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE || !ct.sendq.is_empty() {
             return None;
@@ -228,6 +243,9 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
     }
     // SAFETY: two different threads of this CPU; the shared references above are dead.
     let (Some(c), Some(d)) = (unsafe { (*e.tcbs.add(cur)).as_mut() }, unsafe { (*e.tcbs.add(dest)).as_mut() }) else { return None };
+    if let Some(k) = keep {
+        c.call_cap = k;
+    }
     if e.rq.any_above(d.prio) {
         return None;
     }

@@ -93,6 +93,27 @@ pub struct Tcb {
     /// The fastpath's last resolved send string and receive buffer of this thread.
     pub send_range: task::CachedRange,
     pub recv_range: task::CachedRange,
+    /// The fastpath's last looked-up call capability of this thread.
+    pub call_cap: KeptCap,
+}
+
+/// A thread's last call capability as the fastpath found it: a thread, with the send
+/// right, and its badge, at the count of capability removals and reductions
+/// (`kcore::cspace::reductions`) it was looked up at. While the count stands still the
+/// slot holds the same capability (a TLB entry's rule: what takes it away or reduces it
+/// advances the count), so the fastpath's next call through the slot needs neither the
+/// task nor its capability space.
+#[derive(Clone, Copy)]
+pub struct KeptCap {
+    pub slot: u64,
+    /// 0: nothing kept (the count starts at 1).
+    pub at: u64,
+    pub dest: ObjRef,
+    pub badge: u64,
+}
+
+impl KeptCap {
+    pub const EMPTY: KeptCap = KeptCap { slot: 0, at: 0, dest: ObjRef { id: 0, gen: 0 }, badge: 0 };
 }
 
 impl Tcb {
@@ -254,10 +275,13 @@ impl Kernel {
     /// Park the view of the CPU that held the lock last and take up `me`'s.
     #[cold]
     fn switch_view(&mut self, me: usize) {
-        self.parked[self.view_cpu] = self.view;
+        let old = self.view_cpu;
+        self.parked[old] = self.view;
         self.view = self.parked[me % MAX_CPUS];
         self.view_cpu = me % MAX_CPUS;
         self.handovers += 1;
+        cpu::set_view_of(old, &raw const self.parked[old] as u64);
+        cpu::set_view_of(self.view_cpu, &raw const self.view as u64);
     }
 
     /// The running CPU's ready queue.
@@ -272,21 +296,15 @@ impl Kernel {
     }
 }
 
-/// CPU `me`'s per-CPU state, wherever it is now (`Kernel::view` if that CPU held the
-/// lock last, else parked), for the fastpath without the lock.
+/// The running CPU's per-CPU state, wherever it is now (`Kernel::view` if this CPU
+/// held the lock last, else its parked slot), for the fastpath without the lock: one
+/// load through GS (`PerCpu::view`, kept by `switch_view`).
 ///
 /// # Safety
-/// `k` is the kernel state (`shared`); no CPU holds the lock, and this one is marked in
-/// the fastpath (so `view_cpu` does not change and nobody else touches `me`'s view).
-pub(crate) unsafe fn view_of(k: *mut Kernel, me: usize) -> *mut CpuView {
-    // SAFETY: as the caller promises; only a field's address is taken.
-    unsafe {
-        if (*k).view_cpu == me {
-            &raw mut (*k).view
-        } else {
-            &raw mut (*k).parked[me % MAX_CPUS]
-        }
-    }
+/// No CPU holds the lock, and this one is marked in the fastpath (so the views do not
+/// move and nobody else touches this CPU's).
+pub(crate) unsafe fn this_view() -> *mut CpuView {
+    cpu::view_addr() as *mut CpuView
 }
 
 /// The kernel state as a raw pointer, for the IPC fastpath without the lock (which
@@ -389,6 +407,10 @@ pub fn init(k: &mut Kernel) {
     k.unmap_resume = alloc::vec![None; MAX_THREADS];
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
     k.task_gen = alloc::vec![1; MAX_TASKS];
+    for c in 0..MAX_CPUS {
+        let v = if c == k.view_cpu { &raw const k.view } else { &raw const k.parked[c] };
+        cpu::set_view_of(c, v as u64);
+    }
 }
 
 pub fn ticks_for_us(us: u64) -> u64 {
@@ -739,6 +761,7 @@ impl Kernel {
             fpu_used: false,
             fast_blocks: 0,
             send_range: task::CachedRange::EMPTY,
+            call_cap: KeptCap::EMPTY,
             recv_range: task::CachedRange::EMPTY,
         };
         if !kernel_thread {

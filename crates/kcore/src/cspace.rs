@@ -6,6 +6,25 @@
 
 use abi::Error;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Counts every change, in any space, that takes a capability out of a slot or
+/// reduces one (`delete`, `set_rights`, `purge`); filling an empty slot changes no
+/// capability that was looked up, so it is not counted. What was looked up while the
+/// count stood still is still there: the kernel's IPC fastpath keeps a thread's last
+/// looked-up capability with the count it was looked up at, as a TLB keeps a
+/// translation (`reductions`).
+static REDUCTIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The count of capability removals and reductions so far (never 0).
+#[inline(always)]
+pub fn reductions() -> u64 {
+    REDUCTIONS.load(Ordering::Relaxed)
+}
+
+fn reduced() {
+    REDUCTIONS.fetch_add(1, Ordering::Relaxed);
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cap<O: Copy> {
@@ -60,7 +79,9 @@ impl<O: Copy> CSpace<O> {
     /// Empty a slot, returning what it held.
     pub fn delete(&mut self, slot: u64) -> Result<Cap<O>, Error> {
         let i = self.index(slot)?;
-        self.slots[i].take().ok_or(Error::InvalidCap)
+        let c = self.slots[i].take().ok_or(Error::InvalidCap)?;
+        reduced();
+        Ok(c)
     }
 
     /// Derive a capability from `src`: rights are `src.rights & mask`; a nonzero
@@ -92,6 +113,7 @@ impl<O: Copy> CSpace<O> {
     pub fn set_rights(&mut self, slot: u64, rights: u64) {
         if let Some(Some(c)) = self.slots.get_mut(slot as usize) {
             c.rights = rights;
+            reduced();
         }
     }
 
@@ -104,6 +126,9 @@ impl<O: Copy> CSpace<O> {
                 *s = None;
                 n += 1;
             }
+        }
+        if n > 0 {
+            reduced();
         }
         n
     }
@@ -162,5 +187,30 @@ mod tests {
         cs.insert(3, cap(7, 1)).unwrap();
         assert_eq!(cs.purge(|c| c.obj == Obj(7)), 2);
         assert_eq!(cs.iter().count(), 1);
+    }
+
+    /// Every way a looked-up capability can go away or lose rights advances the count
+    /// (other tests may advance it too, so only "advanced" is checked).
+    #[test]
+    fn removals_and_reductions_are_counted() {
+        let mut cs = CSpace::<Obj>::try_new(8).unwrap();
+        cs.insert(1, cap(7, 3)).unwrap();
+        cs.insert(2, cap(8, 3)).unwrap();
+        cs.insert(3, cap(9, 3)).unwrap();
+        let steps: [&mut dyn FnMut(&mut CSpace<Obj>); 3] = [
+            &mut |cs| {
+                cs.delete(1).unwrap();
+            },
+            &mut |cs| cs.set_rights(2, 1),
+            &mut |cs| {
+                assert_eq!(cs.purge(|c| c.obj == Obj(9)), 1);
+            },
+        ];
+        for step in steps {
+            let before = reductions();
+            step(&mut cs);
+            assert!(reductions() > before);
+        }
+        assert_ne!(reductions(), 0);
     }
 }

@@ -84,12 +84,17 @@ pub struct PerCpu {
     /// 1 while this CPU runs the IPC fastpath without the kernel lock (set and cleared
     /// by the entry and exit stubs; `klock::klock_readers` waits for it to clear).
     pub fast: core::sync::atomic::AtomicU64,
-    /// IPCs the fastpath carried on this CPU (written by this CPU only).
+    /// IPCs the fastpath carried on this CPU with the kernel lock held (written by this
+    /// CPU only).
     pub fast_ipcs: core::sync::atomic::AtomicU64,
-    /// Of them, those it carried without the kernel lock.
+    /// IPCs it carried without the kernel lock.
     pub fast_shared: core::sync::atomic::AtomicU64,
     /// Device interrupts this CPU took (written by this CPU only).
     pub irqs: core::sync::atomic::AtomicU64,
+    /// Where this CPU's `kernel::CpuView` is now (`Kernel::view` or its parked slot):
+    /// written by the lock holder when it moves views (`kernel::switch_view`), read by
+    /// this CPU's fastpath without the lock (while no CPU holds it).
+    pub view: core::sync::atomic::AtomicU64,
 }
 
 /// The TSS followed by its I/O permission bitmap (8192 bytes + the terminating 0xFF).
@@ -122,6 +127,7 @@ static CPUS: [KCell<CpuTables>; MAX_CPUS] = [const {
             fast_ipcs: core::sync::atomic::AtomicU64::new(0),
             fast_shared: core::sync::atomic::AtomicU64::new(0),
             irqs: core::sync::atomic::AtomicU64::new(0),
+            view: core::sync::atomic::AtomicU64::new(0),
         },
         tss_io: TssIo { tss: TaskStateSegment::new(), iomap: [0xff; 8193] },
         gdt: GlobalDescriptorTable::new(),
@@ -155,6 +161,20 @@ pub fn cpu_index() -> usize {
     i
 }
 
+/// Say where CPU `index`'s per-CPU kernel state is now (`PerCpu::view`).
+pub fn set_view_of(index: usize, view: u64) {
+    CPUS[index % MAX_CPUS].get().percpu.view.store(view, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Where this CPU's per-CPU kernel state is (one load through GS).
+#[inline(always)]
+pub fn view_addr() -> u64 {
+    let v: u64;
+    // SAFETY: as in `this_cpu`: GS is based at this CPU's `PerCpu`.
+    unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) v, off = const core::mem::offset_of!(PerCpu, view), options(nostack, readonly, preserves_flags)) };
+    v
+}
+
 /// Whether CPU `index` is in the IPC fastpath without the kernel lock.
 pub fn in_fastpath(index: usize) -> bool {
     CPUS[index % MAX_CPUS].get().percpu.fast.load(core::sync::atomic::Ordering::Acquire) != 0
@@ -165,9 +185,10 @@ pub fn count_fast_ipc(shared: bool) {
     // SAFETY: GS is based at this CPU's `PerCpu`; its counters are written by this CPU
     // only (others read them atomically), so a plain increment loses nothing.
     unsafe {
-        core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, fast_ipcs), options(nostack));
         if shared {
             core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, fast_shared), options(nostack));
+        } else {
+            core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, fast_ipcs), options(nostack));
         }
     }
 }
@@ -182,7 +203,8 @@ pub fn count_irq() {
 pub fn counts_of(c: usize) -> (u64, u64, u64) {
     use core::sync::atomic::Ordering::Relaxed;
     let p = &CPUS[c % MAX_CPUS].get().percpu;
-    (p.irqs.load(Relaxed), p.fast_ipcs.load(Relaxed), p.fast_shared.load(Relaxed))
+    let shared = p.fast_shared.load(Relaxed);
+    (p.irqs.load(Relaxed), p.fast_ipcs.load(Relaxed) + shared, shared)
 }
 
 /// IPCs the fastpath carried on every CPU since boot, and of them those without the
@@ -569,6 +591,12 @@ syscall_entry:
     swapgs
     mov gs:[8], rsp
     mov rsp, gs:[0]
+    /* IPC_CALL and IPC_REPLY_WAIT go to the fastpath (2:), everything else builds
+       its whole frame and takes the general path (1:). */
+    cmp rax, {ipc_call}
+    je 2f
+    cmp rax, {ipc_reply_wait}
+    je 2f
     push {user_ds}
     push qword ptr gs:[8]
     push r11
@@ -578,17 +606,37 @@ syscall_entry:
     push 0x80
     PUSH_GPRS
     xor ebp, ebp
-    /* IPC_CALL and IPC_REPLY_WAIT (the only numbers n with n | 2 == 7) try the
-       fastpath first, without the kernel lock while nobody holds it: this CPU says it
-       is in the fastpath, then looks at the lock (a CPU that takes the lock waits
-       until no other is in the fastpath: klock_readers). ipc_fastpath_shared(frame, n)
-       returns the partner's frame, or 0: then the lock, and the fastpath under it
-       (ipc_fastpath, which can do what the shared one declines), then the general path. */
-    mov rax, [rsp + {f_rax}]
-    mov rcx, rax
-    or rcx, 2
-    cmp rcx, 7
-    jne 1f
+    jmp 1f
+    /* The fastpath's entry saves what the fastpath or its partner's exit reads: the
+       user rip, rflags and rsp, the number, the arguments and message registers the
+       Rust code may clobber (rdi, rsi, rdx, r8, r9, r10) and the rbx and rbp the
+       caller gets back when it is resumed. r12..r15 (MR3..MR6) stay in their registers
+       (callee-saved for the Rust code) and go to the partner from there; the frame's
+       other slots are filled (FRAME_REST) only when the general path is to run. A
+       blocked thread's frame is read for nothing else: only a sender's message
+       registers are read from a frame (ipc::message_of), and the fastpath leaves no
+       thread waiting to send. Then it tries the fastpath without the kernel lock while
+       nobody holds it: this CPU says it is in the fastpath, then looks at the lock (a
+       CPU that takes the lock waits until no other is in the fastpath: klock_readers).
+       ipc_fastpath_shared(frame, n) returns the partner's frame, or 0: then the lock,
+       and the fastpath under it (ipc_fastpath, which can do what the shared one
+       declines), then the general path. */
+2:
+    sub rsp, {frame_size}
+    mov [rsp + {f_rip}], rcx
+    mov [rsp + {f_rflags}], r11
+    mov [rsp + {f_rax}], rax
+    mov rcx, gs:[8]
+    mov [rsp + {f_rsp}], rcx
+    mov [rsp + {f_rdi}], rdi
+    mov [rsp + {f_rsi}], rsi
+    mov [rsp + {f_rdx}], rdx
+    mov [rsp + {f_r10}], r10
+    mov [rsp + {f_r8}], r8
+    mov [rsp + {f_r9}], r9
+    mov [rsp + {f_rbx}], rbx
+    mov [rsp + {f_rbp}], rbp
+    xor ebp, ebp
 7:
     mov qword ptr gs:[{pc_fast}], 1
     mfence
@@ -610,6 +658,20 @@ syscall_entry:
     jmp 7b
 6:
     mov qword ptr gs:[{pc_fast}], 0
+    /* The rest of the frame, as the pushes of the general path would have made it
+       (rcx and r11 are the user rip and rflags, as syscall left them). */
+    mov qword ptr [rsp + {f_ss}], {user_ds}
+    mov qword ptr [rsp + {f_cs}], {user_cs}
+    mov qword ptr [rsp + {f_error}], 0
+    mov qword ptr [rsp + {f_vector}], 0x80
+    mov rcx, [rsp + {f_rip}]
+    mov [rsp + {f_rcx}], rcx
+    mov r11, [rsp + {f_rflags}]
+    mov [rsp + {f_r11}], r11
+    mov [rsp + {f_r12}], r12
+    mov [rsp + {f_r13}], r13
+    mov [rsp + {f_r14}], r14
+    mov [rsp + {f_r15}], r15
     KLOCK
     mov rax, [rsp + {f_rax}]
     mov rdi, rsp
@@ -638,17 +700,15 @@ syscall_exit:
        caller's frame (it now blocks). The caller's kernel context becomes a return into
        ipc_resume (its saved rsp, set by the fastpath, is 7 words below its frame: six
        for switch_context's pops, then this). The message registers come from the
-       caller's frame, everything else from the partner's (rdi: the badge). */
+       caller's frame, everything else from the partner's (rdi: the badge); r12..r15
+       (MR3..MR6) are still the caller's, which the fastpath (Rust code, for which they
+       are callee-saved) has not changed. */
     .macro FAST_EXIT shared
     lea rcx, [rip + ipc_resume]
     mov [rsp - 8], rcx
     mov r10, [rsp + {f_r10}]
     mov r8, [rsp + {f_r8}]
     mov r9, [rsp + {f_r9}]
-    mov r12, [rsp + {f_r12}]
-    mov r13, [rsp + {f_r13}]
-    mov r14, [rsp + {f_r14}]
-    mov r15, [rsp + {f_r15}]
     mov rbx, [rax + {f_rbx}]
     mov rbp, [rax + {f_rbp}]
     mov rdi, [rax + {f_rdi}]
@@ -709,10 +769,6 @@ thread_trampoline:
     f_r10 = const core::mem::offset_of!(TrapFrame, r10),
     f_r8 = const core::mem::offset_of!(TrapFrame, r8),
     f_r9 = const core::mem::offset_of!(TrapFrame, r9),
-    f_r12 = const core::mem::offset_of!(TrapFrame, r12),
-    f_r13 = const core::mem::offset_of!(TrapFrame, r13),
-    f_r14 = const core::mem::offset_of!(TrapFrame, r14),
-    f_r15 = const core::mem::offset_of!(TrapFrame, r15),
     f_rbx = const core::mem::offset_of!(TrapFrame, rbx),
     f_rbp = const core::mem::offset_of!(TrapFrame, rbp),
     f_rdi = const core::mem::offset_of!(TrapFrame, rdi),
@@ -722,6 +778,18 @@ thread_trampoline:
     f_rflags = const core::mem::offset_of!(TrapFrame, rflags),
     f_rsp = const core::mem::offset_of!(TrapFrame, rsp),
     f_rax = const core::mem::offset_of!(TrapFrame, rax),
+    f_rcx = const core::mem::offset_of!(TrapFrame, rcx),
+    f_r11 = const core::mem::offset_of!(TrapFrame, r11),
+    f_r12 = const core::mem::offset_of!(TrapFrame, r12),
+    f_r13 = const core::mem::offset_of!(TrapFrame, r13),
+    f_r14 = const core::mem::offset_of!(TrapFrame, r14),
+    f_r15 = const core::mem::offset_of!(TrapFrame, r15),
+    f_ss = const core::mem::offset_of!(TrapFrame, ss),
+    f_cs = const core::mem::offset_of!(TrapFrame, cs),
+    f_error = const core::mem::offset_of!(TrapFrame, error),
+    frame_size = const TRAP_FRAME_SIZE,
+    ipc_call = const abi::sys::IPC_CALL,
+    ipc_reply_wait = const abi::sys::IPC_REPLY_WAIT,
     f_vector = const core::mem::offset_of!(TrapFrame, vector),
     pc_index = const core::mem::offset_of!(PerCpu, index),
     pc_fast = const core::mem::offset_of!(PerCpu, fast),

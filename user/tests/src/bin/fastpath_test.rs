@@ -11,6 +11,8 @@
 //!   badged, deleted and send-less capabilities, short and long messages, strings,
 //!   sends that poll, pokes that make a more important thread ready, priority changes)
 //!   leaves the same log of events, in the same order, with the fastpath on and off;
+//! - a capability the fastpath keeps (each thread's last call capability) is never
+//!   used once its slot was emptied, refilled or reduced;
 //! - the buffers the fastpath keeps resolved (each thread's last string buffers) are
 //!   never used once their mapping has changed: a page mapped anew at the same address
 //!   is what is read and written, an unmapped one is a `CopyFault`.
@@ -204,6 +206,32 @@ fn conditions(c: &mut Checks, p: u64) {
     sys::cap_copy(s.slot, nosend, rights::CONTROL, 0).unwrap();
     let n = fast_during(|| c.eq(ipc::call(nosend, &mut m, FOREVER), Err(Error::NoRights), "a call without the right to send"));
     c.eq(n, 0, "general path");
+    // A kept capability: the fastpath keeps a thread's last call capability while no
+    // capability anywhere is removed or reduced. Called through twice (kept), then the
+    // slot emptied, refilled with another badge, its send right taken.
+    let kept = rt::alloc_slot();
+    sys::cap_copy(s.slot, kept, rights::SEND | rights::CONTROL, 0x51).unwrap();
+    let mut fast = 0;
+    for _ in 0..3 {
+        let mut m = Msg::new(7, &[3]);
+        fast += fast_during(|| c.eq(ipc::call(kept, &mut m, FOREVER), Ok(()), "a call through a badged copy"));
+        c.eq(m.word(2), 0x51, "its badge");
+    }
+    c.check(fast >= 2, "the fastpath carried calls through it");
+    sys::cap_delete(kept).unwrap();
+    let mut m = Msg::new(7, &[3]);
+    c.eq(ipc::call(kept, &mut m, FOREVER), Err(Error::InvalidCap), "a call through the kept slot, emptied");
+    sys::cap_copy(s.slot, kept, rights::SEND | rights::CONTROL, 0x52).unwrap();
+    for _ in 0..2 {
+        let mut m = Msg::new(7, &[3]);
+        c.eq(ipc::call(kept, &mut m, FOREVER), Ok(()), "a call through the slot refilled");
+        c.eq(m.word(2), 0x52, "the new capability's badge, not the kept one's");
+    }
+    // SAFETY: capabilities, not memory: nothing refers to the right taken.
+    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::caps(kept, 0, rights::SEND), abi::fpage::UNMAP_SELF) }, Ok(()), "take the kept slot's send right");
+    let mut m = Msg::new(7, &[3]);
+    let r = ipc::call(kept, &mut m, FOREVER);
+    c.check(r == Err(Error::NoRights) || r == Err(Error::InvalidCap), "a call through the kept slot without its send right fails");
     let gone = thread::spawn(server, 4, p - 20).unwrap();
     sys::sleep_us(2_000);
     // SAFETY: the thread is ours and holds nothing.
