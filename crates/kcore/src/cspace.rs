@@ -197,7 +197,8 @@ mod tests {
         cs.insert(1, cap(7, 3)).unwrap();
         cs.insert(2, cap(8, 3)).unwrap();
         cs.insert(3, cap(9, 3)).unwrap();
-        let steps: [&mut dyn FnMut(&mut CSpace<Obj>); 3] = [
+        type Step<'a> = &'a mut dyn FnMut(&mut CSpace<Obj>);
+        let steps: [Step; 3] = [
             &mut |cs| {
                 cs.delete(1).unwrap();
             },
