@@ -80,6 +80,196 @@ extern "C" fn ipc_fastpath_shared(frame: *mut TrapFrame, n: u64) -> u64 {
     unsafe { ipc_shared(k, me, f, frame as u64, n) }
 }
 
+/// The call without the lock (the entry stub's choice for `IPC_CALL`): the same checks
+/// and changes as `ipc_shared` → `lookup`, `transfer`, `switch_shared` for a call,
+/// written for this one case so that the compiler keeps a register message in few
+/// registers (no frame of callee-saved registers to save and restore, no tests of
+/// which call it is); a string takes a copy of the same code with the copy in it
+/// (`fast_call_string`). A capability not kept from the last call goes to
+/// `ipc_fastpath_shared`, which looks it up and keeps it.
+#[no_mangle]
+extern "C" fn ipc_fast_call_shared(frame: *mut TrapFrame) -> u64 {
+    // SAFETY: the entry stub passes the current thread's frame, on its kernel stack
+    // (nothing else refers to it during this entry), with this CPU marked in the
+    // fastpath and the lock seen free after that, as for `ipc_fastpath_shared`.
+    unsafe {
+        if ipc::Tag((*frame).r10).has_string() {
+            return fast_call_string(frame);
+        }
+        fast_call::<false>(&*frame, frame as u64)
+    }
+}
+
+/// `ipc_fast_call_shared` with a string (its own frame of registers: the copy is a
+/// call).
+#[inline(never)]
+fn fast_call_string(frame: *mut TrapFrame) -> u64 {
+    // SAFETY: as for `ipc_fast_call_shared`, which passes its own arguments.
+    unsafe { fast_call::<true>(&*frame, frame as u64) }
+}
+
+/// The register-only reply-and-wait without the lock (as `ipc_fast_call_shared`).
+#[no_mangle]
+extern "C" fn ipc_fast_reply_wait_shared(frame: *mut TrapFrame) -> u64 {
+    // SAFETY: as for `ipc_fast_call_shared`.
+    unsafe {
+        if ipc::Tag((*frame).r10).has_string() {
+            return fast_reply_wait_string(frame);
+        }
+        fast_reply_wait::<false>(&*frame, frame as u64)
+    }
+}
+
+/// `ipc_fast_reply_wait_shared` with a string.
+#[inline(never)]
+fn fast_reply_wait_string(frame: *mut TrapFrame) -> u64 {
+    // SAFETY: as for `ipc_fast_reply_wait_shared`, which passes its own arguments.
+    unsafe { fast_reply_wait::<true>(&*frame, frame as u64) }
+}
+
+/// # Safety
+/// As `ipc_fastpath_shared` says: no CPU holds the lock and this one is marked in the
+/// fastpath; `f` is the current thread's frame at `c_frame`.
+#[inline(always)]
+unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
+    // SAFETY: (for the whole function) as `ipc_fastpath_shared`: the fields read are
+    // written only by a lock holder, and there is none; this CPU's view and threads are
+    // its own. Both threads are this CPU's (`thread_cpu`, checked before a slot is
+    // looked at) and different (`id != cur`).
+    unsafe {
+        let tag = ipc::Tag(f.r10);
+        let k = crate::kernel::shared();
+        if !tag.is_short_or_string() || f.rdx != FOREVER || !(*k).fastpath {
+            return 0;
+        }
+        let v = crate::kernel::this_view();
+        let me = cpu::cpu_index() as u8;
+        let cur = (*v).current as usize % MAX_THREADS;
+        if (*k).thread_cpu[cur] != me {
+            return 0;
+        }
+        let tcbs = (*k).tcbs;
+        let Some(c) = (*tcbs.add(cur)).as_mut() else { return 0 };
+        if c.state != State::Running {
+            return 0;
+        }
+        // The capability as kept from the last call through the same slot (`KeptCap`);
+        // any other goes the general fastpath's way, which looks it up (and keeps it).
+        let kept = c.call_cap;
+        if kept.slot != f.rdi || kept.at != kcore::cspace::reductions() {
+            return ipc_fastpath_shared(c_frame as *mut TrapFrame, sys::IPC_CALL);
+        }
+        let (r, badge) = (kept.dest, kept.badge);
+        let id = r.id as usize % MAX_THREADS;
+        if id == cur || (*k).thread_gen[id] != r.gen || (*k).moved[id] || (*k).thread_cpu[id] != me {
+            return 0;
+        }
+        let Some(d) = (*tcbs.add(id)).as_mut() else { return 0 };
+        if d.state != State::RecvBlocked || d.fault.is_some() {
+            return 0;
+        }
+        let cur_gen = (*k).thread_gen[cur];
+        if let Some(from) = d.recv_from {
+            if from.id as usize != cur || from.gen != cur_gen {
+                return 0;
+            }
+        }
+        if (*k).rqs[me as usize % MAX_CPUS].any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
+            return 0;
+        }
+        // A string is the last check, its copy the point of no return.
+        let slen = if STRING {
+            match copy_string(c, d) {
+                Some(n) => n,
+                None => return 0,
+            }
+        } else {
+            0
+        };
+        // Every check passed: the changes (as `transfer` makes them for a call).
+        c.state = State::ReplyBlocked;
+        c.partner = Some(r);
+        c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
+        c.fast_blocks += 1;
+        d.reply_to = Some(ObjRef { id: cur as u32, gen: cur_gen });
+        d.recv_from = None;
+        to_partner(&mut *v, d, id, badge, slen)
+    }
+}
+
+/// # Safety
+/// As for `fast_call`.
+#[inline(always)]
+unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
+    // SAFETY: as in `fast_call`.
+    unsafe {
+        let tag = ipc::Tag(f.r10);
+        let k = crate::kernel::shared();
+        if !tag.is_short_or_string() || f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE || !(*k).fastpath {
+            return 0;
+        }
+        let v = crate::kernel::this_view();
+        let me = cpu::cpu_index() as u8;
+        let cur = (*v).current as usize % MAX_THREADS;
+        if (*k).thread_cpu[cur] != me {
+            return 0;
+        }
+        let tcbs = (*k).tcbs;
+        let Some(c) = (*tcbs.add(cur)).as_mut() else { return 0 };
+        if c.state != State::Running || !c.sendq.is_empty() {
+            return 0;
+        }
+        let Some(r) = c.reply_to else { return 0 };
+        let id = r.id as usize % MAX_THREADS;
+        if id == cur || (*k).thread_gen[id] != r.gen || (*k).thread_cpu[id] != me {
+            return 0;
+        }
+        let Some(d) = (*tcbs.add(id)).as_mut() else { return 0 };
+        match d.partner {
+            Some(p) if p.id as usize == cur && d.state == State::ReplyBlocked && d.fault.is_none() => {}
+            _ => return 0,
+        }
+        if (*k).rqs[me as usize % MAX_CPUS].any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
+            return 0;
+        }
+        let slen = if STRING {
+            match copy_string(c, d) {
+                Some(n) => n,
+                None => return 0,
+            }
+        } else {
+            0
+        };
+        // Every check passed: the changes (as `transfer` makes them for a reply).
+        c.state = State::RecvBlocked;
+        c.reply_to = None;
+        c.recv_from = None;
+        c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
+        c.fast_blocks += 1;
+        d.partner = None;
+        d.recv_from = None;
+        to_partner(&mut *v, d, id, 0, slen)
+    }
+}
+
+/// The rest of a fastpath IPC without the lock, once the caller's side is changed: the
+/// partner runs (the string's length `slen` in its UTCB, `badge` in its rdi), this CPU
+/// switches to it (`switch_shared`). Returns the partner's frame.
+#[inline(always)]
+fn to_partner(v: &mut CpuView, d: &mut Tcb, id: usize, badge: u64, slen: u64) -> u64 {
+    d.utcb().recv_str_len = slen;
+    d.state = State::Running;
+    if d.slice == 0 {
+        d.slice = sched::SLICE_TICKS;
+    }
+    let top = d.kstack_top();
+    // SAFETY: every user thread's kernel stack ends with its frame; the partner is
+    // blocked, so nothing else refers to it.
+    unsafe { (*cpu::frame_at(top)).rdi = badge };
+    cpu::count_fast_ipc(true);
+    switch_shared(v, id, To { top, pml4: d.pml4, utcb: d.utcb_va, io: d.task_io, task: d.task })
+}
+
 /// The fastpath under the lock: everything, the caller's own CPU's state in
 /// `Kernel::view`.
 #[inline(always)]

@@ -618,7 +618,8 @@ syscall_entry:
        thread waiting to send. Then it tries the fastpath without the kernel lock while
        nobody holds it: this CPU says it is in the fastpath, then looks at the lock (a
        CPU that takes the lock waits until no other is in the fastpath: klock_readers).
-       ipc_fastpath_shared(frame, n) returns the partner's frame, or 0: then the lock,
+       ipc_fast_call_shared(frame) or ipc_fast_reply_wait_shared(frame) returns the
+       partner's frame, or 0: then the lock,
        and the fastpath under it (ipc_fastpath, which can do what the shared one
        declines), then the general path. */
 2:
@@ -643,8 +644,13 @@ syscall_entry:
     cmp dword ptr [rip + KERNEL_LOCK], 0
     jne 8f
     mov rdi, rsp
-    mov rsi, rax
-    call ipc_fastpath_shared
+    cmp rax, {ipc_call}
+    jne 3f
+    call ipc_fast_call_shared
+    jmp 4f
+3:
+    call ipc_fast_reply_wait_shared
+4:
     test rax, rax
     jnz ipc_fast_exit_shared
     jmp 6f
