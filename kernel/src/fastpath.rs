@@ -80,31 +80,25 @@ extern "C" fn ipc_fastpath_shared(frame: *mut TrapFrame, n: u64) -> u64 {
     unsafe { ipc_shared(k, me, f, frame as u64, n) }
 }
 
-/// The call without the lock (the entry stub's choice for `IPC_CALL`): the same checks
-/// and changes as `ipc_shared` → `lookup`, `transfer`, `switch_shared` for a call,
-/// written for this one case so that the compiler keeps a register message in few
-/// registers (no frame of callee-saved registers to save and restore, no tests of
-/// which call it is); a string takes a copy of the same code with the copy in it
-/// (`fast_call_string`). A capability not kept from the last call goes to
-/// `ipc_fastpath_shared`, which looks it up and keeps it.
+/// The register-only call without the lock (the entry stub's choice for `IPC_CALL`
+/// without the string flag): the same checks and changes as `ipc_shared` → `lookup`,
+/// `transfer`, `switch_shared` for a call, written for this one case so that the
+/// compiler keeps it in few registers (no tests of which call it is, nothing called). A
+/// capability not kept from the last call goes to `ipc_fastpath_shared`, which looks it
+/// up and keeps it.
 #[no_mangle]
 extern "C" fn ipc_fast_call_shared(frame: *mut TrapFrame) -> u64 {
     // SAFETY: the entry stub passes the current thread's frame, on its kernel stack
     // (nothing else refers to it during this entry), with this CPU marked in the
     // fastpath and the lock seen free after that, as for `ipc_fastpath_shared`.
-    unsafe {
-        if ipc::Tag((*frame).r10).has_string() {
-            return fast_call_string(frame);
-        }
-        fast_call::<false>(&*frame, frame as u64)
-    }
+    unsafe { fast_call::<false>(&*frame, frame as u64) }
 }
 
-/// `ipc_fast_call_shared` with a string (its own frame of registers: the copy is a
-/// call).
-#[inline(never)]
-fn fast_call_string(frame: *mut TrapFrame) -> u64 {
-    // SAFETY: as for `ipc_fast_call_shared`, which passes its own arguments.
+/// `ipc_fast_call_shared` with a string (the stub's choice when the tag says so): the
+/// same code with the copy in it, in a function of its own (the copy needs registers).
+#[no_mangle]
+extern "C" fn ipc_fast_call_string_shared(frame: *mut TrapFrame) -> u64 {
+    // SAFETY: as for `ipc_fast_call_shared`.
     unsafe { fast_call::<true>(&*frame, frame as u64) }
 }
 
@@ -112,19 +106,26 @@ fn fast_call_string(frame: *mut TrapFrame) -> u64 {
 #[no_mangle]
 extern "C" fn ipc_fast_reply_wait_shared(frame: *mut TrapFrame) -> u64 {
     // SAFETY: as for `ipc_fast_call_shared`.
-    unsafe {
-        if ipc::Tag((*frame).r10).has_string() {
-            return fast_reply_wait_string(frame);
-        }
-        fast_reply_wait::<false>(&*frame, frame as u64)
-    }
+    unsafe { fast_reply_wait::<false>(&*frame, frame as u64) }
 }
 
 /// `ipc_fast_reply_wait_shared` with a string.
-#[inline(never)]
-fn fast_reply_wait_string(frame: *mut TrapFrame) -> u64 {
-    // SAFETY: as for `ipc_fast_reply_wait_shared`, which passes its own arguments.
+#[no_mangle]
+extern "C" fn ipc_fast_reply_wait_string_shared(frame: *mut TrapFrame) -> u64 {
+    // SAFETY: as for `ipc_fast_call_shared`.
     unsafe { fast_reply_wait::<true>(&*frame, frame as u64) }
+}
+
+/// The message's shape (`tag`): register words only, or (`STRING`) register words and
+/// a string — what the stub chose by the string flag, checked again here.
+#[inline(always)]
+fn shape_is<const STRING: bool>(tag: u64) -> bool {
+    let tag = ipc::Tag(tag);
+    if STRING {
+        tag.is_short_or_string() && tag.has_string()
+    } else {
+        tag.is_short()
+    }
 }
 
 /// # Safety
@@ -137,9 +138,8 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
     // its own. Both threads are this CPU's (`thread_cpu`, checked before a slot is
     // looked at) and different (`id != cur`).
     unsafe {
-        let tag = ipc::Tag(f.r10);
         let k = crate::kernel::shared();
-        if !tag.is_short_or_string() || f.rdx != FOREVER || !(*k).fastpath {
+        if !shape_is::<STRING>(f.r10) || f.rdx != FOREVER || !(*k).fastpath {
             return 0;
         }
         let v = crate::kernel::this_view();
@@ -203,9 +203,8 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
 unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
     // SAFETY: as in `fast_call`.
     unsafe {
-        let tag = ipc::Tag(f.r10);
         let k = crate::kernel::shared();
-        if !tag.is_short_or_string() || f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE || !(*k).fastpath {
+        if !shape_is::<STRING>(f.r10) || f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE || !(*k).fastpath {
             return 0;
         }
         let v = crate::kernel::this_view();
@@ -446,15 +445,16 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
     }
     // Every other check has passed: a string is the last, and its copy the point of no
     // return.
-    let slen = if tag.has_string() { copy_string(c, d)? } else { 0 };
+    let slen = if tag.has_string() { copy_string_out(c, d)? } else { 0 };
     Some((dest, badge, c, d, slen))
 }
 
 /// A string: the sender's buffer readable, the receiver's writable and long enough (or
 /// `None`, nothing changed, and the general path says what is wrong: `TooLong`,
-/// `CopyFault`); then the copy. Returns its length. Out of line: register messages do
-/// not pay for its frame.
-#[inline(never)]
+/// `CopyFault`); then the copy. Returns its length. Inline in the string copies of the
+/// fastpath (`fast_call::<true>`, …); out of line for `lookup` (`copy_string_out`),
+/// so register messages do not pay for the registers it needs.
+#[inline(always)]
 fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
     let (su, du) = (c.utcb(), d.utcb());
     let (saddr, len, daddr, dlen) = (su.send_buf_addr, su.send_buf_len, du.recv_buf_addr, du.recv_buf_len);
@@ -465,8 +465,21 @@ fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
     // buffers are walked once.)
     let from = c.send_range.resolve(c.pml4, saddr, len, false)?;
     let to = d.recv_range.resolve(d.pml4, daddr, len, true)?;
-    task::copy_range(from, to);
+    if from.one_page != 0 && to.one_page != 0 {
+        // SAFETY: both lie within single user frames (as long as `len`), resolved (and
+        // checked for the access) in this entry or kept since with no mapping reduced,
+        // in the direct map.
+        unsafe { task::copy_bytes(to.one_page as *mut u8, from.one_page as *const u8, len) };
+    } else {
+        task::copy_range(&from.range, &to.range);
+    }
     Some(len)
+}
+
+/// `copy_string` out of line, for `lookup` (whose register messages do not pay for it).
+#[inline(never)]
+fn copy_string_out(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
+    copy_string(c, d)
 }
 
 /// What the switch needs of the partner: its kernel stack's top, page tables, UTCB,

@@ -215,21 +215,27 @@ pub struct CachedRange {
 }
 
 #[derive(Clone, Copy)]
-struct Kept {
-    range: UserRange<2>,
+pub struct Kept {
+    pub range: UserRange<2>,
+    /// The length and the access, one word: `len | WRITE` when resolved for writing.
+    key: u64,
     /// `MAP_EPOCH` when resolved.
     epoch: u64,
-    /// Resolved for writing.
-    write: bool,
+    /// When the range lies within one page: where it starts in the direct map (the copy
+    /// needs no piece arithmetic); else 0.
+    pub one_page: u64,
 }
+
+/// `Kept::key`'s access bit (lengths are far below it: at most two pages).
+const WRITE: u64 = 1 << 63;
 
 impl Kept {
     /// No epoch matches `u64::MAX` (it would take 2^64 unmaps).
-    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, epoch: u64::MAX, write: false };
+    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, key: 0, epoch: u64::MAX, one_page: 0 };
 
     #[inline(always)]
-    fn is(&self, va: u64, len: u64, write: bool, epoch: u64) -> bool {
-        (self.range.va ^ va) | (self.range.len ^ len) | (self.epoch ^ epoch) == 0 && self.write == write
+    fn is(&self, va: u64, key: u64, epoch: u64) -> bool {
+        (self.range.va ^ va) | (self.key ^ key) | (self.epoch ^ epoch) == 0
     }
 }
 
@@ -241,19 +247,34 @@ impl CachedRange {
     /// as `UserRange::resolve` does — kept from an earlier call if that named the same
     /// range and access and no mapping was reduced since.
     #[inline(always)]
-    pub fn resolve(&mut self, pml4: u64, va: u64, len: u64, write: bool) -> Option<&UserRange<2>> {
+    pub fn resolve(&mut self, pml4: u64, va: u64, len: u64, write: bool) -> Option<&Kept> {
         let epoch = MAP_EPOCH.load(Ordering::Relaxed);
-        let i = if self.kept[0].is(va, len, write, epoch) {
-            0
-        } else if self.kept[1].is(va, len, write, epoch) {
-            1
-        } else {
-            let i = self.next & 1;
-            self.kept[i] = Kept { range: UserRange::resolve(pml4, va, len, write).ok()?, epoch, write };
-            self.next = i ^ 1;
-            i
+        let key = len | if write { WRITE } else { 0 };
+        if self.kept[0].is(va, key, epoch) {
+            return Some(&self.kept[0]);
+        }
+        if self.kept[1].is(va, key, epoch) {
+            return Some(&self.kept[1]);
+        }
+        self.miss(pml4, va, len, write, epoch)
+    }
+
+    /// Resolve and keep (in the entry whose turn it is).
+    #[inline(never)]
+    fn miss(&mut self, pml4: u64, va: u64, len: u64, write: bool, epoch: u64) -> Option<&Kept> {
+        if len >= WRITE {
+            return None;
+        }
+        let range = UserRange::resolve(pml4, va, len, write).ok()?;
+        let off = va & (PAGE_SIZE - 1);
+        let one_page = match range.frames.first() {
+            Some(&f) if len != 0 && off + len <= PAGE_SIZE => phys_to_virt(f + off) as u64,
+            _ => 0,
         };
-        Some(&self.kept[i].range)
+        let i = self.next & 1;
+        self.kept[i] = Kept { range, key: len | if write { WRITE } else { 0 }, epoch, one_page };
+        self.next = i ^ 1;
+        Some(&self.kept[i])
     }
 }
 
@@ -289,7 +310,7 @@ pub fn copy_range<const P: usize, const Q: usize>(src: &UserRange<P>, dst: &User
 /// # Safety
 /// `src..src+n` readable, `dst..dst+n` writable kernel memory.
 #[inline(always)]
-unsafe fn copy_bytes(dst: *mut u8, src: *const u8, n: u64) {
+pub unsafe fn copy_bytes(dst: *mut u8, src: *const u8, n: u64) {
     if (dst as u64).wrapping_sub(src as u64) < n {
         // SAFETY: as the caller promises; `copy` allows overlap.
         unsafe { core::ptr::copy(src, dst, n as usize) };

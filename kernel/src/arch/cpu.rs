@@ -535,6 +535,66 @@ global_asm!(
     pop rax
     .endm
 
+    /* The fastpath's entry (after swapgs and the switch to the kernel stack) saves
+       what the fastpath or its partner's exit reads: the user rip, rflags and rsp, the
+       number, the arguments and message registers the Rust code may clobber (rdi, rsi,
+       rdx, r8, r9, r10) and the rbx and rbp the caller gets back when it is resumed.
+       r12..r15 (MR3..MR6) stay in their registers (callee-saved for the Rust code) and
+       go to the partner from there; the frame's other slots are filled (at 6:) only
+       when the general path is to run. A blocked thread's frame is read for nothing
+       else: only a sender's message registers are read from a frame
+       (ipc::message_of), and the fastpath leaves no thread waiting to send. */
+    .macro FAST_SAVE
+    sub rsp, {frame_size}
+    mov [rsp + {f_rip}], rcx
+    mov [rsp + {f_rflags}], r11
+    mov [rsp + {f_rax}], rax
+    mov rcx, gs:[8]
+    mov [rsp + {f_rsp}], rcx
+    mov [rsp + {f_rdi}], rdi
+    mov [rsp + {f_rsi}], rsi
+    mov [rsp + {f_rdx}], rdx
+    mov [rsp + {f_r10}], r10
+    mov [rsp + {f_r8}], r8
+    mov [rsp + {f_r9}], r9
+    mov [rsp + {f_rbx}], rbx
+    mov [rsp + {f_rbp}], rbp
+    xor ebp, ebp
+    .endm
+
+    /* Then the fastpath without the kernel lock while nobody holds it: this CPU says it
+       is in the fastpath, then looks at the lock (a CPU that takes the lock waits until
+       no other is in the fastpath: klock_readers). \reg(frame) for a register message,
+       \str(frame) for one with a string, returns the partner's frame, or 0: then the
+       lock, and the fastpath under it (ipc_fastpath, which can do what the shared one
+       declines), then the general path (6:). If the lock is taken, it waits until it
+       is free (answering its holder's requests) and tries again, rather than take it
+       too (two CPUs doing IPC would otherwise hand it back and forth from then on,
+       each finding the other holding it). */
+    .macro FAST_TRY reg, str
+.Lfast_try\@:
+    mov qword ptr gs:[{pc_fast}], 1
+    mfence
+    cmp dword ptr [rip + KERNEL_LOCK], 0
+    jne .Lfast_wait\@
+    mov rdi, rsp
+    test dword ptr [rsp + {f_r10}], {tag_string}
+    jnz .Lfast_str\@
+    call \reg
+    test rax, rax
+    jnz ipc_fast_exit_shared
+    jmp 6f
+.Lfast_str\@:
+    call \str
+    test rax, rax
+    jnz ipc_fast_exit_shared
+    jmp 6f
+.Lfast_wait\@:
+    mov qword ptr gs:[{pc_fast}], 0
+    call klock_wait
+    jmp .Lfast_try\@
+    .endm
+
     /* Interrupts and exceptions: [rsp] = return address into the stub, error, rip, cs, ... */
     .global trap_common
 trap_common:
@@ -591,12 +651,12 @@ syscall_entry:
     swapgs
     mov gs:[8], rsp
     mov rsp, gs:[0]
-    /* IPC_CALL and IPC_REPLY_WAIT go to the fastpath (2:), everything else builds
-       its whole frame and takes the general path (1:). */
+    /* IPC_CALL (2:) and IPC_REPLY_WAIT (3:) go to the fastpath, everything else
+       builds its whole frame and takes the general path (1:). */
     cmp rax, {ipc_call}
     je 2f
     cmp rax, {ipc_reply_wait}
-    je 2f
+    je 3f
     push {user_ds}
     push qword ptr gs:[8]
     push r11
@@ -607,61 +667,12 @@ syscall_entry:
     PUSH_GPRS
     xor ebp, ebp
     jmp 1f
-    /* The fastpath's entry saves what the fastpath or its partner's exit reads: the
-       user rip, rflags and rsp, the number, the arguments and message registers the
-       Rust code may clobber (rdi, rsi, rdx, r8, r9, r10) and the rbx and rbp the
-       caller gets back when it is resumed. r12..r15 (MR3..MR6) stay in their registers
-       (callee-saved for the Rust code) and go to the partner from there; the frame's
-       other slots are filled (FRAME_REST) only when the general path is to run. A
-       blocked thread's frame is read for nothing else: only a sender's message
-       registers are read from a frame (ipc::message_of), and the fastpath leaves no
-       thread waiting to send. Then it tries the fastpath without the kernel lock while
-       nobody holds it: this CPU says it is in the fastpath, then looks at the lock (a
-       CPU that takes the lock waits until no other is in the fastpath: klock_readers).
-       ipc_fast_call_shared(frame) or ipc_fast_reply_wait_shared(frame) returns the
-       partner's frame, or 0: then the lock,
-       and the fastpath under it (ipc_fastpath, which can do what the shared one
-       declines), then the general path. */
 2:
-    sub rsp, {frame_size}
-    mov [rsp + {f_rip}], rcx
-    mov [rsp + {f_rflags}], r11
-    mov [rsp + {f_rax}], rax
-    mov rcx, gs:[8]
-    mov [rsp + {f_rsp}], rcx
-    mov [rsp + {f_rdi}], rdi
-    mov [rsp + {f_rsi}], rsi
-    mov [rsp + {f_rdx}], rdx
-    mov [rsp + {f_r10}], r10
-    mov [rsp + {f_r8}], r8
-    mov [rsp + {f_r9}], r9
-    mov [rsp + {f_rbx}], rbx
-    mov [rsp + {f_rbp}], rbp
-    xor ebp, ebp
-7:
-    mov qword ptr gs:[{pc_fast}], 1
-    mfence
-    cmp dword ptr [rip + KERNEL_LOCK], 0
-    jne 8f
-    mov rdi, rsp
-    cmp rax, {ipc_call}
-    jne 3f
-    call ipc_fast_call_shared
-    jmp 4f
+    FAST_SAVE
+    FAST_TRY ipc_fast_call_shared, ipc_fast_call_string_shared
 3:
-    call ipc_fast_reply_wait_shared
-4:
-    test rax, rax
-    jnz ipc_fast_exit_shared
-    jmp 6f
-    /* The lock is taken: wait until it is free (answering its holder's requests) and
-       try again, rather than take it too (two CPUs doing IPC would otherwise hand it
-       back and forth from then on, each finding the other holding it). */
-8:
-    mov qword ptr gs:[{pc_fast}], 0
-    call klock_wait
-    mov rax, [rsp + {f_rax}]
-    jmp 7b
+    FAST_SAVE
+    FAST_TRY ipc_fast_reply_wait_shared, ipc_fast_reply_wait_string_shared
 6:
     mov qword ptr gs:[{pc_fast}], 0
     /* The rest of the frame, as the pushes of the general path would have made it
@@ -796,6 +807,7 @@ thread_trampoline:
     frame_size = const TRAP_FRAME_SIZE,
     ipc_call = const abi::sys::IPC_CALL,
     ipc_reply_wait = const abi::sys::IPC_REPLY_WAIT,
+    tag_string = const abi::ipc::TAG_STRING,
     f_vector = const core::mem::offset_of!(TrapFrame, vector),
     pc_index = const core::mem::offset_of!(PerCpu, index),
     pc_fast = const core::mem::offset_of!(PerCpu, fast),
