@@ -159,18 +159,16 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
         if kept.slot != f.rdi || kept.at != kcore::cspace::reductions() {
             return ipc_fastpath_shared(c_frame as *mut TrapFrame, sys::IPC_CALL);
         }
-        let (r, badge) = (kept.dest, kept.badge);
-        let id = r.id as usize % MAX_THREADS;
-        if id == cur || (*k).thread_gen[id] != r.gen || (*k).moved[id] || (*k).thread_cpu[id] != me {
+        let id = kept.dest.id as usize % MAX_THREADS;
+        if id == cur || (*k).thread_gen[id] != kept.dest.gen || (*k).moved[id] || (*k).thread_cpu[id] != me {
             return 0;
         }
         let Some(d) = (*tcbs.add(id)).as_mut() else { return 0 };
         if d.state != State::RecvBlocked || d.fault.is_some() {
             return 0;
         }
-        let cur_gen = (*k).thread_gen[cur];
         if let Some(from) = d.recv_from {
-            if from.id as usize != cur || from.gen != cur_gen {
+            if from.id as usize != cur || from.gen != (*k).thread_gen[cur] {
                 return 0;
             }
         }
@@ -187,13 +185,15 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
             0
         };
         // Every check passed: the changes (as `transfer` makes them for a call).
+        // (The kept capability's thread and badge are read again here rather than kept
+        // in registers across the checks.)
         c.state = State::ReplyBlocked;
-        c.partner = Some(r);
+        c.partner = Some(c.call_cap.dest);
         c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
         c.fast_blocks += 1;
-        d.reply_to = Some(ObjRef { id: cur as u32, gen: cur_gen });
+        d.reply_to = Some(ObjRef { id: cur as u32, gen: (*k).thread_gen[cur] });
         d.recv_from = None;
-        to_partner(&mut *v, d, id, badge, slen)
+        to_partner(&mut *v, d, id, c.call_cap.badge, slen)
     }
 }
 

@@ -55,6 +55,10 @@ pub struct Tcb {
     pub slice: u64,
     /// Physical address of the kernel stack (KSTACK_PAGES contiguous frames).
     pub kstack: u64,
+    /// Its top in the direct map (`kstack_top`), and the UTCB's (`utcb`): worked out
+    /// once, read on every IPC.
+    top: u64,
+    utcb_kva: u64,
     pub saved_rsp: u64,
     pub utcb_va: u64,
     pub utcb_frame: u64,
@@ -117,8 +121,9 @@ impl KeptCap {
 }
 
 impl Tcb {
+    #[inline(always)]
     pub fn kstack_top(&self) -> u64 {
-        phys_to_virt(self.kstack) as u64 + KSTACK_SIZE
+        self.top
     }
 
     /// The saved user registers.
@@ -134,7 +139,7 @@ impl Tcb {
     pub fn utcb(&self) -> &mut Utcb {
         // SAFETY: the UTCB frame belongs to this thread for its whole life and lies in the
         // direct map; user writes to it cannot break the kernel's use of plain integers.
-        unsafe { &mut *(phys_to_virt(self.utcb_frame) as *mut Utcb) }
+        unsafe { &mut *(self.utcb_kva as *mut Utcb) }
     }
 
     pub fn is_user(&self) -> bool {
@@ -741,6 +746,8 @@ impl Kernel {
             prio,
             slice: s::SLICE_TICKS,
             kstack,
+            top: phys_to_virt(kstack) as u64 + KSTACK_SIZE,
+            utcb_kva: phys_to_virt(utcb_frame) as u64,
             saved_rsp: 0,
             utcb_va,
             utcb_frame,

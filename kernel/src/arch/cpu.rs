@@ -721,8 +721,7 @@ syscall_exit:
        (MR3..MR6) are still the caller's, which the fastpath (Rust code, for which they
        are callee-saved) has not changed. */
     .macro FAST_EXIT shared
-    lea rcx, [rip + ipc_resume]
-    mov [rsp - 8], rcx
+    mov qword ptr [rsp - 8], offset ipc_resume
     mov r10, [rsp + {f_r10}]
     mov r8, [rsp + {f_r8}]
     mov r9, [rsp + {f_r9}]
