@@ -176,24 +176,36 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
             return 0;
         }
         // A string is the last check, its copy the point of no return.
-        let slen = if STRING {
-            match copy_string(c, d) {
-                Some(n) => n,
-                None => return 0,
+        // A string: both buffers on one page each (else, or if anything is wrong with
+        // them, the general fastpath's way, which copies in pieces or declines), its copy
+        // made once everything else is done (nothing can fail then).
+        let (from, to, slen) = if STRING {
+            match one_page_string(c, d) {
+                Some(x) => x,
+                None => return ipc_fastpath_shared(c_frame as *mut TrapFrame, sys::IPC_CALL),
             }
         } else {
-            0
+            (0, 0, 0)
         };
         // Every check passed: the changes (as `transfer` makes them for a call).
-        // (The kept capability's thread and badge are read again here rather than kept
-        // in registers across the checks.)
+        // (The kept capability's thread and badge are read again here, volatile so that
+        // the compiler does not keep them in registers across the checks: fewer
+        // registers to save.)
+        let kept = core::ptr::read_volatile(&c.call_cap);
         c.state = State::ReplyBlocked;
-        c.partner = Some(c.call_cap.dest);
+        c.partner = Some(kept.dest);
         c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
         c.fast_blocks += 1;
         d.reply_to = Some(ObjRef { id: cur as u32, gen: (*k).thread_gen[cur] });
         d.recv_from = None;
-        to_partner(&mut *v, d, id, c.call_cap.badge, slen)
+        let frame = to_partner(&mut *v, d, id, kept.badge, slen);
+        if STRING {
+            // SAFETY: both lie within single user frames (as long as `slen`), resolved
+            // (and checked for the access) earlier and kept since with no mapping
+            // reduced, in the direct map; they do not overlap forwards (checked).
+            task::copy_forward(to as *mut u8, from as *const u8, slen);
+        }
+        frame
     }
 }
 
@@ -231,13 +243,16 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
         if (*k).rqs[me as usize % MAX_CPUS].any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
             return 0;
         }
-        let slen = if STRING {
-            match copy_string(c, d) {
-                Some(n) => n,
-                None => return 0,
+        // A string: both buffers on one page each (else, or if anything is wrong with
+        // them, the general fastpath's way, which copies in pieces or declines), its copy
+        // made once everything else is done (nothing can fail then).
+        let (from, to, slen) = if STRING {
+            match one_page_string(c, d) {
+                Some(x) => x,
+                None => return ipc_fastpath_shared(c_frame as *mut TrapFrame, sys::IPC_REPLY_WAIT),
             }
         } else {
-            0
+            (0, 0, 0)
         };
         // Every check passed: the changes (as `transfer` makes them for a reply).
         c.state = State::RecvBlocked;
@@ -247,7 +262,14 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
         c.fast_blocks += 1;
         d.partner = None;
         d.recv_from = None;
-        to_partner(&mut *v, d, id, 0, slen)
+        let frame = to_partner(&mut *v, d, id, 0, slen);
+        if STRING {
+            // SAFETY: both lie within single user frames (as long as `slen`), resolved
+            // (and checked for the access) earlier and kept since with no mapping
+            // reduced, in the direct map; they do not overlap forwards (checked).
+            task::copy_forward(to as *mut u8, from as *const u8, slen);
+        }
+        frame
     }
 }
 
@@ -451,9 +473,8 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
 
 /// A string: the sender's buffer readable, the receiver's writable and long enough (or
 /// `None`, nothing changed, and the general path says what is wrong: `TooLong`,
-/// `CopyFault`); then the copy. Returns its length. Inline in the string copies of the
-/// fastpath (`fast_call::<true>`, …); out of line for `lookup` (`copy_string_out`),
-/// so register messages do not pay for the registers it needs.
+/// `CopyFault`); then the copy. Returns its length. Out of line (`copy_string_out`) for
+/// `lookup`, so that register messages do not pay for the registers it needs.
 #[inline(always)]
 fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
     let (su, du) = (c.utcb(), d.utcb());
@@ -474,6 +495,27 @@ fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
         task::copy_range(&from.range, &to.range);
     }
     Some(len)
+}
+
+/// A string between buffers on one page each whose translations are kept (an IPC loop's
+/// buffers, after its first call): where it is and where it goes in the direct map, and
+/// its length — the sender's buffer readable, the receiver's writable and long enough,
+/// not overlapping forwards — or `None`: then the general fastpath, which resolves
+/// (and keeps) buffers, copies longer strings in pieces, or declines and leaves the
+/// error to the general path. Changes nothing.
+#[inline(always)]
+fn one_page_string(c: &mut Tcb, d: &mut Tcb) -> Option<(u64, u64, u64)> {
+    let (su, du) = (c.utcb(), d.utcb());
+    let (saddr, len, daddr, dlen) = (su.send_buf_addr, su.send_buf_len, du.recv_buf_addr, du.recv_buf_len);
+    if len > FAST_STRING || len > dlen {
+        return None;
+    }
+    let from = c.send_range.kept_one_page(saddr, len, false)?;
+    let to = d.recv_range.kept_one_page(daddr, len, true)?;
+    if from == 0 || to == 0 || to.wrapping_sub(from) < len {
+        return None;
+    }
+    Some((from, to, len))
 }
 
 /// `copy_string` out of line, for `lookup` (whose register messages do not pay for it).

@@ -259,6 +259,21 @@ impl CachedRange {
         self.miss(pml4, va, len, write, epoch)
     }
 
+    /// The kept translation of `[va, va+len)` for this access, if there is one (no walk):
+    /// where the range starts in the direct map when it lies within one page, else 0.
+    #[inline(always)]
+    pub fn kept_one_page(&self, va: u64, len: u64, write: bool) -> Option<u64> {
+        let epoch = MAP_EPOCH.load(Ordering::Relaxed);
+        let key = len | if write { WRITE } else { 0 };
+        if self.kept[0].is(va, key, epoch) {
+            return Some(self.kept[0].one_page);
+        }
+        if self.kept[1].is(va, key, epoch) {
+            return Some(self.kept[1].one_page);
+        }
+        None
+    }
+
     /// Resolve and keep (in the entry whose turn it is).
     #[inline(never)]
     fn miss(&mut self, pml4: u64, va: u64, len: u64, write: bool, epoch: u64) -> Option<&Kept> {
@@ -316,9 +331,19 @@ pub unsafe fn copy_bytes(dst: *mut u8, src: *const u8, n: u64) {
         unsafe { core::ptr::copy(src, dst, n as usize) };
         return;
     }
-    // SAFETY: the caller's ranges, which do not overlap forwards (checked above): a
-    // forward copy reads every byte before it is written. The direction flag is clear
-    // (Rust's inline assembly may assume it; the kernel's entries clear it).
+    // SAFETY: the caller's ranges, which do not overlap forwards (checked above).
+    unsafe { copy_forward(dst, src, n) }
+}
+
+/// `copy_bytes` for ranges known not to overlap forwards (`dst - src >= n`, wrapping).
+///
+/// # Safety
+/// As for `copy_bytes`, and `(dst as u64).wrapping_sub(src as u64) >= n`.
+#[inline(always)]
+pub unsafe fn copy_forward(dst: *mut u8, src: *const u8, n: u64) {
+    // SAFETY: the caller's ranges, which do not overlap forwards: a forward copy reads
+    // every byte before it is written. The direction flag is clear (Rust's inline
+    // assembly may assume it; the kernel's entries clear it).
     unsafe {
         core::arch::asm!(
             "rep movsq",
