@@ -100,6 +100,31 @@ fn server(id: u64) {
     }
 }
 
+/// Length of the overlapping string (`overlap_server`).
+const OVERLAP_LEN: usize = 512;
+
+/// A position-weighted sum: tells a string from a shifted or repeated one.
+fn overlap_sum(b: &[u8]) -> u64 {
+    b.iter().enumerate().map(|(i, &x)| (i as u64 + 1) * x as u64).sum()
+}
+
+/// A server whose receive buffer starts 8 bytes into the area at `at` (where its caller
+/// sends from): answers the length and `overlap_sum` of each string it gets.
+fn overlap_server(at: u64) {
+    // SAFETY: the test's leaked area (1024 bytes); the caller writes it only while this
+    // thread waits.
+    let buf = unsafe { core::slice::from_raw_parts_mut((at + 8) as *mut u8, OVERLAP_LEN) };
+    let mut m = Msg::empty();
+    ipc::set_recv_buffer(buf);
+    let mut r = ipc::recv(RECV_ANY, &mut m, FOREVER);
+    loop {
+        let n = if r.is_ok() && m.tag().has_string() { ipc::received_string_len() } else { 0 };
+        m = Msg::new(1, &[n as u64, overlap_sum(&buf[..n.min(OVERLAP_LEN)])]);
+        ipc::set_recv_buffer(buf);
+        r = ipc::reply_wait(RECV_ANY, &mut m, FOREVER);
+    }
+}
+
 /// A thread that logs each message it receives (no reply): made ready by a send, it
 /// runs when the more important threads block.
 fn listener(id: u64) {
@@ -287,6 +312,29 @@ fn conditions(c: &mut Checks, p: u64) {
     let mut m = Msg::new(7, &[7]);
     c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "the server still waits");
     c.eq(m.word(1), 8, "and answers");
+
+    // Two threads of one task whose buffers overlap (the receiver's starts 8 bytes into
+    // the sender's string): the string arrives whole, as a copy that allows overlap makes
+    // it, on the first call (buffers resolved) and on the later ones (kept).
+    let area: &'static mut [u8] = alloc::vec![0u8; 1024].leak();
+    let at = area.as_mut_ptr() as u64;
+    let o = thread::spawn(overlap_server, at, p - 20).unwrap();
+    sys::sleep_us(2_000);
+    let mut fast = 0;
+    for round in 0..3u64 {
+        // SAFETY: the area is leaked (lives for the run); the server thread touches its
+        // part only while this thread waits in the call.
+        let send = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, OVERLAP_LEN) };
+        for (i, b) in send.iter_mut().enumerate() {
+            *b = (i as u64 * 7 + 3 + round) as u8;
+        }
+        let want = overlap_sum(send);
+        ipc::set_send_string(send);
+        let mut m = Msg::new(7, &[round]).with_string();
+        fast += fast_during(|| c.eq(ipc::call(o.slot, &mut m, FOREVER), Ok(()), "a string into an overlapping buffer"));
+        c.eq((m.word(1), m.word(2)), (OVERLAP_LEN as u64, want), "the string arrived whole");
+    }
+    c.check(fast >= 2, "the calls took the fastpath");
 
     // The server waits for another thread only: the call waits for its turn.
     let x = rt::alloc_slot();
