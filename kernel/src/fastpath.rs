@@ -136,7 +136,9 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
     // SAFETY: (for the whole function) as `ipc_fastpath_shared`: the fields read are
     // written only by a lock holder, and there is none; this CPU's view and threads are
     // its own. Both threads are this CPU's (`thread_cpu`, checked before a slot is
-    // looked at) and different (`id != cur`).
+    // looked at), so their slots hold threads (`Kernel::thread_cpu` names a CPU only for
+    // a full slot: `kernel::tcb_in`), and different (`id != cur`). The view's `rq` is
+    // this CPU's ready queue.
     unsafe {
         let k = crate::kernel::shared();
         if !shape_is::<STRING>(f.r10) || f.rdx != FOREVER || !(*k).fastpath {
@@ -149,7 +151,8 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
             return 0;
         }
         let tcbs = (*k).tcbs;
-        let Some(c) = (*tcbs.add(cur)).as_mut() else { return 0 };
+        // (A slot whose `thread_cpu` names a CPU holds a thread: `Kernel::thread_cpu`.)
+        let c = crate::kernel::tcb_in(tcbs.add(cur));
         if c.state != State::Running {
             return 0;
         }
@@ -163,7 +166,7 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
         if id == cur || (*k).thread_gen[id] != kept.dest.gen || (*k).moved[id] || (*k).thread_cpu[id] != me {
             return 0;
         }
-        let Some(d) = (*tcbs.add(id)).as_mut() else { return 0 };
+        let d = crate::kernel::tcb_in(tcbs.add(id));
         if d.state != State::RecvBlocked || d.fault.is_some() {
             return 0;
         }
@@ -172,7 +175,7 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
                 return 0;
             }
         }
-        if (*k).rqs[me as usize % MAX_CPUS].any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
+        if (*(*v).rq).any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
             return 0;
         }
         // A string is the last check, its copy the point of no return.
@@ -226,7 +229,8 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
             return 0;
         }
         let tcbs = (*k).tcbs;
-        let Some(c) = (*tcbs.add(cur)).as_mut() else { return 0 };
+        // (A slot whose `thread_cpu` names a CPU holds a thread: `Kernel::thread_cpu`.)
+        let c = crate::kernel::tcb_in(tcbs.add(cur));
         if c.state != State::Running || !c.sendq.is_empty() {
             return 0;
         }
@@ -235,12 +239,12 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
         if id == cur || (*k).thread_gen[id] != r.gen || (*k).thread_cpu[id] != me {
             return 0;
         }
-        let Some(d) = (*tcbs.add(id)).as_mut() else { return 0 };
+        let d = crate::kernel::tcb_in(tcbs.add(id));
         match d.partner {
             Some(p) if p.id as usize == cur && d.state == State::ReplyBlocked && d.fault.is_none() => {}
             _ => return 0,
         }
-        if (*k).rqs[me as usize % MAX_CPUS].any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
+        if (*(*v).rq).any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
             return 0;
         }
         // A string: both buffers on one page each (else, or if anything is wrong with

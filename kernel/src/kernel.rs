@@ -18,6 +18,8 @@ use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
 
 pub const MAX_THREADS: usize = 1024;
+/// `Kernel::thread_cpu` of an empty thread slot.
+pub const NO_CPU: u8 = u8::MAX;
 pub const MAX_TASKS: usize = 128;
 /// No thread (for thread-id fields that may be empty).
 pub const NO_THREAD: u32 = u32::MAX;
@@ -178,7 +180,9 @@ pub struct Kernel {
     pub moved: [bool; MAX_THREADS],
     /// Each CPU's ready threads (a thread is queued on its own CPU's, `thread_cpu`).
     pub rqs: [RunQueue<MAX_THREADS>; MAX_CPUS],
-    /// The CPU each thread runs on.
+    /// The CPU each thread runs on; `NO_CPU` while the slot is empty. A slot whose entry
+    /// names a CPU holds a thread (set before the slot is filled, reset when it is
+    /// emptied, both under the lock): the fastpath without the lock relies on it.
     pub thread_cpu: [u8; MAX_THREADS],
     /// The lock holder's per-CPU state (what it runs, what its registers hold): the
     /// kernel reads `k.view.current` as on one CPU. `take_view` switches it.
@@ -216,7 +220,7 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     tasks: Vec::new(),
     task_gen: Vec::new(),
     rqs: [const { RunQueue::new() }; MAX_CPUS],
-    thread_cpu: [0; MAX_THREADS],
+    thread_cpu: [NO_CPU; MAX_THREADS],
     view: CpuView::EMPTY,
     view_cpu: 0,
     parked: [CpuView::EMPTY; MAX_CPUS],
@@ -242,6 +246,8 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
 #[repr(C, align(64))]
 pub struct CpuView {
     pub current: u32,
+    /// This CPU's ready queue (`Kernel::rqs`, which never moves), for the fastpath.
+    pub rq: *const RunQueue<MAX_THREADS>,
     pub idle: u32,
     pub need_resched: bool,
     /// The current thread gives up the rest of its slice to its equals.
@@ -263,6 +269,7 @@ pub struct CpuView {
 impl CpuView {
     const EMPTY: CpuView = CpuView {
         current: 0,
+        rq: core::ptr::null(),
         idle: 0,
         need_resched: false,
         rotate: false,
@@ -310,6 +317,24 @@ impl Kernel {
 /// move and nobody else touches this CPU's).
 pub(crate) unsafe fn this_view() -> *mut CpuView {
     cpu::view_addr() as *mut CpuView
+}
+
+// A slot is no bigger than its thread (`None` is a value no thread field takes), so the
+// thread lies at the start of its slot (`tcb_in`; checked again for each thread made).
+const _: () = assert!(core::mem::size_of::<Option<Tcb>>() == core::mem::size_of::<Tcb>());
+
+/// The thread in a slot known to hold one, without looking at the slot's `None` value
+/// (the fastpath knows it from `Kernel::thread_cpu`).
+///
+/// # Safety
+/// `slot` points at a `Kernel::threads` slot that holds a thread, which nothing else
+/// refers to for the returned lifetime.
+#[inline(always)]
+pub unsafe fn tcb_in<'a>(slot: *mut Option<Tcb>) -> &'a mut Tcb {
+    debug_assert!(unsafe { (*slot).is_some() });
+    // SAFETY: as the caller promises the slot holds a thread, which lies at its start
+    // (the size assertion above; `create_thread` checks the address for each thread).
+    unsafe { &mut *(slot as *mut Tcb) }
 }
 
 /// The kernel state as a raw pointer, for the IPC fastpath without the lock (which
@@ -413,7 +438,14 @@ pub fn init(k: &mut Kernel) {
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
     k.task_gen = alloc::vec![1; MAX_TASKS];
     for c in 0..MAX_CPUS {
-        let v = if c == k.view_cpu { &raw const k.view } else { &raw const k.parked[c] };
+        let rq = &raw const k.rqs[c];
+        let v = if c == k.view_cpu {
+            k.view.rq = rq;
+            &raw const k.view
+        } else {
+            k.parked[c].rq = rq;
+            &raw const k.parked[c]
+        };
         cpu::set_view_of(c, v as u64);
     }
 }
@@ -778,6 +810,8 @@ impl Kernel {
             self.task(task_id).nthreads += 1;
         }
         self.threads[id as usize] = Some(t);
+        // (`tcb_in`'s layout: the thread lies at the start of its slot.)
+        assert!(core::ptr::eq(self.threads[id as usize].as_ref().map_or(core::ptr::null(), |t| t as *const Tcb), &raw const self.threads[id as usize] as *const Tcb));
         Ok(id)
     }
 
@@ -945,6 +979,7 @@ impl Kernel {
         if let Some(t) = self.threads[id as usize].take() {
             mem::free_contiguous(t.kstack, KSTACK_PAGES);
         }
+        self.thread_cpu[id as usize] = NO_CPU;
     }
 
     pub fn reap(&mut self) {
