@@ -331,6 +331,7 @@ const _: () = assert!(core::mem::size_of::<Option<Tcb>>() == core::mem::size_of:
 /// refers to for the returned lifetime.
 #[inline(always)]
 pub unsafe fn tcb_in<'a>(slot: *mut Option<Tcb>) -> &'a mut Tcb {
+    // SAFETY: the slot is valid to read, as the caller promises.
     debug_assert!(unsafe { (*slot).is_some() });
     // SAFETY: as the caller promises the slot holds a thread, which lies at its start
     // (the size assertion above; `create_thread` checks the address for each thread).
