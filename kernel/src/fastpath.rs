@@ -141,7 +141,8 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
     // this CPU's ready queue.
     unsafe {
         let k = crate::kernel::shared();
-        if !shape_is::<STRING>(f.r10) || f.rdx != FOREVER || !(*k).fastpath {
+        // (The fastpath turned off stops the stub before this: `klock::set_fast_shut`.)
+        if !shape_is::<STRING>(f.r10) || f.rdx != FOREVER {
             return 0;
         }
         let v = crate::kernel::this_view();
@@ -219,7 +220,7 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
     // SAFETY: as in `fast_call`.
     unsafe {
         let k = crate::kernel::shared();
-        if !shape_is::<STRING>(f.r10) || f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE || !(*k).fastpath {
+        if !shape_is::<STRING>(f.r10) || f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE {
             return 0;
         }
         let v = crate::kernel::this_view();
@@ -511,7 +512,8 @@ fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
 fn one_page_string(c: &mut Tcb, d: &mut Tcb) -> Option<(u64, u64, u64)> {
     let (su, du) = (c.utcb(), d.utcb());
     let (saddr, len, daddr, dlen) = (su.send_buf_addr, su.send_buf_len, du.recv_buf_addr, du.recv_buf_len);
-    if len > FAST_STRING || len > dlen {
+    // (A kept range on one page is at most a page long: no `FAST_STRING` test.)
+    if len > dlen {
         return None;
     }
     let from = c.send_range.kept_one_page(saddr, len, false)?;

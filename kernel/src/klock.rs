@@ -39,10 +39,31 @@
 use crate::arch::cpu::{cpu_index, MAX_CPUS};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-/// 0: free; else the holder's CPU index + 1. Taken and released by the entry and exit
-/// stubs (`KLOCK`, `KUNLOCK`) and by `lock`/`unlock`.
+/// The lock word (0: free; else the holder's CPU index + 1: taken and released by the
+/// entry and exit stubs, `KLOCK` and `KUNLOCK`, and by `lock`/`unlock`), then the
+/// fastpath's shutter (1 while `MACHINE FASTPATH` has it off), so that the entry stub
+/// tests both in one compare before the fastpath without the lock.
 #[no_mangle]
-static KERNEL_LOCK: Line<AtomicU32> = Line(AtomicU32::new(0));
+static KERNEL_LOCK: Line<LockWord> = Line(LockWord { word: AtomicU32::new(0), shut: AtomicU32::new(0) });
+
+#[repr(C)]
+pub struct LockWord {
+    word: AtomicU32,
+    shut: AtomicU32,
+}
+
+impl core::ops::Deref for LockWord {
+    type Target = AtomicU32;
+    fn deref(&self) -> &AtomicU32 {
+        &self.word
+    }
+}
+
+/// Open or shut the fastpath without the lock (`MACHINE FASTPATH`; under the lock, so no
+/// CPU is in it meanwhile).
+pub fn set_fast_shut(shut: bool) {
+    KERNEL_LOCK.0.shut.store(shut as u32, Ordering::Relaxed);
+}
 
 /// A value alone in its cache line: the lock word, read by every CPU's fastpath, must
 /// not share one with words other CPUs write.

@@ -213,6 +213,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
                 }
                 MachineOp::Fastpath(on) => {
                     k.fastpath = on;
+                    crate::klock::set_fast_shut(!on);
                     let n = crate::arch::cpu::counts_of(crate::arch::cpu::cpu_index()).1;
                     k.cur().frame().rdi = n;
                     Ok(())

@@ -537,8 +537,9 @@ global_asm!(
 
     /* The fastpath's entry (after swapgs and the switch to the kernel stack) saves
        what the fastpath or its partner's exit reads: the user rip, rflags and rsp, the
-       number, the arguments and message registers the Rust code may clobber (rdi, rsi,
-       rdx, r8, r9, r10) and the rbx and rbp the caller gets back when it is resumed.
+       arguments and message registers the Rust code may clobber (rdi, rsi, rdx, r8, r9,
+       r10) and the rbx and rbp the caller gets back when it is resumed (the number,
+       known from the entry taken, only when the general path is to run).
        r12..r15 (MR3..MR6) stay in their registers (callee-saved for the Rust code) and
        go to the partner from there; the frame's other slots are filled (at 6:) only
        when the general path is to run. A blocked thread's frame is read for nothing
@@ -548,7 +549,6 @@ global_asm!(
     sub rsp, {frame_size}
     mov [rsp + {f_rip}], rcx
     mov [rsp + {f_rflags}], r11
-    mov [rsp + {f_rax}], rax
     mov rcx, gs:[8]
     mov [rsp + {f_rsp}], rcx
     mov [rsp + {f_rdi}], rdi
@@ -563,19 +563,20 @@ global_asm!(
     .endm
 
     /* Then the fastpath without the kernel lock while nobody holds it: this CPU says it
-       is in the fastpath, then looks at the lock (a CPU that takes the lock waits until
-       no other is in the fastpath: klock_readers). \reg(frame) for a register message,
+       is in the fastpath, then looks at the lock word and the fastpath's shutter beside
+       it, in one compare (a CPU that takes the lock waits until no other is in the
+       fastpath: klock_readers). \reg(frame) for a register message,
        \str(frame) for one with a string, returns the partner's frame, or 0: then the
        lock, and the fastpath under it (ipc_fastpath, which can do what the shared one
        declines), then the general path (6:). If the lock is taken, it waits until it
        is free (answering its holder's requests) and tries again, rather than take it
        too (two CPUs doing IPC would otherwise hand it back and forth from then on,
        each finding the other holding it). */
-    .macro FAST_TRY reg, str
+    .macro FAST_TRY num, reg, str
 .Lfast_try\@:
     mov qword ptr gs:[{pc_fast}], 1
     mfence
-    cmp dword ptr [rip + KERNEL_LOCK], 0
+    cmp qword ptr [rip + KERNEL_LOCK], 0
     jne .Lfast_wait\@
     mov rdi, rsp
     test dword ptr [rsp + {f_r10}], {tag_string}
@@ -583,13 +584,18 @@ global_asm!(
     call \reg
     test rax, rax
     jnz ipc_fast_exit_shared
-    jmp 6f
+    jmp .Lfast_no\@
 .Lfast_str\@:
     call \str
     test rax, rax
     jnz ipc_fast_exit_shared
+.Lfast_no\@:
+    mov qword ptr [rsp + {f_rax}], \num
     jmp 6f
 .Lfast_wait\@:
+    /* The lock word is free: the fastpath is shut (MACHINE FASTPATH). */
+    cmp dword ptr [rip + KERNEL_LOCK], 0
+    je .Lfast_no\@
     mov qword ptr gs:[{pc_fast}], 0
     call klock_wait
     jmp .Lfast_try\@
@@ -669,10 +675,10 @@ syscall_entry:
     jmp 1f
 2:
     FAST_SAVE
-    FAST_TRY ipc_fast_call_shared, ipc_fast_call_string_shared
+    FAST_TRY {ipc_call}, ipc_fast_call_shared, ipc_fast_call_string_shared
 3:
     FAST_SAVE
-    FAST_TRY ipc_fast_reply_wait_shared, ipc_fast_reply_wait_string_shared
+    FAST_TRY {ipc_reply_wait}, ipc_fast_reply_wait_shared, ipc_fast_reply_wait_string_shared
 6:
     mov qword ptr gs:[{pc_fast}], 0
     /* The rest of the frame, as the pushes of the general path would have made it

@@ -75,16 +75,21 @@ pub fn fast_loop() -> ! {
 /// request lands in the other.
 pub fn string_loop() -> ! {
     use rt::ipc::{self, Msg};
-    let mut bufs = [[0u8; 4096]; 2];
+    // Page-aligned: each buffer is one page (touched once before each receive).
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    let mut pages = [Page([0; 4096]), Page([0; 4096])];
+    let [Page(a), Page(b)] = &mut pages;
+    let mut bufs = [a, b];
     let mut m = Msg::empty();
-    ipc::set_recv_buffer(&mut bufs[0]);
+    ipc::set_recv_buffer(bufs[0]);
     let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
     let mut n = ipc::received_string_len().min(4096);
     let mut cur = 0;
     loop {
         let [a, b] = &mut bufs;
         let (full, free) = if cur == 0 { (a, b) } else { (b, a) };
-        let (e, _, _, _, got) = ipc::reply_wait_regs_string(abi::ipc::Tag::new(STRING, 1).0, n as u64, &full[..n], free);
+        let (e, _, _, _, got) = ipc::reply_wait_regs_string(abi::ipc::Tag::new(STRING, 1).0, n as u64, &full[..n], &mut free[..]);
         cur ^= 1;
         n = if e == 0 { got.min(4096) } else { 0 };
     }

@@ -302,8 +302,9 @@ fn main() -> i32 {
             // Register-only, as `ipc_rtt_8b_cross`: the string each way is the kernel's
             // work measured (the receive buffer is offered for each call, as a receive
             // takes the offer back).
+            let (send, recv) = (&data[..n], &mut back[..n]);
             let mut one = || {
-                let (e, _, w, got) = ipc::call_regs_string(es, STRING_TAG, 0, &data[..n], &mut back[..n]);
+                let (e, _, w, got) = ipc::call_regs_string(es, STRING_TAG, 0, send, recv);
                 bad += (e != 0 || w != n as u64 || got != n) as u64;
             };
             measure(&alloc::format!("rpc_str_{n}"), &mut one);
