@@ -231,6 +231,10 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
         _ if s.outer == "syscall_entry" || s.outer.starts_with("ipc_fast_exit") => "exit: registers restored, sysret",
         _ if has("switch_context") => "switch: kernel stacks (switch_context)",
         _ if has("copy_string")
+            || has("one_page_string")
+            || has("CachedRange")
+            || has("copy_forward")
+            || has("copy_bytes")
             || has("UserRange")
             || has("user_phys")
             || has("pagetable::")
@@ -245,10 +249,15 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
         _ if has("fastpath::lookup") || has("fastpath::plan") || has("RunQueue::highest") || has("RunQueue::any_above") => {
             "lookup: the fastpath's checks (capability, partner, priorities)"
         }
-        _ if has("fastpath::transfer") || has("fastpath::commit") || has("TimerHeap::remove") => {
+        _ if has("fastpath::switch") => "switch: to the partner (kernel stack pointer, address space, fs)",
+        _ if has("fastpath::transfer") || has("fastpath::commit") || has("fastpath::to_partner") || has("TimerHeap::remove") => {
             "transfer: states, timers, badge, the caller's context"
         }
-        _ if has("fastpath::switch") => "switch: to the partner (kernel stack pointer, address space, fs)",
+        // The lean call and reply-and-wait: their checks and their changes to the caller's
+        // side, inline in one function each (what they call inline is classed above).
+        _ if has("fastpath::fast_call") || has("fastpath::fast_reply_wait") || has("ipc_fast_call") || has("ipc_fast_reply_wait") || has("kernel::tcb_in") => {
+            "checks and the caller's side: fast_call / fast_reply_wait (capability, partner, priorities, states)"
+        }
         _ if has("reap") || has("kernel::enter") => "after the switch (enter, reap)",
         _ if has("switch_to") => "switch: to the partner (switch_to: address space, TSS, fs)",
         _ if has("ipc_fastpath") => "dispatch: ipc_fastpath (prologue, epilogue, the fastpath's own)",
@@ -330,6 +339,9 @@ mod tests {
             step(1, "kernel::fastpath::transfer|kernel::fastpath::ipc|kernel::fastpath::ipc_fastpath"),
             step(1, "kernel::fastpath::switch|kernel::fastpath::ipc_fastpath"),
             step(1, "kcore::pagetable::leaf_table<kernel::task::Walk>"),
+            step(1, "kernel::fastpath::fast_call<false>|kernel::fastpath::ipc_fast_call_shared"),
+            step(1, "kernel::fastpath::to_partner|kernel::fastpath::fast_call<false>|kernel::fastpath::ipc_fast_call_shared"),
+            step(1, "kernel::task::copy_forward|kernel::fastpath::fast_call<true>|kernel::fastpath::ipc_fast_call_string_shared"),
             step(1, "ipc_fast_exit"),
             step(2, "echo_api::fast_loop"),
             step(3, "syscall_entry"),
@@ -337,13 +349,14 @@ mod tests {
         ];
         let r = report(&PROBES[0], &steps);
         for line in [
-            "Total: **13**",
-            "| string: both buffers resolved (page walks) and copied | 1 |",
+            "Total: **16**",
+            "| string: both buffers resolved (page walks) and copied | 2 |",
+            "| checks and the caller's side: fast_call / fast_reply_wait (capability, partner, priorities, states) | 1 |",
             "| entry: syscall stub, registers saved | 3 |",
             "| dispatch: ipc_fastpath (prologue, epilogue, the fastpath's own) | 1 |",
             "| exit: registers restored, sysret | 1 |",
             "| lookup: the fastpath's checks (capability, partner, priorities) | 2 |",
-            "| transfer: states, timers, badge, the caller's context | 1 |",
+            "| transfer: states, timers, badge, the caller's context | 2 |",
             "| switch: to the partner (kernel stack pointer, address space, fs) | 1 |",
             "| `kernel: kernel::fastpath::lookup` | 1 |",
             "| `kernel: ipc_fast_exit` | 1 |",
