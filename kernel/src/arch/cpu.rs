@@ -107,7 +107,9 @@ struct TssIo {
 // `set_kernel_stack` writes `rsp0` at offset 4 of the TSS, which starts `TssIo`.
 const _: () = assert!(core::mem::offset_of!(TaskStateSegment, privilege_stack_table) == 4 && core::mem::offset_of!(TssIo, tss) == 0);
 
-/// One CPU's tables: GS points at `percpu`; the GDT holds its TSS descriptor.
+/// One CPU's tables: GS points at `percpu`; the GDT holds its TSS descriptor. In this
+/// order, so that the TSS is reached through GS too (`set_kernel_stack`).
+#[repr(C)]
 struct CpuTables {
     percpu: PerCpu,
     tss_io: TssIo,
@@ -380,18 +382,16 @@ unsafe fn set_handler(
 #[inline]
 pub fn set_kernel_stack(top: u64) {
     // A kernel stack's top is a canonical kernel address (the direct map): no check.
-    // SAFETY: GS is based at this CPU's `PerCpu` (as in `this_cpu`), whose `tss` points
-    // at this CPU's TSS (set by `init_cpu`); both are this CPU's alone. The stores are
-    // `kstack_top` and the TSS's `rsp0` (at offset 4).
+    // SAFETY: GS is based at this CPU's `PerCpu` (as in `this_cpu`), the first field of
+    // its `CpuTables` (`repr(C)`), whose TSS follows at a fixed offset; both are this
+    // CPU's alone. The stores are `kstack_top` and the TSS's `rsp0` (at offset 4).
     unsafe {
         core::arch::asm!(
             "mov gs:[{top_off}], {top}",
-            "mov {t}, gs:[{tss_off}]",
-            "mov [{t} + 4], {top}",
+            "mov gs:[{rsp0_off}], {top}",
             top = in(reg) top,
-            t = out(reg) _,
             top_off = const core::mem::offset_of!(PerCpu, kstack_top),
-            tss_off = const core::mem::offset_of!(PerCpu, tss),
+            rsp0_off = const core::mem::offset_of!(CpuTables, tss_io) + 4 - core::mem::offset_of!(CpuTables, percpu),
             options(nostack, preserves_flags),
         )
     };
