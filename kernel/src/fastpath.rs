@@ -179,7 +179,6 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
         if (*(*v).rq).any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
             return 0;
         }
-        // A string is the last check, its copy the point of no return.
         // A string: both buffers on one page each (else, or if anything is wrong with
         // them, the general fastpath's way, which copies in pieces or declines), its copy
         // made once everything else is done (nothing can fail then).
