@@ -408,9 +408,14 @@ pub fn record_cr3(pml4: u64) {
 }
 
 /// Point FS at a thread's UTCB (user mode reads it through FS).
+#[inline]
 pub fn set_fs_base(utcb: u64) {
-    // A UTCB address was checked (user range, canonical) when the thread was made.
-    x86_64::registers::model_specific::FsBase::write(VirtAddr::new_truncate(utcb));
+    // A UTCB address was checked (user range, canonical) when the thread was made: no
+    // truncation on every switch.
+    debug_assert!(utcb < abi::layout::USER_END);
+    // SAFETY: IA32_FS_BASE takes any canonical address; a user-range address is one, and
+    // only user mode uses FS.
+    unsafe { x86_64::registers::model_specific::Msr::new(0xC000_0100).write(utcb) };
 }
 
 /// Allow user mode the ports whose bits are clear in `map`, up to port `max`.
