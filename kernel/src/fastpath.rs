@@ -15,12 +15,15 @@
 //!   written by the exit stub below the caller's frame once `syscall_dispatch` has
 //!   returned. The general path's `switch_to` resumes such a thread like any other.
 //!
-//! The entry stub calls `ipc_fastpath_shared` for the two calls first, without the
-//! kernel lock while no CPU holds it (so that IPC between threads of one CPU goes on
-//! on every CPU at once: `klock` says how the lock's takers wait for it); it declines
-//! what would touch more than its own CPU's threads and state (a partner's timeout, I/O
-//! ports). Then, holding the lock, `ipc_fastpath` (the same checks and transfer, all
-//! of it), then `syscall_dispatch`.
+//! The entry stub calls the fastpath for the two calls first, without the kernel lock
+//! while no CPU holds it (so that IPC between threads of one CPU goes on on every CPU
+//! at once: `klock` says how the lock's takers wait for it): `ipc_fast_call_shared` or
+//! `ipc_fast_reply_wait_shared` (or their `_string_` forms), each written for its one
+//! case, which hand what they do not carry themselves (a capability not kept, a string
+//! to resolve or in pieces) to `ipc_fastpath_shared`; all of them decline what would
+//! touch more than their own CPU's threads and state (a partner's timeout, I/O ports).
+//! Then, holding the lock, `ipc_fastpath` (the same checks and transfer, all of it),
+//! then `syscall_dispatch`.
 //! Anything else takes the general path in `ipc`, which has the same semantics; every
 //! check is made before anything is changed, so a call that fails one has lost nothing.
 //! `MachineOp::Fastpath` turns the fastpath off and on and counts its calls (tests
@@ -36,9 +39,6 @@ use abi::{rights, sched, sys};
 
 /// Words `switch_context` pops (six callee-saved registers) before its `ret`.
 const CONTEXT_WORDS: u64 = 6;
-
-/// Const check of the entry stub's test: `n | 2 == 7` holds for these two numbers only.
-const _: () = assert!(sys::IPC_CALL | 2 == 7 && sys::IPC_REPLY_WAIT | 2 == 7 && sys::IPC_CALL != sys::IPC_REPLY_WAIT);
 
 /// Called by the entry stub for `IPC_CALL` and `IPC_REPLY_WAIT` (`n`) with the kernel
 /// lock held, after the fastpath without it declined. Returns the partner's frame to
