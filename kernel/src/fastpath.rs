@@ -471,15 +471,15 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
     }
     // Every other check has passed: a string is the last, and its copy the point of no
     // return.
-    let slen = if tag.has_string() { copy_string_out(c, d)? } else { 0 };
+    let slen = if tag.has_string() { copy_string(c, d)? } else { 0 };
     Some((dest, badge, c, d, slen))
 }
 
 /// A string: the sender's buffer readable, the receiver's writable and long enough (or
 /// `None`, nothing changed, and the general path says what is wrong: `TooLong`,
-/// `CopyFault`); then the copy. Returns its length. Out of line (`copy_string_out`) for
-/// `lookup`, so that register messages do not pay for the registers it needs.
-#[inline(always)]
+/// `CopyFault`); then the copy. Returns its length. Out of line: `lookup`'s register
+/// messages do not pay for the registers it needs.
+#[inline(never)]
 fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
     let (su, du) = (c.utcb(), d.utcb());
     let (saddr, len, daddr, dlen) = (su.send_buf_addr, su.send_buf_len, du.recv_buf_addr, du.recv_buf_len);
@@ -521,12 +521,6 @@ fn one_page_string(c: &mut Tcb, d: &mut Tcb) -> Option<(u64, u64, u64)> {
         return None;
     }
     Some((from, to, len))
-}
-
-/// `copy_string` out of line, for `lookup` (whose register messages do not pay for it).
-#[inline(never)]
-fn copy_string_out(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
-    copy_string(c, d)
 }
 
 /// What the switch needs of the partner: its kernel stack's top, page tables, UTCB,
