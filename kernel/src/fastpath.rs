@@ -10,10 +10,12 @@
 //!   its own rsi and rdx, which the ABI leaves undefined) from the partner's.
 //! - A thread blocked in IPC keeps nothing on its kernel stack that it needs: its
 //!   results go into its frame. So the partner's kernel call chain (if it blocked in
-//!   the general path) is left behind, and the caller does not build one: its saved
-//!   kernel context becomes a return into `ipc_resume` (which leaves through the frame),
-//!   written by the exit stub below the caller's frame once `syscall_dispatch` has
-//!   returned. The general path's `switch_to` resumes such a thread like any other.
+//!   the general path) is left behind, and the caller does not build one: its kernel
+//!   context is the return of the stub's call into the fastpath, just below its frame
+//!   (`FAST_RETURNED`, which sends a thread resumed there to `ipc_resume`, which
+//!   leaves through the frame). Nothing is written for it: the thread's count of
+//!   fastpath blocks tells the general path's `switch_to` that this is the context to
+//!   resume (`Tcb::resume_sp`).
 //!
 //! The entry stub calls the fastpath for the two calls first, without the kernel lock
 //! while no CPU holds it (so that IPC between threads of one CPU goes on on every CPU
@@ -37,12 +39,9 @@ use kcore::timerheap::TimerHeap;
 use abi::ipc::{self, FOREVER, RECV_ANY};
 use abi::{rights, sched, sys};
 
-/// Words `switch_context` pops (six callee-saved registers) before its `ret`.
-const CONTEXT_WORDS: u64 = 6;
-
 /// Called by the entry stub for `IPC_CALL` and `IPC_REPLY_WAIT` (`n`) with the kernel
-/// lock held, after the fastpath without it declined. Returns the partner's frame to
-/// leave through, or 0 when the general path (`syscall_dispatch`, called next) is to
+/// lock held, after the fastpath without it declined. Returns the partner's kernel
+/// stack top (its frame, to leave through, ends there), or 0 when the general path (`syscall_dispatch`, called next) is to
 /// do the call.
 #[no_mangle]
 extern "C" fn ipc_fastpath(frame: *mut TrapFrame, n: u64) -> u64 {
@@ -52,7 +51,7 @@ extern "C" fn ipc_fastpath(frame: *mut TrapFrame, n: u64) -> u64 {
     // SAFETY: the entry stub passes the current thread's frame, on its kernel stack;
     // nothing else refers to it during this entry.
     let f = unsafe { &*frame };
-    ipc(k, f, frame as u64, n)
+    ipc(k, f, n)
 }
 
 /// Called by the entry stub first, without the kernel lock: this CPU is marked in the
@@ -77,7 +76,7 @@ extern "C" fn ipc_fastpath_shared(frame: *mut TrapFrame, n: u64) -> u64 {
     let f = unsafe { &*frame };
     // SAFETY: as said above: this CPU is marked and the lock was free after, so only
     // other CPUs' fastpaths run beside this one, each on its own threads and view.
-    unsafe { ipc_shared(k, me, f, frame as u64, n) }
+    unsafe { ipc_shared(k, me, f, n) }
 }
 
 /// The register-only call without the lock (the entry stub's choice for `IPC_CALL`
@@ -116,6 +115,19 @@ extern "C" fn ipc_fast_reply_wait_string_shared(frame: *mut TrapFrame) -> u64 {
     unsafe { fast_reply_wait::<true>(&*frame, frame as u64) }
 }
 
+/// The table index of a thread the kernel refers to — the current thread, a kept call
+/// capability's thread, a reply reference: below `MAX_THREADS` (threads are made only
+/// in the table's slots, and only the kernel writes these), so the lean functions
+/// index with it without a mask or a bounds test.
+#[inline(always)]
+fn slot(id: u32) -> usize {
+    debug_assert!((id as usize) < MAX_THREADS);
+    // SAFETY: every id given here names a slot of the thread table (see above): the
+    // view's current thread, or a reference the kernel made to a thread it created.
+    unsafe { core::hint::assert_unchecked((id as usize) < MAX_THREADS) };
+    id as usize
+}
+
 /// The message's shape (`tag`): register words only, or (`STRING`) register words and
 /// a string — what the stub chose by the string flag, checked again here.
 #[inline(always)]
@@ -147,7 +159,7 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
         }
         let v = crate::kernel::this_view();
         let me = cpu::cpu_index() as u8;
-        let cur = (*v).current as usize % MAX_THREADS;
+        let cur = slot((*v).current);
         if (*k).thread_cpu[cur] != me {
             return 0;
         }
@@ -163,7 +175,7 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
         if kept.slot != f.rdi || kept.at != kcore::cspace::reductions() {
             return ipc_fastpath_shared(c_frame as *mut TrapFrame, sys::IPC_CALL);
         }
-        let id = kept.dest.id as usize % MAX_THREADS;
+        let id = slot(kept.dest.id);
         if id == cur || (*k).thread_gen[id] != kept.dest.gen || (*k).moved[id] || (*k).thread_cpu[id] != me {
             return 0;
         }
@@ -192,16 +204,15 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
         };
         // Every check passed: the changes (as `transfer` makes them for a call).
         // (The kept capability's thread and badge are read again here, volatile so that
-        // the compiler does not keep them in registers across the checks: fewer
-        // registers to save.)
-        let kept = core::ptr::read_volatile(&c.call_cap);
+        // the compiler does not keep them in registers across the checks — fewer
+        // registers to save — and only those two fields.)
+        let (dest, badge) = (core::ptr::read_volatile(&c.call_cap.dest), core::ptr::read_volatile(&c.call_cap.badge));
         c.state = State::ReplyBlocked;
-        c.partner = Some(kept.dest);
-        c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
+        c.partner = Some(dest);
         c.fast_blocks += 1;
         d.reply_to = Some(ObjRef { id: cur as u32, gen: (*k).thread_gen[cur] });
         d.recv_from = None;
-        let frame = to_partner(&mut *v, d, id, kept.badge, slen);
+        let frame = to_partner(&mut *v, d, id, badge, slen);
         if STRING {
             // SAFETY: both lie within single user frames (as long as `slen`), resolved
             // (and checked for the access) earlier and kept since with no mapping
@@ -224,7 +235,7 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
         }
         let v = crate::kernel::this_view();
         let me = cpu::cpu_index() as u8;
-        let cur = (*v).current as usize % MAX_THREADS;
+        let cur = slot((*v).current);
         if (*k).thread_cpu[cur] != me {
             return 0;
         }
@@ -235,7 +246,7 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
             return 0;
         }
         let Some(r) = c.reply_to else { return 0 };
-        let id = r.id as usize % MAX_THREADS;
+        let id = slot(r.id);
         if id == cur || (*k).thread_gen[id] != r.gen || (*k).thread_cpu[id] != me {
             return 0;
         }
@@ -262,7 +273,6 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
         c.state = State::RecvBlocked;
         c.reply_to = None;
         c.recv_from = None;
-        c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
         c.fast_blocks += 1;
         d.partner = None;
         d.recv_from = None;
@@ -279,7 +289,7 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
 
 /// The rest of a fastpath IPC without the lock, once the caller's side is changed: the
 /// partner runs (the string's length `slen` in its UTCB, `badge` in its rdi), this CPU
-/// switches to it (`switch_shared`). Returns the partner's frame.
+/// switches to it (`switch_shared`). Returns the partner's kernel stack top.
 #[inline(always)]
 fn to_partner(v: &mut CpuView, d: &mut Tcb, id: usize, badge: u64, slen: u64) -> u64 {
     d.utcb().recv_str_len = slen;
@@ -298,7 +308,7 @@ fn to_partner(v: &mut CpuView, d: &mut Tcb, id: usize, badge: u64, slen: u64) ->
 /// The fastpath under the lock: everything, the caller's own CPU's state in
 /// `Kernel::view`.
 #[inline(always)]
-fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
+fn ipc(k: &mut Kernel, f: &TrapFrame, n: u64) -> u64 {
     // A dead thread is freed right after the switch away from it (`reap`), so none
     // waits at a system call; the fastpath's switch does not reap.
     debug_assert!(k.view.zombie.is_none());
@@ -312,7 +322,7 @@ fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
     // SAFETY: the lock holder has all of the kernel state; `tcbs` are `threads`' slots.
     let Some((dest, badge, c, d, slen)) = (unsafe { lookup(&e, f, cur, n == sys::IPC_CALL) }) else { return 0 };
     cpu::count_fast_ipc(false);
-    let to = transfer(&k.thread_gen, Some(&mut k.timers), cur, dest, badge, c, d, slen, c_frame, n == sys::IPC_CALL);
+    let to = transfer(&k.thread_gen, Some(&mut k.timers), cur, dest, badge, c, d, slen, n == sys::IPC_CALL);
     switch(k, dest, to)
 }
 
@@ -322,7 +332,7 @@ fn ipc(k: &mut Kernel, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
 /// As `ipc_fastpath_shared` says: `k` is the kernel state, no CPU holds the lock, this
 /// CPU (`me`) is marked in the fastpath.
 #[inline(always)]
-unsafe fn ipc_shared(k: *mut Kernel, me: usize, f: &TrapFrame, c_frame: u64, n: u64) -> u64 {
+unsafe fn ipc_shared(k: *mut Kernel, me: usize, f: &TrapFrame, n: u64) -> u64 {
     // SAFETY: (for the whole function) the caller's promise: the fields read here are
     // written only by a lock holder, and there is none; `me`'s view and its threads are
     // this CPU's alone.
@@ -346,7 +356,7 @@ unsafe fn ipc_shared(k: *mut Kernel, me: usize, f: &TrapFrame, c_frame: u64, n: 
         };
         let Some((dest, badge, c, d, slen)) = lookup(&e, f, cur, n == sys::IPC_CALL) else { return 0 };
         cpu::count_fast_ipc(true);
-        let to = transfer(&(*k).thread_gen, None, cur, dest, badge, c, d, slen, c_frame, n == sys::IPC_CALL);
+        let to = transfer(&(*k).thread_gen, None, cur, dest, badge, c, d, slen, n == sys::IPC_CALL);
         switch_shared(&mut *v, dest, to)
     }
 }
@@ -546,7 +556,6 @@ fn transfer(
     c: &mut Tcb,
     d: &mut Tcb,
     slen: u64,
-    c_frame: u64,
     call: bool,
 ) -> To {
     let me = ObjRef { id: cur as u32, gen: gens[cur] };
@@ -566,9 +575,7 @@ fn transfer(
         t.remove(dest as u32);
     }
     d.utcb().recv_str_len = slen;
-    // The caller's kernel context: `ipc_fast_exit` writes the return address into
-    // `ipc_resume` just below its frame; `switch_context` pops six words first.
-    c.saved_rsp = c_frame - (CONTEXT_WORDS + 1) * 8;
+    // The caller's kernel context is now the fastpath call's return (`Tcb::resume_sp`).
     c.fast_blocks += 1;
     d.state = State::Running;
     if d.slice == 0 {
@@ -583,7 +590,7 @@ fn transfer(
 
 /// To the partner (as `switch_to`, without changing kernel stacks: the exit stub
 /// leaves through the partner's frame): the I/O bitmap if either task has ports, then
-/// what `switch_shared` does. Returns the partner's frame.
+/// what `switch_shared` does. Returns the partner's kernel stack top.
 #[inline(always)]
 fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
     if to.io || k.view.io_owner.is_some() {
@@ -594,7 +601,8 @@ fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
 
 /// The switch on this CPU's state `v`: kernel stack, CR3, FS base, CR0.TS (the partner
 /// is a user thread). The whole switch for the fastpath without the lock, which declines
-/// partners whose switch would touch an I/O bitmap. Returns the partner's frame.
+/// partners whose switch would touch an I/O bitmap. Returns the partner's kernel stack
+/// top (the exit stub finds the frame below it).
 #[inline(always)]
 fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
     v.current = dest as u32;
@@ -618,5 +626,5 @@ fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
         }
         v.fpu_ts_clear = mine;
     }
-    cpu::frame_at(to.top) as u64
+    to.top
 }

@@ -61,7 +61,11 @@ pub struct Tcb {
     /// once, read on every IPC.
     top: u64,
     utcb_kva: u64,
+    /// Where `switch_context` last saved this thread's kernel context — its context
+    /// while `fast_blocks` is still `deep_at` (`resume_sp`).
     pub saved_rsp: u64,
+    /// `fast_blocks` when `switch_context` last saved the context.
+    deep_at: u64,
     pub utcb_va: u64,
     pub utcb_frame: u64,
     /// Threads waiting to send to this one.
@@ -94,7 +98,9 @@ pub struct Tcb {
     /// thread owns the registers); a thread that never used them starts clean.
     pub fpu_used: bool,
     /// Times the thread blocked in the IPC fastpath (which does not look up its task);
-    /// added to the task's switch count when the thread is destroyed.
+    /// added to the task's switch count when the thread is destroyed. Its kernel
+    /// context then is the fastpath call's return, at the top of its kernel stack
+    /// (`resume_sp`): the fastpath does not write `saved_rsp`.
     pub fast_blocks: u64,
     /// The fastpath's last resolved send string and receive buffer of this thread.
     pub send_range: task::CachedRange,
@@ -123,6 +129,21 @@ impl KeptCap {
 }
 
 impl Tcb {
+    /// Where `switch_context` resumes this (not running) thread: the context it saved
+    /// last, unless the thread has blocked in the IPC fastpath since (which counts in
+    /// `fast_blocks`, not changed by `switch_context`): then the return of that
+    /// fastpath call, just below the thread's frame (`cpu::top_context`; the stub's
+    /// `FAST_RETURNED`). A context left behind when the fastpath resumed the thread is
+    /// never resumed.
+    #[inline]
+    pub fn resume_sp(&self) -> u64 {
+        if self.fast_blocks != self.deep_at {
+            cpu::top_context(self.top)
+        } else {
+            self.saved_rsp
+        }
+    }
+
     #[inline(always)]
     pub fn kstack_top(&self) -> u64 {
         self.top
@@ -782,6 +803,7 @@ impl Kernel {
             top: phys_to_virt(kstack) as u64 + KSTACK_SIZE,
             utcb_kva: phys_to_virt(utcb_frame) as u64,
             saved_rsp: 0,
+            deep_at: 0,
             utcb_va,
             utcb_frame,
             sendq: List::new(),
@@ -1228,7 +1250,7 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
         n.slice = s::SLICE_TICKS;
     }
     cpu::set_kernel_stack(n.kstack_top());
-    let load = n.saved_rsp;
+    let load = n.resume_sp();
     if n.is_user() {
         let (utcb, pml4, task, io) = (n.utcb_va, n.pml4, n.task, n.task_io);
         if k.view.loaded_pml4 != pml4 {
@@ -1243,7 +1265,9 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
             switch_iomap(k, task);
         }
     }
-    let save = &mut k.tm(prev).saved_rsp as *mut u64;
+    let p = k.tm(prev);
+    p.deep_at = p.fast_blocks;
+    let save = &mut p.saved_rsp as *mut u64;
     // SAFETY: `load` was saved by switch_context or prepared by prepare_stack on the
     // next thread's live kernel stack; `save` points into the previous thread's TCB,
     // which stays allocated until reaped after this switch. `k` was moved into this
@@ -1279,7 +1303,7 @@ pub fn start_scheduling(k: &'static mut Kernel) -> ! {
     let n = k.tm(next);
     n.state = State::Running;
     cpu::set_kernel_stack(n.kstack_top());
-    let load = n.saved_rsp;
+    let load = n.resume_sp();
     if n.is_user() {
         let (pml4, utcb) = (n.pml4, n.utcb_va);
         task::load_cr3(pml4);

@@ -68,11 +68,10 @@ pub const MAX_CPUS: usize = 8;
 /// Per-CPU data, reached through GS in the kernel. Offsets are used by the asm.
 #[repr(C)]
 pub struct PerCpu {
-    /// 0: top of the current thread's kernel stack (where its TrapFrame ends).
-    pub kstack_top: u64,
-    /// 8: scratch for the user RSP during SYSCALL entry.
+    /// Scratch for the user RSP during SYSCALL entry (which takes the kernel stack's
+    /// top from the TSS's `rsp0`, reached through GS too: `set_kernel_stack`).
     pub user_rsp: u64,
-    /// 16: this structure's own address (`this_cpu` reads it through GS).
+    /// This structure's own address (`this_cpu` reads it through GS).
     this: u64,
     /// This CPU's TSS (its `rsp0` follows the running thread; its I/O bitmap the
     /// running task's ports).
@@ -119,7 +118,6 @@ struct CpuTables {
 static CPUS: [KCell<CpuTables>; MAX_CPUS] = [const {
     KCell::new(CpuTables {
         percpu: PerCpu {
-            kstack_top: 0,
             user_rsp: 0,
             this: 0,
             tss: core::ptr::null_mut(),
@@ -148,8 +146,8 @@ static IST_STACKS: [KCell<[IstStack; 3]>; MAX_CPUS] = [const { KCell::new([const
 pub fn this_cpu() -> &'static mut PerCpu {
     let p: u64;
     // SAFETY: in the kernel GS is based at this CPU's `PerCpu` (set by `init_cpu`,
-    // swapped on every entry from user mode), whose field at 16 is its own address.
-    unsafe { core::arch::asm!("mov {}, gs:[16]", out(reg) p, options(nostack, readonly, preserves_flags)) };
+    // swapped on every entry from user mode), whose `this` is its own address.
+    unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) p, off = const core::mem::offset_of!(PerCpu, this), options(nostack, readonly, preserves_flags)) };
     // SAFETY: a static that lives for the whole run; only this CPU uses its own.
     unsafe { &mut *(p as *mut PerCpu) }
 }
@@ -378,20 +376,22 @@ unsafe fn set_handler(
     }
 }
 
-/// Point the TSS and the SYSCALL path at a thread's kernel stack.
+/// Where the TSS's `rsp0` lies from GS's base: `PerCpu` starts this CPU's `CpuTables`
+/// (`repr(C)`), whose TSS follows at a fixed offset, with `rsp0` at its offset 4.
+const RSP0_FROM_GS: usize = core::mem::offset_of!(CpuTables, tss_io) + 4 - core::mem::offset_of!(CpuTables, percpu);
+
+/// Point the TSS at a thread's kernel stack: interrupts from user mode take it from
+/// there, and so does the SYSCALL entry (through GS: one store serves both).
 #[inline]
 pub fn set_kernel_stack(top: u64) {
     // A kernel stack's top is a canonical kernel address (the direct map): no check.
-    // SAFETY: GS is based at this CPU's `PerCpu` (as in `this_cpu`), the first field of
-    // its `CpuTables` (`repr(C)`), whose TSS follows at a fixed offset; both are this
-    // CPU's alone. The stores are `kstack_top` and the TSS's `rsp0` (at offset 4).
+    // SAFETY: GS is based at this CPU's `PerCpu` (as in `this_cpu`); the store is the
+    // TSS's `rsp0` (`RSP0_FROM_GS`), this CPU's alone.
     unsafe {
         core::arch::asm!(
-            "mov gs:[{top_off}], {top}",
             "mov gs:[{rsp0_off}], {top}",
             top = in(reg) top,
-            top_off = const core::mem::offset_of!(PerCpu, kstack_top),
-            rsp0_off = const core::mem::offset_of!(CpuTables, tss_io) + 4 - core::mem::offset_of!(CpuTables, percpu),
+            rsp0_off = const RSP0_FROM_GS,
             options(nostack, preserves_flags),
         )
     };
@@ -554,7 +554,7 @@ global_asm!(
     sub rsp, {frame_size}
     mov [rsp + {f_rip}], rcx
     mov [rsp + {f_rflags}], r11
-    mov rcx, gs:[8]
+    mov rcx, gs:[{pc_user_rsp}]
     mov [rsp + {f_rsp}], rcx
     mov [rsp + {f_rdi}], rdi
     mov [rsp + {f_rsi}], rsi
@@ -565,6 +565,19 @@ global_asm!(
     mov [rsp + {f_rbx}], rbx
     mov [rsp + {f_rbp}], rbp
     xor ebp, ebp
+    .endm
+
+    /* Where a fastpath function (called with rsp at the caller's frame) returns to:
+       with its partner's kernel stack top in rax (a kernel address: negative), the
+       partner is left through its frame (exit); with 0 it declined (the code that
+       follows). The same place is where the caller, blocked by that IPC, is resumed
+       when a general path switches back to it (switch_context's ret, rax = 1): the
+       call left its return address just below the frame, where switch_context's
+       context ends, 7 words below the frame (Tcb::resume_sp). */
+    .macro FAST_RETURNED exit
+    test rax, rax
+    js \exit
+    jnz ipc_resume
     .endm
 
     /* Then the fastpath without the kernel lock while nobody holds it: this CPU says it
@@ -587,13 +600,11 @@ global_asm!(
     test dword ptr [rsp + {f_r10}], {tag_string}
     jnz .Lfast_str\@
     call \reg
-    test rax, rax
-    jnz ipc_fast_exit_shared
+    FAST_RETURNED ipc_fast_exit_shared
     jmp .Lfast_no\@
 .Lfast_str\@:
     call \str
-    test rax, rax
-    jnz ipc_fast_exit_shared
+    FAST_RETURNED ipc_fast_exit_shared
 .Lfast_no\@:
     mov qword ptr [rsp + {f_rax}], \num
     jmp 6f
@@ -660,8 +671,8 @@ trap_return:
     .global syscall_entry
 syscall_entry:
     swapgs
-    mov gs:[8], rsp
-    mov rsp, gs:[0]
+    mov gs:[{pc_user_rsp}], rsp
+    mov rsp, gs:[{pc_rsp0}]
     /* IPC_CALL (2:) and IPC_REPLY_WAIT (3:) go to the fastpath, everything else
        builds its whole frame and takes the general path (1:). */
     cmp rax, {ipc_call}
@@ -669,7 +680,7 @@ syscall_entry:
     cmp rax, {ipc_reply_wait}
     je 3f
     push {user_ds}
-    push qword ptr gs:[8]
+    push qword ptr gs:[{pc_user_rsp}]
     push r11
     push {user_cs}
     push rcx
@@ -705,8 +716,7 @@ syscall_entry:
     mov rdi, rsp
     mov rsi, rax
     call ipc_fastpath
-    test rax, rax
-    jnz ipc_fast_exit
+    FAST_RETURNED ipc_fast_exit
     mov rdi, rsp
     call syscall_dispatch
     jmp syscall_exit
@@ -724,26 +734,24 @@ syscall_exit:
     swapgs
     sysretq
 
-    /* The IPC fastpath switched to the partner whose frame is in rax; rsp is the
-       caller's frame (it now blocks). The caller's kernel context becomes a return into
-       ipc_resume (its saved rsp, set by the fastpath, is 7 words below its frame: six
-       for switch_context's pops, then this). The message registers come from the
-       caller's frame, everything else from the partner's (rdi: the badge); r12..r15
-       (MR3..MR6) are still the caller's, which the fastpath (Rust code, for which they
-       are callee-saved) has not changed. */
+    /* The IPC fastpath switched to the partner whose kernel stack top is in rax (its
+       frame ends there); rsp is the caller's frame (it now blocks: its kernel context
+       is the fastpath call's return, FAST_RETURNED). The message registers come from
+       the caller's frame, everything else from the partner's (rdi: the badge);
+       r12..r15 (MR3..MR6) are still the caller's, which the fastpath (Rust code, for
+       which they are callee-saved) has not changed. */
     .macro FAST_EXIT shared
-    mov qword ptr [rsp - 8], offset ipc_resume
     mov r10, [rsp + {f_r10}]
     mov r8, [rsp + {f_r8}]
     mov r9, [rsp + {f_r9}]
-    mov rbx, [rax + {f_rbx}]
-    mov rbp, [rax + {f_rbp}]
-    mov rdi, [rax + {f_rdi}]
-    mov rsi, [rax + {f_rsi}]
-    mov rdx, [rax + {f_rdx}]
-    mov rcx, [rax + {f_rip}]
-    mov r11, [rax + {f_rflags}]
-    mov rsp, [rax + {f_rsp}]
+    mov rbx, [rax + {f_rbx} - {frame_size}]
+    mov rbp, [rax + {f_rbp} - {frame_size}]
+    mov rdi, [rax + {f_rdi} - {frame_size}]
+    mov rsi, [rax + {f_rsi} - {frame_size}]
+    mov rdx, [rax + {f_rdx} - {frame_size}]
+    mov rcx, [rax + {f_rip} - {frame_size}]
+    mov r11, [rax + {f_rflags} - {frame_size}]
+    mov rsp, [rax + {f_rsp} - {frame_size}]
     xor eax, eax
     /* The last touch of kernel memory: after it a lock holder may change anything. */
     .if \shared
@@ -760,13 +768,16 @@ ipc_fast_exit:
 ipc_fast_exit_shared:
     FAST_EXIT 1
 
-    /* A thread that blocked in the IPC fastpath, resumed by switch_context: reap, then
-       leave through its frame (built by syscall_entry, so sysret is right). */
+    /* A thread that blocked in the IPC fastpath, resumed by switch_context (at
+       FAST_RETURNED): reap, then leave through its frame (built by syscall_entry, so
+       sysret is right). */
 ipc_resume:
     call thread_first_run
     jmp syscall_exit
 
-    /* switch_context(save: *mut u64, load: u64) */
+    /* switch_context(save: *mut u64, load: u64); returns 1 in rax, which tells a
+       thread resumed where its fastpath call returns (FAST_RETURNED) from that call's
+       own results (0, or a kernel address). */
     .global switch_context
 switch_context:
     push rbp
@@ -783,6 +794,7 @@ switch_context:
     pop r12
     pop rbx
     pop rbp
+    mov eax, 1
     ret
 
     /* First run of a new thread: reap, then leave through the iret path. */
@@ -820,6 +832,8 @@ thread_trampoline:
     tag_string = const abi::ipc::TAG_STRING,
     f_vector = const core::mem::offset_of!(TrapFrame, vector),
     pc_index = const core::mem::offset_of!(PerCpu, index),
+    pc_user_rsp = const core::mem::offset_of!(PerCpu, user_rsp),
+    pc_rsp0 = const RSP0_FROM_GS,
     pc_fast = const core::mem::offset_of!(PerCpu, fast),
     vec_shootdown = const VEC_SHOOTDOWN as u64,
 );
@@ -851,12 +865,11 @@ pub unsafe fn switch(save: *mut u64, load: u64) {
 /// # Safety
 /// `top` must be the top of a writable, 16-byte aligned kernel stack of at least one page.
 pub unsafe fn prepare_stack(top: u64, frame: TrapFrame) -> u64 {
-    let frame_at = top - TRAP_FRAME_SIZE as u64;
     // SAFETY: the caller guarantees the stack is writable; the frame and the 7 words
     // below it lie within its first page from the top.
     unsafe {
-        (frame_at as *mut TrapFrame).write(frame);
-        let sp = frame_at - 7 * 8;
+        frame_at(top).write(frame);
+        let sp = top_context(top);
         let words = sp as *mut u64;
         for i in 0..6 {
             words.add(i).write(0); // r15 r14 r13 r12 rbx rbp
@@ -870,6 +883,20 @@ pub unsafe fn prepare_stack(top: u64, frame: TrapFrame) -> u64 {
 pub fn frame_at(top: u64) -> *mut TrapFrame {
     (top - TRAP_FRAME_SIZE as u64) as *mut TrapFrame
 }
+
+/// Words of a `switch_context` context: six callee-saved registers, then the return.
+const CONTEXT_WORDS: u64 = 7;
+
+/// A kernel context right below the frame of the kernel stack whose top is `top`: what
+/// `switch_context` resumes for a new thread (returning into `thread_trampoline`) and
+/// for one blocked in the IPC fastpath (returning where the fastpath was called).
+pub fn top_context(top: u64) -> u64 {
+    frame_at(top) as u64 - CONTEXT_WORDS * 8
+}
+
+// The stub tells a partner's kernel stack top from 0 and from `switch_context`'s 1 by
+// its sign (`FAST_RETURNED`): kernel stacks lie in the direct map, in the upper half.
+const _: () = assert!((crate::arch::boot::DIRECT_MAP as i64) < 0);
 
 pub fn new_user_frame(rip: u64, rsp: u64, arg: u64) -> TrapFrame {
     TrapFrame {
