@@ -527,7 +527,7 @@ fn one_page_string(c: &mut Tcb, d: &mut Tcb) -> Option<(u64, u64, u64)> {
     }
     let from = c.send_range.kept_one_page(saddr, len, false)?;
     let to = d.recv_range.kept_one_page(daddr, len, true)?;
-    if from == 0 || to == 0 || to.wrapping_sub(from) < len {
+    if to.wrapping_sub(from) < len {
         return None;
     }
     Some((from, to, len))

@@ -206,12 +206,12 @@ fn mappings_reduced() {
 /// receive buffers), as a TLB keeps translations: an IPC loop names the same buffer
 /// every time (or two in turn, double-buffered), and its pages are walked again only
 /// when a mapping somewhere was reduced since (`MAP_EPOCH`). At most two pages each
-/// (the fastpath's strings).
+/// (the fastpath's strings). The last one resolved comes first (a miss moves the first
+/// to second place, dropping the second): a loop over one buffer finds it at the first
+/// compare, whatever buffers were used before.
 #[derive(Clone, Copy)]
 pub struct CachedRange {
     kept: [Kept; 2],
-    /// The entry a miss replaces (they take turns).
-    next: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -221,6 +221,9 @@ pub struct Kept {
     key: u64,
     /// `MAP_EPOCH` when resolved.
     epoch: u64,
+    /// `epoch` when the range lies within one page, else `u64::MAX`, which no epoch
+    /// reaches: what `kept_one_page` compares, so that it finds only such ranges.
+    one_epoch: u64,
     /// When the range lies within one page: where it starts in the direct map (the copy
     /// needs no piece arithmetic); else 0.
     pub one_page: u64,
@@ -231,17 +234,23 @@ const WRITE: u64 = 1 << 63;
 
 impl Kept {
     /// No epoch matches `u64::MAX` (it would take 2^64 unmaps).
-    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, key: 0, epoch: u64::MAX, one_page: 0 };
+    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, key: 0, epoch: u64::MAX, one_epoch: u64::MAX, one_page: 0 };
 
     #[inline(always)]
     fn is(&self, va: u64, key: u64, epoch: u64) -> bool {
         (self.range.va ^ va) | (self.key ^ key) | (self.epoch ^ epoch) == 0
     }
+
+    /// `is`, and the range lies within one page (`one_page` is its address).
+    #[inline(always)]
+    fn is_one_page(&self, va: u64, key: u64, epoch: u64) -> bool {
+        (self.range.va ^ va) | (self.key ^ key) | (self.one_epoch ^ epoch) == 0
+    }
 }
 
 impl CachedRange {
     /// Nothing kept.
-    pub const EMPTY: CachedRange = CachedRange { kept: [Kept::NONE; 2], next: 0 };
+    pub const EMPTY: CachedRange = CachedRange { kept: [Kept::NONE; 2] };
 
     /// `[va, va+len)` of the space `pml4` (this thread's, which never changes) resolved
     /// as `UserRange::resolve` does — kept from an earlier call if that named the same
@@ -259,22 +268,22 @@ impl CachedRange {
         self.miss(pml4, va, len, write, epoch)
     }
 
-    /// The kept translation of `[va, va+len)` for this access, if there is one (no walk):
-    /// where the range starts in the direct map when it lies within one page, else 0.
+    /// The kept translation of `[va, va+len)` for this access if there is one (no walk)
+    /// and the range lies within one page: where it starts in the direct map (never 0).
     #[inline(always)]
     pub fn kept_one_page(&self, va: u64, len: u64, write: bool) -> Option<u64> {
         let epoch = MAP_EPOCH.load(Ordering::Relaxed);
         let key = len | if write { WRITE } else { 0 };
-        if self.kept[0].is(va, key, epoch) {
+        if self.kept[0].is_one_page(va, key, epoch) {
             return Some(self.kept[0].one_page);
         }
-        if self.kept[1].is(va, key, epoch) {
+        if self.kept[1].is_one_page(va, key, epoch) {
             return Some(self.kept[1].one_page);
         }
         None
     }
 
-    /// Resolve and keep (in the entry whose turn it is).
+    /// Resolve and keep, first (the first entry moves to second place).
     #[inline(never)]
     fn miss(&mut self, pml4: u64, va: u64, len: u64, write: bool, epoch: u64) -> Option<&Kept> {
         if len >= WRITE {
@@ -286,10 +295,10 @@ impl CachedRange {
             Some(&f) if len != 0 && off + len <= PAGE_SIZE => phys_to_virt(f + off) as u64,
             _ => 0,
         };
-        let i = self.next & 1;
-        self.kept[i] = Kept { range, key: len | if write { WRITE } else { 0 }, epoch, one_page };
-        self.next = i ^ 1;
-        Some(&self.kept[i])
+        self.kept[1] = self.kept[0];
+        let one_epoch = if one_page != 0 { epoch } else { u64::MAX };
+        self.kept[0] = Kept { range, key: len | if write { WRITE } else { 0 }, epoch, one_epoch, one_page };
+        Some(&self.kept[0])
     }
 }
 

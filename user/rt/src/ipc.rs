@@ -78,29 +78,48 @@ pub fn utcb() -> &'static mut Utcb {
 /// The kernel copies strings only between present pages (it does not page-fault on a
 /// thread's behalf in the middle of an IPC), so buffers are touched first: the pager
 /// maps any page that is not there yet.
+#[inline(always)]
 fn touch(buf: &[u8], write: bool) {
     if buf.is_empty() {
         return; // nothing to make present (and the pointer of an empty slice may dangle)
     }
-    // One byte of each page: the first, then each page's start.
-    let (start, end) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
-    let mut at = start;
-    while at < end {
-        let p = at as *mut u8;
-        // SAFETY: `p` lies within `buf`; reading it (and writing back what was read,
-        // for a buffer we own mutably) changes nothing but makes the page present.
-        unsafe {
-            let v = core::ptr::read_volatile(p);
-            if write {
-                core::ptr::write_volatile(p, v);
-            }
+    // One byte of each page: the first byte, then (out of line: a buffer within one
+    // page is the usual case) the start of each further page up to the last byte's.
+    let (first, last) = (buf.as_ptr() as usize, buf.as_ptr() as usize + (buf.len() - 1));
+    touch_byte(first, write);
+    if first ^ last > 0xfff {
+        touch_pages(first, last, write);
+    }
+}
+
+/// `touch` for the pages after the first: each page's first byte, up to `last`'s page.
+#[inline(never)]
+#[cold]
+fn touch_pages(first: usize, last: usize, write: bool) {
+    let mut at = (first | 0xfff) + 1;
+    while at <= last {
+        touch_byte(at, write);
+        at += 0x1000;
+    }
+}
+
+/// Read the byte at `at` (and write it back for a buffer we own mutably: `write`).
+#[inline(always)]
+fn touch_byte(at: usize, write: bool) {
+    let p = at as *mut u8;
+    // SAFETY: `touch`'s callers pass addresses within the buffer it was given; reading
+    // (and writing back what was read) changes nothing but makes the page present.
+    unsafe {
+        let v = core::ptr::read_volatile(p);
+        if write {
+            core::ptr::write_volatile(p, v);
         }
-        at = (at & !0xfff) + 0x1000;
     }
 }
 
 /// Offer a receive buffer for strings (the receiver's consent to a copy) to the next
 /// IPC that receives; that IPC takes the offer back, so offer it before each.
+#[inline]
 pub fn set_recv_buffer(buf: &mut [u8]) {
     touch(buf, true);
     let u = utcb();
@@ -118,6 +137,7 @@ pub fn set_windows(mem: abi::fpage::Fpage, caps: abi::fpage::Fpage, io: abi::fpa
 }
 
 /// Set the string the next message with a string flag carries.
+#[inline]
 pub fn set_send_string(s: &[u8]) {
     touch(s, false);
     let u = utcb();

@@ -626,6 +626,20 @@ fn kept_translations(c: &mut Checks, p: u64) {
         rt::println!("  after the refused answer, call {k}: {last} IPCs by the fastpath");
     }
     c.eq(last, 2, "then the fastpath both ways again");
+    // A string across a page boundary, answered into another range across one, three
+    // times: translations kept over two pages, which the lean fastpath (buffers within
+    // one page, `task::CachedRange::kept_one_page`) must not take for its own; the
+    // general fastpath copies them in pieces.
+    let want: [u8; LEN] = core::array::from_fn(|i| i as u8 ^ 0x5A);
+    let (send_at, land_at) = (a + 4096 - 100, two_pages().0 + 4096 - 60);
+    bytes(send_at, LEN).copy_from_slice(&want);
+    for round in 0..3 {
+        bytes(land_at, LEN).fill(0);
+        let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, bytes(send_at, LEN), bytes(land_at, LEN)));
+        c.eq((r.0, r.3), (0, LEN), "a string across two pages, answered into two pages");
+        c.check(bytes(land_at, LEN) == &want[..], "it arrives whole, both ways");
+        c.eq(n, 2, if round == 0 { "the fastpath both ways" } else { "the fastpath both ways, the two-page buffers kept" });
+    }
 }
 
 fn main() -> i32 {
