@@ -498,8 +498,8 @@ fn copy_string(c: &mut Tcb, d: &mut Tcb) -> Option<u64> {
     }
     // (Each thread's last buffers, kept while no mapping was reduced: an IPC loop's
     // buffers are walked once.)
-    let from = c.send_range.resolve(c.pml4, saddr, len, false)?;
-    let to = d.recv_range.resolve(d.pml4, daddr, len, true)?;
+    let from = c.send_range.resolve(c.pml4, saddr, len)?;
+    let to = d.recv_range.resolve(d.pml4, daddr, len)?;
     if from.one_page != 0 && to.one_page != 0 {
         // SAFETY: both lie within single user frames (as long as `len`), resolved (and
         // checked for the access) in this entry or kept since with no mapping reduced,
@@ -525,8 +525,8 @@ fn one_page_string(c: &mut Tcb, d: &mut Tcb) -> Option<(u64, u64, u64)> {
     if len > dlen {
         return None;
     }
-    let from = c.send_range.kept_one_page(saddr, len, false)?;
-    let to = d.recv_range.kept_one_page(daddr, len, true)?;
+    let from = c.send_range.kept_one_page(saddr, len)?;
+    let to = d.recv_range.kept_one_page(daddr, len)?;
     if to.wrapping_sub(from) < len {
         return None;
     }

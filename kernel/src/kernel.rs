@@ -103,8 +103,8 @@ pub struct Tcb {
     /// (`resume_sp`): the fastpath does not write `saved_rsp`.
     pub fast_blocks: u64,
     /// The fastpath's last resolved send string and receive buffer of this thread.
-    pub send_range: task::CachedRange,
-    pub recv_range: task::CachedRange,
+    pub send_range: task::CachedRange<false>,
+    pub recv_range: task::CachedRange<true>,
     /// The fastpath's last looked-up call capability of this thread.
     pub call_cap: KeptCap,
 }
@@ -339,6 +339,10 @@ impl Kernel {
 pub(crate) unsafe fn this_view() -> *mut CpuView {
     cpu::view_addr() as *mut CpuView
 }
+
+// A thread is 512 bytes (its cache lines, a power of two): the fastpath and `cur` find
+// a slot with a shift, not a multiply.
+const _: () = assert!(core::mem::size_of::<Tcb>() == 512);
 
 // A slot is no bigger than its thread (`None` is a value no thread field takes), so the
 // thread lies at the start of its slot (`tcb_in`; checked again for each thread made).

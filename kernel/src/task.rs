@@ -202,23 +202,23 @@ fn mappings_reduced() {
     MAP_EPOCH.store(MAP_EPOCH.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
-/// A thread's last two resolved IPC buffers of one kind (its send strings, or its
-/// receive buffers), as a TLB keeps translations: an IPC loop names the same buffer
-/// every time (or two in turn, double-buffered), and its pages are walked again only
-/// when a mapping somewhere was reduced since (`MAP_EPOCH`). At most two pages each
-/// (the fastpath's strings). The last one resolved comes first (a miss moves the first
-/// to second place, dropping the second): a loop over one buffer finds it at the first
-/// compare, whatever buffers were used before.
+/// A thread's last two resolved IPC buffers of one kind — its send strings (read:
+/// `CachedRange<false>`) or its receive buffers (written: `CachedRange<true>`) — as a
+/// TLB keeps translations: an IPC loop names the same buffer every time (or two in
+/// turn, double-buffered), and its pages are walked again only when a mapping somewhere
+/// was reduced since (`MAP_EPOCH`). At most two pages each (the fastpath's strings).
+/// The last one resolved comes first (a miss moves the first to second place, dropping
+/// the second): a loop over one buffer finds it at the first compare, whatever buffers
+/// were used before.
 #[derive(Clone, Copy)]
-pub struct CachedRange {
+pub struct CachedRange<const WRITE: bool> {
     kept: [Kept; 2],
 }
 
 #[derive(Clone, Copy)]
 pub struct Kept {
+    /// The range resolved (for the access of its `CachedRange`).
     pub range: UserRange<2>,
-    /// The length and the access, one word: `len | WRITE` when resolved for writing.
-    key: u64,
     /// `MAP_EPOCH` when resolved.
     epoch: u64,
     /// `epoch` when the range lies within one page, else `u64::MAX`, which no epoch
@@ -229,55 +229,50 @@ pub struct Kept {
     pub one_page: u64,
 }
 
-/// `Kept::key`'s access bit (lengths are far below it: at most two pages).
-const WRITE: u64 = 1 << 63;
-
 impl Kept {
     /// No epoch matches `u64::MAX` (it would take 2^64 unmaps).
-    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, key: 0, epoch: u64::MAX, one_epoch: u64::MAX, one_page: 0 };
+    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, epoch: u64::MAX, one_epoch: u64::MAX, one_page: 0 };
 
     #[inline(always)]
-    fn is(&self, va: u64, key: u64, epoch: u64) -> bool {
-        (self.range.va ^ va) | (self.key ^ key) | (self.epoch ^ epoch) == 0
+    fn is(&self, va: u64, len: u64, epoch: u64) -> bool {
+        (self.range.va ^ va) | (self.range.len ^ len) | (self.epoch ^ epoch) == 0
     }
 
     /// `is`, and the range lies within one page (`one_page` is its address).
     #[inline(always)]
-    fn is_one_page(&self, va: u64, key: u64, epoch: u64) -> bool {
-        (self.range.va ^ va) | (self.key ^ key) | (self.one_epoch ^ epoch) == 0
+    fn is_one_page(&self, va: u64, len: u64, epoch: u64) -> bool {
+        (self.range.va ^ va) | (self.range.len ^ len) | (self.one_epoch ^ epoch) == 0
     }
 }
 
-impl CachedRange {
+impl<const WRITE: bool> CachedRange<WRITE> {
     /// Nothing kept.
-    pub const EMPTY: CachedRange = CachedRange { kept: [Kept::NONE; 2] };
+    pub const EMPTY: CachedRange<WRITE> = CachedRange { kept: [Kept::NONE; 2] };
 
     /// `[va, va+len)` of the space `pml4` (this thread's, which never changes) resolved
-    /// as `UserRange::resolve` does — kept from an earlier call if that named the same
-    /// range and access and no mapping was reduced since.
+    /// as `UserRange::resolve` does (for writing with `WRITE`) — kept from an earlier
+    /// call if that named the same range and no mapping was reduced since.
     #[inline(always)]
-    pub fn resolve(&mut self, pml4: u64, va: u64, len: u64, write: bool) -> Option<&Kept> {
+    pub fn resolve(&mut self, pml4: u64, va: u64, len: u64) -> Option<&Kept> {
         let epoch = MAP_EPOCH.load(Ordering::Relaxed);
-        let key = len | if write { WRITE } else { 0 };
-        if self.kept[0].is(va, key, epoch) {
+        if self.kept[0].is(va, len, epoch) {
             return Some(&self.kept[0]);
         }
-        if self.kept[1].is(va, key, epoch) {
+        if self.kept[1].is(va, len, epoch) {
             return Some(&self.kept[1]);
         }
-        self.miss(pml4, va, len, write, epoch)
+        self.miss(pml4, va, len, epoch)
     }
 
-    /// The kept translation of `[va, va+len)` for this access if there is one (no walk)
-    /// and the range lies within one page: where it starts in the direct map (never 0).
+    /// The kept translation of `[va, va+len)` if there is one (no walk) and the range
+    /// lies within one page: where it starts in the direct map (never 0).
     #[inline(always)]
-    pub fn kept_one_page(&self, va: u64, len: u64, write: bool) -> Option<u64> {
+    pub fn kept_one_page(&self, va: u64, len: u64) -> Option<u64> {
         let epoch = MAP_EPOCH.load(Ordering::Relaxed);
-        let key = len | if write { WRITE } else { 0 };
-        if self.kept[0].is_one_page(va, key, epoch) {
+        if self.kept[0].is_one_page(va, len, epoch) {
             return Some(self.kept[0].one_page);
         }
-        if self.kept[1].is_one_page(va, key, epoch) {
+        if self.kept[1].is_one_page(va, len, epoch) {
             return Some(self.kept[1].one_page);
         }
         None
@@ -285,11 +280,8 @@ impl CachedRange {
 
     /// Resolve and keep, first (the first entry moves to second place).
     #[inline(never)]
-    fn miss(&mut self, pml4: u64, va: u64, len: u64, write: bool, epoch: u64) -> Option<&Kept> {
-        if len >= WRITE {
-            return None;
-        }
-        let range = UserRange::resolve(pml4, va, len, write).ok()?;
+    fn miss(&mut self, pml4: u64, va: u64, len: u64, epoch: u64) -> Option<&Kept> {
+        let range = UserRange::resolve(pml4, va, len, WRITE).ok()?;
         let off = va & (PAGE_SIZE - 1);
         let one_page = match range.frames.first() {
             Some(&f) if len != 0 && off + len <= PAGE_SIZE => phys_to_virt(f + off) as u64,
@@ -297,7 +289,7 @@ impl CachedRange {
         };
         self.kept[1] = self.kept[0];
         let one_epoch = if one_page != 0 { epoch } else { u64::MAX };
-        self.kept[0] = Kept { range, key: len | if write { WRITE } else { 0 }, epoch, one_epoch, one_page };
+        self.kept[0] = Kept { range, epoch, one_epoch, one_page };
         Some(&self.kept[0])
     }
 }
