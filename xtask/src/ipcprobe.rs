@@ -251,7 +251,7 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
         }
         _ if has("fastpath::switch") => "switch: to the partner (kernel stack pointer, address space, fs)",
         _ if has("fastpath::transfer") || has("fastpath::commit") || has("fastpath::to_partner") || has("TimerHeap::remove") => {
-            "transfer: states, timers, badge, the caller's context"
+            "transfer: states, timers, badge, the block count"
         }
         // The lean call and reply-and-wait: their checks and their changes to the caller's
         // side, inline in one function each (what they call inline is classed above).
@@ -356,7 +356,7 @@ mod tests {
             "| dispatch: ipc_fastpath (prologue, epilogue, the fastpath's own) | 1 |",
             "| exit: registers restored, sysret | 1 |",
             "| lookup: the fastpath's checks (capability, partner, priorities) | 2 |",
-            "| transfer: states, timers, badge, the caller's context | 2 |",
+            "| transfer: states, timers, badge, the block count | 2 |",
             "| switch: to the partner (kernel stack pointer, address space, fs) | 1 |",
             "| `kernel: kernel::fastpath::lookup` | 1 |",
             "| `kernel: ipc_fast_exit` | 1 |",
