@@ -41,8 +41,8 @@ use abi::{rights, sched, sys};
 
 /// Called by the entry stub for `IPC_CALL` and `IPC_REPLY_WAIT` (`n`) with the kernel
 /// lock held, after the fastpath without it declined. Returns the partner's kernel
-/// stack top (its frame, to leave through, ends there), or 0 when the general path (`syscall_dispatch`, called next) is to
-/// do the call.
+/// stack top (its frame, to leave through, ends there), or 0 when the general path
+/// (`syscall_dispatch`, called next) is to do the call.
 #[no_mangle]
 extern "C" fn ipc_fastpath(frame: *mut TrapFrame, n: u64) -> u64 {
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is

@@ -584,9 +584,9 @@ global_asm!(
        is in the fastpath, then looks at the lock word and the fastpath's shutter beside
        it, in one compare (a CPU that takes the lock waits until no other is in the
        fastpath: klock_readers). \reg(frame) for a register message,
-       \str(frame) for one with a string, returns the partner's kernel stack top, or 0: then the
-       lock, and the fastpath under it (ipc_fastpath, which can do what the shared one
-       declines), then the general path (6:). If the lock is taken, it waits until it
+       \str(frame) for one with a string, returns the partner's kernel stack top, or
+       0: then the lock, and the fastpath under it (ipc_fastpath, which can do what the
+       shared one declines), then the general path (6:). If the lock is taken, it waits until it
        is free (answering its holder's requests) and tries again, rather than take it
        too (two CPUs doing IPC would otherwise hand it back and forth from then on,
        each finding the other holding it). */
