@@ -1120,9 +1120,17 @@ impl Kernel {
             crate::arch::cpu::clear_iomap(task.io_max);
             self.view.io_owner = None;
         }
+        let freed = task.pml4;
         task.destroy_space();
-        // destroy_space may have moved CR3 to the kernel's own table.
+        // destroy_space may have moved CR3 to the kernel's own table, and every other
+        // CPU that had the space loaded has left it for that table (`klock::mark_freed`):
+        // their views must say so, or a task whose page tables come to lie in the freed
+        // frame would be taken for loaded there and run on the kernel's table.
         self.view.loaded_pml4 = task::current_cr3();
+        let boot = crate::arch::boot::boot_pml4_phys();
+        for v in self.parked.iter_mut().filter(|v| v.loaded_pml4 == freed) {
+            v.loaded_pml4 = boot;
+        }
         if let Some(p) = task.parent {
             if self.task_alive(p) {
                 self.task(p.id).quota.uncharge(task.quota.limit);

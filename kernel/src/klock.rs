@@ -224,7 +224,8 @@ fn answer() -> bool {
     if FLUSH[me].load(Ordering::Acquire) {
         let leave = LEAVE[me].swap(0, Ordering::Relaxed);
         if leave != 0 && crate::task::current_cr3() == leave {
-            // Only a kernel thread (idle) can have a dead task's space loaded.
+            // Only a kernel thread (idle) can have a dead task's space loaded. (The lock
+            // holder sets this CPU's view to match: `Kernel::destroy_one_task`.)
             crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
         } else {
             flush_tlb();
