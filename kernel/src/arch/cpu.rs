@@ -488,9 +488,14 @@ global_asm!(
        already by this CPU only when the kernel itself faulted (a bug: the entry
        panics). While it waits, the CPU answers the holder's requests (`klock_wait`). */
     .macro KLOCK
+.Lklock_try\@:
+    /* ecx = this CPU's index + 1, the lock word's value for it and the
+       KERNEL_VIEW compare's below: worked out again after each wait, as klock_wait
+       (Rust code) clobbers it — with what it left there, the lock word named no CPU
+       and a CPU whose view Kernel did not hold could skip take_view and run on
+       another CPU's view. */
     mov ecx, dword ptr gs:[{pc_index}]
     inc ecx
-.Lklock_try\@:
     xor eax, eax
     lock cmpxchg dword ptr [rip + KERNEL_LOCK], ecx
     je .Lklock_done\@
