@@ -607,14 +607,8 @@ fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
 fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
     v.current = dest as u32;
     cpu::set_kernel_stack(to.top);
-    if v.loaded_pml4 != to.pml4 {
-        task::load_cr3(to.pml4);
-        v.loaded_pml4 = to.pml4;
-    }
-    if v.loaded_fs != to.utcb {
-        cpu::set_fs_base(to.utcb);
-        v.loaded_fs = to.utcb;
-    }
+    v.load_space(to.pml4);
+    v.load_fs(to.utcb);
     // As `kernel::fpu_switch`: TS clear exactly when the partner's x87 state is in this
     // CPU's registers.
     let mine = v.fpu_owner == dest as u32;

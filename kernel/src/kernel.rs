@@ -302,6 +302,24 @@ impl CpuView {
         fpu_owner: NO_THREAD,
         fpu_ts_clear: false,
     };
+
+    /// Have CR3 hold `pml4` (unless it does already, as this view records).
+    #[inline(always)]
+    pub fn load_space(&mut self, pml4: u64) {
+        if self.loaded_pml4 != pml4 {
+            task::load_cr3(pml4);
+            self.loaded_pml4 = pml4;
+        }
+    }
+
+    /// Have the FS base hold `utcb` (unless it does already, as this view records).
+    #[inline(always)]
+    pub fn load_fs(&mut self, utcb: u64) {
+        if self.loaded_fs != utcb {
+            cpu::set_fs_base(utcb);
+            self.loaded_fs = utcb;
+        }
+    }
 }
 
 impl Kernel {
@@ -1228,9 +1246,8 @@ pub fn schedule(k: &'static mut Kernel) {
         // Stopped from another CPU (which took this one off its page tables) and started
         // again before this CPU got to switch away: back onto them.
         let (user, pml4) = (k.t(cur).is_user(), k.t(cur).pml4);
-        if user && k.view.loaded_pml4 != pml4 {
-            task::load_cr3(pml4);
-            k.view.loaded_pml4 = pml4;
+        if user {
+            k.view.load_space(pml4);
         }
         return;
     }
@@ -1265,14 +1282,8 @@ pub fn switch_to(k: &'static mut Kernel, next: u32) {
     let load = n.resume_sp();
     if n.is_user() {
         let (utcb, pml4, task, io) = (n.utcb_va, n.pml4, n.task, n.task_io);
-        if k.view.loaded_pml4 != pml4 {
-            task::load_cr3(pml4);
-            k.view.loaded_pml4 = pml4;
-        }
-        if k.view.loaded_fs != utcb {
-            cpu::set_fs_base(utcb);
-            k.view.loaded_fs = utcb;
-        }
+        k.view.load_space(pml4);
+        k.view.load_fs(utcb);
         if io || k.view.io_owner.is_some() {
             switch_iomap(k, task);
         }
@@ -1319,7 +1330,7 @@ pub fn start_scheduling(k: &'static mut Kernel) -> ! {
     if n.is_user() {
         let (pml4, utcb) = (n.pml4, n.utcb_va);
         task::load_cr3(pml4);
-        x86_64::registers::model_specific::FsBase::write(x86_64::VirtAddr::new(utcb));
+        cpu::set_fs_base(utcb);
         k.view.loaded_pml4 = pml4;
         k.view.loaded_fs = utcb;
     }
@@ -1371,11 +1382,7 @@ extern "C" fn idle_loop() -> ! {
             // for them (and a thread that comes next loads its own anyway).
             // SAFETY: the lock is held; nothing else refers to kernel state here.
             let k = unsafe { enter() };
-            let boot = crate::arch::boot::boot_pml4_phys();
-            if k.view.loaded_pml4 != boot {
-                task::load_cr3(boot);
-                k.view.loaded_pml4 = boot;
-            }
+            k.view.load_space(crate::arch::boot::boot_pml4_phys());
         }
         IDLE_SINCE[cpu::cpu_index()].store(rdtsc(), Ordering::Relaxed);
         crate::klock::unlock();

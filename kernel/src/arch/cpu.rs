@@ -413,9 +413,10 @@ pub fn set_fs_base(utcb: u64) {
     // A UTCB address was checked (user range, canonical) when the thread was made: no
     // truncation on every switch.
     debug_assert!(utcb < abi::layout::USER_END);
+    let mut msr = x86_64::registers::model_specific::FsBase::MSR;
     // SAFETY: IA32_FS_BASE takes any canonical address; a user-range address is one, and
     // only user mode uses FS.
-    unsafe { x86_64::registers::model_specific::Msr::new(0xC000_0100).write(utcb) };
+    unsafe { msr.write(utcb) };
 }
 
 /// Allow user mode the ports whose bits are clear in `map`, up to port `max`.
