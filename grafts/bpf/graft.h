@@ -1,7 +1,8 @@
 #pragma once
 /* The memory an eBPF graft gets in r1 (Scion's `graft::engine::bpf`): the input's
  * length, the state's length, the point's input area, then the state. Jumps must go
- * forward only (Scion's verifier), so every loop here is unrolled. */
+ * forward only (Scion's verifier), so every loop here is unrolled; every load and store
+ * must be proven inside that memory, so a computed index is tested or masked. */
 typedef unsigned long long u64;
 typedef unsigned char u8;
 
@@ -24,3 +25,10 @@ struct stream_ctx {
 };
 
 #define GRAFT __attribute__((section("scion_graft"), used))
+
+/* `v & mask`, kept by clang even where it can prove the mask changes nothing: Scion's
+ * verifier (like Linux's) proves each memory access inside the graft's memory from
+ * the bounds of the numbers that reach it — constants, tests and masks — and cannot
+ * follow clang's own proofs (a modulo computed as a division, a multiplication and a
+ * subtraction has no bound it can see). libbpf's `barrier_var` does the same. */
+#define BOUND(v, mask) ({ u64 __v = (v); asm volatile("" : "+r"(__v)); __v & (mask); })

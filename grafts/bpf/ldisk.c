@@ -4,7 +4,8 @@
  * (u32), 512 map entries (u32: physical + 1), a bitmap of 1024 physical blocks. No
  * loops (Scion's verifier): the search for a free block is written out step by step by
  * macros, each leaving early (1024 of them: more would pass the verifier's 32767
- * instructions). */
+ * instructions). The block it takes is masked to the bitmap's size (it is below p ≤
+ * 1024 anyway), so the verifier sees every access inside the state. */
 #include "graft.h"
 
 #define LOGICAL 512
@@ -35,6 +36,7 @@ static __attribute__((always_inline)) void put32(struct ld_ctx *c, u64 at, unsig
         u64 b = head + (k);                       \
         if (b >= p)                               \
             b -= p;                               \
+        b = BOUND(b, PHYSICAL - 1);               \
         if (!(c->st[BITMAP + (b >> 3)] & (1 << (b & 7)))) { \
             free = b;                             \
             goto found;                           \
