@@ -64,6 +64,15 @@ impl Msg {
     }
 }
 
+/// The address of this thread's UTCB: one load, and unique to the thread.
+pub fn utcb_addr() -> u64 {
+    let addr: u64;
+    // SAFETY: the kernel bases FS at the current thread's UTCB and stores the UTCB's
+    // address in `user[0]`; reading it has no side effect.
+    unsafe { asm!("mov {}, fs:[{off}]", out(reg) addr, off = const utcb_off::USER, options(nostack, readonly, preserves_flags)) };
+    addr
+}
+
 /// This thread's UTCB (FS is based at it; its `user[0]` holds its own address).
 #[allow(clippy::mut_from_ref)]
 pub fn utcb() -> &'static mut Utcb {

@@ -8,6 +8,7 @@ extern crate alloc;
 
 pub mod console;
 pub mod env;
+pub mod guard;
 pub mod heap;
 pub mod ipc;
 pub mod layout;
@@ -150,6 +151,8 @@ macro_rules! entry {
         #[panic_handler]
         fn panic(info: &core::panic::PanicInfo) -> ! {
             $crate::println!("panic in {}: {}", $crate::args(), info);
+            // Inside a guarded call (a graft's), the call is left and the program goes on.
+            $crate::guard::leave_on_panic();
             $crate::exit(101)
         }
     };

@@ -18,6 +18,11 @@ impl<T> Lock<T> {
         Lock { locked: AtomicBool::new(false), value: UnsafeCell::new(v) }
     }
 
+    /// Is it held (by any thread)?
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Acquire)
+    }
+
     pub fn lock(&self) -> Guard<'_, T> {
         while self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             crate::sys::yield_now();

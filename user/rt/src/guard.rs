@@ -1,0 +1,223 @@
+//! Guarded calls: code a program cannot trust to come back — a graft — run so that it
+//! can be made to leave. `run(deadline, f)` notes where it began (the callee-saved
+//! registers, the stack pointer and the return address, as `setjmp` does) and calls
+//! `f`; if `f` is still running at `deadline`, the program's watchdog thread stops the
+//! program's main thread and starts it again at the landing, which goes back to where
+//! the call began with the call marked stopped; if `f` panics, the panic handler goes
+//! there itself. Either way `run` answers `Err` and whatever `f` left behind is the
+//! caller's to forget: the frames it had are gone without being dropped, so `f` must
+//! own nothing outside memory its caller forgets with it (a graft's engine lives in an
+//! arena of its own, `heap::ArenaHeap`, reset after such an exit; a signed graft's
+//! machine code owns nothing at all).
+//!
+//! One guarded call at a time, on the main thread (servers run their grafts there). A
+//! thread that holds the heap's lock is never made to leave: the watchdog lets it run
+//! on and looks again at its next round.
+
+use crate::sys;
+use abi::cap;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Where a guarded call began: rbx, rbp, r12–r15, the stack pointer after it returns,
+/// the return address, and why it ended (0: it returned; else a `Stop` + 1).
+#[repr(C)]
+struct JmpBuf {
+    regs: [u64; 6],
+    rsp: u64,
+    rip: u64,
+    code: u64,
+}
+
+struct Shared(UnsafeCell<JmpBuf>);
+
+// SAFETY: written by `scion_guard_call` on the main thread when a call begins, and by the
+// watchdog (`code`) only while the main thread is stopped; read by the landing on the
+// main thread after that.
+unsafe impl Sync for Shared {}
+
+static BUF: Shared = Shared(UnsafeCell::new(JmpBuf { regs: [0; 6], rsp: 0, rip: 0, code: 0 }));
+/// The number of the call under way (0: none), written by `scion_guard_call` once the
+/// buffer holds where it began and cleared when `f` returns.
+static ACTIVE: AtomicU64 = AtomicU64::new(0);
+static SEQ: AtomicU64 = AtomicU64::new(0);
+/// The clock (rdtsc) at which the call under way is stopped.
+static DEADLINE: AtomicU64 = AtomicU64::new(u64::MAX);
+static WATCHING: AtomicBool = AtomicBool::new(false);
+/// Calls stopped by the watchdog, calls left by a panic.
+static STOPPED: AtomicU64 = AtomicU64::new(0);
+static PANICKED: AtomicU64 = AtomicU64::new(0);
+
+/// Why a guarded call did not return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// It ran past its deadline.
+    Time,
+    /// It panicked.
+    Panic,
+}
+
+core::arch::global_asm!(
+    r#"
+    .section .text.scion_guard, "ax"
+    .global scion_guard_call
+    .global scion_guard_landing
+// rdi = buffer, rsi = f (extern "C" fn(ctx)), rdx = ctx, rcx = the call's number,
+// r8 = &ACTIVE. Returns 0 when f returned.
+scion_guard_call:
+    mov [rdi], rbx
+    mov [rdi + 8], rbp
+    mov [rdi + 16], r12
+    mov [rdi + 24], r13
+    mov [rdi + 32], r14
+    mov [rdi + 40], r15
+    lea rax, [rsp + 8]
+    mov [rdi + 48], rax
+    mov rax, [rsp]
+    mov [rdi + 56], rax
+    mov qword ptr [rdi + 64], 0
+    push rbx
+    mov rbx, r8
+    mov [rbx], rcx
+    mov rdi, rdx
+    call rsi
+    mov qword ptr [rbx], 0
+    pop rbx
+    xor eax, eax
+    ret
+// rdi = buffer: back to where the call began, answering the buffer's code.
+scion_guard_landing:
+    mov rbx, [rdi]
+    mov rbp, [rdi + 8]
+    mov r12, [rdi + 16]
+    mov r13, [rdi + 24]
+    mov r14, [rdi + 32]
+    mov r15, [rdi + 40]
+    mov rax, [rdi + 64]
+    mov rsp, [rdi + 48]
+    cld
+    jmp qword ptr [rdi + 56]
+"#
+);
+
+extern "C" {
+    fn scion_guard_call(buf: *mut JmpBuf, f: extern "C" fn(*mut u8), ctx: *mut u8, seq: u64, active: *const AtomicU64) -> u64;
+    fn scion_guard_landing(buf: *mut JmpBuf) -> !;
+}
+
+extern "C" fn trampoline<F: FnMut()>(ctx: *mut u8) {
+    // SAFETY: `run` passes a pointer to its own `F`, alive for the whole call.
+    let f = unsafe { &mut *(ctx as *mut F) };
+    f()
+}
+
+/// # Safety
+/// As `scion_guard_call`'s: one guarded call at a time, `call` alive until it returns.
+unsafe fn guard_call<F: FnMut()>(call: &mut F, seq: u64) -> u64 {
+    // SAFETY: the caller's promise; the trampoline is instantiated for `F` itself.
+    unsafe { scion_guard_call(BUF.0.get(), trampoline::<F>, call as *mut F as *mut u8, seq, &ACTIVE) }
+}
+
+/// Is this the main thread (the one guarded calls run on)?
+fn on_main_thread() -> bool {
+    crate::ipc::utcb_addr() == abi::layout::MAIN_UTCB
+}
+
+/// Run `f`, stopped when the clock (rdtsc) passes `deadline` or when it panics. Only
+/// on the main thread and not nested (`f` runs unguarded otherwise). The watchdog must
+/// have been started (`watch`) for the deadline to be kept.
+pub fn run<R>(deadline: u64, f: impl FnOnce() -> R) -> Result<R, Stop> {
+    if !on_main_thread() || ACTIVE.load(Ordering::Relaxed) != 0 {
+        return Ok(f());
+    }
+    let mut out: Option<R> = None;
+    let mut f = Some(f);
+    let mut call = || {
+        if let Some(f) = f.take() {
+            out = Some(f());
+        }
+    };
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    DEADLINE.store(deadline, Ordering::Release);
+    // SAFETY: the buffer is this module's, used by one guarded call at a time (checked
+    // above); `call` lives until the call returns; the landing comes back here only
+    // while this frame is alive (the watchdog checks ACTIVE names this call, and the
+    // panic handler runs on this thread inside it).
+    let code = unsafe { guard_call(&mut call, seq) };
+    ACTIVE.store(0, Ordering::Release);
+    DEADLINE.store(u64::MAX, Ordering::Release);
+    match code {
+        0 => Ok(out.expect("the call returned")),
+        2 => Err(Stop::Panic),
+        _ => Err(Stop::Time),
+    }
+}
+
+/// Is a guarded call under way on this thread? (The panic handler asks.)
+pub fn in_call() -> bool {
+    ACTIVE.load(Ordering::Acquire) != 0 && on_main_thread()
+}
+
+/// From the panic handler, inside a guarded call: leave it (`run` answers
+/// `Stop::Panic`). Does not come back unless the heap's lock is held, which a panic
+/// inside the allocator would leave so.
+pub fn leave_on_panic() {
+    if !in_call() || crate::heap::busy() {
+        return;
+    }
+    PANICKED.fetch_add(1, Ordering::Relaxed);
+    let buf = BUF.0.get();
+    // SAFETY: this thread is inside the guarded call that wrote the buffer (in_call);
+    // the landing restores that call's registers and stack and returns from it.
+    unsafe {
+        (*buf).code = 2;
+        scion_guard_landing(buf)
+    }
+}
+
+/// Start the watchdog (once): a thread of this program, at its main thread's priority,
+/// that looks every `period_us` whether a guarded call has passed its deadline.
+pub fn watch(period_us: u64) {
+    if WATCHING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    if crate::thread::spawn(watchdog, period_us, crate::thread::my_priority()).is_err() {
+        WATCHING.store(false, Ordering::Release);
+    }
+}
+
+fn watchdog(period_us: u64) {
+    loop {
+        sys::sleep_us(period_us);
+        let seq = ACTIVE.load(Ordering::Acquire);
+        if seq == 0 || sys::rdtsc() < DEADLINE.load(Ordering::Acquire) {
+            continue;
+        }
+        // SAFETY: the main thread is started again below, either where it was or at
+        // the landing of the call it is in; it holds no lock then (checked).
+        if unsafe { sys::thread_stop(cap::SELF_THREAD) }.is_err() {
+            continue;
+        }
+        // Stopped: is it still in that call (it may have left meanwhile), and free of
+        // the locks others would wait on for ever?
+        let buf = BUF.0.get();
+        if ACTIVE.load(Ordering::Acquire) == seq && !crate::heap::busy() {
+            // SAFETY: the main thread is stopped inside the call whose buffer this is.
+            let rsp = unsafe {
+                (*buf).code = 1;
+                (*buf).rsp
+            };
+            STOPPED.fetch_add(1, Ordering::Relaxed);
+            let landing = scion_guard_landing as *const () as usize as u64;
+            if sys::thread_start(cap::SELF_THREAD, landing, rsp, buf as u64).is_ok() {
+                continue;
+            }
+        }
+        let _ = sys::thread_start(cap::SELF_THREAD, 0, 0, 0);
+    }
+}
+
+/// Calls stopped by the watchdog and calls left by a panic, since the program started.
+pub fn stops() -> (u64, u64) {
+    (STOPPED.load(Ordering::Relaxed), PANICKED.load(Ordering::Relaxed))
+}
