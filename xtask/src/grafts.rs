@@ -17,7 +17,7 @@ use crate::{project_root, sh, target_dir};
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
 /// (name, point, state bytes): the example grafts, each in every technology that has it.
-pub const EXAMPLES: [(&str, Point, usize); 11] = [
+pub const EXAMPLES: [(&str, Point, usize); 13] = [
     ("null", Point::Evict, 0),
     ("hotlist", Point::Evict, grafts::HOT_STATE),
     ("md5", Point::Stream, grafts::MD5_STATE),
@@ -29,6 +29,8 @@ pub const EXAMPLES: [(&str, Point, usize); 11] = [
     ("trap", Point::Evict, grafts::HOT_STATE),
     ("helper", Point::Evict, 8),
     ("shrink", Point::Evict, 8),
+    ("keys", Point::Evict, 8),
+    ("curry", Point::Evict, 8),
 ];
 
 /// Hostile eBPF programs written as instructions: `negx` uses NEG with the source bit
@@ -226,7 +228,8 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::write(&script, "SECTIONS {\n  . = 0;\n  .text : { *(.text .text.*) }\n  .rodata : { *(.rodata .rodata.*) }\n  .data : { *(.data .data.*) }\n  .bss : { *(.bss .bss.*) }\n  /DISCARD/ : { *(.comment) *(.eh_frame*) *(.note*) }\n}\n").map_err(|e| e.to_string())?;
     let seed = signing_seed()?;
     let mut files = Vec::new();
-    for (name, point, state) in EXAMPLES.iter().filter(|e| NATIVE.contains(&e.0)) {
+    // The built-ins, and one hostile signed graft: `spin`, which never returns.
+    for (name, point, state) in EXAMPLES.iter().filter(|e| NATIVE.contains(&e.0)).chain(&[("spin", Point::Evict, 8)]) {
         let elf = obj.join(format!("signed_{name}.elf"));
         let link = Command::new(&lld)
             .args(["-flavor", "gnu", "-pie", "--no-dynamic-linker", "--gc-sections", "-e", &format!("scion_graft_{name}"), "-T"])
@@ -376,8 +379,11 @@ mod tests {
             .collect()
     }
 
-    fn clock() -> u64 {
-        0
+    /// The host the tests run grafts with: each graft's memory counted (the servers'
+    /// arenas' part), panics caught.
+    fn host() -> Box<dyn graft::Host> {
+        graft::engine::warm_up();
+        Box::new(graft::host::counting::CountingHost { clock: || 0 })
     }
 
     /// Every technology gives the native graft's answer on the same inputs.
@@ -390,7 +396,7 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let mut t = Table::new(&[Point::Evict], 0);
+        let mut t = Table::new(&[Point::Evict], 0, host());
         let ids = load_every(&mut t, Point::Evict, "hotlist");
         for round in 0..400 {
             let hot: Vec<u64> = (0..rnd() % 65).map(|_| rnd() % 96).collect();
@@ -400,7 +406,7 @@ mod tests {
             let want = grafts::hotlist(&input, &mut st);
             for (tech, owner, id) in &ids {
                 t.get(*owner, *id).unwrap().write_state(0, &hot_state(&hot)).unwrap();
-                assert_eq!(t.call(Point::Evict, *owner, &input, clock), Some(want), "{tech:?}, round {round}: hot {hot:?} candidates {cands:?}");
+                assert_eq!(t.call(Point::Evict, *owner, &input), Some(want), "{tech:?}, round {round}: hot {hot:?} candidates {cands:?}");
             }
         }
         for (tech, owner, id) in &ids {
@@ -414,7 +420,7 @@ mod tests {
     /// RFC 1321's test suite in `grafts`).
     #[test]
     fn every_technology_fingerprints_as_native_does() {
-        let mut t = Table::new(&[Point::Stream], 0);
+        let mut t = Table::new(&[Point::Stream], 0, host());
         let ids = load_every(&mut t, Point::Stream, "md5");
         let mut x = 0x9e3779b97f4a7c15u64;
         for round in 0..12 {
@@ -437,7 +443,7 @@ mod tests {
             for (tech, owner, id) in &ids {
                 t.get(*owner, *id).unwrap().write_state(0, &[0u8; grafts::MD5_STATE]).unwrap();
                 for p in &pieces {
-                    assert_eq!(t.call(Point::Stream, *owner, p, clock), Some(0), "{tech:?} round {round}");
+                    assert_eq!(t.call(Point::Stream, *owner, p), Some(0), "{tech:?} round {round}");
                 }
                 let mut got = [0u8; 16];
                 t.get(*owner, *id).unwrap().read_state(0, &mut got);
@@ -450,7 +456,7 @@ mod tests {
     /// random-sized segment, the same physical blocks as native, and the same state.
     #[test]
     fn every_technology_maps_blocks_as_native_does() {
-        let mut t = Table::new(&[Point::Ldisk], 0);
+        let mut t = Table::new(&[Point::Ldisk], 0, host());
         let ids = load_every(&mut t, Point::Ldisk, "ldisk");
         let mut want = vec![0u8; grafts::LD_STATE];
         let mut x = 0x51_7cc1_b727_220au64;
@@ -469,7 +475,7 @@ mod tests {
             input[16] = write as u8;
             let expect = grafts::ldisk(&input, &mut want);
             for (tech, owner, _) in &ids {
-                assert_eq!(t.call(Point::Ldisk, *owner, &input, clock), Some(expect), "{tech:?}, round {round}: block {l}, write {write}");
+                assert_eq!(t.call(Point::Ldisk, *owner, &input), Some(expect), "{tech:?}, round {round}: block {l}, write {write}");
             }
         }
         for (tech, owner, id) in &ids {
@@ -498,16 +504,18 @@ mod tests {
             (Tech::Script, "oob", Ok(Abort::Trap)),
             (Tech::Script, "hog", Ok(Abort::Memory)),
         ];
-        let more: [(Tech, &str, Result<Abort, &str>); 5] = [
+        let more: [(Tech, &str, Result<Abort, &str>); 7] = [
             (Tech::Script, "liar", Ok(Abort::BadAnswer)),
             (Tech::Script, "trap", Ok(Abort::Trap)),
             (Tech::Script, "shrink", Ok(Abort::Trap)),
             (Tech::Ebpf, "negx", Err("does not implement")),
             (Tech::Ebpf, "leak", Err("only in the stack")),
+            (Tech::Script, "keys", Ok(Abort::Memory)),
+            (Tech::Script, "curry", Ok(Abort::Memory)),
         ];
         let input: Vec<u8> = [3u64, 4, 5].iter().flat_map(|b| b.to_le_bytes()).collect();
         for (tech, name, want) in expect.into_iter().chain(more) {
-            let mut t = Table::new(&[Point::Evict], 0);
+            let mut t = Table::new(&[Point::Evict], 0, host());
             let good = load(&mut t, 9, &file(Tech::Wasmi, "hotlist")).unwrap();
             t.get(9, good).unwrap().write_state(0, &hot_state(&[3])).unwrap();
             match (load(&mut t, 1, &file(tech, name)), want) {
@@ -520,16 +528,16 @@ mod tests {
                     g.write_state(0, &marker).unwrap();
                     for k in 0..3 {
                         let g = t.get(1, id).unwrap_or_else(|| panic!("{tech:?} {name}: unloaded after {k} aborts"));
-                        let r = g.call(&input);
+                        let r = g.call(&input, &mut graft::host::counting::CountingHost { clock: || 0 });
                         assert_eq!(r, Err(abort), "{tech:?} {name}, call {k}");
                         let mut s = [0u8; 8];
                         g.read_state(0, &mut s);
                         assert_eq!(&s[..], &marker[..], "{tech:?} {name}: the aborted call's changes are undone");
                         // The other owner's graft is untouched.
-                        assert_eq!(t.call(Point::Evict, 9, &input, clock), Some(1), "{tech:?} {name}");
+                        assert_eq!(t.call(Point::Evict, 9, &input), Some(1), "{tech:?} {name}");
                     }
                     assert!(t.get(1, id).unwrap().dead(), "{tech:?} {name}: dead after three aborts");
-                    assert_eq!(t.call(Point::Evict, 1, &input, clock), None);
+                    assert_eq!(t.call(Point::Evict, 1, &input), None);
                     assert!(t.get(1, id).is_none(), "{tech:?} {name}: unloaded");
                 }
                 (got, want) => panic!("{tech:?} {name}: got {got:?}, want {want:?}"),

@@ -19,6 +19,11 @@ use std::process::{Command, ExitCode};
 
 pub const TARGET: &str = "x86_64-unknown-none";
 
+/// The tests run grafts' engines with each graft's memory counted (`graft::host::counting`).
+#[cfg(test)]
+#[global_allocator]
+static COUNTING: testalloc::Counting = testalloc::Counting;
+
 /// What `cargo xtask run` boots (root's manifest).
 fn run_manifest() -> Result<String, String> {
     let p = project_root().join("system/run.toml");

@@ -82,12 +82,24 @@ pub fn check_wasm_buffers(size: usize, input_at: usize, max_input: usize, state_
 pub struct Limits {
     /// Bytes of memory a graft may hold (Wasm linear memory; script values).
     pub memory: usize,
+    /// Is the graft's heap over its limit (`host::Host::over_probe`)? An engine that
+    /// can stop itself between steps asks this at each (the script engine: what it
+    /// holds is not all counted by its own limits — map keys, curried values).
+    pub over: fn() -> bool,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { memory: 1 << 20 }
+        Limits { memory: 1 << 20, over: || false }
     }
+}
+
+/// Run each engine once on the server's own heap before any graft's: statics an
+/// engine fills the first time it runs (rhai's hashing seed and indexer hashes) must not
+/// be filled from a graft's heap, which is forgotten whole when its engine is stopped.
+pub fn warm_up() {
+    #[cfg(feature = "script")]
+    script::warm_up();
 }
 
 /// Build the engine for a parsed file, with the technologies compiled in. `Upcall`,

@@ -9,8 +9,12 @@ use crate::LoadError;
 
 pub const MAGIC: [u8; 8] = *b"SCGRAFT1";
 pub const HEADER: usize = 64;
-/// The biggest graft file a server takes.
-pub const MAX_FILE: usize = 256 * 1024;
+/// The most code a graft may have (eBPF's 32,767 instructions fit, 262,136 bytes).
+pub const MAX_CODE: usize = 256 * 1024;
+/// The longest signature (ed25519's is 64 bytes).
+pub const MAX_SIG: usize = 64;
+/// The biggest graft file a server takes: header, the most code, a signature.
+pub const MAX_FILE: usize = HEADER + MAX_CODE + MAX_SIG;
 /// The most state a graft may keep.
 pub const MAX_STATE: usize = 64 * 1024;
 pub const NAME_LEN: usize = 32;
@@ -82,7 +86,7 @@ impl<'a> GraftFile<'a> {
             return Err(f("shorter than the header"));
         }
         if b.len() > MAX_FILE {
-            return Err(LoadError::Limit("graft file bigger than 256 KiB"));
+            return Err(LoadError::Limit("graft file bigger than its header, 256 KiB of code and a signature"));
         }
         if b[..8] != MAGIC {
             return Err(f("bad magic (not a graft file)"));
@@ -98,6 +102,12 @@ impl<'a> GraftFile<'a> {
         }
         if code_len == 0 {
             return Err(f("no code"));
+        }
+        if code_len > MAX_CODE {
+            return Err(LoadError::Limit("graft code bigger than 256 KiB"));
+        }
+        if sig_len > MAX_SIG {
+            return Err(f("a signature longer than any technology's"));
         }
         // Lengths are at most 2^32 each: the sum cannot overflow a u64-sized usize.
         if HEADER + code_len + sig_len != b.len() {
@@ -177,6 +187,18 @@ mod tests {
         let mut st = good.clone();
         st[12..16].copy_from_slice(&(MAX_STATE as u32 + 1).to_le_bytes());
         assert_eq!(GraftFile::parse(&st), Err(LoadError::Limit("state bigger than 64 KiB")));
+    }
+
+    /// The longest eBPF program (32,767 instructions, 262,136 bytes of code) fits in a
+    /// graft file; a byte more of code does not.
+    #[test]
+    fn the_longest_programs_fit() {
+        let code = alloc::vec![0u8; 32767 * 8];
+        let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 8, name: "long", code: &code, sig: &[] }.to_bytes();
+        assert!(GraftFile::parse(&f).is_ok());
+        let code = alloc::vec![0u8; MAX_CODE + 1];
+        let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 8, name: "long", code: &code, sig: &[] }.to_bytes();
+        assert_eq!(GraftFile::parse(&f), Err(LoadError::Limit("graft code bigger than 256 KiB")));
     }
 
     #[test]

@@ -15,6 +15,7 @@ extern crate alloc;
 pub mod aot;
 pub mod engine;
 pub mod format;
+pub mod host;
 pub mod point;
 #[cfg(feature = "signed")]
 pub mod signed;
@@ -22,6 +23,7 @@ pub mod table;
 
 pub use engine::{Abort, Engine};
 pub use format::{GraftFile, Tech};
+pub use host::Host;
 pub use point::Point;
 pub use table::{Graft, Table};
 
@@ -49,3 +51,7 @@ impl LoadError {
         }
     }
 }
+
+#[cfg(test)]
+#[global_allocator]
+static COUNTING: testalloc::Counting = testalloc::Counting;

@@ -9,6 +9,16 @@
 //! Graft files arrive in pieces (`put`, each at most one IPC string) into a staging
 //! buffer of the loader's own, bounded, and are parsed and checked as a whole by
 //! `load`.
+//!
+//! No graft can take its server down (`host`): each has a heap of its own, which
+//! everything its engine allocates is charged to (at most `HEAP_LIMIT`; a call past it
+//! is aborted, `Abort::Memory`), and every load and call runs guarded — a call still
+//! running after `CALL_MS`, or an engine that panics, is stopped where it is; such an
+//! engine may be half-way through anything, so it is forgotten with its heap (never
+//! dropped) and the graft unloaded at once; the call's effect is undone as any aborted
+//! call's (the default policy answers it). And a server's time is bounded per request:
+//! its eviction calls and a `TEST_RUN` stop after `TURN_MS` of graft time in one turn
+//! (`new_turn`), the rest answered by the default policy (counted as `skipped`).
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -19,6 +29,7 @@ use core::fmt::Write;
 
 use crate::engine::{self, Abort, Engine, Limits};
 use crate::format::{GraftFile, Tech, MAX_FILE};
+use crate::host::{GraftHeap, Host, Stopped};
 use crate::point::Point;
 use crate::LoadError;
 
@@ -32,6 +43,16 @@ pub const IDS: u32 = 999;
 pub const MAX_PER_OWNER: usize = 8;
 /// Loaders with a file half-sent at once.
 pub const MAX_STAGING: usize = 8;
+/// The most memory a graft may hold in its server: its code as the engine keeps it,
+/// the engine's own structures and its data (a Wasm memory, script values).
+pub const HEAP_LIMIT: usize = 4 << 20;
+/// The longest one call may run before the server stops it (and unloads the graft).
+pub const CALL_MS: u64 = 500;
+/// The longest a load may take (validation, compilation).
+pub const LOAD_MS: u64 = 5000;
+/// Graft time a server spends on its eviction calls, or on one `TEST_RUN`, in one
+/// turn (a request).
+pub const TURN_MS: u64 = 50;
 
 /// What the server counts for each graft.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +64,8 @@ pub struct Stats {
     pub last_abort: Option<Abort>,
     /// Times it was hot-swapped for another graft (`Table::replace`).
     pub swaps: u64,
+    /// Calls the server did not make: its turn's graft time was spent.
+    pub skipped: u64,
 }
 
 pub struct Graft {
@@ -57,28 +80,69 @@ pub struct Graft {
     /// The budget of one call, in the technology's units.
     pub budget: u64,
     pub stats: Stats,
-    engine: Box<dyn Engine>,
+    /// `None` once it was stopped half-way (then forgotten, never dropped).
+    engine: Option<Box<dyn Engine>>,
+    /// Its heap: after the engine, so that the engine is dropped first.
+    heap: Box<dyn GraftHeap>,
     undo: Vec<u8>,
     failures: u32,
     broken: bool,
 }
 
+/// The state of a graft whose engine is gone (stopped): nothing.
+static NO_STATE: [u8; 0] = [];
+
 impl Graft {
-    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>) -> Graft {
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine, undo: vec![0; f.state_len], failures: 0, broken: false }
+    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>) -> Graft {
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], failures: 0, broken: false }
     }
 
-    /// One call as a transaction. `Err`: the default policy answers this call. Native
-    /// and signed grafts are code the system trusts (VINO's C in the kernel, and its
-    /// Modula-3: no trap or budget can stop them, only a refused answer), so they get
-    /// no undo copy.
-    pub fn call(&mut self, input: &[u8]) -> Result<u64, Abort> {
+    /// Bytes its engine holds in the server.
+    pub fn memory(&self) -> usize {
+        self.heap.used()
+    }
+
+    /// The most its engine held at once.
+    pub fn memory_peak(&self) -> usize {
+        self.heap.peak()
+    }
+
+    /// The engine was stopped half-way: forget it (its heap with it) and unload.
+    fn stopped(&mut self, why: Stopped) -> Abort {
+        core::mem::forget(self.engine.take());
+        self.heap.reset();
+        self.broken = true;
+        let a = match why {
+            Stopped::Time => Abort::Budget,
+            Stopped::Panic => Abort::Trap,
+        };
+        self.stats.aborts += 1;
+        self.stats.last_abort = Some(a);
+        a
+    }
+
+    /// One call as a transaction, guarded by `host` (its heap, a deadline `CALL_MS`
+    /// away). `Err`: the default policy answers this call. Native and signed grafts
+    /// are code the system trusts (VINO's C in the kernel, and its Modula-3: no trap
+    /// or budget stops them, only a refused answer or the watchdog, which unloads them),
+    /// so they get no undo copy.
+    pub fn call(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
+        let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
         let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
         if !trusted {
-            self.undo.copy_from_slice(self.engine.state());
+            self.undo.copy_from_slice(engine.state());
         }
-        let r = match self.engine.call(input, self.budget) {
+        let budget = self.budget;
+        let mut out = Err(Abort::Broken);
+        let deadline = host.now().saturating_add(CALL_MS.saturating_mul(host.ticks_per_ms()));
+        if let Err(why) = host.run(&*self.heap, Some(deadline), &mut || out = engine.call(input, budget)) {
+            return Err(self.stopped(why));
+        }
+        if self.heap.over() {
+            out = Err(Abort::Memory);
+        }
+        let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
             Err(a) => Err(a),
@@ -92,8 +156,15 @@ impl Graft {
                 self.stats.aborts += 1;
                 self.stats.last_abort = Some(a);
                 self.failures += 1;
-                match self.engine.reset() {
-                    Ok(()) if !trusted => self.engine.state().copy_from_slice(&self.undo),
+                let mut reset = Err(Abort::Broken);
+                if let Err(why) = host.run(&*self.heap, Some(deadline), &mut || reset = engine.reset()) {
+                    self.stopped(why);
+                    return Err(a);
+                }
+                self.heap.clear_over();
+                match reset {
+                    Ok(()) if self.heap.over() => self.broken = true,
+                    Ok(()) if !trusted => engine.state().copy_from_slice(&self.undo),
                     Ok(()) => {}
                     Err(_) => self.broken = true,
                 }
@@ -107,9 +178,16 @@ impl Graft {
         self.broken || self.failures >= MAX_FAILURES
     }
 
+    fn state_mut(&mut self) -> &mut [u8] {
+        match self.engine.as_mut() {
+            Some(e) => e.state(),
+            None => &mut [],
+        }
+    }
+
     /// The owner writes part of the state (a hot list).
     pub fn write_state(&mut self, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
-        let s = self.engine.state();
+        let s = self.state_mut();
         match at.checked_add(bytes.len()) {
             Some(end) if end <= s.len() => {
                 s[at..end].copy_from_slice(bytes);
@@ -121,12 +199,15 @@ impl Graft {
 
     /// The whole state (a server keeps it somewhere: the logical disk's map on disk).
     pub fn state(&mut self) -> &[u8] {
-        self.engine.state()
+        match self.engine.as_mut() {
+            Some(e) => e.state(),
+            None => &NO_STATE,
+        }
     }
 
     /// Up to `out.len()` bytes of the state from `at` (none past its end).
     pub fn read_state(&mut self, at: usize, out: &mut [u8]) -> usize {
-        let s = self.engine.state();
+        let s = self.state_mut();
         let from = s.get(at..).unwrap_or(&[]);
         let n = out.len().min(from.len());
         out[..n].copy_from_slice(&from[..n]);
@@ -134,11 +215,27 @@ impl Graft {
     }
 }
 
+/// What a `TEST_RUN` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestRun {
+    /// The last call's answer (`None`: aborted).
+    pub last: Option<u64>,
+    /// Clock ticks of all the calls.
+    pub cycles: u64,
+    pub aborts: u64,
+    /// Calls made (fewer than asked when the turn's time ran out or the graft was
+    /// unloaded).
+    pub calls: u64,
+}
+
 /// Budget of one call unless the owner sets another: fuel units (Wasm), operations
 /// (script). eBPF needs none (its programs end within their length).
 pub const DEFAULT_BUDGET: u64 = 1 << 20;
 /// The most a budget may be set to.
 pub const MAX_BUDGET: u64 = 1 << 24;
+
+/// An engine and the heap it lives in.
+type Built = (Box<dyn Engine>, Box<dyn GraftHeap>);
 
 /// Builds engines the crate cannot build alone (an upcall's IPC, AOT code, a
 /// signature check with the server's key); `None`: not supported here.
@@ -157,19 +254,60 @@ pub struct Table {
     pub limits: Limits,
     /// Grafts unloaded because they failed, since the server started.
     pub reaped: u64,
+    host: Box<dyn Host>,
+    /// Graft time spent in this turn (`new_turn`), in the host's clock.
+    turn: u64,
 }
 
 impl Table {
     /// A table for a server hosting `points`, its ids after `base` (a multiple of
-    /// 1000: cache 1000, blk 2000, net 3000).
-    pub fn new(points: &'static [Point], base: u32) -> Table {
-        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits: Limits::default(), reaped: 0 }
+    /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
+    pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
+        let limits = Limits { over: host.over_probe(), ..Limits::default() };
+        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits, reaped: 0, host, turn: 0 }
+    }
+
+    /// A new turn (a request the server takes up): its graft time starts at zero.
+    pub fn new_turn(&mut self) {
+        self.turn = 0;
+    }
+
+    /// Is this turn's graft time spent?
+    fn turn_spent(&self) -> bool {
+        self.turn >= TURN_MS.saturating_mul(self.host.ticks_per_ms())
+    }
+
+    /// Build the engine for `f` in a heap of its own.
+    fn build(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+        let mut heap = self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
+        let limits = self.limits;
+        let mut built = None;
+        let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
+        let r = self.host.run(&*heap, Some(deadline), &mut || {
+            built = Some(match extra(f) {
+                Some(r) => r,
+                None => engine::build(f, limits),
+            })
+        });
+        if r.is_err() {
+            core::mem::forget(built.take());
+            heap.reset();
+            return Err(LoadError::Refused(match r {
+                Err(Stopped::Time) => "the engine took too long to load it",
+                _ => "the engine failed on it",
+            }));
+        }
+        let engine = built.unwrap_or(Err(LoadError::Refused("the engine failed on it")))?;
+        if heap.over() {
+            return Err(LoadError::Limit("the graft needs more memory than a graft may hold"));
+        }
+        Ok((engine, heap))
     }
 
     /// Part of a graft file, at byte `at` of `program`'s staging buffer.
     pub fn put(&mut self, program: u64, at: usize, bytes: &[u8]) -> Result<(), LoadError> {
         if at.checked_add(bytes.len()).is_none_or(|e| e > MAX_FILE) {
-            return Err(LoadError::Limit("graft file bigger than 256 KiB"));
+            return Err(LoadError::Limit("graft file bigger than its header, 256 KiB of code and a signature"));
         }
         if !self.staging.contains_key(&program) && self.staging.len() >= MAX_STAGING {
             return Err(LoadError::Limit("too many loads under way"));
@@ -198,10 +336,7 @@ impl Table {
             return Err(LoadError::Limit("the server holds as many grafts as it may"));
         }
         // The code is checked before the point's occupancy: a bad file hears why.
-        let engine = match extra(&f) {
-            Some(r) => r?,
-            None => engine::build(&f, self.limits)?,
-        };
+        let (engine, heap) = self.build(&f, extra)?;
         if self.grafts.iter().filter(|g| g.owner == owner).count() >= MAX_PER_OWNER {
             return Err(LoadError::Limit("you hold as many grafts here as one principal may"));
         }
@@ -216,7 +351,7 @@ impl Table {
                 break id;
             }
         };
-        self.grafts.push(Graft::new(id, owner, program, &f, engine));
+        self.grafts.push(Graft::new(id, owner, program, &f, engine, heap));
         Ok(id)
     }
 
@@ -237,17 +372,16 @@ impl Table {
         if self.grafts[k].point != f.point {
             return Err(LoadError::Refused("the new graft is for another point"));
         }
-        let mut engine = match extra(&f) {
-            Some(r) => r?,
-            None => engine::build(&f, self.limits)?,
-        };
+        let (mut engine, heap) = self.build(&f, extra)?;
         let g = &mut self.grafts[k];
-        let state = g.engine.state().to_vec();
-        if engine.state().len() != state.len() {
+        let state = g.state().to_vec();
+        if g.engine.is_none() || engine.state().len() != state.len() {
             return Err(LoadError::Refused("the new graft lays its state out differently: the old one stays"));
         }
         engine.state().copy_from_slice(&state);
-        g.engine = engine;
+        // The old engine goes first, then its heap.
+        g.engine = Some(engine);
+        g.heap = heap;
         g.tech = f.tech;
         g.name = String::from(f.name);
         g.failures = 0;
@@ -279,25 +413,32 @@ impl Table {
 
     /// Call `owner`'s graft at `point`, if it has one: `None` when it has none or the
     /// call was aborted (the default policy answers). A graft that failed too often
-    /// is unloaded here.
-    pub fn call(&mut self, point: Point, owner: u32, input: &[u8], clock: fn() -> u64) -> Option<u64> {
+    /// is unloaded here. At the eviction point, once this turn's graft time is spent
+    /// the graft is not called (`None`).
+    pub fn call(&mut self, point: Point, owner: u32, input: &[u8]) -> Option<u64> {
         let k = self.grafts.iter().position(|g| g.point == point && g.owner == owner)?;
-        self.call_at(k, input, clock)
+        if point == Point::Evict && self.turn_spent() {
+            self.grafts[k].stats.skipped += 1;
+            return None;
+        }
+        self.call_at(k, input)
     }
 
     /// Call `owner`'s graft `id` as its point would (a graft bound to one thing, as a
     /// logical disk to its segment): `None` when there is no such graft or the call was
     /// aborted. A graft that failed too often is unloaded here.
-    pub fn call_id(&mut self, owner: u32, id: u32, input: &[u8], clock: fn() -> u64) -> Option<u64> {
+    pub fn call_id(&mut self, owner: u32, id: u32, input: &[u8]) -> Option<u64> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner)?;
-        self.call_at(k, input, clock)
+        self.call_at(k, input)
     }
 
-    fn call_at(&mut self, k: usize, input: &[u8], clock: fn() -> u64) -> Option<u64> {
+    fn call_at(&mut self, k: usize, input: &[u8]) -> Option<u64> {
         let g = &mut self.grafts[k];
-        let t0 = clock();
-        let r = g.call(input);
-        g.stats.cycles += clock().wrapping_sub(t0);
+        let t0 = self.host.now();
+        let r = g.call(input, &mut *self.host);
+        let t = self.host.now().wrapping_sub(t0);
+        g.stats.cycles += t;
+        self.turn = self.turn.saturating_add(t);
         if g.dead() {
             self.grafts.remove(k);
             self.reaped += 1;
@@ -305,30 +446,34 @@ impl Table {
         r.ok()
     }
 
-    /// Run `owner`'s graft `id` `repeat` times on `input`, as its point would call it
-    /// (Linux's `BPF_PROG_TEST_RUN`): (the last answer or `None` if that call was
-    /// aborted, cycles of all the calls, aborted calls). Stops early when the graft is
-    /// unloaded for failing. `None` if there is no such graft.
-    pub fn test_run(&mut self, owner: u32, id: u32, input: &[u8], repeat: u32, clock: fn() -> u64) -> Option<(Option<u64>, u64, u64)> {
+    /// Run `owner`'s graft `id` up to `repeat` times on `input`, as its point would
+    /// call it (Linux's `BPF_PROG_TEST_RUN`): (the last answer or `None` if that call
+    /// was aborted, cycles of all the calls, aborted calls, calls made). Stops early
+    /// when the graft is unloaded for failing, and when the turn's graft time is spent
+    /// (`TURN_MS`: a request's work is bounded, and the server serves others between).
+    /// `None` if there is no such graft.
+    pub fn test_run(&mut self, owner: u32, id: u32, input: &[u8], repeat: u32) -> Option<TestRun> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner)?;
-        let (mut last, mut aborts) = (None, 0);
-        let t0 = clock();
+        let (mut last, mut aborts, mut calls) = (None, 0, 0);
+        let t0 = self.host.now();
+        let limit = TURN_MS.saturating_mul(self.host.ticks_per_ms());
         for _ in 0..repeat {
             let g = &mut self.grafts[k];
-            last = g.call(input).ok();
+            last = g.call(input, &mut *self.host).ok();
             aborts += last.is_none() as u64;
-            if g.dead() {
+            calls += 1;
+            if g.dead() || self.host.now().wrapping_sub(t0) >= limit {
                 break;
             }
         }
-        let cycles = clock().wrapping_sub(t0);
+        let cycles = self.host.now().wrapping_sub(t0);
         let g = &mut self.grafts[k];
         g.stats.cycles += cycles;
         if g.dead() {
             self.grafts.remove(k);
             self.reaped += 1;
         }
-        Some((last, cycles, aborts))
+        Some(TestRun { last, cycles, aborts, calls })
     }
 
     /// One line per graft (of `owner`, or all): id, owner, point, technology, calls,
@@ -353,9 +498,14 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::counting::CountingHost;
+
+    fn host() -> Box<dyn Host> {
+        Box::new(CountingHost { clock: || 0 })
+    }
 
     fn native(state_len: usize) -> Table {
-        let mut t = Table::new(&[Point::Evict], 0);
+        let mut t = Table::new(&[Point::Evict], 0, host());
         let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len, name: "h", code: b"hotlist", sig: &[] }.to_bytes();
         t.put(1, 0, &f).unwrap();
         t.load(1, 1, f.len(), &mut |_| None).unwrap();
@@ -381,7 +531,7 @@ mod tests {
     /// several at a bound point (each bound to its own segment), up to the owner's limit.
     #[test]
     fn one_graft_per_point_unless_bound() {
-        let mut t = Table::new(&[Point::Evict, Point::Ldisk], 0);
+        let mut t = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
         let file = |point, code: &'static [u8]| GraftFile { point, tech: Tech::Native, state_len: grafts::LD_STATE, name: "n", code, sig: &[] }.to_bytes();
         let load = |t: &mut Table, owner: u32, f: &[u8]| {
             t.put(owner as u64, 0, f).unwrap();
@@ -398,14 +548,14 @@ mod tests {
         // A bound graft is called by id, and only for its owner.
         let mut input = [0u8; 24];
         input[8] = 10;
-        assert_eq!(t.call_id(1, ids[0], &input, || 0), Some(10), "a read of a block never written");
-        assert_eq!(t.call_id(2, ids[0], &input, || 0), None, "not another principal's");
+        assert_eq!(t.call_id(1, ids[0], &input), Some(10), "a read of a block never written");
+        assert_eq!(t.call_id(2, ids[0], &input), None, "not another principal's");
     }
 
     /// Pieces out of order, past 256 KiB, or a length that does not match are refused.
     #[test]
     fn staging_is_bounded() {
-        let mut t = Table::new(&[Point::Evict], 0);
+        let mut t = Table::new(&[Point::Evict], 0, host());
         assert!(t.put(1, 10, &[0]).is_err(), "a gap");
         assert!(t.put(1, MAX_FILE, &[0]).is_err(), "past the largest file");
         assert!(t.put(1, usize::MAX, &[0]).is_err());
@@ -437,7 +587,7 @@ mod tests {
         let longer = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 24, name: "longer", code: b"null", sig: &[] }.to_bytes();
         send(&mut t, &longer);
         assert!(matches!(t.replace(1, 1, 1, longer.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("state")));
-        let mut t2 = Table::new(&[Point::Evict, Point::Ldisk], 0);
+        let mut t2 = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
         let e = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: grafts::LD_STATE, name: "e", code: b"null", sig: &[] }.to_bytes();
         t2.put(1, 0, &e).unwrap();
         let id = t2.load(1, 1, e.len(), &mut |_| None).unwrap();
@@ -446,5 +596,153 @@ mod tests {
         assert!(matches!(t2.replace(1, 1, id, l.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("point")));
         assert_eq!(t.replace(2, 1, 1, 5, &mut |_| None).err().map(|e| e.what()), Some("the pieces sent do not add up to the length"));
         assert_eq!(t.get(1, 1).unwrap().name, "other", "refusals leave the graft as it was");
+    }
+
+    /// A test engine: its call does what it is told.
+    struct Probe {
+        state: Vec<u8>,
+        act: fn(&mut Vec<u8>) -> Result<u64, Abort>,
+    }
+
+    impl Engine for Probe {
+        fn state(&mut self) -> &mut [u8] {
+            &mut self.state
+        }
+        fn call(&mut self, _input: &[u8], _budget: u64) -> Result<u64, Abort> {
+            (self.act)(&mut self.state)
+        }
+        fn reset(&mut self) -> Result<(), Abort> {
+            self.state = vec![0; 8];
+            Ok(())
+        }
+    }
+
+    fn load_probe(t: &mut Table, owner: u32, act: fn(&mut Vec<u8>) -> Result<u64, Abort>) -> u32 {
+        let f = GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len: 8, name: "probe", code: b"p", sig: &[] }.to_bytes();
+        t.put(owner as u64, 0, &f).unwrap();
+        t.load(owner, owner as u64, f.len(), &mut |f| Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act }) as Box<dyn Engine>))).unwrap()
+    }
+
+    /// An engine that panics is left where it panicked, forgotten with its heap, and
+    /// its graft unloaded; the server (here: the test) and other grafts go on.
+    #[test]
+    fn a_panicking_engine_is_forgotten_and_its_graft_unloaded() {
+        let mut t = native(16);
+        let id = load_probe(&mut t, 2, |_| panic!("a bug in an engine"));
+        assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None);
+        assert!(t.get(2, id).is_none(), "unloaded at once");
+        assert_eq!(t.reaped, 1);
+        assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0), "the other principal's graft answers");
+    }
+
+    /// A host that stops every call (as the watchdog stops one past its time).
+    struct Stopper;
+    impl Host for Stopper {
+        fn now(&self) -> u64 {
+            0
+        }
+        fn ticks_per_ms(&self) -> u64 {
+            1
+        }
+        fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
+            CountingHost { clock: || 0 }.heap(limit)
+        }
+        fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+            match deadline {
+                // A load's deadline is far; a call's is stopped.
+                Some(d) if d < LOAD_MS => Err(Stopped::Time),
+                _ => CountingHost { clock: || 0 }.run(heap, deadline, f),
+            }
+        }
+        fn over_probe(&self) -> fn() -> bool {
+            || false
+        }
+    }
+
+    #[test]
+    fn a_call_stopped_past_its_time_unloads_the_graft() {
+        let mut t = Table::new(&[Point::Evict], 0, Box::new(Stopper));
+        let id = load_probe(&mut t, 2, |_| Ok(0));
+        assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None);
+        assert!(t.get(2, id).is_none());
+        assert_eq!(t.reaped, 1);
+    }
+
+    /// What an engine holds is charged to its graft's heap: past the limit the call is
+    /// aborted (`Memory`), whatever the engine's own counters say.
+    #[test]
+    fn a_graft_over_its_heap_is_aborted() {
+        let mut t = native(16);
+        let id = load_probe(&mut t, 2, |s| {
+            s.resize(HEAP_LIMIT + 1, 1);
+            Ok(0)
+        });
+        assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None);
+        let g = t.get(2, id).expect("one abort does not unload it");
+        assert_eq!(g.stats.last_abort, Some(Abort::Memory));
+    }
+
+    /// Eviction calls stop when the turn's graft time is spent (the default policy
+    /// answers, the graft is not called: `skipped`), and start again with a new turn;
+    /// a TEST_RUN stops there too and says how many calls it made.
+    #[test]
+    fn a_turns_graft_time_is_bounded() {
+        use core::sync::atomic::{AtomicU64, Ordering};
+        static NOW: AtomicU64 = AtomicU64::new(0);
+        // Each look at the clock is a millisecond later.
+        let mut t = Table::new(&[Point::Evict], 0, Box::new(CountingHost { clock: || NOW.fetch_add(1_000_000, Ordering::Relaxed) }));
+        let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }.to_bytes();
+        t.put(1, 0, &f).unwrap();
+        let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
+        t.new_turn();
+        let answered = (0..100).filter(|_| t.call(Point::Evict, 1, &[0; 8]).is_some()).count();
+        assert!(answered > 10 && answered < 60, "{answered} calls in a turn of {TURN_MS} ms at 1 ms each");
+        assert_eq!(t.get(1, id).unwrap().stats.skipped as usize, 100 - answered);
+        t.new_turn();
+        assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "a new turn calls it again");
+        let r = t.test_run(1, id, &[0; 8], 100_000).unwrap();
+        assert!(r.calls < 100, "TEST_RUN stopped after its turn: {} calls", r.calls);
+    }
+
+    /// rhai's limits do not count map keys or values curried into function pointers:
+    /// scripts that hold gigabytes that way are stopped by their heap (`Memory`), which
+    /// never holds much more than its limit.
+    #[test]
+    fn scripts_are_bounded_by_their_heap() {
+        let keys = "fn graft(input) { let k = \"\"; k.pad(16000, \"k\"); let o = #{}; for i in 0..250 { let m = #{}; for j in 0..250 { m[k + j] = j; } o[`${i}`] = m; } 0 }";
+        let curry = "fn keep(a, b) { a } fn graft(input) { let s = \"\"; s.pad(16000, \"c\"); let fs = []; for i in 0..16000 { fs.push(Fn(\"keep\").curry(s + i)); } 0 }";
+        crate::engine::warm_up();
+        for src in [keys, curry] {
+            let mut t = Table::new(&[Point::Evict], 0, host());
+            let f = GraftFile { point: Point::Evict, tech: Tech::Script, state_len: 8, name: "s", code: src.as_bytes(), sig: &[] }.to_bytes();
+            t.put(1, 0, &f).unwrap();
+            let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
+            t.get(1, id).unwrap().budget = MAX_BUDGET;
+            assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None);
+            let g = t.get(1, id).unwrap();
+            assert_eq!(g.stats.last_abort, Some(Abort::Memory), "{src}");
+            assert!(g.memory() < HEAP_LIMIT, "what the script held is freed: {} bytes left", g.memory());
+            assert!(g.memory_peak() < HEAP_LIMIT + HEAP_LIMIT / 8, "stopped at its limit: it held {} bytes", g.memory_peak());
+        }
+    }
+
+    /// Loading and unloading a graft leaves its heap empty: nothing an engine made
+    /// outlives it (a static filled from a graft's heap would dangle once the heap is
+    /// forgotten; `engine::warm_up` fills them from the server's own first).
+    #[test]
+    fn an_unloaded_graft_leaves_nothing_in_its_heap() {
+        crate::engine::warm_up();
+        let srcs: [(Tech, &[u8]); 2] = [(Tech::Script, b"fn graft(input) { let b = blob(4); b[1] = 2; let m = #{x: 1}; m.x + b[1] + input.len() - 11 }"), (Tech::Ebpf, &[0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0])];
+        for (tech, code) in srcs {
+            let mut t = Table::new(&[Point::Evict], 0, host());
+            let f = GraftFile { point: Point::Evict, tech, state_len: 8, name: "s", code, sig: &[] }.to_bytes();
+            t.put(1, 0, &f).unwrap();
+            let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
+            assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "{tech:?}");
+            assert!(t.get(1, id).unwrap().memory() > 0, "{tech:?}: its engine lives in its heap");
+            let Graft { engine, heap, .. } = t.grafts.remove(0);
+            drop(engine);
+            assert_eq!(heap.used(), 0, "{tech:?}: nothing outlives the engine");
+        }
     }
 }

@@ -25,6 +25,19 @@ pub fn null(_input: &[u8], _state: &mut [u8]) -> u64 {
     0
 }
 
+/// A graft that never returns — the mistake a key holder may sign: signed code is
+/// trusted to be memory safe, not to end, and the server's watchdog stops it (it is
+/// built signed only, as the hostile example of that technology).
+pub fn spin(_input: &[u8], state: &mut [u8]) -> u64 {
+    let mut n = 0u8;
+    loop {
+        n = n.wrapping_add(1);
+        if let Some(b) = state.first_mut() {
+            *b = n;
+        }
+    }
+}
+
 /// Hot-list eviction (VINO §3.1; the paper's hot list holds 64 pages). `input` is the eviction point's candidates, up to 8
 /// block numbers, the least recently used first; `state` is the hot list the program
 /// filled: word 0 = entries, then that many block numbers (up to `HOT_MAX`). The

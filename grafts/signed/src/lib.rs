@@ -24,6 +24,7 @@ entry!(scion_graft_null, grafts::null);
 entry!(scion_graft_hotlist, grafts::hotlist);
 entry!(scion_graft_md5, grafts::md5);
 entry!(scion_graft_ldisk, grafts::ldisk);
+entry!(scion_graft_spin, grafts::spin);
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

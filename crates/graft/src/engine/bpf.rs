@@ -174,6 +174,16 @@ mod tests {
         assert!(verify(&prog(&[ins(LDDW, 0, 0, 0, 5), exit])).is_err(), "an lddw without its second half");
     }
 
+    /// The longest program there may be (32,767 instructions) verifies and runs.
+    #[test]
+    fn the_longest_program_runs() {
+        let mut p: Vec<[u8; 8]> = (0..MAX_INSNS - 1).map(|k| ins(MOV_IMM, 0, 0, 0, k as i32)).collect();
+        p.push(ins(EXIT, 0, 0, 0, 0));
+        assert_eq!(run(&prog(&p), &[]), Ok(MAX_INSNS as u64 - 2));
+        p.insert(0, ins(MOV_IMM, 0, 0, 0, 0));
+        assert!(verify(&prog(&p)).is_err(), "one more is refused");
+    }
+
     /// The opcodes rbpf 0.4.1 lacks and used to pass Scion's verifier (the first call
     /// then panicked in the server: `entered unreachable code`): NEG and JA with the
     /// source bit.

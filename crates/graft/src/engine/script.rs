@@ -37,6 +37,11 @@ impl Script {
         engine.disable_symbol("eval");
         engine.on_print(|_| {});
         engine.on_debug(|_, _, _| {});
+        // rhai's own limits do not count everything a script holds (map keys, values
+        // curried into a function pointer): the graft's heap does, and a script over
+        // it stops at its next step.
+        let over = limits.over;
+        engine.on_progress(move |_| over().then_some(Dynamic::UNIT));
         let ast = engine.compile(src).map_err(|_| LoadError::Refused("script: does not compile"))?;
         if !ast.iter_functions().any(|f| f.name == "graft" && f.params.len() == 1) {
             return Err(LoadError::Refused("script: no fn graft(input)"));
@@ -65,6 +70,7 @@ impl Engine for Script {
             Ok(v) => Ok(v as u64),
             Err(e) => Err(match *e {
                 rhai::EvalAltResult::ErrorTooManyOperations(_) => Abort::Budget,
+                rhai::EvalAltResult::ErrorTerminated(..) => Abort::Memory,
                 rhai::EvalAltResult::ErrorDataTooLarge(..) | rhai::EvalAltResult::ErrorTooManyVariables(_) | rhai::EvalAltResult::ErrorStackOverflow(_) => Abort::Memory,
                 _ => Abort::Trap,
             }),
@@ -74,4 +80,11 @@ impl Engine for Script {
     fn reset(&mut self) -> Result<(), Abort> {
         Ok(())
     }
+}
+
+/// Fill rhai's lazily made statics (its hashing seed, the indexers' hashes) from the
+/// server's own heap: a script that indexes a blob, run once.
+pub fn warm_up() {
+    let e = REngine::new();
+    let _ = e.eval::<i64>("let b = blob(2); b[1] = 7; let m = #{a: 1}; m.a + b[1]");
 }

@@ -38,7 +38,8 @@ pub const READ: u64 = 0xe5;
 /// MR1 = id, MR2 = budget per call (fuel, operations), 1 ..= `graft::table::MAX_BUDGET`.
 pub const BUDGET: u64 = 0xe6;
 /// MR1 = id: reply MR2 = calls, MR3 = aborts, MR4 = cycles, MR5 = last abort (0 none,
-/// else `Abort` + 1), MR6 = point, MR7 = technology; `NotFound` once it was unloaded.
+/// else `Abort` + 1), MR6 = point, MR7 = technology, MR8 = bytes it holds in the server,
+/// MR9 = calls skipped (the request's graft time spent); `NotFound` once it was unloaded.
 pub const STATS: u64 = 0xe7;
 
 /// Where each server's graft ids start (ids are `base + 1 ..= base + 999`), so that
@@ -62,21 +63,53 @@ pub const SERVERS: [(&str, u32, &[graft::Point]); 5] = [
     ("mem1", MEM_IDS + 1000, &[graft::Point::Evict]),
 ];
 
-/// The server (its name) that hosts `point`.
+/// The places a program names to load a graft: (the word, the server to ask — a name
+/// `LOOKUP` answers; a program's own memory server is `rt::proto::PAGER`, whichever it
+/// is —, the point in the graft file's header, what the graft decides there).
+pub const PLACES: [(&str, &str, graft::Point, &str); 5] = [
+    ("evict", "cache", graft::Point::Evict, "the shared cache's eviction victim"),
+    ("reclaim", rt::proto::PAGER, graft::Point::Evict, "which of this program's pages its memory server takes back"),
+    ("stream", "blk", graft::Point::Stream, "sees the bytes of blk's reads flagged STREAM"),
+    ("cue", "net", graft::Point::Stream, "sees the bytes of Cue transfers flagged CUE_STREAM"),
+    ("ldisk", "blk", graft::Point::Ldisk, "lays a segment out as a logical disk"),
+];
+
+/// The place called `word`: (the server to ask, the point).
+pub fn place(word: &str) -> Option<(&'static str, graft::Point)> {
+    PLACES.iter().find(|p| p.0 == word).map(|p| (p.1, p.2))
+}
+
+/// The words of every place, for a message: "evict, reclaim, …".
+pub fn place_words() -> String {
+    let mut s = String::new();
+    for (k, p) in PLACES.iter().enumerate() {
+        let _ = write!(s, "{}{}", if k > 0 { ", " } else { "" }, p.0);
+    }
+    s
+}
+
+/// The server (its name) that hosts `point` (for the eviction point, the cache's).
 pub fn server_of(point: graft::Point) -> Option<&'static str> {
     SERVERS.iter().find(|s| s.2.contains(&point)).map(|s| s.0)
 }
 
-/// The server (its name) whose id range holds `id`.
+/// The server (its name, as a program looks it up) whose id range holds `id`: a memory
+/// server's ids are asked of the program's own (`PAGER`), which answers for its grafts.
 pub fn server_of_id(id: u32) -> Option<&'static str> {
-    SERVERS.iter().find(|s| id > s.1 && id <= s.1 + graft::table::IDS).map(|s| s.0)
+    let s = SERVERS.iter().find(|s| id > s.1 && id <= s.1 + graft::table::IDS)?;
+    Some(if s.1 >= MEM_IDS { rt::proto::PAGER } else { s.0 })
 }
 
+/// The servers a program asks for its grafts, each once (`LIST`): the cache, blk, net
+/// and its own memory server.
+pub const ASKED: [&str; 4] = ["cache", "blk", "net", rt::proto::PAGER];
+
 /// MR1 = id, MR2 = repeat (1 ..= `MAX_REPEAT`); string = the input (at most the
-/// point's): run the graft that many times on it as its point would (Linux's
+/// point's): run the graft up to that many times on it as its point would (Linux's
 /// `BPF_PROG_TEST_RUN`). Reply MR2 = the last answer (`u64::MAX` if that call was
-/// aborted), MR3 = cycles of all the calls (rdtsc), MR4 = calls aborted. It stops
-/// early if the graft is unloaded for failing.
+/// aborted), MR3 = cycles of all the calls (rdtsc), MR4 = calls aborted, MR5 = calls
+/// made. It stops early if the graft is unloaded for failing, and once the request has
+/// had `graft::table::TURN_MS` of the server's time (ask again for more).
 pub const TEST_RUN: u64 = 0xe8;
 pub const MAX_REPEAT: u64 = 100_000;
 /// MR1 = id, MR2 = the file's length: hot-swap graft `id` for what was put (any
@@ -184,11 +217,12 @@ fn refuse(e: LoadError) -> Answer {
     Answer::Reply(Msg::new(0, &[code as u64]).with_string())
 }
 
-/// The server side: one request from program `program` of principal `owner`. `text`
-/// holds a `LIST` reply until the kernel has copied it; `extra` builds engines the
-/// server supplies itself; `clock` counts cycles. Call `Table::forget` when a program
-/// ends.
-pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &mut String, extra: graft::table::Extra<'_>, clock: fn() -> u64) -> Answer {
+/// The server side: one request from program `program` of principal `owner` (a turn
+/// of its own: `Table::new_turn`). `text` holds a `LIST` reply until the kernel has
+/// copied it; `extra` builds engines the server supplies itself. Call `Table::forget`
+/// when a program ends.
+pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &mut String, extra: graft::table::Extra<'_>) -> Answer {
+    t.new_turn();
     match req {
         Request::Put { at, bytes } => match t.put(program, at, bytes) {
             Ok(()) => Answer::ok(&[]),
@@ -245,7 +279,7 @@ pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &m
             Some(g) => {
                 let s = g.stats;
                 let last = s.last_abort.map_or(0, |a| a as u64 + 1);
-                Answer::ok(&[s.calls, s.aborts, s.cycles, last, g.point as u64, g.tech as u64])
+                Answer::ok(&[s.calls, s.aborts, s.cycles, last, g.point as u64, g.tech as u64, g.memory() as u64, s.skipped])
             }
         },
         Request::TestRun { id, repeat, input } => {
@@ -253,8 +287,8 @@ pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &m
             if input.len() > g.point.max_input() {
                 return Answer::err(Error::TooLong);
             }
-            match t.test_run(owner, id, input, repeat, clock) {
-                Some((last, cycles, aborts)) => Answer::ok(&[last.unwrap_or(u64::MAX), cycles, aborts]),
+            match t.test_run(owner, id, input, repeat) {
+                Some(r) => Answer::ok(&[r.last.unwrap_or(u64::MAX), r.cycles, r.aborts, r.calls]),
                 None => Answer::err(Error::NotFound),
             }
         }
@@ -358,21 +392,37 @@ pub struct Stats {
     pub cycles: u64,
     /// 0: none; else the `graft::Abort` + 1.
     pub last_abort: u64,
+    /// Bytes it holds in the server.
+    pub memory: u64,
+    /// Calls skipped: the request's graft time was spent.
+    pub skipped: u64,
 }
 
 pub fn stats(srv: u64, id: u32) -> Result<Stats, Refusal> {
     let mut m = Msg::new(STATS, &[id as u64]);
     call(srv, &mut m)?;
-    Ok(Stats { calls: m.word(2), aborts: m.word(3), cycles: m.word(4), last_abort: m.word(5) })
+    Ok(Stats { calls: m.word(2), aborts: m.word(3), cycles: m.word(4), last_abort: m.word(5), memory: m.word(8), skipped: m.word(9) })
 }
 
-/// Run graft `id` `repeat` times on `input` at `srv`: (last answer, or `u64::MAX` if
-/// aborted; cycles of all the calls; aborted calls).
-pub fn test_run(srv: u64, id: u32, input: &[u8], repeat: u32) -> Result<(u64, u64, u64), Refusal> {
+/// What a `TEST_RUN` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestRun {
+    /// The last answer, `u64::MAX` if that call was aborted.
+    pub last: u64,
+    /// Cycles of all the calls.
+    pub cycles: u64,
+    pub aborts: u64,
+    /// Calls made: fewer than asked when the request's time ran out or the graft was
+    /// unloaded.
+    pub calls: u64,
+}
+
+/// Run graft `id` up to `repeat` times on `input` at `srv`.
+pub fn test_run(srv: u64, id: u32, input: &[u8], repeat: u32) -> Result<TestRun, Refusal> {
     ipc::set_send_string(input);
     let mut m = Msg::new(TEST_RUN, &[id as u64, repeat as u64]).with_string();
     call(srv, &mut m)?;
-    Ok((m.word(2), m.word(3), m.word(4)))
+    Ok(TestRun { last: m.word(2), cycles: m.word(3), aborts: m.word(4), calls: m.word(5) })
 }
 
 /// The caller's grafts at `srv` (every graft for principal 0), as `LIST` words them.

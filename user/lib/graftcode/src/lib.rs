@@ -9,12 +9,16 @@
 //! gives the pages back to sigma0.
 //!
 //! `aot`: WebAssembly compiled ahead of time (VINO's SFI), run by Wasmtime's runtime
-//! in the same kind of pages.
+//! in the same kind of pages. `host`: the `graft::Host` of every server with graft
+//! points (an arena per graft, the watchdog, panics contained).
 #![no_std]
 
 extern crate alloc;
 
 pub mod aot;
+mod host;
+
+pub use host::host;
 
 use abi::fpage::{Fpage, UNMAP_SELF};
 use abi::Error;

@@ -394,7 +394,7 @@ impl Blk {
             let n = (len - off).min(piece) as usize;
             // A copy: the client may write its area while the graft reads it.
             copy_bytes(at + off, &mut buf[..n]);
-            if self.grafts.call(graft::Point::Stream, principal, &buf[..n], rt::sys::rdtsc).is_none() {
+            if self.grafts.call(graft::Point::Stream, principal, &buf[..n]).is_none() {
                 return false;
             }
             off += n as u64;
@@ -647,7 +647,7 @@ impl Blk {
         // The graft must take a segment of this size (a read of block 0 says so).
         let mut probe = [0u8; 24];
         probe[8..16].copy_from_slice(&data.to_le_bytes());
-        if self.grafts.call_id(owner, id, &probe, rt::sys::rdtsc).is_none() {
+        if self.grafts.call_id(owner, id, &probe).is_none() {
             return err(Error::InvalidArg);
         }
         // A new logical disk's blocks are zeroed first (its graft may put a block
@@ -701,7 +701,7 @@ impl Blk {
         input[8..16].copy_from_slice(&data.to_le_bytes());
         input[16] = write as u8;
         // `Point::Ldisk` took the answer only below `data` (a read: at most `data`).
-        let Some(at) = self.grafts.call_id(owner, id, &input, rt::sys::rdtsc) else {
+        let Some(at) = self.grafts.call_id(owner, id, &input) else {
             self.ldisk_sweep();
             return Err(p::E_GRAFT);
         };
@@ -1167,7 +1167,7 @@ impl Server for Blk {
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         if let (Request::Graft(g), None, true) = (req, from.minted_value(), from.principal() != 0) {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
-            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)), rt::sys::rdtsc);
+            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)));
             self.inbox.done();
             self.ldisk_sweep();
             return a;
@@ -1299,7 +1299,7 @@ fn main() -> i32 {
         waiters: Vec::new(),
         irq,
         text: String::new(),
-        grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS),
+        grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS, graftcode::host()),
         ldisks: BTreeMap::new(),
         inbox: graft_api::upcall::Inbox::new(),
     };

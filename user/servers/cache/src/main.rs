@@ -88,7 +88,7 @@ fn main() -> i32 {
         phys: 0,
         sigma0: s0slot,
         client: None,
-        grafts: Table::new(&POINTS, GRAFT_IDS),
+        grafts: Table::new(&POINTS, GRAFT_IDS, graftcode::host()),
         text: String::new(),
         inbox: graft_api::upcall::Inbox::new(),
         gens: Generations::new(),
@@ -245,7 +245,7 @@ impl Chooser for Grafted<'_> {
         for (k, b) in blocks.iter().enumerate() {
             input[8 * k..8 * k + 8].copy_from_slice(&b.to_le_bytes());
         }
-        self.0.call(Point::Evict, owner, &input[..8 * blocks.len()], rdtsc).map(|v| v as usize)
+        self.0.call(Point::Evict, owner, &input[..8 * blocks.len()]).map(|v| v as usize)
     }
 }
 
@@ -299,7 +299,7 @@ impl Server for CacheServer {
         let me = from.program();
         if let Request::Graft(g) = req {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
-            let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)), rdtsc);
+            let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)));
             self.inbox.done();
             return a;
         }
@@ -341,6 +341,8 @@ impl CacheServer {
             }
             Request::Lookup { first, n, owner } => {
                 let mut found = [None; p::MAX_LOOKUP as usize];
+                // The evictions of one lookup share one turn of graft time.
+                self.grafts.new_turn();
                 let mut chooser = Grafted(&mut self.grafts);
                 PolicyVia::call(&mut self.policy, call, |policy| c.lookup_run(first, owner, &mut chooser, policy, &mut found[..n as usize]));
                 let w = found.map(|f| match f {

@@ -210,7 +210,7 @@ impl Mem {
         }
         let input: Vec<u8> = c.clean.iter().take(n).flat_map(|p| p.to_le_bytes()).collect();
         // `Point::Evict` took the answer only below n.
-        let pick = match grafts.call(graft::Point::Evict, badge as u32, &input, rt::sys::rdtsc) {
+        let pick = match grafts.call(graft::Point::Evict, badge as u32, &input) {
             Some(i) => {
                 c.grafted += 1;
                 i as usize
@@ -302,7 +302,7 @@ fn main() -> i32 {
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
-    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base), text: String::new(), inbox: graft_api::upcall::Inbox::new(), upload: None };
+    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base, graftcode::host()), text: String::new(), inbox: graft_api::upcall::Inbox::new(), upload: None };
     let mut buf = alloc::vec![0u8; graft_api::RECV_BYTES.max(mem_api::IMAGE_PIECE)];
     server::run(&mut srv, &mut buf)
 }
@@ -323,6 +323,7 @@ impl Server for Mem {
         if m.label() != label::PAGE_FAULT || from.is_root() {
             return None;
         }
+        self.grafts.new_turn();
         Some(match self.fault(from.0, m.word(1), m.word(2)) {
             Some(a) => Answer::Reply(a),
             None => Answer::err(Error::NoMemory),
@@ -364,7 +365,7 @@ impl Server for Mem {
                 // while it waits for that thread (a page taken back, a heap page), and
                 // the call could only end by its timeout.
                 let upcall = |f: &graft::GraftFile<'_>| (f.tech == graft::Tech::Upcall).then_some(Err(graft::LoadError::Refused("a memory server takes no upcall graft: its thread's page faults would wait for the call waiting for them")));
-                let a = graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| graftcode::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f)), rt::sys::rdtsc);
+                let a = graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| graftcode::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f)));
                 self.inbox.done();
                 a
             }

@@ -131,7 +131,7 @@ impl Transfer {
         }
         self.sbuf.extend_from_slice(sent);
         let mut call = |t: &mut Transfer, from: usize, n: usize| {
-            t.stream_ok &= grafts.call(graft::Point::Stream, owner, &t.sbuf[from..from + n], rt::sys::rdtsc).is_some();
+            t.stream_ok &= grafts.call(graft::Point::Stream, owner, &t.sbuf[from..from + n]).is_some();
         };
         let mut off = 0;
         while self.stream_ok && self.sbuf.len() - off >= PIECE {

@@ -174,7 +174,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         grafts::md5(&[], &mut want);
         c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft"));
         let end = g::test_run(blk, id, &[], 1);
-        c.check(end.as_ref().is_ok_and(|(answer, _, aborts)| *answer == 0 && *aborts == 0), &format!("{tech}: end the stream ({end:?})"));
+        c.check(end.as_ref().is_ok_and(|r| r.last == 0 && r.aborts == 0), &format!("{tech}: end the stream ({end:?})"));
         let got = g::read_state(blk, id, 0, 16).map(|w| [w[0], w[1]]);
         let want = [u64::from_le_bytes(want[..8].try_into().unwrap_or_default()), u64::from_le_bytes(want[8..16].try_into().unwrap_or_default())];
         c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of the bytes read"));
@@ -206,7 +206,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
     // Hostile grafts at the stream point (the evict ones, their header's point made
     // `stream`: the engines do not care which point calls them; a signed one would no
     // longer be).
-    for name in ["wasmi_spin", "wasmi_oob", "ebpf_oob", "rhai_spin", "rhai_hog"] {
+    for name in ["wasmi_spin", "wasmi_oob", "ebpf_liar", "rhai_spin", "rhai_hog"] {
         let Ok(mut file) = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")) else {
             c.check(false, &format!("/grafts/evict_{name}.graft is in the files filesystem"));
             continue;
@@ -422,6 +422,53 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     let _ = baio::delete(blk, "ld_bad");
 }
 
+/// The graft runs `TEST_RUN` asks for, from a second thread of this program.
+static RUNS: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+
+fn test_runs(id: u64) {
+    let cache = RUNS[2].load(Ordering::Relaxed);
+    let input: Vec<u8> = [3u64, 4, 5, 6, 7, 8, 9, 10].iter().flat_map(|b| b.to_le_bytes()).collect();
+    for _ in 0..8 {
+        match g::test_run(cache, id as u32, &input, g::MAX_REPEAT as u32) {
+            Ok(r) => {
+                RUNS[0].fetch_max(r.calls, Ordering::Relaxed);
+                RUNS[1].fetch_max(r.cycles, Ordering::Relaxed);
+            }
+            Err(_) => RUNS[0].store(u64::MAX, Ordering::Relaxed),
+        }
+    }
+    RUNS[2].store(0, Ordering::Release);
+    rt::sys::thread_exit()
+}
+
+/// A request's graft work is bounded: a client asking for 100,000 runs of a graft
+/// gets as many as fit in the cache's turn (`TURN_MS`), and the cache serves the
+/// other reads meanwhile, right.
+fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
+    let Ok(id) = files_api::client::read_all(files, "/grafts/evict_ebpf_hotlist.graft").map_err(|_| ()).and_then(|f| g::load(cache, &f).map_err(|_| ())) else {
+        c.check(false, "load the eBPF hot list for the TEST_RUNs");
+        return;
+    };
+    RUNS[2].store(cache, Ordering::Release);
+    if rt::thread::spawn(test_runs, id as u64, rt::thread::my_priority()).is_err() {
+        c.check(false, "start the thread that asks for the runs");
+        return;
+    }
+    let mut reads = 0;
+    let mut right = true;
+    while RUNS[2].load(Ordering::Acquire) != 0 {
+        right &= io(seg, p::READ_OP | p::BUFFERED, STREAM.0 + reads % 64, 1, true);
+        reads += 1;
+    }
+    let (calls, cycles) = (RUNS[0].load(Ordering::Relaxed), RUNS[1].load(Ordering::Relaxed));
+    let turn = graft::table::TURN_MS * rt::sys::kernel_info().tsc_per_ms;
+    println!("graft_test: TEST_RUN of 100,000: at most {calls} calls, {cycles} ticks (a turn: {turn}); {reads} reads beside");
+    c.check(calls > 0 && calls < g::MAX_REPEAT, &format!("a TEST_RUN of 100,000 calls stops after the cache's turn ({calls} calls)"));
+    c.check(cycles < 3 * turn, &format!("its graft time is about one turn ({cycles} ticks, a turn {turn})"));
+    c.check(right && reads > 0, &format!("the cache serves other reads meanwhile, right ({reads})"));
+    let _ = g::unload(cache, id);
+}
+
 /// FNV-1a of `b` (`baio::checksum`'s).
 fn baio_fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
@@ -546,7 +593,7 @@ fn main() -> i32 {
     c.check(m.word(1) != 0, "a piece far past any file's end is refused");
 
     // Hostile grafts: refused at load, or aborted and unloaded after three failures.
-    let hostile: [(&str, Option<&str>); 18] = [
+    let hostile: [(&str, Option<&str>); 23] = [
         ("wasmaot_spin", None),
         ("wasmaot_oob", None),
         ("wasmaot_hog", None),
@@ -559,12 +606,17 @@ fn main() -> i32 {
         ("wasmi_trap", None),
         ("ebpf_spin", Some("loop")),
         ("ebpf_helper", Some("helper")),
-        ("ebpf_oob", None),
+        ("ebpf_oob", Some("unbounded")),
+        ("ebpf_negx", Some("does not implement")),
+        ("ebpf_leak", Some("only in the stack")),
         ("ebpf_liar", None),
         ("rhai_spin", None),
         ("rhai_hog", None),
         ("rhai_liar", None),
         ("rhai_shrink", None),
+        ("rhai_keys", None),
+        ("rhai_curry", None),
+        ("signed_spin", None),
     ];
     for (name, refusal) in hostile {
         let Ok(file) = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")) else {
@@ -591,6 +643,7 @@ fn main() -> i32 {
     }
     let k = hot_kept(&seg, cache, &mut c, "after the hostile ones");
     c.eq(k, 0, "no graft is left: LRU again");
+    bounded_requests(&mut c, &seg, cache, files);
     let _ = seg.close();
     // Reconfiguring the cache is for the system's principals: this program (principal 3)
     // may list the components but not swap or interpose.

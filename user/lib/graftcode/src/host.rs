@@ -1,0 +1,79 @@
+//! The servers' `graft::Host`: each graft's engine lives in an arena of its own
+//! (`rt::heap::ArenaHeap`, charged up to the graft's limit), and every load and call
+//! runs guarded (`rt::guard`): the watchdog stops a call past its deadline, the panic
+//! handler leaves a call whose engine panicked, and the table then forgets the engine
+//! with its arena. Together: no graft, and no engine's bug, takes the server down.
+
+use alloc::boxed::Box;
+use graft::host::{GraftHeap, Host, Stopped};
+use rt::heap::ArenaHeap;
+
+/// How often the watchdog looks at a call under way.
+const WATCH_US: u64 = 20_000;
+
+struct Arena(ArenaHeap);
+
+impl GraftHeap for Arena {
+    fn used(&self) -> usize {
+        self.0.used()
+    }
+    fn peak(&self) -> usize {
+        self.0.peak()
+    }
+    fn over(&self) -> bool {
+        self.0.over()
+    }
+    fn clear_over(&self) {
+        self.0.clear_over()
+    }
+    fn reset(&mut self) {
+        self.0.reset()
+    }
+    fn enter(&self, f: &mut dyn FnMut()) {
+        self.0.within(f)
+    }
+}
+
+struct ServerHost {
+    ticks_per_ms: u64,
+}
+
+impl Host for ServerHost {
+    fn now(&self) -> u64 {
+        rt::sys::rdtsc()
+    }
+
+    fn ticks_per_ms(&self) -> u64 {
+        self.ticks_per_ms
+    }
+
+    fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
+        Some(Box::new(Arena(ArenaHeap::new(limit)?)))
+    }
+
+    fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        let mut r = Ok(());
+        // The arena is entered outside the guarded call: a call left half-way comes back
+        // to `guard::run`, and the arena is left as usual.
+        heap.enter(&mut || {
+            r = rt::guard::run(deadline.unwrap_or(u64::MAX), &mut *f).map_err(|s| match s {
+                rt::guard::Stop::Time => Stopped::Time,
+                rt::guard::Stop::Panic => Stopped::Panic,
+            })
+        });
+        r
+    }
+
+    fn over_probe(&self) -> fn() -> bool {
+        rt::heap::current_over
+    }
+}
+
+/// The host for a server's graft table: the engines warmed up on the server's own heap
+/// first (statics they fill once must not lie in a graft's arena), and the watchdog
+/// started.
+pub fn host() -> Box<dyn Host> {
+    graft::engine::warm_up();
+    rt::guard::watch(WATCH_US);
+    Box::new(ServerHost { ticks_per_ms: rt::sys::kernel_info().tsc_per_ms.max(1) })
+}
