@@ -19,6 +19,9 @@ pub const BOOTFS_PIECE: u64 = abi::ipc::MAX_ITEM_PAGES * abi::layout::PAGE_SIZE;
 /// (call to `PARENT`) string = a server's name, MR1 = slot: a SEND capability to it
 /// lands there, if the caller's manifest entry lists the name in `caps`.
 pub const LOOKUP: u64 = 4;
+/// The name `LOOKUP` answers with the memory server that pages the caller, whichever it
+/// is (for its usage and its reclaim graft), when the manifest lists it in `caps`.
+pub const PAGER: &str = "pager";
 /// (call to `PARENT`) MR1 = first port, MR2 = log2 ports: an I/O item, if the manifest
 /// grants every port of it. The caller opens an I/O window first.
 pub const GET_IO: u64 = 5;

@@ -33,9 +33,11 @@ const HELP: &str = "commands:
   ping [ADDR]       an ICMP echo to ADDR (default: the gateway, or 10.0.2.2)
   fetch URL         HTTP GET http://A.B.C.D[:PORT]/PATH: the answer's head, then the body
   cue               Cue transfers net runs: program, socket, bytes sent, schedule, rate
-  graft load POINT FILE   load the graft file FILE (from `files`, e.g. /grafts/…) at
-                    POINT for this shell's principal (evict: the cache's eviction
-                    victim; stream: blk's reads flagged STREAM)
+  graft load PLACE FILE   load the graft file FILE (from `files`, e.g. /grafts/…) at
+                    PLACE for this shell's principal (evict: the cache's eviction
+                    victim; reclaim: which of this shell's pages its memory server
+                    takes back; stream: blk's reads flagged STREAM; cue: Cue's bytes
+                    in net; ldisk: a segment as a logical disk)
   graft list        the grafts this principal loaded: calls, aborts, cycles
   graft replace ID FILE  hot-swap graft ID for the graft in FILE (any technology,
                     the same point), its state carried over
@@ -292,14 +294,19 @@ fn graft_server(name: &str) -> Option<u64> {
     if env::lookup(name, srv).is_ok() {
         return Some(srv);
     }
-    println!("graft: no `{}` server to ask", name);
+    if name == rt::proto::PAGER {
+        println!("graft: this shell may not ask its memory server (its manifest entry lists no `pager`)");
+    } else {
+        println!("graft: this shell may not ask `{}` (its manifest entry does not list it)", name);
+    }
     rt::free_slot(srv);
     None
 }
 
 /// The graft commands (`graft_api`), at the server that hosts the point or owns the id.
 fn graft(args: &str) {
-    use graft::{GraftFile, Point};
+    use abi::Error;
+    use graft::GraftFile;
     let w: alloc::vec::Vec<&str> = args.split_whitespace().collect();
     let id_server = |id: &str| -> Option<(u32, u64)> {
         let Some(id) = id.parse::<u32>().ok() else {
@@ -307,24 +314,24 @@ fn graft(args: &str) {
             return None;
         };
         let Some(name) = graft_api::server_of_id(id) else {
-            println!("graft: no server has ids like {}", id);
+            println!("graft: no graft {} (see `graft list`)", id);
             return None;
         };
         graft_server(name).map(|s| (id, s))
     };
     let said = |r: Result<(), graft_api::Refusal>| {
         if let Err(r) = r {
-            println!("graft: {}{}{}", r.error.name(), if r.reason.is_empty() { "" } else { ": " }, r.reason);
+            match (r.error, r.reason.is_empty()) {
+                (Error::NotFound, true) => println!("graft: no such graft of this shell's (see `graft list`)"),
+                (e, true) => println!("graft: {}", e.name()),
+                (e, false) => println!("graft: {}: {}", e.name(), r.reason),
+            }
         }
     };
     match w[..] {
         ["load", point, file] => {
-            let Some(p) = Point::from_name(point) else {
-                println!("graft: no point `{}` (there is: evict)", point);
-                return;
-            };
-            let Some(name) = graft_api::server_of(p) else {
-                println!("graft: no server hosts point `{}`", point);
+            let Some((name, p)) = graft_api::place(point) else {
+                println!("graft: no place `{}` to load a graft (there are: {})", point, graft_api::place_words());
                 return;
             };
             let Some(srv) = graft_server(name) else { return };
@@ -345,7 +352,7 @@ fn graft(args: &str) {
         }
         ["list"] => {
             println!("  ID OWNER POINT  TECH      CALLS  ABORTS       CYCLES NAME");
-            for (name, _, _) in graft_api::SERVERS {
+            for name in graft_api::ASKED {
                 // Servers this shell may not reach have no grafts of its to show.
                 let srv = rt::alloc_slot();
                 if env::lookup(name, srv).is_err() {
@@ -413,7 +420,7 @@ fn graft(args: &str) {
                 Err(r) => said(Err(r)),
             }
         }
-        _ => println!("graft: load POINT FILE | list | replace ID FILE | unload ID | state ID WORD... | stats ID"),
+        _ => println!("graft: load PLACE FILE | list | replace ID FILE | unload ID | state ID WORD... | stats ID"),
     }
 }
 

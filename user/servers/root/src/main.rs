@@ -617,6 +617,13 @@ impl Root<'_> {
         if !self.progs[idx].entry.caps.iter().any(|c| c == name) {
             return Err(Error::NoRights);
         }
+        // The program's own memory server, whichever it is (`proto::PAGER`): it takes the
+        // program's requests about its own pages (usage, a reclaim graft).
+        if name == proto::PAGER {
+            let s = self.progs[idx].pager.map(|p| self.mems[p]).ok_or(Error::NotFound)?;
+            let (req, badge, srv) = (self.progs[idx].child.task, self.client_badge(idx).0, self.progs[s].child.thread);
+            return with_tmp(|tmp| sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)));
+        }
         let req = self.progs[idx].child.task;
         if name == "machine" {
             return sys::cap_give(req, cap::MACHINE_SLOT, dst, rights::SHUTDOWN);
