@@ -93,6 +93,12 @@ fn main() -> i32 {
         c.eq(raw(n, [0; 6]), Err(Error::NoSys), "unknown system call number");
     }
 
+    // KERNEL_INFO: a `what` it does not know is refused (not answered as what = 0).
+    c.eq(raw(nr::KERNEL_INFO, [0; 6]), Ok(()), "KERNEL_INFO(0)");
+    for what in [4, 99, u64::MAX] {
+        c.eq(raw(nr::KERNEL_INFO, [what, 0, 0, 0, 0, 0]), Err(Error::InvalidArg), "KERNEL_INFO with an unknown what");
+    }
+
     // DEBUG_PUT pointer and length checks.
     c.eq(raw(nr::DEBUG_PUT, [KERNEL_PTR, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print from a kernel pointer");
     c.eq(raw(nr::DEBUG_PUT, [0, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print from a null pointer");
