@@ -379,7 +379,16 @@ pub fn take_queued(k: &mut Kernel, recv: u32, from: Option<task::ObjRef>) -> Res
                 debug_assert!(k.t(recv).sendq.front() != Some(s), "a sender stays queued after unlink");
                 k.wake(s, e as u64);
             }
-            Err(Fail::Receiver(e)) => return Err(e),
+            Err(Fail::Receiver(e)) => {
+                // The receiver cannot take this message (its buffer is not writable, its
+                // quota cannot pay for the items): the message is dropped and both are
+                // told, as when the receiver was waiting (`deliver`). Left queued, the
+                // sender would wait for a receive that fails the same way each time —
+                // a server loop receiving into the same buffer would spin on it for ever.
+                k.unlink(s);
+                k.wake(s, e as u64);
+                return Err(e);
+            }
         }
     }
     Ok(false)
