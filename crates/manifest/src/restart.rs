@@ -100,7 +100,7 @@ pub fn delay(k: usize, p: &Policy) -> u64 {
         return 0;
     }
     let shift = (k - 2).min(63) as u32;
-    p.first_delay_us.checked_mul(1u64 << shift).unwrap_or(u64::MAX).min(p.max_delay_us)
+    p.first_delay_us.saturating_mul(1u64 << shift).min(p.max_delay_us)
 }
 
 #[cfg(test)]
