@@ -95,7 +95,9 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
         *d = match fp.kind() {
             fpage::MEM => {
                 let at = w.base() + (((ctl & !0xfff) % w.size()) & !(fp.size() - 1));
-                if !abi::layout::is_user_range(at, fp.size()) {
+                // Where pages may be mapped: not the half's last page (`USER_MAP_END`),
+                // refused here, before any item is carried out.
+                if !abi::layout::is_mappable(at, fp.size()) {
                     return Err(Fail::Sender(Error::InvalidArg));
                 }
                 // UTCBs are neither sent nor mapped over (what map_mem would refuse). A
@@ -379,7 +381,16 @@ pub fn take_queued(k: &mut Kernel, recv: u32, from: Option<task::ObjRef>) -> Res
                 debug_assert!(k.t(recv).sendq.front() != Some(s), "a sender stays queued after unlink");
                 k.wake(s, e as u64);
             }
-            Err(Fail::Receiver(e)) => return Err(e),
+            Err(Fail::Receiver(e)) => {
+                // The receiver cannot take this message (its buffer is not writable, its
+                // quota cannot pay for the items): the message is dropped and both are
+                // told, as when the receiver was waiting (`deliver`). Left queued, the
+                // sender would wait for a receive that fails the same way each time —
+                // a server loop receiving into the same buffer would spin on it for ever.
+                k.unlink(s);
+                k.wake(s, e as u64);
+                return Err(e);
+            }
         }
     }
     Ok(false)
@@ -448,6 +459,20 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
         Ok(_) => {
             k.wake(r.id, 0);
             Ok(())
+        }
+        Err(Fail::Sender(e)) if pager_answer => {
+            // The pager's answer cannot be carried out (an item the kernel refuses, such
+            // as a page that may not be mapped): the pager is told, and the fault goes to
+            // the fault handler as when it maps nothing — else the thread would wait for
+            // an answer no pager sends (pagers do not answer one fault twice).
+            k.tm(r.id).fault_to_pager = false;
+            k.tm(r.id).partner = None;
+            k.timers.remove(r.id);
+            let words = resumes_fault.unwrap_or_default();
+            if !report_fault(k, r.id, words, false) {
+                crate::kprintln!("[kernel] thread {}: its pager's answer to the fault at {:#x} was refused ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
+            }
+            Err(e)
         }
         Err(Fail::Sender(e)) => {
             k.tm(cur).reply_to = Some(r);

@@ -226,6 +226,16 @@ pub mod layout {
             None => false,
         }
     }
+
+    /// Whether `[addr, addr + len)` lies where user pages may be mapped (`USER_MIN` up
+    /// to `USER_MAP_END`): what a pager may answer a fault with. A fault outside it can
+    /// be resolved by nobody (the half's last page is user range but never mapped).
+    pub const fn is_mappable(addr: u64, len: u64) -> bool {
+        match addr.checked_add(len) {
+            Some(end) => addr >= USER_MIN && end <= USER_MAP_END,
+            None => false,
+        }
+    }
 }
 
 /// Capability types (as reported by `CAP_INFO`).
@@ -737,5 +747,17 @@ mod tests {
         assert!(!layout::is_user_range(0, 0x1000));
         assert!(!layout::is_user_range(layout::USER_END - 8, 16));
         assert!(!layout::is_user_range(u64::MAX - 2, 8));
+    }
+
+    #[test]
+    fn mappable() {
+        assert!(layout::is_mappable(0x1000, 0x1000));
+        assert!(layout::is_mappable(layout::USER_MAP_END - 0x1000, 0x1000));
+        // The last user page is user range, but no page may be mapped there.
+        assert!(layout::is_user_range(layout::USER_MAP_END, 0x1000));
+        assert!(!layout::is_mappable(layout::USER_MAP_END, 0x1000));
+        assert!(!layout::is_mappable(layout::USER_MAP_END - 0x1000, 0x2000));
+        assert!(!layout::is_mappable(0, 0x1000));
+        assert!(!layout::is_mappable(u64::MAX - 0xfff, 0x1000));
     }
 }

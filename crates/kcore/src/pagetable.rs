@@ -37,7 +37,7 @@ fn index(va: u64, level: u32) -> usize {
 /// A page that may be mapped for user mode (`USER_MAP_END`: not the canonical half's
 /// last page, see there).
 fn is_user_page(va: u64) -> bool {
-    va & 0xfff == 0 && (abi::layout::USER_MIN..abi::layout::USER_MAP_END).contains(&va)
+    va & 0xfff == 0 && abi::layout::is_mappable(va, 0x1000)
 }
 
 /// The last-level table covering `va`, if the tables down to it exist.

@@ -30,8 +30,9 @@ pub struct Regs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     Null,
-    /// `KERNEL_INFO(what)`: 0 (and any other number) version, ticks, TSC rate, quota,
-    /// free frames; 1 the TSC ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`).
+    /// `KERNEL_INFO(what)`: 0 version, ticks, TSC rate, quota, free frames; 1 the TSC
+    /// ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`). Any other `what` (but
+    /// `KERNEL_INFO_CPU`, `CpuInfo`) is `InvalidArg`.
     KernelInfo { what: u64 },
     /// `KERNEL_INFO(abi::KERNEL_INFO_CPU, cpu)`: one CPU's counts.
     CpuInfo { cpu: u64 },
@@ -173,7 +174,8 @@ impl Call {
         Ok(match r.rax {
             sys::NULL => Call::Null,
             sys::KERNEL_INFO if a0 == abi::KERNEL_INFO_CPU => Call::CpuInfo { cpu: a1 },
-            sys::KERNEL_INFO => Call::KernelInfo { what: if a0 <= abi::KERNEL_INFO_SMP { a0 } else { 0 } },
+            sys::KERNEL_INFO if a0 <= abi::KERNEL_INFO_SMP => Call::KernelInfo { what: a0 },
+            sys::KERNEL_INFO => return Err(Error::InvalidArg),
             sys::DEBUG_PUT => {
                 if a1 > DEBUG_PUT_MAX {
                     return Err(Error::TooLong);
@@ -336,7 +338,15 @@ mod tests {
         assert_eq!(dec(sys::KERNEL_INFO, [1, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 1 }));
         assert_eq!(dec(sys::KERNEL_INFO, [2, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 2 }));
         assert_eq!(dec(sys::KERNEL_INFO, [3, 5, 0, 0, 0]), Ok(Call::CpuInfo { cpu: 5 }));
-        assert_eq!(dec(sys::KERNEL_INFO, [4, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [0, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
+    }
+
+    #[test]
+    fn kernel_info_unknown_what() {
+        // A `what` the kernel does not know is refused, not answered with what=0's data.
+        for what in [4, 5, 0x100, 1 << 32, u64::MAX] {
+            assert_eq!(dec(sys::KERNEL_INFO, [what, 0, 0, 0, 0]), Err(Error::InvalidArg), "what = {what:#x}");
+        }
     }
 
     #[test]

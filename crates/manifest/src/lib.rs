@@ -11,7 +11,7 @@
 //! io = ["0x3f8-0x3ff"]      # I/O port ranges it may have
 //! irq = [4]                 # interrupt lines it may attach to
 //! caps = ["sigma0"]         # servers it may look up by name
-//! restart = true            # root restarts it when it dies
+//! restart = true            # root restarts it when it dies (`restart`: back-off, budget)
 //! clients = true            # root tells it (`GONE`) when a program that looked it up ends
 //! ```
 //!
@@ -25,6 +25,8 @@
 #![no_std]
 
 extern crate alloc;
+
+pub mod restart;
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;

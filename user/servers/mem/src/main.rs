@@ -126,7 +126,10 @@ impl Mem {
     fn fault(&mut self, badge: u64, addr: u64, access: u64) -> Option<Msg> {
         let page = addr & !(PAGE_SIZE - 1);
         let c = self.clients.get(&badge)?;
-        if page < LOWEST || !abi::layout::is_user_range(page, PAGE_SIZE) {
+        // A page no pager may map (the half's last page): declined, so the kernel hands
+        // the fault to the fault handler (root ends the program). An item for it would be
+        // refused by the kernel, and the thread would wait for ever.
+        if page < LOWEST || !abi::layout::is_mappable(page, PAGE_SIZE) {
             return None;
         }
         if access & label::PRESENT != 0 {

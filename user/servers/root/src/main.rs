@@ -7,6 +7,13 @@
 //! reports each and ends the machine when all are done. It runs live updates of
 //! servers (`proto::UPDATE`): the new program takes the old one's state, root moves
 //! the old one's endpoint to it (`THREAD_CONTROL SUCCEED`) and ends the old one.
+//!
+//! Restarts follow `manifest::restart`: a program's own deaths (faults, exits) are
+//! restarted with a growing back-off and, past a budget, it is left down (reported, in
+//! `ps`; `run NAME` starts it again); a `KILL` is restarted at once. A restart starts the
+//! program's plain entry — after a live update, the program that now serves, without
+//! the update's arguments — and a program read from the files filesystem from the image
+//! root kept (the files server may be the program itself).
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -15,10 +22,12 @@ extern crate alloc;
 
 use abi::fpage::Fpage;
 use abi::{cap, mem, rights, Error};
+use alloc::rc::Rc;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use bootfs::BootFs;
 use core::fmt::Write;
+use manifest::restart::{self, Deaths, Verdict};
 use manifest::Program;
 use rt::ipc::{self, Msg};
 use rt::loader::{self, Child};
@@ -44,6 +53,11 @@ struct Prog {
     /// Index of the memory server that pages it (None: paged by sigma0).
     pager: Option<usize>,
     restarts: u32,
+    /// Its counted deaths (`manifest::restart`), carried from instance to instance.
+    deaths: Deaths,
+    /// The image of a program read from the files filesystem, kept for its restart (the
+    /// files server may be this program, or the file may have changed since).
+    image: Option<Rc<[u8]>>,
     /// Programs marked `clients` it was given a capability to: told when it ends.
     uses: Vec<usize>,
     /// The program that asked for it (SPAWN): it may KILL it.
@@ -51,6 +65,21 @@ struct Prog {
     /// The new program of a live update of this one, not serving yet: `find` skips it.
     successor_of: Option<usize>,
 }
+
+/// A program marked `restart` with no instance running: waiting out its back-off, or
+/// left down (its restart budget spent).
+struct Down {
+    entry: Program,
+    image: Option<Rc<[u8]>>,
+    restarts: u32,
+    deaths: Deaths,
+    /// When to start it (`sys::now_us`); None: left down, until a manual start.
+    due: Option<u64>,
+}
+
+/// `finish`'s outcome for a program ended by a `KILL` (the one death not counted against
+/// its restart budget).
+const KILLED: &str = "killed";
 
 /// A live update under way.
 #[derive(Clone, Copy)]
@@ -85,6 +114,8 @@ struct Root<'a> {
     holding: Holding,
     /// Clients of the old server of an update that ended while it ran.
     gone_in_update: Vec<u64>,
+    /// Programs to restart later, or left down.
+    down: Vec<Down>,
 }
 
 /// What an old server handed over to root in a live update (`COMMIT`): root grants it
@@ -137,20 +168,23 @@ impl Root<'_> {
     /// Start a program from a manifest entry. `requester`: the program that asked
     /// (SPAWN), which gets capabilities to it and gives it one back (PEER).
     /// A program whose file is a path (starting with `/`) is read from the files
-    /// filesystem (`read_program`) and its image sent to its memory server.
-    fn start(&mut self, entry: Program, requester: Option<Requester>) -> Result<usize, Error> {
-        let read: Vec<u8>;
-        let data: &[u8] = if entry.file.starts_with('/') {
-            read = self.read_program(&entry.file).inspect_err(|e| println!("[root] cannot read `{}` from the files filesystem: {:?}", entry.file, e))?;
-            &read
-        } else {
-            match self.fs.find(&entry.file) {
+    /// filesystem (`read_program`), unless its `image` is given (a restart), and its
+    /// image sent to its memory server.
+    fn start(&mut self, entry: Program, requester: Option<Requester>, image: Option<Rc<[u8]>>) -> Result<usize, Error> {
+        let read: Option<Rc<[u8]>> = match image {
+            _ if !entry.file.starts_with('/') => None,
+            Some(i) => Some(i),
+            None => Some(self.read_program(&entry.file).inspect_err(|e| println!("[root] cannot read `{}` from the files filesystem: {:?}", entry.file, e))?.into()),
+        };
+        let data: &[u8] = match &read {
+            Some(r) => r,
+            None => match self.fs.find(&entry.file) {
                 Some(file) => file.data,
                 None => {
                     println!("[root] no program `{}` in the boot image", entry.file);
                     return Err(Error::InvalidArg);
                 }
-            }
+            },
         };
         let pager = MEM_SERVERS.iter().position(|m| *m == entry.pager).ok_or_else(|| {
             println!("[root] {}: no memory server `{}`", entry.name, entry.pager);
@@ -177,8 +211,13 @@ impl Root<'_> {
             child.discard();
             return Err(e);
         }
+        // Kept for a restart: a program the manifest restarts, or an update's new one.
+        let keep = entry.file.starts_with('/') && (entry.restart || self.peer_of_next.is_some());
         let i = self.record(child, entry, Some(mem_idx));
         self.progs[i].spawner = requester.map(|r| r.idx);
+        if keep {
+            self.progs[i].image = read;
+        }
         Ok(i)
     }
 
@@ -256,7 +295,7 @@ impl Root<'_> {
 
     /// Keep the record of a started program; returns its index.
     fn record(&mut self, child: Child, entry: Program, pager: Option<usize>) -> usize {
-        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, uses: Vec::new(), spawner: None, successor_of: None });
+        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, deaths: Deaths::default(), image: None, uses: Vec::new(), spawner: None, successor_of: None });
         self.progs.len() - 1
     }
 
@@ -309,17 +348,83 @@ impl Root<'_> {
             let why = if self.update.is_some_and(|u| u.new == idx) { "the new program ended before it took the state" } else { "the old program ended" };
             self.abort_update(why);
         }
-        let p = &self.progs[idx];
+        let p = &mut self.progs[idx];
+        let image = p.image.take();
         if p.entry.restart && pager.is_some() {
-            let (entry, restarts) = (p.entry.clone(), p.restarts);
-            match self.start(entry, None) {
-                Ok(n) => {
-                    self.progs[n].restarts = restarts + 1;
-                    println!("[root] restarted {} (restart {})", self.progs[n].name, restarts + 1);
+            let down = Down { entry: p.entry.clone(), image, restarts: p.restarts, deaths: p.deaths, due: None };
+            self.died(down, outcome != Err(KILLED));
+        }
+    }
+
+    /// A program marked `restart` died (`counted`: by its own doing, not a `KILL`):
+    /// restart it now or after its back-off, or leave it down (`manifest::restart`).
+    /// A restart that fails is a counted death too.
+    fn died(&mut self, mut down: Down, mut counted: bool) {
+        loop {
+            let now = sys::now_us();
+            let name = down.entry.name.clone();
+            match down.deaths.died(now, counted, &restart::POLICY) {
+                Verdict::LeaveDown { deaths } => {
+                    println!("[root] {} died {} times within {} s: left down (`run {}` starts it again)", name, deaths, restart::POLICY.interval_us / 1_000_000, name);
+                    self.down.push(down);
+                    return;
                 }
-                Err(e) => println!("[root] cannot restart {}: {:?}", self.progs[idx].name, e),
+                Verdict::Restart { after_us } if after_us > 0 => {
+                    println!("[root] {} died {} times within {} s: restarting it in {} ms", name, down.deaths.count(), restart::POLICY.interval_us / 1_000_000, after_us / 1000);
+                    down.due = Some(now.saturating_add(after_us));
+                    self.down.push(down);
+                    return;
+                }
+                Verdict::Restart { .. } => match self.revive(&down) {
+                    Ok(_) => return,
+                    Err(e) => {
+                        println!("[root] cannot restart {}: {:?}", name, e);
+                        counted = true;
+                    }
+                },
             }
         }
+    }
+
+    /// Start a program marked `restart` again from its record.
+    fn revive(&mut self, down: &Down) -> Result<usize, Error> {
+        let n = self.start(down.entry.clone(), None, down.image.clone())?;
+        let p = &mut self.progs[n];
+        p.restarts = down.restarts + 1;
+        p.deaths = down.deaths;
+        println!("[root] restarted {} (restart {})", p.name, p.restarts);
+        Ok(n)
+    }
+
+    /// Start the programs whose back-off has passed.
+    fn restart_due(&mut self) {
+        let now = sys::now_us();
+        while let Some(i) = self.down.iter().position(|d| d.due.is_some_and(|t| t <= now)) {
+            let down = self.down.swap_remove(i);
+            if let Err(e) = self.revive(&down) {
+                println!("[root] cannot restart {}: {:?}", down.entry.name, e);
+                self.died(down, true);
+            }
+        }
+    }
+
+    /// A manual start (`run NAME` by a program that may operate the machine) of a
+    /// program marked `restart` that is down: it starts now, its count of deaths
+    /// cleared, as root's own (restarted when it dies) — not as the asker's child.
+    fn start_again(&mut self, name: &str) -> Option<Answer> {
+        let i = self.down.iter().position(|d| d.entry.name == name)?;
+        let mut down = self.down.swap_remove(i);
+        down.deaths = Deaths::default();
+        down.due = None;
+        println!("[root] starting {} again (by hand)", name);
+        Some(match self.revive(&down) {
+            Ok(n) => Answer::ok(&[badge_of(n)]),
+            Err(e) => {
+                println!("[root] cannot start {}: {:?}", name, e);
+                self.down.push(down);
+                Answer::err(e)
+            }
+        })
     }
 
     /// A live update: start the new program (see `proto::UPDATE`); the answer to the
@@ -340,9 +445,13 @@ impl Root<'_> {
         }
         let mut entry = self.progs[old].entry.clone();
         entry.file = program.to_string();
-        entry.args = alloc::format!("{} update {}", entry.args, rest.join(" ")).trim().to_string();
         entry.test = false;
         entry.restart = false;
+        // What the new program's record keeps (a restart starts it, once it serves): the
+        // new program as the manifest configures the old one — without `update` and its
+        // arguments, which name an old server that will be gone by then.
+        let plain = entry.clone();
+        entry.args = alloc::format!("{} update {}", entry.args, rest.join(" ")).trim().to_string();
         // The old one learns who may take its state (the id the new program will get)
         // before that program starts: a server that does not take part is left alone,
         // and no second instance of it (a driver of the same device) ever runs.
@@ -351,7 +460,7 @@ impl Root<'_> {
             return Err((Error::Unsupported, "the server does not take part in live updates"));
         }
         self.peer_of_next = Some(old);
-        let started = self.start(entry, None);
+        let started = self.start(entry, None, None);
         self.peer_of_next = None;
         let new = match started {
             Ok(new) => new,
@@ -362,6 +471,7 @@ impl Root<'_> {
             }
         };
         self.progs[new].successor_of = Some(old);
+        self.progs[new].entry = plain;
         println!("[root] updating {}: program {} takes over from {}", name, badge_of(new), badge_of(old));
         self.update = Some(Update { old, new, reply });
         self.gone_in_update.clear();
@@ -409,11 +519,15 @@ impl Root<'_> {
                 }
             }
         }
-        let (restart, restarts) = (self.progs[u.old].entry.restart, self.progs[u.old].restarts);
+        let (restart, restarts, deaths) = (self.progs[u.old].entry.restart, self.progs[u.old].restarts, self.progs[u.old].deaths);
         let n = &mut self.progs[u.new];
         n.successor_of = None;
         n.entry.restart = restart;
         n.restarts = restarts;
+        n.deaths = deaths;
+        if !restart {
+            n.image = None;
+        }
         self.progs[u.old].entry.restart = false;
         // The services the old one used keep for the new one what others depend on
         // (blk: the handles its tickets were delegated from).
@@ -537,6 +651,12 @@ impl Root<'_> {
             let (vol, inv) = sys::task_switches(p.child.task).unwrap_or((0, 0));
             let _ = writeln!(s, "{:4} {:12} {:9} {:4} {:7} {:6} {:6} {:9} {:8} {:8}", badge_of(i), p.name, state, prio, threads, pager, kused, p.restarts, vol, inv);
         }
+        // Programs marked `restart` with no instance: waiting out their back-off
+        // (`backoff`), or left down after their budget (`down`).
+        for d in &self.down {
+            let state = if d.due.is_some() { "backoff" } else { "down" };
+            let _ = writeln!(s, "{:>4} {:12} {:9} {:>4} {:>7} {:6} {:>6} {:9} {:>8} {:>8}", "-", d.entry.name, state, d.entry.priority, "-", d.entry.pager, "-", d.restarts, "-", "-");
+        }
         s
     }
 
@@ -591,6 +711,11 @@ impl Root<'_> {
             cmd = r.trim();
         }
         let (name, args) = cmd.split_once(' ').unwrap_or((cmd, ""));
+        if args.is_empty() && pager.is_none() && self.may_operate(idx) {
+            if let Some(a) = self.start_again(name) {
+                return a;
+            }
+        }
         let mut entry = self.manifest.iter().find(|p| p.name == name).cloned().unwrap_or_else(|| Program::new(name));
         // A program the spawner could not be (its entry grants more than the
         // spawner's) starts only as the manifest configures it, and the spawner does
@@ -607,7 +732,7 @@ impl Root<'_> {
         }
         entry.test = false;
         entry.restart = false;
-        match self.start(entry, Some(Requester { idx, slot: dst, control })) {
+        match self.start(entry, Some(Requester { idx, slot: dst, control }), None) {
             Ok(i) => Answer::ok(&[badge_of(i)]),
             Err(e) => Answer::err(e),
         }
@@ -649,6 +774,9 @@ impl Server for Root<'_> {
 
     /// A program faulted (root is every program's fault handler): it ends.
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
+        // Restarts whose back-off has passed, also while messages keep coming (the
+        // receive timeout alone would wait for a quiet moment).
+        self.restart_due();
         if !from.is_fault() {
             return None;
         }
@@ -662,6 +790,15 @@ impl Server for Root<'_> {
         self.finish(idx - 1, Err("fault"));
         self.maybe_end();
         Some(Answer::Later)
+    }
+
+    fn next_tick_us(&mut self) -> Option<u64> {
+        let now = sys::now_us();
+        self.down.iter().filter_map(|d| d.due).min().map(|t| t.saturating_sub(now))
+    }
+
+    fn tick(&mut self) {
+        self.restart_due();
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
@@ -712,7 +849,7 @@ impl Server for Root<'_> {
                 if target - 1 != idx && self.progs[target - 1].spawner != Some(idx) && !self.may_operate(idx) {
                     return Answer::err(Error::NoRights);
                 }
-                self.finish(target - 1, Err("killed"));
+                self.finish(target - 1, Err(KILLED));
                 self.maybe_end();
                 if target - 1 == idx {
                     Answer::Later
@@ -845,7 +982,7 @@ fn main() -> i32 {
         println!("[root] sigma0 did not give the I/O ports the manifest grants");
     }
     let any_test = manifest.iter().any(|p| p.test && p.start);
-    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test, update: None, peer_of_next: None, relay: None, holding: Holding::default(), gone_in_update: Vec::new() };
+    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test, update: None, peer_of_next: None, relay: None, holding: Holding::default(), gone_in_update: Vec::new(), down: Vec::new() };
     for name in MEM_SERVERS {
         match root.start_mem(name) {
             Ok(i) => root.mems.push(i),
@@ -859,7 +996,7 @@ fn main() -> i32 {
         if !entry.start {
             continue;
         }
-        if root.start(entry.clone(), None).is_err() && entry.test {
+        if root.start(entry.clone(), None, None).is_err() && entry.test {
             root.failed += 1;
             println!("TEST {} FAIL (not started)", entry.name);
         }

@@ -1,7 +1,8 @@
 //! Faults: a user thread's page fault, invalid opcode, divide error, general
 //! protection and write to read-only memory reach its fault handler as messages;
 //! the handler resumes it past the instruction with its registers intact; a thread
-//! without a handler is stopped; a faulting program is removed by root; the system
+//! without a handler is stopped; a faulting program is removed by root — also one
+//! whose main thread faults on the last user page, which no pager can map; the system
 //! goes on.
 #![no_std]
 #![no_main]
@@ -116,6 +117,12 @@ fn main() -> i32 {
     c.check(spawn("fault_crasher", crash).is_ok(), "spawn a program that faults");
     let gone = tests::wait_until(200, || sys::cap_info(crash) == Err(Error::InvalidCap));
     c.check(gone, "root removed the faulting program");
+    // Its main thread reads the user half's last page, which no pager may map: the
+    // fault cannot be resolved, and the program must end as well (it waited for ever).
+    let last = rt::alloc_slot_pair();
+    c.check(spawn("fault_crasher last", last).is_ok(), "spawn a program whose main thread reads the last user page");
+    let gone = tests::wait_until(300, || sys::cap_info(last) == Err(Error::InvalidCap));
+    c.check(gone, "root removed it (an unresolvable fault ends the program)");
     let mut m = Msg::new(echo::ECHO, &[3]);
     c.eq(ipc::call(e, &mut m, FOREVER), Ok(()), "other programs still run");
     c.finish("fault_test")

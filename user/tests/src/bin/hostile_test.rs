@@ -71,7 +71,10 @@ fn irq_ownership(c: &mut Checks) {
 
 static BAD_RECV: AtomicU64 = AtomicU64::new(0);
 
-fn bad_receiver(_: u64) {
+/// Receives into an unmapped buffer, `delay` µs after it starts (a sender that came
+/// first is queued by then).
+fn bad_receiver(delay: u64) {
+    sys::sleep_us(delay);
     let u = ipc::utcb();
     u.recv_buf_addr = UNMAPPED;
     u.recv_buf_len = 100;
@@ -91,6 +94,12 @@ fn main() -> i32 {
     // Unknown system calls.
     for n in [nr::COUNT, 1000, u64::MAX] {
         c.eq(raw(n, [0; 6]), Err(Error::NoSys), "unknown system call number");
+    }
+
+    // KERNEL_INFO: a `what` it does not know is refused (not answered as what = 0).
+    c.eq(raw(nr::KERNEL_INFO, [0; 6]), Ok(()), "KERNEL_INFO(0)");
+    for what in [4, 99, u64::MAX] {
+        c.eq(raw(nr::KERNEL_INFO, [what, 0, 0, 0, 0, 0]), Err(Error::InvalidArg), "KERNEL_INFO with an unknown what");
     }
 
     // DEBUG_PUT pointer and length checks.
@@ -138,6 +147,16 @@ fn main() -> i32 {
     let r = ipc::send(bad.slot, &Msg::new(1, &[]).with_string(), FOREVER);
     c.eq(r, Err(Error::CopyFault), "send into a receiver's unmapped buffer");
     sys::sleep_us(5_000);
+    c.eq(BAD_RECV.load(Ordering::SeqCst), Error::CopyFault as u64, "receiver told of the fault");
+    // The same with the sender queued first: both learn too (the message is dropped, so a
+    // receive loop whose buffer stays bad cannot spin on it, and the sender does not wait
+    // until its timeout).
+    BAD_RECV.store(0, Ordering::SeqCst);
+    let bad = thread::spawn(bad_receiver, 20_000, thread::my_priority()).unwrap();
+    ipc::set_send_string(b"0123456789");
+    let r = ipc::send(bad.slot, &Msg::new(1, &[]).with_string(), timeouts(2_000_000, aipc::INFINITE));
+    c.eq(r, Err(Error::CopyFault), "a queued sender whose receiver's buffer is unmapped");
+    c.check(tests::wait_until(100, || BAD_RECV.load(Ordering::SeqCst) != 0), "the receiver ends its receive");
     c.eq(BAD_RECV.load(Ordering::SeqCst), Error::CopyFault as u64, "receiver told of the fault");
     // Our own receive buffer is bad when the reply comes.
     {

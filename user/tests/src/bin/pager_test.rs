@@ -48,6 +48,13 @@ extern "C" fn refused(_: u64) -> ! {
     sys::thread_exit()
 }
 
+extern "C" fn last_page(_: u64) -> ! {
+    // SAFETY: deliberately on the page no pager may map.
+    unsafe { core::ptr::read_volatile(abi::layout::USER_MAP_END as *const u64) };
+    DONE.store(98, Ordering::SeqCst);
+    sys::thread_exit()
+}
+
 fn start(entry: extern "C" fn(u64) -> !, me: u64) -> u64 {
     let t = rt::alloc_slot();
     sys::thread_create(cap::SELF_TASK, t, thread::alloc_utcb(), thread::my_priority()).unwrap();
@@ -130,6 +137,21 @@ fn main() -> i32 {
     c.check(m.label() == label::FAULT && m.word(1) == abi::ipc::fault::PAGE_FAULT, "as an unhandled page fault");
     c.eq(m.word(2), 0x0000_4444_0000_0000, "with the address");
     c.eq(DONE.load(Ordering::SeqCst), 1, "the refused thread did not continue");
+
+    // A pager whose answer the kernel refuses (a page on the user half's last page,
+    // which may not be mapped): the pager is told, and the fault goes to the fault
+    // handler too — the thread does not wait for an answer no pager will send.
+    let _l = start(last_page, me);
+    let r = ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 2_000_000));
+    c.eq(r, Ok(PAGER_BADGE), "the pager hears of the fault on the last page");
+    c.eq(m.word(1), abi::layout::USER_MAP_END, "at its address");
+    let mut a = Msg::new(0, &[]);
+    a.push_item(Fpage::mem(POOL, 12, mem::READ), abi::layout::USER_MAP_END);
+    c.eq(ipc::reply(&a), Err(abi::Error::InvalidArg), "an item for a page that may not be mapped is refused to the pager");
+    let r = ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 2_000_000));
+    c.eq(r, Ok(HANDLER_BADGE), "then the fault handler hears of it");
+    c.check(m.label() == label::FAULT && m.word(1) == abi::ipc::fault::PAGE_FAULT && m.word(2) == abi::layout::USER_MAP_END, "as an unhandled page fault at that address");
+    c.eq(DONE.load(Ordering::SeqCst), 1, "the thread did not continue");
     c.finish("pager_test")
 }
 

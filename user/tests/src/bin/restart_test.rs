@@ -47,7 +47,17 @@ fn killer(seed: u64) {
             2 => "cache",
             _ => "blk",
         };
-        let Some(id) = tests::id_of(name) else { continue };
+        // Root may be waiting out a back-off before it starts a server again (blk after
+        // it ended by itself, the cache being gone): wait for it rather than skip a kill.
+        let mut id = tests::id_of(name);
+        for _ in 0..1000 {
+            if id.is_some() {
+                break;
+            }
+            sys::sleep_us(10_000);
+            id = tests::id_of(name);
+        }
+        let Some(id) = id else { continue };
         let _ = env::kill(id);
         // Wait for root to start it again before the next kill.
         for _ in 0..1000 {

@@ -238,5 +238,36 @@ fn main() -> i32 {
     // Tell the peer to finish.
     c.check(f::open(srv, "/u_done", true).is_ok(), "tell update_peer to check its file");
     println!("update_test: {} operations", OPS.load(Ordering::Relaxed));
+
+    // A restart after a live update starts a fresh instance of the program that serves
+    // now: killed after an update from the boot image (whose entry carried `update`, so
+    // each new instance asked a dead server for its state and exited, thousands of
+    // times) and after one from /files (which root read through files: gone then).
+    c.check(tests::wait_until(3000, || tests::id_of("update_peer").is_none()), "update_peer has ended");
+    c.eq(env::update("files files"), Ok(()), "update files from the boot image once more");
+    kill_and_serve(&mut c, "after the update from the boot image");
+    c.eq(env::update("files /files"), Ok(()), "update files from /files once more");
+    kill_and_serve(&mut c, "after the update from /files");
     c.finish("update_test")
+}
+
+/// Kill `files`: root must start it again once, and it must serve (a client's call
+/// succeeds) within 10 s and go on serving as the same instance.
+fn kill_and_serve(c: &mut Checks, what: &str) {
+    let restarts = || tests::ps_column("files", 7);
+    let (id, before) = (files_id(), restarts());
+    c.check(id.is_some_and(|i| env::kill(i).is_ok()), &format!("kill files {what}"));
+    let t0 = rt::sys::now_us();
+    let srv = rt::alloc_slot();
+    let served = tests::wait_until(1000, || {
+        let _ = rt::sys::cap_delete(srv);
+        env::lookup("files", srv).is_ok() && f::stat(srv, "/u_a").is_ok()
+    });
+    let took = (rt::sys::now_us() - t0) / 1000;
+    c.check(served, &format!("files serves again {what} ({took} ms)"));
+    let new = files_id();
+    rt::sys::sleep_us(2_000_000);
+    c.eq(restarts(), before.map(|b| b + 1), &format!("restarted once {what}"));
+    c.check(new.is_some() && new != id && files_id() == new, &format!("a new instance serves on ({id:?} → {new:?} → {:?})", files_id()));
+    c.check(f::stat(srv, "/u_a").is_ok(), "and answers");
 }
