@@ -59,6 +59,11 @@ pub trait Engine {
     /// After an aborted call: make the engine callable again (a fresh instance). The
     /// state is written back by the caller afterwards.
     fn reset(&mut self) -> Result<(), Abort>;
+    /// Does a call allocate (an interpreter's values)? Compiled code does not: its calls
+    /// need no heap of their own.
+    fn allocates(&self) -> bool {
+        true
+    }
 }
 
 /// Where a WebAssembly graft keeps the point's input and its state (`graft_input`,

@@ -87,14 +87,16 @@ pub struct Graft {
     undo: Vec<u8>,
     failures: u32,
     broken: bool,
+    /// `CALL_MS` in the host's clock.
+    call_ticks: u64,
 }
 
 /// The state of a graft whose engine is gone (stopped): nothing.
 static NO_STATE: [u8; 0] = [];
 
 impl Graft {
-    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>) -> Graft {
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], failures: 0, broken: false }
+    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>, call_ticks: u64) -> Graft {
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], failures: 0, broken: false, call_ticks }
     }
 
     /// Bytes its engine holds in the server.
@@ -129,19 +131,26 @@ impl Graft {
     pub fn call(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
-        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
-        if !trusted {
-            self.undo.copy_from_slice(engine.state());
-        }
         let budget = self.budget;
         let mut out = Err(Abort::Broken);
-        let deadline = host.now().saturating_add(CALL_MS.saturating_mul(host.ticks_per_ms()));
-        if let Err(why) = host.run(&*self.heap, Some(deadline), &mut || out = engine.call(input, budget)) {
-            return Err(self.stopped(why));
+        // Native grafts are the server's own code: called as such.
+        if self.tech == Tech::Native {
+            out = engine.call(input, budget);
+        } else {
+            if self.tech != Tech::SignedRust {
+                self.undo.copy_from_slice(engine.state());
+            }
+            // Engines that allocate nothing while they run (compiled code) need no arena.
+            let heap = engine.allocates().then_some(&*self.heap);
+            let deadline = host.now().saturating_add(self.call_ticks);
+            if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
+                return Err(self.stopped(why));
+            }
+            if heap.is_some() && self.heap.over() {
+                out = Err(Abort::Memory);
+            }
         }
-        if self.heap.over() {
-            out = Err(Abort::Memory);
-        }
+        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
         let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
@@ -157,14 +166,20 @@ impl Graft {
                 self.stats.last_abort = Some(a);
                 self.failures += 1;
                 let mut reset = Err(Abort::Broken);
-                if let Err(why) = host.run(&*self.heap, Some(deadline), &mut || reset = engine.reset()) {
+                let deadline = host.now().saturating_add(self.call_ticks);
+                let Some(engine) = self.engine.as_mut() else { return Err(a) };
+                if let Err(why) = host.run(Some(&*self.heap), Some(deadline), &mut || reset = engine.reset()) {
                     self.stopped(why);
                     return Err(a);
                 }
                 self.heap.clear_over();
                 match reset {
                     Ok(()) if self.heap.over() => self.broken = true,
-                    Ok(()) if !trusted => engine.state().copy_from_slice(&self.undo),
+                    Ok(()) if !trusted => {
+                        if let Some(e) = self.engine.as_mut() {
+                            e.state().copy_from_slice(&self.undo);
+                        }
+                    }
                     Ok(()) => {}
                     Err(_) => self.broken = true,
                 }
@@ -283,7 +298,7 @@ impl Table {
         let limits = self.limits;
         let mut built = None;
         let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
-        let r = self.host.run(&*heap, Some(deadline), &mut || {
+        let r = self.host.run(Some(&*heap), Some(deadline), &mut || {
             built = Some(match extra(f) {
                 Some(r) => r,
                 None => engine::build(f, limits),
@@ -351,7 +366,8 @@ impl Table {
                 break id;
             }
         };
-        self.grafts.push(Graft::new(id, owner, program, &f, engine, heap));
+        let call_ticks = CALL_MS.saturating_mul(self.host.ticks_per_ms());
+        self.grafts.push(Graft::new(id, owner, program, &f, engine, heap, call_ticks));
         Ok(id)
     }
 
@@ -647,7 +663,7 @@ mod tests {
         fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
             CountingHost { clock: || 0 }.heap(limit)
         }
-        fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
             match deadline {
                 // A load's deadline is far; a call's is stopped.
                 Some(d) if d < LOAD_MS => Err(Stopped::Time),

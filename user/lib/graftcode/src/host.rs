@@ -51,16 +51,20 @@ impl Host for ServerHost {
         Some(Box::new(Arena(ArenaHeap::new(limit)?)))
     }
 
-    fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+    fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
         let mut r = Ok(());
-        // The arena is entered outside the guarded call: a call left half-way comes back
-        // to `guard::run`, and the arena is left as usual.
-        heap.enter(&mut || {
+        let mut guarded = || {
             r = rt::guard::run(deadline.unwrap_or(u64::MAX), &mut *f).map_err(|s| match s {
                 rt::guard::Stop::Time => Stopped::Time,
                 rt::guard::Stop::Panic => Stopped::Panic,
             })
-        });
+        };
+        // The arena is entered outside the guarded call: a call left half-way comes back
+        // to `guard::run`, and the arena is left as usual.
+        match heap {
+            Some(h) => h.enter(&mut guarded),
+            None => guarded(),
+        }
         r
     }
 
