@@ -26,7 +26,11 @@
 //! create writes the new inode, then the entry naming it (or, when the entry is
 //! appended, the parent's inode with its new size); remove clears the entry, then frees
 //! the inode and its blocks; growing a file zeroes the new blocks and records them in
-//! the bitmap before the inode's extent, and the inode's size after the data. A crash
+//! the bitmap before the inode's extent, and the inode's size after the data. Where an
+//! order matters a flush stands between (the device's barrier, `BlockDev::flush`: a disk
+//! that caches writes keeps no order among unflushed ones): after a new inode, after
+//! the zeros of new blocks, after a cleared entry. What an update writes is durable once
+//! a later flush returns (the next update's, or `sync`). A crash
 //! leaves at most an unnamed inode and a stale bitmap, which the next mount frees and
 //! rebuilds ("an interrupted update, finished"). Inodes and directory entries carry
 //! checksums (each lies inside one 512-byte sector, so a torn block write cannot tear
@@ -71,14 +75,16 @@ pub trait Dev: BlockDev {
     fn write_direct(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
         self.write(block, buf)
     }
-    /// Make every write so far durable.
+    /// Make every write so far durable (by default the device's flush: the barrier a
+    /// disk that caches writes needs, `baio::BlockDev::flush`).
     fn sync(&mut self) -> Result<(), baio::Error> {
-        Ok(())
+        self.flush()
     }
 }
 
 impl Dev for baio::MemDev {}
-impl Dev for baio::PowerCut {}
+impl Dev for baio::crash::Recorder {}
+impl Dev for baio::crash::Overlay<'_> {}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -876,6 +882,10 @@ impl<D: Dev> Fs<D> {
         let need = end.div_ceil(BLOCK as u64);
         if need > have {
             let r = self.grow(ino, need - have);
+            // The new blocks' zeros are durable before the extent that names them (a
+            // disk caching writes could otherwise keep the extent over a freed file's
+            // old bytes, or over stale directory entries).
+            self.dev.flush()?;
             self.write_inode(ino)?;
             r?;
         }
@@ -968,6 +978,9 @@ impl<D: Dev> Fs<D> {
         // mount after a crash frees it.
         self.inodes[ino as usize] = Inode { kind: kind as u16, ..Inode::default() };
         self.write_inode(ino)?;
+        // Durable before the entry that names it (else a cut may keep an entry naming
+        // a free inode: a filesystem the mount refuses).
+        self.dev.flush()?;
         let e = encode_entry(ino, kind, &name);
         // Reuse a free entry, else append.
         let size = self.inodes[parent as usize].size;
@@ -996,6 +1009,8 @@ impl<D: Dev> Fs<D> {
         // The entry first (the commit), then the inode and its blocks: a crash between
         // leaves an unnamed inode that the next mount frees.
         self.file_write(parent, idx * DIRENT as u64, &[0u8; DIRENT])?;
+        // The cleared entry is durable before the inode goes.
+        self.dev.flush()?;
         let n = self.inodes[ino as usize];
         self.inodes[ino as usize] = Inode::default();
         self.write_inode(ino)?;
