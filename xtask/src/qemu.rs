@@ -152,7 +152,9 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
         c.args(["-append", &o.append]);
     }
     if let Some(d) = &o.disk {
-        c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw", d.display()));
+        // cache=writeback: the device has a volatile write cache (QEMU offers VIRTIO_BLK_F_FLUSH
+        // and the guest's flushes are the host's fdatasync), as most disks have.
+        c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw,cache=writeback", d.display()));
         c.args(["-device", "virtio-blk-pci,drive=disk0"]);
     }
     if let Some(n) = &o.net {
