@@ -339,22 +339,31 @@ impl<D: Dev> Fs<D> {
     }
 
     /// Read the superblock, bitmap and inode table (no checks beyond the superblock).
-    /// With `rewrite`, a damaged superblock (right magic and version) is written anew
-    /// for the device's size; the sentence saying so comes back.
+    /// With `rewrite` (repair: the device is meant to hold a filesystem), a damaged
+    /// superblock — a bad checksum, size or geometry, but also a damaged or zeroed magic
+    /// or another version — is written anew for the device's size (what the rest holds
+    /// is then checked as this version); the sentence saying so comes back.
     fn load(mut dev: D, rewrite: bool) -> Result<(Fs<D>, Option<String>), Error> {
         let bad = |s: String| Err(Error::Corrupt(s));
         let mut b = [0u8; BLOCK];
         dev.read(0, &mut b)?;
         let u64at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        if u64at(&b, 0) != MAGIC {
-            return bad("bad magic: not a baiofs filesystem".into());
-        }
-        if u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION {
-            return bad(format!("unknown version {} (this is version {VERSION})", u32::from_le_bytes(b[8..12].try_into().unwrap())));
+        let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
+        let head = if u64at(&b, 0) != MAGIC {
+            Some("bad magic: not a baiofs filesystem".to_string())
+        } else if version != VERSION {
+            Some(format!("unknown version {version} (this is version {VERSION})"))
+        } else {
+            None
+        };
+        if let (Some(why), false) = (&head, rewrite) {
+            return bad(why.clone());
         }
         let blocks = dev.blocks();
         let geo = Geometry::new(blocks);
-        let why = if u64at(&b, 64) != checksum(&b[..64]) {
+        let why = if head.is_some() {
+            head
+        } else if u64at(&b, 64) != checksum(&b[..64]) {
             Some("superblock checksum mismatch".to_string())
         } else if u64at(&b, 16) != blocks {
             Some(format!("superblock says {} blocks, the segment has {}", u64at(&b, 16), blocks))
@@ -417,7 +426,9 @@ impl<D: Dev> Fs<D> {
     }
 
     /// Make the filesystem mountable, keeping what can be trusted: a damaged
-    /// superblock is rewritten, damaged or impossible inodes are freed (with the
+    /// superblock is rewritten (also one whose magic is damaged or zeroed, or which
+    /// says another version: the caller says the device holds a filesystem), damaged or
+    /// impossible inodes are freed (with the
     /// entries naming them), damaged, mistyped or repeated entries are cleared, sizes
     /// past an inode's blocks are cut, and what interrupted updates left is cleaned up.
     /// Returns the filesystem and one sentence per change.
