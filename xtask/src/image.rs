@@ -320,7 +320,7 @@ mod tests {
         std::fs::write(&short, &d[..d.len() - 100]).unwrap();
         assert_eq!(fsck_of(&short, &[]), ExitCode::FAILURE);
         let o = crate::qemu::Options::new("tcg".into(), false, String::new(), Some(short.clone()));
-        let e = crate::qemu::command(&p, &p, &o).err().expect("refused");
+        let e = crate::qemu::command(&p, &p, &o).expect_err("refused");
         assert!(e.contains("not a whole number of 4096-byte blocks"), "{e}");
         let o = crate::qemu::Options::new("tcg".into(), false, String::new(), Some(p.clone()));
         assert!(crate::qemu::command(&p, &p, &o).is_ok(), "a whole image is taken");
