@@ -35,7 +35,8 @@ pub const DELETE: u64 = 0x84;
 pub const BATCH: u64 = 0x85;
 /// Through a segment capability: give it back (the capability is revoked).
 pub const CLOSE: u64 = 0x86;
-/// Through a segment capability: returns once every write before it is on the disk.
+/// Through a segment capability: returns once every write completed before it is on
+/// stable storage (the device's write cache flushed).
 pub const SYNC: u64 = 0x87;
 /// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
 /// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`; a
@@ -43,7 +44,10 @@ pub const SYNC: u64 = 0x87;
 /// them, and `SQ_HEAD` stays where it was.
 pub const SUBMIT: u64 = 0x88;
 /// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
-/// MR4 = segments, MR5 = block size; `BadState` if the device was refused.
+/// MR4 = segments, MR5 = block size, MR6 = cache flushes sent to the device since the
+/// service started, MR7 = 1 if the device has a write cache to flush (0: it offers no
+/// flush, and its writes count as durable when done); `BadState` if the device was
+/// refused.
 pub const MOUNT: u64 = 0x8a;
 /// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
 /// segment's completion counter has reached n: sleep instead of polling.
@@ -290,6 +294,14 @@ pub mod client {
         let mut m = Msg::new(p::MOUNT, &[]);
         service(srv, &mut m)?;
         Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+    }
+
+    /// The device's cache flushes: (sent since the service started, whether it has a
+    /// write cache to flush).
+    pub fn flushes(srv: u64) -> Result<(u64, bool), Error> {
+        let mut m = Msg::new(p::MOUNT, &[]);
+        service(srv, &mut m)?;
+        Ok((m.word(6), m.word(7) != 0))
     }
 
     /// A segment of `blocks` blocks owned by the caller's principal; others get `others`.

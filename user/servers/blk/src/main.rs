@@ -999,7 +999,7 @@ impl Blk {
             }
             Request::Sync => {
                 self.drain();
-                let r = self.disk.0.flush();
+                let r = self.disk.flush();
                 Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]))
             }
             Request::Close => {
@@ -1065,7 +1065,7 @@ impl Blk {
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
                 r
             }
-            Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64]),
+            Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64, self.disk.1.sent, self.disk.1.offered as u64]),
             Request::Stat { name } => match self.vol.lookup(name) {
                 None => err(Error::NotFound),
                 // As LIST hides it: a segment the caller has no rights to tells nothing
@@ -1272,6 +1272,12 @@ fn main() -> i32 {
     };
     for f in &vol.finished {
         println!("blk: an interrupted update, finished: {}", f);
+    }
+    // Every metadata update's ordering point is a flush of the disk's write cache.
+    if disk.1.offered {
+        println!("blk: the device caches writes: a flush at every ordering point");
+    } else {
+        println!("blk: the device offers no cache flush: its writes are taken as durable when done");
     }
     let irq = attach_irq(&dev, &mut disk);
     match irq {

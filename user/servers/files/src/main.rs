@@ -40,7 +40,7 @@ use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
-use baiofs::handover::Handover;
+use baiofs::handover::{Handles, Handover};
 use baiofs::session::{self, Session, SessionVia};
 use baiofs::{Fs, Kind};
 use swap::{Generations, Outcome, Slot};
@@ -75,7 +75,8 @@ struct Files {
     fs: Fs<SegDev>,
     /// handle → (client program, inode)
     handles: BTreeMap<u64, (u32, u32)>,
-    next: u64,
+    /// The handles this instance hands out (they carry its epoch: `Handles`).
+    next: Handles,
     /// Reply strings live here until the kernel has copied them.
     out: Vec<u8>,
     text: String,
@@ -138,7 +139,7 @@ impl Files {
     }
 
     fn ticket(&mut self, client: u32, handle: u64) -> Answer {
-        let Some(ino) = self.mine(client, handle) else { return Answer::err(Error::InvalidCap) };
+        let Some(ino) = self.mine(client, handle) else { return Answer::err(self.unknown(handle)) };
         // Tickets `net` closed (the transfer ended) are gone from our slots too.
         self.forget_closed_tickets();
         let (size, runs) = match self.fs.extents_of(ino) {
@@ -175,6 +176,17 @@ impl Files {
 
     fn mine(&self, client: u32, h: u64) -> Option<u32> {
         self.handles.get(&h).filter(|(c, _)| *c == client).map(|(_, i)| *i)
+    }
+
+    /// What a call on a handle that is not the caller's open one hears: `Lost` for a
+    /// handle an ended instance of this server made (its writes no SYNC or CLOSE had
+    /// answered are gone with that instance), else `InvalidCap`.
+    fn unknown(&self, h: u64) -> Error {
+        if !self.handles.contains_key(&h) && self.next.lost(h) {
+            Error::Lost
+        } else {
+            Error::InvalidCap
+        }
     }
 }
 
@@ -278,7 +290,7 @@ impl Files {
                 }
                 self.forget_closed_tickets();
                 let tickets = self.tickets.iter().map(|&(c, i, slot, id)| (c, i, slot - self.ticket_slots, id)).collect();
-                self.state = Handover { next: self.next, handles: self.handles.clone(), tickets }.encode();
+                self.state = Handover { next: self.next.next(), handles: self.handles.clone(), tickets }.encode();
                 ipc::set_send_string(&self.state);
                 let r = server::ok_msg(&[format as u64, self.tickets.len() as u64]).with_string();
                 self.hand.handed();
@@ -417,9 +429,8 @@ impl Server for Files {
                     Ok((_, (Kind::Dir, _))) => Answer::err(Error::InvalidArg),
                     Ok(_) if self.handles.len() >= files_api::MAX_HANDLES => Answer::err(Error::NoSpace),
                     Ok((ino, (_, size))) => {
+                        let Some(h) = self.next.mint() else { return Answer::err(Error::NoSpace) };
                         let _ = fs.prefetch(path, 0, READ_AHEAD);
-                        let h = self.next;
-                        self.next += 1;
                         self.handles.insert(h, (client, ino));
                         self.settle(ino);
                         Answer::ok(&[h, size])
@@ -428,7 +439,7 @@ impl Server for Files {
                 }
             }
             Request::Read { handle, offset, len } => match self.mine(client, handle) {
-                None => Answer::err(Error::InvalidCap),
+                None => Answer::err(self.unknown(handle)),
                 Some(ino) => match self.session_read(ino, offset, len as usize) {
                     Ok(n) => {
                         // Read ahead of this reader (asynchronous BAIO reads).
@@ -440,7 +451,7 @@ impl Server for Files {
                 },
             },
             Request::Write { handle, offset, data } => match self.mine(client, handle) {
-                None => Answer::err(Error::InvalidCap),
+                None => Answer::err(self.unknown(handle)),
                 Some(ino) => match self.session_write(ino, offset, data) {
                     Ok(n) => Answer::ok(&[n as u64]),
                     Err(e) => Answer::err(fs_err(e)),
@@ -455,7 +466,7 @@ impl Server for Files {
                     self.settle(ino);
                     done(r)
                 }
-                None => Answer::err(Error::InvalidCap),
+                None => Answer::err(self.unknown(handle)),
             },
             Request::List { dir } => match fs.list(dir) {
                 Ok(l) => {
@@ -538,10 +549,10 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0, interposer: None };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: Handles::new(rt::sys::rdtsc() >> 16), out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0, interposer: None };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
-        files.next = next;
+        files.next = Handles::resume(next);
         files.tickets = tickets;
         let inos: Vec<u32> = files.handles.values().map(|(_, i)| *i).collect();
         for ino in inos {
