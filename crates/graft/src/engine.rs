@@ -64,6 +64,12 @@ pub trait Engine {
     fn allocates(&self) -> bool {
         true
     }
+    /// Does a call guard itself (compiled code, which the server's watchdog stops past
+    /// its time without help: a few instructions, not the host's guarded run)? Such an
+    /// engine answers a stopped call `Budget` and cannot be reset after it.
+    fn guards_itself(&self) -> bool {
+        false
+    }
 }
 
 /// Where a WebAssembly graft keeps the point's input and its state (`graft_input`,

@@ -133,8 +133,9 @@ impl Graft {
         self.stats.calls += 1;
         let budget = self.budget;
         let mut out = Err(Abort::Broken);
-        // Native grafts are the server's own code: called as such.
-        if self.tech == Tech::Native {
+        // Native grafts are the server's own code: called as such; compiled ones guard
+        // themselves.
+        if self.tech == Tech::Native || engine.guards_itself() {
             out = engine.call(input, budget);
         } else {
             if self.tech != Tech::SignedRust {

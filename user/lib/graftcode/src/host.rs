@@ -79,5 +79,7 @@ impl Host for ServerHost {
 pub fn host() -> Box<dyn Host> {
     graft::engine::warm_up();
     rt::guard::watch(WATCH_US);
-    Box::new(ServerHost { ticks_per_ms: rt::sys::kernel_info().tsc_per_ms.max(1) })
+    let ticks_per_ms = rt::sys::kernel_info().tsc_per_ms.max(1);
+    crate::CALL_TICKS.store(graft::table::CALL_MS.saturating_mul(ticks_per_ms), core::sync::atomic::Ordering::Relaxed);
+    Box::new(ServerHost { ticks_per_ms })
 }

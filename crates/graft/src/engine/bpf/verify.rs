@@ -52,7 +52,7 @@ const NODE_EVERY: usize = 8;
 /// States kept of places followed to the end (for pruning), in all and per place (a
 /// place keeps its newest).
 const MAX_DONE: usize = 4096;
-const MAX_DONE_AT: usize = 16;
+const MAX_DONE_AT: usize = 8;
 /// How far up a path the verifier looks for the state it had at a loop's head.
 const LOOP_LOOKBACK: usize = 64;
 
@@ -355,16 +355,6 @@ impl State {
         }
     }
 
-    /// Is `self` inside `o`, for the registers in `live` (a bit each; the others are
-    /// written before they are read on every path from here, so their values do not
-    /// matter)?
-    fn within(&self, o: &State, live: u16) -> bool {
-        self.regs.iter().zip(o.regs.iter()).enumerate().all(|(r, (a, b))| live & 1 << r == 0 || a.within(*b))
-            && self.slots.iter().zip(o.slots.iter()).all(|(a, b)| a.within(*b))
-            // A byte written there and read after must be written here too.
-            && self.init.iter().zip(o.init.iter()).all(|(a, b)| a & b == *b)
-    }
-
     /// The state kept small: the slots ever written.
     fn pack(&self) -> Packed {
         Packed { regs: self.regs, slots: (0..SLOTS).filter(|&k| self.init[k] != 0 || self.slots[k] != Ty::Uninit).map(|k| (k as u8, self.slots[k], self.init[k])).collect() }
@@ -379,6 +369,17 @@ struct Packed {
 }
 
 impl Packed {
+    /// Is `st` inside this kept state, for the registers in `live` (a bit each; the
+    /// others are written before they are read on every path from here, so their values
+    /// do not matter)? A byte written there and read after must be written in `st` too.
+    fn holds(&self, st: &State, live: u16) -> bool {
+        if !st.regs.iter().zip(self.regs.iter()).enumerate().all(|(r, (a, b))| live & 1 << r == 0 || a.within(*b)) {
+            return false;
+        }
+        // Slots it does not list are unwritten there (anything fits them).
+        self.slots.iter().all(|&(k, t, i)| st.slots[k as usize].within(t) && st.init[k as usize] & i == i)
+    }
+
     fn unpack(&self) -> State {
         let mut st = State { regs: self.regs, slots: [Ty::Uninit; SLOTS], init: [0; SLOTS] };
         for &(k, t, i) in &self.slots {
@@ -603,7 +604,7 @@ fn explore(insns: &[Insn], target: &[u8], live: &[u16], mem_len: usize, at: &cor
         loop {
             at.set(pc);
             if target[pc] != 0 && !first {
-                if done.get(&pc).is_some_and(|ds| ds.iter().any(|d| st.within(&d.unpack(), live[pc]))) {
+                if done.get(&pc).is_some_and(|ds| ds.iter().any(|d| d.holds(&st, live[pc]))) {
                     finish(&mut nodes, &mut free, &mut done, &mut kept, node);
                     break;
                 }
@@ -612,7 +613,7 @@ fn explore(insns: &[Insn], target: &[u8], live: &[u16], mem_len: usize, at: &cor
                 let mut up = Some(node);
                 for _ in 0..LOOP_LOOKBACK {
                     let Some(a) = up.and_then(|a| nodes[a].as_ref()) else { break };
-                    if a.pc == pc && st.within(&a.state.unpack(), live[pc]) {
+                    if a.pc == pc && a.state.holds(&st, live[pc]) {
                         return Err(refuse("eBPF: a loop the verifier cannot prove ends"));
                     }
                     up = a.parent;
@@ -653,7 +654,7 @@ fn explore(insns: &[Insn], target: &[u8], live: &[u16], mem_len: usize, at: &cor
             if x.is_jump() && x.op != JA {
                 // The way taken is followed now, the other later (a loop's next round
                 // is usually the way taken: its exits wait, few at a time).
-                let (taken, fall) = branch(x, &st)?;
+                let (taken, fall) = branch(x, st)?;
                 match (taken, fall) {
                     (Some(t), Some(f)) => {
                         if let Some(nd) = nodes[node].as_mut() {
@@ -828,7 +829,7 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
 
 /// A conditional jump: the states on the way taken and the way through, with the bounds
 /// the test proves (`None`: no value goes that way).
-fn branch(x: &Insn, st: &State) -> Result<(Option<State>, Option<State>), LoadError> {
+fn branch(x: &Insn, st: State) -> Result<(Option<State>, Option<State>), LoadError> {
     let (d, s) = (x.dst as usize, x.src as usize);
     let w64 = x.class() == JMP;
     let from_reg = x.op & X != 0;
@@ -842,8 +843,8 @@ fn branch(x: &Insn, st: &State) -> Result<(Option<State>, Option<State>), LoadEr
     let signed = matches!(code, 0x60 | 0x70 | 0xc0 | 0xd0);
     let sign_limit = if w64 { i64::MAX as u64 } else { i32::MAX as u64 };
     let comparable = ra.hi <= limit && rb.hi <= limit && (!signed || (ra.hi <= sign_limit && rb.hi <= sign_limit));
-    let mut taken = st.clone();
     let mut fall = st.clone();
+    let mut taken = st;
     if comparable {
         // a OP b on the way taken; its negation on the way through.
         let (t, f) = match code {
