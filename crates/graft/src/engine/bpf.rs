@@ -660,7 +660,7 @@ mod tests {
         let mut g = Rng(12345);
         let mut bad = std::collections::BTreeSet::new();
         for op in OPCODES {
-            if matches!(op & 7, 5 | 6) || op == LDDW || matches!(op & 7, 1 | 2 | 3) { continue; }
+            if matches!(op & 7, 5 | 6) || op == LDDW || matches!(op & 7, 1..=3) { continue; }
             for _ in 0..200 {
                 let a = g.next(); let b = g.next();
                 let imm = match g.below(3) { 0 => g.next() as i32, 1 => [16, 32, 64][g.below(3) as usize], _ => g.below(70) as i32 - 5 };
