@@ -46,8 +46,10 @@ pub const MAX_STAGING: usize = 8;
 /// The most memory a graft may hold in its server: its code as the engine keeps it,
 /// the engine's own structures and its data (a Wasm memory, script values).
 pub const HEAP_LIMIT: usize = 4 << 20;
-/// The longest one call may run before the server stops it (and unloads the graft).
-pub const CALL_MS: u64 = 500;
+/// The longest one call may run before the server stops it (and unloads the graft): wall
+/// time, so well above what the slowest legitimate call takes on a loaded machine (rhai's
+/// MD5 of 1 KiB: about 32 M instructions, a few hundred ms under TCG).
+pub const CALL_MS: u64 = 2000;
 /// The longest a load may take (validation, compilation).
 pub const LOAD_MS: u64 = 5000;
 /// Graft time a server spends on its eviction calls, or on one `TEST_RUN`, in one

@@ -220,6 +220,20 @@ pub fn prefault(va: u64, pages: u64) {
     }
 }
 
+/// Touch every page of this program's image (code, constants, data), so that none of it
+/// faults later: for threads whose pager is their own program, which serves only the
+/// region it manages, and for tests whose threads must not be reordered by a first touch.
+pub fn prefault_image() {
+    extern "C" {
+        /// Defined by `user/link/user.ld` after the last section.
+        static __scion_image_end: u8;
+    }
+    const IMAGE_START: u64 = 0x40_0000;
+    // Only the symbol's address is taken: nothing is read through it.
+    let end = (&raw const __scion_image_end) as u64;
+    prefault(IMAGE_START, end.saturating_sub(IMAGE_START).div_ceil(4096));
+}
+
 /// Map (or with `abi::mem::GRANT`, move) one's own pages into a task.
 ///
 /// # Safety
