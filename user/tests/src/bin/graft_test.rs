@@ -172,7 +172,8 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
             }
         }
         grafts::md5(&[], &mut want);
-        c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft"));
+        let st = g::stats(blk, id).map_err(|r| r.error);
+        c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft ({st:?})"));
         let end = g::test_run(blk, id, &[], 1);
         c.check(end.as_ref().is_ok_and(|r| r.last == 0 && r.aborts == 0), &format!("{tech}: end the stream ({end:?})"));
         let got = g::read_state(blk, id, 0, 16).map(|w| [w[0], w[1]]);
