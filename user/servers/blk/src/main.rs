@@ -18,6 +18,13 @@
 //! server: it decides what stays; this service DMAs misses into the cache's frames,
 //! which it maps, and copies between them and the client's area. A device that fails
 //! the mount checks is refused.
+//!
+//! What it holds for a client — shared areas, capability slots — is charged to a
+//! principal, each with a share (`blk_api::PRINCIPAL_SLOTS`, `MAX_OPEN_PER_PRINCIPAL`):
+//! the opener of a segment, the principal a view was delegated or attached for. An
+//! agent (`agents=P,Q…`, default 1: `files`) may delegate for another principal, and a
+//! program without a principal (`net`) may attach for one (ARCHITECTURE.md, "Who
+//! pays").
 #![no_std]
 #![no_main]
 
