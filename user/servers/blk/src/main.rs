@@ -689,11 +689,12 @@ impl Blk {
     /// only in memory the reader cannot see: a cache slot, or a bounce block.
     fn read_part(&mut self, id: u64, buffered: bool, block: u64, owner: u32, to: u64, keep: u64) {
         zero_bytes(to + keep, BLOCK as u64 - keep);
-        while buffered {
+        let mut looking = buffered;
+        while looking {
             let f = self.lookup(block, 1, owner)[0];
             let slot = CACHE_VA + (f & 0xffff_ffff) * BLOCK as u64;
             match f >> 32 {
-                _ if f == u64::MAX => break,
+                _ if f == u64::MAX => looking = false,
                 pc::HIT => {
                     copy_part(slot, to, keep);
                     self.cache_still_there();
@@ -870,7 +871,7 @@ impl Blk {
     /// them.
     fn batch(&mut self, hid: u64, ops: Vec<[u64; 4]>, slot: Option<u64>) -> Option<Msg> {
         if ops.iter().any(|w| w[2] >> 32 >= p::STATUS_WORDS) {
-            slot.map(rt::free_slot);
+            slot.into_iter().for_each(rt::free_slot);
             return Some(err(Error::InvalidArg));
         }
         let area = self.handles[&hid].area;
@@ -1213,7 +1214,7 @@ impl Blk {
                 match self.ring(hid) {
                     Ok(ops) => self.batch(hid, ops, slot),
                     Err(e) => {
-                        slot.map(rt::free_slot);
+                        slot.into_iter().for_each(rt::free_slot);
                         Some(err(e))
                     }
                 }

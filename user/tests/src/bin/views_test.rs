@@ -275,7 +275,7 @@ fn flood_files(fs: u64) -> i32 {
             held.push_back(t);
             // Files revoked our oldest past our share: its slot is empty now.
             if held.len() > files_api::MAX_TICKETS {
-                held.pop_front().map(rt::free_slot);
+                held.pop_front().into_iter().for_each(rt::free_slot);
             }
         } else {
             rt::free_slot(t);
