@@ -60,15 +60,30 @@ pub const SYNC: u64 = 0xa8;
 /// the block service, to exactly the blocks that hold the file (`blk_api::DELEGATE`;
 /// `blk_api::client::attach` maps its area) — MR2 = the file's size, MR3 = blocks. For
 /// a program to give `net`, which sends the file without the program touching a byte
-/// (Cue, `net_api::CUE`). The ticket is revoked when the program ends, when the file
-/// is removed, or (the oldest) when the program asks for more than `MAX_TICKETS`;
-/// `BadState` for an empty file.
+/// (Cue, `net_api::CUE`). The ticket is the caller's principal's to pay for: the block
+/// service charges it (and its area once attached) to that principal, never to `files`.
+/// The ticket is revoked when the program ends, when the file is removed, or (the
+/// oldest: the program's own, then its principal's) when the program asks for more than
+/// `MAX_TICKETS` or its principal for more than `PRINCIPAL_TICKETS`. `BadState` for an
+/// empty file, `NoRights` for a program without a principal (it owns nothing at the
+/// block service), `NoSpace` when every ticket is taken (`MAX_ALL_TICKETS`: more than
+/// `MAX_ALL_TICKETS / PRINCIPAL_TICKETS` principals hold their whole share) or the
+/// principal's share of the block service's slots is.
 pub const TICKET: u64 = 0xa9;
+/// The caller's tickets. Reply MR2 = the calling program's, MR3 = its principal's,
+/// MR4 = `PRINCIPAL_TICKETS`, MR5 = tickets held in all (tickets whose transfer ended
+/// are not counted).
+pub const TICKETS: u64 = 0xaa;
 pub const MAX_TICKETS: usize = 8;
-/// Tickets the server keeps in all (the oldest goes when a new one would pass it).
+/// Tickets one principal's programs may hold at once.
+pub const PRINCIPAL_TICKETS: usize = 16;
+/// Tickets the server keeps in all (a slot each; the live update hands them over as
+/// one block of 64 capabilities).
 pub const MAX_ALL_TICKETS: usize = 64;
-/// Open handles the server keeps in all: `NoSpace` past it.
+/// Open handles the server keeps in all, and one principal's programs at most:
+/// `NoSpace` past either.
 pub const MAX_HANDLES: usize = 2048;
+pub const PRINCIPAL_HANDLES: usize = MAX_HANDLES / 8;
 // Live update (root's `UPDATE`): `swap_api::UPDATE_BEGIN`, `UPDATE_STATE` (the state in
 // format 0: see the server's `export`), `UPDATE_ABORT`.
 pub const CREATE: u64 = 1;
@@ -86,6 +101,7 @@ pub enum Request<'a> {
     Stat { path: &'a str },
     Sync,
     Ticket { handle: u64 },
+    Tickets,
     /// A live update (`swap_api::Update`).
     Update(swap_api::Update),
     /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
@@ -123,6 +139,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [handle] = a.words()?;
                 Request::Ticket { handle }
             }
+            TICKETS => Request::Tickets,
             l if swap_api::is_update_label(l) => Request::Update(swap_api::Update::decode(a)?),
             l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
@@ -238,6 +255,13 @@ pub mod client {
             return Err(Error::Malformed);
         }
         Ok((m.word(2), m.word(3)))
+    }
+
+    /// (the program's tickets, its principal's, `PRINCIPAL_TICKETS`, all): see `TICKETS`.
+    pub fn tickets(srv: u64) -> Result<[u64; 4], Error> {
+        let mut m = Msg::new(super::TICKETS, &[]);
+        call(srv, &mut m)?;
+        Ok([m.word(2), m.word(3), m.word(4), m.word(5)])
     }
 
     pub fn sync(srv: u64) -> Result<(), Error> {
