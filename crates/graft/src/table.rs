@@ -135,14 +135,16 @@ impl Graft {
         self.stats.calls += 1;
         let budget = self.budget;
         let mut out = Err(Abort::Broken);
+        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
+        // Every untrusted graft's state is copied aside, whoever guards its call.
+        if !trusted {
+            self.undo.copy_from_slice(engine.state());
+        }
         // Native grafts are the server's own code: called as such; compiled ones guard
         // themselves.
         if self.tech == Tech::Native || engine.guards_itself() {
             out = engine.call(input, budget);
         } else {
-            if self.tech != Tech::SignedRust {
-                self.undo.copy_from_slice(engine.state());
-            }
             // Engines that allocate nothing while they run (compiled code) need no arena.
             let heap = engine.allocates().then_some(&*self.heap);
             let deadline = host.now().saturating_add(self.call_ticks);
@@ -153,7 +155,6 @@ impl Graft {
                 out = Err(Abort::Memory);
             }
         }
-        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
         let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
@@ -640,6 +641,38 @@ mod tests {
         let f = GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len: 8, name: "probe", code: b"p", sig: &[] }.to_bytes();
         t.put(owner as u64, 0, &f).unwrap();
         t.load(owner, owner as u64, f.len(), &mut |f| Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act }) as Box<dyn Engine>))).unwrap()
+    }
+
+    /// A compiled engine (one that guards its own call) is untrusted like any: a call it
+    /// answers wrongly after scribbling on its state leaves the state as it was.
+    #[test]
+    fn a_self_guarding_engine_is_undone_too() {
+        struct Compiled(Vec<u8>);
+        impl Engine for Compiled {
+            fn state(&mut self) -> &mut [u8] {
+                &mut self.0
+            }
+            fn call(&mut self, _input: &[u8], _budget: u64) -> Result<u64, Abort> {
+                self.0.fill(0xee);
+                Ok(99)
+            }
+            fn reset(&mut self) -> Result<(), Abort> {
+                Ok(())
+            }
+            fn allocates(&self) -> bool {
+                false
+            }
+            fn guards_itself(&self) -> bool {
+                true
+            }
+        }
+        let mut t = Table::new(&[Point::Evict], 0, host());
+        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }.to_bytes();
+        t.put(1, 0, &f).unwrap();
+        let id = t.load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len])) as Box<dyn Engine>))).unwrap();
+        t.get(1, id).unwrap().write_state(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None, "99 is no candidate");
+        assert_eq!(t.get(1, id).unwrap().state(), &[1, 2, 3, 4, 5, 6, 7, 8], "the liar's scribbles are undone");
     }
 
     /// An engine that panics is left where it panicked, forgotten with its heap, and
