@@ -114,13 +114,8 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .args(["build", "-q", "--release", "--target", WASM_TARGET, "--examples"]))?;
     let (clang, objcopy) = ensure_clang()?;
+    let wasm2c = ensure_wasm2c()?;
     let seed = signing_seed()?;
-    // WebAssembly compiled ahead of time: Cranelift, with the settings the servers' runtime
-    // uses (`graft::aot::config`), for x86_64-unknown-none; signed, as the runtime trusts
-    // the machine code it is given.
-    let mut aot_config = graft::aot::config();
-    aot_config.target(graft::aot::TARGET).map_err(|e| format!("wasmtime: {e}"))?;
-    let aot = wasmtime::Engine::new(&aot_config).map_err(|e| format!("wasmtime: {e}"))?;
     for (name, point, state) in EXAMPLES {
         if NATIVE.contains(&name) {
             files.push(write(&out, point, Tech::Native, name, state, name.as_bytes())?);
@@ -128,7 +123,7 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         let wasm = wasm_target.join(WASM_TARGET).join("release/examples").join(format!("{name}.wasm"));
         if let Ok(code) = std::fs::read(&wasm) {
             files.push(write(&out, point, Tech::Wasmi, name, state, &code)?);
-            let compiled = aot.precompile_module(&code).map_err(|e| format!("{}: wasmtime: {e}", wasm.display()))?;
+            let compiled = sfi_image(&wasm2c, &clang, &wasm, &obj.join(format!("sfi_{name}"))).map_err(|e| format!("{}: {e}", wasm.display()))?;
             files.push(write_signed(&out, point, Tech::WasmAot, name, state, &compiled, &seed)?);
         }
         let c = src("bpf", name, "c");
@@ -169,6 +164,154 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
     sh(Command::new(&clang).args(["-O2", "-fno-builtin", "-target", "bpf", "-c"]).arg(src("bpf", "md5_xdp", "c")).arg("-o").arg(&o))?;
     sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
     Ok(files)
+}
+
+/// wasm2c (WABT), installed from Debian's `wabt` package if missing. Returns its name.
+fn ensure_wasm2c() -> Result<String, String> {
+    if let Some(w) = which(&["wasm2c"]) {
+        return Ok(w);
+    }
+    let install = "apt-get update && apt-get install -y wabt";
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    if !is_root {
+        return Err(format!("wasm2c (WABT, for the compiled WebAssembly grafts) is missing; install it with: sudo sh -c '{install}'"));
+    }
+    eprintln!("xtask: installing wabt from Debian's packages (wasm2c, for the compiled WebAssembly grafts)");
+    sh(Command::new("sh").args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {install} >/dev/null")]))?;
+    which(&["wasm2c"]).ok_or_else(|| "wasm2c still missing after installing wabt".into())
+}
+
+/// The compiler's settings for a compiled WebAssembly graft: freestanding x86-64, general
+/// registers only (the servers are soft-float: a module with a float does not compile),
+/// position-independent with hidden symbols (no GOT: every reference relative), no red
+/// zone, no stack protector or unwind tables, each frame at most 256 bytes (with the
+/// harness's call-depth limit, `grafts/sfi/include/wasm-rt.h`, that bounds the server
+/// stack a graft may take: 64 frames, 16 KiB).
+const SFI_CFLAGS: [&str; 18] = [
+    "--target=x86_64-unknown-none-elf",
+    "-O2",
+    "-ffreestanding",
+    "-nostdlibinc",
+    "-fpie",
+    "-fvisibility=hidden",
+    "-mgeneral-regs-only",
+    "-mno-red-zone",
+    "-fomit-frame-pointer",
+    "-fno-stack-protector",
+    "-fno-asynchronous-unwind-tables",
+    "-fno-unwind-tables",
+    "-ffunction-sections",
+    "-fdata-sections",
+    "-Wframe-larger-than=256",
+    "-Werror=frame-larger-than",
+    "-Werror=implicit-function-declaration",
+    "-Wno-unused-function",
+];
+
+/// A WebAssembly module as a compiled graft's code field (`graft::sfi`): translated to C
+/// by wasm2c, compiled by clang with Scion's harness (`grafts/sfi`) as one translation
+/// unit, linked by rust-lld into one position-independent image at 0 — code and
+/// read-only data first, the harness's writable data from the next page — and checked:
+/// no relocation but relative ones, nothing undefined (a float or a table has nothing to
+/// link to: refused).
+fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u8>, String> {
+    let root = project_root();
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let c = dir.join("graft.c");
+    sh(Command::new(wasm2c).args(["--no-debug-names", "-n", "graft"]).arg(wasm).arg("-o").arg(&c))?;
+    // The generated loads end with an empty `asm` that takes the loaded value in a
+    // register, which keeps the compiler from hoisting the memory's place and size out of
+    // a loop; with no floating point it guards nothing here.
+    let src = std::fs::read_to_string(&c).map_err(|e| e.to_string())?;
+    let barrier = "wasm_asm(\"\" ::\"r\"(result));";
+    if !src.contains(barrier) {
+        return Err("wasm2c's output is not the expected 1.0.32 form".into());
+    }
+    std::fs::write(&c, src.replace(barrier, "")).map_err(|e| e.to_string())?;
+    let sfi = root.join("grafts/sfi");
+    let o = dir.join("image.o");
+    let out = Command::new(clang).args(SFI_CFLAGS).arg("-I").arg(sfi.join("include")).arg("-I").arg(dir).arg("-c").arg(sfi.join("harness.c")).arg("-o").arg(&o).output().map_err(|e| format!("{clang}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("clang refused it (a float, or what the harness lacks): {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
+    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim()).join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
+    let elf = dir.join("image.elf");
+    let link = Command::new(&lld)
+        .args(["-flavor", "gnu", "-pie", "--no-dynamic-linker", "--gc-sections", "-z", "norelro", "-z", "max-page-size=4096", "-e", "scion_sfi_run", "-T"])
+        .arg(sfi.join("image.ld"))
+        .arg(&o)
+        .arg("-o")
+        .arg(&elf)
+        .output()
+        .map_err(|e| format!("{}: {e}", lld.display()))?;
+    if !link.status.success() {
+        return Err(format!("it does not link (a float or a table has nothing to link to): {}", String::from_utf8_lossy(&link.stderr)));
+    }
+    sfi_code(&std::fs::read(&elf).map_err(|e| e.to_string())?)
+}
+
+/// A linked compiled graft as its code field: every loaded segment laid out from address
+/// 0, the read-only ones below the first writable one (which starts a page), the entries
+/// by name, relative relocations only.
+fn sfi_code(elf: &[u8]) -> Result<Vec<u8>, String> {
+    use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, Rela, SectionHeader, Sym};
+    use object::{elf, Endianness};
+    let f = ElfFile64::<Endianness>::parse(elf).map_err(|e| e.to_string())?;
+    let (hdr, end) = (f.elf_header(), f.endian());
+    let (mut image, mut size, mut text, mut ro_end) = (Vec::new(), 0usize, usize::MAX, 0usize);
+    for ph in hdr.program_headers(end, elf).map_err(|e| e.to_string())? {
+        if ph.p_type(end) != elf::PT_LOAD {
+            continue;
+        }
+        let (va, filesz, memsz) = (ph.p_vaddr(end) as usize, ph.p_filesz(end) as usize, ph.p_memsz(end) as usize);
+        if ph.p_flags(end) & elf::PF_W != 0 {
+            text = text.min(va);
+        } else {
+            ro_end = ro_end.max(va + memsz);
+        }
+        let data = ph.data(end, elf).map_err(|_| "a segment past the file")?;
+        if image.len() < va + filesz {
+            image.resize(va + filesz, 0);
+        }
+        image[va..va + filesz].copy_from_slice(&data[..filesz]);
+        size = size.max(va + memsz);
+    }
+    let text = if text == usize::MAX { size.div_ceil(4096) * 4096 } else { text };
+    if !text.is_multiple_of(4096) || ro_end > text {
+        return Err(format!("its writable data (from {text:#x}) does not start a page after the code (to {ro_end:#x})"));
+    }
+    let mut relocs = Vec::new();
+    let mut entries = [None, None];
+    let sections = hdr.sections(end, elf).map_err(|e| e.to_string())?;
+    for s in sections.iter() {
+        if let Some((rels, _)) = s.rela(end, elf).map_err(|e| e.to_string())? {
+            for r in rels {
+                if r.r_type(end, false) != elf::R_X86_64_RELATIVE {
+                    return Err(format!("a relocation of type {} (only relative ones are applied)", r.r_type(end, false)));
+                }
+                let at = r.r_offset(end) as usize;
+                if !at.is_multiple_of(8) || at + 8 > image.len() {
+                    return Err(format!("a relocation at {at:#x} outside the image"));
+                }
+                image[at..at + 8].copy_from_slice(&(r.r_addend(end) as u64).to_le_bytes());
+                relocs.push(at);
+            }
+        }
+    }
+    let symbols = sections.symbols(end, elf, elf::SHT_SYMTAB).map_err(|e| e.to_string())?;
+    for sym in symbols.iter() {
+        let name = symbols.symbol_name(end, sym).unwrap_or(b"");
+        for (k, want) in [&b"scion_sfi_init"[..], b"scion_sfi_run"].into_iter().enumerate() {
+            if name == want {
+                entries[k] = Some(sym.st_value(end) as usize);
+            }
+        }
+    }
+    let (Some(init), Some(run)) = (entries[0], entries[1]) else { return Err("an entry is missing".into()) };
+    let code = graft::sfi::code(init, run, text, size, &relocs, &image);
+    graft::sfi::parse(&code).map_err(|e| e.what().to_string())?;
+    Ok(code)
 }
 
 /// A graft file signed with the build's key.
@@ -355,7 +498,14 @@ mod tests {
         for (k, piece) in bytes.chunks(2048).enumerate() {
             t.put(owner as u64, k * 2048, piece)?;
         }
-        t.load(owner, owner as u64, bytes.len(), &mut |_| None)
+        t.load(owner, owner as u64, bytes.len(), &mut compiled)
+    }
+
+    /// The engines the servers build with their key: compiled WebAssembly, the very image a
+    /// server runs, here in the host's memory (`graft::sfi::host`).
+    fn compiled(f: &GraftFile<'_>) -> Option<Result<Box<dyn graft::Engine>, LoadError>> {
+        let key = graft::signed::public_key(&signing_seed().ok()?);
+        (f.tech == Tech::WasmAot).then(|| graft::sfi::host::load(f, &key, graft::engine::Limits::default()))
     }
 
     fn hot_state(hot: &[u64]) -> Vec<u8> {
@@ -367,7 +517,7 @@ mod tests {
         s
     }
 
-    const TECHS: [Tech; 4] = [Tech::Native, Tech::Wasmi, Tech::Ebpf, Tech::Script];
+    const TECHS: [Tech; 5] = [Tech::Native, Tech::WasmAot, Tech::Wasmi, Tech::Ebpf, Tech::Script];
 
     /// Graft `name` at `point` in every technology, owner k + 1 for the k-th:
     /// (technology, owner, id).
@@ -504,7 +654,13 @@ mod tests {
             (Tech::Script, "oob", Ok(Abort::Trap)),
             (Tech::Script, "hog", Ok(Abort::Memory)),
         ];
-        let more: [(Tech, &str, Result<Abort, &str>); 7] = [
+        // Compiled WebAssembly's `spin` is stopped by the servers' watchdog (graft_test);
+        // the host has none.
+        let more: [(Tech, &str, Result<Abort, &str>); 11] = [
+            (Tech::WasmAot, "oob", Ok(Abort::Memory)),
+            (Tech::WasmAot, "hog", Ok(Abort::Memory)),
+            (Tech::WasmAot, "liar", Ok(Abort::BadAnswer)),
+            (Tech::WasmAot, "trap", Ok(Abort::Trap)),
             (Tech::Script, "liar", Ok(Abort::BadAnswer)),
             (Tech::Script, "trap", Ok(Abort::Trap)),
             (Tech::Script, "shrink", Ok(Abort::Trap)),
@@ -543,5 +699,59 @@ mod tests {
                 (got, want) => panic!("{tech:?} {name}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// A WebAssembly module written as text, compiled as the build compiles the examples:
+    /// its signed graft file, or why the build refused it.
+    fn compile_wat(name: &str, wat: &str) -> Result<Vec<u8>, String> {
+        let _ = built();
+        let dir = target_dir().join("grafts-obj").join(format!("test_{name}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let (src, wasm) = (dir.join("m.wat"), dir.join("m.wasm"));
+        std::fs::write(&src, wat).map_err(|e| e.to_string())?;
+        sh(Command::new("wat2wasm").arg(&src).arg("-o").arg(&wasm))?;
+        let code = sfi_image(&ensure_wasm2c()?, &ensure_clang()?.0, &wasm, &dir)?;
+        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name, code: &code, sig: &[] };
+        let sig = graft::signed::sign(&f, &signing_seed()?);
+        Ok(GraftFile { sig: &sig, ..f }.to_bytes())
+    }
+
+    /// The exports every graft module has, around a `graft_run` of its own.
+    fn module(run: &str) -> String {
+        format!("(module (memory (export \"memory\") 1) (func (export \"graft_input\") (result i32) i32.const 1024) (func (export \"graft_state\") (result i32) i32.const 0) {run})")
+    }
+
+    /// The servers are soft-float: a module with a float is refused by the build, and so
+    /// is one with a table (the harness has none).
+    #[test]
+    fn compiled_wasm_with_a_float_or_a_table_is_refused() {
+        let float = module("(func (export \"graft_run\") (param i32) (result i64) local.get 0 f32.convert_i32_u f32.const 1.5 f32.mul i64.trunc_f32_u)");
+        let e = compile_wat("float", &float).expect_err("a float compiled");
+        assert!(e.contains("clang refused") || e.contains("does not link"), "{e}");
+        let table = module("(table 1 funcref) (type $t (func (result i64))) (func $z (result i64) i64.const 0) (elem (i32.const 0) $z) (func (export \"graft_run\") (param i32) (result i64) i32.const 0 call_indirect (type $t))");
+        let e = compile_wat("table", &table).expect_err("a table compiled");
+        assert!(e.contains("does not link"), "{e}");
+        // The same module with integers only compiles.
+        compile_wat("int", &module("(func (export \"graft_run\") (param i32) (result i64) local.get 0 i64.extend_i32_u)")).unwrap();
+    }
+
+    /// A compiled graft that recurses without end traps at the harness's call depth (the
+    /// server's stack is not its to take); one that grows its memory within its limit
+    /// finds the new pages zeroed, past the limit the growth is refused.
+    #[test]
+    fn compiled_wasm_depth_and_growth_are_bounded() {
+        let deep = module("(func $f (param i32) (result i64) local.get 0 i32.const 1 i32.add call $f) (func (export \"graft_run\") (param i32) (result i64) local.get 0 call $f)");
+        let grow = module("(func (export \"graft_run\") (param i32) (result i64) (local $old i32) local.get 0 i32.const 3 i32.shr_u memory.grow local.set $old local.get $old i32.const -1 i32.eq if (result i64) i64.const 7 else memory.size i32.const 65536 i32.mul i32.const 8 i32.sub i64.load i64.const 0 i64.ne i64.extend_i32_u end)");
+        let mut t = Table::new(&[Point::Evict], 0, host());
+        let id = load(&mut t, 1, &compile_wat("deep", &deep).unwrap()).unwrap();
+        t.get(1, id).unwrap().call(&[0; 8], &mut graft::host::counting::CountingHost { clock: || 0 }).expect_err("recursion without end");
+        assert_eq!(t.get(1, id).unwrap().stats.last_abort, Some(Abort::Trap));
+        let id = load(&mut t, 2, &compile_wat("grow", &grow).unwrap()).unwrap();
+        // Candidates = pages to grow by; 1 MiB is the limit, 16 pages, one taken.
+        let g = t.get(2, id).unwrap();
+        let mut h = graft::host::counting::CountingHost { clock: || 0 };
+        assert_eq!(g.call(&[0; 64], &mut h), Ok(0), "grown by 8 pages, the last word zero");
+        assert_eq!(g.call(&[0; 56], &mut h), Ok(0), "grown by 7 more: 16 pages");
+        assert_eq!(g.call(&[0; 8], &mut h), Err(Abort::BadAnswer), "a 17th page is refused (7: no candidate)");
     }
 }

@@ -27,7 +27,8 @@ pub enum Tech {
     Native = 1,
     /// A graft server called by IPC on every call (VINO: C in a user-level server).
     Upcall = 2,
-    /// WebAssembly compiled ahead of time on the host (VINO: SFI).
+    /// WebAssembly compiled ahead of time on the host, to C by wasm2c and to machine
+    /// code by clang, and signed (VINO: SFI; `sfi`).
     WasmAot = 3,
     /// Safe Rust compiled on the host and signed (VINO: Modula-3).
     SignedRust = 4,

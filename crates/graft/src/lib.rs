@@ -7,18 +7,19 @@
 //! undo copy of the graft's state (`Graft::call`), and the table of loaded grafts a
 //! server keeps, by owner (`table`).
 #![no_std]
-// Unsafe code in one place only: the call into eBPF compiled by the JIT
-// (`engine::bpf::jit`), which allows it for itself.
+// Unsafe code in two places only: the calls into eBPF compiled by the JIT
+// (`engine::bpf::jit`) and into WebAssembly compiled by wasm2c and clang (`sfi`), which
+// allow it for themselves.
 #![deny(unsafe_code)]
 
 extern crate alloc;
 
-#[cfg(feature = "aot")]
-pub mod aot;
 pub mod engine;
 pub mod format;
 pub mod host;
 pub mod point;
+#[cfg(feature = "sfi")]
+pub mod sfi;
 #[cfg(feature = "signed")]
 pub mod signed;
 pub mod table;

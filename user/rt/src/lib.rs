@@ -21,7 +21,6 @@ pub mod shared;
 pub mod sync;
 pub mod sys;
 pub mod thread;
-pub mod wasmtime_platform;
 
 use abi::{cap, StartInfo};
 use core::sync::atomic::{AtomicU64, Ordering};

@@ -8,14 +8,14 @@
 //! safe and free of panics, and termination is trusted as for native grafts. Unloading
 //! gives the pages back to sigma0.
 //!
-//! `aot`: WebAssembly compiled ahead of time (VINO's SFI), run by Wasmtime's runtime
+//! `sfi`: WebAssembly compiled ahead of time by wasm2c and clang (VINO's SFI), signed,
 //! in the same kind of pages. `host`: the `graft::Host` of every server with graft
 //! points (an arena per graft, the watchdog, panics contained).
 #![no_std]
 
 extern crate alloc;
 
-pub mod aot;
+pub mod sfi;
 mod host;
 
 pub use host::host;
@@ -155,7 +155,7 @@ impl Drop for CodeSlot {
 pub fn engine(f: &GraftFile<'_>, sigma0: u64) -> Option<Result<Box<dyn Engine>, LoadError>> {
     match f.tech {
         Tech::SignedRust => Some(load(f, sigma0).map(|s| Box::new(s) as Box<dyn Engine>)),
-        Tech::WasmAot => Some(aot::load(f, sigma0, graft::engine::Limits::default()).map(|s| Box::new(s) as Box<dyn Engine>)),
+        Tech::WasmAot => Some(sfi::load(f, sigma0, graft::engine::Limits::default())),
         Tech::Ebpf => bpf_jit(f, sigma0),
         _ => None,
     }

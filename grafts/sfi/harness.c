@@ -1,0 +1,158 @@
+/* Scion's harness around one WebAssembly graft translated to C by wasm2c (`graft.h`,
+   made with `wasm2c -n graft`): the runtime the generated code needs and the graft's two
+   entries. Compiled by xtask with the generated code into one position-independent
+   image (no floating point, no SSE, no red zone) that calls nothing outside itself; its
+   writable data (below) lies in pages of its own after the code, which the server maps
+   read-write and not executable, the code read and execute only.
+
+   The server owns the graft's linear memory and hands it over at `scion_sfi_init`: its
+   place and the bytes reserved for it (the graft's memory limit). Every access is
+   checked against the memory's size (wasm2c's bounds-check mode), and `memory.grow`
+   grows it within the reservation. A trap leaves the call at once (a non-local exit to
+   the entry, which answers the trap's code in the control block; the call depth is set
+   to 0 again); the server's watchdog stops a call that runs too long.
+
+   The generated file is part of this one (one translation unit), so that the compiler
+   sees the module's instance as this file's static: its memory's place and size are
+   then loads it may hoist out of a loop. */
+#include <stdarg.h>
+#include "graft.c"
+
+/* What the server and the image share (the server's `graft::sfi::Ctl`). */
+struct scion_sfi_ctl {
+  uint64_t trap;     /* out: the last call's trap (0: none; else wasm_rt_trap_t) */
+  uint64_t mem_base; /* in: where the linear memory lies */
+  uint64_t mem_cap;  /* in: bytes reserved for it */
+  uint64_t mem_size; /* out (init): its size */
+  uint64_t input_at; /* out (init): graft_input() */
+  uint64_t state_at; /* out (init): graft_state() */
+};
+
+uint32_t wasm_rt_call_stack_depth;
+static Z_graft_instance_t instance;
+static uint8_t* mem_base;
+static uint64_t mem_cap;
+/* Where the call under way began (its stack after the entry saved the registers the
+   caller keeps) and its control block: a trap goes back there. */
+uint64_t scion_sfi_sp, scion_sfi_ctl;
+
+/* The entries save the registers their caller keeps and note where the call began;
+   `scion_sfi_exit` (a trap) goes back there, answers 0 and puts the trap's code in the
+   control block. */
+__asm__(
+    ".pushsection .text.scion_sfi_entry, \"ax\"\n"
+    ".globl scion_sfi_init\n .hidden scion_sfi_init\n"
+    ".globl scion_sfi_run\n .hidden scion_sfi_run\n"
+    ".globl scion_sfi_exit\n .hidden scion_sfi_exit\n"
+    "scion_sfi_init:\n" /* rdi = ctl */
+    "  push %rbx\n push %rbp\n push %r12\n push %r13\n push %r14\n push %r15\n sub $8, %rsp\n"
+    "  mov %rsp, scion_sfi_sp(%rip)\n mov %rdi, scion_sfi_ctl(%rip)\n"
+    "  call scion_sfi_start\n"
+    "  jmp 1f\n"
+    "scion_sfi_run:\n" /* rdi = input length, rsi = ctl */
+    "  push %rbx\n push %rbp\n push %r12\n push %r13\n push %r14\n push %r15\n sub $8, %rsp\n"
+    "  mov %rsp, scion_sfi_sp(%rip)\n mov %rsi, scion_sfi_ctl(%rip)\n"
+    "  call scion_sfi_call\n"
+    "1: add $8, %rsp\n pop %r15\n pop %r14\n pop %r13\n pop %r12\n pop %rbp\n pop %rbx\n ret\n"
+    "scion_sfi_exit:\n" /* rdi = trap code */
+    "  mov scion_sfi_sp(%rip), %rsp\n mov scion_sfi_ctl(%rip), %rsi\n mov %rdi, (%rsi)\n"
+    "  xor %eax, %eax\n jmp 1b\n"
+    ".popsection\n");
+
+__attribute__((noreturn)) void scion_sfi_exit(uint64_t code);
+
+bool wasm_rt_is_initialized(void) { return true; }
+
+__attribute__((noreturn)) void wasm_rt_trap(wasm_rt_trap_t code) {
+  wasm_rt_call_stack_depth = 0;
+  scion_sfi_exit(code == WASM_RT_TRAP_NONE ? WASM_RT_TRAP_UNREACHABLE : code);
+}
+
+/* A signature's number (equal signatures, equal numbers): only call_indirect compares
+   them, and a module with a table is refused. */
+uint32_t wasm_rt_register_func_type(uint32_t params, uint32_t results, ...) {
+  uint32_t h = 2166136261u ^ (params << 8) ^ results;
+  va_list ap;
+  va_start(ap, results);
+  for (uint32_t i = 0; i < params + results; i++) h = (h ^ (uint32_t)va_arg(ap, int)) * 16777619u;
+  va_end(ap);
+  return h;
+}
+
+#define PAGE 65536ull
+
+void wasm_rt_allocate_memory(wasm_rt_memory_t* m, uint32_t initial, uint32_t max) {
+  uint64_t bytes = initial * PAGE, cap = mem_cap / PAGE;
+  if (bytes > mem_cap) wasm_rt_trap(WASM_RT_TRAP_OOB);
+  memset(mem_base, 0, bytes);
+  m->data = mem_base;
+  m->pages = initial;
+  m->max_pages = max < cap ? max : cap;
+  m->size = bytes;
+}
+
+uint32_t wasm_rt_grow_memory(wasm_rt_memory_t* m, uint32_t delta) {
+  uint64_t old = m->pages, pages = old + delta;
+  if (pages > m->max_pages) return UINT32_MAX;
+  memset(m->data + m->size, 0, delta * PAGE);
+  m->pages = pages;
+  m->size = pages * PAGE;
+  return (uint32_t)old;
+}
+
+void wasm_rt_free_memory(wasm_rt_memory_t* m) { (void)m; }
+
+/* Instantiate the module in the memory the server hands over: its globals, its memory
+   (zeroed, then its data segments), where it keeps the input and its state. */
+__attribute__((used)) void scion_sfi_start(struct scion_sfi_ctl* c) {
+  mem_base = (uint8_t*)c->mem_base;
+  mem_cap = c->mem_cap;
+  wasm_rt_call_stack_depth = 0;
+  Z_graft_init_module();
+  Z_graft_instantiate(&instance);
+  c->input_at = Z_graftZ_graft_input(&instance);
+  c->state_at = Z_graftZ_graft_state(&instance);
+  c->mem_size = instance.w2c_memory.size;
+  c->trap = 0;
+}
+
+/* One call: `len` bytes of input are at graft_input(); the answer (or, by the exit, 0
+   and the trap's code in the control block, which the server cleared). */
+__attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len) { return w2c_graft_run(&instance, (uint32_t)len); }
+
+/* What a freestanding C program must provide; string instructions, so that the
+   compiler cannot turn them into calls to themselves. */
+void* memcpy(void* d, const void* s, size_t n) {
+  void* r = d;
+  size_t q = n >> 3;
+  __asm__ volatile("rep movsq" : "+D"(d), "+S"(s), "+c"(q) : : "memory");
+  n &= 7;
+  __asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+  return r;
+}
+
+void* memmove(void* d, const void* s, size_t n) {
+  if ((uintptr_t)d - (uintptr_t)s >= n) return memcpy(d, s, n);
+  /* Overlapping, destination above: backwards. */
+  unsigned char* dp = (unsigned char*)d + n - 1;
+  const unsigned char* sp = (const unsigned char*)s + n - 1;
+  __asm__ volatile("std\n rep movsb\n cld" : "+D"(dp), "+S"(sp), "+c"(n) : : "memory");
+  return d;
+}
+
+void* memset(void* d, int c, size_t n) {
+  void* r = d;
+  uint64_t q = n >> 3, v = 0x0101010101010101ull * (unsigned char)c;
+  __asm__ volatile("rep stosq" : "+D"(d), "+c"(q) : "a"(v) : "memory");
+  n &= 7;
+  __asm__ volatile("rep stosb" : "+D"(d), "+c"(n) : "a"(v) : "memory");
+  return r;
+}
+
+int memcmp(const void* a, const void* b, size_t n) {
+  const unsigned char *x = a, *y = b;
+  for (size_t i = 0; i < n; i++) {
+    if (x[i] != y[i]) return x[i] - y[i];
+  }
+  return 0;
+}
