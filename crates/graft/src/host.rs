@@ -47,6 +47,9 @@ pub trait Host {
     /// Is the heap the current call runs in over its limit? An engine that cannot be
     /// stopped from outside asks this at each step (a script's progress callback).
     fn over_probe(&self) -> fn() -> bool;
+    /// Grafts are loaded (or being loaded) here (`true`), or none any more (`false`):
+    /// the watchdog need only watch while there are.
+    fn armed(&mut self, _on: bool) {}
 }
 
 /// A host that isolates nothing: one heap for all, no deadline, a panic is a panic.

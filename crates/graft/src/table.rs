@@ -276,6 +276,8 @@ pub struct Table {
     host: Box<dyn Host>,
     /// Graft time spent in this turn (`new_turn`), in the host's clock.
     turn: u64,
+    /// The host's watchdog is armed (grafts are loaded, or one is being loaded).
+    armed: bool,
 }
 
 impl Table {
@@ -283,7 +285,16 @@ impl Table {
     /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
     pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
         let limits = Limits { over: host.over_probe(), ..Limits::default() };
-        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits, reaped: 0, host, turn: 0 }
+        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits, reaped: 0, host, turn: 0, armed: false }
+    }
+
+    /// Arm the host's watchdog while grafts are loaded (or `loading`), disarm it after.
+    fn arm(&mut self, loading: bool) {
+        let want = loading || !self.grafts.is_empty();
+        if want != self.armed {
+            self.armed = want;
+            self.host.armed(want);
+        }
     }
 
     /// A new turn (a request the server takes up): its graft time starts at zero.
@@ -298,6 +309,13 @@ impl Table {
 
     /// Build the engine for `f` in a heap of its own.
     fn build(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+        self.arm(true);
+        let r = self.build_armed(f, extra);
+        self.arm(false);
+        r
+    }
+
+    fn build_armed(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
         let mut heap = self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
         let limits = self.limits;
         let mut built = None;
@@ -372,6 +390,7 @@ impl Table {
         };
         let call_ticks = CALL_MS.saturating_mul(self.host.ticks_per_ms());
         self.grafts.push(Graft::new(id, owner, program, &f, engine, heap, call_ticks));
+        self.arm(false);
         Ok(id)
     }
 
@@ -413,6 +432,7 @@ impl Table {
     pub fn unload(&mut self, owner: u32, id: u32) -> Result<(), LoadError> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
         self.grafts.remove(k);
+        self.arm(false);
         Ok(())
     }
 
@@ -420,6 +440,7 @@ impl Table {
     pub fn forget(&mut self, program: u64) {
         self.grafts.retain(|g| g.program != program);
         self.staging.remove(&program);
+        self.arm(false);
     }
 
     pub fn get(&mut self, owner: u32, id: u32) -> Option<&mut Graft> {
@@ -462,6 +483,7 @@ impl Table {
         if g.dead() {
             self.grafts.remove(k);
             self.reaped += 1;
+            self.arm(false);
         }
         r.ok()
     }
@@ -492,6 +514,7 @@ impl Table {
         if g.dead() {
             self.grafts.remove(k);
             self.reaped += 1;
+            self.arm(false);
         }
         Some(TestRun { last, cycles, aborts, calls })
     }

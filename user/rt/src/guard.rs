@@ -261,13 +261,40 @@ pub fn watch(period_us: u64) {
     if WATCHING.swap(true, Ordering::AcqRel) {
         return;
     }
-    if crate::thread::spawn(watchdog, period_us, crate::thread::my_priority()).is_err() {
-        WATCHING.store(false, Ordering::Release);
+    match crate::thread::spawn(watchdog, period_us, crate::thread::my_priority()) {
+        Ok(t) => WATCHDOG.store(t.slot, Ordering::Release),
+        Err(_) => WATCHING.store(false, Ordering::Release),
     }
 }
 
+/// Code that may need the watchdog is loaded (`true`) or no longer (`false`), counted:
+/// while nothing is armed the watchdog sleeps in a receive and wakes nobody (a program's
+/// other threads see no periodic wake-ups of it), at most every `IDLE_US` to look again.
+pub fn arm(on: bool) {
+    let before = if on { ARMED.fetch_add(1, Ordering::AcqRel) } else { ARMED.fetch_sub(1, Ordering::AcqRel) };
+    if on && before == 0 {
+        let w = WATCHDOG.load(Ordering::Acquire);
+        if w != 0 {
+            // Wake it if it waits (a short send timeout: when it is not waiting it is
+            // looking already, or it looks again within `IDLE_US`).
+            let _ = crate::ipc::send(w, &crate::ipc::Msg::new(0, &[]), crate::ipc::timeouts(1_000, 1_000));
+        }
+    }
+}
+
+/// The watchdog's thread (its capability slot; 0 until it runs) and the count of armings.
+static WATCHDOG: AtomicU64 = AtomicU64::new(0);
+static ARMED: AtomicU64 = AtomicU64::new(0);
+/// How long a disarmed watchdog waits before it looks again anyway.
+const IDLE_US: u32 = 5_000_000;
+
 fn watchdog(period_us: u64) {
+    let mut m = crate::ipc::Msg::empty();
     loop {
+        if ARMED.load(Ordering::Acquire) == 0 {
+            let _ = crate::ipc::recv(crate::ipc::RECV_ANY, &mut m, crate::ipc::timeouts(IDLE_US, IDLE_US));
+            continue;
+        }
         sys::sleep_us(period_us);
         let past = || ACTIVE.load(Ordering::Acquire) != 0 && sys::rdtsc() >= DEADLINE.load(Ordering::Acquire);
         if !past() {

@@ -71,6 +71,10 @@ impl Host for ServerHost {
     fn over_probe(&self) -> fn() -> bool {
         rt::heap::current_over
     }
+
+    fn armed(&mut self, on: bool) {
+        rt::guard::arm(on)
+    }
 }
 
 /// The host for a server's graft table: the engines warmed up on the server's own heap
