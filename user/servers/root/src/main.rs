@@ -155,6 +155,14 @@ fn badge_of(idx: usize) -> u64 {
     idx as u64 + 1
 }
 
+/// A program's client number at sigma0 (the badge of the capability it or root uses
+/// there for it): above root's own, 1. (Numbered as the ids were, the first memory
+/// server was client 1 too: it could take back any client's frames, and root, ending
+/// it, took back its own heap.)
+fn s0_client(idx: usize) -> u64 {
+    idx as u64 + 2
+}
+
 /// Run `f` with a fresh temporary capability slot, which is emptied and given back
 /// afterwards whatever `f` did with it.
 fn with_tmp<T>(f: impl FnOnce(u64) -> T) -> T {
@@ -226,7 +234,7 @@ impl Root<'_> {
         let file = self.fs.find("mem").ok_or(Error::InvalidArg)?;
         let entry = Program { args: name.to_string(), priority: 150, ..Program::new("mem") };
         let child = loader::load_granted(file.data, &entry.cmdline(), MEM_KERNEL_QUOTA, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
-        let badge = badge_of(self.progs.len());
+        let badge = s0_client(self.progs.len());
         // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
         let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND))));
         if let Err(e) = given.and_then(|_| self.adopt(&child, &entry, None)) {
@@ -314,7 +322,7 @@ impl Root<'_> {
         // sigma0 takes back the frames it gave the program: all of a program paged by
         // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
         // driver would otherwise leak its buffers each time).
-        let mut r = Msg::new(s0::RECLAIM, &[badge_of(idx)]);
+        let mut r = Msg::new(s0::RECLAIM, &[s0_client(idx)]);
         let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
         // Services that keep state per client drop this one's (bounded waits: a busy or
         // stuck service is not root's problem).
@@ -505,7 +513,7 @@ impl Root<'_> {
         // the old one below must not take them back (that would revoke the new
         // program's mapping and every one derived from it, its clients' too).
         if let Some(log2) = mem_pages {
-            let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, badge_of(u.old), badge_of(u.new)]);
+            let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, s0_client(u.old), s0_client(u.new)]);
             if let Err(e) = ipc::call(self.sigma0, &mut mv, ipc::FOREVER).and_then(|_| abi::check(mv.word(1))) {
                 println!("[root] the memory {} handed over is not its own frames at {:#x} ({:?}): it goes when {} ends", self.progs[u.old].name, m.word(2), e, badge_of(u.old));
             }
@@ -754,7 +762,7 @@ impl Root<'_> {
             return sys::cap_give(req, cap::MACHINE_SLOT, dst, rights::SHUTDOWN);
         }
         if name == "sigma0" {
-            let badge = badge_of(idx);
+            let badge = s0_client(idx);
             return with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)));
         }
         let s = self.find(name).ok_or(Error::NotFound)?;
