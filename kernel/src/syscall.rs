@@ -427,14 +427,16 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
                 _ => lo,
             };
             let budget_end = timer::rdtsc() + timer::tsc_per_ms() / 2;
-            let mut leaves = 0u32;
+            // Mappings visited since the clock was last read: one page's tree may be
+            // thousands (`framedb::MAX_NODES`), most pages have one or two.
+            let mut work = 0usize;
             while let Some((va, e)) = k.task(me).next_leaf_in(at, hi) {
                 if e & pt::UTCB == 0 {
-                    k.demap_mem(me, va, rights, include_self);
+                    work += k.demap_mem(me, va, rights, include_self);
                 }
                 at = va + abi::layout::PAGE_SIZE;
-                leaves += 1;
-                if leaves.is_multiple_of(16) && at < hi && timer::rdtsc() > budget_end {
+                work += 1;
+                if work >= 16 && at < hi && core::mem::take(&mut work) > 0 && timer::rdtsc() > budget_end {
                     k.unmap_resume[cur] = Some((what, include_self, at));
                     restart(k, sys::UNMAP);
                     return Ok(());
