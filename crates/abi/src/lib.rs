@@ -270,8 +270,31 @@ pub mod cap {
     pub const PEER: u64 = 4;
     /// Programs whose manifest entry lists "console": SEND to the console server.
     pub const CONSOLE: u64 = 6;
+    /// Programs paged by a memory server: SEND to it, for requests about their own
+    /// memory (`rt::proto::RESERVE`, which `rt::heap` asks before it grows; `mem_api`).
+    pub const PAGER: u64 = 7;
     /// First slot free for the program's own use.
     pub const FIRST_FREE: u64 = 16;
+}
+
+/// What a task's kernel-memory quota (`TASK_CREATE`'s quota, a manifest entry's
+/// `kpages`) pays for, in pages: the kernel charges these, and `manifest::kpages_for`
+/// derives a program's default quota from them.
+pub mod kquota {
+    /// A task: its top-level page table.
+    pub const TASK_PAGES: u64 = 1;
+    /// Its capability space (`cap::SLOTS` slots of 40 bytes).
+    pub const CSPACE_PAGES: u64 = (super::cap::SLOTS * 40).div_ceil(4096);
+    /// A thread: its kernel stack (4 pages) and its UTCB.
+    pub const THREAD_PAGES: u64 = 5;
+    /// The I/O permission bitmap, made when the task is first given a port.
+    pub const IO_BITMAP_PAGES: u64 = 2;
+    /// Mapping-database nodes one quota page pays for: every page mapped into a task has
+    /// one (48 bytes of kernel heap with its share of the frame's tree), charged to the
+    /// task it is mapped into.
+    pub const NODES_PER_PAGE: u64 = 4096 / 48;
+    /// A page table maps this many pages (each level above it 512 times as many).
+    pub const PAGES_PER_TABLE: u64 = 512;
 }
 
 /// Rights bits. Which bits mean something depends on the capability type.
