@@ -38,8 +38,9 @@ use sigma0_api as s0;
 
 rt::entry!(main);
 
-/// Kernel memory for a memory server (its page tables cover its whole pool).
-const MEM_KERNEL_QUOTA: u64 = 256;
+/// Kernel pages a memory server gets beyond those of the pages it may map
+/// (`mem_quota`): the upper page tables of its graft arenas (64 regions of their own).
+const MEM_KERNEL_EXTRA: u64 = 96;
 /// The memory servers root starts; programs name theirs with `pager`.
 const MEM_SERVERS: [&str; 2] = ["mem0", "mem1"];
 
@@ -210,12 +211,16 @@ impl Root<'_> {
             }
         })?;
         let sent = if entry.file.starts_with('/') { mem_api::client::image(mem_slot, badge_of(idx), data, ipc::timeouts(1_000_000, 5_000_000)) } else { Ok(()) };
-        if let Err(e) = sent.and_then(|_| mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, &cmdline)) {
+        let flags = if entry.caps.iter().any(|c| c == proto::PAGER) { mem_api::MAY_GRAFT } else { 0 };
+        // Its own memory server, for its requests about its own memory (`cap::PAGER`:
+        // `rt::heap` reserves pages there before it grows).
+        let pager_cap = with_tmp(|tmp| sys::cap_copy(mem_slot, tmp, rights::SEND, self.badge_for(&entry, idx).0).and_then(|_| sys::cap_give(child.task, tmp, cap::PAGER, rights::SEND)));
+        if let Err(e) = pager_cap.and(sent).and_then(|_| mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, flags, &cmdline)) {
             child.discard();
             return Err(e);
         }
         if let Err(e) = self.adopt(&child, &entry, requester) {
-            let _ = mem_api::client::unregister(mem_slot, badge_of(idx));
+            let _ = mem_api::client::unregister(mem_slot, badge_of(idx), false);
             child.discard();
             return Err(e);
         }
@@ -229,11 +234,29 @@ impl Root<'_> {
         Ok(i)
     }
 
+    /// A memory server's kernel quota: the page tables and mapping nodes of every page it
+    /// may map — each of sigma0's frames at most once (its pool, its heap, graft code)
+    /// and the boot image — as `manifest::kpages_for` derives them for any program, and
+    /// `MEM_KERNEL_EXTRA`. So no client's demand can exhaust it: the server maps nothing
+    /// else. (Fixed at 256 pages before, it paid for about 15,000 frames, 60 MiB, whatever
+    /// the RAM: past that a client within its limit was killed, then the server itself.)
+    /// The cost is this much of root's quota set aside for each of the two servers:
+    /// about 1.4% of the frames (of the eighth of RAM the kernel keeps).
+    fn mem_quota(&self) -> u64 {
+        let mut m = Msg::new(s0::STATS, &[]);
+        let frames = match ipc::call(self.sigma0, &mut m, ipc::FOREVER) {
+            Ok(()) => m.word(3),
+            Err(_) => 0,
+        };
+        manifest::kpages_for(frames + (self.fs_len as u64).div_ceil(abi::layout::PAGE_SIZE)) + MEM_KERNEL_EXTRA
+    }
+
     /// Start a memory server, paged by sigma0, and hand it the boot image.
     fn start_mem(&mut self, name: &str) -> Result<usize, Error> {
         let file = self.fs.find("mem").ok_or(Error::InvalidArg)?;
         let entry = Program { args: name.to_string(), priority: 150, ..Program::new("mem") };
-        let child = loader::load_granted(file.data, &entry.cmdline(), MEM_KERNEL_QUOTA, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
+        let quota = self.mem_quota();
+        let child = loader::load_granted(file.data, &entry.cmdline(), quota, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
         let badge = s0_client(self.progs.len());
         // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
         let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND))));
@@ -317,7 +340,7 @@ impl Root<'_> {
         // The task goes, and with it root's slots for its task and thread.
         p.child.discard();
         if let Some(m) = pager {
-            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx));
+            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), true);
         }
         // sigma0 takes back the frames it gave the program: all of a program paged by
         // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
@@ -693,7 +716,12 @@ impl Root<'_> {
 
     /// The badge servers see on a program's calls: its principal above its id.
     fn client_badge(&self, idx: usize) -> Badge {
-        Badge::client(self.progs[idx].entry.principal as u64, badge_of(idx) as u32).unwrap_or(Badge(badge_of(idx)))
+        self.badge_for(&self.progs[idx].entry, idx)
+    }
+
+    /// The badge of program `idx` run from `entry` (before it has a record).
+    fn badge_for(&self, entry: &Program, idx: usize) -> Badge {
+        Badge::client(entry.principal as u64, badge_of(idx) as u32).unwrap_or(Badge(badge_of(idx)))
     }
 
     /// Once every test has ended, report and end the machine.
