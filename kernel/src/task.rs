@@ -50,6 +50,9 @@ pub struct Task {
     pub io_max: u16,
     /// Its destruction is under way (`Kernel::teardown_slice`).
     pub dying: bool,
+    /// Where the next slice of its teardown goes on taking its memory away (nothing
+    /// is mapped into a dying task, so none lies below).
+    pub strip_from: u64,
     /// Pages mapped in it through `map_frame` (each has a mapping-database node, or
     /// will when it is passed on), charged to `quota`.
     pub nodes: Objects,
@@ -378,7 +381,7 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, nodes: Objects::default(), switches: [0; 2] })
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, strip_from: 0, nodes: Objects::default(), switches: [0; 2] })
     }
 
     /// Map `frame` at `va` (one more reference to the frame; new page tables and the
