@@ -9,7 +9,8 @@
 //! go back to the pool when a client is unregistered.
 //!
 //! **Reservations** (`mem_api::RESERVE`, asked by `rt::heap` before it grows): a
-//! program sets pages aside before it touches them. The server takes them into its pool
+//! program sets pages aside before it touches them (its image and main stack are set
+//! aside when root registers it: without room for them it does not start). The server takes them into its pool
 //! at once (from sigma0) and keeps them for that program, so a page it reserved is
 //! always there when it faults; a reservation past the program's limit (beside the
 //! pages it holds and has set aside) or beyond the memory there is, is refused whole
@@ -424,8 +425,22 @@ impl Mem {
             Image::Boot(unsafe { core::slice::from_raw_parts(file.data.as_ptr(), file.data.len()) })
         };
         let e = elf::parse(&image).map_err(|_| Error::InvalidArg)?;
+        // Its image and main stack are set aside now: the pages every program touches
+        // before it can ask for any (and that it cannot do without), so that only what
+        // it asks for later (`RESERVE`: its heap) can be refused. No room: not started.
+        let own = e.segments().iter().map(|s| (s.page_range().1 - s.page_range().0) / PAGE_SIZE).sum::<u64>() + abi::layout::MAIN_STACK_PAGES;
         self.unregister(badge, false);
         self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, reserved: 0, grafts: flags & mem_api::MAY_GRAFT != 0, regions: BTreeMap::new(), pages: BTreeMap::new(), resident: if resident == 0 { 0 } else { resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT)) }, clean: VecDeque::new(), dropped: BTreeSet::new(), taken_back: 0, refaults: 0, grafted: 0 });
+        let mut left = own;
+        while left > 0 {
+            match self.reserve(badge, left, 0) {
+                Ok(n) => left -= n,
+                Err(e) => {
+                    self.unregister(badge, false);
+                    return Err(e);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -12,6 +12,10 @@
 //! A child that is killed (by an unhandled fault) instead of reporting fails the
 //! phase; at the end both memory servers still serve (`meminfo` lists them).
 //!
+//! 4. `ram_most`, whose limit is all of the RAM, sets pages aside 16 MiB at a time until
+//!    refused (then 1 MiB, then 64 KiB), touches them all and reports: the largest
+//!    allocation one program gets.
+//!
 //! `ram_test child PAGES`: reserve PAGES pages at its memory server (`mem_api::RESERVE`,
 //! through `abi::cap::PAGER`, which every program paged by one has), touch them, check
 //! them, report to the spawner (PEER) and wait: "exit" or "check again". `ram_test
@@ -106,6 +110,27 @@ fn over() -> i32 {
     0
 }
 
+/// Set pages aside 16 MiB at a time until refused, then 1 MiB, then 64 KiB; touch and
+/// check them all: report the pages.
+fn most() -> i32 {
+    let t = sys::now_us();
+    let mut got = 0;
+    let mut why = Error::NoMemory;
+    for step in [4096, 256, 16] {
+        why = loop {
+            match mem_api::client::reserve(PAGER, step, AT + got * PAGE) {
+                Ok(()) => got += step,
+                Err(e) => break e,
+            }
+        };
+    }
+    touch(got);
+    let ok = verify(got);
+    println!("ram_test most: {} pages ({} MiB) set aside, touched and checked in {} ms; then {:?}", got, got >> 8, (sys::now_us() - t) / 1000, why);
+    report(&[(ok == got && why == Error::NoMemory) as u64, got, why as u64]);
+    0
+}
+
 struct Kid {
     id: u64,
     task: u64,
@@ -173,6 +198,7 @@ fn main() -> i32 {
     match first {
         "child" => return child(num(args.next())),
         "over" => return over(),
+        "most" => return most(),
         _ => {}
     }
     let mib: u64 = first.parse().unwrap_or(0);
@@ -214,6 +240,14 @@ fn main() -> i32 {
     let reported = gather(&mut three);
     c.check(reported && three.iter().all(|k| k.words == [1, part, 0]), "the other three still hold every page");
     answer(&mut three, EXIT);
+
+    // 4. The largest allocation.
+    let mut m: Vec<Kid> = spawn(&mut c, "ram_most").into_iter().collect();
+    let reported = gather(&mut m);
+    let most = m.first().map_or(0, |k| k.words[1]);
+    println!("ram_test: the largest allocation: {} pages, {} MiB of {} MiB ({}%)", most, most >> 8, mib, most * 100 / (mib * 256).max(1));
+    c.check(reported && m[0].words[0] == 1 && most >= all, "one program gets at least 75% of the RAM, then NoMemory");
+    answer(&mut m, EXIT);
 
     // The memory servers served all of it and still do.
     let info = env::meminfo().unwrap_or_default();
