@@ -18,10 +18,10 @@ use kcore::mapdb::MapDb;
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
 
-pub const MAX_THREADS: usize = 1024;
+pub const MAX_THREADS: usize = abi::tables::MAX_THREADS;
 /// `Kernel::thread_cpu` of an empty thread slot.
 pub const NO_CPU: u8 = u8::MAX;
-pub const MAX_TASKS: usize = 128;
+pub const MAX_TASKS: usize = abi::tables::MAX_TASKS;
 /// No thread (for thread-id fields that may be empty).
 pub const NO_THREAD: u32 = u32::MAX;
 pub const KSTACK_PAGES: u64 = 4;

@@ -45,6 +45,15 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             k.cur().frame().rdi = crate::kernel::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
+        Call::KernelInfo { what: abi::KERNEL_INFO_TABLES } => {
+            let (tasks, threads) = free_slots(k);
+            let out = k.cur().frame();
+            out.rdi = tasks as u64;
+            out.rsi = threads as u64;
+            out.rdx = abi::tables::ROOT_TASKS as u64;
+            out.r10 = abi::tables::ROOT_THREADS as u64;
+            Ok(())
+        }
         Call::KernelInfo { what: abi::KERNEL_INFO_SMP } => {
             use core::sync::atomic::Ordering::Relaxed;
             let handovers = k.handovers;
@@ -278,9 +287,24 @@ fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Free task and thread slots.
+fn free_slots(k: &Kernel) -> (usize, usize) {
+    (k.tasks.iter().filter(|t| t.is_none()).count(), k.threads.iter().filter(|t| t.is_none()).count())
+}
+
+/// The calling task has a parent: the slots kept for parentless tasks (root) are not
+/// its to take (`abi::tables`).
+fn may_take_kept_slots(k: &mut Kernel) -> bool {
+    let me = k.t(k.view.current).task;
+    k.task(me).parent.is_none()
+}
+
 fn task_create(k: &mut Kernel, dst: Slot, quota: u64) -> Result<(), Error> {
     // Check the slot first so that a failure leaves nothing behind.
     free_slot(k, dst)?;
+    if free_slots(k).0 <= abi::tables::ROOT_TASKS && !may_take_kept_slots(k) {
+        return Err(Error::NoMemory);
+    }
     let me = k.t(k.view.current).task;
     let id = k.create_task(quota, Some(me))?;
     let r = k.task_ref(id);
@@ -293,6 +317,9 @@ fn thread_create(k: &mut Kernel, task_slot: Slot, dst: Slot, utcb: u64, prio: u8
     free_slot(k, dst)?;
     if prio > k.cur().prio {
         return Err(Error::InvalidArg);
+    }
+    if free_slots(k).1 <= abi::tables::ROOT_THREADS && !may_take_kept_slots(k) {
+        return Err(Error::NoMemory);
     }
     let id = k.create_thread(target, utcb, prio, false)?;
     let r = k.thread_ref(id);

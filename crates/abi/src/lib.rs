@@ -17,6 +17,23 @@ pub const KERNEL_INFO_SMP: u64 = 2;
 /// it spent halted. `InvalidArg` for a CPU that is not running.
 pub const KERNEL_INFO_CPU: u64 = 3;
 
+/// `KERNEL_INFO(KERNEL_INFO_TABLES)`: the kernel's fixed tables — free task slots, free
+/// thread slots, and the slots of each kept for tasks without a parent (root, sigma0):
+/// `tables::ROOT_TASKS`, `tables::ROOT_THREADS`.
+pub const KERNEL_INFO_TABLES: u64 = 4;
+
+/// The kernel's fixed tables (a task or thread made takes a slot until it is destroyed).
+/// The last `ROOT_TASKS` task slots and `ROOT_THREADS` thread slots are made only by a
+/// task without a parent (root, which starts the manifest's programs): for any other,
+/// `TASK_CREATE` and `THREAD_CREATE` answer `NoMemory` when no more are free, so no
+/// program's tasks or threads can keep root from starting (or restarting) one.
+pub mod tables {
+    pub const MAX_TASKS: usize = 128;
+    pub const MAX_THREADS: usize = 1024;
+    pub const ROOT_TASKS: usize = 16;
+    pub const ROOT_THREADS: usize = 32;
+}
+
 /// ABI version reported by `KERNEL_INFO`.
 pub const ABI_VERSION: u64 = 2;
 

@@ -30,6 +30,11 @@
 //! plus `KPAGES_BASE` for the task, a few threads and the pages others map in (shared
 //! areas) — so a program inside its page limit never runs out of kernel memory first
 //! (default: `kpages_for(8192)` = 179). An entry that gives `kpages` gets what it says.
+//!
+//! **Spawning.** `spawns` (default `DEFAULT_SPAWNS`, 8) is the most programs the
+//! program may have running that it started with SPAWN, with those they started, and so
+//! on (all count against each program above them); each has at most the spawner's
+//! `pages` and `kpages`. Root answers `NoMemory` past either.
 #![forbid(unsafe_code)]
 #![no_std]
 
@@ -42,6 +47,9 @@ use alloc::vec::Vec;
 
 /// A program's page limit unless its entry says (32 MiB).
 pub const DEFAULT_PAGES: u64 = 8192;
+/// The most programs a program may have running that it (or they) started with SPAWN,
+/// unless its entry says.
+pub const DEFAULT_SPAWNS: u64 = 8;
 /// Kernel pages every program gets beyond those of its page limit: its task (top page
 /// table, capability space: 11), four threads (20), the upper page tables of ten separate
 /// regions of its address space (30), an I/O bitmap (2) — and room, in what is left,
@@ -86,6 +94,8 @@ pub struct Program {
     pub principal: u32,
     /// The CPU its first thread runs on (root moves it there before it starts).
     pub cpu: u8,
+    /// The most programs it may have running that it started with SPAWN (with theirs).
+    pub spawns: u64,
 }
 
 impl Program {
@@ -108,6 +118,7 @@ impl Program {
             test: false,
             principal: 0,
             cpu: 0,
+            spawns: DEFAULT_SPAWNS,
         }
     }
 
@@ -277,6 +288,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
                 }
             }
             ("resident", Value::Int(i)) => p.resident = i,
+            ("spawns", Value::Int(i)) => p.spawns = i,
             ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
             ("principal", _) => return Err(wrong("a 32-bit number")),
             ("cpu", Value::Int(i)) if i < 8 => p.cpu = i as u8,
@@ -307,7 +319,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
                 }
             }
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
-            ("pages" | "kpages" | "resident", _) => return Err(wrong("a number")),
+            ("pages" | "kpages" | "resident" | "spawns", _) => return Err(wrong("a number")),
             ("restart" | "clients" | "start" | "test", _) => return Err(wrong("true or false")),
             ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),
@@ -392,6 +404,9 @@ start = false
         let c = &m[0];
         assert_eq!((c.name.as_str(), c.file.as_str(), c.priority, c.pages, c.resident), ("console", "console", 150, 512, 64));
         assert_eq!(m[1].resident, 0, "no resident limit unless given");
+        assert_eq!(m[1].spawns, DEFAULT_SPAWNS);
+        assert_eq!(parse("[[program]]\nname = \"d\"\nspawns = 0").unwrap()[0].spawns, 0);
+        assert!(parse("[[program]]\nname = \"d\"\nspawns = \"x\"").is_err());
         assert_eq!(c.io, [(0x3f8, 0x3ff), (0x80, 0x80)]);
         assert!(c.allows_port(0x3fd) && !c.allows_port(0x400));
         assert_eq!(c.irq, [4]);

@@ -768,10 +768,65 @@ impl Root<'_> {
         }
         entry.test = false;
         entry.restart = false;
+        if let Err(why) = self.may_spawn(idx, &entry) {
+            println!("[root] {} may not start {}: {}", self.progs[idx].name, entry.name, why);
+            return Answer::err(Error::NoMemory);
+        }
         match self.start(entry, Some(Requester { idx, slot: dst, control }), None) {
             Ok(i) => Answer::ok(&[badge_of(i)]),
             Err(e) => Answer::err(e),
         }
+    }
+
+    /// Live programs that `a` started with SPAWN, or that they started, and so on.
+    fn descendants(&self, a: usize) -> u64 {
+        let mut n = 0;
+        for (i, p) in self.progs.iter().enumerate() {
+            if p.done || i == a {
+                continue;
+            }
+            let mut s = p.spawner;
+            // (A chain is at most as long as the records: no cycle is possible, as a
+            // spawner is always an older record.)
+            while let Some(x) = s {
+                if x == a {
+                    n += 1;
+                    break;
+                }
+                s = self.progs[x].spawner;
+            }
+        }
+        n
+    }
+
+    /// Whether program `idx` may start a program from `entry` (SPAWN): the rule that
+    /// SPAWN counts against the spawner (ARCHITECTURE.md, "Who pays"). The new program
+    /// asks for no more memory than its spawner has (`pages`, `kpages`); the spawner and
+    /// every program above it stays within its `spawns` (live programs started below
+    /// it); and root keeps task and thread slots (`abi::tables`) and kernel quota for
+    /// the manifest's programs that are down (their restarts).
+    fn may_spawn(&self, idx: usize, entry: &Program) -> Result<(), &'static str> {
+        let me = &self.progs[idx].entry;
+        if entry.pages > me.pages || entry.kpages > me.kpages {
+            return Err("it asks for more memory than its spawner has (pages, kpages)");
+        }
+        let mut a = Some(idx);
+        while let Some(x) = a {
+            if self.descendants(x) >= self.progs[x].entry.spawns {
+                return Err(if x == idx { "the spawner runs as many programs as its `spawns` allows" } else { "a program above the spawner runs as many programs as its `spawns` allows" });
+            }
+            a = self.progs[x].spawner;
+        }
+        let (tasks, threads) = sys::kernel_tables();
+        if tasks <= abi::tables::ROOT_TASKS as u64 + 1 || threads <= abi::tables::ROOT_THREADS as u64 + 1 {
+            return Err("the last task and thread slots are kept for the manifest's programs");
+        }
+        let (_, limit, used) = sys::task_info(cap::SELF_TASK).unwrap_or((0, 0, 0));
+        let kept: u64 = self.down.iter().map(|d| d.entry.kpages).sum();
+        if limit.saturating_sub(used) < entry.kpages.saturating_add(kept) {
+            return Err("root keeps its kernel memory for the manifest's programs");
+        }
+        Ok(())
     }
 
     fn lookup(&mut self, idx: usize, name: &str, dst: u64) -> Result<(), Error> {
