@@ -13,20 +13,22 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use kcore::cspace::Cap;
 use kcore::idlist::{Links, List};
+use kcore::framedb::FrameDb;
 use kcore::mapdb::MapDb;
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
 
-pub const MAX_THREADS: usize = 1024;
+pub const MAX_THREADS: usize = abi::tables::MAX_THREADS;
 /// `Kernel::thread_cpu` of an empty thread slot.
 pub const NO_CPU: u8 = u8::MAX;
-pub const MAX_TASKS: usize = 128;
+pub const MAX_TASKS: usize = abi::tables::MAX_TASKS;
 /// No thread (for thread-id fields that may be empty).
 pub const NO_THREAD: u32 = u32::MAX;
 pub const KSTACK_PAGES: u64 = 4;
 pub const KSTACK_SIZE: u64 = KSTACK_PAGES * PAGE_SIZE;
 /// Quota pages a thread costs: its kernel stack and its UTCB.
-pub const THREAD_PAGES: u64 = KSTACK_PAGES + 1;
+pub const THREAD_PAGES: u64 = abi::kquota::THREAD_PAGES;
+const _: () = assert!(THREAD_PAGES == KSTACK_PAGES + 1);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -217,8 +219,9 @@ pub struct Kernel {
     pub sendq: Links<MAX_THREADS>,
     pub timers: TimerHeap<MAX_THREADS>,
     pub ticks: u64,
-    /// Mapping databases: frames (by frame address), I/O ports, capabilities (by object).
-    pub mapdb_mem: MapDb<u64, u32>,
+    /// Mapping databases: frames (by frame address; stable slots kept in the page
+    /// tables, `kcore::framedb`), I/O ports, capabilities (by object).
+    pub framedb: FrameDb,
     pub mapdb_io: MapDb<u16, u32>,
     pub mapdb_cap: MapDb<Obj, u32>,
     /// The task that holds every I/O port from boot (sigma0).
@@ -249,7 +252,7 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     sendq: Links::new(),
     timers: TimerHeap::new(),
     ticks: 0,
-    mapdb_mem: MapDb::new(),
+    framedb: FrameDb::empty(),
     mapdb_io: MapDb::new(),
     mapdb_cap: MapDb::new(),
     io_root: u32::MAX,
@@ -481,6 +484,8 @@ pub fn init(k: &mut Kernel) {
     k.unmap_resume = alloc::vec![None; MAX_THREADS];
     k.tasks = (0..MAX_TASKS).map(|_| None).collect();
     k.task_gen = alloc::vec![1; MAX_TASKS];
+    // The memory mapping database's table: a tree pointer per frame of RAM.
+    k.framedb = FrameDb::new(crate::mem::frame_count() as usize).expect("kernel heap for the mapping database's table");
     for c in 0..MAX_CPUS {
         let rq = &raw const k.rqs[c];
         let v = if c == k.view_cpu {

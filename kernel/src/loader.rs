@@ -105,8 +105,10 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     let mmio_pages = (layout::MMIO_END - layout::MMIO_START) / PAGE_SIZE;
     let s0_quota = SIGMA0_QUOTA + (mem::free_frames() + mmio_pages) / 256;
     let s0 = load(k, s0_image, "sigma0", s0_quota, abi::sched::MAX_PRIORITY);
-    // The kernel keeps an eighth of RAM for its objects (between 12 and 256 MiB).
-    let reserve = (mem::free_frames() / 8).clamp(3072, 65536);
+    // The kernel keeps an eighth of RAM for its objects (at least 12 MiB): page tables,
+    // stacks, and the heap as it grows (mapping-database nodes: every page mapped costs
+    // one, charged to the task it is mapped into).
+    let reserve = (mem::free_frames() / 8).max(3072);
     let mut args = String::from("sigma0");
     let mut given = 0u64;
     let mut run: Option<(u64, u64)> = None; // (first frame address, pages)

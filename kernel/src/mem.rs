@@ -24,6 +24,14 @@ struct KernelHeap;
 // disabled (see `kcell`), so allocations never interleave.
 unsafe impl core::alloc::GlobalAlloc for KernelHeap {
     unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
+        if let Ok(p) = HEAP_INNER.get().allocate_first_fit(layout) {
+            return p.as_ptr();
+        }
+        // Full: grow it (from the frames the kernel keeps) and try once more.
+        let want = (layout.size() as u64 + layout.align() as u64).next_multiple_of(PAGE_SIZE).max(HEAP_CHUNK);
+        if grow_heap(want) == 0 {
+            return core::ptr::null_mut();
+        }
         HEAP_INNER.get().allocate_first_fit(layout).map_or(core::ptr::null_mut(), |p| p.as_ptr())
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: core::alloc::Layout) {
@@ -203,19 +211,26 @@ pub fn init(start_info_phys: u64) -> BootInfo {
         fb.reserve_range(first, last.saturating_sub(first));
     }
 
-    // Kernel heap: an eighth of RAM, at most 32 MiB, contiguous.
+    // Kernel heap: an eighth of RAM, at most 32 MiB, to begin with, in address space of
+    // its own (a PML4 entry every address space shares); it grows as it fills, from the
+    // frames the kernel keeps (`grow_heap`).
     let heap_frames = (fb.free_count() / 8).min((32 << 20) / PAGE_SIZE);
-    let Some(heap) = fb.alloc_contiguous(heap_frames, 1) else { too_small(top, "the kernel heap") };
-    // SAFETY: the frames were just taken from the allocator, are mapped by the direct
-    // map and are used for nothing else.
-    unsafe { HEAP_INNER.get().init(phys_to_virt(heap * PAGE_SIZE), (heap_frames * PAGE_SIZE) as usize) };
+    let Some(pdpt) = fb.alloc() else { too_small(top, "the kernel heap") };
+    zero_frame(pdpt * PAGE_SIZE);
+    crate::arch::boot::install_kernel_pdpt(HEAP_PML4, pdpt * PAGE_SIZE);
+    if map_heap_pages(fb, heap_frames) != heap_frames {
+        too_small(top, "the kernel heap");
+    }
+    // SAFETY: `heap_frames` pages at HEAP_BASE were just mapped, read-write, to frames
+    // taken from the allocator for this alone.
+    unsafe { HEAP_INNER.get().init(HEAP_BASE as *mut u8, (heap_frames * PAGE_SIZE) as usize) };
 
     kprintln!(
         "[mem] RAM {} MiB (up to {:#x}), {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
         ram.iter().map(|&(a, b)| b.min(top).saturating_sub(a)).sum::<u64>() >> 20,
         top,
         fb.free_count(),
-        heap_frames * 4,
+        heap_bytes() >> 10,
         bootfs.1 >> 10,
         bootfs.0
     );
@@ -246,8 +261,92 @@ fn too_small(top: u64, what: &str) -> ! {
     crate::arch::cpu::machine_exit(2)
 }
 
+/// Where the kernel heap lies: PML4 entry `HEAP_PML4` (512 GiB of address space, kernel
+/// only, shared by every address space as the direct map is), mapped page by page from
+/// its start as the heap grows.
+const HEAP_PML4: usize = 257;
+const HEAP_BASE: u64 = 0xffff_8000_0000_0000 | ((HEAP_PML4 as u64) << 39);
+/// The heap grows by at least this much at a time.
+const HEAP_CHUNK: u64 = 1 << 20;
+/// Bytes of heap mapped so far (from HEAP_BASE).
+static HEAP_MAPPED: KCell<u64> = KCell::new(0);
+
+/// The kernel heap's size now, in bytes.
+pub fn heap_bytes() -> u64 {
+    *HEAP_MAPPED.get()
+}
+
+/// Map `pages` more pages at the heap's end (frames from `fb`, and the tables below the
+/// heap's PDPT as they are needed): how many it mapped (fewer when frames ran out).
+fn map_heap_pages(fb: &mut FrameBitmap<'static>, pages: u64) -> u64 {
+    let pml4 = phys_to_virt(crate::arch::boot::boot_pml4_phys()) as *const u64;
+    // SAFETY: entry HEAP_PML4 of the boot PML4, installed by `init`.
+    let pdpt = unsafe { pml4.add(HEAP_PML4).read() } & kcore::pagetable::ADDR;
+    let nx = if crate::arch::boot::nx_enabled() { kcore::pagetable::NX } else { 0 };
+    let mut done = 0;
+    while done < pages {
+        let va = HEAP_BASE + *HEAP_MAPPED.get();
+        // The table at each level below the PDPT, made when missing.
+        let mut table = pdpt;
+        let mut ok = true;
+        for level in [2u32, 1] {
+            let i = ((va >> (12 + 9 * level)) & 0x1ff) as usize;
+            let t = phys_to_virt(table) as *mut u64;
+            // SAFETY: `t` is a page table of the heap's (the PDPT or one made below),
+            // in the direct map; only the kernel writes it, holding the lock.
+            let e = unsafe { t.add(i).read() };
+            if e & kcore::pagetable::P != 0 {
+                table = e & kcore::pagetable::ADDR;
+                continue;
+            }
+            let Some(f) = fb.alloc() else {
+                ok = false;
+                break;
+            };
+            zero_frame(f * PAGE_SIZE);
+            // SAFETY: as above; a new table, present and writable, kernel only.
+            unsafe { t.add(i).write(f * PAGE_SIZE | 0x3) };
+            table = f * PAGE_SIZE;
+        }
+        let Some(f) = ok.then(|| fb.alloc()).flatten() else { break };
+        let t = phys_to_virt(table) as *mut u64;
+        // SAFETY: the last-level table for `va`, whose entry is empty (the heap only
+        // grows); the frame was just taken from the allocator for the heap alone.
+        unsafe { t.add(((va >> 12) & 0x1ff) as usize).write(f * PAGE_SIZE | 0x3 | nx) };
+        *HEAP_MAPPED.get() += PAGE_SIZE;
+        done += 1;
+    }
+    done
+}
+
+/// Grow the kernel heap by `bytes` (whole pages) or as much of it as there are frames
+/// for: the bytes added. Frames given to the heap stay there; what it holds is charged
+/// to the tasks whose objects they are (`kcore::quota`), from quotas that together
+/// come to no more than the frames the kernel keeps.
+fn grow_heap(bytes: u64) -> u64 {
+    crate::klock::settle();
+    let before = heap_bytes();
+    let pages = map_heap_pages(frames(), bytes / PAGE_SIZE);
+    if pages == 0 {
+        return 0;
+    }
+    // SAFETY: the pages just mapped directly follow the heap's top and are used by
+    // nothing else.
+    unsafe { HEAP_INNER.get().extend((pages * PAGE_SIZE) as usize) };
+    let after = heap_bytes();
+    if before >> 26 != after >> 26 {
+        kprintln!("[mem] kernel heap {} MiB", after >> 20);
+    }
+    pages * PAGE_SIZE
+}
+
 fn frames() -> &'static mut FrameBitmap<'static> {
     FRAMES.get().as_mut().expect("frame allocator initialised")
+}
+
+/// Frames below the top of RAM (what the frame tables cover).
+pub fn frame_count() -> u64 {
+    REFCOUNT.get().len() as u64
 }
 
 pub fn free_frames() -> u64 {

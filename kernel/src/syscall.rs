@@ -45,6 +45,15 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             k.cur().frame().rdi = crate::kernel::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
+        Call::KernelInfo { what: abi::KERNEL_INFO_TABLES } => {
+            let (tasks, threads) = free_slots(k);
+            let out = k.cur().frame();
+            out.rdi = tasks as u64;
+            out.rsi = threads as u64;
+            out.rdx = abi::tables::ROOT_TASKS as u64;
+            out.r10 = abi::tables::ROOT_THREADS as u64;
+            Ok(())
+        }
         Call::KernelInfo { what: abi::KERNEL_INFO_SMP } => {
             use core::sync::atomic::Ordering::Relaxed;
             let handovers = k.handovers;
@@ -278,9 +287,24 @@ fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Free task and thread slots.
+fn free_slots(k: &Kernel) -> (usize, usize) {
+    (k.tasks.iter().filter(|t| t.is_none()).count(), k.threads.iter().filter(|t| t.is_none()).count())
+}
+
+/// The calling task has a parent: the slots kept for parentless tasks (root) are not
+/// its to take (`abi::tables`).
+fn may_take_kept_slots(k: &mut Kernel) -> bool {
+    let me = k.t(k.view.current).task;
+    k.task(me).parent.is_none()
+}
+
 fn task_create(k: &mut Kernel, dst: Slot, quota: u64) -> Result<(), Error> {
     // Check the slot first so that a failure leaves nothing behind.
     free_slot(k, dst)?;
+    if free_slots(k).0 <= abi::tables::ROOT_TASKS && !may_take_kept_slots(k) {
+        return Err(Error::NoMemory);
+    }
     let me = k.t(k.view.current).task;
     let id = k.create_task(quota, Some(me))?;
     let r = k.task_ref(id);
@@ -293,6 +317,9 @@ fn thread_create(k: &mut Kernel, task_slot: Slot, dst: Slot, utcb: u64, prio: u8
     free_slot(k, dst)?;
     if prio > k.cur().prio {
         return Err(Error::InvalidArg);
+    }
+    if free_slots(k).1 <= abi::tables::ROOT_THREADS && !may_take_kept_slots(k) {
+        return Err(Error::NoMemory);
     }
     let id = k.create_thread(target, utcb, prio, false)?;
     let r = k.thread_ref(id);
@@ -427,14 +454,16 @@ fn unmap(k: &mut Kernel, what: UnmapRange, include_self: bool) -> Result<(), Err
                 _ => lo,
             };
             let budget_end = timer::rdtsc() + timer::tsc_per_ms() / 2;
-            let mut leaves = 0u32;
+            // Mappings visited since the clock was last read: one page's tree may be
+            // thousands (`framedb::MAX_NODES`), most pages have one or two.
+            let mut work = 0usize;
             while let Some((va, e)) = k.task(me).next_leaf_in(at, hi) {
                 if e & pt::UTCB == 0 {
-                    k.demap_mem(me, va, rights, include_self);
+                    work += k.demap_mem(me, va, rights, include_self);
                 }
                 at = va + abi::layout::PAGE_SIZE;
-                leaves += 1;
-                if leaves.is_multiple_of(16) && at < hi && timer::rdtsc() > budget_end {
+                work += 1;
+                if work >= 16 && at < hi && core::mem::take(&mut work) > 0 && timer::rdtsc() > budget_end {
                     k.unmap_resume[cur] = Some((what, include_self, at));
                     restart(k, sys::UNMAP);
                     return Ok(());

@@ -36,7 +36,7 @@ pub enum Obj {
 }
 
 /// Pages charged for a capability space.
-pub const CSPACE_PAGES: u64 = (abi::cap::SLOTS * 40).div_ceil(PAGE_SIZE);
+pub const CSPACE_PAGES: u64 = abi::kquota::CSPACE_PAGES;
 
 pub struct Task {
     pub pml4: u64,
@@ -50,6 +50,9 @@ pub struct Task {
     pub io_max: u16,
     /// Its destruction is under way (`Kernel::teardown_slice`).
     pub dying: bool,
+    /// Where the next slice of its teardown goes on taking its memory away (nothing
+    /// is mapped into a dying task, so none lies below).
+    pub strip_from: u64,
     /// Pages mapped in it through `map_frame` (each has a mapping-database node, or
     /// will when it is passed on), charged to `quota`.
     pub nodes: Objects,
@@ -60,7 +63,8 @@ pub struct Task {
 
 pub const IO_BITMAP_BYTES: usize = 8192;
 /// Quota pages charged for an I/O bitmap.
-pub const IO_BITMAP_PAGES: u64 = 2;
+pub const IO_BITMAP_PAGES: u64 = abi::kquota::IO_BITMAP_PAGES;
+const _: () = assert!(IO_BITMAP_BYTES as u64 <= IO_BITMAP_PAGES * PAGE_SIZE);
 
 /// Cache-control bits of a leaf (device memory is mapped uncached, and stays so
 /// wherever it is mapped on).
@@ -362,7 +366,7 @@ pub unsafe fn copy_forward(dst: *mut u8, src: *const u8, n: u64) {
 impl Task {
     pub fn new(quota_limit: u64, parent: Option<ObjRef>) -> Result<Task, Error> {
         let mut quota = Quota { limit: quota_limit, used: 0 };
-        if !quota.charge(1 + CSPACE_PAGES) {
+        if !quota.charge(abi::kquota::TASK_PAGES + CSPACE_PAGES) {
             return Err(Error::NoMemory);
         }
         let cspace = CSpace::try_new(abi::cap::SLOTS as usize).ok_or(Error::NoMemory)?;
@@ -377,7 +381,7 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, nodes: Objects::default(), switches: [0; 2] })
+        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, strip_from: 0, nodes: Objects::default(), switches: [0; 2] })
     }
 
     /// Map `frame` at `va` (one more reference to the frame; new page tables and the
@@ -461,8 +465,14 @@ impl Task {
     /// Change the rights of a mapped page (not a UTCB).
     pub fn protect_page(&mut self, va: u64, rights: u64) {
         let flags = pte_flags(rights);
-        pt::update(&mut Walk, self.pml4, va, |e| (e & (pt::ADDR | pt::UTCB | CACHE_BITS)) | flags);
+        pt::update(&mut Walk, self.pml4, va, |e| (e & (pt::ADDR | pt::UTCB | CACHE_BITS | pt::SLOT_BITS)) | flags);
         flush_page(self.pml4, va);
+    }
+
+    /// Keep mapping-database slot `slot` in the leaf of `va` (software bits: the MMU
+    /// sees no change, so no TLB is told).
+    pub fn set_slot(&mut self, va: u64, slot: u16) {
+        pt::update(&mut Walk, self.pml4, va, |e| pt::with_slot(e, slot));
     }
 
     /// The first mapped page in `[lo, hi)` and its entry.

@@ -11,6 +11,7 @@ use crate::task::{self, Obj};
 use abi::layout::PAGE_SIZE;
 use abi::{mem as m, Error};
 use kcore::cspace::{CSpace, Cap};
+use kcore::framedb::{self, DbError, Slot};
 use kcore::mapdb::Change;
 use kcore::pagetable as pt;
 
@@ -22,11 +23,18 @@ fn mem_rights(pte: u64) -> u8 {
 impl Kernel {
     // ------------------------------------------------------------------ memory
 
+    /// The mapping-database node of (task, va), whose leaf is `e`: the slot the leaf
+    /// keeps, if it is that mapping's (`framedb::find`).
+    fn node_of(&self, task_id: u32, va: u64, e: u64) -> Option<Slot> {
+        self.framedb.find(e & pt::ADDR, pt::slot(e), task_id as u16, va)
+    }
+
     /// Map (or grant) `n` pages of `src` at `sva` to `dst` at `dva` with at most
     /// `rights`. `strict`: every source page must exist with those rights and every
     /// destination page must be free (the `MEM_MAP` call); otherwise missing source
     /// pages are skipped and existing destination mappings replaced (IPC map items,
-    /// as in L4).
+    /// as in L4). A frame mapped `framedb::MAX_NODES` times already, or a chain of
+    /// mappings `MAX_DEPTH` deep, is `NoMemory`, as a quota that cannot pay.
     #[allow(clippy::too_many_arguments)]
     pub fn map_mem(&mut self, src: u32, sva: u64, dst: u32, dva: u64, n: u64, rights: u64, grant: bool, strict: bool) -> Result<(), Error> {
         let spml4 = self.task(src).pml4;
@@ -47,6 +55,10 @@ impl Kernel {
                 }
             }
         }
+        let db_err = |e: DbError| match e {
+            DbError::Full | DbError::NoMemory => Error::NoMemory,
+            DbError::NotHeld => Error::InvalidArg,
+        };
         for i in 0..n {
             let (s, d) = (sva + i * PAGE_SIZE, dva + i * PAGE_SIZE);
             let Some(e) = task::lookup(spml4, s) else { continue };
@@ -60,22 +72,35 @@ impl Kernel {
                 // Sending a page back onto a mapping it was derived from (a cycle)
                 // changes nothing: demapping the destination would take the source
                 // with it (issue 17, item 1).
-                if de & pt::ADDR == frame && self.mapdb_mem.derives_from(frame, (src, s), (dst, d)) {
-                    continue;
+                if de & pt::ADDR == frame {
+                    if let (Some(a), Some(b)) = (self.node_of(src, s, e), self.node_of(dst, d, de)) {
+                        if self.framedb.derives_from(frame, a, b) {
+                            continue;
+                        }
+                    }
                 }
                 // The source is not below the destination (checked just above), so the
-                // demap leaves it, and `e` is still what it holds.
+                // demap leaves it, and `e` is still what it holds (its node may be gone:
+                // a root left alone is no node; it is made one again below).
                 self.demap_mem(dst, d, m::RIGHTS_MASK, true);
-                debug_assert_eq!(task::lookup(spml4, s), Some(e));
+                debug_assert_eq!(task::lookup(spml4, s).map(|x| x & !pt::SLOT_BITS), Some(e & !pt::SLOT_BITS));
             }
-            if !self.mapdb_mem.contains(frame, src, s) {
-                self.mapdb_mem.add_root(frame, src, s, have).map_err(|_| Error::InvalidArg)?;
-            }
+            let e = task::lookup(spml4, s).unwrap_or(e);
+            let from = match self.node_of(src, s, e) {
+                Some(x) => x,
+                None => {
+                    // A holder the kernel gave the frame to passes it on: a root.
+                    let x = self.framedb.add_root(frame, src as u16, s, have).map_err(db_err)?;
+                    self.task(src).set_slot(s, x);
+                    x
+                }
+            };
+            let flags = |rights: u8, slot: Slot| pt::with_slot(task::pte_flags(rights as u64) | (e & task::CACHE_BITS), slot);
             if grant {
-                self.mapdb_mem.grant(frame, (src, s), (dst, d)).map_err(|_| Error::InvalidArg)?;
-                if let Err(err) = self.task(dst).map_frame(d, frame, task::pte_flags(have as u64) | (e & task::CACHE_BITS)) {
+                self.framedb.grant(frame, from, dst as u16, d).map_err(db_err)?;
+                if let Err(err) = self.task(dst).map_frame(d, frame, flags(have, from)) {
                     // Undo the move in the database; the source keeps the page.
-                    let _ = self.mapdb_mem.grant(frame, (dst, d), (src, s));
+                    let _ = self.framedb.grant(frame, from, src as u16, s);
                     return Err(err);
                 }
                 let _ = self.task(src).unmap_page(s, false);
@@ -83,9 +108,9 @@ impl Kernel {
                     self.demap_mem(dst, d, (have & !r) as u64, true);
                 }
             } else {
-                let got = self.mapdb_mem.map(frame, (src, s), (dst, d), r).map_err(|_| Error::InvalidArg)?;
-                if let Err(err) = self.task(dst).map_frame(d, frame, task::pte_flags(got as u64) | (e & task::CACHE_BITS)) {
-                    let _ = self.mapdb_mem.remove_node(frame, (dst, d));
+                let (slot, got) = self.framedb.map(frame, from, dst as u16, d, r).map_err(db_err)?;
+                if let Err(err) = self.task(dst).map_frame(d, frame, flags(got, slot)) {
+                    let _ = self.framedb.remove(frame, slot, |_, _, _| {});
                     return Err(err);
                 }
             }
@@ -94,26 +119,32 @@ impl Kernel {
     }
 
     /// Take `remove` rights from the mappings derived from (task, va), and from that
-    /// mapping itself when `include_self`. Losing READ means losing the page.
-    pub fn demap_mem(&mut self, task_id: u32, va: u64, remove: u64, include_self: bool) {
+    /// mapping itself when `include_self`. Losing READ means losing the page. Returns
+    /// the mappings it visited (the work done: at most `framedb::MAX_NODES`).
+    pub fn demap_mem(&mut self, task_id: u32, va: u64, remove: u64, include_self: bool) -> usize {
         let pml4 = self.task(task_id).pml4;
-        let Some(e) = task::lookup(pml4, va) else { return };
+        let Some(e) = task::lookup(pml4, va) else { return 0 };
         if e & pt::UTCB != 0 {
-            return;
+            return 0;
         }
         let remove = if remove & m::READ != 0 { m::RIGHTS_MASK } else { remove & m::RIGHTS_MASK } as u8;
         let frame = e & pt::ADDR;
-        if self.mapdb_mem.contains(frame, task_id, va) {
-            let Kernel { mapdb_mem, tasks, .. } = self;
-            let _ = mapdb_mem.demap(frame, (task_id, va), remove, include_self, |sp, a, ch| {
-                if let Some(t) = tasks[sp as usize].as_mut() {
-                    apply_mem(t, a, ch);
-                }
-            });
+        if let Some(slot) = self.node_of(task_id, va, e) {
+            let Kernel { framedb, tasks, .. } = self;
+            framedb
+                .demap(frame, slot, remove, include_self, |sp, a, ch| {
+                    if let Some(t) = tasks[sp as usize].as_mut() {
+                        apply_mem(t, a, ch);
+                    }
+                })
+                .unwrap_or(1)
         } else if include_self {
             let left = mem_rights(e) & !remove;
-            let ch = if left & m::READ as u8 == 0 { Change::Removed } else { Change::Reduced(left) };
+            let ch = if left & m::READ as u8 == 0 { framedb::Change::Removed } else { framedb::Change::Reduced(left) };
             apply_mem(self.task(task_id), va, ch);
+            1
+        } else {
+            1
         }
     }
 
@@ -262,26 +293,34 @@ impl Kernel {
     /// so that every slice makes progress however slow the machine). True when none is
     /// left.
     pub fn strip_memory(&mut self, id: u32, budget_end: u64) -> bool {
-        const STRIP_AT_LEAST: u32 = 32;
-        let (mut at, mut done) = (0, 0);
+        const STRIP_AT_LEAST: usize = 32;
+        // From where the last slice stopped: from the start each time, every slice would
+        // walk the emptied page tables again (quadratic: a program of 589,824 pages took
+        // 100 s to end).
+        let (mut at, mut done) = (self.task(id).strip_from, 0);
         while let Some((va, e)) = self.task(id).next_leaf_in(at, abi::layout::USER_END) {
             at = va + abi::layout::PAGE_SIZE;
             if e & pt::UTCB != 0 {
                 continue;
             }
             let frame = e & pt::ADDR;
-            if self.mapdb_mem.contains(frame, id, va) {
-                let Kernel { mapdb_mem, tasks, .. } = self;
-                let _ = mapdb_mem.remove(frame, (id, va), |sp, a, _| {
-                    if let Some(t) = tasks[sp as usize].as_mut() {
-                        apply_mem(t, a, Change::Removed);
-                    }
-                });
+            if let Some(slot) = self.node_of(id, va, e) {
+                let Kernel { framedb, tasks, .. } = self;
+                done += framedb
+                    .remove(frame, slot, |sp, a, ch| {
+                        if let Some(t) = tasks[sp as usize].as_mut() {
+                            apply_mem(t, a, ch);
+                        }
+                    })
+                    .unwrap_or(1);
             } else {
                 let _ = self.task(id).unmap_page(va, false);
+                done += 1;
             }
-            done += 1;
+            // (Checked after every page once the least is done: one page's tree may
+            // be thousands of mappings.)
             if done >= STRIP_AT_LEAST && crate::arch::timer::rdtsc() > budget_end {
+                self.task(id).strip_from = at;
                 return false; // the next slice goes on (and may find nothing left)
             }
         }
@@ -324,14 +363,16 @@ impl Kernel {
     }
 }
 
-fn apply_mem(t: &mut task::Task, va: u64, ch: Change) {
+fn apply_mem(t: &mut task::Task, va: u64, ch: framedb::Change) {
     match ch {
-        Change::Removed => {
+        framedb::Change::Removed => {
             let _ = t.unmap_page(va, false);
         }
-        Change::Reduced(r) if r & m::READ as u8 == 0 => {
+        framedb::Change::Reduced(r) if r & m::READ as u8 == 0 => {
             let _ = t.unmap_page(va, false);
         }
-        Change::Reduced(r) => t.protect_page(va, r as u64),
+        framedb::Change::Reduced(r) => t.protect_page(va, r as u64),
+        // Its node lives on in another slot of its frame's tree.
+        framedb::Change::Moved(slot) => t.set_slot(va, slot),
     }
 }

@@ -17,6 +17,23 @@ pub const KERNEL_INFO_SMP: u64 = 2;
 /// it spent halted. `InvalidArg` for a CPU that is not running.
 pub const KERNEL_INFO_CPU: u64 = 3;
 
+/// `KERNEL_INFO(KERNEL_INFO_TABLES)`: the kernel's fixed tables — free task slots, free
+/// thread slots, and the slots of each kept for tasks without a parent (root, sigma0):
+/// `tables::ROOT_TASKS`, `tables::ROOT_THREADS`.
+pub const KERNEL_INFO_TABLES: u64 = 4;
+
+/// The kernel's fixed tables (a task or thread made takes a slot until it is destroyed).
+/// The last `ROOT_TASKS` task slots and `ROOT_THREADS` thread slots are made only by a
+/// task without a parent (root, which starts the manifest's programs): for any other,
+/// `TASK_CREATE` and `THREAD_CREATE` answer `NoMemory` when no more are free, so no
+/// program's tasks or threads can keep root from starting (or restarting) one.
+pub mod tables {
+    pub const MAX_TASKS: usize = 128;
+    pub const MAX_THREADS: usize = 1024;
+    pub const ROOT_TASKS: usize = 16;
+    pub const ROOT_THREADS: usize = 32;
+}
+
 /// ABI version reported by `KERNEL_INFO`.
 pub const ABI_VERSION: u64 = 2;
 
@@ -276,8 +293,31 @@ pub mod cap {
     pub const PEER: u64 = 4;
     /// Programs whose manifest entry lists "console": SEND to the console server.
     pub const CONSOLE: u64 = 6;
+    /// Programs paged by a memory server: SEND to it, for requests about their own
+    /// memory (`rt::proto::RESERVE`, which `rt::heap` asks before it grows; `mem_api`).
+    pub const PAGER: u64 = 7;
     /// First slot free for the program's own use.
     pub const FIRST_FREE: u64 = 16;
+}
+
+/// What a task's kernel-memory quota (`TASK_CREATE`'s quota, a manifest entry's
+/// `kpages`) pays for, in pages: the kernel charges these, and `manifest::kpages_for`
+/// derives a program's default quota from them.
+pub mod kquota {
+    /// A task: its top-level page table.
+    pub const TASK_PAGES: u64 = 1;
+    /// Its capability space (`cap::SLOTS` slots of 40 bytes).
+    pub const CSPACE_PAGES: u64 = (super::cap::SLOTS * 40).div_ceil(4096);
+    /// A thread: its kernel stack (4 pages) and its UTCB.
+    pub const THREAD_PAGES: u64 = 5;
+    /// The I/O permission bitmap, made when the task is first given a port.
+    pub const IO_BITMAP_PAGES: u64 = 2;
+    /// Mapping-database nodes one quota page pays for: every page mapped into a task has
+    /// one (48 bytes of kernel heap with its share of the frame's tree), charged to the
+    /// task it is mapped into.
+    pub const NODES_PER_PAGE: u64 = 4096 / 48;
+    /// A page table maps this many pages (each level above it 512 times as many).
+    pub const PAGES_PER_TABLE: u64 = 512;
 }
 
 /// Rights bits. Which bits mean something depends on the capability type.

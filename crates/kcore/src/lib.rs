@@ -11,6 +11,7 @@ extern crate std;
 
 pub mod cspace;
 pub mod elf;
+pub mod framedb;
 pub mod frames;
 pub mod idlist;
 pub mod mapdb;

@@ -11,6 +11,20 @@ pub const PS: u64 = 1 << 7;
 pub const UTCB: u64 = 1 << 9;
 pub const NX: u64 = 1 << 63;
 pub const ADDR: u64 = 0x000f_ffff_ffff_f000;
+/// Software bits of a leaf (ignored by the MMU: 10, 11 and 52..=62) that hold the slot
+/// of the mapping's node in its frame's mapping database (`framedb`): 13 bits.
+pub const SLOT_BITS: u64 = (3 << 10) | (0x7ff << 52);
+
+/// The mapping-database slot a leaf keeps (0: none).
+pub fn slot(pte: u64) -> u16 {
+    (((pte >> 10) & 3) | (((pte >> 52) & 0x7ff) << 2)) as u16
+}
+
+/// `pte` keeping `slot` (its low 13 bits) in `SLOT_BITS`.
+pub fn with_slot(pte: u64, slot: u16) -> u64 {
+    let s = slot as u64 & 0x1fff;
+    (pte & !SLOT_BITS) | (s & 3) << 10 | (s >> 2) << 52
+}
 
 /// First PML4 slot of the kernel half.
 pub const KERNEL_PML4_FIRST: usize = 256;
@@ -319,6 +333,20 @@ mod tests {
         fn free_table(&mut self, phys: u64) {
             assert!(self.pages.remove(&phys).is_some(), "double free of table {phys:#x}");
         }
+    }
+
+    #[test]
+    fn slots_live_in_ignored_bits() {
+        for s in [0u16, 1, 2, 3, 4, 0x1000, 0x1fff] {
+            let pte = 0x0000_0012_3456_7000 | P | W | U | UTCB | NX | (1 << 3) | (1 << 4);
+            let e = with_slot(pte, s);
+            assert_eq!(slot(e), s);
+            assert_eq!(e & !SLOT_BITS, pte, "nothing else changes");
+            assert_eq!(e & ADDR, pte & ADDR);
+            assert_eq!(with_slot(e, 0), pte);
+        }
+        // Neither the address, nor the MMU's bits, nor the UTCB mark.
+        assert_eq!(SLOT_BITS & (ADDR | P | W | U | PS | UTCB | NX | 0x1f8), 0);
     }
 
     #[test]

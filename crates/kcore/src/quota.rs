@@ -37,9 +37,8 @@ pub struct Objects {
 }
 
 impl Objects {
-    /// Mapping-database nodes per quota page: a node is 24 bytes, and the vector of a
-    /// frame's nodes may hold as much again while it grows.
-    pub const PER_PAGE: u64 = 4096 / 48;
+    /// Mapping-database nodes per quota page (`abi::kquota::NODES_PER_PAGE`).
+    pub const PER_PAGE: u64 = abi::kquota::NODES_PER_PAGE;
 
     fn pages(n: u64) -> u64 {
         n.div_ceil(Self::PER_PAGE)

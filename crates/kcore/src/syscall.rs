@@ -31,8 +31,9 @@ pub struct Regs {
 pub enum Call {
     Null,
     /// `KERNEL_INFO(what)`: 0 version, ticks, TSC rate, quota, free frames; 1 the TSC
-    /// ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`). Any other `what` (but
-    /// `KERNEL_INFO_CPU`, `CpuInfo`) is `InvalidArg`.
+    /// ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`); 4 the kernel's tables
+    /// (`abi::KERNEL_INFO_TABLES`). Any other `what` (but `KERNEL_INFO_CPU`, `CpuInfo`)
+    /// is `InvalidArg`.
     KernelInfo { what: u64 },
     /// `KERNEL_INFO(abi::KERNEL_INFO_CPU, cpu)`: one CPU's counts.
     CpuInfo { cpu: u64 },
@@ -174,7 +175,7 @@ impl Call {
         Ok(match r.rax {
             sys::NULL => Call::Null,
             sys::KERNEL_INFO if a0 == abi::KERNEL_INFO_CPU => Call::CpuInfo { cpu: a1 },
-            sys::KERNEL_INFO if a0 <= abi::KERNEL_INFO_SMP => Call::KernelInfo { what: a0 },
+            sys::KERNEL_INFO if a0 <= abi::KERNEL_INFO_SMP || a0 == abi::KERNEL_INFO_TABLES => Call::KernelInfo { what: a0 },
             sys::KERNEL_INFO => return Err(Error::InvalidArg),
             sys::DEBUG_PUT => {
                 if a1 > DEBUG_PUT_MAX {
@@ -339,12 +340,13 @@ mod tests {
         assert_eq!(dec(sys::KERNEL_INFO, [2, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 2 }));
         assert_eq!(dec(sys::KERNEL_INFO, [3, 5, 0, 0, 0]), Ok(Call::CpuInfo { cpu: 5 }));
         assert_eq!(dec(sys::KERNEL_INFO, [0, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [4, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 4 }));
     }
 
     #[test]
     fn kernel_info_unknown_what() {
         // A `what` the kernel does not know is refused, not answered with what=0's data.
-        for what in [4, 5, 0x100, 1 << 32, u64::MAX] {
+        for what in [5, 0x100, 1 << 32, u64::MAX] {
             assert_eq!(dec(sys::KERNEL_INFO, [what, 0, 0, 0, 0]), Err(Error::InvalidArg), "what = {what:#x}");
         }
     }

@@ -17,10 +17,24 @@
 //!
 //! Other keys: `principal` (who it runs as, for ownership of disk segments), `cpu`
 //! (the CPU its first thread runs on, default 0; a driver's interrupt line follows it),
-//! `file`, `args`, `kpages` (kernel memory: page tables, threads,
-//! capabilities, mapping-database nodes; default 128 pages), `start` (start at boot; default true), `test` (root
+//! `file`, `args`, `kpages`, `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
 //! not give them. Errors name the line.
+//!
+//! **Memory.** `pages` (default `DEFAULT_PAGES`, 8192: 32 MiB) is the most user memory
+//! the program's memory server gives it; past it the server refuses (`NoMemory` to a
+//! reservation or a heap that would grow, `mem_api::RESERVE`). `kpages` is its kernel
+//! memory: page tables, threads, capabilities and one mapping-database node per page
+//! mapped into it. Unless the entry gives it, it is derived from `pages` by
+//! [`kpages_for`] — enough for the page tables and nodes of every page the limit allows,
+//! plus `KPAGES_BASE` for the task, a few threads and the pages others map in (shared
+//! areas) — so a program inside its page limit never runs out of kernel memory first
+//! (default: `kpages_for(8192)` = 179). An entry that gives `kpages` gets what it says.
+//!
+//! **Spawning.** `spawns` (default `DEFAULT_SPAWNS`, 8) is the most programs the
+//! program may have running that it started with SPAWN, with those they started, and so
+//! on (all count against each program above them); each has at most the spawner's
+//! `pages` and `kpages`. Root answers `NoMemory` past either.
 #![forbid(unsafe_code)]
 #![no_std]
 
@@ -31,6 +45,29 @@ pub mod restart;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+/// A program's page limit unless its entry says (32 MiB).
+pub const DEFAULT_PAGES: u64 = 8192;
+/// The most programs a program may have running that it (or they) started with SPAWN,
+/// unless its entry says.
+pub const DEFAULT_SPAWNS: u64 = 8;
+/// Kernel pages every program gets beyond those of its page limit: its task (top page
+/// table, capability space: 11), four threads (20), the upper page tables of ten separate
+/// regions of its address space (30), an I/O bitmap (2) — and room, in what is left,
+/// for mapping nodes of pages others map in.
+pub const KPAGES_BASE: u64 = 64;
+
+/// The kernel quota (pages) that covers `pages` pages of user memory: one mapping node
+/// each (`abi::kquota::NODES_PER_PAGE` to a quota page), the page tables that map them
+/// (one per 512 pages, and the levels above), and `KPAGES_BASE`. The one derivation:
+/// root uses it for a manifest entry without `kpages` and for the memory servers (whose
+/// pages are all of sigma0's frames and the boot image).
+pub fn kpages_for(pages: u64) -> u64 {
+    use abi::kquota::{NODES_PER_PAGE, PAGES_PER_TABLE as T};
+    let nodes = pages.div_ceil(NODES_PER_PAGE);
+    let tables = pages.div_ceil(T) + pages.div_ceil(T * T) + pages.div_ceil(T * T * T);
+    KPAGES_BASE.saturating_add(nodes).saturating_add(tables)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Program {
     pub name: String,
@@ -40,7 +77,8 @@ pub struct Program {
     pub pages: u64,
     /// Resident pages past which its memory server takes clean pages back (0: none).
     pub resident: u64,
-    /// Kernel memory (page tables, threads, capabilities) it may use, in pages.
+    /// Kernel memory (page tables, threads, capabilities, mapping nodes) it may use, in
+    /// pages: as the entry says, else `kpages_for(pages)`.
     pub kpages: u64,
     pub pager: String,
     /// Inclusive port ranges.
@@ -56,6 +94,8 @@ pub struct Program {
     pub principal: u32,
     /// The CPU its first thread runs on (root moves it there before it starts).
     pub cpu: u8,
+    /// The most programs it may have running that it started with SPAWN (with theirs).
+    pub spawns: u64,
 }
 
 impl Program {
@@ -65,9 +105,9 @@ impl Program {
             file: name.to_string(),
             args: String::new(),
             priority: 100,
-            pages: 16384,
+            pages: DEFAULT_PAGES,
             resident: 0,
-            kpages: 128,
+            kpages: kpages_for(DEFAULT_PAGES),
             pager: "mem0".to_string(),
             io: Vec::new(),
             irq: Vec::new(),
@@ -78,6 +118,7 @@ impl Program {
             test: false,
             principal: 0,
             cpu: 0,
+            spawns: DEFAULT_SPAWNS,
         }
     }
 
@@ -205,6 +246,8 @@ fn port_range(v: &Value) -> Result<(u16, u16), String> {
 
 pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
     let mut out: Vec<Program> = Vec::new();
+    // Whether each entry gave `kpages` (else it is derived from its `pages` at the end).
+    let mut kpages_given: Vec<bool> = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         let line = n + 1;
         let err = |msg: String| Error { line, msg };
@@ -214,6 +257,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
         }
         if l == "[[program]]" {
             out.push(Program::new(""));
+            kpages_given.push(false);
             continue;
         }
         if l.starts_with('[') {
@@ -237,8 +281,14 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("priority", Value::Int(i)) if i <= 255 => p.priority = i as u8,
             ("priority", _) => return Err(wrong("a number up to 255")),
             ("pages", Value::Int(i)) => p.pages = i,
-            ("kpages", Value::Int(i)) => p.kpages = i,
+            ("kpages", Value::Int(i)) => {
+                p.kpages = i;
+                if let Some(g) = kpages_given.last_mut() {
+                    *g = true;
+                }
+            }
             ("resident", Value::Int(i)) => p.resident = i,
+            ("spawns", Value::Int(i)) => p.spawns = i,
             ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
             ("principal", _) => return Err(wrong("a 32-bit number")),
             ("cpu", Value::Int(i)) if i < 8 => p.cpu = i as u8,
@@ -269,10 +319,15 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
                 }
             }
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
-            ("pages" | "kpages" | "resident", _) => return Err(wrong("a number")),
+            ("pages" | "kpages" | "resident" | "spawns", _) => return Err(wrong("a number")),
             ("restart" | "clients" | "start" | "test", _) => return Err(wrong("true or false")),
             ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),
+        }
+    }
+    for (p, given) in out.iter_mut().zip(kpages_given) {
+        if !given {
+            p.kpages = kpages_for(p.pages);
         }
     }
     for (i, p) in out.iter().enumerate() {
@@ -349,6 +404,9 @@ start = false
         let c = &m[0];
         assert_eq!((c.name.as_str(), c.file.as_str(), c.priority, c.pages, c.resident), ("console", "console", 150, 512, 64));
         assert_eq!(m[1].resident, 0, "no resident limit unless given");
+        assert_eq!(m[1].spawns, DEFAULT_SPAWNS);
+        assert_eq!(parse("[[program]]\nname = \"d\"\nspawns = 0").unwrap()[0].spawns, 0);
+        assert!(parse("[[program]]\nname = \"d\"\nspawns = \"x\"").is_err());
         assert_eq!(c.io, [(0x3f8, 0x3ff), (0x80, 0x80)]);
         assert!(c.allows_port(0x3fd) && !c.allows_port(0x400));
         assert_eq!(c.irq, [4]);
@@ -362,6 +420,28 @@ start = false
         assert_eq!(s.pager, "mem0");
         assert_eq!((c.cpu, s.cpu), (0, 0), "the boot CPU unless given");
         assert_eq!(parse("[[program]]\nname = \"d\"\ncpu = 1").unwrap()[0].cpu, 1);
+    }
+
+    #[test]
+    fn kernel_quota_covers_the_page_limit() {
+        use abi::kquota::{NODES_PER_PAGE, PAGES_PER_TABLE};
+        // The default entry: its quota pays for a node and a page-table share of every
+        // page its limit allows (before, 128 pages ran out at about 7,300 mapped pages
+        // of a 16,384-page limit).
+        let p = Program::new("x");
+        assert_eq!(p.kpages, kpages_for(p.pages));
+        assert!((p.kpages - KPAGES_BASE) * NODES_PER_PAGE >= p.pages + p.pages.div_ceil(PAGES_PER_TABLE) * NODES_PER_PAGE, "nodes and tables of {} pages in {} kpages", p.pages, p.kpages);
+        for pages in [0, 1, 85, 86, 512, 513, 8192, 98_816, 1 << 20, 1 << 30] {
+            let k = kpages_for(pages);
+            assert!(k - KPAGES_BASE >= pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE), "{} pages: {} kpages", pages, k);
+        }
+        assert!(kpages_for(u64::MAX) > u64::MAX / NODES_PER_PAGE, "no overflow");
+        // An entry's `pages` without `kpages` derives it; given, it is what it says.
+        let m = parse("[[program]]\nname = \"a\"\npages = 100000\n[[program]]\nname = \"b\"\npages = 100000\nkpages = 50\n[[program]]\nname = \"c\"\nkpages = 7\npages = 4").unwrap();
+        assert_eq!(m[0].kpages, kpages_for(100_000));
+        assert!(m[0].kpages > 1000);
+        assert_eq!((m[1].kpages, m[2].kpages), (50, 7), "kpages as given, in either order");
+        assert_eq!(parse("[[program]]\nname = \"d\"").unwrap()[0].kpages, kpages_for(DEFAULT_PAGES));
     }
 
     #[test]

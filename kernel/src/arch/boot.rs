@@ -210,6 +210,22 @@ pub fn extend_direct_map(end: u64) -> u64 {
     end
 }
 
+/// Point entry `index` (in the kernel half, not yet used) of the boot PML4 at the page
+/// directory pointer table `pdpt` (a zeroed frame). Only before the first task is made:
+/// a task copies the kernel half of the boot PML4 when it is created, and shares
+/// everything below it from then on.
+pub fn install_kernel_pdpt(index: usize, pdpt: u64) {
+    assert!((256..511).contains(&index), "PML4 entry {} is not free kernel address space", index);
+    let pml4 = phys_to_virt(boot_pml4_phys()) as *mut u64;
+    // SAFETY: entry `index` of the boot PML4 (in the direct map), checked to be in the
+    // kernel half and to be none of the entries the boot stub fills (256: the direct map,
+    // 511: the kernel image); present and writable, kernel only.
+    unsafe {
+        assert_eq!(pml4.add(index).read_volatile(), 0, "PML4 entry {} is in use", index);
+        pml4.add(index).write_volatile(pdpt | 0x3);
+    }
+}
+
 /// Physical address of the boot PML4, whose upper half every address space shares.
 pub fn boot_pml4_phys() -> u64 {
     // Only the address of the linker-provided symbol is taken; it lies in the

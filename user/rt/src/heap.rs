@@ -1,6 +1,11 @@
 //! The program heap: a first-fit allocator over a region of the address space that
 //! the program's pager fills on demand (demand-zero pages). It grows in 256 KiB steps
-//! up to `HEAP_MAX` without any system call: touching a new page is the request.
+//! up to `HEAP_MAX`; before each step it asks its memory server to set the step's pages
+//! aside (`proto::RESERVE` through `abi::cap::PAGER`), so that past the program's page
+//! limit — or when memory runs out — an allocation fails (a null pointer: `try_reserve`
+//! sees an error, a plain `Vec` push ends the program with a panic's message) instead
+//! of a page fault nobody answers. A program with no memory server (root and the
+//! memory servers, paged by sigma0: the slot is empty) grows without asking.
 //! Nothing is touched before the first allocation, so a program without a pager
 //! (sigma0) works as long as it does not allocate.
 //!
@@ -52,7 +57,7 @@ impl Arena {
 
     fn grow(&mut self, k: usize, at_least: u64) -> bool {
         let by = at_least.div_ceil(ARENA_STEP).max(1) * ARENA_STEP;
-        if self.size + by > self.hard {
+        if self.size + by > self.hard || !reserve(Self::base(k) + self.size, by) {
             return false;
         }
         if self.size == 0 {
@@ -90,9 +95,21 @@ struct Allocator;
 #[global_allocator]
 static ALLOCATOR: Allocator = Allocator;
 
+/// Ask the memory server to set `bytes` of pages aside before they are touched: false
+/// when it refuses (past the page limit, or no memory). Yes without a memory server.
+/// The thread's IPC state a caller may be reading (the length of the last string it
+/// received) is kept.
+fn reserve(at: u64, bytes: u64) -> bool {
+    let u = crate::ipc::utcb();
+    let kept = u.recv_str_len;
+    let r = crate::proto::reserve(abi::cap::PAGER, bytes.div_ceil(abi::layout::PAGE_SIZE), at);
+    crate::ipc::utcb().recv_str_len = kept;
+    !matches!(r, Err(e) if e != abi::Error::InvalidCap)
+}
+
 fn grow(st: &mut State, at_least: u64) -> bool {
     let by = at_least.div_ceil(STEP).max(1) * STEP;
-    if st.size + by > HEAP_MAX {
+    if st.size + by > HEAP_MAX || !reserve(HEAP_BASE + st.size, by) {
         return false;
     }
     if st.size == 0 {

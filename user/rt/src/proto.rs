@@ -36,6 +36,37 @@ pub const KILL: u64 = 9;
 /// (call to `PARENT`) Power off (the machine exits with status 0).
 pub const HALT: u64 = 10;
 
+/// (call to `abi::cap::PAGER`, the caller's memory server; the protocol is `mem_api`'s,
+/// here because `rt::heap` speaks it) MR1 = pages, MR2 = where (the region of its own
+/// memory they are for, or 0): set that many more pages aside for the caller, so that
+/// touching them never fails. Refused whole with `NoMemory` when
+/// they do not fit in its page limit beside the pages it holds and has set aside, or
+/// when there is no memory for them; else the reply's MR2 = the pages set aside by this
+/// call, at most `RESERVE_STEP` (ask again for the rest: `reserve`).
+pub const RESERVE: u64 = 0x66;
+/// The most pages one `RESERVE` sets aside (a memory server's work per request stays
+/// bounded: 64 requests to sigma0 at most).
+pub const RESERVE_STEP: u64 = 1 << 14;
+
+/// `RESERVE` `pages` pages for the region at `at` (0: none) at the memory server in
+/// `pager`, in as many requests as it takes. (`Err(InvalidCap)`: the slot holds no
+/// capability — a program paged by sigma0.)
+pub fn reserve(pager: u64, pages: u64, at: u64) -> Result<(), abi::Error> {
+    let mut left = pages;
+    while left > 0 {
+        let done = pages - left;
+        let here = if at == 0 { 0 } else { at + done * abi::layout::PAGE_SIZE };
+        let mut m = crate::ipc::Msg::new(RESERVE, &[left, here]);
+        crate::server::request(pager, &mut m)?;
+        let got = m.word(2);
+        if got == 0 || got > left {
+            return Err(abi::Error::BadState);
+        }
+        left -= got;
+    }
+    Ok(())
+}
+
 /// The console server's protocol (in `rt` because `print!` speaks it).
 pub mod console {
     use crate::server::{Args, Decode};

@@ -59,6 +59,13 @@ pub fn kernel_info() -> KernelInfo {
     KernelInfo { abi_version: r[1], ticks: r[2], tsc_per_ms: r[3], quota_limit: r[4], quota_used: r[5], free_frames: r[6] }
 }
 
+/// `KERNEL_INFO(KERNEL_INFO_TABLES)`: free task slots, free thread slots (of which the
+/// last `abi::tables::ROOT_TASKS` and `ROOT_THREADS` are root's alone).
+pub fn kernel_tables() -> (u64, u64) {
+    let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_TABLES, 0, 0, 0, 0);
+    (r[1], r[2])
+}
+
 static TSC_PER_MS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Microseconds since boot, from the TSC (the kernel's calibration, asked once).

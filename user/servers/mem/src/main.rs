@@ -8,6 +8,19 @@
 //! the client's page limit. Pool pages come from sigma0 a megabyte at a time and
 //! go back to the pool when a client is unregistered.
 //!
+//! **Reservations** (`mem_api::RESERVE`, asked by `rt::heap` before it grows): a
+//! program sets pages aside before it touches them (its image and main stack are set
+//! aside when root registers it: without room for them it does not start). The server takes them into its pool
+//! at once (from sigma0) and keeps them for that program, so a page it reserved is
+//! always there when it faults; a reservation past the program's limit (beside the
+//! pages it holds and has set aside) or beyond the memory there is, is refused whole
+//! with `NoMemory` — the program hears it and carries on. A page faulted in without a
+//! reservation comes from the pool if it holds more than the pages set aside, else from
+//! sigma0; when neither can give one (or the program is at its limit) the fault is
+//! declined and the program ends (root, its fault handler, removes it), as any access
+//! nobody can answer. The server's own kernel quota is derived by root from all of
+//! sigma0's frames: it maps each at most once, so no client's demand exhausts it.
+//!
 //! **Reclaim** (the memory servers' graft point, VINO's prioritization): a program past
 //! its resident limit (manifest `resident`, or its own `USAGE`) gives a page back for
 //! each new one it faults in. Only clean pages are taken — those of its image's
@@ -40,6 +53,17 @@ rt::entry!(main);
 
 const POOL: u64 = rt::layout::POOL;
 const GROW_LOG2: u64 = 8; // 256 pages from sigma0 at a time
+const BLOCK: u64 = 1 << GROW_LOG2;
+/// Free pool pages kept when clients go (beyond those set aside); whole blocks past
+/// them go back to sigma0, for the other memory server and sigma0's other clients.
+const KEEP_POOL: u64 = 4 * BLOCK;
+/// Pages one page fault may map at once in a region the program set aside (the
+/// faulting page and those after it): a program touching its memory in order faults
+/// once per 64 KiB.
+const AHEAD: u64 = 16;
+/// Regions a program may name in its reservations (more are set aside all the same,
+/// without a region: its faults there map one page each).
+const MAX_REGIONS: usize = 64;
 /// Lowest address a client may fault in (catches null pointers).
 const LOWEST: u64 = 0x10000;
 /// A program's newest clean pages never taken back: one instruction may need several
@@ -71,6 +95,13 @@ struct Client {
     image: Image,
     args: String,
     limit: u64,
+    /// Pages set aside for it (`RESERVE`), in the pool, not yet faulted in.
+    reserved: u64,
+    /// The regions it named in its reservations (start → end): its own anonymous
+    /// memory, where a fault may map the pages after the faulting one too.
+    regions: BTreeMap<u64, u64>,
+    /// Its manifest entry lets it load an eviction graft here (`caps` has "pager").
+    grafts: bool,
     /// Client page address → pool page index.
     pages: BTreeMap<u64, u32>,
     /// Resident limit (0: none): past it, each new page takes a clean one back.
@@ -87,8 +118,20 @@ struct Client {
 
 struct Mem {
     name: String,
+    /// The pool's blocks (of `BLOCK` pages at `POOL + index * BLOCK` pages): the
+    /// physical address of each, None for one given back to sigma0 (its index is
+    /// taken again first).
+    blocks: Vec<Option<u64>>,
+    spare_blocks: Vec<u32>,
     pool_pages: u64,
+    /// Pool pages given back by clients (to be zeroed before they go out again).
     free: Vec<u32>,
+    /// Pool pages as sigma0 gave them (zero).
+    zeroed: Vec<u32>,
+    /// Pages set aside for all clients: the pool keeps at least this many.
+    reserved: u64,
+    /// Pages of blocks given back still in the lists (`give_back`, while it runs).
+    free_pending: u64,
     clients: BTreeMap<u64, Client>,
     bootfs: &'static [u8],
     /// Eviction grafts of the programs paged here, by program id (a program's pages are
@@ -103,23 +146,113 @@ struct Mem {
 }
 
 impl Mem {
-    /// One zeroed pool page, growing the pool from sigma0 when it is empty.
-    fn page(&mut self) -> Option<u32> {
-        if self.free.is_empty() {
-            let at = POOL + self.pool_pages * PAGE_SIZE;
-            let mut req = Msg::new(s0::ALLOC, &[GROW_LOG2, at]);
-            if rt::server::request_mapping(cap::SIGMA0_SLOT, [Fpage::mem(at, 12 + GROW_LOG2, 7), Fpage(0), Fpage(0)], &mut req).is_err() || req.items() != 1 {
-                return None;
+    /// Pool pages free (some of them set aside for reservations).
+    fn available(&self) -> u64 {
+        (self.free.len() + self.zeroed.len()) as u64 - self.free_pending
+    }
+
+    /// Take a block (256 pages) from sigma0 into the pool: false when it has none.
+    fn grow(&mut self) -> bool {
+        let b = self.spare_blocks.last().map_or(self.blocks.len() as u64, |&b| b as u64);
+        // Page indices are u32: 16 TiB of pool.
+        if b >= u32::MAX as u64 / BLOCK {
+            return false;
+        }
+        let at = POOL + b * BLOCK * PAGE_SIZE;
+        let mut req = Msg::new(s0::ALLOC, &[GROW_LOG2, at]);
+        if rt::server::request_mapping(cap::SIGMA0_SLOT, [Fpage::mem(at, 12 + GROW_LOG2, 7), Fpage(0), Fpage(0)], &mut req).is_err() || req.items() != 1 {
+            return false;
+        }
+        if self.spare_blocks.pop().is_none() {
+            self.blocks.push(None);
+        }
+        self.blocks[b as usize] = Some(req.word(2));
+        self.zeroed.extend((b * BLOCK..(b + 1) * BLOCK).rev().map(|i| i as u32));
+        self.pool_pages += BLOCK;
+        true
+    }
+
+    /// Give whole free blocks back to sigma0, keeping `KEEP_POOL` free pages beyond
+    /// those set aside (after a client went: its pages would otherwise stay in this
+    /// pool, out of the other memory server's reach).
+    fn give_back(&mut self) {
+        let mut free_in = alloc::vec![0u32; self.blocks.len()];
+        for &i in self.free.iter().chain(self.zeroed.iter()) {
+            free_in[(i as u64 / BLOCK) as usize] += 1;
+        }
+        let mut gone = alloc::vec![false; self.blocks.len()];
+        for (b, n) in free_in.iter().enumerate() {
+            if self.available() < self.reserved + KEEP_POOL + BLOCK {
+                break;
             }
-            let n = 1u64 << GROW_LOG2;
-            self.free.extend((self.pool_pages..self.pool_pages + n).rev().map(|i| i as u32));
-            self.pool_pages += n;
-            return self.free.pop(); // fresh from sigma0: already zero
+            let Some(pa) = self.blocks[b] else { continue };
+            if *n as u64 != BLOCK {
+                continue;
+            }
+            let mut m = Msg::new(s0::FREE, &[pa, GROW_LOG2]);
+            if rt::server::request(cap::SIGMA0_SLOT, &mut m).is_err() {
+                break;
+            }
+            self.blocks[b] = None;
+            self.spare_blocks.push(b as u32);
+            self.pool_pages -= BLOCK;
+            gone[b] = true;
+            // Counted out of `available` at once; the lists are filtered below.
+            self.free_pending += BLOCK;
+        }
+        if self.free_pending > 0 {
+            self.free.retain(|&i| !gone[(i as u64 / BLOCK) as usize]);
+            self.zeroed.retain(|&i| !gone[(i as u64 / BLOCK) as usize]);
+            self.free_pending = 0;
+        }
+    }
+
+    /// One zeroed pool page: one set aside for the client (`reserved`), or one the
+    /// reservations leave, growing the pool from sigma0 when there is none.
+    fn page(&mut self, reserved: bool) -> Option<u32> {
+        if !reserved && self.available() <= self.reserved && !self.grow() {
+            return None;
+        }
+        if let Some(i) = self.zeroed.pop() {
+            return Some(i); // fresh from sigma0: already zero
         }
         let i = self.free.pop()?;
         // SAFETY: pool page i is mapped read-write in this server and belongs to no client.
         unsafe { core::ptr::write_bytes((POOL + i as u64 * PAGE_SIZE) as *mut u8, 0, PAGE_SIZE as usize) };
         Some(i)
+    }
+
+    /// Set `n` more pages aside for client `badge` (at most `RESERVE_STEP` now: the
+    /// answer says how many), for the region of `n` pages at `at` if it names one (0:
+    /// none). Refused whole (`NoMemory`) past its limit, or when sigma0 has no memory
+    /// for them (what the pool took meanwhile stays in it).
+    fn reserve(&mut self, badge: u64, n: u64, at: u64) -> Result<u64, Error> {
+        let region = match at {
+            0 => None,
+            a if a % PAGE_SIZE == 0 && a >= LOWEST && n > 0 && n <= u64::MAX / PAGE_SIZE && abi::layout::is_mappable(a, n * PAGE_SIZE) => Some((a, a + n * PAGE_SIZE)),
+            _ => return Err(Error::InvalidArg),
+        };
+        let c = self.clients.get(&badge).ok_or(Error::NotFound)?;
+        let (held, limit, had) = (c.pages.len() as u64, c.limit, c.reserved);
+        if held.saturating_add(had).saturating_add(n) > limit {
+            println!("{}: client {} asked for {} pages past its limit ({} held, {} set aside, limit {}): refused", self.name, badge, n, held, had, limit);
+            return Err(Error::NoMemory);
+        }
+        let step = n.min(rt::proto::RESERVE_STEP);
+        while self.available() < self.reserved + step {
+            if !self.grow() {
+                println!("{}: no memory for {} pages client {} asked for (pool {} pages, {} free, {} set aside): refused", self.name, step, badge, self.pool_pages, self.available(), self.reserved);
+                return Err(Error::NoMemory);
+            }
+        }
+        self.reserved += step;
+        if let Some(c) = self.clients.get_mut(&badge) {
+            c.reserved += step;
+            if let Some((a, b)) = region {
+                add_region(&mut c.regions, a, b);
+            }
+        }
+        Ok(step)
     }
 
     /// Answer a page fault: the map item, or None to decline.
@@ -159,11 +292,22 @@ impl Mem {
             self.reclaim(badge);
         }
         let c = self.clients.get(&badge)?;
-        if c.pages.len() as u64 >= c.limit {
+        // A page it set aside, or one more within its limit beside those set aside.
+        let reserved = c.reserved > 0;
+        if !reserved && c.pages.len() as u64 >= c.limit.saturating_sub(c.reserved) {
             println!("{}: client {} is over its limit of {} pages", self.name, badge, c.limit);
             return None;
         }
-        let idx = self.page()?;
+        // In a region it set aside, the pages after this one that it has not touched
+        // yet come too (as many as its reservation and `AHEAD` allow).
+        let ahead = if reserved && seg.is_none() { c.region_after(page, c.reserved.min(AHEAD)) } else { 0 };
+        let idx = self.page(reserved)?;
+        if reserved {
+            self.reserved -= 1;
+            if let Some(c) = self.clients.get_mut(&badge) {
+                c.reserved -= 1;
+            }
+        }
         let dst = POOL + idx as u64 * PAGE_SIZE;
         let c = self.clients.get_mut(&badge)?;
         // SAFETY: pool page `idx` is mapped read-write here and not yet given out.
@@ -199,6 +343,18 @@ impl Mem {
         }
         let mut a = Msg::new(0, &[]);
         a.push_item(Fpage::mem(dst, 12, rights), page);
+        for k in 1..ahead {
+            let p = page + k * PAGE_SIZE;
+            if p == MAIN_STACK_TOP - PAGE_SIZE {
+                break;
+            }
+            let Some(idx) = self.page(true) else { break };
+            self.reserved -= 1;
+            let c = self.clients.get_mut(&badge)?;
+            c.reserved -= 1;
+            c.pages.insert(p, idx);
+            a.push_item(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, rights), p);
+        }
         Some(a)
     }
 
@@ -251,7 +407,7 @@ impl Mem {
         }
     }
 
-    fn register(&mut self, badge: u64, limit: u64, resident: u64, cmdline: &str) -> Result<(), Error> {
+    fn register(&mut self, badge: u64, limit: u64, resident: u64, flags: u64, cmdline: &str) -> Result<(), Error> {
         let name = cmdline.split(' ').next().unwrap_or("");
         if cmdline.len() > abi::START_ARGS_MAX {
             return Err(Error::TooLong);
@@ -269,21 +425,76 @@ impl Mem {
             Image::Boot(unsafe { core::slice::from_raw_parts(file.data.as_ptr(), file.data.len()) })
         };
         let e = elf::parse(&image).map_err(|_| Error::InvalidArg)?;
-        self.unregister(badge);
-        self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, pages: BTreeMap::new(), resident: if resident == 0 { 0 } else { resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT)) }, clean: VecDeque::new(), dropped: BTreeSet::new(), taken_back: 0, refaults: 0, grafted: 0 });
+        // Its image and main stack are set aside now: the pages every program touches
+        // before it can ask for any (and that it cannot do without), so that only what
+        // it asks for later (`RESERVE`: its heap) can be refused. No room: not started.
+        let own = e.segments().iter().map(|s| (s.page_range().1 - s.page_range().0) / PAGE_SIZE).sum::<u64>() + abi::layout::MAIN_STACK_PAGES;
+        self.unregister(badge, false);
+        self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, reserved: 0, grafts: flags & mem_api::MAY_GRAFT != 0, regions: BTreeMap::new(), pages: BTreeMap::new(), resident: if resident == 0 { 0 } else { resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT)) }, clean: VecDeque::new(), dropped: BTreeSet::new(), taken_back: 0, refaults: 0, grafted: 0 });
+        let mut left = own;
+        while left > 0 {
+            match self.reserve(badge, left, 0) {
+                Ok(n) => left -= n,
+                Err(e) => {
+                    self.unregister(badge, false);
+                    return Err(e);
+                }
+            }
+        }
         Ok(())
     }
 
-    fn unregister(&mut self, badge: u64) {
+    /// Client `badge` is gone; `task_gone`: its task was destroyed, and with it every
+    /// mapping derived from its pages (the kernel strips a dying task's memory and what
+    /// others derived from it), so nothing is left to revoke.
+    fn unregister(&mut self, badge: u64, task_gone: bool) {
         self.grafts.forget(badge);
         if let Some(c) = self.clients.remove(&badge) {
+            self.reserved -= c.reserved;
             for (_, idx) in c.pages {
-                // Revoke the client's mapping (if its task still exists) and reuse the page.
-                // SAFETY: only mappings derived from our pool page are affected.
-                let _ = unsafe { rt::sys::unmap(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, 0), 0) };
+                if !task_gone {
+                    // Revoke the client's mapping and reuse the page.
+                    // SAFETY: only mappings derived from our pool page are affected.
+                    let _ = unsafe { rt::sys::unmap(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, 0), 0) };
+                }
                 self.free.push(idx);
             }
+            self.give_back();
         }
+    }
+}
+
+/// Add region `[a, b)` to `regions` (start → end), merged with those it touches; past
+/// `MAX_REGIONS` it is not kept (its pages are set aside all the same).
+fn add_region(regions: &mut BTreeMap<u64, u64>, mut a: u64, mut b: u64) {
+    // Regions that overlap or touch [a, b): the one starting at or before `a`, and
+    // those starting within.
+    if let Some((&s, &e)) = regions.range(..=a).next_back() {
+        if e >= a {
+            a = s;
+            b = b.max(e);
+            regions.remove(&s);
+        }
+    }
+    while let Some((&s, &e)) = regions.range(a..=b).next() {
+        b = b.max(e);
+        regions.remove(&s);
+    }
+    if regions.len() < MAX_REGIONS {
+        regions.insert(a, b);
+    }
+}
+
+impl Client {
+    /// How many pages from `page` on (at most `most`) lie in one of its regions and are
+    /// not its yet: `page` itself counts (0 if it lies in none).
+    fn region_after(&self, page: u64, most: u64) -> u64 {
+        let Some((_, &end)) = self.regions.range(..=page).next_back() else { return 0 };
+        let mut n = 0;
+        while n < most && page + n * PAGE_SIZE < end && (n == 0 || !self.pages.contains_key(&(page + n * PAGE_SIZE))) {
+            n += 1;
+        }
+        n
     }
 }
 
@@ -305,7 +516,7 @@ fn main() -> i32 {
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
-    let mut srv = Mem { name, pool_pages: 0, free: Vec::new(), clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base, graftcode::host()), text: String::new(), inbox: graft_api::upcall::Inbox::new(), upload: None };
+    let mut srv = Mem { name, blocks: Vec::new(), spare_blocks: Vec::new(), pool_pages: 0, free: Vec::new(), zeroed: Vec::new(), reserved: 0, free_pending: 0, clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base, graftcode::host()), text: String::new(), inbox: graft_api::upcall::Inbox::new(), upload: None };
     let mut buf = alloc::vec![0u8; graft_api::RECV_BYTES.max(mem_api::IMAGE_PIECE)];
     server::run(&mut srv, &mut buf)
 }
@@ -338,15 +549,21 @@ impl Server for Mem {
             // Registration comes from root only (its capability to us is unbadged).
             Request::Register { .. } | Request::Unregister { .. } | Request::Image { .. } if !from.is_root() => Answer::err(Error::NoRights),
             Request::Image { client, offset, len, bytes } => Answer::result(self.image_piece(client, offset, len, bytes)),
-            Request::Register { client, limit, resident, cmdline } => Answer::result(self.register(client, limit, resident, cmdline)),
-            Request::Unregister { client } => {
-                self.unregister(client);
+            Request::Register { client, limit, resident, flags, cmdline } => Answer::result(self.register(client, limit, resident, flags, cmdline)),
+            Request::Unregister { client, gone } => {
+                self.unregister(client, gone);
                 Answer::ok(&[])
             }
             // A program's own requests: the program id on its badge is its pager badge.
-            Request::Usage { .. } | Request::Resident { .. } | Request::Graft(_) if !self.clients.contains_key(&(from.program() as u64)) || from.program() == 0 => {
+            Request::Usage { .. } | Request::Resident { .. } | Request::Reserve { .. } | Request::Graft(_) if !self.clients.contains_key(&(from.program() as u64)) || from.program() == 0 => {
                 Answer::err(Error::NotFound)
             }
+            Request::Reserve { pages, at } => match self.reserve(from.program() as u64, pages, at) {
+                Ok(n) => Answer::ok(&[n]),
+                Err(e) => Answer::err(e),
+            },
+            // Loading a graft here takes this server's memory: the manifest must grant it.
+            Request::Graft(_) if !self.clients.get(&(from.program() as u64)).is_some_and(|c| c.grafts) => Answer::err(Error::NoRights),
             Request::Usage { resident } => {
                 let Some(c) = self.clients.get_mut(&(from.program() as u64)) else { return Answer::err(Error::NotFound) };
                 if resident != u64::MAX {
@@ -355,7 +572,7 @@ impl Server for Mem {
                     }
                     c.resident = resident;
                 }
-                Answer::ok(&[c.pages.len() as u64, c.limit, c.resident, c.taken_back, c.refaults, c.grafted])
+                Answer::ok(&[c.pages.len() as u64, c.limit, c.resident, c.taken_back, c.refaults, c.grafted, c.reserved])
             }
             Request::Resident { addr } => {
                 let page = addr & !(PAGE_SIZE - 1);
@@ -373,7 +590,7 @@ impl Server for Mem {
                 a
             }
             Request::Stats => {
-                let mut w = alloc::vec![self.pool_pages, self.free.len() as u64, self.clients.len() as u64];
+                let mut w = alloc::vec![self.pool_pages, self.available(), self.clients.len() as u64];
                 for (b, c) in self.clients.iter().take(18) {
                     w.extend_from_slice(&[*b, c.pages.len() as u64, c.limit]);
                 }

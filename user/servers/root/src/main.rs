@@ -38,8 +38,9 @@ use sigma0_api as s0;
 
 rt::entry!(main);
 
-/// Kernel memory for a memory server (its page tables cover its whole pool).
-const MEM_KERNEL_QUOTA: u64 = 256;
+/// Kernel pages a memory server gets beyond those of the pages it may map
+/// (`mem_quota`): the upper page tables of its graft arenas (64 regions of their own).
+const MEM_KERNEL_EXTRA: u64 = 96;
 /// The memory servers root starts; programs name theirs with `pager`.
 const MEM_SERVERS: [&str; 2] = ["mem0", "mem1"];
 
@@ -155,6 +156,14 @@ fn badge_of(idx: usize) -> u64 {
     idx as u64 + 1
 }
 
+/// A program's client number at sigma0 (the badge of the capability it or root uses
+/// there for it): above root's own, 1. (Numbered as the ids were, the first memory
+/// server was client 1 too: it could take back any client's frames, and root, ending
+/// it, took back its own heap.)
+fn s0_client(idx: usize) -> u64 {
+    idx as u64 + 2
+}
+
 /// Run `f` with a fresh temporary capability slot, which is emptied and given back
 /// afterwards whatever `f` did with it.
 fn with_tmp<T>(f: impl FnOnce(u64) -> T) -> T {
@@ -202,12 +211,16 @@ impl Root<'_> {
             }
         })?;
         let sent = if entry.file.starts_with('/') { mem_api::client::image(mem_slot, badge_of(idx), data, ipc::timeouts(1_000_000, 5_000_000)) } else { Ok(()) };
-        if let Err(e) = sent.and_then(|_| mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, &cmdline)) {
+        let flags = if entry.caps.iter().any(|c| c == proto::PAGER) { mem_api::MAY_GRAFT } else { 0 };
+        // Its own memory server, for its requests about its own memory (`cap::PAGER`:
+        // `rt::heap` reserves pages there before it grows).
+        let pager_cap = with_tmp(|tmp| sys::cap_copy(mem_slot, tmp, rights::SEND, self.badge_for(&entry, idx).0).and_then(|_| sys::cap_give(child.task, tmp, cap::PAGER, rights::SEND)));
+        if let Err(e) = pager_cap.and(sent).and_then(|_| mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, flags, &cmdline)) {
             child.discard();
             return Err(e);
         }
         if let Err(e) = self.adopt(&child, &entry, requester) {
-            let _ = mem_api::client::unregister(mem_slot, badge_of(idx));
+            let _ = mem_api::client::unregister(mem_slot, badge_of(idx), false);
             child.discard();
             return Err(e);
         }
@@ -221,12 +234,30 @@ impl Root<'_> {
         Ok(i)
     }
 
+    /// A memory server's kernel quota: the page tables and mapping nodes of every page it
+    /// may map — each of sigma0's frames at most once (its pool, its heap, graft code)
+    /// and the boot image — as `manifest::kpages_for` derives them for any program, and
+    /// `MEM_KERNEL_EXTRA`. So no client's demand can exhaust it: the server maps nothing
+    /// else. (Fixed at 256 pages before, it paid for about 15,000 frames, 60 MiB, whatever
+    /// the RAM: past that a client within its limit was killed, then the server itself.)
+    /// The cost is this much of root's quota set aside for each of the two servers:
+    /// about 1.4% of the frames (of the eighth of RAM the kernel keeps).
+    fn mem_quota(&self) -> u64 {
+        let mut m = Msg::new(s0::STATS, &[]);
+        let frames = match ipc::call(self.sigma0, &mut m, ipc::FOREVER) {
+            Ok(()) => m.word(3),
+            Err(_) => 0,
+        };
+        manifest::kpages_for(frames + (self.fs_len as u64).div_ceil(abi::layout::PAGE_SIZE)) + MEM_KERNEL_EXTRA
+    }
+
     /// Start a memory server, paged by sigma0, and hand it the boot image.
     fn start_mem(&mut self, name: &str) -> Result<usize, Error> {
         let file = self.fs.find("mem").ok_or(Error::InvalidArg)?;
         let entry = Program { args: name.to_string(), priority: 150, ..Program::new("mem") };
-        let child = loader::load_granted(file.data, &entry.cmdline(), MEM_KERNEL_QUOTA, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
-        let badge = badge_of(self.progs.len());
+        let quota = self.mem_quota();
+        let child = loader::load_granted(file.data, &entry.cmdline(), quota, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
+        let badge = s0_client(self.progs.len());
         // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
         let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND))));
         if let Err(e) = given.and_then(|_| self.adopt(&child, &entry, None)) {
@@ -309,12 +340,12 @@ impl Root<'_> {
         // The task goes, and with it root's slots for its task and thread.
         p.child.discard();
         if let Some(m) = pager {
-            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx));
+            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), true);
         }
         // sigma0 takes back the frames it gave the program: all of a program paged by
         // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
         // driver would otherwise leak its buffers each time).
-        let mut r = Msg::new(s0::RECLAIM, &[badge_of(idx)]);
+        let mut r = Msg::new(s0::RECLAIM, &[s0_client(idx)]);
         let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
         // Services that keep state per client drop this one's (bounded waits: a busy or
         // stuck service is not root's problem).
@@ -505,7 +536,7 @@ impl Root<'_> {
         // the old one below must not take them back (that would revoke the new
         // program's mapping and every one derived from it, its clients' too).
         if let Some(log2) = mem_pages {
-            let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, badge_of(u.old), badge_of(u.new)]);
+            let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, s0_client(u.old), s0_client(u.new)]);
             if let Err(e) = ipc::call(self.sigma0, &mut mv, ipc::FOREVER).and_then(|_| abi::check(mv.word(1))) {
                 println!("[root] the memory {} handed over is not its own frames at {:#x} ({:?}): it goes when {} ends", self.progs[u.old].name, m.word(2), e, badge_of(u.old));
             }
@@ -685,7 +716,12 @@ impl Root<'_> {
 
     /// The badge servers see on a program's calls: its principal above its id.
     fn client_badge(&self, idx: usize) -> Badge {
-        Badge::client(self.progs[idx].entry.principal as u64, badge_of(idx) as u32).unwrap_or(Badge(badge_of(idx)))
+        self.badge_for(&self.progs[idx].entry, idx)
+    }
+
+    /// The badge of program `idx` run from `entry` (before it has a record).
+    fn badge_for(&self, entry: &Program, idx: usize) -> Badge {
+        Badge::client(entry.principal as u64, badge_of(idx) as u32).unwrap_or(Badge(badge_of(idx)))
     }
 
     /// Once every test has ended, report and end the machine.
@@ -732,10 +768,65 @@ impl Root<'_> {
         }
         entry.test = false;
         entry.restart = false;
+        if let Err(why) = self.may_spawn(idx, &entry) {
+            println!("[root] {} may not start {}: {}", self.progs[idx].name, entry.name, why);
+            return Answer::err(Error::NoMemory);
+        }
         match self.start(entry, Some(Requester { idx, slot: dst, control }), None) {
             Ok(i) => Answer::ok(&[badge_of(i)]),
             Err(e) => Answer::err(e),
         }
+    }
+
+    /// Live programs that `a` started with SPAWN, or that they started, and so on.
+    fn descendants(&self, a: usize) -> u64 {
+        let mut n = 0;
+        for (i, p) in self.progs.iter().enumerate() {
+            if p.done || i == a {
+                continue;
+            }
+            let mut s = p.spawner;
+            // (A chain is at most as long as the records: no cycle is possible, as a
+            // spawner is always an older record.)
+            while let Some(x) = s {
+                if x == a {
+                    n += 1;
+                    break;
+                }
+                s = self.progs[x].spawner;
+            }
+        }
+        n
+    }
+
+    /// Whether program `idx` may start a program from `entry` (SPAWN): the rule that
+    /// SPAWN counts against the spawner (ARCHITECTURE.md, "Who pays"). The new program
+    /// asks for no more memory than its spawner has (`pages`, `kpages`); the spawner and
+    /// every program above it stays within its `spawns` (live programs started below
+    /// it); and root keeps task and thread slots (`abi::tables`) and kernel quota for
+    /// the manifest's programs that are down (their restarts).
+    fn may_spawn(&self, idx: usize, entry: &Program) -> Result<(), &'static str> {
+        let me = &self.progs[idx].entry;
+        if entry.pages > me.pages || entry.kpages > me.kpages {
+            return Err("it asks for more memory than its spawner has (pages, kpages)");
+        }
+        let mut a = Some(idx);
+        while let Some(x) = a {
+            if self.descendants(x) >= self.progs[x].entry.spawns {
+                return Err(if x == idx { "the spawner runs as many programs as its `spawns` allows" } else { "a program above the spawner runs as many programs as its `spawns` allows" });
+            }
+            a = self.progs[x].spawner;
+        }
+        let (tasks, threads) = sys::kernel_tables();
+        if tasks <= abi::tables::ROOT_TASKS as u64 + 1 || threads <= abi::tables::ROOT_THREADS as u64 + 1 {
+            return Err("the last task and thread slots are kept for the manifest's programs");
+        }
+        let (_, limit, used) = sys::task_info(cap::SELF_TASK).unwrap_or((0, 0, 0));
+        let kept: u64 = self.down.iter().map(|d| d.entry.kpages).sum();
+        if limit.saturating_sub(used) < entry.kpages.saturating_add(kept) {
+            return Err("root keeps its kernel memory for the manifest's programs");
+        }
+        Ok(())
     }
 
     fn lookup(&mut self, idx: usize, name: &str, dst: u64) -> Result<(), Error> {
@@ -754,7 +845,7 @@ impl Root<'_> {
             return sys::cap_give(req, cap::MACHINE_SLOT, dst, rights::SHUTDOWN);
         }
         if name == "sigma0" {
-            let badge = badge_of(idx);
+            let badge = s0_client(idx);
             return with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)));
         }
         let s = self.find(name).ok_or(Error::NotFound)?;

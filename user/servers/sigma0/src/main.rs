@@ -6,6 +6,13 @@
 //!
 //! sigma0 has no pager, so it never allocates: its bookkeeping (one owner word per
 //! frame) lives in frames it keeps for itself.
+//!
+//! **Kept for page faults.** Requests for frames (`ALLOC`, `PHYS`: memory servers'
+//! pools, DMA buffers) are refused once only `keep` frames are left — 4 MiB and 1/128
+//! of the frames, about twice what the memory servers' own bookkeeping takes per page
+//! they serve — so that the page faults of sigma0's direct clients (root and the
+//! memory servers: their heaps) are still answered when programs have taken the rest:
+//! no client's demand leaves a memory server unable to grow its heap and die.
 #![no_std]
 #![no_main]
 
@@ -32,6 +39,15 @@ struct Sigma0 {
     owner: &'static mut [u16],
     free: u64,
     total: u64,
+    /// Frames only page faults may take (see the module comment).
+    keep: u64,
+    /// Where the search for runs of free frames starts (next fit: where the last one
+    /// ended), as (run, address). From the start of RAM every time, each request
+    /// walked past every frame given out before it.
+    rotor: (usize, u64),
+    /// Where the search for a single frame (a page fault) starts, going down from the
+    /// top of RAM: single frames taken between runs would each spoil an aligned run.
+    down: u64,
 }
 
 fn hex(s: &str) -> Option<u64> {
@@ -54,18 +70,57 @@ impl Sigma0 {
         unsafe { core::ptr::write_bytes((SIGMA0_PHYS + pa) as *mut u8, 0, (pages * PAGE_SIZE) as usize) };
     }
 
-    /// Find `pages` free frames (aligned to their count) and give them to `client`.
+    /// One free frame for `client`, searching down from `down` (round RAM once).
+    fn alloc_one(&mut self, client: u16) -> Option<u64> {
+        if self.free == 0 {
+            return None;
+        }
+        let frames = self.owner.len();
+        let mut f = ((self.down / PAGE_SIZE) as usize).min(frames);
+        for _ in 0..frames {
+            f = if f == 0 { frames - 1 } else { f - 1 };
+            // (Frames that are not RAM are marked SELF, never FREE.)
+            if self.owner[f] == FREE {
+                self.owner[f] = client;
+                self.free -= 1;
+                let pa = f as u64 * PAGE_SIZE;
+                Self::zero(pa, 1);
+                self.down = pa;
+                return Some(pa);
+            }
+        }
+        None
+    }
+
+    /// Find `pages` free frames (aligned to their count) and give them to `client`:
+    /// from the rotor on, round the runs once. (One frame: `alloc_one`.)
     fn alloc(&mut self, pages: u64, client: u16) -> Option<u64> {
-        for i in 0..self.nruns {
+        if pages == 1 {
+            return self.alloc_one(client);
+        }
+        if self.free < pages || self.nruns == 0 {
+            return None;
+        }
+        let (r0, at0) = self.rotor;
+        let r0 = r0.min(self.nruns - 1);
+        // The rotor's run from the rotor, the other runs whole, the rotor's run up to it.
+        for step in 0..=self.nruns {
+            let i = (r0 + step) % self.nruns;
             let (a, b) = self.runs[i];
-            let mut pa = a.div_ceil(pages * PAGE_SIZE) * pages * PAGE_SIZE;
-            while pa + pages * PAGE_SIZE <= b {
+            let (lo, hi) = match step {
+                0 => (at0.clamp(a, b), b),
+                n if n == self.nruns => (a, at0.clamp(a, b).saturating_add(pages * PAGE_SIZE).min(b)),
+                _ => (a, b),
+            };
+            let mut pa = lo.div_ceil(pages * PAGE_SIZE) * pages * PAGE_SIZE;
+            while pa + pages * PAGE_SIZE <= hi {
                 let f = (pa / PAGE_SIZE) as usize;
                 match (0..pages as usize).find(|k| self.owner[f + k] != FREE) {
                     None => {
                         self.owner[f..f + pages as usize].fill(client);
                         self.free -= pages;
                         Self::zero(pa, pages);
+                        self.rotor = (i, pa + pages * PAGE_SIZE);
                         return Some(pa);
                     }
                     Some(k) => pa = (((f + k + 1) as u64 * PAGE_SIZE).div_ceil(pages * PAGE_SIZE)) * pages * PAGE_SIZE,
@@ -79,6 +134,10 @@ impl Sigma0 {
     fn take(&mut self, pa: u64, pages: u64, client: u16) -> bool {
         let f = (pa / PAGE_SIZE) as usize;
         let ok = (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f + k as usize], o if o == FREE || o == client));
+        // Free frames taken count against those kept for page faults, as `ALLOC`'s do.
+        if ok && self.free < (0..pages).filter(|&k| self.owner[f + k as usize] == FREE).count() as u64 + self.keep {
+            return false;
+        }
         if ok {
             for k in 0..pages as usize {
                 if self.owner[f + k] == FREE {
@@ -93,11 +152,24 @@ impl Sigma0 {
 
     /// Take frames back: revoke every mapping derived from them.
     fn release(&mut self, pa: u64, pages: u64, client: Option<u16>) -> u64 {
+        // All of them the client's, an aligned run (a memory server's block): one UNMAP.
+        let f0 = (pa / PAGE_SIZE) as usize;
+        let whole = pages.is_power_of_two()
+            && pa.is_multiple_of(pages * PAGE_SIZE)
+            && (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f0 + k as usize], o if o != FREE && o != SELF && client.is_none_or(|c| c == o)));
+        if whole && pages > 1 {
+            // SAFETY: only mappings derived from sigma0's own window are revoked.
+            let _ = unsafe { sys::unmap(Fpage::mem(SIGMA0_PHYS + pa, 12 + pages.trailing_zeros() as u64, 0), 0) };
+            self.owner[f0..f0 + pages as usize].fill(FREE);
+            self.free += pages;
+            return pages;
+        }
         let mut n = 0;
         for k in 0..pages {
-            let p = pa + k * PAGE_SIZE;
+            // (A client names the address: past the owner table it holds nothing.)
+            let Some(p) = pa.checked_add(k * PAGE_SIZE) else { break };
             let f = (p / PAGE_SIZE) as usize;
-            let o = self.owner[f];
+            let Some(&o) = self.owner.get(f) else { break };
             if o != FREE && o != SELF && client.is_none_or(|c| c == o) {
                 // SAFETY: only mappings derived from sigma0's own window are revoked.
                 let _ = unsafe { sys::unmap(Fpage::mem(SIGMA0_PHYS + p, 12, 0), 0) };
@@ -167,7 +239,7 @@ fn main() -> i32 {
     // marked SELF below so that they are never handed out.
     let owner = unsafe { core::slice::from_raw_parts_mut((SIGMA0_PHYS + table_pa) as *mut u16, frames as usize) };
     owner.fill(SELF);
-    let mut s = Sigma0 { runs, nruns, mmio, owner, free: 0, total: 0 };
+    let mut s = Sigma0 { runs, nruns, mmio, owner, free: 0, total: 0, keep: 0, rotor: (0, 0), down: 0 };
     for i in 0..nruns {
         let (a, b) = s.runs[i];
         for f in a / PAGE_SIZE..b / PAGE_SIZE {
@@ -180,6 +252,8 @@ fn main() -> i32 {
         s.free -= 1;
     }
     s.total = s.free;
+    s.keep = (s.total / 128 + 1024).min(s.total / 4);
+    s.down = top;
     println!("sigma0: {} MiB in {} runs, device window {:#x}-{:#x}", s.free >> 8, nruns, s.mmio.0, s.mmio.1);
 
     let mut buf = [0u8; 64];
@@ -219,6 +293,7 @@ impl Server for Sigma0 {
         let Some(client) = client_of(from) else { return Answer::err(Error::NoRights) };
         let mut out = Msg::new(0, &[0, 0]);
         match req {
+            Request::Alloc { log2, .. } if self.free < (1u64 << log2) + self.keep => Answer::err(Error::NoMemory),
             Request::Alloc { log2, hot } => match self.alloc(1 << log2, client) {
                 Some(pa) => {
                     out.mr[2] = pa;

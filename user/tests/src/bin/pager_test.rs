@@ -75,6 +75,11 @@ fn main() -> i32 {
     sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 0).unwrap();
     // The pool: pages from our own pager (a memory server), which we page on.
     sys::prefault(POOL, PAGES);
+    // The statics the threads below write: paged in by our memory server now (the
+    // threads' own pager, this thread, serves only REGION). Where the linker puts them
+    // is no business of the test's: untouched, a page of them faults to us.
+    SUM.store(0, Ordering::SeqCst);
+    DONE.store(0, Ordering::SeqCst);
 
     let _w = start(worker, me);
     let (mut served, mut bad, mut next) = (0u64, 0u64, 0u64);

@@ -61,6 +61,14 @@ fn main() -> i32 {
     c.eq(unsafe { core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64) }, 0xD3A, "and they are the same frames");
     let mut m = Msg::new(s0::PHYS, &[0x10_0000, 0, DMA_VA]);
     c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
+    // Giving back frames that are not there (past the end of RAM, or wrapping around the
+    // address space) gives back nothing; sigma0 goes on serving.
+    for pa in [1u64 << 50, u64::MAX & !0xfff] {
+        let mut m = Msg::new(s0::FREE, &[pa, 4]);
+        c.eq(rt::server::request(s, &mut m).map(|_| m.word(2)), Ok(0), "frames past the end of RAM: none given back");
+    }
+    let mut m = Msg::new(s0::STATS, &[]);
+    c.check(rt::server::request(s, &mut m).is_ok() && m.word(3) > 0, "and sigma0 still serves");
     // I/O ports come from root as the manifest grants them, never from sigma0 directly.
     let mut m = Msg::new(s0::IO, &[0x3f8, 3]);
     c.eq(rt::server::request_mapping(s, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m), Err(Error::NoRights), "COM1's ports straight from sigma0: refused");
