@@ -252,6 +252,32 @@ fn raw_status(port: u16, bytes: &[u8]) -> Result<Option<u16>, String> {
 
 type Check = (&'static str, fn(u16) -> Result<(), String>);
 
+/// Issue 38's conformance points, end to end (each failed before httparse).
+fn conformance(p: u16) -> Result<(), String> {
+    // RFC 9112 §3.2.2: a server MUST accept the absolute form.
+    let r = request(p, "GET", "http://scion/small.txt", "")?;
+    expect(r.status == 200 && r.body == SMALL, format!("absolute-form target: status {}", r.status))?;
+    // §3.2: two Host fields MUST be 400.
+    let st = raw_status(p, b"GET /small.txt HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")?;
+    expect(st == Some(400), format!("two Host fields: {st:?}"))?;
+    // RFC 9110 §13.1.5: an If-Range that cannot match gets the whole representation.
+    let r = request(p, "GET", "/1m.bin", "Range: bytes=0-99\r\nIf-Range: \"no-such-tag\"\r\n")?;
+    expect(r.status == 200 && r.body == file("1m.bin"), format!("If-Range that cannot match: status {}, {} bytes", r.status, r.body.len()))?;
+    // §2.2: a request with bare LF line ends is answered.
+    let st = raw_status(p, b"GET /small.txt HTTP/1.1\nHost: scion\nConnection: close\n\n")?;
+    expect(st == Some(200), format!("bare LF: {st:?}"))?;
+    // §5.5: NUL and other controls in a field value are refused.
+    let st = raw_status(p, b"GET /small.txt HTTP/1.1\r\nHost: scion\r\nX-A: a\0b\r\n\r\n")?;
+    expect(st == Some(400), format!("NUL in a field value: {st:?}"))?;
+    let st = raw_status(p, b"GET /small.txt HTTP/1.1\r\nHost: scion\r\nX-A: a\x01b\r\n\r\n")?;
+    expect(st == Some(400), format!("a control byte in a field value: {st:?}"))?;
+    // A Date in IMF-fixdate.
+    let r = request(p, "GET", "/small.txt", "")?;
+    let date = r.header("Date").unwrap_or("");
+    let ok = date.len() == 29 && date.ends_with(" GMT") && date.as_bytes()[3] == b',';
+    expect(ok, format!("Date: {date:?}"))
+}
+
 fn checks() -> Vec<Check> {
     vec![
         ("get-1m", |p| get_file(p, "1m.bin")),
@@ -286,6 +312,7 @@ fn checks() -> Vec<Check> {
             expect(r.status == 200 && String::from_utf8_lossy(&r.body).contains("inner.txt"), "/sub/ lists inner.txt")
         }),
         ("keep-alive", keep_alive),
+        ("conformance", conformance),
         ("methods", |p| {
             let r = request(p, "POST", "/small.txt", "Content-Length: 0\r\n")?;
             expect(r.status == 405 && r.header("Allow") == Some("GET, HEAD"), format!("POST: status {}", r.status))?;
@@ -369,13 +396,168 @@ fn checks() -> Vec<Check> {
 
 /// Run the HTTP checks against the guest's port 80 forwarded to `port`; the last kills
 /// the net server from the guest's shell (typed by `t`) in the middle of a download.
-pub fn http_checks(port: u16, ftp: Option<u16>, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
+pub fn http_checks(port: u16, ftp: Option<u16>, t: &crate::qemu::Typer, set: &str) -> Vec<(String, Result<(), String>)> {
+    if set == "scale" {
+        return scale_checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
+    }
     let mut v: Vec<(String, Result<(), String>)> = checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
     if let Some(f) = ftp {
         v.extend(ftp_checks(f, t));
     }
     v.push(("net-restart".to_string(), net_restart(port, t)));
     v
+}
+
+/// The `http_scale` scenario's checks (issue 38): a thousand connections at once, a
+/// slowloris beside a normal client, 5,000 requests at concurrency 100.
+fn scale_checks() -> Vec<Check> {
+    vec![("thousand-connections", thousand), ("slowloris", slowloris), ("ab-5000x100", ab_style), ("after", still_serves)]
+}
+
+/// One request written on a fresh connection: (status, body), read with `timeout`.
+fn get_on(s: &mut TcpStream, path: &str, timeout: Duration) -> Result<Response, String> {
+    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: scion\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
+    response(s, false)
+}
+
+/// 1,000 keep-alive connections open at once, each answered byte for byte, then each
+/// asked again on the same connection (all still open).
+fn thousand(p: u16) -> Result<(), String> {
+    const N: usize = 1000;
+    let t0 = Instant::now();
+    let mut conns = Vec::with_capacity(N);
+    for i in 0..N {
+        let mut s = connect(p).map_err(|e| format!("connection {i}: {e}"))?;
+        s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| format!("connection {i}: {e}"))?;
+        conns.push(s);
+    }
+    let opened = t0.elapsed();
+    let mut lost = 0;
+    for (i, s) in conns.iter_mut().enumerate() {
+        s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        match response(s, false) {
+            Ok(r) if r.status == 200 && r.body == SMALL => {}
+            Ok(r) => return Err(format!("connection {i}: status {}, {} bytes", r.status, r.body.len())),
+            // QEMU's user network may lose a request written before the guest took the
+            // connection (`ready`): asked again on a new connection, counted.
+            Err(_) => {
+                lost += 1;
+                let mut again = ready(p).map_err(|e| format!("connection {i} again: {e}"))?;
+                let r = get_on(&mut again, "/small.txt", Duration::from_secs(30))?;
+                expect(r.status == 200 && r.body == SMALL, format!("connection {i} again: status {}", r.status))?;
+                *s = again;
+            }
+        }
+        expect(t0.elapsed() < Duration::from_secs(300), format!("{i} of {N} answered in 300 s"))?;
+    }
+    let first = t0.elapsed();
+    // All still open: a second request on each.
+    for (i, s) in conns.iter_mut().enumerate() {
+        let r = get_on(s, "/small.txt", Duration::from_secs(30)).map_err(|e| format!("connection {i}, second request: {e}"))?;
+        expect(r.status == 200 && r.body == SMALL, format!("connection {i}, second request: status {}", r.status))?;
+    }
+    println!("    | {N} connections: opened in {} ms, all answered by {} ms ({lost} requests lost by the user network, asked again), asked again on each by {} ms", opened.as_millis(), first.as_millis(), t0.elapsed().as_millis());
+    expect(lost * 100 <= N, format!("{lost} of {N} first requests never answered"))
+}
+
+/// 150 connections send a request head one byte every 2 s (new ones when the server
+/// closes them) for 24 s; meanwhile a normal client asks every 300 ms on a new
+/// connection and must be served within 1 s every time.
+fn slowloris(p: u16) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const SLOW: usize = 150;
+    let stop = Arc::new(AtomicBool::new(false));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let attack = {
+        let (stop, closed) = (stop.clone(), closed.clone());
+        std::thread::spawn(move || {
+            let head = b"GET /small.txt HTTP/1.1\r\nHost: scion\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+            let mut conns: Vec<(Option<TcpStream>, usize)> = (0..SLOW).map(|_| (connect(p).ok(), 0)).collect();
+            while !stop.load(Ordering::SeqCst) {
+                for (c, at) in conns.iter_mut() {
+                    let ok = c.as_mut().is_some_and(|s| s.write_all(&head[*at % head.len()..*at % head.len() + 1]).is_ok());
+                    if ok {
+                        *at += 1;
+                    } else {
+                        closed.fetch_add(1, Ordering::SeqCst);
+                        *c = connect(p).ok();
+                        *at = 0;
+                    }
+                }
+                for _ in 0..20 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    let t0 = Instant::now();
+    let mut worst = Duration::ZERO;
+    let mut n = 0;
+    let mut failed = None;
+    while t0.elapsed() < Duration::from_secs(24) {
+        let t = Instant::now();
+        let r = connect(p).and_then(|mut s| get_on(&mut s, "/small.txt", Duration::from_secs(5)));
+        let took = t.elapsed();
+        n += 1;
+        worst = worst.max(took);
+        match r {
+            Ok(r) if r.status == 200 && r.body == SMALL && took <= Duration::from_secs(1) => {}
+            Ok(r) => {
+                failed.get_or_insert(format!("request {n}: status {} after {} ms", r.status, took.as_millis()));
+            }
+            Err(e) => {
+                failed.get_or_insert(format!("request {n}: {e} after {} ms", took.as_millis()));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let _ = attack.join();
+    println!("    | slowloris: {SLOW} slow connections ({} closed by the server and opened again); {n} normal requests, the slowest {} ms", closed.load(Ordering::SeqCst), worst.as_millis());
+    match failed {
+        Some(f) => Err(format!("a normal client beside the slowloris: {f}")),
+        None => Ok(()),
+    }
+}
+
+/// 5,000 requests from 100 clients at once (50 each on a keep-alive connection, as
+/// `ab -k -c 100 -n 5000`): every one answered byte for byte.
+fn ab_style(p: u16) -> Result<(), String> {
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..100)
+        .map(|i| {
+            std::thread::spawn(move || -> Result<(), String> {
+                let name = format!("f{}.bin", i % 8);
+                let small = i % 2 == 0;
+                let want = if small { SMALL.to_vec() } else { file(&name) };
+                let path = if small { "/small.txt".to_string() } else { format!("/{name}") };
+                let mut s = ready(p)?;
+                for k in 0..50 {
+                    let r = get_on(&mut s, &path, Duration::from_secs(60)).map_err(|e| format!("client {i}, request {k}: {e}"))?;
+                    expect(r.status == 200 && r.body == want, format!("client {i}, request {k}: status {}, {} bytes", r.status, r.body.len()))?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for h in hs {
+        if let Err(e) = h.join().map_err(|_| "a client thread panicked".to_string()).and_then(|r| r) {
+            failures.push(e);
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!("    | 5000 requests at concurrency 100: {:.1} s, {:.0} requests/s, {} clients failed", secs, 5000.0 / secs, failures.len());
+    match failures.first() {
+        Some(f) => Err(format!("{} of 100 clients failed; the first: {f}", failures.len())),
+        None => Ok(()),
+    }
 }
 
 /// Kill `net` while a download runs: the download ends (an error, not a hang), and once
@@ -602,6 +784,21 @@ pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), 
         }
         Ok(())
     })()));
+    v.push(("ftp-abandoned-pasv".into(), ftp_abandoned(port)));
+    v.push(("ftp-rest".into(), (|| {
+        let mut f = Ftp::login(port)?;
+        let want = file("1m.bin");
+        f.want("REST 1000", 350)?;
+        let got = f.data("RETR 1m.bin")?;
+        expect(got == want[1000..], format!("REST 1000 then RETR: {} bytes, want the file's last {}", got.len(), want.len() - 1000))?;
+        let got = f.data("RETR 1m.bin")?;
+        expect(got == want, "a RETR after a resumed one starts at 0 again")?;
+        f.want("REST 2000000", 350)?;
+        f.want("EPSV", 229)?;
+        f.want("RETR 1m.bin", 554)?;
+        f.want("REST x", 501)?;
+        f.want("QUIT", 221).map(|_| ())
+    })()));
     let curl = std::process::Command::new("curl").arg("--version").output().is_ok_and(|o| o.status.success());
     if curl {
         v.push(("ftp-curl".into(), (|| {
@@ -617,6 +814,60 @@ pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), 
         println!("    | (no curl on this machine: the FTP checks use xtask's own client only)");
     }
     v
+}
+
+/// Sessions that reserve a data port and ask for a file but never connect to it: four
+/// that then QUIT (answered at once: 221 within 5 s), four that just close their
+/// control connection, four that leave their PASV unused and go quiet; a normal
+/// download after each group (every data port must have come back), the last one once
+/// the silent sessions' reservations have run out.
+fn ftp_abandoned(port: u16) -> Result<(), String> {
+    for round in 0..2 {
+        let mut quitters = Vec::new();
+        for _ in 0..4 {
+            let mut f = Ftp::login(port)?;
+            f.want("EPSV", 229)?;
+            f.want("RETR 1m.bin", 150)?;
+            quitters.push(f);
+        }
+        for (i, mut f) in quitters.into_iter().enumerate() {
+            if round == 0 {
+                f.r.get_ref().set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+                let t0 = Instant::now();
+                let (c, text) = f.cmd("QUIT").map_err(|e| format!("session {i}: QUIT after an abandoned RETR: {e}"))?;
+                expect(c == 221, format!("session {i}: QUIT after an abandoned RETR → {}", text.trim()))?;
+                println!("    | ftp: QUIT after an abandoned RETR answered in {} ms", t0.elapsed().as_millis());
+            } else {
+                let _ = f.w.shutdown(Shutdown::Both);
+            }
+        }
+        let got = ftp_fetch(port, "f1.bin").map_err(|e| format!("a download after four abandoned sessions ({}): {e}", if round == 0 { "QUIT" } else { "closed" }))?;
+        expect(got == file("f1.bin"), "the download after the abandoned sessions differs")?;
+    }
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut f = Ftp::login(port)?;
+        f.want("PASV", 227)?;
+        idle.push(f);
+    }
+    // Their reservations run out (ftpd's DATA_WAIT_US, 20 s); a new client then gets a
+    // port.
+    let start = Instant::now();
+    loop {
+        let mut f = Ftp::login(port)?;
+        let (c, text) = f.cmd("EPSV")?;
+        if c == 229 {
+            let _ = f.cmd("QUIT");
+            break;
+        }
+        expect(c == 425, format!("EPSV while the ports are reserved → {}", text.trim()))?;
+        let _ = f.cmd("QUIT");
+        expect(start.elapsed() < Duration::from_secs(40), "the unused PASV reservations were never given back (40 s)")?;
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    drop(idle);
+    let got = ftp_fetch(port, "f2.bin")?;
+    expect(got == file("f2.bin"), "the download after the idle reservations differs")
 }
 
 /// Download `path` from the FTP server on `port` (anonymous, EPSV): its bytes.

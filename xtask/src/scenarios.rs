@@ -55,6 +55,8 @@ pub struct Scenario {
     /// The host's HTTP checks (`nettest`) through a forwarded port once the guest's
     /// httpd serves; then the machine is stopped.
     pub http: bool,
+    /// Which of them (`nettest::http_checks`): "web" (the default) or "scale".
+    pub checks: String,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -79,6 +81,7 @@ struct Header {
     status: Option<i32>,
     net: Option<bool>,
     http: Option<bool>,
+    checks: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -159,6 +162,7 @@ impl Scenario {
             status: h.status.unwrap_or(1),
             net: h.net.unwrap_or(false) || h.http.unwrap_or(false),
             http: h.http.unwrap_or(false),
+            checks: h.checks.unwrap_or_else(|| "web".into()),
             ..sc
         })
     }
@@ -172,7 +176,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), cpus: None, limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), cpus: None, limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false, checks: "web".into() })
     }
 }
 
@@ -295,7 +299,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut http_results = Vec::new();
     let out = if sc.http {
         let ftp_port = ftp_ports.first().copied();
-        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, ftp_port, t);
+        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, ftp_port, t, &sc.checks);
         qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?

@@ -5,9 +5,11 @@
 //! (`Server::next_tick_us`): nothing polls while the network is idle.
 //!
 //! Each client is a program (its id from the badge root minted). It attaches once and
-//! gets a shared area; its sockets are entries in its own table here, limited in number
-//! (`MAX_SOCKETS`) and in buffer memory (`DEFAULT_BUDGET`), closed (reset) when root says the
-//! program is gone.
+//! gets a shared area; its sockets are entries in its own table here, their buffers
+//! charged to it within a budget, closed (reset) when root says the program is gone.
+//! How much socket memory there is comes from the machine's memory and net's own
+//! (`share`: ARCHITECTURE.md, "Connections and memory"): the number of connections
+//! follows from it, not from a constant.
 //!
 //! Cue (`cue`): a client hands over a read-only BAIO capability to a file's blocks and
 //! a socket; this server reads the blocks into an area mapped here and sends them,
@@ -15,8 +17,9 @@
 //! byte. The loop runs here, beside the TCP stack it feeds (ARCHITECTURE.md, "Cue").
 //!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
-//! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each client's
-//! buffer memory.
+//! none within `FALLBACK` (or at once with `dhcp=off`); `mem=MiB`: net's memory (its
+//! manifest `pages` in MiB; default `DEFAULT_MEM_MIB`, the manifest's default);
+//! `budget=KiB` for each client's buffer memory (default `CLIENT_SHARE` of the share).
 #![no_std]
 #![no_main]
 
@@ -50,17 +53,35 @@ rt::entry!(main);
 const IRQ_BADGE: u64 = 1 << 61;
 /// The graft point net hosts (over the bytes of Cue transfers).
 const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
-/// Sockets per client.
-const MAX_SOCKETS: usize = 64;
 /// Sleeping `WAIT`s and `PING`s per client.
 const MAX_SLEEPERS: usize = 8;
-/// A TCP socket's buffers, each way.
-const TCP_BUF: usize = 64 * 1024;
+/// A TCP socket's buffers: receiving (a request head fits; the window it offers) and
+/// sending (what Cue and writers queue ahead of the ACKs).
+const TCP_RX: usize = 16 * 1024;
+const TCP_TX: usize = 64 * 1024;
+/// One TCP connection's buffer memory, as charged.
+const SOCK_BYTES: usize = TCP_RX + TCP_TX;
+/// The smallest socket (a UDP one: 2 × `UDP_BUF`): a client's count of sockets is
+/// bounded by its budget over this.
+const MIN_SOCK_BYTES: usize = 2 * UDP_BUF;
+/// Ended transfers kept per client until it asks about them.
+const MAX_ENDED: usize = 64;
+/// net's memory when its arguments do not say (the manifest's default `pages`, 16384).
+const DEFAULT_MEM_MIB: usize = 64;
+/// Socket buffers may take this share of net's memory (the rest: smoltcp's tables,
+/// the clients' tables, the heap's slack) ...
+const SHARE_NUM: usize = 3;
+const SHARE_DEN: usize = 4;
+/// ... and of the machine's memory at most a quarter (`sigma0_api::STATS`), so that a
+/// small machine's net does not promise memory that is not there.
+const RAM_DEN: usize = 4;
+/// One client may hold this part of the share: the rest stays for the others (the
+/// shell's fetch, ftpd beside a busy httpd).
+const CLIENT_NUM: usize = 7;
+const CLIENT_DEN: usize = 8;
 /// A UDP socket's buffers, each way: packets and bytes.
 const UDP_PACKETS: usize = 16;
 const UDP_BUF: usize = 16 * 1024;
-/// Default buffer memory per client.
-const DEFAULT_BUDGET: usize = 8 << 20;
 /// A closed connection still sending its last bytes is reset after this long.
 const LINGER: Duration = Duration::from_secs(30);
 /// How long DHCP may take before a static address from the arguments is used.
@@ -111,14 +132,17 @@ struct Client {
     /// Buffer memory its sockets hold (bytes).
     bytes: usize,
     sleepers: usize,
+    /// Listening sockets among `sockets` (the pools' walk skips clients without).
+    listeners: usize,
 }
 
-/// A client asleep in WAIT.
+/// A client asleep in WAIT (or WAIT_MANY: `out` is where its bitmap goes in its area).
 struct Waiter {
     client: u64,
     slot: u64,
     entries: Vec<(u64, u64)>,
     deadline: Option<Instant>,
+    out: Option<u64>,
 }
 
 /// A connection its client has closed, still sending its last bytes; its buffers stay
@@ -171,7 +195,15 @@ struct Net {
     /// Connections a client closed (or left behind when it died), still finishing.
     orphans: Vec<Orphan>,
     next_port: u16,
+    /// Each client's budget of buffer memory, and the most sockets it may have.
     budget: usize,
+    max_sockets: usize,
+    /// Buffer memory all sockets together may hold (`SHARE_NUM / SHARE_DEN` of net's
+    /// memory, at most `1 / RAM_DEN` of the machine's).
+    share: usize,
+    /// SYNs not answered because their listener's backlog was full (they wait: the
+    /// peer sends them again).
+    syn_held: u64,
     sigma0: u64,
     area_next: u64,
     spare_areas: Vec<rt::shared::Area>,
@@ -212,6 +244,22 @@ fn tcp_state(s: tcp::State) -> u64 {
     }
 }
 
+/// The destination port of `frame` if it is an IPv4 TCP SYN without ACK (a new
+/// connection).
+fn syn_port(frame: &[u8]) -> Option<u16> {
+    use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.next_header() != IpProtocol::Tcp {
+        return None;
+    }
+    let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+    (tcp.syn() && !tcp.ack()).then(|| tcp.dst_port())
+}
+
 /// Is `frame` a TCP SYN (without ACK) for a connection a socket already holds? A
 /// peer sends its SYN again when our SYN-ACK is late; given to the stack, the copy
 /// would be taken by another socket of the listening pool (smoltcp hands a segment to
@@ -241,10 +289,10 @@ fn duplicate_syn(sockets: &SocketSet<'_>, frame: &[u8]) -> bool {
     })
 }
 
-/// A TCP socket with its buffers (`TCP_BUF` each way), segments sent at once (no
+/// A TCP socket with its buffers (`TCP_RX`, `TCP_TX`), segments sent at once (no
 /// Nagle: the clients batch through the shared area), dead peers given up after 2 min.
 fn tcp_socket() -> tcp::Socket<'static> {
-    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
+    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_RX]), tcp::SocketBuffer::new(vec![0u8; TCP_TX]));
     s.set_nagle_enabled(false);
     s.set_timeout(Some(Duration::from_secs(120)));
     s
@@ -285,11 +333,16 @@ impl Net {
         self.clients.get_mut(&id).ok_or(Error::BadState)
     }
 
+    /// Buffer memory every socket holds now (clients' and orphans nobody pays for).
+    fn held(&self) -> usize {
+        self.clients.values().map(|c| c.bytes).sum::<usize>() + self.orphans.iter().filter(|o| o.client == NOBODY).map(|o| o.bytes).sum::<usize>()
+    }
+
     /// Add a socket to a client's table within its limits.
     fn install(&mut self, id: u64, s: Sock, bytes: usize) -> Result<u64, Error> {
-        let budget = self.budget;
+        let (budget, max, room) = (self.budget, self.max_sockets, self.share.saturating_sub(self.held()));
         let c = self.client(id)?;
-        if c.sockets.len() >= MAX_SOCKETS || c.bytes + bytes > budget {
+        if c.sockets.len() >= max || c.bytes + bytes > budget || bytes > room {
             return Err(Error::NoSpace);
         }
         let h = c.next;
@@ -304,7 +357,7 @@ impl Net {
             Some(c) => c.area,
             None => {
                 let area = self.new_area()?;
-                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0 });
+                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: 0 });
                 area
             }
         };
@@ -342,7 +395,7 @@ impl Net {
             Sock::Listen { pool, .. } => {
                 for h in pool {
                     self.sockets.get_mut::<tcp::Socket>(h).abort();
-                    self.orphans.push(Orphan { h, until: now(), client: id, bytes: 2 * TCP_BUF });
+                    self.orphans.push(Orphan { h, until: now(), client: id, bytes: SOCK_BYTES });
                 }
             }
             Sock::Udp { h, .. } => {
@@ -411,13 +464,61 @@ impl Net {
         Ok(map)
     }
 
+    /// Is any of client `id`'s entries ready? (Stops at the first.) Err: no such handle.
+    fn ready_any(&self, id: u64, entries: &[(u64, u64)]) -> Result<bool, Error> {
+        for (h, interest) in entries {
+            if self.ready(id, *h, *interest)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Write the bitmap of client `id`'s ready entries at `out` in its area (checked
+    /// to fit): how many are ready.
+    fn ready_bits(&self, id: u64, entries: &[(u64, u64)], out: u64) -> Result<u64, Error> {
+        let c = self.clients.get(&id).ok_or(Error::BadState)?;
+        let mut n = 0;
+        for (w, chunk) in entries.chunks(64).enumerate() {
+            let mut bits = 0u64;
+            for (i, (h, interest)) in chunk.iter().enumerate() {
+                if self.ready(id, *h, *interest)? {
+                    bits |= 1 << i;
+                    n += 1;
+                }
+            }
+            c.area.write(out + 8 * w as u64, bits);
+        }
+        Ok(n)
+    }
+
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     fn pump(&mut self) {
         self.cue_busy = false;
         for round in 0..256 {
             self.nic.poll_rx();
-            let sockets = &self.sockets;
-            self.nic.retain_rx(|f| !duplicate_syn(sockets, f));
+            let mut free = if self.nic.has_rx() { self.free_listeners() } else { Vec::new() };
+            let (sockets, held) = (&self.sockets, &mut self.syn_held);
+            self.nic.retain_rx(|f| {
+                let Some(port) = syn_port(f) else { return true };
+                if duplicate_syn(sockets, f) {
+                    return false;
+                }
+                // A new connection to a listener whose backlog is full waits: its SYN
+                // is not answered (smoltcp would reset it), and the peer sends it again
+                // (its retransmission timer) until a listening socket is free.
+                match free.iter_mut().find(|(p, _)| *p == port) {
+                    Some((_, 0)) => {
+                        *held += 1;
+                        false
+                    }
+                    Some((_, n)) => {
+                        *n -= 1;
+                        true
+                    }
+                    None => true,
+                }
+            });
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
             self.nic.refill();
@@ -491,30 +592,51 @@ impl Net {
     /// Keep each listener's pool full of listening sockets; drop ones whose handshake
     /// failed.
     fn pools(&mut self) {
-        // Runs after every poll: it walks the tables in place, allocating nothing.
-        let (sockets, budget) = (&mut self.sockets, self.budget);
+        // Runs after every poll: it walks the tables in place, allocating nothing but
+        // the sockets it adds (within the client's budget and net's share).
+        let mut held = self.held();
+        let (sockets, budget, share) = (&mut self.sockets, self.budget, self.share);
         for c in self.clients.values_mut() {
-            let Client { sockets: table, bytes, .. } = c;
+            let Client { sockets: table, bytes, listeners, .. } = c;
+            if *listeners == 0 {
+                continue;
+            }
             for s in table.values_mut() {
                 let Sock::Listen { port, backlog, pool } = s else { continue };
                 pool.retain(|h| {
                     let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Closed | tcp::State::TimeWait);
                     if dead {
                         sockets.remove(*h);
-                        *bytes -= 2 * TCP_BUF;
+                        *bytes -= SOCK_BYTES;
+                        held -= SOCK_BYTES;
                     }
                     !dead
                 });
-                while pool.len() < *backlog && *bytes + 2 * TCP_BUF <= budget {
+                while pool.len() < *backlog && *bytes + SOCK_BYTES <= budget && held + SOCK_BYTES <= share {
                     let mut t = tcp_socket();
                     if t.listen(*port).is_err() {
                         break;
                     }
                     pool.push(sockets.add(t));
-                    *bytes += 2 * TCP_BUF;
+                    *bytes += SOCK_BYTES;
+                    held += SOCK_BYTES;
                 }
             }
         }
+    }
+
+    /// Listening sockets free for a new connection, by port (a SYN past them waits).
+    fn free_listeners(&self) -> Vec<(u16, usize)> {
+        let mut v = Vec::new();
+        for c in self.clients.values().filter(|c| c.listeners > 0) {
+            for s in c.sockets.values() {
+                if let Sock::Listen { port, pool, .. } = s {
+                    let free = pool.iter().filter(|h| self.sockets.get::<tcp::Socket>(**h).state() == tcp::State::Listen).count();
+                    v.push((*port, free));
+                }
+            }
+        }
+        v
     }
 
     /// Forget closed connections whose last bytes are out (or that lingered too long).
@@ -543,7 +665,15 @@ impl Net {
         let mut i = 0;
         while i < self.waiters.len() {
             let w = &self.waiters[i];
-            let map = self.ready_map(w.client, &w.entries);
+            let map = match w.out {
+                None => self.ready_map(w.client, &w.entries),
+                // Many entries: look for one ready (stopping there) before writing them all.
+                Some(out) => match self.ready_any(w.client, &w.entries) {
+                    Ok(false) if w.deadline.is_none_or(|d| t < d) => Ok(0),
+                    Ok(_) => self.ready_bits(w.client, &w.entries, out),
+                    Err(e) => Err(e),
+                },
+            };
             let answer = match map {
                 Ok(0) if w.deadline.is_none_or(|d| t < d) => None,
                 Ok(m) => Some(server::ok_msg(&[m])),
@@ -752,7 +882,7 @@ impl Net {
         // Ended transfers a client never asked about (on sockets it keeps) do not pile
         // up past one per socket it may have.
         let ended = self.transfers.iter().filter(|t| t.client == id && !t.running()).count();
-        if ended >= MAX_SOCKETS {
+        if ended >= MAX_ENDED {
             if let Some(i) = self.transfers.iter().position(|t| t.client == id && !t.running()) {
                 self.transfers.remove(i);
             }
@@ -859,16 +989,20 @@ impl Net {
                     return Err(Error::Exists);
                 }
                 let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
+                self.client(id)?.listeners += 1;
                 self.pools();
                 let empty = matches!(self.clients[&id].sockets.get(&h), Some(Sock::Listen { pool, .. }) if pool.is_empty());
                 if empty {
                     // Not even one listening socket fits the client's buffer budget.
-                    self.clients.get_mut(&id).unwrap().sockets.remove(&h);
+                    let c = self.client(id)?;
+                    c.sockets.remove(&h);
+                    c.listeners -= 1;
                     return Err(Error::NoSpace);
                 }
                 ok(&[h])
             }
             Request::Accept { handle } => {
+                let max = self.max_sockets;
                 let c = self.clients.get_mut(&id).ok_or(Error::BadState)?;
                 let pool = match c.sockets.get_mut(&handle) {
                     Some(Sock::Listen { pool, .. }) => pool,
@@ -885,10 +1019,10 @@ impl Net {
                 let c = self.client(id)?;
                 let h = c.next;
                 c.next += 1;
-                c.sockets.insert(h, Sock::Tcp { h: sh, bytes: 2 * TCP_BUF });
-                if c.sockets.len() > MAX_SOCKETS {
+                c.sockets.insert(h, Sock::Tcp { h: sh, bytes: SOCK_BYTES });
+                if c.sockets.len() > max {
                     c.sockets.remove(&h);
-                    c.bytes -= 2 * TCP_BUF;
+                    c.bytes -= SOCK_BYTES;
                     self.sockets.get_mut::<tcp::Socket>(sh).abort();
                     self.orphans.push(Orphan { h: sh, until: now(), client: NOBODY, bytes: 0 });
                     return Err(Error::NoSpace);
@@ -912,7 +1046,7 @@ impl Net {
                     self.sockets.remove(sh);
                     return Err(Error::InvalidArg);
                 }
-                match self.install(id, Sock::Tcp { h: sh, bytes: 2 * TCP_BUF }, 2 * TCP_BUF) {
+                match self.install(id, Sock::Tcp { h: sh, bytes: SOCK_BYTES }, SOCK_BYTES) {
                     Ok(h) => ok(&[h]),
                     Err(e) => {
                         self.sockets.remove(sh);
@@ -966,7 +1100,11 @@ impl Net {
             Request::Close { handle } => {
                 self.client(id)?.sockets.get(&handle).ok_or(Error::InvalidCap)?;
                 self.cue_cancel_socket(id, handle);
-                let s = self.client(id)?.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
+                let c = self.client(id)?;
+                let s = c.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
+                if matches!(s, Sock::Listen { .. }) {
+                    c.listeners -= 1;
+                }
                 self.release(id, s, false);
                 ok(&[])
             }
@@ -1025,8 +1163,28 @@ impl Net {
                 }
                 let slot = self.sleep(id)?;
                 let deadline = (timeout_us != u64::MAX).then(|| now() + Duration::from_micros(timeout_us.min(1 << 40)));
-                self.waiters.push(Waiter { client: id, slot, entries, deadline });
+                self.waiters.push(Waiter { client: id, slot, entries, deadline, out: None });
                 Ok(None)
+            }
+            Request::WaitMany { timeout_us, off, count, out } => {
+                let c = self.clients.get(&id).ok_or(Error::BadState)?;
+                let words = count.div_ceil(64);
+                Self::range(c, off, 8 * count)?;
+                Self::range(c, out, 8 * words)?;
+                let entries: Vec<(u64, u64)> = (0..count).map(|i| c.area.read(off + 8 * i)).map(|e| (e & 0xffff_ffff, e >> 32)).collect();
+                let n = self.ready_bits(id, &entries, out)?;
+                if n != 0 || timeout_us == 0 {
+                    return ok(&[n]);
+                }
+                let slot = self.sleep(id)?;
+                let deadline = (timeout_us != u64::MAX).then(|| now() + Duration::from_micros(timeout_us.min(1 << 40)));
+                self.waiters.push(Waiter { client: id, slot, entries, deadline, out: Some(out) });
+                Ok(None)
+            }
+            Request::Limits => {
+                let held = self.held() as u64;
+                let mine = self.clients.get(&id).ok_or(Error::BadState)?.bytes as u64;
+                ok(&[self.share as u64, held, self.budget as u64, mine, SOCK_BYTES as u64, self.syn_held])
             }
             Request::Ping { ip, timeout_us } => {
                 self.client(id)?;
@@ -1264,7 +1422,7 @@ fn parse_cidr(s: &str) -> Option<Ipv4Cidr> {
 }
 
 fn main() -> i32 {
-    let (mut addr, mut gw, mut budget, mut dhcp_on) = (None, None, DEFAULT_BUDGET, true);
+    let (mut addr, mut gw, mut budget, mut dhcp_on, mut mem_mib) = (None, None, None, true, DEFAULT_MEM_MIB);
     for w in rt::args().split(' ') {
         if let Some(v) = w.strip_prefix("ip=") {
             addr = parse_cidr(v);
@@ -1279,7 +1437,9 @@ fn main() -> i32 {
                 return 1;
             }
         } else if let Some(v) = w.strip_prefix("budget=").and_then(|v| v.parse::<usize>().ok()) {
-            budget = v.saturating_mul(1024);
+            budget = Some(v.saturating_mul(1024));
+        } else if let Some(v) = w.strip_prefix("mem=").and_then(|v| v.parse::<usize>().ok()) {
+            mem_mib = v;
         } else if w == "dhcp=off" {
             dhcp_on = false;
         }
@@ -1293,6 +1453,16 @@ fn main() -> i32 {
         println!("net: the manifest must grant the PCI ports and sigma0");
         return 1;
     }
+    // Socket memory: a share of net's own, at most a quarter of the machine's.
+    let ram = {
+        let mut m = Msg::new(s0::STATS, &[]);
+        if server::request(s0slot, &mut m).is_ok() { (m.word(3) as usize).saturating_mul(4096) } else { 0 }
+    };
+    let mine = mem_mib.saturating_mul(1 << 20) / SHARE_DEN * SHARE_NUM;
+    let share = if ram > 0 { mine.min(ram / RAM_DEN) } else { mine };
+    let budget = budget.unwrap_or(share / CLIENT_DEN * CLIENT_NUM).min(share);
+    let max_sockets = (budget / MIN_SOCK_BYTES).max(1);
+    println!("net: socket memory {} MiB ({} MiB of RAM, mem={} MiB): {} connections, {} for one client", share >> 20, ram >> 20, mem_mib, share / SOCK_BYTES, budget / SOCK_BYTES);
     // The block service, to recognize Cue tickets by (`is_blk` looks again if it is
     // not there yet, or was started again).
     let _ = env::lookup("blk", blk);
@@ -1351,6 +1521,9 @@ fn main() -> i32 {
         orphans: Vec::new(),
         next_port: 49152 + (rt::sys::rdtsc() % 8192) as u16,
         budget,
+        max_sockets,
+        share,
+        syn_held: 0,
         sigma0: s0slot,
         area_next: rt::layout::NET_AREAS,
         spare_areas: Vec::new(),
