@@ -118,7 +118,8 @@ pub const WAIT_MANY: u64 = 0xd4;
 /// Reply MR2 = bytes of socket buffers net may hold in all (its share of memory), MR3 =
 /// bytes held now, MR4 = the caller's budget, MR5 = bytes it holds, MR6 = one TCP
 /// connection's buffers, MR7 = SYNs held back (new connections kept waiting in a full
-/// backlog) since net started.
+/// backlog) since net started, MR8 = bytes of frames net has mapped for socket buffers
+/// (taken as connections come, never up front: a listener holds none).
 pub const LIMITS: u64 = 0xd5;
 
 /// Cue flags: read through the shared cache (else straight from the disk); end the
@@ -663,10 +664,11 @@ pub mod client {
         }
 
         /// (socket memory net may hold in all, held now, the caller's budget, held by
-        /// the caller, one TCP connection's buffers, SYNs held back so far)
-        pub fn limits(&self) -> Result<[u64; 6], Error> {
+        /// the caller, one TCP connection's buffers, SYNs held back so far, frames
+        /// mapped for socket buffers)
+        pub fn limits(&self) -> Result<[u64; 7], Error> {
             let m = word(self.srv, LIMITS, &[])?;
-            Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7)])
+            Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7), m.word(8)])
         }
 
         /// Start a Cue transfer (see `CUE`) of the blocks in capability slot `ticket`

@@ -7,9 +7,10 @@
 //! Each client is a program (its id from the badge root minted). It attaches once and
 //! gets a shared area; its sockets are entries in its own table here, their buffers
 //! charged to it within a budget, closed (reset) when root says the program is gone.
-//! How much socket memory there is comes from the machine's memory and net's own
-//! (`share`: ARCHITECTURE.md, "Connections and memory"): the number of connections
-//! follows from it, not from a constant.
+//! How much socket memory there is comes from the machine's memory and net's kernel
+//! memory (`share`: ARCHITECTURE.md, "Connections and memory"): the number of
+//! connections follows from it, not from a constant. The buffers are frames from
+//! sigma0 (`bufs`), taken when a connection comes.
 //!
 //! Cue (`cue`): a client hands over a read-only BAIO capability to a file's blocks and
 //! a socket; this server reads the blocks into an area mapped here and sends them,
@@ -17,14 +18,14 @@
 //! byte. The loop runs here, beside the TCP stack it feeds (ARCHITECTURE.md, "Cue").
 //!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
-//! none within `FALLBACK` (or at once with `dhcp=off`); `mem=MiB`: net's memory (its
-//! manifest `pages` in MiB; default `DEFAULT_MEM_MIB`, the manifest's default);
-//! `budget=KiB` for each client's buffer memory (default `CLIENT_SHARE` of the share).
+//! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each
+//! client's buffer memory (default `CLIENT_NUM / CLIENT_DEN` of the share).
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod bufs;
 mod cue;
 mod nic;
 
@@ -55,33 +56,28 @@ const IRQ_BADGE: u64 = 1 << 61;
 const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
 /// Sleeping `WAIT`s and `PING`s per client.
 const MAX_SLEEPERS: usize = 8;
-/// A TCP socket's buffers: receiving (a request head fits; the window it offers) and
-/// sending (what Cue and writers queue ahead of the ACKs).
-const TCP_RX: usize = 16 * 1024;
-const TCP_TX: usize = 64 * 1024;
-/// One TCP connection's buffer memory, as charged.
-const SOCK_BYTES: usize = TCP_RX + TCP_TX;
-/// The smallest socket (a UDP one: 2 × `UDP_BUF`): a client's count of sockets is
-/// bounded by its budget over this.
-const MIN_SOCK_BYTES: usize = 2 * UDP_BUF;
-/// Ended transfers kept per client until it asks about them.
-const MAX_ENDED: usize = 64;
-/// net's memory when its arguments do not say (the manifest's default `pages`, 16384).
-const DEFAULT_MEM_MIB: usize = 64;
-/// Socket buffers may take this share of net's memory (the rest: smoltcp's tables,
-/// the clients' tables, the heap's slack) ...
-const SHARE_NUM: usize = 3;
-const SHARE_DEN: usize = 4;
-/// ... and of the machine's memory at most a quarter (`sigma0_api::STATS`), so that a
-/// small machine's net does not promise memory that is not there.
+/// One TCP connection's buffer memory, as charged: receiving (a request head fits; the
+/// window it offers) and sending (what Cue and writers queue ahead of the ACKs), a
+/// slot of `bufs`.
+const SOCK_BYTES: usize = bufs::RX + bufs::TX;
+/// Socket buffers may take a quarter of the machine's memory (`sigma0_api::STATS`), so
+/// that a small machine's net does not promise memory that is not there ...
 const RAM_DEN: usize = 4;
+/// ... and what this share of net's free kernel memory can map (each page mapped
+/// costs a mapping-database node, 85 to a quota page, `kcore::quota::Objects`, and a
+/// page table per 512 pages: 72 pages a quota page, rounded down); the rest is for
+/// the heap, the clients' areas and Cue's views.
+const KERNEL_NUM: usize = 3;
+const KERNEL_DEN: usize = 4;
+const PAGES_PER_QUOTA_PAGE: usize = 72;
 /// One client may hold this part of the share: the rest stays for the others (the
 /// shell's fetch, ftpd beside a busy httpd).
 const CLIENT_NUM: usize = 7;
 const CLIENT_DEN: usize = 8;
-/// A UDP socket's buffers, each way: packets and bytes.
+/// A UDP socket's buffers, each way: packets and bytes (of a `bufs` slot, charged as
+/// a connection's).
 const UDP_PACKETS: usize = 16;
-const UDP_BUF: usize = 16 * 1024;
+const UDP_BUF: usize = bufs::RX;
 /// A closed connection still sending its last bytes is reset after this long.
 const LINGER: Duration = Duration::from_secs(30);
 /// How long DHCP may take before a static address from the arguments is used.
@@ -119,8 +115,9 @@ fn ipv4(w: u32) -> Ipv4Address {
 
 enum Sock {
     Tcp { h: SocketHandle, bytes: usize },
-    /// Listening on `port`: a pool of smoltcp sockets in LISTEN (the backlog); one that
-    /// has a connection is handed out by ACCEPT and replaced.
+    /// Listening on `port`: the connections that have come and are not accepted yet,
+    /// at most `backlog` (a socket each, made when its SYN came: `admit_syns`); ACCEPT
+    /// hands out one that is established.
     Listen { port: u16, backlog: usize, pool: Vec<SocketHandle> },
     Udp { h: SocketHandle, port: u16 },
 }
@@ -198,9 +195,12 @@ struct Net {
     /// Each client's budget of buffer memory, and the most sockets it may have.
     budget: usize,
     max_sockets: usize,
-    /// Buffer memory all sockets together may hold (`SHARE_NUM / SHARE_DEN` of net's
-    /// memory, at most `1 / RAM_DEN` of the machine's).
+    /// Buffer memory all sockets together may hold (`1 / RAM_DEN` of the machine's,
+    /// at most what `KERNEL_NUM / KERNEL_DEN` of net's kernel memory can map).
     share: usize,
+    /// The sockets' buffers, and which slot each socket has.
+    bufs: bufs::Pool,
+    buf_slots: BTreeMap<SocketHandle, u32>,
     /// SYNs not answered because their listener's backlog was full (they wait: the
     /// peer sends them again).
     syn_held: u64,
@@ -244,9 +244,9 @@ fn tcp_state(s: tcp::State) -> u64 {
     }
 }
 
-/// The destination port of `frame` if it is an IPv4 TCP SYN without ACK (a new
-/// connection).
-fn syn_port(frame: &[u8]) -> Option<u16> {
+/// (source address, source port, destination port) of `frame` if it is an IPv4 TCP
+/// SYN without ACK: a new connection.
+fn syn_of(frame: &[u8]) -> Option<(IpAddress, u16, u16)> {
     use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EthernetProtocol::Ipv4 {
@@ -257,45 +257,53 @@ fn syn_port(frame: &[u8]) -> Option<u16> {
         return None;
     }
     let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
-    (tcp.syn() && !tcp.ack()).then(|| tcp.dst_port())
+    (tcp.syn() && !tcp.ack()).then(|| (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port()))
 }
 
-/// Is `frame` a TCP SYN (without ACK) for a connection a socket already holds? A
-/// peer sends its SYN again when our SYN-ACK is late; given to the stack, the copy
-/// would be taken by another socket of the listening pool (smoltcp hands a segment to
-/// the first socket that accepts it), and two sockets would hold one connection — the
-/// second ate the peer's first data. Dropped here: the socket that holds the connection
-/// sends its SYN-ACK again on its own timer.
-fn duplicate_syn(sockets: &SocketSet<'_>, frame: &[u8]) -> bool {
-    use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
-    let Ok(eth) = EthernetFrame::new_checked(frame) else { return false };
-    if eth.ethertype() != EthernetProtocol::Ipv4 {
-        return false;
-    }
-    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { return false };
-    if ip.next_header() != IpProtocol::Tcp {
-        return false;
-    }
-    let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else { return false };
-    if !tcp.syn() || tcp.ack() {
-        return false;
-    }
-    let (from, port, to) = (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port());
+/// Does a socket hold the connection from `from`:`port` to local port `to` already?
+fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bool {
     sockets.iter().any(|(_, s)| match s {
-        smoltcp::socket::Socket::Tcp(t) => {
-            matches!(t.state(), tcp::State::SynReceived | tcp::State::Established) && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port) && t.local_endpoint().is_some_and(|l| l.port == to)
-        }
+        smoltcp::socket::Socket::Tcp(t) => t.state() != tcp::State::Closed && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port) && t.local_endpoint().is_some_and(|l| l.port == to),
         _ => false,
     })
 }
 
-/// A TCP socket with its buffers (`TCP_RX`, `TCP_TX`), segments sent at once (no
-/// Nagle: the clients batch through the shared area), dead peers given up after 2 min.
-fn tcp_socket() -> tcp::Socket<'static> {
-    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_RX]), tcp::SocketBuffer::new(vec![0u8; TCP_TX]));
+/// A TCP socket with its buffers (a slot of `pool`, recorded in `slots`), added to
+/// `sockets`: segments sent at once (no Nagle: the clients batch through the shared
+/// area), dead peers given up after 2 min. None: no frames for its buffers.
+fn add_tcp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>) -> Option<SocketHandle> {
+    let (i, rx, tx) = pool.take()?;
+    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
     s.set_nagle_enabled(false);
     s.set_timeout(Some(Duration::from_secs(120)));
-    s
+    let h = sockets.add(s);
+    slots.insert(h, i);
+    Some(h)
+}
+
+/// A UDP socket bound to `port` with its buffers (a slot of `pool`, recorded in
+/// `slots`), added to `sockets`. None: no frames for its buffers.
+fn add_udp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>, port: u16) -> Result<SocketHandle, Error> {
+    let (i, rx, tx) = pool.take().ok_or(Error::NoSpace)?;
+    let mk = |b: &'static mut [u8]| udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], &mut b[..UDP_BUF]);
+    let mut s = udp::Socket::new(mk(rx), mk(tx));
+    if s.bind(port).is_err() {
+        drop(s);
+        pool.give(i);
+        return Err(Error::InvalidArg);
+    }
+    let h = sockets.add(s);
+    slots.insert(h, i);
+    Ok(h)
+}
+
+/// Remove socket `h` (TCP or UDP) from `sockets` and give its buffers back to `pool`.
+fn remove_sock(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>, h: SocketHandle) {
+    // The socket (holding the slot's slices) is dropped here, before its slot is free.
+    drop(sockets.remove(h));
+    if let Some(i) = slots.remove(&h) {
+        pool.give(i);
+    }
 }
 
 /// A pool socket that has a connection for ACCEPT.
@@ -304,8 +312,12 @@ fn connected(s: &tcp::Socket) -> bool {
 }
 
 impl Net {
-    fn new_tcp(&mut self) -> SocketHandle {
-        self.sockets.add(tcp_socket())
+    fn new_tcp(&mut self) -> Option<SocketHandle> {
+        add_tcp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots)
+    }
+
+    fn remove_sock(&mut self, h: SocketHandle) {
+        remove_sock(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, h);
     }
 
     fn port_in_use(&self, port: u16) -> bool {
@@ -399,9 +411,9 @@ impl Net {
                 }
             }
             Sock::Udp { h, .. } => {
-                self.sockets.remove(h);
+                self.remove_sock(h);
                 if let Some(c) = self.clients.get_mut(&id) {
-                    c.bytes = c.bytes.saturating_sub(2 * UDP_BUF);
+                    c.bytes = c.bytes.saturating_sub(SOCK_BYTES);
                 }
             }
         }
@@ -497,28 +509,9 @@ impl Net {
         self.cue_busy = false;
         for round in 0..256 {
             self.nic.poll_rx();
-            let mut free = if self.nic.has_rx() { self.free_listeners() } else { Vec::new() };
-            let (sockets, held) = (&self.sockets, &mut self.syn_held);
-            self.nic.retain_rx(|f| {
-                let Some(port) = syn_port(f) else { return true };
-                if duplicate_syn(sockets, f) {
-                    return false;
-                }
-                // A new connection to a listener whose backlog is full waits: its SYN
-                // is not answered (smoltcp would reset it), and the peer sends it again
-                // (its retransmission timer) until a listening socket is free.
-                match free.iter_mut().find(|(p, _)| *p == port) {
-                    Some((_, 0)) => {
-                        *held += 1;
-                        false
-                    }
-                    Some((_, n)) => {
-                        *n -= 1;
-                        true
-                    }
-                    None => true,
-                }
-            });
+            if self.nic.has_rx() {
+                self.admit_syns();
+            }
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
             self.nic.refill();
@@ -589,64 +582,91 @@ impl Net {
         }
     }
 
-    /// Keep each listener's pool full of listening sockets; drop ones whose handshake
-    /// failed.
-    fn pools(&mut self) {
-        // Runs after every poll: it walks the tables in place, allocating nothing but
-        // the sockets it adds (within the client's budget and net's share).
+    /// Give each new connection to a listening port a socket of its own, made now (a
+    /// listener holds no buffers until a connection comes: its backlog is a bound, not
+    /// memory set aside), charged to the listener's client; drop copies of a SYN whose
+    /// connection a socket holds already; and hold back a SYN that finds its
+    /// listener's backlog full or its client's budget spent (smoltcp would reset it:
+    /// the peer sends it again, so the connection waits). Runs on each batch of
+    /// received frames before the stack sees them.
+    fn admit_syns(&mut self) {
         let mut held = self.held();
-        let (sockets, budget, share) = (&mut self.sockets, self.budget, self.share);
-        for c in self.clients.values_mut() {
-            let Client { sockets: table, bytes, listeners, .. } = c;
-            if *listeners == 0 {
-                continue;
+        let (sockets, clients, syn_held, budget, share) = (&mut self.sockets, &mut self.clients, &mut self.syn_held, self.budget, self.share);
+        let (bufs, slots) = (&mut self.bufs, &mut self.buf_slots);
+        // The listening ports and whose they are (few: a walk of the tables).
+        let mut ports: Vec<(u16, u64, u64)> = Vec::new();
+        for (id, c) in clients.iter().filter(|(_, c)| c.listeners > 0) {
+            for (h, s) in &c.sockets {
+                if let Sock::Listen { port, .. } = s {
+                    ports.push((*port, *id, *h));
+                }
             }
+        }
+        if ports.is_empty() {
+            return;
+        }
+        // Connections whose SYN this batch gave a socket: a copy later in the batch
+        // (the peer sent it again while the first waited here) must not get another,
+        // or two sockets would hold one connection, and smoltcp would hand its
+        // segments to whichever comes first in its table.
+        let mut admitted: Vec<(IpAddress, u16, u16)> = Vec::new();
+        self.nic.retain_rx(|f| {
+            let Some(syn) = syn_of(f) else { return true };
+            let Some(&(_, id, lh)) = ports.iter().find(|(p, _, _)| *p == syn.2) else { return true };
+            if admitted.contains(&syn) || holds(sockets, syn) {
+                return false;
+            }
+            let Some(c) = clients.get_mut(&id) else { return true };
+            let Some(Sock::Listen { port, backlog, pool: listening }) = c.sockets.get_mut(&lh) else { return true };
+            if listening.len() >= *backlog || c.bytes + SOCK_BYTES > budget || held + SOCK_BYTES > share {
+                *syn_held += 1;
+                return false;
+            }
+            let Some(h) = add_tcp(sockets, bufs, slots) else {
+                *syn_held += 1;
+                return false;
+            };
+            if sockets.get_mut::<tcp::Socket>(h).listen(*port).is_err() {
+                remove_sock(sockets, bufs, slots, h);
+                return false;
+            }
+            listening.push(h);
+            c.bytes += SOCK_BYTES;
+            held += SOCK_BYTES;
+            admitted.push(syn);
+            true
+        });
+    }
+
+    /// Drop the sockets of listeners' pools that hold no connection (still listening
+    /// after the stack has seen their SYN — it was not taken — or whose handshake
+    /// failed), and give their memory back.
+    fn pools(&mut self) {
+        let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
+        for c in clients.values_mut().filter(|c| c.listeners > 0) {
+            let Client { sockets: table, bytes, .. } = c;
             for s in table.values_mut() {
-                let Sock::Listen { port, backlog, pool } = s else { continue };
+                let Sock::Listen { pool, .. } = s else { continue };
                 pool.retain(|h| {
-                    let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Closed | tcp::State::TimeWait);
+                    let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Listen | tcp::State::Closed | tcp::State::TimeWait);
                     if dead {
-                        sockets.remove(*h);
+                        remove_sock(sockets, bufs, slots, *h);
                         *bytes -= SOCK_BYTES;
-                        held -= SOCK_BYTES;
                     }
                     !dead
                 });
-                while pool.len() < *backlog && *bytes + SOCK_BYTES <= budget && held + SOCK_BYTES <= share {
-                    let mut t = tcp_socket();
-                    if t.listen(*port).is_err() {
-                        break;
-                    }
-                    pool.push(sockets.add(t));
-                    *bytes += SOCK_BYTES;
-                    held += SOCK_BYTES;
-                }
             }
         }
-    }
-
-    /// Listening sockets free for a new connection, by port (a SYN past them waits).
-    fn free_listeners(&self) -> Vec<(u16, usize)> {
-        let mut v = Vec::new();
-        for c in self.clients.values().filter(|c| c.listeners > 0) {
-            for s in c.sockets.values() {
-                if let Sock::Listen { port, pool, .. } = s {
-                    let free = pool.iter().filter(|h| self.sockets.get::<tcp::Socket>(**h).state() == tcp::State::Listen).count();
-                    v.push((*port, free));
-                }
-            }
-        }
-        v
     }
 
     /// Forget closed connections whose last bytes are out (or that lingered too long).
     fn reap(&mut self) {
         let t = now();
-        let (sockets, clients) = (&mut self.sockets, &mut self.clients);
+        let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
         self.orphans.retain(|o| {
             let s = sockets.get_mut::<tcp::Socket>(o.h);
             if matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
-                sockets.remove(o.h);
+                remove_sock(sockets, bufs, slots, o.h);
                 if let Some(c) = clients.get_mut(&o.client) {
                     c.bytes = c.bytes.saturating_sub(o.bytes);
                 }
@@ -879,14 +899,13 @@ impl Net {
             return Err(Error::BadState);
         }
         self.cue_windows[window] = true;
-        // Ended transfers a client never asked about (on sockets it keeps) do not pile
-        // up past one per socket it may have.
-        let ended = self.transfers.iter().filter(|t| t.client == id && !t.running()).count();
-        if ended >= MAX_ENDED {
-            if let Some(i) = self.transfers.iter().position(|t| t.client == id && !t.running()) {
-                self.transfers.remove(i);
-            }
-        }
+        // An ended transfer is kept until its client asks about it (CUE_STATE), closes
+        // its socket, or starts the next one on that socket (then it is forgotten): at
+        // most one a socket, so they cannot pile up, and one a client waits on is never
+        // taken from under it. (A cap of 64 a client did that: httpd, going through a
+        // hundred connections before it asked, found transfers it waited on gone, and
+        // WAIT_MANY answered InvalidCap.)
+        self.transfers.retain(|t| t.client != id || t.socket != handle);
         self.transfers.push(t);
         self.cue_status(self.transfers.len() - 1);
         Ok(tid)
@@ -988,17 +1007,14 @@ impl Net {
                 if self.port_in_use(port) {
                     return Err(Error::Exists);
                 }
-                let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
-                self.client(id)?.listeners += 1;
-                self.pools();
-                let empty = matches!(self.clients[&id].sockets.get(&h), Some(Sock::Listen { pool, .. }) if pool.is_empty());
-                if empty {
-                    // Not even one listening socket fits the client's buffer budget.
-                    let c = self.client(id)?;
-                    c.sockets.remove(&h);
-                    c.listeners -= 1;
+                // A listener holds no buffers: each connection gets its own when its
+                // SYN comes (`admit_syns`). One must fit the budget at least.
+                let (budget, room) = (self.budget, self.share.saturating_sub(self.held()));
+                if self.client(id)?.bytes + SOCK_BYTES > budget || SOCK_BYTES > room {
                     return Err(Error::NoSpace);
                 }
+                let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
+                self.client(id)?.listeners += 1;
                 ok(&[h])
             }
             Request::Accept { handle } => {
@@ -1027,7 +1043,6 @@ impl Net {
                     self.orphans.push(Orphan { h: sh, until: now(), client: NOBODY, bytes: 0 });
                     return Err(Error::NoSpace);
                 }
-                self.pools();
                 let (ip, port) = match self.sockets.get::<tcp::Socket>(sh).remote_endpoint() {
                     Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }) => (ip_word(a), port as u64),
                     None => (0, 0),
@@ -1040,16 +1055,16 @@ impl Net {
                     return Err(Error::InvalidArg);
                 }
                 let local = self.ephemeral();
-                let sh = self.new_tcp();
+                let sh = self.new_tcp().ok_or(Error::NoSpace)?;
                 let r = self.sockets.get_mut::<tcp::Socket>(sh).connect(self.iface.context(), (IpAddress::Ipv4(ipv4(ip)), port), local);
                 if r.is_err() {
-                    self.sockets.remove(sh);
+                    self.remove_sock(sh);
                     return Err(Error::InvalidArg);
                 }
                 match self.install(id, Sock::Tcp { h: sh, bytes: SOCK_BYTES }, SOCK_BYTES) {
                     Ok(h) => ok(&[h]),
                     Err(e) => {
-                        self.sockets.remove(sh);
+                        self.remove_sock(sh);
                         Err(e)
                     }
                 }
@@ -1114,14 +1129,11 @@ impl Net {
                 if port == 0 || self.port_in_use(port) {
                     return Err(Error::Exists);
                 }
-                let mk = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], vec![0u8; UDP_BUF]);
-                let mut s = udp::Socket::new(mk(), mk());
-                s.bind(port).map_err(|_| Error::InvalidArg)?;
-                let sh = self.sockets.add(s);
-                match self.install(id, Sock::Udp { h: sh, port }, 2 * UDP_BUF) {
+                let sh = add_udp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, port)?;
+                match self.install(id, Sock::Udp { h: sh, port }, SOCK_BYTES) {
                     Ok(h) => ok(&[h, port as u64]),
                     Err(e) => {
-                        self.sockets.remove(sh);
+                        self.remove_sock(sh);
                         Err(e)
                     }
                 }
@@ -1184,7 +1196,7 @@ impl Net {
             Request::Limits => {
                 let held = self.held() as u64;
                 let mine = self.clients.get(&id).ok_or(Error::BadState)?.bytes as u64;
-                ok(&[self.share as u64, held, self.budget as u64, mine, SOCK_BYTES as u64, self.syn_held])
+                ok(&[self.share as u64, held, self.budget as u64, mine, SOCK_BYTES as u64, self.syn_held, self.bufs.mapped()])
             }
             Request::Ping { ip, timeout_us } => {
                 self.client(id)?;
@@ -1422,7 +1434,7 @@ fn parse_cidr(s: &str) -> Option<Ipv4Cidr> {
 }
 
 fn main() -> i32 {
-    let (mut addr, mut gw, mut budget, mut dhcp_on, mut mem_mib) = (None, None, None, true, DEFAULT_MEM_MIB);
+    let (mut addr, mut gw, mut budget, mut dhcp_on) = (None, None, None, true);
     for w in rt::args().split(' ') {
         if let Some(v) = w.strip_prefix("ip=") {
             addr = parse_cidr(v);
@@ -1438,8 +1450,6 @@ fn main() -> i32 {
             }
         } else if let Some(v) = w.strip_prefix("budget=").and_then(|v| v.parse::<usize>().ok()) {
             budget = Some(v.saturating_mul(1024));
-        } else if let Some(v) = w.strip_prefix("mem=").and_then(|v| v.parse::<usize>().ok()) {
-            mem_mib = v;
         } else if w == "dhcp=off" {
             dhcp_on = false;
         }
@@ -1453,16 +1463,17 @@ fn main() -> i32 {
         println!("net: the manifest must grant the PCI ports and sigma0");
         return 1;
     }
-    // Socket memory: a share of net's own, at most a quarter of the machine's.
+    // Socket memory: a quarter of the machine's, at most what net's kernel memory maps.
     let ram = {
         let mut m = Msg::new(s0::STATS, &[]);
         if server::request(s0slot, &mut m).is_ok() { (m.word(3) as usize).saturating_mul(4096) } else { 0 }
     };
-    let mine = mem_mib.saturating_mul(1 << 20) / SHARE_DEN * SHARE_NUM;
-    let share = if ram > 0 { mine.min(ram / RAM_DEN) } else { mine };
+    let (_, quota, kused) = rt::sys::task_info(abi::cap::SELF_TASK).unwrap_or((0, 0, 0));
+    let mappable = (quota.saturating_sub(kused) as usize).saturating_mul(PAGES_PER_QUOTA_PAGE * 4096) / KERNEL_DEN * KERNEL_NUM;
+    let share = if ram > 0 { mappable.min(ram / RAM_DEN) } else { mappable };
     let budget = budget.unwrap_or(share / CLIENT_DEN * CLIENT_NUM).min(share);
-    let max_sockets = (budget / MIN_SOCK_BYTES).max(1);
-    println!("net: socket memory {} MiB ({} MiB of RAM, mem={} MiB): {} connections, {} for one client", share >> 20, ram >> 20, mem_mib, share / SOCK_BYTES, budget / SOCK_BYTES);
+    let max_sockets = (budget / SOCK_BYTES).max(1);
+    println!("net: socket memory {} MiB ({} MiB of RAM, kernel memory {} of {} pages used): {} connections, {} for one client", share >> 20, ram >> 20, kused, quota, share / SOCK_BYTES, budget / SOCK_BYTES);
     // The block service, to recognize Cue tickets by (`is_blk` looks again if it is
     // not there yet, or was started again).
     let _ = env::lookup("blk", blk);
@@ -1523,6 +1534,8 @@ fn main() -> i32 {
         budget,
         max_sockets,
         share,
+        bufs: bufs::Pool::new(s0slot),
+        buf_slots: BTreeMap::new(),
         syn_held: 0,
         sigma0: s0slot,
         area_next: rt::layout::NET_AREAS,

@@ -97,6 +97,15 @@ fn misuse(c: &mut Checks, net: &Net) {
     c.eq(call(np::ACCEPT, &[l]), Err(Error::WouldBlock), "nobody to accept");
     c.eq(call(np::ACCEPT, &[u]), Err(Error::WrongType), "accept on a UDP socket");
     c.eq(call(np::RECV, &[l, 0, 8]), Err(Error::WrongType), "recv on a listener");
+    // A listener holds no buffers, whatever its backlog: they come with connections.
+    let before = net.limits();
+    let big = net.listen(82, np::MAX_BACKLOG);
+    let after = net.limits();
+    c.check(big.is_ok(), "listen with the largest backlog");
+    c.check(matches!((before, after), (Ok(b), Ok(a)) if a[3] == b[3] && a[6] == b[6]), &alloc::format!("a listener with a backlog of {} takes no memory (LIMITS before {:?}, after {:?})", np::MAX_BACKLOG, before, after));
+    if let Ok(b) = big {
+        c.eq(net.close(b), Ok(()), "close the large listener");
+    }
     let mut w = alloc::vec![0u64; np::MAX_WAIT + 2];
     w[0] = 0;
     c.eq(call(np::WAIT, &w), Err(Error::Malformed), "a wait on too many sockets");
@@ -122,8 +131,8 @@ fn misuse(c: &mut Checks, net: &Net) {
     c.eq(call(np::SEND, &[1]), Err(Error::Malformed), "too few words");
     // Limits: sockets until the server says NoSpace; then all of them closed again.
     let mut open = Vec::new();
-    // The budget comes from net's memory (LIMITS); a UDP socket takes 32 KiB of it.
-    let most = net.limits().map_or(1000, |l| l[2] / (32 * 1024) + 16) as usize;
+    // The budget comes from memory (LIMITS); a UDP socket is charged as a connection.
+    let most = net.limits().map_or(1000, |l| l[2] / l[4].max(1) + 16) as usize;
     let last = loop {
         match net.udp_bind(0) {
             Ok((h, _)) => open.push(h),
