@@ -6,9 +6,10 @@
 //! of its own: ARCHITECTURE.md, "Connections and memory"). Slow and abusive clients
 //! cost only themselves: a request head must come whole within `HEAD_US` of its first
 //! byte and at `MIN_RATE` bytes/s after `RATE_GRACE_US` (else 408 and close), a
-//! connection waiting for its next request is closed after `IDLE_US`, one that takes
-//! nothing of its answer for `SEND_IDLE_US` is closed, and one address holds at most
-//! `per_addr` connections.
+//! connection waiting for its next request is closed after `IDLE_US` (or sooner, the
+//! longest idle first, when this program's connections near what net allows it), one
+//! that takes nothing of its answer for `SEND_IDLE_US` is closed, and one address holds
+//! at most `per_addr` connections.
 //!
 //! File bodies go by Cue: httpd gets a ticket for the file from `files` and has `net`
 //! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
@@ -47,11 +48,12 @@ use rt::println;
 
 rt::entry!(main);
 
-/// Listening sockets net keeps ready, within this program's budget there (a burst of
-/// new connections beyond them waits: net holds their SYNs back until one is free).
+/// Connections net may hold for this program before it accepts them (a bound: net sets
+/// no memory aside for them; a burst beyond waits, net holding its SYNs back).
 const BACKLOG: u64 = 1024;
-/// A connection waiting for its next request is closed after this long.
-const IDLE_US: u64 = 10_000_000;
+/// A connection waiting for its next request is closed after this long (or sooner, the
+/// longest idle first, when connections run short: `shed`).
+const IDLE_US: u64 = 60_000_000;
 /// A request head must be whole this long after its first byte came (408 otherwise) ...
 const HEAD_US: u64 = 10_000_000;
 /// ... and, after the first `RATE_GRACE_US`, come at `MIN_RATE` bytes a second at least.
@@ -111,6 +113,8 @@ struct Httpd {
     conns: Vec<Conn>,
     /// Connections by peer address.
     per_addr: alloc::collections::BTreeMap<u64, usize>,
+    /// Connections net's budget allows this program (LIMITS), past which new ones wait.
+    max_conns: usize,
     max_per_addr: usize,
     served: u64,
     /// The wall clock at `clock.1` µs of uptime (seconds since 1970), if the CMOS clock
@@ -120,6 +124,9 @@ struct Httpd {
     /// Connections closed by each deadline since the last log line, and when that was.
     closed: [u64; 4],
     logged: u64,
+    /// Connections ended by a failure since the last line that said so, and when it was.
+    failed: u64,
+    failed_logged: u64,
     busy: bool,
     /// Bodies by Cue with this schedule (None: the read/write loop).
     cue: Option<Schedule>,
@@ -444,6 +451,26 @@ impl Httpd {
         }
     }
 
+    /// Is the connection to go on after a step that answered `r`? A failure other than
+    /// the peer's reset (one of files, of Cue, of net) is said on the log, a few lines a
+    /// second at most.
+    fn fine(&mut self, r: Result<bool, Error>) -> bool {
+        match r {
+            Ok(go) => go,
+            Err(Error::Reset) => false,
+            Err(e) => {
+                self.failed += 1;
+                let now = rt::sys::now_us();
+                if now.saturating_sub(self.failed_logged) >= 1_000_000 {
+                    println!("httpd: {} connections ended by a failure, the last: {}", self.failed, e.name());
+                    self.failed = 0;
+                    self.failed_logged = now;
+                }
+                false
+            }
+        }
+    }
+
     /// WAIT_MANY said an entry is unknown to net: drop the connections whose socket or
     /// transfer net does not know (each said on the log); end if it is the listener.
     fn drop_unknown(&mut self, listener: u64) {
@@ -500,6 +527,27 @@ impl Httpd {
         }
     }
 
+    /// Connections near what net allows this program: close idle ones (waiting for a
+    /// next request; RFC 9112 §9.8 lets a server close those at any time), the longest
+    /// idle first, so that new connections, which wait in net's backlog meanwhile, come
+    /// in.
+    fn shed(&mut self, now: u64) {
+        let margin = self.max_conns / 64 + 1;
+        if self.conns.len() + margin <= self.max_conns {
+            return;
+        }
+        let mut idle: Vec<(u64, usize)> = self.conns.iter().enumerate().filter(|(_, c)| matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000).map(|(i, c)| (c.last, i)).collect();
+        idle.sort_unstable();
+        let n = (self.conns.len() + margin - self.max_conns).min(idle.len());
+        let mut gone: Vec<usize> = idle[..n].iter().map(|(_, i)| *i).collect();
+        gone.sort_unstable_by(|a, b| b.cmp(a));
+        for i in gone {
+            let c = self.conns.swap_remove(i);
+            self.closed[0] += 1;
+            self.drop_conn(c);
+        }
+    }
+
     /// A line now and then on what the deadlines closed (not one per connection: a
     /// thousand slow clients would flood the console).
     fn log_closed(&mut self, now: u64) {
@@ -548,15 +596,16 @@ impl Httpd {
             for (i, mut c) in conns.into_iter().enumerate() {
                 let mut alive = true;
                 if bit(i) {
-                    alive = match c.phase {
+                    let r = match c.phase {
                         Phase::Request => self.read(&mut c),
                         Phase::Sending => self.write(&mut c),
                         Phase::Cueing(t) => self.cue_ended(&mut c, t),
-                    }
-                    .unwrap_or(false);
+                    };
+                    alive = self.fine(r);
                     // A request read may have produced an answer to start sending.
                     if alive && matches!(c.phase, Phase::Sending) {
-                        alive = self.write(&mut c).unwrap_or(false);
+                        let r = self.write(&mut c);
+                        alive = self.fine(r);
                     }
                 }
                 if alive {
@@ -578,6 +627,7 @@ impl Httpd {
                 }
             }
             self.conns = keep;
+            self.shed(now);
             self.log_closed(now);
             if listening && bit(entries.len() - 1) {
                 while self.conns.len() < MAX_CONNS {
@@ -673,7 +723,10 @@ fn main() -> i32 {
     if clock.is_none() {
         println!("httpd: no clock (the CMOS clock's ports are not granted): no Date field");
     }
+    // As many connections as net's budget for this program holds.
+    let max_conns = net.limits().map_or(MAX_CONNS, |l| (l[2] / l[4].max(1)) as usize).clamp(1, MAX_CONNS);
     let mut h = Httpd {
+        max_conns,
         net,
         files: fs,
         conns: Vec::new(),
@@ -684,6 +737,8 @@ fn main() -> i32 {
         date: (0, alloc::string::String::new()),
         closed: [0; 4],
         logged: 0,
+        failed: 0,
+        failed_logged: 0,
         busy,
         cue,
         meter,
