@@ -114,10 +114,12 @@ pub fn connect(port: u16) -> Result<TcpStream, String> {
 }
 
 /// A connection the guest's server has surely taken: a first small GET is answered on
-/// it (tried on up to four connections). QEMU's user network (libslirp) sometimes loses
-/// what a host client writes before the guest has answered the connection (seen in a
-/// packet dump: the guest's first data was the client's second write), so a request
-/// written right after connecting can vanish, and then nothing answers it.
+/// it (tried on up to four connections). QEMU's user network listens on a forwarded
+/// port with a backlog of 1: when clients connect at once, the host's kernel may drop
+/// a connection whose handshake it finished while that queue was full, after the
+/// client thinks it open; the request written on it never reaches the guest (a packet
+/// dump shows no SYN for it). (A request eaten by the guest once — two of net's
+/// sockets took one connection from a repeated SYN — is fixed in net, `admit_syns`.)
 pub fn ready(port: u16) -> Result<TcpStream, String> {
     let mut last = String::new();
     for _ in 0..4 {
@@ -396,9 +398,12 @@ fn checks() -> Vec<Check> {
 
 /// Run the HTTP checks against the guest's port 80 forwarded to `port`; the last kills
 /// the net server from the guest's shell (typed by `t`) in the middle of a download.
-pub fn http_checks(port: u16, ftp: Option<u16>, t: &crate::qemu::Typer, set: &str) -> Vec<(String, Result<(), String>)> {
+pub fn http_checks(ports: &[u16], ftp: Option<u16>, t: &crate::qemu::Typer, set: &str) -> Vec<(String, Result<(), String>)> {
+    let port = ports[0];
     if set == "scale" {
-        return scale_checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
+        // SCION_SCALE_ONLY=a,b runs only the scale checks whose names contain a or b.
+        let only = std::env::var("SCION_SCALE_ONLY").ok();
+        return scale_checks().into_iter().filter(|(name, _)| only.as_deref().is_none_or(|o| o.split(',').any(|w| name.contains(w)))).map(|(name, f)| (name.to_string(), f(ports))).collect();
     }
     let mut v: Vec<(String, Result<(), String>)> = checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
     if let Some(f) = ftp {
@@ -408,10 +413,22 @@ pub fn http_checks(port: u16, ftp: Option<u16>, t: &crate::qemu::Typer, set: &st
     v
 }
 
+/// Forwarded ports to the guest's port 80 the scale checks get. QEMU's user network
+/// (libslirp) listens on each with a backlog of 1 and takes one connection at a time:
+/// the host drops SYNs past that (its client sends them again a second later), and a
+/// connection whose handshake ended while the queue was full may be dropped by the
+/// host's kernel after the client thinks it open (its request then never reaches the
+/// guest). So clients connecting at once go through different ports, at most two a
+/// port (`BULK_PORTS` of them), and the last port is kept for a client that must not
+/// wait behind the others (`slowloris`'s normal client).
+pub const SCALE_PORTS: usize = BULK_PORTS + 1;
+const BULK_PORTS: usize = 8;
+
 /// The `http_scale` scenario's checks (issue 38): a thousand connections at once, a
-/// slowloris beside a normal client, 5,000 requests at concurrency 100.
-fn scale_checks() -> Vec<Check> {
-    vec![("thousand-connections", thousand), ("slowloris", slowloris), ("ab-5000x100", ab_style), ("after", still_serves)]
+/// slowloris beside a normal client, 5,000 requests at concurrency 100; each gets the
+/// `SCALE_PORTS` forwarded ports.
+fn scale_checks() -> Vec<(&'static str, fn(&[u16]) -> Result<(), String>)> {
+    vec![("thousand-connections", thousand), ("slowloris", slowloris), ("ab-5000x100", ab_style), ("after", |p| still_serves(p[BULK_PORTS]))]
 }
 
 /// One request written on a fresh connection: (status, body), read with `timeout`.
@@ -422,90 +439,156 @@ fn get_on(s: &mut TcpStream, path: &str, timeout: Duration) -> Result<Response, 
 }
 
 /// 1,000 keep-alive connections open at once, each answered byte for byte, then each
-/// asked again on the same connection (all still open).
-fn thousand(p: u16) -> Result<(), String> {
+/// asked again on the same connection (all still open). QEMU's user network accepts a
+/// forwarded connection at a time (libslirp listens with a backlog of 1: the host drops
+/// SYNs past it and sends them again a second later), so the connections are opened
+/// by 16 threads at once, two a forwarded port, and another thread asks again on the
+/// connections opened so far now and then while the rest open (a connection idle for
+/// the server's keep-alive time is closed by it, as it should be).
+fn thousand(ports: &[u16]) -> Result<(), String> {
+    use std::sync::{Arc, Mutex};
     const N: usize = 1000;
+    const THREADS: usize = 2 * BULK_PORTS;
+    const WARM: Duration = Duration::from_secs(20);
+    const LIMIT: Duration = Duration::from_secs(300);
+    type Conns = Arc<Mutex<Vec<(usize, TcpStream, Instant)>>>;
     let t0 = Instant::now();
-    let mut conns = Vec::with_capacity(N);
-    for i in 0..N {
-        let mut s = connect(p).map_err(|e| format!("connection {i}: {e}"))?;
-        s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| format!("connection {i}: {e}"))?;
-        conns.push(s);
-    }
-    let opened = t0.elapsed();
-    let mut lost = 0;
-    for (i, s) in conns.iter_mut().enumerate() {
-        // The deadline of the whole check bounds each wait.
-        let left = Duration::from_secs(300).saturating_sub(t0.elapsed()).max(Duration::from_secs(1));
-        s.set_read_timeout(Some(left.min(Duration::from_secs(20)))).map_err(|e| e.to_string())?;
-        match response(s, false) {
-            Ok(r) if r.status == 200 && r.body == SMALL => {}
-            Ok(r) => return Err(format!("connection {i}: status {}, {} bytes", r.status, r.body.len())),
-            // QEMU's user network may lose a request written before the guest took the
-            // connection (`ready`): asked again on a new connection, counted.
-            Err(_) => {
-                lost += 1;
-                let mut again = ready(p).map_err(|e| format!("connection {i} again: {e}"))?;
-                let r = get_on(&mut again, "/small.txt", Duration::from_secs(30))?;
-                expect(r.status == 200 && r.body == SMALL, format!("connection {i} again: status {}", r.status))?;
-                *s = again;
+    let all: Vec<Conns> = (0..THREADS).map(|_| Arc::new(Mutex::new(Vec::new()))).collect();
+    let opening = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    // Each opened connection asked again once idle for `WARM`, while the others open
+    // (the server closes one idle for its keep-alive time, 60 s).
+    let keeper = {
+        let (all, opening) = (all.clone(), opening.clone());
+        std::thread::spawn(move || -> Result<(), String> {
+            while opening.load(std::sync::atomic::Ordering::SeqCst) {
+                for mine in &all {
+                    let mut mine = mine.lock().map_err(|_| "a lock".to_string())?;
+                    for (n, s, at) in mine.iter_mut() {
+                        if at.elapsed() > WARM {
+                            let r = get_on(s, "/small.txt", Duration::from_secs(30)).map_err(|e| format!("connection {n} kept open: {e}"))?;
+                            expect(r.status == 200 && r.body == SMALL, format!("connection {n} kept open: status {}", r.status))?;
+                            *at = Instant::now();
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(500));
             }
-        }
-        expect(t0.elapsed() < Duration::from_secs(300), format!("{i} of {N} answered in 300 s"))?;
+            Ok(())
+        })
+    };
+    let hs: Vec<_> = (0..THREADS)
+        .map(|k| {
+            let (p, mine) = (ports[k % BULK_PORTS], all[k].clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                for n in (k..N).step_by(THREADS) {
+                    // The request written at once, before the guest has the connection.
+                    let mut s = connect(p).map_err(|e| format!("connection {n}: {e}"))?;
+                    let r = get_on(&mut s, "/small.txt", Duration::from_secs(60)).map_err(|e| format!("connection {n}: {e}"))?;
+                    expect(r.status == 200 && r.body == SMALL, format!("connection {n}: status {}, {} bytes", r.status, r.body.len()))?;
+                    mine.lock().map_err(|_| "a lock".to_string())?.push((n, s, Instant::now()));
+                    expect(t0.elapsed() < LIMIT, format!("{n}: not all {N} connections open in {} s", LIMIT.as_secs()))?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    let mut first = Ok(());
+    for h in hs {
+        let r = h.join().map_err(|_| "a connecting thread panicked".to_string()).and_then(|r| r);
+        first = first.and(r);
     }
-    let first = t0.elapsed();
-    // All still open: a second request on each.
-    for (i, s) in conns.iter_mut().enumerate() {
-        let r = get_on(s, "/small.txt", Duration::from_secs(30)).map_err(|e| format!("connection {i}, second request: {e}"))?;
-        expect(r.status == 200 && r.body == SMALL, format!("connection {i}, second request: status {}", r.status))?;
-        expect(t0.elapsed() < Duration::from_secs(400), format!("{i} of {N} second requests answered in 400 s"))?;
+    opening.store(false, std::sync::atomic::Ordering::SeqCst);
+    keeper.join().map_err(|_| "the keeper panicked".to_string())??;
+    first?;
+    let opened = t0.elapsed();
+    // All open at once: each asked again, by a thread a port pair.
+    let hs: Vec<_> = all
+        .into_iter()
+        .map(|mine| {
+            std::thread::spawn(move || -> Result<(), String> {
+                let mine = std::mem::take(&mut *mine.lock().map_err(|_| "a lock".to_string())?);
+                for (n, mut s, _) in mine {
+                    let r = get_on(&mut s, "/small.txt", Duration::from_secs(30)).map_err(|e| format!("connection {n}, asked again with all {N} open: {e}"))?;
+                    expect(r.status == 200 && r.body == SMALL, format!("connection {n}, asked again: status {}", r.status))?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().map_err(|_| "a thread panicked".to_string())??;
     }
-    println!("    | {N} connections: opened in {} ms, all answered by {} ms ({lost} requests lost by the user network, asked again), asked again on each by {} ms", opened.as_millis(), first.as_millis(), t0.elapsed().as_millis());
-    expect(lost * 100 <= N, format!("{lost} of {N} first requests never answered"))
+    println!("    | {N} connections: all open and answered by {} ms, each asked again by {} ms", opened.as_millis(), t0.elapsed().as_millis());
+    expect(t0.elapsed() < LIMIT + Duration::from_secs(100), format!("the second requests took until {} s", t0.elapsed().as_secs()))
 }
 
-/// 150 connections send a request head one byte every 2 s (new ones when the server
-/// closes them) for 24 s; meanwhile a normal client asks every 300 ms on a new
-/// connection and must be served within 1 s every time.
-fn slowloris(p: u16) -> Result<(), String> {
+/// 150 connections send a request head one byte every 2 s (each opened again when the
+/// server cuts it off), from 10 threads, two a forwarded port; once all are open, a
+/// normal client asks every 300 ms for 24 s on a new connection through a port of its
+/// own and must be served within 1 s every time, connecting included; and every slow
+/// connection must have been cut off (408 or closed) at least once.
+fn slowloris(ports: &[u16]) -> Result<(), String> {
+    let p2 = ports[BULK_PORTS];
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Arc;
     const SLOW: usize = 150;
+    const THREADS: usize = 10;
     let stop = Arc::new(AtomicBool::new(false));
-    let closed = Arc::new(AtomicUsize::new(0));
-    let attack = {
-        let (stop, closed) = (stop.clone(), closed.clone());
-        std::thread::spawn(move || {
-            let head = b"GET /small.txt HTTP/1.1\r\nHost: scion\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
-            let mut conns: Vec<(Option<TcpStream>, usize)> = (0..SLOW).map(|_| (connect(p).ok(), 0)).collect();
-            while !stop.load(Ordering::SeqCst) {
-                for (c, at) in conns.iter_mut() {
-                    let ok = c.as_mut().is_some_and(|s| s.write_all(&head[*at % head.len()..*at % head.len() + 1]).is_ok());
-                    if ok {
-                        *at += 1;
-                    } else {
-                        closed.fetch_add(1, Ordering::SeqCst);
-                        *c = connect(p).ok();
-                        *at = 0;
+    let (closed, open) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let attack: Vec<_> = (0..THREADS)
+        .map(|k| {
+            let p = ports[k % (THREADS / 2)];
+            let (stop, closed, open) = (stop.clone(), closed.clone(), open.clone());
+            std::thread::spawn(move || {
+                let head = b"GET /small.txt HTTP/1.1\r\nHost: scion\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+                let mut conns: Vec<(Option<TcpStream>, usize)> = Vec::new();
+                while conns.len() < SLOW / THREADS && !stop.load(Ordering::SeqCst) {
+                    let c = connect(p).ok();
+                    if c.is_some() {
+                        open.fetch_add(1, Ordering::SeqCst);
+                    }
+                    conns.push((c, 0));
+                }
+                while !stop.load(Ordering::SeqCst) {
+                    for (c, at) in conns.iter_mut() {
+                        // The server's answer (408) or close ends this one: a new one begins.
+                        let answered = c.as_mut().is_none_or(|s| {
+                            let _ = s.set_nonblocking(true);
+                            let r = s.peek(&mut [0u8; 1]);
+                            let _ = s.set_nonblocking(false);
+                            !matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                        });
+                        if !answered && c.as_mut().is_some_and(|s| s.write_all(&head[*at % head.len()..*at % head.len() + 1]).is_ok()) {
+                            *at += 1;
+                        } else {
+                            closed.fetch_add(1, Ordering::SeqCst);
+                            *c = connect(p).ok();
+                            *at = 0;
+                        }
+                    }
+                    for _ in 0..20 {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
                     }
                 }
-                for _ in 0..20 {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
+            })
         })
-    };
-    std::thread::sleep(Duration::from_secs(3));
+        .collect();
+    let t0 = Instant::now();
+    while open.load(Ordering::SeqCst) < SLOW && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let opened = t0.elapsed();
+    let all_open = open.load(Ordering::SeqCst) >= SLOW;
     let t0 = Instant::now();
     let mut worst = Duration::ZERO;
     let mut n = 0;
     let mut failed = None;
-    while t0.elapsed() < Duration::from_secs(24) {
+    while all_open && t0.elapsed() < Duration::from_secs(24) {
         let t = Instant::now();
-        let r = connect(p).and_then(|mut s| get_on(&mut s, "/small.txt", Duration::from_secs(5)));
+        let r = connect(p2).and_then(|mut s| get_on(&mut s, "/small.txt", Duration::from_secs(5)));
         let took = t.elapsed();
         n += 1;
         worst = worst.max(took);
@@ -521,25 +604,34 @@ fn slowloris(p: u16) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(300));
     }
     stop.store(true, Ordering::SeqCst);
-    let _ = attack.join();
-    println!("    | slowloris: {SLOW} slow connections ({} closed by the server and opened again); {n} normal requests, the slowest {} ms", closed.load(Ordering::SeqCst), worst.as_millis());
-    match failed {
-        Some(f) => Err(format!("a normal client beside the slowloris: {f}")),
-        None => Ok(()),
+    for a in attack {
+        let _ = a.join();
     }
+    let closed = closed.load(Ordering::SeqCst);
+    println!("    | slowloris: {SLOW} slow connections open in {} ms, cut off {closed} times (408 or closed) and opened again; {n} normal requests, the slowest {} ms", opened.as_millis(), worst.as_millis());
+    expect(all_open, format!("only {} of {SLOW} slow connections opened in 60 s", open.load(Ordering::SeqCst)))?;
+    if let Some(f) = failed {
+        return Err(format!("a normal client beside the slowloris: {f}"));
+    }
+    // Each slow connection is cut off (a head's rate and deadline): in 24 s, every one
+    // at least once.
+    expect(closed >= SLOW, format!("the slow connections were cut off only {closed} times in 24 s"))
 }
 
 /// 5,000 requests from 100 clients at once (50 each on a keep-alive connection, as
 /// `ab -k -c 100 -n 5000`): every one answered byte for byte.
-fn ab_style(p: u16) -> Result<(), String> {
+fn ab_style(ports: &[u16]) -> Result<(), String> {
     let t0 = Instant::now();
     let hs: Vec<_> = (0..100)
         .map(|i| {
+            let p = ports[(i / 2) % BULK_PORTS];
             std::thread::spawn(move || -> Result<(), String> {
                 let name = format!("f{}.bin", i % 8);
                 let small = i % 2 == 0;
                 let want = if small { SMALL.to_vec() } else { file(&name) };
                 let path = if small { "/small.txt".to_string() } else { format!("/{name}") };
+                // Two clients a port connect at a time (`SCALE_PORTS`).
+                std::thread::sleep(Duration::from_millis(300 * (i as u64 / (2 * BULK_PORTS as u64))));
                 let mut s = ready(p)?;
                 for k in 0..50 {
                     let r = get_on(&mut s, &path, Duration::from_secs(60)).map_err(|e| format!("client {i}, request {k}: {e}"))?;

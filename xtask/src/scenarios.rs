@@ -281,12 +281,24 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let disk = make_disk(sc)?;
     let mut net = None;
     let mut http_port = 0;
+    // The scale checks get more ports to the guest's port 80 (`nettest::SCALE_PORTS`):
+    // QEMU's user network listens on each forwarded port with a backlog of 1, so
+    // clients connecting at once are spread over them (and one is kept for a client
+    // that must not wait behind the others on the host).
+    let mut more_ports: Vec<u16> = Vec::new();
     if sc.net {
         let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string()), (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string())], ..Default::default() };
         n.guest_forward.extend(nettest::sinks()?);
         if sc.http {
             http_port = qemu::free_port()?;
             n.forward.push((http_port, 80));
+            while sc.checks == "scale" && more_ports.len() < nettest::SCALE_PORTS - 1 {
+                let p = qemu::free_port()?;
+                if p != http_port && !ftp_ports.contains(&p) && !more_ports.contains(&p) {
+                    more_ports.push(p);
+                    n.forward.push((p, 80));
+                }
+            }
         }
         if let Some((ctrl, data)) = ftp_ports.split_first() {
             n.forward.push((*ctrl, 21));
@@ -299,7 +311,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut http_results = Vec::new();
     let out = if sc.http {
         let ftp_port = ftp_ports.first().copied();
-        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, ftp_port, t, &sc.checks);
+        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(&[&[http_port][..], &more_ports].concat(), ftp_port, t, &sc.checks);
         qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
