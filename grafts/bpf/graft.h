@@ -1,8 +1,9 @@
 #pragma once
 /* The memory an eBPF graft gets in r1 (Scion's `graft::engine::bpf`): the input's
- * length, the state's length, the point's input area, then the state. Jumps must go
- * forward only (Scion's verifier), so every loop here is unrolled; every load and store
- * must be proven inside that memory, so a computed index is tested or masked. */
+ * length, the state's length, the point's input area, then the state. Scion's verifier
+ * follows every path, loops round by round, so a loop must end within the rounds its
+ * tests bound; every load and store must be proven inside that memory, so a computed
+ * index is tested or masked. */
 typedef unsigned long long u64;
 typedef unsigned char u8;
 

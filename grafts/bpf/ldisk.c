@@ -1,11 +1,10 @@
 /* A log-structured logical disk (VINO §3.3), as `grafts::ldisk`: a write takes the next
  * free physical block from the log's head (the old one is free again); a read answers
  * where the block is, or the segment's blocks for one never written. State: head
- * (u32), 512 map entries (u32: physical + 1), a bitmap of 1024 physical blocks. No
- * loops (Scion's verifier): the search for a free block is written out step by step by
- * macros, each leaving early (1024 of them: more would pass the verifier's 32767
- * instructions). The block it takes is masked to the bitmap's size (it is below p ≤
- * 1024 anyway), so the verifier sees every access inside the state. */
+ * (u32), 512 map entries (u32: physical + 1), a bitmap of 1024 physical blocks. The
+ * search for a free block is a plain loop of up to 1024 rounds, which Scion's verifier
+ * follows round by round. The block it takes is masked to the bitmap's size (it is
+ * below p ≤ 1024 anyway), so the verifier sees every access inside the state. */
 #include "graft.h"
 
 #define LOGICAL 512
@@ -31,23 +30,6 @@ static __attribute__((always_inline)) void put32(struct ld_ctx *c, u64 at, unsig
     c->st[at + 3] = v >> 24;
 }
 
-#define SCAN(k)                                   \
-    if ((k) < p) {                                \
-        u64 b = head + (k);                       \
-        if (b >= p)                               \
-            b -= p;                               \
-        b = BOUND(b, PHYSICAL - 1);               \
-        if (!(c->st[BITMAP + (b >> 3)] & (1 << (b & 7)))) { \
-            free = b;                             \
-            goto found;                           \
-        }                                         \
-    }
-#define S4(k) SCAN(k) SCAN((k) + 1) SCAN((k) + 2) SCAN((k) + 3)
-#define S16(k) S4(k) S4((k) + 4) S4((k) + 8) S4((k) + 12)
-#define S64(k) S16(k) S16((k) + 16) S16((k) + 32) S16((k) + 48)
-#define S256(k) S64(k) S64((k) + 64) S64((k) + 128) S64((k) + 192)
-#define S1024(k) S256(k) S256((k) + 256) S256((k) + 512) S256((k) + 768)
-
 GRAFT u64 graft(struct ld_ctx *c) {
     if (c->in_len < 24 || c->state_len < BITMAP + PHYSICAL / 8)
         return ~0ULL;
@@ -61,7 +43,17 @@ GRAFT u64 graft(struct ld_ctx *c) {
         return (mapped == 0 || mapped > p) ? p : mapped - 1;
     u64 head = get32(c, 0) % p;
     u64 free = 0;
-    S1024(0)
+#pragma clang loop unroll(disable)
+    for (u64 k = 0; k < p; k++) {
+        u64 b = head + k;
+        if (b >= p)
+            b -= p;
+        b = BOUND(b, PHYSICAL - 1);
+        if (!(c->st[BITMAP + (b >> 3)] & (1 << (b & 7)))) {
+            free = b;
+            goto found;
+        }
+    }
     return ~0ULL;
 found:
     if (mapped != 0 && mapped <= p)

@@ -134,7 +134,7 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         let c = src("bpf", name, "c");
         if c.exists() {
             let (o, bin) = (obj.join(format!("{name}.o")), obj.join(format!("{name}.bin")));
-            sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(&c).arg("-o").arg(&o))?;
+            sh(Command::new(&clang).args(["-O2", "-fno-builtin", "-target", "bpf", "-c"]).arg(&c).arg("-o").arg(&o))?;
             sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
             // A graft is one function and no data: a relocation (a global, a map)
             // would be a hole in the code that nothing fills.
@@ -166,7 +166,7 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
     files.extend(build_signed(&out, &obj)?);
     // Linux's side of the benchmark: MD5 as an XDP program (instructions only).
     let (o, bin) = (obj.join("md5_xdp.o"), xdp_md5());
-    sh(Command::new(&clang).args(["-O2", "-target", "bpf", "-c"]).arg(src("bpf", "md5_xdp", "c")).arg("-o").arg(&o))?;
+    sh(Command::new(&clang).args(["-O2", "-fno-builtin", "-target", "bpf", "-c"]).arg(src("bpf", "md5_xdp", "c")).arg("-o").arg(&o))?;
     sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
     Ok(files)
 }

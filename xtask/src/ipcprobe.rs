@@ -155,7 +155,7 @@ pub fn trace(a: &Artifacts, dir: &Path, p: &Probe) -> Result<Vec<Step>, String> 
     let addr = symbol(&client, p.func)?;
     let port = qemu::free_port()?;
     let opts = qemu::Options { gdb: Some(port), ..qemu::Options::new("tcg".into(), true, String::new(), None) };
-    let mut q = qemu::command(&a.kernel, &img, &opts);
+    let mut q = qemu::command(&a.kernel, &img, &opts)?;
     let serial = dir.join(format!("{}-serial.log", p.files));
     q.args(["-monitor", "none", "-serial"]).arg(format!("file:{}", serial.display()));
     q.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());

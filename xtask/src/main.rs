@@ -285,7 +285,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let mut forward = vec![(port, 80), (2121, 21)];
     forward.extend((2122..2126).map(|p| (p, p)));
     let net = qemu::NetOptions { forward, ..Default::default() };
-    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) });
+    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) })?;
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -130,8 +130,21 @@ impl Options {
     }
 }
 
+/// A disk image QEMU can show the guest as it is. QEMU rounds a raw image's size up to
+/// whole 512-byte sectors, reading zeros past its end, so the guest's block service
+/// cannot see that an image ends mid-sector (and would mount one `cargo xtask fsck`
+/// refuses): such an image is refused here, with fsck's reason. One of whole sectors but
+/// not whole 4096-byte blocks goes to the guest, whose block service refuses it.
+pub fn check_disk(d: &Path) -> Result<(), String> {
+    let len = std::fs::metadata(d).map_err(|e| format!("{}: {e}", d.display()))?.len();
+    if len % 512 != 0 {
+        return Err(format!("{}: {len} bytes is not a whole number of {}-byte blocks (it ends inside a 512-byte sector, which QEMU would fill with zeros); `cargo xtask fsck` refuses it too", d.display(), baio::BLOCK));
+    }
+    Ok(())
+}
+
 /// The machine every Scion boot (and later the Linux baseline) uses.
-pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
+pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, String> {
     let mut c = Command::new(QEMU);
     c.args(["-machine", &o.machine, "-cpu", "max", "-m", &o.memory, "-smp", &o.cpus.to_string()]);
     c.args(["-nodefaults", "-no-reboot", "-display", "none"]);
@@ -152,7 +165,10 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
         c.args(["-append", &o.append]);
     }
     if let Some(d) = &o.disk {
-        c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw", d.display()));
+        check_disk(d)?;
+        // cache=writeback: the device has a volatile write cache (QEMU offers VIRTIO_BLK_F_FLUSH
+        // and the guest's flushes are the host's fdatasync), as most disks have.
+        c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw,cache=writeback", d.display()));
         c.args(["-device", "virtio-blk-pci,drive=disk0"]);
     }
     if let Some(n) = &o.net {
@@ -171,7 +187,7 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Command {
             c.args(["-object", &format!("filter-dump,id=dump0,netdev=net0,file={}", f.to_string_lossy())]);
         }
     }
-    c
+    Ok(c)
 }
 
 /// A TCP port on 127.0.0.1 that is free now.
@@ -225,7 +241,7 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
         Some((k, f)) => (Some(k), Some(f)),
         None => (None, None),
     };
-    let mut c = command(kernel, image, o);
+    let mut c = command(kernel, image, o)?;
     // QEMU's monitor on a socket of this run's own: a machine that runs out of time is
     // sent an NMI through it first, and its kernel reports what every thread waits for.
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

@@ -29,8 +29,9 @@ pub struct Scenario {
     /// paths relative to the project; a PATH `program=NAME` is a program of this build
     /// as the boot image holds it). Damage after making it: `!corrupt` flips a byte
     /// of the first inode's owner, `!stale-bitmap` clears the bitmap's first byte (what
-    /// a crash between an inode's write and the bitmap's leaves), `!ragged` adds half a
-    /// block at the end.
+    /// a crash between an inode's write and the bitmap's leaves), `!zeroed-inodes`
+    /// zeroes the first inode-table block (damage no interrupted update leaves: the
+    /// segments' blocks stay used in the bitmap), `!ragged` adds half a block at the end.
     pub disk: Option<Vec<String>>,
     /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
     pub disk_file: Option<PathBuf>,
@@ -237,6 +238,10 @@ pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                     match d {
                         "corrupt" => img[(v.layout.inode_start as usize) * baio::BLOCK + 4] ^= 0x40,
                         "stale-bitmap" => img[(v.layout.bitmap_start as usize) * baio::BLOCK] = 0,
+                        "zeroed-inodes" => {
+                            let at = v.layout.inode_start as usize * baio::BLOCK;
+                            img[at..at + baio::BLOCK].fill(0);
+                        }
                         "ragged" => img.extend_from_slice(&[0u8; 512]),
                         _ => return Err(format!("scenario {}: unknown disk damage `!{d}`", sc.name)),
                     }
@@ -448,10 +453,19 @@ fn two_boots(a: &Artifacts, name: &str, program: &str, marker: &str, first: &str
     let log = |p: &str| logs.join(format!("{name}-{p}.log"));
     std::fs::write(log("write"), &out.log).map_err(|e| e.to_string())?;
     let synced = out.log.contains(marker) && out.status.is_none();
+    // The first boot is killed, so its program never reports: its failed checks are
+    // read from the log.
+    let failed: Vec<&str> = out.log.lines().map(str::trim).filter(|l| l.starts_with("FAIL ")).collect();
     let mut res = vec![Result1 {
         name: format!("{name}/{first}"),
-        ok: synced,
-        detail: if synced { String::new() } else { format!("no acknowledged sync before the kill; see {}", log("write").display()) },
+        ok: synced && failed.is_empty(),
+        detail: if !synced {
+            format!("no acknowledged sync before the kill; see {}", log("write").display())
+        } else if !failed.is_empty() {
+            format!("{}; see {}", failed.join("; "), log("write").display())
+        } else {
+            String::new()
+        },
     }];
     if !synced {
         return Ok((res, None));

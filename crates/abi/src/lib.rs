@@ -117,10 +117,14 @@ pub enum Error {
     WouldBlock = 24,
     /// (servers) The connection is gone: reset by the peer, refused, or closed.
     Reset = 25,
+    /// (servers) The handle belonged to an instance of the server that ended (it was
+    /// restarted): what the old instance held for it is gone — for a file, the writes
+    /// through it that no `SYNC` or `CLOSE` had answered. Open again.
+    Lost = 26,
 }
 
 impl Error {
-    pub const ALL: [Error; 25] = [
+    pub const ALL: [Error; 26] = [
         Error::NoSys,
         Error::InvalidCap,
         Error::WrongType,
@@ -146,6 +150,7 @@ impl Error {
         Error::NoSpace,
         Error::WouldBlock,
         Error::Reset,
+        Error::Lost,
     ];
 
     pub fn from_code(code: u64) -> Option<Error> {
@@ -179,6 +184,7 @@ impl Error {
             Error::NoSpace => "NoSpace",
             Error::WouldBlock => "WouldBlock",
             Error::Reset => "Reset",
+            Error::Lost => "Lost",
         }
     }
 }

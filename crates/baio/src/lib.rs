@@ -9,19 +9,25 @@
 //! written mark have never been written by it, so they read as zeros whatever the
 //! device holds (the block service answers such reads without the device); a write
 //! past the mark first zeroes the blocks up to the new mark on the device and records
-//! the mark, and only then writes its data, so after a crash at any point the mark
-//! never covers a block holding another segment's bytes. Deleting a segment scrubs
-//! nothing; creating one is free.
+//! the mark (a flush between: a disk that caches writes may otherwise keep the mark and
+//! lose the zeros), and only then writes its data, so after a crash at any point the
+//! mark never covers a block holding another segment's bytes. Deleting a segment
+//! scrubs nothing; creating one is free.
 //!
-//! **Every metadata update is one commit write.** The inode table is the truth: each
-//! create, delete and written-mark move changes one inode, and the write of the inode
-//! table block holding it is the update's commit point (inodes are 128 bytes, so a
-//! block torn at any 512-byte sector boundary still holds every inode whole, and each
-//! inode carries its own checksum). The bitmap, the superblock's free count and its
-//! next generation number are derived from the inodes and written after them; a crash
-//! between leaves them stale, and the next mount rebuilds them from the inodes and
-//! writes them back ("an interrupted update, finished"). So every prefix of an
-//! update's writes mounts, with either the old or the new segment table.
+//! **Every metadata update is one commit write, ordered by flushes.** The inode table
+//! is the truth: each create, delete and written-mark move changes one inode, and the
+//! write of the inode table block holding it is the update's commit point (inodes are
+//! 128 bytes, so a block torn at any 512-byte sector boundary still holds every inode
+//! whole, and each inode carries its own checksum). The bitmap, the superblock's free
+//! count and its next generation number are derived from the inodes; a crash may leave
+//! them stale, and the next mount rebuilds them from the inodes and writes them back
+//! ("an interrupted update, finished"). No update relies on the device keeping write
+//! order (`sync`): blocks a delete frees are cleared in the bitmap and flushed before
+//! the inode write, the inode write is flushed before the bitmap marks new blocks used,
+//! and `sync` returns only once the commit is durable. So every state a power cut can
+//! leave — any subset of the writes since the last flush ([`crash`]) — mounts, with
+//! the old or the new segment table, and a used block that no segment holds is damage
+//! (refused), never an interrupted update.
 //!
 //! Everything here works on a [`BlockDev`], so the same code formats and checks
 //! images on the host (`cargo xtask mkimage`, `cargo xtask fsck`) and mounts them in
@@ -35,6 +41,7 @@
 extern crate alloc;
 
 pub mod cache;
+pub mod crash;
 pub mod ldisk;
 
 use alloc::collections::BTreeMap;
@@ -61,6 +68,9 @@ pub const GENERATION_LIMIT: u64 = 1 << 62;
 pub const READ: u8 = 1;
 pub const WRITE: u8 = 2;
 
+/// A disk. Its writes may be cached and reach stable storage in any order (a power cut
+/// may keep any subset of the writes since the last flush, `crash`): code that needs
+/// one write on the disk before another puts a `flush` between them.
 pub trait BlockDev {
     fn blocks(&self) -> u64;
     fn read(&mut self, block: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error>;
@@ -97,38 +107,6 @@ impl BlockDev for MemDev {
         let at = block as usize * BLOCK;
         self.0.get_mut(at..at + BLOCK).ok_or(Error::Io)?.copy_from_slice(buf);
         Ok(())
-    }
-}
-
-/// A device in memory that takes `left` more writes, then fails every one: a power cut,
-/// for the tests that enumerate crash points (here and in baiofs). `writes` counts
-/// every write asked for.
-pub struct PowerCut {
-    pub dev: MemDev,
-    pub left: usize,
-    pub writes: usize,
-}
-
-impl PowerCut {
-    pub fn new(image: Vec<u8>, left: usize) -> PowerCut {
-        PowerCut { dev: MemDev(image), left, writes: 0 }
-    }
-}
-
-impl BlockDev for PowerCut {
-    fn blocks(&self) -> u64 {
-        self.dev.blocks()
-    }
-    fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), Error> {
-        self.dev.read(b, buf)
-    }
-    fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), Error> {
-        self.writes += 1;
-        if self.left == 0 {
-            return Err(Error::Io);
-        }
-        self.left -= 1;
-        self.dev.write(b, buf)
     }
 }
 
@@ -305,7 +283,9 @@ pub struct Volume {
     pub hint: u64,
     pub next_generation: u64,
     dirty_inodes: Vec<usize>,
-    dirty_bitmap: bool,
+    /// The bitmap as the device holds it (what `sync` last wrote or the mount read):
+    /// `sync` writes the blocks that differ, frees before the inodes, the rest after.
+    disk_bitmap: Vec<u8>,
     /// Interrupted updates this mount finished (derived metadata rebuilt), if any.
     pub finished: Vec<String>,
 }
@@ -331,7 +311,8 @@ impl Volume {
             hint: 0,
             next_generation: 1,
             dirty_inodes: (0..l.inode_count as usize).collect(),
-            dirty_bitmap: true,
+            // Whatever the device holds: every bitmap block is written (as frees).
+            disk_bitmap: vec![0xff; (l.bitmap_blocks as usize) * BLOCK],
             finished: Vec::new(),
         };
         let mut v = v;
@@ -367,12 +348,35 @@ impl Volume {
         b
     }
 
-    /// Write what changed: inodes, bitmap, superblock.
+    /// Write what changed, in an order that a disk caching writes cannot undo: the
+    /// bitmap blocks whose blocks were freed (freed only: a segment's blocks are free
+    /// on the device before its inode goes), a flush, the inode-table blocks (the
+    /// commit), a flush, then the bitmap's newly used blocks and the superblock (derived:
+    /// a cut may lose them, and the next mount rebuilds them). When it returns, every
+    /// update made before it is durable. So a block marked used on the device always
+    /// belongs to a segment whose inode is durable: a mount that finds one no segment
+    /// holds finds damage, not an interrupted update.
     pub fn sync(&mut self, dev: &mut impl BlockDev) -> Result<(), Error> {
+        let mut freed = false;
+        for k in 0..self.layout.bitmap_blocks as usize {
+            let r = k * BLOCK..(k + 1) * BLOCK;
+            if self.disk_bitmap[r.clone()].iter().zip(&self.bitmap[r.clone()]).any(|(d, n)| d & !n != 0) {
+                let mut b = [0u8; BLOCK];
+                for (i, x) in b.iter_mut().enumerate() {
+                    *x = self.disk_bitmap[r.start + i] & self.bitmap[r.start + i];
+                }
+                dev.write(self.layout.bitmap_start + k as u64, &b)?;
+                self.disk_bitmap[r].copy_from_slice(&b);
+                freed = true;
+            }
+        }
+        if freed {
+            dev.flush()?;
+        }
         let mut blocks: Vec<u64> = self.dirty_inodes.iter().map(|i| *i as u64 / INODES_PER_BLOCK).collect();
         blocks.sort_unstable();
         blocks.dedup();
-        for ib in blocks {
+        for &ib in &blocks {
             let mut b = [0u8; BLOCK];
             for k in 0..INODES_PER_BLOCK as usize {
                 let idx = ib as usize * INODES_PER_BLOCK as usize + k;
@@ -382,13 +386,17 @@ impl Volume {
             }
             dev.write(self.layout.inode_start + ib, &b)?;
         }
+        if !blocks.is_empty() {
+            dev.flush()?;
+        }
         self.dirty_inodes.clear();
-        if self.dirty_bitmap {
-            for k in 0..self.layout.bitmap_blocks as usize {
-                let b: &[u8; BLOCK] = self.bitmap[k * BLOCK..(k + 1) * BLOCK].try_into().unwrap();
+        for k in 0..self.layout.bitmap_blocks as usize {
+            let r = k * BLOCK..(k + 1) * BLOCK;
+            if self.disk_bitmap[r.clone()] != self.bitmap[r.clone()] {
+                let b: &[u8; BLOCK] = self.bitmap[r.clone()].try_into().unwrap();
                 dev.write(self.layout.bitmap_start + k as u64, b)?;
+                self.disk_bitmap[r].copy_from_slice(b);
             }
-            self.dirty_bitmap = false;
         }
         dev.write(0, &self.superblock())
     }
@@ -404,7 +412,6 @@ impl Volume {
         } else {
             self.bitmap[b] &= !(1 << bit);
         }
-        self.dirty_bitmap = true;
     }
 
     pub fn free_blocks(&self) -> u64 {
@@ -420,7 +427,6 @@ impl Volume {
             return Err(Error::Corrupt(p.clone()));
         }
         if !unfinished.is_empty() {
-            v.dirty_bitmap = true;
             v.sync(dev)?;
             v.finished = unfinished;
         }
@@ -452,7 +458,6 @@ impl Volume {
         changes.extend(unfinished);
         if !changes.is_empty() {
             v.dirty_inodes = (0..v.inodes.len()).collect();
-            v.dirty_bitmap = true;
             v.sync(dev)?;
         }
         Ok((v, changes))
@@ -507,13 +512,13 @@ impl Volume {
         }
         let mut v = Volume {
             layout: l,
+            disk_bitmap: bitmap.clone(),
             bitmap,
             inodes,
             names: BTreeMap::new(),
             hint: if hint < l.data_blocks { hint } else { 0 },
             next_generation,
             dirty_inodes: Vec::new(),
-            dirty_bitmap: false,
             finished: Vec::new(),
         };
         if hint >= l.data_blocks {
@@ -568,8 +573,10 @@ impl Volume {
                 }
             }
             v.names.insert(i.name.clone(), idx);
-            max_generation = max_generation.max(i.generation);
-            if i.generation >= next_generation {
+            if i.generation < GENERATION_LIMIT {
+                max_generation = max_generation.max(i.generation);
+            }
+            if i.generation >= next_generation && i.generation < GENERATION_LIMIT {
                 unfinished.push(format!("inode {idx}: generation {} not below the next one ({next_generation})", i.generation));
             }
             let free = (i.start..i.start + i.length).filter(|blk| !v.used(blk - l.data_start)).count();
@@ -578,9 +585,14 @@ impl Volume {
             }
             claimed[d0..d0 + i.length as usize].fill(true);
         }
+        // A delete frees its blocks in the bitmap before its inode goes (`sync`), so no
+        // interrupted update leaves a used block no segment holds: it is damage (an
+        // inode-table block zeroed or lost looks just like that). A mount refuses it
+        // rather than free what may be segments it cannot see; repair frees them.
         let stray = (0..l.data_blocks).filter(|d| v.used(*d) && !claimed[*d as usize]).count();
         if stray > 0 {
-            unfinished.push(format!("{stray} blocks are used in the bitmap but belong to no segment"));
+            let why = format!("{stray} blocks are used in the bitmap but belong to no segment (no interrupted update leaves that: a damaged inode table?)");
+            problems.push(if repair { format!("{why}: freed") } else { why });
         }
         let free = claimed.iter().filter(|c| !**c).count() as u64;
         if free != free_recorded && free_recorded != u64::MAX {
@@ -591,6 +603,7 @@ impl Volume {
             for (d, c) in claimed.iter().enumerate() {
                 v.set(d as u64, *c);
             }
+            // Below GENERATION_LIMIT (out-of-range generations were refused above).
             v.next_generation = v.next_generation.max(max_generation + 1);
         }
         Ok((v, problems, unfinished))
@@ -722,8 +735,9 @@ impl Volume {
 
     /// Move segment `name`'s written mark to at least `end` (and `ahead` blocks past the
     /// old mark, within the segment): zero the blocks from the old mark on the device,
-    /// then record the mark. In this order a power cut after any write leaves the mark
-    /// over no block that still holds an earlier segment's bytes. Returns the new mark.
+    /// flush, then record the mark. In this order a power cut at any moment, even on a
+    /// disk that caches writes, leaves the mark over no block that still holds an
+    /// earlier segment's bytes. Returns the new mark.
     pub fn extend_written(&mut self, dev: &mut impl BlockDev, name: &str, end: u64, ahead: u64) -> Result<u64, Error> {
         let i = self.lookup(name).ok_or(Error::NotFound)?;
         let (start, len, written) = (i.start, i.length, i.written);
@@ -732,6 +746,7 @@ impl Volume {
         }
         let to = end.max(written.saturating_add(ahead)).min(len);
         dev.write_zeros(start + written, to - written)?;
+        dev.flush()?;
         self.set_written(name, to)?;
         self.sync(dev)?;
         Ok(to)
@@ -847,26 +862,27 @@ mod tests {
         v.delete("old").unwrap();
         assert_eq!(v.create("new", 2, 3, 0, 64, u64::MAX, 0).unwrap().start, old);
         v.sync(&mut d).unwrap();
-        // How many writes a whole move takes.
-        let mut probe = PowerCut::new(d.0.clone(), usize::MAX);
-        let mut w = Volume::mount(&mut probe).unwrap();
-        assert_eq!(w.extend_written(&mut probe, "new", 10, 32).unwrap(), 32);
-        let total = probe.writes;
-        assert!(total > 32, "zeros, then the inode and the superblock");
-        for k in 0..=total {
-            let mut cut = PowerCut::new(d.0.clone(), k);
-            let mut w = Volume::mount(&mut cut).unwrap();
-            let r = w.extend_written(&mut cut, "new", 10, 32);
-            assert_eq!(r.is_ok(), k == total, "cut after {k} writes");
-            let mut after = cut.dev;
-            let m = Volume::mount(&mut after).unwrap_or_else(|e| panic!("cut after {k} writes: the device does not mount: {e:?}"));
+        // Two moves, on a disk that caches writes: every state a cut may leave.
+        let mut r = crash::Recorder::new(d.0.clone());
+        let mut w = Volume::mount(&mut r).unwrap();
+        assert_eq!(w.extend_written(&mut r, "new", 10, 32).unwrap(), 32);
+        r.ack();
+        assert_eq!(w.extend_written(&mut r, "new", 40, 8).unwrap(), 40);
+        r.ack();
+        assert!(r.writes() > 40, "zeros, then the inode and the superblock");
+        let mut states = 0;
+        crash::crashes(&d.0, &r.events, 7, |mut c| {
+            let m = Volume::mount(&mut c.dev).unwrap_or_else(|e| panic!("{c:?}: the device does not mount: {e:?}"));
             let seg = m.lookup("new").unwrap();
             let mut b = [0u8; BLOCK];
             for blk in seg.start..seg.start + seg.written {
-                after.read(blk, &mut b).unwrap();
-                assert!(b.iter().all(|x| *x == 0), "cut after {k} writes: block {blk} is under the mark {} but holds old bytes", seg.written);
+                c.dev.read(blk, &mut b).unwrap();
+                assert!(b.iter().all(|x| *x == 0), "{c:?}: block {blk} is under the mark {} but holds old bytes", seg.written);
             }
-        }
+            assert_eq!(Volume::examine(&mut c.dev), Examination::default(), "{c:?}: after a mount");
+            states += 1;
+        });
+        assert!(states > 100, "{states} states");
     }
 
     #[test]
@@ -1000,6 +1016,9 @@ mod tests {
         }
         let p = corrupt(|d, l| patch_inode(d, l, 0, 104, &GENERATION_LIMIT.to_le_bytes()));
         assert!(p.iter().any(|x| x.contains("out of range")), "{p:?}");
+        // The largest generation there is, with a checksum that holds: named, no overflow.
+        let p = corrupt(|d, l| patch_inode(d, l, 0, 104, &u64::MAX.to_le_bytes()));
+        assert!(p.iter().any(|x| x.contains("out of range")), "{p:?}");
         // Same name twice, bad names.
         let p = corrupt(|d, l| patch_inode(d, l, 1, 10, &[3, 0, 0, 0, 0, 0, b'o', b'n', b'e']));
         assert!(!p.is_empty());
@@ -1020,13 +1039,35 @@ mod tests {
             d.write(l.bitmap_start, &b).unwrap();
         });
         assert!(p.iter().any(|x| x.contains("free in the bitmap")), "{p:?}");
-        let p = interrupted(|d, l| {
+    }
+
+    /// Blocks used in the bitmap that no segment holds: no interrupted update leaves
+    /// them (a delete frees its blocks in the bitmap before the inode goes), so they are
+    /// damage — a zeroed inode-table block looks just like that — and the mount refuses
+    /// rather than free the segments it cannot see. Repair frees them, saying so.
+    #[test]
+    fn blocks_no_segment_holds_are_damage_not_an_interrupted_update() {
+        let zero_inodes = |d: &mut MemDev, l: &Layout| d.write(l.inode_start, &[0u8; BLOCK]).unwrap();
+        let p = corrupt(zero_inodes);
+        assert!(p.iter().any(|x| x.contains("belong to no segment")), "{p:?}");
+        let c = repaired(zero_inodes, &[]);
+        assert!(c.iter().any(|x| x.contains("belong to no segment") && x.contains("freed")), "{c:?}");
+        let p = corrupt(|d, l| {
             let mut b = [0u8; BLOCK];
             d.read(l.bitmap_start, &mut b).unwrap();
             b[200] = 0xff;
             d.write(l.bitmap_start, &b).unwrap();
         });
         assert!(p.iter().any(|x| x.contains("belong to no segment")), "{p:?}");
+    }
+
+    #[test]
+    fn a_generation_of_u64_max_is_refused_by_fsck_and_repair_without_a_panic() {
+        let forged = |d: &mut MemDev, l: &Layout| patch_inode(d, l, 1, 104, &u64::MAX.to_le_bytes());
+        let e = Volume::examine(&mut damaged(forged));
+        assert!(e.problems.iter().any(|x| x.contains("inode 1: generation") && x.contains("out of range")), "{e:?}");
+        let c = repaired(forged, &["one"]);
+        assert!(c.iter().any(|x| x.contains("out of range") && x.contains("removed")), "{c:?}");
     }
 
     /// Repair: the damage goes, the rest stays, and the device then mounts clean.
@@ -1076,11 +1117,13 @@ mod tests {
 
     #[test]
     fn a_power_cut_at_any_write_of_any_update_leaves_the_old_or_the_new_table() {
-        // A history of updates, each synced: creates, deletes, a create in a freed
-        // hole, written-mark moves. For each update and each k, cut the power after k
-        // of its writes: the device must mount (finishing what the cut interrupted),
-        // hold exactly the table before or after the update, and then check clean.
-        type Step = alloc::boxed::Box<dyn Fn(&mut Volume, &mut PowerCut) -> Result<(), Error>>;
+        // A history of updates, each acknowledged when it returns, on a disk that
+        // caches writes: creates, deletes, a create in a freed hole, written-mark moves.
+        // Every state a cut may leave (any subset of the writes since the last flush)
+        // must mount (finishing what the cut interrupted), hold the table of every
+        // update acknowledged by then (the block service answers only after `sync`) and
+        // of none not yet begun, and then check clean.
+        type Step = alloc::boxed::Box<dyn Fn(&mut Volume, &mut crash::Recorder) -> Result<(), Error>>;
         let steps: Vec<(&str, Step)> = vec![
             ("create a", alloc::boxed::Box::new(|v, d| v.create("a", 1, 3, 1, 300, u64::MAX, 1).map(|_| ()).and_then(|_| v.sync(d)))),
             ("create b", alloc::boxed::Box::new(|v, d| v.create("b", 2, 3, 0, 5000, u64::MAX, 2).map(|_| ()).and_then(|_| v.sync(d)))),
@@ -1089,31 +1132,28 @@ mod tests {
             ("create c in a's hole", alloc::boxed::Box::new(|v, d| v.create("c", 3, 3, 0, 200, u64::MAX, 3).map(|_| ()).and_then(|_| v.sync(d)))),
             ("delete b", alloc::boxed::Box::new(|v, d| v.delete("b").map(|_| ()).and_then(|_| v.sync(d)))),
             ("create d over b's blocks and more", alloc::boxed::Box::new(|v, d| v.create("d", 4, 3, 0, 6000, u64::MAX, 4).map(|_| ()).and_then(|_| v.sync(d)))),
+            ("delete c and d at once", alloc::boxed::Box::new(|v, d| v.delete("c").and_then(|_| v.delete("d")).map(|_| ()).and_then(|_| v.sync(d)))),
         ];
         let mut base = dev(40000);
         Volume::format(&mut base).unwrap();
-        let mut cuts = 0;
+        let mut r = crash::Recorder::new(base.0.clone());
+        let mut v = Volume::mount(&mut r).unwrap();
+        let mut tables = vec![table(&v)];
         for (what, step) in &steps {
-            let before = table(&Volume::mount(&mut base).unwrap());
-            // The whole update, to count its writes and know the new table.
-            let mut whole = PowerCut::new(base.0.clone(), usize::MAX);
-            let mut v = Volume::mount(&mut whole).unwrap();
-            step(&mut v, &mut whole).unwrap();
-            let after = table(&v);
-            assert_ne!(before, after, "{what} changes the table");
-            for k in 0..whole.writes {
-                let mut cut = PowerCut::new(base.0.clone(), k);
-                let mut v = Volume::mount(&mut cut).unwrap();
-                assert!(step(&mut v, &mut cut).is_err(), "{what}: cut after {k} writes");
-                let mut d = cut.dev;
-                let m = Volume::mount(&mut d).unwrap_or_else(|e| panic!("{what}: cut after {k} of {} writes: no mount: {e:?}", whole.writes));
-                let t = table(&m);
-                assert!(t == before || t == after, "{what}: cut after {k} writes: {t:?}");
-                assert_eq!(Volume::examine(&mut d), Examination::default(), "{what}: cut after {k} writes, then a mount");
-                cuts += 1;
-            }
-            base = whole.dev;
+            step(&mut v, &mut r).unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            r.ack();
+            tables.push(table(&v));
+            assert_ne!(tables[tables.len() - 2], tables[tables.len() - 1], "{what} changes the table");
         }
+        let mut cuts = 0;
+        crash::crashes(&base.0, &r.events, 11, |mut c| {
+            let m = Volume::mount(&mut c.dev).unwrap_or_else(|e| panic!("{c:?}: no mount: {e:?}"));
+            let t = table(&m);
+            let last = (c.acked + 1).min(steps.len());
+            let k = (c.acked..=last).find(|k| tables[*k] == t).unwrap_or_else(|| panic!("{c:?}: the table {t:?} is none of the states after {} to {last} updates", c.acked));
+            assert_eq!(Volume::examine(&mut c.dev), Examination::default(), "{c:?}: {k} updates, then a mount");
+            cuts += 1;
+        });
         assert!(cuts >= steps.len() * 3, "{cuts} cuts");
     }
 

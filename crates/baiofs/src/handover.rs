@@ -78,9 +78,75 @@ impl Handover {
     }
 }
 
+/// The handles a server of open files hands out name the instance that made them: the
+/// high 32 bits are its epoch, chosen at start (from the time: a restarted server's
+/// differs from the one before), the low 32 a count. A handle the server does not have
+/// open is then either one an ended instance made — what that instance held for it is
+/// lost (`abi::Error::Lost`: for `files`, writes no `SYNC` or `CLOSE` had answered) —
+/// or one that never was, or was closed (`InvalidCap`). A successor in a live update
+/// goes on with its predecessor's count and epoch (`resume`): the handles carry over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handles {
+    next: u64,
+}
+
+impl Handles {
+    /// A new instance's handles; `seed` (the time) chooses the epoch.
+    pub fn new(seed: u64) -> Handles {
+        let epoch = (seed as u32 & 0x7fff_ffff).max(1);
+        Handles { next: (epoch as u64) << 32 | 1 }
+    }
+
+    /// Going on from a predecessor's next handle.
+    pub fn resume(next: u64) -> Handles {
+        Handles { next }
+    }
+
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+
+    /// A new handle, or None once this instance has handed out 2^32 - 1 of them.
+    pub fn mint(&mut self) -> Option<u64> {
+        if self.next as u32 == u32::MAX {
+            return None;
+        }
+        let h = self.next;
+        self.next += 1;
+        Some(h)
+    }
+
+    /// Whether `h`, not open here, was made by an instance of the server that ended.
+    pub fn lost(&self, h: u64) -> bool {
+        h >> 32 != 0 && h >> 32 != self.next >> 32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restarted_servers_handles_tell_the_old_ones_apart() {
+        let mut old = Handles::new(0x1234_5678_9abc);
+        let a = old.mint().unwrap();
+        let b = old.mint().unwrap();
+        assert!(b > a && a >> 32 != 0);
+        assert!(!old.lost(a) && !old.lost(b + 5), "its own (open, closed or not yet made): never lost");
+        let new = Handles::new(0x1234_5679_0000);
+        assert!(new.lost(a) && new.lost(b), "the old instance's handles, at the new one");
+        assert!(!new.lost(7) && !new.lost(0), "a handle no instance made");
+        // A live update's successor goes on: the old handles are its own.
+        let mut succ = Handles::resume(old.next());
+        assert!(!succ.lost(a));
+        assert_eq!(succ.mint(), Some(b + 1));
+        // The count ends before it reaches the epoch's bits.
+        let mut h = Handles::resume(5 << 32 | 0xffff_fffe);
+        assert_eq!(h.mint(), Some(5 << 32 | 0xffff_fffe));
+        assert_eq!(h.mint(), None);
+        assert_eq!(h.mint(), None);
+        assert_eq!(Handles::new(0).next() >> 32, 1, "the epoch is never 0");
+    }
 
     fn sample() -> Handover {
         let mut handles = BTreeMap::new();

@@ -26,7 +26,11 @@
 //! create writes the new inode, then the entry naming it (or, when the entry is
 //! appended, the parent's inode with its new size); remove clears the entry, then frees
 //! the inode and its blocks; growing a file zeroes the new blocks and records them in
-//! the bitmap before the inode's extent, and the inode's size after the data. A crash
+//! the bitmap before the inode's extent, and the inode's size after the data. Where an
+//! order matters a flush stands between (the device's barrier, `BlockDev::flush`: a disk
+//! that caches writes keeps no order among unflushed ones): after a new inode, after
+//! the zeros of new blocks, after a cleared entry. What an update writes is durable once
+//! a later flush returns (the next update's, or `sync`). A crash
 //! leaves at most an unnamed inode and a stale bitmap, which the next mount frees and
 //! rebuilds ("an interrupted update, finished"). Inodes and directory entries carry
 //! checksums (each lies inside one 512-byte sector, so a torn block write cannot tear
@@ -71,14 +75,16 @@ pub trait Dev: BlockDev {
     fn write_direct(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
         self.write(block, buf)
     }
-    /// Make every write so far durable.
+    /// Make every write so far durable (by default the device's flush: the barrier a
+    /// disk that caches writes needs, `baio::BlockDev::flush`).
     fn sync(&mut self) -> Result<(), baio::Error> {
-        Ok(())
+        self.flush()
     }
 }
 
 impl Dev for baio::MemDev {}
-impl Dev for baio::PowerCut {}
+impl Dev for baio::crash::Recorder {}
+impl Dev for baio::crash::Overlay<'_> {}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -333,22 +339,31 @@ impl<D: Dev> Fs<D> {
     }
 
     /// Read the superblock, bitmap and inode table (no checks beyond the superblock).
-    /// With `rewrite`, a damaged superblock (right magic and version) is written anew
-    /// for the device's size; the sentence saying so comes back.
+    /// With `rewrite` (repair: the device is meant to hold a filesystem), a damaged
+    /// superblock — a bad checksum, size or geometry, but also a damaged or zeroed magic
+    /// or another version — is written anew for the device's size (what the rest holds
+    /// is then checked as this version); the sentence saying so comes back.
     fn load(mut dev: D, rewrite: bool) -> Result<(Fs<D>, Option<String>), Error> {
         let bad = |s: String| Err(Error::Corrupt(s));
         let mut b = [0u8; BLOCK];
         dev.read(0, &mut b)?;
         let u64at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        if u64at(&b, 0) != MAGIC {
-            return bad("bad magic: not a baiofs filesystem".into());
-        }
-        if u32::from_le_bytes(b[8..12].try_into().unwrap()) != VERSION {
-            return bad(format!("unknown version {} (this is version {VERSION})", u32::from_le_bytes(b[8..12].try_into().unwrap())));
+        let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
+        let head = if u64at(&b, 0) != MAGIC {
+            Some("bad magic: not a baiofs filesystem".to_string())
+        } else if version != VERSION {
+            Some(format!("unknown version {version} (this is version {VERSION})"))
+        } else {
+            None
+        };
+        if let (Some(why), false) = (&head, rewrite) {
+            return bad(why.clone());
         }
         let blocks = dev.blocks();
         let geo = Geometry::new(blocks);
-        let why = if u64at(&b, 64) != checksum(&b[..64]) {
+        let why = if head.is_some() {
+            head
+        } else if u64at(&b, 64) != checksum(&b[..64]) {
             Some("superblock checksum mismatch".to_string())
         } else if u64at(&b, 16) != blocks {
             Some(format!("superblock says {} blocks, the segment has {}", u64at(&b, 16), blocks))
@@ -411,7 +426,9 @@ impl<D: Dev> Fs<D> {
     }
 
     /// Make the filesystem mountable, keeping what can be trusted: a damaged
-    /// superblock is rewritten, damaged or impossible inodes are freed (with the
+    /// superblock is rewritten (also one whose magic is damaged or zeroed, or which
+    /// says another version: the caller says the device holds a filesystem), damaged or
+    /// impossible inodes are freed (with the
     /// entries naming them), damaged, mistyped or repeated entries are cleared, sizes
     /// past an inode's blocks are cut, and what interrupted updates left is cleaned up.
     /// Returns the filesystem and one sentence per change.
@@ -876,6 +893,10 @@ impl<D: Dev> Fs<D> {
         let need = end.div_ceil(BLOCK as u64);
         if need > have {
             let r = self.grow(ino, need - have);
+            // The new blocks' zeros are durable before the extent that names them (a
+            // disk caching writes could otherwise keep the extent over a freed file's
+            // old bytes, or over stale directory entries).
+            self.dev.flush()?;
             self.write_inode(ino)?;
             r?;
         }
@@ -968,6 +989,9 @@ impl<D: Dev> Fs<D> {
         // mount after a crash frees it.
         self.inodes[ino as usize] = Inode { kind: kind as u16, ..Inode::default() };
         self.write_inode(ino)?;
+        // Durable before the entry that names it (else a cut may keep an entry naming
+        // a free inode: a filesystem the mount refuses).
+        self.dev.flush()?;
         let e = encode_entry(ino, kind, &name);
         // Reuse a free entry, else append.
         let size = self.inodes[parent as usize].size;
@@ -996,6 +1020,8 @@ impl<D: Dev> Fs<D> {
         // The entry first (the commit), then the inode and its blocks: a crash between
         // leaves an unnamed inode that the next mount frees.
         self.file_write(parent, idx * DIRENT as u64, &[0u8; DIRENT])?;
+        // The cleared entry is durable before the inode goes.
+        self.dev.flush()?;
         let n = self.inodes[ino as usize];
         self.inodes[ino as usize] = Inode::default();
         self.write_inode(ino)?;

@@ -59,6 +59,17 @@ pub trait Engine {
     /// After an aborted call: make the engine callable again (a fresh instance). The
     /// state is written back by the caller afterwards.
     fn reset(&mut self) -> Result<(), Abort>;
+    /// Does a call allocate (an interpreter's values)? Compiled code does not: its calls
+    /// need no heap of their own.
+    fn allocates(&self) -> bool {
+        true
+    }
+    /// Does a call guard itself (compiled code, which the server's watchdog stops past
+    /// its time without help: a few instructions, not the host's guarded run)? Such an
+    /// engine answers a stopped call `Budget` and cannot be reset after it.
+    fn guards_itself(&self) -> bool {
+        false
+    }
 }
 
 /// Where a WebAssembly graft keeps the point's input and its state (`graft_input`,

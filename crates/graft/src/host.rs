@@ -41,12 +41,15 @@ pub trait Host {
     /// A heap for a new graft, charged up to `limit` bytes; `None` when the server has
     /// none left.
     fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>>;
-    /// Run `f` with its allocations in `heap`, stopped when the clock passes `deadline`
-    /// (`None`: no deadline) or when it panics.
-    fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped>;
+    /// Run `f` with its allocations in `heap` (`None`: it allocates nothing), stopped
+    /// when the clock passes `deadline` (`None`: no deadline) or when it panics.
+    fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped>;
     /// Is the heap the current call runs in over its limit? An engine that cannot be
     /// stopped from outside asks this at each step (a script's progress callback).
     fn over_probe(&self) -> fn() -> bool;
+    /// Grafts are loaded (or being loaded) here (`true`), or none any more (`false`):
+    /// the watchdog need only watch while there are.
+    fn armed(&mut self, _on: bool) {}
 }
 
 /// A host that isolates nothing: one heap for all, no deadline, a panic is a panic.
@@ -87,7 +90,7 @@ impl Host for Direct {
         Some(Box::new(Shared))
     }
 
-    fn run(&mut self, _heap: &dyn GraftHeap, _deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+    fn run(&mut self, _heap: Option<&dyn GraftHeap>, _deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
         f();
         Ok(())
     }
@@ -151,9 +154,13 @@ pub mod counting {
             Some(Box::new(CountedHeap(Scope::new(limit)?)))
         }
 
-        fn run(&mut self, heap: &dyn GraftHeap, _deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        fn run(&mut self, heap: Option<&dyn GraftHeap>, _deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
             let mut r = Ok(());
-            heap.enter(&mut || r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(&mut *f)).map_err(|_| Stopped::Panic));
+            let mut guarded = || r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(&mut *f)).map_err(|_| Stopped::Panic);
+            match heap {
+                Some(h) => h.enter(&mut guarded),
+                None => guarded(),
+            }
             r
         }
 

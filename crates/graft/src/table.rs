@@ -46,8 +46,10 @@ pub const MAX_STAGING: usize = 8;
 /// The most memory a graft may hold in its server: its code as the engine keeps it,
 /// the engine's own structures and its data (a Wasm memory, script values).
 pub const HEAP_LIMIT: usize = 4 << 20;
-/// The longest one call may run before the server stops it (and unloads the graft).
-pub const CALL_MS: u64 = 500;
+/// The longest one call may run before the server stops it (and unloads the graft): wall
+/// time, so well above what the slowest legitimate call takes on a loaded machine (rhai's
+/// MD5 of 1 KiB: about 32 M instructions, a few hundred ms under TCG).
+pub const CALL_MS: u64 = 2000;
 /// The longest a load may take (validation, compilation).
 pub const LOAD_MS: u64 = 5000;
 /// Graft time a server spends on its eviction calls, or on one `TEST_RUN`, in one
@@ -87,14 +89,16 @@ pub struct Graft {
     undo: Vec<u8>,
     failures: u32,
     broken: bool,
+    /// `CALL_MS` in the host's clock.
+    call_ticks: u64,
 }
 
 /// The state of a graft whose engine is gone (stopped): nothing.
 static NO_STATE: [u8; 0] = [];
 
 impl Graft {
-    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>) -> Graft {
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], failures: 0, broken: false }
+    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>, call_ticks: u64) -> Graft {
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], failures: 0, broken: false, call_ticks }
     }
 
     /// Bytes its engine holds in the server.
@@ -129,19 +133,27 @@ impl Graft {
     pub fn call(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
-        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
-        if !trusted {
-            self.undo.copy_from_slice(engine.state());
-        }
         let budget = self.budget;
         let mut out = Err(Abort::Broken);
-        let deadline = host.now().saturating_add(CALL_MS.saturating_mul(host.ticks_per_ms()));
-        if let Err(why) = host.run(&*self.heap, Some(deadline), &mut || out = engine.call(input, budget)) {
-            return Err(self.stopped(why));
+        // Native grafts are the server's own code: called as such; compiled ones guard
+        // themselves.
+        if self.tech == Tech::Native || engine.guards_itself() {
+            out = engine.call(input, budget);
+        } else {
+            if self.tech != Tech::SignedRust {
+                self.undo.copy_from_slice(engine.state());
+            }
+            // Engines that allocate nothing while they run (compiled code) need no arena.
+            let heap = engine.allocates().then_some(&*self.heap);
+            let deadline = host.now().saturating_add(self.call_ticks);
+            if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
+                return Err(self.stopped(why));
+            }
+            if heap.is_some() && self.heap.over() {
+                out = Err(Abort::Memory);
+            }
         }
-        if self.heap.over() {
-            out = Err(Abort::Memory);
-        }
+        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
         let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
@@ -157,14 +169,20 @@ impl Graft {
                 self.stats.last_abort = Some(a);
                 self.failures += 1;
                 let mut reset = Err(Abort::Broken);
-                if let Err(why) = host.run(&*self.heap, Some(deadline), &mut || reset = engine.reset()) {
+                let deadline = host.now().saturating_add(self.call_ticks);
+                let Some(engine) = self.engine.as_mut() else { return Err(a) };
+                if let Err(why) = host.run(Some(&*self.heap), Some(deadline), &mut || reset = engine.reset()) {
                     self.stopped(why);
                     return Err(a);
                 }
                 self.heap.clear_over();
                 match reset {
                     Ok(()) if self.heap.over() => self.broken = true,
-                    Ok(()) if !trusted => engine.state().copy_from_slice(&self.undo),
+                    Ok(()) if !trusted => {
+                        if let Some(e) = self.engine.as_mut() {
+                            e.state().copy_from_slice(&self.undo);
+                        }
+                    }
                     Ok(()) => {}
                     Err(_) => self.broken = true,
                 }
@@ -257,6 +275,8 @@ pub struct Table {
     host: Box<dyn Host>,
     /// Graft time spent in this turn (`new_turn`), in the host's clock.
     turn: u64,
+    /// The host's watchdog is armed (grafts are loaded, or one is being loaded).
+    armed: bool,
 }
 
 impl Table {
@@ -264,7 +284,16 @@ impl Table {
     /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
     pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
         let limits = Limits { over: host.over_probe(), ..Limits::default() };
-        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits, reaped: 0, host, turn: 0 }
+        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits, reaped: 0, host, turn: 0, armed: false }
+    }
+
+    /// Arm the host's watchdog while grafts are loaded (or `loading`), disarm it after.
+    fn arm(&mut self, loading: bool) {
+        let want = loading || !self.grafts.is_empty();
+        if want != self.armed {
+            self.armed = want;
+            self.host.armed(want);
+        }
     }
 
     /// A new turn (a request the server takes up): its graft time starts at zero.
@@ -279,11 +308,18 @@ impl Table {
 
     /// Build the engine for `f` in a heap of its own.
     fn build(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+        self.arm(true);
+        let r = self.build_armed(f, extra);
+        self.arm(false);
+        r
+    }
+
+    fn build_armed(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
         let mut heap = self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
         let limits = self.limits;
         let mut built = None;
         let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
-        let r = self.host.run(&*heap, Some(deadline), &mut || {
+        let r = self.host.run(Some(&*heap), Some(deadline), &mut || {
             built = Some(match extra(f) {
                 Some(r) => r,
                 None => engine::build(f, limits),
@@ -351,7 +387,9 @@ impl Table {
                 break id;
             }
         };
-        self.grafts.push(Graft::new(id, owner, program, &f, engine, heap));
+        let call_ticks = CALL_MS.saturating_mul(self.host.ticks_per_ms());
+        self.grafts.push(Graft::new(id, owner, program, &f, engine, heap, call_ticks));
+        self.arm(false);
         Ok(id)
     }
 
@@ -393,6 +431,7 @@ impl Table {
     pub fn unload(&mut self, owner: u32, id: u32) -> Result<(), LoadError> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
         self.grafts.remove(k);
+        self.arm(false);
         Ok(())
     }
 
@@ -400,6 +439,7 @@ impl Table {
     pub fn forget(&mut self, program: u64) {
         self.grafts.retain(|g| g.program != program);
         self.staging.remove(&program);
+        self.arm(false);
     }
 
     pub fn get(&mut self, owner: u32, id: u32) -> Option<&mut Graft> {
@@ -442,6 +482,7 @@ impl Table {
         if g.dead() {
             self.grafts.remove(k);
             self.reaped += 1;
+            self.arm(false);
         }
         r.ok()
     }
@@ -472,6 +513,7 @@ impl Table {
         if g.dead() {
             self.grafts.remove(k);
             self.reaped += 1;
+            self.arm(false);
         }
         Some(TestRun { last, cycles, aborts, calls })
     }
@@ -647,7 +689,7 @@ mod tests {
         fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
             CountingHost { clock: || 0 }.heap(limit)
         }
-        fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
             match deadline {
                 // A load's deadline is far; a call's is stopped.
                 Some(d) if d < LOAD_MS => Err(Stopped::Time),

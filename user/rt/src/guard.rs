@@ -37,10 +37,9 @@ struct Shared(UnsafeCell<JmpBuf>);
 unsafe impl Sync for Shared {}
 
 static BUF: Shared = Shared(UnsafeCell::new(JmpBuf { regs: [0; 6], rsp: 0, rip: 0, code: 0 }));
-/// The number of the call under way (0: none), written by `scion_guard_call` once the
-/// buffer holds where it began and cleared when `f` returns.
+/// A guarded call is under way (1) or not (0): written by the entry routines once the
+/// buffer holds where the call began, cleared when it returns.
 static ACTIVE: AtomicU64 = AtomicU64::new(0);
-static SEQ: AtomicU64 = AtomicU64::new(0);
 /// The clock (rdtsc) at which the call under way is stopped.
 static DEADLINE: AtomicU64 = AtomicU64::new(u64::MAX);
 static WATCHING: AtomicBool = AtomicBool::new(false);
@@ -61,31 +60,69 @@ core::arch::global_asm!(
     r#"
     .section .text.scion_guard, "ax"
     .global scion_guard_call
+    .global scion_guard_call4
     .global scion_guard_landing
-// rdi = buffer, rsi = f (extern "C" fn(ctx)), rdx = ctx, rcx = the call's number,
-// r8 = &ACTIVE. Returns 0 when f returned.
+// rdi = f (extern "C" fn(ctx)), rsi = ctx, rdx = deadline. Returns rax = 0 when f
+// returned, else why it was left.
 scion_guard_call:
-    mov [rdi], rbx
-    mov [rdi + 8], rbp
-    mov [rdi + 16], r12
-    mov [rdi + 24], r13
-    mov [rdi + 32], r14
-    mov [rdi + 40], r15
+    lea r11, [rip + {buf}]
+    mov [r11], rbx
+    mov [r11 + 8], rbp
+    mov [r11 + 16], r12
+    mov [r11 + 24], r13
+    mov [r11 + 32], r14
+    mov [r11 + 40], r15
     lea rax, [rsp + 8]
-    mov [rdi + 48], rax
+    mov [r11 + 48], rax
     mov rax, [rsp]
-    mov [rdi + 56], rax
-    mov qword ptr [rdi + 64], 0
+    mov [r11 + 56], rax
+    mov qword ptr [r11 + 64], 0
+    mov [rip + {deadline}], rdx
+    mov qword ptr [rip + {active}], 1
     push rbx
-    mov rbx, r8
-    mov [rbx], rcx
-    mov rdi, rdx
-    call rsi
-    mov qword ptr [rbx], 0
+    mov rbx, rdi
+    mov rdi, rsi
+    call rbx
+    mov qword ptr [rip + {active}], 0
     pop rbx
     xor eax, eax
     ret
-// rdi = buffer: back to where the call began, answering the buffer's code.
+// Machine code called guarded, in one step: rdi = f (extern "C" fn(a, b, c, d) -> u64),
+// rsi, rdx, rcx, r8 = a, b, c, d, r9 = ticks it may run. Returns rax = f's answer and
+// rdx = 0, or rdx = why it was left.
+scion_guard_call4:
+    lea r11, [rip + {buf}]
+    mov [r11], rbx
+    mov [r11 + 8], rbp
+    mov [r11 + 16], r12
+    mov [r11 + 24], r13
+    mov [r11 + 32], r14
+    mov [r11 + 40], r15
+    lea rax, [rsp + 8]
+    mov [r11 + 48], rax
+    mov rax, [rsp]
+    mov [r11 + 56], rax
+    mov qword ptr [r11 + 64], 0
+    push rbx
+    mov rbx, rdi
+    mov r10, rdx
+    rdtsc
+    shl rdx, 32
+    or rax, rdx
+    add rax, r9
+    mov [rip + {deadline}], rax
+    mov qword ptr [rip + {active}], 1
+    mov rdi, rsi
+    mov rsi, r10
+    mov rdx, rcx
+    mov rcx, r8
+    call rbx
+    mov qword ptr [rip + {active}], 0
+    pop rbx
+    xor edx, edx
+    ret
+// rdi = buffer: back to where the call began (the return of `scion_guard_call` or
+// `scion_guard_call4`), answering the buffer's code in rax and rdx.
 scion_guard_landing:
     mov rbx, [rdi]
     mov rbp, [rdi + 8]
@@ -94,14 +131,26 @@ scion_guard_landing:
     mov r14, [rdi + 32]
     mov r15, [rdi + 40]
     mov rax, [rdi + 64]
+    mov rdx, rax
     mov rsp, [rdi + 48]
     cld
     jmp qword ptr [rdi + 56]
-"#
+"#,
+    buf = sym BUF,
+    deadline = sym DEADLINE,
+    active = sym ACTIVE,
 );
 
+/// Two words in rax and rdx (the System V return of a 16-byte struct).
+#[repr(C)]
+struct Pair {
+    answer: u64,
+    left: u64,
+}
+
 extern "C" {
-    fn scion_guard_call(buf: *mut JmpBuf, f: extern "C" fn(*mut u8), ctx: *mut u8, seq: u64, active: *const AtomicU64) -> u64;
+    fn scion_guard_call(f: extern "C" fn(*mut u8), ctx: *mut u8, deadline: u64) -> u64;
+    fn scion_guard_call4(f: extern "C" fn(u64, u64, u64, u64) -> u64, a: u64, b: u64, c: u64, d: u64, ticks: u64) -> Pair;
     fn scion_guard_landing(buf: *mut JmpBuf) -> !;
 }
 
@@ -113,9 +162,39 @@ extern "C" fn trampoline<F: FnMut()>(ctx: *mut u8) {
 
 /// # Safety
 /// As `scion_guard_call`'s: one guarded call at a time, `call` alive until it returns.
-unsafe fn guard_call<F: FnMut()>(call: &mut F, seq: u64) -> u64 {
+unsafe fn guard_call<F: FnMut()>(call: &mut F, deadline: u64) -> u64 {
     // SAFETY: the caller's promise; the trampoline is instantiated for `F` itself.
-    unsafe { scion_guard_call(BUF.0.get(), trampoline::<F>, call as *mut F as *mut u8, seq, &ACTIVE) }
+    unsafe { scion_guard_call(trampoline::<F>, call as *mut F as *mut u8, deadline) }
+}
+
+fn why(code: u64) -> Stop {
+    if code == 2 {
+        Stop::Panic
+    } else {
+        Stop::Time
+    }
+}
+
+/// Call machine code `f(a, b, c, d)` guarded, for at most `ticks` of the clock (a
+/// compiled graft: its entry, in one step of a few instructions). On the main thread
+/// only, not nested.
+///
+/// # Safety
+/// `f` is code that may be left at any instruction: it holds no lock and owns nothing
+/// that must be dropped (a graft's machine code, whose memory is its caller's).
+pub unsafe fn call4(f: extern "C" fn(u64, u64, u64, u64) -> u64, args: [u64; 4], ticks: u64) -> Result<u64, Stop> {
+    if !on_main_thread() || ACTIVE.load(Ordering::Relaxed) != 0 {
+        return Ok(f(args[0], args[1], args[2], args[3]));
+    }
+    // SAFETY: one guarded call at a time (checked above), on the thread that landing
+    // and watchdog assume; `f` may be left anywhere (the caller's promise).
+    let r = unsafe { scion_guard_call4(f, args[0], args[1], args[2], args[3], ticks) };
+    if r.left == 0 {
+        Ok(r.answer)
+    } else {
+        ACTIVE.store(0, Ordering::Release);
+        Err(why(r.left))
+    }
 }
 
 /// Is this the main thread (the one guarded calls run on)?
@@ -137,20 +216,21 @@ pub fn run<R>(deadline: u64, f: impl FnOnce() -> R) -> Result<R, Stop> {
             out = Some(f());
         }
     };
-    let seq = SEQ.fetch_add(1, Ordering::Relaxed) + 1;
-    DEADLINE.store(deadline, Ordering::Release);
     // SAFETY: the buffer is this module's, used by one guarded call at a time (checked
     // above); `call` lives until the call returns; the landing comes back here only
-    // while this frame is alive (the watchdog checks ACTIVE names this call, and the
-    // panic handler runs on this thread inside it).
-    let code = unsafe { guard_call(&mut call, seq) };
-    ACTIVE.store(0, Ordering::Release);
-    DEADLINE.store(u64::MAX, Ordering::Release);
-    match code {
-        0 => Ok(out.expect("the call returned")),
-        2 => Err(Stop::Panic),
-        _ => Err(Stop::Time),
+    // while this frame is alive (the watchdog checks a call is under way and past its
+    // deadline, and the panic handler runs on this thread inside it).
+    let code = unsafe { guard_call(&mut call, deadline) };
+    if code == 0 {
+        return out.ok_or(Stop::Panic);
     }
+    ACTIVE.store(0, Ordering::Release);
+    Err(why(code))
+}
+
+/// `run`, for at most `ticks` of the clock from now.
+pub fn run_for<R>(ticks: u64, f: impl FnOnce() -> R) -> Result<R, Stop> {
+    run(sys::rdtsc().saturating_add(ticks), f)
 }
 
 /// Is a guarded call under way on this thread? (The panic handler asks.)
@@ -181,16 +261,43 @@ pub fn watch(period_us: u64) {
     if WATCHING.swap(true, Ordering::AcqRel) {
         return;
     }
-    if crate::thread::spawn(watchdog, period_us, crate::thread::my_priority()).is_err() {
-        WATCHING.store(false, Ordering::Release);
+    match crate::thread::spawn(watchdog, period_us, crate::thread::my_priority()) {
+        Ok(t) => WATCHDOG.store(t.slot, Ordering::Release),
+        Err(_) => WATCHING.store(false, Ordering::Release),
     }
 }
 
+/// Code that may need the watchdog is loaded (`true`) or no longer (`false`), counted:
+/// while nothing is armed the watchdog sleeps in a receive and wakes nobody (a program's
+/// other threads see no periodic wake-ups of it), at most every `IDLE_US` to look again.
+pub fn arm(on: bool) {
+    let before = if on { ARMED.fetch_add(1, Ordering::AcqRel) } else { ARMED.fetch_sub(1, Ordering::AcqRel) };
+    if on && before == 0 {
+        let w = WATCHDOG.load(Ordering::Acquire);
+        if w != 0 {
+            // Wake it if it waits (a short send timeout: when it is not waiting it is
+            // looking already, or it looks again within `IDLE_US`).
+            let _ = crate::ipc::send(w, &crate::ipc::Msg::new(0, &[]), crate::ipc::timeouts(1_000, 1_000));
+        }
+    }
+}
+
+/// The watchdog's thread (its capability slot; 0 until it runs) and the count of armings.
+static WATCHDOG: AtomicU64 = AtomicU64::new(0);
+static ARMED: AtomicU64 = AtomicU64::new(0);
+/// How long a disarmed watchdog waits before it looks again anyway.
+const IDLE_US: u32 = 5_000_000;
+
 fn watchdog(period_us: u64) {
+    let mut m = crate::ipc::Msg::empty();
     loop {
+        if ARMED.load(Ordering::Acquire) == 0 {
+            let _ = crate::ipc::recv(crate::ipc::RECV_ANY, &mut m, crate::ipc::timeouts(IDLE_US, IDLE_US));
+            continue;
+        }
         sys::sleep_us(period_us);
-        let seq = ACTIVE.load(Ordering::Acquire);
-        if seq == 0 || sys::rdtsc() < DEADLINE.load(Ordering::Acquire) {
+        let past = || ACTIVE.load(Ordering::Acquire) != 0 && sys::rdtsc() >= DEADLINE.load(Ordering::Acquire);
+        if !past() {
             continue;
         }
         // SAFETY: the main thread is started again below, either where it was or at
@@ -198,10 +305,10 @@ fn watchdog(period_us: u64) {
         if unsafe { sys::thread_stop(cap::SELF_THREAD) }.is_err() {
             continue;
         }
-        // Stopped: is it still in that call (it may have left meanwhile), and free of
-        // the locks others would wait on for ever?
+        // Stopped: is it still in a call past its deadline (it may have left meanwhile,
+        // and begun another), and free of the locks others would wait on for ever?
         let buf = BUF.0.get();
-        if ACTIVE.load(Ordering::Acquire) == seq && !crate::heap::busy() {
+        if past() && !crate::heap::busy() {
             // SAFETY: the main thread is stopped inside the call whose buffer this is.
             let rsp = unsafe {
                 (*buf).code = 1;

@@ -35,14 +35,19 @@ static NEXT_SLOT: AtomicU64 = AtomicU64::new(cap::FIRST_FREE);
 /// Slots given back by `free_slot`, handed out again first.
 static FREE_SLOTS: sync::Lock<alloc::vec::Vec<u64>> = sync::Lock::new(alloc::vec::Vec::new());
 
-/// A capability slot of this task that holds nothing.
+/// A capability slot of this task that holds nothing. Panics when none is left: for a
+/// program's own needs. A server taking a slot for a client's request uses
+/// `try_alloc_slot` and refuses the request instead.
 pub fn alloc_slot() -> u64 {
+    try_alloc_slot().expect("out of capability slots")
+}
+
+/// A capability slot of this task that holds nothing, or None when every slot is taken.
+pub fn try_alloc_slot() -> Option<u64> {
     if let Some(s) = FREE_SLOTS.lock().pop() {
-        return s;
+        return Some(s);
     }
-    let s = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
-    assert!(s < cap::SLOTS, "out of capability slots");
-    s
+    NEXT_SLOT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| (s < cap::SLOTS).then_some(s + 1)).ok()
 }
 
 /// How many more slots `alloc_slot` can hand out.

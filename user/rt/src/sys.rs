@@ -220,6 +220,35 @@ pub fn prefault(va: u64, pages: u64) {
     }
 }
 
+/// Touch every page of this program's image (code and constants read, data and bss
+/// written: a page first read may be mapped read-only, and the first write fault again),
+/// so that none of it faults later: for threads whose pager is their own program, which
+/// serves only the region it manages, and for tests whose threads must not be reordered
+/// by a first touch.
+pub fn prefault_image() {
+    extern "C" {
+        /// Defined by `user/link/user.ld`: where the writable sections start, and the
+        /// image's end.
+        static __scion_data_start: u8;
+        static __scion_image_end: u8;
+    }
+    const IMAGE_START: u64 = 0x40_0000;
+    // Only the symbols' addresses are taken: nothing is read through them.
+    let (data, end) = ((&raw const __scion_data_start) as u64, (&raw const __scion_image_end) as u64);
+    prefault(IMAGE_START, data.saturating_sub(IMAGE_START).div_ceil(4096));
+    let mut p = data;
+    while p < end {
+        // SAFETY: a page of this program's own data or bss: the byte is written back
+        // with the value just read, by the only thread that runs (the caller starts its
+        // threads after this), so nothing changes but the mapping's right.
+        unsafe {
+            let b = p as *mut u8;
+            b.write_volatile(b.read_volatile());
+        }
+        p += 4096;
+    }
+}
+
 /// Map (or with `abi::mem::GRANT`, move) one's own pages into a task.
 ///
 /// # Safety

@@ -44,4 +44,8 @@ impl Engine for Native {
     fn reset(&mut self) -> Result<(), Abort> {
         Ok(())
     }
+
+    fn allocates(&self) -> bool {
+        false
+    }
 }

@@ -35,7 +35,8 @@ pub const DELETE: u64 = 0x84;
 pub const BATCH: u64 = 0x85;
 /// Through a segment capability: give it back (the capability is revoked).
 pub const CLOSE: u64 = 0x86;
-/// Through a segment capability: returns once every write before it is on the disk.
+/// Through a segment capability: returns once every write completed before it is on
+/// stable storage (the device's write cache flushed).
 pub const SYNC: u64 = 0x87;
 /// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
 /// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`; a
@@ -43,43 +44,69 @@ pub const SYNC: u64 = 0x87;
 /// them, and `SQ_HEAD` stays where it was.
 pub const SUBMIT: u64 = 0x88;
 /// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
-/// MR4 = segments, MR5 = block size; `BadState` if the device was refused.
+/// MR4 = segments, MR5 = block size, MR6 = cache flushes sent to the device since the
+/// service started, MR7 = 1 if the device has a write cache to flush (0: it offers no
+/// flush, and its writes count as durable when done); `BadState` if the device was
+/// refused.
 pub const MOUNT: u64 = 0x8a;
 /// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
 /// segment's completion counter has reached n: sleep instead of polling.
 pub const WAIT: u64 = 0x89;
 
-/// Through a segment capability: hand part of the segment on. MR1 = rights (a subset
-/// of the capability's), MR2 = n ≤ `MAX_EXTENTS`, MR3 = bytes (0: all of the blocks;
-/// else reads through the view see zeros past this many bytes — a file's slack in its
-/// last block stays unseen), then n pairs (first block, blocks) of this capability's
-/// blocks. Reply: a capability item (a new badged SEND capability, the "ticket", for
-/// the caller to pass on) and MR2 = its blocks, MR3 = its id (for `REVOKE`). Through
-/// it, block 0 is the first block of the first pair, and so on in order: the holder
-/// sees those blocks and no other (a file's extents, for `files` to let `net` send a
-/// file: Cue). It has no shared area until `ATTACH`; it is closed by `CLOSE` through
-/// it before that, through the holder's capability after, by `REVOKE` through the
-/// parent, or with the parent. At most `MAX_DELEGATED` per segment capability.
+/// Through a segment capability (an opened one: a view is not handed on further): hand
+/// part of the segment on. MR1 = rights (a subset of the capability's), MR2 = n ≤
+/// `MAX_EXTENTS`, MR3 = bytes (0: all of the blocks; else reads through the view see
+/// zeros past this many bytes — a file's slack in its last block stays unseen, and
+/// never reaches memory the holder maps, not even while a read is under way), MR4 =
+/// the principal the view is for (0: the capability's own; another only from a
+/// capability an agent opened — `files` delegates a ticket for the client that asked
+/// for it), then n pairs (first block, blocks) of this capability's blocks. The view's
+/// capability slot here is charged to that principal (`PRINCIPAL_SLOTS`). Reply: a
+/// capability item (a new badged SEND capability, the "ticket", for the caller to pass
+/// on) and MR2 = its blocks, MR3 = its id (for `REVOKE`). Through it, block 0 is the
+/// first block of the first pair, and so on in order: the holder sees those blocks and
+/// no other (a file's extents, for `files` to let `net` send a file: Cue). It has no
+/// shared area until `ATTACH`; it is closed by `CLOSE` through it before that, through
+/// the holder's capability after, by `REVOKE` through the parent, with the parent, or
+/// when its holder ends. At most `MAX_DELEGATED` per segment capability. `NoRights`
+/// for more rights than the capability's or a principal the caller may not charge,
+/// `BadState` through a view, `NoSpace` past the principal's share of slots.
 pub const DELEGATE: u64 = 0x8b;
-/// Through a delegated capability, once: MR1 = log2 of the bytes of the shared area
-/// to map (12 ..= `12 + AREA_LOG2`: the control page and as much data as the holder
-/// will use; operations must stay inside it). The reply's first item maps them
-/// read-only (the holder sends `BATCH` messages and reads status words and data, and
-/// writes nothing); its second is the holder's own capability to the view, through
-/// which alone the view works from now on (other copies of the ticket answer
-/// `BadState`; `CLOSE` through it gives the area back at once). Reply MR2 = its blocks,
-/// MR3 = its bytes. `BadState` if it has one already; `InvalidArg` for a size out of
-/// range. Until then
-/// every other request through it but `CLOSE` is `BadState`.
+/// To the service (not through the ticket), once per view: the ticket comes as a
+/// capability item (mapped; it is checked to be one of this service's views), MR1 =
+/// log2 of the bytes of the shared area to map (12 ..= `12 + AREA_LOG2`: the control
+/// page and as much data as the holder will use; operations must stay inside it),
+/// MR2 = the principal the view is attached for (0: the caller's; another only from an
+/// agent — `net` attaches for the client that asked for the Cue transfer). The caller
+/// is its holder from now on: the view, its area and both its capability slots are
+/// charged to that principal (its `MAX_OPEN_PER_PRINCIPAL` areas, its
+/// `PRINCIPAL_SLOTS`), and it closes when the holder ends. The reply's first item
+/// maps the area read-only (the holder sends `BATCH` messages and reads status words
+/// and data, and writes nothing); its second is the holder's own capability to the
+/// view, through which alone the view works from now on (other copies of the ticket
+/// answer `BadState`; `CLOSE` through it gives the area back at once). Reply MR2 = its
+/// blocks, MR3 = its bytes. `InvalidCap` without a ticket of this service, `BadState`
+/// if it is attached already, `InvalidArg` for a size out of range, `NoRights` for a
+/// principal the caller may not charge, `NoMemory` past the principal's areas,
+/// `NoSpace` past its slots. Until then every request through the ticket but `CLOSE`
+/// is `BadState`.
 pub const ATTACH: u64 = 0x8c;
-/// Through a segment capability: MR1 = the id of a view delegated through it. The view
-/// is closed: its holder's capability goes at once, the area it mapped `PARK_US`
-/// later (the holder may be reading it; it checks its capability before it does).
-/// Views delegated from another handle the caller's program holds may be revoked too
-/// (a handle a program took over in a live update, when root said `SUCCEEDED`: those
-/// with views delegated from them stay open for the new program).
-/// The holder closing its own view (`CLOSE` through it) gives the area back at once.
+/// Through a segment capability that was opened (the delegator's; never through a
+/// view): MR1 = the id of a view delegated through it. The view is closed: its
+/// holder's capability goes at once, the area it mapped `PARK_US` later (the holder may
+/// be reading it; it checks its capability before it does). Views delegated from
+/// another opened handle the caller's program holds may be revoked too (a handle a
+/// program took over in a live update, when root said `SUCCEEDED`: those with views
+/// delegated from them stay open for the new program). `NoRights` through a view,
+/// `InvalidArg` for a view not delegated from the caller's handles. The holder closing
+/// its own view (`CLOSE` through it) gives the area back at once.
 pub const REVOKE: u64 = 0x8d;
+/// To the service: what the caller's principal is charged for here. Reply MR2 =
+/// capability slots (segments open, views, holders' capabilities, sleeping waits),
+/// MR3 = its share of them (`PRINCIPAL_SLOTS`), MR4 = shared areas (open segments,
+/// attached views, and revoked views' areas not yet taken back), MR5 = its limit of
+/// them (`MAX_OPEN_PER_PRINCIPAL`), MR6 = views charged to it.
+pub const USAGE: u64 = 0x8f;
 /// Through a segment capability of its owner, with write rights, to the whole segment
 /// (not a view): MR1 = the id of the owner's graft at point `ldisk` (0: none). From
 /// now on the segment is a logical disk (VINO §3.3): each block read or written
@@ -103,6 +130,20 @@ pub const LDISK: u64 = 0x8e;
 pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;
 pub const MAX_DELEGATED: usize = 256;
+/// Principals this service expects at most to serve at once at their full share: the
+/// capability slots it keeps for clients (its 1,024 less the first 16 and
+/// `RESERVED_SLOTS` for its own work) are divided by it.
+pub const EXPECTED_PRINCIPALS: u64 = 8;
+/// Slots the service keeps for itself (its own capabilities, a capability arriving
+/// with a request, upcall grafts' threads): no client's request takes them.
+pub const RESERVED_SLOTS: u64 = 96;
+/// Each principal's share of the service's capability slots: every slot the service
+/// holds for it (an open segment's capability, a view's, a holder's, a sleeping
+/// `WAIT`'s reply) counts; past it, `NoSpace`.
+pub const PRINCIPAL_SLOTS: u64 = (abi::cap::SLOTS - abi::cap::FIRST_FREE - RESERVED_SLOTS) / EXPECTED_PRINCIPALS;
+/// Shared areas (2 MiB of DMA memory each: an open segment or an attached view) one
+/// principal may hold at once; past it, `NoMemory`.
+pub const MAX_OPEN_PER_PRINCIPAL: u64 = 16;
 
 /// An operation, four words: `[kind | flags, first block, blocks | status << 32,
 /// offset]`. Blocks are numbered from 0 in the segment; `offset` (bytes, a multiple
@@ -176,9 +217,11 @@ pub enum Request<'a> {
     Sync,
     Close,
     /// `extents` holds n pairs (first block, blocks).
-    Delegate { rights: u64, bytes: u64, extents: &'a [u64] },
-    Attach { log2: u64 },
+    Delegate { rights: u64, bytes: u64, payer: u64, extents: &'a [u64] },
+    /// To the service, with the ticket as a capability item.
+    Attach { log2: u64, payer: u64 },
     Revoke { view: u64 },
+    Usage,
     Ldisk { graft: u64 },
     /// To the service: the graft protocol (point `stream`).
     Graft(graft_api::Request<'a>),
@@ -219,18 +262,18 @@ impl<'a> Decode<'a> for Request<'a> {
             SYNC => Request::Sync,
             CLOSE => Request::Close,
             DELEGATE => {
-                let [rights, n, bytes] = a.words()?;
-                let n = n as usize;
+                let [rights, n, bytes, payer] = a.words()?;
                 let all = a.all();
-                if n == 0 || n > MAX_EXTENTS || all.len() < 3 + 2 * n {
+                if n == 0 || n > MAX_EXTENTS as u64 || all.len() < 4 + 2 * n as usize {
                     return Err(Error::Malformed);
                 }
-                Request::Delegate { rights, bytes, extents: &all[3..3 + 2 * n] }
+                Request::Delegate { rights, bytes, payer, extents: &all[4..4 + 2 * n as usize] }
             }
             ATTACH => {
-                let [log2] = a.words()?;
-                Request::Attach { log2 }
+                let [log2, payer] = a.words()?;
+                Request::Attach { log2, payer }
             }
+            USAGE => Request::Usage,
             REVOKE => {
                 let [view] = a.words()?;
                 Request::Revoke { view }
@@ -292,6 +335,14 @@ pub mod client {
         Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
     }
 
+    /// The device's cache flushes: (sent since the service started, whether it has a
+    /// write cache to flush).
+    pub fn flushes(srv: u64) -> Result<(u64, bool), Error> {
+        let mut m = Msg::new(p::MOUNT, &[]);
+        service(srv, &mut m)?;
+        Ok((m.word(6), m.word(7) != 0))
+    }
+
     /// A segment of `blocks` blocks owned by the caller's principal; others get `others`.
     pub fn create(srv: u64, name: &str, blocks: u64, others: u8) -> Result<(), Error> {
         service(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))
@@ -339,6 +390,14 @@ pub mod client {
         service(srv, &mut named(p::DELETE, name, &[]))
     }
 
+    /// What the caller's principal is charged for: (slots, slot share, areas, area
+    /// limit, views); see `USAGE`.
+    pub fn usage(srv: u64) -> Result<[u64; 5], Error> {
+        let mut m = Msg::new(p::USAGE, &[]);
+        service(srv, &mut m)?;
+        Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6)])
+    }
+
     pub fn list(srv: u64) -> Result<String, Error> {
         let mut buf = alloc::vec![0u8; 4096];
         ipc::set_recv_buffer(&mut buf);
@@ -359,13 +418,16 @@ pub mod client {
     }
 
     /// Map the first `2^log2` bytes of the shared area of the delegated capability in
-    /// slot `ticket` at `area_va` (aligned to them, unused). The view works through the
-    /// holder's capability the reply brings (`View::cap`); the ticket is the caller's.
-    pub fn attach(ticket: u64, area_va: u64, log2: u64) -> Result<View, Error> {
+    /// slot `ticket` at `area_va` (aligned to them, unused), asking the service in slot
+    /// `srv`, for principal `payer` (0: the caller's own; see `ATTACH`). The view works
+    /// through the holder's capability the reply brings (`View::cap`); the ticket is
+    /// the caller's still.
+    pub fn attach(srv: u64, ticket: u64, area_va: u64, log2: u64, payer: u32) -> Result<View, Error> {
         let cap = rt::alloc_slot();
-        let mut m = Msg::new(p::ATTACH, &[log2]);
+        let mut m = Msg::new(p::ATTACH, &[log2, payer as u64]);
+        m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
         let windows = [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), 7), Fpage::caps(cap, 0, 7), Fpage(0)];
-        if let Err(e) = rt::server::request_mapping(ticket, windows, &mut m) {
+        if let Err(e) = rt::server::request_mapping(srv, windows, &mut m) {
             rt::free_slot(cap);
             return Err(e);
         }
@@ -409,6 +471,12 @@ pub mod client {
             self.mem.read(p::COMPLETED)
         }
 
+        /// The word at `offset` of the mapped area, read as it is now (a read in flight
+        /// may be changing the data: each call reads the memory again).
+        pub fn word(&self, offset: u64) -> u64 {
+            self.mem.read(offset)
+        }
+
         /// `len` bytes of the data at `offset`.
         pub fn bytes(&self, offset: u64, len: u64) -> &[u8] {
             assert!(offset >= p::DATA, "outside the data area");
@@ -428,10 +496,16 @@ pub mod client {
         /// `rights`, readable up to `bytes` (0: all of the blocks): the new capability
         /// lands in slot `dst`; returns (its blocks, its id for `revoke`).
         pub fn delegate(&self, rights: u8, extents: &[(u64, u64)], bytes: u64, dst: u64) -> Result<(u64, u64), Error> {
+            self.delegate_for(rights, extents, bytes, 0, dst)
+        }
+
+        /// `delegate` for principal `payer` (0: this capability's own), which pays for
+        /// the view (see `DELEGATE`: only an agent may name another principal).
+        pub fn delegate_for(&self, rights: u8, extents: &[(u64, u64)], bytes: u64, payer: u32, dst: u64) -> Result<(u64, u64), Error> {
             if extents.is_empty() || extents.len() > p::MAX_EXTENTS {
                 return Err(Error::InvalidArg);
             }
-            let mut w = alloc::vec![rights as u64, extents.len() as u64, bytes];
+            let mut w = alloc::vec![rights as u64, extents.len() as u64, bytes, payer as u64];
             for (f, n) in extents {
                 w.extend_from_slice(&[*f, *n]);
             }

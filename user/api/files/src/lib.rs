@@ -3,7 +3,25 @@
 //! Replies carry MR1 = 0 or an error: `NotFound` (no such file), `Exists`,
 //! `InvalidArg` (bad name or path, a directory where a file is wanted, or the reverse),
 //! `BadState` (directory not empty, file open), `NoSpace`, `InvalidCap` (unknown
-//! handle), `Malformed`, `Unsupported`.
+//! handle), `Lost` (a handle of a files server that ended: see below), `Malformed`,
+//! `Unsupported`.
+//!
+//! **What is promised, and when** (`docs/baiofs.md`, "The files server's promises"):
+//! - `WRITE` answered `Ok(n)`: the server has the n bytes; every later call through this
+//!   server sees them. Nothing more: small appends of a file only one program has open
+//!   are kept back (at most 16 KiB a file, like a page cache) and written with the next
+//!   append that does not fit, or at `CLOSE`, `SYNC`, or any call that looks at the
+//!   filesystem (open, stat, list, remove, ticket). If the files server ends first
+//!   (killed, or a fault: root restarts it), what it kept back is lost, and the next
+//!   call on the handle answers `Lost` — never a silent success.
+//! - `CLOSE` answered `Ok`: every write through the handle reached the block service (it
+//!   survives restarts of `files`, `blk` and the cache), not necessarily the disk's
+//!   stable storage. An error writing what was kept back is `CLOSE`'s answer.
+//! - `SYNC` answered `Ok`: every write answered before it, through any handle, and every
+//!   create, mkdir and remove, is on stable storage (the disk's write cache flushed): it
+//!   survives a power cut.
+//!   Without a `SYNC`, a power cut may keep any subset of the updates since the last
+//!   flush (each create, mkdir or remove whole; a write perhaps in part).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -16,11 +34,15 @@ use rt::server::{Args, Decode};
 pub const OPEN: u64 = 0xa0;
 /// MR1 = handle, MR2 = offset, MR3 = most bytes (≤ `MAX_IO`). Reply string = data.
 pub const READ: u64 = 0xa1;
-/// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes written.
-/// Small appends of a file only this program has open may be kept back and written
-/// together (its session): an error writing them is the answer to `CLOSE` or `SYNC`.
+/// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes the server
+/// took. Small appends of a file only this program has open may be kept back and written
+/// together (its session): an error writing them is the answer to `CLOSE` or `SYNC`;
+/// a restart of the server loses them, and the handle's next call answers `Lost`. Only
+/// a `CLOSE` or `SYNC` answered `Ok` says they were written.
 pub const WRITE: u64 = 0xa2;
-/// MR1 = handle.
+/// MR1 = handle. `Ok`: the handle's writes reached the block service (they survive a
+/// restart of `files`, not necessarily a power cut: that is `SYNC`). `Lost`: the handle
+/// was opened at an instance of the server that ended, and writes it kept back are gone.
 pub const CLOSE: u64 = 0xa3;
 /// string = directory. Reply string: one "d|f size name" line per entry.
 pub const LIST: u64 = 0xa4;
@@ -30,21 +52,38 @@ pub const REMOVE: u64 = 0xa5;
 pub const MKDIR: u64 = 0xa6;
 /// string = path. Reply MR2 = 1 file / 2 directory, MR3 = size.
 pub const STAT: u64 = 0xa7;
-/// Make everything written so far durable.
+/// Make everything answered so far durable: every write (through any handle) and every
+/// create, mkdir and remove is on stable storage once `SYNC` answers `Ok` (the segment's
+/// `SYNC`: blk flushes the disk's write cache).
 pub const SYNC: u64 = 0xa8;
 /// MR1 = handle of a file open here. Reply: a capability item — read-only access, through
 /// the block service, to exactly the blocks that hold the file (`blk_api::DELEGATE`;
 /// `blk_api::client::attach` maps its area) — MR2 = the file's size, MR3 = blocks. For
 /// a program to give `net`, which sends the file without the program touching a byte
-/// (Cue, `net_api::CUE`). The ticket is revoked when the program ends, when the file
-/// is removed, or (the oldest) when the program asks for more than `MAX_TICKETS`;
-/// `BadState` for an empty file.
+/// (Cue, `net_api::CUE`). The ticket is the caller's principal's to pay for: the block
+/// service charges it (and its area once attached) to that principal, never to `files`.
+/// The ticket is revoked when the program ends, when the file is removed, or (the
+/// oldest: the program's own, then its principal's) when the program asks for more than
+/// `MAX_TICKETS` or its principal for more than `PRINCIPAL_TICKETS`. `BadState` for an
+/// empty file, `NoRights` for a program without a principal (it owns nothing at the
+/// block service), `NoSpace` when every ticket is taken (`MAX_ALL_TICKETS`: more than
+/// `MAX_ALL_TICKETS / PRINCIPAL_TICKETS` principals hold their whole share) or the
+/// principal's share of the block service's slots is.
 pub const TICKET: u64 = 0xa9;
+/// The caller's tickets. Reply MR2 = the calling program's, MR3 = its principal's,
+/// MR4 = `PRINCIPAL_TICKETS`, MR5 = tickets held in all (tickets whose transfer ended
+/// are not counted).
+pub const TICKETS: u64 = 0xaa;
 pub const MAX_TICKETS: usize = 8;
-/// Tickets the server keeps in all (the oldest goes when a new one would pass it).
+/// Tickets one principal's programs may hold at once.
+pub const PRINCIPAL_TICKETS: usize = 16;
+/// Tickets the server keeps in all (a slot each; the live update hands them over as
+/// one block of 64 capabilities).
 pub const MAX_ALL_TICKETS: usize = 64;
-/// Open handles the server keeps in all: `NoSpace` past it.
+/// Open handles the server keeps in all, and one principal's programs at most:
+/// `NoSpace` past either.
 pub const MAX_HANDLES: usize = 2048;
+pub const PRINCIPAL_HANDLES: usize = MAX_HANDLES / 8;
 // Live update (root's `UPDATE`): `swap_api::UPDATE_BEGIN`, `UPDATE_STATE` (the state in
 // format 0: see the server's `export`), `UPDATE_ABORT`.
 pub const CREATE: u64 = 1;
@@ -62,6 +101,7 @@ pub enum Request<'a> {
     Stat { path: &'a str },
     Sync,
     Ticket { handle: u64 },
+    Tickets,
     /// A live update (`swap_api::Update`).
     Update(swap_api::Update),
     /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
@@ -99,6 +139,7 @@ impl<'a> Decode<'a> for Request<'a> {
                 let [handle] = a.words()?;
                 Request::Ticket { handle }
             }
+            TICKETS => Request::Tickets,
             l if swap_api::is_update_label(l) => Request::Update(swap_api::Update::decode(a)?),
             l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
@@ -114,7 +155,8 @@ pub mod client {
     use rt::ipc::{self, Msg};
 
     /// Every call finds a restarted files server again (`rt::env::request_reconnecting`);
-    /// handles opened before the restart are gone with the old instance.
+    /// handles opened before the restart are gone with the old instance, and a call on
+    /// one answers `Lost` (writes it kept back are gone: write them again).
     fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
         rt::env::request_reconnecting("files", srv, m)
     }
@@ -213,6 +255,13 @@ pub mod client {
             return Err(Error::Malformed);
         }
         Ok((m.word(2), m.word(3)))
+    }
+
+    /// (the program's tickets, its principal's, `PRINCIPAL_TICKETS`, all): see `TICKETS`.
+    pub fn tickets(srv: u64) -> Result<[u64; 4], Error> {
+        let mut m = Msg::new(super::TICKETS, &[]);
+        call(srv, &mut m)?;
+        Ok([m.word(2), m.word(3), m.word(4), m.word(5)])
     }
 
     pub fn sync(srv: u64) -> Result<(), Error> {

@@ -14,6 +14,11 @@
 //! taken out). Arguments: `MiB,MiB,… REQUESTS K` (working sets, requests per figure,
 //! requests in flight; the last working set is the headline one, whose metrics carry
 //! no suffix).
+//!
+//! First, what the disk's cache flushes cost (`metadata`): a create and a delete of a
+//! segment, a write that moves a segment's written mark against one under it, and a
+//! `SYNC`, each with the flushes blk sent for it (`BENCH baio_meta_*`). `meta` as the
+//! only argument measures just these.
 #![no_std]
 #![no_main]
 
@@ -179,7 +184,72 @@ fn run(seg: &Segment, r: &Run) -> (u64, u64, u64) {
     (t1 - t0, sys::idle_tsc() - idle0, failed)
 }
 
+/// Ops per metadata figure (the written-mark figure's segment takes 256 blocks per op:
+/// the test scenarios' principal 1 has 2048 blocks of quota left).
+const META_N: u64 = 8;
+
+/// One metadata figure: `op` done `META_N` times; prints rate, busy ticks and flushes
+/// per op. False if an op failed.
+fn meta(blk: u64, name: &str, tsc_per_ms: u64, mut op: impl FnMut(u64) -> bool) -> bool {
+    let f0 = baio::flushes(blk).map_or(0, |f| f.0);
+    let t0 = sys::rdtsc_ordered();
+    let idle0 = sys::idle_tsc();
+    let mut ok = true;
+    for i in 0..META_N {
+        ok &= op(i);
+    }
+    let (ticks, idle) = (sys::rdtsc_ordered() - t0, sys::idle_tsc() - idle0);
+    let flushes = baio::flushes(blk).map_or(0, |f| f.0) - f0;
+    println!("BENCH baio_meta_{}_rps median={} samples={} unit=ops/s", name, META_N * tsc_per_ms * 1000 / ticks.max(1), META_N);
+    println!("BENCH baio_meta_{}_ipr median={} samples={} unit=busy-ticks/op", name, ticks.saturating_sub(idle) / META_N, META_N);
+    // Hundredths: a figure is a whole number.
+    println!("BENCH baio_meta_{}_flushes median={} samples={} unit=flushes/100-ops", name, flushes * 100 / META_N, META_N);
+    ok
+}
+
+/// What the flushes at metadata updates cost (see the module's head).
+fn metadata(blk: u64, tsc_per_ms: u64) -> bool {
+    match baio::flushes(blk) {
+        Ok((_, true)) => println!("bench_baio: the disk has a write cache: blk flushes it"),
+        _ => println!("bench_baio: the disk offers no flush: the flush counts are 0"),
+    }
+    let mut ok = meta(blk, "create_delete", tsc_per_ms, |i| {
+        let name = format!("meta{i}");
+        baio::create(blk, &name, 256, 0).is_ok() && baio::delete(blk, &name).is_ok()
+    });
+    // Each write lands 256 blocks past the last: one written-mark move each (256 blocks
+    // of zeros, two flushes), against the same writes again under the mark.
+    if let Err(e) = baio::create(blk, "metamark", 256 * META_N, 0) {
+        println!("bench_baio: create metamark: {}", e.name());
+        return false;
+    }
+    let s = match baio::open(blk, "metamark", 3, AREA) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("bench_baio: open metamark: {}", e.name());
+            return false;
+        }
+    };
+    let write = |i: u64| s.batch_ops(&[p::op(p::WRITE_OP, i * 256, 1, 0, p::DATA)], p::WAIT_ALL).is_ok() && s.status(0) == p::DONE;
+    ok &= meta(blk, "mark_write", tsc_per_ms, write);
+    ok &= meta(blk, "write", tsc_per_ms, write);
+    ok &= meta(blk, "sync", tsc_per_ms, |_| s.sync().is_ok());
+    let _ = s.close();
+    ok &= baio::delete(blk, "metamark").is_ok();
+    ok
+}
+
 fn main() -> i32 {
+    if rt::args().split(' ').nth(1) == Some("meta") {
+        let blk = rt::alloc_slot();
+        if env::lookup("blk", blk).is_err() {
+            println!("bench_baio: no block service");
+            return 1;
+        }
+        let ok = metadata(blk, sys::kernel_info().tsc_per_ms.max(1));
+        println!("bench_baio: done");
+        return if ok { 0 } else { 1 };
+    }
     let mut args = rt::args().split(' ').skip(1);
     let ws: Vec<u64> = args.next().map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect()).unwrap_or_default();
     let n: u64 = args.next().and_then(|v| v.parse().ok()).unwrap_or(2000);
@@ -201,6 +271,10 @@ fn main() -> i32 {
         }
     };
     let tsc_per_ms = sys::kernel_info().tsc_per_ms.max(1);
+    if !metadata(blk, tsc_per_ms) {
+        println!("bench_baio: a metadata operation failed");
+        return 1;
+    }
     let headline = *ws.last().unwrap_or(&0);
     let variants = [(Variant::Direct, "baio_direct"), (Variant::Buffered, "baio_buffered"), (Variant::Sync, "sync"), (Variant::Pool, "threadpool")];
     let mut failures = 0;

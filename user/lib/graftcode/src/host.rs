@@ -51,21 +51,29 @@ impl Host for ServerHost {
         Some(Box::new(Arena(ArenaHeap::new(limit)?)))
     }
 
-    fn run(&mut self, heap: &dyn GraftHeap, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+    fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
         let mut r = Ok(());
-        // The arena is entered outside the guarded call: a call left half-way comes back
-        // to `guard::run`, and the arena is left as usual.
-        heap.enter(&mut || {
+        let mut guarded = || {
             r = rt::guard::run(deadline.unwrap_or(u64::MAX), &mut *f).map_err(|s| match s {
                 rt::guard::Stop::Time => Stopped::Time,
                 rt::guard::Stop::Panic => Stopped::Panic,
             })
-        });
+        };
+        // The arena is entered outside the guarded call: a call left half-way comes back
+        // to `guard::run`, and the arena is left as usual.
+        match heap {
+            Some(h) => h.enter(&mut guarded),
+            None => guarded(),
+        }
         r
     }
 
     fn over_probe(&self) -> fn() -> bool {
         rt::heap::current_over
+    }
+
+    fn armed(&mut self, on: bool) {
+        rt::guard::arm(on)
     }
 }
 
@@ -75,5 +83,7 @@ impl Host for ServerHost {
 pub fn host() -> Box<dyn Host> {
     graft::engine::warm_up();
     rt::guard::watch(WATCH_US);
-    Box::new(ServerHost { ticks_per_ms: rt::sys::kernel_info().tsc_per_ms.max(1) })
+    let ticks_per_ms = rt::sys::kernel_info().tsc_per_ms.max(1);
+    crate::CALL_TICKS.store(graft::table::CALL_MS.saturating_mul(ticks_per_ms), core::sync::atomic::Ordering::Relaxed);
+    Box::new(ServerHost { ticks_per_ms })
 }

@@ -31,9 +31,10 @@ use graft::{GraftFile, LoadError, Tech};
 use rt::ipc::Msg;
 
 /// Where graft code is mapped: one slot of at most `SLOT_LOG2` pages for each graft,
-/// of which it takes only the power of two of pages its code needs.
+/// of which it takes only the power of two of pages its code needs (2 MiB: eBPF
+/// compiled by the JIT, ~96 bytes an instruction).
 const CODE_VA: u64 = rt::layout::GRAFT_CODE;
-const SLOT_LOG2: u64 = 6;
+const SLOT_LOG2: u64 = 9;
 const SLOT_BYTES: u64 = 4096 << SLOT_LOG2;
 /// Slots in use (one bit each; a server holds at most `graft::table::MAX_GRAFTS`).
 static SLOTS: AtomicU64 = AtomicU64::new(0);
@@ -52,12 +53,31 @@ pub fn key() -> Option<[u8; 32]> {
     Some(k)
 }
 
-type Entry = extern "C" fn(*const u8, usize, *mut u8, usize) -> u64;
+/// A signed graft's entry: (input, its length, state, its length) -> the answer.
+type Entry = extern "C" fn(u64, u64, u64, u64) -> u64;
+
+/// Clock ticks a compiled graft's call may run (`graft::table::CALL_MS`, set by `host`).
+pub(crate) static CALL_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Run compiled code guarded by the watchdog: its answer, or `Budget` when it was
+/// stopped past its time (the engine is then `dead`: never called again).
+pub(crate) fn guarded(f: Entry, args: [u64; 4], dead: &mut bool) -> Result<u64, Abort> {
+    // SAFETY: `f` is a compiled graft's entry: it holds no lock and owns nothing; its
+    // memory (code, input, state) is the engine's, which outlives the call.
+    match unsafe { rt::guard::call4(f, args, CALL_TICKS.load(Ordering::Relaxed)) } {
+        Ok(v) => Ok(v),
+        Err(_) => {
+            *dead = true;
+            Err(Abort::Budget)
+        }
+    }
+}
 
 /// A loaded signed graft: its state, its code's pages.
 pub struct Signed {
     entry: Entry,
     state: Vec<u8>,
+    dead: bool,
     _code: CodeSlot,
 }
 
@@ -79,7 +99,7 @@ impl CodeSlot {
 
     pub(crate) fn new(sigma0: u64, bytes: usize) -> Result<CodeSlot, LoadError> {
         if bytes > Self::MAX {
-            return Err(LoadError::Limit("graft code bigger than 256 KiB"));
+            return Err(LoadError::Limit("graft code bigger than a code slot"));
         }
         let log2 = (bytes.div_ceil(4096).max(1).next_power_of_two().trailing_zeros() as u64).min(SLOT_LOG2);
         let slot = take_slot().ok_or(LoadError::Limit("no room for more graft code"))?;
@@ -136,7 +156,73 @@ pub fn engine(f: &GraftFile<'_>, sigma0: u64) -> Option<Result<Box<dyn Engine>, 
     match f.tech {
         Tech::SignedRust => Some(load(f, sigma0).map(|s| Box::new(s) as Box<dyn Engine>)),
         Tech::WasmAot => Some(aot::load(f, sigma0, graft::engine::Limits::default()).map(|s| Box::new(s) as Box<dyn Engine>)),
+        Tech::Ebpf => bpf_jit(f, sigma0),
         _ => None,
+    }
+}
+
+/// eBPF compiled by the JIT into a code slot of its own, made read and execute only once
+/// the code is in. `None` (the interpreter runs it) when the program is too long for a
+/// slot or no slot is left; a refusal of the verifier's is the load's answer.
+fn bpf_jit(f: &GraftFile<'_>, sigma0: u64) -> Option<Result<Box<dyn Engine>, LoadError>> {
+    let bytes = graft::engine::bpf::jit::code_bytes(f.code.len() * 2);
+    if bytes > CodeSlot::MAX {
+        return None;
+    }
+    let mut slot = CodeSlot::new(sigma0, bytes).ok()?;
+    let mem = slot.bytes();
+    // SAFETY: the slot's memory is mapped (read, write, execute) until the slot is
+    // dropped; the engine below owns the slot, in a field dropped after the compiled
+    // program that borrows the memory, and nothing else touches it.
+    let exec: &'static mut [u8] = unsafe { core::slice::from_raw_parts_mut(mem.as_mut_ptr(), mem.len()) };
+    let jit = match graft::engine::bpf::jit::Jit::load(f, exec) {
+        Ok(j) => j,
+        Err(LoadError::Refused(why)) if !why.contains("too long") => return Some(Err(LoadError::Refused(why))),
+        Err(_) => return None,
+    };
+    // From now on the code cannot be written, here or by anyone.
+    if slot.take(0, slot.size(), abi::mem::WRITE).is_err() {
+        return Some(Err(LoadError::Refused("the code's pages could not be made read-only")));
+    }
+    Some(Ok(Box::new(BpfJit { jit, dead: false, _code: slot })))
+}
+
+/// eBPF compiled into a code slot: the program, then its code's pages (dropped after it).
+struct BpfJit {
+    jit: graft::engine::bpf::jit::Jit,
+    dead: bool,
+    _code: CodeSlot,
+}
+
+impl Engine for BpfJit {
+    fn state(&mut self) -> &mut [u8] {
+        self.jit.state()
+    }
+
+    fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
+        // The compiled program may be left anywhere: rbpf's call into it owns nothing.
+        match rt::guard::run_for(CALL_TICKS.load(Ordering::Relaxed), || self.jit.call(input, budget)) {
+            Ok(r) => r,
+            Err(_) => {
+                self.dead = true;
+                Err(Abort::Budget)
+            }
+        }
+    }
+
+    fn reset(&mut self) -> Result<(), Abort> {
+        if self.dead {
+            return Err(Abort::Broken);
+        }
+        self.jit.reset()
+    }
+
+    fn allocates(&self) -> bool {
+        false
+    }
+
+    fn guards_itself(&self) -> bool {
+        true
     }
 }
 
@@ -159,10 +245,11 @@ fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
     // From now on the code cannot be written, here or by anyone.
     slot.take(0, slot.size(), abi::mem::WRITE).map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
     // SAFETY: the entry lies inside the image (`verify`), the image is the signed code a
-    // trusted compiler made with this ABI, and it stays mapped (executable) as long as
+    // trusted compiler made with this ABI (four word-sized arguments: the input's
+    // address and length, the state's), and it stays mapped (executable) as long as
     // `_code`, which the engine owns.
     let entry: Entry = unsafe { core::mem::transmute::<u64, Entry>(base + code.entry as u64) };
-    Ok(Signed { entry, state: vec![0; f.state_len], _code: slot })
+    Ok(Signed { entry, state: vec![0; f.state_len], dead: false, _code: slot })
 }
 
 fn take_slot() -> Option<u64> {
@@ -188,10 +275,22 @@ impl Engine for Signed {
     }
 
     fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
-        Ok((self.entry)(input.as_ptr(), input.len(), self.state.as_mut_ptr(), self.state.len()))
+        let args = [input.as_ptr() as u64, input.len() as u64, self.state.as_mut_ptr() as u64, self.state.len() as u64];
+        guarded(self.entry, args, &mut self.dead)
     }
 
     fn reset(&mut self) -> Result<(), Abort> {
+        if self.dead {
+            return Err(Abort::Broken);
+        }
         Ok(())
+    }
+
+    fn allocates(&self) -> bool {
+        false
+    }
+
+    fn guards_itself(&self) -> bool {
+        true
     }
 }

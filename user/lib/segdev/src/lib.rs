@@ -118,6 +118,18 @@ impl BlockDev for SegDev {
         self.forget(block);
         self.one(p::WRITE_OP | p::BUFFERED, block, Some(buf), None)
     }
+
+    /// The segment's `SYNC`: every write done so far (each waited for) is on stable
+    /// storage when it returns — baiofs's barrier between dependent writes.
+    fn flush(&mut self) -> Result<(), baio::Error> {
+        loop {
+            match self.seg.sync() {
+                Ok(()) => return Ok(()),
+                Err(e) if rt::env::server_gone(e) => self.reconnect()?,
+                Err(_) => return Err(baio::Error::Io),
+            }
+        }
+    }
 }
 
 impl baiofs::Dev for SegDev {
@@ -150,15 +162,5 @@ impl baiofs::Dev for SegDev {
     fn write_direct(&mut self, block: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
         self.forget(block);
         self.one(p::WRITE_OP, block, Some(buf), None)
-    }
-
-    fn sync(&mut self) -> Result<(), baio::Error> {
-        loop {
-            match self.seg.sync() {
-                Ok(()) => return Ok(()),
-                Err(e) if rt::env::server_gone(e) => self.reconnect()?,
-                Err(_) => return Err(baio::Error::Io),
-            }
-        }
     }
 }

@@ -148,7 +148,18 @@ unsafe impl Hal for ScionHal {
 }
 
 /// A virtio-blk device as a BAIO block device: 4 KiB blocks on 512-byte sectors.
-pub struct Disk(pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>);
+pub struct Disk(pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>, pub Flushes);
+
+/// The device's cache flush (`VIRTIO_BLK_F_FLUSH`): whether it offered one (and the
+/// driver negotiated it), and how many `BlockDev::flush` sent. A device that offers
+/// none has no volatile write cache to flush (virtio: its writes are durable when
+/// completed), and a flush is then nothing. virtio-blk has no forced-unit-access write,
+/// so every ordering point is a whole flush.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Flushes {
+    pub offered: bool,
+    pub sent: u64,
+}
 
 impl baio::BlockDev for Disk {
     fn blocks(&self) -> u64 {
@@ -161,6 +172,10 @@ impl baio::BlockDev for Disk {
         self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
     }
     fn flush(&mut self) -> Result<(), baio::Error> {
+        if !self.1.offered {
+            return Ok(());
+        }
+        self.1.sent += 1;
         self.0.flush().map_err(|_| baio::Error::Io)
     }
     fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), baio::Error> {
@@ -180,9 +195,12 @@ impl baio::BlockDev for Disk {
 /// Find the first virtio-blk device on the PCI bus and bring it up (the PCI ports and
 /// `init` must be done). Err says what failed.
 pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
-    let (d, t) = open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus")?;
+    use virtio_drivers::transport::Transport;
+    let (d, mut t) = open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus")?;
+    // virtio-drivers negotiates VIRTIO_BLK_F_FLUSH (bit 9) whenever the device offers it.
+    let offered = t.read_device_features() & (1 << 9) != 0;
     let blk = virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
-    Ok((d, Disk(blk)))
+    Ok((d, Disk(blk, Flushes { offered, sent: 0 })))
 }
 
 /// The transport of the first virtio device on the PCI bus with one of these device ids

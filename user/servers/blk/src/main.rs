@@ -18,6 +18,13 @@
 //! server: it decides what stays; this service DMAs misses into the cache's frames,
 //! which it maps, and copies between them and the client's area. A device that fails
 //! the mount checks is refused.
+//!
+//! What it holds for a client — shared areas, capability slots — is charged to a
+//! principal, each with a share (`blk_api::PRINCIPAL_SLOTS`, `MAX_OPEN_PER_PRINCIPAL`):
+//! the opener of a segment, the principal a view was delegated or attached for. An
+//! agent (`agents=P,Q…`, default 1: `files`) may delegate for another principal, and a
+//! program without a principal (`net`) may attach for one (ARCHITECTURE.md, "Who
+//! pays").
 #![no_std]
 #![no_main]
 
@@ -63,19 +70,28 @@ const PARK_US: u64 = 1_000_000;
 const POINTS: [graft::Point; 2] = [graft::Point::Stream, graft::Point::Ldisk];
 /// The largest segment that may be a logical disk (`LDISK`), in blocks: 256 MiB.
 const MAX_LDISK_BLOCKS: u64 = 1 << 16;
-/// Segments one principal may hold open at once (each open holds a 2 MiB shared area
-/// of this service's DMA memory and kernel quota).
-const MAX_OPEN_PER_PRINCIPAL: usize = 16;
+/// Shared areas one principal may hold at once (each holds 2 MiB of this service's DMA
+/// memory and kernel quota): open segments, attached views, parked areas.
+const MAX_OPEN_PER_PRINCIPAL: usize = p::MAX_OPEN_PER_PRINCIPAL as usize;
+/// Blocks of this service's own DMA memory for the block a view's byte limit falls in
+/// (read here, and only its bytes up to the limit copied into the holder's area).
+const BOUNCE_BLOCKS: u64 = 16;
 
-/// A device request: waiting to go to the device, or on it. `fill`: it brings `block`
-/// into a cache slot, then (if not 0) the block is copied to that address.
+/// A device request: waiting to go to the device, or on it.
 struct Io {
     write: bool,
     sector: u64,
     buf: u64,
     len: usize,
     op: u64,
-    fill: Option<(u64, u64)>,
+    /// It brings this block into the cache slot `buf` is (FILLED is told when it ends).
+    fill: Option<u64>,
+    /// A read that ends well is then copied: (to, bytes) — the first bytes of `buf` to
+    /// a shared area (a cache slot's block, or a bounce block's first bytes up to a
+    /// view's limit).
+    copy: Option<(u64, u64)>,
+    /// `buf` is a block of the bounce pool (back to it when the request ends).
+    bounce: bool,
     req: Box<BlkReq>,
     resp: Box<BlkResp>,
 }
@@ -87,8 +103,6 @@ struct Op {
     remaining: u32,
     failed: bool,
     batch: u64,
-    /// Bytes of the area to zero when it completes (a read past a view's bytes).
-    zero: (u64, u64),
     /// A read through the reader's stream graft: (principal, bytes' address, length).
     stream: Option<(u32, u64, u64)>,
     /// Why it failed, when not the device (`E_GRAFT`).
@@ -143,9 +157,18 @@ struct Handle {
     /// the client has mapped (all of it, or what a view's holder asked for).
     area: u64,
     mapped: u64,
-    /// The program that opened it (its id, from the badge root minted), and its principal.
+    /// The program that opened it (its id, from the badge root minted; a view: the
+    /// program that delegated it).
     client: u64,
-    principal: u32,
+    /// Who pays for it (its slots and area count against this principal's share): the
+    /// principal that opened it; a view's, the one it was delegated for, then the one
+    /// its holder attached it for.
+    payer: u32,
+    /// Opened by an agent (a principal in `agents=`): its views may be for others.
+    agent: bool,
+    /// A view's holder (the program that attached it; 0: not attached): it closes when
+    /// that program ends.
+    holder_prog: u64,
     /// The segment's owner: whose blocks these are in the cache (its eviction graft
     /// may choose among them).
     owner: u32,
@@ -177,8 +200,18 @@ struct Blk {
     /// given (µs): a delegated view is closed by whoever delegated it (a file removed)
     /// while its holder (`net`) may be reading the area; the holder's capability goes at
     /// once, and the holder checks it before it touches the area, so the area may go
-    /// only after any such check has had time to finish its reading.
-    parked: Vec<(u64, u64, u64)>,
+    /// only after any such check has had time to finish its reading. Each is still
+    /// charged to the view's payer (the last field) until then.
+    parked: Vec<(u64, u64, u64, u32)>,
+    /// Principals whose programs may charge others (`agents=P,Q…`; default 1, the
+    /// system's servers: `files` delegates tickets for its clients). Programs without a
+    /// principal (`net`) may attach for others too.
+    agents: Vec<u32>,
+    /// The capability the request being handled brought (ATTACH's ticket).
+    received: Option<u64>,
+    /// Free blocks of the bounce pool (`BOUNCE_BLOCKS`), and whether it was made.
+    bounce: Vec<u64>,
+    bounce_made: bool,
     area_next: u64,
     sigma0: u64,
     cache: u64,
@@ -241,9 +274,15 @@ fn copy_in(from: &[u8], to: u64) {
 }
 
 fn copy_block(from: u64, to: u64) {
+    copy_part(from, to, BLOCK as u64);
+}
+
+/// Copy the first `n` (≤ `BLOCK`) bytes of a block.
+fn copy_part(from: u64, to: u64, n: u64) {
     // SAFETY: both are block-sized, block-aligned pieces of memory mapped here (a cache
-    // slot and a checked range of a shared area); they never overlap.
-    unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, BLOCK) };
+    // slot or a bounce block, and a checked range of a shared area); they never
+    // overlap, and `n` is at most a block.
+    unsafe { core::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, n.min(BLOCK as u64) as usize) };
 }
 
 impl Blk {
@@ -349,12 +388,17 @@ impl Blk {
     }
 
     fn io_done(&mut self, io: Io, ok: bool) {
-        if let Some((block, to)) = io.fill {
+        if let Some(block) = io.fill {
             self.cache_call(pc::FILLED, block, ok as u64);
-            if ok && to != 0 {
-                copy_block(io.buf, to);
+        }
+        if let (Some((to, n)), true) = (io.copy, ok) {
+            copy_part(io.buf, to, n);
+            if io.fill.is_some() {
                 self.cache_still_there();
             }
+        }
+        if io.bounce {
+            self.bounce.push(io.buf);
         }
         self.op_step(io.op, ok);
     }
@@ -366,9 +410,6 @@ impl Blk {
         op.remaining -= 1;
         if op.remaining == 0 {
             let op = self.ops.remove(&id).unwrap();
-            if op.zero.1 > 0 && self.handles.contains_key(&op.hid) {
-                zero_bytes(op.zero.0, op.zero.1);
-            }
             let mut done = match (op.failed, op.error) {
                 (false, _) => p::DONE,
                 (true, 0) => p::FAILED | p::E_IO,
@@ -445,9 +486,34 @@ impl Blk {
         }
     }
 
-    fn queue(&mut self, write: bool, block: u64, buf: u64, blocks: u64, op: u64, fill: Option<(u64, u64)>) {
-        self.ops.get_mut(&op).unwrap().remaining += 1;
-        self.waiting.push_back(Io { write, sector: block * 8, buf, len: (blocks * BLOCK as u64) as usize, op, fill, req: Box::default(), resp: Box::default() });
+    fn queue(&mut self, write: bool, block: u64, buf: u64, blocks: u64, op: u64) {
+        self.queue_io(Io { write, sector: block * 8, buf, len: (blocks * BLOCK as u64) as usize, op, fill: None, copy: None, bounce: false, req: Box::default(), resp: Box::default() });
+    }
+
+    /// A one-block read into `buf` (a cache slot filling `fill`, or a bounce block),
+    /// whose first `n` bytes then go to `to`.
+    fn queue_copy(&mut self, block: u64, buf: u64, op: u64, fill: Option<u64>, to: u64, n: u64) {
+        let bounce = fill.is_none();
+        self.queue_io(Io { write: false, sector: block * 8, buf, len: BLOCK, op, fill, copy: Some((to, n)), bounce, req: Box::default(), resp: Box::default() });
+    }
+
+    fn queue_io(&mut self, io: Io) {
+        self.ops.get_mut(&io.op).unwrap().remaining += 1;
+        self.waiting.push_back(io);
+    }
+
+    /// A block of the bounce pool (made on first use): none free, what is in flight
+    /// finishes first and gives them back. None if no DMA memory could be had.
+    fn bounce_block(&mut self) -> Option<u64> {
+        if self.bounce.is_empty() && !self.bounce_made {
+            self.bounce_made = true;
+            let (va, _) = virtio::dma_buffer(BOUNCE_BLOCKS)?;
+            self.bounce.extend((0..BOUNCE_BLOCKS).map(|k| va + k * BLOCK as u64));
+        }
+        if self.bounce.is_empty() {
+            self.drain();
+        }
+        self.bounce.pop()
     }
 
     /// Check one operation and start it: direct ones become device requests into the
@@ -473,6 +539,9 @@ impl Blk {
             Some(p::E_BAD)
         } else if first.checked_add(count).is_none_or(|e| e > len) {
             Some(p::E_RANGE)
+        } else if kind == p::WRITE_OP && (first + count) * BLOCK as u64 > bytes {
+            // A view's bytes past its limit are not the holder's to see, nor to write.
+            Some(p::E_RANGE)
         } else if rights & if kind == p::READ_OP { READ } else { WRITE } == 0 {
             Some(p::E_RIGHTS)
         } else {
@@ -483,17 +552,20 @@ impl Blk {
         }
         let id = self.next_op;
         self.next_op += 1;
+        let stream = stream.then(|| (self.handles[&hid].payer, area + off, count * BLOCK as u64));
         // One extra part keeps the operation open while its requests are queued.
-        // A read past the view's bytes: those come back as zeros.
-        let end = (first + count) * BLOCK as u64;
-        let zero = if kind == p::READ_OP && end > bytes {
-            let from = bytes.max(first * BLOCK as u64);
-            (area + off + (from - first * BLOCK as u64), end - from)
+        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, stream, error: 0 });
+        // A read past a view's bytes: those are zeros, and never reach memory the holder
+        // maps, not even for a moment while the read is under way. Blocks wholly past
+        // them are not read at all; the block the limit falls in is read into memory of
+        // this service's own, and only its bytes up to the limit are copied (`keep`).
+        let (count, keep) = if kind == p::READ_OP && (first + count) * BLOCK as u64 > bytes {
+            let seen = bytes.div_ceil(BLOCK as u64).saturating_sub(first).min(count);
+            zero_bytes(area + off + seen * BLOCK as u64, (count - seen) * BLOCK as u64);
+            (seen, if seen > 0 { bytes % BLOCK as u64 } else { 0 })
         } else {
-            (0, 0)
+            (count, 0)
         };
-        let stream = stream.then(|| (self.handles[&hid].principal, area + off, count * BLOCK as u64));
-        self.ops.insert(id, Op { hid, status, remaining: 1, failed: false, batch, zero, stream, error: 0 });
         // The handle's blocks first .. first + count, as runs of the segment's blocks.
         let mut pieces: Vec<(u64, u64)> = Vec::new();
         let (mut skip, mut want) = (first, count);
@@ -512,11 +584,13 @@ impl Blk {
         }
         let mut data = area + off;
         let logical = self.ldisks.contains_key(&self.handles[&hid].start);
-        for (f, n) in pieces {
+        let last = pieces.len().wrapping_sub(1);
+        for (i, (f, n)) in pieces.into_iter().enumerate() {
+            let keep = if i == last { keep } else { 0 };
             if logical {
-                self.ldisk_run(hid, id, kind == p::WRITE_OP, f, n, data);
+                self.ldisk_run(hid, id, kind == p::WRITE_OP, f, n, data, keep);
             } else {
-                self.run(hid, id, kind == p::WRITE_OP, buffered, f, n, data);
+                self.run(hid, id, kind == p::WRITE_OP, buffered, f, n, data, keep);
             }
             data += n * BLOCK as u64;
         }
@@ -524,9 +598,10 @@ impl Blk {
     }
 
     /// Part of operation `id`: `count` blocks from the segment's block `first`, to or
-    /// from `data` in the shared area.
+    /// from `data` in the shared area. `keep` (a read, not 0): only the first `keep`
+    /// bytes of the last block may reach the area (a view's limit falls in it).
     #[allow(clippy::too_many_arguments)]
-    fn run(&mut self, hid: u64, id: u64, write: bool, buffered: bool, first: u64, mut count: u64, data: u64) {
+    fn run(&mut self, hid: u64, id: u64, write: bool, buffered: bool, first: u64, mut count: u64, data: u64, keep: u64) {
         // The segment's written mark: blocks at or past it read as zeros (another
         // segment's bytes may lie there); a write past it moves it first.
         let (start, written, owner) = (self.handles[&hid].start, self.handles[&hid].written, self.handles[&hid].owner);
@@ -544,13 +619,20 @@ impl Blk {
                 return;
             }
             count = mine;
+        } else if !write && keep != 0 {
+            // The last block, whose bytes past `keep` are not the reader's: read apart.
+            if count > 1 {
+                self.run(hid, id, false, buffered, first, count - 1, data, 0);
+            }
+            let last = data + (count - 1) * BLOCK as u64;
+            return self.read_part(id, buffered, start + first + count - 1, owner, last, keep);
         }
         let block = start + first;
         if !buffered {
             if write {
                 self.cache_call(pc::INVALIDATE, block, count);
             }
-            self.queue(write, block, data, count, id, None);
+            self.queue(write, block, data, count, id);
             return;
         }
         let mut k = 0;
@@ -566,14 +648,14 @@ impl Blk {
                 match (f >> 32, write) {
                     _ if *f == u64::MAX => {
                         if !write {
-                            self.queue(false, b, buf, 1, id, None);
+                            self.queue(false, b, buf, 1, id);
                         }
                     }
                     (pc::HIT, false) => {
                         copy_block(slot, buf);
                         copied_out = true;
                     }
-                    (pc::FILL, false) => self.queue(false, b, slot, 1, id, Some((b, buf))),
+                    (pc::FILL, false) => self.queue_copy(b, slot, id, Some(b), buf, BLOCK as u64),
                     (pc::HIT, true) => copy_block(buf, slot),
                     (pc::FILL, true) => {
                         copy_block(buf, slot);
@@ -598,7 +680,38 @@ impl Blk {
             self.cache_still_there();
         }
         if write {
-            self.queue(true, block, data, count, id, None);
+            self.queue(true, block, data, count, id);
+        }
+    }
+
+    /// Part of read `id`: device block `block`, of which only the first `keep` bytes go
+    /// to `to` in the shared area (the rest is zeroed there). The block itself lands
+    /// only in memory the reader cannot see: a cache slot, or a bounce block.
+    fn read_part(&mut self, id: u64, buffered: bool, block: u64, owner: u32, to: u64, keep: u64) {
+        zero_bytes(to + keep, BLOCK as u64 - keep);
+        let mut looking = buffered;
+        while looking {
+            let f = self.lookup(block, 1, owner)[0];
+            let slot = CACHE_VA + (f & 0xffff_ffff) * BLOCK as u64;
+            match f >> 32 {
+                _ if f == u64::MAX => looking = false,
+                pc::HIT => {
+                    copy_part(slot, to, keep);
+                    self.cache_still_there();
+                    return;
+                }
+                pc::FILL => return self.queue_copy(block, slot, id, Some(block), to, keep),
+                // Busy: an earlier operation fills it; let it finish and look again.
+                _ => self.drain(),
+            }
+        }
+        match self.bounce_block() {
+            Some(b) => self.queue_copy(block, b, id, None, to, keep),
+            None => {
+                if let Some(op) = self.ops.get_mut(&id) {
+                    op.failed = true;
+                }
+            }
         }
     }
 
@@ -609,7 +722,7 @@ impl Blk {
         if h.parent.is_some() {
             return err(Error::BadState);
         }
-        if h.principal != h.owner || h.rights & WRITE == 0 {
+        if h.payer != h.owner || h.rights & WRITE == 0 {
             return err(Error::NoRights);
         }
         let (start, len, owner, written) = (h.start, h.len, h.owner, h.written);
@@ -678,11 +791,14 @@ impl Blk {
     /// Part of operation `id` on a logical disk: `count` logical blocks from `first`,
     /// each where the segment's graft says, one at a time (a block written is one
     /// commit: `baio::ldisk`). Nothing else is on the device meanwhile.
-    fn ldisk_run(&mut self, hid: u64, id: u64, write: bool, first: u64, count: u64, data: u64) {
+    /// `keep` as for `run`.
+    #[allow(clippy::too_many_arguments)]
+    fn ldisk_run(&mut self, hid: u64, id: u64, write: bool, first: u64, count: u64, data: u64, keep: u64) {
         self.drain();
         let start = self.handles[&hid].start;
         for k in 0..count {
-            if let Err(e) = self.ldisk_block(start, write, first + k, data + k * BLOCK as u64) {
+            let keep = if k + 1 == count && keep != 0 { keep } else { BLOCK as u64 };
+            if let Err(e) = self.ldisk_block(start, write, first + k, data + k * BLOCK as u64, keep) {
                 if let Some(op) = self.ops.get_mut(&id) {
                     op.failed = true;
                     op.error = e;
@@ -692,8 +808,9 @@ impl Blk {
         }
     }
 
-    /// One logical block of segment `start` to or from the shared area at `buf`.
-    fn ldisk_block(&mut self, start: u64, write: bool, logical: u64, buf: u64) -> Result<(), u64> {
+    /// One logical block of segment `start` to or from the shared area at `buf` (a read:
+    /// only its first `keep` bytes; the rest is zeroed).
+    fn ldisk_block(&mut self, start: u64, write: bool, logical: u64, buf: u64, keep: u64) -> Result<(), u64> {
         let l = self.ldisks.get(&start).ok_or(p::E_GRAFT)?;
         let (id, owner, data) = (l.graft.ok_or(p::E_GRAFT)?, l.owner, l.data);
         let mut input = [0u8; 24];
@@ -710,6 +827,7 @@ impl Blk {
             if at < data {
                 self.disk.read(start + at, &mut b).map_err(|_| p::E_IO)?;
             }
+            b[keep as usize..].fill(0);
             copy_in(&b[..], buf);
             return Ok(());
         }
@@ -749,9 +867,11 @@ impl Blk {
 
     /// Accept a batch from `hid` (operations already read from the message or the
     /// ring): status words to pending, answer now (or sleep the caller until all are
-    /// done, with `WAIT_ALL`), then start them.
-    fn batch(&mut self, hid: u64, ops: Vec<[u64; 4]>, flags: u64) -> Option<Msg> {
+    /// done, with `WAIT_ALL`: `slot` is the one `sleep_slot` took for that), then start
+    /// them.
+    fn batch(&mut self, hid: u64, ops: Vec<[u64; 4]>, slot: Option<u64>) -> Option<Msg> {
         if ops.iter().any(|w| w[2] >> 32 >= p::STATUS_WORDS) {
+            slot.into_iter().for_each(rt::free_slot);
             return Some(err(Error::InvalidArg));
         }
         let area = self.handles[&hid].area;
@@ -760,8 +880,7 @@ impl Blk {
         }
         let b = self.next_batch;
         self.next_batch += 1;
-        if flags & p::WAIT_ALL != 0 {
-            let slot = rt::alloc_slot();
+        if let Some(slot) = slot {
             if ipc::save_reply(slot).is_err() {
                 rt::free_slot(slot);
                 return Some(err(Error::NoPartner));
@@ -780,6 +899,14 @@ impl Blk {
         }
         self.wake();
         None
+    }
+
+    /// A `WAIT_ALL` batch sleeps holding a slot here, charged to the handle's payer.
+    fn sleep_slot(&self, payer: u32, flags: u64) -> Result<Option<u64>, Error> {
+        if flags & p::WAIT_ALL == 0 {
+            return Ok(None);
+        }
+        self.slot_for(payer).map(Some)
     }
 
     /// Take the entries the client put in the submission ring since the last doorbell.
@@ -837,7 +964,7 @@ impl Blk {
             rt::free_slot(slot);
         }
         if h.area != 0 && park {
-            self.parked.push((h.area, h.mapped, rt::sys::now_us() + PARK_US));
+            self.parked.push((h.area, h.mapped, rt::sys::now_us() + PARK_US, h.payer));
         } else if h.area != 0 {
             // SAFETY: the area stays mapped here; only the client loses it.
             let _ = unsafe { rt::sys::unmap(Fpage::mem(h.area, h.mapped.trailing_zeros() as u64, 0), 0) };
@@ -851,7 +978,7 @@ impl Blk {
         let mut i = 0;
         while i < self.parked.len() {
             if self.parked[i].2 <= now {
-                let (area, mapped, _) = self.parked.swap_remove(i);
+                let (area, mapped, _, _) = self.parked.swap_remove(i);
                 // SAFETY: as in `close`: only the holder loses the part it had mapped.
                 let _ = unsafe { rt::sys::unmap(Fpage::mem(area, mapped.trailing_zeros() as u64, 0), 0) };
                 self.spare.push((area, mapped));
@@ -861,15 +988,79 @@ impl Blk {
         }
     }
 
-    /// Shared areas held by `principal`'s handles (opened, or delegated and attached).
+    /// Shared areas charged to `principal`: its handles' (opened, or views attached for
+    /// it), and parked ones of its views not yet taken back.
     fn areas_of(&self, principal: u32) -> usize {
-        self.handles.values().filter(|h| h.principal == principal && h.area != 0).count()
+        self.handles.values().filter(|h| h.payer == principal && h.area != 0).count() + self.parked.iter().filter(|a| a.3 == principal).count()
     }
 
-    /// `DELEGATE` through handle `hid`: a new handle on `extents` of its blocks.
-    fn delegate(&mut self, hid: u64, rights: u64, bytes: u64, extents: &[u64]) -> Msg {
+    /// Capability slots held here for `principal`: its handles' and views' capabilities,
+    /// their holders', and the replies of its sleeping waits.
+    fn slots_of(&self, principal: u32) -> u64 {
+        let caps: u64 = self.handles.values().filter(|h| h.payer == principal).map(|h| (h.slot != 0) as u64 + (h.holder != 0) as u64).sum();
+        caps + self.waiters.iter().filter(|w| self.handles.get(&w.hid).is_some_and(|h| h.payer == principal)).count() as u64
+    }
+
+    /// Views charged to `principal`.
+    fn views_of(&self, principal: u32) -> u64 {
+        self.handles.values().filter(|h| h.payer == principal && h.parent.is_some()).count() as u64
+    }
+
+    /// May `principal` be charged `n` more slots? `NoSpace` past its share, or when only
+    /// the slots this service keeps for itself are left.
+    fn room_for(&self, principal: u32, n: u64) -> Result<(), Error> {
+        if principal == 0 {
+            return Err(Error::NoRights);
+        }
+        if self.slots_of(principal) + n > p::PRINCIPAL_SLOTS || rt::free_slots() < p::RESERVED_SLOTS + n {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+
+    /// An empty slot to hold something for `principal` (see `room_for`): never a panic,
+    /// a client's request must not end the service.
+    fn slot_for(&self, principal: u32) -> Result<u64, Error> {
+        self.room_for(principal, 1)?;
+        rt::try_alloc_slot().ok_or(Error::NoSpace)
+    }
+
+    /// The view a capability the request brought names: it must be one of this
+    /// service's (its object this thread) with a badge minted for a view's ticket.
+    fn ticket_of(&self, slot: u64) -> Option<u64> {
+        let (_, _, badge) = rt::sys::cap_info(slot).ok()?;
+        if rt::sys::cap_object(slot).ok()? != rt::sys::cap_object(cap::SELF_THREAD).ok()? {
+            return None;
+        }
+        let v = Badge(badge).minted_value()?;
+        (v & (HOLDER | IRQ_BADGE) == 0).then_some(v)
+    }
+
+    /// May a program of `principal` charge `other`? Itself; others only if it is an
+    /// agent (a principal in `agents=`, or a program without a principal: a server of
+    /// the system such as `net`).
+    fn may_charge(&self, principal: u32, other: u32) -> bool {
+        other != 0 && (other == principal || principal == 0 || self.agents.contains(&principal))
+    }
+
+    /// `DELEGATE` through handle `hid`: a new handle on `extents` of its blocks, for
+    /// principal `payer` (0: the handle's own).
+    fn delegate(&mut self, hid: u64, rights: u64, bytes: u64, payer: u64, extents: &[u64]) -> Msg {
         let h = &self.handles[&hid];
+        // A view is not handed on further: its holder is not its delegator.
+        if h.parent.is_some() {
+            return err(Error::BadState);
+        }
         if rights == 0 || rights & !(h.rights as u64) != 0 {
+            return err(Error::NoRights);
+        }
+        let payer = match payer {
+            0 => h.payer,
+            p if p > Badge::MAX_PRINCIPAL => return err(Error::InvalidArg),
+            p => p as u32,
+        };
+        // Only an agent's capability may make views others pay for.
+        if payer != h.payer && !h.agent {
             return err(Error::NoRights);
         }
         if self.handles.values().filter(|c| c.parent == Some(hid)).count() >= p::MAX_DELEGATED {
@@ -906,6 +1097,11 @@ impl Blk {
         if bytes > len * BLOCK as u64 {
             return err(Error::InvalidArg);
         }
+        let slot = match self.slot_for(payer) {
+            Ok(s) => s,
+            Err(e) => return err(e),
+        };
+        let h = &self.handles[&hid];
         let child = Handle {
             name: h.name.clone(),
             written: h.written,
@@ -915,19 +1111,20 @@ impl Blk {
             bytes,
             parent: Some(hid),
             rights: rights as u8,
-            slot: rt::alloc_slot(),
+            slot,
             holder: 0,
             area: 0,
             mapped: 0,
             client: h.client,
-            principal: h.principal,
+            payer,
+            agent: false,
+            holder_prog: 0,
             owner: h.owner,
             completed: 0,
             head: 0,
         };
         let cid = self.next;
         self.next += 1;
-        let slot = child.slot;
         let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(cid).0);
         self.handles.insert(cid, child);
         let mut r = Msg::new(0, &[0, len, cid]);
@@ -935,26 +1132,50 @@ impl Blk {
         r
     }
 
-    /// `ATTACH` through delegated handle `hid`: the first `2^log2` bytes of its shared
-    /// area, mapped read-only.
-    fn attach(&mut self, hid: u64, log2: u64) -> Msg {
-        let h = &self.handles[&hid];
+    /// `ATTACH` from `principal`'s program `client` of the view whose ticket the request
+    /// brought, for principal `payer` (0: the caller's): the first `2^log2` bytes of its
+    /// shared area, mapped read-only, and the holder's capability. The view is the
+    /// payer's from now on, and the caller its holder.
+    fn attach(&mut self, principal: u32, client: u64, log2: u64, payer: u64) -> Msg {
+        let Some(ticket) = self.received.take() else { return err(Error::InvalidCap) };
+        let hid = self.ticket_of(ticket);
+        rt::free_slot(ticket);
+        let Some(h) = hid.and_then(|hid| self.handles.get(&hid)) else { return err(Error::InvalidCap) };
+        let hid = hid.unwrap_or(0);
         if h.area != 0 || h.parent.is_none() {
             return err(Error::BadState);
         }
         if !(12..=12 + p::AREA_LOG2).contains(&log2) {
             return err(Error::InvalidArg);
         }
-        if self.areas_of(h.principal) >= MAX_OPEN_PER_PRINCIPAL {
+        let payer = match payer {
+            0 => principal,
+            p if p > Badge::MAX_PRINCIPAL => return err(Error::InvalidArg),
+            p => p as u32,
+        };
+        if !self.may_charge(principal, payer) {
+            return err(Error::NoRights);
+        }
+        // The view's own slot moves to the payer too, and its holder's is new.
+        let moving = (h.payer != payer) as u64;
+        if self.areas_of(payer) >= MAX_OPEN_PER_PRINCIPAL {
             return err(Error::NoMemory);
         }
-        let Some(area) = self.area() else { return err(Error::NoMemory) };
-        let holder = rt::alloc_slot();
+        if let Err(e) = self.room_for(payer, 1 + moving) {
+            return err(e);
+        }
+        let Some(holder) = rt::try_alloc_slot() else { return err(Error::NoSpace) };
+        let Some(area) = self.area() else {
+            rt::free_slot(holder);
+            return err(Error::NoMemory);
+        };
         let _ = rt::sys::cap_copy(cap::SELF_THREAD, holder, rights::SEND, Badge::minted(HOLDER | hid).0);
         let h = self.handles.get_mut(&hid).unwrap();
         h.area = area;
         h.mapped = 1 << log2;
         h.holder = holder;
+        h.payer = payer;
+        h.holder_prog = client;
         let mut r = Msg::new(0, &[0, h.len, h.bytes]);
         r.push_item(Fpage::mem(area, log2, abi::mem::READ), 0);
         r.push_item(Fpage::caps(holder, 0, rights::SEND), 0);
@@ -964,32 +1185,50 @@ impl Blk {
     /// A request through a segment capability.
     fn segment(&mut self, hid: u64, req: Request<'_>, holder: bool) -> Option<Msg> {
         let Some(h) = self.handles.get(&hid) else { return Some(err(Error::InvalidCap)) };
-        // A delegated handle does nothing but attach and close until it has an area;
-        // then only its holder's capability works on it (so no other copy of the
-        // ticket can close it under the holder's reads).
-        if h.area == 0 && !matches!(req, Request::Attach { .. } | Request::Close) {
+        // A delegated handle does nothing but close until it is attached (`ATTACH`, to
+        // the service); then only its holder's capability works on it (so no other
+        // copy of the ticket can close it under the holder's reads).
+        if h.area == 0 && !matches!(req, Request::Close) {
             return Some(err(Error::BadState));
         }
         if h.parent.is_some() && h.area != 0 && !holder {
             return Some(err(Error::BadState));
         }
+        let payer = h.payer;
         match req {
-            Request::Delegate { rights, bytes, extents } => Some(self.delegate(hid, rights, bytes, extents)),
-            Request::Attach { log2 } => Some(self.attach(hid, log2)),
+            Request::Delegate { rights, bytes, payer, extents } => Some(self.delegate(hid, rights, bytes, payer, extents)),
             Request::Batch { flags, ops } => {
+                let slot = match self.sleep_slot(payer, flags) {
+                    Ok(s) => s,
+                    Err(e) => return Some(err(e)),
+                };
                 let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
-                self.batch(hid, ops, flags)
+                self.batch(hid, ops, slot)
             }
-            Request::Submit { flags } => match self.ring(hid) {
-                Ok(ops) => self.batch(hid, ops, flags),
-                Err(e) => Some(err(e)),
-            },
+            Request::Submit { flags } => {
+                // (Before the ring is read: a refusal takes none of its entries.)
+                let slot = match self.sleep_slot(payer, flags) {
+                    Ok(s) => s,
+                    Err(e) => return Some(err(e)),
+                };
+                match self.ring(hid) {
+                    Ok(ops) => self.batch(hid, ops, slot),
+                    Err(e) => {
+                        slot.into_iter().for_each(rt::free_slot);
+                        Some(err(e))
+                    }
+                }
+            }
             Request::Wait { n } => {
                 let done = self.handles[&hid].completed;
                 if done >= n {
                     return Some(Msg::new(0, &[0, done]));
                 }
-                let slot = rt::alloc_slot();
+                // The sleep holds a slot here: the handle's payer's.
+                let slot = match self.slot_for(payer) {
+                    Ok(s) => s,
+                    Err(e) => return Some(err(e)),
+                };
                 if ipc::save_reply(slot).is_ok() {
                     self.waiters.push(Waiter { slot, hid, wake: Wake::Count(n) });
                 } else {
@@ -999,7 +1238,7 @@ impl Blk {
             }
             Request::Sync => {
                 self.drain();
-                let r = self.disk.0.flush();
+                let r = self.disk.flush();
                 Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]))
             }
             Request::Close => {
@@ -1010,11 +1249,18 @@ impl Blk {
             }
             Request::Ldisk { graft } => Some(self.ldisk_attach(hid, graft)),
             Request::Revoke { view } => {
-                // Views delegated from this handle, or from another the same program
-                // holds (one it took over in a live update: `succeeded`).
-                let me = self.handles.get(&hid).map(|h| h.client);
+                // Only the delegator revokes: through the capability the view was
+                // delegated from (never through a view: every view's parent is some
+                // opened handle, and a holder is not its delegator), or through another
+                // opened one the same program holds (one it took over in a live update:
+                // `succeeded`).
+                let me = &self.handles[&hid];
+                if me.parent.is_some() {
+                    return Some(err(Error::NoRights));
+                }
                 let parent = self.handles.get(&view).and_then(|v| v.parent);
-                if !parent.is_some_and(|p| p == hid || self.handles.get(&p).is_some_and(|ph| Some(ph.client) == me)) {
+                let mine = |p: u64| p == hid || self.handles.get(&p).is_some_and(|ph| ph.parent.is_none() && ph.client == me.client);
+                if !parent.is_some_and(mine) {
                     return Some(err(Error::InvalidArg));
                 }
                 self.close(view, true);
@@ -1028,7 +1274,9 @@ impl Blk {
     /// A request to the service itself, from `principal`'s program `client`.
     fn service(&mut self, principal: u32, client: u64, req: Request<'_>) -> Msg {
         // Metadata goes to the device with blocking requests: nothing may be in flight.
-        self.drain();
+        if !matches!(req, Request::Attach { .. } | Request::Usage) {
+            self.drain();
+        }
         match req {
             Request::Create { name, blocks: len, others: other } => {
                 if other & !((READ | WRITE) as u64) != 0 {
@@ -1054,18 +1302,28 @@ impl Blk {
                 if self.areas_of(principal) >= MAX_OPEN_PER_PRINCIPAL {
                     return err(Error::NoMemory);
                 }
-                let Some(area) = self.area() else { return err(Error::NoMemory) };
+                // And its capability a slot here, of the principal's share.
+                let slot = match self.slot_for(principal) {
+                    Ok(s) => s,
+                    Err(e) => return err(e),
+                };
+                let Some(area) = self.area() else {
+                    rt::free_slot(slot);
+                    return err(Error::NoMemory);
+                };
                 let hid = self.next;
                 self.next += 1;
-                let slot = rt::alloc_slot();
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, holder: 0, area, mapped: p::AREA_BYTES, client, principal, owner: ino.owner, completed: 0, head: 0 });
+                let agent = self.agents.contains(&principal);
+                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, holder: 0, area, mapped: p::AREA_BYTES, client, payer: principal, agent, holder_prog: 0, owner: ino.owner, completed: 0, head: 0 });
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
                 r
             }
-            Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64]),
+            Request::Attach { log2, payer } => self.attach(principal, client, log2, payer),
+            Request::Usage => Msg::new(0, &[0, self.slots_of(principal), p::PRINCIPAL_SLOTS, self.areas_of(principal) as u64, MAX_OPEN_PER_PRINCIPAL as u64, self.views_of(principal)]),
+            Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64, self.disk.1.sent, self.disk.1.offered as u64]),
             Request::Stat { name } => match self.vol.lookup(name) {
                 None => err(Error::NotFound),
                 // As LIST hides it: a segment the caller has no rights to tells nothing
@@ -1111,9 +1369,17 @@ impl Server for Blk {
     }
 
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
-        // Only a graft LOAD may bring a capability (an upcall's thread); any other goes.
+        // Only a graft LOAD (an upcall's thread) and an ATTACH (its ticket) may bring a
+        // capability; any other goes.
+        if let Some(old) = self.received.take() {
+            rt::free_slot(old);
+        }
         if let Some(slot) = self.inbox.arrived(m) {
-            rt::free_slot(slot);
+            if m.label() == p::ATTACH && from.minted_value().is_none() {
+                self.received = Some(slot);
+            } else {
+                rt::free_slot(slot);
+            }
         }
         let v = from.minted_value()?;
         if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
@@ -1129,7 +1395,7 @@ impl Server for Blk {
 
     fn next_tick_us(&mut self) -> Option<u64> {
         let now = rt::sys::now_us();
-        self.parked.iter().map(|(_, _, t)| t.saturating_sub(now)).min()
+        self.parked.iter().map(|(_, _, t, _)| t.saturating_sub(now)).min()
     }
 
     fn tick(&mut self) {
@@ -1141,7 +1407,8 @@ impl Server for Blk {
         let gone = client.program() as u64;
         self.grafts.forget(gone);
         self.ldisk_sweep();
-        let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone).map(|(k, _)| *k).collect();
+        // Its handles, and the views it held (attached): nobody reads those areas now.
+        let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone || h.holder_prog == gone).map(|(k, _)| *k).collect();
         for hid in hids {
             self.close(hid, false);
         }
@@ -1174,7 +1441,9 @@ impl Server for Blk {
         }
         let r = if let Some(v) = from.minted_value() {
             self.segment(v & !HOLDER, req, v & HOLDER != 0)
-        } else if from.principal() == 0 {
+        } else if from.principal() == 0 && (from.is_root() || !matches!(req, Request::Attach { .. })) {
+            // Root, and programs without a principal (they own nothing here): those may
+            // only attach views, for a principal they name (`net`, for its clients).
             Some(err(Error::NoRights))
         } else {
             Some(self.service(from.principal(), from.program() as u64, req))
@@ -1227,8 +1496,11 @@ fn attach_cache() -> Result<u64, &'static str> {
 fn main() -> i32 {
     let mut quota = u64::MAX;
     let mut quotas = BTreeMap::new();
+    let mut agents = alloc::vec![1u32];
     for w in rt::args().split(' ') {
-        if let Some(q) = w.strip_prefix("quota=").and_then(|q| q.parse().ok()) {
+        if let Some(a) = w.strip_prefix("agents=") {
+            agents = a.split(',').filter_map(|p| p.parse().ok()).filter(|p| *p != 0).collect();
+        } else if let Some(q) = w.strip_prefix("quota=").and_then(|q| q.parse().ok()) {
             quota = q;
         } else if let Some((pr, q)) = w.strip_prefix("quota.").and_then(|r| r.split_once('=')) {
             if let (Ok(pr), Ok(q)) = (pr.parse::<u32>(), q.parse::<u64>()) {
@@ -1273,6 +1545,12 @@ fn main() -> i32 {
     for f in &vol.finished {
         println!("blk: an interrupted update, finished: {}", f);
     }
+    // Every metadata update's ordering point is a flush of the disk's write cache.
+    if disk.1.offered {
+        println!("blk: the device caches writes: a flush at every ordering point");
+    } else {
+        println!("blk: the device offers no cache flush: its writes are taken as durable when done");
+    }
     let irq = attach_irq(&dev, &mut disk);
     match irq {
         Some((line, _)) => println!("blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}", vol.layout.total_blocks, vol.list().count(), vol.free_blocks(), line),
@@ -1302,6 +1580,10 @@ fn main() -> i32 {
         grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS, graftcode::host()),
         ldisks: BTreeMap::new(),
         inbox: graft_api::upcall::Inbox::new(),
+        agents,
+        received: None,
+        bounce: Vec::new(),
+        bounce_made: false,
     };
     let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut b, &mut buf)

@@ -40,7 +40,7 @@ use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
-use baiofs::handover::Handover;
+use baiofs::handover::{Handles, Handover};
 use baiofs::session::{self, Session, SessionVia};
 use baiofs::{Fs, Kind};
 use swap::{Generations, Outcome, Slot};
@@ -75,7 +75,8 @@ struct Files {
     fs: Fs<SegDev>,
     /// handle → (client program, inode)
     handles: BTreeMap<u64, (u32, u32)>,
-    next: u64,
+    /// The handles this instance hands out (they carry its epoch: `Handles`).
+    next: Handles,
     /// Reply strings live here until the kernel has copied them.
     out: Vec<u8>,
     text: String,
@@ -85,6 +86,10 @@ struct Files {
     /// update grants the block as one item).
     tickets: Vec<(u32, u32, u64, u64)>,
     ticket_slots: u64,
+    /// Each client program's principal (from the badge of its requests): whose share
+    /// its handles and tickets count against. (A successor of a live update learns them
+    /// again as clients call: until then their handles and tickets count only in all.)
+    principals: BTreeMap<u32, u32>,
     /// A live update: who may take the state, and whether it has.
     hand: swap_api::Handing,
     /// The state handed over (it must live until the kernel has copied it).
@@ -137,8 +142,23 @@ impl Files {
         }
     }
 
-    fn ticket(&mut self, client: u32, handle: u64) -> Answer {
-        let Some(ino) = self.mine(client, handle) else { return Answer::err(Error::InvalidCap) };
+    /// Tickets held by programs of `principal`.
+    fn tickets_of(&self, principal: u32) -> usize {
+        self.tickets.iter().filter(|t| self.principals.get(&t.0) == Some(&principal)).count()
+    }
+
+    /// Handles held by programs of `principal`.
+    fn handles_of(&self, principal: u32) -> usize {
+        self.handles.values().filter(|(c, _)| self.principals.get(c) == Some(&principal)).count()
+    }
+
+    /// `TICKET` for program `client` of `principal`: a view of the file's blocks that
+    /// the block service charges to `principal` (we are its agent), never to us.
+    fn ticket(&mut self, client: u32, principal: u32, handle: u64) -> Answer {
+        let Some(ino) = self.mine(client, handle) else { return Answer::err(self.unknown(handle)) };
+        if principal == 0 {
+            return Answer::err(Error::NoRights);
+        }
         // Tickets `net` closed (the transfer ended) are gone from our slots too.
         self.forget_closed_tickets();
         let (size, runs) = match self.fs.extents_of(ino) {
@@ -148,18 +168,25 @@ impl Files {
         if runs.is_empty() {
             return Answer::err(Error::BadState);
         }
-        if let Some(i) = self.tickets.iter().position(|t| t.0 == client) {
-            if self.tickets.iter().filter(|t| t.0 == client).count() >= files_api::MAX_TICKETS {
+        // Past a limit, the program's own oldest ticket goes, or its principal's: never
+        // another principal's.
+        let own = self.tickets.iter().position(|t| t.0 == client);
+        if let Some(i) = own.filter(|_| self.tickets.iter().filter(|t| t.0 == client).count() >= files_api::MAX_TICKETS) {
+            self.revoke(i);
+        }
+        if self.tickets_of(principal) >= files_api::PRINCIPAL_TICKETS {
+            let own = self.tickets.iter().position(|t| t.0 == client);
+            if let Some(i) = own.or_else(|| self.tickets.iter().position(|t| self.principals.get(&t.0) == Some(&principal))) {
                 self.revoke(i);
             }
         }
         if self.tickets.len() >= files_api::MAX_ALL_TICKETS {
-            self.revoke(0);
+            return Answer::err(Error::NoSpace);
         }
         let Some(slot) = (self.ticket_slots..self.ticket_slots + (1 << TICKETS_LOG2)).find(|s| !self.tickets.iter().any(|t| t.2 == *s)) else {
             return Answer::err(Error::NoSpace);
         };
-        match self.fs.dev.seg.delegate(baio::READ, &runs, size, slot) {
+        match self.fs.dev.seg.delegate_for(baio::READ, &runs, size, principal, slot) {
             Ok((blocks, id)) => {
                 self.tickets.push((client, ino, slot, id));
                 let mut r = server::ok_msg(&[size, blocks]);
@@ -175,6 +202,17 @@ impl Files {
 
     fn mine(&self, client: u32, h: u64) -> Option<u32> {
         self.handles.get(&h).filter(|(c, _)| *c == client).map(|(_, i)| *i)
+    }
+
+    /// What a call on a handle that is not the caller's open one hears: `Lost` for a
+    /// handle an ended instance of this server made (its writes no SYNC or CLOSE had
+    /// answered are gone with that instance), else `InvalidCap`.
+    fn unknown(&self, h: u64) -> Error {
+        if !self.handles.contains_key(&h) && self.next.lost(h) {
+            Error::Lost
+        } else {
+            Error::InvalidCap
+        }
     }
 }
 
@@ -278,7 +316,7 @@ impl Files {
                 }
                 self.forget_closed_tickets();
                 let tickets = self.tickets.iter().map(|&(c, i, slot, id)| (c, i, slot - self.ticket_slots, id)).collect();
-                self.state = Handover { next: self.next, handles: self.handles.clone(), tickets }.encode();
+                self.state = Handover { next: self.next.next(), handles: self.handles.clone(), tickets }.encode();
                 ipc::set_send_string(&self.state);
                 let r = server::ok_msg(&[format as u64, self.tickets.len() as u64]).with_string();
                 self.hand.handed();
@@ -376,6 +414,7 @@ impl Server for Files {
     }
 
     fn gone(&mut self, client: Badge) {
+        self.principals.remove(&client.program());
         let mut inos: Vec<u32> = self.handles.values().filter(|(c, _)| *c == client.program()).map(|(_, i)| *i).collect();
         inos.sort_unstable();
         inos.dedup();
@@ -393,6 +432,9 @@ impl Server for Files {
             _ => {}
         }
         let client = from.program();
+        if client != 0 {
+            self.principals.insert(client, from.principal());
+        }
         if let Request::Swap(r) = req {
             let mut text = core::mem::take(&mut self.text);
             let a = swap_api::serve(self, from, r, &mut text, rt::sys::rdtsc);
@@ -406,8 +448,11 @@ impl Server for Files {
         } else {
             Ok(())
         };
+        let principal_full = matches!(req, Request::Open { .. }) && self.handles_of(from.principal()) >= files_api::PRINCIPAL_HANDLES;
         let fs = &mut self.fs;
         match req {
+            // (Before anything is created.)
+            Request::Open { .. } if principal_full || self.handles.len() >= files_api::MAX_HANDLES => Answer::err(Error::NoSpace),
             Request::Open { path, create } => {
                 let r = match fs.lookup(path) {
                     Err(baiofs::Error::NotFound) if create => fs.create(path, Kind::File),
@@ -415,11 +460,9 @@ impl Server for Files {
                 };
                 match r.and_then(|ino| fs.stat(path).map(|s| (ino, s))) {
                     Ok((_, (Kind::Dir, _))) => Answer::err(Error::InvalidArg),
-                    Ok(_) if self.handles.len() >= files_api::MAX_HANDLES => Answer::err(Error::NoSpace),
                     Ok((ino, (_, size))) => {
+                        let Some(h) = self.next.mint() else { return Answer::err(Error::NoSpace) };
                         let _ = fs.prefetch(path, 0, READ_AHEAD);
-                        let h = self.next;
-                        self.next += 1;
                         self.handles.insert(h, (client, ino));
                         self.settle(ino);
                         Answer::ok(&[h, size])
@@ -428,7 +471,7 @@ impl Server for Files {
                 }
             }
             Request::Read { handle, offset, len } => match self.mine(client, handle) {
-                None => Answer::err(Error::InvalidCap),
+                None => Answer::err(self.unknown(handle)),
                 Some(ino) => match self.session_read(ino, offset, len as usize) {
                     Ok(n) => {
                         // Read ahead of this reader (asynchronous BAIO reads).
@@ -440,7 +483,7 @@ impl Server for Files {
                 },
             },
             Request::Write { handle, offset, data } => match self.mine(client, handle) {
-                None => Answer::err(Error::InvalidCap),
+                None => Answer::err(self.unknown(handle)),
                 Some(ino) => match self.session_write(ino, offset, data) {
                     Ok(n) => Answer::ok(&[n as u64]),
                     Err(e) => Answer::err(fs_err(e)),
@@ -455,7 +498,7 @@ impl Server for Files {
                     self.settle(ino);
                     done(r)
                 }
-                None => Answer::err(Error::InvalidCap),
+                None => Answer::err(self.unknown(handle)),
             },
             Request::List { dir } => match fs.list(dir) {
                 Ok(l) => {
@@ -483,7 +526,12 @@ impl Server for Files {
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Sync => done(flushed.and_then(|_| fs.sync())),
-            Request::Ticket { handle } => self.ticket(client, handle),
+            Request::Ticket { handle } => self.ticket(client, from.principal(), handle),
+            Request::Tickets => {
+                self.forget_closed_tickets();
+                let mine = self.tickets.iter().filter(|t| t.0 == client).count() as u64;
+                Answer::ok(&[mine, self.tickets_of(from.principal()) as u64, files_api::PRINCIPAL_TICKETS as u64, self.tickets.len() as u64])
+            }
             Request::Update(_) | Request::Swap(_) => unreachable!("answered above"),
         }
     }
@@ -538,10 +586,10 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: 1, out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0, interposer: None };
+    let mut files = Files { fs, handles: BTreeMap::new(), next: Handles::new(rt::sys::rdtsc() >> 16), out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, principals: BTreeMap::new(), hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0, interposer: None };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
-        files.next = next;
+        files.next = Handles::resume(next);
         files.tickets = tickets;
         let inos: Vec<u32> = files.handles.values().map(|(_, i)| *i).collect();
         for ino in inos {

@@ -883,7 +883,9 @@ impl Net {
         }
         let va = rt::layout::NET_CUE + window as u64 * blk_api::AREA_BYTES;
         let (_, _, log2) = cue::layout(first, first + len);
-        let view = blk_api::client::attach(ticket, va, log2).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
+        // Attached for the client who asked: the view and its area are charged to the
+        // client's principal at blk (a program without one cannot have a view attached).
+        let view = blk_api::client::attach(self.blk, ticket, va, log2, self.caller_principal).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
         if size > view.bytes {
             let _ = view.close();
             return Err(Error::InvalidArg);

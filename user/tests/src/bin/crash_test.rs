@@ -119,10 +119,12 @@ fn main() -> i32 {
                     let path = fl[i].0.clone();
                     fl[i].1 = true;
                     println!("CRASH {n} fwrite {path} {len} {:x}", ::baio::checksum(&data));
+                    // Acknowledged once CLOSE answers Ok (WRITE's Ok alone may be a
+                    // write kept back).
                     f::open(files, &path, false).and_then(|(h, _)| {
                         let r = f::write(files, h, 0, &data).map(|_| ());
-                        let _ = f::close(files, h);
-                        r
+                        let closed = f::close(files, h);
+                        r.and(closed)
                     })
                 }
                 None => {

@@ -254,7 +254,7 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
     c.eq(rt::server::request(net.srv, &mut m), Err(Error::InvalidArg), "unknown flags");
     // A ticket its holder has attached itself is refused: net's view would share it.
-    let own = blk_api::client::attach(ticket, rt::layout::SCRATCH, 21);
+    let own = blk_api::client::attach(blk, ticket, rt::layout::SCRATCH, 21, 0);
     c.check(own.as_ref().is_ok_and(|v| v.cap != ticket), "ATTACH hands the holder a capability of its own");
     c.check(own.is_ok(), &format!("a program may attach its ticket itself: {:?}", own.as_ref().map(|v| v.blocks)));
     c.eq(cue_raw(net, Some(ticket), &good), Err(Error::BadState), "CUE with a ticket attached already");
@@ -329,10 +329,11 @@ fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
     let limit = 8 * 4096 + 100;
     let _ = s.delegate(baio::READ, &[(40, 16)], limit, short);
     for bad in [11u64, 22] {
-        c.eq(tests::raw_request(short, blk_api::ATTACH, &[bad], None), Err(Error::InvalidArg), &format!("ATTACH of 2^{bad} bytes"));
+        c.eq(seg::attach(blk, short, rt::layout::BENCH[1], bad, 0).map(|_| ()), Err(Error::InvalidArg), &format!("ATTACH of 2^{bad} bytes"));
     }
+    c.eq(tests::raw_request(short, blk_api::ATTACH, &[17, 0], None), Err(Error::BadState), "ATTACH through the ticket itself (it goes to the service)");
     // The control page and 16 blocks: 128 KiB of the area mapped, no more.
-    let mine = seg::attach(short, rt::layout::BENCH[1], 17);
+    let mine = seg::attach(blk, short, rt::layout::BENCH[1], 17, 0);
     match mine {
         Ok(v) => {
             c.eq(v.bytes, limit, "ATTACH says how many bytes the view holds");

@@ -172,7 +172,8 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
             }
         }
         grafts::md5(&[], &mut want);
-        c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft"));
+        let st = g::stats(blk, id).map_err(|r| r.error);
+        c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft ({st:?})"));
         let end = g::test_run(blk, id, &[], 1);
         c.check(end.as_ref().is_ok_and(|r| r.last == 0 && r.aborts == 0), &format!("{tech}: end the stream ({end:?})"));
         let got = g::read_state(blk, id, 0, 16).map(|w| [w[0], w[1]]);
@@ -445,8 +446,10 @@ fn test_runs(id: u64) {
 /// gets as many as fit in the cache's turn (`TURN_MS`), and the cache serves the
 /// other reads meanwhile, right.
 fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
-    let Ok(id) = files_api::client::read_all(files, "/grafts/evict_ebpf_hotlist.graft").map_err(|_| ()).and_then(|f| g::load(cache, &f).map_err(|_| ())) else {
-        c.check(false, "load the eBPF hot list for the TEST_RUNs");
+    // (wasmi's: 100,000 of its calls take far longer than a turn; the compiled ones'
+    // may not.)
+    let Ok(id) = files_api::client::read_all(files, "/grafts/evict_wasmi_hotlist.graft").map_err(|_| ()).and_then(|f| g::load(cache, &f).map_err(|_| ())) else {
+        c.check(false, "load the wasmi hot list for the TEST_RUNs");
         return;
     };
     RUNS[2].store(cache, Ordering::Release);
@@ -464,7 +467,9 @@ fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
     let turn = graft::table::TURN_MS * rt::sys::kernel_info().tsc_per_ms;
     println!("graft_test: TEST_RUN of 100,000: at most {calls} calls, {cycles} ticks (a turn: {turn}); {reads} reads beside");
     c.check(calls > 0 && calls < g::MAX_REPEAT, &format!("a TEST_RUN of 100,000 calls stops after the cache's turn ({calls} calls)"));
-    c.check(cycles < 3 * turn, &format!("its graft time is about one turn ({cycles} ticks, a turn {turn})"));
+    // Wall time, which counts the cache's thread being preempted by the other programs
+    // (this one's reads among them): bounded, not exactly a turn.
+    c.check(cycles < 20 * turn, &format!("it ends within a second, not the minutes 100,000 calls take ({cycles} ticks, a turn {turn})"));
     c.check(right && reads > 0, &format!("the cache serves other reads meanwhile, right ({reads})"));
     let _ = g::unload(cache, id);
 }

@@ -26,6 +26,8 @@ fn spin() -> u64 {
 fn main() -> i32 {
     let mut c = Checks::new();
     guard::watch(5_000);
+    // Armed: a disarmed watchdog waits in a receive and watches nothing.
+    guard::arm(true);
     let per_ms = sys::kernel_info().tsc_per_ms;
     let far = u64::MAX;
 

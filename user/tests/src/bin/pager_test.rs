@@ -68,6 +68,9 @@ fn start(entry: extern "C" fn(u64) -> !, me: u64) -> u64 {
 
 fn main() -> i32 {
     let mut c = Checks::new();
+    // The threads below are paged by this program, which serves only its region: the
+    // code and data they run on must be present before they start.
+    sys::prefault_image();
     let me = rt::alloc_slot();
     sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 0).unwrap();
     // The pool: pages from our own pager (a memory server), which we page on.

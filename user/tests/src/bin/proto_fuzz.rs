@@ -30,9 +30,9 @@ rt::entry!(main);
 fn labels(server: &str) -> Vec<u64> {
     match server {
         // The graft protocol's labels (0xe0 ..= 0xe8) too: blk and the cache host points
-        // (and LDISK, 0x8e).
-        "blk" => (0x80..=0x8e).chain(0xe0..=0xe8).chain([rt::server::GONE]).collect(),
-        "files" => (0xa0..=0xa9).chain([rt::server::GONE]).collect(),
+        // (and LDISK, 0x8e; USAGE, 0x8f).
+        "blk" => (0x80..=0x8f).chain(0xe0..=0xe8).chain([rt::server::GONE]).collect(),
+        "files" => (0xa0..=0xaa).chain([rt::server::GONE]).collect(),
         "cache" => (0x90..=0x94).chain(0xe0..=0xe8).collect(),
         // Not EXIT (the caller's own exit) nor KILL (it may name the caller itself).
         "root" => (2..=11).filter(|l| *l != rt::proto::KILL).collect(),
@@ -116,9 +116,11 @@ fn main() -> i32 {
             m = m.with_string();
         }
         if r.below(25) == 0 && n < 50 {
-            let fp = match r.below(3) {
+            let fp = match r.below(4) {
                 0 => Fpage::mem(OFFER, 12, mem::READ),
                 1 => Fpage::caps(srv, 0, 7),
+                // A capability blk minted (an ATTACH to the service brings one).
+                2 => Fpage::caps(seg.as_ref().map_or(srv, |s| s.cap), 0, 7),
                 _ => Fpage(r.next()),
             };
             m.push_item(fp, r.next() & !0xfff);

@@ -7,7 +7,12 @@
 //! there. A failed call means the server is gone: it finds the new one through root
 //! (`Segment::reopen`, the files client's reconnecting calls), opens again and sends
 //! the write again. The files server itself rides through `blk`'s restarts
-//! (`SegDev`). At the end every acknowledged write must read back.
+//! (`SegDev`). At the end every acknowledged write must read back. A file write is
+//! acknowledged by `CLOSE` answering `Ok` (the files contract: `WRITE`'s `Ok` alone
+//! promises nothing across a restart of `files`).
+//!
+//! First, without the killer: a write `files` keeps back is lost when `files` is killed,
+//! and the handle's next call says so (`Lost`), not a silent success.
 #![no_std]
 #![no_main]
 
@@ -36,6 +41,44 @@ fn pattern(what: u64, round: u64, k: usize) -> u8 {
     (what.wrapping_mul(31) ^ round.wrapping_mul(7) ^ (k as u64 % 251)) as u8
 }
 
+
+/// Kill `name` and wait until root has started it again: false if it did not come back.
+fn kill_and_wait(name: &str) -> bool {
+    let Some(id) = tests::id_of(name) else { return false };
+    let _ = env::kill(id);
+    for _ in 0..1000 {
+        if tests::id_of(name).is_some_and(|n| n != id) {
+            return true;
+        }
+        sys::sleep_us(10_000);
+    }
+    false
+}
+
+/// A write `files` kept back dies with it; the handle's next calls answer `Lost`.
+fn lost_write_behind(c: &mut Checks, files: u64) {
+    let data: Vec<u8> = (0..6000).map(|k| pattern(7, 7, k)).collect();
+    let Ok((h, _)) = f::open(files, "/restart/kept", true) else {
+        c.check(false, "open /restart/kept");
+        return;
+    };
+    c.eq(f::write(files, h, 0, &data), Ok(6000), "a small write is taken (and kept back)");
+    c.check(kill_and_wait("files"), "files killed and started again");
+    c.eq(f::write(files, h, 6000, &data), Err(Error::Lost), "the handle's next write: Lost");
+    c.eq(f::read(files, h, 0, 10).map(|d| d.len()), Err(Error::Lost), "a read on it: Lost");
+    c.eq(f::close(files, h), Err(Error::Lost), "its close: Lost, not Ok");
+    c.eq(f::stat(files, "/restart/kept").map(|s| s.1), Ok(0), "the kept-back bytes are not in the file");
+    // The same write closed before the restart is there after it.
+    let Ok((h, _)) = f::open(files, "/restart/kept", false) else {
+        c.check(false, "open /restart/kept again");
+        return;
+    };
+    c.eq(f::write(files, h, 0, &data), Ok(6000), "write again");
+    c.eq(f::close(files, h), Ok(()), "closed: acknowledged");
+    c.check(kill_and_wait("files"), "files killed and started again");
+    c.check(f::read_all(files, "/restart/kept").is_ok_and(|d| d == data), "a write CLOSE acknowledged survives the restart");
+    let _ = f::remove(files, "/restart/kept");
+}
 
 fn killer(seed: u64) {
     let mut r = tests::Rng::new(seed);
@@ -87,6 +130,7 @@ fn main() -> i32 {
             return c.finish("restart_test");
         }
     };
+    lost_write_behind(&mut c, files);
     c.check(thread::spawn(killer, sys::rdtsc(), thread::my_priority()).is_ok(), "start the killer thread");
     // What must be there: per block and per file, the round of its last acknowledged write.
     let mut blocks: Vec<Option<u64>> = alloc::vec![None; BLOCKS as usize];
@@ -134,11 +178,12 @@ fn main() -> i32 {
                 let data: Vec<u8> = (0..6000).map(|k| pattern(1000 + i, round, k)).collect();
                 let mut tries = 0;
                 let done = loop {
-                    // A handle of a files server that is gone is gone with it: open anew.
+                    // A handle of a files server that is gone is gone with it (`Lost`): open
+                    // anew. The write counts once CLOSE answers Ok.
                     let r = f::open(files, &path, true).and_then(|(h, _)| {
                         let w = f::write(files, h, 0, &data);
-                        let _ = f::close(files, h);
-                        w
+                        let closed = f::close(files, h);
+                        w.and_then(|n| closed.map(|_| n))
                     });
                     match r {
                         Ok(n) if n == data.len() as u64 => break true,

@@ -65,7 +65,10 @@ fn main() -> i32 {
     let (tsc, idle) = (sys::rdtsc_ordered() - tsc0, sys::idle_tsc() - idle0);
     c.check(x != 0 && idle < tsc / 10, "and hardly idle while this thread computes");
 
-    // Yield rotates between two threads of equal priority: strict alternation.
+    // Yield rotates between two threads of equal priority: strict alternation (the
+    // image present first: a thread's first touch of a page is a page fault, which
+    // would let the other run first).
+    sys::prefault_image();
     let _ = thread::spawn(yielder, 1, me - 10).unwrap();
     let _ = thread::spawn(yielder, 2, me - 10).unwrap();
     sys::sleep_us(50_000);

@@ -8,11 +8,15 @@
 //!    tail calls. Each field an implemented opcode reads is checked too: registers
 //!    0..=10, `r10` never written, byte swaps of 16, 32 or 64 bits, `lddw` whole.
 //! 2. **Control flow**: every jump lands on an instruction (never the second half of an
-//!    `lddw`), no path runs off the end, and the graph is **acyclic**, so a call runs
-//!    each instruction at most once (backward jumps that close no loop are allowed:
-//!    clang places shared exits behind the code that jumps to them).
-//! 3. **Pointers stay secret** (as Linux's verifier does for unprivileged programs): a
-//!    forward pass over the graph gives each register and each 8-byte stack slot a type
+//!    `lddw`), no path runs off the end, and **every path ends**: the verifier follows
+//!    each path the program may take, as Linux's does — loops one iteration after the
+//!    other, with the bounds each iteration's tests prove — until every one reaches its
+//!    `exit`, within `MAX_PROCESSED` instructions followed in all (so no call runs
+//!    longer). A path that comes back to a loop's head in a state no narrower than the
+//!    one it had there may loop for ever and is refused; a path that reaches a place in a
+//!    state inside one already followed to its end from there is not followed again.
+//! 3. **Pointers stay secret** (as Linux's verifier does for unprivileged programs): on
+//!    every path each register and each 8-byte stack slot has a type
 //!    — a number, a pointer into the program's memory (`r1`'s region), a pointer into
 //!    its stack (`r10`), or unknown where paths that disagree meet. Memory is reached
 //!    only through pointers; a pointer may be moved by adding or subtracting a number,
@@ -35,9 +39,22 @@ use crate::LoadError;
 pub const MAX_INSNS: usize = 32767;
 /// Bytes of stack below `r10` (rbpf's).
 pub const STACK: usize = 512;
-/// Paths waiting to be joined at once: a bound on the verifier's own memory (each costs
-/// a few hundred bytes); a program that needs more is refused as too complex.
-pub const MAX_PENDING: usize = 1024;
+/// Instructions the verifier follows in all, on every path: the most one call can run
+/// (Linux's bound). A program that needs more is refused as too complex.
+pub const MAX_PROCESSED: usize = 1_000_000;
+/// Paths and places waiting at once (a bound on the verifier's own memory: each keeps a
+/// state of a few hundred bytes).
+pub const MAX_LIVE: usize = 8192;
+/// A place is kept (a node, a state to prune by) at a loop's head, and at any other
+/// jump target only when the path ran at least this many instructions since its last
+/// (Linux's heuristic: fewer states kept, little pruning lost).
+const NODE_EVERY: usize = 8;
+/// States kept of places followed to the end (for pruning), in all and per place (a
+/// place keeps its newest).
+const MAX_DONE: usize = 4096;
+const MAX_DONE_AT: usize = 8;
+/// How far up a path the verifier looks for the state it had at a loop's head.
+const LOOP_LOOKBACK: usize = 64;
 
 /// Instruction classes (the low three bits).
 const LD: u8 = 0x00;
@@ -178,10 +195,6 @@ impl Range {
         Range { lo: 0, hi }
     }
 
-    fn hull(self, o: Range) -> Range {
-        Range { lo: self.lo.min(o.lo), hi: self.hi.max(o.hi) }
-    }
-
     /// The lower 32 bits' bounds.
     fn low32(self) -> Range {
         if self.hi <= U32 {
@@ -258,13 +271,17 @@ enum Ty {
     Mem(Off),
     /// A pointer into the stack, at these offsets from `r10`.
     Stack(Off),
-    /// Paths that disagree met here: it may only be overwritten (or copied, as itself).
+    /// What is left of a kept pointer partly overwritten: it may only be overwritten (or
+    /// copied, as itself).
     Mixed,
+    /// Never written: not to be read (a compiled program's registers and stack hold
+    /// whatever the server left there; the interpreter's hold zeros).
+    Uninit,
 }
 
 /// A pointer's offsets from its base (`lo <= hi`), or unknown (`None`: any access
 /// through it is refused).
-type Off = Option<(i64, i64)>;
+type Off = Option<(i32, i32)>;
 
 /// How far a pointer may be moved by a number: no pointer offset ever grows past it.
 const MAX_MOVE: u64 = 1 << 30;
@@ -272,14 +289,20 @@ const MAX_MOVE: u64 = 1 << 30;
 impl Ty {
     const NUM: Ty = Ty::Num(ANY);
 
-    fn join(self, o: Ty) -> Ty {
-        let off = |a: Off, b: Off| a.zip(b).map(|(a, b)| (a.0.min(b.0), a.1.max(b.1)));
+    /// Is every value `self` may be one `o` may be (so that what was proven of `o` holds
+    /// of `self`)? A mixed value in `o` was never used on any path from there: anything
+    /// fits it.
+    fn within(self, o: Ty) -> bool {
+        let off = |a: Off, b: Off| match (a, b) {
+            (Some(a), Some(b)) => b.0 <= a.0 && a.1 <= b.1,
+            (None, None) => true,
+            _ => false,
+        };
         match (self, o) {
-            (a, b) if a == b => a,
-            (Ty::Num(a), Ty::Num(b)) => Ty::Num(a.hull(b)),
-            (Ty::Mem(a), Ty::Mem(b)) => Ty::Mem(off(a, b)),
-            (Ty::Stack(a), Ty::Stack(b)) => Ty::Stack(off(a, b)),
-            _ => Ty::Mixed,
+            (_, Ty::Mixed | Ty::Uninit) => true,
+            (Ty::Num(a), Ty::Num(b)) => b.lo <= a.lo && a.hi <= b.hi,
+            (Ty::Mem(a), Ty::Mem(b)) | (Ty::Stack(a), Ty::Stack(b)) => off(a, b),
+            _ => false,
         }
     }
 
@@ -290,7 +313,7 @@ impl Ty {
     /// The pointer moved by between `d.0` and `d.1` bytes (unknown if it was, or if the
     /// move is not bounded).
     fn moved(self, d: Option<(i64, i64)>) -> Ty {
-        let m = |o: Off| o.zip(d).map(|(o, d)| (o.0 + d.0, o.1 + d.1)).filter(|o| o.0.unsigned_abs() <= MAX_MOVE && o.1.unsigned_abs() <= MAX_MOVE);
+        let m = |o: Off| o.zip(d).map(|(o, d)| (o.0 as i64 + d.0, o.1 as i64 + d.1)).filter(|o| o.0.unsigned_abs() <= MAX_MOVE && o.1.unsigned_abs() <= MAX_MOVE).map(|o| (o.0 as i32, o.1 as i32));
         match self {
             Ty::Mem(o) => Ty::Mem(m(o)),
             Ty::Stack(o) => Ty::Stack(m(o)),
@@ -305,24 +328,65 @@ const SLOTS: usize = STACK / 8;
 struct State {
     regs: [Ty; 11],
     slots: [Ty; SLOTS],
+    /// The stack's bytes written so far, a bit each.
+    init: [u8; SLOTS],
 }
 
 impl State {
     fn entry() -> State {
-        let mut regs = [Ty::Num(Range::exactly(0)); 11];
+        let mut regs = [Ty::Uninit; 11];
         regs[1] = Ty::Mem(Some((0, 0)));
         regs[10] = Ty::Stack(Some((0, 0)));
-        // rbpf gives every call a zeroed stack.
-        State { regs, slots: [Ty::Num(Range::exactly(0)); SLOTS] }
+        State { regs, slots: [Ty::Uninit; SLOTS], init: [0; SLOTS] }
     }
 
-    fn join(&mut self, o: &State) {
-        for (a, b) in self.regs.iter_mut().zip(o.regs.iter()) {
-            *a = a.join(*b);
+    /// Are the stack's bytes `lo .. hi` (offsets from `r10`) all written?
+    fn written(&self, lo: i64, hi: i64) -> bool {
+        (lo..hi).all(|b| {
+            let b = (b + STACK as i64) as usize;
+            self.init[b / 8] & 1 << (b % 8) != 0
+        })
+    }
+
+    fn write(&mut self, lo: i64, hi: i64) {
+        for b in lo..hi {
+            let b = (b + STACK as i64) as usize;
+            self.init[b / 8] |= 1 << (b % 8);
         }
-        for (a, b) in self.slots.iter_mut().zip(o.slots.iter()) {
-            *a = a.join(*b);
+    }
+
+    /// The state kept small: the slots ever written.
+    fn pack(&self) -> Packed {
+        Packed { regs: self.regs, slots: (0..SLOTS).filter(|&k| self.init[k] != 0 || self.slots[k] != Ty::Uninit).map(|k| (k as u8, self.slots[k], self.init[k])).collect() }
+    }
+}
+
+/// A state as the verifier keeps it while it waits.
+#[derive(Clone)]
+struct Packed {
+    regs: [Ty; 11],
+    slots: Vec<(u8, Ty, u8)>,
+}
+
+impl Packed {
+    /// Is `st` inside this kept state, for the registers in `live` (a bit each; the
+    /// others are written before they are read on every path from here, so their values
+    /// do not matter)? A byte written there and read after must be written in `st` too.
+    fn holds(&self, st: &State, live: u16) -> bool {
+        if !st.regs.iter().zip(self.regs.iter()).enumerate().all(|(r, (a, b))| live & 1 << r == 0 || a.within(*b)) {
+            return false;
         }
+        // Slots it does not list are unwritten there (anything fits them).
+        self.slots.iter().all(|&(k, t, i)| st.slots[k as usize].within(t) && st.init[k as usize] & i == i)
+    }
+
+    fn unpack(&self) -> State {
+        let mut st = State { regs: self.regs, slots: [Ty::Uninit; SLOTS], init: [0; SLOTS] };
+        for &(k, t, i) in &self.slots {
+            st.slots[k as usize] = t;
+            st.init[k as usize] = i;
+        }
+        st
     }
 }
 
@@ -429,73 +493,207 @@ fn check_at(prog: &[u8], mem_len: usize, at: &core::cell::Cell<usize>) -> Result
         }
         Ok((s, k))
     };
-    // Depth-first search from the entry: an edge back to an instruction still on the
-    // stack closes a loop. The finishing order, reversed, is a topological order.
-    const NEW: u8 = 0;
-    const OPEN: u8 = 1;
-    const DONE: u8 = 2;
-    let mut mark = vec![NEW; n];
-    let mut order = Vec::new();
-    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
-    mark[0] = OPEN;
-    while let Some(&mut (i, ref mut next)) = stack.last_mut() {
-        let (s, k) = succ(i)?;
-        if *next < k {
-            let t = s[*next];
-            *next += 1;
-            match mark[t] {
-                NEW => {
-                    mark[t] = OPEN;
-                    stack.push((t, 0));
-                }
-                OPEN => return Err(refuse("eBPF: a loop (every program must end within its length)")),
-                _ => {}
-            }
-        } else {
-            mark[i] = DONE;
-            order.push(i);
-            stack.pop();
+    // Places worth a look back (Linux's prune points): jump targets (1), loops' heads,
+    // the targets of jumps back (2).
+    let mut target = vec![0u8; n];
+    for (i, x) in insns.iter().enumerate() {
+        if x.is_jump() && !tail[i] {
+            let t = (i as i64 + 1 + x.off as i64) as usize;
+            target[t] = target[t].max(if x.off < 0 { 2 } else { 1 });
         }
     }
-    // Types, in topological order: each instruction's state is the join of what its
-    // predecessors hand it, all of which come before it. A conditional jump hands
-    // each way the bounds its test proves; a way no value can take hands nothing.
-    let mut pending: BTreeMap<usize, State> = BTreeMap::new();
-    pending.insert(0, State::entry());
-    for &i in order.iter().rev() {
-        let Some(mut st) = pending.remove(&i) else { continue };
-        at.set(i);
-        let x = &insns[i];
-        let (s, k) = succ(i)?;
-        let mut outs: [Option<State>; 2] = [None, None];
-        if x.is_jump() && x.op != JA {
-            let (taken, fall) = branch(x, &st)?;
-            outs = [taken, fall];
-        } else {
-            step(x, &mut st, mem_len)?;
-            outs[0] = Some(st);
-        }
-        for (&t, out) in s[..k].iter().zip(outs) {
-            let Some(out) = out else { continue };
-            match pending.get_mut(&t) {
-                Some(p) => p.join(&out),
-                None => {
-                    if pending.len() >= MAX_PENDING {
-                        return Err(refuse("eBPF: too many paths to follow at once (too complex)"));
-                    }
-                    pending.insert(t, out);
-                }
-            }
-        }
-    }
+    let live = liveness(&insns, &tail, &succ)?;
+    explore(&insns, &target, &live, mem_len, at, &succ)?;
     Ok(insns)
 }
 
+/// The registers each instruction reads, and those it writes (a bit each).
+fn uses_defs(x: &Insn) -> (u16, u16) {
+    let (d, s) = (1u16 << x.dst, 1u16 << x.src);
+    let from_reg = x.op & X != 0;
+    match x.class() {
+        ALU | ALU64 => {
+            let code = x.op & 0xf0;
+            let src = if from_reg && !matches!(code, NEG | END) { s } else { 0 };
+            let dst = if code == MOV { 0 } else { d };
+            (src | dst, d)
+        }
+        LD => (0, d),
+        LDX => (s, d),
+        ST => (d, 0),
+        STX => (d | s, 0),
+        _ if x.op == EXIT => (1, 0),
+        _ if x.op == JA => (0, 0),
+        _ => (d | if from_reg { s } else { 0 }, 0),
+    }
+}
+
+/// For each instruction, the registers read on some path from it before they are
+/// written (the frame pointer always): what states at a place are compared by.
+fn liveness(insns: &[Insn], tail: &[bool], succ: &dyn Fn(usize) -> Result<([usize; 2], usize), LoadError>) -> Result<Vec<u16>, LoadError> {
+    let n = insns.len();
+    let mut live = vec![0u16; n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in (0..n).rev() {
+            if tail[i] {
+                continue;
+            }
+            let (s, k) = succ(i)?;
+            let out = s[..k].iter().fold(0u16, |a, &t| a | live[t]);
+            let (u, d) = uses_defs(&insns[i]);
+            let v = u | (out & !d) | 1 << 10;
+            if v != live[i] {
+                live[i] = v;
+                changed = true;
+            }
+        }
+    }
+    Ok(live)
+}
+
+/// A place (a jump target) reached on a path, and the paths from there still under way.
+struct Node {
+    parent: Option<usize>,
+    pc: usize,
+    state: Packed,
+    pending: u32,
+}
+
+/// Follow every path from the entry (see the module's comment).
+fn explore(insns: &[Insn], target: &[u8], live: &[u16], mem_len: usize, at: &core::cell::Cell<usize>, succ: &dyn Fn(usize) -> Result<([usize; 2], usize), LoadError>) -> Result<(), LoadError> {
+    let mut nodes: Vec<Option<Node>> = vec![Some(Node { parent: None, pc: 0, state: State::entry().pack(), pending: 1 })];
+    let mut free: Vec<usize> = Vec::new();
+    let mut done: BTreeMap<usize, Vec<Packed>> = BTreeMap::new();
+    let mut kept = 0usize;
+    // Paths to follow: where, in what state, under which node.
+    let mut work: Vec<(usize, Packed, usize)> = vec![(0, State::entry().pack(), 0)];
+    let mut processed = 0usize;
+    let too_complex = || refuse("eBPF: too many paths or instructions to follow (too complex)");
+    // A path under `node` ended (at an exit, or pruned): nodes whose paths have all
+    // ended keep their state as one followed to the end.
+    let finish = |nodes: &mut Vec<Option<Node>>, free: &mut Vec<usize>, done: &mut BTreeMap<usize, Vec<Packed>>, kept: &mut usize, mut node: usize| {
+        loop {
+            let Some(nd) = nodes[node].as_mut() else { return };
+            nd.pending -= 1;
+            if nd.pending > 0 {
+                return;
+            }
+            let nd = nodes[node].take().expect("just seen");
+            free.push(node);
+            let at_pc = done.entry(nd.pc).or_default();
+            if at_pc.len() >= MAX_DONE_AT {
+                at_pc.remove(0);
+                at_pc.push(nd.state);
+            } else if *kept < MAX_DONE {
+                at_pc.push(nd.state);
+                *kept += 1;
+            }
+            match nd.parent {
+                Some(p) => node = p,
+                None => return,
+            }
+        }
+    };
+    while let Some((pc0, packed, node0)) = work.pop() {
+        let (mut pc, mut st, mut node) = (pc0, packed.unpack(), node0);
+        // The entry's node is the place of its first instruction already.
+        let mut first = pc0 == 0 && node0 == 0;
+        let mut since = 0usize;
+        loop {
+            at.set(pc);
+            if target[pc] != 0 && !first {
+                if done.get(&pc).is_some_and(|ds| ds.iter().any(|d| d.holds(&st, live[pc]))) {
+                    finish(&mut nodes, &mut free, &mut done, &mut kept, node);
+                    break;
+                }
+                // Back at a loop's head no narrower than before: it may never end.
+                let keep = target[pc] == 2 || since >= NODE_EVERY;
+                let mut up = Some(node);
+                for _ in 0..LOOP_LOOKBACK {
+                    let Some(a) = up.and_then(|a| nodes[a].as_ref()) else { break };
+                    if a.pc == pc && a.state.holds(&st, live[pc]) {
+                        return Err(refuse("eBPF: a loop the verifier cannot prove ends"));
+                    }
+                    up = a.parent;
+                }
+                if keep {
+                    let nd = Node { parent: Some(node), pc, state: st.pack(), pending: 1 };
+                    // The path moves from its node into the new one, which takes its place
+                    // among the node's pending paths.
+                    node = match free.pop() {
+                        Some(k) => {
+                            nodes[k] = Some(nd);
+                            k
+                        }
+                        None => {
+                            nodes.push(Some(nd));
+                            nodes.len() - 1
+                        }
+                    };
+                    since = 0;
+                    if nodes.len() - free.len() + work.len() > MAX_LIVE {
+                        return Err(too_complex());
+                    }
+                }
+            }
+            first = false;
+            since += 1;
+            processed += 1;
+            if processed > MAX_PROCESSED {
+                return Err(too_complex());
+            }
+            let x = &insns[pc];
+            let (s, _) = succ(pc)?;
+            if x.op == EXIT {
+                step(x, &mut st, mem_len)?;
+                finish(&mut nodes, &mut free, &mut done, &mut kept, node);
+                break;
+            }
+            if x.is_jump() && x.op != JA {
+                // The way taken is followed now, the other later (a loop's next round
+                // is usually the way taken: its exits wait, few at a time).
+                let (taken, fall) = branch(x, st)?;
+                match (taken, fall) {
+                    (Some(t), Some(f)) => {
+                        if let Some(nd) = nodes[node].as_mut() {
+                            nd.pending += 1;
+                        }
+                        work.push((s[1], f.pack(), node));
+                        if nodes.len() - free.len() + work.len() > MAX_LIVE {
+                            return Err(too_complex());
+                        }
+                        pc = s[0];
+                        st = t;
+                    }
+                    (Some(t), None) => {
+                        pc = s[0];
+                        st = t;
+                    }
+                    (None, Some(f)) => {
+                        pc = s[1];
+                        st = f;
+                    }
+                    (None, None) => {
+                        finish(&mut nodes, &mut free, &mut done, &mut kept, node);
+                        break;
+                    }
+                }
+            } else {
+                step(x, &mut st, mem_len)?;
+                pc = s[0];
+            }
+        }
+    }
+    Ok(())
+}
+
 fn usable(t: Ty) -> Result<Ty, LoadError> {
-    if t == Ty::Mixed {
-        Err(refuse("eBPF: a value whose kind depends on the path taken is used"))
-    } else {
-        Ok(t)
+    match t {
+        Ty::Mixed => Err(refuse("eBPF: what is left of a partly overwritten pointer is used")),
+        Ty::Uninit => Err(refuse("eBPF: a register read before it is written")),
+        t => Ok(t),
     }
 }
 
@@ -509,7 +707,7 @@ fn slots(lo: i64, hi: i64) -> core::ops::Range<usize> {
 /// if it lies inside `0 .. len` (`len` bytes from the base; the stack: `-512 .. 0`).
 fn inside(o: Off, off: i16, size: usize, lo: i64, hi: i64) -> Result<(i64, i64), LoadError> {
     let Some((a, b)) = o else { return Err(refuse("eBPF: memory reached through a pointer moved by an unbounded number")) };
-    let (a, b) = (a + off as i64, b + off as i64 + size as i64);
+    let (a, b) = (a as i64 + off as i64, b as i64 + off as i64 + size as i64);
     if a < lo || b > hi {
         return Err(refuse("eBPF: a memory access the verifier cannot prove inside the program's memory or stack"));
     }
@@ -526,7 +724,11 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
             let code = x.op & 0xf0;
             let from_reg = x.op & X != 0 && !matches!(code, NEG | END);
             if code == MOV && w64 && from_reg {
-                // A copy keeps the kind (a mixed value stays unusable).
+                // A copy keeps the kind (a mixed value stays unusable); nothing unwritten
+                // is read, not even to be copied.
+                if st.regs[s] == Ty::Uninit {
+                    return Err(refuse("eBPF: a register read before it is written"));
+                }
                 st.regs[d] = st.regs[s];
                 return Ok(());
             }
@@ -564,9 +766,12 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
                 }
                 Ty::Stack(o) => {
                     let (a, b) = inside(o, x.off, size, -(STACK as i64), 0)?;
+                    if !st.written(a, b) {
+                        return Err(refuse("eBPF: stack bytes read before they are written"));
+                    }
                     let kinds = &st.slots[slots(a, b)];
                     if kinds.contains(&Ty::Mixed) {
-                        return Err(refuse("eBPF: a stack slot whose kind depends on the path taken is read"));
+                        return Err(refuse("eBPF: what is left of a partly overwritten pointer is read"));
                     }
                     let whole = size == 8 && a == b - 8 && a.rem_euclid(8) == 0;
                     match kinds {
@@ -590,7 +795,9 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
                 Ty::Stack(o) => {
                     let (a, b) = inside(o, x.off, size, -(STACK as i64), 0)?;
                     let r = slots(a, b);
-                    let whole = size == 8 && a == b - 8 && a.rem_euclid(8) == 0;
+                    // Written for certain only at one known place.
+                    let exact = b - a == size as i64;
+                    let whole = exact && size == 8 && a.rem_euclid(8) == 0;
                     if whole {
                         st.slots[r.start] = val;
                     } else if val.is_ptr() {
@@ -601,6 +808,9 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
                             // partly overwritten may be anything.
                             *t = if t.is_ptr() || *t == Ty::Mixed { Ty::Mixed } else { Ty::NUM };
                         }
+                    }
+                    if exact {
+                        st.write(a, b);
                     }
                 }
                 _ => return Err(refuse("eBPF: memory reached through a number, not a pointer")),
@@ -619,7 +829,7 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
 
 /// A conditional jump: the states on the way taken and the way through, with the bounds
 /// the test proves (`None`: no value goes that way).
-fn branch(x: &Insn, st: &State) -> Result<(Option<State>, Option<State>), LoadError> {
+fn branch(x: &Insn, st: State) -> Result<(Option<State>, Option<State>), LoadError> {
     let (d, s) = (x.dst as usize, x.src as usize);
     let w64 = x.class() == JMP;
     let from_reg = x.op & X != 0;
@@ -633,8 +843,8 @@ fn branch(x: &Insn, st: &State) -> Result<(Option<State>, Option<State>), LoadEr
     let signed = matches!(code, 0x60 | 0x70 | 0xc0 | 0xd0);
     let sign_limit = if w64 { i64::MAX as u64 } else { i32::MAX as u64 };
     let comparable = ra.hi <= limit && rb.hi <= limit && (!signed || (ra.hi <= sign_limit && rb.hi <= sign_limit));
-    let mut taken = st.clone();
     let mut fall = st.clone();
+    let mut taken = st;
     if comparable {
         // a OP b on the way taken; its negation on the way through.
         let (t, f) = match code {
