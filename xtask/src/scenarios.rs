@@ -56,6 +56,8 @@ pub struct Scenario {
     /// The host's HTTP checks (`nettest`) through a forwarded port once the guest's
     /// httpd serves; then the machine is stopped.
     pub http: bool,
+    /// Which of them (`nettest::http_checks`): "web" (the default) or "scale".
+    pub checks: String,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -80,6 +82,7 @@ struct Header {
     status: Option<i32>,
     net: Option<bool>,
     http: Option<bool>,
+    checks: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -160,6 +163,7 @@ impl Scenario {
             status: h.status.unwrap_or(1),
             net: h.net.unwrap_or(false) || h.http.unwrap_or(false),
             http: h.http.unwrap_or(false),
+            checks: h.checks.unwrap_or_else(|| "web".into()),
             ..sc
         })
     }
@@ -173,7 +177,7 @@ impl Scenario {
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
         let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), cpus: None, limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false })
+        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), cpus: None, limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false, checks: "web".into() })
     }
 }
 
@@ -282,12 +286,24 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let disk = make_disk(sc)?;
     let mut net = None;
     let mut http_port = 0;
+    // The scale checks get more ports to the guest's port 80 (`nettest::SCALE_PORTS`):
+    // QEMU's user network listens on each forwarded port with a backlog of 1, so
+    // clients connecting at once are spread over them (and one is kept for a client
+    // that must not wait behind the others on the host).
+    let mut more_ports: Vec<u16> = Vec::new();
     if sc.net {
         let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string()), (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string())], ..Default::default() };
         n.guest_forward.extend(nettest::sinks()?);
         if sc.http {
             http_port = qemu::free_port()?;
             n.forward.push((http_port, 80));
+            while sc.checks == "scale" && more_ports.len() < nettest::SCALE_PORTS - 1 {
+                let p = qemu::free_port()?;
+                if p != http_port && !ftp_ports.contains(&p) && !more_ports.contains(&p) {
+                    more_ports.push(p);
+                    n.forward.push((p, 80));
+                }
+            }
         }
         if let Some((ctrl, data)) = ftp_ports.split_first() {
             n.forward.push((*ctrl, 21));
@@ -300,7 +316,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut http_results = Vec::new();
     let out = if sc.http {
         let ftp_port = ftp_ports.first().copied();
-        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(http_port, ftp_port, t);
+        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(&[&[http_port][..], &more_ports].concat(), ftp_port, t, &sc.checks);
         qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?

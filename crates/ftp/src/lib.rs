@@ -1,8 +1,8 @@
 //! The FTP control connection (RFC 959, with EPSV and SIZE from RFC 2428 and 3659) as
 //! Scion's `ftpd` speaks it: commands parsed from lines, paths resolved against the
 //! session's directory, and the replies whose wording clients parse (PASV, EPSV, PWD,
-//! LIST). Only what an anonymous, read-only, passive-mode server needs; the rest is
-//! refused with its code. Kept apart from the program so that the host tests it.
+//! LIST), and REST for resumed downloads. Only what an anonymous, read-only,
+//! passive-mode server needs; the rest is refused with its code. Kept apart from the program so that the host tests it.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -27,6 +27,10 @@ pub enum Command<'a> {
     Pasv,
     Epsv,
     Retr(&'a str),
+    /// REST: where the next RETR starts (RFC 3659 §5, stream mode); None: not a number.
+    Rest(Option<u64>),
+    /// ABOR: stop the transfer in progress.
+    Abor,
     /// LIST or NLST (names only), of the argument or the current directory.
     List { path: &'a str, names_only: bool },
     Syst,
@@ -68,6 +72,8 @@ pub fn parse(line: &[u8]) -> Command<'_> {
         "PASV" => Command::Pasv,
         "EPSV" => Command::Epsv,
         "RETR" => Command::Retr(arg),
+        "REST" => Command::Rest(if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) { arg.parse().ok() } else { None }),
+        "ABOR" => Command::Abor,
         "LIST" => Command::List { path: list_arg, names_only: false },
         "NLST" => Command::List { path: list_arg, names_only: true },
         "SYST" => Command::Syst,
@@ -166,6 +172,12 @@ mod tests {
         assert_eq!(parse(b"R3TR x"), Command::Bad);
         assert_eq!(parse(&[0xff, 0xfe]), Command::Bad, "not text");
         assert_eq!(parse(b"xpwd"), Command::Pwd);
+        assert_eq!(parse(b"REST 1000"), Command::Rest(Some(1000)));
+        assert_eq!(parse(b"rest 0"), Command::Rest(Some(0)));
+        assert_eq!(parse(b"REST -5"), Command::Rest(None));
+        assert_eq!(parse(b"REST"), Command::Rest(None));
+        assert_eq!(parse(b"REST 99999999999999999999999"), Command::Rest(None), "past u64");
+        assert_eq!(parse(b"ABOR"), Command::Abor);
     }
 
     #[test]

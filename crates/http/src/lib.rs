@@ -1,7 +1,9 @@
 //! The HTTP/1.1 logic of Scion's `httpd` (RFC 9110/9112 subset: GET and HEAD of files
 //! and directory listings), kept apart from sockets so that the host tests it: request
-//! heads parsed with limits and every refusal an HTTP status, one byte range, paths
-//! decoded and normalised, HTML escaped.
+//! heads parsed by `httparse` (the fuzzed parser the Rust ecosystem uses) inside
+//! Scion's own limits and refusals (every refusal an HTTP status), the request target
+//! in origin or absolute form, one byte range and its `If-Range`, paths decoded and
+//! normalised, HTML escaped, and the `Date` field's IMF-fixdate.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -34,6 +36,11 @@ pub struct Request {
     pub http11: bool,
     pub keep_alive: bool,
     pub range: Option<String>,
+    /// `If-Range` (a Range applies only when it matches the representation).
+    pub if_range: Option<String>,
+    /// `If-None-Match` and `If-Match` (entity-tag lists, or `*`).
+    pub if_none_match: Option<String>,
+    pub if_match: Option<String>,
     /// Bytes of the head, including the blank line.
     pub head_len: usize,
 }
@@ -46,10 +53,12 @@ impl Status {
     pub const OK: Status = Status(200);
     pub const PARTIAL: Status = Status(206);
     pub const MOVED: Status = Status(301);
+    pub const NOT_MODIFIED: Status = Status(304);
     pub const BAD_REQUEST: Status = Status(400);
     pub const NOT_FOUND: Status = Status(404);
     pub const METHOD_NOT_ALLOWED: Status = Status(405);
     pub const TIMEOUT: Status = Status(408);
+    pub const PRECONDITION_FAILED: Status = Status(412);
     pub const TOO_LARGE: Status = Status(413);
     pub const URI_TOO_LONG: Status = Status(414);
     pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
@@ -64,10 +73,12 @@ impl Status {
             200 => "OK",
             206 => "Partial Content",
             301 => "Moved Permanently",
+            304 => "Not Modified",
             400 => "Bad Request",
             404 => "Not Found",
             405 => "Method Not Allowed",
             408 => "Request Timeout",
+            412 => "Precondition Failed",
             413 => "Content Too Large",
             414 => "URI Too Long",
             416 => "Range Not Satisfiable",
@@ -89,10 +100,6 @@ pub enum Parse {
     Done(Request),
     /// Refuse with this status (and close the connection).
     Refuse(Status),
-}
-
-fn is_tchar(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
 }
 
 fn hex(c: u8) -> Option<u8> {
@@ -150,65 +157,133 @@ pub fn normalise(target: &str) -> Option<(String, bool)> {
     Some((out, slash))
 }
 
+/// Where the head in `buf` ends (just past its blank line: CR LF CR LF, or bare LFs,
+/// which RFC 9112 §2.2 lets a recipient take as line ends), looking from `from` on
+/// (bytes before it were looked at already: a head that comes a byte at a time is
+/// scanned once, not once per byte).
+pub fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let start = from.saturating_sub(3).min(buf.len());
+    let mut i = start;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            if buf.get(i + 1) == Some(&b'\n') {
+                return Some(i + 2);
+            }
+            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
+                return Some(i + 3);
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Is `v` a Host field's value (RFC 9110 §7.2: uri-host [":" port]; empty allowed)?
+fn valid_host(v: &[u8]) -> bool {
+    let (host, port) = if v.first() == Some(&b'[') {
+        let Some(close) = v.iter().position(|b| *b == b']') else { return false };
+        let inner = &v[1..close];
+        if inner.is_empty() || !inner.iter().all(|b| b.is_ascii_hexdigit() || b":.vV".contains(b)) {
+            return false;
+        }
+        match &v[close + 1..] {
+            [] => (&v[..0], None),
+            [b':', p @ ..] => (&v[..0], Some(p)),
+            _ => return false,
+        }
+    } else {
+        match v.iter().rposition(|b| *b == b':') {
+            Some(i) => (&v[..i], Some(&v[i + 1..])),
+            None => (v, None),
+        }
+    };
+    // reg-name: unreserved / pct-encoded / sub-delims.
+    let reg = host.iter().all(|b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(b));
+    reg && port.is_none_or(|p| p.iter().all(u8::is_ascii_digit))
+}
+
+/// The request target as a path: origin form as it is; absolute form
+/// (`http://host[:port]/path?q`, RFC 9112 §3.2.2: a server MUST accept it) by its
+/// path (and its authority, which then stands for Host). None: neither.
+fn target_path(target: &str) -> Option<(&str, Option<&str>)> {
+    if target.starts_with('/') {
+        return Some((target, None));
+    }
+    let scheme_end = target.find("://")?;
+    let scheme = &target[..scheme_end];
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return None;
+    }
+    let rest = &target[scheme_end + 3..];
+    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(auth_end);
+    if authority.contains('@') {
+        // userinfo is deprecated for http(s) and not accepted (RFC 9110 §4.2.4).
+        return None;
+    }
+    let path = if path.starts_with('/') { path } else { "/" };
+    Some((path, Some(authority)))
+}
+
 /// Parse the request head at the start of `buf` (bytes received so far).
 pub fn parse(buf: &[u8]) -> Parse {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n");
-    let Some(end) = end else {
-        // Where does the request line end, if it does?
-        let line_end = buf.windows(2).position(|w| w == b"\r\n");
-        return match line_end {
-            None if buf.len() > MAX_LINE => Parse::Refuse(Status::URI_TOO_LONG),
-            _ if buf.len() > MAX_HEAD => Parse::Refuse(Status::HEADERS_TOO_LARGE),
-            _ => Parse::More,
+    let Some(end) = head_end(buf, 0) else {
+        return if !buf[..buf.len().min(MAX_LINE + 1)].contains(&b'\n') && buf.len() > MAX_LINE {
+            Parse::Refuse(Status::URI_TOO_LONG)
+        } else if buf.len() > MAX_HEAD {
+            Parse::Refuse(Status::HEADERS_TOO_LARGE)
+        } else {
+            Parse::More
         };
     };
-    let head_len = end + 4;
-    if head_len > MAX_HEAD {
+    if end > MAX_HEAD {
         return Parse::Refuse(Status::HEADERS_TOO_LARGE);
     }
-    let Ok(head) = core::str::from_utf8(&buf[..end]) else { return Parse::Refuse(Status::BAD_REQUEST) };
-    let mut lines = head.split("\r\n");
-    let line = lines.next().unwrap_or("");
-    if line.len() > MAX_LINE {
+    let head = &buf[..end];
+    let line_len = head.iter().position(|b| *b == b'\n').unwrap_or(head.len());
+    if line_len > MAX_LINE {
         return Parse::Refuse(Status::URI_TOO_LONG);
     }
-    let mut words = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (words.next(), words.next(), words.next(), words.next()) else {
-        return Parse::Refuse(Status::BAD_REQUEST);
-    };
-    if method.is_empty() || !method.bytes().all(is_tchar) || target.is_empty() {
-        return Parse::Refuse(Status::BAD_REQUEST);
+    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut fields);
+    match req.parse(head) {
+        Ok(httparse::Status::Complete(n)) if n == end => {}
+        Ok(_) => return Parse::Refuse(Status::BAD_REQUEST),
+        Err(httparse::Error::TooManyHeaders) => return Parse::Refuse(Status::HEADERS_TOO_LARGE),
+        Err(httparse::Error::Version) => {
+            // "HTTP/x.y" of another version: 505; anything else is not HTTP.
+            let line = &head[..line_len];
+            let v = line.rsplit(|b| *b == b' ').next().unwrap_or(b"");
+            let v = v.strip_suffix(b"\r").unwrap_or(v);
+            let other = v.len() == 8 && v.starts_with(b"HTTP/") && v[5].is_ascii_digit() && v[6] == b'.' && v[7].is_ascii_digit();
+            return Parse::Refuse(if other { Status::VERSION } else { Status::BAD_REQUEST });
+        }
+        Err(_) => return Parse::Refuse(Status::BAD_REQUEST),
     }
-    let http11 = match version {
-        "HTTP/1.1" => true,
-        "HTTP/1.0" => false,
-        v if v.starts_with("HTTP/") && v.len() == 8 => return Parse::Refuse(Status::VERSION),
-        _ => return Parse::Refuse(Status::BAD_REQUEST),
-    };
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else { return Parse::Refuse(Status::BAD_REQUEST) };
+    let http11 = version == 1;
     let method = match method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
         "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS" | "CONNECT" | "TRACE" => return Parse::Refuse(Status::METHOD_NOT_ALLOWED),
         _ => return Parse::Refuse(Status::NOT_IMPLEMENTED),
     };
+    let Some((path, authority)) = target_path(target) else { return Parse::Refuse(Status::BAD_REQUEST) };
     let mut keep_alive = http11;
-    let mut range = None;
-    let mut host = false;
-    let mut fields = 0;
-    for l in lines {
-        fields += 1;
-        if fields > MAX_FIELDS {
-            return Parse::Refuse(Status::HEADERS_TOO_LARGE);
-        }
-        let Some((name, value)) = l.split_once(':') else { return Parse::Refuse(Status::BAD_REQUEST) };
-        if name.is_empty() || !name.bytes().all(is_tchar) {
-            return Parse::Refuse(Status::BAD_REQUEST);
-        }
-        let value = value.trim_matches([' ', '\t']);
+    let (mut range, mut if_range, mut if_none_match, mut if_match) = (None, None, None, None);
+    let mut hosts = 0;
+    let mut length: Option<u64> = None;
+    for f in req.headers.iter() {
+        let (name, value) = (f.name, f.value);
+        let text = || core::str::from_utf8(value).ok().map(|v| String::from(v.trim_matches([' ', '\t'])));
         if name.eq_ignore_ascii_case("host") {
-            host = true;
+            hosts += 1;
+            if !valid_host(value) {
+                return Parse::Refuse(Status::BAD_REQUEST);
+            }
         } else if name.eq_ignore_ascii_case("connection") {
-            for t in value.split(',').map(str::trim) {
+            let Some(v) = text() else { return Parse::Refuse(Status::BAD_REQUEST) };
+            for t in v.split(',').map(str::trim) {
                 if t.eq_ignore_ascii_case("close") {
                     keep_alive = false;
                 } else if t.eq_ignore_ascii_case("keep-alive") {
@@ -216,23 +291,135 @@ pub fn parse(buf: &[u8]) -> Parse {
                 }
             }
         } else if name.eq_ignore_ascii_case("range") {
-            range = Some(String::from(value));
+            if range.is_some() {
+                // Two Range fields: not one range this server can honour.
+                return Parse::Refuse(Status::BAD_REQUEST);
+            }
+            range = text();
+        } else if name.eq_ignore_ascii_case("if-range") {
+            if_range = text();
+        } else if name.eq_ignore_ascii_case("if-none-match") {
+            if_none_match = text();
+        } else if name.eq_ignore_ascii_case("if-match") {
+            if_match = text();
         } else if name.eq_ignore_ascii_case("content-length") {
-            match value.parse::<u64>() {
-                Ok(0) => {}
-                Ok(_) => return Parse::Refuse(Status::TOO_LARGE),
-                Err(_) => return Parse::Refuse(Status::BAD_REQUEST),
+            // RFC 9112 §6.3: several values must agree (a list or repeated fields).
+            let Some(v) = text() else { return Parse::Refuse(Status::BAD_REQUEST) };
+            for n in v.split(',').map(str::trim) {
+                if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return Parse::Refuse(Status::BAD_REQUEST);
+                }
+                let Ok(n) = n.parse::<u64>() else { return Parse::Refuse(Status::TOO_LARGE) };
+                if length.is_some_and(|l| l != n) {
+                    return Parse::Refuse(Status::BAD_REQUEST);
+                }
+                length = Some(n);
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            // A body this server would not read.
-            return Parse::Refuse(Status::TOO_LARGE);
+            // A body this server would not read (with Content-Length too: a request
+            // smuggling attempt, RFC 9112 §6.1).
+            return Parse::Refuse(if length.is_some() || req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("content-length")) { Status::BAD_REQUEST } else { Status::TOO_LARGE });
         }
     }
-    if http11 && !host {
+    if length.is_some_and(|l| l > 0) {
+        return Parse::Refuse(Status::TOO_LARGE);
+    }
+    // RFC 9112 §3.2: no Host in HTTP/1.1, or more than one, is 400. In absolute form the
+    // target's authority is the host (and must be one).
+    if hosts > 1 || (http11 && hosts == 0) || authority.is_some_and(|a| a.is_empty() || !valid_host(a.as_bytes())) {
         return Parse::Refuse(Status::BAD_REQUEST);
     }
-    let Some((path, slash)) = normalise(target) else { return Parse::Refuse(Status::BAD_REQUEST) };
-    Parse::Done(Request { method, path, slash, http11, keep_alive, range, head_len })
+    let Some((path, slash)) = normalise(path) else { return Parse::Refuse(Status::BAD_REQUEST) };
+    Parse::Done(Request { method, path, slash, http11, keep_alive, range, if_range, if_none_match, if_match, head_len: end })
+}
+
+/// What the conditional fields ask of a representation whose entity tag is `etag`
+/// (None: this server has no validator for it, as for files today: baiofs keeps no
+/// modification stamp), RFC 9110 §13.2.2's order.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Condition {
+    /// Answer as asked (with the Range, if any, still to apply).
+    Go,
+    /// Answer the whole representation: a Range is ignored (its If-Range does not match).
+    Whole,
+    /// 304 Not Modified.
+    NotModified,
+    /// 412 Precondition Failed.
+    Failed,
+}
+
+/// Does an entity-tag list (or `*`) name `etag`? Weak comparison for If-None-Match,
+/// strong for If-Match.
+fn tag_in(list: &str, etag: Option<&str>, weak: bool) -> bool {
+    if list.trim() == "*" {
+        return etag.is_some();
+    }
+    let Some(etag) = etag else { return false };
+    let strip = |t: &str| -> Option<(bool, String)> {
+        let t = t.trim();
+        let (w, t) = match t.strip_prefix("W/") {
+            Some(r) => (true, r),
+            None => (false, t),
+        };
+        Some((w, String::from(t)))
+    };
+    let Some((ew, e)) = strip(etag) else { return false };
+    list.split(',').filter_map(strip).any(|(w, t)| t == e && (weak || (!w && !ew)))
+}
+
+/// The conditional fields of `req` against a representation with entity tag `etag`.
+pub fn condition(req: &Request, etag: Option<&str>) -> Condition {
+    if let Some(m) = &req.if_match {
+        if !tag_in(m, etag, false) {
+            return Condition::Failed;
+        }
+    }
+    if let Some(m) = &req.if_none_match {
+        if tag_in(m, etag, true) {
+            return Condition::NotModified;
+        }
+    }
+    if req.range.is_some() {
+        if let Some(ir) = &req.if_range {
+            // An entity tag must match strongly; a date can only match a
+            // Last-Modified, which this server does not send: the Range is ignored.
+            let ir = ir.trim();
+            let matches = ir.starts_with('"') && etag.is_some_and(|e| !e.starts_with("W/") && e == ir);
+            if !matches {
+                return Condition::Whole;
+            }
+        }
+    }
+    Condition::Go
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = m as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// An IMF-fixdate (RFC 9110 §5.6.7), the form of `Date`: `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn http_date(unix: u64) -> String {
+    let days = (unix / 86400) as i64;
+    let secs = unix % 86400;
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    alloc::format!("{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT", DAYS[days.rem_euclid(7) as usize], d, MONTHS[(m - 1) as usize], y, secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// What a Range header asks of a file of `size` bytes.
@@ -334,10 +521,15 @@ pub fn listing(path: &str, entries: &[(bool, u64, &str)]) -> String {
     o
 }
 
-/// A response head.
-pub fn head(status: Status, fields: &[(&str, &str)], length: u64, keep_alive: bool) -> String {
+/// A response head (`date`: the `Date` field's value, `http_date`; empty: none, for a
+/// server without a clock, RFC 9110 §6.6.1).
+pub fn head(status: Status, date: &str, fields: &[(&str, &str)], length: u64, keep_alive: bool) -> String {
     let mut o = String::new();
-    let _ = write!(o, "HTTP/1.1 {} {}\r\nServer: Scion-httpd\r\nContent-Length: {}\r\n", status.0, status.reason(), length);
+    let _ = write!(o, "HTTP/1.1 {} {}\r\nServer: Scion-httpd\r\n", status.0, status.reason());
+    if !date.is_empty() {
+        let _ = write!(o, "Date: {date}\r\n");
+    }
+    let _ = write!(o, "Content-Length: {}\r\n", length);
     for (k, v) in fields {
         let _ = write!(o, "{k}: {v}\r\n");
     }
@@ -412,6 +604,91 @@ mod tests {
         assert_eq!(parse(b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
     }
 
+    /// The conformance points of issue 38 (each failed with the hand-written parser).
+    #[test]
+    fn conformance() {
+        // RFC 9112 §3.2.2: absolute form MUST be accepted; its authority is the host.
+        let Parse::Done(r) = req("GET http://scion:8080/docs/a.md?x HTTP/1.1\r\nHost: other\r\n\r\n") else { panic!("absolute form") };
+        assert_eq!(r.path, "/docs/a.md");
+        let Parse::Done(r) = req("GET HTTP://scion HTTP/1.1\r\nHost: scion\r\n\r\n") else { panic!("absolute form, no path") };
+        assert_eq!(r.path, "/");
+        assert_eq!(req("GET http:///x HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "empty authority");
+        assert_eq!(req("GET ftp://scion/x HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET http://u@scion/x HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "userinfo");
+        assert_eq!(req("GET * HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        // §3.2: two Host fields, or an invalid one, MUST be 400.
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: a:x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert!(matches!(req("GET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\n"), Parse::Done(_)));
+        assert!(matches!(req("GET / HTTP/1.1\r\nHost: \r\n\r\n"), Parse::Done(_)), "an empty Host is allowed");
+        // §2.2: bare LF line ends are taken.
+        let Parse::Done(r) = req("GET /a HTTP/1.1\nHost: x\n\n") else { panic!("bare LF") };
+        assert_eq!((r.path.as_str(), r.head_len), ("/a", 25));
+        let Parse::Done(r) = req("GET /a HTTP/1.1\r\nHost: x\n\r\nnext") else { panic!("mixed") };
+        assert_eq!(r.head_len, 27);
+        // §5.5: NUL and other controls in a field value are refused.
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "a lone CR");
+        assert!(matches!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\tb \xc3\xa9\r\n\r\n"), Parse::Done(_)), "HTAB and obs-text are allowed");
+        // §5.1: no whitespace between a field name and its colon; §5.2: no obs-fold.
+        assert_eq!(req("GET / HTTP/1.1\r\nHost : x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        // §6.3: Content-Length values must agree; with Transfer-Encoding it is 400.
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert!(matches!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0, 0\r\n\r\n"), Parse::Done(_)));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +0\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"), Parse::Refuse(Status::TOO_LARGE));
+        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nRange: bytes=2-3\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+    }
+
+    #[test]
+    fn conditions() {
+        let with = |f: &str| {
+            let Parse::Done(r) = req(&alloc::format!("GET /f HTTP/1.1\r\nHost: x\r\n{f}\r\n")) else { panic!("{f}") };
+            r
+        };
+        // If-Range that cannot match (no validator, a date, a weak tag): the whole 200.
+        assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: \"abc\"\r\n"), None), Condition::Whole);
+        assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n"), Some("\"abc\"")), Condition::Whole);
+        assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: W/\"abc\"\r\n"), Some("W/\"abc\"")), Condition::Whole);
+        assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: \"abc\"\r\n"), Some("\"abc\"")), Condition::Go);
+        assert_eq!(condition(&with("Range: bytes=0-9\r\n"), None), Condition::Go);
+        assert_eq!(condition(&with("If-Range: \"x\"\r\n"), None), Condition::Go, "If-Range without Range is nothing");
+        assert_eq!(condition(&with("If-None-Match: \"a\", W/\"b\"\r\n"), Some("\"b\"")), Condition::NotModified);
+        assert_eq!(condition(&with("If-None-Match: *\r\n"), None), Condition::Go);
+        assert_eq!(condition(&with("If-Match: *\r\n"), None), Condition::Failed);
+        assert_eq!(condition(&with("If-Match: W/\"a\"\r\n"), Some("W/\"a\"")), Condition::Failed, "If-Match compares strongly");
+        assert_eq!(condition(&with("If-Match: \"a\"\r\n"), Some("\"a\"")), Condition::Go);
+    }
+
+    #[test]
+    fn dates_and_head_ends() {
+        assert_eq!(http_date(784111777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(951782400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        assert_eq!(http_date(4107542399), "Sun, 28 Feb 2100 23:59:59 GMT", "2100 is no leap year");
+        assert_eq!(days_from_civil(1994, 11, 6) * 86400 + 8 * 3600 + 49 * 60 + 37, 784111777);
+        assert_eq!(days_from_civil(2000, 3, 1), 11017);
+        for d in [0u64, 59, 60, 365, 10_000, 20_000, 50_000] {
+            let s = http_date(d * 86400);
+            let parts: Vec<&str> = s.split(' ').collect();
+            let m = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].iter().position(|x| *x == parts[2]).unwrap() as u32 + 1;
+            assert_eq!(days_from_civil(parts[3].parse().unwrap(), m, parts[1].parse().unwrap()), d as i64, "{s}");
+        }
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\n", 0), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r", 0), None);
+        // Scanning on from where the last look stopped finds an end split across reads.
+        let h = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_eq!(head_end(h, h.len() - 1), Some(h.len()));
+        assert_eq!(head_end(b"x\n\n", 2), Some(3));
+    }
+
     #[test]
     fn paths() {
         assert_eq!(normalise("/a/./b//c/../d"), Some(("/a/b/d".into(), false)));
@@ -448,7 +725,9 @@ mod tests {
         assert!(l.contains("<a href=\"/d&lt;/a%26b.txt\">a&amp;b.txt</a> (12 bytes)"));
         assert!(l.contains("<a href=\"/\">..</a>"));
         assert_eq!(encode_path("/a b/c&d"), "/a%20b/c%26d");
-        let h = head(Status::NOT_FOUND, &[("Content-Type", "text/html")], 5, false);
+        let h = head(Status::NOT_FOUND, "", &[("Content-Type", "text/html")], 5, false);
         assert_eq!(h, "HTTP/1.1 404 Not Found\r\nServer: Scion-httpd\r\nContent-Length: 5\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n");
+        let h = head(Status::OK, "Sun, 06 Nov 1994 08:49:37 GMT", &[], 0, true);
+        assert!(h.starts_with("HTTP/1.1 200 OK\r\nServer: Scion-httpd\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n"));
     }
 }

@@ -38,5 +38,7 @@ pub const UPDATE_RELAY: u64 = 0x0000_6300_0000_0000;
 pub const UPDATE_RELAY_LOG2: u64 = 22;
 /// `rt::heap`: arenas, heaps of their own for untrusted code (a graft's engine).
 pub const ARENAS: u64 = 0x0000_6400_0000_0000;
+/// `net`: its TCP sockets' buffers, frames from sigma0 mapped a chunk at a time.
+pub const NET_BUFFERS: u64 = 0x0000_6500_0000_0000;
 /// `rt::thread`: the UTCBs of threads a program creates, one page apart.
 pub const THREAD_UTCBS: u64 = 0x0000_7f00_0000_0000;

@@ -16,6 +16,7 @@ pub mod loader;
 pub mod pci;
 pub mod print;
 pub mod proto;
+pub mod rtc;
 pub mod server;
 pub mod shared;
 pub mod sync;

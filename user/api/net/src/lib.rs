@@ -7,8 +7,15 @@
 //! another client — and die with the client (root's `GONE`).
 //!
 //! Calls do not block: one with nothing to do answers `WouldBlock`, and `WAIT` sleeps
-//! in the server until one of up to `MAX_WAIT` sockets is ready (or a timeout). The
-//! client stubs in [`client`] build blocking calls from the two.
+//! in the server until one of up to `MAX_WAIT` sockets is ready (or a timeout);
+//! `WAIT_MANY` does the same for up to `MAX_WAIT_MANY` entries laid out in the shared
+//! area (a server with a thousand connections waits on all of them in one call). The
+//! client stubs in [`client`] build blocking calls from them.
+//!
+//! Limits: a client's sockets and their buffers are charged to it, within a budget
+//! derived from net's memory (ARCHITECTURE.md, "Connections and memory"); past it a
+//! listener's new connections wait in the backlog (their SYNs are not answered, and the
+//! peer sends them again) instead of being accepted and left silent.
 //!
 //! Cue (`CUE`): a program has the server send a file's bytes — or a range of a BAIO
 //! segment — to one of its TCP sockets without reading them itself. It hands over a
@@ -101,6 +108,19 @@ pub const CUE_CANCEL: u64 = 0xd2;
 /// Reply string: every running transfer (everybody's), one line each:
 /// "id program socket sent total k t µs status".
 pub const CUE_LIST: u64 = 0xd3;
+/// `WAIT` over many entries: MR1 = timeout in µs (as `WAIT`), MR2 = area offset of the
+/// entries (`count` words `handle | interest << 32`, 8-byte aligned), MR3 = count
+/// (1..=`MAX_WAIT_MANY`), MR4 = area offset of the ready bitmap (`count` bits in words,
+/// 8-byte aligned; bit i of word i / 64 set when entry i is ready; the server writes it
+/// before it answers). Reply MR2 = entries ready (0: the time ran out). The entries are
+/// copied when the call comes: changing them later changes nothing.
+pub const WAIT_MANY: u64 = 0xd4;
+/// Reply MR2 = bytes of socket buffers net may hold in all (its share of memory), MR3 =
+/// bytes held now, MR4 = the caller's budget, MR5 = bytes it holds, MR6 = one TCP
+/// connection's buffers, MR7 = SYNs held back (new connections kept waiting in a full
+/// backlog) since net started, MR8 = bytes of frames net has mapped for socket buffers
+/// (taken as connections come, never up front: a listener holds none).
+pub const LIMITS: u64 = 0xd5;
 
 /// Cue flags: read through the shared cache (else straight from the disk); end the
 /// socket's sending (FIN) once every byte is taken.
@@ -134,7 +154,12 @@ pub const ENDED: u64 = 4;
 pub const AREA_LOG2: u64 = 6;
 pub const AREA_BYTES: u64 = 4096 << AREA_LOG2;
 pub const MAX_WAIT: usize = 48;
-pub const MAX_BACKLOG: u64 = 32;
+/// `WAIT_MANY`'s entries and bitmap fit in the area.
+pub const MAX_WAIT_MANY: u64 = 16384;
+/// A backlog is listening sockets kept ready, each charged as a connection: the
+/// client's budget bounds it (QEMU's user network loses what a host client wrote
+/// before the guest answered its SYN, so a burst of connections wants them ready).
+pub const MAX_BACKLOG: u64 = 4096;
 pub const MAX_DATAGRAM: u64 = 1472;
 
 /// TCP states as `STATE` reports them.
@@ -219,6 +244,8 @@ pub enum Request<'a> {
     CueSet { id: u64, k: u64, t_ms: u64 },
     CueCancel { id: u64 },
     CueList,
+    WaitMany { timeout_us: u64, off: u64, count: u64, out: u64 },
+    Limits,
 }
 
 /// A schedule is valid: k in 1..=MAX_K, t ≤ MAX_T_MS.
@@ -329,6 +356,17 @@ impl<'a> Decode<'a> for Request<'a> {
                 Request::CueCancel { id }
             }
             CUE_LIST => Request::CueList,
+            WAIT_MANY => {
+                let [timeout_us, off, count, out] = a.words()?;
+                if count == 0 || count > MAX_WAIT_MANY || !off.is_multiple_of(8) || !out.is_multiple_of(8) {
+                    return Err(Error::InvalidArg);
+                }
+                Request::WaitMany { timeout_us, off, count, out }
+            }
+            LIMITS => {
+                let [] = a.words()?;
+                Request::Limits
+            }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
         })
@@ -602,6 +640,35 @@ pub mod client {
                 w[1 + i] = h | interest << 32;
             }
             Ok(word(self.srv, WAIT, &w[..1 + entries.len()])?.word(2))
+        }
+
+        /// Sleep until one of `entries` (handle, interest) is ready or `timeout_us`
+        /// passes, as `wait` but for up to `MAX_WAIT_MANY` entries: they go into the area
+        /// at `at` (8-byte aligned; `entries.len()` words and then the bitmap's words),
+        /// and `ready` is filled with the bitmap (bit i: entry i ready). Returns how many
+        /// are ready (0: the time ran out).
+        pub fn wait_many(&self, at: u64, entries: &[(u64, u64)], timeout_us: u64, ready: &mut alloc::vec::Vec<u64>) -> Result<u64, Error> {
+            let n = entries.len() as u64;
+            let words = n.div_ceil(64);
+            if n == 0 || n > MAX_WAIT_MANY || !at.is_multiple_of(8) || at.checked_add(8 * (n + words)).is_none_or(|e| e > AREA_BYTES) {
+                return Err(Error::InvalidArg);
+            }
+            for (i, (h, interest)) in entries.iter().enumerate() {
+                self.area.write(at + 8 * i as u64, h | interest << 32);
+            }
+            let out = at + 8 * n;
+            let m = word(self.srv, WAIT_MANY, &[timeout_us, at, n, out])?;
+            ready.clear();
+            ready.extend((0..words).map(|w| self.area.read(out + 8 * w)));
+            Ok(m.word(2))
+        }
+
+        /// (socket memory net may hold in all, held now, the caller's budget, held by
+        /// the caller, one TCP connection's buffers, SYNs held back so far, frames
+        /// mapped for socket buffers)
+        pub fn limits(&self) -> Result<[u64; 7], Error> {
+            let m = word(self.srv, LIMITS, &[])?;
+            Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7), m.word(8)])
         }
 
         /// Start a Cue transfer (see `CUE`) of the blocks in capability slot `ticket`

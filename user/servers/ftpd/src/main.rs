@@ -1,10 +1,17 @@
-//! An anonymous, read-only FTP server over the `files` server, in passive mode: USER,
-//! PASS, PWD, CWD, CDUP, TYPE, SIZE, PASV, EPSV, RETR, LIST, NLST, SYST, FEAT, NOOP,
-//! QUIT (`crates/ftp` parses and words the replies; this program moves the bytes).
+//! An anonymous, read-only FTP server over the `files` server, in passive mode only
+//! (no PORT/EPRT): USER, PASS, PWD, CWD, CDUP, TYPE, SIZE, PASV, EPSV, REST, RETR, ABOR,
+//! LIST, NLST, SYST, FEAT, NOOP, QUIT (`crates/ftp` parses and words the replies; this
+//! program moves the bytes).
 //! RETR sends the file by Cue — a ticket from `files`, `net` sends it on the data
 //! connection, not a byte through this program — as the Cue paper's Table 8 did with
 //! wuftpd; `rwloop` sends it by reading and writing instead, for comparison. One
 //! thread, many sessions, each waiting in `net`'s WAIT for what it needs next.
+//!
+//! Every per-session resource goes with its session or sooner: the control connection
+//! is watched during a transfer too (QUIT and ABOR are answered at once, a closed
+//! control connection ends the session), a data port reserved by PASV/EPSV goes back
+//! when no data connection came within `DATA_WAIT_US`, and a port given back is
+//! drained of connections nobody will take.
 //!
 //! Arguments: `port=N` (control port, default 21); `pasv=G:A,…` the data ports to
 //! listen on (G) and the ports to announce for them (A: where a client reaches them
@@ -31,6 +38,13 @@ rt::entry!(main);
 const MAX_SESSIONS: usize = 16;
 /// A session that sends no command for this long is closed.
 const IDLE_US: u64 = 300_000_000;
+/// A data port reserved by PASV/EPSV, or a RETR/LIST waiting for its data connection,
+/// is given up after this long (425): four clients that never connect must not hold
+/// every data port.
+const DATA_WAIT_US: u64 = 20_000_000;
+/// Bytes of commands kept while a transfer runs (past it the control connection is not
+/// read until the transfer ends: TCP holds the rest back).
+const BUSY_INBUF: usize = 4096;
 const RECV_OFF: u64 = 0;
 const RECV_MAX: u64 = 4096;
 /// Control replies and, for `rwloop`, file bytes go out from here in the shared area.
@@ -39,7 +53,8 @@ const LOOP_CHUNK: u64 = files_api::MAX_IO;
 
 /// What a session's data connection is for, once it comes.
 enum Data {
-    Retr { fh: u64, size: u64 },
+    /// Bytes `first..size` of open file `fh`.
+    Retr { fh: u64, first: u64, size: u64 },
     List(Vec<u8>),
 }
 
@@ -63,6 +78,10 @@ struct Session {
     user_ok: bool,
     logged_in: bool,
     port: Option<usize>,
+    /// When the data port was reserved, or the data connection began to be awaited.
+    port_at: u64,
+    /// Where the next RETR starts (REST).
+    rest: u64,
     job: Job,
     last: u64,
     open: bool,
@@ -107,7 +126,17 @@ impl Ftpd {
             let _ = self.net.close(d);
         }
         if let Some(p) = s.port.take() {
+            self.drain(p);
             self.ports[p].taken = false;
+        }
+    }
+
+    /// Close connections waiting on data port `p` that no session will take (one that
+    /// came late, or for a session that is gone): the next session's data connection
+    /// must be its own.
+    fn drain(&mut self, p: usize) {
+        while let Ok((h, _, _)) = self.net.try_accept(self.ports[p].listener) {
+            let _ = self.net.close(h);
         }
     }
 
@@ -179,8 +208,12 @@ impl Ftpd {
                 let port = s.port.or_else(|| self.ports.iter().position(|p| !p.taken));
                 match port {
                     Some(i) => {
+                        if s.port.is_none() {
+                            self.drain(i);
+                        }
                         self.ports[i].taken = true;
                         s.port = Some(i);
+                        s.port_at = rt::sys::now_us();
                         let a = self.ports[i].announced;
                         let r = if matches!(cmd, Command::Pasv) { ftp::pasv_reply(self.ip, a) } else { ftp::epsv_reply(a) };
                         self.reply(s, &r);
@@ -193,11 +226,19 @@ impl Ftpd {
                     return self.reply(s, "425 Use PASV or EPSV first\r\n");
                 }
                 let path = ftp::resolve(&s.cwd, p);
+                let rest = core::mem::take(&mut s.rest);
                 match path.as_deref().map(|f| (f, files::stat(self.files, f))) {
+                    Some((_, Ok((1, size)))) if rest > size => self.reply(s, &alloc::format!("554 Restart point {} is past the end ({} bytes)\r\n", rest, size)),
                     Some((f, Ok((1, _)))) => match files::open(self.files, f, false) {
                         Ok((fh, size)) => {
-                            self.reply(s, &alloc::format!("150 Opening BINARY mode data connection for {} ({} bytes)\r\n", p, size));
-                            s.job = Job::Await(Data::Retr { fh, size });
+                            let rest = rest.min(size);
+                            if rest > 0 {
+                                self.reply(s, &alloc::format!("150 Opening BINARY mode data connection for {} ({} bytes from byte {})\r\n", p, size - rest, rest));
+                            } else {
+                                self.reply(s, &alloc::format!("150 Opening BINARY mode data connection for {} ({} bytes)\r\n", p, size));
+                            }
+                            s.port_at = rt::sys::now_us();
+                            s.job = Job::Await(Data::Retr { fh, first: rest, size });
                         }
                         Err(_) => self.reply(s, "550 Cannot open the file\r\n"),
                     },
@@ -223,13 +264,20 @@ impl Ftpd {
                             }
                         }
                         self.reply(s, "150 Here comes the listing\r\n");
+                        s.port_at = rt::sys::now_us();
                         s.job = Job::Await(Data::List(out.into_bytes()));
                     }
                     _ => self.reply(s, "550 No such directory\r\n"),
                 }
             }
             Command::Syst => self.reply(s, "215 UNIX Type: L8\r\n"),
-            Command::Feat => self.reply(s, "211-Features:\r\n SIZE\r\n EPSV\r\n PASV\r\n211 End\r\n"),
+            Command::Feat => self.reply(s, "211-Features:\r\n SIZE\r\n EPSV\r\n PASV\r\n REST STREAM\r\n211 End\r\n"),
+            Command::Rest(Some(n)) => {
+                s.rest = n;
+                self.reply(s, &alloc::format!("350 Restarting at {}; send RETR\r\n", n));
+            }
+            Command::Rest(None) => self.reply(s, "501 REST wants a byte offset\r\n"),
+            Command::Abor => self.reply(s, "225 No transfer to abort\r\n"),
             Command::Noop => self.reply(s, "200 Nothing done\r\n"),
             Command::Quit => {
                 self.reply(s, "221 Goodbye\r\n");
@@ -240,9 +288,13 @@ impl Ftpd {
         }
     }
 
-    /// Commands that have come on the control connection.
+    /// Commands that have come on the control connection. While a transfer runs, only
+    /// QUIT, ABOR and NOOP are taken at once (the rest wait for its end, in order).
     fn read_ctrl(&mut self, s: &mut Session) {
         loop {
+            if !matches!(s.job, Job::Idle) && s.inbuf.len() >= BUSY_INBUF {
+                break;
+            }
             match self.net.recv_area(s.ctrl, RECV_OFF, RECV_MAX) {
                 Ok(0) => {
                     s.open = false;
@@ -259,8 +311,7 @@ impl Ftpd {
                 }
             }
         }
-        // Commands one at a time: one that starts a transfer waits for it to end.
-        while s.open && matches!(s.job, Job::Idle) {
+        while s.open {
             let Some(i) = s.inbuf.iter().position(|b| *b == b'\n') else {
                 if s.inbuf.len() > ftp::MAX_LINE {
                     self.reply(s, "500 Line too long\r\n");
@@ -268,6 +319,28 @@ impl Ftpd {
                 }
                 return;
             };
+            if !matches!(s.job, Job::Idle) {
+                match ftp::parse(&s.inbuf[..=i]) {
+                    Command::Quit => {
+                        self.end_job(s);
+                        self.reply(s, "221 Goodbye (transfer abandoned)\r\n");
+                        s.open = false;
+                        return;
+                    }
+                    Command::Abor => {
+                        s.inbuf.drain(..=i);
+                        self.end_job(s);
+                        self.reply(s, "426 Transfer aborted\r\n226 ABOR done\r\n");
+                        continue;
+                    }
+                    Command::Noop => {
+                        s.inbuf.drain(..=i);
+                        self.reply(s, "200 Nothing done\r\n");
+                        continue;
+                    }
+                    _ => return,
+                }
+            }
             let line: Vec<u8> = s.inbuf.drain(..=i).collect();
             if line.len() > ftp::MAX_LINE {
                 self.reply(s, "500 Line too long\r\n");
@@ -277,17 +350,35 @@ impl Ftpd {
         }
     }
 
+    /// Give up what waited too long for a data connection: a port reserved by
+    /// PASV/EPSV, and a RETR or LIST whose client never connected (425).
+    fn expire(&mut self, s: &mut Session, now: u64) {
+        if s.port.is_none() || now.saturating_sub(s.port_at) <= DATA_WAIT_US {
+            return;
+        }
+        match s.job {
+            Job::Idle => self.end_data(s, None),
+            Job::Await(_) => {
+                self.end_job(s);
+                self.reply(s, &alloc::format!("425 No data connection came within {} s\r\n", DATA_WAIT_US / 1_000_000));
+                s.last = now;
+                self.read_ctrl(s);
+            }
+            _ => {}
+        }
+    }
+
     /// The client has connected to the passive port: start sending.
     fn data_came(&mut self, s: &mut Session) {
         let Some(p) = s.port else { return };
         let Ok((data, _, _)) = self.net.try_accept(self.ports[p].listener) else { return };
         s.job = match core::mem::replace(&mut s.job, Job::Idle) {
             Job::Await(Data::List(text)) => Job::Text { data, text, pos: 0 },
-            Job::Await(Data::Retr { fh, size }) => {
-                let mut job = Job::Loop { data, fh, off: 0, size, buf: Vec::new(), pos: 0 };
-                if let (Some(sched), true) = (self.cue, size > 0) {
+            Job::Await(Data::Retr { fh, first, size }) => {
+                let mut job = Job::Loop { data, fh, off: first, size, buf: Vec::new(), pos: 0 };
+                if let (Some(sched), true) = (self.cue, size > first) {
                     let slot = rt::alloc_slot();
-                    let r = files::ticket(self.files, fh, slot).and_then(|(sz, _)| self.net.cue(slot, data, 0, 0, sz, sched, np::CUE_SHUTDOWN, np::NO_STATUS));
+                    let r = files::ticket(self.files, fh, slot).and_then(|(sz, _)| self.net.cue(slot, data, first, 0, sz, sched, np::CUE_SHUTDOWN, np::NO_STATUS));
                     rt::free_slot(slot);
                     match r {
                         Ok(tid) => job = Job::Cue { tid, data, fh },
@@ -366,14 +457,21 @@ impl Ftpd {
             entries.push((listener, np::READABLE));
             why.push(Why::Listener);
             for (i, s) in sessions.iter().enumerate() {
+                // The control connection is watched whatever the session does (QUIT,
+                // ABOR, a closed connection), unless commands already wait for a
+                // transfer's end.
+                if matches!(s.job, Job::Idle) || s.inbuf.len() < BUSY_INBUF {
+                    entries.push((s.ctrl, np::READABLE));
+                    why.push(Why::Ctrl(i));
+                }
                 let e = match &s.job {
-                    Job::Idle => (s.ctrl, np::READABLE),
+                    Job::Idle => continue,
                     Job::Await(_) => (self.ports[s.port.unwrap_or(0)].listener, np::READABLE),
                     Job::Cue { tid, .. } => (*tid, np::ENDED),
                     Job::Loop { data, .. } | Job::Text { data, .. } => (*data, np::WRITABLE),
                 };
                 entries.push(e);
-                why.push(if matches!(s.job, Job::Idle) { Why::Ctrl(i) } else { Why::Job(i) });
+                why.push(Why::Job(i));
             }
             let ready = match self.net.wait(&entries, 1_000_000) {
                 Ok(r) => r,
@@ -387,7 +485,7 @@ impl Ftpd {
                 match *w {
                     Why::Listener if ready & (1 << bit) != 0 => {
                         while let Ok((h, _, _)) = self.net.try_accept(listener) {
-                            let mut s = Session { ctrl: h, cwd: String::from("/"), inbuf: Vec::new(), user_ok: false, logged_in: false, port: None, job: Job::Idle, last: now, open: true };
+                            let mut s = Session { ctrl: h, cwd: String::from("/"), inbuf: Vec::new(), user_ok: false, logged_in: false, port: None, port_at: 0, rest: 0, job: Job::Idle, last: now, open: true };
                             if sessions.len() >= MAX_SESSIONS {
                                 self.reply(&mut s, "421 Too many sessions; try again later\r\n");
                                 let _ = self.net.close(h);
@@ -402,7 +500,9 @@ impl Ftpd {
                         self.read_ctrl(&mut s);
                         sessions[i] = s;
                     }
-                    Why::Job(i) if ready & (1 << bit) != 0 => {
+                    // A session the control connection's bit ended (QUIT, ABOR) has no
+                    // job now for this bit.
+                    Why::Job(i) if ready & (1 << bit) != 0 && sessions[i].open && !matches!(sessions[i].job, Job::Idle) => {
                         let mut s = core::mem::replace(&mut sessions[i], placeholder());
                         if matches!(s.job, Job::Await(_)) {
                             self.data_came(&mut s);
@@ -411,13 +511,20 @@ impl Ftpd {
                         }
                         sessions[i] = s;
                     }
-                    Why::Ctrl(i) if now.saturating_sub(sessions[i].last) > IDLE_US => {
+                    Why::Ctrl(i) if matches!(sessions[i].job, Job::Idle) && now.saturating_sub(sessions[i].last) > IDLE_US => {
                         let mut s = core::mem::replace(&mut sessions[i], placeholder());
                         self.reply(&mut s, "421 Idle too long; closing\r\n");
                         s.open = false;
                         sessions[i] = s;
                     }
                     _ => {}
+                }
+            }
+            for s in sessions.iter_mut() {
+                if s.open {
+                    let mut t = core::mem::replace(s, placeholder());
+                    self.expire(&mut t, now);
+                    *s = t;
                 }
             }
             let mut i = 0;
@@ -436,7 +543,7 @@ impl Ftpd {
 
 /// What stands in a session's place while it is being worked on.
 fn placeholder() -> Session {
-    Session { ctrl: 0, cwd: String::new(), inbuf: Vec::new(), user_ok: false, logged_in: false, port: None, job: Job::Idle, last: 0, open: false }
+    Session { ctrl: 0, cwd: String::new(), inbuf: Vec::new(), user_ok: false, logged_in: false, port: None, port_at: 0, rest: 0, job: Job::Idle, last: 0, open: false }
 }
 
 fn main() -> i32 {

@@ -1,8 +1,15 @@
 //! An HTTP/1.1 server over the `files` server: GET and HEAD of files (one byte range,
 //! 206) and directories (HTML listings), keep-alive, and refusals with their status
 //! (`crates/http` parses and decides; this program moves the bytes). One thread, many
-//! connections: each waits in `net`'s WAIT for what it needs next (a request, or room
-//! to send), and a connection idle too long is closed.
+//! connections: all wait in one `net` WAIT_MANY for what each needs next (a request, or
+//! room to send). As many connections as net's memory gives this program (no constant
+//! of its own: ARCHITECTURE.md, "Connections and memory"). Slow and abusive clients
+//! cost only themselves: a request head must come whole within `HEAD_US` of its first
+//! byte and at `MIN_RATE` bytes/s after `RATE_GRACE_US` (else 408 and close), a
+//! connection waiting for its next request is closed after `IDLE_US` (or sooner, the
+//! longest idle first, when this program's connections near what net allows it), one
+//! that takes nothing of its answer for `SEND_IDLE_US` is closed, and one address holds
+//! at most `per_addr` connections.
 //!
 //! File bodies go by Cue: httpd gets a ticket for the file from `files` and has `net`
 //! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
@@ -10,7 +17,12 @@
 //! `files`, written to the socket — for comparison (the Cue paper's user-level loop);
 //! so does a body Cue cannot take (net's transfers all busy).
 //!
-//! Arguments: `port=N` (default 80); `rwloop`; `cue=K:T` (the transfers' schedule:
+//! `Date` comes from the CMOS clock when the manifest grants its ports (0x70–0x71);
+//! files have no modification stamp (baiofs keeps none), so no `Last-Modified` or
+//! `ETag`: `If-Range` never matches (the whole file, 200), `If-Match` fails (412).
+//!
+//! Arguments: `port=N` (default 80); `per_addr=N` (connections one peer address may
+//! hold; default `PER_ADDR`); `rwloop`; `cue=K:T` (the transfers' schedule:
 //! K blocks, then T ms of rest; default as fast as the connection takes them);
 //! `busy` (the `net` and `cue` benchmarks' boots) adds GET `/.busy`, GET `/.meter/on`
 //! and `/.meter/off` (start and stop the metering program, if the manifest grants
@@ -36,15 +48,26 @@ use rt::println;
 
 rt::entry!(main);
 
-/// Connections served at once (each takes a WAIT entry, the listener one more). With
-/// the backlog's listening sockets (`BACKLOG`) and room for closed connections still
-/// finishing, their buffers stay within net's budget for one client (8 MiB at 128 KiB a
-/// connection): past it net could not keep a socket listening, and new connections
-/// would be refused until some close.
-const MAX_CONNS: usize = 32;
-const BACKLOG: u64 = 16;
-/// A connection that sends no complete request (or takes nothing) for this long is closed.
-const IDLE_US: u64 = 10_000_000;
+/// Connections net may hold for this program before it accepts them (a bound: net sets
+/// no memory aside for them; a burst beyond waits, net holding its SYNs back).
+const BACKLOG: u64 = 1024;
+/// A connection waiting for its next request is closed after this long (or sooner, the
+/// longest idle first, when connections run short: `shed`).
+const IDLE_US: u64 = 60_000_000;
+/// A request head must be whole this long after its first byte came (408 otherwise) ...
+const HEAD_US: u64 = 10_000_000;
+/// ... and, after the first `RATE_GRACE_US`, come at `MIN_RATE` bytes a second at least.
+const RATE_GRACE_US: u64 = 2_000_000;
+const MIN_RATE: u64 = 64;
+/// An answer of which the client takes nothing for this long is given up.
+const SEND_IDLE_US: u64 = 60_000_000;
+/// Connections one peer address may hold (every host client behind QEMU's user
+/// network is one address, 10.0.2.2: wide by default; `per_addr=N`).
+const PER_ADDR: usize = 1024;
+/// The most connections served at once: one WAIT_MANY's entries (with the listener).
+const MAX_CONNS: usize = np::MAX_WAIT_MANY as usize - 1;
+/// Where WAIT_MANY's entries and bitmap go in the shared area.
+const WAIT_OFF: u64 = 128 * 1024;
 /// Where received bytes land in the shared area, and where bytes to send are put.
 const RECV_OFF: u64 = 0;
 const RECV_MAX: u64 = 16 * 1024;
@@ -63,7 +86,13 @@ enum Phase {
 
 struct Conn {
     h: u64,
+    /// The peer's address.
+    peer: u64,
     inbuf: Vec<u8>,
+    /// How far `inbuf` was looked through for the head's end.
+    scanned: usize,
+    /// When this request's first byte came (0: none yet).
+    head_at: u64,
     phase: Phase,
     out: Vec<u8>,
     pos: usize,
@@ -82,7 +111,22 @@ struct Httpd {
     net: Net,
     files: u64,
     conns: Vec<Conn>,
+    /// Connections by peer address.
+    per_addr: alloc::collections::BTreeMap<u64, usize>,
+    /// Connections net's budget allows this program (LIMITS), past which new ones wait.
+    max_conns: usize,
+    max_per_addr: usize,
     served: u64,
+    /// The wall clock at `clock.1` µs of uptime (seconds since 1970), if the CMOS clock
+    /// could be read; the `Date` text of the second last made.
+    clock: Option<(u64, u64)>,
+    date: (u64, alloc::string::String),
+    /// Connections closed by each deadline since the last log line, and when that was.
+    closed: [u64; 4],
+    logged: u64,
+    /// Connections ended by a failure since the last line that said so, and when it was.
+    failed: u64,
+    failed_logged: u64,
     busy: bool,
     /// Bodies by Cue with this schedule (None: the read/write loop).
     cue: Option<Schedule>,
@@ -167,7 +211,19 @@ impl Httpd {
                 Err(_) => self.small(c, Status::SERVER_ERROR, &[], "cannot list\n", head_only),
             },
             Ok((1, size)) => {
-                let (status, first, last) = match http::range(req.range.as_deref(), size) {
+                let range = match http::condition(req, None) {
+                    http::Condition::Failed => {
+                        self.small(c, Status::PRECONDITION_FAILED, &[("Content-Type", "text/plain")], "precondition failed\n", head_only);
+                        return;
+                    }
+                    http::Condition::NotModified => {
+                        self.small(c, Status::NOT_MODIFIED, &[], "", true);
+                        return;
+                    }
+                    http::Condition::Whole => None,
+                    http::Condition::Go => req.range.as_deref(),
+                };
+                let (status, first, last) = match http::range(range, size) {
                     Range::Whole => (Status::OK, 0, size),
                     Range::Part(a, b) => (Status::PARTIAL, a, b + 1),
                     Range::Unsatisfiable => {
@@ -192,7 +248,8 @@ impl Httpd {
                 if status == Status::PARTIAL {
                     fields.push(("Content-Range", &cr));
                 }
-                c.out = http::head(status, &fields, last - first, c.keep_alive).into_bytes();
+                let date = self.date();
+                c.out = http::head(status, &date, &fields, last - first, c.keep_alive).into_bytes();
                 c.pos = 0;
                 c.file = file;
                 c.file_off = first;
@@ -204,8 +261,19 @@ impl Httpd {
         }
     }
 
+    /// `Date`'s value now (empty without a clock).
+    fn date(&mut self) -> alloc::string::String {
+        let Some((at_boot, since)) = self.clock else { return alloc::string::String::new() };
+        let now = at_boot + rt::sys::now_us().saturating_sub(since) / 1_000_000;
+        if self.date.0 != now || self.date.1.is_empty() {
+            self.date = (now, http::http_date(now));
+        }
+        self.date.1.clone()
+    }
+
     fn small(&mut self, c: &mut Conn, status: Status, fields: &[(&str, &str)], body: &str, head_only: bool) {
-        let mut out = http::head(status, fields, body.len() as u64, c.keep_alive).into_bytes();
+        let date = self.date();
+        let mut out = http::head(status, &date, fields, body.len() as u64, c.keep_alive).into_bytes();
         if !head_only {
             out.extend_from_slice(body.as_bytes());
         }
@@ -231,6 +299,9 @@ impl Httpd {
             match self.net.recv_area(c.h, RECV_OFF, RECV_MAX) {
                 Ok(0) => return Ok(false),
                 Ok(n) => {
+                    if c.inbuf.is_empty() && matches!(c.phase, Phase::Request) {
+                        c.head_at = rt::sys::now_us();
+                    }
                     c.inbuf.extend_from_slice(self.net.area.bytes(RECV_OFF, n));
                     c.last = rt::sys::now_us();
                     if c.inbuf.len() > http::MAX_HEAD + RECV_MAX as usize {
@@ -242,21 +313,43 @@ impl Httpd {
             }
         }
         if let Phase::Request = c.phase {
-            match http::parse(&c.inbuf) {
-                Parse::More => {}
-                Parse::Done(req) => {
-                    c.inbuf.drain(..req.head_len);
-                    self.served += 1;
-                    self.answer(c, &req);
-                }
-                Parse::Refuse(st) => {
-                    log_refusal(c, st);
-                    c.inbuf.clear();
-                    self.refuse(c, st);
-                }
-            }
+            self.next_request(c);
         }
         Ok(true)
+    }
+
+    /// Take the next request from `inbuf` if its head is whole (or refuse it). The head
+    /// is parsed once whole: a head that comes a byte at a time is scanned once.
+    fn next_request(&mut self, c: &mut Conn) -> bool {
+        let parsed = match http::head_end(&c.inbuf, c.scanned) {
+            Some(_) => http::parse(&c.inbuf),
+            None => {
+                c.scanned = c.inbuf.len();
+                match http::parse(&c.inbuf[..c.inbuf.len().min(http::MAX_HEAD + 1)]) {
+                    // Without its end only the limits can be judged.
+                    Parse::Done(_) => Parse::More,
+                    p => p,
+                }
+            }
+        };
+        match parsed {
+            Parse::More => false,
+            Parse::Done(req) => {
+                c.inbuf.drain(..req.head_len);
+                c.scanned = 0;
+                c.head_at = if c.inbuf.is_empty() { 0 } else { rt::sys::now_us() };
+                self.served += 1;
+                self.answer(c, &req);
+                true
+            }
+            Parse::Refuse(st) => {
+                log_refusal(c, st);
+                c.inbuf.clear();
+                c.scanned = 0;
+                self.refuse(c, st);
+                true
+            }
+        }
     }
 
     /// Send what can go now; Ok(false): the connection is over.
@@ -297,23 +390,10 @@ impl Httpd {
                     return Ok(false);
                 }
                 c.phase = Phase::Request;
+                c.last = rt::sys::now_us();
                 // A pipelined request may be waiting already.
-                if !c.inbuf.is_empty() {
-                    match http::parse(&c.inbuf) {
-                        Parse::Done(req) => {
-                            c.inbuf.drain(..req.head_len);
-                            self.served += 1;
-                            self.answer(c, &req);
-                            continue;
-                        }
-                        Parse::Refuse(st) => {
-                            log_refusal(c, st);
-                            c.inbuf.clear();
-                            self.refuse(c, st);
-                            continue;
-                        }
-                        Parse::More => {}
-                    }
+                if !c.inbuf.is_empty() && self.next_request(c) {
+                    continue;
                 }
                 return Ok(true);
             }
@@ -363,51 +443,182 @@ impl Httpd {
             let _ = files::close(self.files, f);
         }
         let _ = self.net.close(c.h);
+        if let Some(n) = self.per_addr.get_mut(&c.peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_addr.remove(&c.peer);
+            }
+        }
+    }
+
+    /// Is the connection to go on after a step that answered `r`? A failure other than
+    /// the peer's reset (one of files, of Cue, of net) is said on the log, a few lines a
+    /// second at most.
+    fn fine(&mut self, r: Result<bool, Error>) -> bool {
+        match r {
+            Ok(go) => go,
+            Err(Error::Reset) => false,
+            Err(e) => {
+                self.failed += 1;
+                let now = rt::sys::now_us();
+                if now.saturating_sub(self.failed_logged) >= 1_000_000 {
+                    println!("httpd: {} connections ended by a failure, the last: {}", self.failed, e.name());
+                    self.failed = 0;
+                    self.failed_logged = now;
+                }
+                false
+            }
+        }
+    }
+
+    /// WAIT_MANY said an entry is unknown to net: drop the connections whose socket or
+    /// transfer net does not know (each said on the log); end if it is the listener.
+    fn drop_unknown(&mut self, listener: u64) {
+        if self.net.state(listener).is_err() {
+            println!("httpd: net no longer knows the listener: ending");
+            rt::exit(1);
+        }
+        let conns = core::mem::take(&mut self.conns);
+        for mut c in conns {
+            let known = match c.phase {
+                Phase::Cueing(t) => self.net.cue_state(t).map(|st| st.ended().then_some(st.result())),
+                _ => self.net.state(c.h).map(|_| None),
+            };
+            match known {
+                // Known, and waiting as before.
+                Ok(None) => self.conns.push(c),
+                // The transfer ended (and is forgotten now that it said so): on from here.
+                Ok(Some(r)) => {
+                    c.file_off = c.file_end;
+                    c.last = rt::sys::now_us();
+                    c.phase = Phase::Sending;
+                    if r.is_ok() && self.write(&mut c).unwrap_or(false) {
+                        self.conns.push(c);
+                    } else {
+                        self.drop_conn(c);
+                    }
+                }
+                Err(e) => {
+                    println!("httpd: net does not know a connection's {} ({}): dropping it", if matches!(c.phase, Phase::Cueing(_)) { "transfer" } else { "socket" }, e.name());
+                    self.drop_conn(c);
+                }
+            }
+        }
+    }
+
+    /// Has connection `c` run past a deadline (at `now`)? Which one (an index of
+    /// `closed`): 0 idle between requests, 1 a head not whole in time, 2 a head too
+    /// slow, 3 an answer nobody takes.
+    fn overdue(c: &Conn, now: u64) -> Option<usize> {
+        match c.phase {
+            Phase::Request if c.inbuf.is_empty() => (now.saturating_sub(c.last) > IDLE_US).then_some(0),
+            Phase::Request => {
+                let took = now.saturating_sub(c.head_at);
+                if took > HEAD_US {
+                    Some(1)
+                } else if took > RATE_GRACE_US && (c.inbuf.len() as u64) < MIN_RATE * took / 1_000_000 {
+                    Some(2)
+                } else {
+                    None
+                }
+            }
+            Phase::Sending => (now.saturating_sub(c.last) > SEND_IDLE_US).then_some(3),
+            Phase::Cueing(_) => None,
+        }
+    }
+
+    /// Connections near what net allows this program: close idle ones (waiting for a
+    /// next request; RFC 9112 §9.8 lets a server close those at any time), the longest
+    /// idle first, so that new connections, which wait in net's backlog meanwhile, come
+    /// in.
+    fn shed(&mut self, now: u64) {
+        let margin = self.max_conns / 64 + 1;
+        if self.conns.len() + margin <= self.max_conns {
+            return;
+        }
+        let mut idle: Vec<(u64, usize)> = self.conns.iter().enumerate().filter(|(_, c)| matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000).map(|(i, c)| (c.last, i)).collect();
+        idle.sort_unstable();
+        let n = (self.conns.len() + margin - self.max_conns).min(idle.len());
+        let mut gone: Vec<usize> = idle[..n].iter().map(|(_, i)| *i).collect();
+        gone.sort_unstable_by(|a, b| b.cmp(a));
+        for i in gone {
+            let c = self.conns.swap_remove(i);
+            self.closed[0] += 1;
+            self.drop_conn(c);
+        }
+    }
+
+    /// A line now and then on what the deadlines closed (not one per connection: a
+    /// thousand slow clients would flood the console).
+    fn log_closed(&mut self, now: u64) {
+        if self.closed.iter().all(|n| *n == 0) || now.saturating_sub(self.logged) < 5_000_000 {
+            return;
+        }
+        let [idle, head, slow, send] = self.closed;
+        println!("httpd: closed {} idle for {} s, {} heads not whole in {} s (408), {} heads under {} B/s (408), {} answers not taken for {} s", idle, IDLE_US / 1_000_000, head, HEAD_US / 1_000_000, slow, MIN_RATE, send, SEND_IDLE_US / 1_000_000);
+        self.closed = [0; 4];
+        self.logged = now;
     }
 
     /// Serve until the net server goes away (it restarted): then end, to be restarted
     /// and attach to the new one.
     fn serve(&mut self, listener: u64) -> i32 {
+        let mut entries: Vec<(u64, u64)> = Vec::new();
+        let mut ready: Vec<u64> = Vec::new();
         loop {
-            let mut entries: Vec<(u64, u64)> = self
-                .conns
-                .iter()
-                .map(|c| match c.phase {
-                    Phase::Request => (c.h, np::READABLE),
-                    Phase::Sending => (c.h, np::WRITABLE | np::READABLE),
-                    Phase::Cueing(t) => (t, np::ENDED),
-                })
-                .collect();
+            entries.clear();
+            entries.extend(self.conns.iter().map(|c| match c.phase {
+                Phase::Request => (c.h, np::READABLE),
+                Phase::Sending => (c.h, np::WRITABLE | np::READABLE),
+                Phase::Cueing(t) => (t, np::ENDED),
+            }));
             let listening = self.conns.len() < MAX_CONNS;
             if listening {
                 entries.push((listener, np::READABLE));
             }
-            let ready = match self.net.wait(&entries, 1_000_000) {
-                Ok(r) => r,
+            // The soonest deadline bounds the sleep.
+            match self.net.wait_many(WAIT_OFF, &entries, 1_000_000, &mut ready) {
+                Ok(_) => {}
+                Err(Error::InvalidCap) => {
+                    // An entry net does not know: find it, drop its connection, go on.
+                    self.drop_unknown(listener);
+                    continue;
+                }
                 Err(e) => {
                     println!("httpd: the net server answers {}: ending", e.name());
                     return 1;
                 }
-            };
+            }
+            let bit = |i: usize| ready.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0);
             let now = rt::sys::now_us();
             let conns = core::mem::take(&mut self.conns);
             let mut keep = Vec::with_capacity(conns.len());
             for (i, mut c) in conns.into_iter().enumerate() {
                 let mut alive = true;
-                if ready & (1 << i) != 0 {
-                    alive = match c.phase {
+                if bit(i) {
+                    let r = match c.phase {
                         Phase::Request => self.read(&mut c),
                         Phase::Sending => self.write(&mut c),
                         Phase::Cueing(t) => self.cue_ended(&mut c, t),
-                    }
-                    .unwrap_or(false);
+                    };
+                    alive = self.fine(r);
                     // A request read may have produced an answer to start sending.
                     if alive && matches!(c.phase, Phase::Sending) {
-                        alive = self.write(&mut c).unwrap_or(false);
+                        let r = self.write(&mut c);
+                        alive = self.fine(r);
                     }
-                } else if !matches!(c.phase, Phase::Cueing(_)) && now.saturating_sub(c.last) > IDLE_US {
-                    println!("httpd: closing a connection idle for {} s ({} bytes of a request came)", IDLE_US / 1_000_000, c.inbuf.len());
-                    alive = false;
+                }
+                if alive {
+                    if let Some(why) = Self::overdue(&c, now) {
+                        self.closed[why] += 1;
+                        if why == 1 || why == 2 {
+                            // 408, sent as it goes (the connection closes either way).
+                            c.keep_alive = false;
+                            self.refuse(&mut c, Status::TIMEOUT);
+                            let _ = self.write(&mut c);
+                        }
+                        alive = false;
+                    }
                 }
                 if alive {
                     keep.push(c);
@@ -416,25 +627,35 @@ impl Httpd {
                 }
             }
             self.conns = keep;
-            if listening && ready & (1 << entries.len().saturating_sub(1)) != 0 {
+            self.shed(now);
+            self.log_closed(now);
+            if listening && bit(entries.len() - 1) {
                 while self.conns.len() < MAX_CONNS {
-                    match self.net.try_accept(listener) {
-                        Ok((h, _, _)) => self.conns.push(Conn {
-                            h,
-                            inbuf: Vec::new(),
-                            phase: Phase::Request,
-                            out: Vec::new(),
-                            pos: 0,
-                            file: None,
-                            file_off: 0,
-                            file_end: 0,
-                            keep_alive: false,
-                            last: rt::sys::now_us(),
-                            cue_tried: false,
-                            sched: None,
-                        }),
-                        Err(_) => break,
+                    let Ok((h, peer, _)) = self.net.try_accept(listener) else { break };
+                    let n = self.per_addr.entry(peer).or_insert(0);
+                    if *n >= self.max_per_addr {
+                        // This address holds its share: the connection is refused at once.
+                        let _ = self.net.close(h);
+                        continue;
                     }
+                    *n += 1;
+                    self.conns.push(Conn {
+                        h,
+                        peer,
+                        inbuf: Vec::new(),
+                        scanned: 0,
+                        head_at: 0,
+                        phase: Phase::Request,
+                        out: Vec::new(),
+                        pos: 0,
+                        file: None,
+                        file_off: 0,
+                        file_end: 0,
+                        keep_alive: false,
+                        last: rt::sys::now_us(),
+                        cue_tried: false,
+                        sched: None,
+                    });
                 }
             }
         }
@@ -448,10 +669,12 @@ fn log_refusal(c: &Conn, st: Status) {
 }
 
 fn main() -> i32 {
-    let (mut port, mut busy, mut cue) = (80u16, false, Some(Schedule::FAST));
+    let (mut port, mut busy, mut cue, mut per_addr) = (80u16, false, Some(Schedule::FAST), PER_ADDR);
     for w in rt::args().split(' ') {
         if let Some(p) = w.strip_prefix("port=").and_then(|p| p.parse().ok()) {
             port = p;
+        } else if let Some(n) = w.strip_prefix("per_addr=").and_then(|p| p.parse().ok()) {
+            per_addr = n;
         } else if w == "rwloop" {
             cue = None;
         } else if let Some((k, t)) = w.strip_prefix("cue=").and_then(|v| v.split_once(':')) {
@@ -492,6 +715,33 @@ fn main() -> i32 {
     println!("httpd: serving the files server on port {}", port);
     let meter = rt::alloc_slot();
     let meter = if busy && rt::env::lookup("meter", meter).is_ok() { Some(meter) } else { None };
-    let mut h = Httpd { net, files: fs, conns: Vec::new(), served: 0, busy, cue, meter };
+    // The wall clock, if the manifest grants the CMOS clock's ports.
+    let clock = rt::rtc::init().ok().and_then(|_| rt::rtc::read()).map(|(y, mo, d, h, mi, s)| {
+        let unix = http::days_from_civil(y, mo, d).max(0) as u64 * 86400 + (h * 3600 + mi * 60 + s) as u64;
+        (unix, rt::sys::now_us())
+    });
+    if clock.is_none() {
+        println!("httpd: no clock (the CMOS clock's ports are not granted): no Date field");
+    }
+    // As many connections as net's budget for this program holds.
+    let max_conns = net.limits().map_or(MAX_CONNS, |l| (l[2] / l[4].max(1)) as usize).clamp(1, MAX_CONNS);
+    let mut h = Httpd {
+        max_conns,
+        net,
+        files: fs,
+        conns: Vec::new(),
+        per_addr: alloc::collections::BTreeMap::new(),
+        max_per_addr: per_addr,
+        served: 0,
+        clock,
+        date: (0, alloc::string::String::new()),
+        closed: [0; 4],
+        logged: 0,
+        failed: 0,
+        failed_logged: 0,
+        busy,
+        cue,
+        meter,
+    };
     h.serve(listener)
 }

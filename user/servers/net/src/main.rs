@@ -5,9 +5,12 @@
 //! (`Server::next_tick_us`): nothing polls while the network is idle.
 //!
 //! Each client is a program (its id from the badge root minted). It attaches once and
-//! gets a shared area; its sockets are entries in its own table here, limited in number
-//! (`MAX_SOCKETS`) and in buffer memory (`DEFAULT_BUDGET`), closed (reset) when root says the
-//! program is gone.
+//! gets a shared area; its sockets are entries in its own table here, their buffers
+//! charged to it within a budget, closed (reset) when root says the program is gone.
+//! How much socket memory there is comes from the machine's memory and net's kernel
+//! memory (`share`: ARCHITECTURE.md, "Connections and memory"): the number of
+//! connections follows from it, not from a constant. The buffers are frames from
+//! sigma0 (`bufs`), taken when a connection comes.
 //!
 //! Cue (`cue`): a client hands over a read-only BAIO capability to a file's blocks and
 //! a socket; this server reads the blocks into an area mapped here and sends them,
@@ -15,13 +18,14 @@
 //! byte. The loop runs here, beside the TCP stack it feeds (ARCHITECTURE.md, "Cue").
 //!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
-//! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each client's
-//! buffer memory.
+//! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each
+//! client's buffer memory (default `CLIENT_NUM / CLIENT_DEN` of the share).
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod bufs;
 mod cue;
 mod nic;
 
@@ -50,17 +54,30 @@ rt::entry!(main);
 const IRQ_BADGE: u64 = 1 << 61;
 /// The graft point net hosts (over the bytes of Cue transfers).
 const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
-/// Sockets per client.
-const MAX_SOCKETS: usize = 64;
 /// Sleeping `WAIT`s and `PING`s per client.
 const MAX_SLEEPERS: usize = 8;
-/// A TCP socket's buffers, each way.
-const TCP_BUF: usize = 64 * 1024;
-/// A UDP socket's buffers, each way: packets and bytes.
+/// One TCP connection's buffer memory, as charged: receiving (a request head fits; the
+/// window it offers) and sending (what Cue and writers queue ahead of the ACKs), a
+/// slot of `bufs`.
+const SOCK_BYTES: usize = bufs::RX + bufs::TX;
+/// Socket buffers may take a quarter of the machine's memory (`sigma0_api::STATS`), so
+/// that a small machine's net does not promise memory that is not there ...
+const RAM_DEN: usize = 4;
+/// ... and what this share of net's free kernel memory can map (each page mapped
+/// costs a mapping-database node, 85 to a quota page, `kcore::quota::Objects`, and a
+/// page table per 512 pages: 72 pages a quota page, rounded down); the rest is for
+/// the heap, the clients' areas and Cue's views.
+const KERNEL_NUM: usize = 3;
+const KERNEL_DEN: usize = 4;
+const PAGES_PER_QUOTA_PAGE: usize = 72;
+/// One client may hold this part of the share: the rest stays for the others (the
+/// shell's fetch, ftpd beside a busy httpd).
+const CLIENT_NUM: usize = 7;
+const CLIENT_DEN: usize = 8;
+/// A UDP socket's buffers, each way: packets and bytes (of a `bufs` slot, charged as
+/// a connection's).
 const UDP_PACKETS: usize = 16;
-const UDP_BUF: usize = 16 * 1024;
-/// Default buffer memory per client.
-const DEFAULT_BUDGET: usize = 8 << 20;
+const UDP_BUF: usize = bufs::RX;
 /// A closed connection still sending its last bytes is reset after this long.
 const LINGER: Duration = Duration::from_secs(30);
 /// How long DHCP may take before a static address from the arguments is used.
@@ -98,8 +115,9 @@ fn ipv4(w: u32) -> Ipv4Address {
 
 enum Sock {
     Tcp { h: SocketHandle, bytes: usize },
-    /// Listening on `port`: a pool of smoltcp sockets in LISTEN (the backlog); one that
-    /// has a connection is handed out by ACCEPT and replaced.
+    /// Listening on `port`: the connections that have come and are not accepted yet,
+    /// at most `backlog` (a socket each, made when its SYN came: `admit_syns`); ACCEPT
+    /// hands out one that is established.
     Listen { port: u16, backlog: usize, pool: Vec<SocketHandle> },
     Udp { h: SocketHandle, port: u16 },
 }
@@ -111,14 +129,17 @@ struct Client {
     /// Buffer memory its sockets hold (bytes).
     bytes: usize,
     sleepers: usize,
+    /// Listening sockets among `sockets` (the pools' walk skips clients without).
+    listeners: usize,
 }
 
-/// A client asleep in WAIT.
+/// A client asleep in WAIT (or WAIT_MANY: `out` is where its bitmap goes in its area).
 struct Waiter {
     client: u64,
     slot: u64,
     entries: Vec<(u64, u64)>,
     deadline: Option<Instant>,
+    out: Option<u64>,
 }
 
 /// A connection its client has closed, still sending its last bytes; its buffers stay
@@ -171,7 +192,18 @@ struct Net {
     /// Connections a client closed (or left behind when it died), still finishing.
     orphans: Vec<Orphan>,
     next_port: u16,
+    /// Each client's budget of buffer memory, and the most sockets it may have.
     budget: usize,
+    max_sockets: usize,
+    /// Buffer memory all sockets together may hold (`1 / RAM_DEN` of the machine's,
+    /// at most what `KERNEL_NUM / KERNEL_DEN` of net's kernel memory can map).
+    share: usize,
+    /// The sockets' buffers, and which slot each socket has.
+    bufs: bufs::Pool,
+    buf_slots: BTreeMap<SocketHandle, u32>,
+    /// SYNs not answered because their listener's backlog was full (they wait: the
+    /// peer sends them again).
+    syn_held: u64,
     sigma0: u64,
     area_next: u64,
     spare_areas: Vec<rt::shared::Area>,
@@ -212,42 +244,66 @@ fn tcp_state(s: tcp::State) -> u64 {
     }
 }
 
-/// Is `frame` a TCP SYN (without ACK) for a connection a socket already holds? A
-/// peer sends its SYN again when our SYN-ACK is late; given to the stack, the copy
-/// would be taken by another socket of the listening pool (smoltcp hands a segment to
-/// the first socket that accepts it), and two sockets would hold one connection — the
-/// second ate the peer's first data. Dropped here: the socket that holds the connection
-/// sends its SYN-ACK again on its own timer.
-fn duplicate_syn(sockets: &SocketSet<'_>, frame: &[u8]) -> bool {
+/// (source address, source port, destination port) of `frame` if it is an IPv4 TCP
+/// SYN without ACK: a new connection.
+fn syn_of(frame: &[u8]) -> Option<(IpAddress, u16, u16)> {
     use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket};
-    let Ok(eth) = EthernetFrame::new_checked(frame) else { return false };
+    let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EthernetProtocol::Ipv4 {
-        return false;
+        return None;
     }
-    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { return false };
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
     if ip.next_header() != IpProtocol::Tcp {
-        return false;
+        return None;
     }
-    let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else { return false };
-    if !tcp.syn() || tcp.ack() {
-        return false;
-    }
-    let (from, port, to) = (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port());
+    let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+    (tcp.syn() && !tcp.ack()).then(|| (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port()))
+}
+
+/// Does a socket hold the connection from `from`:`port` to local port `to` already?
+fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bool {
     sockets.iter().any(|(_, s)| match s {
-        smoltcp::socket::Socket::Tcp(t) => {
-            matches!(t.state(), tcp::State::SynReceived | tcp::State::Established) && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port) && t.local_endpoint().is_some_and(|l| l.port == to)
-        }
+        smoltcp::socket::Socket::Tcp(t) => t.state() != tcp::State::Closed && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port) && t.local_endpoint().is_some_and(|l| l.port == to),
         _ => false,
     })
 }
 
-/// A TCP socket with its buffers (`TCP_BUF` each way), segments sent at once (no
-/// Nagle: the clients batch through the shared area), dead peers given up after 2 min.
-fn tcp_socket() -> tcp::Socket<'static> {
-    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; TCP_BUF]), tcp::SocketBuffer::new(vec![0u8; TCP_BUF]));
+/// A TCP socket with its buffers (a slot of `pool`, recorded in `slots`), added to
+/// `sockets`: segments sent at once (no Nagle: the clients batch through the shared
+/// area), dead peers given up after 2 min. None: no frames for its buffers.
+fn add_tcp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>) -> Option<SocketHandle> {
+    let (i, rx, tx) = pool.take()?;
+    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
     s.set_nagle_enabled(false);
     s.set_timeout(Some(Duration::from_secs(120)));
-    s
+    let h = sockets.add(s);
+    slots.insert(h, i);
+    Some(h)
+}
+
+/// A UDP socket bound to `port` with its buffers (a slot of `pool`, recorded in
+/// `slots`), added to `sockets`. None: no frames for its buffers.
+fn add_udp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>, port: u16) -> Result<SocketHandle, Error> {
+    let (i, rx, tx) = pool.take().ok_or(Error::NoSpace)?;
+    let mk = |b: &'static mut [u8]| udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], &mut b[..UDP_BUF]);
+    let mut s = udp::Socket::new(mk(rx), mk(tx));
+    if s.bind(port).is_err() {
+        drop(s);
+        pool.give(i);
+        return Err(Error::InvalidArg);
+    }
+    let h = sockets.add(s);
+    slots.insert(h, i);
+    Ok(h)
+}
+
+/// Remove socket `h` (TCP or UDP) from `sockets` and give its buffers back to `pool`.
+fn remove_sock(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>, h: SocketHandle) {
+    // The socket (holding the slot's slices) is dropped here, before its slot is free.
+    drop(sockets.remove(h));
+    if let Some(i) = slots.remove(&h) {
+        pool.give(i);
+    }
 }
 
 /// A pool socket that has a connection for ACCEPT.
@@ -256,8 +312,12 @@ fn connected(s: &tcp::Socket) -> bool {
 }
 
 impl Net {
-    fn new_tcp(&mut self) -> SocketHandle {
-        self.sockets.add(tcp_socket())
+    fn new_tcp(&mut self) -> Option<SocketHandle> {
+        add_tcp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots)
+    }
+
+    fn remove_sock(&mut self, h: SocketHandle) {
+        remove_sock(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, h);
     }
 
     fn port_in_use(&self, port: u16) -> bool {
@@ -285,11 +345,16 @@ impl Net {
         self.clients.get_mut(&id).ok_or(Error::BadState)
     }
 
+    /// Buffer memory every socket holds now (clients' and orphans nobody pays for).
+    fn held(&self) -> usize {
+        self.clients.values().map(|c| c.bytes).sum::<usize>() + self.orphans.iter().filter(|o| o.client == NOBODY).map(|o| o.bytes).sum::<usize>()
+    }
+
     /// Add a socket to a client's table within its limits.
     fn install(&mut self, id: u64, s: Sock, bytes: usize) -> Result<u64, Error> {
-        let budget = self.budget;
+        let (budget, max, room) = (self.budget, self.max_sockets, self.share.saturating_sub(self.held()));
         let c = self.client(id)?;
-        if c.sockets.len() >= MAX_SOCKETS || c.bytes + bytes > budget {
+        if c.sockets.len() >= max || c.bytes + bytes > budget || bytes > room {
             return Err(Error::NoSpace);
         }
         let h = c.next;
@@ -304,7 +369,7 @@ impl Net {
             Some(c) => c.area,
             None => {
                 let area = self.new_area()?;
-                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0 });
+                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: 0 });
                 area
             }
         };
@@ -342,13 +407,13 @@ impl Net {
             Sock::Listen { pool, .. } => {
                 for h in pool {
                     self.sockets.get_mut::<tcp::Socket>(h).abort();
-                    self.orphans.push(Orphan { h, until: now(), client: id, bytes: 2 * TCP_BUF });
+                    self.orphans.push(Orphan { h, until: now(), client: id, bytes: SOCK_BYTES });
                 }
             }
             Sock::Udp { h, .. } => {
-                self.sockets.remove(h);
+                self.remove_sock(h);
                 if let Some(c) = self.clients.get_mut(&id) {
-                    c.bytes = c.bytes.saturating_sub(2 * UDP_BUF);
+                    c.bytes = c.bytes.saturating_sub(SOCK_BYTES);
                 }
             }
         }
@@ -411,13 +476,42 @@ impl Net {
         Ok(map)
     }
 
+    /// Is any of client `id`'s entries ready? (Stops at the first.) Err: no such handle.
+    fn ready_any(&self, id: u64, entries: &[(u64, u64)]) -> Result<bool, Error> {
+        for (h, interest) in entries {
+            if self.ready(id, *h, *interest)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Write the bitmap of client `id`'s ready entries at `out` in its area (checked
+    /// to fit): how many are ready.
+    fn ready_bits(&self, id: u64, entries: &[(u64, u64)], out: u64) -> Result<u64, Error> {
+        let c = self.clients.get(&id).ok_or(Error::BadState)?;
+        let mut n = 0;
+        for (w, chunk) in entries.chunks(64).enumerate() {
+            let mut bits = 0u64;
+            for (i, (h, interest)) in chunk.iter().enumerate() {
+                if self.ready(id, *h, *interest)? {
+                    bits |= 1 << i;
+                    n += 1;
+                }
+            }
+            c.area.write(out + 8 * w as u64, bits);
+        }
+        Ok(n)
+    }
+
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     fn pump(&mut self) {
         self.cue_busy = false;
         for round in 0..256 {
             self.nic.poll_rx();
-            let sockets = &self.sockets;
-            self.nic.retain_rx(|f| !duplicate_syn(sockets, f));
+            if self.nic.has_rx() {
+                self.admit_syns();
+            }
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
             self.nic.refill();
@@ -488,31 +582,79 @@ impl Net {
         }
     }
 
-    /// Keep each listener's pool full of listening sockets; drop ones whose handshake
-    /// failed.
+    /// Give each new connection to a listening port a socket of its own, made now (a
+    /// listener holds no buffers until a connection comes: its backlog is a bound, not
+    /// memory set aside), charged to the listener's client; drop copies of a SYN whose
+    /// connection a socket holds already; and hold back a SYN that finds its
+    /// listener's backlog full or its client's budget spent (smoltcp would reset it:
+    /// the peer sends it again, so the connection waits). Runs on each batch of
+    /// received frames before the stack sees them.
+    fn admit_syns(&mut self) {
+        let mut held = self.held();
+        let (sockets, clients, syn_held, budget, share) = (&mut self.sockets, &mut self.clients, &mut self.syn_held, self.budget, self.share);
+        let (bufs, slots) = (&mut self.bufs, &mut self.buf_slots);
+        // The listening ports and whose they are (few: a walk of the tables).
+        let mut ports: Vec<(u16, u64, u64)> = Vec::new();
+        for (id, c) in clients.iter().filter(|(_, c)| c.listeners > 0) {
+            for (h, s) in &c.sockets {
+                if let Sock::Listen { port, .. } = s {
+                    ports.push((*port, *id, *h));
+                }
+            }
+        }
+        if ports.is_empty() {
+            return;
+        }
+        // Connections whose SYN this batch gave a socket: a copy later in the batch
+        // (the peer sent it again while the first waited here) must not get another,
+        // or two sockets would hold one connection, and smoltcp would hand its
+        // segments to whichever comes first in its table.
+        let mut admitted: Vec<(IpAddress, u16, u16)> = Vec::new();
+        self.nic.retain_rx(|f| {
+            let Some(syn) = syn_of(f) else { return true };
+            let Some(&(_, id, lh)) = ports.iter().find(|(p, _, _)| *p == syn.2) else { return true };
+            if admitted.contains(&syn) || holds(sockets, syn) {
+                return false;
+            }
+            let Some(c) = clients.get_mut(&id) else { return true };
+            let Some(Sock::Listen { port, backlog, pool: listening }) = c.sockets.get_mut(&lh) else { return true };
+            if listening.len() >= *backlog || c.bytes + SOCK_BYTES > budget || held + SOCK_BYTES > share {
+                *syn_held += 1;
+                return false;
+            }
+            let Some(h) = add_tcp(sockets, bufs, slots) else {
+                *syn_held += 1;
+                return false;
+            };
+            if sockets.get_mut::<tcp::Socket>(h).listen(*port).is_err() {
+                remove_sock(sockets, bufs, slots, h);
+                return false;
+            }
+            listening.push(h);
+            c.bytes += SOCK_BYTES;
+            held += SOCK_BYTES;
+            admitted.push(syn);
+            true
+        });
+    }
+
+    /// Drop the sockets of listeners' pools that hold no connection (still listening
+    /// after the stack has seen their SYN — it was not taken — or whose handshake
+    /// failed), and give their memory back.
     fn pools(&mut self) {
-        // Runs after every poll: it walks the tables in place, allocating nothing.
-        let (sockets, budget) = (&mut self.sockets, self.budget);
-        for c in self.clients.values_mut() {
+        let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
+        for c in clients.values_mut().filter(|c| c.listeners > 0) {
             let Client { sockets: table, bytes, .. } = c;
             for s in table.values_mut() {
-                let Sock::Listen { port, backlog, pool } = s else { continue };
+                let Sock::Listen { pool, .. } = s else { continue };
                 pool.retain(|h| {
-                    let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Closed | tcp::State::TimeWait);
+                    let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Listen | tcp::State::Closed | tcp::State::TimeWait);
                     if dead {
-                        sockets.remove(*h);
-                        *bytes -= 2 * TCP_BUF;
+                        remove_sock(sockets, bufs, slots, *h);
+                        *bytes -= SOCK_BYTES;
                     }
                     !dead
                 });
-                while pool.len() < *backlog && *bytes + 2 * TCP_BUF <= budget {
-                    let mut t = tcp_socket();
-                    if t.listen(*port).is_err() {
-                        break;
-                    }
-                    pool.push(sockets.add(t));
-                    *bytes += 2 * TCP_BUF;
-                }
             }
         }
     }
@@ -520,11 +662,11 @@ impl Net {
     /// Forget closed connections whose last bytes are out (or that lingered too long).
     fn reap(&mut self) {
         let t = now();
-        let (sockets, clients) = (&mut self.sockets, &mut self.clients);
+        let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
         self.orphans.retain(|o| {
             let s = sockets.get_mut::<tcp::Socket>(o.h);
             if matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
-                sockets.remove(o.h);
+                remove_sock(sockets, bufs, slots, o.h);
                 if let Some(c) = clients.get_mut(&o.client) {
                     c.bytes = c.bytes.saturating_sub(o.bytes);
                 }
@@ -543,7 +685,15 @@ impl Net {
         let mut i = 0;
         while i < self.waiters.len() {
             let w = &self.waiters[i];
-            let map = self.ready_map(w.client, &w.entries);
+            let map = match w.out {
+                None => self.ready_map(w.client, &w.entries),
+                // Many entries: look for one ready (stopping there) before writing them all.
+                Some(out) => match self.ready_any(w.client, &w.entries) {
+                    Ok(false) if w.deadline.is_none_or(|d| t < d) => Ok(0),
+                    Ok(_) => self.ready_bits(w.client, &w.entries, out),
+                    Err(e) => Err(e),
+                },
+            };
             let answer = match map {
                 Ok(0) if w.deadline.is_none_or(|d| t < d) => None,
                 Ok(m) => Some(server::ok_msg(&[m])),
@@ -751,14 +901,13 @@ impl Net {
             return Err(Error::BadState);
         }
         self.cue_windows[window] = true;
-        // Ended transfers a client never asked about (on sockets it keeps) do not pile
-        // up past one per socket it may have.
-        let ended = self.transfers.iter().filter(|t| t.client == id && !t.running()).count();
-        if ended >= MAX_SOCKETS {
-            if let Some(i) = self.transfers.iter().position(|t| t.client == id && !t.running()) {
-                self.transfers.remove(i);
-            }
-        }
+        // An ended transfer is kept until its client asks about it (CUE_STATE), closes
+        // its socket, or starts the next one on that socket (then it is forgotten): at
+        // most one a socket, so they cannot pile up, and one a client waits on is never
+        // taken from under it. (A cap of 64 a client did that: httpd, going through a
+        // hundred connections before it asked, found transfers it waited on gone, and
+        // WAIT_MANY answered InvalidCap.)
+        self.transfers.retain(|t| t.client != id || t.socket != handle);
         self.transfers.push(t);
         self.cue_status(self.transfers.len() - 1);
         Ok(tid)
@@ -860,17 +1009,18 @@ impl Net {
                 if self.port_in_use(port) {
                     return Err(Error::Exists);
                 }
-                let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
-                self.pools();
-                let empty = matches!(self.clients[&id].sockets.get(&h), Some(Sock::Listen { pool, .. }) if pool.is_empty());
-                if empty {
-                    // Not even one listening socket fits the client's buffer budget.
-                    self.clients.get_mut(&id).unwrap().sockets.remove(&h);
+                // A listener holds no buffers: each connection gets its own when its
+                // SYN comes (`admit_syns`). One must fit the budget at least.
+                let (budget, room) = (self.budget, self.share.saturating_sub(self.held()));
+                if self.client(id)?.bytes + SOCK_BYTES > budget || SOCK_BYTES > room {
                     return Err(Error::NoSpace);
                 }
+                let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
+                self.client(id)?.listeners += 1;
                 ok(&[h])
             }
             Request::Accept { handle } => {
+                let max = self.max_sockets;
                 let c = self.clients.get_mut(&id).ok_or(Error::BadState)?;
                 let pool = match c.sockets.get_mut(&handle) {
                     Some(Sock::Listen { pool, .. }) => pool,
@@ -887,15 +1037,14 @@ impl Net {
                 let c = self.client(id)?;
                 let h = c.next;
                 c.next += 1;
-                c.sockets.insert(h, Sock::Tcp { h: sh, bytes: 2 * TCP_BUF });
-                if c.sockets.len() > MAX_SOCKETS {
+                c.sockets.insert(h, Sock::Tcp { h: sh, bytes: SOCK_BYTES });
+                if c.sockets.len() > max {
                     c.sockets.remove(&h);
-                    c.bytes -= 2 * TCP_BUF;
+                    c.bytes -= SOCK_BYTES;
                     self.sockets.get_mut::<tcp::Socket>(sh).abort();
                     self.orphans.push(Orphan { h: sh, until: now(), client: NOBODY, bytes: 0 });
                     return Err(Error::NoSpace);
                 }
-                self.pools();
                 let (ip, port) = match self.sockets.get::<tcp::Socket>(sh).remote_endpoint() {
                     Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }) => (ip_word(a), port as u64),
                     None => (0, 0),
@@ -908,16 +1057,16 @@ impl Net {
                     return Err(Error::InvalidArg);
                 }
                 let local = self.ephemeral();
-                let sh = self.new_tcp();
+                let sh = self.new_tcp().ok_or(Error::NoSpace)?;
                 let r = self.sockets.get_mut::<tcp::Socket>(sh).connect(self.iface.context(), (IpAddress::Ipv4(ipv4(ip)), port), local);
                 if r.is_err() {
-                    self.sockets.remove(sh);
+                    self.remove_sock(sh);
                     return Err(Error::InvalidArg);
                 }
-                match self.install(id, Sock::Tcp { h: sh, bytes: 2 * TCP_BUF }, 2 * TCP_BUF) {
+                match self.install(id, Sock::Tcp { h: sh, bytes: SOCK_BYTES }, SOCK_BYTES) {
                     Ok(h) => ok(&[h]),
                     Err(e) => {
-                        self.sockets.remove(sh);
+                        self.remove_sock(sh);
                         Err(e)
                     }
                 }
@@ -968,7 +1117,11 @@ impl Net {
             Request::Close { handle } => {
                 self.client(id)?.sockets.get(&handle).ok_or(Error::InvalidCap)?;
                 self.cue_cancel_socket(id, handle);
-                let s = self.client(id)?.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
+                let c = self.client(id)?;
+                let s = c.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
+                if matches!(s, Sock::Listen { .. }) {
+                    c.listeners -= 1;
+                }
                 self.release(id, s, false);
                 ok(&[])
             }
@@ -978,14 +1131,11 @@ impl Net {
                 if port == 0 || self.port_in_use(port) {
                     return Err(Error::Exists);
                 }
-                let mk = || udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], vec![0u8; UDP_BUF]);
-                let mut s = udp::Socket::new(mk(), mk());
-                s.bind(port).map_err(|_| Error::InvalidArg)?;
-                let sh = self.sockets.add(s);
-                match self.install(id, Sock::Udp { h: sh, port }, 2 * UDP_BUF) {
+                let sh = add_udp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, port)?;
+                match self.install(id, Sock::Udp { h: sh, port }, SOCK_BYTES) {
                     Ok(h) => ok(&[h, port as u64]),
                     Err(e) => {
-                        self.sockets.remove(sh);
+                        self.remove_sock(sh);
                         Err(e)
                     }
                 }
@@ -1027,8 +1177,28 @@ impl Net {
                 }
                 let slot = self.sleep(id)?;
                 let deadline = (timeout_us != u64::MAX).then(|| now() + Duration::from_micros(timeout_us.min(1 << 40)));
-                self.waiters.push(Waiter { client: id, slot, entries, deadline });
+                self.waiters.push(Waiter { client: id, slot, entries, deadline, out: None });
                 Ok(None)
+            }
+            Request::WaitMany { timeout_us, off, count, out } => {
+                let c = self.clients.get(&id).ok_or(Error::BadState)?;
+                let words = count.div_ceil(64);
+                Self::range(c, off, 8 * count)?;
+                Self::range(c, out, 8 * words)?;
+                let entries: Vec<(u64, u64)> = (0..count).map(|i| c.area.read(off + 8 * i)).map(|e| (e & 0xffff_ffff, e >> 32)).collect();
+                let n = self.ready_bits(id, &entries, out)?;
+                if n != 0 || timeout_us == 0 {
+                    return ok(&[n]);
+                }
+                let slot = self.sleep(id)?;
+                let deadline = (timeout_us != u64::MAX).then(|| now() + Duration::from_micros(timeout_us.min(1 << 40)));
+                self.waiters.push(Waiter { client: id, slot, entries, deadline, out: Some(out) });
+                Ok(None)
+            }
+            Request::Limits => {
+                let held = self.held() as u64;
+                let mine = self.clients.get(&id).ok_or(Error::BadState)?.bytes as u64;
+                ok(&[self.share as u64, held, self.budget as u64, mine, SOCK_BYTES as u64, self.syn_held, self.bufs.mapped()])
             }
             Request::Ping { ip, timeout_us } => {
                 self.client(id)?;
@@ -1266,7 +1436,7 @@ fn parse_cidr(s: &str) -> Option<Ipv4Cidr> {
 }
 
 fn main() -> i32 {
-    let (mut addr, mut gw, mut budget, mut dhcp_on) = (None, None, DEFAULT_BUDGET, true);
+    let (mut addr, mut gw, mut budget, mut dhcp_on) = (None, None, None, true);
     for w in rt::args().split(' ') {
         if let Some(v) = w.strip_prefix("ip=") {
             addr = parse_cidr(v);
@@ -1281,7 +1451,7 @@ fn main() -> i32 {
                 return 1;
             }
         } else if let Some(v) = w.strip_prefix("budget=").and_then(|v| v.parse::<usize>().ok()) {
-            budget = v.saturating_mul(1024);
+            budget = Some(v.saturating_mul(1024));
         } else if w == "dhcp=off" {
             dhcp_on = false;
         }
@@ -1295,6 +1465,17 @@ fn main() -> i32 {
         println!("net: the manifest must grant the PCI ports and sigma0");
         return 1;
     }
+    // Socket memory: a quarter of the machine's, at most what net's kernel memory maps.
+    let ram = {
+        let mut m = Msg::new(s0::STATS, &[]);
+        if server::request(s0slot, &mut m).is_ok() { (m.word(3) as usize).saturating_mul(4096) } else { 0 }
+    };
+    let (_, quota, kused) = rt::sys::task_info(abi::cap::SELF_TASK).unwrap_or((0, 0, 0));
+    let mappable = (quota.saturating_sub(kused) as usize).saturating_mul(PAGES_PER_QUOTA_PAGE * 4096) / KERNEL_DEN * KERNEL_NUM;
+    let share = if ram > 0 { mappable.min(ram / RAM_DEN) } else { mappable };
+    let budget = budget.unwrap_or(share / CLIENT_DEN * CLIENT_NUM).min(share);
+    let max_sockets = (budget / SOCK_BYTES).max(1);
+    println!("net: socket memory {} MiB ({} MiB of RAM, kernel memory {} of {} pages used): {} connections, {} for one client", share >> 20, ram >> 20, kused, quota, share / SOCK_BYTES, budget / SOCK_BYTES);
     // The block service, to recognize Cue tickets by (`is_blk` looks again if it is
     // not there yet, or was started again).
     let _ = env::lookup("blk", blk);
@@ -1353,6 +1534,11 @@ fn main() -> i32 {
         orphans: Vec::new(),
         next_port: 49152 + (rt::sys::rdtsc() % 8192) as u16,
         budget,
+        max_sockets,
+        share,
+        bufs: bufs::Pool::new(s0slot),
+        buf_slots: BTreeMap::new(),
+        syn_held: 0,
         sigma0: s0slot,
         area_next: rt::layout::NET_AREAS,
         spare_areas: Vec::new(),

@@ -97,11 +97,32 @@ fn misuse(c: &mut Checks, net: &Net) {
     c.eq(call(np::ACCEPT, &[l]), Err(Error::WouldBlock), "nobody to accept");
     c.eq(call(np::ACCEPT, &[u]), Err(Error::WrongType), "accept on a UDP socket");
     c.eq(call(np::RECV, &[l, 0, 8]), Err(Error::WrongType), "recv on a listener");
+    // A listener holds no buffers, whatever its backlog: they come with connections.
+    let before = net.limits();
+    let big = net.listen(82, np::MAX_BACKLOG);
+    let after = net.limits();
+    c.check(big.is_ok(), "listen with the largest backlog");
+    c.check(matches!((before, after), (Ok(b), Ok(a)) if a[3] == b[3] && a[6] == b[6]), &alloc::format!("a listener with a backlog of {} takes no memory (LIMITS before {:?}, after {:?})", np::MAX_BACKLOG, before, after));
+    if let Ok(b) = big {
+        c.eq(net.close(b), Ok(()), "close the large listener");
+    }
     let mut w = alloc::vec![0u64; np::MAX_WAIT + 2];
     w[0] = 0;
     c.eq(call(np::WAIT, &w), Err(Error::Malformed), "a wait on too many sockets");
     c.eq(call(np::WAIT, &[0, 777 | np::READABLE << 32]), Err(Error::InvalidCap), "a wait on a handle never made");
     c.eq(call(np::WAIT, &[50_000, l | np::READABLE << 32]), Ok(0), "a wait that times out answers 0");
+    // WAIT_MANY: entries in the area, checked like WAIT's.
+    c.eq(call(np::WAIT_MANY, &[0, 0, 0, 4096]), Err(Error::InvalidArg), "WAIT_MANY on no entries");
+    c.eq(call(np::WAIT_MANY, &[0, 4, 1, 4096]), Err(Error::InvalidArg), "WAIT_MANY entries not aligned");
+    c.eq(call(np::WAIT_MANY, &[0, 0, np::MAX_WAIT_MANY + 1, 4096]), Err(Error::InvalidArg), "WAIT_MANY on too many entries");
+    c.eq(call(np::WAIT_MANY, &[0, np::AREA_BYTES - 8, 2, 0]), Err(Error::InvalidArg), "WAIT_MANY entries past the area");
+    c.eq(call(np::WAIT_MANY, &[0, 0, 1, np::AREA_BYTES]), Err(Error::InvalidArg), "WAIT_MANY bitmap past the area");
+    let mut bits = Vec::new();
+    c.eq(net.wait_many(4096, &[(777, np::READABLE)], 0, &mut bits), Err(Error::InvalidCap), "WAIT_MANY on a handle never made");
+    c.eq(net.wait_many(4096, &[(l, np::READABLE), (u, np::WRITABLE)], 50_000, &mut bits), Ok(1), "WAIT_MANY: the UDP socket can send");
+    c.eq(bits.first().copied(), Some(2), "WAIT_MANY's bitmap names entry 1");
+    let many: Vec<(u64, u64)> = (0..200).map(|_| (l, np::READABLE)).collect();
+    c.eq(net.wait_many(4096, &many, 50_000, &mut bits), Ok(0), "WAIT_MANY on 200 entries times out with 0");
     c.eq(net.close(l), Ok(()), "close the listener");
     c.eq(net.close(u), Ok(()), "close the UDP socket");
     c.eq(call(np::RECV_FROM, &[u, 0, 64]), Err(Error::InvalidCap), "use after close");
@@ -110,12 +131,14 @@ fn misuse(c: &mut Checks, net: &Net) {
     c.eq(call(np::SEND, &[1]), Err(Error::Malformed), "too few words");
     // Limits: sockets until the server says NoSpace; then all of them closed again.
     let mut open = Vec::new();
+    // The budget comes from memory (LIMITS); a UDP socket is charged as a connection.
+    let most = net.limits().map_or(1000, |l| l[2] / l[4].max(1) + 16) as usize;
     let last = loop {
         match net.udp_bind(0) {
             Ok((h, _)) => open.push(h),
             Err(e) => break e,
         }
-        if open.len() > 1000 {
+        if open.len() > most {
             break Error::InvalidArg;
         }
     };
