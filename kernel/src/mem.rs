@@ -250,8 +250,11 @@ pub fn init(start_info_phys: u64) -> BootInfo {
 }
 
 /// The least RAM (`-m`) Scion runs its shell in: the `small_memory` test scenario
-/// boots `cargo xtask run`'s system at exactly this.
-pub const MIN_RAM: u64 = 48 << 20;
+/// boots `cargo xtask run`'s system at exactly this. 64 MiB since the memory servers set
+/// aside each program's image and stack when it is registered (a program is never
+/// killed by a fault on its own image) and sigma0 keeps frames for their heaps: at 48
+/// MiB the shell's heap was refused its first growth.
+pub const MIN_RAM: u64 = 64 << 20;
 /// Firmware keeps a little at the top of RAM, so a machine of `MIN_RAM` shows less.
 const FIRMWARE_SLACK: u64 = 2 << 20;
 
@@ -305,14 +308,14 @@ fn map_heap_pages(fb: &mut FrameBitmap<'static>, pages: u64) -> u64 {
             };
             zero_frame(f * PAGE_SIZE);
             // SAFETY: as above; a new table, present and writable, kernel only.
-            unsafe { t.add(i).write(f * PAGE_SIZE | 0x3) };
+            unsafe { t.add(i).write((f * PAGE_SIZE) | 0x3) };
             table = f * PAGE_SIZE;
         }
         let Some(f) = ok.then(|| fb.alloc()).flatten() else { break };
         let t = phys_to_virt(table) as *mut u64;
         // SAFETY: the last-level table for `va`, whose entry is empty (the heap only
         // grows); the frame was just taken from the allocator for the heap alone.
-        unsafe { t.add(((va >> 12) & 0x1ff) as usize).write(f * PAGE_SIZE | 0x3 | nx) };
+        unsafe { t.add(((va >> 12) & 0x1ff) as usize).write((f * PAGE_SIZE) | 0x3 | nx) };
         *HEAP_MAPPED.get() += PAGE_SIZE;
         done += 1;
     }

@@ -56,7 +56,7 @@ pub struct Scenario {
     /// The host's HTTP checks (`nettest`) through a forwarded port once the guest's
     /// httpd serves; then the machine is stopped.
     pub http: bool,
-    /// Which of them (`nettest::http_checks`): "web" (the default) or "scale".
+    /// Which of them (`nettest::http_checks`): "web" (the default), "scale" or "thousand".
     pub checks: String,
 }
 
@@ -297,7 +297,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         if sc.http {
             http_port = qemu::free_port()?;
             n.forward.push((http_port, 80));
-            while sc.checks == "scale" && more_ports.len() < nettest::SCALE_PORTS - 1 {
+            while matches!(sc.checks.as_str(), "scale" | "thousand") && more_ports.len() < nettest::SCALE_PORTS - 1 {
                 let p = qemu::free_port()?;
                 if p != http_port && !ftp_ports.contains(&p) && !more_ports.contains(&p) {
                     more_ports.push(p);

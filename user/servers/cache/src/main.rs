@@ -70,8 +70,11 @@ const POINTS: [Point; 1] = [Point::Evict];
 const GRAFT_IDS: u32 = graft_api::CACHE_IDS;
 
 const AREA: u64 = rt::layout::CACHE_FRAMES;
-/// log2 of the cache's pages (1024 blocks: 4 MiB).
+/// log2 of the cache's pages at most (1024 blocks: 4 MiB) and at least (64 blocks:
+/// 256 KiB): the cache takes the largest block of frames sigma0 can give between them
+/// (a machine of 48 MiB may not have 4 MiB left to give).
 const LOG2: u64 = 10;
+const MIN_LOG2: u64 = 6;
 
 /// State formats this program reads and writes (`baio::cache`'s handover: format 0).
 const FORMATS: swap::Formats = 1;
@@ -84,8 +87,9 @@ fn main() -> i32 {
         return swap_api::client::refuse_update(updating, 1);
     }
     let mut s = CacheServer {
-        c: Cache::new(1 << LOG2),
+        c: Cache::new(1 << MIN_LOG2),
         phys: 0,
+        log2: MIN_LOG2,
         sigma0: s0slot,
         client: None,
         grafts: Table::new(&POINTS, GRAFT_IDS, graftcode::host()),
@@ -107,20 +111,28 @@ fn main() -> i32 {
             println!("cache: refusing the update: {}", why);
             return swap_api::client::refuse_update(true, 1);
         }
-        if rt::env::update_done(true, [Fpage::mem(AREA, 12 + LOG2, 0), Fpage(0), Fpage(0)]).is_err() {
+        if rt::env::update_done(true, [Fpage::mem(AREA, 12 + s.log2, 0), Fpage(0), Fpage(0)]).is_err() {
             println!("cache: root did not complete the update");
             return 1;
         }
         let st = s.c.stats();
         println!("cache: serving in place of the old server ({} blocks resident, policy {}, client {:?})", st.resident, IMPLS[s.imp], s.client);
     } else {
-        let mut m = Msg::new(s0::ALLOC, &[LOG2, AREA]);
-        let ok = rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + LOG2, 7), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1;
-        if !ok {
-            println!("cache: no memory for {} blocks", 1 << LOG2);
-            return 1;
-        }
-        s.phys = m.word(2);
+        let mut log2 = LOG2;
+        let phys = loop {
+            let mut m = Msg::new(s0::ALLOC, &[log2, AREA]);
+            if rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + log2, 7), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1 {
+                break m.word(2);
+            }
+            if log2 == MIN_LOG2 {
+                println!("cache: no memory for {} blocks", 1 << MIN_LOG2);
+                return 1;
+            }
+            log2 -= 1;
+        };
+        s.log2 = log2;
+        s.c = Cache::new(1 << log2);
+        s.phys = phys;
         println!("cache: {} blocks at {:#x}", s.c.slots(), s.phys);
     }
     let mut buf = [0u8; graft_api::RECV_BYTES];
@@ -131,6 +143,8 @@ struct CacheServer {
     c: Cache,
     /// Physical address of the frames (contiguous).
     phys: u64,
+    /// log2 of the frames' pages (`MIN_LOG2..=LOG2`).
+    log2: u64,
     /// Capability to sigma0 (the pages of signed grafts' code).
     sigma0: u64,
     /// The program bound by the first ATTACH (the block service).
@@ -256,7 +270,7 @@ impl Server for CacheServer {
         if self.hand.passive() {
             // Handing over: the frames come back here if the update fails after root
             // took them.
-            return Some([Fpage::mem(AREA, 12 + LOG2, 0), Fpage(0), Fpage(0)]);
+            return Some([Fpage::mem(AREA, 12 + self.log2, 0), Fpage(0), Fpage(0)]);
         }
         Some([Fpage(0), self.inbox.window(), Fpage(0)])
     }
@@ -281,7 +295,7 @@ impl Server for CacheServer {
         self.grafts.forget(who.program() as u64);
         if self.client == Some(who.program()) {
             println!("cache: client {} is gone: the frames are taken back, the cache starts empty", who.program());
-            let _ = rt::sys::revoke(Fpage::mem(AREA, 12 + LOG2, 0));
+            let _ = rt::sys::revoke(Fpage::mem(AREA, 12 + self.log2, 0));
             if let Some(call) = self.policy.begin(&mut self.gens, 0, false) {
                 PolicyVia::call(&mut self.policy, &call, |p| self.c.clear(p));
                 self.policy.end(&mut self.gens, call);
@@ -336,7 +350,7 @@ impl CacheServer {
         match req {
             Request::Attach => {
                 let mut r = server::ok_msg(&[self.phys, c.slots() as u64]);
-                r.push_item(Fpage::mem(AREA, 12 + LOG2, mem::READ | mem::WRITE), 0);
+                r.push_item(Fpage::mem(AREA, 12 + self.log2, mem::READ | mem::WRITE), 0);
                 Answer::Reply(r)
             }
             Request::Lookup { first, n, owner } => {
@@ -392,7 +406,7 @@ impl CacheServer {
             // physical address lets root make them the new program's at sigma0.
             Step::Commit => {
                 let mut r = server::ok_msg(&[self.phys]);
-                r.push_item(Fpage::mem(AREA, 12 + LOG2, mem::READ | mem::WRITE), abi::fpage::GRANT);
+                r.push_item(Fpage::mem(AREA, 12 + self.log2, mem::READ | mem::WRITE), abi::fpage::GRANT);
                 Answer::Reply(r)
             }
             Step::State { format } => {
@@ -417,7 +431,7 @@ impl CacheServer {
                 }
                 rt::ipc::set_send_string(&self.state);
                 let client = self.client.map_or(u64::MAX, u64::from);
-                let r = server::ok_msg(&[format as u64, client, self.phys, self.imp as u64, self.auto as u64]).with_string();
+                let r = server::ok_msg(&[format as u64, client, self.phys, self.imp as u64, self.auto as u64, self.log2]).with_string();
                 self.hand.handed();
                 println!("cache: state handed to program {} ({} blocks resident, {} bytes)", from.program(), self.c.stats().resident, self.state.len());
                 Answer::Reply(r)
@@ -431,11 +445,11 @@ impl CacheServer {
         let Ok((m, n)) = swap_api::client::take_state(FORMATS, &mut buf) else {
             return Err("the old server gave no state (no format both know, grafts loaded, or it refused)");
         };
-        let (format, client, phys, imp, auto) = (m.word(2), m.word(3), m.word(4), m.word(5), m.word(6));
-        if format != 0 || (client > u32::MAX as u64 && client != u64::MAX) || imp > MRU as u64 || auto > 1 {
+        let (format, client, phys, imp, auto, log2) = (m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7));
+        if format != 0 || (client > u32::MAX as u64 && client != u64::MAX) || imp > MRU as u64 || auto > 1 || !(MIN_LOG2..=LOG2).contains(&log2) {
             return Err("the state's words are not this program's");
         }
-        let (c, order) = Cache::decode(&buf[..n], 1 << LOG2)?;
+        let (c, order) = Cache::decode(&buf[..n], 1 << log2)?;
         let mut p: alloc::boxed::Box<dyn Policy> = if imp == MRU as u64 { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
         if !p.import(baio::cache::CANONICAL, swap::State::Bytes(order)) {
             return Err("the policy refused the recency order");
@@ -449,6 +463,7 @@ impl CacheServer {
         // The old server had it from sigma0; this one cannot ask (the frames are taken
         // over, not allocated) and passes it on to a block service that attaches again.
         self.phys = phys;
+        self.log2 = log2;
         Ok(())
     }
 }

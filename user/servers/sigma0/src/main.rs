@@ -8,9 +8,9 @@
 //! frame) lives in frames it keeps for itself.
 //!
 //! **Kept for page faults.** Requests for frames (`ALLOC`, `PHYS`: memory servers'
-//! pools, DMA buffers) are refused once only `keep` frames are left — 4 MiB and 1/128
-//! of the frames, about twice what the memory servers' own bookkeeping takes per page
-//! they serve — so that the page faults of sigma0's direct clients (root and the
+//! pools, DMA buffers) are refused once only `keep` frames are left — 1/128 of the
+//! frames, about twice what the memory servers' own bookkeeping takes per page they
+//! serve, and 4 MiB more (a sixteenth of the frames on a machine under 64 MiB) — so that the page faults of sigma0's direct clients (root and the
 //! memory servers: their heaps) are still answered when programs have taken the rest:
 //! no client's demand leaves a memory server unable to grow its heap and die.
 #![no_std]
@@ -252,7 +252,7 @@ fn main() -> i32 {
         s.free -= 1;
     }
     s.total = s.free;
-    s.keep = (s.total / 128 + 1024).min(s.total / 4);
+    s.keep = s.total / 128 + 1024.min(s.total / 16);
     s.down = top;
     println!("sigma0: {} MiB in {} runs, device window {:#x}-{:#x}", s.free >> 8, nruns, s.mmio.0, s.mmio.1);
 

@@ -63,7 +63,7 @@ fn main() -> i32 {
     c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
     // Giving back frames that are not there (past the end of RAM, or wrapping around the
     // address space) gives back nothing; sigma0 goes on serving.
-    for pa in [1u64 << 50, u64::MAX & !0xfff] {
+    for pa in [1u64 << 50, !0xfffu64] {
         let mut m = Msg::new(s0::FREE, &[pa, 4]);
         c.eq(rt::server::request(s, &mut m).map(|_| m.word(2)), Ok(0), "frames past the end of RAM: none given back");
     }

@@ -103,7 +103,7 @@ fn main() -> i32 {
     // that could would have its own code paged into another program.
     let me = tests::id_of("reclaim_test").unwrap_or(0);
     c.eq(tests::raw_request(srv, mem_api::IMAGE, &[me, 0, 4], Some(b"\x7fELF")), Err(abi::Error::NoRights), "a program may not send an image");
-    c.eq(tests::raw_request(srv, mem_api::REGISTER, &[me, 64, 0], Some(b"/evil")), Err(abi::Error::NoRights), "nor register one");
+    c.eq(tests::raw_request(srv, mem_api::REGISTER, &[me, 64, 0, 0], Some(b"/evil")), Err(abi::Error::NoRights), "nor register one");
 
     let limit = u.map_or(0, |u| u.pages) + ROOM;
     let (hot, right) = round(srv, limit);
