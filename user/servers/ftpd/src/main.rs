@@ -535,6 +535,9 @@ impl Ftpd {
                 }
                 let mut s = sessions.swap_remove(i);
                 self.end_job(&mut s);
+                // A port reserved by PASV/EPSV and never used (the session had no job)
+                // comes back too.
+                self.end_data(&mut s, None);
                 let _ = self.net.close(s.ctrl);
             }
         }
