@@ -3,7 +3,8 @@
 //! ask root and the servers: help, ps, mem, kill, run, lspci, segs, ls, cat, put, rm,
 //! net, ping, fetch, cue, graft, swap, interpose, update, echo, sleep, halt. Commands
 //! are taken in any case; each says in words what was wrong and what to type. Ctrl-C
-//! ends what a command waits for (`sleep`, `fetch`, `ping`, `run`, `lspci`).
+//! ends what a command waits for (`sleep`, `fetch`, `run`, `lspci`; `ping` waits 2 s
+//! at most).
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -231,7 +232,12 @@ fn words(e: Error) -> &'static str {
         Error::Unsupported => "the server does not do that",
         Error::InvalidArg | Error::Malformed => "the server refused the request as malformed",
         Error::BadState => "the server cannot do that now",
-        _ => e.name(),
+        // Errors of the kernel's calls: the shell or a server went wrong inside.
+        Error::NoSys => "the kernel does not know that call (a program built for another Scion?)",
+        Error::WrongType => "a capability of the wrong kind was used (a fault inside Scion)",
+        Error::BadAddress | Error::Misaligned | Error::CopyFault | Error::NoWindow => "a message could not be copied (a fault inside Scion)",
+        Error::SlotInUse | Error::AlreadyMapped | Error::NotMapped => "a capability slot or mapping was not as expected (a fault inside Scion)",
+        Error::Deadlock => "the call would have waited on itself",
     }
 }
 
@@ -313,7 +319,7 @@ fn main() -> i32 {
             "update" if rest.split_whitespace().count() < 2 => usage("update"),
             "update" => match env::update(rest) {
                 Ok(()) => println!("updated {}", rest),
-                Err((e, why)) if !why.is_empty() => println!("update: {} ({})", why, e.name()),
+                Err((_, why)) if !why.is_empty() => println!("update: {}", why),
                 Err((e, _)) => println!("update: {}", words(e)),
             },
             "echo" => println!("{}", rest),
