@@ -87,18 +87,40 @@ fn help(arg: &str) {
         if !arg.is_empty() && *n != arg {
             continue;
         }
-        let mut lines = what.lines();
-        let first = lines.next().unwrap_or("");
-        if u.chars().count() < 22 {
-            println!("  {:22}{}", u, first);
+        // The form in a column of its own (a line of its own when longer), what it does
+        // beside it, wrapped to 80 columns.
+        let mut out = String::new();
+        let mut col = 0;
+        if u.chars().count() + 2 > USAGE_COLUMN {
+            println!("  {}", u);
         } else {
-            println!("  {}\n  {:22}{}", u, "", first);
+            out.push_str(u);
+            col = u.chars().count();
         }
-        for l in lines {
-            println!("  {:22}{}", "", l);
+        for w in what.split_whitespace() {
+            let wl = w.chars().count();
+            if col > USAGE_COLUMN && col + 1 + wl > 78 {
+                println!("  {}", out);
+                out.clear();
+                col = 0;
+            }
+            while col < USAGE_COLUMN {
+                out.push(' ');
+                col += 1;
+            }
+            if col > USAGE_COLUMN {
+                out.push(' ');
+                col += 1;
+            }
+            out.push_str(w);
+            col += wl;
         }
+        println!("  {}", out);
     }
 }
+
+/// Where `help` starts what a command does.
+const USAGE_COLUMN: usize = 24;
 
 /// Typed bytes not consumed yet (a read may bring more than one line, or bring them
 /// while a command runs).
