@@ -51,3 +51,15 @@ pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
         return Ok(ipc::received_string_len().min(buf.len()));
     }
 }
+
+/// The bytes typed so far and not read yet (perhaps none), without waiting.
+pub fn poll(buf: &mut [u8]) -> Result<usize, Error> {
+    if !available() {
+        return Err(Error::InvalidCap);
+    }
+    ipc::set_recv_buffer(buf);
+    let mut m = Msg::new(p::POLL, &[buf.len() as u64]);
+    ipc::call(cap::CONSOLE, &mut m, ipc::FOREVER)?;
+    abi::check(m.word(1))?;
+    Ok(ipc::received_string_len().min(buf.len()))
+}

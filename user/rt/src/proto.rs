@@ -77,11 +77,16 @@ pub mod console {
     /// MR1 = most bytes wanted. Reply (when at least one byte was typed): MR1 = 0,
     /// string = the bytes.
     pub const READ: u64 = 0x71;
+    /// MR1 = most bytes wanted. Reply at once: MR1 = 0, string = the bytes typed and not
+    /// read yet (none, if nothing was typed). A program busy with something else looks
+    /// with it for Ctrl-C.
+    pub const POLL: u64 = 0x72;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Request<'a> {
         Write(&'a [u8]),
         Read { max: u64 },
+        Poll { max: u64 },
     }
 
     impl<'a> Decode<'a> for Request<'a> {
@@ -91,6 +96,10 @@ pub mod console {
                 READ => {
                     let [max] = a.words()?;
                     Request::Read { max: max.max(1) }
+                }
+                POLL => {
+                    let [max] = a.words()?;
+                    Request::Poll { max }
                 }
                 _ => return Err(Error::Unsupported),
             })

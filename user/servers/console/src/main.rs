@@ -2,9 +2,10 @@
 //! from sigma0), its interrupt line (IRQ 4) arrives as IPC. It writes what programs
 //! send it and answers reads with typed bytes; a read that finds nothing typed yet
 //! is answered later, through a saved reply capability, when the interrupt brings
-//! input. Waiting reads are bounded (`MAX_READERS_PER_CLIENT` per program,
-//! `MAX_READERS` in all): past that, the oldest is answered `WouldBlock` and its capability
-//! slot used again, so callers that gave up cannot use up the server's slots.
+//! input; a poll is answered at once, with what was typed (perhaps nothing). Waiting
+//! reads are bounded (`MAX_READERS_PER_CLIENT` per program, `MAX_READERS` in all): past
+//! that, the oldest is answered `WouldBlock` and its capability slot used again, so
+//! callers that gave up cannot use up the server's slots.
 #![no_std]
 #![no_main]
 
@@ -140,6 +141,7 @@ impl Server for Console {
                 Answer::Reply(Msg::new(p::WRITE, &[0]))
             }
             Request::Read { max } if !self.input.is_empty() => Answer::Reply(self.take(max)),
+            Request::Poll { max } => Answer::Reply(self.take(max)),
             Request::Read { max } => {
                 let client = from.program();
                 if self.readers.iter().filter(|r| r.0 == client).count() >= MAX_READERS_PER_CLIENT {
