@@ -36,8 +36,10 @@ fn usage() -> ExitCode {
          \n\
          commands:\n\
          \x20 build            build the kernel, all user programs and the example grafts\n\
-         \x20 run [--port N]   build and boot Scion in QEMU, serial console on this terminal;\n\
-         \x20                  host port N (8080; or SCION_HTTP_PORT) reaches Scion's web server\n\
+         \x20 run [--port N] [--ftp-port F]\n\
+         \x20                  build and boot Scion in QEMU, serial console on this terminal;\n\
+         \x20                  host port N (8080; or SCION_HTTP_PORT) reaches Scion's web server,\n\
+         \x20                  F (2121; or SCION_FTP_PORT) its FTP server, F+1…F+4 its data ports\n\
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
          \x20 run, test: --cpus N gives the machines N virtual CPUs (1 to 8; default 2 where\n\
          \x20                  the host has two cores or more, else 1; benchmarks use 1)\n\
@@ -178,12 +180,19 @@ pub fn build() -> Result<Artifacts, String> {
         args.push("-p".into());
         args.push(p.clone());
     }
+    // Long steps say what they do and how long they took (a first build on a fresh
+    // machine compiles for many minutes).
+    let t0 = std::time::Instant::now();
+    eprintln!("xtask: building the kernel and {} user packages (release; the first build takes many minutes)", pkgs.len());
     // Servers check signed grafts against this build's key.
     sh(Command::new(env!("CARGO")).args(&args).env("SCION_GRAFT_KEY", grafts::public_key_hex()?))?;
     let dir = target_dir().join(TARGET).join("release");
     let mut programs: Vec<(String, PathBuf)> = pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
     programs.sort();
+    let t1 = std::time::Instant::now();
+    eprintln!("xtask: built the kernel and programs in {} s; building the example grafts (WebAssembly, eBPF, signed Rust, SFI)", (t1 - t0).as_secs());
     let grafts = grafts::build()?;
+    eprintln!("xtask: built {} example grafts in {} s", grafts.len(), t1.elapsed().as_secs());
     Ok(Artifacts { kernel: dir.join("kernel"), programs, grafts })
 }
 
@@ -247,20 +256,50 @@ pub fn loadable(elf: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The host port forwarded to Scion's port 80: `--port N`, else `SCION_HTTP_PORT`, else 8080.
 fn http_port(args: &[String]) -> Result<u16, String> {
-    let bad = |v: &str| format!("bad port {v:?}");
-    if let Some(i) = args.iter().position(|a| a == "--port") {
-        let v = args.get(i + 1).ok_or("--port needs a number")?;
-        return v.parse().map_err(|_| bad(v));
+    host_port(args, "--port", "SCION_HTTP_PORT", 8080)
+}
+
+/// The host port forwarded to Scion's FTP port 21: `--ftp-port N`, else `SCION_FTP_PORT`,
+/// else 2121; its four data ports are the next four (N+1 … N+4).
+fn ftp_port(args: &[String]) -> Result<u16, String> {
+    let p = host_port(args, "--ftp-port", "SCION_FTP_PORT", 2121)?;
+    if p == 0 || p > u16::MAX - 4 {
+        return Err(format!("--ftp-port {p}: its four data ports follow it, so at most {}", u16::MAX - 4));
     }
-    match std::env::var("SCION_HTTP_PORT") {
-        Ok(v) => v.parse().map_err(|_| bad(&v)),
-        Err(_) => Ok(8080),
+    Ok(p)
+}
+
+fn host_port(args: &[String], flag: &str, var: &str, default: u16) -> Result<u16, String> {
+    let bad = |v: &str| format!("bad port {v:?} ({flag} N or {var}=N: 1 to 65535)");
+    let v = match args.iter().position(|a| a == flag) {
+        Some(i) => args.get(i + 1).ok_or(format!("{flag} needs a number"))?.clone(),
+        None => match std::env::var(var) {
+            Ok(v) => v,
+            Err(_) => return Ok(default),
+        },
+    };
+    v.parse().ok().filter(|p| *p != 0).ok_or_else(|| bad(&v))
+}
+
+/// The run manifest's ftpd told to announce host ports `ftp+1 … ftp+4` for its data
+/// ports 2122–2125 (QEMU forwards each host port to its data port).
+fn with_ftp_ports(manifest: &str, ftp: u16) -> Result<String, String> {
+    const ARGS: &str = "name = \"ftpd\"\nargs = \"ip=127.0.0.1\"";
+    if !manifest.contains(ARGS) {
+        return Err("system/run.toml: ftpd's entry is not `name = \"ftpd\"` then `args = \"ip=127.0.0.1\"`".into());
     }
+    let pasv: Vec<String> = (0..4u16).map(|k| format!("{}:{}", 2122 + k, ftp + 1 + k)).collect();
+    Ok(manifest.replacen(ARGS, &format!("name = \"ftpd\"\nargs = \"ip=127.0.0.1 pasv={}\"", pasv.join(",")), 1))
 }
 
 fn run(args: &[String]) -> Result<ExitCode, String> {
+    let port = http_port(args)?;
+    let ftp = ftp_port(args)?;
+    if (ftp..=ftp + 4).contains(&port) {
+        return Err(format!("--port {port} falls among the FTP ports {ftp}–{} (--ftp-port moves them)", ftp + 4));
+    }
     let a = build()?;
-    let img = make_image(&a, &run_manifest()?, "run")?;
+    let img = make_image(&a, &with_ftp_ports(&run_manifest()?, ftp)?, "run")?;
     qemu::ensure_qemu()?;
     // The disk persists across runs; it is made (with sample segments and a `files`
     // filesystem holding the docs and the example grafts) when missing or when made by
@@ -278,12 +317,11 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         eprintln!("xtask: made the BAIO disk {}", disk.display());
     }
     let accel = qemu::accel();
-    let port = http_port(args)?;
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
     eprintln!("xtask: Scion's port 80 is http://localhost:{port}/ (try `curl http://localhost:{port}/README.md` from another terminal)");
-    eprintln!("xtask: Scion's FTP server is ftp://localhost:2121/ (its data ports 2122–2125 are forwarded too)");
-    let mut forward = vec![(port, 80), (2121, 21)];
-    forward.extend((2122..2126).map(|p| (p, p)));
+    eprintln!("xtask: Scion's FTP server is ftp://localhost:{ftp}/ (passive mode; its data ports {}–{} are forwarded too)", ftp + 1, ftp + 4);
+    let mut forward = vec![(port, 80), (ftp, 21)];
+    forward.extend((0..4u16).map(|k| (ftp + 1 + k, 2122 + k)));
     let net = qemu::NetOptions { forward, ..Default::default() };
     let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) })?;
     cmd.args(["-serial", "mon:stdio"]);
@@ -293,6 +331,18 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ftp_ports_move_with_the_flag() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(super::ftp_port(&args(&["run", "--ftp-port", "3000"])), Ok(3000));
+        assert!(super::ftp_port(&args(&["run", "--ftp-port", "65534"])).is_err());
+        assert!(super::ftp_port(&args(&["run", "--ftp-port", "0"])).is_err());
+        assert!(super::ftp_port(&args(&["run", "--ftp-port"])).is_err());
+        assert!(super::http_port(&args(&["run", "--port", "x"])).is_err());
+        let m = super::with_ftp_ports(&super::run_manifest().unwrap(), 3000).unwrap();
+        assert!(m.contains("args = \"ip=127.0.0.1 pasv=2122:3001,2123:3002,2124:3003,2125:3004\""), "{m}");
+    }
+
     /// A boot image carries a program up to its last segment: the section headers and
     /// what lies behind (debug info) go, and what is left still loads the same.
     #[test]
