@@ -95,7 +95,8 @@ pub const STATE: u64 = 0xce;
 /// (unknown socket, or a capability that is not the block service's), `WrongType`,
 /// `InvalidArg` (a range past the size or the blocks, a bad schedule or status offset),
 /// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run, or
-/// the caller's `MAX_TRANSFERS_PER_CLIENT`).
+/// the caller's `MAX_TRANSFERS_PER_CLIENT`, or its principal's
+/// `MAX_TRANSFERS_PER_PRINCIPAL`).
 pub const CUE: u64 = 0xcf;
 /// MR1 = transfer id. Reply MR2 = status, MR3 = bytes sent (taken by TCP), MR4 = bytes
 /// in all, MR5 = k, MR6 = t, MR7 = µs since it started (until it ended). A transfer that
@@ -139,9 +140,15 @@ pub const CUE_DONE: u64 = 1;
 pub const CUE_CANCELLED: u64 = 2;
 pub const CUE_FAILED: u64 = 1 << 63;
 pub const NO_STATUS: u64 = u64::MAX;
-pub const MAX_TRANSFERS: usize = 8;
-/// Transfers one program may have running at once: no program takes them all.
+/// Transfers net runs at once (each maps up to 1 MiB of its view's area: a window of
+/// `blk_api::AREA_BYTES` of net's address space and net's kernel memory for the pages).
+pub const MAX_TRANSFERS: usize = 32;
+/// Transfers one program may have running at once.
 pub const MAX_TRANSFERS_PER_CLIENT: usize = 4;
+/// Transfers the programs of one principal may have running at once: a share such that
+/// eight principals (blk's `EXPECTED_PRINCIPALS`) can hold theirs together, so no
+/// principal's programs can make net refuse another principal's.
+pub const MAX_TRANSFERS_PER_PRINCIPAL: usize = MAX_TRANSFERS / 8;
 pub const MAX_K: u64 = 1 << 20;
 pub const MAX_T_MS: u64 = 60_000;
 

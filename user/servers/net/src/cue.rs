@@ -70,6 +70,8 @@ pub struct Transfer {
     draining: bool,
     /// The last turn found the next bytes still on their way from the disk.
     pub waiting_disk: bool,
+    /// The principal it is charged to (the client's: `MAX_TRANSFERS_PER_PRINCIPAL`).
+    pub principal: u32,
     /// `CUE_STREAM`: the client's principal (whose stream graft sees the bytes sent),
     /// the bytes taken by TCP not yet handed to it, and whether it saw all so far.
     stream: Option<u32>,
@@ -116,6 +118,7 @@ impl Transfer {
             draining: false,
             waiting_disk: false,
             stream: (flags & p::CUE_STREAM != 0).then_some(principal),
+            principal,
             sbuf: alloc::vec::Vec::new(),
             stream_ok: true,
         }

@@ -878,6 +878,11 @@ impl Net {
         if self.transfers.iter().filter(|t| t.client == id && t.running()).count() >= p::MAX_TRANSFERS_PER_CLIENT {
             return Err(Error::NoSpace);
         }
+        // Charged to the principal too (every program of one principal together).
+        let principal = self.caller_principal;
+        if self.transfers.iter().filter(|t| t.principal == principal && t.running()).count() >= p::MAX_TRANSFERS_PER_PRINCIPAL {
+            return Err(Error::NoSpace);
+        }
         if !self.is_blk(ticket) {
             return Err(Error::InvalidCap);
         }
@@ -892,7 +897,6 @@ impl Net {
         }
         let tid = self.next_transfer;
         self.next_transfer += 1;
-        let principal = self.caller_principal;
         let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us(), principal);
         if t.read_ahead().is_err() {
             if let Some(v) = t.view.take() {

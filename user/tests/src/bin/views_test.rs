@@ -347,11 +347,40 @@ fn flood_blk(blk: u64, fs: u64, who: &str) -> i32 {
     }
 }
 
+/// `views_cueflood_a`/`_b` (both principal 7): Cue transfers of a file to the host's
+/// sink, one block a second (they run for a minute), started until net refuses. Each
+/// program may run `MAX_TRANSFERS_PER_CLIENT`, but the two together only their
+/// principal's `MAX_TRANSFERS_PER_PRINCIPAL`: before that share, two programs of one
+/// principal took all eight of net's transfers and another principal got `NoSpace`.
+fn flood_cue(fs: u64, who: &str) -> i32 {
+    let ns = rt::alloc_slot();
+    let Ok(net) = env::lookup("net", ns).and_then(|_| Net::attach(ns)) else { return 2 };
+    tests::wait_until(3000, || net.info().is_ok_and(|i| i.how != 2));
+    // The second program begins once the first has taken all it could.
+    if who == "b" {
+        tests::wait_until(30_000, || files::stat(fs, "/flood_cue_a.done").is_ok());
+    }
+    let mut started = 0;
+    let mut last = Ok(0);
+    for _ in 0..2 * np::MAX_TRANSFERS_PER_CLIENT {
+        last = net.connect(SINK, 9, 20_000_000).and_then(|h| files::open(fs, "/f5.bin", false).and_then(|(fh, _)| cue_file(&net, fs, fh, h, Schedule { k: 1, t_ms: 1000 }, np::CUE_SHUTDOWN, np::NO_STATUS).map(|(t, _)| t)));
+        if last.is_err() {
+            break;
+        }
+        started += 1;
+    }
+    println!("views_cueflood: a program of principal 7 started {} Cue transfers, then {:?}", started, last.map(|_| ()));
+    mark(fs, &format!("cue_{who}"));
+    loop {
+        sys::sleep_us(1_000_000);
+    }
+}
+
 /// Item 4: while the flooders hold all they could take, blk, files and root serve us.
 fn floods(c: &mut Checks, blk: u64, fs: u64, net: &Net) {
     let blk_id = tests::id_of("blk");
     let mut ids = Vec::new();
-    for name in ["views_flood_files", "views_flood5", "views_flood6"] {
+    for name in ["views_flood_files", "views_flood5", "views_flood6", "views_cueflood_a", "views_cueflood_b"] {
         let h = rt::alloc_slot_pair();
         match env::spawn(name, h) {
             Ok(id) => ids.push(id),
@@ -360,8 +389,8 @@ fn floods(c: &mut Checks, blk: u64, fs: u64, net: &Net) {
             }
         }
     }
-    let done = tests::wait_until(30_000, || ["files", "5", "6"].iter().all(|w| files::stat(fs, &format!("/flood_{w}.done")).is_ok()));
-    c.check(done, "the three flooders took all they could");
+    let done = tests::wait_until(30_000, || ["files", "5", "6", "cue_a", "cue_b"].iter().all(|w| files::stat(fs, &format!("/flood_{w}.done")).is_ok()));
+    c.check(done, "the five flooders took all they could");
     c.eq(tests::id_of("blk"), blk_id, "blk never ended (no panic, no restart)");
     // A normal client of another principal: segments open, a file goes out by Cue.
     let s = seg::open(blk, SEG, 1, rt::layout::BENCH[3]);
@@ -403,7 +432,7 @@ fn floods(c: &mut Checks, blk: u64, fs: u64, net: &Net) {
     for id in ids {
         c.eq(env::kill(id), Ok(()), "kill a flooder");
     }
-    for w in ["files", "5", "6"] {
+    for w in ["files", "5", "6", "cue_a", "cue_b"] {
         let _ = files::remove(fs, &format!("/flood_{w}.done"));
     }
 }
@@ -417,6 +446,9 @@ fn main() -> i32 {
     let arg = rt::args().split(' ').nth(1);
     if arg == Some("flood_files") {
         return flood_files(fs);
+    }
+    if let Some(who) = arg.and_then(|a| a.strip_prefix("cueflood_")) {
+        return flood_cue(fs, who);
     }
     if env::lookup("blk", blk).is_err() {
         println!("views_test: the manifest must grant blk");
