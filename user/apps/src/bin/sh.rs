@@ -263,10 +263,30 @@ fn words(e: Error) -> &'static str {
     }
 }
 
+/// The pair of capability slots SPAWN fills (the thread, then the task), taken once and
+/// emptied after each program: a slot pair per `run` ran the shell out of slots after
+/// about 500.
+static SPAWN_PAIR: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 /// Start a program; with `wait`, until it has ended (root removes its task) or Ctrl-C.
 fn spawn(input: &mut Input, cmd: &str, wait: bool) {
+    use core::sync::atomic::Ordering;
+    let slot = match SPAWN_PAIR.load(Ordering::Relaxed) {
+        0 => {
+            let s = rt::alloc_slot_pair();
+            SPAWN_PAIR.store(s, Ordering::Relaxed);
+            s
+        }
+        s => s,
+    };
+    spawn_in(input, cmd, wait, slot);
+    // The shell keeps nothing of the program (it is named by its id from here on).
+    let _ = rt::sys::cap_delete(slot);
+    let _ = rt::sys::cap_delete(slot + 1);
+}
+
+fn spawn_in(input: &mut Input, cmd: &str, wait: bool, slot: u64) {
     // SPAWN fills `slot` (the thread) and `slot + 1` (the task).
-    let slot = rt::alloc_slot_pair();
     let task = slot + 1;
     let name = cmd.split(' ').next().unwrap_or(cmd);
     match rt::env::spawn(cmd, slot) {
