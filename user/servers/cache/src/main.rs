@@ -72,7 +72,7 @@ const GRAFT_IDS: u32 = graft_api::CACHE_IDS;
 const AREA: u64 = rt::layout::CACHE_FRAMES;
 /// log2 of the cache's pages at most (1024 blocks: 4 MiB) and at least (64 blocks:
 /// 256 KiB): the cache takes the largest block of frames sigma0 can give between them
-/// (a machine of 48 MiB may not have 4 MiB left to give).
+/// (a small machine may not have 4 MiB left to give in one block).
 const LOG2: u64 = 10;
 const MIN_LOG2: u64 = 6;
 
