@@ -191,6 +191,38 @@ impl Sfi {
     }
 }
 
+/// An engine and the memory its image lives in, `K` (a server's code slot, the host's
+/// mapping): dropped after the engine (fields drop in order), so nothing runs the code
+/// once its pages go.
+pub struct Held<K> {
+    sfi: Sfi,
+    _code: K,
+}
+
+impl<K> Held<K> {
+    pub fn new(sfi: Sfi, code: K) -> Held<K> {
+        Held { sfi, _code: code }
+    }
+}
+
+impl<K> Engine for Held<K> {
+    fn state(&mut self) -> &mut [u8] {
+        self.sfi.state()
+    }
+    fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
+        self.sfi.call(input, budget)
+    }
+    fn reset(&mut self) -> Result<(), Abort> {
+        self.sfi.reset()
+    }
+    fn allocates(&self) -> bool {
+        self.sfi.allocates()
+    }
+    fn guards_itself(&self) -> bool {
+        self.sfi.guards_itself()
+    }
+}
+
 impl Engine for Sfi {
     fn state(&mut self) -> &mut [u8] {
         // SAFETY: the state lies inside the memory's size (checked at instantiation;
@@ -239,15 +271,14 @@ impl Engine for Sfi {
 pub mod host {
     extern crate std;
 
-    use super::{Code, Entry, Sfi};
+    use super::{Code, Entry, Held, Sfi};
     use crate::engine::{Abort, Engine, Limits};
     use crate::format::GraftFile;
     use crate::LoadError;
     use alloc::boxed::Box;
 
-    /// An image in host memory and its engine (dropped first).
+    /// An image's pages in host memory.
     struct Mapped {
-        sfi: Sfi,
         at: *mut libc::c_void,
         len: usize,
     }
@@ -283,9 +314,9 @@ pub mod host {
             return Err(placed.err().unwrap_or(LoadError::Refused("the code's pages could not be made executable")));
         }
         // SAFETY: the image is laid out at `base` by `place`, its code executable and its
-        // data writable, for as long as `Mapped`, which owns both; it is signed by `key`.
+        // data writable, for as long as the engine keeps `Mapped` (dropped after it); signed by `key`.
         match unsafe { Sfi::instantiate(base, &code, f, limits, direct) } {
-            Ok(sfi) => Ok(Box::new(Mapped { sfi, at, len })),
+            Ok(sfi) => Ok(Box::new(Held::new(sfi, Mapped { at, len }))),
             Err(e) => {
                 // SAFETY: our own mapping; the engine that ran it is gone.
                 unsafe { libc::munmap(at, len) };
@@ -294,23 +325,6 @@ pub mod host {
         }
     }
 
-    impl Engine for Mapped {
-        fn state(&mut self) -> &mut [u8] {
-            self.sfi.state()
-        }
-        fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
-            self.sfi.call(input, budget)
-        }
-        fn reset(&mut self) -> Result<(), Abort> {
-            self.sfi.reset()
-        }
-        fn allocates(&self) -> bool {
-            false
-        }
-        fn guards_itself(&self) -> bool {
-            true
-        }
-    }
 }
 
 #[cfg(test)]

@@ -15,12 +15,6 @@ use graft::{GraftFile, LoadError};
 
 use crate::CodeSlot;
 
-/// The engine, then its code's pages (dropped after it).
-struct Compiled {
-    sfi: Sfi,
-    _code: CodeSlot,
-}
-
 fn guard(f: graft::sfi::Entry, args: [u64; 4], dead: &mut bool) -> Result<u64, Abort> {
     crate::guarded(f, args, dead)
 }
@@ -38,27 +32,5 @@ pub fn load(f: &GraftFile<'_>, sigma0: u64, limits: Limits) -> Result<Box<dyn En
     // after it), its code executable and its data writable; the signature says the build
     // made it from a WebAssembly module with Scion's harness.
     let sfi = unsafe { Sfi::instantiate(base, &code, f, limits, guard) }?;
-    Ok(Box::new(Compiled { sfi, _code: slot }))
-}
-
-impl Engine for Compiled {
-    fn state(&mut self) -> &mut [u8] {
-        self.sfi.state()
-    }
-
-    fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
-        self.sfi.call(input, budget)
-    }
-
-    fn reset(&mut self) -> Result<(), Abort> {
-        self.sfi.reset()
-    }
-
-    fn allocates(&self) -> bool {
-        false
-    }
-
-    fn guards_itself(&self) -> bool {
-        true
-    }
+    Ok(Box::new(graft::sfi::Held::new(sfi, slot)))
 }
