@@ -106,8 +106,24 @@ impl Response {
     }
 }
 
+/// A connection to the forwarded host port `port`, from a local port of its own.
+///
+/// QEMU's user network (libslirp) hands the guest each forwarded connection as coming
+/// from 10.0.2.2 and the host client's own port, whatever forwarded port it came
+/// through. Linux gives a `connect` without `bind` a local port unique only per
+/// destination, so two clients of two forwarded ports may get the same one: the guest
+/// then sees a second SYN for a connection it holds open (and drops it, as it must),
+/// and slirp mixes the two connections' segments — a request lost or answered to the
+/// other client (seen in a packet dump of `http_scale`). Binding first (port 0) takes a
+/// port no other socket of this host holds.
 pub fn connect(port: u16) -> Result<TcpStream, String> {
-    let s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).map_err(|e| format!("socket: {e}"))?;
+    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    sock.bind(&any.into()).map_err(|e| format!("bind: {e}"))?;
+    let to: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    sock.connect(&to.into()).map_err(|e| format!("connect: {e}"))?;
+    let s: TcpStream = sock.into();
     s.set_read_timeout(Some(Duration::from_secs(120))).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
     Ok(s)
@@ -1004,4 +1020,28 @@ pub fn ftp_fetch(port: u16, path: &str) -> Result<Vec<u8>, String> {
     let got = f.data(&format!("RETR {path}"))?;
     let _ = f.cmd("QUIT");
     Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::connect;
+    use std::net::TcpListener;
+
+    /// Clients of different forwarded ports never share a local port (QEMU's user
+    /// network would show the guest one connection for two): 600 connections open at
+    /// once, to three listeners in turn, all from different ports.
+    #[test]
+    fn clients_of_different_ports_have_ports_of_their_own() {
+        let ls: Vec<TcpListener> = (0..3).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+        let ports: Vec<u16> = ls.iter().map(|l| l.local_addr().unwrap().port()).collect();
+        let mut open = Vec::new();
+        let mut mine = std::collections::BTreeSet::new();
+        for i in 0..600 {
+            let s = connect(ports[i % 3]).unwrap();
+            let (_, _) = ls[i % 3].accept().unwrap();
+            let p = s.local_addr().unwrap().port();
+            assert!(mine.insert(p), "connection {i} got local port {p} again");
+            open.push(s);
+        }
+    }
 }
