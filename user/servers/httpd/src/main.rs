@@ -15,7 +15,12 @@
 //! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
 //! in WAIT for the transfer's end. `rwloop` sends them the old way instead — read from
 //! `files`, written to the socket — for comparison (the Cue paper's user-level loop);
-//! so does a body Cue cannot take (net's transfers all busy).
+//! so does a body Cue cannot take (net's transfers all busy). A body of at most
+//! `INLINE_MAX` bytes is read when the request is answered and goes with the head:
+//! Cue's setup costs more than it saves there. Connections sending one file share one
+//! handle on it (`open`), so a thousand clients of one file hold one of the principal's
+//! handles at `files`; a file `files` cannot open now (its handles spent) is answered
+//! 503 with `Retry-After`, not 404.
 //!
 //! `Date` comes from the CMOS clock when the manifest grants its ports (0x70–0x71);
 //! files have no modification stamp (baiofs keeps none), so no `Last-Modified` or
@@ -73,6 +78,9 @@ const RECV_OFF: u64 = 0;
 const RECV_MAX: u64 = 16 * 1024;
 const SEND_OFF: u64 = 64 * 1024;
 const SEND_MAX: u64 = 64 * 1024;
+/// Bodies up to this size are read whole when the request is answered and sent with
+/// the head (one read of the files server: `files_api::MAX_IO`), not by Cue.
+const INLINE_MAX: u64 = files_api::MAX_IO;
 
 /// What a connection does.
 enum Phase {
@@ -96,7 +104,10 @@ struct Conn {
     phase: Phase,
     out: Vec<u8>,
     pos: usize,
+    /// The body's file: a handle shared with every connection sending the same path
+    /// (`Httpd::open`), released when the answer is out.
     file: Option<u64>,
+    file_path: alloc::string::String,
     file_off: u64,
     file_end: u64,
     keep_alive: bool,
@@ -132,6 +143,20 @@ struct Httpd {
     cue: Option<Schedule>,
     /// The metering program (bench boots).
     meter: Option<u64>,
+    /// Files open for bodies being sent: path → (handle, connections using it). One
+    /// handle per file however many connections send it (files' reads take an offset),
+    /// so a thousand clients fetching one file hold one of the principal's handles.
+    open: alloc::collections::BTreeMap<alloc::string::String, (u64, u32)>,
+}
+
+/// The answer to a request whose file the files server cannot give now, by its error.
+fn status_of(e: Error) -> Status {
+    match e {
+        Error::NotFound | Error::InvalidArg => Status::NOT_FOUND,
+        // Its handles (or memory) are spent for now: the client may try again.
+        Error::NoSpace | Error::NoMemory | Error::WouldBlock => Status::UNAVAILABLE,
+        _ => Status::SERVER_ERROR,
+    }
 }
 
 /// Every program's (voluntary, involuntary) switches, from root's ps.
@@ -152,6 +177,7 @@ impl Httpd {
         c.keep_alive = req.keep_alive;
         let head_only = req.method == Method::Head;
         c.sched = self.cue;
+        let mut cue_asked = false;
         let mut path = req.path.as_str();
         if self.busy {
             if path == "/.busy" {
@@ -178,7 +204,10 @@ impl Httpd {
             } else if let Some(rest) = path.strip_prefix("/.cue/") {
                 let parsed = rest.split_once('/').and_then(|(s, _)| s.split_once(':')).and_then(|(k, t)| Some((k.parse().ok()?, t.parse().ok()?)));
                 match parsed {
-                    Some((k, t)) if np::schedule_ok(k, t) => c.sched = Some(Schedule { k, t_ms: t }),
+                    Some((k, t)) if np::schedule_ok(k, t) => {
+                        c.sched = Some(Schedule { k, t_ms: t });
+                        cue_asked = true;
+                    }
                     _ => {
                         self.small(c, Status::BAD_REQUEST, &[], "want /.cue/K:T/PATH\n", head_only);
                         return;
@@ -235,14 +264,32 @@ impl Httpd {
                 let file = if head_only || first == last {
                     None
                 } else {
-                    match files::open(self.files, &req.path, false) {
-                        Ok((h, _)) => Some(h),
-                        Err(_) => {
-                            self.small(c, Status::NOT_FOUND, &[], "not found\n", head_only);
+                    match self.open_shared(&req.path) {
+                        Ok(h) => Some(h),
+                        Err(e) => {
+                            self.unavailable(c, e, head_only);
                             return;
                         }
                     }
                 };
+                // A small body goes with the head, read now (the handle given back at
+                // once); Cue's setup (a ticket, a transfer) costs more than it saves
+                // below `INLINE_MAX`, unless the client asked for Cue (`/.cue/`).
+                let mut inline = None;
+                if let Some(h) = file.filter(|_| last - first <= INLINE_MAX && !cue_asked) {
+                    let mut body = alloc::vec![0u8; (last - first) as usize];
+                    let r = files::read_into(self.files, h, first, &mut body);
+                    c.file = file;
+                    c.file_path = req.path.clone();
+                    self.release(c);
+                    match r {
+                        Ok(n) if n == body.len() => inline = Some(body),
+                        // The file shrank since its size was read: it is changing.
+                        Ok(_) => return self.unavailable(c, Error::WouldBlock, false),
+                        Err(e) => return self.unavailable(c, e, false),
+                    }
+                }
+                let file = if inline.is_some() { None } else { file };
                 let cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
                 let mut fields = alloc::vec![("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes")];
                 if status == Status::PARTIAL {
@@ -250,14 +297,59 @@ impl Httpd {
                 }
                 let date = self.date();
                 c.out = http::head(status, &date, &fields, last - first, c.keep_alive).into_bytes();
+                if let Some(body) = inline {
+                    c.out.extend_from_slice(&body);
+                }
                 c.pos = 0;
                 c.file = file;
+                if file.is_some() {
+                    c.file_path = req.path.clone();
+                }
                 c.file_off = first;
                 c.file_end = if file.is_some() { last } else { first };
                 c.cue_tried = false;
                 c.phase = Phase::Sending;
             }
+            Err(e) if status_of(e) != Status::NOT_FOUND => self.unavailable(c, e, head_only),
             _ => self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only),
+        }
+    }
+
+    /// The file the files server could not give (`e`): 404, or 503 (try again in a
+    /// second) when its handles are spent for now, or 500.
+    fn unavailable(&mut self, c: &mut Conn, e: Error, head_only: bool) {
+        match status_of(e) {
+            Status::UNAVAILABLE => self.small(c, Status::UNAVAILABLE, &[("Content-Type", "text/plain"), ("Retry-After", "1")], "busy: try again\n", head_only),
+            Status::NOT_FOUND => self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only),
+            st => self.small(c, st, &[("Content-Type", "text/plain")], "cannot read the file\n", head_only),
+        }
+    }
+
+    /// A handle on `path` for a body: the one open already for another connection, or
+    /// a new one.
+    fn open_shared(&mut self, path: &str) -> Result<u64, Error> {
+        if let Some((h, refs)) = self.open.get_mut(path) {
+            *refs += 1;
+            return Ok(*h);
+        }
+        let (h, _) = files::open(self.files, path, false)?;
+        self.open.insert(alloc::string::String::from(path), (h, 1));
+        Ok(h)
+    }
+
+    /// Connection `c` is done with its body's file: the handle closes with its last user.
+    fn release(&mut self, c: &mut Conn) {
+        if c.file.take().is_none() {
+            return;
+        }
+        let path = core::mem::take(&mut c.file_path);
+        if let Some((h, refs)) = self.open.get_mut(&path) {
+            *refs -= 1;
+            if *refs == 0 {
+                let h = *h;
+                self.open.remove(&path);
+                let _ = files::close(self.files, h);
+            }
         }
     }
 
@@ -277,9 +369,9 @@ impl Httpd {
         if !head_only {
             out.extend_from_slice(body.as_bytes());
         }
+        self.release(c);
         c.out = out;
         c.pos = 0;
-        c.file = None;
         c.phase = Phase::Sending;
     }
 
@@ -381,8 +473,7 @@ impl Httpd {
                         c.out = buf;
                         continue;
                     }
-                    let _ = files::close(self.files, f);
-                    c.file = None;
+                    self.release(c);
                 }
                 // The answer is out.
                 if !c.keep_alive {
@@ -438,10 +529,8 @@ impl Httpd {
         self.write(c)
     }
 
-    fn drop_conn(&mut self, c: Conn) {
-        if let Some(f) = c.file {
-            let _ = files::close(self.files, f);
-        }
+    fn drop_conn(&mut self, mut c: Conn) {
+        self.release(&mut c);
         let _ = self.net.close(c.h);
         if let Some(n) = self.per_addr.get_mut(&c.peer) {
             *n -= 1;
@@ -649,6 +738,7 @@ impl Httpd {
                         out: Vec::new(),
                         pos: 0,
                         file: None,
+                        file_path: alloc::string::String::new(),
                         file_off: 0,
                         file_end: 0,
                         keep_alive: false,
@@ -742,6 +832,7 @@ fn main() -> i32 {
         busy,
         cue,
         meter,
+        open: alloc::collections::BTreeMap::new(),
     };
     h.serve(listener)
 }
