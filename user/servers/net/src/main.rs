@@ -129,8 +129,10 @@ struct Client {
     /// Buffer memory its sockets hold (bytes).
     bytes: usize,
     sleepers: usize,
-    /// Listening sockets among `sockets` (the pools' walk skips clients without).
-    listeners: usize,
+    /// The handles of its listening sockets among `sockets`: what the walks on each
+    /// batch of frames (`admit_syns`, `pools`) visit, not its every connection (a
+    /// thousand connections made each walk cost a thousand steps).
+    listeners: Vec<u64>,
 }
 
 /// A client asleep in WAIT (or WAIT_MANY: `out` is where its bitmap goes in its area).
@@ -369,7 +371,7 @@ impl Net {
             Some(c) => c.area,
             None => {
                 let area = self.new_area()?;
-                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: 0 });
+                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: Vec::new() });
                 area
             }
         };
@@ -595,9 +597,9 @@ impl Net {
         let (bufs, slots) = (&mut self.bufs, &mut self.buf_slots);
         // The listening ports and whose they are (few: a walk of the tables).
         let mut ports: Vec<(u16, u64, u64)> = Vec::new();
-        for (id, c) in clients.iter().filter(|(_, c)| c.listeners > 0) {
-            for (h, s) in &c.sockets {
-                if let Sock::Listen { port, .. } = s {
+        for (id, c) in clients.iter().filter(|(_, c)| !c.listeners.is_empty()) {
+            for h in &c.listeners {
+                if let Some(Sock::Listen { port, .. }) = c.sockets.get(h) {
                     ports.push((*port, *id, *h));
                 }
             }
@@ -643,10 +645,10 @@ impl Net {
     /// failed), and give their memory back.
     fn pools(&mut self) {
         let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
-        for c in clients.values_mut().filter(|c| c.listeners > 0) {
-            let Client { sockets: table, bytes, .. } = c;
-            for s in table.values_mut() {
-                let Sock::Listen { pool, .. } = s else { continue };
+        for c in clients.values_mut().filter(|c| !c.listeners.is_empty()) {
+            let Client { sockets: table, bytes, listeners, .. } = c;
+            for lh in listeners.iter() {
+                let Some(Sock::Listen { pool, .. }) = table.get_mut(lh) else { continue };
                 pool.retain(|h| {
                     let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Listen | tcp::State::Closed | tcp::State::TimeWait);
                     if dead {
@@ -1020,7 +1022,7 @@ impl Net {
                     return Err(Error::NoSpace);
                 }
                 let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
-                self.client(id)?.listeners += 1;
+                self.client(id)?.listeners.push(h);
                 ok(&[h])
             }
             Request::Accept { handle } => {
@@ -1124,7 +1126,7 @@ impl Net {
                 let c = self.client(id)?;
                 let s = c.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
                 if matches!(s, Sock::Listen { .. }) {
-                    c.listeners -= 1;
+                    c.listeners.retain(|l| *l != handle);
                 }
                 self.release(id, s, false);
                 ok(&[])
