@@ -243,8 +243,32 @@ static void echo(int c) {
         if (write_all(c, buf, k)) break;
 }
 
+/* nginx from the initramfs (xtask/src/nginx.rs: Debian's package, our configuration:
+ * the files of /www by sendfile on port 8080), in the background; ready once it takes
+ * a connection on its port. */
+static int start_nginx(void) {
+    mkdir("/tmp", 01777);
+    if (fork() == 0) {
+        execl("/usr/sbin/nginx", "nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf", "-p", "/tmp/", (char *)0);
+        printf("lhttpd: cannot run nginx: %s\n", strerror(errno));
+        _exit(127);
+    }
+    for (int i = 0; i < 1000; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(8080), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int ok = connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+        close(s);
+        if (ok) {
+            printf("lhttpd: nginx serving on 8080\n");
+            return 0;
+        }
+        usleep(10000);
+    }
+    printf("lhttpd: nginx did not come up in 10 s\n");
+    return -1;
+}
+
 int net_main(const char *cmd) {
-    (void)cmd;
     printf("kbench: net suite\n");
     mount("devtmpfs", "/dev", "devtmpfs", 0, 0);
     const char *mods[] = {"/m/1.ko", "/m/2.ko", "/m/3.ko", "/m/4.ko", "/m/5.ko", "/m/7.ko", "/m/8.ko", "/m/9.ko"};
@@ -271,12 +295,16 @@ int net_main(const char *cmd) {
     if (fork() == 0) metering();
     signal(SIGCHLD, SIG_IGN);
     mkdir("/www", 0755);
-    make_file("small.txt", 0, 0);
+    /* The same bytes as Scion's (xtask's `nettest::SMALL`). */
+    int sf = open("/www/small.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (sf < 0 || write(sf, "Hello from Scion's httpd.\n", 26) != 26) printf("lhttpd: cannot make /www/small.txt\n");
+    close(sf);
     make_file("64k.bin", 64, 64 << 10);
     make_file("1m.bin", 1, 1 << 20);
     make_file("16m.bin", 16, 16 << 20);
     int h = listener(80), e = listener(7);
     if (h < 0 || e < 0) return 1;
+    if (strstr(cmd, "nginx=1") && start_nginx() < 0) return 1;
     t_boot = tsc();
     n_boot = now_ns();
     printf("lhttpd: serving\n");

@@ -195,6 +195,15 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
         Ok(data) => cpio_entry(&mut out, "md5.bpf", 0o100644, (0, 0), &data, 1000),
         Err(e) => eprintln!("xtask: {}: {e} (the Linux side of the grafts suite needs it)", crate::grafts::xdp_md5().display()),
     }
+    // nginx, its libraries and configuration (the net suite's second Linux server).
+    match crate::nginx::files(dir) {
+        Ok(files) => {
+            for (i, (name, mode, data)) in files.iter().enumerate() {
+                cpio_entry(&mut out, name, *mode, (0, 0), data, 2000 + i as u32);
+            }
+        }
+        Err(e) => eprintln!("xtask: nginx for the Linux guest: {e} (the net suite needs it)"),
+    }
     let version = vmlinuz.file_name().map(|n| n.to_string_lossy().trim_start_matches("vmlinuz-").to_string()).unwrap_or_default();
     let mods = Path::new("/lib/modules").join(&version).join("kernel");
     cpio_entry(&mut out, "m", 0o040755, (0, 0), &[], 4);
@@ -845,7 +854,15 @@ fn busy_of(body: &[u8]) -> Option<u64> {
 /// Measure one booted guest through its forwarded ports: per size, KiB/s (host clock)
 /// and busy guest ticks per KiB; 64-byte round trips: µs and busy ticks per round trip.
 fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
-    use std::io::{Read, Write};
+    let mut out = downloads(http, http)?;
+    out.extend(round_trips(http, echo)?);
+    Ok(out)
+}
+
+/// Downloads of each size from the web server on `http`, the guest's busy ticks read
+/// through `busy` (the server answering GET /.busy): KiB/s and busy ticks per KiB.
+fn downloads(http: u16, busy: u16) -> Result<Vec<(String, u64)>, String> {
+    use std::io::Write;
     let mut out = Vec::new();
     for (tag, file, k) in NET_SIZES {
         let (_, _, size) = crate::nettest::www_files().into_iter().find(|f| f.0 == file).ok_or("no such file")?;
@@ -862,16 +879,24 @@ fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
             Ok(())
         };
         fetch_all(1)?;
-        let b0 = guest_busy(http)?;
+        let b0 = guest_busy(busy)?;
         let t0 = std::time::Instant::now();
         fetch_all(k)?;
         let secs = t0.elapsed().as_secs_f64();
-        let b1 = guest_busy(http)?;
+        let b1 = guest_busy(busy)?;
         let kib = k * size as u64 / 1024;
         out.push((format!("http_download_kbps_{tag}"), (kib as f64 / secs) as u64));
         out.push((format!("http_download_ipk_{tag}"), b1.saturating_sub(b0) / kib.max(1)));
         eprintln!("    | {file} × {k}: {:.0} KiB/s, {} busy ticks per KiB", kib as f64 / secs, b1.saturating_sub(b0) / kib.max(1));
     }
+    Ok(out)
+}
+
+/// 64-byte round trips with the echo server on `echo`: busy ticks (through the web
+/// server on `http`) and µs per round trip.
+fn round_trips(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
+    use std::io::{Read, Write};
+    let mut out = Vec::new();
     let b0 = guest_busy(http)?;
     let msg = [0x5au8; 64];
     let mut back = [0u8; 64];
@@ -901,11 +926,35 @@ fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
     Ok(out)
 }
 
-/// Boot `kernel` + `image` with ports 80 and 7 forwarded; once `ready` shows on the
-/// serial port, measure. Returns the figures and the serial log.
-fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str) -> Result<(Vec<(String, u64)>, String), String> {
+/// Forwarded ports to each web server for the concurrency levels (QEMU's user network
+/// takes one forwarded connection at a time: `netload::at`).
+const LOAD_PORTS: usize = 8;
+
+/// Requests of the small file at each concurrency level (`netload::LEVELS`) from the
+/// web server behind `ports`, the busy ticks read through `busy`: `http_c{c}_rps`
+/// (requests a second) and `http_c{c}_ipr` (busy ticks per request), each `prefix`ed.
+fn levels(ports: &[u16], busy: u16, prefix: &str) -> Result<Vec<(String, u64)>, String> {
+    let mut out = Vec::new();
+    for (c, n) in crate::netload::LEVELS {
+        let (rps, ipr) = crate::netload::at(ports, c, n, "/small.txt", crate::nettest::SMALL.len(), &|| guest_busy(busy)).map_err(|e| format!("{prefix}{c} clients: {e}"))?;
+        eprintln!("    | {prefix}{c} clients × {n} requests: {rps} requests/s, {ipr} busy ticks each");
+        out.push((format!("{prefix}http_c{c}_rps"), rps));
+        out.push((format!("{prefix}http_c{c}_ipr"), ipr));
+    }
+    Ok(out)
+}
+
+/// Boot `kernel` + `image` with ports 80 and 7 forwarded (and, with `nginx`, nginx's);
+/// once `ready` shows on the serial port, measure. Returns the figures (nginx's named
+/// `nginx:…`) and the serial log.
+fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str, nginx: bool) -> Result<(Vec<(String, u64)>, String), String> {
     let (http, echo) = (qemu::free_port()?, qemu::free_port()?);
-    let opts = Options { net: Some(qemu::NetOptions { forward: vec![(http, 80), (echo, 7)], ..Default::default() }), ..opts };
+    let load: Vec<u16> = (0..LOAD_PORTS).map(|_| qemu::free_port()).collect::<Result<_, _>>()?;
+    let ngx: Vec<u16> = if nginx { (0..=LOAD_PORTS).map(|_| qemu::free_port()).collect::<Result<_, _>>()? } else { Vec::new() };
+    let mut forward = vec![(http, 80), (echo, 7)];
+    forward.extend(load.iter().map(|p| (*p, 80)));
+    forward.extend(ngx.iter().map(|p| (*p, crate::nginx::PORT)));
+    let opts = Options { net: Some(qemu::NetOptions { forward, ..Default::default() }), ..opts };
     let mut figs = Err("the guest never said it serves".to_string());
     let mut go = |_: &qemu::Typer| {
         // The echo server may come up a little after the web server.
@@ -915,7 +964,15 @@ fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str) -> Result<(
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        figs = measure_net(http, echo);
+        figs = (|| {
+            let mut v = measure_net(http, echo)?;
+            v.extend(levels(&load, http, "")?);
+            if let Some((first, rest)) = ngx.split_first() {
+                v.extend(downloads(*first, http)?.into_iter().map(|(m, x)| (format!("nginx:{m}"), x)));
+                v.extend(levels(rest, http, "nginx:")?);
+            }
+            Ok(v)
+        })();
     };
     let out = qemu::run_at(kernel, image, &opts, Duration::from_secs(3600), None, Some((ready, &mut go)))?;
     Ok((figs?, out.log))
@@ -938,19 +995,23 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path)
                 step += 1;
                 eprintln!("[net {step}/{steps}] {sys}, {mode}, run {run}");
                 let (figs, log) = if sys == "scion" {
-                    net_boot(&a.kernel, &img, Options::new(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY)
+                    net_boot(&a.kernel, &img, Options::new(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, false)
                 } else {
-                    let append = "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net".to_string();
-                    net_boot(vmlinuz, initramfs, Options::new(accel.clone(), *icount, append, None), "lhttpd: serving")
+                    let append = "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net nginx=1".to_string();
+                    net_boot(vmlinuz, initramfs, Options::new(accel.clone(), *icount, append, None), "lhttpd: serving", true)
                 }
                 .map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
                 std::fs::write(dir.join(format!("{sys}-net-{mode}.log")), &log).map_err(|e| e.to_string())?;
                 for (m, v) in figs {
                     // The host clock's figures mean something under TCG only; the busy
                     // ticks under icount only (instructions).
-                    let keep = if *icount { !m.contains("_kbps_") && !m.ends_with("_us") } else { m.contains("_kbps_") || m.ends_with("_us") };
-                    if keep {
-                        results.entry((sys.into(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
+                    let clock = m.contains("_kbps_") || m.ends_with("_us") || m.ends_with("_rps");
+                    let (who, m) = match m.strip_prefix("nginx:") {
+                        Some(m) => ("nginx", m.to_string()),
+                        None => (sys, m),
+                    };
+                    if clock != *icount {
+                        results.entry((who.into(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
                     }
                 }
             }
@@ -965,9 +1026,14 @@ fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Suite `net`\n");
     let _ = writeln!(s, "The host fetches files over HTTP/1.1 (one keep-alive connection per size: {}) and makes {NET_RR} round trips of 64 bytes over one TCP connection, through QEMU's user network (hostfwd) and the same virtio-net device, from Scion (net: virtio-net driver + smoltcp; httpd over the files server, the files on the virtio disk) and from Linux (Debian's kernel; a read/write HTTP server and an echo server in C, `bench/linux/net.c`, the files in its page cache). **kbps** = KiB/s on the host's clock under plain TCG (median of three runs; noisy); **ipk** = busy guest instructions per KiB delivered under icount (rdtsc minus idle time, read from the guest before and after through GET /.busy); `tcp_rr_64b` = busy instructions per round trip (icount), `tcp_rr_64b_us` = µs per round trip (TCG).\n", NET_SIZES.iter().map(|(t, _, k)| format!("{t} × {k}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "Beside the C server, **nginx** (Debian's package, `sendfile on`, one worker; `xtask/src/nginx.rs`) serves the same files in the same Linux guest: what a user would run instead. `http_c{{c}}_*`: {{c}} keep-alive connections at once (through {LOAD_PORTS} forwarded ports, since QEMU's user network takes one forwarded connection at a time), each making requests for the 26-byte `/small.txt` one after another ({}): **rps** = requests a second on the host's clock (TCG), **ipr** = busy guest instructions per request (icount).\n", crate::netload::LEVELS.iter().map(|(c, n)| format!("{c} × {n}")).collect::<Vec<_>>().join(", "));
     let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
-    let _ = writeln!(s, "| metric | Scion | Linux | Scion / Linux |");
-    let _ = writeln!(s, "|---|---:|---:|---:|");
+    let ratio = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0 => format!("{:.2}", a as f64 / b as f64),
+        _ => "—".into(),
+    };
+    let _ = writeln!(s, "| metric | Scion | Linux (C) | nginx | Scion / C | Scion / nginx |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
     let mut rows: Vec<(String, &str)> = Vec::new();
     for (tag, _, _) in NET_SIZES {
         rows.push((format!("http_download_kbps_{tag}"), "tcg"));
@@ -975,13 +1041,13 @@ fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     }
     rows.push(("tcp_rr_64b_us".into(), "tcg"));
     rows.push(("tcp_rr_64b".into(), "icount"));
+    for (c, _) in crate::netload::LEVELS {
+        rows.push((format!("http_c{c}_rps"), "tcg"));
+        rows.push((format!("http_c{c}_ipr"), "icount"));
+    }
     for (m, mode) in &rows {
-        let (a, b) = (get(agg, "scion", mode, m), get(agg, "linux", mode, m));
-        let ratio = match (a, b) {
-            (Some(a), Some(b)) if b > 0 => format!("{:.2}", a as f64 / b as f64),
-            _ => "—".into(),
-        };
-        let _ = writeln!(s, "| `{m}` ({mode}) | {} | {} | {ratio} |", fmt(a), fmt(b));
+        let (a, b, n) = (get(agg, "scion", mode, m), get(agg, "linux", mode, m), get(agg, "nginx", mode, m));
+        let _ = writeln!(s, "| `{m}` ({mode}) | {} | {} | {} | {} | {} |", fmt(a), fmt(b), fmt(n), ratio(a, b), ratio(a, n));
     }
     let _ = writeln!(s, "\n## Target\n");
     for (tag, _, _) in NET_SIZES {
@@ -991,41 +1057,62 @@ fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
             let _ = writeln!(s, "- Scion's instructions per KiB ≤ 1.0× Linux's ({tag}): {x:.2}× — {}.", if x <= 1.0 { "**met**" } else { "**missed**" });
         }
     }
+    if let (Some(a), Some(b)) = (get(agg, "scion", "icount", "tcp_rr_64b"), get(agg, "linux", "icount", "tcp_rr_64b")) {
+        let x = a as f64 / b.max(1) as f64;
+        let _ = writeln!(s, "- A 64-byte TCP round trip ≤ 1.0× Linux's instructions (issue 38): {x:.2}× — {}.", if x <= 1.0 { "**met**" } else { "**missed**" });
+    }
     let _ = writeln!(s, "\n![net suite](net.svg)\n");
     s
 }
 
-/// Busy instructions per KiB for each download size, Scion beside Linux (bars).
+/// The systems of the `net` suite, their colours and labels.
+const NET_SYSTEMS: [(&str, &str, &str); 3] = [("scion", "#2b7bb9", "Scion (httpd, Cue)"), ("linux", "#e07b39", "Linux, C server"), ("nginx", "#3a9a4a", "Linux, nginx (sendfile)")];
+
+/// Busy instructions per KiB for each download size and per 64-byte round trip (top),
+/// and per small request at each concurrency level (bottom), each system beside the
+/// others (bars; icount).
 fn net_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
-    let groups: Vec<(String, Option<u64>, Option<u64>)> = NET_SIZES
+    let of = |m: &str, div: u64| NET_SYSTEMS.iter().map(|(sys, _, _)| get(agg, sys, "icount", m).map(|v| v / div)).collect::<Vec<_>>();
+    let top: Vec<(String, Vec<Option<u64>>)> = NET_SIZES
         .iter()
-        .map(|(t, _, _)| {
-            let m = format!("http_download_ipk_{t}");
-            (format!("download {t}"), get(agg, "scion", "icount", &m), get(agg, "linux", "icount", &m))
-        })
-        .chain(std::iter::once(("64 B round trip / 10".to_string(), get(agg, "scion", "icount", "tcp_rr_64b").map(|v| v / 10), get(agg, "linux", "icount", "tcp_rr_64b").map(|v| v / 10))))
+        .map(|(t, _, _)| (format!("download {t}"), of(&format!("http_download_ipk_{t}"), 1)))
+        .chain(std::iter::once(("64 B round trip / 10".to_string(), of("tcp_rr_64b", 10))))
         .collect();
-    let maxv = groups.iter().flat_map(|g| [g.1, g.2]).flatten().max().unwrap_or(1).max(1) as f64;
-    let (w, h, left, top, bottom) = (760.0, 420.0, 80.0, 60.0, 60.0);
+    let bottom: Vec<(String, Vec<Option<u64>>)> = crate::netload::LEVELS.iter().map(|(c, _)| (format!("{c} clients"), of(&format!("http_c{c}_ipr"), 1))).collect();
+    let (w, h) = (760.0, 380.0);
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n", 2.0 * h);
+    s.push_str(&bars("Suite net: busy guest instructions per KiB delivered (icount; lower is better)", &top, 0.0, w, h));
+    s.push_str(&bars("Busy guest instructions per small request at each concurrency (icount; lower is better)", &bottom, h, w, h));
+    s.push_str("</svg>\n");
+    s
+}
+
+/// One grouped bar chart (a bar per system of `NET_SYSTEMS` in each group) at `y0`.
+fn bars(title: &str, groups: &[(String, Vec<Option<u64>>)], y0: f64, w: f64, h: f64) -> String {
+    let maxv = groups.iter().flat_map(|g| g.1.iter()).flatten().max().copied().unwrap_or(1).max(1) as f64;
+    let (left, top, bottom) = (80.0, 60.0, 50.0);
     let ph = h - top - bottom;
-    let gw = (w - left - 20.0) / groups.len() as f64;
-    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let _ = writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Suite net: busy guest instructions per KiB delivered (icount; lower is better)</text>");
-    let _ = writeln!(s, "<rect x=\"{}\" y=\"32\" width=\"12\" height=\"12\" fill=\"#2b7bb9\"/><text x=\"{}\" y=\"42\">Scion</text><rect x=\"{}\" y=\"32\" width=\"12\" height=\"12\" fill=\"#e07b39\"/><text x=\"{}\" y=\"42\">Linux</text>", left, left + 16.0, left + 80.0, left + 96.0);
-    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>", top + ph, w - 20.0, top + ph);
-    for (i, (label, a, b)) in groups.iter().enumerate() {
-        let x0 = left + gw * i as f64 + gw * 0.15;
-        let bw = gw * 0.3;
-        for (j, (v, color)) in [(a, "#2b7bb9"), (b, "#e07b39")].iter().enumerate() {
+    let gw = (w - left - 20.0) / groups.len().max(1) as f64;
+    let mut s = String::new();
+    let _ = writeln!(s, "<text x=\"10\" y=\"{}\" font-size=\"15\" font-weight=\"bold\">{title}</text>", y0 + 22.0);
+    for (i, (_, color, label)) in NET_SYSTEMS.iter().enumerate() {
+        let x = left + 200.0 * i as f64;
+        let _ = writeln!(s, "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{label}</text>", y0 + 32.0, x + 16.0, y0 + 42.0);
+    }
+    let base = y0 + top + ph;
+    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" stroke=\"black\"/>", w - 20.0);
+    for (i, (label, vals)) in groups.iter().enumerate() {
+        let bw = gw * 0.8 / vals.len().max(1) as f64;
+        let x0 = left + gw * i as f64 + gw * 0.1;
+        for (j, v) in vals.iter().enumerate() {
             if let Some(v) = v {
                 let bh = *v as f64 / maxv * ph;
                 let x = x0 + j as f64 * bw;
-                let _ = writeln!(s, "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>", top + ph - bh, x + bw / 2.0, top + ph - bh - 3.0);
+                let _ = writeln!(s, "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>", base - bh, NET_SYSTEMS[j % NET_SYSTEMS.len()].1, x + bw / 2.0, base - bh - 3.0);
             }
         }
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", x0 + bw, top + ph + 18.0);
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", x0 + gw * 0.4, base + 18.0);
     }
-    s.push_str("</svg>\n");
     s
 }
 

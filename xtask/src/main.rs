@@ -11,6 +11,8 @@ mod image;
 mod ipcprobe;
 mod smpbench;
 mod nettest;
+mod netload;
+mod nginx;
 mod qemu;
 mod scenarios;
 
