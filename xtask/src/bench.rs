@@ -838,11 +838,23 @@ const NET_RR: u64 = 1000;
 
 /// The guest's busy ticks so far (GET /.busy on a new connection).
 fn guest_busy(port: u16) -> Result<u64, String> {
+    Ok(guest_busy_parts(port)?.0)
+}
+
+/// The guest's busy ticks so far and the `PART=TICKS` words of the answer (Scion's net's
+/// busy ticks by part: `net_api::PROFILE_PARTS`).
+fn guest_busy_parts(port: u16) -> Result<(u64, Vec<(String, u64)>), String> {
     use std::io::Write;
     let mut s = crate::nettest::ready(port)?;
     write!(s, "GET /.busy HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
     let r = crate::nettest::response(&mut s, false)?;
-    busy_of(&r.body).ok_or_else(|| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))
+    let busy = busy_of(&r.body).ok_or_else(|| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))?;
+    Ok((busy, parts_of(&r.body)))
+}
+
+/// The `PART=TICKS` words of a `/.busy` answer.
+fn parts_of(body: &[u8]) -> Vec<(String, u64)> {
+    String::from_utf8_lossy(body).split_whitespace().filter_map(|w| w.split_once('=')).filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?))).collect()
 }
 
 /// The busy ticks in a `/.busy` answer: its first number (Scion's httpd answers "busy tsc
@@ -897,7 +909,7 @@ fn downloads(http: u16, busy: u16) -> Result<Vec<(String, u64)>, String> {
 fn round_trips(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
     use std::io::{Read, Write};
     let mut out = Vec::new();
-    let b0 = guest_busy(http)?;
+    let (b0, p0) = guest_busy_parts(http)?;
     let msg = [0x5au8; 64];
     let mut back = [0u8; 64];
     // A connection whose first message comes back (see nettest::ready).
@@ -919,7 +931,13 @@ fn round_trips(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
     }
     let us = t0.elapsed().as_micros() as u64 / NET_RR;
     drop(s);
-    let b1 = guest_busy(http)?;
+    let (b1, p1) = guest_busy_parts(http)?;
+    // Where net's share went (Scion), part by part.
+    for (name, v1) in &p1 {
+        if let Some((_, v0)) = p0.iter().find(|(n, _)| n == name) {
+            out.push((format!("tcp_rr_64b_net_{name}"), v1.saturating_sub(*v0) / NET_RR));
+        }
+    }
     out.push(("tcp_rr_64b".into(), b1.saturating_sub(b0) / NET_RR));
     out.push(("tcp_rr_64b_us".into(), us));
     eprintln!("    | 64-byte round trips: {us} µs, {} busy ticks each", b1.saturating_sub(b0) / NET_RR);
@@ -1049,6 +1067,39 @@ fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
         let (a, b, n) = (get(agg, "scion", mode, m), get(agg, "linux", mode, m), get(agg, "nginx", mode, m));
         let _ = writeln!(s, "| `{m}` ({mode}) | {} | {} | {} | {} | {} |", fmt(a), fmt(b), fmt(n), ratio(a, b), ratio(a, n));
     }
+    // Where Scion's round trip goes: net's parts (its own clock ticks, `net_api::PROFILE`),
+    // the rest (the kernel's IPC, interrupts and switches, the echo program) by difference.
+    let parts: Vec<(String, u64)> = agg
+        .iter()
+        .filter(|((sys, mode, m), _)| sys == "scion" && mode == "icount" && m.starts_with("tcp_rr_64b_net_"))
+        .map(|((_, _, m), f)| (m.trim_start_matches("tcp_rr_64b_net_").to_string(), f.median))
+        .collect();
+    if let (Some(total), false) = (get(agg, "scion", "icount", "tcp_rr_64b"), parts.is_empty()) {
+        let _ = writeln!(s, "\n### Where a 64-byte round trip's instructions go (Scion, icount)\n");
+        let _ = writeln!(s, "net counts its own busy ticks by part (`net_api::PROFILE`, read through `/.busy` before and after the {NET_RR} round trips); the rest is the total less net's: the kernel (the IPC between the echo program and net, the device's interrupt, the switches) and the echo program (`bench_net`).\n");
+        let _ = writeln!(s, "| part | instructions per round trip | share |");
+        let _ = writeln!(s, "|---|---:|---:|");
+        let order = ["requests", "device", "stack", "checksums", "cue", "after"];
+        let mut sorted = parts.clone();
+        sorted.sort_by_key(|(n, _)| order.iter().position(|o| o == n).unwrap_or(order.len()));
+        let net: u64 = sorted.iter().map(|(_, v)| v).sum();
+        for (n, v) in &sorted {
+            let what = match n.as_str() {
+                "requests" => "net: the echo program's requests (RECV, SEND, WAIT), the stack's run after each aside",
+                "device" => "net: the virtio-net device (taking received frames, refilling, handing frames over, the interrupt's acknowledgement)",
+                "stack" => "net: smoltcp's poll (TCP/IP in and out), checksums and the device aside",
+                "checksums" => "net: summing the sent frames' TCP checksums (`crates/inet`)",
+                "cue" => "net: Cue's transfers (none run here)",
+                "after" => "net: after each run (DHCP, listeners' pools, lingering sockets, waking waiters)",
+                _ => "net",
+            };
+            let _ = writeln!(s, "| {what} | {v} | {:.0}% |", 100.0 * *v as f64 / total.max(1) as f64);
+        }
+        let _ = writeln!(s, "| **net in all** | {net} | {:.0}% |", 100.0 * net as f64 / total.max(1) as f64);
+        let rest = total.saturating_sub(net);
+        let _ = writeln!(s, "| the kernel (IPC, interrupt, switches) and the echo program | {rest} | {:.0}% |", 100.0 * rest as f64 / total.max(1) as f64);
+        let _ = writeln!(s, "| **total** (Linux: {}) | {total} | 100% |", fmt(get(agg, "linux", "icount", "tcp_rr_64b")));
+    }
     let _ = writeln!(s, "\n## Target\n");
     for (tag, _, _) in NET_SIZES {
         let m = format!("http_download_ipk_{tag}");
@@ -1152,6 +1203,13 @@ pub(crate) fn panels_svg(panels: &[Panel]) -> String {
 
 #[cfg(test)]
 mod busy_tests {
+    #[test]
+    fn busy_parts_are_named_words() {
+        let p = super::parts_of(b"10 20 0 1 2 requests=5 device=7 bad=x stack=9\n");
+        assert_eq!(p, vec![("requests".to_string(), 5), ("device".to_string(), 7), ("stack".to_string(), 9)]);
+        assert!(super::parts_of(b"176220186 2239599184 0 2592 1").is_empty());
+    }
+
     #[test]
     fn busy_is_the_first_number() {
         assert_eq!(super::busy_of(b"176220186 2239599184 0 2592 1"), Some(176220186));

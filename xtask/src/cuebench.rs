@@ -50,7 +50,8 @@ fn busy(port: u16) -> Result<Busy, String> {
     let r = http_get(port, "/.busy")?;
     let w: Vec<u64> = String::from_utf8_lossy(&r).split_whitespace().filter_map(|x| x.parse().ok()).collect();
     match w[..] {
-        [busy, tsc, meter, vol, inv] => Ok(Busy { busy, tsc, meter, vol, inv }),
+        // (Scion's httpd adds net's busy ticks by part after these.)
+        [busy, tsc, meter, vol, inv, ..] => Ok(Busy { busy, tsc, meter, vol, inv }),
         _ => Err(format!("GET /.busy answered {:?}", String::from_utf8_lossy(&r))),
     }
 }

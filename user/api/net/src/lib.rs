@@ -122,6 +122,16 @@ pub const WAIT_MANY: u64 = 0xd4;
 /// backlog) since net started, MR8 = bytes of frames net has mapped for socket buffers
 /// (taken as connections come, never up front: a listener holds none).
 pub const LIMITS: u64 = 0xd5;
+/// Where net's busy time went since it started, in clock ticks (rdtsc: instructions
+/// under icount), one word each, MR2.. in `Phase` order: the clients' requests (but the
+/// stack's run after each), the device (taking received frames, giving buffers back),
+/// the TCP/IP stack (smoltcp's poll, the frames it sends included), the checksums of
+/// the frames sent (inside the stack's part), Cue's transfers, the work after each run
+/// (DHCP, pools, lingering sockets, pings, waking waiters). For the `net` benchmark's
+/// breakdown of a round trip.
+pub const PROFILE: u64 = 0xd6;
+/// The parts of `PROFILE`'s answer.
+pub const PROFILE_PARTS: [&str; 6] = ["requests", "device", "stack", "checksums", "cue", "after"];
 
 /// Cue flags: read through the shared cache (else straight from the disk); end the
 /// socket's sending (FIN) once every byte is taken.
@@ -253,6 +263,7 @@ pub enum Request<'a> {
     CueList,
     WaitMany { timeout_us: u64, off: u64, count: u64, out: u64 },
     Limits,
+    Profile,
 }
 
 /// A schedule is valid: k in 1..=MAX_K, t ≤ MAX_T_MS.
@@ -373,6 +384,10 @@ impl<'a> Decode<'a> for Request<'a> {
             LIMITS => {
                 let [] = a.words()?;
                 Request::Limits
+            }
+            PROFILE => {
+                let [] = a.words()?;
+                Request::Profile
             }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             _ => return Err(Error::Unsupported),
@@ -673,6 +688,12 @@ pub mod client {
         /// (socket memory net may hold in all, held now, the caller's budget, held by
         /// the caller, one TCP connection's buffers, SYNs held back so far, frames
         /// mapped for socket buffers)
+        /// Net's busy ticks by part (`PROFILE`), in `PROFILE_PARTS` order.
+        pub fn profile(&self) -> Result<[u64; 6], Error> {
+            let m = word(self.srv, PROFILE, &[])?;
+            Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7)])
+        }
+
         pub fn limits(&self) -> Result<[u64; 7], Error> {
             let m = word(self.srv, LIMITS, &[])?;
             Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7), m.word(8)])

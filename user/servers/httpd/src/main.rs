@@ -33,9 +33,11 @@
 //! and `/.meter/off` (start and stop the metering program, if the manifest grants
 //! `meter`), and per-request sending: `/.rw/PATH` by the read/write loop,
 //! `/.cue/K:T/PATH` by Cue with that schedule. `/.busy` answers "busy tsc meter
-//! voluntary involuntary": the CPU's busy ticks since boot (rdtsc minus the kernel's
-//! idle count: guest instructions under icount), the TSC, the metering program's units
-//! so far, and every program's switches by cause (from root's ps), for the host to
+//! voluntary involuntary" and net's busy ticks by part (`PART=TICKS` words, the parts
+//! of `net_api::PROFILE_PARTS`): the
+//! CPU's busy ticks since boot (rdtsc minus the kernel's idle count: guest instructions
+//! under icount), the TSC, the metering program's units so far, every program's
+//! switches by cause (from root's ps), and where net's share went, for the host to
 //! measure the cost of what it fetches.
 #![no_std]
 #![no_main]
@@ -184,7 +186,15 @@ impl Httpd {
                 let t = rt::sys::rdtsc();
                 let units = self.meter.and_then(|m| meter_api::read(m).ok()).map_or(0, |r| r.0);
                 let (vol, inv) = switches();
-                let body = alloc::format!("{} {} {} {} {}\n", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
+                let mut body = alloc::format!("{} {} {} {} {}", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
+                // Then net's busy ticks by part (`net_api::PROFILE`), if it tells them, as
+                // `part=ticks` words.
+                if let Ok(prof) = self.net.profile() {
+                    for (name, p) in np::PROFILE_PARTS.iter().zip(prof) {
+                        body.push_str(&alloc::format!(" {name}={p}"));
+                    }
+                }
+                body.push('\n');
                 self.small(c, Status::OK, &[("Content-Type", "text/plain")], &body, head_only);
                 return;
             }

@@ -227,6 +227,9 @@ struct Net {
     cue_text: String,
     /// The last pump stopped with transfers still moving: go on once requests are seen.
     cue_busy: bool,
+    /// Busy ticks by part (`net_api::PROFILE`): requests, device, stack, (checksums:
+    /// the device's counter), Cue, after each run.
+    prof: [u64; 6],
 }
 
 fn tcp_state(s: tcp::State) -> u64 {
@@ -510,14 +513,22 @@ impl Net {
     fn pump(&mut self) {
         self.cue_busy = false;
         for round in 0..256 {
+            let t0 = rt::sys::rdtsc();
             self.nic.poll_rx();
+            let t1 = rt::sys::rdtsc();
             if self.nic.has_rx() {
                 self.admit_syns();
             }
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
+            let t2 = rt::sys::rdtsc();
             self.nic.refill();
+            let t3 = rt::sys::rdtsc();
             let moved = self.cue_run();
+            let t4 = rt::sys::rdtsc();
+            self.prof[1] += t1.wrapping_sub(t0) + t3.wrapping_sub(t2);
+            self.prof[2] += t2.wrapping_sub(t1);
+            self.prof[4] += t4.wrapping_sub(t3);
             if !self.nic.has_rx() && changed == smoltcp::iface::PollResult::None {
                 if !moved {
                     break;
@@ -528,11 +539,13 @@ impl Net {
                 }
             }
         }
+        let t0 = rt::sys::rdtsc();
         self.dhcp_events();
         self.pools();
         self.reap();
         self.pings_in();
         self.wake();
+        self.prof[5] += rt::sys::rdtsc().wrapping_sub(t0);
     }
 
     fn set_static(&mut self, a: Ipv4Cidr, gw: Option<Ipv4Address>) {
@@ -1201,6 +1214,14 @@ impl Net {
                 self.waiters.push(Waiter { client: id, slot, entries, deadline, out: Some(out) });
                 Ok(None)
             }
+            Request::Profile => {
+                let [requests, device, stack, _, cue, after] = self.prof;
+                let c = self.nic.counters;
+                // The stack's run includes the checksums and the handing of frames to the
+                // device: they are told apart.
+                let stack = stack.saturating_sub(c.checksum_ticks + c.tx_device_ticks);
+                ok(&[requests, device + c.tx_device_ticks, stack, c.checksum_ticks, cue, after])
+            }
             Request::Limits => {
                 let held = self.held() as u64;
                 let mine = self.clients.get(&id).ok_or(Error::BadState)?.bytes as u64;
@@ -1292,7 +1313,9 @@ impl Server for Net {
         if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
             return None;
         }
+        let t0 = rt::sys::rdtsc();
         self.nic.ack_interrupt();
+        self.prof[1] += rt::sys::rdtsc().wrapping_sub(t0);
         self.pump();
         if let Some(s) = self.irq {
             let _ = rt::sys::irq_ack(s);
@@ -1346,11 +1369,13 @@ impl Server for Net {
             return a;
         }
         self.caller_principal = from.principal();
+        let t0 = rt::sys::rdtsc();
         let r = self.request(id, req);
         if let Some(s) = self.received.take() {
             // A capability that came with a request that did not take it.
             rt::free_slot(s);
         }
+        self.prof[0] += rt::sys::rdtsc().wrapping_sub(t0);
         // Whatever the request changed goes out now (data, FIN, SYN, window updates).
         self.pump();
         match r {
@@ -1558,6 +1583,7 @@ fn main() -> i32 {
         received: None,
         cue_text: String::new(),
         cue_busy: false,
+        prof: [0; 6],
     };
     n.pump();
     let mut buf = [0u8; graft_api::RECV_BYTES];
