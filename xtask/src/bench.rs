@@ -845,7 +845,7 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Pla
             let sc = Scenario {
                 disk_file: Some(disk.clone()),
                 icount: *icount,
-                limit_s: 1800,
+                limit_s: plan.count(1800, 300),
                 ..Scenario::bench(if *icount { "bench-baio-icount" } else { "bench-baio-tcg" }, "baio", &[("ARGS", format!("{} {n} {BAIO_DEPTH}", ws.join(",")))])?
             };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
