@@ -200,6 +200,12 @@ impl Plan {
     }
 }
 
+/// A benchmark machine's options: one CPU whatever the default (`cargo xtask test`
+/// gives its machines two: a Linux guest with two CPUs under icount stalls).
+pub(crate) fn bench_options(accel: String, icount: bool, append: String, disk: Option<PathBuf>) -> Options {
+    Options { cpus: 1, ..Options::new(accel, icount, append, disk) }
+}
+
 /// (system, mode, metric) → the aggregated figure.
 pub(crate) type Agg = BTreeMap<(String, String, String), Fig>;
 
@@ -457,7 +463,7 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &P
             }
             step += 1;
             eprintln!("[kernel {step}/{steps}] linux, {mode}, run {run}/{runs}");
-            let opts = Options::new(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet"), None);
+            let opts = bench_options(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet"), None);
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
             let path = plan.log("linux", &format!("linux-{mode}-{run}.log"), &out.log)?;
             if !out.log.contains("kbench: done") {
@@ -859,7 +865,7 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Pla
             step += 1;
             eprintln!("[baio {step}/{steps}] linux, {mode}, run {run}");
             let append = format!("console=ttyS0 rdinit=/init panic=-1 quiet kbench=baio seg={start}:{seg_blocks} {args}");
-            let opts = Options::new(accel.clone(), *icount, plan.linux(&append), Some(disk.clone()));
+            let opts = bench_options(accel.clone(), *icount, plan.linux(&append), Some(disk.clone()));
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(1800), None)?;
             let log = plan.log("linux", &format!("linux-baio-{mode}.log"), &out.log)?;
             if !out.log.contains("kbench: baio done") {
@@ -1139,10 +1145,10 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan
                 step += 1;
                 eprintln!("[net {step}/{steps}] {sys}, {mode}, run {run}");
                 let (figs, log) = if sys == "scion" {
-                    net_boot(&a.kernel, &img, Options::new(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, plan.smoke)
+                    net_boot(&a.kernel, &img, bench_options(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, plan.smoke)
                 } else {
                     let append = plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=net");
-                    net_boot(vmlinuz, initramfs, Options::new(accel.clone(), *icount, append, None), "lhttpd: serving", plan.smoke)
+                    net_boot(vmlinuz, initramfs, bench_options(accel.clone(), *icount, append, None), "lhttpd: serving", plan.smoke)
                 }
                 .map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
                 plan.log(sys, &format!("{sys}-net-{mode}.log"), &log)?;
@@ -1277,7 +1283,7 @@ mod busy_tests {
 }
 
 #[cfg(test)]
-mod smoke_tests {
+mod bench_smoke {
     use super::*;
 
     fn agg_of(figs: &[(&str, &str, &str)]) -> Agg {

@@ -13,7 +13,7 @@
 //! to its next timer, so every wait for the host's side of the network would count as
 //! a retransmission timeout's worth of guest time.
 
-use crate::bench::{aggregate, get, Fig, Plan, Results};
+use crate::bench::{aggregate, bench_options, get, Fig, Plan, Results};
 use crate::qemu::{self, Options};
 use crate::scenarios::Scenario;
 use std::collections::BTreeMap;
@@ -329,10 +329,10 @@ pub fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &
             step += 1;
             eprintln!("[cue {step}/{}] {sys}, {mode}", 2 * modes.len());
             let (figs, log) = if sys == "scion" {
-                boot(&a.kernel, &img, Options::new("tcg".into(), icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, sys, Some((ports[0], ports[1..].to_vec())), plan.smoke)
+                boot(&a.kernel, &img, bench_options("tcg".into(), icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, sys, Some((ports[0], ports[1..].to_vec())), plan.smoke)
             } else {
                 let append = plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=net");
-                boot(vmlinuz, initramfs, Options::new("tcg".into(), icount, append, None), "lhttpd: serving", sys, None, plan.smoke)
+                boot(vmlinuz, initramfs, bench_options("tcg".into(), icount, append, None), "lhttpd: serving", sys, None, plan.smoke)
             }
             .map_err(|e| format!("the {sys} cue run ({mode}) failed: {e}"))?;
             plan.log(sys, &format!("{sys}-cue-{mode}.log"), &log)?;

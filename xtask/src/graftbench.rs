@@ -10,8 +10,8 @@
 //! today's in-kernel safe extension. One boot of each system per mode: icount (instructions,
 //! deterministic: the figures the targets use) and plain TCG (cycles, noisy).
 
-use crate::bench::{aggregate, get, parse_bench, Fig, Plan, Results};
-use crate::qemu::{self, Options};
+use crate::bench::{aggregate, bench_options, get, parse_bench, Fig, Plan, Results};
+use crate::qemu;
 use crate::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -54,7 +54,7 @@ pub fn grafts_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan
         }
         step += 1;
         eprintln!("[grafts {step}/{steps}] linux, {mode}");
-        let opts = Options::new(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=graft"), None);
+        let opts = bench_options(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=graft"), None);
         let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
         let log = plan.log("linux", &format!("linux-grafts-{mode}.log"), &out.log)?;
         if !out.log.contains("kbench: done") {
