@@ -33,6 +33,13 @@
 #define PER 1000
 #define PAGES 200
 
+/* `smoke` among init's arguments (the kernel command line; `cargo xtask bench --smoke`):
+ * every count cut to a few, to check that each figure is printed and parsed, not to
+ * measure. The counts in use: batches per figure and calls per batch (at most the
+ * constants above). */
+int kb_smoke;
+static int nb = BATCHES, per = PER;
+
 
 static int cmp(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -49,12 +56,12 @@ static void report(const char *name, uint64_t *v, int n) {
 static void null_syscall(void) {
     uint64_t v[BATCHES];
     for (int i = 0; i < 100; i++) syscall(SYS_getpid);
-    for (int b = 0; b < BATCHES; b++) {
+    for (int b = 0; b < nb; b++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER; i++) syscall(SYS_getpid);
-        v[b] = (tsc() - t0) / PER;
+        for (int i = 0; i < per; i++) syscall(SYS_getpid);
+        v[b] = (tsc() - t0) / per;
     }
-    report("null_syscall", v, BATCHES);
+    report("null_syscall", v, nb);
 }
 
 static void full(int fd, char *buf, int n, int writing) {
@@ -87,16 +94,16 @@ static void rtt(const char *name, int size, int unix_socket) {
     }
     uint64_t v[BATCHES];
     for (int i = 0; i < 100; i++) { full(a[1], buf, size, 1); full(b[0], buf, size, 0); }
-    for (int k = 0; k < BATCHES; k++) {
+    for (int k = 0; k < nb; k++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER; i++) { full(a[1], buf, size, 1); full(b[0], buf, size, 0); }
-        v[k] = (tsc() - t0) / PER;
+        for (int i = 0; i < per; i++) { full(a[1], buf, size, 1); full(b[0], buf, size, 0); }
+        v[k] = (tsc() - t0) / per;
     }
     kill(pid, SIGKILL);
     waitpid(pid, 0, 0);
     if (unix_socket) { close(a[0]); close(a[1]); }
     else { close(a[0]); close(a[1]); close(b[0]); close(b[1]); }
-    report(name, v, BATCHES);
+    report(name, v, nb);
 }
 
 static void pipe_rtt(const char *name, int size) { rtt(name, size, 0); }
@@ -132,12 +139,12 @@ static void futex_rtt(void) {
     pthread_create(&t, 0, futex_peer, 0);
     uint64_t v[BATCHES];
     for (int i = 0; i < 100; i++) { fwake(&fa); fwait(&fb); }
-    for (int k = 0; k < BATCHES; k++) {
+    for (int k = 0; k < nb; k++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER; i++) { fwake(&fa); fwait(&fb); }
-        v[k] = (tsc() - t0) / PER;
+        for (int i = 0; i < per; i++) { fwake(&fa); fwait(&fb); }
+        v[k] = (tsc() - t0) / per;
     }
-    report("ipc_rtt_8b_same", v, BATCHES);
+    report("ipc_rtt_8b_same", v, nb);
 }
 
 static void yields(void) {
@@ -145,16 +152,16 @@ static void yields(void) {
     if (pid == 0) for (;;) sched_yield();
     uint64_t v[BATCHES], h[BATCHES];
     for (int i = 0; i < 100; i++) sched_yield();
-    for (int k = 0; k < BATCHES; k++) {
+    for (int k = 0; k < nb; k++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER; i++) sched_yield();
-        v[k] = (tsc() - t0) / PER;
+        for (int i = 0; i < per; i++) sched_yield();
+        v[k] = (tsc() - t0) / per;
         h[k] = v[k] / 2;
     }
     kill(pid, SIGKILL);
     waitpid(pid, 0, 0);
-    report("yield_pair", v, BATCHES);
-    report("thread_switch", h, BATCHES);
+    report("yield_pair", v, nb);
+    report("thread_switch", h, nb);
 }
 
 static void anon_faults(void) {
@@ -207,17 +214,17 @@ static void uffd_faults(void) {
 
 static void map_unmap(void) {
     uint64_t v[BATCHES];
-    for (int k = 0; k < BATCHES; k++) {
+    for (int k = 0; k < nb; k++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER / 10; i++) {
+        for (int i = 0; i < per / 10; i++) {
             char *p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             p[0] = 1;
             munmap(p, 4096);
         }
-        v[k] = (tsc() - t0) / (PER / 10);
+        v[k] = (tsc() - t0) / (per / 10);
     }
-    report("map_page_ipc", v, BATCHES);
-    report("demap_fanout_64", v, BATCHES);
+    report("map_page_ipc", v, nb);
+    report("demap_fanout_64", v, nb);
 }
 
 int baio_main(const char *cmd);
@@ -225,8 +232,14 @@ int net_main(const char *cmd);
 void graft_main(const char *cmd);
 void smp_main(const char *cmd);
 
-int main(void) {
-    printf("kbench: Linux baseline starting\n");
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "smoke")) kb_smoke = 1;
+    if (kb_smoke) {
+        nb = 3;
+        per = 20;
+    }
+    printf("kbench: Linux baseline starting%s\n", kb_smoke ? " (smoke: a few of each count)" : "");
     fflush(stdout);
     /* `kbench=baio` on the command line: the disk suite (bench/linux/baio.c) instead. */
     static char cmd[4096];

@@ -16,6 +16,9 @@
 #define CALLS 20000
 #define BATCHES 9
 #define PER 2000
+/* The counts in use: the constants above, or a few of each in a smoke run (kbench.c). */
+extern int kb_smoke;
+static int calls = CALLS, nb = BATCHES, per = PER;
 
 static void pin(int cpu) {
     cpu_set_t s;
@@ -59,7 +62,7 @@ static void pair_stop(struct pair *p) {
     close(p->to[0]); close(p->to[1]); close(p->from[0]); close(p->from[1]);
 }
 
-/* Two pairs whose clients run CALLS round trips each at once; round trips/s. */
+/* Two pairs whose clients run `calls` round trips each at once; round trips/s. */
 static uint64_t pairs_once(int cpu1) {
     struct pair p[2];
     pair_start(&p[0], 0);
@@ -73,7 +76,7 @@ static uint64_t pairs_once(int cpu1) {
             char b[8] = {0};
             pin(i == 0 ? 0 : cpu1);
             if (read(go[0], b, 1) != 1) _exit(1);
-            for (int k = 0; k < CALLS; k++) { xfer(p[i].to[1], b, 1); xfer(p[i].from[0], b, 0); }
+            for (int k = 0; k < calls; k++) { xfer(p[i].to[1], b, 1); xfer(p[i].from[0], b, 0); }
             _exit(0);
         }
     }
@@ -84,7 +87,7 @@ static uint64_t pairs_once(int cpu1) {
     close(go[0]); close(go[1]);
     pair_stop(&p[0]);
     pair_stop(&p[1]);
-    return ns ? 2ull * CALLS * 1000000000ull / ns : 0;
+    return ns ? 2ull * calls * 1000000000ull / ns : 0;
 }
 
 static void rtt_on(const char *name, int scpu) {
@@ -93,26 +96,31 @@ static void rtt_on(const char *name, int scpu) {
     char b[8] = {0};
     uint64_t v[BATCHES];
     for (int i = 0; i < 200; i++) { xfer(p.to[1], b, 1); xfer(p.from[0], b, 0); }
-    for (int k = 0; k < BATCHES; k++) {
+    for (int k = 0; k < nb; k++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER; i++) { xfer(p.to[1], b, 1); xfer(p.from[0], b, 0); }
-        v[k] = (tsc() - t0) / PER;
+        for (int i = 0; i < per; i++) { xfer(p.to[1], b, 1); xfer(p.from[0], b, 0); }
+        v[k] = (tsc() - t0) / per;
     }
     pair_stop(&p);
-    put(name, v, BATCHES, "ticks/op");
+    put(name, v, nb, "ticks/op");
 }
 
 void smp_main(const char *cmd) {
     (void)cmd;
+    if (kb_smoke) {
+        calls = 200;
+        nb = 3;
+        per = 20;
+    }
     printf("kbench: smp, %ld CPUs\n", sysconf(_SC_NPROCESSORS_ONLN));
     pin(0);
     uint64_t v[BATCHES];
-    for (int k = 0; k < BATCHES; k++) {
+    for (int k = 0; k < nb; k++) {
         uint64_t t0 = tsc();
-        for (int i = 0; i < PER; i++) syscall(SYS_getpid);
-        v[k] = (tsc() - t0) / PER;
+        for (int i = 0; i < per; i++) syscall(SYS_getpid);
+        v[k] = (tsc() - t0) / per;
     }
-    put("smp_null_syscall", v, BATCHES, "ticks/op");
+    put("smp_null_syscall", v, nb, "ticks/op");
     const char *names[2] = {"ipc_pairs_rps_1cpu", "ipc_pairs_rps_2cpu"};
     for (int cpu1 = 0; cpu1 < 2; cpu1++) {
         uint64_t r[3];

@@ -1,14 +1,21 @@
-//! `cargo xtask bench [SUITE…] [--list]`: boot Scion's measurement program and the
-//! Linux baseline (Debian's kernel with an initramfs of static benchmark programs) in
+//! `cargo xtask bench [SUITE…] [--list] [--smoke]`: boot Scion's measurement program and
+//! the Linux baseline (Debian's kernel with an initramfs of static benchmark programs) in
 //! the same QEMU machine, in each mode (icount: rdtsc = guest instructions; tcg: guest
 //! cycles; kvm where the host really has it), several runs each; write
 //! `target/bench/SUITE.json`, `target/bench/report.md` and an SVG plot per suite.
+//!
+//! `--smoke` (also the `bench_smoke` entry of `cargo xtask test`): every suite end to end
+//! once, in one mode, with a few of each count (`smoke` to the bench programs), into
+//! `target/bench-smoke/`; it fails when a side does not yield a figure its suite's report
+//! reads (`Plan::finish`) or a guest's answer does not parse, so a suite that rots fails
+//! the test suite rather than the next real run.
 
 use crate::qemu::{self, Options};
 use crate::scenarios::{run_scenario_log, Scenario};
 use crate::{build, project_root, sh};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -99,6 +106,128 @@ pub(crate) fn modes() -> Vec<(&'static str, bool, String)> {
         m.push(("kvm", false, "kvm".to_string()));
     }
     m
+}
+
+/// A bench run: the real one (`target/bench/`: every mode, several runs, the programs'
+/// own counts) or the smoke (`--smoke`, `target/bench-smoke/`: icount alone, one run,
+/// `smoke` to the programs: a few of each count).
+pub(crate) struct Plan {
+    pub(crate) smoke: bool,
+    pub(crate) dir: PathBuf,
+    /// The serial logs of the suite under way, by system (their tails show when it fails).
+    logs: RefCell<BTreeMap<String, PathBuf>>,
+}
+
+impl Plan {
+    pub(crate) fn new(smoke: bool) -> Plan {
+        let dir = crate::target_dir().join(if smoke { "bench-smoke" } else { "bench" });
+        Plan { smoke, dir, logs: RefCell::new(BTreeMap::new()) }
+    }
+
+    /// The modes to measure in: all (`modes()`), icount alone in a smoke run.
+    pub(crate) fn modes(&self) -> Vec<(&'static str, bool, String)> {
+        modes().into_iter().filter(|m| !self.smoke || m.0 == "icount").collect()
+    }
+
+    /// Runs per figure: `real`, one in a smoke run.
+    pub(crate) fn runs(&self, real: usize) -> usize {
+        if self.smoke {
+            1
+        } else {
+            real
+        }
+    }
+
+    /// `real`, or `small` in a smoke run.
+    pub(crate) fn count<T>(&self, real: T, small: T) -> T {
+        if self.smoke {
+            small
+        } else {
+            real
+        }
+    }
+
+    /// A bench program's `${ARGS}` (`smoke` or nothing).
+    pub(crate) fn args(&self) -> String {
+        self.count("", "smoke").to_string()
+    }
+
+    /// The Linux baseline's kernel command line: `append`, and `smoke` (init's argument)
+    /// in a smoke run.
+    pub(crate) fn linux(&self, append: &str) -> String {
+        format!("{append}{}", self.count("", " smoke"))
+    }
+
+    /// Write a system's serial log `name` into the plan's directory and remember it.
+    pub(crate) fn log(&self, sys: &str, name: &str, text: &str) -> Result<PathBuf, String> {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.logs.borrow_mut().insert(sys.to_string(), path.clone());
+        Ok(path)
+    }
+
+    /// `e`, with the last lines of the suite's serial logs.
+    pub(crate) fn fail(&self, e: &str) -> String {
+        let mut out = e.to_string();
+        for (sys, path) in self.logs.borrow().iter() {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let _ = write!(out, "\n  {sys}'s serial log, {} (its last lines):", path.display());
+            for l in &lines[lines.len().saturating_sub(30)..] {
+                let _ = write!(out, "\n    | {l}");
+            }
+        }
+        out
+    }
+
+    /// A suite's end: its plot and report (`make`, which reads the figures with `get`),
+    /// `SUITE.json` and `SUITE.svg` written; in a smoke run, an error naming each figure
+    /// the report or plot read in a mode measured that no side yielded, but for those
+    /// `absent` names ((system, metric): a side that has no such measurement).
+    pub(crate) fn finish<R>(&self, suite: &str, agg: &Agg, modes: &[(&str, bool, String)], runs: usize, absent: &[(&str, &str)], make: impl FnOnce() -> (String, R)) -> Result<R, String> {
+        let ((svg, report), read) = reads(make);
+        write_suite(&self.dir, suite, agg, modes, runs, svg)?;
+        self.logs.borrow_mut().clear();
+        if self.smoke {
+            let measured: Vec<&str> = modes.iter().map(|m| m.0).collect();
+            let lost = missing(&read, agg, &measured, absent);
+            if !lost.is_empty() {
+                return Err(format!("suite `{suite}`: its report reads {} figure(s) no side yielded: {}", lost.len(), lost.join(", ")));
+            }
+            eprintln!("xtask: suite `{suite}`: each of the {} figures its report reads was yielded", read.iter().filter(|k| measured.contains(&k.1.as_str())).count());
+        }
+        Ok(report)
+    }
+}
+
+/// A benchmark machine's options: one CPU whatever the default (`cargo xtask test`
+/// gives its machines two: a Linux guest with two CPUs under icount stalls).
+pub(crate) fn bench_options(accel: String, icount: bool, append: String, disk: Option<PathBuf>) -> Options {
+    Options { cpus: 1, ..Options::new(accel, icount, append, disk) }
+}
+
+/// (system, mode, metric) → the aggregated figure.
+pub(crate) type Agg = BTreeMap<(String, String, String), Fig>;
+
+thread_local! {
+    /// The figures `get` was asked for while `reads` runs.
+    static READ: RefCell<Option<BTreeSet<(String, String, String)>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` (a report or plot) and note each figure it reads with `get`.
+pub(crate) fn reads<T>(f: impl FnOnce() -> T) -> (T, BTreeSet<(String, String, String)>) {
+    READ.with(|r| *r.borrow_mut() = Some(BTreeSet::new()));
+    let v = f();
+    (v, READ.with(|r| r.borrow_mut().take()).unwrap_or_default())
+}
+
+/// The figures in `read` of a mode in `modes` that `agg` lacks, as `system/mode/metric`,
+/// but for the `absent` ones (system, metric).
+pub(crate) fn missing(read: &BTreeSet<(String, String, String)>, agg: &Agg, modes: &[&str], absent: &[(&str, &str)]) -> Vec<String> {
+    read.iter()
+        .filter(|(sys, mode, m)| modes.contains(&mode.as_str()) && !absent.iter().any(|(s, a)| s == sys && a == m) && !agg.contains_key(&(sys.clone(), mode.clone(), m.clone())))
+        .map(|(sys, mode, m)| format!("{sys}/{mode}/{m}"))
+        .collect()
 }
 
 /// The Debian kernel to boot as the baseline (installed when missing, as root).
@@ -244,8 +373,9 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
         }
     }
     let wanted: Vec<&str> = if wanted.is_empty() { SUITES.iter().map(|(s, _)| *s).collect() } else { wanted };
+    let plan = Plan::new(args.iter().any(|a| a == "--smoke"));
     qemu::ensure_qemu()?;
-    let dir = crate::target_dir().join("bench");
+    let dir = plan.dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let a = build()?;
     if args.iter().any(|a| a == "--probe") {
@@ -255,50 +385,98 @@ pub fn bench(args: &[String]) -> Result<ExitCode, String> {
         println!("{b}");
         return Ok(ExitCode::SUCCESS);
     }
+    run_suites(&a, &wanted, &plan)
+}
+
+/// Run the `wanted` suites as `plan` says with this build; write the report.
+fn run_suites(a: &crate::Artifacts, wanted: &[&str], plan: &Plan) -> Result<ExitCode, String> {
+    let dir = &plan.dir;
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let vmlinuz = linux_kernel()?;
-    let initramfs = linux_initramfs(&dir, &vmlinuz)?;
+    let initramfs = linux_initramfs(dir, &vmlinuz)?;
     let mut report = String::new();
-    for suite in &wanted {
-        report += &match *suite {
-            "kernel" => kernel_suite(&a, &vmlinuz, &initramfs, &dir)?,
-            "net" => net_suite(&a, &vmlinuz, &initramfs, &dir)?,
-            "cue" => crate::cuebench::cue_suite(&a, &vmlinuz, &initramfs, &dir)?,
-            "grafts" => crate::graftbench::grafts_suite(&a, &vmlinuz, &initramfs, &dir)?,
-            "k42" => crate::k42bench::k42_suite(&a, &dir)?,
-            "smp" => crate::smpbench::smp_suite(&a, &vmlinuz, &initramfs, &dir)?,
-            _ => baio_suite(&a, &vmlinuz, &initramfs, &dir)?,
+    let (t0, mut failed) = (std::time::Instant::now(), Vec::new());
+    for suite in wanted {
+        let t = std::time::Instant::now();
+        let r = match *suite {
+            "kernel" => kernel_suite(a, &vmlinuz, &initramfs, plan),
+            "net" => net_suite(a, &vmlinuz, &initramfs, plan),
+            "cue" => crate::cuebench::cue_suite(a, &vmlinuz, &initramfs, plan),
+            "grafts" => crate::graftbench::grafts_suite(a, &vmlinuz, &initramfs, plan),
+            "k42" => crate::k42bench::k42_suite(a, plan),
+            "smp" => crate::smpbench::smp_suite(a, &vmlinuz, &initramfs, plan),
+            _ => baio_suite(a, &vmlinuz, &initramfs, plan),
         };
+        match r {
+            Ok(r) => {
+                report += &r;
+                if plan.smoke {
+                    eprintln!("xtask: smoke of suite `{suite}`: ok in {} s", t.elapsed().as_secs());
+                }
+            }
+            // The smoke goes on to the next suite: it names every broken one.
+            Err(e) if plan.smoke => {
+                let why = format!("smoke of suite `{suite}` FAILED after {} s: {}", t.elapsed().as_secs(), plan.fail(&e));
+                eprintln!("xtask: {why}");
+                plan.logs.borrow_mut().clear();
+                failed.push((*suite, why));
+            }
+            Err(e) => return Err(e),
+        }
     }
     std::fs::write(dir.join("report.md"), &report).map_err(|e| e.to_string())?;
-    println!("{report}");
+    if !plan.smoke {
+        println!("{report}");
+    }
     eprintln!("xtask: wrote {}/report.md", dir.display());
+    if plan.smoke {
+        eprintln!("xtask: the smoke of {} suite(s) took {} s", wanted.len(), t0.elapsed().as_secs());
+        if !failed.is_empty() {
+            let names: Vec<&str> = failed.iter().map(|f| f.0).collect();
+            let whys: Vec<&str> = failed.iter().map(|f| f.1.as_str()).collect();
+            return Err(format!("the smoke failed for suite(s) {}\n{}", names.join(", "), whys.join("\n")));
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path) -> Result<String, String> {
-    let modes = modes();
-    let steps = modes.len() * RUNS * 2;
+/// `cargo xtask test`'s `bench_smoke`: `cargo xtask bench --smoke` (every suite) with
+/// this build; why it failed, if it did.
+pub fn smoke_test(a: &crate::Artifacts) -> Result<(), String> {
+    let all: Vec<&str> = SUITES.iter().map(|(s, _)| *s).collect();
+    run_suites(a, &all, &Plan::new(true)).map(|_| ())
+}
+
+/// What a side of the `kernel` suite does not measure (its "—" in `KERNEL_METRICS`).
+const KERNEL_ABSENT: [(&str, &str); 4] = [("scion", "page_fault_uffd"), ("linux", "demap_fanout_1"), ("linux", "irq_to_driver"), ("linux", "cr3_switch_floor")];
+
+fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
+    let modes = plan.modes();
+    let runs = plan.runs(RUNS);
+    let steps = modes.len() * runs * 2;
     let mut step = 0;
     let mut results: Results = BTreeMap::new();
     for (mode, icount, accel) in &modes {
-        for run in 1..=RUNS {
+        for run in 1..=runs {
             step += 1;
-            eprintln!("[kernel {step}/{steps}] scion, {mode}, run {run}/{RUNS}");
-            let sc = Scenario { icount: *icount, limit_s: 300, ..Scenario::bench(if *icount { "bench-icount" } else { "bench-tcg" }, "kernel", &[])? };
+            eprintln!("[kernel {step}/{steps}] scion, {mode}, run {run}/{runs}");
+            let sc = Scenario { icount: *icount, limit_s: 300, ..Scenario::bench(if *icount { "bench-icount" } else { "bench-tcg" }, "kernel", &[("ARGS", plan.args())])? };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
+            let path = plan.log("scion", &format!("scion-{mode}-{run}.log"), &log)?;
             if !ok {
-                return Err(format!("the Scion measurement boot failed; see {}", dir.display()));
+                return Err(format!("the Scion measurement boot failed; see {}", path.display()));
             }
             for (m, f) in parse_bench(&log) {
                 results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
             }
             step += 1;
-            eprintln!("[kernel {step}/{steps}] linux, {mode}, run {run}/{RUNS}");
-            let opts = Options::new(accel.clone(), *icount, "console=ttyS0 rdinit=/init panic=-1 quiet".into(), None);
+            eprintln!("[kernel {step}/{steps}] linux, {mode}, run {run}/{runs}");
+            let opts = bench_options(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet"), None);
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
-            std::fs::write(dir.join(format!("linux-{mode}-{run}.log")), &out.log).map_err(|e| e.to_string())?;
+            let path = plan.log("linux", &format!("linux-{mode}-{run}.log"), &out.log)?;
             if !out.log.contains("kbench: done") {
-                return Err(format!("the Linux baseline did not finish; see {}", dir.join(format!("linux-{mode}-{run}.log")).display()));
+                return Err(format!("the Linux baseline did not finish; see {}", path.display()));
             }
             for (m, f) in parse_bench(&out.log) {
                 results.entry(("linux".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
@@ -306,10 +484,14 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Pa
         }
     }
     let agg = aggregate(&results);
-    write_suite(dir, "kernel", &agg, &modes, svg(&agg))?;
-    std::fs::write(dir.join("kernel-fig3.svg"), figure3_svg(&agg)).map_err(|e| e.to_string())?;
-    let breakdown = breakdowns(a, dir);
-    Ok(format!("{}\n{breakdown}", report_md(&agg, &modes)))
+    let (report, fig3) = plan.finish("kernel", &agg, &modes, runs, &KERNEL_ABSENT, || {
+        let (svg, fig3) = (svg(&agg), figure3_svg(&agg));
+        (svg, (report_md(&agg, &modes), fig3))
+    })?;
+    std::fs::write(dir.join("kernel-fig3.svg"), fig3).map_err(|e| e.to_string())?;
+    // The instruction breakdowns (gdb steps through a round trip; minutes): not in a smoke run.
+    let breakdown = if plan.smoke { "The instruction breakdowns are not traced in a smoke run.\n".to_string() } else { breakdowns(a, dir) };
+    Ok(format!("{report}\n{breakdown}"))
 }
 
 /// The instruction breakdowns of the probed round trips (`ipcprobe`), as report sections.
@@ -345,7 +527,7 @@ pub(crate) fn aggregate(r: &Results) -> BTreeMap<(String, String, String), Fig> 
     out
 }
 
-fn to_json(suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)], runs: usize) -> serde_json::Value {
+fn to_json(suite: &str, agg: &Agg, modes: &[(&str, bool, String)], runs: usize) -> serde_json::Value {
     let results: Vec<serde_json::Value> = agg
         .iter()
         .map(|((sys, mode, m), f)| {
@@ -370,16 +552,28 @@ fn to_json(suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[
 }
 
 /// A suite's figures as `SUITE.json` and its plot as `SUITE.svg` in `dir`.
-pub(crate) fn write_suite(dir: &Path, suite: &str, agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)], svg: String) -> Result<(), String> {
-    let json = to_json(suite, agg, modes, RUNS);
+fn write_suite(dir: &Path, suite: &str, agg: &Agg, modes: &[(&str, bool, String)], runs: usize, svg: String) -> Result<(), String> {
+    let json = to_json(suite, agg, modes, runs);
     std::fs::write(dir.join(format!("{suite}.json")), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("{suite}.svg")), svg).map_err(|e| e.to_string())?;
     eprintln!("xtask: wrote {0}/{suite}.json, {0}/{suite}.svg", dir.display());
     Ok(())
 }
 
-pub(crate) fn get(agg: &BTreeMap<(String, String, String), Fig>, sys: &str, mode: &str, m: &str) -> Option<u64> {
-    agg.get(&(sys.to_string(), mode.to_string(), m.to_string())).map(|f| f.median)
+/// A figure's median (noted if `reads` runs).
+pub(crate) fn get(agg: &Agg, sys: &str, mode: &str, m: &str) -> Option<u64> {
+    fig(agg, sys, mode, m).map(|f| f.median)
+}
+
+/// A figure (noted if `reads` runs).
+pub(crate) fn fig<'a>(agg: &'a Agg, sys: &str, mode: &str, m: &str) -> Option<&'a Fig> {
+    let key = (sys.to_string(), mode.to_string(), m.to_string());
+    READ.with(|r| {
+        if let Some(set) = r.borrow_mut().as_mut() {
+            set.insert(key.clone());
+        }
+    });
+    agg.get(&key)
 }
 
 fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool, String)]) -> String {
@@ -400,7 +594,7 @@ fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool
         let _ = writeln!(s, "| metric | Scion | Scion min–max | Linux | Linux / Scion | Scion measures | Linux measures |");
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---|---|");
         for (m, sw, lw) in KERNEL_METRICS {
-            let sc = agg.get(&("scion".into(), mode.to_string(), m.to_string()));
+            let sc = fig(agg, "scion", mode, m);
             let li = get(agg, "linux", mode, m);
             let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
             let ratio = match (sc.map(|f| f.median), li) {
@@ -637,19 +831,25 @@ const BAIO_LINUX: [(&str, &str); 9] = [
     ("io_uring_direct_seq_write", "io_uring writes, O_DIRECT, sequential"),
 ];
 
-fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path) -> Result<String, String> {
+/// The smoke's working sets (MiB; the last the headline), requests per run.
+const BAIO_SMOKE_WS: [u64; 2] = [1, 2];
+const BAIO_SMOKE_N: u64 = 16;
+
+fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
+    let (ws_list, n): (&[u64], u64) = plan.count((&BAIO_WS[..], BAIO_N), (&BAIO_SMOKE_WS[..], BAIO_SMOKE_N));
     // One image for both systems: a BAIO device with segment `bench`; Linux reads and
     // writes the same blocks through /dev/vda.
-    let seg_blocks = BAIO_WS.iter().max().unwrap() * 256;
+    let seg_blocks = ws_list.iter().max().unwrap_or(&1) * 256;
     let disk = dir.join("baio-disk.img");
     let size = (seg_blocks + 4096) * baio::BLOCK as u64;
     let v = crate::image::make(&disk.display().to_string(), size, &[format!("bench:1:{seg_blocks}")])?;
     let start = v.lookup("bench").ok_or("no bench segment")?.start;
-    let ws: Vec<String> = BAIO_WS.iter().map(|w| w.to_string()).collect();
-    let args = format!("ws={} n={BAIO_N} depth={BAIO_DEPTH}", ws.join(","));
-    let modes = modes();
+    let ws: Vec<String> = ws_list.iter().map(|w| w.to_string()).collect();
+    let args = format!("ws={} n={n} depth={BAIO_DEPTH}", ws.join(","));
+    let modes = plan.modes();
     // icount is deterministic: one run; TCG figures are noisy: the median of three.
-    let runs = |icount: bool| if icount { 1 } else { RUNS };
+    let runs = |icount: bool| if icount { 1 } else { plan.runs(RUNS) };
     let steps: usize = modes.iter().map(|m| 2 * runs(m.1)).sum();
     let mut step = 0;
     let mut results: Results = BTreeMap::new();
@@ -660,13 +860,13 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path
             let sc = Scenario {
                 disk_file: Some(disk.clone()),
                 icount: *icount,
-                limit_s: 1800,
-                ..Scenario::bench(if *icount { "bench-baio-icount" } else { "bench-baio-tcg" }, "baio", &[("ARGS", format!("{} {BAIO_N} {BAIO_DEPTH}", ws.join(",")))])?
+                limit_s: plan.count(1800, 300),
+                ..Scenario::bench(if *icount { "bench-baio-icount" } else { "bench-baio-tcg" }, "baio", &[("ARGS", format!("{} {n} {BAIO_DEPTH}", ws.join(",")))])?
             };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
-            std::fs::write(dir.join(format!("scion-baio-{mode}.log")), &log).map_err(|e| e.to_string())?;
+            let path = plan.log("scion", &format!("scion-baio-{mode}.log"), &log)?;
             if !ok {
-                return Err(format!("the Scion baio run failed; see {}", dir.join(format!("scion-baio-{mode}.log")).display()));
+                return Err(format!("the Scion baio run failed; see {}", path.display()));
             }
             for (m, f) in parse_bench(&log) {
                 results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
@@ -674,10 +874,9 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path
             step += 1;
             eprintln!("[baio {step}/{steps}] linux, {mode}, run {run}");
             let append = format!("console=ttyS0 rdinit=/init panic=-1 quiet kbench=baio seg={start}:{seg_blocks} {args}");
-            let opts = Options::new(accel.clone(), *icount, append, Some(disk.clone()));
+            let opts = bench_options(accel.clone(), *icount, plan.linux(&append), Some(disk.clone()));
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(1800), None)?;
-            let log = dir.join(format!("linux-baio-{mode}.log"));
-            std::fs::write(&log, &out.log).map_err(|e| e.to_string())?;
+            let log = plan.log("linux", &format!("linux-baio-{mode}.log"), &out.log)?;
             if !out.log.contains("kbench: baio done") {
                 return Err(format!("the Linux baio run did not finish; see {}", log.display()));
             }
@@ -687,17 +886,17 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path
         }
     }
     let agg = aggregate(&results);
-    write_suite(dir, "baio", &agg, &modes, baio_svg(&agg))?;
-    Ok(baio_report(&agg))
+    plan.finish("baio", &agg, &modes, plan.runs(RUNS), &[], || (baio_svg(&agg, ws_list), baio_report(&agg, ws_list, n)))
 }
 
-fn baio_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
+/// The report of working sets `ws_list` (MiB; the last the headline), `n` requests each.
+fn baio_report(agg: &Agg, ws_list: &[u64], n: u64) -> String {
     let mut s = String::new();
-    let head = BAIO_WS.last().unwrap();
+    let head = ws_list.last().unwrap_or(&0);
     let _ = writeln!(s, "# Suite `baio`\n");
-    let _ = writeln!(s, "Pipelined 8 KiB requests (read or write, then a checksum of the 8 KiB), {BAIO_N} per figure after {} of warm-up (buffered variants also read the working set once in order, up to 128 MiB, so a cache it fits in is warm), {BAIO_DEPTH} in flight for the asynchronous variants, on one virtio-blk image (the BAIO segment `bench` on Scion, the same blocks of /dev/vda on Linux). **rps** = requests per second of guest time under plain TCG (median of three runs; noisy: the host's disk cache and load show through); **ipr** = busy guest instructions per request under icount (total minus the CPU's idle time: Scion's kernel counts it; Linux's from /proc/timer_list). Headline working set: {head} MiB (larger than Scion's 4 MiB block cache and than the guest's memory); other working sets carry `_ws<MiB>`.\n", BAIO_N / 4);
+    let _ = writeln!(s, "Pipelined 8 KiB requests (read or write, then a checksum of the 8 KiB), {n} per figure after {} of warm-up (buffered variants also read the working set once in order, up to 128 MiB, so a cache it fits in is warm), {BAIO_DEPTH} in flight for the asynchronous variants, on one virtio-blk image (the BAIO segment `bench` on Scion, the same blocks of /dev/vda on Linux). **rps** = requests per second of guest time under plain TCG (median of three runs; noisy: the host's disk cache and load show through); **ipr** = busy guest instructions per request under icount (total minus the CPU's idle time: Scion's kernel counts it; Linux's from /proc/timer_list). Headline working set: {head} MiB (larger than Scion's 4 MiB block cache and than the guest's memory); other working sets carry `_ws<MiB>`.\n", n / 4);
     let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
-    for w in BAIO_WS {
+    for &w in ws_list {
         let suffix = if w == *head { String::new() } else { format!("_ws{w}") };
         let _ = writeln!(s, "## Working set {w} MiB\n");
         let _ = writeln!(s, "| system | metric | rps (tcg) | ipr (icount) | what |");
@@ -750,8 +949,8 @@ fn baio_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
 
 /// Random-read throughput against working-set size (log x), one line per variant,
 /// like the paper's figures.
-fn baio_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
-    let head = *BAIO_WS.last().unwrap();
+fn baio_svg(agg: &Agg, ws_list: &[u64]) -> String {
+    let head = *ws_list.last().unwrap_or(&1);
     let lines: [(&str, &str, &str, &str); 7] = [
         ("scion", "baio_direct_random_read", "#2b7bb9", "Scion BAIO direct"),
         ("scion", "baio_buffered_random_read", "#6baed6", "Scion BAIO buffered"),
@@ -762,7 +961,7 @@ fn baio_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
         ("linux", "pread_buffered_random_read", "#fdae6b", "Linux pread buffered"),
     ];
     let pts = |sys: &str, m: &str| -> Vec<(u64, u64)> {
-        BAIO_WS
+        ws_list
             .iter()
             .filter_map(|w| {
                 let name = if *w == head { format!("{m}_rps") } else { format!("{m}_ws{w}_rps") };
@@ -774,7 +973,7 @@ fn baio_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     let (w, h, left, top, right, bottom) = (820.0, 460.0, 80.0, 50.0, 230.0, 50.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
     let lx = |ws: u64| {
-        let (a, b) = ((BAIO_WS[0] as f64).log2(), (head as f64).log2());
+        let (a, b) = ((ws_list.first().copied().unwrap_or(1) as f64).log2(), (head as f64).log2());
         left + ((ws as f64).log2() - a) / (b - a).max(1.0) * pw
     };
     let ly = |v: u64| top + ph - v as f64 / maxv * ph;
@@ -791,7 +990,7 @@ fn baio_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
         top + ph,
         top + ph
     );
-    for ws in BAIO_WS {
+    for &ws in ws_list {
         let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{ws} MiB</text>", lx(ws), top + ph + 18.0);
     }
     for k in 0..=4 {
@@ -833,8 +1032,13 @@ fn baio_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
 
 /// The `net` suite's downloads: (name, file, fetches per figure).
 const NET_SIZES: [(&str, &str, u64); 3] = [("64k", "64k.bin", 64), ("1m", "1m.bin", 8), ("16m", "16m.bin", 2)];
+/// Figures the net report reads that a side has no measurement for: nginx serves no
+/// echo (the round trip is the C echo server's).
+const NET_ABSENT: &[(&str, &str)] = &[("nginx", "tcp_rr_64b"), ("nginx", "tcp_rr_64b_us")];
 /// 64-byte round trips per figure.
 const NET_RR: u64 = 1000;
+/// A smoke run's 64-byte round trips (and one fetch of each file).
+const NET_SMOKE_RR: u64 = 20;
 
 /// The guest's busy ticks so far (GET /.busy on a new connection).
 fn guest_busy(port: u16) -> Result<u64, String> {
@@ -865,18 +1069,21 @@ fn busy_of(body: &[u8]) -> Option<u64> {
 
 /// Measure one booted guest through its forwarded ports: per size, KiB/s (host clock)
 /// and busy guest ticks per KiB; 64-byte round trips: µs and busy ticks per round trip.
-fn measure_net(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
-    let mut out = downloads(http, http)?;
-    out.extend(round_trips(http, echo)?);
+/// `smoke`: one fetch of each file, `NET_SMOKE_RR` round trips.
+fn measure_net(http: u16, echo: u16, smoke: bool) -> Result<Vec<(String, u64)>, String> {
+    let mut out = downloads(http, http, smoke)?;
+    out.extend(round_trips(http, echo, if smoke { NET_SMOKE_RR } else { NET_RR })?);
     Ok(out)
 }
 
 /// Downloads of each size from the web server on `http`, the guest's busy ticks read
 /// through `busy` (the server answering GET /.busy): KiB/s and busy ticks per KiB.
-fn downloads(http: u16, busy: u16) -> Result<Vec<(String, u64)>, String> {
+/// `smoke`: one fetch of each file.
+fn downloads(http: u16, busy: u16, smoke: bool) -> Result<Vec<(String, u64)>, String> {
     use std::io::Write;
     let mut out = Vec::new();
     for (tag, file, k) in NET_SIZES {
+        let k = if smoke { 1 } else { k };
         let (_, _, size) = crate::nettest::www_files().into_iter().find(|f| f.0 == file).ok_or("no such file")?;
         let fetch_all = |n: u64| -> Result<(), String> {
             let mut s = crate::nettest::ready(http)?;
@@ -906,7 +1113,7 @@ fn downloads(http: u16, busy: u16) -> Result<Vec<(String, u64)>, String> {
 
 /// 64-byte round trips with the echo server on `echo`: busy ticks (through the web
 /// server on `http`) and µs per round trip.
-fn round_trips(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
+fn round_trips(http: u16, echo: u16, rr: u64) -> Result<Vec<(String, u64)>, String> {
     use std::io::{Read, Write};
     let mut out = Vec::new();
     let (b0, p0) = guest_busy_parts(http)?;
@@ -925,22 +1132,22 @@ fn round_trips(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
         })
         .ok_or("the echo server answered on none of four connections")?;
     let t0 = std::time::Instant::now();
-    for _ in 0..NET_RR {
+    for _ in 0..rr {
         s.write_all(&msg).map_err(|e| format!("echo: {e}"))?;
         s.read_exact(&mut back).map_err(|e| format!("echo: {e}"))?;
     }
-    let us = t0.elapsed().as_micros() as u64 / NET_RR;
+    let us = t0.elapsed().as_micros() as u64 / rr;
     drop(s);
     let (b1, p1) = guest_busy_parts(http)?;
     // Where net's share went (Scion), part by part.
     for (name, v1) in &p1 {
         if let Some((_, v0)) = p0.iter().find(|(n, _)| n == name) {
-            out.push((format!("tcp_rr_64b_net_{name}"), v1.saturating_sub(*v0) / NET_RR));
+            out.push((format!("tcp_rr_64b_net_{name}"), v1.saturating_sub(*v0) / rr));
         }
     }
-    out.push(("tcp_rr_64b".into(), b1.saturating_sub(b0) / NET_RR));
+    out.push(("tcp_rr_64b".into(), b1.saturating_sub(b0) / rr));
     out.push(("tcp_rr_64b_us".into(), us));
-    eprintln!("    | 64-byte round trips: {us} µs, {} busy ticks each", b1.saturating_sub(b0) / NET_RR);
+    eprintln!("    | 64-byte round trips: {us} µs, {} busy ticks each", b1.saturating_sub(b0) / rr);
     Ok(out)
 }
 
@@ -948,12 +1155,12 @@ fn round_trips(http: u16, echo: u16) -> Result<Vec<(String, u64)>, String> {
 /// takes one forwarded connection at a time: `netload::at`).
 const LOAD_PORTS: usize = 8;
 
-/// Requests of the small file at each concurrency level (`netload::LEVELS`) from the
+/// Requests of the small file at each concurrency level (`netload::levels`) from the
 /// web server behind `ports`, the busy ticks read through `busy`: `http_c{c}_rps`
 /// (requests a second) and `http_c{c}_ipr` (busy ticks per request), each `prefix`ed.
-fn levels(ports: &[u16], busy: u16, prefix: &str) -> Result<Vec<(String, u64)>, String> {
+fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(String, u64)>, String> {
     let mut out = Vec::new();
-    for (c, n) in crate::netload::LEVELS {
+    for &(c, n) in crate::netload::levels(smoke) {
         let (rps, ipr) = crate::netload::at(ports, c, n, "/small.txt", crate::nettest::SMALL.len(), &|| guest_busy(busy)).map_err(|e| format!("{prefix}{c} clients: {e}"))?;
         eprintln!("    | {prefix}{c} clients × {n} requests: {rps} requests/s, {ipr} busy ticks each");
         out.push((format!("{prefix}http_c{c}_rps"), rps));
@@ -964,8 +1171,10 @@ fn levels(ports: &[u16], busy: u16, prefix: &str) -> Result<Vec<(String, u64)>, 
 
 /// Boot `kernel` + `image` with ports 80 and 7 forwarded (and, with `nginx`, nginx's);
 /// once `ready` shows on the serial port, measure. Returns the figures (nginx's named
-/// `nginx:…`) and the serial log.
-fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str, nginx: bool) -> Result<(Vec<(String, u64)>, String), String> {
+/// `nginx:…`; or why not) and the serial log.
+type Measured = (Result<Vec<(String, u64)>, String>, String);
+
+fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str, nginx: bool, smoke: bool) -> Result<Measured, String> {
     let (http, echo) = (qemu::free_port()?, qemu::free_port()?);
     let load: Vec<u16> = (0..LOAD_PORTS).map(|_| qemu::free_port()).collect::<Result<_, _>>()?;
     let ngx: Vec<u16> = if nginx { (0..=LOAD_PORTS).map(|_| qemu::free_port()).collect::<Result<_, _>>()? } else { Vec::new() };
@@ -983,27 +1192,28 @@ fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str, nginx: bool
             std::thread::sleep(Duration::from_millis(100));
         }
         figs = (|| {
-            let mut v = measure_net(http, echo)?;
-            v.extend(levels(&load, http, "")?);
+            let mut v = measure_net(http, echo, smoke)?;
+            v.extend(levels(&load, http, "", smoke)?);
             if let Some((first, rest)) = ngx.split_first() {
-                v.extend(downloads(*first, http)?.into_iter().map(|(m, x)| (format!("nginx:{m}"), x)));
-                v.extend(levels(rest, http, "nginx:")?);
+                v.extend(downloads(*first, http, smoke)?.into_iter().map(|(m, x)| (format!("nginx:{m}"), x)));
+                v.extend(levels(rest, http, "nginx:", smoke)?);
             }
             Ok(v)
         })();
     };
     let out = qemu::run_at(kernel, image, &opts, Duration::from_secs(3600), None, Some((ready, &mut go)))?;
-    Ok((figs?, out.log))
+    Ok((figs, out.log))
 }
 
-fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path) -> Result<String, String> {
+fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
     let www = crate::nettest::make_www()?;
     let disk = dir.join("net-disk.img");
     crate::image::make(&disk.display().to_string(), 64 << 20, &[format!("files:1:6144:fs={}/", www.display())])?;
     let sc = Scenario::bench("bench-net", "net", &[])?;
     let img = crate::make_image(a, &sc.manifest, &sc.name)?;
-    let modes = modes();
-    let runs = |icount: bool| if icount { 1 } else { RUNS };
+    let modes = plan.modes();
+    let runs = |icount: bool| if icount { 1 } else { plan.runs(RUNS) };
     let steps: usize = modes.iter().map(|m| 2 * runs(m.1)).sum();
     let mut step = 0;
     let mut results: Results = BTreeMap::new();
@@ -1013,13 +1223,14 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path)
                 step += 1;
                 eprintln!("[net {step}/{steps}] {sys}, {mode}, run {run}");
                 let (figs, log) = if sys == "scion" {
-                    net_boot(&a.kernel, &img, Options::new(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, false)
+                    net_boot(&a.kernel, &img, bench_options(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, false, plan.smoke)
                 } else {
-                    let append = "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net nginx=1".to_string();
-                    net_boot(vmlinuz, initramfs, Options::new(accel.clone(), *icount, append, None), "lhttpd: serving", true)
+                    let append = plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=net nginx=1");
+                    net_boot(vmlinuz, initramfs, bench_options(accel.clone(), *icount, append, None), "lhttpd: serving", true, plan.smoke)
                 }
                 .map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
-                std::fs::write(dir.join(format!("{sys}-net-{mode}.log")), &log).map_err(|e| e.to_string())?;
+                plan.log(sys, &format!("{sys}-net-{mode}.log"), &log)?;
+                let figs = figs.map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
                 for (m, v) in figs {
                     // The host clock's figures mean something under TCG only; the busy
                     // ticks under icount only (instructions).
@@ -1036,15 +1247,15 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path)
         }
     }
     let agg = aggregate(&results);
-    write_suite(dir, "net", &agg, &modes, net_svg(&agg))?;
-    Ok(net_report(&agg))
+    plan.finish("net", &agg, &modes, plan.runs(RUNS), NET_ABSENT, || (net_svg(&agg, crate::netload::levels(plan.smoke)), net_report(&agg, plan.count(NET_RR, NET_SMOKE_RR), crate::netload::levels(plan.smoke))))
 }
 
-fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
+/// The report; `rr`: the round trips per figure; `levels`: the concurrency levels run.
+fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Suite `net`\n");
-    let _ = writeln!(s, "The host fetches files over HTTP/1.1 (one keep-alive connection per size: {}) and makes {NET_RR} round trips of 64 bytes over one TCP connection, through QEMU's user network (hostfwd) and the same virtio-net device, from Scion (net: virtio-net driver + smoltcp; httpd over the files server, the files on the virtio disk) and from Linux (Debian's kernel; a read/write HTTP server and an echo server in C, `bench/linux/net.c`, the files in its page cache). **kbps** = KiB/s on the host's clock under plain TCG (median of three runs; noisy); **ipk** = busy guest instructions per KiB delivered under icount (rdtsc minus idle time, read from the guest before and after through GET /.busy); `tcp_rr_64b` = busy instructions per round trip (icount), `tcp_rr_64b_us` = µs per round trip (TCG).\n", NET_SIZES.iter().map(|(t, _, k)| format!("{t} × {k}")).collect::<Vec<_>>().join(", "));
-    let _ = writeln!(s, "Beside the C server, **nginx** (Debian's package, `sendfile on`, one worker; `xtask/src/nginx.rs`) serves the same files in the same Linux guest: what a user would run instead. `http_c{{c}}_*`: {{c}} keep-alive connections at once (through {LOAD_PORTS} forwarded ports, since QEMU's user network takes one forwarded connection at a time), each making requests for the 26-byte `/small.txt` one after another ({}): **rps** = requests a second on the host's clock (TCG), **ipr** = busy guest instructions per request (icount).\n", crate::netload::LEVELS.iter().map(|(c, n)| format!("{c} × {n}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "The host fetches files over HTTP/1.1 (one keep-alive connection per size: {}) and makes {rr} round trips of 64 bytes over one TCP connection, through QEMU's user network (hostfwd) and the same virtio-net device, from Scion (net: virtio-net driver + smoltcp; httpd over the files server, the files on the virtio disk) and from Linux (Debian's kernel; a read/write HTTP server and an echo server in C, `bench/linux/net.c`, the files in its page cache). **kbps** = KiB/s on the host's clock under plain TCG (median of three runs; noisy); **ipk** = busy guest instructions per KiB delivered under icount (rdtsc minus idle time, read from the guest before and after through GET /.busy); `tcp_rr_64b` = busy instructions per round trip (icount), `tcp_rr_64b_us` = µs per round trip (TCG).\n", NET_SIZES.iter().map(|(t, _, k)| format!("{t} × {k}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "Beside the C server, **nginx** (Debian's package, `sendfile on`, one worker; `xtask/src/nginx.rs`) serves the same files in the same Linux guest: what a user would run instead. `http_c{{c}}_*`: {{c}} keep-alive connections at once (through {LOAD_PORTS} forwarded ports, since QEMU's user network takes one forwarded connection at a time), each making requests for the 26-byte `/small.txt` one after another ({}): **rps** = requests a second on the host's clock (TCG), **ipr** = busy guest instructions per request (icount).\n", levels.iter().map(|(c, n)| format!("{c} × {n}")).collect::<Vec<_>>().join(", "));
     let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
     let ratio = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(a), Some(b)) if b > 0 => format!("{:.2}", a as f64 / b as f64),
@@ -1059,7 +1270,7 @@ fn net_report(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     }
     rows.push(("tcp_rr_64b_us".into(), "tcg"));
     rows.push(("tcp_rr_64b".into(), "icount"));
-    for (c, _) in crate::netload::LEVELS {
+    for (c, _) in levels {
         rows.push((format!("http_c{c}_rps"), "tcg"));
         rows.push((format!("http_c{c}_ipr"), "icount"));
     }
@@ -1122,14 +1333,14 @@ const NET_SYSTEMS: [(&str, &str, &str); 3] = [("scion", "#2b7bb9", "Scion (httpd
 /// Busy instructions per KiB for each download size and per 64-byte round trip (top),
 /// and per small request at each concurrency level (bottom), each system beside the
 /// others (bars; icount).
-fn net_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
+fn net_svg(agg: &BTreeMap<(String, String, String), Fig>, levels: &[(usize, usize)]) -> String {
     let of = |m: &str, div: u64| NET_SYSTEMS.iter().map(|(sys, _, _)| get(agg, sys, "icount", m).map(|v| v / div)).collect::<Vec<_>>();
     let top: Vec<(String, Vec<Option<u64>>)> = NET_SIZES
         .iter()
         .map(|(t, _, _)| (format!("download {t}"), of(&format!("http_download_ipk_{t}"), 1)))
         .chain(std::iter::once(("64 B round trip / 10".to_string(), of("tcp_rr_64b", 10))))
         .collect();
-    let bottom: Vec<(String, Vec<Option<u64>>)> = crate::netload::LEVELS.iter().map(|(c, _)| (format!("{c} clients"), of(&format!("http_c{c}_ipr"), 1))).collect();
+    let bottom: Vec<(String, Vec<Option<u64>>)> = levels.iter().map(|(c, _)| (format!("{c} clients"), of(&format!("http_c{c}_ipr"), 1))).collect();
     let (w, h) = (760.0, 380.0);
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n", 2.0 * h);
     s.push_str(&bars("Suite net: busy guest instructions per KiB delivered (icount; lower is better)", &top, 0.0, w, h));
@@ -1216,5 +1427,83 @@ mod busy_tests {
         assert_eq!(super::busy_of(b"42\n"), Some(42));
         assert_eq!(super::busy_of(b""), None);
         assert_eq!(super::busy_of(b"x 1"), None);
+    }
+}
+
+#[cfg(test)]
+mod bench_smoke {
+    use super::*;
+
+    fn agg_of(figs: &[(&str, &str, &str)]) -> Agg {
+        figs.iter().map(|(s, mo, m)| ((s.to_string(), mo.to_string(), m.to_string()), Fig { median: 1, min: 1, max: 1, samples: 1 })).collect()
+    }
+
+    /// The net suite's figures in icount, both sides, as the guests' answers give them.
+    fn net_icount() -> Vec<(&'static str, &'static str, &'static str)> {
+        let mut v = Vec::new();
+        for sys in ["scion", "linux", "nginx"] {
+            for m in ["http_download_ipk_64k", "http_download_ipk_1m", "http_download_ipk_16m", "tcp_rr_64b", "http_c1_ipr", "http_c10_ipr"] {
+                if !(sys == "nginx" && m == "tcp_rr_64b") {
+                    v.push((sys, "icount", m));
+                }
+            }
+        }
+        v
+    }
+
+    /// The check reads what the report reads: all of the net report's icount figures
+    /// there, it passes; one side's figure gone (a guest stops printing it, a parser no
+    /// longer matches), it names that figure; the tcg figures, not measured, are not asked.
+    #[test]
+    fn smoke_check_names_each_figure_a_report_lacks() {
+        let full = agg_of(&net_icount());
+        let (_, read) = reads(|| net_report(&full, 20, crate::netload::levels(true)));
+        assert!(read.contains(&("linux".into(), "tcg".into(), "tcp_rr_64b_us".into())), "the report reads the tcg figures too");
+        assert_eq!(missing(&read, &full, &["icount"], NET_ABSENT), Vec::<String>::new());
+        let mut broken = net_icount();
+        broken.retain(|f| *f != ("linux", "icount", "tcp_rr_64b"));
+        let agg = agg_of(&broken);
+        let (_, read) = reads(|| net_report(&agg, 20, crate::netload::levels(true)));
+        assert_eq!(missing(&read, &agg, &["icount"], NET_ABSENT), vec!["linux/icount/tcp_rr_64b".to_string()]);
+        // Both modes measured: the tcg figures are wanted as well (downloads, the
+        // round trip but nginx's, each concurrency level's requests a second).
+        let tcg = 3 + 1 + crate::netload::levels(true).len();
+        assert_eq!(missing(&read, &agg, &["icount", "tcg"], NET_ABSENT).len(), 1 + 3 * tcg - 1);
+        // A figure a side does not have by design is not asked of it.
+        assert_eq!(missing(&read, &agg, &["icount"], &[("linux", "tcp_rr_64b"), ("nginx", "tcp_rr_64b")]), Vec::<String>::new());
+    }
+
+    /// A whole side silent (its guest printed no BENCH line the parser took): every
+    /// figure of that side is named.
+    #[test]
+    fn smoke_check_names_a_silent_side() {
+        let log = "BENCH null_syscall median=70 min=69 max=75 samples=3 unit=ticks/op\nBENCH ipc_rtt_8b_cross median=328 samples=3\n";
+        let mut results: Results = BTreeMap::new();
+        for (m, f) in parse_bench(log) {
+            results.entry(("scion".into(), "icount".into())).or_default().entry(m).or_default().push(f);
+        }
+        let agg = aggregate(&results);
+        let modes = [("icount", true, "tcg".to_string())];
+        let (_, read) = reads(|| (svg(&agg), report_md(&agg, &modes)));
+        let lost = missing(&read, &agg, &["icount"], &KERNEL_ABSENT);
+        assert!(!lost.iter().any(|m| m.ends_with("/null_syscall") && m.starts_with("scion")), "{lost:?}");
+        assert!(lost.contains(&"linux/icount/null_syscall".to_string()), "{lost:?}");
+        assert!(lost.contains(&"scion/icount/thread_switch".to_string()), "{lost:?}");
+        assert!(!lost.contains(&"scion/icount/page_fault_uffd".to_string()), "absent by design: {lost:?}");
+        // Outside `reads`, `get` notes nothing.
+        let (_, none) = reads(|| ());
+        let _ = get(&agg, "scion", "icount", "null_syscall");
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn smoke_plan_is_one_mode_one_run_elsewhere() {
+        let p = Plan::new(true);
+        assert!(p.dir.ends_with("bench-smoke"));
+        assert_eq!(p.modes().iter().map(|m| m.0).collect::<Vec<_>>(), vec!["icount"]);
+        assert_eq!((p.runs(3), p.args(), p.linux("quiet")), (1, "smoke".to_string(), "quiet smoke".to_string()));
+        let r = Plan::new(false);
+        assert!(r.dir.ends_with("bench") && r.modes().len() >= 2);
+        assert_eq!((r.runs(3), r.args(), r.linux("quiet")), (3, String::new(), "quiet".to_string()));
     }
 }

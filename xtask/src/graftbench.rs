@@ -10,8 +10,8 @@
 //! today's in-kernel safe extension. One boot of each system per mode: icount (instructions,
 //! deterministic: the figures the targets use) and plain TCG (cycles, noisy).
 
-use crate::bench::{aggregate, get, modes, parse_bench, write_suite, Fig, Results};
-use crate::qemu::{self, Options};
+use crate::bench::{aggregate, bench_options, get, parse_bench, Fig, Plan, Results};
+use crate::qemu;
 use crate::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -32,31 +32,31 @@ const TECHS: [(&str, &str); 7] = [
     ("upcall", "C in a user-level server"),
 ];
 
-pub fn grafts_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir: &Path) -> Result<String, String> {
+pub fn grafts_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
     let disk = dir.join("grafts-disk.img");
     crate::image::make(&disk.display().to_string(), 64 << 20, &[format!("files:1:2048:fs={}", crate::grafts::dir().display())])?;
-    let modes = modes();
+    let modes = plan.modes();
     let steps = modes.len() * 2;
     let mut step = 0;
     let mut results: Results = BTreeMap::new();
     for (mode, icount, accel) in &modes {
         step += 1;
         eprintln!("[grafts {step}/{steps}] scion, {mode}");
-        let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 900, ..Scenario::bench(&format!("bench-grafts-{mode}"), "grafts", &[])? };
+        let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 900, ..Scenario::bench(&format!("bench-grafts-{mode}"), "grafts", &[("ARGS", plan.args())])? };
         let (ok, log) = run_scenario_log(a, &sc, accel)?;
-        std::fs::write(dir.join(format!("scion-grafts-{mode}.log")), &log).map_err(|e| e.to_string())?;
+        let path = plan.log("scion", &format!("scion-grafts-{mode}.log"), &log)?;
         if !ok {
-            return Err(format!("the Scion grafts run failed; see {}", dir.join(format!("scion-grafts-{mode}.log")).display()));
+            return Err(format!("the Scion grafts run failed; see {}", path.display()));
         }
         for (m, f) in parse_bench(&log) {
             results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
         }
         step += 1;
         eprintln!("[grafts {step}/{steps}] linux, {mode}");
-        let opts = Options::new(accel.clone(), *icount, "console=ttyS0 rdinit=/init panic=-1 quiet kbench=graft".into(), None);
+        let opts = bench_options(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=graft"), None);
         let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
-        let log = dir.join(format!("linux-grafts-{mode}.log"));
-        std::fs::write(&log, &out.log).map_err(|e| e.to_string())?;
+        let log = plan.log("linux", &format!("linux-grafts-{mode}.log"), &out.log)?;
         if !out.log.contains("kbench: done") {
             return Err(format!("the Linux grafts run did not finish; see {}", log.display()));
         }
@@ -65,8 +65,7 @@ pub fn grafts_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, dir:
         }
     }
     let agg = aggregate(&results);
-    write_suite(dir, "grafts", &agg, &modes, figure1(&agg))?;
-    Ok(report(&agg, &modes))
+    plan.finish("grafts", &agg, &modes, 1, &[], || (figure1(&agg), report(&agg, &modes)))
 }
 
 fn hot(agg: &Agg, mode: &str, tech: &str) -> Option<u64> {

@@ -5,11 +5,10 @@
 //! through the table against a plain call, a swap against an IPC round trip, adaptive
 //! against fixed policies).
 
-use crate::bench::{aggregate, get, modes, panels_svg, parse_bench, write_suite, Fig, Panel, Results};
+use crate::bench::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Plan, Results};
 use crate::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 type Agg = BTreeMap<(String, String, String), Fig>;
 
@@ -30,18 +29,18 @@ const CLIENTS: [u32; 4] = [0, 1, 4, 16];
 const FIG6: [(&str, &str); 2] = [("swap_postmark", "one client per file"), ("swap_postmark_sharing", "every fourth file shared")];
 const POLICIES: [(&str, &str); 3] = [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
 
-pub fn k42_suite(a: &crate::Artifacts, dir: &Path) -> Result<String, String> {
-    let modes = modes();
+pub fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
+    let modes = plan.modes();
     let mut results: Results = BTreeMap::new();
     for (k, (mode, icount, accel)) in modes.iter().enumerate() {
         // A fresh disk each boot (the bench creates its segment).
         let disk = dir.join(format!("k42-disk-{mode}.img"));
         crate::image::make(&disk.display().to_string(), 64 << 20, &["files:5:2048:fs=xtask/disk".to_string()])?;
         eprintln!("[k42 {}/{}] scion, {mode}", k + 1, modes.len());
-        let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 1200, ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[])? };
+        let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 1200, ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[("ARGS", plan.args())])? };
         let (ok, log) = run_scenario_log(a, &sc, accel)?;
-        let path = dir.join(format!("scion-k42-{mode}.log"));
-        std::fs::write(&path, &log).map_err(|e| e.to_string())?;
+        let path = plan.log("scion", &format!("scion-k42-{mode}.log"), &log)?;
         if !ok || !log.contains("bench_k42: done") {
             return Err(format!("the Scion k42 run failed; see {}", path.display()));
         }
@@ -50,8 +49,7 @@ pub fn k42_suite(a: &crate::Artifacts, dir: &Path) -> Result<String, String> {
         }
     }
     let agg = aggregate(&results);
-    write_suite(dir, "k42", &agg, &modes, svg(&agg))?;
-    Ok(report(&agg, &modes))
+    plan.finish("k42", &agg, &modes, 1, &[], || (svg(&agg), report(&agg, &modes)))
 }
 
 fn cell(v: Option<u64>) -> String {

@@ -46,7 +46,9 @@ fn usage() -> ExitCode {
          \x20 run, test: --cpus N gives the machines N virtual CPUs (1 to 8; default 2 where\n\
          \x20                  the host has two cores or more, else 1; benchmarks use 1)\n\
          \x20 bench [SUITE…]   measure Scion and a Linux guest side by side (icount and TCG);\n\
-         \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites)\n\
+         \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites);\n\
+         \x20                  --smoke: each suite once, one mode, a few of each count, into\n\
+         \x20                  target/bench-smoke/; fails if a figure its report reads is missing\n\
          \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
          \x20 fsck [--repair] [--fs NAME] IMAGE\n\
          \x20                  check a BAIO device image (and its baiofs filesystems) and list\n\

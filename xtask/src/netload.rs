@@ -12,6 +12,17 @@ use std::time::{Duration, Instant};
 /// Concurrency levels and requests per connection at each (about a thousand requests a
 /// level; a thousand connections make two each).
 pub const LEVELS: [(usize, usize); 4] = [(1, 500), (10, 100), (100, 10), (1000, 2)];
+/// A smoke run's (`cargo xtask bench --smoke`): the path end to end, a few requests.
+pub const SMOKE_LEVELS: [(usize, usize); 2] = [(1, 2), (10, 1)];
+
+/// The levels a run measures.
+pub fn levels(smoke: bool) -> &'static [(usize, usize)] {
+    if smoke {
+        &SMOKE_LEVELS
+    } else {
+        &LEVELS
+    }
+}
 
 /// One GET of `path` on `s`, checked to answer 200 with `len` bytes.
 fn get(s: &mut TcpStream, path: &str, len: usize) -> Result<(), String> {

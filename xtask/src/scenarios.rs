@@ -169,9 +169,13 @@ impl Scenario {
     }
 
     /// A boot of a manifest file (`system/bench/NAME.toml`) with `vars` substituted.
+    /// `${ARGS}` not among `vars` is empty (a real run's bench program without arguments);
+    /// the machine has one CPU (the `smp` suite sets two).
     pub fn bench(name: &str, file: &str, vars: &[(&str, String)]) -> Result<Scenario, String> {
         let text = substitute(&read(&system_dir().join("bench").join(format!("{file}.toml")))?, vars);
-        Scenario::from_manifest(name, text)
+        let text = substitute(&text, &[("ARGS", String::new())]);
+        // One CPU whatever the default (`cargo xtask test` gives its machines two).
+        Ok(Scenario { cpus: Some(1), ..Scenario::from_manifest(name, text)? })
     }
 
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
@@ -437,6 +441,8 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
 
 /// The queue's name for the power-cut rounds.
 const CRASH: &str = "crash";
+/// `cargo xtask bench --smoke` as one entry of the suite (`bench::smoke_test`).
+const BENCH_SMOKE: &str = "bench_smoke";
 
 /// Two boots on one disk: scenario `name` with `PHASE` = write, killed the moment it
 /// prints `marker` (an acknowledged sync), then with `PHASE` = read, whose program
@@ -556,6 +562,10 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     if filter.is_none_or(|f| "crash".contains(f) || f.contains("crash")) {
         selected.push(Scenario { name: CRASH.into(), ..Scenario::load("crash", &[("BOOT", "1".into()), ("SEED", seed.to_string())])? });
     }
+    // The bench smoke (one QEMU at a time, a few minutes) takes a worker too, first.
+    if filter.is_none_or(|f| BENCH_SMOKE.contains(f)) {
+        selected.push(Scenario { name: BENCH_SMOKE.into(), ..Scenario::bench(BENCH_SMOKE, "smp", &[])? });
+    }
     let artifacts = if !selected.is_empty() || run_durability || run_ldisk {
         qemu::ensure_qemu()?;
         Some(Arc::new(build()?))
@@ -574,7 +584,11 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
                 let (q, a, r) = (queue.clone(), a.clone(), results.clone());
                 std::thread::spawn(move || loop {
                     let Some(sc) = q.lock().unwrap().pop() else { break };
-                    let run = if sc.name == CRASH { crate::crash::run(&a, seed) } else { run_scenario(&a, &sc) };
+                    let run = match sc.name.as_str() {
+                        CRASH => crate::crash::run(&a, seed),
+                        BENCH_SMOKE => Ok(bench_smoke(&a)),
+                        _ => run_scenario(&a, &sc),
+                    };
                     match run {
                         Ok((res, log)) => {
                             for t in res {
@@ -626,6 +640,17 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     }
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// The bench smoke's result; its log (the error and the serial logs' tails) in
+/// `target/bench-smoke/smoke.log`.
+fn bench_smoke(a: &Artifacts) -> (Vec<Result1>, String) {
+    let log = crate::target_dir().join("bench-smoke").join("smoke.log");
+    let r = crate::bench::smoke_test(a);
+    let _ = std::fs::create_dir_all(crate::target_dir().join("bench-smoke"));
+    let _ = std::fs::write(&log, r.as_ref().err().map_or("the bench smoke passed\n", |e| e.as_str()));
+    let detail = r.as_ref().err().map_or(String::new(), |e| e.lines().next().unwrap_or("").to_string());
+    (vec![Result1 { name: BENCH_SMOKE.into(), ok: r.is_ok(), detail }], log.display().to_string())
 }
 
 /// Boot a scenario with a given accelerator; returns whether its tests passed and its log.

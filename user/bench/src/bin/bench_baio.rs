@@ -263,6 +263,12 @@ fn main() -> i32 {
         println!("bench_baio: no block service");
         return 1;
     }
+    // The metadata figures first: their segment opens at AREA too.
+    let tsc_per_ms = sys::kernel_info().tsc_per_ms.max(1);
+    if !metadata(blk, tsc_per_ms) {
+        println!("bench_baio: a metadata operation failed");
+        return 1;
+    }
     let seg = match baio::open(blk, "bench", 3, AREA) {
         Ok(s) => s,
         Err(e) => {
@@ -270,11 +276,6 @@ fn main() -> i32 {
             return 1;
         }
     };
-    let tsc_per_ms = sys::kernel_info().tsc_per_ms.max(1);
-    if !metadata(blk, tsc_per_ms) {
-        println!("bench_baio: a metadata operation failed");
-        return 1;
-    }
     let headline = *ws.last().unwrap_or(&0);
     let variants = [(Variant::Direct, "baio_direct"), (Variant::Buffered, "baio_buffered"), (Variant::Sync, "sync"), (Variant::Pool, "threadpool")];
     let mut failures = 0;

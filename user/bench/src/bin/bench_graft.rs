@@ -32,13 +32,21 @@ use alloc::format;
 use alloc::vec::Vec;
 use blk_api as p;
 use blk_api::client as baio;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use graft_api as g;
 use rt::{env, println, sys};
 
 rt::entry!(main);
 
 const SAMPLES: usize = 5;
+/// `smoke` among the arguments (`cargo xtask bench --smoke`): two samples of a tenth of
+/// the calls, to check that each figure is printed and parsed, not to measure.
+static SMOKE: AtomicBool = AtomicBool::new(false);
+
+/// Samples per figure: `SAMPLES`, 2 in a smoke run.
+fn samples() -> usize {
+    if SMOKE.load(Ordering::Relaxed) { 2 } else { SAMPLES }
+}
 const BUF: u64 = rt::layout::SEGMENT_AREA;
 
 fn report(name: &str, mut v: Vec<u64>) {
@@ -111,10 +119,11 @@ fn serve_null(_: u64) {
     g::upcall::serve(upcall_null)
 }
 
-/// Per-call ticks of graft `id` at server `srv`: SAMPLES runs of `repeat` calls.
+/// Per-call ticks of graft `id` at server `srv`: `samples()` runs of `repeat` calls.
 fn per_call(srv: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
     let mut v = Vec::new();
-    for _ in 0..SAMPLES {
+    let repeat = if SMOKE.load(Ordering::Relaxed) { repeat.div_ceil(10) } else { repeat };
+    for _ in 0..samples() {
         // A test run stops when the request has had the server's turn of graft time:
         // the calls it made are what the ticks are divided by.
         match g::test_run(srv, id, input, repeat) {
@@ -139,6 +148,7 @@ fn repeat_of(tech: &str) -> u32 {
 }
 
 fn main() -> i32 {
+    SMOKE.store(rt::args().split(' ').skip(1).any(|a| a == "smoke"), Ordering::Relaxed);
     let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
     if env::lookup("blk", blk).is_err() || env::lookup("cache", cache).is_err() || env::lookup("files", files).is_err() {
         println!("bench_graft: needs blk, cache and files");
@@ -155,7 +165,7 @@ fn main() -> i32 {
                 continue;
             };
             let mut loads = Vec::new();
-            for _ in 0..SAMPLES {
+            for _ in 0..samples() {
                 let t0 = sys::rdtsc();
                 let r = g::load(cache, &file);
                 let t = sys::rdtsc() - t0;
@@ -300,7 +310,7 @@ fn main() -> i32 {
         let _ = seg.sync();
         let reads: Vec<[u64; p::OP_WORDS]> = ops.iter().map(|o| [p::READ_OP, o[1], o[2], o[3]]).collect();
         let (mut el, mut busy) = (Vec::new(), Vec::new());
-        for _ in 0..SAMPLES {
+        for _ in 0..samples() {
             let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
             let ok = seg.batch_ops(&reads, p::WAIT_ALL).is_ok() && (0..8).all(|k| seg.status(k) == p::DONE);
             let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);

@@ -93,17 +93,27 @@ fn plain(c: &mut NopImpl, x: u64) -> u64 {
 const CALLS: u64 = 1000;
 const SAMPLES: usize = 9;
 
+/// `smoke` among the arguments (`cargo xtask bench --smoke`): every count cut to a few,
+/// to check that each figure is printed and parsed, not to measure.
+static SMOKE: AtomicBool = AtomicBool::new(false);
+
+/// `real`, or `small` in a smoke run.
+fn count<T>(real: T, small: T) -> T {
+    if SMOKE.load(Ordering::Relaxed) { small } else { real }
+}
+
 /// Ticks per call of `f` (CALLS calls per sample).
 fn per_call(name: &str, mut f: impl FnMut(u64) -> u64) {
     let mut v = Vec::new();
-    for _ in 0..SAMPLES {
+    let calls = count(CALLS, 50);
+    for _ in 0..count(SAMPLES, 3) {
         let t = sys::rdtsc();
         let mut acc = 0u64;
-        for k in 0..CALLS {
+        for k in 0..calls {
             acc = acc.wrapping_add(f(black_box(k)));
         }
         black_box(acc);
-        v.push((sys::rdtsc() - t) / CALLS);
+        v.push((sys::rdtsc() - t) / calls);
     }
     report(name, "ticks/call", v);
 }
@@ -189,7 +199,7 @@ fn client(k: u64) {
 fn figures45(cache: u64) {
     // An IPC round trip to the cache: a label it does not have.
     let mut v = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..count(200, 10) {
         let mut m = ipc::Msg::new(0x9f, &[]);
         let t = sys::rdtsc();
         let _ = ipc::call(cache, &mut m, ipc::FOREVER);
@@ -199,7 +209,7 @@ fn figures45(cache: u64) {
     let mut why = [0u8; 128];
     let mut swap = |imp: usize| sw::swap(cache, 0, imp, &mut why).ok();
     let (mut v, mut med) = (Vec::new(), Vec::new());
-    for _ in 0..200 {
+    for _ in 0..count(200, 10) {
         let t = sys::rdtsc();
         if let Some((_, m)) = swap(0) {
             v.push(sys::rdtsc() - t);
@@ -226,7 +236,8 @@ fn figures45(cache: u64) {
         }
         let (mut v, mut med) = (Vec::new(), Vec::new());
         let r0 = READS.load(Ordering::Relaxed);
-        for k in 0..200 {
+        let swaps = count(200, 10);
+        for k in 0..swaps {
             // Let the clients run (same priority): their reads are under way when the
             // swap is asked for.
             rt::sys::yield_now();
@@ -236,7 +247,7 @@ fn figures45(cache: u64) {
                 med.push(m);
             }
         }
-        println!("bench_k42: {} clients read {} times during 200 swaps", n, READS.load(Ordering::Relaxed) - r0);
+        println!("bench_k42: {} clients read {} times during {} swaps", n, READS.load(Ordering::Relaxed) - r0, swaps);
         report(&alloc::format!("swap_clients_{n}"), "ticks", v);
         report(&alloc::format!("swap_mediator_clients_{n}"), "ticks", med);
     }
@@ -275,14 +286,14 @@ fn figure7(cache: u64, seg: &Segment) {
     for (name, imp) in [("lru", 0usize), ("mru", 1), ("auto", 2)] {
         // The same start for each: LRU, the cache full of blocks none of the workload reads.
         let _ = sw::swap(cache, 0, 0, &mut why);
-        flush(seg, FLUSH.0, FLUSH.1);
+        flush(seg, FLUSH.0, count(FLUSH.1, 16));
         let _ = sw::swap(cache, 0, imp, &mut why);
         let (t0, i0, m0) = (sys::rdtsc(), sys::idle_tsc(), cache_misses(cache));
         let mut x = 12345u64;
-        for round in 0..4 {
-            stream(seg, STREAM.0, STREAM.1);
+        for round in 0..count(4, 1) {
+            stream(seg, STREAM.0, count(STREAM.1, 64));
             let h = HOT[round % 2];
-            for _ in 0..2 * HOT_N {
+            for _ in 0..count(2 * HOT_N, 16) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let b = h + (x >> 33) % HOT_N;
                 let _ = seg.batch_ops(&[p::op(p::READ_OP | p::BUFFERED, b, 1, 0, p::DATA)], p::WAIT_ALL);
@@ -340,6 +351,7 @@ fn postmark() {
     let peer = env::lookup("bench_k42_peer", peer).is_ok().then_some(peer);
     let _ = f::mkdir(srv, "/pm");
     let mut why = [0u8; 64];
+    let files = count(100, 8);
     // Without sharing, then with every fourth file held open by a second program while
     // it is written (its session shared, by swap when adapting).
     for (workload, sharing) in [("swap_postmark", None), ("swap_postmark_sharing", peer)] {
@@ -347,7 +359,7 @@ fn postmark() {
             let _ = sw::swap(srv, 0, imp, &mut why);
             let mut ok = true;
             let (t0, i0) = (sys::rdtsc(), sys::idle_tsc());
-            for i in 0..100 {
+            for i in 0..files {
                 let path = alloc::format!("/pm/f{i}");
                 match f::open(srv, &path, true) {
                     Ok((h, _)) => {
@@ -366,7 +378,7 @@ fn postmark() {
             if let Some(peer) = sharing {
                 ok &= rt::server::request(peer, &mut ipc::Msg::new(PEER_CLOSE_ALL, &[])).is_ok();
             }
-            for i in 0..100 {
+            for i in 0..files {
                 let path = alloc::format!("/pm/f{i}");
                 match f::open(srv, &path, false) {
                     Ok((h, _)) => {
@@ -376,8 +388,8 @@ fn postmark() {
                     Err(_) => ok = false,
                 }
             }
-            for i in 0..100 {
-                ok &= f::remove(srv, &alloc::format!("/pm/f{i}")).is_ok();
+            for i in 0..files {
+                    ok &= f::remove(srv, &alloc::format!("/pm/f{i}")).is_ok();
             }
             let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
             if !ok {
@@ -406,7 +418,7 @@ fn updates() {
         rt::sys::yield_now();
     }
     let mut took = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..count(5, 2) {
         let t = sys::rdtsc();
         match env::update("files files") {
             Ok(()) => took.push(sys::rdtsc() - t),
@@ -424,12 +436,13 @@ fn updates() {
     let n = (READS_DONE.load(Ordering::Relaxed) as usize).min(LAT.len());
     let lat: Vec<u64> = LAT[..n].iter().map(|l| l.load(Ordering::Relaxed)).collect();
     let failed = lat.iter().filter(|l| **l == u64::MAX).count();
-    println!("bench_k42: {} reads during 5 updates, {} failed", READS_DONE.load(Ordering::Relaxed), failed);
+    println!("bench_k42: {} reads during {} updates, {} failed", READS_DONE.load(Ordering::Relaxed), took.len(), failed);
     report("update_files", "ticks", took);
     report("update_client_call", "ticks", lat.iter().copied().filter(|l| *l != u64::MAX).collect());
 }
 
 fn main() -> i32 {
+    SMOKE.store(rt::args().split(' ').skip(1).any(|a| a == "smoke"), Ordering::Relaxed);
     table1();
     let (blk, cache) = (rt::alloc_slot(), rt::alloc_slot());
     if env::lookup("blk", blk).is_err() || env::lookup("cache", cache).is_err() {

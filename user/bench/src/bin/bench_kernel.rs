@@ -51,6 +51,23 @@ extern "C" fn probe_str(magic: u64, es: u64, send: &[u8], back: &mut [u8]) -> u6
 const STRING_TAG: u64 = abi::ipc::Tag::new(echo_api::STRING, 0).0;
 
 const BATCHES: usize = 15;
+/// `smoke` among the arguments (`cargo xtask bench --smoke`): every count cut to a few,
+/// to check that each figure is printed and parsed, not to measure.
+static SMOKE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+fn smoke() -> bool {
+    SMOKE.load(Ordering::Relaxed)
+}
+
+/// Batches per figure: `BATCHES`, 3 in a smoke run.
+fn nbatches() -> usize {
+    if smoke() { 3 } else { BATCHES }
+}
+
+/// Calls per batch: `PER_BATCH`, 20 in a smoke run.
+fn per_batch() -> u64 {
+    if smoke() { 20 } else { PER_BATCH }
+}
 /// String sizes of the Figure 3 curve (`rpc_str_N`; xtask reads whichever come).
 const STRING_SIZES: [usize; 7] = [8, 64, 256, 512, 1024, 2048, 4096];
 const PER_BATCH: u64 = 1000;
@@ -64,15 +81,16 @@ fn measure(name: &str, mut op: impl FnMut()) -> u64 {
     per[per.len() / 2]
 }
 
-/// Ticks per call of `op` in each of `BATCHES` batches, sorted.
+/// Ticks per call of `op` in each of `nbatches()` batches, sorted.
 fn batches(mut op: impl FnMut()) -> Vec<u64> {
-    let mut per: Vec<u64> = (0..BATCHES)
+    let per_batch = per_batch();
+    let mut per: Vec<u64> = (0..nbatches())
         .map(|_| {
             let t0 = sys::rdtsc_ordered();
-            for _ in 0..PER_BATCH {
+            for _ in 0..per_batch {
                 op();
             }
-            (sys::rdtsc_ordered() - t0) / PER_BATCH
+            (sys::rdtsc_ordered() - t0) / per_batch
         })
         .collect();
     per.sort_unstable();
@@ -269,6 +287,7 @@ fn irq_latency() {
 }
 
 fn main() -> i32 {
+    SMOKE.store(rt::args().split(' ').skip(1).any(|a| a == "smoke"), Ordering::Relaxed);
     let tag = Tag::new(1, 1).0;
     measure("null_syscall", || {
         sys::null();
@@ -320,9 +339,9 @@ fn main() -> i32 {
     // The floor: two system calls and two address-space switches per round trip.
     let machine = rt::alloc_slot();
     if rt::env::lookup("machine", machine).is_ok() {
-        let pairs = 1000;
+        let pairs = per_batch();
         let mut v = Vec::new();
-        for _ in 0..BATCHES {
+        for _ in 0..nbatches() {
             // SAFETY: MEASURE_CR3 switches to the kernel's own space and back; nothing of
             // this program changes.
             let r = unsafe { sys::syscall(abi::sys::MACHINE, machine, abi::machine::MEASURE_CR3, pairs, 0, 0, 0) };
@@ -333,8 +352,8 @@ fn main() -> i32 {
         let null = measure_quiet(|| {
             sys::null();
         });
-        println!("BENCH cr3_switch_pair median={} min={} max={} samples={} unit=ticks/op", pair, v[0], v[v.len() - 1], BATCHES);
-        println!("BENCH cr3_switch_floor median={} min={} max={} samples={} unit=ticks/op", 2 * null + pair, 2 * null + v[0], 2 * null + v[v.len() - 1], BATCHES);
+        println!("BENCH cr3_switch_pair median={} min={} max={} samples={} unit=ticks/op", pair, v[0], v[v.len() - 1], v.len());
+        println!("BENCH cr3_switch_floor median={} min={} max={} samples={} unit=ticks/op", 2 * null + pair, 2 * null + v[0], 2 * null + v[v.len() - 1], v.len());
     } else {
         println!("bench: no machine capability; cr3_switch_floor not measured");
     }

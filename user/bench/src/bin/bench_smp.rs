@@ -21,6 +21,15 @@ const BATCHES: usize = 9;
 const PER_BATCH: u64 = 2000;
 /// Round trips each client makes in a throughput run.
 const PAIR_CALLS: u64 = 20_000;
+/// `smoke` among the arguments (`cargo xtask bench --smoke`): every count cut to a few,
+/// to check that each figure is printed and parsed, not to measure.
+static SMOKE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// (batches, calls per batch, round trips per client in a throughput run): the
+/// constants above, or a few of each in a smoke run.
+fn counts() -> (usize, u64, u64) {
+    if SMOKE.load(Ordering::Relaxed) { (3, 20, 200) } else { (BATCHES, PER_BATCH, PAIR_CALLS) }
+}
 
 fn report(name: &str, mut v: Vec<u64>, unit: &str) {
     v.sort_unstable();
@@ -33,13 +42,14 @@ fn measure(name: &str, mut op: impl FnMut()) {
     for _ in 0..200 {
         op();
     }
-    let per = (0..BATCHES)
+    let (batches, per_batch, _) = counts();
+    let per = (0..batches)
         .map(|_| {
             let t0 = sys::rdtsc_ordered();
-            for _ in 0..PER_BATCH {
+            for _ in 0..per_batch {
                 op();
             }
-            (sys::rdtsc_ordered() - t0) / PER_BATCH
+            (sys::rdtsc_ordered() - t0) / per_batch
         })
         .collect();
     report(name, per, "ticks/op");
@@ -62,22 +72,23 @@ const STOP: u64 = u64::MAX;
 fn client(i: u64) {
     let i = i as usize;
     let tag = Tag::new(1, 1).0;
+    let (_, _, pair_calls) = counts();
     loop {
         let round = GO.load(Ordering::Acquire);
         if round == STOP {
             return;
         }
-        if round == 0 || DONE[i].load(Ordering::Relaxed) >= round * PAIR_CALLS {
+        if round == 0 || DONE[i].load(Ordering::Relaxed) >= round * pair_calls {
             sys::sleep_us(200);
             continue;
         }
         let srv = SERVER[i].load(Ordering::Relaxed);
         BEGAN[i].store(sys::rdtsc_ordered(), Ordering::Relaxed);
-        for _ in 0..PAIR_CALLS {
+        for _ in 0..pair_calls {
             let _ = ipc::call_regs(srv, tag, 1);
         }
         ENDED[i].store(sys::rdtsc_ordered(), Ordering::Relaxed);
-        DONE[i].fetch_add(PAIR_CALLS, Ordering::Release);
+        DONE[i].fetch_add(pair_calls, Ordering::Release);
     }
 }
 
@@ -88,6 +99,8 @@ fn spin(_: u64) {
 }
 
 fn main() -> i32 {
+    SMOKE.store(rt::args().split(' ').skip(1).any(|a| a == "smoke"), Ordering::Relaxed);
+    let (batches, _, pair_calls) = counts();
     let info = sys::smp_info();
     println!("bench_smp: {} CPUs", info.cpus);
     if info.cpus < 2 {
@@ -122,7 +135,7 @@ fn main() -> i32 {
         for _ in 0..3 {
             round += 1;
             GO.store(round, Ordering::Release);
-            while DONE.iter().any(|d| d.load(Ordering::Acquire) < round * PAIR_CALLS) {
+            while DONE.iter().any(|d| d.load(Ordering::Acquire) < round * pair_calls) {
                 sys::sleep_us(1_000);
             }
             // From the first client's start to the last one's end (both ran throughout:
@@ -130,12 +143,12 @@ fn main() -> i32 {
             let began = BEGAN.iter().map(|b| b.load(Ordering::Relaxed)).min().unwrap_or(0);
             let ended = ENDED.iter().map(|e| e.load(Ordering::Relaxed)).max().unwrap_or(0);
             let ticks = ended.saturating_sub(began).max(1);
-            v.push(2 * PAIR_CALLS * per_ms * 1000 / ticks);
+            v.push(2 * pair_calls * per_ms * 1000 / ticks);
         }
         report(name, v, "rps");
         if cpu == 1 {
             let n = sys::smp_info().handovers - handovers;
-            println!("BENCH ipc_pairs_handovers_2cpu median={} min={} max={} samples=1 unit=per-1000", n * 1000 / (3 * 2 * PAIR_CALLS), n * 1000 / (3 * 2 * PAIR_CALLS), n * 1000 / (3 * 2 * PAIR_CALLS));
+            println!("BENCH ipc_pairs_handovers_2cpu median={} min={} max={} samples=1 unit=per-1000", n * 1000 / (3 * 2 * pair_calls), n * 1000 / (3 * 2 * pair_calls), n * 1000 / (3 * 2 * pair_calls));
         }
     }
 
@@ -167,7 +180,7 @@ fn main() -> i32 {
     };
     let timed = |name: &str| {
         let mut v = Vec::new();
-        for _ in 0..BATCHES {
+        for _ in 0..batches {
             let t0 = sys::rdtsc_ordered();
             for _ in 0..200 {
                 unmap_one();
