@@ -1175,9 +1175,10 @@ fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(St
 type Measured = (Result<Vec<(String, u64)>, String>, String);
 
 fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str, nginx: bool, smoke: bool) -> Result<Measured, String> {
-    let (http, echo) = (qemu::free_port()?, qemu::free_port()?);
-    let load: Vec<u16> = (0..LOAD_PORTS).map(|_| qemu::free_port()).collect::<Result<_, _>>()?;
-    let ngx: Vec<u16> = if nginx { (0..=LOAD_PORTS).map(|_| qemu::free_port()).collect::<Result<_, _>>()? } else { Vec::new() };
+    let ports = qemu::free_ports(2 + LOAD_PORTS + if nginx { 1 + LOAD_PORTS } else { 0 })?;
+    let (http, echo) = (ports[0], ports[1]);
+    let load = ports[2..2 + LOAD_PORTS].to_vec();
+    let ngx = ports[2 + LOAD_PORTS..].to_vec();
     let mut forward = vec![(http, 80), (echo, 7)];
     forward.extend(load.iter().map(|p| (*p, 80)));
     forward.extend(ngx.iter().map(|p| (*p, crate::nginx::PORT)));

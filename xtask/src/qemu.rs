@@ -192,8 +192,14 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
 
 /// A TCP port on 127.0.0.1 that is free now.
 pub fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+    Ok(free_ports(1)?[0])
+}
+
+/// `n` different free ports on 127.0.0.1 (all held while they are picked: a port let go
+/// may be the next one given, and QEMU refuses a forwarding rule for a port twice).
+pub fn free_ports(n: usize) -> Result<Vec<u16>, String> {
+    let held: Vec<std::net::TcpListener> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))).collect::<Result<_, _>>()?;
+    held.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
 }
 
 pub struct Outcome {
