@@ -36,6 +36,15 @@
 //! eviction grafts do not move (their code and state live in this program): the old
 //! server refuses the update while any are loaded.
 //!
+//! **It grows into free memory and gives it back** (issue 35 item 5; ARCHITECTURE.md
+//! "A cache that grows"): beside its first block of frames it takes more blocks lent by
+//! sigma0 (`LEND`) while it evicts and sigma0 keeps its reserve and a margin free, and
+//! gives them back when sigma0's count of refused frames moves (a memory server needed
+//! frames) or free memory runs low (`baio::cache::Sizer` decides). The block service maps
+//! each new block (`MAP`) before its slots are handed out; a block given back leaves the
+//! index at once, and its frames go back to sigma0 once no fill into it is under way and
+//! the block service has been seen between operations (any request, or its `SYNC`).
+//!
 //! Its data path serves one client, the block service: the first program to `ATTACH`
 //! is bound, and every other program's requests but `STATS` and grafts are refused
 //! (`NoRights`) — the
@@ -70,9 +79,10 @@ const POINTS: [Point; 1] = [Point::Evict];
 const GRAFT_IDS: u32 = graft_api::CACHE_IDS;
 
 const AREA: u64 = rt::layout::CACHE_FRAMES;
-/// log2 of the cache's pages at most (1024 blocks: 4 MiB) and at least (64 blocks:
-/// 256 KiB): the cache takes the largest block of frames sigma0 can give between them
-/// (a small machine may not have 4 MiB left to give in one block).
+/// log2 of the pages of the cache's first block at most (1024 blocks: 4 MiB) and at
+/// least (64 blocks: 256 KiB): the cache takes the largest block of frames sigma0 can
+/// give between them (a small machine may not have 4 MiB left to give in one block). The
+/// blocks it takes as it grows are of the same size.
 const LOG2: u64 = 10;
 const MIN_LOG2: u64 = 6;
 
@@ -353,6 +363,7 @@ impl Server for CacheServer {
                 self.free_block(pa);
             }
             self.c = Cache::new(1 << self.log2);
+            self.sizer = Sizer::new(1 << self.log2, MAX_BLOCKS);
         }
     }
 
@@ -667,6 +678,7 @@ impl CacheServer {
         // over, not allocated) and passes it on to a block service that attaches again.
         self.phys = phys;
         self.log2 = log2;
+        self.sizer = Sizer::new(1 << log2, MAX_BLOCKS);
         Ok(())
     }
 }

@@ -13,6 +13,11 @@
 //! serve, and 4 MiB more (a sixteenth of the frames on a machine under 64 MiB) — so that the page faults of sigma0's direct clients (root and the
 //! memory servers: their heaps) are still answered when programs have taken the rest:
 //! no client's demand leaves a memory server unable to grow its heap and die.
+//!
+//! **Lent frames** (`LEND`): frames given as `ALLOC` gives them, but counted as lent until
+//! their borrower — the shared cache, growing into free memory — frees them. sigma0 counts
+//! the frames it refuses (`STATS`): the borrower watches that count and gives frames back
+//! when it moves, and a memory server refused while frames are lent waits for them.
 #![no_std]
 #![no_main]
 
