@@ -405,7 +405,7 @@ impl Server for CacheServer {
         }
         if matches!(req, Request::Lookup { .. }) {
             self.lookups += 1;
-            if self.lookups % LOOK_EVERY == 0 {
+            if self.lookups.is_multiple_of(LOOK_EVERY) {
                 self.resize();
             }
         }
