@@ -264,6 +264,9 @@ pub struct Cache {
     /// Valid slots.
     valid: usize,
     stats: Stats,
+    /// Slots at or past this one are being given back (`retire`): never handed out,
+    /// dropped from the cache once no fill into them is under way (`shrink`).
+    limit: u32,
 }
 
 impl Cache {
@@ -274,6 +277,7 @@ impl Cache {
             free: (0..slots).rev().collect(),
             valid: 0,
             stats: Stats::default(),
+            limit: slots,
         }
     }
 
@@ -292,7 +296,65 @@ impl Cache {
         let b = self.slots[s as usize].block;
         self.map.remove(&b);
         self.slots[s as usize].state = SlotState::Free;
-        self.free.push(s);
+        if s < self.limit {
+            self.free.push(s);
+        }
+    }
+
+    /// `n` more slots, free, after the last (the cache grew by a block of frames).
+    /// False, and nothing added, while slots are being given back or past `MAX_SLOTS`.
+    pub fn grow(&mut self, n: u32) -> bool {
+        let old = self.slots();
+        if self.limit != old || old.checked_add(n).is_none_or(|t| t > MAX_SLOTS) {
+            return false;
+        }
+        self.slots.extend((0..n).map(|_| Slot { block: 0, owner: 0, state: SlotState::Free }));
+        self.free.extend((old..old + n).rev());
+        self.limit = old + n;
+        true
+    }
+
+    /// Start giving back the slots from `to` on (the last block of frames): their
+    /// blocks leave the cache now (nothing in it is dirty: writes go to the device as
+    /// they go into it) and they are never handed out again; a fill under way into one
+    /// is dropped when it ends. `shrink` ends it. Bounded by the slots given back.
+    pub fn retire(&mut self, to: u32, policy: &mut dyn Policy) {
+        let to = to.min(self.limit);
+        for s in to..self.limit {
+            match self.slots[s as usize].state {
+                SlotState::Valid => {
+                    policy.removed(s);
+                    self.valid -= 1;
+                    let b = self.slots[s as usize].block;
+                    self.map.remove(&b);
+                    self.slots[s as usize].state = SlotState::Free;
+                }
+                SlotState::Filling { .. } => self.slots[s as usize].state = SlotState::Filling { stale: true },
+                SlotState::Free => {}
+            }
+        }
+        self.limit = to;
+        self.free.retain(|&s| s < to);
+    }
+
+    /// Slots being given back (`retire`) whose fills are still under way.
+    pub fn retiring_busy(&self) -> usize {
+        self.slots[self.limit as usize..].iter().filter(|s| s.state != SlotState::Free).count()
+    }
+
+    /// End a `retire`: the slots past the limit are gone. False (nothing changes) while
+    /// a fill into one is under way.
+    pub fn shrink(&mut self) -> bool {
+        if self.retiring_busy() > 0 {
+            return false;
+        }
+        self.slots.truncate(self.limit as usize);
+        true
+    }
+
+    /// Slots handed out from now on lie below this (`slots()` while none is retiring).
+    pub fn limit(&self) -> u32 {
+        self.limit
     }
 
     /// The slot to evict: the policy's first, or the one its owner's graft picks among
@@ -395,7 +457,7 @@ impl Cache {
                 policy.removed(k as u32);
             }
         }
-        *self = Cache::new(self.slots());
+        *self = Cache::new(self.limit);
     }
 
     /// Forget blocks `first..first + n` (they were written without the cache).
@@ -501,6 +563,79 @@ impl Cache {
         }
         c.free = (0..slots).rev().filter(|&s| c.slots[s as usize].state == SlotState::Free).collect();
         Ok((c, order))
+    }
+}
+
+/// What sigma0 says of its frames (`sigma0_api::STATS`), for `Sizer`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// Free frames.
+    pub free: u64,
+    /// All frames.
+    pub total: u64,
+    /// Frames sigma0 keeps for page faults (it refuses requests that would take them).
+    pub keep: u64,
+    /// Frames sigma0 has refused so far (a counter: memory servers asked and got none).
+    pub refused: u64,
+}
+
+/// What the cache should do with its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resize {
+    Stay,
+    /// Take one more block of frames.
+    Grow,
+    /// Give back this many of its grown blocks (never the first).
+    Shrink(u64),
+}
+
+/// When the cache grows into free memory and when it gives it back (issue 35 item 5).
+/// It grows by a block of frames when it had to evict since it last looked (the working
+/// set does not fit) and sigma0 would still have its reserve and a margin (an eighth of
+/// the frames, at least two blocks) free after it; it gives blocks back when sigma0
+/// refused someone since it last looked (a memory server that needed frames: enough
+/// blocks that sigma0 has what was refused and the margin again), or when free memory
+/// fell below the reserve and half the margin (before anyone is refused). The first
+/// block is never given back. Whether the cache's own and the block service's kernel
+/// quota can map another block is the server's question (`room`).
+#[derive(Debug, Clone)]
+pub struct Sizer {
+    /// Pages per block.
+    pub block: u64,
+    /// Blocks at most (the first included).
+    pub max_blocks: u64,
+    refused: Option<u64>,
+    evictions: u64,
+}
+
+impl Sizer {
+    pub fn new(block: u64, max_blocks: u64) -> Sizer {
+        Sizer { block: block.max(1), max_blocks: max_blocks.max(1), refused: None, evictions: 0 }
+    }
+
+    /// Free frames the cache leaves to everyone else beyond sigma0's reserve.
+    pub fn margin(&self, total: u64) -> u64 {
+        (total / 8).max(2 * self.block)
+    }
+
+    /// Decide with sigma0's figures `m`, the cache's `blocks` (the first included) and
+    /// its eviction counter.
+    pub fn decide(&mut self, m: Memory, blocks: u64, evictions: u64) -> Resize {
+        let refused = m.refused.saturating_sub(self.refused.unwrap_or(m.refused));
+        self.refused = Some(m.refused);
+        let evicted = evictions > self.evictions;
+        self.evictions = evictions;
+        let grown = blocks.saturating_sub(1);
+        let margin = self.margin(m.total);
+        let want = m.keep.saturating_add(margin);
+        if grown > 0 && (refused > 0 || m.free < m.keep.saturating_add(margin / 2)) {
+            let short = want.saturating_add(refused).saturating_sub(m.free);
+            return Resize::Shrink(short.div_ceil(self.block).clamp(1, grown));
+        }
+        if refused == 0 && evicted && blocks < self.max_blocks && m.free >= want.saturating_add(self.block) {
+            return Resize::Grow;
+        }
+        Resize::Stay
     }
 }
 
@@ -964,5 +1099,93 @@ mod tests {
         let mut b = good.clone();
         b[entry(2) + 16] = 1;
         assert_eq!(Cache::decode(&b, 4).err(), Some("the recency order is not the valid slots, each once"), "an ordered slot that is not valid");
+    }
+
+    #[test]
+    fn grow_adds_free_slots_and_retire_gives_them_back() {
+        let mut t = T::lru(2);
+        assert!(matches!(t.lookup(10), Lookup::Fill(_)));
+        assert!(t.filled(10, true));
+        assert!(matches!(t.lookup(11), Lookup::Fill(_)));
+        assert!(t.filled(11, true));
+        assert!(t.c.grow(2));
+        assert_eq!(t.c.slots(), 4);
+        // Two more blocks fit without an eviction.
+        for b in [12, 13] {
+            let Lookup::Fill(s) = t.lookup(b) else { panic!("a free slot") };
+            assert!(s >= 2, "a new slot");
+            assert!(t.filled(b, true));
+        }
+        assert_eq!(t.stats().evictions, 0);
+        // Retire the second pair while block 14 is being filled into one of them.
+        assert!(matches!(t.lookup(10), Lookup::Hit(_)));
+        let Lookup::Fill(s14) = t.lookup(14) else { panic!() };
+        t.c.retire(2, &mut *t.p);
+        assert_eq!(t.c.limit(), 2);
+        assert_eq!(t.c.retiring_busy(), if s14 >= 2 { 1 } else { 0 });
+        assert!(!t.c.grow(2), "no growth while giving back");
+        // Nothing retired is found again, nor handed out.
+        for b in 10..=13 {
+            if let Lookup::Hit(s) | Lookup::Fill(s) = t.lookup(b) {
+                assert!(s < 2, "block {} in retired slot {}", b, s);
+            }
+        }
+        assert!(t.c.shrink() || t.c.retiring_busy() > 0);
+        t.filled(14, true);
+        assert!(t.c.shrink());
+        assert_eq!(t.c.slots(), 2);
+        assert!(t.stats().resident <= 2);
+        assert!(t.c.grow(1));
+        assert_eq!(t.c.slots(), 3);
+    }
+
+    #[test]
+    fn a_retired_fill_is_dropped_when_it_ends() {
+        let mut t = T::lru(1);
+        assert!(t.c.grow(1));
+        let Lookup::Fill(a) = t.lookup(1) else { panic!() };
+        let Lookup::Fill(b) = t.lookup(2) else { panic!() };
+        assert_eq!((a, b), (1, 0), "the new slot first");
+        t.c.retire(1, &mut *t.p);
+        assert!(!t.c.shrink(), "a fill into a retired slot is under way");
+        assert!(t.filled(1, true));
+        assert!(t.filled(2, true));
+        assert!(matches!(t.lookup(1), Lookup::Fill(0)), "block 1 is not served from the retired slot");
+        assert!(t.c.shrink());
+        assert_eq!(t.c.slots(), 1);
+    }
+
+    fn mem(free: u64, refused: u64) -> Memory {
+        Memory { free, total: 131072, keep: 2048, refused }
+    }
+
+    #[test]
+    fn the_sizer_grows_while_memory_is_free_and_the_cache_evicts() {
+        let mut z = Sizer::new(1024, 8);
+        let margin = z.margin(131072);
+        assert_eq!(margin, 16384);
+        assert_eq!(z.decide(mem(100_000, 0), 1, 0), Resize::Stay, "no evictions: the working set fits");
+        assert_eq!(z.decide(mem(100_000, 0), 1, 5), Resize::Grow);
+        assert_eq!(z.decide(mem(100_000, 0), 2, 5), Resize::Stay, "no eviction since");
+        assert_eq!(z.decide(mem(2048 + margin + 1023, 0), 2, 9), Resize::Stay, "the block would eat into the margin");
+        assert_eq!(z.decide(mem(2048 + margin + 1024, 0), 2, 12), Resize::Grow);
+        assert_eq!(z.decide(mem(100_000, 0), 8, 20), Resize::Stay, "at its most");
+    }
+
+    #[test]
+    fn the_sizer_gives_back_when_someone_is_refused() {
+        let mut z = Sizer::new(1024, 64);
+        assert_eq!(z.decide(mem(50_000, 7), 10, 0), Resize::Stay, "the first look sets the counter");
+        // 256 frames refused with 2,100 free: enough blocks for the reserve, the margin
+        // and what was refused.
+        let want: u64 = 2048 + 16384 + 256 - 2100;
+        assert_eq!(z.decide(mem(2100, 7 + 256), 10, 0), Resize::Shrink(want.div_ceil(1024).min(9)));
+        assert_eq!(z.decide(mem(2100, 7 + 512), 3, 0), Resize::Shrink(2), "never the first block");
+        assert_eq!(z.decide(mem(2100, 7 + 768), 1, 0), Resize::Stay, "nothing grown to give");
+        // Low memory with nobody refused yet: give back ahead, one block at least.
+        assert_eq!(z.decide(mem(2048 + 8191, 7 + 768), 4, 0), Resize::Shrink(3));
+        assert_eq!(z.decide(mem(2048 + 16384 - 10, 7 + 768), 4, 100), Resize::Stay, "between the marks: neither");
+        // No growth in the decision that saw a refusal, whatever the evictions.
+        assert!(matches!(z.decide(mem(100_000, 7 + 1000), 4, 200), Resize::Shrink(_)));
     }
 }

@@ -15,15 +15,30 @@ pub const ATTACH: u64 = 0x90;
 /// caller's to fill, then `FILLED` — with 0 if it does not fill it after all: every
 /// `FILL` must be answered, or the block stays `BUSY`), `BUSY` (being filled after an
 /// earlier `FILL`: the blocks after it are not looked up and answer `u64::MAX`; ask
-/// again from it once the fill is over); `u64::MAX` when every slot is busy.
+/// again from it once the fill is over); `u64::MAX` when every slot is busy. The word
+/// after them: 0, or 1 + the first slot of a block of frames the cache took that the
+/// caller has not mapped yet (`MAP` it).
 pub const LOOKUP: u64 = 0x91;
 /// MR1 = block, MR2 = 1 if the slot now holds it, 0 if the fill failed.
 pub const FILLED: u64 = 0x92;
 /// MR1 = first block, MR2 = n: forget these blocks (written behind the cache).
 pub const INVALIDATE: u64 = 0x93;
 /// Reply: MR2 = hits, MR3 = misses, MR4 = resident, MR5 = slots, MR6 = evictions,
-/// MR7 = evictions a graft chose, MR8 = grafts loaded, MR9 = grafts unloaded for failing.
+/// MR7 = evictions a graft chose, MR8 = grafts loaded, MR9 = grafts unloaded for failing,
+/// MR10 = blocks of frames held, MR11 = blocks taken so far (growing), MR12 = blocks given
+/// back so far, MR13 = pages per block.
 pub const STATS: u64 = 0x94;
+/// (The bound client.) Opens a memory window of one block of frames at 1 + the first
+/// slot a `LOOKUP` or `SYNC` named: MR1 = 1, map that block (reply MR2 = its first slot,
+/// MR3 = its slots, MR4 = its physical address, and the map item; its slots are handed
+/// out from now on); MR1 = 0, the caller cannot map more (its kernel quota): the cache
+/// gives the block back and grows no more.
+pub const MAP: u64 = 0x95;
+/// (The bound client.) It is between operations: no copy from the cache's frames is under
+/// way (fills may be). Lets the cache give back a block it stopped using. Reply MR2 = as
+/// `LOOKUP`'s last word, MR3 = 1 if the cache holds blocks it may give back (the caller
+/// says `SYNC` now and then while it does, even when idle).
+pub const SYNC: u64 = 0x96;
 pub const HIT: u64 = 0;
 pub const FILL: u64 = 1;
 pub const BUSY: u64 = 2;
@@ -38,6 +53,8 @@ pub enum Request<'a> {
     Filled { block: u64, ok: bool },
     Invalidate { first: u64, n: u64 },
     Stats,
+    Map { take: bool },
+    Sync,
     Graft(graft_api::Request<'a>),
     Swap(swap_api::Request),
     /// A live update (`swap_api::Update`).
@@ -67,6 +84,11 @@ impl<'a> Decode<'a> for Request<'a> {
                 Request::Invalidate { first, n }
             }
             STATS => Request::Stats,
+            MAP => {
+                let [take] = a.words()?;
+                Request::Map { take: take == 1 }
+            }
+            SYNC => Request::Sync,
             _ => return Err(Error::Unsupported),
         })
     }
@@ -77,8 +99,9 @@ pub mod client {
     use super::*;
 
     /// The counters (`STATS`): hits, misses, resident, slots, evictions, grafted
-    /// evictions, grafts loaded, grafts unloaded.
-    pub fn stats(srv: u64) -> Result<[u64; 8], Error> {
+    /// evictions, grafts loaded, grafts unloaded, blocks held, blocks taken, blocks given
+    /// back, pages per block.
+    pub fn stats(srv: u64) -> Result<[u64; 12], Error> {
         let mut m = rt::ipc::Msg::new(STATS, &[]);
         rt::server::request(srv, &mut m)?;
         Ok(core::array::from_fn(|k| m.word(2 + k)))

@@ -23,7 +23,9 @@ pub const IO: u64 = 0x53;
 /// MR1 = physical address, MR2 = log2 pages: give frames back (every mapping of
 /// them is revoked). Reply MR2 = frames freed.
 pub const FREE: u64 = 0x54;
-/// Reply: MR2 = free frames, MR3 = all frames, MR4 = clients.
+/// Reply: MR2 = free frames, MR3 = all frames, MR4 = frames lent (`LEND`) and not
+/// given back, MR5 = frames refused so far (a counter: `ALLOC`s refused for want of
+/// memory), MR6 = frames kept for page faults (requests that would take them are refused).
 pub const STATS: u64 = 0x55;
 /// (root only) MR1 = a client's badge: take back everything it holds. Reply MR2 = frames.
 pub const RECLAIM: u64 = 0x56;
@@ -33,6 +35,13 @@ pub const RECLAIM: u64 = 0x56;
 /// taken back, and every mapping of them revoked, when the old program ends).
 /// `NoRights` and nothing moved if any is not the first's. Reply MR2 = frames moved.
 pub const MOVE: u64 = 0x57;
+/// As `ALLOC`, but the frames are lent: counted in `STATS`' MR4 until the same client
+/// gives them back (`FREE`). The borrower (the shared cache) gives them back when it sees
+/// `STATS`' refused counter move (issue 35 item 5); a memory server refused while frames
+/// are lent waits a little for them rather than refuse its client at once. At most
+/// `MAX_LENDERS` clients borrow at once (`NoSpace` past them).
+pub const LEND: u64 = 0x58;
+pub const MAX_LENDERS: usize = 4;
 
 pub const MAX_LOG2: u64 = 10;
 /// One message maps at most `abi::ipc::MAX_ITEM_PAGES` pages.
@@ -41,6 +50,7 @@ pub const MAX_MMIO_LOG2: u64 = 10;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request {
     Alloc { log2: u64, hot: u64 },
+    Lend { log2: u64, hot: u64 },
     Phys { pa: u64, log2: u64, hot: u64 },
     Mmio { pa: u64, log2: u64, hot: u64 },
     Io { first: u64, log2: u64 },
@@ -57,6 +67,10 @@ impl Decode<'_> for Request {
             ALLOC => {
                 let [l, hot] = a.words()?;
                 Request::Alloc { log2: log2(l, MAX_LOG2)?, hot }
+            }
+            LEND => {
+                let [l, hot] = a.words()?;
+                Request::Lend { log2: log2(l, MAX_LOG2)?, hot }
             }
             PHYS => {
                 let [pa, l, hot] = a.words()?;

@@ -40,8 +40,12 @@ static STATE: Lock<State> = Lock::new(State { sigma0: 0, dma_next: DMA_VA, mmio_
 
 /// Tell the HAL about DMA memory at `va` (physical `pa`, `pages` pages): buffers inside
 /// it are handed to the device directly (zero copy).
+/// Memory registered at `va` before is replaced (the cache's block of frames there was
+/// given back, and another mapped in its place).
 pub fn register_dma(va: u64, pa: u64, pages: u64) {
-    STATE.lock().direct.push((va, pa, pages));
+    let mut st = STATE.lock();
+    st.direct.retain(|d| d.0 != va);
+    st.direct.push((va, pa, pages));
 }
 
 /// `pages` pages of zeroed DMA memory for a server's own buffers, handed to the device

@@ -58,8 +58,15 @@ const IRQ_BADGE: u64 = 1 << 61;
 const HOLDER: u64 = 1 << 60;
 /// Shared areas, one per open segment, mapped here and in the client.
 const AREA_VA: u64 = rt::layout::BLK_AREAS;
-/// The cache server's frames, mapped here.
+/// The cache server's frames, mapped here (its first block, then the blocks it takes as
+/// it grows, each at its first slot's place: `CACHE_VA` + slot × `BLOCK` is the slot).
 const CACHE_VA: u64 = rt::layout::CACHE_IN_BLK;
+/// The room for them (1 TiB: up to the next area of the layout).
+const CACHE_SPAN: u64 = 1 << 40;
+/// Kernel-quota pages kept beyond what mapping another of the cache's blocks costs.
+const CACHE_KQUOTA_SLACK: u64 = 64;
+/// How often this service says `SYNC` while the cache holds grown blocks.
+const CACHE_SYNC_US: u64 = 5_000;
 /// A write past a segment's written mark zeroes at least this many blocks ahead of the
 /// mark (one metadata write per MiB of a segment filled in order).
 const ZERO_AHEAD: u64 = 256;
@@ -215,6 +222,12 @@ struct Blk {
     area_next: u64,
     sigma0: u64,
     cache: u64,
+    /// Pages per block of the cache's frames (its first block's, from `ATTACH`).
+    cache_block: u64,
+    /// The cache holds grown blocks it may give back: say `SYNC` now and then, even
+    /// when idle, so that it can (it gives a block back only once it has seen this
+    /// service between operations).
+    cache_grown: bool,
     /// Direct requests not yet on the device (sent in block order) and on it.
     waiting: VecDeque<Io>,
     in_flight: Vec<(u16, Io)>,
@@ -321,11 +334,58 @@ impl Blk {
                 for (k, o) in out.iter_mut().enumerate().take(n as usize) {
                     *o = m.word(2 + k);
                 }
+                // The slots it answered with are all mapped here; a block it took
+                // since is not handed out until it is.
+                let w = m.word(2 + n as usize);
+                if w != 0 {
+                    self.map_cache_block(w - 1);
+                }
             }
             Err(e) if env::server_gone(e) => cache_gone(),
             _ => {}
         }
         out
+    }
+
+    /// Map the cache's block of frames whose first slot is `first` (it grew), for DMA
+    /// too; or tell it this service's kernel quota cannot pay for more.
+    fn map_cache_block(&mut self, first: u64) {
+        use abi::kquota::{NODES_PER_PAGE, PAGES_PER_TABLE};
+        let pages = self.cache_block;
+        let cost = pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE) + 2 + CACHE_KQUOTA_SLACK;
+        let room = matches!(rt::sys::task_info(cap::SELF_TASK), Ok((_, q, used)) if q.saturating_sub(used) >= cost);
+        let aligned = pages.is_power_of_two() && first.is_multiple_of(pages) && first.checked_mul(BLOCK as u64).is_some_and(|o| o < CACHE_SPAN);
+        let va = CACHE_VA + first * BLOCK as u64;
+        let mut m = Msg::new(pc::MAP, &[(room && aligned) as u64]);
+        if room && aligned {
+            ipc::set_windows(Fpage::mem(va, 12 + pages.trailing_zeros() as u64, 7), Fpage(0), Fpage(0));
+        }
+        let r = ipc::call(self.cache, &mut m, ipc::FOREVER);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        match r {
+            Ok(()) if room && aligned && m.word(1) == 0 && m.items() == 1 && m.word(2) == first && m.word(3) == pages => {
+                virtio::register_dma(va, m.word(4), pages);
+                self.cache_grown = true;
+            }
+            Err(e) if env::server_gone(e) => cache_gone(),
+            _ => {}
+        }
+    }
+
+    /// Tell the cache this service is between operations (`SYNC`): it may give back a
+    /// block it stopped using; map one it took.
+    fn cache_sync(&mut self) {
+        let mut m = Msg::new(pc::SYNC, &[]);
+        match ipc::call(self.cache, &mut m, ipc::FOREVER) {
+            Ok(()) if m.word(1) == 0 => {
+                self.cache_grown = m.word(3) == 1;
+                if m.word(2) != 0 {
+                    self.map_cache_block(m.word(2) - 1);
+                }
+            }
+            Err(e) if env::server_gone(e) => cache_gone(),
+            _ => {}
+        }
     }
 
     fn cache_call(&mut self, label: u64, a: u64, b: u64) {
@@ -1395,11 +1455,18 @@ impl Server for Blk {
 
     fn next_tick_us(&mut self) -> Option<u64> {
         let now = rt::sys::now_us();
-        self.parked.iter().map(|(_, _, t, _)| t.saturating_sub(now)).min()
+        let parked = self.parked.iter().map(|(_, _, t, _)| t.saturating_sub(now)).min();
+        match (parked, self.cache_grown) {
+            (p, true) => Some(p.map_or(CACHE_SYNC_US, |p| p.min(CACHE_SYNC_US))),
+            (p, false) => p,
+        }
     }
 
     fn tick(&mut self) {
         self.unpark();
+        if self.cache_grown {
+            self.cache_sync();
+        }
     }
 
     fn gone(&mut self, client: Badge) {
@@ -1478,8 +1545,9 @@ fn cache_gone() -> ! {
     rt::exit(3)
 }
 
-/// Map the cache server's frames here for DMA: (capability slot), or why not.
-fn attach_cache() -> Result<u64, &'static str> {
+/// Map the cache server's frames here for DMA: (capability slot, pages of its first
+/// block), or why not.
+fn attach_cache() -> Result<(u64, u64), &'static str> {
     let slot = rt::alloc_slot();
     env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
     ipc::set_windows(Fpage::mem(CACHE_VA, 12 + 16, 7), Fpage(0), Fpage(0));
@@ -1490,7 +1558,7 @@ fn attach_cache() -> Result<u64, &'static str> {
         return Err("the cache server refused to attach");
     }
     virtio::register_dma(CACHE_VA, m.word(2), m.word(3));
-    Ok(slot)
+    Ok((slot, m.word(3)))
 }
 
 fn main() -> i32 {
@@ -1514,7 +1582,7 @@ fn main() -> i32 {
         return 1;
     }
     virtio::init(s0slot);
-    let cache = match attach_cache() {
+    let (cache, cache_block) = match attach_cache() {
         Ok(c) => c,
         Err(why) => {
             println!("blk: {}", why);
@@ -1568,6 +1636,8 @@ fn main() -> i32 {
         area_next: AREA_VA,
         sigma0: s0slot,
         cache,
+        cache_block,
+        cache_grown: false,
         waiting: VecDeque::new(),
         in_flight: Vec::new(),
         ops: BTreeMap::new(),

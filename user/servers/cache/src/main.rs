@@ -36,6 +36,15 @@
 //! eviction grafts do not move (their code and state live in this program): the old
 //! server refuses the update while any are loaded.
 //!
+//! **It grows into free memory and gives it back** (issue 35 item 5; ARCHITECTURE.md
+//! "A cache that grows"): beside its first block of frames it takes more blocks lent by
+//! sigma0 (`LEND`) while it evicts and sigma0 keeps its reserve and a margin free, and
+//! gives them back when sigma0's count of refused frames moves (a memory server needed
+//! frames) or free memory runs low (`baio::cache::Sizer` decides). The block service maps
+//! each new block (`MAP`) before its slots are handed out; a block given back leaves the
+//! index at once, and its frames go back to sigma0 once no fill into it is under way and
+//! the block service has been seen between operations (any request, or its `SYNC`).
+//!
 //! Its data path serves one client, the block service: the first program to `ATTACH`
 //! is bound, and every other program's requests but `STATS` and grafts are refused
 //! (`NoRights`) — the
@@ -50,7 +59,7 @@
 use abi::fpage::Fpage;
 use abi::{mem, Error};
 use alloc::string::String;
-use baio::cache::{Cache, Chooser, Lookup, Lru, Mru, Policy, PolicyMethod, PolicyVia, Sequential};
+use baio::cache::{Cache, Chooser, Lookup, Lru, Memory, Mru, Policy, PolicyMethod, PolicyVia, Resize, Sequential, Sizer};
 use cache_api::{self as p, Request};
 use graft::{Point, Table};
 use rt::ipc::Msg;
@@ -70,11 +79,21 @@ const POINTS: [Point; 1] = [Point::Evict];
 const GRAFT_IDS: u32 = graft_api::CACHE_IDS;
 
 const AREA: u64 = rt::layout::CACHE_FRAMES;
-/// log2 of the cache's pages at most (1024 blocks: 4 MiB) and at least (64 blocks:
-/// 256 KiB): the cache takes the largest block of frames sigma0 can give between them
-/// (a small machine may not have 4 MiB left to give in one block).
+/// log2 of the pages of the cache's first block at most (1024 blocks: 4 MiB) and at
+/// least (64 blocks: 256 KiB): the cache takes the largest block of frames sigma0 can
+/// give between them (a small machine may not have 4 MiB left to give in one block). The
+/// blocks it takes as it grows are of the same size.
 const LOG2: u64 = 10;
 const MIN_LOG2: u64 = 6;
+
+/// Blocks of frames the cache holds at most (the first included): 4 GiB of 4 MiB blocks.
+const MAX_BLOCKS: u64 = 1024;
+/// Lookups between two looks at sigma0's figures while requests keep coming; and the
+/// time between two looks while they do not, as long as it holds grown blocks.
+const LOOK_EVERY: u64 = 64;
+const LOOK_US: u64 = 5_000;
+/// Kernel-quota pages the cache keeps beyond what mapping another block costs.
+const KQUOTA_SLACK: u64 = 16;
 
 /// State formats this program reads and writes (`baio::cache`'s handover: format 0).
 const FORMATS: swap::Formats = 1;
@@ -90,6 +109,13 @@ fn main() -> i32 {
         c: Cache::new(1 << MIN_LOG2),
         phys: 0,
         log2: MIN_LOG2,
+        grown: alloc::vec::Vec::new(),
+        waiting: None,
+        retiring: None,
+        sizer: Sizer::new(1 << MIN_LOG2, MAX_BLOCKS),
+        lookups: 0,
+        taken: 0,
+        given: 0,
         sigma0: s0slot,
         client: None,
         grafts: Table::new(&POINTS, GRAFT_IDS, graftcode::host()),
@@ -133,6 +159,7 @@ fn main() -> i32 {
         s.log2 = log2;
         s.c = Cache::new(1 << log2);
         s.phys = phys;
+        s.sizer = Sizer::new(1 << log2, MAX_BLOCKS);
         println!("cache: {} blocks at {:#x}", s.c.slots(), s.phys);
     }
     let mut buf = [0u8; graft_api::RECV_BYTES];
@@ -143,8 +170,23 @@ struct CacheServer {
     c: Cache,
     /// Physical address of the frames (contiguous).
     phys: u64,
-    /// log2 of the frames' pages (`MIN_LOG2..=LOG2`).
+    /// log2 of the frames' pages (`MIN_LOG2..=LOG2`): of each block.
     log2: u64,
+    /// Blocks taken since (lent by sigma0), after the first: their physical addresses;
+    /// block k (1, 2, ...) is at `AREA + k` blocks here and holds slots from `k` blocks on.
+    grown: alloc::vec::Vec<u64>,
+    /// A block taken that the client has not mapped yet (`MAP`): its physical address.
+    /// Its slots are not handed out until it has; no other is taken meanwhile.
+    waiting: Option<u64>,
+    /// Blocks being given back: (how many blocks stay, whether the client has been seen
+    /// between operations with no fill into them under way since they stopped being used).
+    retiring: Option<(usize, bool)>,
+    sizer: Sizer,
+    /// Lookups served (when to look at sigma0's figures again).
+    lookups: u64,
+    /// Blocks taken and given back so far.
+    taken: u64,
+    given: u64,
     /// Capability to sigma0 (the pages of signed grafts' code).
     sigma0: u64,
     /// The program bound by the first ATTACH (the block service).
@@ -266,6 +308,18 @@ impl Chooser for Grafted<'_> {
 impl Server for CacheServer {
     type Request<'a> = Request<'a>;
 
+    fn next_tick_us(&mut self) -> Option<u64> {
+        (!self.grown.is_empty() || self.waiting.is_some()).then_some(LOOK_US)
+    }
+
+    /// No request came for a while: look at sigma0's figures (a memory server may be
+    /// waiting for frames the cache holds).
+    fn tick(&mut self) {
+        if !self.hand.passive() {
+            self.resize();
+        }
+    }
+
     fn windows(&self) -> Option<[Fpage; 3]> {
         if self.hand.passive() {
             // Handing over: the frames come back here if the update fails after root
@@ -301,6 +355,15 @@ impl Server for CacheServer {
                 self.policy.end(&mut self.gens, call);
             }
             self.client = None;
+            // Nobody copies from the grown blocks now: all go back at once, and the cache
+            // starts again from its first block.
+            self.retiring = None;
+            self.give_back_from(1);
+            if let Some(pa) = self.waiting.take() {
+                self.free_block(pa);
+            }
+            self.c = Cache::new(1 << self.log2);
+            self.sizer = Sizer::new(1 << self.log2, MAX_BLOCKS);
         }
     }
 
@@ -326,14 +389,26 @@ impl Server for CacheServer {
         match (req, self.client) {
             (Request::Stats, _) => {}
             (Request::Attach, None) if me != 0 => self.client = Some(me),
-            (_, Some(c)) if c == me => {}
+            (_, Some(c)) if c == me => self.client_between(),
             _ => return Answer::err(Error::NoRights),
+        }
+        if let Request::Map { take } = req {
+            return self.map(take);
         }
         // The policy is called for this request: admitted to its slot (a swap cannot be
         // waiting here: it ends with the request that starts it).
         let Some(call) = self.policy.begin(&mut self.gens, 0, false) else { return Answer::err(Error::BadState) };
         let a = self.serve(req, &call);
         self.policy.end(&mut self.gens, call);
+        if let Some((_, armed)) = &mut self.retiring {
+            *armed = self.c.retiring_busy() == 0;
+        }
+        if matches!(req, Request::Lookup { .. }) {
+            self.lookups += 1;
+            if self.lookups.is_multiple_of(LOOK_EVERY) {
+                self.resize();
+            }
+        }
         if self.policy.phase() != swap::Phase::Normal {
             if let Outcome::Aborted { why, .. } = self.step() {
                 println!("cache: swapping the policy failed: {}", why);
@@ -371,8 +446,13 @@ impl CacheServer {
                         self.adapted += 1;
                     }
                 }
-                Answer::ok(&w[..n as usize])
+                let mut r = server::ok_msg(&w[..n as usize]);
+                r.mr[2 + n as usize] = self.waiting_word();
+                r.mr[0] = abi::ipc::Tag::new(0, 2 + n).0;
+                Answer::Reply(r)
             }
+            Request::Sync => Answer::ok(&[self.waiting_word(), !self.grown.is_empty() as u64]),
+            Request::Map { .. } => unreachable!("answered above"),
             Request::Filled { block, ok } => {
                 if PolicyVia::call(&mut self.policy, call, |p| c.filled(block, ok, p)) {
                     Answer::ok(&[])
@@ -386,10 +466,136 @@ impl CacheServer {
             }
             Request::Stats => {
                 let s = c.stats();
-                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped])
+                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped, 1 + self.grown.len() as u64, self.taken, self.given, 1 << self.log2])
             }
             Request::Graft(_) | Request::Swap(_) | Request::Update(_) => unreachable!("answered above"),
         }
+    }
+}
+
+impl CacheServer {
+    /// Pages per block.
+    fn block_pages(&self) -> u64 {
+        1 << self.log2
+    }
+
+    /// `LOOKUP`'s last word and `SYNC`'s: 1 + the first slot of the block waiting to be
+    /// mapped, or 0.
+    fn waiting_word(&self) -> u64 {
+        match self.waiting {
+            Some(_) => 1 + ((1 + self.grown.len() as u64) << self.log2),
+            None => 0,
+        }
+    }
+
+    /// The client sent a request: it is between operations (every copy it made from the
+    /// slots it was given before is over). A retired block is given back when this is so
+    /// with no fill into it under way since it stopped being used (`retiring`).
+    fn client_between(&mut self) {
+        let Some((stay, armed)) = self.retiring else { return };
+        if armed && self.c.retiring_busy() == 0 && self.c.shrink() {
+            self.retiring = None;
+            self.give_back_from(stay);
+        }
+    }
+
+    /// Stop using every block from `stay` on (the first always stays): their blocks
+    /// leave the index now; the frames go back once the client is seen between
+    /// operations (`client_between`).
+    fn retire_to(&mut self, stay: usize) {
+        let stay = stay.clamp(1, 1 + self.grown.len());
+        if stay == 1 + self.grown.len() {
+            return;
+        }
+        if let Some(pa) = self.waiting.take() {
+            self.free_block(pa);
+        }
+        if let Some(call) = self.policy.begin(&mut self.gens, 0, false) {
+            let to = (stay as u64) << self.log2;
+            PolicyVia::call(&mut self.policy, &call, |p| self.c.retire(to as u32, p));
+            self.policy.end(&mut self.gens, call);
+            self.retiring = Some((stay, self.c.retiring_busy() == 0));
+        }
+    }
+
+    /// Give the blocks from `stay` on back to sigma0 (revoking every mapping of them).
+    fn give_back_from(&mut self, stay: usize) {
+        while self.grown.len() >= stay.max(1) {
+            let pa = self.grown.pop().unwrap();
+            self.free_block(pa);
+        }
+    }
+
+    fn free_block(&mut self, pa: u64) {
+        let mut m = Msg::new(s0::FREE, &[pa, self.log2]);
+        if rt::server::request(self.sigma0, &mut m).is_err() {
+            println!("cache: sigma0 did not take back the block at {:#x}", pa);
+        }
+        self.given += 1;
+    }
+
+    /// Whether this program's kernel quota can pay for mapping one more block.
+    fn room(&self) -> bool {
+        use abi::kquota::{NODES_PER_PAGE, PAGES_PER_TABLE};
+        let pages = self.block_pages();
+        let cost = pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE) + 2 + KQUOTA_SLACK;
+        matches!(rt::sys::task_info(abi::cap::SELF_TASK), Ok((_, quota, used)) if quota.saturating_sub(used) >= cost)
+    }
+
+    /// Look at sigma0's figures: take another block, give some back, or neither.
+    fn resize(&mut self) {
+        if self.client.is_none() || self.retiring.is_some() {
+            return;
+        }
+        let mut m = Msg::new(s0::STATS, &[]);
+        if rt::server::request(self.sigma0, &mut m).is_err() {
+            return;
+        }
+        let mem = Memory { free: m.word(2), total: m.word(3), keep: m.word(6), refused: m.word(5) };
+        let blocks = 1 + self.grown.len() as u64 + self.waiting.is_some() as u64;
+        match self.sizer.decide(mem, blocks, self.c.stats().evictions) {
+            Resize::Stay => {}
+            Resize::Shrink(mut n) => {
+                if let Some(pa) = self.waiting.take() {
+                    self.free_block(pa);
+                    n -= 1;
+                }
+                if n > 0 {
+                    self.retire_to(1 + self.grown.len() - (n as usize).min(self.grown.len()));
+                }
+            }
+            Resize::Grow if self.waiting.is_none() && self.room() => {
+                let k = 1 + self.grown.len() as u64;
+                let at = AREA + (k << (self.log2 + 12));
+                let mut r = Msg::new(s0::LEND, &[self.log2, at]);
+                if rt::server::request_mapping(self.sigma0, [Fpage::mem(at, 12 + self.log2, 7), Fpage(0), Fpage(0)], &mut r).is_ok() && r.items() == 1 {
+                    self.waiting = Some(r.word(2));
+                    self.taken += 1;
+                }
+            }
+            Resize::Grow => {}
+        }
+    }
+
+    /// `MAP`: the client maps the waiting block (its slots are handed out from now on),
+    /// or cannot (it goes back, and the cache grows no more).
+    fn map(&mut self, take: bool) -> Answer {
+        let Some(pa) = self.waiting.take() else { return Answer::err(Error::BadState) };
+        if !take {
+            self.free_block(pa);
+            self.sizer.max_blocks = 1 + self.grown.len() as u64;
+            return Answer::ok(&[]);
+        }
+        let k = 1 + self.grown.len() as u64;
+        let first = k << self.log2;
+        if !self.c.grow(1 << self.log2) {
+            self.free_block(pa);
+            return Answer::err(Error::BadState);
+        }
+        self.grown.push(pa);
+        let mut r = server::ok_msg(&[first, 1 << self.log2, pa]);
+        r.push_item(Fpage::mem(AREA + (k << (self.log2 + 12)), 12 + self.log2, mem::READ | mem::WRITE), 0);
+        Answer::Reply(r)
     }
 }
 
@@ -412,6 +618,14 @@ impl CacheServer {
             Step::State { format } => {
                 let why = if !self.grafts.is_empty() {
                     "eviction grafts are loaded (they live in this program): unload them first"
+                } else if !self.grown.is_empty() || self.waiting.is_some() {
+                    // Only the first block moves with an update: the others go back to
+                    // sigma0 first (nothing in them is dirty), then the update may be
+                    // asked again.
+                    if self.retiring.is_none() {
+                        self.retire_to(1);
+                    }
+                    "the cache holds grown blocks: it is giving them back; ask again"
                 } else if let Some(call) = self.policy.begin(&mut self.gens, 0, false) {
                     let order = self.policy.get(&call).0.export(baio::cache::CANONICAL);
                     self.policy.end(&mut self.gens, call);
@@ -464,6 +678,7 @@ impl CacheServer {
         // over, not allocated) and passes it on to a block service that attaches again.
         self.phys = phys;
         self.log2 = log2;
+        self.sizer = Sizer::new(1 << log2, MAX_BLOCKS);
         Ok(())
     }
 }

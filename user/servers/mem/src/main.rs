@@ -57,6 +57,10 @@ const BLOCK: u64 = 1 << GROW_LOG2;
 /// Free pool pages kept when clients go (beyond those set aside); whole blocks past
 /// them go back to sigma0, for the other memory server and sigma0's other clients.
 const KEEP_POOL: u64 = 4 * BLOCK;
+/// How long a refused request for pool frames waits for lent frames to come back, and
+/// how often it asks again meanwhile.
+const LENT_WAIT_US: u64 = 2_000_000;
+const LENT_STEP_US: u64 = 2_000;
 /// Pages one page fault may map at once in a region the program set aside (the
 /// faulting page and those after it): a program touching its memory in order faults
 /// once per 64 KiB.
@@ -151,8 +155,30 @@ impl Mem {
         (self.free.len() + self.zeroed.len()) as u64 - self.free_pending
     }
 
-    /// Take a block (256 pages) from sigma0 into the pool: false when it has none.
+    /// Take a block (256 pages) from sigma0 into the pool: false when it has none. Before
+    /// giving up: while sigma0 has frames lent (the shared cache's grown blocks), wait for
+    /// them — sigma0's refusal is what tells the cache to give them back — up to
+    /// `LENT_WAIT_US`, asking again every `LENT_STEP_US` (issue 35 item 5).
     fn grow(&mut self) -> bool {
+        if self.grow_once() {
+            return true;
+        }
+        let until = rt::sys::now_us() + LENT_WAIT_US;
+        while rt::sys::now_us() < until {
+            let mut st = Msg::new(s0::STATS, &[]);
+            if rt::server::request(cap::SIGMA0_SLOT, &mut st).is_err() || st.word(4) == 0 {
+                return false;
+            }
+            rt::sys::sleep_us(LENT_STEP_US);
+            if self.grow_once() {
+                return true;
+            }
+        }
+        println!("{}: sigma0 has frames lent but gave none back in {} ms", self.name, LENT_WAIT_US / 1000);
+        false
+    }
+
+    fn grow_once(&mut self) -> bool {
         let b = self.spare_blocks.last().map_or(self.blocks.len() as u64, |&b| b as u64);
         // Page indices are u32: 16 TiB of pool.
         if b >= u32::MAX as u64 / BLOCK {

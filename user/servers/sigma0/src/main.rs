@@ -13,6 +13,11 @@
 //! serve, and 4 MiB more (a sixteenth of the frames on a machine under 64 MiB) — so that the page faults of sigma0's direct clients (root and the
 //! memory servers: their heaps) are still answered when programs have taken the rest:
 //! no client's demand leaves a memory server unable to grow its heap and die.
+//!
+//! **Lent frames** (`LEND`): frames given as `ALLOC` gives them, but counted as lent until
+//! their borrower — the shared cache, growing into free memory — frees them. sigma0 counts
+//! the frames it refuses (`STATS`): the borrower watches that count and gives frames back
+//! when it moves, and a memory server refused while frames are lent waits for them.
 #![no_std]
 #![no_main]
 
@@ -23,7 +28,7 @@ use abi::{mem, Error};
 use rt::ipc::Msg;
 use rt::server::{self, Answer, Badge, Server};
 use rt::{println, sys};
-use sigma0_api::Request;
+use sigma0_api::{self as s0, Request};
 
 rt::entry!(main);
 
@@ -48,6 +53,10 @@ struct Sigma0 {
     /// Where the search for a single frame (a page fault) starts, going down from the
     /// top of RAM: single frames taken between runs would each spoil an aligned run.
     down: u64,
+    /// Frames lent (`LEND`) per borrower, not yet given back (client, frames).
+    lent: [(u16, u64); s0::MAX_LENDERS],
+    /// Frames `ALLOC` refused for want of memory, so far.
+    refused: u64,
 }
 
 fn hex(s: &str) -> Option<u64> {
@@ -239,7 +248,7 @@ fn main() -> i32 {
     // marked SELF below so that they are never handed out.
     let owner = unsafe { core::slice::from_raw_parts_mut((SIGMA0_PHYS + table_pa) as *mut u16, frames as usize) };
     owner.fill(SELF);
-    let mut s = Sigma0 { runs, nruns, mmio, owner, free: 0, total: 0, keep: 0, rotor: (0, 0), down: 0 };
+    let mut s = Sigma0 { runs, nruns, mmio, owner, free: 0, total: 0, keep: 0, rotor: (0, 0), down: 0, lent: [(0, 0); s0::MAX_LENDERS], refused: 0 };
     for i in 0..nruns {
         let (a, b) = s.runs[i];
         for f in a / PAGE_SIZE..b / PAGE_SIZE {
@@ -293,15 +302,35 @@ impl Server for Sigma0 {
         let Some(client) = client_of(from) else { return Answer::err(Error::NoRights) };
         let mut out = Msg::new(0, &[0, 0]);
         match req {
-            Request::Alloc { log2, .. } if self.free < (1u64 << log2) + self.keep => Answer::err(Error::NoMemory),
-            Request::Alloc { log2, hot } => match self.alloc(1 << log2, client) {
-                Some(pa) => {
-                    out.mr[2] = pa;
-                    item(&mut out, pa, log2, mem::RIGHTS_MASK, hot);
-                    Answer::Reply(out)
+            Request::Alloc { log2, hot } | Request::Lend { log2, hot } => {
+                let lend = matches!(req, Request::Lend { .. });
+                // A borrower's entry first: none free, nothing is lent.
+                let entry = match lend {
+                    false => None,
+                    true => match self.lent.iter().position(|l| l.0 == client && l.1 > 0).or_else(|| self.lent.iter().position(|l| l.1 == 0)) {
+                        Some(e) => Some(e),
+                        None => return Answer::err(Error::NoSpace),
+                    },
+                };
+                let got = if self.free < (1u64 << log2) + self.keep { None } else { self.alloc(1 << log2, client) };
+                match got {
+                    Some(pa) => {
+                        if let Some(e) = entry {
+                            self.lent[e] = (client, self.lent[e].1 + (1 << log2));
+                        }
+                        out.mr[2] = pa;
+                        item(&mut out, pa, log2, mem::RIGHTS_MASK, hot);
+                        Answer::Reply(out)
+                    }
+                    None => {
+                        // A borrower refused is not memory wanted: it just lends no more.
+                        if !lend {
+                            self.refused += 1 << log2;
+                        }
+                        Answer::err(Error::NoMemory)
+                    }
                 }
-                None => Answer::err(Error::NoMemory),
-            },
+            }
             Request::Phys { pa, log2, hot } => {
                 if pa.is_multiple_of(PAGE_SIZE << log2) && self.take(pa, 1 << log2, client) {
                     item(&mut out, pa, log2, mem::RIGHTS_MASK, hot);
@@ -334,10 +363,17 @@ impl Server for Sigma0 {
             }
             Request::Free { pa, log2 } => {
                 let n = self.release(pa, 1 << log2, Some(client));
+                // A borrower's frames back: lent no more (at most what it borrowed).
+                if let Some(l) = self.lent.iter_mut().find(|l| l.0 == client && l.1 > 0) {
+                    l.1 = l.1.saturating_sub(n);
+                }
                 Answer::ok(&[n])
             }
-            Request::Stats => Answer::ok(&[self.free, self.total, 0]),
+            Request::Stats => Answer::ok(&[self.free, self.total, self.lent.iter().map(|l| l.1).sum(), self.refused, self.keep]),
             Request::Reclaim { client: c } if client == 1 => {
+                if let Some(l) = self.lent.iter_mut().find(|l| l.0 as u64 == c) {
+                    l.1 = 0;
+                }
                 let n = self.reclaim(c as u16);
                 Answer::ok(&[n])
             }
