@@ -34,11 +34,10 @@
 //! `meter`), and per-request sending: `/.rw/PATH` by the read/write loop,
 //! `/.cue/K:T/PATH` by Cue with that schedule. `/.busy` answers "busy tsc meter
 //! voluntary involuntary" and net's busy ticks by part (`PART=TICKS` words, the parts
-//! of `net_api::PROFILE_PARTS`): the
-//! CPU's busy ticks since boot (rdtsc minus the kernel's idle count: guest instructions
-//! under icount), the TSC, the metering program's units so far, every program's
-//! switches by cause (from root's ps), and where net's share went, for the host to
-//! measure the cost of what it fetches.
+//! of `net_api::PROFILE_PARTS`): the CPU's busy ticks since boot (rdtsc minus the
+//! kernel's idle count: guest instructions under icount), the TSC, the metering
+//! program's units so far, every program's switches by cause (from root's ps), and
+//! where net's share went, for the host to measure the cost of what it fetches.
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
