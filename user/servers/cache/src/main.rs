@@ -44,6 +44,8 @@
 //! each new block (`MAP`) before its slots are handed out; a block given back leaves the
 //! index at once, and its frames go back to sigma0 once no fill into it is under way and
 //! the block service has been seen between operations (any request, or its `SYNC`).
+//! Argument `blocks=N` bounds it to N blocks (1: it keeps its first block and never
+//! grows, as scenarios that need evictions from a small cache ask).
 //!
 //! Its data path serves one client, the block service: the first program to `ATTACH`
 //! is bound, and every other program's requests but `STATS` and grafts are refused
@@ -105,6 +107,8 @@ fn main() -> i32 {
         println!("cache: the manifest must grant sigma0");
         return swap_api::client::refuse_update(updating, 1);
     }
+    // `blocks=N`: hold at most N blocks of frames (1: never grow), else `MAX_BLOCKS`.
+    let max_blocks = rt::args().split(' ').find_map(|a| a.strip_prefix("blocks=")?.parse::<u64>().ok()).unwrap_or(MAX_BLOCKS).clamp(1, MAX_BLOCKS);
     let mut s = CacheServer {
         c: Cache::new(1 << MIN_LOG2),
         phys: 0,
@@ -112,7 +116,8 @@ fn main() -> i32 {
         grown: alloc::vec::Vec::new(),
         waiting: None,
         retiring: None,
-        sizer: Sizer::new(1 << MIN_LOG2, MAX_BLOCKS),
+        sizer: Sizer::new(1 << MIN_LOG2, max_blocks),
+        max_blocks,
         lookups: 0,
         taken: 0,
         given: 0,
@@ -159,7 +164,7 @@ fn main() -> i32 {
         s.log2 = log2;
         s.c = Cache::new(1 << log2);
         s.phys = phys;
-        s.sizer = Sizer::new(1 << log2, MAX_BLOCKS);
+        s.sizer = Sizer::new(1 << log2, s.max_blocks);
         println!("cache: {} blocks at {:#x}", s.c.slots(), s.phys);
     }
     let mut buf = [0u8; graft_api::RECV_BYTES];
@@ -182,6 +187,8 @@ struct CacheServer {
     /// between operations with no fill into them under way since they stopped being used).
     retiring: Option<(usize, bool)>,
     sizer: Sizer,
+    /// The most blocks it may hold (argument `blocks=N`; `MAX_BLOCKS` by default).
+    max_blocks: u64,
     /// Lookups served (when to look at sigma0's figures again).
     lookups: u64,
     /// Blocks taken and given back so far.
@@ -363,7 +370,7 @@ impl Server for CacheServer {
                 self.free_block(pa);
             }
             self.c = Cache::new(1 << self.log2);
-            self.sizer = Sizer::new(1 << self.log2, MAX_BLOCKS);
+            self.sizer = Sizer::new(1 << self.log2, self.max_blocks);
         }
     }
 
@@ -678,7 +685,7 @@ impl CacheServer {
         // over, not allocated) and passes it on to a block service that attaches again.
         self.phys = phys;
         self.log2 = log2;
-        self.sizer = Sizer::new(1 << log2, MAX_BLOCKS);
+        self.sizer = Sizer::new(1 << log2, self.max_blocks);
         Ok(())
     }
 }
