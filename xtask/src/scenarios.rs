@@ -375,13 +375,34 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     Ok((results, log_path.display().to_string()))
 }
 
-/// Crates whose logic is tested on the host.
-pub const HOST_CRATES: [&str; 15] = ["abi", "kcore", "bootfs", "manifest", "baio", "baiofs", "http", "lineedit", "ftp", "inet", "grafts", "graft", "swap", "testalloc", "xtask"];
+/// Crates whose logic is tested on the host: the workspace's default members
+/// (`default-members` in the root Cargo.toml, the one list), as `cargo metadata` names
+/// them.
+pub fn host_crates() -> Result<Vec<String>, String> {
+    let out = Command::new(env!("CARGO")).args(["metadata", "--no-deps", "--format-version", "1"]).current_dir(crate::project_root()).output().map_err(|e| format!("cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    default_members(&out.stdout)
+}
+
+/// The names of the packages among the workspace's default members in `cargo metadata`'s
+/// JSON.
+fn default_members(json: &[u8]) -> Result<Vec<String>, String> {
+    let m: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("cargo metadata: {e}"))?;
+    let ids: Vec<&str> = m["workspace_default_members"].as_array().ok_or("cargo metadata names no workspace_default_members")?.iter().filter_map(|v| v.as_str()).collect();
+    let names: Vec<String> = m["packages"].as_array().ok_or("cargo metadata names no packages")?.iter().filter(|p| p["id"].as_str().is_some_and(|id| ids.contains(&id))).filter_map(|p| p["name"].as_str().map(String::from)).collect();
+    if names.is_empty() {
+        return Err("the workspace has no default members (host crates)".into());
+    }
+    Ok(names)
+}
 
 /// Host unit tests of the portable crates; returns (name, ok) per test.
 fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
     let mut res = Vec::new();
-    for krate in HOST_CRATES {
+    for krate in host_crates()? {
+        let krate = krate.as_str();
         let out = Command::new(env!("CARGO")).args(["test", "-p", krate]).output().map_err(|e| e.to_string())?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut seen = 0;
@@ -406,10 +427,19 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 /// operation unmarked inside an `unsafe fn`) are clippy lints: run clippy over the kernel
 /// and every user crate (bare target) and over the host crates with their tests.
 fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
-    let runs: [(&str, &[&str]); 2] = [
-        ("lint/clippy-kernel-and-user", &["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask", "--exclude", "testalloc", "--", "-D", "warnings"]),
-        ("lint/clippy-host", &["clippy", "--tests", "-p", "xtask", "-p", "abi", "-p", "kcore", "-p", "bootfs", "-p", "manifest", "-p", "baio", "-p", "baiofs", "-p", "http", "-p", "lineedit", "-p", "ftp", "-p", "inet", "-p", "grafts", "-p", "graft", "-p", "testalloc", "--", "-D", "warnings"]),
-    ];
+    // The host crates with their tests: the same list as the host tests' (`swap` was left
+    // out of a list written here by hand).
+    let mut host: Vec<String> = vec!["clippy".into(), "--tests".into()];
+    match host_crates() {
+        Ok(v) => host.extend(v.into_iter().flat_map(|k| ["-p".to_string(), k])),
+        Err(e) => {
+            eprintln!("    | {e}");
+            return vec![("lint/clippy-host".to_string(), false)];
+        }
+    }
+    host.extend(["--", "-D", "warnings"].map(String::from));
+    let kernel: Vec<String> = ["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask", "--exclude", "testalloc", "--", "-D", "warnings"].map(String::from).to_vec();
+    let runs: [(&str, Vec<String>); 2] = [("lint/clippy-kernel-and-user", kernel), ("lint/clippy-host", host)];
     let mut res = Vec::new();
     for (name, args) in runs {
         if filter.is_some_and(|f| !name.contains(f)) {
@@ -658,4 +688,28 @@ pub fn run_scenario_log(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(bo
     let (res, log) = run_scenario_with(a, sc, accel)?;
     let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
     Ok((res.iter().all(|r| r.ok), text))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The host crates are the workspace's default members, by name, from cargo
+    /// metadata's JSON; none is an error, not an empty test run.
+    #[test]
+    fn host_crates_are_the_default_members() {
+        let json = br#"{"packages": [{"name": "abi", "id": "path+file:///w/crates/abi#0.1.0"}, {"name": "kernel", "id": "path+file:///w/kernel#0.1.0"}, {"name": "swap", "id": "path+file:///w/crates/swap#0.1.0"}],
+            "workspace_default_members": ["path+file:///w/crates/abi#0.1.0", "path+file:///w/crates/swap#0.1.0"]}"#;
+        assert_eq!(super::default_members(json).unwrap(), vec!["abi".to_string(), "swap".to_string()]);
+        assert!(super::default_members(br#"{"packages": [], "workspace_default_members": []}"#).is_err());
+        assert!(super::default_members(b"{}").is_err());
+    }
+
+    /// This workspace's: every crate the root Cargo.toml lists, `swap` among them.
+    #[test]
+    fn this_workspace_has_its_host_crates() {
+        let v = super::host_crates().unwrap();
+        for k in ["abi", "kcore", "swap", "xtask"] {
+            assert!(v.iter().any(|n| n == k), "{k} missing from {v:?}");
+        }
+        assert!(!v.iter().any(|n| n == "kernel"), "the kernel is no host crate: {v:?}");
+    }
 }
