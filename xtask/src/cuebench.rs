@@ -311,13 +311,7 @@ pub fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &
     let www = crate::nettest::make_www()?;
     let disk = dir.join("cue-disk.img");
     crate::image::make(&disk.display().to_string(), 64 << 20, &[format!("files:1:6144:fs={}/", www.display())])?;
-    let mut ports: Vec<u16> = Vec::new();
-    while ports.len() < 5 {
-        let p = qemu::free_port()?;
-        if !ports.contains(&p) {
-            ports.push(p);
-        }
-    }
+    let ports = qemu::free_ports(5)?;
     let pasv = ports[1..].iter().map(|p| format!("{p}:{p}")).collect::<Vec<_>>().join(",");
     let sc = Scenario::bench("bench-cue", "cue", &[("FTP_PASV", pasv)])?;
     let img = crate::make_image(a, &sc.manifest, &sc.name)?;

@@ -275,13 +275,17 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     // forwarded from free ports of the host, the data ports to the same numbers on the
     // guest (so its EPSV and PASV replies name ports the host can reach).
     let ftp = sc.http && sc.manifest.contains("${FTP_PASV}");
-    let mut ftp_ports: Vec<u16> = Vec::new();
-    while ftp && ftp_ports.len() < 5 {
-        let p = qemu::free_port()?;
-        if !ftp_ports.contains(&p) {
-            ftp_ports.push(p);
-        }
-    }
+    // The scale checks get more ports to the guest's port 80 (`nettest::SCALE_PORTS`):
+    // QEMU's user network listens on each forwarded port with a backlog of 1, so
+    // clients connecting at once are spread over them (and one is kept for a client
+    // that must not wait behind the others on the host). Every host port at once, so
+    // that no two are the same.
+    let web = sc.net && sc.http;
+    let n_ftp = if ftp { 5 } else { 0 };
+    let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand") { nettest::SCALE_PORTS - 1 } else { 0 };
+    let ports = qemu::free_ports(n_ftp + usize::from(web) + n_more)?;
+    let ftp_ports: Vec<u16> = ports[..n_ftp].to_vec();
+    let more_ports: Vec<u16> = ports[n_ftp + usize::from(web)..].to_vec();
     let pasv = ftp_ports.iter().skip(1).map(|p| format!("{p}:{p}")).collect::<Vec<_>>().join(",");
     let img = make_image(a, &sc.manifest.replace("${FTP_PASV}", &pasv), &sc.name)?;
     if sc.http || sc.net {
@@ -290,24 +294,13 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let disk = make_disk(sc)?;
     let mut net = None;
     let mut http_port = 0;
-    // The scale checks get more ports to the guest's port 80 (`nettest::SCALE_PORTS`):
-    // QEMU's user network listens on each forwarded port with a backlog of 1, so
-    // clients connecting at once are spread over them (and one is kept for a client
-    // that must not wait behind the others on the host).
-    let mut more_ports: Vec<u16> = Vec::new();
     if sc.net {
         let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string()), (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string())], ..Default::default() };
         n.guest_forward.extend(nettest::sinks()?);
-        if sc.http {
-            http_port = qemu::free_port()?;
+        if web {
+            http_port = ports[n_ftp];
             n.forward.push((http_port, 80));
-            while matches!(sc.checks.as_str(), "scale" | "thousand") && more_ports.len() < nettest::SCALE_PORTS - 1 {
-                let p = qemu::free_port()?;
-                if p != http_port && !ftp_ports.contains(&p) && !more_ports.contains(&p) {
-                    more_ports.push(p);
-                    n.forward.push((p, 80));
-                }
-            }
+            n.forward.extend(more_ports.iter().map(|p| (*p, 80)));
         }
         if let Some((ctrl, data)) = ftp_ports.split_first() {
             n.forward.push((*ctrl, 21));

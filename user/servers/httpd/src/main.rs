@@ -288,9 +288,7 @@ impl Httpd {
                 if let Some(h) = file.filter(|_| last - first <= INLINE_MAX && !cue_asked) {
                     let mut body = alloc::vec![0u8; (last - first) as usize];
                     let r = files::read_into(self.files, h, first, &mut body);
-                    c.file = file;
-                    c.file_path = req.path.clone();
-                    self.release(c);
+                    self.unshare(&req.path);
                     match r {
                         Ok(n) if n == body.len() => inline = Some(body),
                         // The file shrank since its size was read: it is changing.
@@ -346,17 +344,21 @@ impl Httpd {
         Ok(h)
     }
 
-    /// Connection `c` is done with its body's file: the handle closes with its last user.
+    /// Connection `c` is done with its body's file.
     fn release(&mut self, c: &mut Conn) {
-        if c.file.take().is_none() {
-            return;
+        if c.file.take().is_some() {
+            let path = core::mem::take(&mut c.file_path);
+            self.unshare(&path);
         }
-        let path = core::mem::take(&mut c.file_path);
-        if let Some((h, refs)) = self.open.get_mut(&path) {
+    }
+
+    /// One user less of the handle on `path` (`open_shared`): it closes with its last.
+    fn unshare(&mut self, path: &str) {
+        if let Some((h, refs)) = self.open.get_mut(path) {
             *refs -= 1;
             if *refs == 0 {
                 let h = *h;
-                self.open.remove(&path);
+                self.open.remove(path);
                 let _ = files::close(self.files, h);
             }
         }

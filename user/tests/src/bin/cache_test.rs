@@ -15,7 +15,7 @@ use alloc::format;
 use blk_api as p;
 use blk_api::client::{self as baio, SLOT_BYTES};
 use rt::{env, println, sys};
-use tests::Checks;
+use tests::{Checks, Rng};
 
 rt::entry!(main);
 
@@ -55,19 +55,6 @@ fn wrong(d: &[u8], first: u64) -> u64 {
     bad
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// `n` buffered reads of one operation's blocks at random places: (reads that failed,
-/// blocks that were wrong).
 fn read_random(s: &baio::Segment, rng: &mut Rng, n: u64) -> (u64, u64) {
     let (mut failed, mut bad) = (0, 0);
     let mut done = 0;
@@ -135,7 +122,7 @@ fn main() -> i32 {
         first += n * PER_OP;
     }
     c.check(ok, "write the pattern over the 48 MiB");
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let t0 = sys::now_us();
     let (mut failed, mut bad) = (0, 0);
     let mut most = s0;
