@@ -253,15 +253,49 @@ fn repair_baio(path: &str, dev: &mut MemDev) -> Result<(bool, Option<Volume>), S
 mod tests {
     use super::*;
 
-    /// An image with a baiofs segment `files` and a raw one; returns its path.
-    fn image(name: &str) -> std::path::PathBuf {
+    /// A test's image in a scratch directory of its own, removed with it (each image is
+    /// 12 MiB, and the suite runs these tests on every CI run).
+    struct Image(std::path::PathBuf);
+
+    impl std::ops::Deref for Image {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<std::path::Path> for Image {
+        fn as_ref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Image {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    /// An image with a baiofs segment `files` and a raw one.
+    fn image(name: &str) -> Image {
         let dir = std::env::temp_dir().join(format!("scion-fsck-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let src = dir.join("hello.txt");
         std::fs::write(&src, "hello").unwrap();
         let out = dir.join("disk.img");
         make(&out.display().to_string(), 12 << 20, &[format!("files:1:256:fs={}", src.display()), "raw:2:64".into()]).unwrap();
-        out
+        Image(out)
+    }
+
+    #[test]
+    fn a_test_image_leaves_nothing_behind() {
+        let p = image("scratch");
+        let dir = p.parent().unwrap().to_path_buf();
+        assert!(dir.join("disk.img").exists());
+        drop(p);
+        assert!(!dir.exists(), "{} is left in the temporary directory", dir.display());
     }
 
     fn fsck_of(path: &std::path::Path, extra: &[&str]) -> ExitCode {
@@ -322,7 +356,7 @@ mod tests {
         let o = crate::qemu::Options::new("tcg".into(), false, String::new(), Some(short.clone()));
         let e = crate::qemu::command(&p, &p, &o).expect_err("refused");
         assert!(e.contains("not a whole number of 4096-byte blocks"), "{e}");
-        let o = crate::qemu::Options::new("tcg".into(), false, String::new(), Some(p.clone()));
+        let o = crate::qemu::Options::new("tcg".into(), false, String::new(), Some(p.to_path_buf()));
         assert!(crate::qemu::command(&p, &p, &o).is_ok(), "a whole image is taken");
     }
 
