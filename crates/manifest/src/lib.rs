@@ -30,6 +30,10 @@
 //! plus `KPAGES_BASE` for the task, a few threads and the pages others map in (shared
 //! areas) — so a program inside its page limit never runs out of kernel memory first
 //! (default: `kpages_for(8192)` = 179). An entry that gives `kpages` gets what it says.
+//! `lent = true` marks a server that maps frames lent from all of RAM (the shared cache
+//! and blk, which maps the cache's blocks for DMA): root adds to its `kpages` what
+//! mapping the machine's frames costs, from its own spare quota ([`lent_kpages`]), so
+//! the cache's reach grows with the RAM instead of a constant in a manifest.
 //!
 //! **Spawning.** `spawns` (default `DEFAULT_SPAWNS`, 8) is the most programs the
 //! program may have running that it started with SPAWN, with those they started, and so
@@ -68,6 +72,19 @@ pub fn kpages_for(pages: u64) -> u64 {
     KPAGES_BASE.saturating_add(nodes).saturating_add(tables)
 }
 
+/// The kernel pages root adds to each of `lent` entries (`lent = true`) on a machine of
+/// `frames` frames, when `spare` of its own quota is left after the quota of every
+/// program its manifest names: the mapping nodes and page tables of every frame once
+/// (`kpages_for(frames)` less its base), but at most half the spare shared among them —
+/// the other half stays for what programs SPAWN later. On a small machine that can be
+/// nothing: the cache then grows only as far as its manifest's `kpages` pays.
+pub fn lent_kpages(frames: u64, spare: u64, lent: u64) -> u64 {
+    if lent == 0 {
+        return 0;
+    }
+    (kpages_for(frames) - KPAGES_BASE).min(spare / 2 / lent)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Program {
     pub name: String,
@@ -96,6 +113,10 @@ pub struct Program {
     pub cpu: u8,
     /// The most programs it may have running that it started with SPAWN (with theirs).
     pub spawns: u64,
+    /// It maps frames lent from all of RAM (the shared cache's blocks, which blk maps
+    /// too): root adds to its `kpages` what mapping the machine's frames costs
+    /// ([`lent_kpages`]).
+    pub lent: bool,
 }
 
 impl Program {
@@ -119,6 +140,7 @@ impl Program {
             principal: 0,
             cpu: 0,
             spawns: DEFAULT_SPAWNS,
+            lent: false,
         }
     }
 
@@ -297,6 +319,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("clients", Value::Bool(b)) => p.clients = b,
             ("start", Value::Bool(b)) => p.start = b,
             ("test", Value::Bool(b)) => p.test = b,
+            ("lent", Value::Bool(b)) => p.lent = b,
             ("io", Value::List(items)) => {
                 for it in &items {
                     p.io.push(port_range(it).map_err(err)?);
@@ -320,7 +343,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             }
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
             ("pages" | "kpages" | "resident" | "spawns", _) => return Err(wrong("a number")),
-            ("restart" | "clients" | "start" | "test", _) => return Err(wrong("true or false")),
+            ("restart" | "clients" | "start" | "test" | "lent", _) => return Err(wrong("true or false")),
             ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),
         }
@@ -442,6 +465,24 @@ start = false
         assert!(m[0].kpages > 1000);
         assert_eq!((m[1].kpages, m[2].kpages), (50, 7), "kpages as given, in either order");
         assert_eq!(parse("[[program]]\nname = \"d\"").unwrap()[0].kpages, kpages_for(DEFAULT_PAGES));
+    }
+
+    #[test]
+    fn lent_servers_get_the_quota_of_the_machines_frames_within_half_the_spare() {
+        use abi::kquota::{NODES_PER_PAGE, PAGES_PER_TABLE};
+        let m = parse("[[program]]\nname = \"cache\"\nlent = true\n[[program]]\nname = \"x\"").unwrap();
+        assert!(m[0].lent && !m[1].lent);
+        assert!(parse("[[program]]\nname = \"c\"\nlent = 1").is_err(), "lent is true or false");
+        // 2 GiB: every frame's node and page tables, when root can spare them.
+        let frames = 524_288;
+        let k = lent_kpages(frames, 1 << 20, 2);
+        assert!(k * NODES_PER_PAGE >= frames + frames.div_ceil(PAGES_PER_TABLE) * NODES_PER_PAGE, "{k} kpages for {frames} frames");
+        assert_eq!(k, kpages_for(frames) - KPAGES_BASE);
+        // Half of what root can spare, shared: the rest stays for SPAWN.
+        assert_eq!(lent_kpages(frames, 4000, 2), 1000);
+        assert_eq!(lent_kpages(frames, 0, 2), 0, "a small machine: nothing to add");
+        assert_eq!(lent_kpages(frames, 4000, 0), 0);
+        assert_eq!(lent_kpages(u64::MAX, u64::MAX, 1), kpages_for(u64::MAX) - KPAGES_BASE, "no overflow");
     }
 
     #[test]

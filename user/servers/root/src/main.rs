@@ -243,12 +243,36 @@ impl Root<'_> {
     /// The cost is this much of root's quota set aside for each of the two servers:
     /// about 1.4% of the frames (of the eighth of RAM the kernel keeps).
     fn mem_quota(&self) -> u64 {
+        manifest::kpages_for(self.frames() + (self.fs_len as u64).div_ceil(abi::layout::PAGE_SIZE)) + MEM_KERNEL_EXTRA
+    }
+
+    /// The machine's frames, as sigma0 counts them.
+    fn frames(&self) -> u64 {
         let mut m = Msg::new(s0::STATS, &[]);
-        let frames = match ipc::call(self.sigma0, &mut m, ipc::FOREVER) {
+        match ipc::call(self.sigma0, &mut m, ipc::FOREVER) {
             Ok(()) => m.word(3),
             Err(_) => 0,
-        };
-        manifest::kpages_for(frames + (self.fs_len as u64).div_ceil(abi::layout::PAGE_SIZE)) + MEM_KERNEL_EXTRA
+        }
+    }
+
+    /// Give the manifest's `lent` servers (the cache and blk, which map frames lent from
+    /// all of RAM) the kernel quota for the machine's frames, from what root can spare
+    /// after every program its manifest names (`manifest::lent_kpages`): the cache's
+    /// reach follows the RAM. Before the first of them starts; a restart keeps it.
+    fn size_lent(&mut self) {
+        let lent = self.manifest.iter().filter(|p| p.lent && p.start).count() as u64;
+        if lent == 0 {
+            return;
+        }
+        let (_, limit, used) = sys::task_info(cap::SELF_TASK).unwrap_or((0, 0, 0));
+        // Every entry's quota stays: those started now, and those started later by
+        // name (the shell's commands).
+        let all: u64 = self.manifest.iter().map(|p| p.kpages).sum();
+        let add = manifest::lent_kpages(self.frames(), limit.saturating_sub(used).saturating_sub(all), lent);
+        for p in self.manifest.iter_mut().filter(|p| p.lent) {
+            p.kpages = p.kpages.saturating_add(add);
+            println!("[root] {}: {} kernel pages ({} for the frames it may map)", p.name, p.kpages, add);
+        }
     }
 
     /// Start a memory server, paged by sigma0, and hand it the boot image.
@@ -1083,6 +1107,7 @@ fn main() -> i32 {
             }
         }
     }
+    root.size_lent();
     for entry in root.manifest.clone() {
         if !entry.start {
             continue;
