@@ -26,7 +26,7 @@ pub const INVALIDATE: u64 = 0x93;
 /// Reply: MR2 = hits, MR3 = misses, MR4 = resident, MR5 = slots, MR6 = evictions,
 /// MR7 = evictions a graft chose, MR8 = grafts loaded, MR9 = grafts unloaded for failing,
 /// MR10 = blocks of frames held, MR11 = blocks taken so far (growing), MR12 = blocks given
-/// back so far, MR13 = pages per block.
+/// back so far, MR13 = pages per block, MR14 = lookup calls (`LOOKUP`, `LOOKUPS`) served.
 pub const STATS: u64 = 0x94;
 /// (The bound client.) Opens a memory window of one block of frames at 1 + the first
 /// slot a `LOOKUP` or `SYNC` named: MR1 = 1, map that block (reply MR2 = its first slot,
@@ -39,10 +39,18 @@ pub const MAP: u64 = 0x95;
 /// `LOOKUP`'s last word, MR3 = 1 if the cache holds blocks it may give back (the caller
 /// says `SYNC` now and then while it does, even when idle).
 pub const SYNC: u64 = 0x96;
+/// `LOOKUP` for several runs at once (the buffered reads of one batch: one call to the
+/// cache instead of one per operation — under TCG an address-space switch costs about
+/// fifty IPCs within one): MR1 = the principal owning the blocks, MR2.. = runs, each
+/// `first | n << RUN_SHIFT` with 1 ≤ n ≤ `MAX_LOOKUP` and `first` < 2^`RUN_SHIFT`, at most
+/// `MAX_RUN_BLOCKS` blocks in all. Each run is looked up as `LOOKUP` would, in order;
+/// after a run with a `BUSY` block the rest are not looked up. Reply MR2 = runs looked
+/// up, MR3.. = their blocks' words as `LOOKUP`'s, then `LOOKUP`'s last word.
+pub const LOOKUPS: u64 = 0x97;
+pub use baio::cache::runs::{run_of, run_word, runs_fit, MAX_LOOKUP, MAX_RUN_BLOCKS, RUN_SHIFT};
 pub const HIT: u64 = 0;
 pub const FILL: u64 = 1;
 pub const BUSY: u64 = 2;
-pub const MAX_LOOKUP: u64 = 8;
 // Any program: the graft protocol (`graft_api`), graft point `evict`; the
 // reconfiguration protocol (`swap_api`), component 0 `policy` (lru, mru, auto).
 
@@ -50,6 +58,9 @@ pub const MAX_LOOKUP: u64 = 8;
 pub enum Request<'a> {
     Attach,
     Lookup { first: u64, n: u64, owner: u32 },
+    /// Runs as `first | n << RUN_SHIFT` (checked: each 1 ≤ n ≤ `MAX_LOOKUP`, in all at
+    /// most `MAX_RUN_BLOCKS`).
+    Lookups { owner: u32, runs: &'a [u64] },
     Filled { block: u64, ok: bool },
     Invalidate { first: u64, n: u64 },
     Stats,
@@ -71,6 +82,14 @@ impl<'a> Decode<'a> for Request<'a> {
                     return Err(Error::InvalidArg);
                 }
                 Request::Lookup { first, n, owner: owner as u32 }
+            }
+            LOOKUPS => {
+                let [owner] = a.words()?;
+                let runs = &a.all()[1..];
+                if owner > u32::MAX as u64 || !runs_fit(runs) {
+                    return Err(Error::InvalidArg);
+                }
+                Request::Lookups { owner: owner as u32, runs }
             }
             l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
             l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
@@ -100,8 +119,8 @@ pub mod client {
 
     /// The counters (`STATS`): hits, misses, resident, slots, evictions, grafted
     /// evictions, grafts loaded, grafts unloaded, blocks held, blocks taken, blocks given
-    /// back, pages per block.
-    pub fn stats(srv: u64) -> Result<[u64; 12], Error> {
+    /// back, pages per block, lookup calls served.
+    pub fn stats(srv: u64) -> Result<[u64; 13], Error> {
         let mut m = rt::ipc::Msg::new(STATS, &[]);
         rt::server::request(srv, &mut m)?;
         Ok(core::array::from_fn(|k| m.word(2 + k)))

@@ -228,6 +228,11 @@ struct Blk {
     /// when idle, so that it can (it gives a block back only once it has seen this
     /// service between operations).
     cache_grown: bool,
+    /// The cache's answers for the buffered reads of the batch under way, asked in one
+    /// `LOOKUPS` (`prefetch`): per run (first block, blocks, owner) its words, taken in
+    /// order by `lookup`. Good only until the next call to the cache (its `HIT` slots
+    /// may go after it), so any call drops what is left, answering its `FILL`s.
+    looked: VecDeque<(u64, u64, u32, [u64; pc::MAX_LOOKUP as usize])>,
     /// Direct requests not yet on the device (sent in block order) and on it.
     waiting: VecDeque<Io>,
     in_flight: Vec<(u16, Io)>,
@@ -327,6 +332,10 @@ impl Blk {
     /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
     /// `u64::MAX` (go around the cache: it is full of fills, or unreachable).
     fn lookup(&mut self, first: u64, n: u64, owner: u32) -> [u64; pc::MAX_LOOKUP as usize] {
+        if self.looked.front().is_some_and(|l| (l.0, l.1, l.2) == (first, n, owner)) {
+            return self.looked.pop_front().unwrap().3;
+        }
+        self.drop_looked();
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
         let mut m = Msg::new(pc::LOOKUP, &[first, n, owner as u64]);
         match ipc::call(self.cache, &mut m, ipc::FOREVER) {
@@ -345,6 +354,86 @@ impl Blk {
             _ => {}
         }
         out
+    }
+
+    /// Ask the cache in one `LOOKUPS` about the runs the batch's first operations will
+    /// look up, as far as they are plain buffered reads (`plain_read`): one call for the
+    /// batch instead of one per operation (under TCG each costs two address-space
+    /// switches, about fifty IPCs within a task). `lookup` then takes the answers in
+    /// order; the first run it asks about that is not next drops the rest.
+    fn prefetch(&mut self, hid: u64, ops: &[[u64; 4]]) {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut blocks = 0;
+        let owner = self.handles[&hid].owner;
+        'ops: for w in ops {
+            let Some(pieces) = self.plain_read(hid, w) else { break };
+            for (f, n) in pieces {
+                let block = self.handles[&hid].start + f;
+                let mut k = 0;
+                while k < n {
+                    let m = (n - k).min(pc::MAX_LOOKUP);
+                    if blocks + m > pc::MAX_RUN_BLOCKS {
+                        break 'ops;
+                    }
+                    runs.push((block + k, m));
+                    blocks += m;
+                    k += m;
+                }
+            }
+        }
+        // One run is what `lookup` would ask anyway.
+        if runs.len() < 2 {
+            return;
+        }
+        let words: Vec<u64> = core::iter::once(owner as u64).chain(runs.iter().map(|&(f, n)| pc::run_word(f, n))).collect();
+        let mut m = Msg::new(pc::LOOKUPS, &words);
+        match ipc::call(self.cache, &mut m, ipc::FOREVER) {
+            Ok(()) if m.word(1) == 0 => {
+                let looked = (m.word(2) as usize).min(runs.len());
+                let mut at = 3;
+                for &(f, n) in &runs[..looked] {
+                    let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+                    for o in out.iter_mut().take(n as usize) {
+                        *o = m.word(at);
+                        at += 1;
+                    }
+                    self.looked.push_back((f, n, owner, out));
+                }
+                let w = m.word(at);
+                if w != 0 {
+                    let kept = core::mem::take(&mut self.looked);
+                    self.map_cache_block(w - 1);
+                    self.looked = kept;
+                }
+            }
+            Err(e) if env::server_gone(e) => cache_gone(),
+            _ => {}
+        }
+    }
+
+    /// Forget the answers `prefetch` got that were not taken (before any other call to
+    /// the cache): a slot the cache gave to fill is answered as not filled.
+    fn drop_looked(&mut self) {
+        for (first, _, _, words) in core::mem::take(&mut self.looked) {
+            for (k, f) in words.iter().enumerate() {
+                if *f != u64::MAX && f >> 32 == pc::FILL {
+                    self.cache_call(pc::FILLED, first + k as u64, 0);
+                }
+            }
+        }
+    }
+
+    /// The pieces of the segment (first block, blocks) operation `w` reads, if it is a
+    /// plain buffered read `op` will look up in the cache a run at a time: valid, within
+    /// the segment's written blocks and its bytes, not a logical disk's.
+    fn plain_read(&self, hid: u64, w: &[u64; 4]) -> Option<Vec<(u64, u64)>> {
+        let h = &self.handles[&hid];
+        let (kind, first, count) = (w[0], w[1], w[2] & 0xffff_ffff);
+        if kind != p::READ_OP | p::BUFFERED || self.op_error(hid, w).is_some() || (first + count) * BLOCK as u64 > h.bytes || self.ldisks.contains_key(&h.start) {
+            return None;
+        }
+        let pieces = self.pieces(hid, first, count);
+        pieces.iter().all(|&(f, n)| f + n <= h.written).then_some(pieces)
     }
 
     /// Map the cache's block of frames whose first slot is `first` (it grew), for DMA
@@ -375,6 +464,7 @@ impl Blk {
     /// Tell the cache this service is between operations (`SYNC`): it may give back a
     /// block it stopped using; map one it took.
     fn cache_sync(&mut self) {
+        self.drop_looked();
         let mut m = Msg::new(pc::SYNC, &[]);
         match ipc::call(self.cache, &mut m, ipc::FOREVER) {
             Ok(()) if m.word(1) == 0 => {
@@ -389,6 +479,7 @@ impl Blk {
     }
 
     fn cache_call(&mut self, label: u64, a: u64, b: u64) {
+        self.drop_looked();
         let mut m = Msg::new(label, &[a, b]);
         if ipc::call(self.cache, &mut m, ipc::FOREVER).is_err_and(env::server_gone) {
             cache_gone();
@@ -576,16 +667,12 @@ impl Blk {
         self.bounce.pop()
     }
 
-    /// Check one operation and start it: direct ones become device requests into the
-    /// shared area; buffered ones are served from the cache, misses filled by requests
-    /// into cache slots. It completes into its status word.
-    fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
+    /// Why operation `w` on handle `hid` fails before it starts (`E_BAD`, `E_RANGE`,
+    /// `E_RIGHTS`), or None.
+    fn op_error(&self, hid: u64, w: &[u64; 4]) -> Option<u64> {
         let h = &self.handles[&hid];
-        let (len, rights, area, bytes) = (h.len, h.rights, h.area, h.bytes);
+        let (len, rights, bytes, mapped) = (h.len, h.rights, h.bytes, h.mapped);
         let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
-        let mapped = self.handles[&hid].mapped;
-        let status = area + p::STATUS + 8 * (w[2] >> 32);
-        let buffered = kind & p::BUFFERED != 0;
         let stream = kind & p::STREAM != 0;
         let kind = kind & !(p::BUFFERED | p::STREAM);
         let bad = count == 0
@@ -595,7 +682,7 @@ impl Blk {
             || off % BLOCK as u64 != 0
             || off < p::DATA
             || off.checked_add(count * BLOCK as u64).is_none_or(|e| e > mapped);
-        let fail = if bad {
+        if bad {
             Some(p::E_BAD)
         } else if first.checked_add(count).is_none_or(|e| e > len) {
             Some(p::E_RANGE)
@@ -606,8 +693,41 @@ impl Blk {
             Some(p::E_RIGHTS)
         } else {
             None
-        };
-        if let Some(e) = fail {
+        }
+    }
+
+    /// The handle's blocks `first .. first + count`, as runs of the segment's blocks.
+    fn pieces(&self, hid: u64, first: u64, count: u64) -> Vec<(u64, u64)> {
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        let (mut skip, mut want) = (first, count);
+        for &(s, n) in &self.handles[&hid].view {
+            if want == 0 {
+                break;
+            }
+            if skip >= n {
+                skip -= n;
+                continue;
+            }
+            let take = (n - skip).min(want);
+            pieces.push((s + skip, take));
+            want -= take;
+            skip = 0;
+        }
+        pieces
+    }
+
+    /// Check one operation and start it: direct ones become device requests into the
+    /// shared area; buffered ones are served from the cache, misses filled by requests
+    /// into cache slots. It completes into its status word.
+    fn op(&mut self, hid: u64, w: [u64; 4], batch: u64) {
+        let h = &self.handles[&hid];
+        let (area, bytes) = (h.area, h.bytes);
+        let (kind, first, count, off) = (w[0], w[1], w[2] & 0xffff_ffff, w[3]);
+        let status = area + p::STATUS + 8 * (w[2] >> 32);
+        let buffered = kind & p::BUFFERED != 0;
+        let stream = kind & p::STREAM != 0;
+        let kind = kind & !(p::BUFFERED | p::STREAM);
+        if let Some(e) = self.op_error(hid, &w) {
             return self.finish(hid, status, p::FAILED | e, batch);
         }
         let id = self.next_op;
@@ -626,22 +746,7 @@ impl Blk {
         } else {
             (count, 0)
         };
-        // The handle's blocks first .. first + count, as runs of the segment's blocks.
-        let mut pieces: Vec<(u64, u64)> = Vec::new();
-        let (mut skip, mut want) = (first, count);
-        for &(s, n) in &self.handles[&hid].view {
-            if want == 0 {
-                break;
-            }
-            if skip >= n {
-                skip -= n;
-                continue;
-            }
-            let take = (n - skip).min(want);
-            pieces.push((s + skip, take));
-            want -= take;
-            skip = 0;
-        }
+        let pieces = self.pieces(hid, first, count);
         let mut data = area + off;
         let logical = self.ldisks.contains_key(&self.handles[&hid].start);
         let last = pieces.len().wrapping_sub(1);
@@ -950,9 +1055,11 @@ impl Blk {
         } else {
             let _ = ipc::reply(&Msg::new(0, &[0, ops.len() as u64]));
         }
+        self.prefetch(hid, &ops);
         for w in ops {
             self.op(hid, w, b);
         }
+        self.drop_looked();
         self.submit();
         if self.irq.is_none() {
             self.drain();
@@ -1638,6 +1745,7 @@ fn main() -> i32 {
         cache,
         cache_block,
         cache_grown: false,
+        looked: VecDeque::new(),
         waiting: VecDeque::new(),
         in_flight: Vec::new(),
         ops: BTreeMap::new(),

@@ -90,9 +90,10 @@ const MIN_LOG2: u64 = 6;
 
 /// Blocks of frames the cache holds at most (the first included): 4 GiB of 4 MiB blocks.
 const MAX_BLOCKS: u64 = 1024;
-/// Lookups between two looks at sigma0's figures while requests keep coming; and the
-/// time between two looks while they do not, as long as it holds grown blocks.
-const LOOK_EVERY: u64 = 64;
+/// Blocks looked up between two looks at sigma0's figures while requests keep coming
+/// (64 lookups of two blocks); and the time between two looks while they do not, as
+/// long as it holds grown blocks.
+const LOOK_EVERY: u64 = 128;
 const LOOK_US: u64 = 5_000;
 /// Kernel-quota pages the cache keeps beyond what mapping another block costs.
 const KQUOTA_SLACK: u64 = 16;
@@ -119,6 +120,7 @@ fn main() -> i32 {
         sizer: Sizer::new(1 << MIN_LOG2, max_blocks),
         max_blocks,
         lookups: 0,
+        looked: 0,
         taken: 0,
         given: 0,
         sigma0: s0slot,
@@ -189,8 +191,10 @@ struct CacheServer {
     sizer: Sizer,
     /// The most blocks it may hold (argument `blocks=N`; `MAX_BLOCKS` by default).
     max_blocks: u64,
-    /// Lookups served (when to look at sigma0's figures again).
+    /// Lookup calls served (`LOOKUP`, `LOOKUPS`), and blocks looked up (when to look at
+    /// sigma0's figures again).
     lookups: u64,
+    looked: u64,
     /// Blocks taken and given back so far.
     taken: u64,
     given: u64,
@@ -396,6 +400,9 @@ impl Server for CacheServer {
         match (req, self.client) {
             (Request::Stats, _) => {}
             (Request::Attach, None) if me != 0 => self.client = Some(me),
+            // MAP comes within a lookup, before blk copies the hits it answered: not
+            // between operations.
+            (Request::Map { .. }, Some(c)) if c == me => {}
             (_, Some(c)) if c == me => self.client_between(),
             _ => return Answer::err(Error::NoRights),
         }
@@ -410,9 +417,18 @@ impl Server for CacheServer {
         if let Some((_, armed)) = &mut self.retiring {
             *armed = self.c.retiring_busy() == 0;
         }
-        if matches!(req, Request::Lookup { .. }) {
+        // The cadence counts blocks looked up, so that a `LOOKUPS` of many runs counts
+        // as the `LOOKUP`s it stands for.
+        let blocks = match req {
+            Request::Lookup { n, .. } => n,
+            Request::Lookups { runs, .. } => runs.iter().map(|&w| p::run_of(w).1).sum(),
+            _ => 0,
+        };
+        if blocks > 0 {
             self.lookups += 1;
-            if self.lookups.is_multiple_of(LOOK_EVERY) {
+            let before = self.looked / LOOK_EVERY;
+            self.looked += blocks;
+            if self.looked / LOOK_EVERY != before {
                 self.resize();
             }
         }
@@ -426,6 +442,33 @@ impl Server for CacheServer {
 }
 
 impl CacheServer {
+    /// Look up `out.len()` blocks from `first` for `owner` (a `LOOKUP`'s run): per block
+    /// `slot | state << 32`, `u64::MAX` for none. True if a block was being filled (the
+    /// blocks after it are not looked up).
+    fn lookup_run(&mut self, first: u64, n: u64, owner: u32, call: &swap::Call, out: &mut [u64]) -> bool {
+        let mut found = [None; p::MAX_LOOKUP as usize];
+        let c = &mut self.c;
+        // The evictions of one lookup share one turn of graft time.
+        self.grafts.new_turn();
+        let mut chooser = Grafted(&mut self.grafts);
+        PolicyVia::call(&mut self.policy, call, |policy| c.lookup_run(first, owner, &mut chooser, policy, &mut found[..n as usize]));
+        for (o, f) in out.iter_mut().zip(found) {
+            *o = match f {
+                Some(Lookup::Hit(s)) => s as u64 | p::HIT << 32,
+                Some(Lookup::Fill(s)) => s as u64 | p::FILL << 32,
+                Some(Lookup::Busy(s)) => s as u64 | p::BUSY << 32,
+                Some(Lookup::Full) | None => u64::MAX,
+            };
+        }
+        if let Some(stream) = self.seq.run(first, n) {
+            let want = if stream { MRU } else { LRU };
+            if self.auto && want != self.imp && self.start_swap(want) {
+                self.adapted += 1;
+            }
+        }
+        found.iter().any(|f| matches!(f, Some(Lookup::Busy(_))))
+    }
+
     /// A request of the data path, with the policy admitted for `call`.
     fn serve(&mut self, req: Request, call: &swap::Call) -> Answer {
         let c = &mut self.c;
@@ -436,26 +479,31 @@ impl CacheServer {
                 Answer::Reply(r)
             }
             Request::Lookup { first, n, owner } => {
-                let mut found = [None; p::MAX_LOOKUP as usize];
-                // The evictions of one lookup share one turn of graft time.
-                self.grafts.new_turn();
-                let mut chooser = Grafted(&mut self.grafts);
-                PolicyVia::call(&mut self.policy, call, |policy| c.lookup_run(first, owner, &mut chooser, policy, &mut found[..n as usize]));
-                let w = found.map(|f| match f {
-                    Some(Lookup::Hit(s)) => s as u64 | p::HIT << 32,
-                    Some(Lookup::Fill(s)) => s as u64 | p::FILL << 32,
-                    Some(Lookup::Busy(s)) => s as u64 | p::BUSY << 32,
-                    Some(Lookup::Full) | None => u64::MAX,
-                });
-                if let Some(stream) = self.seq.run(first, n) {
-                    let want = if stream { MRU } else { LRU };
-                    if self.auto && want != self.imp && self.start_swap(want) {
-                        self.adapted += 1;
-                    }
-                }
+                let mut w = [u64::MAX; p::MAX_LOOKUP as usize];
+                self.lookup_run(first, n, owner, call, &mut w);
                 let mut r = server::ok_msg(&w[..n as usize]);
                 r.mr[2 + n as usize] = self.waiting_word();
                 r.mr[0] = abi::ipc::Tag::new(0, 2 + n).0;
+                Answer::Reply(r)
+            }
+            Request::Lookups { owner, runs } => {
+                // Each run as a `LOOKUP` of its own, in order, until one meets a block
+                // being filled (the caller asks again from it once the fill is over).
+                let mut w = [0u64; 1 + p::MAX_RUN_BLOCKS as usize];
+                let (mut looked, mut at) = (0, 1);
+                for &run in runs {
+                    let (first, n) = p::run_of(run);
+                    let busy = self.lookup_run(first, n, owner, call, &mut w[at..at + n as usize]);
+                    looked += 1;
+                    at += n as usize;
+                    if busy {
+                        break;
+                    }
+                }
+                w[0] = looked;
+                let mut r = server::ok_msg(&w[..at]);
+                r.mr[2 + at] = self.waiting_word();
+                r.mr[0] = abi::ipc::Tag::new(0, 2 + at as u64).0;
                 Answer::Reply(r)
             }
             Request::Sync => Answer::ok(&[self.waiting_word(), !self.grown.is_empty() as u64]),
@@ -473,7 +521,7 @@ impl CacheServer {
             }
             Request::Stats => {
                 let s = c.stats();
-                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped, 1 + self.grown.len() as u64, self.taken, self.given, 1 << self.log2])
+                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped, 1 + self.grown.len() as u64, self.taken, self.given, 1 << self.log2, self.lookups])
             }
             Request::Graft(_) | Request::Swap(_) | Request::Update(_) => unreachable!("answered above"),
         }

@@ -81,12 +81,12 @@ fn read_random(s: &baio::Segment, rng: &mut Rng, n: u64) -> (u64, u64) {
 }
 
 /// The cache's counters (`cache_api::STATS`): hits, misses, resident, slots, ...,
-/// blocks held, taken, given back, pages per block.
-fn stats(cache: u64) -> [u64; 12] {
+/// blocks held, taken, given back, pages per block, lookup calls.
+fn stats(cache: u64) -> [u64; 13] {
     let mut m = rt::ipc::Msg::new(cache_api::STATS, &[]);
     match rt::server::request(cache, &mut m) {
         Ok(()) => core::array::from_fn(|k| m.words().get(1 + k).copied().unwrap_or(0)),
-        Err(_) => [0; 12],
+        Err(_) => [0; 13],
     }
 }
 
@@ -122,6 +122,16 @@ fn main() -> i32 {
         first += n * PER_OP;
     }
     c.check(ok, "write the pattern over the 48 MiB");
+
+    // One batch of buffered reads of distinct blocks is one lookup call to the cache
+    // (`LOOKUPS`), not one per operation: each call is two address-space switches.
+    let firsts: alloc::vec::Vec<u64> = (0..8).map(|i| i * 37 * PER_OP).collect();
+    let ops: alloc::vec::Vec<(u64, u64, u64)> = firsts.iter().map(|f| (p::READ_OP | p::BUFFERED, *f, PER_OP)).collect();
+    let before = stats(cache)[12];
+    let read = s.batch(&ops).is_ok() && firsts.iter().enumerate().all(|(i, f)| s.wait(i as u64) == p::DONE && wrong(s.data(i as u64), *f) == 0);
+    let calls = stats(cache)[12] - before;
+    c.check(read, "a batch of eight buffered reads reads right");
+    c.eq(calls, 1, "a batch of eight buffered reads asks the cache once (lookup calls)");
     let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let t0 = sys::now_us();
     let (mut failed, mut bad) = (0, 0);

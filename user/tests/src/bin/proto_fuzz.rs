@@ -33,7 +33,7 @@ fn labels(server: &str) -> Vec<u64> {
         // (and LDISK, 0x8e; USAGE, 0x8f).
         "blk" => (0x80..=0x8f).chain(0xe0..=0xe8).chain([rt::server::GONE]).collect(),
         "files" => (0xa0..=0xaa).chain([rt::server::GONE]).collect(),
-        "cache" => (0x90..=0x94).chain(0xe0..=0xe8).collect(),
+        "cache" => (0x90..=0x97).chain(0xe0..=0xe8).collect(),
         // Not EXIT (the caller's own exit) nor KILL (it may name the caller itself).
         "root" => (2..=11).filter(|l| *l != rt::proto::KILL).collect(),
         // The graft protocol's too: mem0 hosts the eviction point for its programs' pages.

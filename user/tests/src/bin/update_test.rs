@@ -127,7 +127,7 @@ fn main() -> i32 {
     let cache = rt::alloc_slot();
     c.eq(env::lookup("cache", cache), Ok(()), "find the cache");
     let cid = tests::id_of("cache");
-    let lookups = |s: [u64; 12]| s[0] + s[1];
+    let lookups = |s: [u64; 13]| s[0] + s[1];
     c.eq(tests::raw_request(cache, swap_api::UPDATE_STATE, &[1], None), Err(Error::NoRights), "a client cannot take the cache's state");
     let r = env::update("cache hello");
     c.check(matches!(&r, Err((Error::BadState, w)) if w == "the new program ended before it took the state"), &format!("an update of the cache whose new program exits fails ({r:?})"));
