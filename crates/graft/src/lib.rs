@@ -5,7 +5,7 @@
 //! (`point`), one engine per technology (`engine`, each behind a cargo feature so a
 //! server links only those it allows), the call as a transaction with a budget and an
 //! undo copy of the graft's state (`Graft::call`), and the table of loaded grafts a
-//! server keeps, by owner (`table`).
+//! server keeps, by owner (`table`); and the upcall's two messages (`upcall`).
 #![no_std]
 // Unsafe code in two places only: the calls into eBPF compiled by the JIT
 // (`engine::bpf::jit`) and into WebAssembly compiled by wasm2c and clang (`sfi`), which
@@ -23,6 +23,7 @@ pub mod sfi;
 #[cfg(feature = "signed")]
 pub mod signed;
 pub mod table;
+pub mod upcall;
 
 pub use engine::{Abort, Engine};
 pub use format::{GraftFile, Tech};

@@ -316,6 +316,27 @@ pub fn reply_wait_regs_string(tag: u64, w1: u64, send: &[u8], recv: &mut [u8]) -
     (e, badge, r[0], r[1], received_string_len())
 }
 
+/// Register-only receive from anybody, the message's string (if any) landing in `recv`.
+/// Returns (error, badge, tag, first word, length of the string received).
+#[inline(always)]
+pub fn recv_regs_string(recv: &mut [u8]) -> (u64, u64, u64, u64, usize) {
+    set_recv_buffer(recv);
+    let mut r = [0u64; 7];
+    let (e, badge) = raw(sys::IPC_RECV, 0, RECV_ANY, FOREVER, &mut r);
+    (e, badge, r[0], r[1], received_string_len())
+}
+
+/// Register-only reply (`tag` and one word, no string) and wait for the next message from
+/// anybody, its string (if any) landing in `recv`. Returns (error, badge, tag, first
+/// word, length of the string received).
+#[inline(always)]
+pub fn reply_regs_wait_string(tag: u64, w1: u64, recv: &mut [u8]) -> (u64, u64, u64, u64, usize) {
+    set_recv_buffer(recv);
+    let mut r = [tag, w1, 0, 0, 0, 0, 0];
+    let (e, badge) = raw(sys::IPC_REPLY_WAIT, 0, RECV_ANY, FOREVER, &mut r);
+    (e, badge, r[0], r[1], received_string_len())
+}
+
 /// Raw IPC for tests that must pass malformed values (bad tags, bad slots).
 pub fn raw_ipc(n: u64, dest: u64, src: u64, to: u64, regs: &mut [u64; 7]) -> (u64, u64) {
     raw(n, dest, src, to, regs)

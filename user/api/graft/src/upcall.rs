@@ -4,19 +4,17 @@
 //! is a timeout on the call (a server that does not answer in time is over budget);
 //! the graft's state stays in its own program, so the undo copy has nothing to undo
 //! there. The server side is an `Engine` built from the capability `LOAD` brought; the
-//! graft side is `serve`.
+//! graft side is `serve`; the two messages are `graft::upcall`'s.
 
 use abi::fpage::Fpage;
 use abi::Error;
 use graft::engine::{Abort, Engine};
+use graft::upcall as wire;
 use graft::Point;
 use rt::ipc::{self, Msg};
 
-/// Server → graft program: MR1 = point, MR2 = input bytes, the input as the string (or,
-/// from older servers, as words after MR2: `MAX_WORDS` of them at most). Reply MR1 = 0,
-/// MR2 = the answer.
-pub const UPCALL: u64 = 0xef;
-pub const MAX_WORDS: usize = 32;
+/// The call's label (the messages are `graft::upcall`'s).
+pub const UPCALL: u64 = wire::UPCALL;
 /// The longest a call may take (µs), whatever the budget says.
 pub const MAX_TIMEOUT_US: u64 = 100_000;
 
@@ -59,22 +57,20 @@ impl Engine for Upcall {
     }
 
     fn call(&mut self, input: &[u8], budget: u64) -> Result<u64, Abort> {
-        // The input goes as the message's string and the rest in registers, so the call
-        // and its answer take the kernel's fastpath (a string of up to 4 KiB, no items, no
-        // timeouts). The budget (µs here, at most MAX_TIMEOUT_US) is kept by the server's
-        // watchdog, which leaves the call past it (the kernel ends the IPC).
+        // One register-only call with the input as its string (no 64-word message on
+        // either side; a string of up to 4 KiB, no items, no timeouts: the kernel's
+        // fastpath both ways). The budget (µs here, at most MAX_TIMEOUT_US) is kept by
+        // the server's watchdog, which leaves the call past it (the kernel ends the IPC).
         let us = budget.clamp(1, MAX_TIMEOUT_US);
         let ticks = us.saturating_mul(tsc_per_ms()) / 1000;
-        ipc::set_send_string(input);
-        let mut m = Msg::new(UPCALL, &[self.point as u64, input.len() as u64]).with_string();
-        // Nothing but words comes back: no receive buffer, no windows (a graft program
-        // must not drop a capability or a mapping into the server).
-        ipc::set_recv_buffer(&mut []);
+        // Nothing but a word comes back: no receive buffer (`call_regs_string` offers
+        // none), no windows (a graft program must not drop a capability or a mapping
+        // into the server).
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-        match rt::guard::run_for(ticks, || ipc::call(self.thread, &mut m, ipc::FOREVER)) {
-            Ok(Ok(_)) if m.word(1) == 0 && m.words().len() >= 2 => Ok(m.word(2)),
-            Ok(Ok(_)) => Err(Abort::Trap),
-            Ok(Err(_)) => Err(Abort::Broken),
+        let (thread, point) = (self.thread, self.point as u64);
+        match rt::guard::run_for(ticks, || ipc::call_regs_string(thread, wire::call_tag(), point, input, &mut [])) {
+            Ok((0, tag, w1, _)) => wire::answer(tag, w1),
+            Ok(_) => Err(Abort::Broken),
             Err(_) => Err(Abort::Budget),
         }
     }
@@ -93,38 +89,27 @@ impl Engine for Upcall {
     }
 }
 
-/// The graft side: answer upcalls on this thread forever with `f(point, input)`.
+/// The graft side: answer upcalls on this thread forever with `f(point, input)`, each
+/// answer sent with the wait for the next call (register-only, the input landing in a
+/// buffer of this thread's). A message that is not an upcall is refused.
 pub fn serve(f: fn(Point, &[u8]) -> u64) -> ! {
-    let mut buf = alloc::vec![0u8; graft::Point::Stream.max_input()];
-    let mut m = Msg::empty();
-    let mut replying = false;
+    let mut buf = alloc::vec![0u8; Point::Stream.max_input()];
+    let mut reply: Option<(u64, u64)> = None;
     loop {
-        ipc::set_recv_buffer(&mut buf);
-        let r = if replying { ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER) } else { ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER) };
-        if r.is_err() {
-            replying = false;
+        let (e, _, tag, w1, len) = match reply {
+            Some((t, w)) => ipc::reply_regs_wait_string(t, w, &mut buf),
+            None => ipc::recv_regs_string(&mut buf),
+        };
+        if e != 0 {
+            // The caller is gone (stopped past its time): wait for the next call.
+            reply = None;
             continue;
         }
-        let w = m.words();
-        let answer = match (m.label(), w.len() >= 2) {
-            (UPCALL, true) => {
-                let (point, len) = (Point::from_u8(w[0] as u8), w[1] as usize);
-                let mut input = [0u8; 8 * MAX_WORDS];
-                let bytes: &[u8] = if m.tag().has_string() {
-                    &buf[..ipc::received_string_len().min(buf.len())]
-                } else {
-                    let n = len.min(8 * MAX_WORDS).min(8 * (w.len() - 2));
-                    for (k, x) in w[2..].iter().enumerate().take(n.div_ceil(8)) {
-                        input[8 * k..8 * k + 8].copy_from_slice(&x.to_le_bytes());
-                    }
-                    &input[..n]
-                };
-                point.map(|p| Msg::new(0, &[0, f(p, bytes)]))
-            }
-            _ => None,
-        };
-        m = answer.unwrap_or_else(|| Msg::new(0, &[Error::Malformed as u64]));
-        replying = true;
+        let n = if wire::has_string(tag) { len.min(buf.len()) } else { 0 };
+        reply = Some(match wire::request(tag, w1) {
+            Some(p) => (wire::answer_tag(), f(p, &buf[..n])),
+            None => (wire::refused_tag(), Error::Malformed as u64),
+        });
     }
 }
 

@@ -32,7 +32,7 @@ use alloc::format;
 use alloc::vec::Vec;
 use blk_api as p;
 use blk_api::client as baio;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 use graft_api as g;
 use rt::{env, println, sys};
 
@@ -72,14 +72,12 @@ fn candidates() -> Vec<u8> {
     (0..8u64).flat_map(|b| (5000 + b).to_le_bytes()).collect()
 }
 
-static HOT: [AtomicU64; 1 + grafts::HOT_MAX] = [const { AtomicU64::new(0) }; 1 + grafts::HOT_MAX];
+/// The upcall hot list's state, in this program (VINO: the user-level server's memory),
+/// laid out as the other technologies' (a count, then the blocks).
+static HOT: rt::sync::Lock<[u8; grafts::HOT_STATE]> = rt::sync::Lock::new([0; grafts::HOT_STATE]);
 
 fn upcall_hotlist(_p: graft::Point, input: &[u8]) -> u64 {
-    let mut st = [0u8; grafts::HOT_STATE];
-    for (k, w) in HOT.iter().enumerate() {
-        st[8 * k..8 * k + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-    }
-    grafts::hotlist(input, &mut st)
+    grafts::hotlist(input, &mut *HOT.lock())
 }
 
 fn upcall_null(_p: graft::Point, _input: &[u8]) -> u64 {
@@ -215,10 +213,7 @@ fn main() -> i32 {
         failed = true;
     }
     // The upcall: the same two grafts in a thread of this program.
-    HOT[0].store(grafts::HOT_MAX as u64, Ordering::Relaxed);
-    for b in 0..grafts::HOT_MAX {
-        HOT[1 + b].store(1_000_000 + b as u64, Ordering::Relaxed);
-    }
+    HOT.lock().copy_from_slice(&state);
     for (name, f) in [("null", serve_null as fn(u64)), ("hotlist", serve_hotlist as fn(u64))] {
         let Ok(t) = rt::thread::spawn(f, 0, rt::thread::my_priority()) else {
             failed = true;

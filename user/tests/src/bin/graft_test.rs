@@ -75,7 +75,7 @@ fn liar(_p: graft::Point, input: &[u8]) -> u64 {
 }
 
 /// Hostile upcall servers: one that answers a victim that is not a candidate, one that
-/// takes the call and never answers.
+/// takes the call and never answers (and `serve_garbled`).
 fn serve_liar(_: u64) {
     graft_api::upcall::serve(liar)
 }
@@ -89,6 +89,17 @@ fn serve_mute(_: u64) {
     loop {
         let _ = ipc::recv(ipc::RECV_ANY, &mut m, ipc::FOREVER);
         rt::sys::sleep_us(10_000_000);
+    }
+}
+
+/// A hostile upcall server that answers every call with a message of another shape: a
+/// label other than the answer's and two words, the first 0 (so an answer taken from
+/// the second word, as before issue 37, would be a good victim).
+fn serve_garbled(_: u64) {
+    let mut buf = [0u8; 1024];
+    let _ = ipc::recv_regs_string(&mut buf);
+    loop {
+        let _ = ipc::reply_regs_wait_string(abi::ipc::Tag::new(5, 2).0, 0, &mut buf);
     }
 }
 
@@ -125,7 +136,7 @@ fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
     let st = g::stats(cache, id);
     c.check(st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0), &format!("upcall: called, never aborted ({st:?})"));
     c.check(g::unload(cache, id).is_ok(), "upcall: unload it");
-    for (name, f) in [("upcall liar", serve_liar as fn(u64)), ("upcall mute", serve_mute as fn(u64))] {
+    for (name, f) in [("upcall liar", serve_liar as fn(u64)), ("upcall mute", serve_mute as fn(u64)), ("upcall garbled", serve_garbled as fn(u64))] {
         let Ok(t) = rt::thread::spawn(f, 0, prio) else { continue };
         let Ok(id) = g::load_upcall(cache, name.trim_start_matches("upcall "), graft::Point::Evict, t.slot) else {
             c.check(false, &format!("{name}: load"));
@@ -634,7 +645,12 @@ fn main() -> i32 {
             }
             (Ok(id), None) => {
                 let _ = g::set_state(cache, id, 0, &hot_list(start));
-                let _ = g::set_budget(cache, id, 200_000);
+                // wasmi's spin at the largest budget its owner may set: the interpreter's
+                // native stack must stay flat however long it runs (with wasmi's
+                // tail-call dispatch on the servers' soft-float target it grew by a frame
+                // per instruction that changed its integer register, ~30 MB here, and the
+                // cache died of the fault).
+                let _ = g::set_budget(cache, id, if name == "wasmi_spin" { graft::table::MAX_BUDGET } else { 200_000 });
                 let reaped = cache_word(cache, 9);
                 let rd = p::READ_OP | p::BUFFERED;
                 c.check(io(&seg, rd, STREAM.0, STREAM.1, true), &format!("{name}: the cache serves the right bytes under it"));
