@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod compose;
 mod crash;
 mod graftbench;
 mod k42bench;
@@ -26,10 +27,11 @@ pub const TARGET: &str = "x86_64-unknown-none";
 #[global_allocator]
 static COUNTING: testalloc::Counting = testalloc::Counting;
 
-/// What `cargo xtask run` boots (root's manifest).
+/// What `cargo xtask run` boots (root's manifest: `system/run.toml` with its parts).
 fn run_manifest() -> Result<String, String> {
     let p = project_root().join("system/run.toml");
-    std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    scenarios::with_parts(&text, &[]).map_err(|e| format!("{}: {e}", p.display()))
 }
 
 fn usage() -> ExitCode {

@@ -100,6 +100,18 @@ fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The parts `names` (`system/parts/NAME.toml`), `vars` substituted.
+fn parts(names: &[String], vars: &[(&str, String)]) -> Result<Vec<String>, String> {
+    names.iter().map(|n| read(&system_dir().join("parts").join(format!("{n}.toml"))).map(|t| substitute(&t, vars))).collect()
+}
+
+/// A manifest file (`run.toml`, `system/bench/*.toml`) with the parts its `include`
+/// line names put in (`compose`).
+pub fn with_parts(text: &str, vars: &[(&str, String)]) -> Result<String, String> {
+    let (names, own) = crate::compose::take_include(text)?;
+    Ok(crate::compose::compose(&parts(&names, vars)?, &own))
+}
+
 /// `${NAME}` replaced by its value.
 fn substitute(text: &str, vars: &[(&str, String)]) -> String {
     let mut t = text.to_string();
@@ -140,13 +152,7 @@ impl Scenario {
                 ..sc
             });
         }
-        let mut manifest = String::new();
-        for inc in h.include.unwrap_or_default() {
-            let p = system_dir().join("parts").join(format!("{inc}.toml"));
-            manifest.push_str(&substitute(&read(&p)?, vars));
-            manifest.push('\n');
-        }
-        manifest.push_str(body);
+        let manifest = crate::compose::compose(&parts(&h.include.unwrap_or_default(), vars)?, body);
         let sc = Scenario::from_manifest(name, manifest)?;
         Ok(Scenario {
             input: h.input.map(|i| (i.marker, i.text)),
@@ -172,8 +178,10 @@ impl Scenario {
     /// `${ARGS}` not among `vars` is empty (a real run's bench program without arguments);
     /// the machine has one CPU (the `smp` suite sets two).
     pub fn bench(name: &str, file: &str, vars: &[(&str, String)]) -> Result<Scenario, String> {
-        let text = substitute(&read(&system_dir().join("bench").join(format!("{file}.toml")))?, vars);
+        let path = system_dir().join("bench").join(format!("{file}.toml"));
+        let text = substitute(&read(&path)?, vars);
         let text = substitute(&text, &[("ARGS", String::new())]);
+        let text = with_parts(&text, vars).map_err(|e| format!("{}: {e}", path.display()))?;
         // One CPU whatever the default (`cargo xtask test` gives its machines two).
         Ok(Scenario { cpus: Some(1), ..Scenario::from_manifest(name, text)? })
     }
