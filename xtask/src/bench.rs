@@ -926,13 +926,15 @@ fn baio_report(agg: &Agg, ws_list: &[u64], n: u64) -> String {
         let _ = writeln!(s, "| {what} | {} | {} | {} |", fmt(rps), fmt(ipr), fl.map_or("—".into(), |f| format!("{:.2}", f as f64 / 100.0)));
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "## Targets (headline working set)\n");
+    let _ = writeln!(s, "## Targets (headline working set unless named)\n");
     let verdict = |ok: bool| if ok { "**met**" } else { "**missed**" };
     // (target, faster system and metric, slower system and metric, least ratio)
     let targets = [
         ("BAIO direct ≥ 1.5× synchronous on random reads", ("scion", "baio_direct_random_read"), ("scion", "sync_random_read"), 1.5),
         ("BAIO direct ≥ Linux io_uring O_DIRECT on random reads", ("scion", "baio_direct_random_read"), ("linux", "io_uring_direct_random_read"), 1.0),
         ("Sequential BAIO direct within 5% of synchronous", ("scion", "baio_direct_seq_read"), ("scion", "sync_seq_read"), 0.95),
+        // The shared cache against Linux's page cache where both hold the working set.
+        ("BAIO buffered ≥ Linux's page cache on random reads, 64 MiB working set", ("scion", "baio_buffered_random_read_ws64"), ("linux", "pread_buffered_random_read_ws64"), 1.0),
     ];
     for (mode, suffix, unit) in [("tcg", "_rps", "requests/s under TCG"), ("icount", "_ipr", "busy instructions per request under icount (lower is better; ratio inverted)")] {
         let _ = writeln!(s, "Judged on {unit}:\n");
