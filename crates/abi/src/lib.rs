@@ -606,7 +606,7 @@ pub mod fpage {
         }
         /// The whole user address space (a receive window).
         pub const fn all_mem() -> Fpage {
-            Fpage::mem(0, 47, 7)
+            Fpage::mem(0, 47, crate::mem::RIGHTS_MASK)
         }
         pub const fn kind(self) -> u64 {
             self.0 & 3

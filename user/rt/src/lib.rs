@@ -11,6 +11,7 @@ pub mod env;
 pub mod guard;
 pub mod heap;
 pub mod ipc;
+pub mod labels;
 pub mod layout;
 pub mod loader;
 pub mod pci;

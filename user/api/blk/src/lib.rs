@@ -127,6 +127,10 @@ pub const USAGE: u64 = 0x8f;
 /// or too small for it) or it is bigger than 65,536 blocks (a logical disk's I/O is
 /// synchronous, and a new one is zeroed whole).
 pub const LDISK: u64 = 0x8e;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::BLK, &[CREATE, OPEN, STAT, LIST, DELETE, BATCH, CLOSE, SYNC, SUBMIT, MOUNT, WAIT, DELEGATE, ATTACH, REVOKE, USAGE, LDISK]));
+
 pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;
 pub const MAX_DELEGATED: usize = 256;
@@ -352,7 +356,7 @@ pub mod client {
     /// to its 2 MiB, unused).
     pub fn open(srv: u64, name: &str, rights: u8, area_va: u64) -> Result<Segment, Error> {
         let cap = rt::alloc_slot();
-        let windows = [Fpage::mem(area_va, 12 + p::AREA_LOG2, 7), Fpage::caps(cap, 0, 7), Fpage(0)];
+        let windows = [Fpage::mem(area_va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage::caps(cap, 0, abi::rights::ALL), Fpage(0)];
         let mut m = named(p::OPEN, name, &[rights as u64]);
         if let Err(e) = rt::env::request_mapping_reconnecting("blk", srv, windows, &mut m) {
             rt::free_slot(cap);
@@ -426,7 +430,7 @@ pub mod client {
         let cap = rt::alloc_slot();
         let mut m = Msg::new(p::ATTACH, &[log2, payer as u64]);
         m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
-        let windows = [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), 7), Fpage::caps(cap, 0, 7), Fpage(0)];
+        let windows = [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), abi::mem::RIGHTS_MASK), Fpage::caps(cap, 0, abi::rights::ALL), Fpage(0)];
         if let Err(e) = rt::server::request_mapping(srv, windows, &mut m) {
             rt::free_slot(cap);
             return Err(e);
@@ -510,7 +514,7 @@ pub mod client {
                 w.extend_from_slice(&[*f, *n]);
             }
             let mut m = Msg::new(p::DELEGATE, &w);
-            rt::server::request_mapping(self.cap, [Fpage(0), Fpage::caps(dst, 0, 7), Fpage(0)], &mut m)?;
+            rt::server::request_mapping(self.cap, [Fpage(0), Fpage::caps(dst, 0, abi::rights::ALL), Fpage(0)], &mut m)?;
             if m.items() != 1 {
                 return Err(Error::Malformed);
             }

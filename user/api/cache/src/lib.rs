@@ -47,6 +47,10 @@ pub const SYNC: u64 = 0x96;
 /// after a run with a `BUSY` block the rest are not looked up. Reply MR2 = runs looked
 /// up, MR3.. = their blocks' words as `LOOKUP`'s, then `LOOKUP`'s last word.
 pub const LOOKUPS: u64 = 0x97;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::CACHE, &[ATTACH, LOOKUP, FILLED, INVALIDATE, STATS, MAP, SYNC, LOOKUPS]));
+
 pub use baio::cache::runs::{run_of, run_word, runs_fit, MAX_LOOKUP, MAX_RUN_BLOCKS, RUN_SHIFT};
 pub const HIT: u64 = 0;
 pub const FILL: u64 = 1;
@@ -113,9 +117,104 @@ impl<'a> Decode<'a> for Request<'a> {
     }
 }
 
-/// Client stubs: `srv` is the slot of a capability to the cache.
+/// Client stubs: `srv` is the slot of a capability to the cache. The data path's
+/// (`attach` … `sync`) are the bound client's, the block service's; an error is the
+/// call's (the cache gone: `rt::env::server_gone`) or the cache's answer.
 pub mod client {
     use super::*;
+    use abi::fpage::Fpage;
+    use rt::ipc::{self, Msg};
+
+    /// The answer of a lookup: a block of frames the cache took that the caller has not
+    /// mapped yet, by its first slot (`MAP` it before using slots past it).
+    pub type ToMap = Option<u64>;
+
+    fn to_map(w: u64) -> ToMap {
+        w.checked_sub(1)
+    }
+
+    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
+        ipc::call(srv, m, ipc::FOREVER)?;
+        match m.word(1) {
+            0 => Ok(()),
+            e => Err(Error::from_code(e).unwrap_or(Error::Malformed)),
+        }
+    }
+
+    /// `ATTACH` with the cache's first block mapped at `va` (a window of 2^`log2`
+    /// bytes): (its physical address, its slots).
+    pub fn attach(srv: u64, va: u64, log2: u64) -> Result<(u64, u64), Error> {
+        ipc::set_windows(Fpage::mem(va, log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0));
+        let mut m = Msg::new(ATTACH, &[]);
+        let r = call(srv, &mut m);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        r?;
+        if m.items() != 1 {
+            return Err(Error::Malformed);
+        }
+        Ok((m.word(2), m.word(3)))
+    }
+
+    /// `LOOKUP` of `out.len()` (≤ `MAX_LOOKUP`) blocks from `first` for `owner`: each
+    /// block's word into `out`.
+    pub fn lookup(srv: u64, first: u64, owner: u32, out: &mut [u64]) -> Result<ToMap, Error> {
+        let n = out.len();
+        let mut m = Msg::new(LOOKUP, &[first, n as u64, owner as u64]);
+        call(srv, &mut m)?;
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = m.word(2 + k);
+        }
+        Ok(to_map(m.word(2 + n)))
+    }
+
+    /// `LOOKUPS` of `runs` (first block, blocks) for `owner`: each looked-up run's words
+    /// in order into `out` (as long as the runs' blocks together); the runs looked up.
+    pub fn lookups(srv: u64, owner: u32, runs: &[(u64, u64)], out: &mut [u64]) -> Result<(usize, ToMap), Error> {
+        let mut words = [0u64; 1 + MAX_RUN_BLOCKS as usize];
+        words[0] = owner as u64;
+        for (w, &(f, n)) in words[1..].iter_mut().zip(runs) {
+            *w = run_word(f, n);
+        }
+        let mut m = Msg::new(LOOKUPS, &words[..1 + runs.len().min(MAX_RUN_BLOCKS as usize)]);
+        call(srv, &mut m)?;
+        let looked = (m.word(2) as usize).min(runs.len());
+        let blocks: usize = runs[..looked].iter().map(|r| r.1 as usize).sum();
+        for (k, o) in out.iter_mut().enumerate().take(blocks) {
+            *o = m.word(3 + k);
+        }
+        Ok((looked, to_map(m.word(3 + blocks))))
+    }
+
+    /// `FILLED`: the slot given for `block` holds it now (`ok`), or not.
+    pub fn filled(srv: u64, block: u64, ok: bool) -> Result<(), Error> {
+        call(srv, &mut Msg::new(FILLED, &[block, ok as u64]))
+    }
+
+    /// `INVALIDATE` blocks `first .. first + n`.
+    pub fn invalidate(srv: u64, first: u64, n: u64) -> Result<(), Error> {
+        call(srv, &mut Msg::new(INVALIDATE, &[first, n]))
+    }
+
+    /// `SYNC`: (a block to map, whether the cache holds blocks it may give back).
+    pub fn sync(srv: u64) -> Result<(ToMap, bool), Error> {
+        let mut m = Msg::new(SYNC, &[]);
+        call(srv, &mut m)?;
+        Ok((to_map(m.word(2)), m.word(3) == 1))
+    }
+
+    /// `MAP`: with `window` = Some((va, log2)), map the waiting block there: (its first
+    /// slot, slots, physical address); with None, say the caller cannot (the cache
+    /// gives the block back and grows no more).
+    pub fn map(srv: u64, window: Option<(u64, u64)>) -> Result<Option<(u64, u64, u64)>, Error> {
+        let mut m = Msg::new(MAP, &[window.is_some() as u64]);
+        if let Some((va, log2)) = window {
+            ipc::set_windows(Fpage::mem(va, log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0));
+        }
+        let r = call(srv, &mut m);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        r?;
+        Ok((window.is_some() && m.items() == 1).then(|| (m.word(2), m.word(3), m.word(4))))
+    }
 
     /// The counters (`STATS`): hits, misses, resident, slots, evictions, grafted
     /// evictions, grafts loaded, grafts unloaded, blocks held, blocks taken, blocks given

@@ -6,19 +6,23 @@ use abi::Error;
 use rt::server::{Args, Decode};
 
 /// Reply with the same words followed by the badge the server saw.
-pub const ECHO: u64 = 1;
+pub const ECHO: u64 = 0x21;
 /// Reply with the received string reversed (as a string); MR1 = its length.
-pub const REVERSE: u64 = 2;
+pub const REVERSE: u64 = 0x22;
 /// Call the thread in slot MR1 with ECHO(MR2 + 1); reply with its first word + 1.
-pub const FORWARD: u64 = 3;
+pub const FORWARD: u64 = 0x23;
 /// Sleep MR1 microseconds, then reply.
-pub const SLOW: u64 = 4;
+pub const SLOW: u64 = 0x24;
 /// Reply, then stop serving.
-pub const QUIT: u64 = 5;
+pub const QUIT: u64 = 0x25;
 /// Crash (write through a null pointer) without replying.
-pub const CRASH: u64 = 6;
+pub const CRASH: u64 = 0x26;
 /// Reply with the received string as it came (the kernel copies it both ways).
-pub const STRING: u64 = 7;
+pub const STRING: u64 = 0x27;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::ECHO, &[ECHO, REVERSE, FORWARD, SLOW, QUIT, CRASH, STRING]));
+
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {

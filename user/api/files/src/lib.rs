@@ -50,7 +50,7 @@ pub const LIST: u64 = 0xa4;
 pub const REMOVE: u64 = 0xa5;
 /// string = path.
 pub const MKDIR: u64 = 0xa6;
-/// string = path. Reply MR2 = 1 file / 2 directory, MR3 = size.
+/// string = path. Reply MR2 = its kind (`Kind`: 1 a file, 2 a directory), MR3 = size.
 pub const STAT: u64 = 0xa7;
 /// Make everything answered so far durable: every write (through any handle) and every
 /// create, mkdir and remove is on stable storage once `SYNC` answers `Ok` (the segment's
@@ -74,6 +74,27 @@ pub const TICKET: u64 = 0xa9;
 /// MR4 = `PRINCIPAL_TICKETS`, MR5 = tickets held in all (tickets whose transfer ended
 /// are not counted).
 pub const TICKETS: u64 = 0xaa;
+
+/// What a path names (`STAT`'s MR2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File = 1,
+    Dir = 2,
+}
+
+impl Kind {
+    pub fn from_word(w: u64) -> Option<Kind> {
+        match w {
+            1 => Some(Kind::File),
+            2 => Some(Kind::Dir),
+            _ => None,
+        }
+    }
+}
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::FILES, &[OPEN, READ, WRITE, CLOSE, LIST, REMOVE, MKDIR, STAT, SYNC, TICKET, TICKETS]));
+
 pub const MAX_TICKETS: usize = 8;
 /// Tickets one principal's programs may hold at once.
 pub const PRINCIPAL_TICKETS: usize = 16;
@@ -150,6 +171,8 @@ impl<'a> Decode<'a> for Request<'a> {
 /// Client stubs: `srv` is the slot of a capability to the files server.
 pub mod client {
     use super::*;
+    /// What `stat` answers a path names.
+    pub use super::Kind;
     use alloc::string::String;
     use alloc::vec::Vec;
     use rt::ipc::{self, Msg};
@@ -240,16 +263,16 @@ pub mod client {
     }
 
     /// (1 file | 2 directory, size)
-    pub fn stat(srv: u64, path: &str) -> Result<(u64, u64), Error> {
+    pub fn stat(srv: u64, path: &str) -> Result<(super::Kind, u64), Error> {
         let mut m = named(super::STAT, path, &[]);
         call(srv, &mut m)?;
-        Ok((m.word(2), m.word(3)))
+        Ok((super::Kind::from_word(m.word(2)).ok_or(Error::Malformed)?, m.word(3)))
     }
 
     /// A ticket for open file `h` (see `TICKET`) in slot `dst`: (size, blocks).
     pub fn ticket(srv: u64, h: u64, dst: u64) -> Result<(u64, u64), Error> {
         let mut m = Msg::new(super::TICKET, &[h]);
-        let w = [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(dst, 0, 7), abi::fpage::Fpage(0)];
+        let w = [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(dst, 0, abi::rights::ALL), abi::fpage::Fpage(0)];
         rt::env::request_mapping_reconnecting("files", srv, w, &mut m)?;
         if m.items() != 1 {
             return Err(Error::Malformed);

@@ -118,6 +118,10 @@ pub const MAX_REPEAT: u64 = 100_000;
 /// same length). Refused with the reason; the old graft stays.
 pub const REPLACE: u64 = 0xe9;
 
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::GRAFT, &[PUT, LOAD, UNLOAD, LIST, STATE, READ, BUDGET, STATS, TEST_RUN, REPLACE]));
+
+
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;
 /// The receive buffer a server with graft points needs (a `PUT`'s or `STATE`'s string).

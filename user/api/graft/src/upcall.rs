@@ -135,7 +135,7 @@ impl Inbox {
 
     /// The receive window for capabilities.
     pub fn window(&self) -> Fpage {
-        Fpage::caps(self.cap_in, 0, 7)
+        Fpage::caps(self.cap_in, 0, abi::rights::ALL)
     }
 
     /// After a message arrived: if a capability came with it, the next one lands in a

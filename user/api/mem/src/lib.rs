@@ -57,6 +57,10 @@ pub const RESIDENT: u64 = 0x64;
 /// an image (replacing one not registered), the others follow in order; the next
 /// `REGISTER` of that badge takes it. `InvalidArg` for a piece out of order, `TooLong`.
 pub const IMAGE: u64 = 0x65;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::MEM, &[REGISTER, UNREGISTER, STATS, USAGE, RESIDENT, IMAGE]));
+
 /// The largest image `IMAGE` takes.
 pub const MAX_IMAGE: u64 = 8 << 20;
 /// The largest piece (what a memory server's receive buffer holds).

@@ -9,11 +9,15 @@ use abi::Error;
 use rt::ipc::Msg;
 
 /// Reply MR2 = units done since it began, MR3 = 1 if it is working.
-pub const READ: u64 = 0xe0;
+pub const READ: u64 = 0xb0;
 /// Start working (counting on from where it stopped).
-pub const START: u64 = 0xe1;
+pub const START: u64 = 0xb1;
 /// Stop working: it sleeps in its receive until the next request.
-pub const STOP: u64 = 0xe2;
+pub const STOP: u64 = 0xb2;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::METER, &[READ, START, STOP]));
+
 
 /// One unit of work: `ITERATIONS` steps of xorshift64 (the same loop as the Linux
 /// meter's, `bench/linux/net.c`).

@@ -130,6 +130,10 @@ pub const LIMITS: u64 = 0xd5;
 /// (DHCP, pools, lingering sockets, pings, waking waiters). For the `net` benchmark's
 /// breakdown of a round trip.
 pub const PROFILE: u64 = 0xd6;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::NET, &[ATTACH, LISTEN, ACCEPT, CONNECT, SEND, RECV, SHUTDOWN, CLOSE, UDP_BIND, SEND_TO, RECV_FROM, WAIT, INFO, PING, STATE, CUE, CUE_STATE, CUE_SET, CUE_CANCEL, CUE_LIST, WAIT_MANY, LIMITS, PROFILE]));
+
 /// The parts of `PROFILE`'s answer.
 pub const PROFILE_PARTS: [&str; 6] = ["requests", "device", "stack", "checksums", "cue", "after"];
 
@@ -494,7 +498,7 @@ pub mod client {
         pub fn attach(srv: u64) -> Result<Net, Error> {
             let va = rt::layout::NET_AREA;
             let mut m = Msg::new(ATTACH, &[]);
-            rt::server::request_mapping(srv, [abi::fpage::Fpage::mem(va, 12 + AREA_LOG2, 7), abi::fpage::Fpage(0), abi::fpage::Fpage(0)], &mut m)?;
+            rt::server::request_mapping(srv, [abi::fpage::Fpage::mem(va, 12 + AREA_LOG2, abi::mem::RIGHTS_MASK), abi::fpage::Fpage(0), abi::fpage::Fpage(0)], &mut m)?;
             Ok(Net { srv, area: mapped_area(va) })
         }
 

@@ -41,6 +41,10 @@ pub const MOVE: u64 = 0x57;
 /// are lent waits a little for them rather than refuse its client at once. At most
 /// `MAX_LENDERS` clients borrow at once (`NoSpace` past them).
 pub const LEND: u64 = 0x58;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::SIGMA0, &[ALLOC, PHYS, MMIO, IO, FREE, STATS, RECLAIM, MOVE, LEND]));
+
 pub const MAX_LENDERS: usize = 4;
 
 pub const MAX_LOG2: u64 = 10;

@@ -46,6 +46,10 @@ pub const UPDATE_BEGIN: u64 = rt::proto::update::BEGIN;
 /// until the update ends. `BadState` (no common format), `NoRights` (not the program
 /// root named).
 pub const UPDATE_STATE: u64 = 0xf4;
+
+// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+const _: () = assert!(rt::labels::all_in(rt::labels::SWAP, &[LIST, SWAP, INTERPOSE, UPDATE_STATE]));
+
 /// (from root) The update failed: carry on serving.
 pub const UPDATE_ABORT: u64 = rt::proto::update::ABORT;
 

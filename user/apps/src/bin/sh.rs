@@ -420,19 +420,19 @@ fn file_error(srv: u64, cmd: &str, path: &str, e: Error) {
     };
     let bad_name = path.trim_matches('/').split('/').find(|n| !baiofs::valid_name(n));
     match (e, what) {
-        (Error::InvalidArg, Ok(1)) if cmd == "ls" => println!("ls: {} is a file (`cat {}` shows it)", path, path),
-        (Error::InvalidArg, Ok(2)) => println!("{}: {} is a directory (`ls {}` lists it)", cmd, path, path),
+        (Error::InvalidArg, Ok(f::Kind::File)) if cmd == "ls" => println!("ls: {} is a file (`cat {}` shows it)", path, path),
+        (Error::InvalidArg, Ok(f::Kind::Dir)) => println!("{}: {} is a directory (`ls {}` lists it)", cmd, path, path),
         (Error::InvalidArg, _) if bad_name.is_some() => println!(
             "{}: `{}` cannot be a name: names are 1 to {} bytes, without `/` or control characters, not `.` or `..`",
             cmd,
             bad_name.unwrap_or(""),
             baiofs::NAME_MAX
         ),
-        (Error::InvalidArg, _) if f::stat(srv, parent).map(|s| s.0) == Ok(1) => println!("{}: {} is a file, not a directory", cmd, parent),
+        (Error::InvalidArg, _) if f::stat(srv, parent).map(|s| s.0) == Ok(f::Kind::File) => println!("{}: {} is a file, not a directory", cmd, parent),
         (Error::NotFound, _) if f::stat(srv, parent).is_err() => println!("{}: there is no directory {} (for {})", cmd, parent, path),
         (Error::NotFound, _) => println!("{}: there is no {} (`ls {}` lists what is there)", cmd, path, parent),
-        (Error::BadState, Ok(2)) if cmd == "rm" => println!("rm: {} is not empty (remove what `ls {}` lists first)", path, path),
-        (Error::BadState, Ok(1)) if cmd == "rm" => println!("rm: {} is open in a program; it can be removed once closed", path),
+        (Error::BadState, Ok(f::Kind::Dir)) if cmd == "rm" => println!("rm: {} is not empty (remove what `ls {}` lists first)", path, path),
+        (Error::BadState, Ok(f::Kind::File)) if cmd == "rm" => println!("rm: {} is open in a program; it can be removed once closed", path),
         (Error::BadState, _) => println!("{}: {}: the filesystem cannot read or trust that part of the disk (damaged?)", cmd, path),
         (Error::NoSpace, _) => println!("{}: {}: no room left on the disk (or too many files open)", cmd, path),
         (e, _) => println!("{}: {}: {}", cmd, path, words(e)),
@@ -464,7 +464,7 @@ fn files(cmd: &str, arg: &str) {
         "put" => {
             // A new file each time (baiofs files do not shrink); never a directory.
             match f::stat(srv, path) {
-                Ok((2, _)) => Err(Error::InvalidArg),
+                Ok((f::Kind::Dir, _)) => Err(Error::InvalidArg),
                 _ => {
                     let _ = f::remove(srv, path);
                     f::open(srv, path, true).and_then(|(h, _)| {

@@ -72,7 +72,7 @@ fn dma_pages(st: &mut State, pages: usize) -> Option<(u64, u64)> {
     let size = PAGE_SIZE << log2;
     let va = st.dma_next.div_ceil(size) * size;
     let mut m = Msg::new(s0::ALLOC, &[log2, va]);
-    if !ask(st.sigma0, Fpage::mem(va, 12 + log2, 7), &mut m) {
+    if !ask(st.sigma0, Fpage::mem(va, 12 + log2, abi::mem::RIGHTS_MASK), &mut m) {
         return None;
     }
     st.dma_next = va + size;
@@ -106,7 +106,7 @@ unsafe impl Hal for ScionHal {
             if !st.mmio_pages.contains(&page) {
                 let va = MMIO_VA + (page - MMIO_START);
                 let mut m = Msg::new(s0::MMIO, &[page, 0, va]);
-                if ask(st.sigma0, Fpage::mem(va, 12, 7), &mut m) {
+                if ask(st.sigma0, Fpage::mem(va, 12, abi::mem::RIGHTS_MASK), &mut m) {
                     st.mmio_pages.push(page);
                 }
             }

@@ -313,7 +313,7 @@ impl Blk {
             return Some(a);
         }
         let va = self.area_next;
-        ipc::set_windows(Fpage::mem(va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0));
+        ipc::set_windows(Fpage::mem(va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0));
         let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
         let ok = ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
@@ -337,21 +337,13 @@ impl Blk {
         }
         self.drop_looked();
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
-        let mut m = Msg::new(pc::LOOKUP, &[first, n, owner as u64]);
-        match ipc::call(self.cache, &mut m, ipc::FOREVER) {
-            Ok(()) if m.word(1) == 0 => {
-                for (k, o) in out.iter_mut().enumerate().take(n as usize) {
-                    *o = m.word(2 + k);
-                }
-                // The slots it answered with are all mapped here; a block it took
-                // since is not handed out until it is.
-                let w = m.word(2 + n as usize);
-                if w != 0 {
-                    self.map_cache_block(w - 1);
-                }
-            }
-            Err(e) if env::server_gone(e) => cache_gone(),
-            _ => {}
+        let n = (n as usize).min(out.len());
+        // The slots it answered with are all mapped here; a block it took since is not
+        // handed out until it is.
+        match cached(pc::client::lookup(self.cache, first, owner, &mut out[..n])) {
+            Some(Some(first)) => self.map_cache_block(first),
+            Some(None) => {}
+            None => out = [u64::MAX; pc::MAX_LOOKUP as usize],
         }
         out
     }
@@ -385,29 +377,19 @@ impl Blk {
         if runs.len() < 2 {
             return;
         }
-        let words: Vec<u64> = core::iter::once(owner as u64).chain(runs.iter().map(|&(f, n)| pc::run_word(f, n))).collect();
-        let mut m = Msg::new(pc::LOOKUPS, &words);
-        match ipc::call(self.cache, &mut m, ipc::FOREVER) {
-            Ok(()) if m.word(1) == 0 => {
-                let looked = (m.word(2) as usize).min(runs.len());
-                let mut at = 3;
-                for &(f, n) in &runs[..looked] {
-                    let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
-                    for o in out.iter_mut().take(n as usize) {
-                        *o = m.word(at);
-                        at += 1;
-                    }
-                    self.looked.push_back((f, n, owner, out));
-                }
-                let w = m.word(at);
-                if w != 0 {
-                    let kept = core::mem::take(&mut self.looked);
-                    self.map_cache_block(w - 1);
-                    self.looked = kept;
-                }
-            }
-            Err(e) if env::server_gone(e) => cache_gone(),
-            _ => {}
+        let mut words = [u64::MAX; pc::MAX_RUN_BLOCKS as usize];
+        let Some((looked, map)) = cached(pc::client::lookups(self.cache, owner, &runs, &mut words)) else { return };
+        let mut at = 0;
+        for &(f, n) in &runs[..looked] {
+            let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+            out[..n as usize].copy_from_slice(&words[at..at + n as usize]);
+            at += n as usize;
+            self.looked.push_back((f, n, owner, out));
+        }
+        if let Some(first) = map {
+            let kept = core::mem::take(&mut self.looked);
+            self.map_cache_block(first);
+            self.looked = kept;
         }
     }
 
@@ -417,7 +399,7 @@ impl Blk {
         for (first, _, _, words) in core::mem::take(&mut self.looked) {
             for (k, f) in words.iter().enumerate() {
                 if *f != u64::MAX && f >> 32 == pc::FILL {
-                    self.cache_call(pc::FILLED, first + k as u64, 0);
+                    self.cache_filled(first + k as u64, false);
                 }
             }
         }
@@ -445,19 +427,12 @@ impl Blk {
         let room = matches!(rt::sys::task_info(cap::SELF_TASK), Ok((_, q, used)) if q.saturating_sub(used) >= cost);
         let aligned = pages.is_power_of_two() && first.is_multiple_of(pages) && first.checked_mul(BLOCK as u64).is_some_and(|o| o < CACHE_SPAN);
         let va = CACHE_VA + first * BLOCK as u64;
-        let mut m = Msg::new(pc::MAP, &[(room && aligned) as u64]);
-        if room && aligned {
-            ipc::set_windows(Fpage::mem(va, 12 + pages.trailing_zeros() as u64, 7), Fpage(0), Fpage(0));
-        }
-        let r = ipc::call(self.cache, &mut m, ipc::FOREVER);
-        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-        match r {
-            Ok(()) if room && aligned && m.word(1) == 0 && m.items() == 1 && m.word(2) == first && m.word(3) == pages => {
-                virtio::register_dma(va, m.word(4), pages);
+        let window = (room && aligned).then(|| (va, 12 + pages.trailing_zeros() as u64));
+        if let Some(Some((f, slots, phys))) = cached(pc::client::map(self.cache, window)) {
+            if f == first && slots == pages {
+                virtio::register_dma(va, phys, pages);
                 self.cache_grown = true;
             }
-            Err(e) if env::server_gone(e) => cache_gone(),
-            _ => {}
         }
     }
 
@@ -465,25 +440,24 @@ impl Blk {
     /// block it stopped using; map one it took.
     fn cache_sync(&mut self) {
         self.drop_looked();
-        let mut m = Msg::new(pc::SYNC, &[]);
-        match ipc::call(self.cache, &mut m, ipc::FOREVER) {
-            Ok(()) if m.word(1) == 0 => {
-                self.cache_grown = m.word(3) == 1;
-                if m.word(2) != 0 {
-                    self.map_cache_block(m.word(2) - 1);
-                }
+        if let Some((map, grown)) = cached(pc::client::sync(self.cache)) {
+            self.cache_grown = grown;
+            if let Some(first) = map {
+                self.map_cache_block(first);
             }
-            Err(e) if env::server_gone(e) => cache_gone(),
-            _ => {}
         }
     }
 
-    fn cache_call(&mut self, label: u64, a: u64, b: u64) {
+    /// Tell the cache the fill of `block` ended (`FILLED`).
+    fn cache_filled(&mut self, block: u64, ok: bool) {
         self.drop_looked();
-        let mut m = Msg::new(label, &[a, b]);
-        if ipc::call(self.cache, &mut m, ipc::FOREVER).is_err_and(env::server_gone) {
-            cache_gone();
-        }
+        cached(pc::client::filled(self.cache, block, ok));
+    }
+
+    /// Tell the cache blocks `first .. first + n` were written behind it (`INVALIDATE`).
+    fn cache_invalidate(&mut self, first: u64, n: u64) {
+        self.drop_looked();
+        cached(pc::client::invalidate(self.cache, first, n));
     }
 
     /// After copying out of the cache's frames: they held what the cache said only if
@@ -540,7 +514,7 @@ impl Blk {
 
     fn io_done(&mut self, io: Io, ok: bool) {
         if let Some(block) = io.fill {
-            self.cache_call(pc::FILLED, block, ok as u64);
+            self.cache_filled(block, ok);
         }
         if let (Some((to, n)), true) = (io.copy, ok) {
             copy_part(io.buf, to, n);
@@ -795,7 +769,7 @@ impl Blk {
         let block = start + first;
         if !buffered {
             if write {
-                self.cache_call(pc::INVALIDATE, block, count);
+                self.cache_invalidate(block, count);
             }
             self.queue(write, block, data, count, id);
             return;
@@ -824,7 +798,7 @@ impl Blk {
                     (pc::HIT, true) => copy_block(buf, slot),
                     (pc::FILL, true) => {
                         copy_block(buf, slot);
-                        self.cache_call(pc::FILLED, b, 1);
+                        self.cache_filled(b, true);
                     }
                     _ => {
                         // Busy: an earlier operation is filling it; let it finish and
@@ -937,7 +911,7 @@ impl Blk {
             return err(Error::BadState);
         }
         // Blocks of it the cache holds were read where they lie.
-        self.cache_call(pc::INVALIDATE, start, len);
+        self.cache_invalidate(start, len);
         self.ldisks.insert(start, Ldisk { graft: Some(id), owner, data, log, committed: map });
         Msg::new(0, &[0, data])
     }
@@ -1023,7 +997,7 @@ impl Blk {
         // The zeroing shares the device queue: what is in flight finishes first.
         self.drain();
         let to = self.vol.extend_written(&mut self.disk, &name, end, ZERO_AHEAD)?;
-        self.cache_call(pc::INVALIDATE, start + written, to - written);
+        self.cache_invalidate(start + written, to - written);
         for h in self.handles.values_mut().filter(|h| h.start == start) {
             h.written = to;
         }
@@ -1515,7 +1489,7 @@ impl Blk {
                         return err(Error::BadState);
                     }
                     let _ = self.vol.delete(name);
-                    self.cache_call(pc::INVALIDATE, s, l);
+                    self.cache_invalidate(s, l);
                     match self.vol.sync(&mut self.disk) {
                         Ok(()) => Msg::new(0, &[0]),
                         Err(_) => err(Error::BadState),
@@ -1647,6 +1621,17 @@ fn attach_irq(dev: &rt::pci::Device, disk: &mut Disk) -> Option<(u8, u64)> {
 /// DMA) are gone. Fail-stop: end, so that root starts the block service again, which
 /// attaches to the restarted cache; clients open their segments again and send what
 /// was not acknowledged (`Segment::reopen`).
+/// A call to the cache came to this: its answer, None when it refused (a request it
+/// does not take now), and the end of this service when the cache is gone (its frames,
+/// mapped here, with it).
+fn cached<T>(r: Result<T, Error>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) if env::server_gone(e) => cache_gone(),
+        Err(_) => None,
+    }
+}
+
 fn cache_gone() -> ! {
     println!("blk: the cache server is gone: ending, to be started again with the new one");
     rt::exit(3)
@@ -1657,15 +1642,9 @@ fn cache_gone() -> ! {
 fn attach_cache() -> Result<(u64, u64), &'static str> {
     let slot = rt::alloc_slot();
     env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
-    ipc::set_windows(Fpage::mem(CACHE_VA, 12 + 16, 7), Fpage(0), Fpage(0));
-    let mut m = Msg::new(pc::ATTACH, &[]);
-    let ok = ipc::call(slot, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
-    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-    if !ok {
-        return Err("the cache server refused to attach");
-    }
-    virtio::register_dma(CACHE_VA, m.word(2), m.word(3));
-    Ok((slot, m.word(3)))
+    let (phys, slots) = pc::client::attach(slot, CACHE_VA, 12 + 16).map_err(|_| "the cache server refused to attach")?;
+    virtio::register_dma(CACHE_VA, phys, slots);
+    Ok((slot, slots))
 }
 
 fn main() -> i32 {

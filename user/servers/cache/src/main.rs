@@ -154,7 +154,7 @@ fn main() -> i32 {
         let mut log2 = LOG2;
         let phys = loop {
             let mut m = Msg::new(s0::ALLOC, &[log2, AREA]);
-            if rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + log2, 7), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1 {
+            if rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1 {
                 break m.word(2);
             }
             if log2 == MIN_LOG2 {
@@ -623,7 +623,7 @@ impl CacheServer {
                 let k = 1 + self.grown.len() as u64;
                 let at = AREA + (k << (self.log2 + 12));
                 let mut r = Msg::new(s0::LEND, &[self.log2, at]);
-                if rt::server::request_mapping(self.sigma0, [Fpage::mem(at, 12 + self.log2, 7), Fpage(0), Fpage(0)], &mut r).is_ok() && r.items() == 1 {
+                if rt::server::request_mapping(self.sigma0, [Fpage::mem(at, 12 + self.log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut r).is_ok() && r.items() == 1 {
                     self.waiting = Some(r.word(2));
                     self.taken += 1;
                 }

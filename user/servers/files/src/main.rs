@@ -307,7 +307,7 @@ impl Files {
             }
             swap_api::Step::Commit => {
                 let mut r = server::ok_msg(&[]);
-                r.push_item(abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 7), 1);
+                r.push_item(abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, abi::rights::ALL), 1);
                 Answer::Reply(r)
             }
             swap_api::Step::State { format } => {
@@ -522,7 +522,7 @@ impl Server for Files {
             },
             Request::Mkdir { path } => done(fs.create(path, Kind::Dir).map(|_| ())),
             Request::Stat { path } => match fs.stat(path) {
-                Ok((k, size)) => Answer::ok(&[k as u64, size]),
+                Ok((k, size)) => Answer::ok(&[if k == Kind::Dir { files_api::Kind::Dir } else { files_api::Kind::File } as u64, size]),
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Sync => done(flushed.and_then(|_| fs.sync())),

@@ -186,7 +186,7 @@ impl Ftpd {
                 self.reply(s, &r);
             }
             Command::Cwd(p) => match ftp::resolve(&s.cwd, p) {
-                Some(dir) if files::stat(self.files, &dir).is_ok_and(|(k, _)| k == 2) => {
+                Some(dir) if files::stat(self.files, &dir).is_ok_and(|(k, _)| k == files::Kind::Dir) => {
                     s.cwd = dir;
                     self.reply(s, "250 Directory changed\r\n");
                 }
@@ -201,7 +201,7 @@ impl Ftpd {
                 _ => self.reply(s, "504 Only TYPE I and A\r\n"),
             },
             Command::Size(p) => match ftp::resolve(&s.cwd, p).map(|f| files::stat(self.files, &f)) {
-                Some(Ok((1, size))) => self.reply(s, &alloc::format!("213 {}\r\n", size)),
+                Some(Ok((files::Kind::File, size))) => self.reply(s, &alloc::format!("213 {}\r\n", size)),
                 _ => self.reply(s, "550 No such file\r\n"),
             },
             Command::Pasv | Command::Epsv => {
@@ -228,8 +228,8 @@ impl Ftpd {
                 let path = ftp::resolve(&s.cwd, p);
                 let rest = core::mem::take(&mut s.rest);
                 match path.as_deref().map(|f| (f, files::stat(self.files, f))) {
-                    Some((_, Ok((1, size)))) if rest > size => self.reply(s, &alloc::format!("554 Restart point {} is past the end ({} bytes)\r\n", rest, size)),
-                    Some((f, Ok((1, _)))) => match files::open(self.files, f, false) {
+                    Some((_, Ok((files::Kind::File, size)))) if rest > size => self.reply(s, &alloc::format!("554 Restart point {} is past the end ({} bytes)\r\n", rest, size)),
+                    Some((f, Ok((files::Kind::File, _)))) => match files::open(self.files, f, false) {
                         Ok((fh, size)) => {
                             let rest = rest.min(size);
                             if rest > 0 {

@@ -228,11 +228,11 @@ impl Httpd {
         let req = &http::Request { path: alloc::string::String::from(path), ..req.clone() };
         let st = files::stat(self.files, &req.path);
         match st {
-            Ok((2, _)) if !req.slash && req.path != "/" => {
+            Ok((files::Kind::Dir, _)) if !req.slash && req.path != "/" => {
                 let loc = alloc::format!("{}/", http::encode_path(&req.path));
                 self.small(c, Status::MOVED, &[("Location", &loc)], "moved\n", head_only);
             }
-            Ok((2, _)) => match files::list(self.files, &req.path) {
+            Ok((files::Kind::Dir, _)) => match files::list(self.files, &req.path) {
                 Ok(text) => {
                     let mut entries: Vec<(bool, u64, &str)> = text
                         .lines()
@@ -248,7 +248,7 @@ impl Httpd {
                 }
                 Err(_) => self.small(c, Status::SERVER_ERROR, &[], "cannot list\n", head_only),
             },
-            Ok((1, size)) => {
+            Ok((files::Kind::File, size)) => {
                 let range = match http::condition(req, None) {
                     http::Condition::Failed => {
                         self.small(c, Status::PRECONDITION_FAILED, &[("Content-Type", "text/plain")], "precondition failed\n", head_only);

@@ -186,7 +186,7 @@ impl Mem {
         }
         let at = POOL + b * BLOCK * PAGE_SIZE;
         let mut req = Msg::new(s0::ALLOC, &[GROW_LOG2, at]);
-        if rt::server::request_mapping(cap::SIGMA0_SLOT, [Fpage::mem(at, 12 + GROW_LOG2, 7), Fpage(0), Fpage(0)], &mut req).is_err() || req.items() != 1 {
+        if rt::server::request_mapping(cap::SIGMA0_SLOT, [Fpage::mem(at, 12 + GROW_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut req).is_err() || req.items() != 1 {
             return false;
         }
         if self.spare_blocks.pop().is_none() {

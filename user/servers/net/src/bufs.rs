@@ -50,7 +50,7 @@ impl Pool {
         if self.free.is_empty() {
             let va = rt::layout::NET_BUFFERS + self.chunks * CHUNK;
             let mut m = Msg::new(s0::ALLOC, &[CHUNK_LOG2, va]);
-            server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + CHUNK_LOG2, 7), Fpage(0), Fpage(0)], &mut m).ok()?;
+            server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + CHUNK_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut m).ok()?;
             if m.items() != 1 {
                 return None;
             }

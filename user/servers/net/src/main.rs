@@ -379,7 +379,7 @@ impl Net {
             }
         };
         let mut m = server::ok_msg(&[p::AREA_BYTES]);
-        m.push_item(Fpage::mem(area.base(), 12 + p::AREA_LOG2, 7), 0);
+        m.push_item(Fpage::mem(area.base(), 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), 0);
         Ok(m)
     }
 
@@ -390,7 +390,7 @@ impl Net {
         }
         let va = self.area_next;
         let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
-        server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + p::AREA_LOG2, 7), Fpage(0), Fpage(0)], &mut m).map_err(|_| Error::NoMemory)?;
+        server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut m).map_err(|_| Error::NoMemory)?;
         self.area_next += p::AREA_BYTES;
         Ok(area_at(va))
     }

@@ -131,10 +131,10 @@ impl Holding {
     /// The items that carry it on, from `block` and the memory relay.
     fn items(&self, block: u64, m: &mut Msg) {
         if self.mem {
-            m.push_item(Fpage::mem(layout::UPDATE_RELAY, layout::UPDATE_RELAY_LOG2, 7), 1);
+            m.push_item(Fpage::mem(layout::UPDATE_RELAY, layout::UPDATE_RELAY_LOG2, abi::mem::RIGHTS_MASK), 1);
         }
         if self.caps {
-            m.push_item(Fpage::caps(block, RELAY_LOG2, 7), 1);
+            m.push_item(Fpage::caps(block, RELAY_LOG2, abi::rights::ALL), 1);
         }
     }
 }

@@ -57,7 +57,7 @@ fn heartbeat(_: u64) {
 
 /// Receives map items into its window and answers each message.
 fn receiver(_: u64) {
-    ipc::set_windows(Fpage::mem(WINDOW, 22, 7), Fpage(0), Fpage(0));
+    ipc::set_windows(Fpage::mem(WINDOW, 22, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0));
     let mut reply: Option<Msg> = None;
     loop {
         let mut m = Msg::empty();

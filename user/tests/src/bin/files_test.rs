@@ -48,8 +48,8 @@ fn main() -> i32 {
     }
     c.check(back == data, "read them back in pieces");
     c.eq(f::read(srv, h, 40_000, 100).map(|b| b.len()), Ok(0), "a read at the end is empty");
-    c.eq(f::stat(srv, "/t/x"), Ok((1, 40_000)), "stat: a file of that size");
-    c.eq(f::stat(srv, "/t"), Ok((2, 64)), "stat: a directory with one entry");
+    c.eq(f::stat(srv, "/t/x"), Ok((f::Kind::File, 40_000)), "stat: a file of that size");
+    c.eq(f::stat(srv, "/t"), Ok((f::Kind::Dir, 64)), "stat: a directory with one entry");
     c.eq(f::remove(srv, "/t/x"), Err(Error::BadState), "an open file cannot be removed");
     c.eq(f::remove(srv, "/t"), Err(Error::BadState), "nor a directory that is not empty");
     c.eq(f::close(srv, h), Ok(()), "close");

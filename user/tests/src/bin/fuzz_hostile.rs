@@ -78,12 +78,12 @@ fn tame_fpage(raw: u64, r: &mut Rng) -> u64 {
             let (lo, hi) = (f.base(), f.base().saturating_add(f.size()));
             let overlaps = |a: u64, b: u64| lo < b && a < hi;
             if overlaps(0, 0x1_0000_0000) || overlaps(0x0000_2000_0000_0000, 0x0000_2001_0000_0000) || overlaps(0x0000_7f00_0000_0000, 0x0000_8000_0000_0000) || f.size() > (1 << 40) {
-                Fpage::mem(SANDBOX, 12, 7).0
+                Fpage::mem(SANDBOX, 12, abi::mem::RIGHTS_MASK).0
             } else {
                 f.0
             }
         }
-        CAP if f.is_valid() && f.base() < HIDE + 8 && f.base() + f.size() > HIDE => Fpage::caps(32, 3, 7).0,
+        CAP if f.is_valid() && f.base() < HIDE + 8 && f.base() + f.size() > HIDE => Fpage::caps(32, 3, abi::rights::ALL).0,
         _ => f.0,
     }
 }
@@ -163,7 +163,7 @@ fn biased_call(r: &mut Rng, me: u64) {
         }
         5..=6 => {
             // Receive (items land in our window), maybe save the reply right, answer.
-            ipc::set_windows(abi::fpage::Fpage::mem(RECV_AREA + me * 0x10_0000, 12 + r.below(5), 7), abi::fpage::Fpage::caps(LIVE + 16, 4, 7), abi::fpage::Fpage(0));
+            ipc::set_windows(abi::fpage::Fpage::mem(RECV_AREA + me * 0x10_0000, 12 + r.below(5), abi::mem::RIGHTS_MASK), abi::fpage::Fpage::caps(LIVE + 16, 4, abi::rights::ALL), abi::fpage::Fpage(0));
             let mut m = Msg::empty();
             let got = ipc::recv(ipc::RECV_ANY, &mut m, abi::ipc::timeouts(0, if r.below(16) == 0 { 1 } else { 0 })).is_ok();
             count(got);

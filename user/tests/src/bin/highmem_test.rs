@@ -27,7 +27,7 @@ fn main() -> i32 {
     rt::println!("  sigma0 holds {} MiB", mib);
     c.check(mib > 4096, "sigma0 holds more than 4 GiB");
     let mut m = Msg::new(s0::PHYS, &[HIGH, 0, VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(VA, 12, 7), &mut m), Ok(()), "a frame at 5 GiB");
+    c.eq(tests::call_with_window(s, Fpage::mem(VA, 12, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "a frame at 5 GiB");
     // SAFETY: sigma0 just mapped the frame read-write at VA, a page no Rust data uses.
     let area = unsafe { Area::new(VA, 4096) };
     area.write(4088, 0x5EC0_0D00_0000_0005);

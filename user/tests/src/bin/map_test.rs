@@ -38,7 +38,7 @@ mod label {
 // ---------------------------------------------------------------- the peer (B, C)
 
 fn peer(window: u64) -> i32 {
-    ipc::set_windows(Fpage::mem(window, 24, 7), Fpage::caps(96, 4, 7), Fpage(0));
+    ipc::set_windows(Fpage::mem(window, 24, abi::mem::RIGHTS_MASK), Fpage::caps(96, 4, abi::rights::ALL), Fpage(0));
     let mut reply: Option<Msg> = None;
     loop {
         let mut m = Msg::empty();
@@ -60,7 +60,7 @@ fn peer(window: u64) -> i32 {
                 label::FORWARD_CAP => {
                     // MR1 = slot, MR2 = grant?, MR3 = destination slot: to the same slot there.
                     let mut f = Msg::new(1, &[]);
-                    f.push_item(Fpage::caps(m.word(1), 0, 7), (m.word(1) << 12) | if m.word(2) != 0 { GRANT } else { 0 });
+                    f.push_item(Fpage::caps(m.word(1), 0, abi::rights::ALL), (m.word(1) << 12) | if m.word(2) != 0 { GRANT } else { 0 });
                     let r = ipc::call(m.word(3), &mut f, FOREVER);
                     Msg::new(1, &[r.err().map_or(0, |e| e as u64)])
                 }
@@ -281,7 +281,7 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
 
     let s = 0x0000_6000_0020_0000u64;
     let mut m = Msg::new(sigma0_api::ALLOC, &[0, s]);
-    c.eq(tests::call_with_window(s0, Fpage::mem(s, 12, 7), &mut m), Ok(()), "a frame from sigma0");
+    c.eq(tests::call_with_window(s0, Fpage::mem(s, 12, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "a frame from sigma0");
     let pa = m.word(2);
     // Only root moves frames from one program to another (a live update's successor).
     for (from, to) in [(2, 3), (3, 2), (0, 0)] {
@@ -330,7 +330,7 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
     // The frame's next owner (asking for these very frames) writes a secret nobody sees.
     let v = 0x0000_6000_0030_0000u64;
     let mut m = Msg::new(sigma0_api::PHYS, &[pa, 0, v]);
-    c.eq(tests::call_with_window(s0, Fpage::mem(v, 12, 7), &mut m), Ok(()), "the freed frame, allocated again");
+    c.eq(tests::call_with_window(s0, Fpage::mem(v, 12, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "the freed frame, allocated again");
     // SAFETY: the page was just mapped read-write from sigma0.
     unsafe { core::ptr::write_volatile(v as *mut u64, 0x5EC2E7) };
     for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {

@@ -34,7 +34,7 @@ fn main() -> i32 {
 
     // Device memory.
     let mut m = Msg::new(s0::MMIO, &[abar & !0xfff, 0, MMIO_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, 7), &mut m), Ok(()), "map the register page");
+    c.eq(tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "map the register page");
     let regs = MMIO_VA + (abar & 0xfff);
     // SAFETY: the page was just mapped (uncached) from the controller's BAR.
     let (cap, vs) = unsafe { (core::ptr::read_volatile(regs as *const u32), core::ptr::read_volatile((regs + 0x10) as *const u32)) };
@@ -42,11 +42,11 @@ fn main() -> i32 {
     c.eq(vs, 0x0001_0000, "read the controller's version register (AHCI 1.0)");
     c.eq((cap & 0x1f) + 1, 6, "its capabilities: six ports, as QEMU's ICH9 AHCI has");
     let mut m = Msg::new(s0::MMIO, &[0x1000_0000, 0, MMIO_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, 7), &mut m), Err(Error::BadAddress), "RAM is not device memory");
+    c.eq(tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, abi::mem::RIGHTS_MASK), &mut m), Err(Error::BadAddress), "RAM is not device memory");
 
     // DMA memory: physically contiguous, physical address told.
     let mut m = Msg::new(s0::ALLOC, &[2, DMA_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Ok(()), "four contiguous pages for DMA");
+    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "four contiguous pages for DMA");
     let pa = m.word(2);
     println!("  DMA buffer at physical {:#x}", pa);
     c.check(pa != 0 && pa.is_multiple_of(0x4000), "its physical address, aligned to its size");
@@ -56,11 +56,11 @@ fn main() -> i32 {
         c.eq(core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64), 0xD3A, "usable");
     }
     let mut m = Msg::new(s0::PHYS, &[pa, 2, DMA_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Ok(()), "asking for the same frames again is idempotent");
+    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "asking for the same frames again is idempotent");
     // SAFETY: as above (the same frames are mapped again at the same place).
     c.eq(unsafe { core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64) }, 0xD3A, "and they are the same frames");
     let mut m = Msg::new(s0::PHYS, &[0x10_0000, 0, DMA_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, 7), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
+    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
     // Giving back frames that are not there (past the end of RAM, or wrapping around the
     // address space) gives back nothing; sigma0 goes on serving.
     for pa in [1u64 << 50, !0xfffu64] {

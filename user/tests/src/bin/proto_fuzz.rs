@@ -118,9 +118,9 @@ fn main() -> i32 {
         if r.below(25) == 0 && n < 50 {
             let fp = match r.below(4) {
                 0 => Fpage::mem(OFFER, 12, mem::READ),
-                1 => Fpage::caps(srv, 0, 7),
+                1 => Fpage::caps(srv, 0, abi::rights::ALL),
                 // A capability blk minted (an ATTACH to the service brings one).
-                2 => Fpage::caps(seg.as_ref().map_or(srv, |s| s.cap), 0, 7),
+                2 => Fpage::caps(seg.as_ref().map_or(srv, |s| s.cap), 0, abi::rights::ALL),
                 _ => Fpage(r.next()),
             };
             m.push_item(fp, r.next() & !0xfff);
