@@ -10,7 +10,8 @@
    checked against the memory's size (wasm2c's bounds-check mode), and `memory.grow`
    grows it within the reservation. A trap leaves the call at once (a non-local exit to
    the entry, which answers the trap's code in the control block; the call depth is set
-   to 0 again); the server's watchdog stops a call that runs too long.
+   to 0 again); the server's watchdog stops a call that runs too long (the entries tell
+   it, in a block of the server's, which call is under way and where it exits).
 
    The generated file is part of this one (one translation unit), so that the compiler
    sees the module's instance as this file's static: its memory's place and size are
@@ -26,37 +27,61 @@ struct scion_sfi_ctl {
   uint64_t mem_size; /* out (init): its size */
   uint64_t input_at; /* out (init): graft_input() */
   uint64_t state_at; /* out (init): graft_state() */
+  uint64_t watch;    /* in (init): the server's watch block (rt::guard::ImageWatch) */
+  uint64_t wrote;    /* out: the call stored into linear memory (0: it did not) */
 };
 
-uint32_t wasm_rt_call_stack_depth;
+/* `wasm_rt_call_stack_depth` and `scion_sfi_wrote` are this file's statics (wasm-rt.h):
+   the compiler sees every use of them. */
 static Z_graft_instance_t instance;
 static uint8_t* mem_base;
 static uint64_t mem_cap;
-/* Where the call under way began (its stack after the entry saved the registers the
-   caller keeps) and its control block: a trap goes back there. */
-uint64_t scion_sfi_sp, scion_sfi_ctl;
+/* Where the call under way began: the registers its caller keeps, its stack pointer
+   (at the return address) and its control block. A trap goes back there. */
+uint64_t scion_sfi_regs[8];
+/* The server's watch block (`rt::guard::ImageWatch`: active, call number, exit): the
+   entries fill it in, so that its watchdog can stop a call that runs too long by
+   starting the thread again at `scion_sfi_exit`. */
+struct scion_sfi_watch {
+  volatile uint64_t active, seq, exit;
+};
+struct scion_sfi_watch* scion_sfi_watch;
 
-/* The entries save the registers their caller keeps and note where the call began;
-   `scion_sfi_exit` (a trap) goes back there, answers 0 and puts the trap's code in the
-   control block. */
+/* The entries note where the call began (the registers the caller keeps, stored, not
+   pushed: a call that returns has kept them itself), then, in the server's watch
+   block, the exit, a new call number and that a call is under way, and go on to the C
+   entry, which returns to the caller directly (clearing `active` first);
+   `scion_sfi_exit` (a trap, or the watchdog: `rdi` = the trap's code) puts the code in
+   the control block, clears `active`, takes the registers back and returns 0 from the
+   entry. */
 __asm__(
     ".pushsection .text.scion_sfi_entry, \"ax\"\n"
     ".globl scion_sfi_init\n .hidden scion_sfi_init\n"
     ".globl scion_sfi_run\n .hidden scion_sfi_run\n"
     ".globl scion_sfi_exit\n .hidden scion_sfi_exit\n"
     "scion_sfi_init:\n" /* rdi = ctl */
-    "  push %rbx\n push %rbp\n push %r12\n push %r13\n push %r14\n push %r15\n sub $8, %rsp\n"
-    "  mov %rsp, scion_sfi_sp(%rip)\n mov %rdi, scion_sfi_ctl(%rip)\n"
-    "  call scion_sfi_start\n"
+    "  mov %rdi, scion_sfi_regs+56(%rip)\n"
+    "  mov 48(%rdi), %rax\n mov %rax, scion_sfi_watch(%rip)\n"
+    "  lea scion_sfi_start(%rip), %rax\n"
     "  jmp 1f\n"
     "scion_sfi_run:\n" /* rdi = input length, rsi = ctl */
-    "  push %rbx\n push %rbp\n push %r12\n push %r13\n push %r14\n push %r15\n sub $8, %rsp\n"
-    "  mov %rsp, scion_sfi_sp(%rip)\n mov %rsi, scion_sfi_ctl(%rip)\n"
-    "  call scion_sfi_call\n"
-    "1: add $8, %rsp\n pop %r15\n pop %r14\n pop %r13\n pop %r12\n pop %rbp\n pop %rbx\n ret\n"
+    "  mov %rsi, scion_sfi_regs+56(%rip)\n"
+    "  lea scion_sfi_call(%rip), %rax\n"
+    "1: mov %rbx, scion_sfi_regs(%rip)\n mov %rbp, scion_sfi_regs+8(%rip)\n"
+    "  mov %r12, scion_sfi_regs+16(%rip)\n mov %r13, scion_sfi_regs+24(%rip)\n"
+    "  mov %r14, scion_sfi_regs+32(%rip)\n mov %r15, scion_sfi_regs+40(%rip)\n"
+    "  mov %rsp, scion_sfi_regs+48(%rip)\n"
+    "  mov scion_sfi_watch(%rip), %rcx\n lea scion_sfi_exit(%rip), %rdx\n mov %rdx, 16(%rcx)\n"
+    "  addq $1, 8(%rcx)\n movq $1, (%rcx)\n"
+    "  jmp *%rax\n"
     "scion_sfi_exit:\n" /* rdi = trap code */
-    "  mov scion_sfi_sp(%rip), %rsp\n mov scion_sfi_ctl(%rip), %rsi\n mov %rdi, (%rsi)\n"
-    "  xor %eax, %eax\n jmp 1b\n"
+    "  mov scion_sfi_regs+48(%rip), %rsp\n"
+    "  mov scion_sfi_regs+56(%rip), %rsi\n mov %rdi, (%rsi)\n"
+    "  mov scion_sfi_watch(%rip), %rcx\n movq $0, (%rcx)\n"
+    "  mov scion_sfi_regs(%rip), %rbx\n mov scion_sfi_regs+8(%rip), %rbp\n"
+    "  mov scion_sfi_regs+16(%rip), %r12\n mov scion_sfi_regs+24(%rip), %r13\n"
+    "  mov scion_sfi_regs+32(%rip), %r14\n mov scion_sfi_regs+40(%rip), %r15\n"
+    "  cld\n xor %eax, %eax\n ret\n"
     ".popsection\n");
 
 __attribute__((noreturn)) void scion_sfi_exit(uint64_t code);
@@ -114,11 +139,21 @@ __attribute__((used)) void scion_sfi_start(struct scion_sfi_ctl* c) {
   c->state_at = Z_graftZ_graft_state(&instance);
   c->mem_size = instance.w2c_memory.size;
   c->trap = 0;
+  scion_sfi_watch->active = 0;
 }
 
 /* One call: `len` bytes of input are at graft_input(); the answer (or, by the exit, 0
-   and the trap's code in the control block, which the server cleared). */
-__attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len) { return w2c_graft_run(&instance, (uint32_t)len); }
+   and the trap's code in the control block, which the server cleared), and in the
+   control block whether it stored into linear memory. (A call left by the exit leaves
+   the call depth behind: each call starts it from 0.) */
+__attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len, struct scion_sfi_ctl* c) {
+  wasm_rt_call_stack_depth = 0;
+  scion_sfi_wrote = 0;
+  uint64_t r = w2c_graft_run(&instance, (uint32_t)len);
+  c->wrote = scion_sfi_wrote;
+  scion_sfi_watch->active = 0;
+  return r;
+}
 
 /* What a freestanding C program must provide; string instructions, so that the
    compiler cannot turn them into calls to themselves. */

@@ -227,7 +227,7 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
     if !src.contains(barrier) {
         return Err("wasm2c's output is not the expected 1.0.32 form".into());
     }
-    std::fs::write(&c, src.replace(barrier, "")).map_err(|e| e.to_string())?;
+    std::fs::write(&c, sfi_patch(&src.replace(barrier, ""))?).map_err(|e| e.to_string())?;
     let sfi = root.join("grafts/sfi");
     let o = dir.join("image.o");
     let out = Command::new(clang).args(SFI_CFLAGS).arg("-I").arg(sfi.join("include")).arg("-I").arg(dir).arg("-c").arg(sfi.join("harness.c")).arg("-o").arg(&o).output().map_err(|e| format!("{clang}: {e}"))?;
@@ -249,6 +249,31 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
         return Err(format!("it does not link (a float or a table has nothing to link to): {}", String::from_utf8_lossy(&link.stderr)));
     }
     sfi_code(&std::fs::read(&elf).map_err(|e| e.to_string())?)
+}
+
+/// Scion's changes to wasm2c's output (1.0.32's form, checked): every store to linear
+/// memory, and the bulk memory operations, mark the call as one that wrote
+/// (`scion_sfi_wrote`: a call that did not leaves the state as it was, and the server
+/// keeps its undo copy); and the bounds check of a load or store is written as
+/// `address > size - width` in signed 64-bit arithmetic — the same test as wasm2c's
+/// `address + width > size` (an address is below 2^33, a size below 2^63; a memory
+/// smaller than the width makes the right side negative: every access traps), in the
+/// form the compiler hoists the subtraction of out of a loop.
+fn sfi_patch(src: &str) -> Result<String, String> {
+    let mut src = src.to_string();
+    for (old, new) in [
+        ("wasm_rt_memcpy(&mem->data[addr], &wrapped, sizeof(t1));", "SCION_SFI_WROTE(); wasm_rt_memcpy(&mem->data[addr], &wrapped, sizeof(t1));"),
+        ("  memset(mem->data + d, val, n);", "  SCION_SFI_WROTE();\n  memset(mem->data + d, val, n);"),
+        ("  memmove(dest->data + dest_addr, src->data + src_addr, n);", "  SCION_SFI_WROTE();\n  memmove(dest->data + dest_addr, src->data + src_addr, n);"),
+        ("  LOAD_DATA((*dest), dest_addr, src + src_addr, n);", "  SCION_SFI_WROTE();\n  LOAD_DATA((*dest), dest_addr, src + src_addr, n);"),
+        ("#define MEMCHECK(mem, a, t) RANGE_CHECK(mem, a, sizeof(t))", "#define MEMCHECK(mem, a, t) \\\n  if (UNLIKELY((int64_t)(a) > (int64_t)((mem)->size - sizeof(t)))) TRAP(OOB);"),
+    ] {
+        if src.matches(old).count() != 1 {
+            return Err(format!("wasm2c's output is not the expected 1.0.32 form ({old})"));
+        }
+        src = src.replace(old, new);
+    }
+    Ok(src)
 }
 
 /// A linked compiled graft as its code field: every loaded segment laid out from address

@@ -64,11 +64,18 @@ pub trait Engine {
     fn allocates(&self) -> bool {
         true
     }
-    /// Does a call guard itself (compiled code, which the server's watchdog stops past
-    /// its time without help: a few instructions, not the host's guarded run)? Such an
-    /// engine answers a stopped call `Budget` and cannot be reset after it.
+    /// Does a call guard itself (compiled code: signed code, which the server's watchdog
+    /// stops past its time in a few instructions, not the host's guarded run; SFI, whose
+    /// instrumented code stops at the end of its fuel)? Such an engine answers a stopped
+    /// call `Budget` and cannot be reset after it.
     fn guards_itself(&self) -> bool {
         false
+    }
+    /// Could the last call have changed the state? An engine that knows it did not (a
+    /// compiled graft that stored nothing into its memory) saves the table its undo copy
+    /// before the next call. Only an exact "no" may answer `false`.
+    fn wrote_state(&self) -> bool {
+        true
     }
 }
 

@@ -9,12 +9,16 @@
 //!
 //! What the compiled code guarantees: every load and store is checked against the
 //! linear memory's size (wasm2c's bounds-check mode), the call depth is counted and
-//! bounded (a graft recursing too deep traps), and a trap leaves the call at once (the
+//! bounded (a graft recursing too deep traps), a trap leaves the call at once (the
 //! harness's own non-local exit to its entry, which answers the trap's code in the
-//! control block, `Ctl`). What the server adds: the linear memory (reserved up to the
-//! graft's memory limit, in the graft's own heap: `memory.grow` grows it within), the
-//! guarded call (its watchdog stops a call past its time and the engine is not called
-//! again) and the undo copy of the state (the table's).
+//! control block, `Ctl`), and a call says whether it stored into linear memory at all
+//! (`Ctl::wrote`: if not, the state is as it was and the table keeps its undo copy).
+//! What the server adds: the linear memory (reserved up to the graft's memory limit, in
+//! the graft's own heap: `memory.grow` grows it within), the watchdog (the image's
+//! entries tell it, in a block of the server's — `Ctl::watch`, `rt::guard::ImageWatch`
+//! — which call is under way and where it exits: nothing is armed per call; a call past
+//! its time is started again at that exit, answers `Budget`, and the engine is not
+//! called again) and the undo copy of the state (the table's).
 //!
 //! The code field (u32s little-endian): the offsets of the two entries (`scion_sfi_init`,
 //! `scion_sfi_run`), the end of the code (`text`: a multiple of 4096 — code and
@@ -118,32 +122,35 @@ pub struct Ctl {
     pub mem_size: u64,
     pub input_at: u64,
     pub state_at: u64,
+    /// The server's watch block (three u64s: a call under way, its number, where a
+    /// stopped call exits), which the image's entries write.
+    pub watch: u64,
+    /// Written by a call that returned: did it store into linear memory (0: no)?
+    pub wrote: u64,
 }
 
-/// wasm2c's trap codes (`wasm_rt_trap_t`): out of bounds is a memory fault, the rest
+/// wasm2c's trap codes (`wasm_rt_trap_t`): out of bounds is a memory fault, stopped by
+/// the watchdog (Scion's code: `rt::guard::IMAGE_STOPPED`) over budget, the rest
 /// (unreachable, division, stack exhausted, …) a trap.
 const TRAP_OOB: u64 = 1;
+pub const TRAP_STOPPED: u64 = 9;
 
 fn abort_of(trap: u64) -> Abort {
-    if trap == TRAP_OOB {
-        Abort::Memory
-    } else {
-        Abort::Trap
+    match trap {
+        TRAP_OOB => Abort::Memory,
+        TRAP_STOPPED => Abort::Budget,
+        _ => Abort::Trap,
     }
 }
 
 /// An image's entry.
 pub type Entry = extern "C" fn(u64, u64, u64, u64) -> u64;
 
-/// How the server calls compiled code: guarded by its watchdog (the answer, or `Budget`
-/// when the call was stopped, which marks the engine dead: never called again).
-pub type Guard = fn(Entry, [u64; 4], &mut bool) -> Result<u64, Abort>;
 
 /// A loaded image with its linear memory.
 pub struct Sfi {
     init: Entry,
     run: Entry,
-    guard: Guard,
     ctl: alloc::boxed::Box<Ctl>,
     /// The linear memory: `mem_cap` bytes reserved, never moved (its length stays 0: the
     /// image writes it, the engine reads through `Ctl`'s offsets).
@@ -163,14 +170,16 @@ impl Sfi {
     /// # Safety
     /// `base` holds `code` as `place` lays it out, its code executable, its writable data
     /// writable, and stays so as long as the engine; `code` is an image the build made
-    /// from a WebAssembly module with Scion's harness (its signature says so).
-    pub unsafe fn instantiate(base: u64, code: &Code<'_>, f: &GraftFile<'_>, limits: Limits, guard: Guard) -> Result<Sfi, LoadError> {
+    /// from a WebAssembly module with Scion's harness (its signature says so). `watch`
+    /// is three u64s the image may write at every call, for as long as the engine lives
+    /// (the server's watchdog's block).
+    pub unsafe fn instantiate(base: u64, code: &Code<'_>, f: &GraftFile<'_>, limits: Limits, watch: *mut u64) -> Result<Sfi, LoadError> {
         // SAFETY: the entries lie in the image's code (`parse`), which the caller promises
         // is loaded at `base`, executable, and made by the build with this ABI.
         let entry = |at: usize| unsafe { core::mem::transmute::<u64, Entry>(base + at as u64) };
         let memory: Vec<u8> = Vec::with_capacity(limits.memory);
-        let ctl = alloc::boxed::Box::new(Ctl { mem_base: memory.as_ptr() as u64, mem_cap: memory.capacity() as u64, ..Ctl::default() });
-        let mut s = Sfi { init: entry(code.init), run: entry(code.run), guard, ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false };
+        let ctl = alloc::boxed::Box::new(Ctl { mem_base: memory.as_ptr() as u64, mem_cap: memory.capacity() as u64, watch: watch as u64, ..Ctl::default() });
+        let mut s = Sfi { init: entry(code.init), run: entry(code.run), ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false };
         s.start().map_err(|_| LoadError::Refused("the module does not instantiate within the limits"))?;
         let c = &s.ctl;
         crate::engine::check_wasm_buffers(c.mem_size as usize, c.input_at as usize, s.max_input, c.state_at as usize, s.state_len)?;
@@ -183,9 +192,13 @@ impl Sfi {
     fn start(&mut self) -> Result<(), Abort> {
         self.ctl.trap = 0;
         let ctl = &mut *self.ctl as *mut Ctl as u64;
-        (self.guard)(self.init, [ctl, 0, 0, 0], &mut self.dead)?;
+        (self.init)(ctl, 0, 0, 0);
         match self.ctl.trap {
             0 if self.ctl.mem_size as usize <= self.memory.capacity() => Ok(()),
+            TRAP_STOPPED => {
+                self.dead = true;
+                Err(Abort::Budget)
+            }
             _ => Err(Abort::Broken),
         }
     }
@@ -221,6 +234,9 @@ impl<K> Engine for Held<K> {
     fn guards_itself(&self) -> bool {
         self.sfi.guards_itself()
     }
+    fn wrote_state(&self) -> bool {
+        self.sfi.wrote_state()
+    }
 }
 
 impl Engine for Sfi {
@@ -233,19 +249,37 @@ impl Engine for Sfi {
     }
 
     fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
+        if self.dead {
+            return Err(Abort::Broken);
+        }
         if input.len() > self.max_input {
             return Err(Abort::Memory);
         }
         // SAFETY: the input buffer (`max_input` bytes at `input_at`) lies inside the
         // memory (checked at instantiation), apart from the state.
         unsafe { core::ptr::copy_nonoverlapping(input.as_ptr(), self.memory.as_mut_ptr().add(self.input_at), input.len()) };
-        self.ctl.trap = 0;
-        let ctl = &mut *self.ctl as *mut Ctl as u64;
-        let v = (self.guard)(self.run, [input.len() as u64, ctl, 0, 0], &mut self.dead)?;
+        let c = &mut *self.ctl;
+        // A trap leaves `wrote` as it is: a call that trapped counts as one that wrote.
+        (c.trap, c.wrote) = (0, 1);
+        let ctl = c as *mut Ctl as u64;
+        // Called directly: the image tells the watchdog itself that a call is under way
+        // (and where it exits), its traps come back here by its own exit, and it calls
+        // nothing outside itself.
+        let v = (self.run)(input.len() as u64, ctl, 0, 0);
         match self.ctl.trap {
             0 => Ok(v),
+            TRAP_STOPPED => {
+                // Stopped past its time: a loop that does not end is not called again
+                // (unloaded).
+                self.dead = true;
+                Err(Abort::Budget)
+            }
             t => Err(abort_of(t)),
         }
+    }
+
+    fn wrote_state(&self) -> bool {
+        self.ctl.wrote != 0
     }
 
     fn reset(&mut self) -> Result<(), Abort> {
@@ -271,8 +305,8 @@ impl Engine for Sfi {
 pub mod host {
     extern crate std;
 
-    use super::{Code, Entry, Held, Sfi};
-    use crate::engine::{Abort, Engine, Limits};
+    use super::{Code, Held, Sfi};
+    use crate::engine::{Engine, Limits};
     use crate::format::GraftFile;
     use crate::LoadError;
     use alloc::boxed::Box;
@@ -290,9 +324,9 @@ pub mod host {
         }
     }
 
-    fn direct(f: Entry, a: [u64; 4], _dead: &mut bool) -> Result<u64, Abort> {
-        Ok(f(a[0], a[1], a[2], a[3]))
-    }
+    /// The watch block the images write on the host (no watchdog reads it). Shared by
+    /// every engine on the host: writes of relaxed words, read by nobody.
+    static WATCH: [core::sync::atomic::AtomicU64; 3] = [const { core::sync::atomic::AtomicU64::new(0) }; 3];
 
     /// The engine for a compiled graft signed with `key`, run on the host.
     pub fn load(f: &GraftFile<'_>, key: &[u8; 32], limits: Limits) -> Result<Box<dyn Engine>, LoadError> {
@@ -315,7 +349,7 @@ pub mod host {
         }
         // SAFETY: the image is laid out at `base` by `place`, its code executable and its
         // data writable, for as long as the engine keeps `Mapped` (dropped after it); signed by `key`.
-        match unsafe { Sfi::instantiate(base, &code, f, limits, direct) } {
+        match unsafe { Sfi::instantiate(base, &code, f, limits, WATCH.as_ptr() as *mut u64) } {
             Ok(sfi) => Ok(Box::new(Held::new(sfi, Mapped { at, len }))),
             Err(e) => {
                 // SAFETY: our own mapping; the engine that ran it is gone.
