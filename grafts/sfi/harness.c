@@ -36,6 +36,8 @@ struct scion_sfi_ctl {
 static Z_graft_instance_t instance;
 static uint8_t* mem_base;
 static uint64_t mem_cap;
+/* Where the input goes: graft_input(), in the memory. */
+static uint8_t* input;
 /* Where the call under way began: the registers its caller keeps, its stack pointer
    (at the return address) and its control block. A trap goes back there. */
 uint64_t scion_sfi_regs[8];
@@ -59,21 +61,23 @@ __asm__(
     ".globl scion_sfi_init\n .hidden scion_sfi_init\n"
     ".globl scion_sfi_run\n .hidden scion_sfi_run\n"
     ".globl scion_sfi_exit\n .hidden scion_sfi_exit\n"
-    "scion_sfi_init:\n" /* rdi = ctl */
-    "  mov %rdi, scion_sfi_regs+56(%rip)\n"
-    "  mov 48(%rdi), %rax\n mov %rax, scion_sfi_watch(%rip)\n"
-    "  lea scion_sfi_start(%rip), %rax\n"
-    "  jmp 1f\n"
-    "scion_sfi_run:\n" /* rdi = input length, rsi = ctl */
-    "  mov %rsi, scion_sfi_regs+56(%rip)\n"
-    "  lea scion_sfi_call(%rip), %rax\n"
-    "1: mov %rbx, scion_sfi_regs(%rip)\n mov %rbp, scion_sfi_regs+8(%rip)\n"
+    ".macro scion_sfi_note\n"
+    "  mov %rbx, scion_sfi_regs(%rip)\n mov %rbp, scion_sfi_regs+8(%rip)\n"
     "  mov %r12, scion_sfi_regs+16(%rip)\n mov %r13, scion_sfi_regs+24(%rip)\n"
     "  mov %r14, scion_sfi_regs+32(%rip)\n mov %r15, scion_sfi_regs+40(%rip)\n"
     "  mov %rsp, scion_sfi_regs+48(%rip)\n"
-    "  mov scion_sfi_watch(%rip), %rcx\n lea scion_sfi_exit(%rip), %rdx\n mov %rdx, 16(%rcx)\n"
+    "  mov scion_sfi_watch(%rip), %rcx\n lea scion_sfi_exit(%rip), %rax\n mov %rax, 16(%rcx)\n"
     "  addq $1, 8(%rcx)\n movq $1, (%rcx)\n"
-    "  jmp *%rax\n"
+    ".endm\n"
+    "scion_sfi_init:\n" /* rdi = ctl */
+    "  mov %rdi, scion_sfi_regs+56(%rip)\n"
+    "  mov 48(%rdi), %rax\n mov %rax, scion_sfi_watch(%rip)\n"
+    "  scion_sfi_note\n"
+    "  jmp scion_sfi_start\n"
+    "scion_sfi_run:\n" /* rdi = input length, rsi = ctl, rdx = input */
+    "  mov %rsi, scion_sfi_regs+56(%rip)\n"
+    "  scion_sfi_note\n"
+    "  jmp scion_sfi_call\n"
     "scion_sfi_exit:\n" /* rdi = trap code */
     "  mov scion_sfi_regs+48(%rip), %rsp\n"
     "  mov scion_sfi_regs+56(%rip), %rsi\n mov %rdi, (%rsi)\n"
@@ -136,17 +140,24 @@ __attribute__((used)) void scion_sfi_start(struct scion_sfi_ctl* c) {
   Z_graft_init_module();
   Z_graft_instantiate(&instance);
   c->input_at = Z_graftZ_graft_input(&instance);
+  input = mem_base + c->input_at;
   c->state_at = Z_graftZ_graft_state(&instance);
   c->mem_size = instance.w2c_memory.size;
   c->trap = 0;
   scion_sfi_watch->active = 0;
 }
 
-/* One call: `len` bytes of input are at graft_input(); the answer (or, by the exit, 0
-   and the trap's code in the control block, which the server cleared), and in the
-   control block whether it stored into linear memory. (A call left by the exit leaves
-   the call depth behind: each call starts it from 0.) */
-__attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len, struct scion_sfi_ctl* c) {
+/* One call: the `len` bytes of input at `from` (the server's, at most the point's
+   input, which the server checked against the input buffer at init) copied to
+   graft_input(); the answer (or, by the exit, 0 and the trap's code in the control
+   block, which the server cleared), and in the control block whether it stored into
+   linear memory. (A call left by the exit leaves the call depth behind: each call
+   starts it from 0.) */
+__attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len, struct scion_sfi_ctl* c, const uint8_t* from) {
+  uint8_t* to = input;
+  uint64_t words = len >> 3, bytes = len & 7;
+  __asm__ volatile("rep movsq" : "+D"(to), "+S"(from), "+c"(words) : : "memory");
+  if (bytes) __asm__ volatile("rep movsb" : "+D"(to), "+S"(from), "+c"(bytes) : : "memory");
   wasm_rt_call_stack_depth = 0;
   scion_sfi_wrote = 0;
   uint64_t r = w2c_graft_run(&instance, (uint32_t)len);

@@ -26,7 +26,7 @@
 //! takes in memory (`size`: its writable data zeroed past the image's bytes), the number
 //! of relocations, each relocation's offset (a u64 of the image to which the load
 //! address is added), then the image's bytes. The entries are
-//! `extern "C" fn(a, b, c, d) -> u64`: `init(ctl)` and `run(input_len, ctl)`.
+//! `extern "C" fn(a, b, c, d) -> u64`: `init(ctl)` and `run(input_len, ctl, input)` (the image copies the input in).
 #![allow(unsafe_code)]
 
 use alloc::vec::Vec;
@@ -240,6 +240,7 @@ impl<K> Engine for Held<K> {
 }
 
 impl Engine for Sfi {
+    #[inline]
     fn state(&mut self) -> &mut [u8] {
         // SAFETY: the state lies inside the memory's size (checked at instantiation;
         // linear memory never shrinks, and a fresh instance has the same size), which
@@ -248,6 +249,7 @@ impl Engine for Sfi {
         unsafe { core::slice::from_raw_parts_mut(self.memory.as_mut_ptr().add(self.state_at), self.state_len) }
     }
 
+    #[inline]
     fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
         if self.dead {
             return Err(Abort::Broken);
@@ -255,17 +257,16 @@ impl Engine for Sfi {
         if input.len() > self.max_input {
             return Err(Abort::Memory);
         }
-        // SAFETY: the input buffer (`max_input` bytes at `input_at`) lies inside the
-        // memory (checked at instantiation), apart from the state.
-        unsafe { core::ptr::copy_nonoverlapping(input.as_ptr(), self.memory.as_mut_ptr().add(self.input_at), input.len()) };
         let c = &mut *self.ctl;
         // A trap leaves `wrote` as it is: a call that trapped counts as one that wrote.
         (c.trap, c.wrote) = (0, 1);
         let ctl = c as *mut Ctl as u64;
-        // Called directly: the image tells the watchdog itself that a call is under way
-        // (and where it exits), its traps come back here by its own exit, and it calls
-        // nothing outside itself.
-        let v = (self.run)(input.len() as u64, ctl, 0, 0);
+        // Called directly: the image copies the input into its buffer (`max_input` bytes
+        // at `input_at`, inside the memory and apart from the state: checked at
+        // instantiation; `input` is at most that long: checked above), tells the
+        // watchdog itself that a call is under way (and where it exits), its traps come
+        // back here by its own exit, and it calls nothing outside itself.
+        let v = (self.run)(input.len() as u64, ctl, input.as_ptr() as u64, 0);
         match self.ctl.trap {
             0 => Ok(v),
             TRAP_STOPPED => {
@@ -278,21 +279,31 @@ impl Engine for Sfi {
         }
     }
 
+    #[inline]
     fn wrote_state(&self) -> bool {
         self.ctl.wrote != 0
     }
 
+    #[inline]
     fn reset(&mut self) -> Result<(), Abort> {
         if self.dead {
             return Err(Abort::Broken);
         }
-        self.start()
+        self.start()?;
+        // A fresh instance keeps its buffers where they were checked (the image copies
+        // the input to where its own `init` found them).
+        match (self.ctl.input_at as usize, self.ctl.state_at as usize) == (self.input_at, self.state_at) {
+            true => Ok(()),
+            false => Err(Abort::Broken),
+        }
     }
 
+    #[inline]
     fn allocates(&self) -> bool {
         false
     }
 
+    #[inline]
     fn guards_itself(&self) -> bool {
         true
     }

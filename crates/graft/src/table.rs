@@ -90,6 +90,8 @@ pub struct Graft {
     /// The undo copy may differ from the state (written by its owner or by a call since
     /// it was taken): taken again before the next call. Clear, it equals the state.
     undo_stale: bool,
+    /// Called directly (native code, or an engine that guards its own call), asked once.
+    direct: bool,
     failures: u32,
     broken: bool,
     /// `CALL_MS` in the host's clock.
@@ -101,7 +103,8 @@ static NO_STATE: [u8; 0] = [];
 
 impl Graft {
     pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>, call_ticks: u64) -> Graft {
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], undo_stale: true, failures: 0, broken: false, call_ticks }
+        let direct = f.tech == Tech::Native || engine.guards_itself();
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], undo_stale: true, direct, failures: 0, broken: false, call_ticks }
     }
 
     /// Bytes its engine holds in the server.
@@ -147,7 +150,7 @@ impl Graft {
         }
         // Native grafts are the server's own code: called as such; compiled ones guard
         // themselves (signed code by the watchdog, SFI by its fuel).
-        if self.tech == Tech::Native || engine.guards_itself() {
+        if self.direct {
             out = engine.call(input, budget);
         } else {
             // Engines that allocate nothing while they run (compiled code) need no arena.
@@ -430,6 +433,7 @@ impl Table {
         }
         engine.state().copy_from_slice(&state);
         // The old engine goes first, then its heap.
+        g.direct = f.tech == Tech::Native || engine.guards_itself();
         g.engine = Some(engine);
         g.undo_stale = true;
         g.heap = heap;
