@@ -21,15 +21,21 @@
 
 /* What the server and the image share (the server's `graft::sfi::Ctl`). */
 struct scion_sfi_ctl {
-  uint64_t trap;     /* out: the last call's trap (0: none; else wasm_rt_trap_t) */
   uint64_t mem_base; /* in: where the linear memory lies */
   uint64_t mem_cap;  /* in: bytes reserved for it */
   uint64_t mem_size; /* out (init): its size */
   uint64_t input_at; /* out (init): graft_input() */
   uint64_t state_at; /* out (init): graft_state() */
   uint64_t watch;    /* in (init): the server's watch block (rt::guard::ImageWatch) */
-  uint64_t wrote;    /* out: the call stored into linear memory (0: it did not) */
 };
+
+/* What an entry answers (rax, rdx): the graft's answer, and in `how` its trap's code
+   (wasm_rt_trap_t; 0: none) or, for a call that returned, SCION_SFI_WROTE_BIT if it
+   stored into linear memory. */
+struct scion_sfi_answer {
+  uint64_t value, how;
+};
+#define SCION_SFI_WROTE_BIT (1ull << 32)
 
 /* `wasm_rt_call_stack_depth` and `scion_sfi_wrote` are this file's statics (wasm-rt.h):
    the compiler sees every use of them. */
@@ -38,9 +44,9 @@ static uint8_t* mem_base;
 static uint64_t mem_cap;
 /* Where the input goes: graft_input(), in the memory. */
 static uint8_t* input;
-/* Where the call under way began: the registers its caller keeps, its stack pointer
-   (at the return address) and its control block. A trap goes back there. */
-uint64_t scion_sfi_regs[8];
+/* Where the call under way began: the registers its caller keeps and its stack pointer
+   (at the return address). A trap goes back there. */
+uint64_t scion_sfi_regs[7];
 /* The server's watch block (`rt::guard::ImageWatch`: active, call number, exit): the
    entries fill it in, so that its watchdog can stop a call that runs too long by
    starting the thread again at `scion_sfi_exit`. */
@@ -53,9 +59,8 @@ struct scion_sfi_watch* scion_sfi_watch;
    pushed: a call that returns has kept them itself), then, in the server's watch
    block, the exit, a new call number and that a call is under way, and go on to the C
    entry, which returns to the caller directly (clearing `active` first);
-   `scion_sfi_exit` (a trap, or the watchdog: `rdi` = the trap's code) puts the code in
-   the control block, clears `active`, takes the registers back and returns 0 from the
-   entry. */
+   `scion_sfi_exit` (a trap, or the watchdog: `rdi` = the trap's code) clears `active`,
+   takes the registers back and returns (0, the trap's code) from the entry. */
 __asm__(
     ".pushsection .text.scion_sfi_entry, \"ax\"\n"
     ".globl scion_sfi_init\n .hidden scion_sfi_init\n"
@@ -70,17 +75,15 @@ __asm__(
     "  addq $1, 8(%rcx)\n movq $1, (%rcx)\n"
     ".endm\n"
     "scion_sfi_init:\n" /* rdi = ctl */
-    "  mov %rdi, scion_sfi_regs+56(%rip)\n"
-    "  mov 48(%rdi), %rax\n mov %rax, scion_sfi_watch(%rip)\n"
+    "  mov 40(%rdi), %rax\n mov %rax, scion_sfi_watch(%rip)\n"
     "  scion_sfi_note\n"
     "  jmp scion_sfi_start\n"
-    "scion_sfi_run:\n" /* rdi = input length, rsi = ctl, rdx = input */
-    "  mov %rsi, scion_sfi_regs+56(%rip)\n"
+    "scion_sfi_run:\n" /* rdi = input length, rsi = input */
     "  scion_sfi_note\n"
     "  jmp scion_sfi_call\n"
     "scion_sfi_exit:\n" /* rdi = trap code */
     "  mov scion_sfi_regs+48(%rip), %rsp\n"
-    "  mov scion_sfi_regs+56(%rip), %rsi\n mov %rdi, (%rsi)\n"
+    "  mov %rdi, %rdx\n"
     "  mov scion_sfi_watch(%rip), %rcx\n movq $0, (%rcx)\n"
     "  mov scion_sfi_regs(%rip), %rbx\n mov scion_sfi_regs+8(%rip), %rbp\n"
     "  mov scion_sfi_regs+16(%rip), %r12\n mov scion_sfi_regs+24(%rip), %r13\n"
@@ -133,7 +136,7 @@ void wasm_rt_free_memory(wasm_rt_memory_t* m) { (void)m; }
 
 /* Instantiate the module in the memory the server hands over: its globals, its memory
    (zeroed, then its data segments), where it keeps the input and its state. */
-__attribute__((used)) void scion_sfi_start(struct scion_sfi_ctl* c) {
+__attribute__((used)) struct scion_sfi_answer scion_sfi_start(struct scion_sfi_ctl* c) {
   mem_base = (uint8_t*)c->mem_base;
   mem_cap = c->mem_cap;
   wasm_rt_call_stack_depth = 0;
@@ -143,17 +146,16 @@ __attribute__((used)) void scion_sfi_start(struct scion_sfi_ctl* c) {
   input = mem_base + c->input_at;
   c->state_at = Z_graftZ_graft_state(&instance);
   c->mem_size = instance.w2c_memory.size;
-  c->trap = 0;
   scion_sfi_watch->active = 0;
+  return (struct scion_sfi_answer){0, 0};
 }
 
 /* One call: the `len` bytes of input at `from` (the server's, at most the point's
    input, which the server checked against the input buffer at init) copied to
-   graft_input(); the answer (or, by the exit, 0 and the trap's code in the control
-   block, which the server cleared), and in the control block whether it stored into
-   linear memory. (A call left by the exit leaves the call depth behind: each call
-   starts it from 0.) */
-__attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len, struct scion_sfi_ctl* c, const uint8_t* from) {
+   graft_input(); the answer and whether the call stored into linear memory (or, by
+   the exit, 0 and the trap's code). (A call left by the exit leaves the call depth
+   behind: each call starts it from 0.) */
+__attribute__((used, flatten)) struct scion_sfi_answer scion_sfi_call(uint64_t len, const uint8_t* from) {
   uint8_t* to = input;
   uint64_t words = len >> 3, bytes = len & 7;
   __asm__ volatile("rep movsq" : "+D"(to), "+S"(from), "+c"(words) : : "memory");
@@ -161,9 +163,8 @@ __attribute__((used, flatten)) uint64_t scion_sfi_call(uint64_t len, struct scio
   wasm_rt_call_stack_depth = 0;
   scion_sfi_wrote = 0;
   uint64_t r = w2c_graft_run(&instance, (uint32_t)len);
-  c->wrote = scion_sfi_wrote;
   scion_sfi_watch->active = 0;
-  return r;
+  return (struct scion_sfi_answer){r, scion_sfi_wrote ? SCION_SFI_WROTE_BIT : 0};
 }
 
 /* What a freestanding C program must provide; string instructions, so that the

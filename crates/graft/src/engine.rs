@@ -77,6 +77,12 @@ pub trait Engine {
     fn wrote_state(&self) -> bool {
         true
     }
+    /// `call`, and `wrote_state` after it, in one call of the engine (the table's, for an
+    /// engine it calls directly).
+    fn call_noting(&mut self, input: &[u8], budget: u64) -> (Result<u64, Abort>, bool) {
+        let r = self.call(input, budget);
+        (r, self.wrote_state())
+    }
 }
 
 /// Where a WebAssembly graft keeps the point's input and its state (`graft_input`,

@@ -26,7 +26,8 @@
 //! takes in memory (`size`: its writable data zeroed past the image's bytes), the number
 //! of relocations, each relocation's offset (a u64 of the image to which the load
 //! address is added), then the image's bytes. The entries are
-//! `extern "C" fn(a, b, c, d) -> u64`: `init(ctl)` and `run(input_len, ctl, input)` (the image copies the input in).
+//! `extern "C" fn(a, b, c, d) -> Answer`: `init(ctl)` and `run(input_len, input)` (the
+//! image copies the input in).
 #![allow(unsafe_code)]
 
 use alloc::vec::Vec;
@@ -113,8 +114,6 @@ pub fn place(code: &Code<'_>, mem: &mut [u8], base: u64) -> Result<(), LoadError
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct Ctl {
-    /// The last call's trap (0: none), written by the image.
-    pub trap: u64,
     /// The linear memory's place and the bytes reserved for it.
     pub mem_base: u64,
     pub mem_cap: u64,
@@ -125,8 +124,6 @@ pub struct Ctl {
     /// The server's watch block (three u64s: a call under way, its number, where a
     /// stopped call exits), which the image's entries write.
     pub watch: u64,
-    /// Written by a call that returned: did it store into linear memory (0: no)?
-    pub wrote: u64,
 }
 
 /// wasm2c's trap codes (`wasm_rt_trap_t`): out of bounds is a memory fault, stopped by
@@ -143,8 +140,20 @@ fn abort_of(trap: u64) -> Abort {
     }
 }
 
+/// What an image's entry answers (`struct scion_sfi_answer`, in rax and rdx): the
+/// graft's answer, and in `how` its trap's code (low 32 bits; 0: none) or, for a call
+/// that returned, `WROTE` if it stored into linear memory.
+#[repr(C)]
+pub struct Answer {
+    pub value: u64,
+    pub how: u64,
+}
+
+/// `Answer::how` of a call that stored into linear memory.
+pub const WROTE: u64 = 1 << 32;
+
 /// An image's entry.
-pub type Entry = extern "C" fn(u64, u64, u64, u64) -> u64;
+pub type Entry = extern "C" fn(u64, u64, u64, u64) -> Answer;
 
 
 /// A loaded image with its linear memory.
@@ -160,6 +169,8 @@ pub struct Sfi {
     state_len: usize,
     max_input: usize,
     dead: bool,
+    /// The last call stored into linear memory (or did not return).
+    wrote: bool,
 }
 
 impl Sfi {
@@ -179,7 +190,7 @@ impl Sfi {
         let entry = |at: usize| unsafe { core::mem::transmute::<u64, Entry>(base + at as u64) };
         let memory: Vec<u8> = Vec::with_capacity(limits.memory);
         let ctl = alloc::boxed::Box::new(Ctl { mem_base: memory.as_ptr() as u64, mem_cap: memory.capacity() as u64, watch: watch as u64, ..Ctl::default() });
-        let mut s = Sfi { init: entry(code.init), run: entry(code.run), ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false };
+        let mut s = Sfi { init: entry(code.init), run: entry(code.run), ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false, wrote: true };
         s.start().map_err(|_| LoadError::Refused("the module does not instantiate within the limits"))?;
         let c = &s.ctl;
         crate::engine::check_wasm_buffers(c.mem_size as usize, c.input_at as usize, s.max_input, c.state_at as usize, s.state_len)?;
@@ -190,10 +201,8 @@ impl Sfi {
 
     /// Run the image's `init`: a fresh instance (globals, memory, data segments).
     fn start(&mut self) -> Result<(), Abort> {
-        self.ctl.trap = 0;
         let ctl = &mut *self.ctl as *mut Ctl as u64;
-        (self.init)(ctl, 0, 0, 0);
-        match self.ctl.trap {
+        match (self.init)(ctl, 0, 0, 0).how as u32 as u64 {
             0 if self.ctl.mem_size as usize <= self.memory.capacity() => Ok(()),
             TRAP_STOPPED => {
                 self.dead = true;
@@ -237,6 +246,10 @@ impl<K> Engine for Held<K> {
     fn wrote_state(&self) -> bool {
         self.sfi.wrote_state()
     }
+    fn call_noting(&mut self, input: &[u8], budget: u64) -> (Result<u64, Abort>, bool) {
+        let r = self.sfi.call(input, budget);
+        (r, self.sfi.wrote)
+    }
 }
 
 impl Engine for Sfi {
@@ -257,18 +270,15 @@ impl Engine for Sfi {
         if input.len() > self.max_input {
             return Err(Abort::Memory);
         }
-        let c = &mut *self.ctl;
-        // A trap leaves `wrote` as it is: a call that trapped counts as one that wrote.
-        (c.trap, c.wrote) = (0, 1);
-        let ctl = c as *mut Ctl as u64;
         // Called directly: the image copies the input into its buffer (`max_input` bytes
         // at `input_at`, inside the memory and apart from the state: checked at
         // instantiation; `input` is at most that long: checked above), tells the
         // watchdog itself that a call is under way (and where it exits), its traps come
         // back here by its own exit, and it calls nothing outside itself.
-        let v = (self.run)(input.len() as u64, ctl, input.as_ptr() as u64, 0);
-        match self.ctl.trap {
-            0 => Ok(v),
+        let a = (self.run)(input.len() as u64, input.as_ptr() as u64, 0, 0);
+        self.wrote = a.how != 0;
+        match a.how as u32 as u64 {
+            0 => Ok(a.value),
             TRAP_STOPPED => {
                 // Stopped past its time: a loop that does not end is not called again
                 // (unloaded).
@@ -281,7 +291,7 @@ impl Engine for Sfi {
 
     #[inline]
     fn wrote_state(&self) -> bool {
-        self.ctl.wrote != 0
+        self.wrote
     }
 
     #[inline]

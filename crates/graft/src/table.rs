@@ -150,8 +150,9 @@ impl Graft {
         }
         // Native grafts are the server's own code: called as such; compiled ones guard
         // themselves (signed code by the watchdog, SFI by its fuel).
+        let wrote;
         if self.direct {
-            out = engine.call(input, budget);
+            (out, wrote) = engine.call_noting(input, budget);
         } else {
             // Engines that allocate nothing while they run (compiled code) need no arena.
             let heap = engine.allocates().then_some(&*self.heap);
@@ -159,12 +160,13 @@ impl Graft {
             if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
                 return Err(self.stopped(why));
             }
+            wrote = engine.wrote_state();
             if heap.is_some() && self.heap.over() {
                 out = Err(Abort::Memory);
             }
         }
         // A call that may have written the state leaves the undo copy behind it.
-        if !trusted && self.engine.as_ref().is_none_or(|e| e.wrote_state()) {
+        if !trusted && wrote {
             self.undo_stale = true;
         }
         let r = match out {
