@@ -9,8 +9,7 @@
    place and the bytes reserved for it (the graft's memory limit). Every access is
    checked against the memory's size (wasm2c's bounds-check mode), and `memory.grow`
    grows it within the reservation. A trap leaves the call at once (a non-local exit to
-   the entry, which answers the trap's code in the control block; the call depth is set
-   to 0 again); the server's watchdog stops a call that runs too long (the entries tell
+   the entry, which answers the trap's code in rdx); the server's watchdog stops a call that runs too long (the entries tell
    it, in a block of the server's, which call is under way and where it exits).
 
    The generated file is part of this one (one translation unit), so that the compiler
@@ -47,18 +46,19 @@ static uint8_t* input;
 /* Where the call under way began: the registers its caller keeps and its stack pointer
    (at the return address). A trap goes back there. */
 uint64_t scion_sfi_regs[7];
-/* The server's watch block (`rt::guard::ImageWatch`: active, call number, exit): the
-   entries fill it in, so that its watchdog can stop a call that runs too long by
-   starting the thread again at `scion_sfi_exit`. */
+/* The server's watch block (`rt::guard::ImageWatch`: active, call number, exit, the
+   caller's stack pointer): the entries fill it in, so that its watchdog can stop a
+   call that runs too long by starting the thread again at `scion_sfi_exit`. */
 struct scion_sfi_watch {
-  volatile uint64_t active, seq, exit;
+  volatile uint64_t active, seq, exit, sp;
 };
 struct scion_sfi_watch* scion_sfi_watch;
 
 /* The entries note where the call began (the registers the caller keeps, stored, not
    pushed: a call that returns has kept them itself), then, in the server's watch
-   block, the exit, a new call number and that a call is under way, and go on to the C
-   entry, which returns to the caller directly (clearing `active` first);
+   block, the exit, the stack pointer (whose thread the call is on), a new call number
+   and that a call is under way, and go on to the C entry, which returns to the caller
+   directly (clearing `active` first);
    `scion_sfi_exit` (a trap, or the watchdog: `rdi` = the trap's code) clears `active`,
    takes the registers back and returns (0, the trap's code) from the entry. */
 __asm__(
@@ -72,7 +72,7 @@ __asm__(
     "  mov %r14, scion_sfi_regs+32(%rip)\n mov %r15, scion_sfi_regs+40(%rip)\n"
     "  mov %rsp, scion_sfi_regs+48(%rip)\n"
     "  mov scion_sfi_watch(%rip), %rcx\n lea scion_sfi_exit(%rip), %rax\n mov %rax, 16(%rcx)\n"
-    "  addq $1, 8(%rcx)\n movq $1, (%rcx)\n"
+    "  mov %rsp, 24(%rcx)\n addq $1, 8(%rcx)\n movq $1, (%rcx)\n"
     ".endm\n"
     "scion_sfi_init:\n" /* rdi = ctl */
     "  mov 40(%rdi), %rax\n mov %rax, scion_sfi_watch(%rip)\n"

@@ -121,8 +121,8 @@ pub struct Ctl {
     pub mem_size: u64,
     pub input_at: u64,
     pub state_at: u64,
-    /// The server's watch block (three u64s: a call under way, its number, where a
-    /// stopped call exits), which the image's entries write.
+    /// The server's watch block (four u64s: a call under way, its number, where a
+    /// stopped call exits, the caller's stack pointer), which the image's entries write.
     pub watch: u64,
 }
 
@@ -182,7 +182,7 @@ impl Sfi {
     /// `base` holds `code` as `place` lays it out, its code executable, its writable data
     /// writable, and stays so as long as the engine; `code` is an image the build made
     /// from a WebAssembly module with Scion's harness (its signature says so). `watch`
-    /// is three u64s the image may write at every call, for as long as the engine lives
+    /// is four u64s the image may write at every call, for as long as the engine lives
     /// (the server's watchdog's block).
     pub unsafe fn instantiate(base: u64, code: &Code<'_>, f: &GraftFile<'_>, limits: Limits, watch: *mut u64) -> Result<Sfi, LoadError> {
         // SAFETY: the entries lie in the image's code (`parse`), which the caller promises
@@ -347,7 +347,7 @@ pub mod host {
 
     /// The watch block the images write on the host (no watchdog reads it). Shared by
     /// every engine on the host: writes of relaxed words, read by nobody.
-    static WATCH: [core::sync::atomic::AtomicU64; 3] = [const { core::sync::atomic::AtomicU64::new(0) }; 3];
+    static WATCH: [core::sync::atomic::AtomicU64; 4] = [const { core::sync::atomic::AtomicU64::new(0) }; 4];
 
     /// The engine for a compiled graft signed with `key`, run on the host.
     pub fn load(f: &GraftFile<'_>, key: &[u8; 32], limits: Limits) -> Result<Box<dyn Engine>, LoadError> {

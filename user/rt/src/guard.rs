@@ -16,6 +16,7 @@
 
 use crate::sys;
 use abi::cap;
+use abi::layout::{MAIN_STACK_PAGES, MAIN_STACK_TOP, PAGE_SIZE};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -200,18 +201,21 @@ pub unsafe fn call4(f: extern "C" fn(u64, u64, u64, u64) -> u64, args: [u64; 4],
 /// A compiled (SFI) graft's call, watched without arming anything per call: the
 /// graft's image itself writes this block — at its entry where a stopped call goes (its
 /// exit, which takes back the registers the entry noted and answers the trap code in
-/// `rdi`), a new call's number and then `active` = 1, after the registers are noted;
-/// `active` = 0 as it returns. The watchdog stops a call it sees active with the same
-/// number for `IMAGE_LIMIT` ticks and starts the main thread again at that exit. A
-/// static: the block outlives every image that writes it.
+/// `rdi`), its stack pointer, a new call's number and then `active` = 1, after the
+/// registers are noted; `active` = 0 as it returns. The watchdog stops a call it sees
+/// active with the same number for `IMAGE_LIMIT` ticks, if it runs on the main thread
+/// (its stack pointer in the main stack: a call on another thread is not watched, as
+/// `call4` guards none there), and starts the main thread again at that exit. A static:
+/// the block outlives every image that writes it.
 #[repr(C)]
 pub struct ImageWatch {
     pub active: AtomicU64,
     pub seq: AtomicU64,
     pub exit: AtomicU64,
+    pub sp: AtomicU64,
 }
 
-static IMAGE: ImageWatch = ImageWatch { active: AtomicU64::new(0), seq: AtomicU64::new(0), exit: AtomicU64::new(0) };
+static IMAGE: ImageWatch = ImageWatch { active: AtomicU64::new(0), seq: AtomicU64::new(0), exit: AtomicU64::new(0), sp: AtomicU64::new(0) };
 static IMAGE_LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// The trap code a stopped image call answers (harness.c's `WASM_RT_TRAP_SCION_STOPPED`).
 pub const IMAGE_STOPPED: u64 = 9;
@@ -251,7 +255,8 @@ fn stop_image(seen: &mut Option<(u64, u64)>) {
     // Stopped: still in the same call (it may have returned and begun another)? Then
     // the image's registers are this call's (`active` is set after they are noted).
     let same = IMAGE.active.load(Ordering::Acquire) != 0 && seen.is_some_and(|(s, _)| s == IMAGE.seq.load(Ordering::Acquire));
-    if same && !crate::heap::busy() {
+    let main = (MAIN_STACK_TOP - MAIN_STACK_PAGES * PAGE_SIZE..MAIN_STACK_TOP).contains(&IMAGE.sp.load(Ordering::Acquire));
+    if same && main && !crate::heap::busy() {
         *seen = None;
         STOPPED.fetch_add(1, Ordering::Relaxed);
         // The exit sets its own stack pointer (the call's, noted at its entry).
@@ -385,6 +390,8 @@ fn watchdog(period_us: u64) {
                 (*buf).rsp
             };
             STOPPED.fetch_add(1, Ordering::Relaxed);
+            // An image's call under way inside the guarded run is left with it.
+            IMAGE.active.store(0, Ordering::Release);
             let landing = scion_guard_landing as *const () as usize as u64;
             if sys::thread_start(cap::SELF_THREAD, landing, rsp, buf as u64).is_ok() {
                 continue;
