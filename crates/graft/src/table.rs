@@ -137,38 +137,75 @@ impl Graft {
     /// or budget stops them, only a refused answer or the watchdog, which unloads them),
     /// so they get no undo copy.
     pub fn call(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
+        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
+        if !self.direct {
+            return self.call_hosted(input, host, trusted);
+        }
+        if !trusted {
+            return self.call_compiled(input, host);
+        }
+        // Native code and signed code (which guards itself, by the watchdog): called
+        // directly; what it writes is not undone.
+        let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
+        self.stats.calls += 1;
+        let out = engine.call(input, self.budget);
+        self.settle(input, out, host, true)
+    }
+
+    /// Before an untrusted call: the undo copy, unless it already holds the state
+    /// (nothing wrote the state since it was taken).
+    #[inline(always)]
+    fn take_undo(&mut self, trusted: bool) {
+        if !trusted && self.undo_stale {
+            if let Some(e) = self.engine.as_mut() {
+                self.undo.copy_from_slice(e.state());
+            }
+            self.undo_stale = false;
+        }
+    }
+
+    /// An untrusted engine that guards its own call (SFI's image tells the watchdog
+    /// itself): called directly, the undo copy kept if the call wrote nothing. A
+    /// function of its own, as `call_hosted`, so that each path is compiled lean.
+    #[inline(always)]
+    fn call_compiled(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
+        self.take_undo(false);
+        let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
+        self.stats.calls += 1;
+        let (out, wrote) = engine.call_noting(input, self.budget);
+        // A call that may have written the state leaves the undo copy behind it.
+        self.undo_stale |= wrote;
+        self.settle(input, out, host, false)
+    }
+
+    /// An engine run guarded by `host` (its heap, a deadline), the undo copy taken
+    /// first for untrusted code.
+    #[inline(never)]
+    fn call_hosted(&mut self, input: &[u8], host: &mut dyn Host, trusted: bool) -> Result<u64, Abort> {
+        self.take_undo(trusted);
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
         let budget = self.budget;
+        // Engines that allocate nothing while they run (compiled code) need no arena.
+        let heap = engine.allocates().then_some(&*self.heap);
+        let deadline = host.now().saturating_add(self.call_ticks);
         let mut out = Err(Abort::Broken);
-        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
-        // Every untrusted graft's state is copied aside, whoever guards its call — unless
-        // the copy already holds it (nothing wrote the state since it was taken).
-        if !trusted && self.undo_stale {
-            self.undo.copy_from_slice(engine.state());
-            self.undo_stale = false;
+        if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
+            return Err(self.stopped(why));
         }
-        // Native grafts are the server's own code: called as such; compiled ones guard
-        // themselves (signed code by the watchdog, SFI by its fuel).
-        let wrote;
-        if self.direct {
-            (out, wrote) = engine.call_noting(input, budget);
-        } else {
-            // Engines that allocate nothing while they run (compiled code) need no arena.
-            let heap = engine.allocates().then_some(&*self.heap);
-            let deadline = host.now().saturating_add(self.call_ticks);
-            if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
-                return Err(self.stopped(why));
-            }
-            wrote = engine.wrote_state();
-            if heap.is_some() && self.heap.over() {
-                out = Err(Abort::Memory);
-            }
-        }
-        // A call that may have written the state leaves the undo copy behind it.
-        if !trusted && wrote {
+        if !trusted && engine.wrote_state() {
             self.undo_stale = true;
         }
+        if heap.is_some() && self.heap.over() {
+            out = Err(Abort::Memory);
+        }
+        self.settle(input, out, host, trusted)
+    }
+
+    /// A call's outcome: its answer if the point accepts it, else the call aborted — the
+    /// engine reset and, for untrusted code, the state put back from the undo copy.
+    #[inline(always)]
+    fn settle(&mut self, input: &[u8], out: Result<u64, Abort>, host: &mut dyn Host, trusted: bool) -> Result<u64, Abort> {
         let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
