@@ -73,12 +73,18 @@ pub trait Engine {
     }
     /// Could the last call have changed the state? An engine that knows it did not (a
     /// compiled graft that stored nothing into its memory) saves the table its undo copy
-    /// before the next call. Only an exact "no" may answer `false`.
+    /// before the next call. Only an exact "no" may answer `false`. The table asks the
+    /// engines that guard their own calls and note their writes (`notes_writes`, by
+    /// `call_noting`); any other is taken to have written.
     fn wrote_state(&self) -> bool {
         true
     }
+    /// Does `wrote_state` ever answer `false` (the table then asks, else it does not)?
+    fn notes_writes(&self) -> bool {
+        false
+    }
     /// `call`, and `wrote_state` after it, in one call of the engine (the table's, for an
-    /// engine it calls directly).
+    /// engine it calls directly that notes its writes).
     fn call_noting(&mut self, input: &[u8], budget: u64) -> (Result<u64, Abort>, bool) {
         let r = self.call(input, budget);
         (r, self.wrote_state())

@@ -250,6 +250,9 @@ impl<K> Engine for Held<K> {
         let r = self.sfi.call(input, budget);
         (r, self.sfi.wrote)
     }
+    fn notes_writes(&self) -> bool {
+        true
+    }
 }
 
 impl Engine for Sfi {

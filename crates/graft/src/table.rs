@@ -92,6 +92,8 @@ pub struct Graft {
     undo_stale: bool,
     /// Called directly (native code, or an engine that guards its own call), asked once.
     direct: bool,
+    /// Its engine says whether a call wrote the state (`Engine::notes_writes`).
+    notes: bool,
     failures: u32,
     broken: bool,
     /// `CALL_MS` in the host's clock.
@@ -103,8 +105,8 @@ static NO_STATE: [u8; 0] = [];
 
 impl Graft {
     pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>, call_ticks: u64) -> Graft {
-        let direct = f.tech == Tech::Native || engine.guards_itself();
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], undo_stale: true, direct, failures: 0, broken: false, call_ticks }
+        let (direct, notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], undo_stale: true, direct, notes, failures: 0, broken: false, call_ticks }
     }
 
     /// Bytes its engine holds in the server.
@@ -172,7 +174,7 @@ impl Graft {
         self.take_undo(false);
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
-        let (out, wrote) = engine.call_noting(input, self.budget);
+        let (out, wrote) = if self.notes { engine.call_noting(input, self.budget) } else { (engine.call(input, self.budget), true) };
         // A call that may have written the state leaves the undo copy behind it.
         self.undo_stale |= wrote;
         self.settle(input, out, host, false)
@@ -180,7 +182,7 @@ impl Graft {
 
     /// An engine run guarded by `host` (its heap, a deadline), the undo copy taken
     /// first for untrusted code.
-    #[inline(never)]
+    #[inline(always)]
     fn call_hosted(&mut self, input: &[u8], host: &mut dyn Host, trusted: bool) -> Result<u64, Abort> {
         self.take_undo(trusted);
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
@@ -193,9 +195,9 @@ impl Graft {
         if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
             return Err(self.stopped(why));
         }
-        if !trusted && engine.wrote_state() {
-            self.undo_stale = true;
-        }
+        // An engine run by the host (an interpreter: its calls may write the state) is
+        // not asked whether it wrote: the undo copy is taken again before its next call.
+        self.undo_stale = true;
         if heap.is_some() && self.heap.over() {
             out = Err(Abort::Memory);
         }
@@ -472,7 +474,7 @@ impl Table {
         }
         engine.state().copy_from_slice(&state);
         // The old engine goes first, then its heap.
-        g.direct = f.tech == Tech::Native || engine.guards_itself();
+        (g.direct, g.notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
         g.engine = Some(engine);
         g.undo_stale = true;
         g.heap = heap;
@@ -791,6 +793,9 @@ mod tests {
             }
             fn wrote_state(&self) -> bool {
                 self.1
+            }
+            fn notes_writes(&self) -> bool {
+                true
             }
         }
         let mut t = Table::new(&[Point::Evict], 0, host());
