@@ -227,7 +227,7 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
     if !src.contains(barrier) {
         return Err("wasm2c's output is not the expected 1.0.32 form".into());
     }
-    std::fs::write(&c, src.replace(barrier, "")).map_err(|e| e.to_string())?;
+    std::fs::write(&c, sfi_patch(&src.replace(barrier, ""))?).map_err(|e| e.to_string())?;
     let sfi = root.join("grafts/sfi");
     let o = dir.join("image.o");
     let out = Command::new(clang).args(SFI_CFLAGS).arg("-I").arg(sfi.join("include")).arg("-I").arg(dir).arg("-c").arg(sfi.join("harness.c")).arg("-o").arg(&o).output().map_err(|e| format!("{clang}: {e}"))?;
@@ -249,6 +249,31 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
         return Err(format!("it does not link (a float or a table has nothing to link to): {}", String::from_utf8_lossy(&link.stderr)));
     }
     sfi_code(&std::fs::read(&elf).map_err(|e| e.to_string())?)
+}
+
+/// Scion's changes to wasm2c's output (1.0.32's form, checked): every store to linear
+/// memory, and the bulk memory operations, mark the call as one that wrote
+/// (`scion_sfi_wrote`: a call that did not leaves the state as it was, and the server
+/// keeps its undo copy); and the bounds check of a load or store is written as
+/// `address > size - width` in signed 64-bit arithmetic — the same test as wasm2c's
+/// `address + width > size` (an address is below 2^33, a size below 2^63; a memory
+/// smaller than the width makes the right side negative: every access traps), in the
+/// form the compiler hoists the subtraction of out of a loop.
+fn sfi_patch(src: &str) -> Result<String, String> {
+    let mut src = src.to_string();
+    for (old, new) in [
+        ("wasm_rt_memcpy(&mem->data[addr], &wrapped, sizeof(t1));", "SCION_SFI_WROTE(); wasm_rt_memcpy(&mem->data[addr], &wrapped, sizeof(t1));"),
+        ("  memset(mem->data + d, val, n);", "  SCION_SFI_WROTE();\n  memset(mem->data + d, val, n);"),
+        ("  memmove(dest->data + dest_addr, src->data + src_addr, n);", "  SCION_SFI_WROTE();\n  memmove(dest->data + dest_addr, src->data + src_addr, n);"),
+        ("  LOAD_DATA((*dest), dest_addr, src + src_addr, n);", "  SCION_SFI_WROTE();\n  LOAD_DATA((*dest), dest_addr, src + src_addr, n);"),
+        ("#define MEMCHECK(mem, a, t) RANGE_CHECK(mem, a, sizeof(t))", "#define MEMCHECK(mem, a, t) \\\n  if (UNLIKELY((int64_t)(a) > (int64_t)((mem)->size - sizeof(t)))) TRAP(OOB);"),
+    ] {
+        if src.matches(old).count() != 1 {
+            return Err(format!("wasm2c's output is not the expected 1.0.32 form ({old})"));
+        }
+        src = src.replace(old, new);
+    }
+    Ok(src)
 }
 
 /// A linked compiled graft as its code field: every loaded segment laid out from address
@@ -733,6 +758,52 @@ mod tests {
         assert!(e.contains("does not link"), "{e}");
         // The same module with integers only compiles.
         compile_wat("int", &module("(func (export \"graft_run\") (param i32) (result i64) local.get 0 i64.extend_i32_u)")).unwrap();
+    }
+
+    /// The bounds check at every width is exact (Scion's form of it, `sfi_patch`): the
+    /// last bytes of the memory load and store, one byte further traps as out of bounds
+    /// (`Memory`), an offset past 4 GiB too, and a grown memory's new end is the bound;
+    /// and a call says whether it stored (`wrote_state`: only a store did).
+    #[test]
+    fn compiled_wasm_bounds_are_exact_and_stores_noted() {
+        let ops = module(
+            "(func (export \"graft_run\") (param i32) (result i64) (local $a i32) (local $op i32)
+             i32.const 1024 i32.load local.set $a i32.const 1028 i32.load local.set $op
+             local.get $op i32.const 0 i32.eq if local.get $a i64.load drop end
+             local.get $op i32.const 1 i32.eq if local.get $a i32.load drop end
+             local.get $op i32.const 2 i32.eq if local.get $a i32.load8_u drop end
+             local.get $op i32.const 3 i32.eq if local.get $a i64.const 5 i64.store end
+             local.get $op i32.const 4 i32.eq if local.get $a i64.load offset=8 drop end
+             local.get $op i32.const 5 i32.eq if i32.const 1 memory.grow drop end
+             i64.const 0)",
+        );
+        let bytes = compile_wat("bounds", &ops).unwrap();
+        let f = GraftFile::parse(&bytes).unwrap();
+        let mut e = compiled(&f).unwrap().unwrap();
+        let mut run = |a: u32, op: u32| {
+            let mut input = [0u8; 16];
+            input[..4].copy_from_slice(&a.to_le_bytes());
+            input[4..8].copy_from_slice(&op.to_le_bytes());
+            let (r, wrote) = e.call_noting(&input, 0);
+            if r.is_err() {
+                e.reset().unwrap();
+            }
+            (r, wrote)
+        };
+        const END: u32 = 65536;
+        for (op, width) in [(0, 8), (1, 4), (2, 1), (3, 8)] {
+            assert_eq!(run(END - width, op).0, Ok(0), "op {op}: the last {width} bytes");
+            assert_eq!(run(END - width + 1, op).0, Err(Abort::Memory), "op {op}: one byte past the end");
+            assert_eq!(run(u32::MAX, op).0, Err(Abort::Memory), "op {op}: at 4 GiB");
+        }
+        assert_eq!(run(END - 16, 4).0, Ok(0), "an offset to the last word");
+        assert_eq!(run(END - 15, 4).0, Err(Abort::Memory), "an offset one byte past");
+        assert_eq!(run(u32::MAX - 7, 4).0, Err(Abort::Memory), "an offset past 4 GiB");
+        assert_eq!(run(0, 0), (Ok(0), false), "a load stores nothing");
+        assert_eq!(run(0, 3), (Ok(0), true), "a store is noted");
+        assert_eq!(run(0, 5).0, Ok(0), "grown by a page");
+        assert_eq!(run(2 * END - 8, 3).0, Ok(0), "the grown memory's last word");
+        assert_eq!(run(2 * END - 7, 0).0, Err(Abort::Memory), "past the grown memory");
     }
 
     /// A compiled graft that recurses without end traps at the harness's call depth (the

@@ -64,11 +64,30 @@ pub trait Engine {
     fn allocates(&self) -> bool {
         true
     }
-    /// Does a call guard itself (compiled code, which the server's watchdog stops past
-    /// its time without help: a few instructions, not the host's guarded run)? Such an
-    /// engine answers a stopped call `Budget` and cannot be reset after it.
+    /// Does a call guard itself (compiled code: signed code, which the server's watchdog
+    /// stops past its time in a few instructions, not the host's guarded run; SFI, whose
+    /// instrumented code stops at the end of its fuel)? Such an engine answers a stopped
+    /// call `Budget` and cannot be reset after it.
     fn guards_itself(&self) -> bool {
         false
+    }
+    /// Could the last call have changed the state? An engine that knows it did not (a
+    /// compiled graft that stored nothing into its memory) saves the table its undo copy
+    /// before the next call. Only an exact "no" may answer `false`. The table asks the
+    /// engines that guard their own calls and note their writes (`notes_writes`, by
+    /// `call_noting`); any other is taken to have written.
+    fn wrote_state(&self) -> bool {
+        true
+    }
+    /// Does `wrote_state` ever answer `false` (the table then asks, else it does not)?
+    fn notes_writes(&self) -> bool {
+        false
+    }
+    /// `call`, and `wrote_state` after it, in one call of the engine (the table's, for an
+    /// engine it calls directly that notes its writes).
+    fn call_noting(&mut self, input: &[u8], budget: u64) -> (Result<u64, Abort>, bool) {
+        let r = self.call(input, budget);
+        (r, self.wrote_state())
     }
 }
 

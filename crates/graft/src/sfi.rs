@@ -9,12 +9,16 @@
 //!
 //! What the compiled code guarantees: every load and store is checked against the
 //! linear memory's size (wasm2c's bounds-check mode), the call depth is counted and
-//! bounded (a graft recursing too deep traps), and a trap leaves the call at once (the
+//! bounded (a graft recursing too deep traps), a trap leaves the call at once (the
 //! harness's own non-local exit to its entry, which answers the trap's code in the
-//! control block, `Ctl`). What the server adds: the linear memory (reserved up to the
-//! graft's memory limit, in the graft's own heap: `memory.grow` grows it within), the
-//! guarded call (its watchdog stops a call past its time and the engine is not called
-//! again) and the undo copy of the state (the table's).
+//! control block, `Ctl`), and a call says whether it stored into linear memory at all
+//! (`Ctl::wrote`: if not, the state is as it was and the table keeps its undo copy).
+//! What the server adds: the linear memory (reserved up to the graft's memory limit, in
+//! the graft's own heap: `memory.grow` grows it within), the watchdog (the image's
+//! entries tell it, in a block of the server's — `Ctl::watch`, `rt::guard::ImageWatch`
+//! — which call is under way and where it exits: nothing is armed per call; a call past
+//! its time is started again at that exit, answers `Budget`, and the engine is not
+//! called again) and the undo copy of the state (the table's).
 //!
 //! The code field (u32s little-endian): the offsets of the two entries (`scion_sfi_init`,
 //! `scion_sfi_run`), the end of the code (`text`: a multiple of 4096 — code and
@@ -22,7 +26,8 @@
 //! takes in memory (`size`: its writable data zeroed past the image's bytes), the number
 //! of relocations, each relocation's offset (a u64 of the image to which the load
 //! address is added), then the image's bytes. The entries are
-//! `extern "C" fn(a, b, c, d) -> u64`: `init(ctl)` and `run(input_len, ctl)`.
+//! `extern "C" fn(a, b, c, d) -> Answer`: `init(ctl)` and `run(input_len, input)` (the
+//! image copies the input in).
 #![allow(unsafe_code)]
 
 use alloc::vec::Vec;
@@ -109,8 +114,6 @@ pub fn place(code: &Code<'_>, mem: &mut [u8], base: u64) -> Result<(), LoadError
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct Ctl {
-    /// The last call's trap (0: none), written by the image.
-    pub trap: u64,
     /// The linear memory's place and the bytes reserved for it.
     pub mem_base: u64,
     pub mem_cap: u64,
@@ -118,32 +121,45 @@ pub struct Ctl {
     pub mem_size: u64,
     pub input_at: u64,
     pub state_at: u64,
+    /// The server's watch block (four u64s: a call under way, its number, where a
+    /// stopped call exits, the caller's stack pointer), which the image's entries write.
+    pub watch: u64,
 }
 
-/// wasm2c's trap codes (`wasm_rt_trap_t`): out of bounds is a memory fault, the rest
+/// wasm2c's trap codes (`wasm_rt_trap_t`): out of bounds is a memory fault, stopped by
+/// the watchdog (Scion's code: `rt::guard::IMAGE_STOPPED`) over budget, the rest
 /// (unreachable, division, stack exhausted, …) a trap.
 const TRAP_OOB: u64 = 1;
+pub const TRAP_STOPPED: u64 = 9;
 
 fn abort_of(trap: u64) -> Abort {
-    if trap == TRAP_OOB {
-        Abort::Memory
-    } else {
-        Abort::Trap
+    match trap {
+        TRAP_OOB => Abort::Memory,
+        TRAP_STOPPED => Abort::Budget,
+        _ => Abort::Trap,
     }
 }
 
-/// An image's entry.
-pub type Entry = extern "C" fn(u64, u64, u64, u64) -> u64;
+/// What an image's entry answers (`struct scion_sfi_answer`, in rax and rdx): the
+/// graft's answer, and in `how` its trap's code (low 32 bits; 0: none) or, for a call
+/// that returned, `WROTE` if it stored into linear memory.
+#[repr(C)]
+pub struct Answer {
+    pub value: u64,
+    pub how: u64,
+}
 
-/// How the server calls compiled code: guarded by its watchdog (the answer, or `Budget`
-/// when the call was stopped, which marks the engine dead: never called again).
-pub type Guard = fn(Entry, [u64; 4], &mut bool) -> Result<u64, Abort>;
+/// `Answer::how` of a call that stored into linear memory.
+pub const WROTE: u64 = 1 << 32;
+
+/// An image's entry.
+pub type Entry = extern "C" fn(u64, u64, u64, u64) -> Answer;
+
 
 /// A loaded image with its linear memory.
 pub struct Sfi {
     init: Entry,
     run: Entry,
-    guard: Guard,
     ctl: alloc::boxed::Box<Ctl>,
     /// The linear memory: `mem_cap` bytes reserved, never moved (its length stays 0: the
     /// image writes it, the engine reads through `Ctl`'s offsets).
@@ -153,6 +169,8 @@ pub struct Sfi {
     state_len: usize,
     max_input: usize,
     dead: bool,
+    /// The last call stored into linear memory (or did not return).
+    wrote: bool,
 }
 
 impl Sfi {
@@ -163,14 +181,16 @@ impl Sfi {
     /// # Safety
     /// `base` holds `code` as `place` lays it out, its code executable, its writable data
     /// writable, and stays so as long as the engine; `code` is an image the build made
-    /// from a WebAssembly module with Scion's harness (its signature says so).
-    pub unsafe fn instantiate(base: u64, code: &Code<'_>, f: &GraftFile<'_>, limits: Limits, guard: Guard) -> Result<Sfi, LoadError> {
+    /// from a WebAssembly module with Scion's harness (its signature says so). `watch`
+    /// is four u64s the image may write at every call, for as long as the engine lives
+    /// (the server's watchdog's block).
+    pub unsafe fn instantiate(base: u64, code: &Code<'_>, f: &GraftFile<'_>, limits: Limits, watch: *mut u64) -> Result<Sfi, LoadError> {
         // SAFETY: the entries lie in the image's code (`parse`), which the caller promises
         // is loaded at `base`, executable, and made by the build with this ABI.
         let entry = |at: usize| unsafe { core::mem::transmute::<u64, Entry>(base + at as u64) };
         let memory: Vec<u8> = Vec::with_capacity(limits.memory);
-        let ctl = alloc::boxed::Box::new(Ctl { mem_base: memory.as_ptr() as u64, mem_cap: memory.capacity() as u64, ..Ctl::default() });
-        let mut s = Sfi { init: entry(code.init), run: entry(code.run), guard, ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false };
+        let ctl = alloc::boxed::Box::new(Ctl { mem_base: memory.as_ptr() as u64, mem_cap: memory.capacity() as u64, watch: watch as u64, ..Ctl::default() });
+        let mut s = Sfi { init: entry(code.init), run: entry(code.run), ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false, wrote: true };
         s.start().map_err(|_| LoadError::Refused("the module does not instantiate within the limits"))?;
         let c = &s.ctl;
         crate::engine::check_wasm_buffers(c.mem_size as usize, c.input_at as usize, s.max_input, c.state_at as usize, s.state_len)?;
@@ -181,11 +201,13 @@ impl Sfi {
 
     /// Run the image's `init`: a fresh instance (globals, memory, data segments).
     fn start(&mut self) -> Result<(), Abort> {
-        self.ctl.trap = 0;
         let ctl = &mut *self.ctl as *mut Ctl as u64;
-        (self.guard)(self.init, [ctl, 0, 0, 0], &mut self.dead)?;
-        match self.ctl.trap {
+        match (self.init)(ctl, 0, 0, 0).how as u32 as u64 {
             0 if self.ctl.mem_size as usize <= self.memory.capacity() => Ok(()),
+            TRAP_STOPPED => {
+                self.dead = true;
+                Err(Abort::Budget)
+            }
             _ => Err(Abort::Broken),
         }
     }
@@ -221,9 +243,20 @@ impl<K> Engine for Held<K> {
     fn guards_itself(&self) -> bool {
         self.sfi.guards_itself()
     }
+    fn wrote_state(&self) -> bool {
+        self.sfi.wrote_state()
+    }
+    fn call_noting(&mut self, input: &[u8], budget: u64) -> (Result<u64, Abort>, bool) {
+        let r = self.sfi.call(input, budget);
+        (r, self.sfi.wrote)
+    }
+    fn notes_writes(&self) -> bool {
+        true
+    }
 }
 
 impl Engine for Sfi {
+    #[inline]
     fn state(&mut self) -> &mut [u8] {
         // SAFETY: the state lies inside the memory's size (checked at instantiation;
         // linear memory never shrinks, and a fresh instance has the same size), which
@@ -232,33 +265,58 @@ impl Engine for Sfi {
         unsafe { core::slice::from_raw_parts_mut(self.memory.as_mut_ptr().add(self.state_at), self.state_len) }
     }
 
+    #[inline]
     fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
+        if self.dead {
+            return Err(Abort::Broken);
+        }
         if input.len() > self.max_input {
             return Err(Abort::Memory);
         }
-        // SAFETY: the input buffer (`max_input` bytes at `input_at`) lies inside the
-        // memory (checked at instantiation), apart from the state.
-        unsafe { core::ptr::copy_nonoverlapping(input.as_ptr(), self.memory.as_mut_ptr().add(self.input_at), input.len()) };
-        self.ctl.trap = 0;
-        let ctl = &mut *self.ctl as *mut Ctl as u64;
-        let v = (self.guard)(self.run, [input.len() as u64, ctl, 0, 0], &mut self.dead)?;
-        match self.ctl.trap {
-            0 => Ok(v),
+        // Called directly: the image copies the input into its buffer (`max_input` bytes
+        // at `input_at`, inside the memory and apart from the state: checked at
+        // instantiation; `input` is at most that long: checked above), tells the
+        // watchdog itself that a call is under way (and where it exits), its traps come
+        // back here by its own exit, and it calls nothing outside itself.
+        let a = (self.run)(input.len() as u64, input.as_ptr() as u64, 0, 0);
+        self.wrote = a.how != 0;
+        match a.how as u32 as u64 {
+            0 => Ok(a.value),
+            TRAP_STOPPED => {
+                // Stopped past its time: a loop that does not end is not called again
+                // (unloaded).
+                self.dead = true;
+                Err(Abort::Budget)
+            }
             t => Err(abort_of(t)),
         }
     }
 
+    #[inline]
+    fn wrote_state(&self) -> bool {
+        self.wrote
+    }
+
+    #[inline]
     fn reset(&mut self) -> Result<(), Abort> {
         if self.dead {
             return Err(Abort::Broken);
         }
-        self.start()
+        self.start()?;
+        // A fresh instance keeps its buffers where they were checked (the image copies
+        // the input to where its own `init` found them).
+        match (self.ctl.input_at as usize, self.ctl.state_at as usize) == (self.input_at, self.state_at) {
+            true => Ok(()),
+            false => Err(Abort::Broken),
+        }
     }
 
+    #[inline]
     fn allocates(&self) -> bool {
         false
     }
 
+    #[inline]
     fn guards_itself(&self) -> bool {
         true
     }
@@ -271,8 +329,8 @@ impl Engine for Sfi {
 pub mod host {
     extern crate std;
 
-    use super::{Code, Entry, Held, Sfi};
-    use crate::engine::{Abort, Engine, Limits};
+    use super::{Code, Held, Sfi};
+    use crate::engine::{Engine, Limits};
     use crate::format::GraftFile;
     use crate::LoadError;
     use alloc::boxed::Box;
@@ -290,9 +348,9 @@ pub mod host {
         }
     }
 
-    fn direct(f: Entry, a: [u64; 4], _dead: &mut bool) -> Result<u64, Abort> {
-        Ok(f(a[0], a[1], a[2], a[3]))
-    }
+    /// The watch block the images write on the host (no watchdog reads it). Shared by
+    /// every engine on the host: writes of relaxed words, read by nobody.
+    static WATCH: [core::sync::atomic::AtomicU64; 4] = [const { core::sync::atomic::AtomicU64::new(0) }; 4];
 
     /// The engine for a compiled graft signed with `key`, run on the host.
     pub fn load(f: &GraftFile<'_>, key: &[u8; 32], limits: Limits) -> Result<Box<dyn Engine>, LoadError> {
@@ -315,7 +373,7 @@ pub mod host {
         }
         // SAFETY: the image is laid out at `base` by `place`, its code executable and its
         // data writable, for as long as the engine keeps `Mapped` (dropped after it); signed by `key`.
-        match unsafe { Sfi::instantiate(base, &code, f, limits, direct) } {
+        match unsafe { Sfi::instantiate(base, &code, f, limits, WATCH.as_ptr() as *mut u64) } {
             Ok(sfi) => Ok(Box::new(Held::new(sfi, Mapped { at, len }))),
             Err(e) => {
                 // SAFETY: our own mapping; the engine that ran it is gone.

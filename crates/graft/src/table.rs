@@ -87,6 +87,13 @@ pub struct Graft {
     /// Its heap: after the engine, so that the engine is dropped first.
     heap: Box<dyn GraftHeap>,
     undo: Vec<u8>,
+    /// The undo copy may differ from the state (written by its owner or by a call since
+    /// it was taken): taken again before the next call. Clear, it equals the state.
+    undo_stale: bool,
+    /// Called directly (native code, or an engine that guards its own call), asked once.
+    direct: bool,
+    /// Its engine says whether a call wrote the state (`Engine::notes_writes`).
+    notes: bool,
     failures: u32,
     broken: bool,
     /// `CALL_MS` in the host's clock.
@@ -98,7 +105,8 @@ static NO_STATE: [u8; 0] = [];
 
 impl Graft {
     pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>, call_ticks: u64) -> Graft {
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], failures: 0, broken: false, call_ticks }
+        let (direct, notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
+        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], undo_stale: true, direct, notes, failures: 0, broken: false, call_ticks }
     }
 
     /// Bytes its engine holds in the server.
@@ -131,30 +139,75 @@ impl Graft {
     /// or budget stops them, only a refused answer or the watchdog, which unloads them),
     /// so they get no undo copy.
     pub fn call(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
+        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
+        if !self.direct {
+            return self.call_hosted(input, host, trusted);
+        }
+        if !trusted {
+            return self.call_compiled(input, host);
+        }
+        // Native code and signed code (which guards itself, by the watchdog): called
+        // directly; what it writes is not undone.
+        let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
+        self.stats.calls += 1;
+        let out = engine.call(input, self.budget);
+        self.settle(input, out, host, true)
+    }
+
+    /// Before an untrusted call: the undo copy, unless it already holds the state
+    /// (nothing wrote the state since it was taken).
+    #[inline(always)]
+    fn take_undo(&mut self, trusted: bool) {
+        if !trusted && self.undo_stale {
+            if let Some(e) = self.engine.as_mut() {
+                self.undo.copy_from_slice(e.state());
+            }
+            self.undo_stale = false;
+        }
+    }
+
+    /// An untrusted engine that guards its own call (SFI's image tells the watchdog
+    /// itself): called directly, the undo copy kept if the call wrote nothing. A
+    /// function of its own, as `call_hosted`, so that each path is compiled lean.
+    #[inline(always)]
+    fn call_compiled(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
+        self.take_undo(false);
+        let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
+        self.stats.calls += 1;
+        let (out, wrote) = if self.notes { engine.call_noting(input, self.budget) } else { (engine.call(input, self.budget), true) };
+        // A call that may have written the state leaves the undo copy behind it.
+        self.undo_stale |= wrote;
+        self.settle(input, out, host, false)
+    }
+
+    /// An engine run guarded by `host` (its heap, a deadline), the undo copy taken
+    /// first for untrusted code.
+    #[inline(always)]
+    fn call_hosted(&mut self, input: &[u8], host: &mut dyn Host, trusted: bool) -> Result<u64, Abort> {
+        self.take_undo(trusted);
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
         let budget = self.budget;
+        // Engines that allocate nothing while they run (compiled code) need no arena.
+        let heap = engine.allocates().then_some(&*self.heap);
+        let deadline = host.now().saturating_add(self.call_ticks);
         let mut out = Err(Abort::Broken);
-        let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
-        // Every untrusted graft's state is copied aside, whoever guards its call.
-        if !trusted {
-            self.undo.copy_from_slice(engine.state());
+        if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
+            return Err(self.stopped(why));
         }
-        // Native grafts are the server's own code: called as such; compiled ones guard
-        // themselves.
-        if self.tech == Tech::Native || engine.guards_itself() {
-            out = engine.call(input, budget);
-        } else {
-            // Engines that allocate nothing while they run (compiled code) need no arena.
-            let heap = engine.allocates().then_some(&*self.heap);
-            let deadline = host.now().saturating_add(self.call_ticks);
-            if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
-                return Err(self.stopped(why));
-            }
-            if heap.is_some() && self.heap.over() {
-                out = Err(Abort::Memory);
-            }
+        // An engine run by the host (an interpreter: its calls may write the state) is
+        // not asked whether it wrote: the undo copy is taken again before its next call.
+        self.undo_stale = true;
+        if heap.is_some() && self.heap.over() {
+            out = Err(Abort::Memory);
         }
+        self.settle(input, out, host, trusted)
+    }
+
+    /// A call's outcome: its answer if the point accepts it, else the call aborted — the
+    /// engine reset and, for untrusted code, the state put back from the undo copy.
+    #[inline(always)]
+    fn settle(&mut self, input: &[u8], out: Result<u64, Abort>, host: &mut dyn Host, trusted: bool) -> Result<u64, Abort> {
         let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
@@ -182,6 +235,7 @@ impl Graft {
                     Ok(()) if !trusted => {
                         if let Some(e) = self.engine.as_mut() {
                             e.state().copy_from_slice(&self.undo);
+                            self.undo_stale = false;
                         }
                     }
                     Ok(()) => {}
@@ -198,6 +252,7 @@ impl Graft {
     }
 
     fn state_mut(&mut self) -> &mut [u8] {
+        self.undo_stale = true;
         match self.engine.as_mut() {
             Some(e) => e.state(),
             None => &mut [],
@@ -419,7 +474,9 @@ impl Table {
         }
         engine.state().copy_from_slice(&state);
         // The old engine goes first, then its heap.
+        (g.direct, g.notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
         g.engine = Some(engine);
+        g.undo_stale = true;
         g.heap = heap;
         g.tech = f.tech;
         g.name = String::from(f.name);
@@ -696,6 +753,74 @@ mod tests {
         t.get(1, id).unwrap().write_state(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None, "99 is no candidate");
         assert_eq!(t.get(1, id).unwrap().state(), &[1, 2, 3, 4, 5, 6, 7, 8], "the liar's scribbles are undone");
+    }
+
+    /// The undo copy is taken only when it may differ from the state: a call that says
+    /// it wrote nothing keeps the copy (no copy before the next call), while the owner's
+    /// writes and a call that wrote make it taken again — so an aborted call still puts
+    /// back exactly the state from before it.
+    #[test]
+    fn the_undo_copy_is_taken_again_only_after_a_write() {
+        use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static READS: AtomicUsize = AtomicUsize::new(0);
+        /// Input byte 0: 0 answers 0 writing nothing, 1 writes its input's byte 1 into
+        /// the state and answers 0, 2 scribbles and answers what the point refuses.
+        struct Compiled(Vec<u8>, bool);
+        impl Engine for Compiled {
+            fn state(&mut self) -> &mut [u8] {
+                READS.fetch_add(1, Relaxed);
+                &mut self.0
+            }
+            fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
+                self.1 = input[0] != 0;
+                match input[0] {
+                    0 => Ok(0),
+                    1 => {
+                        self.0.fill(input[1]);
+                        Ok(0)
+                    }
+                    _ => {
+                        self.0.fill(0xee);
+                        Ok(99)
+                    }
+                }
+            }
+            fn reset(&mut self) -> Result<(), Abort> {
+                Ok(())
+            }
+            fn guards_itself(&self) -> bool {
+                true
+            }
+            fn wrote_state(&self) -> bool {
+                self.1
+            }
+            fn notes_writes(&self) -> bool {
+                true
+            }
+        }
+        let mut t = Table::new(&[Point::Evict], 0, host());
+        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }.to_bytes();
+        t.put(1, 0, &f).unwrap();
+        let id = t.load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len], false)) as Box<dyn Engine>))).unwrap();
+        let state = |t: &mut Table| t.get(1, id).unwrap().state().to_vec();
+        t.get(1, id).unwrap().write_state(0, &[1; 8]).unwrap();
+        assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
+        let reads = READS.load(Relaxed);
+        for _ in 0..3 {
+            assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
+        }
+        assert_eq!(READS.load(Relaxed), reads, "calls that wrote nothing take no undo copy");
+        // The owner writes: the next aborted call puts back the owner's bytes.
+        t.get(1, id).unwrap().write_state(0, &[2; 8]).unwrap();
+        assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
+        assert_eq!(t.call(Point::Evict, 1, &[2; 8]), None, "refused");
+        assert_eq!(state(&mut t), [2; 8], "the owner's write is what is put back");
+        // A call writes: the next aborted call puts back what that call left.
+        assert_eq!(t.call(Point::Evict, 1, &[1, 5, 0, 0, 0, 0, 0, 0]), Some(0));
+        assert_eq!(t.call(Point::Evict, 1, &[2; 8]), None, "refused");
+        assert_eq!(state(&mut t), [5; 8], "the successful call's write is what is put back");
+        assert_eq!(t.call(Point::Evict, 1, &[2; 8]), None, "refused again, after a restore");
+        assert_eq!(state(&mut t), [5; 8]);
     }
 
     /// An engine that panics is left where it panicked, forgotten with its heap, and

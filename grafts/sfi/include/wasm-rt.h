@@ -25,7 +25,8 @@
    at most 16 KiB of the server's stack (64 KiB, the main thread's). */
 #define WASM_RT_USE_STACK_DEPTH_COUNT 1
 #define WASM_RT_MAX_CALL_STACK_DEPTH 64
-extern uint32_t wasm_rt_call_stack_depth;
+/* harness.c's, and only its (one translation unit): a static. */
+static uint32_t wasm_rt_call_stack_depth;
 
 typedef enum {
   WASM_RT_TRAP_NONE,
@@ -37,7 +38,15 @@ typedef enum {
   WASM_RT_TRAP_CALL_INDIRECT,
   WASM_RT_TRAP_UNCAUGHT_EXCEPTION,
   WASM_RT_TRAP_EXHAUSTION,
+  /* Scion's: the server's watchdog stopped the call (`rt::guard::IMAGE_STOPPED`). */
+  WASM_RT_TRAP_SCION_STOPPED,
 } wasm_rt_trap_t;
+
+/* Set by every store to linear memory and bulk operation (xtask's `sfi_patch` puts it
+   into wasm2c's output): the call may have written the state (the server's undo copy
+   is then taken again before the next call). */
+static uint8_t scion_sfi_wrote;
+#define SCION_SFI_WROTE() (scion_sfi_wrote = 1)
 
 typedef enum {
   WASM_RT_I32,

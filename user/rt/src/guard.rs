@@ -16,6 +16,7 @@
 
 use crate::sys;
 use abi::cap;
+use abi::layout::{MAIN_STACK_PAGES, MAIN_STACK_TOP, PAGE_SIZE};
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -197,6 +198,75 @@ pub unsafe fn call4(f: extern "C" fn(u64, u64, u64, u64) -> u64, args: [u64; 4],
     }
 }
 
+/// A compiled (SFI) graft's call, watched without arming anything per call: the
+/// graft's image itself writes this block — at its entry where a stopped call goes (its
+/// exit, which takes back the registers the entry noted and answers the trap code in
+/// `rdi`), its stack pointer, a new call's number and then `active` = 1, after the
+/// registers are noted; `active` = 0 as it returns. The watchdog stops a call it sees
+/// active with the same number for `IMAGE_LIMIT` ticks, if it runs on the main thread
+/// (its stack pointer in the main stack: a call on another thread is not watched, as
+/// `call4` guards none there), and starts the main thread again at that exit. A static:
+/// the block outlives every image that writes it.
+#[repr(C)]
+pub struct ImageWatch {
+    pub active: AtomicU64,
+    pub seq: AtomicU64,
+    pub exit: AtomicU64,
+    pub sp: AtomicU64,
+}
+
+static IMAGE: ImageWatch = ImageWatch { active: AtomicU64::new(0), seq: AtomicU64::new(0), exit: AtomicU64::new(0), sp: AtomicU64::new(0) };
+static IMAGE_LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The trap code a stopped image call answers (harness.c's `WASM_RT_TRAP_SCION_STOPPED`).
+pub const IMAGE_STOPPED: u64 = 9;
+
+/// The block compiled grafts' images write (`ImageWatch`), for calls of at most `ticks`
+/// of the clock: its address, for the images' control blocks.
+pub fn image_watch(ticks: u64) -> *mut u64 {
+    IMAGE_LIMIT.store(ticks, Ordering::Relaxed);
+    &IMAGE as *const ImageWatch as *mut u64
+}
+
+/// Has an image's call run past its limit? `seen`: the call the watchdog saw last
+/// (its number, the clock when first seen).
+fn image_overdue(seen: &mut Option<(u64, u64)>) -> bool {
+    if IMAGE.active.load(Ordering::Acquire) == 0 {
+        *seen = None;
+        return false;
+    }
+    let (seq, now) = (IMAGE.seq.load(Ordering::Acquire), sys::rdtsc());
+    match *seen {
+        Some((s, since)) if s == seq => now.wrapping_sub(since) >= IMAGE_LIMIT.load(Ordering::Relaxed),
+        _ => {
+            *seen = Some((seq, now));
+            false
+        }
+    }
+}
+
+/// Stop the image's call the watchdog saw overdue, if the main thread is still in it:
+/// start it again at the image's exit, answering `IMAGE_STOPPED`.
+fn stop_image(seen: &mut Option<(u64, u64)>) {
+    // SAFETY: the main thread is started again below, either where it was or at the
+    // exit of the image's call it is in (which holds no lock).
+    if unsafe { sys::thread_stop(cap::SELF_THREAD) }.is_err() {
+        return;
+    }
+    // Stopped: still in the same call (it may have returned and begun another)? Then
+    // the image's registers are this call's (`active` is set after they are noted).
+    let same = IMAGE.active.load(Ordering::Acquire) != 0 && seen.is_some_and(|(s, _)| s == IMAGE.seq.load(Ordering::Acquire));
+    let main = (MAIN_STACK_TOP - MAIN_STACK_PAGES * PAGE_SIZE..MAIN_STACK_TOP).contains(&IMAGE.sp.load(Ordering::Acquire));
+    if same && main && !crate::heap::busy() {
+        *seen = None;
+        STOPPED.fetch_add(1, Ordering::Relaxed);
+        // The exit sets its own stack pointer (the call's, noted at its entry).
+        if sys::thread_start(cap::SELF_THREAD, IMAGE.exit.load(Ordering::Acquire), 0, IMAGE_STOPPED).is_ok() {
+            return;
+        }
+    }
+    let _ = sys::thread_start(cap::SELF_THREAD, 0, 0, 0);
+}
+
 /// Is this the main thread (the one guarded calls run on)?
 fn on_main_thread() -> bool {
     crate::ipc::utcb_addr() == abi::layout::MAIN_UTCB
@@ -290,12 +360,17 @@ const IDLE_US: u32 = 5_000_000;
 
 fn watchdog(period_us: u64) {
     let mut m = crate::ipc::Msg::empty();
+    let mut seen = None;
     loop {
         if ARMED.load(Ordering::Acquire) == 0 {
             let _ = crate::ipc::recv(crate::ipc::RECV_ANY, &mut m, crate::ipc::timeouts(IDLE_US, IDLE_US));
             continue;
         }
         sys::sleep_us(period_us);
+        if image_overdue(&mut seen) {
+            stop_image(&mut seen);
+            continue;
+        }
         let past = || ACTIVE.load(Ordering::Acquire) != 0 && sys::rdtsc() >= DEADLINE.load(Ordering::Acquire);
         if !past() {
             continue;
@@ -315,6 +390,8 @@ fn watchdog(period_us: u64) {
                 (*buf).rsp
             };
             STOPPED.fetch_add(1, Ordering::Relaxed);
+            // An image's call under way inside the guarded run is left with it.
+            IMAGE.active.store(0, Ordering::Release);
             let landing = scion_guard_landing as *const () as usize as u64;
             if sys::thread_start(cap::SELF_THREAD, landing, rsp, buf as u64).is_ok() {
                 continue;

@@ -5,19 +5,16 @@
 //! put in a code slot of its own (`CodeSlot`), its relocations applied, its code made
 //! read and execute only and its data read and write only, and the engine instantiates
 //! the module in a linear memory of the graft's own heap. A call is the input copied in
-//! and one guarded call of the image's entry (`crate::guarded`: the watchdog stops it
-//! past its time); a trap leaves through the image's own exit and answers its code.
+//! and one call of the image's entry, which tells the watchdog itself that a call is
+//! under way (`rt::guard::image_watch`: past `CALL_TICKS` it is started again at the
+//! image's exit); a trap leaves through the image's own exit and answers its code.
 
 use alloc::boxed::Box;
-use graft::engine::{Abort, Engine, Limits};
+use graft::engine::{Engine, Limits};
 use graft::sfi::Sfi;
 use graft::{GraftFile, LoadError};
 
 use crate::CodeSlot;
-
-fn guard(f: graft::sfi::Entry, args: [u64; 4], dead: &mut bool) -> Result<u64, Abort> {
-    crate::guarded(f, args, dead)
-}
 
 pub fn load(f: &GraftFile<'_>, sigma0: u64, limits: Limits) -> Result<Box<dyn Engine>, LoadError> {
     let code = graft::sfi::verify(f, &crate::key_or_refuse()?)?;
@@ -28,9 +25,10 @@ pub fn load(f: &GraftFile<'_>, sigma0: u64, limits: Limits) -> Result<Box<dyn En
     // The code: read and execute. The image's data and the rest of the slot: read and write.
     slot.take(0, code.text as u64, abi::mem::WRITE).map_err(fail)?;
     slot.take(code.text as u64, slot.size(), abi::mem::EXEC).map_err(fail)?;
+    let watch = rt::guard::image_watch(crate::CALL_TICKS.load(core::sync::atomic::Ordering::Relaxed));
     // SAFETY: `place` laid the image out at `base`, in the slot the engine keeps (dropped
     // after it), its code executable and its data writable; the signature says the build
-    // made it from a WebAssembly module with Scion's harness.
-    let sfi = unsafe { Sfi::instantiate(base, &code, f, limits, guard) }?;
+    // made it from a WebAssembly module with Scion's harness; the watch block is a static.
+    let sfi = unsafe { Sfi::instantiate(base, &code, f, limits, watch) }?;
     Ok(Box::new(graft::sfi::Held::new(sfi, slot)))
 }
