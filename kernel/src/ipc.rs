@@ -445,7 +445,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
             if !report_fault(k, r.id, words, false) {
-                crate::kprintln!("[kernel] thread {}: its pager mapped nothing for the fault at {:#x} and it has no fault handler -> stopped", r.id, words[1]);
+                crate::arch::serial::kprintln!("[kernel] thread {}: its pager mapped nothing for the fault at {:#x} and it has no fault handler -> stopped", r.id, words[1]);
             }
             Ok(())
         }
@@ -470,7 +470,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
             if !report_fault(k, r.id, words, false) {
-                crate::kprintln!("[kernel] thread {}: its pager's answer to the fault at {:#x} was refused ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
+                crate::arch::serial::kprintln!("[kernel] thread {}: its pager's answer to the fault at {:#x} was refused ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
             }
             Err(e)
         }
@@ -487,7 +487,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
             if !report_fault(k, r.id, words, false) {
-                crate::kprintln!("[kernel] thread {}: the page for its fault at {:#x} could not be mapped ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
+                crate::arch::serial::kprintln!("[kernel] thread {}: the page for its fault at {:#x} could not be mapped ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
             }
             Err(e)
         }

@@ -399,11 +399,11 @@ pub fn dump_state() {
     // SAFETY: reads only, for a report; see above.
     let k = unsafe { &*KERNEL.as_ptr() };
     let cpus = crate::arch::smp::cpus();
-    crate::kprintln!("[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}", k.ticks, crate::klock::holder(), k.view_cpu, cpu::fast_ipcs());
+    crate::arch::serial::kprintln!("[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}", k.ticks, crate::klock::holder(), k.view_cpu, cpu::fast_ipcs());
     for c in 0..cpus {
         let (cur, idle, resched) = if c == k.view_cpu { (k.view.current, k.view.idle, k.view.need_resched) } else { (k.parked[c].current, k.parked[c].idle, k.parked[c].need_resched) };
         let (wake, polling, flush, enter, fpu_save) = crate::klock::flags_of(c);
-        crate::kprintln!(
+        crate::arch::serial::kprintln!(
             "[dump] CPU {}: current {} idle {} resched {} top ready prio {:?} wake {} polling {} flush {} enter {} fpu_save {:#x} fastpath {}",
             c,
             cur,
@@ -423,7 +423,7 @@ pub fn dump_state() {
         if t.kernel_thread {
             continue;
         }
-        crate::kprintln!(
+        crate::arch::serial::kprintln!(
             "[dump] t{} task {} {:?} cpu {} prio {} partner {:?} from {:?} reply_to {:?} fault {} irqs {:#x} timer {} queued {}",
             id,
             t.task,
@@ -441,7 +441,7 @@ pub fn dump_state() {
     }
     for (line, a) in k.irqs.iter().enumerate() {
         if let Some((r, _)) = a {
-            crate::kprintln!("[dump] irq line {} -> t{}", line, r.id);
+            crate::arch::serial::kprintln!("[dump] irq line {} -> t{}", line, r.id);
         }
     }
 }

@@ -4,12 +4,15 @@
 
 extern crate alloc;
 
+use arch::serial::kprintln;
+
 mod arch {
     pub mod acpi;
     pub mod boot;
     pub mod cpu;
     pub mod fpu;
     pub mod irqchip;
+    pub mod serial;
     pub mod smp;
     pub mod timer;
 }
@@ -20,7 +23,6 @@ mod klock;
 mod kernel;
 mod loader;
 mod mem;
-mod serial;
 mod syscall;
 mod task;
 mod trap;
@@ -30,7 +32,7 @@ mod vm;
 /// address of the PVH start info.
 #[no_mangle]
 extern "C" fn kstart(start_info: u64) -> ! {
-    serial::Serial::init();
+    arch::serial::Serial::init();
     kprintln!("Scion microkernel (ABI {})", abi::ABI_VERSION);
     arch::cpu::init();
     arch::fpu::init();

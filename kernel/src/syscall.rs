@@ -216,7 +216,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             }
             match op {
                 MachineOp::Exit(code) => {
-                    crate::kprintln!("[kernel] machine exit {}", code);
+                    crate::arch::serial::kprintln!("[kernel] machine exit {}", code);
                     crate::arch::cpu::debug_exit(code);
                     Ok(())
                 }
@@ -283,7 +283,7 @@ fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
     let buf = &mut buf[..len];
     let pml4 = k.cur_task().pml4;
     task::copy_from_user(pml4, ptr, buf)?;
-    crate::serial::Serial::write_bytes(buf);
+    crate::arch::serial::Serial::write_bytes(buf);
     Ok(())
 }
 

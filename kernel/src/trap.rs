@@ -4,7 +4,8 @@
 use crate::arch::cpu::{TrapFrame, VEC_RESCHED, VEC_SPURIOUS, VEC_TIMER};
 use crate::arch::{irqchip, timer};
 use crate::kernel::{enter, schedule, Kernel};
-use crate::{ipc, kprintln};
+use crate::arch::serial::kprintln;
+use crate::ipc;
 use abi::ipc::fault;
 
 #[no_mangle]

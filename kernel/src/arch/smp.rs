@@ -12,7 +12,7 @@ use crate::arch::boot::{boot_pml4_phys, nx_enabled, phys_to_virt};
 use crate::arch::cpu::MAX_CPUS;
 use crate::arch::timer;
 use crate::kcell::KCell;
-use crate::kprintln;
+use crate::arch::serial::kprintln;
 use core::arch::global_asm;
 use core::ptr::addr_of;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

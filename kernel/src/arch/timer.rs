@@ -115,7 +115,7 @@ pub fn init(force_pit: bool) {
         lapic_write(LAPIC_LVT_TIMER, VEC_TIMER as u32 | (1 << 17));
         lapic_write(LAPIC_TIMER_INIT, per_ms as u32);
         st.apic_per_ms = per_ms as u32;
-        crate::kprintln!("[timer] local APIC, {} ticks/ms, TSC {} kHz", per_ms, st.tsc_per_ms);
+        crate::arch::serial::kprintln!("[timer] local APIC, {} ticks/ms, TSC {} kHz", per_ms, st.tsc_per_ms);
     } else {
         pic_init(0xFE); // IRQ0 only
         let t0 = rdtsc();
@@ -126,7 +126,7 @@ pub fn init(force_pit: bool) {
         outb(0x43, 0x34);
         outb(0x40, div as u8);
         outb(0x40, (div >> 8) as u8);
-        crate::kprintln!("[timer] no local APIC: PIT at 1 kHz, TSC {} kHz", st.tsc_per_ms);
+        crate::arch::serial::kprintln!("[timer] no local APIC: PIT at 1 kHz, TSC {} kHz", st.tsc_per_ms);
     }
     st.tsc_per_ms = st.tsc_per_ms.max(1);
     st.tsc0 = rdtsc();
