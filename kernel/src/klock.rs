@@ -129,7 +129,7 @@ const POLL_US: u64 = 50;
 pub fn wake_cpu(c: usize) {
     WAKE[c].store(true, Ordering::SeqCst);
     if !POLLING[c].load(Ordering::SeqCst) {
-        crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_RESCHED as u32);
+        crate::arch::lapic::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_RESCHED as u32);
     }
 }
 
@@ -256,7 +256,7 @@ fn holders(pml4: u64) -> u32 {
 #[no_mangle]
 extern "C" fn shootdown_ipi() -> u64 {
     let enter = answer();
-    crate::arch::timer::eoi();
+    crate::arch::lapic::eoi();
     if !enter {
         return 0;
     }
@@ -282,7 +282,7 @@ pub fn save_fpu(c: usize, area: u64) {
 /// Post a request to CPU `c`, interrupt it, wait until it is done.
 fn request(c: usize, post: impl Fn(), pending: impl Fn() -> bool) {
     post();
-    crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
+    crate::arch::lapic::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
     while pending() {
         core::hint::spin_loop();
     }
@@ -317,7 +317,7 @@ pub fn settle() {
     let targets = (0..MAX_CPUS).filter(|c| m & 1 << c != 0);
     for c in targets.clone() {
         FLUSH[c].store(true, Ordering::Release);
-        crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
+        crate::arch::lapic::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
     }
     for c in targets {
         while FLUSH[c].load(Ordering::Acquire) {

@@ -12,6 +12,7 @@ mod arch {
     pub mod cpu;
     pub mod fpu;
     pub mod irqchip;
+    pub mod lapic;
     pub mod serial;
     pub mod smp;
     pub mod timer;

@@ -2,7 +2,7 @@
 //! its handler (or stops it); an exception in kernel mode is a kernel bug and halts.
 
 use crate::arch::cpu::{TrapFrame, VEC_RESCHED, VEC_SPURIOUS, VEC_TIMER};
-use crate::arch::{irqchip, timer};
+use crate::arch::{irqchip, lapic};
 use crate::kernel::{enter, schedule, Kernel};
 use crate::arch::serial::kprintln;
 use crate::ipc;
@@ -29,13 +29,13 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
     let from_user = f.cs & 3 == 3;
     match f.vector as u8 {
         VEC_TIMER => {
-            timer::eoi();
+            lapic::eoi();
             k.tick();
         }
         VEC_SPURIOUS => {}
         VEC_RESCHED => {
             // Another CPU made a thread of this one ready.
-            timer::eoi();
+            lapic::eoi();
             k.view.need_resched = true;
         }
         // (A thread stopped or destroyed from another CPU while its exception waited for
@@ -53,7 +53,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             }
             None => {
                 kprintln!("[kernel] unexpected interrupt vector {}", v);
-                timer::eoi();
+                lapic::eoi();
             }
         },
     }

@@ -22,7 +22,7 @@ fn ioapic_write(reg: u32, val: u32) {
 }
 
 fn apic() -> bool {
-    super::timer::uses_apic()
+    super::lapic::in_use()
 }
 
 /// Lines a driver may attach to.
@@ -127,7 +127,7 @@ pub fn line_of(vector: u8) -> Option<u8> {
 /// End of interrupt at the controller that delivered `line`.
 pub fn eoi(line: u8) {
     if apic() {
-        super::timer::eoi();
+        super::lapic::eoi();
     } else {
         // SAFETY: non-specific EOI to the 8259s.
         unsafe {

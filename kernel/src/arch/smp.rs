@@ -10,7 +10,7 @@
 
 use crate::arch::boot::{boot_pml4_phys, nx_enabled, phys_to_virt};
 use crate::arch::cpu::MAX_CPUS;
-use crate::arch::timer;
+use crate::arch::{lapic, timer};
 use crate::kcell::KCell;
 use crate::arch::serial::kprintln;
 use core::arch::global_asm;
@@ -160,10 +160,10 @@ const ICR_STARTUP: u32 = 0x4600 | (TRAMPOLINE >> 12) as u32;
 /// Start every enabled processor the MADT lists (up to `MAX_CPUS`), one at a time,
 /// waiting for each to load its tables. Returns how many CPUs are up.
 pub fn start_aps(rsdp_phys: u64) -> usize {
-    if !timer::uses_apic() {
+    if !lapic::in_use() {
         return cpus();
     }
-    APIC_IDS.get()[0] = timer::lapic_id();
+    APIC_IDS.get()[0] = lapic::id();
     let ids = super::acpi::processors(rsdp_phys);
     if ids.len() <= 1 {
         return cpus();
@@ -213,13 +213,13 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         core::sync::atomic::fence(Ordering::SeqCst);
         // Intel's sequence: INIT, 10 ms, SIPI, 200 µs, a second SIPI if it has not
         // come up; then wait for it (up to 100 ms).
-        timer::send_ipi(id, ICR_INIT);
+        lapic::send_ipi(id, ICR_INIT);
         timer::delay_us(10_000);
         for _ in 0..2 {
             if ONLINE[n].load(Ordering::Acquire) {
                 break;
             }
-            timer::send_ipi(id, ICR_STARTUP);
+            lapic::send_ipi(id, ICR_STARTUP);
             timer::delay_us(200);
         }
         for _ in 0..1000 {
@@ -236,7 +236,7 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         } else {
             // INIT again: it waits for a SIPI that never comes, rather than starting
             // late with the next processor's stack and index.
-            timer::send_ipi(id, ICR_INIT);
+            lapic::send_ipi(id, ICR_INIT);
             kprintln!("[smp] the processor with local APIC {} did not start", id);
         }
     }
