@@ -248,13 +248,6 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
     deliver(k, cur, dest, cap.badge, call, ipc::send_timeout(timeouts), ipc::recv_timeout(timeouts))
 }
 
-/// Whether `r` waits for an answer to its saved call number `n` (SAVE_REPLY marks such a
-/// caller as its own partner; any new call of its replaces the mark, and saving that
-/// one too gives it a new number).
-pub fn awaits_saved_reply(k: &Kernel, r: task::ObjRef, n: u32) -> bool {
-    k.thread_alive(r) && k.t(r.id).state == State::ReplyBlocked && k.t(r.id).partner == Some(r) && k.t(r.id).saved_calls == n
-}
-
 /// Answer the caller `r` through the saved reply capability in `slot`, from any thread
 /// of the task that holds it. The capability is used up when the caller gets the
 /// answer (or an error of its own); when the answer fails for the sender (a bad item,
@@ -265,7 +258,7 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bo
     }
     let cur = k.view.current;
     let me = k.t(cur).task;
-    if !awaits_saved_reply(k, r, n) {
+    if !k.awaits_saved_reply(r, n) {
         // The call it answered is over (the caller died, timed out or was answered).
         let _ = k.cap_delete(me, slot);
         return Err(Error::NoPartner);
@@ -274,7 +267,7 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bo
     let pending = k.tm(cur).reply_to.replace(r);
     let res = reply(k);
     k.tm(cur).reply_to = pending;
-    if !awaits_saved_reply(k, r, n) {
+    if !k.awaits_saved_reply(r, n) {
         let _ = k.cap_delete(me, slot);
     }
     res

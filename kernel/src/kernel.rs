@@ -532,6 +532,13 @@ impl Kernel {
             && self.thread_gen[r.id as usize] == r.gen
             && self.threads[r.id as usize].as_ref().is_some_and(|t| t.state != State::Dead)
     }
+    /// Whether `r` waits for an answer to its saved call number `n` (SAVE_REPLY marks
+    /// such a caller as its own partner; any new call of its replaces the mark, and
+    /// saving that one too gives it a new number).
+    pub fn awaits_saved_reply(&self, r: ObjRef, n: u32) -> bool {
+        self.thread_alive(r) && self.t(r.id).state == State::ReplyBlocked && self.t(r.id).partner == Some(r) && self.t(r.id).saved_calls == n
+    }
+
     pub fn task_alive(&self, r: ObjRef) -> bool {
         (r.id as usize) < MAX_TASKS && self.task_gen[r.id as usize] == r.gen && self.tasks[r.id as usize].is_some()
     }
@@ -1131,7 +1138,7 @@ impl Kernel {
         for slot in 0..abi::cap::SLOTS {
             if let Ok(c) = self.task(id).cspace.get(slot) {
                 if let Obj::Reply(r, n) = c.obj {
-                    if crate::ipc::awaits_saved_reply(self, r, n) {
+                    if self.awaits_saved_reply(r, n) {
                         self.wake(r.id, Error::NoPartner as u64);
                     }
                 }
