@@ -310,7 +310,7 @@ impl CpuView {
     #[inline(always)]
     pub fn load_space(&mut self, pml4: u64) {
         if self.loaded_pml4 != pml4 {
-            task::load_cr3(pml4);
+            cpu::load_cr3(pml4);
             self.loaded_pml4 = pml4;
         }
     }
@@ -1156,7 +1156,7 @@ impl Kernel {
         // CPU that had the space loaded has left it for that table (`klock::mark_freed`):
         // their views must say so, or a task whose page tables come to lie in the freed
         // frame would be taken for loaded there and run on the kernel's table.
-        self.view.loaded_pml4 = task::current_cr3();
+        self.view.loaded_pml4 = cpu::current_cr3();
         let boot = crate::arch::boot::boot_pml4_phys();
         for v in self.parked.iter_mut().filter(|v| v.loaded_pml4 == freed) {
             v.loaded_pml4 = boot;
@@ -1341,7 +1341,7 @@ pub fn start_scheduling(k: &'static mut Kernel) -> ! {
     let load = n.resume_sp();
     if n.is_user() {
         let (pml4, utcb) = (n.pml4, n.utcb_va);
-        task::load_cr3(pml4);
+        cpu::load_cr3(pml4);
         cpu::set_fs_base(utcb);
         k.view.loaded_pml4 = pml4;
         k.view.loaded_fs = utcb;

@@ -218,15 +218,15 @@ fn answer() -> bool {
     if enter {
         // The thread it ran is stopped or destroyed (perhaps its whole task): off its
         // page tables at once; `switch_to` loads the next thread's.
-        crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
+        crate::arch::cpu::load_cr3(crate::arch::boot::boot_pml4_phys());
         ENTER[me].store(false, Ordering::Release);
     }
     if FLUSH[me].load(Ordering::Acquire) {
         let leave = LEAVE[me].swap(0, Ordering::Relaxed);
-        if leave != 0 && crate::task::current_cr3() == leave {
+        if leave != 0 && crate::arch::cpu::current_cr3() == leave {
             // Only a kernel thread (idle) can have a dead task's space loaded. (The lock
             // holder sets this CPU's view to match: `Kernel::destroy_one_task`.)
-            crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
+            crate::arch::cpu::load_cr3(crate::arch::boot::boot_pml4_phys());
         } else {
             flush_tlb();
         }

@@ -2,7 +2,7 @@
 //! `invoke` looks up capabilities and partner state and then does the work. Every
 //! failure is an error code in `rax`. `docs/syscalls.md` describes each call.
 
-use crate::arch::cpu::TrapFrame;
+use crate::arch::cpu::{self, TrapFrame};
 use crate::arch::timer;
 use crate::ipc;
 use crate::kernel::{schedule, Kernel, State};
@@ -232,8 +232,8 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
                     let other = crate::arch::boot::boot_pml4_phys();
                     let t0 = crate::arch::timer::rdtsc();
                     for _ in 0..n {
-                        task::load_cr3(other);
-                        task::load_cr3(own);
+                        cpu::load_cr3(other);
+                        cpu::load_cr3(own);
                     }
                     let dt = crate::arch::timer::rdtsc() - t0;
                     k.cur().frame().rdi = dt;
