@@ -594,7 +594,7 @@ fn transfer(
 #[inline(always)]
 fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
     if to.io || k.view.io_owner.is_some() {
-        crate::kernel::switch_iomap(k, to.task);
+        crate::sched::switch_iomap(k, to.task);
     }
     switch_shared(&mut k.view, dest, to)
 }
@@ -609,7 +609,7 @@ fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
     cpu::set_kernel_stack(to.top);
     v.load_space(to.pml4);
     v.load_fs(to.utcb);
-    // As `kernel::fpu_switch`: TS clear exactly when the partner's x87 state is in this
+    // As `sched::fpu_switch`: TS clear exactly when the partner's x87 state is in this
     // CPU's registers.
     let mine = v.fpu_owner == dest as u32;
     if mine != v.fpu_ts_clear {

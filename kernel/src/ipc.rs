@@ -360,7 +360,7 @@ pub fn take_queued(k: &mut Kernel, recv: u32, from: Option<task::ObjRef>) -> Res
                     k.tm(s).partner = Some(k.thread_ref(recv));
                     let to = k.t(s).call_timeout;
                     if to != ipc::INFINITE {
-                        let at = k.ticks + crate::kernel::ticks_for_us(to as u64);
+                        let at = k.ticks + crate::sched::ticks_for_us(to as u64);
                         k.timers.insert(s, at);
                     }
                     k.tm(recv).reply_to = Some(k.thread_ref(s));

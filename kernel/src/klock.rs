@@ -262,7 +262,7 @@ extern "C" fn shootdown_ipi() -> u64 {
     }
     lock();
     // SAFETY: a kernel entry holding the lock, with no reference into kernel state.
-    crate::kernel::schedule(unsafe { crate::kernel::enter() });
+    crate::sched::schedule(unsafe { crate::kernel::enter() });
     1
 }
 

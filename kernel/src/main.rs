@@ -24,8 +24,10 @@ mod klock;
 mod kernel;
 mod loader;
 mod mem;
+mod sched;
 mod syscall;
 mod task;
+mod thread;
 mod trap;
 mod vm;
 
@@ -48,10 +50,10 @@ extern "C" fn kstart(start_info: u64) -> ! {
     arch::irqchip::init(bi.rsdp_phys);
     arch::smp::start_aps(bi.rsdp_phys);
     for cpu in 0..arch::smp::cpus() {
-        kernel::create_idle(k, cpu);
+        thread::create_idle(k, cpu);
     }
     loader::start_boot_tasks(k, &bi);
-    kernel::start_scheduling(k);
+    sched::start_scheduling(k);
 }
 
 #[panic_handler]

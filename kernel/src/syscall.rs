@@ -5,7 +5,8 @@
 use crate::arch::cpu::{self, TrapFrame};
 use crate::arch::timer;
 use crate::ipc;
-use crate::kernel::{schedule, Kernel, State};
+use crate::kernel::{Kernel, State};
+use crate::sched::schedule;
 use crate::mem;
 use crate::task::{self, Obj};
 use abi::{cap, rights, sys, tctl, Error};
@@ -42,7 +43,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
     match call {
         Call::Null => Ok(()),
         Call::KernelInfo { what: 1 } => {
-            k.cur().frame().rdi = crate::kernel::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
+            k.cur().frame().rdi = crate::sched::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
         Call::KernelInfo { what: abi::KERNEL_INFO_TABLES } => {
@@ -59,7 +60,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             let handovers = k.handovers;
             let out = k.cur().frame();
             out.rdi = crate::arch::smp::cpus() as u64;
-            out.rsi = crate::kernel::AP_TICKS.load(Relaxed);
+            out.rsi = crate::sched::AP_TICKS.load(Relaxed);
             out.rdx = handovers;
             out.r10 = crate::klock::SHOOTDOWNS.load(Relaxed);
             out.r8 = crate::klock::STALLS.load(Relaxed);
@@ -77,7 +78,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.rdi = irqs;
             out.rsi = fast;
             out.rdx = unlocked;
-            out.r10 = crate::kernel::IDLE_TSC[c].load(Relaxed);
+            out.r10 = crate::sched::IDLE_TSC[c].load(Relaxed);
             Ok(())
         }
         Call::KernelInfo { .. } => {

@@ -3,7 +3,8 @@
 
 use crate::arch::cpu::{TrapFrame, VEC_RESCHED, VEC_SPURIOUS, VEC_TIMER};
 use crate::arch::{irqchip, lapic};
-use crate::kernel::{enter, schedule, Kernel};
+use crate::kernel::{enter, Kernel};
+use crate::sched::schedule;
 use crate::arch::serial::kprintln;
 use crate::ipc;
 use abi::ipc::fault;
@@ -22,7 +23,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         }
         return;
     }
-    crate::kernel::idle_end();
+    crate::sched::idle_end();
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is live
     // (the idle loop halts holding none).
     let k = unsafe { enter() };

@@ -260,5 +260,5 @@ extern "C" fn ap_main(index: u64) -> ! {
     timer::init_ap();
     // SAFETY: this CPU holds the lock; nothing else refers to kernel state here.
     let k = unsafe { crate::kernel::enter() };
-    crate::kernel::start_scheduling(k)
+    crate::sched::start_scheduling(k)
 }
