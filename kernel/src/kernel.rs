@@ -468,7 +468,7 @@ pub unsafe fn enter() -> &'static mut Kernel {
 static KERNEL_VIEW: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1);
 
 /// Called with the lock just taken by a CPU whose view `Kernel` does not hold (by the
-/// entry stub, `KLOCK`, and by `klock::lock`).
+/// entry stub, `KLOCK`, and by `lock`).
 #[no_mangle]
 pub extern "C" fn take_view() {
     let me = cpu::cpu_index();
@@ -477,6 +477,13 @@ pub extern "C" fn take_view() {
         k.switch_view(me);
     }
     KERNEL_VIEW.store(me as u32 + 1, Ordering::Relaxed);
+}
+
+/// Take the kernel lock from Rust (boot, an application processor's start, the idle
+/// loop, the request IPI) and make the kernel's per-CPU part this CPU's.
+pub fn lock() {
+    crate::klock::lock();
+    take_view();
 }
 
 pub fn init(k: &mut Kernel) {

@@ -169,7 +169,8 @@ pub fn flags_of(c: usize) -> (bool, bool, bool, bool, u64) {
     )
 }
 
-/// Take the lock from Rust (boot, an application processor's start, the idle loop).
+/// Take the lock from Rust. Callers use `kernel::lock`, which then makes the kernel's
+/// per-CPU part this CPU's (`take_view`).
 pub fn lock() {
     let me = cpu_index() as u32 + 1;
     while KERNEL_LOCK.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed).is_err() {
@@ -178,7 +179,6 @@ pub fn lock() {
     if KLOCK_READERS.load(Ordering::Relaxed) {
         klock_readers();
     }
-    crate::kernel::take_view();
 }
 
 /// Give the lock back (the idle loop, before it halts).
@@ -200,8 +200,8 @@ extern "C" fn klock_wait() {
 
 /// Do what the lock holder asked of this CPU: flush its TLB (or leave a freed address
 /// space), save its x87 registers for a thread that moves, leave user mode. Returns
-/// whether it was asked to enter the kernel.
-fn answer() -> bool {
+/// whether it was asked to enter the kernel (`sched::shootdown_ipi`).
+pub fn answer() -> bool {
     let me = cpu_index();
     let area = FPU_SAVE[me].load(Ordering::Acquire);
     if area != 0 {
@@ -247,23 +247,6 @@ fn flush_tlb() {
 fn holders(pml4: u64) -> u32 {
     let me = cpu_index();
     (0..crate::arch::smp::cpus()).filter(|&c| c != me && crate::arch::cpu::cr3_of(c) == pml4).fold(0, |m, c| m | 1 << c)
-}
-
-/// The request IPI's entry (`trap_common`, without the lock: its sender holds it and
-/// waits). Asked to enter the kernel, it takes the lock (once the sender lets it go)
-/// and schedules, and returns 1: the stub then leaves through `trap_return`, which gives
-/// the lock back.
-#[no_mangle]
-extern "C" fn shootdown_ipi() -> u64 {
-    let enter = answer();
-    crate::arch::lapic::eoi();
-    if !enter {
-        return 0;
-    }
-    lock();
-    // SAFETY: a kernel entry holding the lock, with no reference into kernel state.
-    crate::sched::schedule(unsafe { crate::kernel::enter() });
-    1
 }
 
 /// Make CPU `c` leave user mode (its registers saved in its thread's frame) and wait

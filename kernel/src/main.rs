@@ -40,7 +40,7 @@ extern "C" fn kstart(start_info: u64) -> ! {
     arch::cpu::init();
     arch::fpu::init();
     // Held until the first thread leaves for user mode (the other CPUs wait for it).
-    klock::lock();
+    kernel::lock();
     let bi = mem::init(start_info);
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
     // SAFETY: the boot entry; nothing else holds kernel state yet.
@@ -48,7 +48,9 @@ extern "C" fn kstart(start_info: u64) -> ! {
     kernel::init(k);
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init(bi.rsdp_phys);
-    arch::smp::start_aps(bi.rsdp_phys);
+    if arch::smp::start_aps(bi.rsdp_phys, mem::trampoline_free(), sched::ap_start) > 1 {
+        klock::several_cpus();
+    }
     for cpu in 0..arch::smp::cpus() {
         thread::create_idle(k, cpu);
     }

@@ -463,9 +463,38 @@ pub(crate) extern "C" fn idle_loop() -> ! {
             x86_64::instructions::interrupts::enable_and_hlt();
             x86_64::instructions::interrupts::disable();
         }
-        crate::klock::lock();
+        crate::kernel::lock();
         idle_end();
         // SAFETY: the lock is held again; `k` was not used while it was not.
         schedule(unsafe { enter() });
     }
+}
+
+/// The request IPI's entry (`trap_common`, without the lock: its sender holds it and
+/// waits). It answers the request (`klock::answer`); asked to enter the kernel, it
+/// takes the lock (once the sender lets it go) and schedules, and returns 1: the stub
+/// then leaves through `trap_return`, which gives the lock back.
+#[no_mangle]
+extern "C" fn shootdown_ipi() -> u64 {
+    let asked = crate::klock::answer();
+    crate::arch::lapic::eoi();
+    if !asked {
+        return 0;
+    }
+    crate::kernel::lock();
+    // SAFETY: a kernel entry holding the lock, with no reference into kernel state.
+    schedule(unsafe { enter() });
+    1
+}
+
+/// An application processor's side of the kernel (`arch::smp::start_aps` runs it once
+/// the CPU's tables are loaded): holding the kernel lock, its timer, then its scheduler
+/// (the boot CPU made its idle thread).
+pub fn ap_start(_index: usize) -> ! {
+    // The boot CPU gives the lock up when it enters the first thread.
+    crate::kernel::lock();
+    crate::arch::timer::init_ap();
+    // SAFETY: this CPU holds the lock; nothing else refers to kernel state here.
+    let k = unsafe { enter() };
+    start_scheduling(k)
 }

@@ -157,9 +157,17 @@ fn set(field: *const u8, v: u64) {
 const ICR_INIT: u32 = 0x4500;
 const ICR_STARTUP: u32 = 0x4600 | (TRAMPOLINE >> 12) as u32;
 
+/// What an application processor runs once its tables are loaded (`start_aps` sets it
+/// before it starts any): the kernel's side of its start, which takes the kernel lock
+/// and never returns. Passed down so that `arch` imports nothing above it.
+static AP_ENTRY: KCell<Option<fn(usize) -> !>> = KCell::new(None);
+
 /// Start every enabled processor the MADT lists (up to `MAX_CPUS`), one at a time,
-/// waiting for each to load its tables. Returns how many CPUs are up.
-pub fn start_aps(rsdp_phys: u64) -> usize {
+/// waiting for each to load its tables; each then runs `entry` with its index.
+/// `trampoline_free`: the start page holds no boot data (else only this CPU runs).
+/// Returns how many CPUs are up.
+pub fn start_aps(rsdp_phys: u64, trampoline_free: bool, entry: fn(usize) -> !) -> usize {
+    *AP_ENTRY.get() = Some(entry);
     if !lapic::in_use() {
         return cpus();
     }
@@ -168,7 +176,7 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
     if ids.len() <= 1 {
         return cpus();
     }
-    if !crate::mem::trampoline_free() {
+    if !trampoline_free {
         kprintln!(
             "[smp] the start page {:#x} holds boot data: running on one CPU",
             TRAMPOLINE
@@ -241,24 +249,16 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         }
     }
     kprintln!("[smp] {} CPUs", n);
-    if n > 1 {
-        crate::klock::several_cpus();
-    }
     n
 }
 
 /// An application processor, in long mode on the boot page tables and its own stack:
-/// its tables, then (holding the kernel lock) its scheduler (the boot CPU made its idle
-/// thread).
+/// its tables, then the kernel's entry (`AP_ENTRY`).
 extern "C" fn ap_main(index: u64) -> ! {
     let index = index as usize;
     super::cpu::init_ap(index);
     super::fpu::init();
     ONLINE[index].store(true, Ordering::Release);
-    // The boot CPU gives the lock up when it enters the first thread.
-    crate::klock::lock();
-    timer::init_ap();
-    // SAFETY: this CPU holds the lock; nothing else refers to kernel state here.
-    let k = unsafe { crate::kernel::enter() };
-    crate::sched::start_scheduling(k)
+    let entry = (*AP_ENTRY.get()).expect("start_aps sets the entry before any AP starts");
+    entry(index)
 }
