@@ -258,7 +258,9 @@ extern "C" fn ap_main(index: u64) -> ! {
     let index = index as usize;
     super::cpu::init_ap(index);
     super::fpu::init();
-    ONLINE[index].store(true, Ordering::Release);
+    // Read before this CPU says it is up: the next processor starts only after that, so
+    // one processor at a time reads the cell (written before the first started).
     let entry = (*AP_ENTRY.get()).expect("start_aps sets the entry before any AP starts");
+    ONLINE[index].store(true, Ordering::Release);
     entry(index)
 }
