@@ -140,6 +140,96 @@ fn shape_is<const STRING: bool>(tag: u64) -> bool {
     }
 }
 
+// ------------------------------------------------------------------ the checks
+//
+// The fastpath's conditions, written once and used by all three of its forms
+// (`fast_call`, `fast_reply_wait` and the general fastpath's `lookup`): each is
+// `#[inline(always)]`, so every form compiles to the tests it wrote out before.
+
+/// A call's timeouts: the fastpath carries only a send that waits for ever.
+#[inline(always)]
+fn call_timeouts_fit(rdx: u64) -> bool {
+    rdx == FOREVER
+}
+
+/// A reply-and-wait's receive: from anyone, waiting for ever.
+#[inline(always)]
+fn reply_wait_receive_fits(rsi: u64, rdx: u64) -> bool {
+    rsi == RECV_ANY && ipc::recv_timeout(rdx) == ipc::INFINITE
+}
+
+/// Thread `id` runs on this CPU (`me`). Checked before its slot is looked at: another
+/// CPU's fastpath may be changing the slot of a thread that is not. (A thread whose CPU
+/// changed while it ran moves at the general path's `schedule`.)
+#[inline(always)]
+fn on_this_cpu(thread_cpu: &[u8; MAX_THREADS], id: usize, me: u8) -> bool {
+    thread_cpu[id] == me
+}
+
+/// The caller is running (not stopped or destroyed from another CPU while it waited
+/// for the lock).
+#[inline(always)]
+fn caller_runs(c: &Tcb) -> bool {
+    c.state == State::Running
+}
+
+/// A caller's reply-and-wait: nobody waits to send to it (that sender would be
+/// received first, by the general path).
+#[inline(always)]
+fn nobody_queued(c: &Tcb) -> bool {
+    c.sendq.is_empty()
+}
+
+/// A call's destination `r` (at slot `id`): still the thread the capability named, its
+/// endpoint not moved away (`SUCCEED`), and this CPU's.
+#[inline(always)]
+fn call_dest_here(gens: &[u32; MAX_THREADS], moved: &[bool; MAX_THREADS], thread_cpu: &[u8; MAX_THREADS], id: usize, r: ObjRef, me: u8) -> bool {
+    gens[id] == r.gen && !moved[id] && on_this_cpu(thread_cpu, id, me)
+}
+
+/// A reply's destination `r` (at slot `id`): still the thread that called, and this
+/// CPU's.
+#[inline(always)]
+fn reply_dest_here(gens: &[u32; MAX_THREADS], thread_cpu: &[u8; MAX_THREADS], id: usize, r: ObjRef, me: u8) -> bool {
+    gens[id] == r.gen && on_this_cpu(thread_cpu, id, me)
+}
+
+/// The call's partner `d` waits to receive, with no fault to report, from anyone or
+/// from the caller (`cur`, of generation `cur_gen`).
+#[inline(always)]
+fn receives_from(d: &Tcb, cur: usize, cur_gen: u32) -> bool {
+    if d.state != State::RecvBlocked || d.fault.is_some() {
+        return false;
+    }
+    match d.recv_from {
+        Some(from) => from.id as usize == cur && from.gen == cur_gen,
+        None => true,
+    }
+}
+
+/// The reply's partner `d` waits for the answer of the caller `cur` (its partner), with
+/// no fault to report.
+#[inline(always)]
+fn awaits_reply_from(d: &Tcb, cur: usize) -> bool {
+    matches!(d.partner, Some(p) if p.id as usize == cur && d.state == State::ReplyBlocked && d.fault.is_none())
+}
+
+/// Nobody more important than the partner `d` is ready on this CPU (`rq`): it may run
+/// at once.
+#[inline(always)]
+fn partner_runs_next(rq: &RunQueue<MAX_THREADS>, d: &Tcb) -> bool {
+    !rq.any_above(d.prio)
+}
+
+/// Without the lock, what would touch more than this CPU's threads is declined: a
+/// partner (`id`, `d`) with a timeout to cancel (the timer heap) or whose task has I/O
+/// ports (the task table's bitmaps). (So is a switch while a task's I/O bitmap is in
+/// this CPU's TSS: `CpuView::io_owner`, tested after this.)
+#[inline(always)]
+fn lockless_partner_fits(timers: &TimerHeap<MAX_THREADS>, id: usize, d: &Tcb) -> bool {
+    !timers.contains(id as u32) && !d.task_io
+}
+
 /// # Safety
 /// As `ipc_fastpath_shared` says: no CPU holds the lock and this one is marked in the
 /// fastpath; `f` is the current thread's frame at `c_frame`.
@@ -154,19 +244,19 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
     unsafe {
         let k = crate::kernel::shared();
         // (The fastpath turned off stops the stub before this: `klock::set_fast_shut`.)
-        if !shape_is::<STRING>(f.r10) || f.rdx != FOREVER {
+        if !shape_is::<STRING>(f.r10) || !call_timeouts_fit(f.rdx) {
             return 0;
         }
         let v = crate::kernel::this_view();
         let me = cpu::cpu_index() as u8;
         let cur = slot((*v).current);
-        if (*k).thread_cpu[cur] != me {
+        if !on_this_cpu(&(*k).thread_cpu, cur, me) {
             return 0;
         }
         let tcbs = (*k).tcbs;
         // (A slot whose `thread_cpu` names a CPU holds a thread: `Kernel::thread_cpu`.)
         let c = crate::kernel::tcb_in(tcbs.add(cur));
-        if c.state != State::Running {
+        if !caller_runs(c) {
             return 0;
         }
         // The capability as kept from the last call through the same slot (`KeptCap`);
@@ -176,19 +266,14 @@ unsafe fn fast_call<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u64 {
             return ipc_fastpath_shared(c_frame as *mut TrapFrame, sys::IPC_CALL);
         }
         let id = slot(kept.dest.id);
-        if id == cur || (*k).thread_gen[id] != kept.dest.gen || (*k).moved[id] || (*k).thread_cpu[id] != me {
+        if id == cur || !call_dest_here(&(*k).thread_gen, &(*k).moved, &(*k).thread_cpu, id, kept.dest, me) {
             return 0;
         }
         let d = crate::kernel::tcb_in(tcbs.add(id));
-        if d.state != State::RecvBlocked || d.fault.is_some() {
+        if !receives_from(d, cur, (*k).thread_gen[cur]) {
             return 0;
         }
-        if let Some(from) = d.recv_from {
-            if from.id as usize != cur || from.gen != (*k).thread_gen[cur] {
-                return 0;
-            }
-        }
-        if (*(*v).rq).any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
+        if !partner_runs_next(&*(*v).rq, d) || !lockless_partner_fits(&(*k).timers, id, d) || (*v).io_owner.is_some() {
             return 0;
         }
         // A string: both buffers on one page each (else, or if anything is wrong with
@@ -230,32 +315,31 @@ unsafe fn fast_reply_wait<const STRING: bool>(f: &TrapFrame, c_frame: u64) -> u6
     // SAFETY: as in `fast_call`.
     unsafe {
         let k = crate::kernel::shared();
-        if !shape_is::<STRING>(f.r10) || f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE {
+        if !shape_is::<STRING>(f.r10) || !reply_wait_receive_fits(f.rsi, f.rdx) {
             return 0;
         }
         let v = crate::kernel::this_view();
         let me = cpu::cpu_index() as u8;
         let cur = slot((*v).current);
-        if (*k).thread_cpu[cur] != me {
+        if !on_this_cpu(&(*k).thread_cpu, cur, me) {
             return 0;
         }
         let tcbs = (*k).tcbs;
         // (A slot whose `thread_cpu` names a CPU holds a thread: `Kernel::thread_cpu`.)
         let c = crate::kernel::tcb_in(tcbs.add(cur));
-        if c.state != State::Running || !c.sendq.is_empty() {
+        if !caller_runs(c) || !nobody_queued(c) {
             return 0;
         }
         let Some(r) = c.reply_to else { return 0 };
         let id = slot(r.id);
-        if id == cur || (*k).thread_gen[id] != r.gen || (*k).thread_cpu[id] != me {
+        if id == cur || !reply_dest_here(&(*k).thread_gen, &(*k).thread_cpu, id, r, me) {
             return 0;
         }
         let d = crate::kernel::tcb_in(tcbs.add(id));
-        match d.partner {
-            Some(p) if p.id as usize == cur && d.state == State::ReplyBlocked && d.fault.is_none() => {}
-            _ => return 0,
+        if !awaits_reply_from(d, cur) {
+            return 0;
         }
-        if (*(*v).rq).any_above(d.prio) || (*k).timers.contains(id as u32) || d.task_io || (*v).io_owner.is_some() {
+        if !partner_runs_next(&*(*v).rq, d) || !lockless_partner_fits(&(*k).timers, id, d) || (*v).io_owner.is_some() {
             return 0;
         }
         // A string: both buffers on one page each (else, or if anything is wrong with
@@ -395,22 +479,20 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
     if !tag.is_short_or_string() {
         return None;
     }
-    // (A thread whose CPU changed while it ran moves at the general path's schedule.)
-    if e.thread_cpu[cur] != e.me {
+    if !on_this_cpu(e.thread_cpu, cur, e.me) {
         return None;
     }
     // SAFETY: the current thread is this CPU's (checked just above).
     let ct = unsafe { (*e.tcbs.add(cur)).as_ref()? };
     let mut keep = None;
-    // (Not running: stopped or destroyed from another CPU while it waited for the lock.)
-    if ct.state != State::Running {
+    if !caller_runs(ct) {
         return None;
     }
     // The partner runs on this CPU (a thread of another is woken there, by the general
     // path): checked before its slot is looked at, which another CPU's fastpath may be
     // changing if it is not.
     let (dest, badge) = if call {
-        if f.rdx != FOREVER {
+        if !call_timeouts_fit(f.rdx) {
             return None;
         }
         // The capability: kept from the last call through the same slot while no
@@ -431,34 +513,28 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
             (r, c.badge)
         };
         let id = r.id as usize % MAX_THREADS;
-        if e.gens[id] != r.gen || e.moved[id] || e.thread_cpu[id] != e.me {
+        if !call_dest_here(e.gens, e.moved, e.thread_cpu, id, r, e.me) {
             return None;
         }
         // SAFETY: a thread of this CPU.
         let d = unsafe { (*e.tcbs.add(id)).as_ref()? };
-        if d.state != State::RecvBlocked || d.fault.is_some() {
+        if !receives_from(d, cur, e.gens[cur]) {
             return None;
-        }
-        if let Some(from) = d.recv_from {
-            if from.id as usize != cur || from.gen != e.gens[cur] {
-                return None;
-            }
         }
         (id, badge)
     } else {
-        if f.rsi != RECV_ANY || ipc::recv_timeout(f.rdx) != ipc::INFINITE || !ct.sendq.is_empty() {
+        if !reply_wait_receive_fits(f.rsi, f.rdx) || !nobody_queued(ct) {
             return None;
         }
         let r = ct.reply_to?;
         let id = r.id as usize % MAX_THREADS;
-        if e.gens[id] != r.gen || e.thread_cpu[id] != e.me {
+        if !reply_dest_here(e.gens, e.thread_cpu, id, r, e.me) {
             return None;
         }
         // SAFETY: a thread of this CPU.
         let d = unsafe { (*e.tcbs.add(id)).as_ref()? };
-        match d.partner {
-            Some(p) if p.id as usize == cur && d.state == State::ReplyBlocked && d.fault.is_none() => {}
-            _ => return None,
+        if !awaits_reply_from(d, cur) {
+            return None;
         }
         (id, 0)
     };
@@ -471,11 +547,11 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
     if let Some(k) = keep {
         c.call_cap = k;
     }
-    if e.rq.any_above(d.prio) {
+    if !partner_runs_next(e.rq, d) {
         return None;
     }
     if let Some((timers, io_loaded)) = e.shared {
-        if timers.contains(dest as u32) || d.task_io || io_loaded {
+        if !lockless_partner_fits(timers, dest, d) || io_loaded {
             return None;
         }
     }
@@ -594,7 +670,7 @@ fn transfer(
 #[inline(always)]
 fn switch(k: &mut Kernel, dest: usize, to: To) -> u64 {
     if to.io || k.view.io_owner.is_some() {
-        crate::kernel::switch_iomap(k, to.task);
+        crate::sched::switch_iomap(k, to.task);
     }
     switch_shared(&mut k.view, dest, to)
 }
@@ -609,7 +685,7 @@ fn switch_shared(v: &mut CpuView, dest: usize, to: To) -> u64 {
     cpu::set_kernel_stack(to.top);
     v.load_space(to.pml4);
     v.load_fs(to.utcb);
-    // As `kernel::fpu_switch`: TS clear exactly when the partner's x87 state is in this
+    // As `sched::fpu_switch`: TS clear exactly when the partner's x87 state is in this
     // CPU's registers.
     let mine = v.fpu_owner == dest as u32;
     if mine != v.fpu_ts_clear {

@@ -248,13 +248,6 @@ pub fn send(k: &mut Kernel, dest_slot: u64, call: bool, timeouts: u64) -> Result
     deliver(k, cur, dest, cap.badge, call, ipc::send_timeout(timeouts), ipc::recv_timeout(timeouts))
 }
 
-/// Whether `r` waits for an answer to its saved call number `n` (SAVE_REPLY marks such a
-/// caller as its own partner; any new call of its replaces the mark, and saving that
-/// one too gives it a new number).
-pub fn awaits_saved_reply(k: &Kernel, r: task::ObjRef, n: u32) -> bool {
-    k.thread_alive(r) && k.t(r.id).state == State::ReplyBlocked && k.t(r.id).partner == Some(r) && k.t(r.id).saved_calls == n
-}
-
 /// Answer the caller `r` through the saved reply capability in `slot`, from any thread
 /// of the task that holds it. The capability is used up when the caller gets the
 /// answer (or an error of its own); when the answer fails for the sender (a bad item,
@@ -265,7 +258,7 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bo
     }
     let cur = k.view.current;
     let me = k.t(cur).task;
-    if !awaits_saved_reply(k, r, n) {
+    if !k.awaits_saved_reply(r, n) {
         // The call it answered is over (the caller died, timed out or was answered).
         let _ = k.cap_delete(me, slot);
         return Err(Error::NoPartner);
@@ -274,7 +267,7 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bo
     let pending = k.tm(cur).reply_to.replace(r);
     let res = reply(k);
     k.tm(cur).reply_to = pending;
-    if !awaits_saved_reply(k, r, n) {
+    if !k.awaits_saved_reply(r, n) {
         let _ = k.cap_delete(me, slot);
     }
     res
@@ -367,7 +360,7 @@ pub fn take_queued(k: &mut Kernel, recv: u32, from: Option<task::ObjRef>) -> Res
                     k.tm(s).partner = Some(k.thread_ref(recv));
                     let to = k.t(s).call_timeout;
                     if to != ipc::INFINITE {
-                        let at = k.ticks + crate::kernel::ticks_for_us(to as u64);
+                        let at = k.ticks + crate::sched::ticks_for_us(to as u64);
                         k.timers.insert(s, at);
                     }
                     k.tm(recv).reply_to = Some(k.thread_ref(s));
@@ -445,7 +438,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
             if !report_fault(k, r.id, words, false) {
-                crate::kprintln!("[kernel] thread {}: its pager mapped nothing for the fault at {:#x} and it has no fault handler -> stopped", r.id, words[1]);
+                crate::arch::serial::kprintln!("[kernel] thread {}: its pager mapped nothing for the fault at {:#x} and it has no fault handler -> stopped", r.id, words[1]);
             }
             Ok(())
         }
@@ -470,7 +463,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
             if !report_fault(k, r.id, words, false) {
-                crate::kprintln!("[kernel] thread {}: its pager's answer to the fault at {:#x} was refused ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
+                crate::arch::serial::kprintln!("[kernel] thread {}: its pager's answer to the fault at {:#x} was refused ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
             }
             Err(e)
         }
@@ -487,7 +480,7 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
             k.timers.remove(r.id);
             let words = resumes_fault.unwrap_or_default();
             if !report_fault(k, r.id, words, false) {
-                crate::kprintln!("[kernel] thread {}: the page for its fault at {:#x} could not be mapped ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
+                crate::arch::serial::kprintln!("[kernel] thread {}: the page for its fault at {:#x} could not be mapped ({}) and it has no fault handler -> stopped", r.id, words[1], e.name());
             }
             Err(e)
         }

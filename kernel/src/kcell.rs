@@ -9,7 +9,7 @@
 //! completion before the next one starts, and a cell's contents are only ever reached
 //! from one entry at a time. (Exceptions: each CPU's own tables in `arch::cpu`, used by
 //! that CPU alone, and cells written once at boot before the other CPUs start.) Code must not keep
-//! a reference obtained from `get` across a context switch (`kernel::switch_to`); the
+//! a reference obtained from `get` across a context switch (`sched::switch_to`); the
 //! scheduler is written so that nothing runs after a switch returns except the return
 //! to user mode.
 

@@ -1,14 +1,15 @@
-//! The kernel's object tables (threads, tasks), capability lookup, thread and task
-//! life cycle, and the scheduler.
+//! The kernel's object tables (threads, tasks, per-CPU views), the entry to them
+//! (`enter`) and capability lookup. The scheduler is `sched`; the life cycle of
+//! threads and tasks is `thread`.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
 use crate::arch::fpu;
 use crate::kcell::KCell;
-use crate::mem::{self, phys_to_virt};
+use crate::mem::phys_to_virt;
 use crate::task::{self, Obj, ObjRef, Task};
 use abi::layout::PAGE_SIZE;
-use abi::{ipc, sched as s, Error, Utcb};
+use abi::{Error, Utcb};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use kcore::cspace::Cap;
@@ -61,13 +62,13 @@ pub struct Tcb {
     pub kstack: u64,
     /// Its top in the direct map (`kstack_top`), and the UTCB's (`utcb`): worked out
     /// once, read on every IPC.
-    top: u64,
-    utcb_kva: u64,
+    pub(crate) top: u64,
+    pub(crate) utcb_kva: u64,
     /// Where `switch_context` last saved this thread's kernel context — its context
     /// while `fast_blocks` is still `deep_at` (`resume_sp`).
     pub saved_rsp: u64,
     /// `fast_blocks` when `switch_context` last saved the context.
-    deep_at: u64,
+    pub(crate) deep_at: u64,
     pub utcb_va: u64,
     pub utcb_frame: u64,
     /// Threads waiting to send to this one.
@@ -310,7 +311,7 @@ impl CpuView {
     #[inline(always)]
     pub fn load_space(&mut self, pml4: u64) {
         if self.loaded_pml4 != pml4 {
-            task::load_cr3(pml4);
+            cpu::load_cr3(pml4);
             self.loaded_pml4 = pml4;
         }
     }
@@ -399,11 +400,11 @@ pub fn dump_state() {
     // SAFETY: reads only, for a report; see above.
     let k = unsafe { &*KERNEL.as_ptr() };
     let cpus = crate::arch::smp::cpus();
-    crate::kprintln!("[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}", k.ticks, crate::klock::holder(), k.view_cpu, cpu::fast_ipcs());
+    crate::arch::serial::kprintln!("[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}", k.ticks, crate::klock::holder(), k.view_cpu, cpu::fast_ipcs());
     for c in 0..cpus {
         let (cur, idle, resched) = if c == k.view_cpu { (k.view.current, k.view.idle, k.view.need_resched) } else { (k.parked[c].current, k.parked[c].idle, k.parked[c].need_resched) };
         let (wake, polling, flush, enter, fpu_save) = crate::klock::flags_of(c);
-        crate::kprintln!(
+        crate::arch::serial::kprintln!(
             "[dump] CPU {}: current {} idle {} resched {} top ready prio {:?} wake {} polling {} flush {} enter {} fpu_save {:#x} fastpath {}",
             c,
             cur,
@@ -423,7 +424,7 @@ pub fn dump_state() {
         if t.kernel_thread {
             continue;
         }
-        crate::kprintln!(
+        crate::arch::serial::kprintln!(
             "[dump] t{} task {} {:?} cpu {} prio {} partner {:?} from {:?} reply_to {:?} fault {} irqs {:#x} timer {} queued {}",
             id,
             t.task,
@@ -441,7 +442,7 @@ pub fn dump_state() {
     }
     for (line, a) in k.irqs.iter().enumerate() {
         if let Some((r, _)) = a {
-            crate::kprintln!("[dump] irq line {} -> t{}", line, r.id);
+            crate::arch::serial::kprintln!("[dump] irq line {} -> t{}", line, r.id);
         }
     }
 }
@@ -467,7 +468,7 @@ pub unsafe fn enter() -> &'static mut Kernel {
 static KERNEL_VIEW: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(1);
 
 /// Called with the lock just taken by a CPU whose view `Kernel` does not hold (by the
-/// entry stub, `KLOCK`, and by `klock::lock`).
+/// entry stub, `KLOCK`, and by `lock`).
 #[no_mangle]
 pub extern "C" fn take_view() {
     let me = cpu::cpu_index();
@@ -476,6 +477,13 @@ pub extern "C" fn take_view() {
         k.switch_view(me);
     }
     KERNEL_VIEW.store(me as u32 + 1, Ordering::Relaxed);
+}
+
+/// Take the kernel lock from Rust (boot, an application processor's start, the idle
+/// loop, the request IPI) and make the kernel's per-CPU part this CPU's.
+pub fn lock() {
+    crate::klock::lock();
+    take_view();
 }
 
 pub fn init(k: &mut Kernel) {
@@ -497,10 +505,6 @@ pub fn init(k: &mut Kernel) {
         };
         cpu::set_view_of(c, v as u64);
     }
-}
-
-pub fn ticks_for_us(us: u64) -> u64 {
-    us.div_ceil(s::TICK_US).max(1)
 }
 
 impl Kernel {
@@ -532,6 +536,13 @@ impl Kernel {
             && self.thread_gen[r.id as usize] == r.gen
             && self.threads[r.id as usize].as_ref().is_some_and(|t| t.state != State::Dead)
     }
+    /// Whether `r` waits for an answer to its saved call number `n` (SAVE_REPLY marks
+    /// such a caller as its own partner; any new call of its replaces the mark, and
+    /// saving that one too gives it a new number).
+    pub fn awaits_saved_reply(&self, r: ObjRef, n: u32) -> bool {
+        self.thread_alive(r) && self.t(r.id).state == State::ReplyBlocked && self.t(r.id).partner == Some(r) && self.t(r.id).saved_calls == n
+    }
+
     pub fn task_alive(&self, r: ObjRef) -> bool {
         (r.id as usize) < MAX_TASKS && self.task_gen[r.id as usize] == r.gen && self.tasks[r.id as usize].is_some()
     }
@@ -583,50 +594,7 @@ impl Kernel {
         self.thread_cap(slot, abi::rights::SEND)
     }
 
-    /// Move thread `from`'s endpoint to thread `to` (`SUCCEED`), charged to `payer`.
-    pub fn succeed(&mut self, from: u32, to: u32, payer: u32) -> Result<(), Error> {
-        if from == to || self.t(to).kernel_thread || self.t(from).kernel_thread {
-            return Err(Error::InvalidArg);
-        }
-        let (fr, tr, pr) = (self.thread_ref(from), self.thread_ref(to), self.task_ref(payer));
-        if !self.task(payer).quota.charge(1) {
-            return Err(Error::NoMemory);
-        }
-        // A move of `from` made before is replaced (and its page given back).
-        if let Some((_, old_payer)) = self.successors.remove(&fr) {
-            self.uncharge_successor(old_payer);
-        }
-        // Earlier moves to `from` now lead to `to`: one hop at most.
-        for v in self.successors.values_mut() {
-            if v.0 == fr {
-                v.0 = tr;
-            }
-        }
-        self.successors.insert(fr, (tr, pr));
-        self.moved[from as usize] = true;
-        // Its queued senders wait for `to` now, in their order — but `to` itself, had it
-        // been sending to `from`, would now wait for itself: its send fails instead.
-        let mut q = self.t(from).sendq;
-        let mut dq = self.t(to).sendq;
-        let mut itself = false;
-        while let Some(s) = self.sendq.pop_front(&mut q) {
-            if s == to {
-                itself = true;
-                continue;
-            }
-            self.tm(s).partner = Some(tr);
-            self.sendq.push_back(&mut dq, s);
-        }
-        self.tm(from).sendq = q;
-        self.tm(to).sendq = dq;
-        if itself {
-            self.unlink(to);
-            self.wake(to, Error::Deadlock as u64);
-        }
-        Ok(())
-    }
-
-    fn uncharge_successor(&mut self, payer: ObjRef) {
+    pub(crate) fn uncharge_successor(&mut self, payer: ObjRef) {
         if self.task_alive(payer) {
             self.task(payer.id).quota.uncharge(1);
         }
@@ -660,775 +628,5 @@ impl Kernel {
             Obj::Task(_) => Err(Error::NoRights),
             _ => Err(Error::WrongType),
         }
-    }
-
-    // ---------------------------------------------------------------- scheduling
-
-    pub fn make_ready(&mut self, id: u32) {
-        let t = self.tm(id);
-        t.state = State::Ready;
-        let p = t.prio;
-        self.rq_of(id).enqueue(id, p);
-        let c = self.thread_cpu[id as usize] as usize % MAX_CPUS;
-        if c == self.view_cpu {
-            if p > self.t(self.view.current).prio || self.view.current == self.view.idle {
-                self.view.need_resched = true;
-            }
-        } else {
-            // Another CPU's thread: that CPU reschedules when it takes the interrupt.
-            let v = self.parked[c];
-            if p > self.t(v.current).prio || v.current == v.idle {
-                self.parked[c].need_resched = true;
-                crate::klock::wake_cpu(c);
-            }
-        }
-    }
-
-    /// End a wait: cancel the timeout, set the system call's result, make it ready.
-    pub fn wake(&mut self, id: u32, result: u64) {
-        self.timers.remove(id);
-        let t = self.tm(id);
-        t.frame().rax = result;
-        t.partner = None;
-        t.recv_from = None;
-        self.make_ready(id);
-    }
-
-    /// Block `id` in `state` with a timeout in microseconds (`ipc::INFINITE` = none).
-    pub fn block(&mut self, id: u32, state: State, timeout_us: u32) {
-        self.rq_of(id).remove(id);
-        self.tm(id).state = state;
-        if timeout_us != ipc::INFINITE {
-            let at = self.ticks + ticks_for_us(timeout_us as u64);
-            self.timers.insert(id, at);
-        }
-        if id == self.view.current {
-            self.view.need_resched = true;
-        }
-    }
-
-    pub fn sleep(&mut self, id: u32, us: u64) {
-        self.rq_of(id).remove(id);
-        self.tm(id).state = State::Sleeping;
-        let at = self.ticks.saturating_add(ticks_for_us(us));
-        self.timers.insert(id, at);
-        self.view.need_resched = true;
-    }
-
-    /// Take a thread out of whatever it waits in, without waking it.
-    pub fn unlink(&mut self, id: u32) {
-        self.timers.remove(id);
-        self.rq_of(id).remove(id);
-        let t = self.t(id);
-        if t.state == State::SendBlocked {
-            if let Some(p) = t.partner {
-                if self.thread_alive(p) {
-                    let mut q = self.t(p.id).sendq;
-                    self.sendq.remove(&mut q, id);
-                    self.tm(p.id).sendq = q;
-                }
-            }
-        }
-        let t = self.tm(id);
-        t.partner = None;
-        t.recv_from = None;
-    }
-
-    pub fn timeout(&mut self, id: u32) {
-        match self.t(id).state {
-            State::Sleeping => self.wake(id, 0),
-            State::SendBlocked | State::RecvBlocked | State::ReplyBlocked => {
-                self.unlink(id);
-                self.wake(id, Error::Timeout as u64);
-            }
-            _ => {}
-        }
-    }
-
-    /// A timer interrupt: the clock moves to the TSC's time (at least one tick), so
-    /// ticks missed while interrupts were off are not lost, only late.
-    pub fn tick(&mut self) {
-        let passed = if self.view_cpu == 0 {
-            // The boot CPU keeps the clock and the timeouts.
-            let now = crate::arch::timer::elapsed_ms().max(self.ticks + 1);
-            let passed = now - self.ticks;
-            self.ticks = now;
-            while let Some(id) = self.timers.pop_expired(self.ticks) {
-                self.timeout(id);
-            }
-            passed
-        } else {
-            AP_TICKS.fetch_add(1, Ordering::Relaxed);
-            1
-        };
-        let cur = self.view.current;
-        if cur != self.view.idle {
-            let t = self.tm(cur);
-            t.slice = t.slice.saturating_sub(passed);
-            if t.slice == 0 {
-                t.slice = s::SLICE_TICKS;
-                self.view.rotate = true;
-                self.view.need_resched = true;
-            }
-        }
-    }
-
-    // ---------------------------------------------------------------- life cycle
-
-    pub fn create_thread(&mut self, task_id: u32, utcb_va: u64, prio: u8, kernel_thread: bool) -> Result<u32, Error> {
-        let id = self.threads.iter().position(|t| t.is_none()).ok_or(Error::NoMemory)? as u32;
-        let mut utcb_frame = 0;
-        if !kernel_thread {
-            let task = self.task(task_id);
-            if !task.quota.charge(THREAD_PAGES) {
-                return Err(Error::NoMemory);
-            }
-            let Some(f) = mem::alloc_frame() else {
-                task.quota.uncharge(THREAD_PAGES);
-                return Err(Error::NoMemory);
-            };
-            if let Err(e) = task.map_frame(utcb_va, f, task::pte_flags(abi::mem::READ | abi::mem::WRITE) | kcore::pagetable::UTCB) {
-                mem::free_frame(f);
-                task.quota.uncharge(THREAD_PAGES);
-                return Err(e);
-            }
-            utcb_frame = f;
-        }
-        let Some(kstack) = mem::alloc_contiguous(KSTACK_PAGES) else {
-            if !kernel_thread {
-                let task = self.task(task_id);
-                let _ = task.unmap_page(utcb_va, true);
-                mem::free_frame(utcb_frame);
-                task.quota.uncharge(THREAD_PAGES);
-            }
-            return Err(Error::NoMemory);
-        };
-        // Threads of a task share its memory manager: a new thread starts with the pager
-        // of the task's oldest thread (the first thread's is set by whoever made the task).
-        let pager = if kernel_thread {
-            None
-        } else {
-            self.threads.iter().flatten().find(|x| x.task == task_id && !x.kernel_thread && x.state != State::Dead).and_then(|x| x.pager)
-        };
-        let (pml4, task_io) = if kernel_thread {
-            (0, false)
-        } else {
-            let t = self.task(task_id);
-            (t.pml4, t.io.is_some())
-        };
-        self.unmap_resume[id as usize] = None;
-        // New threads run on the boot CPU (an idle thread is moved to its own).
-        self.thread_cpu[id as usize] = 0;
-        let mut t = Tcb {
-            pml4,
-            task_io,
-            task: task_id,
-            state: State::Stopped,
-            prio,
-            slice: s::SLICE_TICKS,
-            kstack,
-            top: phys_to_virt(kstack) as u64 + KSTACK_SIZE,
-            utcb_kva: phys_to_virt(utcb_frame) as u64,
-            saved_rsp: 0,
-            deep_at: 0,
-            utcb_va,
-            utcb_frame,
-            sendq: List::new(),
-            partner: None,
-            recv_from: None,
-            send_badge: 0,
-            call: false,
-            call_timeout: ipc::INFINITE,
-            reply_to: None,
-            saved_calls: 0,
-            fault_handler: None,
-            pager,
-            fault: None,
-            fault_to_pager: false,
-            irq_pending: 0,
-            kernel_thread,
-            fpu_used: false,
-            fast_blocks: 0,
-            send_range: task::CachedRange::EMPTY,
-            call_cap: KeptCap::EMPTY,
-            recv_range: task::CachedRange::EMPTY,
-        };
-        if !kernel_thread {
-            // SAFETY: the stack was just allocated for this thread and is KSTACK_SIZE long.
-            t.saved_rsp = unsafe { cpu::prepare_stack(t.kstack_top(), cpu::new_user_frame(0, 0, 0)) };
-            t.utcb().user[0] = utcb_va;
-            self.task(task_id).nthreads += 1;
-        }
-        self.threads[id as usize] = Some(t);
-        // (`tcb_in`'s layout: the thread lies at the start of its slot.)
-        assert!(core::ptr::eq(self.threads[id as usize].as_ref().map_or(core::ptr::null(), |t| t as *const Tcb), &raw const self.threads[id as usize] as *const Tcb));
-        Ok(id)
-    }
-
-    /// Destroy a thread: wake everybody waiting on it with `NoPartner`, release its
-    /// memory. The current thread becomes a zombie whose stack goes after the switch.
-    pub fn destroy_thread(&mut self, id: u32) {
-        if self.threads[id as usize].as_ref().is_none_or(|t| t.state == State::Dead) {
-            return;
-        }
-        self.unlink(id);
-        let me = self.thread_ref(id);
-        // Senders queued on it.
-        let mut q = self.t(id).sendq;
-        while let Some(s) = self.sendq.pop_front(&mut q) {
-            self.tm(s).partner = None;
-            self.wake(s, Error::NoPartner as u64);
-        }
-        self.tm(id).sendq = q;
-        // Callers waiting for its reply, receivers waiting only for it.
-        for other in 0..MAX_THREADS as u32 {
-            if other == id {
-                continue;
-            }
-            let Some(t) = self.threads[other as usize].as_ref() else { continue };
-            let waits = (t.state == State::ReplyBlocked && t.partner == Some(me))
-                || (t.state == State::RecvBlocked && t.recv_from == Some(me));
-            if waits {
-                self.unlink(other);
-                self.wake(other, Error::NoPartner as u64);
-            }
-        }
-        for line in 0..self.irqs.len() {
-            if self.irqs[line].is_some_and(|(t, _)| t == me) {
-                self.irqs[line] = None;
-                crate::arch::irqchip::mask(line as u8);
-            }
-        }
-        // Endpoints moved to it lead nowhere now.
-        if !self.successors.is_empty() {
-            let dead: Vec<ObjRef> = self.successors.iter().filter(|(_, v)| v.0 == me).map(|(k, _)| *k).collect();
-            for key in dead {
-                if let Some((_, payer)) = self.successors.remove(&key) {
-                    self.uncharge_successor(payer);
-                }
-            }
-        }
-        self.thread_gen[id as usize] = self.thread_gen[id as usize].wrapping_add(1);
-        // Running on another CPU: that CPU leaves it (and its address space) first and
-        // frees it after its next switch.
-        let remote = self.stall_remote(id);
-        if self.view.fpu_owner == id {
-            // Its registers die with it: the next user must not find them.
-            self.view.fpu_owner = NO_THREAD;
-        }
-        for v in self.parked.iter_mut().filter(|v| v.fpu_owner == id) {
-            v.fpu_owner = NO_THREAD;
-        }
-        let t = self.tm(id);
-        t.state = State::Dead;
-        let (task_id, utcb_va, utcb_frame, kernel_thread, fast_blocks) = (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread, t.fast_blocks);
-        if !kernel_thread {
-            let task = self.task(task_id);
-            task.switches[0] += fast_blocks;
-            let _ = task.unmap_page(utcb_va, true);
-            mem::free_frame(utcb_frame);
-            task.quota.uncharge(THREAD_PAGES);
-            task.nthreads -= 1;
-        }
-        if id == self.view.current {
-            self.view.zombie = Some(id);
-            self.view.need_resched = true;
-        } else if let Some(r) = remote {
-            // Its CPU is on its kernel stack (waiting for the lock): freed there, after
-            // the switch away from it.
-            if let Some(z) = self.parked[r].zombie.replace(id) {
-                self.free_thread(z);
-            }
-        } else {
-            self.free_thread(id);
-        }
-    }
-
-    /// The CPU (other than this one) that runs thread `id` now, if any.
-    fn running_elsewhere(&self, id: u32) -> Option<usize> {
-        (0..crate::arch::smp::cpus()).find(|&c| c != self.view_cpu && self.parked[c].current == id)
-    }
-
-    /// If thread `id` runs on another CPU, make that CPU enter the kernel (its user
-    /// registers saved in the frame, its CR3 on the kernel's own page tables) and wait
-    /// until it has; it then waits for the lock and switches away once the thread is
-    /// no longer running. Returns that CPU.
-    pub fn stall_remote(&mut self, id: u32) -> Option<usize> {
-        let r = self.running_elsewhere(id)?;
-        crate::klock::stall(r);
-        let v = &mut self.parked[r];
-        v.loaded_pml4 = crate::arch::boot::boot_pml4_phys();
-        v.need_resched = true;
-        Some(r)
-    }
-
-    /// Save the registers of this CPU's x87 owner into its save area and make the next
-    /// use trap: the state leaves this CPU.
-    fn fpu_save_own(&mut self) {
-        let o = self.view.fpu_owner;
-        if !self.view.fpu_ts_clear {
-            fpu::clear_ts();
-        }
-        let t = self.tm(o);
-        fpu::save(t.fpu_area());
-        t.fpu_used = true;
-        fpu::set_ts();
-        self.view.fpu_ts_clear = false;
-        self.view.fpu_owner = NO_THREAD;
-    }
-
-    /// `THREAD_CONTROL SET_CPU`: run thread `id` on CPU `c` from its next switch on. Its
-    /// x87 state, if the registers of some CPU hold it, is saved first (by that CPU).
-    pub fn set_cpu(&mut self, id: u32, c: u64) -> Result<(), Error> {
-        if c >= crate::arch::smp::cpus() as u64 || self.t(id).kernel_thread {
-            return Err(Error::InvalidArg);
-        }
-        let (c, old) = (c as usize, self.thread_cpu[id as usize] as usize);
-        if c == old {
-            return Ok(());
-        }
-        let remote = self.running_elsewhere(id);
-        if id != self.view.current && remote.is_none() {
-            // Not running anywhere: its registers may still sit in a CPU's x87 unit.
-            if self.view.fpu_owner == id {
-                self.fpu_save_own();
-            }
-            if let Some(r) = (0..MAX_CPUS).find(|&r| r != self.view_cpu && self.parked[r].fpu_owner == id) {
-                let area = self.tm(id).fpu_area() as *mut fpu::FxArea as u64;
-                crate::klock::save_fpu(r, area);
-                self.tm(id).fpu_used = true;
-                self.parked[r].fpu_owner = NO_THREAD;
-                self.parked[r].fpu_ts_clear = false;
-            }
-        }
-        let queued = self.t(id).state == State::Ready && self.rqs[old].contains(id);
-        if queued {
-            self.rqs[old].remove(id);
-        }
-        self.thread_cpu[id as usize] = c as u8;
-        // Its interrupt lines now arrive at its new CPU.
-        let me = self.thread_ref(id);
-        for line in 0..self.irqs.len() {
-            if self.irqs[line].is_some_and(|(t, _)| t == me) {
-                crate::arch::irqchip::route(line as u8, crate::arch::smp::apic_id(c));
-            }
-        }
-        if queued {
-            self.make_ready(id);
-        }
-        if id == self.view.current {
-            self.view.need_resched = true; // `schedule` moves it
-        } else if let Some(r) = remote {
-            self.parked[r].need_resched = true;
-            crate::klock::wake_cpu(r);
-        }
-        Ok(())
-    }
-
-    fn free_thread(&mut self, id: u32) {
-        if let Some(t) = self.threads[id as usize].take() {
-            mem::free_contiguous(t.kstack, KSTACK_PAGES);
-        }
-        self.thread_cpu[id as usize] = NO_CPU;
-    }
-
-    pub fn reap(&mut self) {
-        if let Some(z) = self.view.zombie {
-            if z != self.view.current {
-                self.view.zombie = None;
-                self.free_thread(z);
-            }
-        }
-    }
-
-    pub fn create_task(&mut self, quota: u64, parent: Option<u32>) -> Result<u32, Error> {
-        let id = self.tasks.iter().position(|t| t.is_none()).ok_or(Error::NoMemory)? as u32;
-        let parent_ref = parent.map(|p| self.task_ref(p));
-        if let Some(p) = parent {
-            if !self.task(p).quota.charge(quota) {
-                return Err(Error::NoMemory);
-            }
-        }
-        match Task::new(quota, parent_ref) {
-            Ok(t) => {
-                self.tasks[id as usize] = Some(t);
-                Ok(id)
-            }
-            Err(e) => {
-                if let Some(p) = parent {
-                    self.task(p).quota.uncharge(quota);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Destroy a task, the tasks it created (transitively), and all their threads.
-    /// Iterative: a hostile chain of nested tasks cannot deepen the kernel stack.
-    /// A task and the tasks it created, breadth-first (parents before children).
-    fn subtree(&self, id: u32) -> ([ObjRef; MAX_TASKS], usize) {
-        let mut order = [ObjRef { id: 0, gen: 0 }; MAX_TASKS];
-        order[0] = self.task_ref(id);
-        let (mut len, mut i) = (1, 0);
-        while i < len {
-            let parent = order[i];
-            for child in 0..MAX_TASKS as u32 {
-                if len < MAX_TASKS && self.tasks[child as usize].as_ref().is_some_and(|t| t.parent == Some(parent)) {
-                    order[len] = self.task_ref(child);
-                    len += 1;
-                }
-            }
-            i += 1;
-        }
-        (order, len)
-    }
-
-    /// The long part of destroying a task, in slices: mark it and its subtree dying
-    /// (no capability reaches them any more, except to finish the destruction), end
-    /// their threads (but the caller), and take their memory away page by page until
-    /// the TSC passes `budget_end`. True when nothing is left, so that `destroy_task`
-    /// is short; false when the caller should come back for more.
-    pub fn teardown_slice(&mut self, id: u32, budget_end: u64) -> bool {
-        let (order, len) = self.subtree(id);
-        let cur = self.view.current;
-        for r in &order[..len] {
-            if self.task(r.id).dying {
-                continue;
-            }
-            self.task(r.id).dying = true;
-            for t in 0..MAX_THREADS as u32 {
-                if t != cur && self.threads[t as usize].as_ref().is_some_and(|x| x.task == r.id && !x.kernel_thread && x.state != State::Dead) {
-                    self.destroy_thread(t);
-                }
-            }
-        }
-        order[..len].iter().all(|r| self.strip_memory(r.id, budget_end))
-    }
-
-    pub fn destroy_task(&mut self, id: u32) {
-        if self.tasks[id as usize].is_none() {
-            return;
-        }
-        // The subtree is found before any generation changes.
-        let (order, len) = self.subtree(id);
-        for r in order[..len].iter().rev() {
-            self.destroy_one_task(r.id);
-        }
-    }
-
-    fn destroy_one_task(&mut self, id: u32) {
-        self.task_gen[id as usize] = self.task_gen[id as usize].wrapping_add(1);
-        for t in 0..MAX_THREADS as u32 {
-            if self.threads[t as usize].as_ref().is_some_and(|x| x.task == id && !x.kernel_thread && x.state != State::Dead) {
-                self.destroy_thread(t);
-            }
-        }
-        if self.tasks[id as usize].is_none() {
-            return;
-        }
-        // Callers waiting for an answer through a saved reply this task held get
-        // NoPartner: nobody is left to answer them.
-        for slot in 0..abi::cap::SLOTS {
-            if let Ok(c) = self.task(id).cspace.get(slot) {
-                if let Obj::Reply(r, n) = c.obj {
-                    if crate::ipc::awaits_saved_reply(self, r, n) {
-                        self.wake(r.id, Error::NoPartner as u64);
-                    }
-                }
-            }
-        }
-        self.release_task_resources(id);
-        let Some(mut task) = self.tasks[id as usize].take() else { return };
-        if self.view.io_owner == Some(id) {
-            crate::arch::cpu::clear_iomap(task.io_max);
-            self.view.io_owner = None;
-        }
-        let freed = task.pml4;
-        task.destroy_space();
-        // destroy_space may have moved CR3 to the kernel's own table, and every other
-        // CPU that had the space loaded has left it for that table (`klock::mark_freed`):
-        // their views must say so, or a task whose page tables come to lie in the freed
-        // frame would be taken for loaded there and run on the kernel's table.
-        self.view.loaded_pml4 = task::current_cr3();
-        let boot = crate::arch::boot::boot_pml4_phys();
-        for v in self.parked.iter_mut().filter(|v| v.loaded_pml4 == freed) {
-            v.loaded_pml4 = boot;
-        }
-        if let Some(p) = task.parent {
-            if self.task_alive(p) {
-                self.task(p.id).quota.uncharge(task.quota.limit);
-            }
-        }
-    }
-}
-
-// -------------------------------------------------------------------- switching
-
-impl Kernel {
-    /// The current thread used x87/SSE while the registers held another thread's state
-    /// (#NM under CR0.TS): save the owner's, load the current thread's (clean on its
-    /// first use), and let it run on.
-    pub fn fpu_trap(&mut self) {
-        let cur = self.view.current;
-        fpu::clear_ts();
-        self.view.fpu_ts_clear = true;
-        if self.view.fpu_owner == cur {
-            return;
-        }
-        if self.view.fpu_owner != NO_THREAD {
-            // A dead owner clears `fpu_owner`, so this is a live thread.
-            let o = self.tm(self.view.fpu_owner);
-            fpu::save(o.fpu_area());
-            o.fpu_used = true;
-        }
-        let c = self.t(cur);
-        if c.fpu_used {
-            fpu::restore(c.fpu_area());
-        } else {
-            fpu::load_clean();
-        }
-        self.view.fpu_owner = cur;
-    }
-}
-
-/// Set CR0.TS for `next` unless it owns the x87/SSE registers (then clear it). Called
-/// by `switch_to` only when the registers' owner or TS's state may have to change.
-#[cold]
-pub(crate) fn fpu_switch(k: &mut Kernel, next: u32) {
-    let mine = k.view.fpu_owner == next && k.t(next).is_user();
-    if mine && !k.view.fpu_ts_clear {
-        fpu::clear_ts();
-        k.view.fpu_ts_clear = true;
-    } else if !mine && k.view.fpu_ts_clear {
-        fpu::set_ts();
-        k.view.fpu_ts_clear = false;
-    }
-}
-
-/// Pick the next thread and switch to it if it is not the current one. Called at the
-/// end of every kernel entry, after all references into kernel state are dropped.
-/// When it returns, the thread that called it has been resumed.
-pub fn schedule(k: &'static mut Kernel) {
-    crate::klock::settle();
-    if !k.view.need_resched {
-        return;
-    }
-    k.view.need_resched = false;
-    let rotate = core::mem::take(&mut k.view.rotate);
-    let cur = k.view.current;
-    let mut cur_state = k.t(cur).state;
-    let cur_prio = k.t(cur).prio;
-    if cur_state == State::Running && cur != k.view.idle && k.thread_cpu[cur as usize] as usize != k.view_cpu {
-        // Moved to another CPU (`set_cpu`): its x87 state leaves these registers, and it
-        // is queued there.
-        if k.view.fpu_owner == cur {
-            k.fpu_save_own();
-        }
-        k.make_ready(cur);
-        cur_state = State::Ready;
-    }
-    if cur_state == State::Running && cur != k.view.idle {
-        match k.rq().highest() {
-            Some(best) if best > cur_prio || (best == cur_prio && rotate) => {
-                k.tm(cur).state = State::Ready;
-                k.rq().enqueue(cur, cur_prio);
-            }
-            _ => {
-                k.view.hint = None;
-                return;
-            }
-        }
-    }
-    let next = match k.view.hint.take() {
-        Some(h) if k.rq().contains(h) && Some(k.t(h).prio) >= k.rq().highest() => {
-            k.rq().remove(h);
-            h
-        }
-        _ => k.rq().pop_highest().unwrap_or(k.view.idle),
-    };
-    if next == cur {
-        k.tm(cur).state = State::Running;
-        // Stopped from another CPU (which took this one off its page tables) and started
-        // again before this CPU got to switch away: back onto them.
-        let (user, pml4) = (k.t(cur).is_user(), k.t(cur).pml4);
-        if user {
-            k.view.load_space(pml4);
-        }
-        return;
-    }
-    switch_to(k, next);
-}
-
-/// Switch to `next`; the current thread's state must already say why it stops
-/// (or it must be queued as ready). Takes the entry's reference to kernel state: the
-/// caller has nothing left to do with it.
-pub fn switch_to(k: &'static mut Kernel, next: u32) {
-    let prev = k.view.current;
-    k.view.current = next;
-    if prev != k.view.idle {
-        // By cause (the Cue paper's Tables 1–5 count both): preempted threads were put
-        // back as ready; every other state means the thread blocked.
-        let p = k.t(prev);
-        let (task, preempted) = (p.task, p.state == State::Ready);
-        // (A thread destroyed from another CPU may have taken its task with it.)
-        if let Some(t) = k.tasks[task as usize].as_mut() {
-            t.switches[preempted as usize] += 1;
-        }
-    }
-    if k.view.fpu_owner == next || k.view.fpu_ts_clear {
-        fpu_switch(k, next);
-    }
-    let n = k.tm(next);
-    n.state = State::Running;
-    if n.slice == 0 {
-        n.slice = s::SLICE_TICKS;
-    }
-    cpu::set_kernel_stack(n.kstack_top());
-    let load = n.resume_sp();
-    if n.is_user() {
-        let (utcb, pml4, task, io) = (n.utcb_va, n.pml4, n.task, n.task_io);
-        k.view.load_space(pml4);
-        k.view.load_fs(utcb);
-        if io || k.view.io_owner.is_some() {
-            switch_iomap(k, task);
-        }
-    }
-    let p = k.tm(prev);
-    p.deep_at = p.fast_blocks;
-    let save = &mut p.saved_rsp as *mut u64;
-    // SAFETY: `load` was saved by switch_context or prepared by prepare_stack on the
-    // next thread's live kernel stack; `save` points into the previous thread's TCB,
-    // which stays allocated until reaped after this switch. `k` was moved into this
-    // function and is not used after the call returns.
-    unsafe { cpu::switch(save, load) };
-    // SAFETY: a switch has just returned to this thread; the reference it was given died
-    // with it.
-    unsafe { enter() }.reap();
-}
-
-/// Put `task`'s I/O permissions into the TSS if another task's are there (most tasks
-/// have none, and then nothing is copied).
-pub(crate) fn switch_iomap(k: &mut Kernel, task: u32) {
-    if k.view.io_owner == Some(task) {
-        return;
-    }
-    if let Some(prev) = k.view.io_owner.take() {
-        let max = k.tasks[prev as usize].as_ref().map_or(u16::MAX, |t| t.io_max);
-        cpu::clear_iomap(max);
-    }
-    let t = k.task(task);
-    if let Some(map) = t.io.as_ref() {
-        cpu::load_iomap(&map[..], t.io_max);
-        k.view.io_owner = Some(task);
-    }
-}
-
-/// Enter the first thread from the boot stack (which is abandoned).
-pub fn start_scheduling(k: &'static mut Kernel) -> ! {
-    let next = k.rq().pop_highest().unwrap_or(k.view.idle);
-    let mut dummy = 0u64;
-    k.view.current = next;
-    let n = k.tm(next);
-    n.state = State::Running;
-    cpu::set_kernel_stack(n.kstack_top());
-    let load = n.resume_sp();
-    if n.is_user() {
-        let (pml4, utcb) = (n.pml4, n.utcb_va);
-        task::load_cr3(pml4);
-        cpu::set_fs_base(utcb);
-        k.view.loaded_pml4 = pml4;
-        k.view.loaded_fs = utcb;
-    }
-    // SAFETY: `load` is a prepared stack of a live thread; the boot context saved into
-    // `dummy` is never resumed.
-    unsafe { cpu::switch(&mut dummy, load) };
-    unreachable!("boot context resumed");
-}
-
-/// Called by `thread_trampoline` on a new thread's first run.
-#[no_mangle]
-extern "C" fn thread_first_run() {
-    // SAFETY: a new thread's first run is a kernel entry (from `switch`).
-    unsafe { enter() }.reap();
-}
-
-/// TSC ticks each CPU spent halted in its idle thread (`KERNEL_INFO(1)` reports the
-/// boot CPU's): a halt ends when an interrupt arrives (`idle_end`, first thing in the
-/// trap path), so the work the interrupt wakes is not counted as idle.
-pub static IDLE_TSC: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
-/// Timer ticks taken by the CPUs other than the boot CPU (`KERNEL_INFO_SMP`).
-pub static AP_TICKS: AtomicU64 = AtomicU64::new(0);
-/// When each CPU's current halt began (0: not halted).
-static IDLE_SINCE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
-
-fn rdtsc() -> u64 {
-    // SAFETY: rdtsc has no side effects.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
-/// End the idle period, if one is under way.
-pub fn idle_end() {
-    let me = cpu::cpu_index();
-    let since = IDLE_SINCE[me].swap(0, Ordering::Relaxed);
-    if since != 0 {
-        IDLE_TSC[me].fetch_add(rdtsc().wrapping_sub(since), Ordering::Relaxed);
-    }
-}
-
-/// A CPU's idle thread: halts with interrupts on (and without the kernel lock) until
-/// something is ready. It runs holding the lock, as every thread in the kernel does.
-extern "C" fn idle_loop() -> ! {
-    loop {
-        // SAFETY: each turn of the idle loop is entered from a switch (or the last turn's
-        // `schedule`, which consumed its reference), holding the lock.
-        unsafe { enter() }.reap();
-        if crate::arch::smp::cpus() > 1 {
-            // Off the last thread's page tables: a CPU that idles is sent no shootdown
-            // for them (and a thread that comes next loads its own anyway).
-            // SAFETY: the lock is held; nothing else refers to kernel state here.
-            let k = unsafe { enter() };
-            k.view.load_space(crate::arch::boot::boot_pml4_phys());
-        }
-        IDLE_SINCE[cpu::cpu_index()].store(rdtsc(), Ordering::Relaxed);
-        crate::klock::unlock();
-        // With other CPUs, poll a while for a thread they make ready here; then halt.
-        // (An interrupt's entry takes the lock, and gives it back on its way out.)
-        if crate::arch::smp::cpus() == 1 || !crate::klock::poll_wake() {
-            x86_64::instructions::interrupts::enable_and_hlt();
-            x86_64::instructions::interrupts::disable();
-        }
-        crate::klock::lock();
-        idle_end();
-        // SAFETY: the lock is held again; `k` was not used while it was not.
-        schedule(unsafe { enter() });
-    }
-}
-
-/// The running CPU's idle thread.
-/// CPU `cpu`'s idle thread (made by the boot CPU for every CPU before the first thread
-/// runs, so that a CPU's view names its idle thread as soon as threads can move there).
-pub fn create_idle(k: &mut Kernel, cpu: usize) {
-    let id = k.create_thread(0, 0, 0, true).expect("idle thread");
-    k.thread_cpu[id as usize] = cpu as u8;
-    let t = k.tm(id);
-    let top = t.kstack_top();
-    // SAFETY: the fresh kernel stack is ours; switch_context pops six registers and
-    // returns into idle_loop with the stack aligned as the ABI requires.
-    unsafe {
-        let sp = top - 8 * 8;
-        let w = sp as *mut u64;
-        for i in 0..6 {
-            w.add(i).write(0);
-        }
-        w.add(6).write(idle_loop as *const () as usize as u64);
-        t.saved_rsp = sp;
-    }
-    t.state = State::Ready;
-    if cpu == k.view_cpu {
-        k.view.idle = id;
-    } else {
-        // Its CPU starts in it (`start_scheduling`).
-        k.parked[cpu].idle = id;
-        k.parked[cpu].current = id;
     }
 }

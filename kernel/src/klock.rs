@@ -129,7 +129,7 @@ const POLL_US: u64 = 50;
 pub fn wake_cpu(c: usize) {
     WAKE[c].store(true, Ordering::SeqCst);
     if !POLLING[c].load(Ordering::SeqCst) {
-        crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_RESCHED as u32);
+        crate::arch::lapic::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_RESCHED as u32);
     }
 }
 
@@ -169,7 +169,8 @@ pub fn flags_of(c: usize) -> (bool, bool, bool, bool, u64) {
     )
 }
 
-/// Take the lock from Rust (boot, an application processor's start, the idle loop).
+/// Take the lock from Rust. Callers use `kernel::lock`, which then makes the kernel's
+/// per-CPU part this CPU's (`take_view`).
 pub fn lock() {
     let me = cpu_index() as u32 + 1;
     while KERNEL_LOCK.compare_exchange(0, me, Ordering::SeqCst, Ordering::Relaxed).is_err() {
@@ -178,7 +179,6 @@ pub fn lock() {
     if KLOCK_READERS.load(Ordering::Relaxed) {
         klock_readers();
     }
-    crate::kernel::take_view();
 }
 
 /// Give the lock back (the idle loop, before it halts).
@@ -200,8 +200,8 @@ extern "C" fn klock_wait() {
 
 /// Do what the lock holder asked of this CPU: flush its TLB (or leave a freed address
 /// space), save its x87 registers for a thread that moves, leave user mode. Returns
-/// whether it was asked to enter the kernel.
-fn answer() -> bool {
+/// whether it was asked to enter the kernel (`sched::shootdown_ipi`).
+pub fn answer() -> bool {
     let me = cpu_index();
     let area = FPU_SAVE[me].load(Ordering::Acquire);
     if area != 0 {
@@ -218,15 +218,15 @@ fn answer() -> bool {
     if enter {
         // The thread it ran is stopped or destroyed (perhaps its whole task): off its
         // page tables at once; `switch_to` loads the next thread's.
-        crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
+        crate::arch::cpu::load_cr3(crate::arch::boot::boot_pml4_phys());
         ENTER[me].store(false, Ordering::Release);
     }
     if FLUSH[me].load(Ordering::Acquire) {
         let leave = LEAVE[me].swap(0, Ordering::Relaxed);
-        if leave != 0 && crate::task::current_cr3() == leave {
+        if leave != 0 && crate::arch::cpu::current_cr3() == leave {
             // Only a kernel thread (idle) can have a dead task's space loaded. (The lock
             // holder sets this CPU's view to match: `Kernel::destroy_one_task`.)
-            crate::task::load_cr3(crate::arch::boot::boot_pml4_phys());
+            crate::arch::cpu::load_cr3(crate::arch::boot::boot_pml4_phys());
         } else {
             flush_tlb();
         }
@@ -249,23 +249,6 @@ fn holders(pml4: u64) -> u32 {
     (0..crate::arch::smp::cpus()).filter(|&c| c != me && crate::arch::cpu::cr3_of(c) == pml4).fold(0, |m, c| m | 1 << c)
 }
 
-/// The request IPI's entry (`trap_common`, without the lock: its sender holds it and
-/// waits). Asked to enter the kernel, it takes the lock (once the sender lets it go)
-/// and schedules, and returns 1: the stub then leaves through `trap_return`, which gives
-/// the lock back.
-#[no_mangle]
-extern "C" fn shootdown_ipi() -> u64 {
-    let enter = answer();
-    crate::arch::timer::eoi();
-    if !enter {
-        return 0;
-    }
-    lock();
-    // SAFETY: a kernel entry holding the lock, with no reference into kernel state.
-    crate::kernel::schedule(unsafe { crate::kernel::enter() });
-    1
-}
-
 /// Make CPU `c` leave user mode (its registers saved in its thread's frame) and wait
 /// for the lock, and wait until it has. The caller holds the lock.
 pub fn stall(c: usize) {
@@ -282,7 +265,7 @@ pub fn save_fpu(c: usize, area: u64) {
 /// Post a request to CPU `c`, interrupt it, wait until it is done.
 fn request(c: usize, post: impl Fn(), pending: impl Fn() -> bool) {
     post();
-    crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
+    crate::arch::lapic::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
     while pending() {
         core::hint::spin_loop();
     }
@@ -317,7 +300,7 @@ pub fn settle() {
     let targets = (0..MAX_CPUS).filter(|c| m & 1 << c != 0);
     for c in targets.clone() {
         FLUSH[c].store(true, Ordering::Release);
-        crate::arch::timer::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
+        crate::arch::lapic::send_ipi(crate::arch::smp::apic_id(c), crate::arch::cpu::VEC_SHOOTDOWN as u32);
     }
     for c in targets {
         while FLUSH[c].load(Ordering::Acquire) {

@@ -156,7 +156,7 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     let _ = write!(args, " mmio={:#x}-{:#x}", layout::MMIO_START, layout::MMIO_END);
     k.io_root = s0.task;
     start(k, &s0, &args, (0, 0));
-    crate::kprintln!("[kernel] sigma0 started with {} MiB of memory; kernel keeps {} MiB", given >> 8, mem::free_frames() >> 8);
+    crate::arch::serial::kprintln!("[kernel] sigma0 started with {} MiB of memory; kernel keeps {} MiB", given >> 8, mem::free_frames() >> 8);
 
     // root: the boot image, capabilities, sigma0 as its pager.
     let quota = mem::free_frames().saturating_sub(512);
@@ -179,5 +179,5 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     // Root's page faults go to sigma0; badge 1 names root there.
     k.tm(root.thread).pager = Some((s0_thread, 1));
     start(k, &root, "root", (layout::BOOTFS_VADDR, bi.bootfs_len));
-    crate::kprintln!("[kernel] root started: entry {:#x}, kernel quota {} pages", root.entry, quota);
+    crate::arch::serial::kprintln!("[kernel] root started: entry {:#x}, kernel quota {} pages", root.entry, quota);
 }

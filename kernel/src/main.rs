@@ -4,12 +4,16 @@
 
 extern crate alloc;
 
+use arch::serial::kprintln;
+
 mod arch {
     pub mod acpi;
     pub mod boot;
     pub mod cpu;
     pub mod fpu;
     pub mod irqchip;
+    pub mod lapic;
+    pub mod serial;
     pub mod smp;
     pub mod timer;
 }
@@ -20,9 +24,10 @@ mod klock;
 mod kernel;
 mod loader;
 mod mem;
-mod serial;
+mod sched;
 mod syscall;
 mod task;
+mod thread;
 mod trap;
 mod vm;
 
@@ -30,12 +35,12 @@ mod vm;
 /// address of the PVH start info.
 #[no_mangle]
 extern "C" fn kstart(start_info: u64) -> ! {
-    serial::Serial::init();
+    arch::serial::Serial::init();
     kprintln!("Scion microkernel (ABI {})", abi::ABI_VERSION);
     arch::cpu::init();
     arch::fpu::init();
     // Held until the first thread leaves for user mode (the other CPUs wait for it).
-    klock::lock();
+    kernel::lock();
     let bi = mem::init(start_info);
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
     // SAFETY: the boot entry; nothing else holds kernel state yet.
@@ -43,12 +48,14 @@ extern "C" fn kstart(start_info: u64) -> ! {
     kernel::init(k);
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init(bi.rsdp_phys);
-    arch::smp::start_aps(bi.rsdp_phys);
+    if arch::smp::start_aps(bi.rsdp_phys, mem::trampoline_free(), sched::ap_start) > 1 {
+        klock::several_cpus();
+    }
     for cpu in 0..arch::smp::cpus() {
-        kernel::create_idle(k, cpu);
+        thread::create_idle(k, cpu);
     }
     loader::start_boot_tasks(k, &bi);
-    kernel::start_scheduling(k);
+    sched::start_scheduling(k);
 }
 
 #[panic_handler]

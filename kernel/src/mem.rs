@@ -3,7 +3,7 @@
 //! (all RAM, up to 64 GiB, at `DIRECT_MAP`).
 
 use crate::kcell::KCell;
-use crate::kprintln;
+use crate::arch::serial::kprintln;
 use abi::layout::PAGE_SIZE;
 use kcore::frames::FrameBitmap;
 use kcore::quota::Quota;

@@ -2,10 +2,11 @@
 //! `invoke` looks up capabilities and partner state and then does the work. Every
 //! failure is an error code in `rax`. `docs/syscalls.md` describes each call.
 
-use crate::arch::cpu::TrapFrame;
+use crate::arch::cpu::{self, TrapFrame};
 use crate::arch::timer;
 use crate::ipc;
-use crate::kernel::{schedule, Kernel, State};
+use crate::kernel::{Kernel, State};
+use crate::sched::schedule;
 use crate::mem;
 use crate::task::{self, Obj};
 use abi::{cap, rights, sys, tctl, Error};
@@ -42,7 +43,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
     match call {
         Call::Null => Ok(()),
         Call::KernelInfo { what: 1 } => {
-            k.cur().frame().rdi = crate::kernel::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
+            k.cur().frame().rdi = crate::sched::IDLE_TSC[0].load(core::sync::atomic::Ordering::Relaxed);
             Ok(())
         }
         Call::KernelInfo { what: abi::KERNEL_INFO_TABLES } => {
@@ -59,7 +60,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             let handovers = k.handovers;
             let out = k.cur().frame();
             out.rdi = crate::arch::smp::cpus() as u64;
-            out.rsi = crate::kernel::AP_TICKS.load(Relaxed);
+            out.rsi = crate::sched::AP_TICKS.load(Relaxed);
             out.rdx = handovers;
             out.r10 = crate::klock::SHOOTDOWNS.load(Relaxed);
             out.r8 = crate::klock::STALLS.load(Relaxed);
@@ -77,7 +78,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.rdi = irqs;
             out.rsi = fast;
             out.rdx = unlocked;
-            out.r10 = crate::kernel::IDLE_TSC[c].load(Relaxed);
+            out.r10 = crate::sched::IDLE_TSC[c].load(Relaxed);
             Ok(())
         }
         Call::KernelInfo { .. } => {
@@ -216,7 +217,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             }
             match op {
                 MachineOp::Exit(code) => {
-                    crate::kprintln!("[kernel] machine exit {}", code);
+                    crate::arch::serial::kprintln!("[kernel] machine exit {}", code);
                     crate::arch::cpu::debug_exit(code);
                     Ok(())
                 }
@@ -232,8 +233,8 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
                     let other = crate::arch::boot::boot_pml4_phys();
                     let t0 = crate::arch::timer::rdtsc();
                     for _ in 0..n {
-                        task::load_cr3(other);
-                        task::load_cr3(own);
+                        cpu::load_cr3(other);
+                        cpu::load_cr3(own);
                     }
                     let dt = crate::arch::timer::rdtsc() - t0;
                     k.cur().frame().rdi = dt;
@@ -283,7 +284,7 @@ fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
     let buf = &mut buf[..len];
     let pml4 = k.cur_task().pml4;
     task::copy_from_user(pml4, ptr, buf)?;
-    crate::serial::Serial::write_bytes(buf);
+    crate::arch::serial::Serial::write_bytes(buf);
     Ok(())
 }
 

@@ -490,8 +490,8 @@ impl Task {
     /// Free every user mapping and page table, and the PML4 itself.
     pub fn destroy_space(&mut self) {
         let pml4 = self.pml4;
-        if current_cr3() == pml4 {
-            load_cr3(crate::arch::boot::boot_pml4_phys());
+        if crate::arch::cpu::current_cr3() == pml4 {
+            crate::arch::cpu::load_cr3(crate::arch::boot::boot_pml4_phys());
         }
         crate::klock::mark_freed(pml4);
         mappings_reduced();
@@ -506,29 +506,11 @@ impl Task {
     }
 }
 
-pub fn current_cr3() -> u64 {
-    let (f, _) = x86_64::registers::control::Cr3::read_raw();
-    f.start_address().as_u64()
-}
-
-#[inline]
-pub fn load_cr3(pml4: u64) {
-    use x86_64::registers::control::{Cr3, Cr3Flags};
-    use x86_64::structures::paging::PhysFrame;
-    // A task's PML4 is a frame from the frame allocator: page-aligned, in physical
-    // memory (no checks on every switch).
-    let frame = PhysFrame::containing_address(x86_64::PhysAddr::new_truncate(pml4));
-    // SAFETY: `pml4` is a PML4 frame whose kernel half is the boot PML4's, so the
-    // kernel (code, stacks, direct map) stays mapped across the switch.
-    unsafe { Cr3::write(frame, Cr3Flags::empty()) };
-    crate::arch::cpu::record_cr3(pml4);
-}
-
 /// Invalidate the TLB entry for `va` if `pml4` is the loaded address space.
 pub fn flush_page(pml4: u64, va: u64) {
     crate::klock::mark_stale(pml4);
     mappings_reduced();
-    if current_cr3() == pml4 {
+    if crate::arch::cpu::current_cr3() == pml4 {
         x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(va));
     }
 }

@@ -2,9 +2,11 @@
 //! its handler (or stops it); an exception in kernel mode is a kernel bug and halts.
 
 use crate::arch::cpu::{TrapFrame, VEC_RESCHED, VEC_SPURIOUS, VEC_TIMER};
-use crate::arch::{irqchip, timer};
-use crate::kernel::{enter, schedule, Kernel};
-use crate::{ipc, kprintln};
+use crate::arch::{irqchip, lapic};
+use crate::kernel::{enter, Kernel};
+use crate::sched::schedule;
+use crate::arch::serial::kprintln;
+use crate::ipc;
 use abi::ipc::fault;
 
 #[no_mangle]
@@ -21,20 +23,20 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         }
         return;
     }
-    crate::kernel::idle_end();
+    crate::sched::idle_end();
     // SAFETY: this is the start of a kernel entry; no reference into kernel state is live
     // (the idle loop halts holding none).
     let k = unsafe { enter() };
     let from_user = f.cs & 3 == 3;
     match f.vector as u8 {
         VEC_TIMER => {
-            timer::eoi();
+            lapic::eoi();
             k.tick();
         }
         VEC_SPURIOUS => {}
         VEC_RESCHED => {
             // Another CPU made a thread of this one ready.
-            timer::eoi();
+            lapic::eoi();
             k.view.need_resched = true;
         }
         // (A thread stopped or destroyed from another CPU while its exception waited for
@@ -52,7 +54,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             }
             None => {
                 kprintln!("[kernel] unexpected interrupt vector {}", v);
-                timer::eoi();
+                lapic::eoi();
             }
         },
     }

@@ -15,6 +15,7 @@ pub mod framedb;
 pub mod frames;
 pub mod idlist;
 pub mod mapdb;
+pub mod modorder;
 pub mod pagetable;
 pub mod quota;
 pub mod runqueue;

@@ -44,7 +44,7 @@ fn madt_entries<T>(rsdp_phys: u64, f: impl Fn(MadtEntry) -> Option<T>) -> Vec<T>
     // SAFETY: the RSDP address comes from the boot information, and every table is
     // read through `DirectMap`, which never points outside the direct map.
     let Ok(tables) = (unsafe { AcpiTables::from_rsdp(DirectMap, rsdp_phys as usize) }) else {
-        crate::kprintln!("[acpi] unreadable tables at {:#x}", rsdp_phys);
+        crate::arch::serial::kprintln!("[acpi] unreadable tables at {:#x}", rsdp_phys);
         return Vec::new();
     };
     let Ok(madt) = tables.find_table::<Madt>() else { return Vec::new() };

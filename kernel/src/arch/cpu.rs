@@ -932,3 +932,23 @@ pub fn machine_exit(code: u32) -> ! {
         x86_64::instructions::hlt();
     }
 }
+
+/// The loaded address space's PML4 (physical).
+pub fn current_cr3() -> u64 {
+    let (f, _) = x86_64::registers::control::Cr3::read_raw();
+    f.start_address().as_u64()
+}
+
+/// Load the address space whose PML4 is the frame `pml4`.
+#[inline]
+pub fn load_cr3(pml4: u64) {
+    use x86_64::registers::control::{Cr3, Cr3Flags};
+    use x86_64::structures::paging::PhysFrame;
+    // A task's PML4 is a frame from the frame allocator: page-aligned, in physical
+    // memory (no checks on every switch).
+    let frame = PhysFrame::containing_address(x86_64::PhysAddr::new_truncate(pml4));
+    // SAFETY: `pml4` is a PML4 frame whose kernel half is the boot PML4's, so the
+    // kernel (code, stacks, direct map) stays mapped across the switch.
+    unsafe { Cr3::write(frame, Cr3Flags::empty()) };
+    record_cr3(pml4);
+}

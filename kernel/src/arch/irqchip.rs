@@ -22,7 +22,7 @@ fn ioapic_write(reg: u32, val: u32) {
 }
 
 fn apic() -> bool {
-    super::timer::uses_apic()
+    super::lapic::in_use()
 }
 
 /// Lines a driver may attach to.
@@ -57,7 +57,7 @@ pub fn init(rsdp_phys: u64) {
             *m = if line >= 16 { ACTIVE_LOW | LEVEL } else { 0 };
         }
         for o in super::acpi::interrupt_overrides(rsdp_phys) {
-            crate::kprintln!("[acpi] ISA IRQ {} on line {} ({}, active {})", o.isa, o.gsi, if o.level { "level" } else { "edge" }, if o.active_low { "low" } else { "high" });
+            crate::arch::serial::kprintln!("[acpi] ISA IRQ {} on line {} ({}, active {})", o.isa, o.gsi, if o.level { "level" } else { "edge" }, if o.active_low { "low" } else { "high" });
             if let Some(m) = modes.get_mut(o.gsi as usize) {
                 *m = if o.active_low { ACTIVE_LOW } else { 0 } | if o.level { LEVEL } else { 0 };
             }
@@ -127,7 +127,7 @@ pub fn line_of(vector: u8) -> Option<u8> {
 /// End of interrupt at the controller that delivered `line`.
 pub fn eoi(line: u8) {
     if apic() {
-        super::timer::eoi();
+        super::lapic::eoi();
     } else {
         // SAFETY: non-specific EOI to the 8259s.
         unsafe {

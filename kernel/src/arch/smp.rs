@@ -10,9 +10,9 @@
 
 use crate::arch::boot::{boot_pml4_phys, nx_enabled, phys_to_virt};
 use crate::arch::cpu::MAX_CPUS;
-use crate::arch::timer;
+use crate::arch::{lapic, timer};
 use crate::kcell::KCell;
-use crate::kprintln;
+use crate::arch::serial::kprintln;
 use core::arch::global_asm;
 use core::ptr::addr_of;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -157,18 +157,26 @@ fn set(field: *const u8, v: u64) {
 const ICR_INIT: u32 = 0x4500;
 const ICR_STARTUP: u32 = 0x4600 | (TRAMPOLINE >> 12) as u32;
 
+/// What an application processor runs once its tables are loaded (`start_aps` sets it
+/// before it starts any): the kernel's side of its start, which takes the kernel lock
+/// and never returns. Passed down so that `arch` imports nothing above it.
+static AP_ENTRY: KCell<Option<fn(usize) -> !>> = KCell::new(None);
+
 /// Start every enabled processor the MADT lists (up to `MAX_CPUS`), one at a time,
-/// waiting for each to load its tables. Returns how many CPUs are up.
-pub fn start_aps(rsdp_phys: u64) -> usize {
-    if !timer::uses_apic() {
+/// waiting for each to load its tables; each then runs `entry` with its index.
+/// `trampoline_free`: the start page holds no boot data (else only this CPU runs).
+/// Returns how many CPUs are up.
+pub fn start_aps(rsdp_phys: u64, trampoline_free: bool, entry: fn(usize) -> !) -> usize {
+    *AP_ENTRY.get() = Some(entry);
+    if !lapic::in_use() {
         return cpus();
     }
-    APIC_IDS.get()[0] = timer::lapic_id();
+    APIC_IDS.get()[0] = lapic::id();
     let ids = super::acpi::processors(rsdp_phys);
     if ids.len() <= 1 {
         return cpus();
     }
-    if !crate::mem::trampoline_free() {
+    if !trampoline_free {
         kprintln!(
             "[smp] the start page {:#x} holds boot data: running on one CPU",
             TRAMPOLINE
@@ -213,13 +221,13 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         core::sync::atomic::fence(Ordering::SeqCst);
         // Intel's sequence: INIT, 10 ms, SIPI, 200 µs, a second SIPI if it has not
         // come up; then wait for it (up to 100 ms).
-        timer::send_ipi(id, ICR_INIT);
+        lapic::send_ipi(id, ICR_INIT);
         timer::delay_us(10_000);
         for _ in 0..2 {
             if ONLINE[n].load(Ordering::Acquire) {
                 break;
             }
-            timer::send_ipi(id, ICR_STARTUP);
+            lapic::send_ipi(id, ICR_STARTUP);
             timer::delay_us(200);
         }
         for _ in 0..1000 {
@@ -236,29 +244,23 @@ pub fn start_aps(rsdp_phys: u64) -> usize {
         } else {
             // INIT again: it waits for a SIPI that never comes, rather than starting
             // late with the next processor's stack and index.
-            timer::send_ipi(id, ICR_INIT);
+            lapic::send_ipi(id, ICR_INIT);
             kprintln!("[smp] the processor with local APIC {} did not start", id);
         }
     }
     kprintln!("[smp] {} CPUs", n);
-    if n > 1 {
-        crate::klock::several_cpus();
-    }
     n
 }
 
 /// An application processor, in long mode on the boot page tables and its own stack:
-/// its tables, then (holding the kernel lock) its scheduler (the boot CPU made its idle
-/// thread).
+/// its tables, then the kernel's entry (`AP_ENTRY`).
 extern "C" fn ap_main(index: u64) -> ! {
     let index = index as usize;
     super::cpu::init_ap(index);
     super::fpu::init();
+    // Read before this CPU says it is up: the next processor starts only after that, so
+    // one processor at a time reads the cell (written before the first started).
+    let entry = (*AP_ENTRY.get()).expect("start_aps sets the entry before any AP starts");
     ONLINE[index].store(true, Ordering::Release);
-    // The boot CPU gives the lock up when it enters the first thread.
-    crate::klock::lock();
-    timer::init_ap();
-    // SAFETY: this CPU holds the lock; nothing else refers to kernel state here.
-    let k = unsafe { crate::kernel::enter() };
-    crate::kernel::start_scheduling(k)
+    entry(index)
 }

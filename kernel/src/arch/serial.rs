@@ -62,13 +62,15 @@ pub fn _print(args: fmt::Arguments) {
     let _ = Serial.write_fmt(args);
 }
 
-#[macro_export]
+/// Print to the serial log (`use crate::arch::serial::kprint`: the macros live here,
+/// not at the crate root, so that every module's import of them names `arch`).
 macro_rules! kprint {
-    ($($arg:tt)*) => { $crate::serial::_print(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::arch::serial::_print(format_args!($($arg)*)) };
 }
 
-#[macro_export]
 macro_rules! kprintln {
-    () => { $crate::kprint!("\n") };
-    ($($arg:tt)*) => { $crate::kprint!("{}\n", format_args!($($arg)*)) };
+    () => { $crate::arch::serial::kprint!("\n") };
+    ($($arg:tt)*) => { $crate::arch::serial::kprint!("{}\n", format_args!($($arg)*)) };
 }
+
+pub(crate) use {kprint, kprintln};
