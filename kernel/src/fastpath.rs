@@ -32,12 +32,12 @@
 //! compare the two paths).
 
 use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
-use crate::kernel::{CpuView, Kernel, KeptCap, State, Tcb, MAX_TASKS, MAX_THREADS};
+use crate::kernel::{CpuView, KeptCap, Kernel, State, Tcb, MAX_TASKS, MAX_THREADS};
 use crate::task::{self, Obj, ObjRef, Task};
-use kcore::runqueue::RunQueue;
-use kcore::timerheap::TimerHeap;
 use abi::ipc::{self, FOREVER, RECV_ANY};
 use abi::{rights, sched, sys};
+use kcore::runqueue::RunQueue;
+use kcore::timerheap::TimerHeap;
 
 /// Called by the entry stub for `IPC_CALL` and `IPC_REPLY_WAIT` (`n`) with the kernel
 /// lock held, after the fastpath without it declined. Returns the partner's kernel
@@ -183,7 +183,14 @@ fn nobody_queued(c: &Tcb) -> bool {
 /// A call's destination `r` (at slot `id`): still the thread the capability named, its
 /// endpoint not moved away (`SUCCEED`), and this CPU's.
 #[inline(always)]
-fn call_dest_here(gens: &[u32; MAX_THREADS], moved: &[bool; MAX_THREADS], thread_cpu: &[u8; MAX_THREADS], id: usize, r: ObjRef, me: u8) -> bool {
+fn call_dest_here(
+    gens: &[u32; MAX_THREADS],
+    moved: &[bool; MAX_THREADS],
+    thread_cpu: &[u8; MAX_THREADS],
+    id: usize,
+    r: ObjRef,
+    me: u8,
+) -> bool {
     gens[id] == r.gen && !moved[id] && on_this_cpu(thread_cpu, id, me)
 }
 
@@ -402,7 +409,16 @@ fn ipc(k: &mut Kernel, f: &TrapFrame, n: u64) -> u64 {
     let Ok(tasks) = <&[Option<Task>; MAX_TASKS]>::try_from(k.tasks.as_slice()) else { return 0 };
     let cur = k.view.current as usize % MAX_THREADS;
     let me = k.view_cpu % MAX_CPUS;
-    let e = Env { tcbs: k.tcbs, gens: &k.thread_gen, tasks, moved: &k.moved, thread_cpu: &k.thread_cpu, me: me as u8, rq: &k.rqs[me], shared: None };
+    let e = Env {
+        tcbs: k.tcbs,
+        gens: &k.thread_gen,
+        tasks,
+        moved: &k.moved,
+        thread_cpu: &k.thread_cpu,
+        me: me as u8,
+        rq: &k.rqs[me],
+        shared: None,
+    };
     // SAFETY: the lock holder has all of the kernel state; `tcbs` are `threads`' slots.
     let Some((dest, badge, c, d, slen)) = (unsafe { lookup(&e, f, cur, n == sys::IPC_CALL) }) else { return 0 };
     cpu::count_fast_ipc(false);
@@ -473,7 +489,12 @@ const FAST_STRING: u64 = 4096;
 /// `e.tcbs` are the thread slots, and the slots of this CPU's threads are this caller's
 /// alone for the call (under the lock, or as `ipc_fastpath_shared` says).
 #[inline(always)]
-unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Option<(usize, u64, &'a mut Tcb, &'a mut Tcb, u64)> {
+unsafe fn lookup<'a>(
+    e: &Env<'a>,
+    f: &TrapFrame,
+    cur: usize,
+    call: bool,
+) -> Option<(usize, u64, &'a mut Tcb, &'a mut Tcb, u64)> {
     // Register words (at most REG_MRS - 1), perhaps a string; no other flag, no items.
     let tag = ipc::Tag(f.r10);
     if !tag.is_short_or_string() {
@@ -543,7 +564,9 @@ unsafe fn lookup<'a>(e: &Env<'a>, f: &TrapFrame, cur: usize, call: bool) -> Opti
         return None;
     }
     // SAFETY: two different threads of this CPU; the shared references above are dead.
-    let (Some(c), Some(d)) = (unsafe { (*e.tcbs.add(cur)).as_mut() }, unsafe { (*e.tcbs.add(dest)).as_mut() }) else { return None };
+    let (Some(c), Some(d)) = (unsafe { (*e.tcbs.add(cur)).as_mut() }, unsafe { (*e.tcbs.add(dest)).as_mut() }) else {
+        return None;
+    };
     if let Some(k) = keep {
         c.call_cap = k;
     }

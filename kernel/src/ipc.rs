@@ -61,7 +61,13 @@ fn put_message(k: &Kernel, t: u32, mrs: &[u64; ipc::MAX_MRS], badge: u64) {
 /// rewriting each item to where it landed. `mem_window` overrides the receiver's
 /// memory window (a pager's answer lands anywhere in the faulting space). Returns
 /// how many items were carried out.
-fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_MRS], mem_window: Option<Fpage>) -> Result<u64, Fail> {
+fn transfer_items(
+    k: &mut Kernel,
+    src: u32,
+    dst: u32,
+    mrs: &mut [u64; ipc::MAX_MRS],
+    mem_window: Option<Fpage>,
+) -> Result<u64, Fail> {
     let tag = Tag(mrs[0]);
     let (u, t) = (tag.words() as usize, tag.typed() as usize);
     if t == 0 {
@@ -115,7 +121,8 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
             fpage::CAP => {
                 // A saved reply is granted or kept, never copied (see `cap_derive`).
                 let copies_reply = ctl & fpage::GRANT == 0
-                    && (fp.base()..fp.base() + fp.size()).any(|s| k.task(stask).cspace.get(s).is_ok_and(|c| matches!(c.obj, task::Obj::Reply(..))));
+                    && (fp.base()..fp.base() + fp.size())
+                        .any(|s| k.task(stask).cspace.get(s).is_ok_and(|c| matches!(c.obj, task::Obj::Reply(..))));
                 if copies_reply {
                     return Err(Fail::Sender(Error::WrongType));
                 }
@@ -160,7 +167,8 @@ fn transfer_items(k: &mut Kernel, src: u32, dst: u32, mrs: &mut [u64; ipc::MAX_M
         // tables or mapping nodes, or a frame is mapped too often) is the receiver's
         // failure: the sender did nothing wrong.
         r.map_err(|e| if e == Error::NoMemory { Fail::Receiver(e) } else { Fail::Sender(e) })?;
-        mrs[u + 1 + 2 * j] = Fpage::new(fp.kind(), if fp.kind() == fpage::MEM { at >> 12 } else { at }, fp.log2(), fp.rights()).0;
+        mrs[u + 1 + 2 * j] =
+            Fpage::new(fp.kind(), if fp.kind() == fpage::MEM { at >> 12 } else { at }, fp.log2(), fp.rights()).0;
     }
     Ok((t / 2) as u64)
 }
@@ -180,7 +188,12 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
                 abi::mem::READ
             };
             let present = if w[3] & 1 != 0 { ipc::label::PRESENT } else { 0 };
-            mrs[..4].copy_from_slice(&[Tag::new(ipc::label::PAGE_FAULT, 3).0 | ipc::TAG_FAULT, w[1], access | present, w[2]]);
+            mrs[..4].copy_from_slice(&[
+                Tag::new(ipc::label::PAGE_FAULT, 3).0 | ipc::TAG_FAULT,
+                w[1],
+                access | present,
+                w[2],
+            ]);
         } else {
             mrs[..5].copy_from_slice(&[Tag::new(ipc::label::FAULT, 4).0 | ipc::TAG_FAULT, w[0], w[1], w[2], w[3]]);
         }
@@ -221,8 +234,10 @@ pub fn transfer(k: &mut Kernel, src: u32, dst: u32, badge: u64) -> Result<u64, F
         let spml4 = k.task(stask).pml4;
         let dpml4 = k.task(dtask).pml4;
         // Both ranges resolved (and checked) before a byte moves; each page walked once.
-        let from = task::UserRange::<{ task::STRING_PAGES }>::resolve(spml4, saddr, len, false).map_err(|_| Fail::Sender(Error::CopyFault))?;
-        let to = task::UserRange::<{ task::STRING_PAGES }>::resolve(dpml4, daddr, len, true).map_err(|_| Fail::Receiver(Error::CopyFault))?;
+        let from = task::UserRange::<{ task::STRING_PAGES }>::resolve(spml4, saddr, len, false)
+            .map_err(|_| Fail::Sender(Error::CopyFault))?;
+        let to = task::UserRange::<{ task::STRING_PAGES }>::resolve(dpml4, daddr, len, true)
+            .map_err(|_| Fail::Receiver(Error::CopyFault))?;
         task::copy_range(&from, &to);
         slen = len;
     }
@@ -274,7 +289,15 @@ fn send_saved_reply(k: &mut Kernel, slot: u64, r: task::ObjRef, n: u32, call: bo
 }
 
 /// Deliver a message (or a fault report) from `src` to `dest`, or queue `src`.
-pub fn deliver(k: &mut Kernel, src: u32, dest: u32, badge: u64, call: bool, send_to: u32, recv_to: u32) -> Result<(), Error> {
+pub fn deliver(
+    k: &mut Kernel,
+    src: u32,
+    dest: u32,
+    badge: u64,
+    call: bool,
+    send_to: u32,
+    recv_to: u32,
+) -> Result<(), Error> {
     if k.t(dest).state == State::RecvBlocked && accepts(k, dest, src) {
         match transfer(k, src, dest, badge) {
             Ok(_) => {}
@@ -416,7 +439,10 @@ pub fn reply(k: &mut Kernel) -> Result<(), Error> {
     let me = k.thread_ref(cur);
     // The caller waits for this thread, or (a saved reply being used) for whoever holds
     // the capability.
-    if !k.thread_alive(r) || k.t(r.id).state != State::ReplyBlocked || (k.t(r.id).partner != Some(me) && k.t(r.id).partner != Some(r)) {
+    if !k.thread_alive(r)
+        || k.t(r.id).state != State::ReplyBlocked
+        || (k.t(r.id).partner != Some(me) && k.t(r.id).partner != Some(r))
+    {
         return Err(Error::NoPartner);
     }
     let resumes_fault = k.t(r.id).fault;

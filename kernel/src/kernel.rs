@@ -2,7 +2,6 @@
 //! (`enter`) and capability lookup. The scheduler is `sched`; the life cycle of
 //! threads and tasks is `thread`.
 
-use core::sync::atomic::Ordering;
 use crate::arch::cpu::{self, TrapFrame, MAX_CPUS};
 use crate::arch::fpu;
 use crate::kcell::KCell;
@@ -12,9 +11,10 @@ use abi::layout::PAGE_SIZE;
 use abi::{Error, Utcb};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
 use kcore::cspace::Cap;
-use kcore::idlist::{Links, List};
 use kcore::framedb::FrameDb;
+use kcore::idlist::{Links, List};
 use kcore::mapdb::MapDb;
 use kcore::runqueue::RunQueue;
 use kcore::timerheap::TimerHeap;
@@ -400,9 +400,19 @@ pub fn dump_state() {
     // SAFETY: reads only, for a report; see above.
     let k = unsafe { &*KERNEL.as_ptr() };
     let cpus = crate::arch::smp::cpus();
-    crate::arch::serial::kprintln!("[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}", k.ticks, crate::klock::holder(), k.view_cpu, cpu::fast_ipcs());
+    crate::arch::serial::kprintln!(
+        "[dump] ticks {} lock {} view of CPU {} fast ipcs {:?}",
+        k.ticks,
+        crate::klock::holder(),
+        k.view_cpu,
+        cpu::fast_ipcs()
+    );
     for c in 0..cpus {
-        let (cur, idle, resched) = if c == k.view_cpu { (k.view.current, k.view.idle, k.view.need_resched) } else { (k.parked[c].current, k.parked[c].idle, k.parked[c].need_resched) };
+        let (cur, idle, resched) = if c == k.view_cpu {
+            (k.view.current, k.view.idle, k.view.need_resched)
+        } else {
+            (k.parked[c].current, k.parked[c].idle, k.parked[c].need_resched)
+        };
         let (wake, polling, flush, enter, fpu_save) = crate::klock::flags_of(c);
         crate::arch::serial::kprintln!(
             "[dump] CPU {}: current {} idle {} resched {} top ready prio {:?} wake {} polling {} flush {} enter {} fpu_save {:#x} fastpath {}",
@@ -540,7 +550,10 @@ impl Kernel {
     /// such a caller as its own partner; any new call of its replaces the mark, and
     /// saving that one too gives it a new number).
     pub fn awaits_saved_reply(&self, r: ObjRef, n: u32) -> bool {
-        self.thread_alive(r) && self.t(r.id).state == State::ReplyBlocked && self.t(r.id).partner == Some(r) && self.t(r.id).saved_calls == n
+        self.thread_alive(r)
+            && self.t(r.id).state == State::ReplyBlocked
+            && self.t(r.id).partner == Some(r)
+            && self.t(r.id).saved_calls == n
     }
 
     pub fn task_alive(&self, r: ObjRef) -> bool {
@@ -569,7 +582,12 @@ impl Kernel {
     pub fn moved_cap(&mut self, slot: u64) -> Result<Cap<Obj>, Error> {
         let c = self.cur_task().cspace.get(slot)?;
         match c.obj {
-            Obj::Thread(r) if self.moved[r.id as usize] && self.successors.get(&r).is_some_and(|&(to, _)| self.thread_alive(to)) => Ok(c),
+            Obj::Thread(r)
+                if self.moved[r.id as usize]
+                    && self.successors.get(&r).is_some_and(|&(to, _)| self.thread_alive(to)) =>
+            {
+                Ok(c)
+            }
             _ => Err(Error::InvalidCap),
         }
     }

@@ -62,8 +62,12 @@ fn load(k: &mut Kernel, image: &[u8], name: &str, quota: u64, prio: u64) -> Boot
     let th = k.create_thread(tid, layout::MAIN_UTCB, prio as u8, false).expect("boot thread");
     let (task_ref, thread_ref) = (k.task_ref(tid), k.thread_ref(th));
     k.cap_install(tid, cap::SELF_TASK, Cap { obj: Obj::Task(task_ref), rights: rights::CONTROL, badge: 0 }).unwrap();
-    k.cap_install(tid, cap::SELF_THREAD, Cap { obj: Obj::Thread(thread_ref), rights: rights::SEND | rights::CONTROL, badge: 0 })
-        .unwrap();
+    k.cap_install(
+        tid,
+        cap::SELF_THREAD,
+        Cap { obj: Obj::Thread(thread_ref), rights: rights::SEND | rights::CONTROL, badge: 0 },
+    )
+    .unwrap();
     Boot { task: tid, thread: th, entry: elf.entry }
 }
 
@@ -80,7 +84,8 @@ fn start(k: &mut Kernel, b: &Boot, args: &str, bootfs: (u64, u64)) {
     si.args[..n].copy_from_slice(&args.as_bytes()[..n]);
     let si_addr = layout::MAIN_STACK_TOP - core::mem::size_of::<StartInfo>() as u64;
     // SAFETY: StartInfo is plain old data; viewing it as bytes is sound.
-    let bytes = unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
+    let bytes =
+        unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
     let pml4 = k.task(b.task).pml4;
     task::copy_to_user(pml4, si_addr, bytes).expect("write start info");
     let f = k.t(b.thread).frame();
@@ -114,8 +119,15 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     let mut run: Option<(u64, u64)> = None; // (first frame address, pages)
     let flush = |k: &mut Kernel, run: (u64, u64), args: &mut String| {
         let t = k.task(s0.task);
-        let n = pt::map_range(&mut mem::KernelPhys { quota: &mut t.quota }, t.pml4, layout::SIGMA0_PHYS + run.0, run.0, run.1, task::pte_flags(m::RIGHTS_MASK))
-            .expect("map memory into sigma0");
+        let n = pt::map_range(
+            &mut mem::KernelPhys { quota: &mut t.quota },
+            t.pml4,
+            layout::SIGMA0_PHYS + run.0,
+            run.0,
+            run.1,
+            task::pte_flags(m::RIGHTS_MASK),
+        )
+        .expect("map memory into sigma0");
         assert_eq!(n, run.1);
         for i in 0..run.1 {
             assert!(mem::frame_ref(run.0 + i * PAGE_SIZE), "a fresh frame is counted");
@@ -156,7 +168,11 @@ pub fn start_boot_tasks(k: &mut Kernel, bi: &BootInfo) {
     let _ = write!(args, " mmio={:#x}-{:#x}", layout::MMIO_START, layout::MMIO_END);
     k.io_root = s0.task;
     start(k, &s0, &args, (0, 0));
-    crate::arch::serial::kprintln!("[kernel] sigma0 started with {} MiB of memory; kernel keeps {} MiB", given >> 8, mem::free_frames() >> 8);
+    crate::arch::serial::kprintln!(
+        "[kernel] sigma0 started with {} MiB of memory; kernel keeps {} MiB",
+        given >> 8,
+        mem::free_frames() >> 8
+    );
 
     // root: the boot image, capabilities, sigma0 as its pager.
     let quota = mem::free_frames().saturating_sub(512);

@@ -20,8 +20,8 @@ mod arch {
 mod fastpath;
 mod ipc;
 mod kcell;
-mod klock;
 mod kernel;
+mod klock;
 mod loader;
 mod mem;
 mod sched;

@@ -2,8 +2,8 @@
 //! reference counts for shared user pages, the kernel heap, and the direct map
 //! (all RAM, up to 64 GiB, at `DIRECT_MAP`).
 
-use crate::kcell::KCell;
 use crate::arch::serial::kprintln;
+use crate::kcell::KCell;
 use abi::layout::PAGE_SIZE;
 use kcore::frames::FrameBitmap;
 use kcore::quota::Quota;
@@ -117,7 +117,10 @@ impl Ranges {
 
 /// Read a boot structure from physical memory.
 fn read_phys<T>(p: u64) -> T {
-    assert!(p + core::mem::size_of::<T>() as u64 <= crate::arch::boot::direct_map_end(), "boot structure beyond the direct map");
+    assert!(
+        p + core::mem::size_of::<T>() as u64 <= crate::arch::boot::direct_map_end(),
+        "boot structure beyond the direct map"
+    );
     // SAFETY: the address is within the direct map (checked) and the structures QEMU
     // passes are plain old data; read_unaligned tolerates any alignment.
     unsafe { core::ptr::read_unaligned(phys_to_virt(p) as *const T) }
@@ -260,7 +263,13 @@ const FIRMWARE_SLACK: u64 = 2 << 20;
 
 /// Stop the machine with a clear word instead of a panic when memory is too small.
 fn too_small(top: u64, what: &str) -> ! {
-    kprintln!("[mem] not enough memory for {}: Scion needs at least {} MiB of RAM (-m {}M), this machine has {} MiB", what, MIN_RAM >> 20, MIN_RAM >> 20, top >> 20);
+    kprintln!(
+        "[mem] not enough memory for {}: Scion needs at least {} MiB of RAM (-m {}M), this machine has {} MiB",
+        what,
+        MIN_RAM >> 20,
+        MIN_RAM >> 20,
+        top >> 20
+    );
     crate::arch::cpu::machine_exit(2)
 }
 

@@ -2,12 +2,12 @@
 //! the timer tick, which CPU a thread runs on, the switch between threads (with the
 //! x87 registers and I/O permissions), and each CPU's idle loop.
 
-use core::sync::atomic::{AtomicU64, Ordering};
 use crate::arch::cpu::{self, MAX_CPUS};
 use crate::arch::fpu;
+use crate::kernel::{enter, Kernel, State, KSTACK_PAGES, NO_CPU, NO_THREAD};
 use crate::mem;
 use abi::{ipc, sched as s, Error};
-use crate::kernel::{enter, Kernel, State, KSTACK_PAGES, NO_CPU, NO_THREAD};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 pub fn ticks_for_us(us: u64) -> u64 {
     us.div_ceil(s::TICK_US).max(1)

@@ -6,8 +6,8 @@ use crate::arch::cpu::{self, TrapFrame};
 use crate::arch::timer;
 use crate::ipc;
 use crate::kernel::{Kernel, State};
-use crate::sched::schedule;
 use crate::mem;
+use crate::sched::schedule;
 use crate::task::{self, Obj};
 use abi::{cap, rights, sys, tctl, Error};
 use kcore::cspace::Cap;
@@ -182,7 +182,13 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             let t = k.task(r.id);
             let (n, q, mut sw) = (t.nthreads as u64, t.quota, t.switches);
             // Blocks in the fastpath are counted per thread (it does not look up tasks).
-            sw[0] += k.threads.iter().flatten().filter(|t| t.task == r.id && t.state != State::Dead).map(|t| t.fast_blocks).sum::<u64>();
+            sw[0] += k
+                .threads
+                .iter()
+                .flatten()
+                .filter(|t| t.task == r.id && t.state != State::Dead)
+                .map(|t| t.fast_blocks)
+                .sum::<u64>();
             let out = k.cur().frame();
             out.rdi = n;
             out.rsi = q.limit;
@@ -325,7 +331,8 @@ fn thread_create(k: &mut Kernel, task_slot: Slot, dst: Slot, utcb: u64, prio: u8
     let id = k.create_thread(target, utcb, prio, false)?;
     let r = k.thread_ref(id);
     let me = k.t(k.view.current).task;
-    k.cap_install(me, dst, Cap { obj: Obj::Thread(r), rights: rights::SEND | rights::CONTROL, badge: 0 }).expect("slot checked");
+    k.cap_install(me, dst, Cap { obj: Obj::Thread(r), rights: rights::SEND | rights::CONTROL, badge: 0 })
+        .expect("slot checked");
     Ok(())
 }
 
@@ -354,7 +361,8 @@ fn thread_control(k: &mut Kernel, slot: Slot, op: ThreadOp) -> Result<(), Error>
             if st == State::Stopped {
                 return Ok(());
             }
-            let was_blocked = matches!(st, State::SendBlocked | State::RecvBlocked | State::ReplyBlocked | State::Sleeping);
+            let was_blocked =
+                matches!(st, State::SendBlocked | State::RecvBlocked | State::ReplyBlocked | State::Sleeping);
             // Running on another CPU: that CPU leaves its user mode first (its registers
             // are in its frame then).
             k.stall_remote(id);

@@ -4,13 +4,13 @@
 //! walks the task's page table, checks the user/write bits, and copies through
 //! the direct map. A bad pointer is therefore an error code, never a kernel fault.
 
-use core::sync::atomic::{AtomicU64, Ordering};
 use crate::mem::{self, phys_to_virt, KernelPhys};
 use abi::layout::{is_user_range, PAGE_SIZE};
 use abi::{mem as m, Error};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kcore::cspace::CSpace;
-pub use kcore::quota::{Objects, Quota};
 use kcore::pagetable::{self as pt, PhysMem};
+pub use kcore::quota::{Objects, Quota};
 
 /// A reference to a kernel object: table index plus generation. A stale generation
 /// means the object is gone; capabilities holding it are dead.
@@ -235,7 +235,8 @@ pub struct Kept {
 
 impl Kept {
     /// No epoch matches `u64::MAX` (it would take 2^64 unmaps).
-    const NONE: Kept = Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, epoch: u64::MAX, one_epoch: u64::MAX, one_page: 0 };
+    const NONE: Kept =
+        Kept { range: UserRange { va: 0, len: 0, frames: [0; 2] }, epoch: u64::MAX, one_epoch: u64::MAX, one_page: 0 };
 
     #[inline(always)]
     fn is(&self, va: u64, len: u64, epoch: u64) -> bool {
@@ -381,7 +382,19 @@ impl Task {
                 dst.add(i).write(src.add(i).read());
             }
         }
-        Ok(Task { pml4, cspace, quota, parent, nthreads: 0, io: None, io_max: 0, dying: false, strip_from: 0, nodes: Objects::default(), switches: [0; 2] })
+        Ok(Task {
+            pml4,
+            cspace,
+            quota,
+            parent,
+            nthreads: 0,
+            io: None,
+            io_max: 0,
+            dying: false,
+            strip_from: 0,
+            nodes: Objects::default(),
+            switches: [0; 2],
+        })
     }
 
     /// Map `frame` at `va` (one more reference to the frame; new page tables and the
@@ -407,13 +420,11 @@ impl Task {
                 }
                 Ok(())
             }
-            Err(e) => {
-                Err(match e {
-                    pt::MapError::NoMemory => Error::NoMemory,
-                    pt::MapError::AlreadyMapped => Error::AlreadyMapped,
-                    pt::MapError::NotUser => Error::BadAddress,
-                })
-            }
+            Err(e) => Err(match e {
+                pt::MapError::NoMemory => Error::NoMemory,
+                pt::MapError::AlreadyMapped => Error::AlreadyMapped,
+                pt::MapError::NotUser => Error::BadAddress,
+            }),
         }
     }
 

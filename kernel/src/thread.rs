@@ -3,12 +3,14 @@
 //! tree in slices.
 
 use crate::arch::cpu;
+use crate::kernel::{
+    KeptCap, Kernel, State, Tcb, KSTACK_PAGES, KSTACK_SIZE, MAX_TASKS, MAX_THREADS, NO_THREAD, THREAD_PAGES,
+};
 use crate::mem::{self, phys_to_virt};
 use crate::task::{self, Obj, ObjRef, Task};
 use abi::{ipc, sched as s, Error};
 use alloc::vec::Vec;
 use kcore::idlist::List;
-use crate::kernel::{KeptCap, Kernel, State, Tcb, KSTACK_PAGES, KSTACK_SIZE, MAX_TASKS, MAX_THREADS, NO_THREAD, THREAD_PAGES};
 
 impl Kernel {
     /// Move thread `from`'s endpoint to thread `to` (`SUCCEED`), charged to `payer`.
@@ -66,7 +68,9 @@ impl Kernel {
                 task.quota.uncharge(THREAD_PAGES);
                 return Err(Error::NoMemory);
             };
-            if let Err(e) = task.map_frame(utcb_va, f, task::pte_flags(abi::mem::READ | abi::mem::WRITE) | kcore::pagetable::UTCB) {
+            if let Err(e) =
+                task.map_frame(utcb_va, f, task::pte_flags(abi::mem::READ | abi::mem::WRITE) | kcore::pagetable::UTCB)
+            {
                 mem::free_frame(f);
                 task.quota.uncharge(THREAD_PAGES);
                 return Err(e);
@@ -87,7 +91,11 @@ impl Kernel {
         let pager = if kernel_thread {
             None
         } else {
-            self.threads.iter().flatten().find(|x| x.task == task_id && !x.kernel_thread && x.state != State::Dead).and_then(|x| x.pager)
+            self.threads
+                .iter()
+                .flatten()
+                .find(|x| x.task == task_id && !x.kernel_thread && x.state != State::Dead)
+                .and_then(|x| x.pager)
         };
         let (pml4, task_io) = if kernel_thread {
             (0, false)
@@ -140,7 +148,10 @@ impl Kernel {
         }
         self.threads[id as usize] = Some(t);
         // (`tcb_in`'s layout: the thread lies at the start of its slot.)
-        assert!(core::ptr::eq(self.threads[id as usize].as_ref().map_or(core::ptr::null(), |t| t as *const Tcb), &raw const self.threads[id as usize] as *const Tcb));
+        assert!(core::ptr::eq(
+            self.threads[id as usize].as_ref().map_or(core::ptr::null(), |t| t as *const Tcb),
+            &raw const self.threads[id as usize] as *const Tcb
+        ));
         Ok(id)
     }
 
@@ -200,7 +211,8 @@ impl Kernel {
         }
         let t = self.tm(id);
         t.state = State::Dead;
-        let (task_id, utcb_va, utcb_frame, kernel_thread, fast_blocks) = (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread, t.fast_blocks);
+        let (task_id, utcb_va, utcb_frame, kernel_thread, fast_blocks) =
+            (t.task, t.utcb_va, t.utcb_frame, t.kernel_thread, t.fast_blocks);
         if !kernel_thread {
             let task = self.task(task_id);
             task.switches[0] += fast_blocks;
@@ -279,7 +291,11 @@ impl Kernel {
             }
             self.task(r.id).dying = true;
             for t in 0..MAX_THREADS as u32 {
-                if t != cur && self.threads[t as usize].as_ref().is_some_and(|x| x.task == r.id && !x.kernel_thread && x.state != State::Dead) {
+                if t != cur
+                    && self.threads[t as usize]
+                        .as_ref()
+                        .is_some_and(|x| x.task == r.id && !x.kernel_thread && x.state != State::Dead)
+                {
                     self.destroy_thread(t);
                 }
             }
@@ -301,7 +317,10 @@ impl Kernel {
     fn destroy_one_task(&mut self, id: u32) {
         self.task_gen[id as usize] = self.task_gen[id as usize].wrapping_add(1);
         for t in 0..MAX_THREADS as u32 {
-            if self.threads[t as usize].as_ref().is_some_and(|x| x.task == id && !x.kernel_thread && x.state != State::Dead) {
+            if self.threads[t as usize]
+                .as_ref()
+                .is_some_and(|x| x.task == id && !x.kernel_thread && x.state != State::Dead)
+            {
                 self.destroy_thread(t);
             }
         }

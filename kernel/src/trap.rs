@@ -2,11 +2,11 @@
 //! its handler (or stops it); an exception in kernel mode is a kernel bug and halts.
 
 use crate::arch::cpu::{TrapFrame, VEC_RESCHED, VEC_SPURIOUS, VEC_TIMER};
+use crate::arch::serial::kprintln;
 use crate::arch::{irqchip, lapic};
+use crate::ipc;
 use crate::kernel::{enter, Kernel};
 use crate::sched::schedule;
-use crate::arch::serial::kprintln;
-use crate::ipc;
 use abi::ipc::fault;
 
 #[no_mangle]
@@ -16,7 +16,12 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
     if f.vector == 2 || f.vector == 18 {
         // Taken without the kernel lock (it may arrive while this CPU holds it): report
         // only. The first CPU to take an NMI reports the kernel's state too.
-        kprintln!("[kernel] NMI/machine check (vector {}) on CPU {} at {:#x}", f.vector, crate::arch::cpu::cpu_index(), f.rip);
+        kprintln!(
+            "[kernel] NMI/machine check (vector {}) on CPU {} at {:#x}",
+            f.vector,
+            crate::arch::cpu::cpu_index(),
+            f.rip
+        );
         static DUMPED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
         if f.vector == 2 && !DUMPED.swap(true, core::sync::atomic::Ordering::SeqCst) {
             crate::kernel::dump_state();
@@ -90,8 +95,5 @@ fn user_fault(k: &mut Kernel, vector: u64, f: &TrapFrame) {
 
 fn kernel_fault(vector: u64, f: &TrapFrame) -> ! {
     let cr2 = x86_64::registers::control::Cr2::read_raw();
-    panic!(
-        "kernel exception {} at {:#x} (error {:#x}, cr2 {:#x}, rsp {:#x})",
-        vector, f.rip, f.error, cr2, f.rsp
-    );
+    panic!("kernel exception {} at {:#x} (error {:#x}, cr2 {:#x}, rsp {:#x})", vector, f.rip, f.error, cr2, f.rsp);
 }

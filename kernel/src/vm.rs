@@ -36,7 +36,17 @@ impl Kernel {
     /// as in L4). A frame mapped `framedb::MAX_NODES` times already, or a chain of
     /// mappings `MAX_DEPTH` deep, is `NoMemory`, as a quota that cannot pay.
     #[allow(clippy::too_many_arguments)]
-    pub fn map_mem(&mut self, src: u32, sva: u64, dst: u32, dva: u64, n: u64, rights: u64, grant: bool, strict: bool) -> Result<(), Error> {
+    pub fn map_mem(
+        &mut self,
+        src: u32,
+        sva: u64,
+        dst: u32,
+        dva: u64,
+        n: u64,
+        rights: u64,
+        grant: bool,
+        strict: bool,
+    ) -> Result<(), Error> {
         let spml4 = self.task(src).pml4;
         let dpml4 = self.task(dst).pml4;
         if src == dst && sva < dva + n * PAGE_SIZE && dva < sva + n * PAGE_SIZE {
@@ -95,7 +105,8 @@ impl Kernel {
                     x
                 }
             };
-            let flags = |rights: u8, slot: Slot| pt::with_slot(task::pte_flags(rights as u64) | (e & task::CACHE_BITS), slot);
+            let flags =
+                |rights: u8, slot: Slot| pt::with_slot(task::pte_flags(rights as u64) | (e & task::CACHE_BITS), slot);
             if grant {
                 self.framedb.grant(frame, from, dst as u16, d).map_err(db_err)?;
                 if let Err(err) = self.task(dst).map_frame(d, frame, flags(have, from)) {
@@ -205,7 +216,17 @@ impl Kernel {
     /// a badge if the source has none. With `grant` the source loses it. With
     /// `replace`, an occupied destination is first emptied (IPC items, as L4 maps over).
     #[allow(clippy::too_many_arguments)]
-    pub fn cap_derive(&mut self, src: u32, src_slot: u64, dst: u32, dst_slot: u64, mask: u64, badge: u64, grant: bool, replace: bool) -> Result<(), Error> {
+    pub fn cap_derive(
+        &mut self,
+        src: u32,
+        src_slot: u64,
+        dst: u32,
+        dst_slot: u64,
+        mask: u64,
+        badge: u64,
+        grant: bool,
+        replace: bool,
+    ) -> Result<(), Error> {
         let c = self.task(src).cspace.get(src_slot)?;
         if matches!(c.obj, Obj::Reply(..)) && !grant {
             // The right to answer one call exists once: it may move, never be copied.

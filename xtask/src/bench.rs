@@ -184,7 +184,15 @@ impl Plan {
     /// `SUITE.json` and `SUITE.svg` written; in a smoke run, an error naming each figure
     /// the report or plot read in a mode measured that no side yielded, but for those
     /// `absent` names ((system, metric): a side that has no such measurement).
-    pub(crate) fn finish<R>(&self, suite: &str, agg: &Agg, modes: &[(&str, bool, String)], runs: usize, absent: &[(&str, &str)], make: impl FnOnce() -> (String, R)) -> Result<R, String> {
+    pub(crate) fn finish<R>(
+        &self,
+        suite: &str,
+        agg: &Agg,
+        modes: &[(&str, bool, String)],
+        runs: usize,
+        absent: &[(&str, &str)],
+        make: impl FnOnce() -> (String, R),
+    ) -> Result<R, String> {
         let ((svg, report), read) = reads(make);
         write_suite(&self.dir, suite, agg, modes, runs, svg)?;
         self.logs.borrow_mut().clear();
@@ -192,9 +200,16 @@ impl Plan {
             let measured: Vec<&str> = modes.iter().map(|m| m.0).collect();
             let lost = missing(&read, agg, &measured, absent);
             if !lost.is_empty() {
-                return Err(format!("suite `{suite}`: its report reads {} figure(s) no side yielded: {}", lost.len(), lost.join(", ")));
+                return Err(format!(
+                    "suite `{suite}`: its report reads {} figure(s) no side yielded: {}",
+                    lost.len(),
+                    lost.join(", ")
+                ));
             }
-            eprintln!("xtask: suite `{suite}`: each of the {} figures its report reads was yielded", read.iter().filter(|k| measured.contains(&k.1.as_str())).count());
+            eprintln!(
+                "xtask: suite `{suite}`: each of the {} figures its report reads was yielded",
+                read.iter().filter(|k| measured.contains(&k.1.as_str())).count()
+            );
         }
         Ok(report)
     }
@@ -223,9 +238,18 @@ pub(crate) fn reads<T>(f: impl FnOnce() -> T) -> (T, BTreeSet<(String, String, S
 
 /// The figures in `read` of a mode in `modes` that `agg` lacks, as `system/mode/metric`,
 /// but for the `absent` ones (system, metric).
-pub(crate) fn missing(read: &BTreeSet<(String, String, String)>, agg: &Agg, modes: &[&str], absent: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn missing(
+    read: &BTreeSet<(String, String, String)>,
+    agg: &Agg,
+    modes: &[&str],
+    absent: &[(&str, &str)],
+) -> Vec<String> {
     read.iter()
-        .filter(|(sys, mode, m)| modes.contains(&mode.as_str()) && !absent.iter().any(|(s, a)| s == sys && a == m) && !agg.contains_key(&(sys.clone(), mode.clone(), m.clone())))
+        .filter(|(sys, mode, m)| {
+            modes.contains(&mode.as_str())
+                && !absent.iter().any(|(s, a)| s == sys && a == m)
+                && !agg.contains_key(&(sys.clone(), mode.clone(), m.clone()))
+        })
         .map(|(sys, mode, m)| format!("{sys}/{mode}/{m}"))
         .collect()
 }
@@ -251,7 +275,8 @@ fn linux_kernel() -> Result<PathBuf, String> {
         return Err(format!("no Linux kernel in /boot for the baseline; install one with: sudo {install}"));
     }
     eprintln!("xtask: installing Debian's kernel package for the Linux baseline");
-    sh(Command::new("sh").args(["-c", &format!("apt-get update -qq && DEBIAN_FRONTEND=noninteractive {install} >/dev/null")]))?;
+    sh(Command::new("sh")
+        .args(["-c", &format!("apt-get update -qq && DEBIAN_FRONTEND=noninteractive {install} >/dev/null")]))?;
     find().ok_or_else(|| "the kernel package installed no /boot/vmlinuz-*".into())
 }
 
@@ -260,7 +285,10 @@ fn ensure_cc() -> Result<(), String> {
         return Ok(());
     }
     eprintln!("xtask: installing a C compiler and static libc for the Linux baseline");
-    sh(Command::new("sh").args(["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y gcc libc6-dev >/dev/null"]))
+    sh(Command::new("sh").args([
+        "-c",
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y gcc libc6-dev >/dev/null",
+    ]))
 }
 
 /// One entry of a cpio "newc" archive.
@@ -313,7 +341,14 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     ensure_cc()?;
     let src = project_root().join("bench/linux");
     let bin = dir.join("kbench");
-    sh(Command::new("cc").args(["-static", "-O2", "-pthread", "-o"]).arg(&bin).arg(src.join("kbench.c")).arg(src.join("baio.c")).arg(src.join("net.c")).arg(src.join("graft.c")).arg(src.join("smp.c")))?;
+    sh(Command::new("cc")
+        .args(["-static", "-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(src.join("kbench.c"))
+        .arg(src.join("baio.c"))
+        .arg(src.join("net.c"))
+        .arg(src.join("graft.c"))
+        .arg(src.join("smp.c")))?;
     let init = std::fs::read(&bin).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     cpio_entry(&mut out, "dev", 0o040755, (0, 0), &[], 1);
@@ -322,7 +357,10 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     // The grafts suite's MD5 as an XDP program (instructions; `cargo xtask build` made it).
     match std::fs::read(crate::grafts::xdp_md5()) {
         Ok(data) => cpio_entry(&mut out, "md5.bpf", 0o100644, (0, 0), &data, 1000),
-        Err(e) => eprintln!("xtask: {}: {e} (the Linux side of the grafts suite needs it)", crate::grafts::xdp_md5().display()),
+        Err(e) => eprintln!(
+            "xtask: {}: {e} (the Linux side of the grafts suite needs it)",
+            crate::grafts::xdp_md5().display()
+        ),
     }
     // nginx, its libraries and configuration (the net suite's second Linux server).
     match crate::nginx::files(dir) {
@@ -333,13 +371,16 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
         }
         Err(e) => eprintln!("xtask: nginx for the Linux guest: {e} (the net suite needs it)"),
     }
-    let version = vmlinuz.file_name().map(|n| n.to_string_lossy().trim_start_matches("vmlinuz-").to_string()).unwrap_or_default();
+    let version =
+        vmlinuz.file_name().map(|n| n.to_string_lossy().trim_start_matches("vmlinuz-").to_string()).unwrap_or_default();
     let mods = Path::new("/lib/modules").join(&version).join("kernel");
     cpio_entry(&mut out, "m", 0o040755, (0, 0), &[], 4);
     for (i, m) in VIRTIO_MODULES.iter().enumerate() {
         match std::fs::read(mods.join(m)) {
             Ok(data) => cpio_entry(&mut out, &format!("m/{}.ko", i + 1), 0o100644, (0, 0), &data, 5 + i as u32),
-            Err(e) => eprintln!("xtask: {}: {e} (the Linux side of the baio and net suites needs it)", mods.join(m).display()),
+            Err(e) => {
+                eprintln!("xtask: {}: {e} (the Linux side of the baio and net suites needs it)", mods.join(m).display())
+            }
         }
     }
     cpio_entry(&mut out, "TRAILER!!!", 0, (0, 0), &[], 0);
@@ -351,12 +392,20 @@ fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
 fn host_cpu() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default()
 }
 
 fn qemu_version() -> String {
-    Command::new(qemu::QEMU).arg("--version").output().map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string()).unwrap_or_default()
+    Command::new(qemu::QEMU)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").to_string())
+        .unwrap_or_default()
 }
 
 pub fn bench(args: &[String]) -> Result<ExitCode, String> {
@@ -416,7 +465,8 @@ fn run_suites(a: &crate::Artifacts, wanted: &[&str], plan: &Plan) -> Result<Exit
             }
             // The smoke goes on to the next suite: it names every broken one.
             Err(e) if plan.smoke => {
-                let why = format!("smoke of suite `{suite}` FAILED after {} s: {}", t.elapsed().as_secs(), plan.fail(&e));
+                let why =
+                    format!("smoke of suite `{suite}` FAILED after {} s: {}", t.elapsed().as_secs(), plan.fail(&e));
                 eprintln!("xtask: {why}");
                 plan.logs.borrow_mut().clear();
                 failed.push((*suite, why));
@@ -448,7 +498,12 @@ pub fn smoke_test(a: &crate::Artifacts) -> Result<(), String> {
 }
 
 /// What a side of the `kernel` suite does not measure (its "—" in `KERNEL_METRICS`).
-const KERNEL_ABSENT: [(&str, &str); 4] = [("scion", "page_fault_uffd"), ("linux", "demap_fanout_1"), ("linux", "irq_to_driver"), ("linux", "cr3_switch_floor")];
+const KERNEL_ABSENT: [(&str, &str); 4] = [
+    ("scion", "page_fault_uffd"),
+    ("linux", "demap_fanout_1"),
+    ("linux", "irq_to_driver"),
+    ("linux", "cr3_switch_floor"),
+];
 
 fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
     let dir = &plan.dir;
@@ -461,7 +516,15 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &P
         for run in 1..=runs {
             step += 1;
             eprintln!("[kernel {step}/{steps}] scion, {mode}, run {run}/{runs}");
-            let sc = Scenario { icount: *icount, limit_s: 300, ..Scenario::bench(if *icount { "bench-icount" } else { "bench-tcg" }, "kernel", &[("ARGS", plan.args())])? };
+            let sc = Scenario {
+                icount: *icount,
+                limit_s: 300,
+                ..Scenario::bench(
+                    if *icount { "bench-icount" } else { "bench-tcg" },
+                    "kernel",
+                    &[("ARGS", plan.args())],
+                )?
+            };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
             let path = plan.log("scion", &format!("scion-{mode}-{run}.log"), &log)?;
             if !ok {
@@ -472,7 +535,8 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &P
             }
             step += 1;
             eprintln!("[kernel {step}/{steps}] linux, {mode}, run {run}/{runs}");
-            let opts = bench_options(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet"), None);
+            let opts =
+                bench_options(accel.clone(), *icount, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet"), None);
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
             let path = plan.log("linux", &format!("linux-{mode}-{run}.log"), &out.log)?;
             if !out.log.contains("kbench: done") {
@@ -490,7 +554,11 @@ fn kernel_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &P
     })?;
     std::fs::write(dir.join("kernel-fig3.svg"), fig3).map_err(|e| e.to_string())?;
     // The instruction breakdowns (gdb steps through a round trip; minutes): not in a smoke run.
-    let breakdown = if plan.smoke { "The instruction breakdowns are not traced in a smoke run.\n".to_string() } else { breakdowns(a, dir) };
+    let breakdown = if plan.smoke {
+        "The instruction breakdowns are not traced in a smoke run.\n".to_string()
+    } else {
+        breakdowns(a, dir)
+    };
     Ok(format!("{report}\n{breakdown}"))
 }
 
@@ -552,9 +620,17 @@ fn to_json(suite: &str, agg: &Agg, modes: &[(&str, bool, String)], runs: usize) 
 }
 
 /// A suite's figures as `SUITE.json` and its plot as `SUITE.svg` in `dir`.
-fn write_suite(dir: &Path, suite: &str, agg: &Agg, modes: &[(&str, bool, String)], runs: usize, svg: String) -> Result<(), String> {
+fn write_suite(
+    dir: &Path,
+    suite: &str,
+    agg: &Agg,
+    modes: &[(&str, bool, String)],
+    runs: usize,
+    svg: String,
+) -> Result<(), String> {
     let json = to_json(suite, agg, modes, runs);
-    std::fs::write(dir.join(format!("{suite}.json")), serde_json::to_string_pretty(&json).unwrap()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(format!("{suite}.json")), serde_json::to_string_pretty(&json).unwrap())
+        .map_err(|e| e.to_string())?;
     std::fs::write(dir.join(format!("{suite}.svg")), svg).map_err(|e| e.to_string())?;
     eprintln!("xtask: wrote {0}/{suite}.json, {0}/{suite}.svg", dir.display());
     Ok(())
@@ -591,7 +667,8 @@ fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool
     let _ = writeln!(s, "Units: rdtsc ticks per operation — guest **instructions** under `icount` (`-icount shift=0,align=off,sleep=off`, deterministic), guest **cycles** under plain `tcg` (noisy; min–max shown).\n");
     for (mode, _, _) in modes {
         let _ = writeln!(s, "## Mode `{mode}`\n");
-        let _ = writeln!(s, "| metric | Scion | Scion min–max | Linux | Linux / Scion | Scion measures | Linux measures |");
+        let _ =
+            writeln!(s, "| metric | Scion | Scion min–max | Linux | Linux / Scion | Scion measures | Linux measures |");
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---|---|");
         for (m, sw, lw) in KERNEL_METRICS {
             let sc = fig(agg, "scion", mode, m);
@@ -602,10 +679,21 @@ fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool
                 _ => "—".into(),
             };
             let range = sc.map_or("—".to_string(), |f| format!("{}–{}", f.min, f.max));
-            let _ = writeln!(s, "| `{m}` | {} | {range} | {} | {ratio} | {sw} | {lw} |", fmt(sc.map(|f| f.median)), fmt(li));
+            let _ = writeln!(
+                s,
+                "| `{m}` | {} | {range} | {} | {ratio} | {sw} | {lw} |",
+                fmt(sc.map(|f| f.median)),
+                fmt(li)
+            );
         }
-        if let (Some(ipc), Some(floor)) = (get(agg, "scion", mode, "ipc_rtt_8b_cross"), get(agg, "scion", mode, "cr3_switch_floor")) {
-            let _ = writeln!(s, "\n`ipc_rtt_8b_cross / cr3_switch_floor` = {ipc} / {floor} = **{:.2}×**\n", ipc as f64 / floor as f64);
+        if let (Some(ipc), Some(floor)) =
+            (get(agg, "scion", mode, "ipc_rtt_8b_cross"), get(agg, "scion", mode, "cr3_switch_floor"))
+        {
+            let _ = writeln!(
+                s,
+                "\n`ipc_rtt_8b_cross / cr3_switch_floor` = {ipc} / {floor} = **{:.2}×**\n",
+                ipc as f64 / floor as f64
+            );
         }
     }
     // Targets, judged on instructions (icount).
@@ -618,7 +706,12 @@ fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool
     }
     if let (Some(ipc), Some(lin)) = (g("scion", "ipc_rtt_8b_cross"), g("linux", "ipc_rtt_8b_cross")) {
         let r = lin as f64 / ipc as f64;
-        let _ = writeln!(s, "- At least 10× fewer instructions than the Linux pipe round trip: {:.1}× fewer — {}.", r, verdict(r >= 10.0));
+        let _ = writeln!(
+            s,
+            "- At least 10× fewer instructions than the Linux pipe round trip: {:.1}× fewer — {}.",
+            r,
+            verdict(r >= 10.0)
+        );
     }
     if let Some(ipc) = g("scion", "ipc_rtt_8b_cross") {
         let one_way = ipc / 2;
@@ -638,11 +731,20 @@ fn report_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, bool
     }
     if let (Some(s512), Some(s8)) = (g("scion", "ipc_rtt_512b_cross"), g("scion", "ipc_rtt_8b_cross")) {
         let r = s512 as f64 / s8 as f64;
-        let _ = writeln!(s, "- 512-byte strings each way at most 2× the 8-byte round trip: {r:.2}× — {}.", verdict(r <= 2.0));
+        let _ = writeln!(
+            s,
+            "- 512-byte strings each way at most 2× the 8-byte round trip: {r:.2}× — {}.",
+            verdict(r <= 2.0)
+        );
     }
     if let (Some(pf), Some(lin)) = (g("scion", "page_fault_user_pager"), g("linux", "page_fault_user_pager")) {
         let r = pf as f64 / lin as f64;
-        let _ = writeln!(s, "- Page fault through a user-level pager at most 1.5× Linux's in-kernel anonymous fault: {:.2}× — {}.", r, verdict(r <= 1.5));
+        let _ = writeln!(
+            s,
+            "- Page fault through a user-level pager at most 1.5× Linux's in-kernel anonymous fault: {:.2}× — {}.",
+            r,
+            verdict(r <= 1.5)
+        );
     }
     let _ = writeln!(s, "\nA missed target is reported as such; the closing notes of the issues say why.\n\n![kernel suite](kernel.svg)\n");
     s += &figure3_md(agg, modes);
@@ -683,7 +785,10 @@ fn figure3_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, boo
     for (mode, _, _) in modes {
         let unit = if *mode == "icount" { "instructions" } else { "cycles" };
         let _ = writeln!(s, "### Mode `{mode}` ({unit})\n");
-        let _ = writeln!(s, "| bytes each way | Scion | Linux pipes | Linux Unix socket | pipes / Scion | socket / Scion |");
+        let _ = writeln!(
+            s,
+            "| bytes each way | Scion | Linux pipes | Linux Unix socket | pipes / Scion | socket / Scion |"
+        );
         let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|");
         for n in &sizes {
             let sc = get(agg, "scion", mode, &format!("rpc_str_{n}"));
@@ -718,24 +823,39 @@ fn figure3_md(agg: &BTreeMap<(String, String, String), Fig>, modes: &[(&str, boo
 /// Figure 3 as lines (log–log): instructions per round trip against bytes each way.
 pub(crate) fn figure3_svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     let sizes = string_sizes(agg);
-    let series: [(&str, &str, &str, &str); 3] =
-        [("Scion", "scion", "rpc_str", "#2b7bb9"), ("Linux pipes", "linux", "rpc_str", "#e07b39"), ("Linux Unix socket", "linux", "unix_str", "#6a9f3a")];
-    let pts = |sys: &str, m: &str| -> Vec<(u64, u64)> { sizes.iter().filter_map(|n| Some((*n, get(agg, sys, "icount", &format!("{m}_{n}"))?))).collect() };
+    let series: [(&str, &str, &str, &str); 3] = [
+        ("Scion", "scion", "rpc_str", "#2b7bb9"),
+        ("Linux pipes", "linux", "rpc_str", "#e07b39"),
+        ("Linux Unix socket", "linux", "unix_str", "#6a9f3a"),
+    ];
+    let pts = |sys: &str, m: &str| -> Vec<(u64, u64)> {
+        sizes.iter().filter_map(|n| Some((*n, get(agg, sys, "icount", &format!("{m}_{n}"))?))).collect()
+    };
     let all: Vec<u64> = series.iter().flat_map(|(_, sys, m, _)| pts(sys, m)).map(|p| p.1).collect();
     let (w, h, left, top, right, bottom) = (760.0, 460.0, 80.0, 50.0, 180.0, 50.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
-    let (ymin, ymax) = (all.iter().copied().min().unwrap_or(1).max(1) as f64 / 1.5, all.iter().copied().max().unwrap_or(10).max(10) as f64 * 1.5);
-    let (xmin, xmax) = (sizes.first().copied().unwrap_or(8).max(1) as f64, sizes.last().copied().unwrap_or(4096).max(16) as f64);
+    let (ymin, ymax) = (
+        all.iter().copied().min().unwrap_or(1).max(1) as f64 / 1.5,
+        all.iter().copied().max().unwrap_or(10).max(10) as f64 * 1.5,
+    );
+    let (xmin, xmax) =
+        (sizes.first().copied().unwrap_or(8).max(1) as f64, sizes.last().copied().unwrap_or(4096).max(16) as f64);
     let x = |n: u64| left + ((n as f64).ln() - xmin.ln()) / (xmax.ln() - xmin.ln()).max(1e-9) * pw;
     let y = |v: u64| top + ph - ((v.max(1) as f64).ln() - ymin.ln()) / (ymax.ln() - ymin.ln()) * ph;
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n");
     let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
     let _ = writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Figure 3 (L4): round trip against message size (icount: instructions, log–log)</text>");
-    let _ = writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#999\"/>");
+    let _ =
+        writeln!(s, "<rect x=\"{left}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#999\"/>");
     for n in &sizes {
         let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>", x(*n), top + ph + 16.0);
     }
-    let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">bytes each way</text>", left + pw / 2.0, h - 10.0);
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">bytes each way</text>",
+        left + pw / 2.0,
+        h - 10.0
+    );
     let mut tick = 10u64;
     while (tick as f64) < ymax {
         if tick as f64 >= ymin {
@@ -746,7 +866,11 @@ pub(crate) fn figure3_svg(agg: &BTreeMap<(String, String, String), Fig>) -> Stri
     for (i, (name, sys, m, color)) in series.iter().enumerate() {
         let p = pts(sys, m);
         let line: Vec<String> = p.iter().map(|(n, v)| format!("{:.1},{:.1}", x(*n), y(*v))).collect();
-        let _ = writeln!(s, "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>", line.join(" "));
+        let _ = writeln!(
+            s,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+            line.join(" ")
+        );
         for (n, v) in &p {
             let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>", x(*n), y(*v));
         }
@@ -759,8 +883,10 @@ pub(crate) fn figure3_svg(agg: &BTreeMap<(String, String, String), Fig>) -> Stri
 
 /// Grouped bars (log scale) of instructions per operation, Scion against Linux.
 fn svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
-    let rows: Vec<(&str, Option<u64>, Option<u64>)> =
-        KERNEL_METRICS.iter().map(|(m, _, _)| (*m, get(agg, "scion", "icount", m), get(agg, "linux", "icount", m))).collect();
+    let rows: Vec<(&str, Option<u64>, Option<u64>)> = KERNEL_METRICS
+        .iter()
+        .map(|(m, _, _)| (*m, get(agg, "scion", "icount", m), get(agg, "linux", "icount", m)))
+        .collect();
     let (w, row_h, left, top) = (900.0, 34.0, 190.0, 50.0);
     let h = top + row_h * rows.len() as f64 + 40.0;
     let maxv = rows.iter().flat_map(|r| [r.1, r.2]).flatten().max().unwrap_or(10).max(10) as f64;
@@ -769,8 +895,17 @@ fn svg(agg: &BTreeMap<(String, String, String), Fig>) -> String {
     let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
     let _ =
         writeln!(s, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Suite kernel: guest instructions per operation (icount, log scale)</text>");
-    let _ = writeln!(s, "<rect x=\"{left}\" y=\"30\" width=\"12\" height=\"10\" fill=\"#2b7bb9\"/><text x=\"{}\" y=\"39\">Scion</text>", left + 16.0);
-    let _ = writeln!(s, "<rect x=\"{}\" y=\"30\" width=\"12\" height=\"10\" fill=\"#e07b39\"/><text x=\"{}\" y=\"39\">Linux</text>", left + 70.0, left + 86.0);
+    let _ = writeln!(
+        s,
+        "<rect x=\"{left}\" y=\"30\" width=\"12\" height=\"10\" fill=\"#2b7bb9\"/><text x=\"{}\" y=\"39\">Scion</text>",
+        left + 16.0
+    );
+    let _ = writeln!(
+        s,
+        "<rect x=\"{}\" y=\"30\" width=\"12\" height=\"10\" fill=\"#e07b39\"/><text x=\"{}\" y=\"39\">Linux</text>",
+        left + 70.0,
+        left + 86.0
+    );
     for (i, (m, sc, li)) in rows.iter().enumerate() {
         let y = top + row_h * i as f64;
         let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{m}</text>", left - 8.0, y + 18.0);
@@ -865,7 +1000,11 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Pla
                 icount: *icount,
                 limit_s: plan.count(1800, 300),
                 memory: BAIO_MEMORY.into(),
-                ..Scenario::bench(if *icount { "bench-baio-icount" } else { "bench-baio-tcg" }, "baio", &[("ARGS", format!("{} {n} {BAIO_DEPTH}", ws.join(",")))])?
+                ..Scenario::bench(
+                    if *icount { "bench-baio-icount" } else { "bench-baio-tcg" },
+                    "baio",
+                    &[("ARGS", format!("{} {n} {BAIO_DEPTH}", ws.join(",")))],
+                )?
             };
             let (ok, log) = run_scenario_log(a, &sc, accel)?;
             let path = plan.log("scion", &format!("scion-baio-{mode}.log"), &log)?;
@@ -877,8 +1016,12 @@ fn baio_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Pla
             }
             step += 1;
             eprintln!("[baio {step}/{steps}] linux, {mode}, run {run}");
-            let append = format!("console=ttyS0 rdinit=/init panic=-1 quiet kbench=baio seg={start}:{seg_blocks} {args}");
-            let opts = Options { memory: BAIO_MEMORY.into(), ..bench_options(accel.clone(), *icount, plan.linux(&append), Some(disk.clone())) };
+            let append =
+                format!("console=ttyS0 rdinit=/init panic=-1 quiet kbench=baio seg={start}:{seg_blocks} {args}");
+            let opts = Options {
+                memory: BAIO_MEMORY.into(),
+                ..bench_options(accel.clone(), *icount, plan.linux(&append), Some(disk.clone()))
+            };
             let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(1800), None)?;
             let log = plan.log("linux", &format!("linux-baio-{mode}.log"), &out.log)?;
             if !out.log.contains("kbench: baio done") {
@@ -919,31 +1062,70 @@ fn baio_report(agg: &Agg, ws_list: &[u64], n: u64) -> String {
     let _ = writeln!(s, "QEMU's disk has a write cache (`cache=writeback`); blk flushes it at every ordering point of a metadata update and at `SYNC` (`docs/baio-format.md`). Per operation, {} of each (a write: one 4 KiB block, direct): ops/s under TCG (the host's `fdatasync` included), busy instructions under icount (the guest's side only: its waits are idle), and the flushes blk sent. The mark move's cost is `mark_write` less `write`.\n", 8);
     let _ = writeln!(s, "| operation | ops/s (tcg) | instructions/op (icount) | flushes/op |");
     let _ = writeln!(s, "|---|---:|---:|---:|");
-    for (m, what) in [("create_delete", "a CREATE and a DELETE of a 256-block segment"), ("mark_write", "a write 256 blocks past the written mark (256 blocks of zeros, the mark)"), ("write", "the same write under the mark"), ("sync", "a SYNC with nothing to write")] {
+    for (m, what) in [
+        ("create_delete", "a CREATE and a DELETE of a 256-block segment"),
+        ("mark_write", "a write 256 blocks past the written mark (256 blocks of zeros, the mark)"),
+        ("write", "the same write under the mark"),
+        ("sync", "a SYNC with nothing to write"),
+    ] {
         let rps = get(agg, "scion", "tcg", &format!("baio_meta_{m}_rps"));
         let ipr = get(agg, "scion", "icount", &format!("baio_meta_{m}_ipr"));
-        let fl = get(agg, "scion", "icount", &format!("baio_meta_{m}_flushes")).or_else(|| get(agg, "scion", "tcg", &format!("baio_meta_{m}_flushes")));
-        let _ = writeln!(s, "| {what} | {} | {} | {} |", fmt(rps), fmt(ipr), fl.map_or("—".into(), |f| format!("{:.2}", f as f64 / 100.0)));
+        let fl = get(agg, "scion", "icount", &format!("baio_meta_{m}_flushes"))
+            .or_else(|| get(agg, "scion", "tcg", &format!("baio_meta_{m}_flushes")));
+        let _ = writeln!(
+            s,
+            "| {what} | {} | {} | {} |",
+            fmt(rps),
+            fmt(ipr),
+            fl.map_or("—".into(), |f| format!("{:.2}", f as f64 / 100.0))
+        );
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "## Targets (headline working set unless named)\n");
     let verdict = |ok: bool| if ok { "**met**" } else { "**missed**" };
     // (target, faster system and metric, slower system and metric, least ratio)
     let targets = [
-        ("BAIO direct ≥ 1.5× synchronous on random reads", ("scion", "baio_direct_random_read"), ("scion", "sync_random_read"), 1.5),
-        ("BAIO direct ≥ Linux io_uring O_DIRECT on random reads", ("scion", "baio_direct_random_read"), ("linux", "io_uring_direct_random_read"), 1.0),
-        ("Sequential BAIO direct within 5% of synchronous", ("scion", "baio_direct_seq_read"), ("scion", "sync_seq_read"), 0.95),
+        (
+            "BAIO direct ≥ 1.5× synchronous on random reads",
+            ("scion", "baio_direct_random_read"),
+            ("scion", "sync_random_read"),
+            1.5,
+        ),
+        (
+            "BAIO direct ≥ Linux io_uring O_DIRECT on random reads",
+            ("scion", "baio_direct_random_read"),
+            ("linux", "io_uring_direct_random_read"),
+            1.0,
+        ),
+        (
+            "Sequential BAIO direct within 5% of synchronous",
+            ("scion", "baio_direct_seq_read"),
+            ("scion", "sync_seq_read"),
+            0.95,
+        ),
         // The shared cache against Linux's page cache where both hold the working set.
-        ("BAIO buffered ≥ Linux's page cache on random reads, 64 MiB working set", ("scion", "baio_buffered_random_read_ws64"), ("linux", "pread_buffered_random_read_ws64"), 1.0),
+        (
+            "BAIO buffered ≥ Linux's page cache on random reads, 64 MiB working set",
+            ("scion", "baio_buffered_random_read_ws64"),
+            ("linux", "pread_buffered_random_read_ws64"),
+            1.0,
+        ),
     ];
-    for (mode, suffix, unit) in [("tcg", "_rps", "requests/s under TCG"), ("icount", "_ipr", "busy instructions per request under icount (lower is better; ratio inverted)")] {
+    for (mode, suffix, unit) in [
+        ("tcg", "_rps", "requests/s under TCG"),
+        ("icount", "_ipr", "busy instructions per request under icount (lower is better; ratio inverted)"),
+    ] {
         let _ = writeln!(s, "Judged on {unit}:\n");
         for (what, (sa, ma), (sb, mb), least) in targets {
             // A working set the run did not measure (the smoke's are smaller).
             if ma.rsplit_once("_ws").is_some_and(|(_, w)| !ws_list.iter().any(|x| x.to_string() == w)) {
                 continue;
             }
-            let (Some(a), Some(b)) = (get(agg, sa, mode, &format!("{ma}{suffix}")), get(agg, sb, mode, &format!("{mb}{suffix}"))) else { continue };
+            let (Some(a), Some(b)) =
+                (get(agg, sa, mode, &format!("{ma}{suffix}")), get(agg, sb, mode, &format!("{mb}{suffix}")))
+            else {
+                continue;
+            };
             if a == 0 || b == 0 {
                 continue;
             }
@@ -1001,7 +1183,8 @@ fn baio_svg(agg: &Agg, ws_list: &[u64]) -> String {
         top + ph
     );
     for &ws in ws_list {
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{ws} MiB</text>", lx(ws), top + ph + 18.0);
+        let _ =
+            writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{ws} MiB</text>", lx(ws), top + ph + 18.0);
     }
     for k in 0..=4 {
         let v = (maxv * k as f64 / 4.0) as u64;
@@ -1015,13 +1198,22 @@ fn baio_svg(agg: &Agg, ws_list: &[u64]) -> String {
             ly(v)
         );
     }
-    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">working set (log scale)</text>", left + pw / 2.0, h - 10.0);
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">working set (log scale)</text>",
+        left + pw / 2.0,
+        h - 10.0
+    );
     for (i, (sys, m, color, label)) in lines.iter().enumerate() {
         let p = pts(sys, m);
         let path: Vec<String> = p.iter().map(|(ws, v)| format!("{:.1},{:.1}", lx(*ws), ly(*v))).collect();
         let dash = if *sys == "linux" { " stroke-dasharray=\"6,3\"" } else { "" };
         if !path.is_empty() {
-            let _ = writeln!(s, "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{dash}/>", path.join(" "));
+            let _ = writeln!(
+                s,
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{dash}/>",
+                path.join(" ")
+            );
             for (ws, v) in &p {
                 let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>", lx(*ws), ly(*v));
             }
@@ -1062,13 +1254,18 @@ fn guest_busy_parts(port: u16) -> Result<(u64, Vec<(String, u64)>), String> {
     let mut s = crate::nettest::ready(port)?;
     write!(s, "GET /.busy HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
     let r = crate::nettest::response(&mut s, false)?;
-    let busy = busy_of(&r.body).ok_or_else(|| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))?;
+    let busy = busy_of(&r.body)
+        .ok_or_else(|| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))?;
     Ok((busy, parts_of(&r.body)))
 }
 
 /// The `PART=TICKS` words of a `/.busy` answer.
 fn parts_of(body: &[u8]) -> Vec<(String, u64)> {
-    String::from_utf8_lossy(body).split_whitespace().filter_map(|w| w.split_once('=')).filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?))).collect()
+    String::from_utf8_lossy(body)
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
 }
 
 /// The busy ticks in a `/.busy` answer: its first number (Scion's httpd answers "busy tsc
@@ -1099,7 +1296,8 @@ fn downloads(http: u16, busy: u16, smoke: bool) -> Result<Vec<(String, u64)>, St
             let mut s = crate::nettest::ready(http)?;
             for _ in 0..n {
                 // One write (see nettest::request).
-                s.write_all(format!("GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
+                s.write_all(format!("GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes())
+                    .map_err(|e| e.to_string())?;
                 let r = crate::nettest::response(&mut s, false)?;
                 if r.status != 200 || r.body.len() != size {
                     return Err(format!("GET /{file}: status {}, {} bytes", r.status, r.body.len()));
@@ -1116,7 +1314,11 @@ fn downloads(http: u16, busy: u16, smoke: bool) -> Result<Vec<(String, u64)>, St
         let kib = k * size as u64 / 1024;
         out.push((format!("http_download_kbps_{tag}"), (kib as f64 / secs) as u64));
         out.push((format!("http_download_ipk_{tag}"), b1.saturating_sub(b0) / kib.max(1)));
-        eprintln!("    | {file} × {k}: {:.0} KiB/s, {} busy ticks per KiB", kib as f64 / secs, b1.saturating_sub(b0) / kib.max(1));
+        eprintln!(
+            "    | {file} × {k}: {:.0} KiB/s, {} busy ticks per KiB",
+            kib as f64 / secs,
+            b1.saturating_sub(b0) / kib.max(1)
+        );
     }
     Ok(out)
 }
@@ -1171,7 +1373,9 @@ const LOAD_PORTS: usize = 8;
 fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(String, u64)>, String> {
     let mut out = Vec::new();
     for &(c, n) in crate::netload::levels(smoke) {
-        let (rps, ipr) = crate::netload::at(ports, c, n, "/small.txt", crate::nettest::SMALL.len(), &|| guest_busy(busy)).map_err(|e| format!("{prefix}{c} clients: {e}"))?;
+        let (rps, ipr) =
+            crate::netload::at(ports, c, n, "/small.txt", crate::nettest::SMALL.len(), &|| guest_busy(busy))
+                .map_err(|e| format!("{prefix}{c} clients: {e}"))?;
         eprintln!("    | {prefix}{c} clients × {n} requests: {rps} requests/s, {ipr} busy ticks each");
         out.push((format!("{prefix}http_c{c}_rps"), rps));
         out.push((format!("{prefix}http_c{c}_ipr"), ipr));
@@ -1184,7 +1388,14 @@ fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(St
 /// `nginx:…`; or why not) and the serial log.
 type Measured = (Result<Vec<(String, u64)>, String>, String);
 
-fn net_boot(kernel: &Path, image: &Path, opts: Options, ready: &str, nginx: bool, smoke: bool) -> Result<Measured, String> {
+fn net_boot(
+    kernel: &Path,
+    image: &Path,
+    opts: Options,
+    ready: &str,
+    nginx: bool,
+    smoke: bool,
+) -> Result<Measured, String> {
     let ports = qemu::free_ports(2 + LOAD_PORTS + if nginx { 1 + LOAD_PORTS } else { 0 })?;
     let (http, echo) = (ports[0], ports[1]);
     let load = ports[2..2 + LOAD_PORTS].to_vec();
@@ -1234,10 +1445,24 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan
                 step += 1;
                 eprintln!("[net {step}/{steps}] {sys}, {mode}, run {run}");
                 let (figs, log) = if sys == "scion" {
-                    net_boot(&a.kernel, &img, bench_options(accel.clone(), *icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, false, plan.smoke)
+                    net_boot(
+                        &a.kernel,
+                        &img,
+                        bench_options(accel.clone(), *icount, String::new(), Some(disk.clone())),
+                        crate::nettest::HTTPD_READY,
+                        false,
+                        plan.smoke,
+                    )
                 } else {
                     let append = plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=net nginx=1");
-                    net_boot(vmlinuz, initramfs, bench_options(accel.clone(), *icount, append, None), "lhttpd: serving", true, plan.smoke)
+                    net_boot(
+                        vmlinuz,
+                        initramfs,
+                        bench_options(accel.clone(), *icount, append, None),
+                        "lhttpd: serving",
+                        true,
+                        plan.smoke,
+                    )
                 }
                 .map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
                 plan.log(sys, &format!("{sys}-net-{mode}.log"), &log)?;
@@ -1251,14 +1476,24 @@ fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan
                         None => (sys, m),
                     };
                     if clock != *icount {
-                        results.entry((who.into(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
+                        results.entry((who.into(), mode.to_string())).or_default().entry(m).or_default().push(Fig {
+                            median: v,
+                            min: v,
+                            max: v,
+                            samples: 1,
+                        });
                     }
                 }
             }
         }
     }
     let agg = aggregate(&results);
-    plan.finish("net", &agg, &modes, plan.runs(RUNS), NET_ABSENT, || (net_svg(&agg, crate::netload::levels(plan.smoke)), net_report(&agg, plan.count(NET_RR, NET_SMOKE_RR), crate::netload::levels(plan.smoke))))
+    plan.finish("net", &agg, &modes, plan.runs(RUNS), NET_ABSENT, || {
+        (
+            net_svg(&agg, crate::netload::levels(plan.smoke)),
+            net_report(&agg, plan.count(NET_RR, NET_SMOKE_RR), crate::netload::levels(plan.smoke)),
+        )
+    })
 }
 
 /// The report; `rr`: the round trips per figure; `levels`: the concurrency levels run.
@@ -1287,7 +1522,15 @@ fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
     }
     for (m, mode) in &rows {
         let (a, b, n) = (get(agg, "scion", mode, m), get(agg, "linux", mode, m), get(agg, "nginx", mode, m));
-        let _ = writeln!(s, "| `{m}` ({mode}) | {} | {} | {} | {} | {} |", fmt(a), fmt(b), fmt(n), ratio(a, b), ratio(a, n));
+        let _ = writeln!(
+            s,
+            "| `{m}` ({mode}) | {} | {} | {} | {} | {} |",
+            fmt(a),
+            fmt(b),
+            fmt(n),
+            ratio(a, b),
+            ratio(a, n)
+        );
     }
     // Where Scion's round trip goes: net's parts (its own clock ticks, `net_api::PROFILE`),
     // the rest (the kernel's IPC, interrupts and switches, the echo program) by difference.
@@ -1319,43 +1562,75 @@ fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
         }
         let _ = writeln!(s, "| **net in all** | {net} | {:.0}% |", 100.0 * net as f64 / total.max(1) as f64);
         let rest = total.saturating_sub(net);
-        let _ = writeln!(s, "| the kernel (IPC, interrupt, switches) and the echo program | {rest} | {:.0}% |", 100.0 * rest as f64 / total.max(1) as f64);
-        let _ = writeln!(s, "| **total** (Linux: {}) | {total} | 100% |", fmt(get(agg, "linux", "icount", "tcp_rr_64b")));
+        let _ = writeln!(
+            s,
+            "| the kernel (IPC, interrupt, switches) and the echo program | {rest} | {:.0}% |",
+            100.0 * rest as f64 / total.max(1) as f64
+        );
+        let _ =
+            writeln!(s, "| **total** (Linux: {}) | {total} | 100% |", fmt(get(agg, "linux", "icount", "tcp_rr_64b")));
     }
     let _ = writeln!(s, "\n## Target\n");
     for (tag, _, _) in NET_SIZES {
         let m = format!("http_download_ipk_{tag}");
         if let (Some(a), Some(b)) = (get(agg, "scion", "icount", &m), get(agg, "linux", "icount", &m)) {
             let x = a as f64 / b.max(1) as f64;
-            let _ = writeln!(s, "- Scion's instructions per KiB ≤ 1.0× Linux's ({tag}): {x:.2}× — {}.", if x <= 1.0 { "**met**" } else { "**missed**" });
+            let _ = writeln!(
+                s,
+                "- Scion's instructions per KiB ≤ 1.0× Linux's ({tag}): {x:.2}× — {}.",
+                if x <= 1.0 { "**met**" } else { "**missed**" }
+            );
         }
     }
     if let (Some(a), Some(b)) = (get(agg, "scion", "icount", "tcp_rr_64b"), get(agg, "linux", "icount", "tcp_rr_64b")) {
         let x = a as f64 / b.max(1) as f64;
-        let _ = writeln!(s, "- A 64-byte TCP round trip ≤ 1.0× Linux's instructions (issue 38): {x:.2}× — {}.", if x <= 1.0 { "**met**" } else { "**missed**" });
+        let _ = writeln!(
+            s,
+            "- A 64-byte TCP round trip ≤ 1.0× Linux's instructions (issue 38): {x:.2}× — {}.",
+            if x <= 1.0 { "**met**" } else { "**missed**" }
+        );
     }
     let _ = writeln!(s, "\n![net suite](net.svg)\n");
     s
 }
 
 /// The systems of the `net` suite, their colours and labels.
-const NET_SYSTEMS: [(&str, &str, &str); 3] = [("scion", "#2b7bb9", "Scion (httpd, Cue)"), ("linux", "#e07b39", "Linux, C server"), ("nginx", "#3a9a4a", "Linux, nginx (sendfile)")];
+const NET_SYSTEMS: [(&str, &str, &str); 3] = [
+    ("scion", "#2b7bb9", "Scion (httpd, Cue)"),
+    ("linux", "#e07b39", "Linux, C server"),
+    ("nginx", "#3a9a4a", "Linux, nginx (sendfile)"),
+];
 
 /// Busy instructions per KiB for each download size and per 64-byte round trip (top),
 /// and per small request at each concurrency level (bottom), each system beside the
 /// others (bars; icount).
 fn net_svg(agg: &BTreeMap<(String, String, String), Fig>, levels: &[(usize, usize)]) -> String {
-    let of = |m: &str, div: u64| NET_SYSTEMS.iter().map(|(sys, _, _)| get(agg, sys, "icount", m).map(|v| v / div)).collect::<Vec<_>>();
+    let of = |m: &str, div: u64| {
+        NET_SYSTEMS.iter().map(|(sys, _, _)| get(agg, sys, "icount", m).map(|v| v / div)).collect::<Vec<_>>()
+    };
     let top: Vec<(String, Vec<Option<u64>>)> = NET_SIZES
         .iter()
         .map(|(t, _, _)| (format!("download {t}"), of(&format!("http_download_ipk_{t}"), 1)))
         .chain(std::iter::once(("64 B round trip / 10".to_string(), of("tcp_rr_64b", 10))))
         .collect();
-    let bottom: Vec<(String, Vec<Option<u64>>)> = levels.iter().map(|(c, _)| (format!("{c} clients"), of(&format!("http_c{c}_ipr"), 1))).collect();
+    let bottom: Vec<(String, Vec<Option<u64>>)> =
+        levels.iter().map(|(c, _)| (format!("{c} clients"), of(&format!("http_c{c}_ipr"), 1))).collect();
     let (w, h) = (760.0, 380.0);
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n", 2.0 * h);
-    s.push_str(&bars("Suite net: busy guest instructions per KiB delivered (icount; lower is better)", &top, 0.0, w, h));
-    s.push_str(&bars("Busy guest instructions per small request at each concurrency (icount; lower is better)", &bottom, h, w, h));
+    s.push_str(&bars(
+        "Suite net: busy guest instructions per KiB delivered (icount; lower is better)",
+        &top,
+        0.0,
+        w,
+        h,
+    ));
+    s.push_str(&bars(
+        "Busy guest instructions per small request at each concurrency (icount; lower is better)",
+        &bottom,
+        h,
+        w,
+        h,
+    ));
     s.push_str("</svg>\n");
     s
 }
@@ -1384,7 +1659,8 @@ fn bars(title: &str, groups: &[(String, Vec<Option<u64>>)], y0: f64, w: f64, h: 
                 let _ = writeln!(s, "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>", base - bh, NET_SYSTEMS[j % NET_SYSTEMS.len()].1, x + bw / 2.0, base - bh - 3.0);
             }
         }
-        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", x0 + gw * 0.4, base + 18.0);
+        let _ =
+            writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", x0 + gw * 0.4, base + 18.0);
     }
     s
 }
@@ -1400,7 +1676,8 @@ pub(crate) fn panels_svg(panels: &[Panel]) -> String {
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
     let mut y = 10.0;
     for (title, rows) in panels {
-        let _ = writeln!(s, "<text x=\"10\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{title}</text>", y + 18.0);
+        let _ =
+            writeln!(s, "<text x=\"10\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\">{title}</text>", y + 18.0);
         y += 30.0;
         let maxv = rows.iter().filter_map(|r| r.1).max().unwrap_or(1).max(1) as f64;
         for (label, v) in rows {
@@ -1421,7 +1698,6 @@ pub(crate) fn panels_svg(panels: &[Panel]) -> String {
     s.push_str("</svg>\n");
     s
 }
-
 
 #[cfg(test)]
 mod busy_tests {
@@ -1446,14 +1722,25 @@ mod bench_smoke {
     use super::*;
 
     fn agg_of(figs: &[(&str, &str, &str)]) -> Agg {
-        figs.iter().map(|(s, mo, m)| ((s.to_string(), mo.to_string(), m.to_string()), Fig { median: 1, min: 1, max: 1, samples: 1 })).collect()
+        figs.iter()
+            .map(|(s, mo, m)| {
+                ((s.to_string(), mo.to_string(), m.to_string()), Fig { median: 1, min: 1, max: 1, samples: 1 })
+            })
+            .collect()
     }
 
     /// The net suite's figures in icount, both sides, as the guests' answers give them.
     fn net_icount() -> Vec<(&'static str, &'static str, &'static str)> {
         let mut v = Vec::new();
         for sys in ["scion", "linux", "nginx"] {
-            for m in ["http_download_ipk_64k", "http_download_ipk_1m", "http_download_ipk_16m", "tcp_rr_64b", "http_c1_ipr", "http_c10_ipr"] {
+            for m in [
+                "http_download_ipk_64k",
+                "http_download_ipk_1m",
+                "http_download_ipk_16m",
+                "tcp_rr_64b",
+                "http_c1_ipr",
+                "http_c10_ipr",
+            ] {
                 if !(sys == "nginx" && m == "tcp_rr_64b") {
                     v.push((sys, "icount", m));
                 }
@@ -1469,7 +1756,10 @@ mod bench_smoke {
     fn smoke_check_names_each_figure_a_report_lacks() {
         let full = agg_of(&net_icount());
         let (_, read) = reads(|| net_report(&full, 20, crate::netload::levels(true)));
-        assert!(read.contains(&("linux".into(), "tcg".into(), "tcp_rr_64b_us".into())), "the report reads the tcg figures too");
+        assert!(
+            read.contains(&("linux".into(), "tcg".into(), "tcp_rr_64b_us".into())),
+            "the report reads the tcg figures too"
+        );
         assert_eq!(missing(&read, &full, &["icount"], NET_ABSENT), Vec::<String>::new());
         let mut broken = net_icount();
         broken.retain(|f| *f != ("linux", "icount", "tcp_rr_64b"));
@@ -1481,7 +1771,10 @@ mod bench_smoke {
         let tcg = 3 + 1 + crate::netload::levels(true).len();
         assert_eq!(missing(&read, &agg, &["icount", "tcg"], NET_ABSENT).len(), 1 + 3 * tcg - 1);
         // A figure a side does not have by design is not asked of it.
-        assert_eq!(missing(&read, &agg, &["icount"], &[("linux", "tcp_rr_64b"), ("nginx", "tcp_rr_64b")]), Vec::<String>::new());
+        assert_eq!(
+            missing(&read, &agg, &["icount"], &[("linux", "tcp_rr_64b"), ("nginx", "tcp_rr_64b")]),
+            Vec::<String>::new()
+        );
     }
 
     /// A whole side silent (its guest printed no BENCH line the parser took): every

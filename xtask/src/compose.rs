@@ -72,7 +72,11 @@ pub fn take_include(text: &str) -> Result<(Vec<String>, String), String> {
                 .and_then(|v| v.as_array().cloned())
                 .ok_or_else(|| format!("`{}`: include is a list of part names", line.trim()))?
                 .into_iter()
-                .map(|v| v.as_str().map(String::from).ok_or_else(|| format!("`{}`: include is a list of part names", line.trim())))
+                .map(|v| {
+                    v.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| format!("`{}`: include is a list of part names", line.trim()))
+                })
                 .collect::<Result<_, _>>()?;
             parts.extend(list);
             continue;
@@ -136,7 +140,11 @@ mod tests {
         let progs = manifest::parse(&m).unwrap();
         assert_eq!(progs.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["cache", "blk", "t"], "{m}");
         let blk = &progs[1];
-        assert_eq!((blk.cpu, blk.args.as_str(), blk.irq.as_slice(), blk.restart), (1, "quota=65536", &[5u8, 9][..], true), "{m}");
+        assert_eq!(
+            (blk.cpu, blk.args.as_str(), blk.irq.as_slice(), blk.restart),
+            (1, "quota=65536", &[5u8, 9][..], true),
+            "{m}"
+        );
         assert!(m.contains("# on CPU 1"), "comments stay: {m}");
     }
 
@@ -165,7 +173,8 @@ mod tests {
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
             let m = crate::scenarios::with_parts(&text, &[]).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-            let progs = manifest::parse(&m).unwrap_or_else(|e| panic!("{}: line {}: {}\n{m}", f.display(), e.line, e.msg));
+            let progs =
+                manifest::parse(&m).unwrap_or_else(|e| panic!("{}: line {}: {}\n{m}", f.display(), e.line, e.msg));
             let mut names: Vec<&str> = progs.iter().map(|p| p.name.as_str()).collect();
             let n = names.len();
             names.sort();
@@ -183,7 +192,8 @@ mod tests {
 
     #[test]
     fn include_lines_are_taken_out_and_checked() {
-        let (parts, rest) = take_include("# run\ninclude = [\"storage\", \"net\"]\n[[program]]\nname = \"x\"\n").unwrap();
+        let (parts, rest) =
+            take_include("# run\ninclude = [\"storage\", \"net\"]\n[[program]]\nname = \"x\"\n").unwrap();
         assert_eq!(parts, ["storage", "net"]);
         assert!(!rest.contains("include"));
         assert!(take_include("include = \"storage\"\n").is_err(), "a list");

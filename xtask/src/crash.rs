@@ -127,7 +127,11 @@ fn verify(img: &[u8], m: &mut Model, under_way: Option<&Op>) -> Result<String, S
             baio::checksum(&dev.0[at..at + BLOCK])
         }
     };
-    let present: BTreeMap<String, (u64, u64, u64)> = v.list().filter(|i| i.name.starts_with('k')).map(|i| (i.name.clone(), (i.start, i.length, i.written))).collect();
+    let present: BTreeMap<String, (u64, u64, u64)> = v
+        .list()
+        .filter(|i| i.name.starts_with('k'))
+        .map(|i| (i.name.clone(), (i.start, i.length, i.written)))
+        .collect();
     for name in m.segs.keys().cloned().collect::<Vec<_>>() {
         if !present.contains_key(&name) {
             if under_way == Some(&Op::Delete(name.clone())) {
@@ -170,7 +174,8 @@ fn verify(img: &[u8], m: &mut Model, under_way: Option<&Op>) -> Result<String, S
         return Err(format!("the files filesystem does not mount: {:?}", fe.problems));
     }
     let mut fs = baiofs::Fs::mount(MemDev(fsdata)).map_err(|e| format!("baiofs mount: {e:?}"))?;
-    let listed: BTreeMap<String, u64> = fs.list("/crash").unwrap_or_default().into_iter().map(|e| (format!("/crash/{}", e.name), e.size)).collect();
+    let listed: BTreeMap<String, u64> =
+        fs.list("/crash").unwrap_or_default().into_iter().map(|e| (format!("/crash/{}", e.name), e.size)).collect();
     let content = |fs: &mut baiofs::Fs<MemDev>, p: &str, len: u64| -> u64 {
         let mut b = vec![0u8; len as usize];
         let n = fs.read(p, 0, &mut b).unwrap_or(0);
@@ -209,7 +214,12 @@ fn verify(img: &[u8], m: &mut Model, under_way: Option<&Op>) -> Result<String, S
             }
         }
     }
-    Ok(format!("{} segments ({blocks} written blocks) and {} files as acknowledged; {} interrupted updates for the mount", present.len(), listed.len(), e.unfinished.len() + fe.unfinished.len()))
+    Ok(format!(
+        "{} segments ({blocks} written blocks) and {} files as acknowledged; {} interrupted updates for the mount",
+        present.len(),
+        listed.len(),
+        e.unfinished.len() + fe.unfinished.len()
+    ))
 }
 
 /// Kill-and-check rounds on one disk; one result per kill.
@@ -217,7 +227,10 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
     let kills: u64 = std::env::var("SCION_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(20);
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
-    let load = |boot: u64| Scenario::load("crash", &[("BOOT", boot.to_string()), ("SEED", seed.to_string())]).map(|s| Scenario { name: format!("crash-{boot}"), ..s });
+    let load = |boot: u64| {
+        Scenario::load("crash", &[("BOOT", boot.to_string()), ("SEED", seed.to_string())])
+            .map(|s| Scenario { name: format!("crash-{boot}"), ..s })
+    };
     let disk = make_disk(&load(1)?)?.ok_or("the crash scenario has no disk")?;
     let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = move || {
@@ -242,7 +255,10 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
         let name = format!("crash/kill {boot} (operation {op} + {delay} ms)");
         let started = out.log.contains(&format!("CRASH start boot {boot} "));
         let detail = if out.timed_out || out.status.is_some() || !started {
-            Err(format!("the machine did not get to operation {op} (status {:?}, timed out: {})", out.status, out.timed_out))
+            Err(format!(
+                "the machine did not get to operation {op} (status {:?}, timed out: {})",
+                out.status, out.timed_out
+            ))
         } else if boot > 1 && !out.log.contains("blk: mounted") {
             Err("blk did not mount the disk the last kill left".into())
         } else {

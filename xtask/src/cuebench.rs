@@ -31,7 +31,8 @@ const FILE_BYTES: u64 = 1 << 20;
 const FETCHES: u64 = 4;
 const SLOW_FETCHES: u64 = 2;
 /// (k, t) schedules of Tables 1–5.
-const SCHEDULES: [(u64, u64); 10] = [(1, 0), (4, 0), (16, 0), (1, 4), (2, 4), (4, 4), (16, 4), (1, 16), (4, 16), (16, 16)];
+const SCHEDULES: [(u64, u64); 10] =
+    [(1, 0), (4, 0), (16, 0), (1, 4), (2, 4), (4, 4), (16, 4), (1, 16), (4, 16), (16, 16)];
 /// Parallel transfers (Tables 6–8): up to this many, each fetching the file this often.
 const PAR_MAX: u64 = 4;
 const PAR_FETCHES: u64 = 2;
@@ -62,7 +63,8 @@ fn http_get(port: u16, path: &str) -> Result<Vec<u8>, String> {
     // One write: `write!` sends each piece of the format as a segment of its own, and
     // under icount the guest's clock may run seconds between them (its idle time
     // jumps), so httpd took the head for a slowloris one (408).
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
     let r = crate::nettest::response(&mut s, false)?;
     if r.status != 200 {
         return Err(format!("GET {path}: status {}", r.status));
@@ -98,7 +100,11 @@ fn fetch_on(mut s: std::net::TcpStream, path: &str, n: u64, got: &AtomicU64) -> 
         if !text.starts_with("http/1.1 200") {
             return Err(format!("GET {path}: {}", text.lines().next().unwrap_or("")));
         }
-        let len: u64 = text.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok()).ok_or("no Content-Length")?;
+        let len: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or("no Content-Length")?;
         if len != FILE_BYTES {
             return Err(format!("GET {path}: {len} bytes, not {FILE_BYTES}"));
         }
@@ -189,7 +195,11 @@ fn parallel_modes(sys: &str) -> Vec<(String, String)> {
     if sys == "linux" {
         vec![("rwloop".into(), "/.rw".into()), ("sendfile".into(), "/.sendfile".into())]
     } else {
-        vec![("rwloop".into(), "/.rw".into()), ("cue".into(), String::new()), ("cue_k4_t16".into(), "/.cue/4:16".into())]
+        vec![
+            ("rwloop".into(), "/.rw".into()),
+            ("cue".into(), String::new()),
+            ("cue_k4_t16".into(), "/.cue/4:16".into()),
+        ]
     }
 }
 
@@ -288,7 +298,15 @@ fn measure_parallel(sys: &str, http: u16, ftp: Option<u16>) -> Result<Vec<(Strin
 /// Boot and measure: the figures (or why not) and the serial log.
 type Measured = (Result<Vec<(String, u64)>, String>, String);
 
-fn boot(kernel: &Path, image: &Path, opts: Options, ready: &str, sys: &str, ftp: Option<(u16, Vec<u16>)>, smoke: bool) -> Result<Measured, String> {
+fn boot(
+    kernel: &Path,
+    image: &Path,
+    opts: Options,
+    ready: &str,
+    sys: &str,
+    ftp: Option<(u16, Vec<u16>)>,
+    smoke: bool,
+) -> Result<Measured, String> {
     let icount = opts.icount;
     let http = qemu::free_port()?;
     let mut forward = vec![(http, 80)];
@@ -299,7 +317,9 @@ fn boot(kernel: &Path, image: &Path, opts: Options, ready: &str, sys: &str, ftp:
     let opts = Options { net: Some(qemu::NetOptions { forward, ..Default::default() }), ..opts };
     let mut figs = Err("the guest never said it serves".to_string());
     let ftp_port = ftp.as_ref().map(|f| f.0);
-    let mut go = |_: &qemu::Typer| figs = if icount { measure_single(sys, http, smoke) } else { measure_parallel(sys, http, ftp_port) };
+    let mut go = |_: &qemu::Typer| {
+        figs = if icount { measure_single(sys, http, smoke) } else { measure_parallel(sys, http, ftp_port) }
+    };
     let out = qemu::run_at(kernel, image, &opts, Duration::from_secs(5400), None, Some((ready, &mut go)))?;
     Ok((figs, out.log))
 }
@@ -317,23 +337,48 @@ pub fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &
     let img = crate::make_image(a, &sc.manifest, &sc.name)?;
     let mut results: Results = BTreeMap::new();
     let mut step = 0;
-    let modes: Vec<(&str, bool, String)> = [("icount", true), ("tcg", false)].into_iter().filter(|m| !plan.smoke || m.1).map(|(m, i)| (m, i, "tcg".to_string())).collect();
+    let modes: Vec<(&str, bool, String)> = [("icount", true), ("tcg", false)]
+        .into_iter()
+        .filter(|m| !plan.smoke || m.1)
+        .map(|(m, i)| (m, i, "tcg".to_string()))
+        .collect();
     for (mode, icount, _) in &modes {
         let (mode, icount) = (*mode, *icount);
         for sys in ["scion", "linux"] {
             step += 1;
             eprintln!("[cue {step}/{}] {sys}, {mode}", 2 * modes.len());
             let (figs, log) = if sys == "scion" {
-                boot(&a.kernel, &img, bench_options("tcg".into(), icount, String::new(), Some(disk.clone())), crate::nettest::HTTPD_READY, sys, Some((ports[0], ports[1..].to_vec())), plan.smoke)
+                boot(
+                    &a.kernel,
+                    &img,
+                    bench_options("tcg".into(), icount, String::new(), Some(disk.clone())),
+                    crate::nettest::HTTPD_READY,
+                    sys,
+                    Some((ports[0], ports[1..].to_vec())),
+                    plan.smoke,
+                )
             } else {
                 let append = plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=net");
-                boot(vmlinuz, initramfs, bench_options("tcg".into(), icount, append, None), "lhttpd: serving", sys, None, plan.smoke)
+                boot(
+                    vmlinuz,
+                    initramfs,
+                    bench_options("tcg".into(), icount, append, None),
+                    "lhttpd: serving",
+                    sys,
+                    None,
+                    plan.smoke,
+                )
             }
             .map_err(|e| format!("the {sys} cue run ({mode}) failed: {e}"))?;
             plan.log(sys, &format!("{sys}-cue-{mode}.log"), &log)?;
             let figs = figs.map_err(|e| format!("the {sys} cue run ({mode}) failed: {e}"))?;
             for (m, v) in figs {
-                results.entry((sys.to_string(), mode.to_string())).or_default().entry(m).or_default().push(Fig { median: v, min: v, max: v, samples: 1 });
+                results.entry((sys.to_string(), mode.to_string())).or_default().entry(m).or_default().push(Fig {
+                    median: v,
+                    min: v,
+                    max: v,
+                    samples: 1,
+                });
             }
         }
     }
@@ -357,18 +402,36 @@ fn cue_report(agg: &Agg) -> String {
     let _ = writeln!(s, "The host downloads {FILE} through QEMU's user network (hostfwd) from Scion — httpd over files and net, the body sent by Cue (`cue_*`: net streams the file's blocks, httpd never touches them; `cue_kK_tT`: schedule of K blocks then T ms of rest) or by httpd's read/write loop (`rwloop_*`: files → httpd → net) — and from Linux in the same QEMU machine (a C server, a process per connection: `sendfile_*` or a read/write loop `rwloop_*`, `bench/linux/net.c`). Beside them runs a metering program at the servers' priority (Scion: `meter`; Linux: a forked process), doing units of the same xorshift loop. Tables 1–5 are measured under `-icount shift=0`: the TSC counts guest instructions; with the meter running the CPU never idles, so the guest's ticks are instructions executed by the transfer and the meter together. **ticks/MiB** = guest ticks per MiB sent with the meter running (how long the transfer took, in the meter's currency: it depends on how fast the host's side of the network answered, so it is not deterministic); **meter** = the meter's units per 10^9 ticks during the transfer, with its share of what it does alone (the CPU left to others); **lost/MiB** = the meter's units the transfer took from it per MiB sent (what it would have done alone in that time less what it did: the transfer's CPU cost, whatever its speed); **vol/inv** = context switches per MiB, voluntary/involuntary (Scion's kernel counts them by cause; Linux gives only the total, `/proc/stat` ctxt, shown as vol); **ipk** = busy guest instructions per KiB with the meter stopped. Tables 6–8 are measured under plain TCG on the host's clock (KiB/s: noisy; one run).\n");
     for sys in ["scion", "linux"] {
         let alone = g(sys, "meter_alone");
-        let _ = writeln!(s, "## Tables 1–5 (Sets 1–4): one transfer, {} — meter alone: {} units per 10^9 ticks\n", if sys == "scion" { "Scion" } else { "Linux" }, fmt(alone));
+        let _ = writeln!(
+            s,
+            "## Tables 1–5 (Sets 1–4): one transfer, {} — meter alone: {} units per 10^9 ticks\n",
+            if sys == "scion" { "Scion" } else { "Linux" },
+            fmt(alone)
+        );
         let _ = writeln!(s, "| transfer | ticks/MiB | meter (% of alone) | lost/MiB | vol | inv | ipk |");
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
         for (name, _) in single_modes(sys) {
-            let _ = writeln!(s, "| `{name}` | {} | {} | {} | {} | {} | {} |", fmt(g(sys, &format!("{name}_ticks_per_mib"))), pct(g(sys, &format!("{name}_meter")), alone), fmt(g(sys, &format!("{name}_meter_lost"))), fmt(g(sys, &format!("{name}_volsw"))), fmt(g(sys, &format!("{name}_invsw"))), fmt(g(sys, &format!("{name}_ipk"))));
+            let _ = writeln!(
+                s,
+                "| `{name}` | {} | {} | {} | {} | {} | {} |",
+                fmt(g(sys, &format!("{name}_ticks_per_mib"))),
+                pct(g(sys, &format!("{name}_meter")), alone),
+                fmt(g(sys, &format!("{name}_meter_lost"))),
+                fmt(g(sys, &format!("{name}_volsw"))),
+                fmt(g(sys, &format!("{name}_invsw"))),
+                fmt(g(sys, &format!("{name}_ipk")))
+            );
         }
         let _ = writeln!(s);
     }
     let _ = writeln!(s, "How this differs from the paper: the paper moved 12 MB files from a SCSI disk over 10 Mb/s Ethernet on a 1990s Unix, 60 runs per set, with 8 KB blocks and a 100 ms quantum; here {FILE} ({FETCHES} fetches a figure, {SLOW_FETCHES} for the paced schedules) comes from the virtio disk (warm: the first fetch is not counted) over QEMU's user network, 4 KiB blocks, one deterministic run. The paper's t was a yield of the whole transfer process; here t is net's rest between slices of one transfer, so other transfers and the meter run meanwhile.\n");
     let _ = writeln!(s, "## Tables 6–7 (Sets 5–9): transfers in parallel\n");
     let _ = writeln!(s, "Aggregate throughput in KiB/s on the host's clock under TCG (each client fetches {FILE} {PAR_FETCHES} times on its connection; meter stopped), and Jain's fairness index of the bytes each client had when the first finished.\n");
-    let _ = writeln!(s, "| system | transfer | {} |", (1..=PAR_MAX).map(|n| format!("× {n} (Jain)")).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(
+        s,
+        "| system | transfer | {} |",
+        (1..=PAR_MAX).map(|n| format!("× {n} (Jain)")).collect::<Vec<_>>().join(" | ")
+    );
     let _ = writeln!(s, "|---|---|{}", "---:|".repeat(PAR_MAX as usize));
     for sys in ["scion", "linux"] {
         for (name, _) in parallel_modes(sys) {
@@ -386,7 +449,11 @@ fn cue_report(agg: &Agg) -> String {
     let _ = writeln!(s, "Scion's ftpd (RETR by Cue, as fast as allowed), 1–4 clients at once, each fetching {FILE} {PAR_FETCHES} times, aggregate KiB/s (TCG, host clock):\n");
     let _ = writeln!(s, "| clients | {} |", (1..=PAR_MAX).map(|n| n.to_string()).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(s, "|---|{}", "---:|".repeat(PAR_MAX as usize));
-    let _ = writeln!(s, "| `ftp_cue` | {} |", (1..=PAR_MAX).map(|n| fmt(gt("scion", &format!("ftp_cue_par{n}_kbps")))).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(
+        s,
+        "| `ftp_cue` | {} |",
+        (1..=PAR_MAX).map(|n| fmt(gt("scion", &format!("ftp_cue_par{n}_kbps")))).collect::<Vec<_>>().join(" | ")
+    );
     let _ = writeln!(s, "\nHow this differs from the paper: Table 8 put Cue into wuftpd and compared schedules; Scion's ftpd is its own small server and runs one schedule here; the Linux guest has no FTP server in this suite.\n");
     let _ = writeln!(s, "## Targets\n");
     let (c4, r4) = (gt("scion", "cue_par4_kbps"), gt("scion", "rwloop_par4_kbps"));
@@ -404,7 +471,11 @@ fn cue_report(agg: &Agg) -> String {
     // The paper's Set 2: a schedule that takes about as long as the read/write loop, so
     // that the meter's rates are comparable.
     if let Some(rt) = g("scion", "rwloop_ticks_per_mib") {
-        let near = single_modes("scion").into_iter().filter(|(n, _)| n.starts_with("cue")).filter_map(|(n, _)| g("scion", &format!("{n}_ticks_per_mib")).map(|t| (n, t))).min_by_key(|(_, t)| t.abs_diff(rt));
+        let near = single_modes("scion")
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("cue"))
+            .filter_map(|(n, _)| g("scion", &format!("{n}_ticks_per_mib")).map(|t| (n, t)))
+            .min_by_key(|(_, t)| t.abs_diff(rt));
         if let (Some((n, t)), Some(r)) = (near, g("scion", "rwloop_meter")) {
             let c = g("scion", &format!("{n}_meter")).unwrap_or(0);
             let _ = writeln!(s, "- The meter gets more done beside Cue than beside the read/write loop (Set 2's way: beside the schedule whose transfer takes about as long, `{n}`, {t} against {rt} ticks/MiB): {c} against {r} units per 10^9 ticks — {}.", if c > r { "**met**" } else { "**missed**" });
@@ -419,10 +490,23 @@ fn cue_report(agg: &Agg) -> String {
 
 /// Aggregate throughput against the number of parallel transfers (lines).
 fn cue_svg(agg: &Agg) -> String {
-    let series: Vec<(String, &str, Vec<Option<u64>>)> = [("scion", "cue", "#2b7bb9"), ("scion", "cue_k4_t16", "#6baed6"), ("scion", "rwloop", "#31a354"), ("scion", "ftp_cue", "#756bb1"), ("linux", "sendfile", "#e07b39"), ("linux", "rwloop", "#fdae6b")]
-        .iter()
-        .map(|(sys, name, color)| (format!("{sys} {name}"), *color, (1..=PAR_MAX).map(|n| get(agg, sys, "tcg", &format!("{name}_par{n}_kbps"))).collect()))
-        .collect();
+    let series: Vec<(String, &str, Vec<Option<u64>>)> = [
+        ("scion", "cue", "#2b7bb9"),
+        ("scion", "cue_k4_t16", "#6baed6"),
+        ("scion", "rwloop", "#31a354"),
+        ("scion", "ftp_cue", "#756bb1"),
+        ("linux", "sendfile", "#e07b39"),
+        ("linux", "rwloop", "#fdae6b"),
+    ]
+    .iter()
+    .map(|(sys, name, color)| {
+        (
+            format!("{sys} {name}"),
+            *color,
+            (1..=PAR_MAX).map(|n| get(agg, sys, "tcg", &format!("{name}_par{n}_kbps"))).collect(),
+        )
+    })
+    .collect();
     let maxv = series.iter().flat_map(|s| s.2.iter().flatten()).copied().max().unwrap_or(1).max(1) as f64;
     let (w, h, left, top, bottom, right) = (760.0, 440.0, 80.0, 50.0, 60.0, 190.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
@@ -434,15 +518,33 @@ fn cue_svg(agg: &Agg) -> String {
     for n in 1..=PAR_MAX {
         let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{n}</text>", x(n), top + ph + 18.0);
     }
-    let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">transfers at once</text>", left + pw / 2.0, top + ph + 40.0);
+    let _ = writeln!(
+        s,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">transfers at once</text>",
+        left + pw / 2.0,
+        top + ph + 40.0
+    );
     for k in 0..=4 {
         let v = (maxv * k as f64 / 4.0) as u64;
-        let _ = writeln!(s, "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"10\">{v}</text>", left - 6.0, y(v) + 4.0);
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"10\">{v}</text>",
+            left - 6.0,
+            y(v) + 4.0
+        );
     }
     for (i, (label, color, vals)) in series.iter().enumerate() {
-        let pts: Vec<String> = vals.iter().enumerate().filter_map(|(n, v)| v.map(|v| format!("{:.1},{:.1}", x(n as u64 + 1), y(v)))).collect();
+        let pts: Vec<String> = vals
+            .iter()
+            .enumerate()
+            .filter_map(|(n, v)| v.map(|v| format!("{:.1},{:.1}", x(n as u64 + 1), y(v))))
+            .collect();
         if !pts.is_empty() {
-            let _ = writeln!(s, "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>", pts.join(" "));
+            let _ = writeln!(
+                s,
+                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+                pts.join(" ")
+            );
         }
         let ly = top + 14.0 + i as f64 * 18.0;
         let _ = writeln!(s, "<rect x=\"{}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{:.1}\">{label}</text>", left + pw + 14.0, ly - 10.0, left + pw + 30.0, ly);

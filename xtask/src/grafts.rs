@@ -53,7 +53,10 @@ pub fn file_name(point: Point, tech: Tech, name: &str) -> String {
 }
 
 fn which(names: &[&str]) -> Option<String> {
-    names.iter().find(|n| Command::new(n).arg("--version").output().is_ok_and(|o| o.status.success())).map(|n| n.to_string())
+    names
+        .iter()
+        .find(|n| Command::new(n).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .map(|n| n.to_string())
 }
 
 /// clang (for `-target bpf`) and llvm-objcopy, installed from Debian's packages if
@@ -66,7 +69,9 @@ fn ensure_clang() -> Result<(String, String), String> {
     let install = "apt-get update && apt-get install -y clang llvm";
     let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
     if !is_root {
-        return Err(format!("clang and LLVM (for the example eBPF grafts) are missing; install them with: sudo sh -c '{install}'"));
+        return Err(format!(
+            "clang and LLVM (for the example eBPF grafts) are missing; install them with: sudo sh -c '{install}'"
+        ));
     }
     eprintln!("xtask: installing clang and llvm from Debian's packages (for the eBPF grafts)");
     sh(Command::new("sh").args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {install} >/dev/null")]))?;
@@ -77,7 +82,8 @@ fn ensure_clang() -> Result<(String, String), String> {
 }
 
 fn ensure_wasm_target() -> Result<(), String> {
-    let out = Command::new("rustup").args(["target", "list", "--installed"]).output().map_err(|e| format!("rustup: {e}"))?;
+    let out =
+        Command::new("rustup").args(["target", "list", "--installed"]).output().map_err(|e| format!("rustup: {e}"))?;
     if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WASM_TARGET) {
         return Ok(());
     }
@@ -123,7 +129,8 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
         let wasm = wasm_target.join(WASM_TARGET).join("release/examples").join(format!("{name}.wasm"));
         if let Ok(code) = std::fs::read(&wasm) {
             files.push(write(&out, point, Tech::Wasmi, name, state, &code)?);
-            let compiled = sfi_image(&wasm2c, &clang, &wasm, &obj.join(format!("sfi_{name}"))).map_err(|e| format!("{}: {e}", wasm.display()))?;
+            let compiled = sfi_image(&wasm2c, &clang, &wasm, &obj.join(format!("sfi_{name}")))
+                .map_err(|e| format!("{}: {e}", wasm.display()))?;
             files.push(write_signed(&out, point, Tech::WasmAot, name, state, &compiled, &seed)?);
         }
         let c = src("bpf", name, "c");
@@ -133,9 +140,17 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
             sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
             // A graft is one function and no data: a relocation (a global, a map)
             // would be a hole in the code that nothing fills.
-            let rel = Command::new(&objcopy).args(["--dump-section", ".relscion_graft=/dev/null"]).arg(&o).arg(obj.join("rel.tmp")).output().map_err(|e| e.to_string())?;
+            let rel = Command::new(&objcopy)
+                .args(["--dump-section", ".relscion_graft=/dev/null"])
+                .arg(&o)
+                .arg(obj.join("rel.tmp"))
+                .output()
+                .map_err(|e| e.to_string())?;
             if rel.status.success() {
-                return Err(format!("{}: the eBPF graft has relocations (globals or maps are not allowed)", c.display()));
+                return Err(format!(
+                    "{}: the eBPF graft has relocations (globals or maps are not allowed)",
+                    c.display()
+                ));
             }
             let code = std::fs::read(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
             // An example that Scion's verifier refuses is a build error, with the
@@ -161,7 +176,11 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
     files.extend(build_signed(&out, &obj)?);
     // Linux's side of the benchmark: MD5 as an XDP program (instructions only).
     let (o, bin) = (obj.join("md5_xdp.o"), xdp_md5());
-    sh(Command::new(&clang).args(["-O2", "-fno-builtin", "-target", "bpf", "-c"]).arg(src("bpf", "md5_xdp", "c")).arg("-o").arg(&o))?;
+    sh(Command::new(&clang)
+        .args(["-O2", "-fno-builtin", "-target", "bpf", "-c"])
+        .arg(src("bpf", "md5_xdp", "c"))
+        .arg("-o")
+        .arg(&o))?;
     sh(Command::new(&objcopy).args(["-O", "binary", "--only-section=scion_graft"]).arg(&o).arg(&bin))?;
     Ok(files)
 }
@@ -174,7 +193,9 @@ fn ensure_wasm2c() -> Result<String, String> {
     let install = "apt-get update && apt-get install -y wabt";
     let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
     if !is_root {
-        return Err(format!("wasm2c (WABT, for the compiled WebAssembly grafts) is missing; install it with: sudo sh -c '{install}'"));
+        return Err(format!(
+            "wasm2c (WABT, for the compiled WebAssembly grafts) is missing; install it with: sudo sh -c '{install}'"
+        ));
     }
     eprintln!("xtask: installing wabt from Debian's packages (wasm2c, for the compiled WebAssembly grafts)");
     sh(Command::new("sh").args(["-c", &format!("DEBIAN_FRONTEND=noninteractive {install} >/dev/null")]))?;
@@ -230,15 +251,43 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
     std::fs::write(&c, sfi_patch(&src.replace(barrier, ""))?).map_err(|e| e.to_string())?;
     let sfi = root.join("grafts/sfi");
     let o = dir.join("image.o");
-    let out = Command::new(clang).args(SFI_CFLAGS).arg("-I").arg(sfi.join("include")).arg("-I").arg(dir).arg("-c").arg(sfi.join("harness.c")).arg("-o").arg(&o).output().map_err(|e| format!("{clang}: {e}"))?;
+    let out = Command::new(clang)
+        .args(SFI_CFLAGS)
+        .arg("-I")
+        .arg(sfi.join("include"))
+        .arg("-I")
+        .arg(dir)
+        .arg("-c")
+        .arg(sfi.join("harness.c"))
+        .arg("-o")
+        .arg(&o)
+        .output()
+        .map_err(|e| format!("{clang}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("clang refused it (a float, or what the harness lacks): {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "clang refused it (a float, or what the harness lacks): {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
-    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim()).join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
+    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
     let elf = dir.join("image.elf");
     let link = Command::new(&lld)
-        .args(["-flavor", "gnu", "-pie", "--no-dynamic-linker", "--gc-sections", "-z", "norelro", "-z", "max-page-size=4096", "-e", "scion_sfi_run", "-T"])
+        .args([
+            "-flavor",
+            "gnu",
+            "-pie",
+            "--no-dynamic-linker",
+            "--gc-sections",
+            "-z",
+            "norelro",
+            "-z",
+            "max-page-size=4096",
+            "-e",
+            "scion_sfi_run",
+            "-T",
+        ])
         .arg(sfi.join("image.ld"))
         .arg(&o)
         .arg("-o")
@@ -246,7 +295,10 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
         .output()
         .map_err(|e| format!("{}: {e}", lld.display()))?;
     if !link.status.success() {
-        return Err(format!("it does not link (a float or a table has nothing to link to): {}", String::from_utf8_lossy(&link.stderr)));
+        return Err(format!(
+            "it does not link (a float or a table has nothing to link to): {}",
+            String::from_utf8_lossy(&link.stderr)
+        ));
     }
     sfi_code(&std::fs::read(&elf).map_err(|e| e.to_string())?)
 }
@@ -304,7 +356,9 @@ fn sfi_code(elf: &[u8]) -> Result<Vec<u8>, String> {
     }
     let text = if text == usize::MAX { size.div_ceil(4096) * 4096 } else { text };
     if !text.is_multiple_of(4096) || ro_end > text {
-        return Err(format!("its writable data (from {text:#x}) does not start a page after the code (to {ro_end:#x})"));
+        return Err(format!(
+            "its writable data (from {text:#x}) does not start a page after the code (to {ro_end:#x})"
+        ));
     }
     let mut relocs = Vec::new();
     let mut entries = [None, None];
@@ -313,7 +367,10 @@ fn sfi_code(elf: &[u8]) -> Result<Vec<u8>, String> {
         if let Some((rels, _)) = s.rela(end, elf).map_err(|e| e.to_string())? {
             for r in rels {
                 if r.r_type(end, false) != elf::R_X86_64_RELATIVE {
-                    return Err(format!("a relocation of type {} (only relative ones are applied)", r.r_type(end, false)));
+                    return Err(format!(
+                        "a relocation of type {} (only relative ones are applied)",
+                        r.r_type(end, false)
+                    ));
                 }
                 let at = r.r_offset(end) as usize;
                 if !at.is_multiple_of(8) || at + 8 > image.len() {
@@ -340,7 +397,15 @@ fn sfi_code(elf: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// A graft file signed with the build's key.
-fn write_signed(out: &Path, point: Point, tech: Tech, name: &str, state_len: usize, code: &[u8], seed: &[u8; 32]) -> Result<PathBuf, String> {
+fn write_signed(
+    out: &Path,
+    point: Point,
+    tech: Tech,
+    name: &str,
+    state_len: usize,
+    code: &[u8],
+    seed: &[u8; 32],
+) -> Result<PathBuf, String> {
     let f = GraftFile { point, tech, state_len, name, code, sig: &[] };
     let sig = graft::signed::sign(&f, seed);
     let bytes = GraftFile { sig: &sig, ..f }.to_bytes();
@@ -362,7 +427,9 @@ pub fn signing_seed() -> Result<[u8; 32], String> {
     }
     let mut seed = [0u8; 32];
     use std::io::Read;
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut seed)).map_err(|e| format!("/dev/urandom: {e}"))?;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut seed))
+        .map_err(|e| format!("/dev/urandom: {e}"))?;
     std::fs::create_dir_all(target_dir()).map_err(|e| e.to_string())?;
     std::fs::write(&path, seed).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(seed)
@@ -391,7 +458,8 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
     signed_sources_allowed(&root)?;
     let lib = lib_dir.join("x86_64-unknown-none/release/libscion_signed_grafts.a");
     let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
-    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim()).join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
+    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
     let script = obj.join("signed.ld");
     std::fs::write(&script, "SECTIONS {\n  . = 0;\n  .text : { *(.text .text.*) }\n  .rodata : { *(.rodata .rodata.*) }\n  .data : { *(.data .data.*) }\n  .bss : { *(.bss .bss.*) }\n  /DISCARD/ : { *(.comment) *(.eh_frame*) *(.note*) }\n}\n").map_err(|e| e.to_string())?;
     let seed = signing_seed()?;
@@ -400,7 +468,16 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
     for (name, point, state) in EXAMPLES.iter().filter(|e| NATIVE.contains(&e.0)).chain(&[("spin", Point::Evict, 8)]) {
         let elf = obj.join(format!("signed_{name}.elf"));
         let link = Command::new(&lld)
-            .args(["-flavor", "gnu", "-pie", "--no-dynamic-linker", "--gc-sections", "-e", &format!("scion_graft_{name}"), "-T"])
+            .args([
+                "-flavor",
+                "gnu",
+                "-pie",
+                "--no-dynamic-linker",
+                "--gc-sections",
+                "-e",
+                &format!("scion_graft_{name}"),
+                "-T",
+            ])
             .arg(&script)
             .arg(&lib)
             .arg("-o")
@@ -410,7 +487,9 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
         if !link.status.success() {
             let why = String::from_utf8_lossy(&link.stderr);
             if why.contains("scion_signed_graft_can_panic") {
-                return Err(format!("signed graft {name}: it can panic (a path to a panic is left), so it is not signed"));
+                return Err(format!(
+                    "signed graft {name}: it can panic (a path to a panic is left), so it is not signed"
+                ));
             }
             return Err(format!("signed graft {name}: rust-lld: {why}"));
         }
@@ -428,10 +507,13 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
 const SIGNED_ALLOWED: [(&str, &str); 1] = [("grafts", "crates/grafts/src/lib.rs")];
 
 fn signed_sources_allowed(root: &Path) -> Result<(), String> {
-    let lock = std::fs::read_to_string(root.join("grafts/signed/Cargo.lock")).map_err(|e| format!("grafts/signed/Cargo.lock: {e}"))?;
+    let lock = std::fs::read_to_string(root.join("grafts/signed/Cargo.lock"))
+        .map_err(|e| format!("grafts/signed/Cargo.lock: {e}"))?;
     for name in lock.lines().filter_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"')) {
         if name != "scion-signed-grafts" && !SIGNED_ALLOWED.iter().any(|(a, _)| *a == name) {
-            return Err(format!("signed grafts: crate `{name}` is not on the allowed list (xtask/src/grafts.rs SIGNED_ALLOWED)"));
+            return Err(format!(
+                "signed grafts: crate `{name}` is not on the allowed list (xtask/src/grafts.rs SIGNED_ALLOWED)"
+            ));
         }
     }
     for (name, lib) in SIGNED_ALLOWED {
@@ -474,7 +556,10 @@ fn flat_image(elf: &[u8]) -> Result<(usize, Vec<usize>, Vec<u8>), String> {
         if let Some((rels, _)) = s.rela(end, elf).map_err(|e| e.to_string())? {
             for r in rels {
                 if r.r_type(end, false) != elf::R_X86_64_RELATIVE {
-                    return Err(format!("a relocation of type {} (only relative ones are applied)", r.r_type(end, false)));
+                    return Err(format!(
+                        "a relocation of type {} (only relative ones are applied)",
+                        r.r_type(end, false)
+                    ));
                 }
                 let at = r.r_offset(end) as usize;
                 let addend = r.r_addend(end) as u64;
@@ -550,7 +635,13 @@ mod tests {
         TECHS
             .iter()
             .enumerate()
-            .map(|(k, tech)| (*tech, k as u32 + 1, load(t, k as u32 + 1, &file_at(point, *tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}"))))
+            .map(|(k, tech)| {
+                (
+                    *tech,
+                    k as u32 + 1,
+                    load(t, k as u32 + 1, &file_at(point, *tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")),
+                )
+            })
             .collect()
     }
 
@@ -581,7 +672,11 @@ mod tests {
             let want = grafts::hotlist(&input, &mut st);
             for (tech, owner, id) in &ids {
                 t.get(*owner, *id).unwrap().write_state(0, &hot_state(&hot)).unwrap();
-                assert_eq!(t.call(Point::Evict, *owner, &input), Some(want), "{tech:?}, round {round}: hot {hot:?} candidates {cands:?}");
+                assert_eq!(
+                    t.call(Point::Evict, *owner, &input),
+                    Some(want),
+                    "{tech:?}, round {round}: hot {hot:?} candidates {cands:?}"
+                );
             }
         }
         for (tech, owner, id) in &ids {
@@ -650,7 +745,11 @@ mod tests {
             input[16] = write as u8;
             let expect = grafts::ldisk(&input, &mut want);
             for (tech, owner, _) in &ids {
-                assert_eq!(t.call(Point::Ldisk, *owner, &input), Some(expect), "{tech:?}, round {round}: block {l}, write {write}");
+                assert_eq!(
+                    t.call(Point::Ldisk, *owner, &input),
+                    Some(expect),
+                    "{tech:?}, round {round}: block {l}, write {write}"
+                );
             }
         }
         for (tech, owner, id) in &ids {
@@ -700,7 +799,9 @@ mod tests {
             let good = load(&mut t, 9, &file(Tech::Wasmi, "hotlist")).unwrap();
             t.get(9, good).unwrap().write_state(0, &hot_state(&[3])).unwrap();
             match (load(&mut t, 1, &file(tech, name)), want) {
-                (Err(LoadError::Refused(why)), Err(w)) => assert!(why.contains(w), "{tech:?} {name}: refused for {why:?}, want {w:?}"),
+                (Err(LoadError::Refused(why)), Err(w)) => {
+                    assert!(why.contains(w), "{tech:?} {name}: refused for {why:?}, want {w:?}")
+                }
                 (Ok(id), Ok(abort)) => {
                     let g = t.get(1, id).unwrap();
                     let n = g.read_state(0, &mut [0u8; 0]);
@@ -757,7 +858,11 @@ mod tests {
         let e = compile_wat("table", &table).expect_err("a table compiled");
         assert!(e.contains("does not link"), "{e}");
         // The same module with integers only compiles.
-        compile_wat("int", &module("(func (export \"graft_run\") (param i32) (result i64) local.get 0 i64.extend_i32_u)")).unwrap();
+        compile_wat(
+            "int",
+            &module("(func (export \"graft_run\") (param i32) (result i64) local.get 0 i64.extend_i32_u)"),
+        )
+        .unwrap();
     }
 
     /// The bounds check at every width is exact (Scion's form of it, `sfi_patch`): the
@@ -815,7 +920,10 @@ mod tests {
         let grow = module("(func (export \"graft_run\") (param i32) (result i64) (local $old i32) local.get 0 i32.const 3 i32.shr_u memory.grow local.set $old local.get $old i32.const -1 i32.eq if (result i64) i64.const 7 else memory.size i32.const 65536 i32.mul i32.const 8 i32.sub i64.load i64.const 0 i64.ne i64.extend_i32_u end)");
         let mut t = Table::new(&[Point::Evict], 0, host());
         let id = load(&mut t, 1, &compile_wat("deep", &deep).unwrap()).unwrap();
-        t.get(1, id).unwrap().call(&[0; 8], &mut graft::host::counting::CountingHost { clock: || 0 }).expect_err("recursion without end");
+        t.get(1, id)
+            .unwrap()
+            .call(&[0; 8], &mut graft::host::counting::CountingHost { clock: || 0 })
+            .expect_err("recursion without end");
         assert_eq!(t.get(1, id).unwrap().stats.last_abort, Some(Abort::Trap));
         let id = load(&mut t, 2, &compile_wat("grow", &grow).unwrap()).unwrap();
         // Candidates = pages to grow by; 1 MiB is the limit, 16 pages, one taken.

@@ -15,7 +15,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
     num.parse::<u64>().map(|n| n * mul).map_err(|_| format!("cannot read the size `{s}`"))
 }
 
-const USAGE: &str = "usage: cargo xtask mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE | :fs=PATH+PATH...]]...\n\
+const USAGE: &str =
+    "usage: cargo xtask mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE | :fs=PATH+PATH...]]...\n\
                      SIZE like 64M; a segment is owned by principal OWNER (read-write for it, read for others)\n\
                      and, with FILE, filled with the file's bytes; with fs=, it holds a baiofs filesystem\n\
                      with those files and directories (recursively) in its root\n\
@@ -36,7 +37,12 @@ pub fn mkimage(args: &[String]) -> Result<ExitCode, String> {
     }
     let (out, size) = (out.ok_or(USAGE)?, size.ok_or(USAGE)?);
     let v = make(&out, size, &segs)?;
-    println!("{out}: {} blocks of {BLOCK} bytes, {} segments, {} blocks free", v.layout.total_blocks, segs.len(), v.free_blocks());
+    println!(
+        "{out}: {} blocks of {BLOCK} bytes, {} segments, {} blocks free",
+        v.layout.total_blocks,
+        segs.len(),
+        v.free_blocks()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -55,14 +61,24 @@ pub fn make(out: &str, size: u64, segs: &[String]) -> Result<Volume, String> {
         let owner: u32 = parts[1].parse().map_err(|_| format!("segment `{s}`: bad owner"))?;
         let blocks: u64 = parts[2].parse().map_err(|_| format!("segment `{s}`: bad block count"))?;
         let data = match parts.get(3) {
-            Some(f) if f.starts_with("fs=") => filesystem(blocks, &f[3..]).map_err(|e| format!("segment `{}`: {e}", parts[0]))?,
+            Some(f) if f.starts_with("fs=") => {
+                filesystem(blocks, &f[3..]).map_err(|e| format!("segment `{}`: {e}", parts[0]))?
+            }
             Some(f) => std::fs::read(f).map_err(|e| format!("{f}: {e}"))?,
             None => Vec::new(),
         };
         if data.len() as u64 > blocks * BLOCK as u64 {
-            return Err(format!("segment `{}`: the file has {} bytes, the segment only {}", parts[0], data.len(), blocks * BLOCK as u64));
+            return Err(format!(
+                "segment `{}`: the file has {} bytes, the segment only {}",
+                parts[0],
+                data.len(),
+                blocks * BLOCK as u64
+            ));
         }
-        let start = v.create(parts[0], owner, READ | WRITE, READ, blocks, u64::MAX, 0).map_err(|e| format!("segment `{}`: {e:?}", parts[0]))?.start;
+        let start = v
+            .create(parts[0], owner, READ | WRITE, READ, blocks, u64::MAX, 0)
+            .map_err(|e| format!("segment `{}`: {e:?}", parts[0]))?
+            .start;
         // The image is made from zeros: every block of the segment holds its own bytes
         // (the file's, or zeros), so all of it counts as written.
         v.set_written(parts[0], blocks).map_err(|e| format!("{e:?}"))?;
@@ -100,7 +116,11 @@ fn filesystem(blocks: u64, paths: &str) -> Result<Vec<u8>, String> {
         let path = format!("{at}/{name}");
         if host.is_dir() {
             fs.create(&path, baiofs::Kind::Dir).map_err(|e| format!("{path}: {e:?}"))?;
-            let mut kids: Vec<_> = std::fs::read_dir(host).map_err(|e| format!("{}: {e}", host.display()))?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            let mut kids: Vec<_> = std::fs::read_dir(host)
+                .map_err(|e| format!("{}: {e}", host.display()))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
             kids.sort();
             for k in kids {
                 copy(fs, &k, &path)?;
@@ -115,7 +135,11 @@ fn filesystem(blocks: u64, paths: &str) -> Result<Vec<u8>, String> {
     for p in paths.split('+').filter(|p| !p.is_empty()) {
         if p.ends_with('/') {
             // A directory's contents, not the directory, go into the root.
-            let mut kids: Vec<_> = std::fs::read_dir(p).map_err(|e| format!("{p}: {e}"))?.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            let mut kids: Vec<_> = std::fs::read_dir(p)
+                .map_err(|e| format!("{p}: {e}"))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
             kids.sort();
             for k in kids {
                 copy(&mut fs, &k, "")?;
@@ -135,7 +159,8 @@ pub fn has_path(path: &std::path::Path, name: &str, file: &str) -> bool {
     let Ok(v) = Volume::mount(&mut dev) else { return false };
     let Some(i) = v.lookup(name) else { return false };
     let at = i.start as usize * BLOCK;
-    baiofs::Fs::mount(MemDev(dev.0[at..at + i.length as usize * BLOCK].to_vec())).is_ok_and(|mut fs| fs.stat(file).is_ok())
+    baiofs::Fs::mount(MemDev(dev.0[at..at + i.length as usize * BLOCK].to_vec()))
+        .is_ok_and(|mut fs| fs.stat(file).is_ok())
 }
 
 const FSCK_USAGE: &str = "usage: cargo xtask fsck [--repair] [--fs NAME]... IMAGE\n\
@@ -167,7 +192,10 @@ pub fn fsck(args: &[String]) -> Result<ExitCode, String> {
     let Some(v) = v else { return Ok(ExitCode::FAILURE) };
     let mut bad = !ok;
     for i in v.list() {
-        println!("  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{} written {}", i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other, i.written);
+        println!(
+            "  {:24} owner {:5} blocks {:8}+{:<8} rights {}/{} written {}",
+            i.name, i.owner, i.start, i.length, i.rights_owner, i.rights_other, i.written
+        );
         // A segment holding a baiofs filesystem (by its magic, or named) is checked too.
         let at = i.start as usize * BLOCK;
         let seg = &mut dev.0[at..at + i.length as usize * BLOCK];
@@ -229,7 +257,12 @@ fn check_baio(path: &str, dev: &mut MemDev) -> (bool, Option<Volume>) {
     }
     // Mount a copy: the check writes nothing.
     let v = Volume::mount(&mut MemDev(dev.0.clone())).expect("a device without problems mounts");
-    println!("{path}: clean: {} blocks, {} segments, {} blocks free", v.layout.total_blocks, v.list().count(), v.free_blocks());
+    println!(
+        "{path}: clean: {} blocks, {} segments, {} blocks free",
+        v.layout.total_blocks,
+        v.list().count(),
+        v.free_blocks()
+    );
     (true, Some(v))
 }
 
@@ -239,7 +272,17 @@ fn repair_baio(path: &str, dev: &mut MemDev) -> Result<(bool, Option<Volume>), S
             for c in &changes {
                 println!("{path}: repaired: {c}");
             }
-            println!("{path}: {}: {} blocks, {} segments, {} blocks free", if changes.is_empty() { "the BAIO device is clean, nothing to repair there" } else { "the BAIO device repaired" }, v.layout.total_blocks, v.list().count(), v.free_blocks());
+            println!(
+                "{path}: {}: {} blocks, {} segments, {} blocks free",
+                if changes.is_empty() {
+                    "the BAIO device is clean, nothing to repair there"
+                } else {
+                    "the BAIO device repaired"
+                },
+                v.layout.total_blocks,
+                v.list().count(),
+                v.free_blocks()
+            );
             Ok((true, Some(v)))
         }
         Err(e) => {
@@ -285,7 +328,8 @@ mod tests {
         let src = dir.join("hello.txt");
         std::fs::write(&src, "hello").unwrap();
         let out = dir.join("disk.img");
-        make(&out.display().to_string(), 12 << 20, &[format!("files:1:256:fs={}", src.display()), "raw:2:64".into()]).unwrap();
+        make(&out.display().to_string(), 12 << 20, &[format!("files:1:256:fs={}", src.display()), "raw:2:64".into()])
+            .unwrap();
         Image(out)
     }
 

@@ -150,7 +150,8 @@ pub fn trace(a: &Artifacts, dir: &Path, p: &Probe) -> Result<Vec<Step>, String> 
     qemu::ensure_installed("gdb", "gdb", "gdb")?;
     let sc = Scenario { icount: true, ..Scenario::bench("bench-probe", "kernel", &[])? };
     let img = crate::make_image(a, &sc.manifest, &sc.name)?;
-    let prog = |n: &str| a.programs.iter().find(|(p, _)| p == n).map(|(_, p)| p.clone()).ok_or(format!("no program {n}"));
+    let prog =
+        |n: &str| a.programs.iter().find(|(p, _)| p == n).map(|(_, p)| p.clone()).ok_or(format!("no program {n}"));
     let (client, server) = (prog("bench_kernel")?, prog("echo")?);
     let addr = symbol(&client, p.func)?;
     let port = qemu::free_port()?;
@@ -176,7 +177,9 @@ pub fn trace(a: &Artifacts, dir: &Path, p: &Probe) -> Result<Vec<Step>, String> 
     let mut g = Command::new("gdb");
     g.args(["-batch", "-nx", "-x"]).arg(&script);
     g.env("PROBE_KERNEL", &a.kernel).env("PROBE_CLIENT", &client).env("PROBE_SERVER", &server);
-    g.env("PROBE_PORT", port.to_string()).env("PROBE_ADDR", format!("{addr:#x}")).env("PROBE_MAGIC", format!("{MAGIC:#x}"));
+    g.env("PROBE_PORT", port.to_string())
+        .env("PROBE_ADDR", format!("{addr:#x}"))
+        .env("PROBE_MAGIC", format!("{MAGIC:#x}"));
     g.env("PROBE_MAX", MAX_STEPS.to_string()).env("PROBE_OUT", &out);
     g.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut gdb = g.spawn().map_err(|e| format!("cannot start gdb: {e}"))?;
@@ -193,7 +196,10 @@ pub fn trace(a: &Artifacts, dir: &Path, p: &Probe) -> Result<Vec<Step>, String> 
     };
     let _ = qemu_child.kill();
     let _ = qemu_child.wait();
-    let log = gdb.wait_with_output().map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))).unwrap_or_default();
+    let log = gdb
+        .wait_with_output()
+        .map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+        .unwrap_or_default();
     let log_file = dir.join(format!("{}-gdb.log", p.files));
     std::fs::write(&log_file, &log).map_err(|e| e.to_string())?;
     if status.is_none() {
@@ -204,11 +210,19 @@ pub fn trace(a: &Artifacts, dir: &Path, p: &Probe) -> Result<Vec<Step>, String> 
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.splitn(4, '\t').collect();
-            Some(Step { seg: f.first()?.parse().ok()?, chain: f.get(2)?.split('|').map(String::from).collect(), outer: f.get(3)?.to_string() })
+            Some(Step {
+                seg: f.first()?.parse().ok()?,
+                chain: f.get(2)?.split('|').map(String::from).collect(),
+                outer: f.get(3)?.to_string(),
+            })
         })
         .collect();
     if steps.last().is_none_or(|s| s.seg != 4) || steps.len() >= MAX_STEPS {
-        return Err(format!("the stepping did not come back to the client ({} steps); see {}", steps.len(), log_file.display()));
+        return Err(format!(
+            "the stepping did not come back to the client ({} steps); see {}",
+            steps.len(),
+            log_file.display()
+        ));
     }
     Ok(steps)
 }
@@ -218,7 +232,10 @@ fn symbol(elf: &Path, name: &str) -> Result<u64, String> {
     use object::{Object, ObjectSymbol};
     let data = std::fs::read(elf).map_err(|e| format!("{}: {e}", elf.display()))?;
     let f = object::File::parse(&*data).map_err(|e| format!("{}: {e}", elf.display()))?;
-    f.symbols().find(|s| s.name() == Ok(name)).map(|s| s.address()).ok_or(format!("{}: no symbol {name}", elf.display()))
+    f.symbols()
+        .find(|s| s.name() == Ok(name))
+        .map(|s| s.address())
+        .ok_or(format!("{}: no symbol {name}", elf.display()))
 }
 
 /// The part of a round trip an instruction belongs to.
@@ -246,16 +263,29 @@ pub fn part(s: &Step, in_dispatch: bool) -> &'static str {
         {
             "string: both buffers resolved (page walks) and copied"
         }
-        _ if has("fastpath::lookup") || has("fastpath::plan") || has("RunQueue::highest") || has("RunQueue::any_above") => {
+        _ if has("fastpath::lookup")
+            || has("fastpath::plan")
+            || has("RunQueue::highest")
+            || has("RunQueue::any_above") =>
+        {
             "lookup: the fastpath's checks (capability, partner, priorities)"
         }
         _ if has("fastpath::switch") => "switch: to the partner (kernel stack pointer, address space, fs)",
-        _ if has("fastpath::transfer") || has("fastpath::commit") || has("fastpath::to_partner") || has("TimerHeap::remove") => {
+        _ if has("fastpath::transfer")
+            || has("fastpath::commit")
+            || has("fastpath::to_partner")
+            || has("TimerHeap::remove") =>
+        {
             "transfer: states, timers, badge, the block count"
         }
         // The lean call and reply-and-wait: their checks and their changes to the caller's
         // side, inline in one function each (what they call inline is classed above).
-        _ if has("fastpath::fast_call") || has("fastpath::fast_reply_wait") || has("ipc_fast_call") || has("ipc_fast_reply_wait") || has("kernel::tcb_in") => {
+        _ if has("fastpath::fast_call")
+            || has("fastpath::fast_reply_wait")
+            || has("ipc_fast_call")
+            || has("ipc_fast_reply_wait")
+            || has("kernel::tcb_in") =>
+        {
             "checks and the caller's side: fast_call / fast_reply_wait (capability, partner, priorities, states)"
         }
         _ if has("reap") || has("kernel::enter") => "after the switch (enter, reap)",

@@ -15,7 +15,10 @@ type Agg = BTreeMap<(String, String, String), Fig>;
 /// Table 1's rows: metric, what is called.
 const TABLE1: [(&str, &str); 9] = [
     ("interpose_plain_call", "a plain function call (not inlined)"),
-    ("interpose_table_call", "a component call through the translation table (one indirection, a call through the interface)"),
+    (
+        "interpose_table_call",
+        "a component call through the translation table (one indirection, a call through the interface)",
+    ),
     ("interpose_counter_call", "the same with a counting interposer (PRECALL/POSTCALL)"),
     ("interpose_trace_call", "the same with a tracing interposer (two events in a ring, timestamped)"),
     ("interpose_timer_call", "the same with a timing interposer (two TSC reads)"),
@@ -26,8 +29,10 @@ const TABLE1: [(&str, &str); 9] = [
 ];
 const CLIENTS: [u32; 4] = [0, 1, 4, 16];
 /// Figure 6's workloads: their metrics' prefix and name.
-const FIG6: [(&str, &str); 2] = [("swap_postmark", "one client per file"), ("swap_postmark_sharing", "every fourth file shared")];
-const POLICIES: [(&str, &str); 3] = [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
+const FIG6: [(&str, &str); 2] =
+    [("swap_postmark", "one client per file"), ("swap_postmark_sharing", "every fourth file shared")];
+const POLICIES: [(&str, &str); 3] =
+    [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
 
 pub fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, String> {
     let dir = &plan.dir;
@@ -38,7 +43,12 @@ pub fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, String> {
         let disk = dir.join(format!("k42-disk-{mode}.img"));
         crate::image::make(&disk.display().to_string(), 64 << 20, &["files:5:2048:fs=xtask/disk".to_string()])?;
         eprintln!("[k42 {}/{}] scion, {mode}", k + 1, modes.len());
-        let sc = Scenario { disk_file: Some(disk.clone()), icount: *icount, limit_s: 1200, ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[("ARGS", plan.args())])? };
+        let sc = Scenario {
+            disk_file: Some(disk.clone()),
+            icount: *icount,
+            limit_s: 1200,
+            ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[("ARGS", plan.args())])?
+        };
         let (ok, log) = run_scenario_log(a, &sc, accel)?;
         let path = plan.log("scion", &format!("scion-k42-{mode}.log"), &log)?;
         if !ok || !log.contains("bench_k42: done") {
@@ -101,9 +111,15 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         );
         let _ = writeln!(s, "| | caller's ticks per swap | mediator's ticks |\n|---|---:|---:|");
         let _ = writeln!(s, "| IPC round trip to the cache (an unknown label) | {} | |", cell(g("swap_ipc_rtt")));
-        let _ = writeln!(s, "| null swap (LRU to LRU) | {} | {} |", cell(g("swap_null")), cell(g("swap_null_mediator")));
+        let _ =
+            writeln!(s, "| null swap (LRU to LRU) | {} | {} |", cell(g("swap_null")), cell(g("swap_null_mediator")));
         for n in CLIENTS {
-            let _ = writeln!(s, "| LRU ↔ MRU, {n} client threads reading | {} | {} |", cell(g(&format!("swap_clients_{n}"))), cell(g(&format!("swap_mediator_clients_{n}"))));
+            let _ = writeln!(
+                s,
+                "| LRU ↔ MRU, {n} client threads reading | {} | {} |",
+                cell(g(&format!("swap_clients_{n}"))),
+                cell(g(&format!("swap_mediator_clients_{n}")))
+            );
         }
         let _ = writeln!(s);
         let _ = writeln!(s, "### Figure 6: Postmark-style files with fixed and adaptive sessions\n");
@@ -125,7 +141,12 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             let ps = g(&format!("{wl}_shared_busy"));
             for (p, what) in [("shared", "fixed shared"), ("auto", "adaptive")] {
                 let v = g(&format!("{wl}_{p}_busy"));
-                let _ = writeln!(s, "| {wname} | {what} | {} | {} |", cell(v), ratio(v, ps).map_or("—".into(), |r| format!("{r:.2}")));
+                let _ = writeln!(
+                    s,
+                    "| {wname} | {what} | {} | {} |",
+                    cell(v),
+                    ratio(v, ps).map_or("—".into(), |r| format!("{r:.2}"))
+                );
             }
         }
         let _ = writeln!(s);
@@ -137,11 +158,18 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
              blocks the workload never reads. Busy ticks (idle taken out) of the whole workload, and the \
              cache's misses (each a disk read).\n"
         );
-        let _ = writeln!(s, "| policy | busy ticks | misses | relative to the better fixed policy |\n|---|---:|---:|---:|");
+        let _ =
+            writeln!(s, "| policy | busy ticks | misses | relative to the better fixed policy |\n|---|---:|---:|---:|");
         let best = ["lru", "mru"].iter().filter_map(|p| g(&format!("swap_adaptive_{p}_busy"))).min();
         for (p, what) in POLICIES {
             let b = g(&format!("swap_adaptive_{p}_busy"));
-            let _ = writeln!(s, "| {what} | {} | {} | {} |", cell(b), cell(g(&format!("swap_adaptive_{p}_misses"))), ratio(b, best).map_or("—".into(), |r| format!("{r:.2}")));
+            let _ = writeln!(
+                s,
+                "| {what} | {} | {} | {} |",
+                cell(b),
+                cell(g(&format!("swap_adaptive_{p}_misses"))),
+                ratio(b, best).map_or("—".into(), |r| format!("{r:.2}"))
+            );
         }
         let _ = writeln!(s);
         let _ = writeln!(s, "### Live update of `files`\n");
@@ -151,7 +179,8 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
              hand the state over, move the endpoint, end the old one) while a client thread reads 1 KiB \
              from it in a loop through the handle it opened first.\n"
         );
-        let longest = agg.get(&("scion".to_string(), mode.to_string(), "update_client_call".to_string())).map(|f| f.max);
+        let longest =
+            agg.get(&("scion".to_string(), mode.to_string(), "update_client_call".to_string())).map(|f| f.max);
         let _ = writeln!(s, "| | ticks |\n|---|---:|");
         let _ = writeln!(s, "| an update (median of 5) | {} |", cell(g("update_files")));
         let _ = writeln!(s, "| a client's read, median | {} |", cell(g("update_client_call")));
@@ -159,13 +188,21 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "### Targets\n");
         let extra = g("interpose_counter_call").zip(plain).map(|(c, p)| c.saturating_sub(p));
         if let Some(e) = extra {
-            let _ = writeln!(s, "- an interposed call (counter) costs {e} more than a plain call: ≤ 100: {}", met(e <= 100));
+            let _ = writeln!(
+                s,
+                "- an interposed call (counter) costs {e} more than a plain call: ≤ 100: {}",
+                met(e <= 100)
+            );
         }
         if let Some(r) = ratio(g("swap_null"), g("swap_ipc_rtt")) {
             let _ = writeln!(s, "- a null swap is {r:.2}× an IPC round trip: ≤ 3×: {}", met(r <= 3.0));
         }
         if let Some(r) = ratio(g("swap_adaptive_auto_busy"), best) {
-            let _ = writeln!(s, "- streaming: adaptive swapping takes {r:.2}× the busy time of the better fixed policy: ≤ 1: {}", met(r <= 1.0));
+            let _ = writeln!(
+                s,
+                "- streaming: adaptive swapping takes {r:.2}× the busy time of the better fixed policy: ≤ 1: {}",
+                met(r <= 1.0)
+            );
         }
         for (wl, wname) in FIG6 {
             if let Some(r) = ratio(g(&format!("{wl}_auto_busy")), g(&format!("{wl}_shared_busy"))) {
@@ -181,15 +218,26 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
 fn svg(agg: &Agg) -> String {
     let g = |m: &str| get(agg, "scion", "icount", m);
     let mut panels: Vec<Panel> = Vec::new();
-    panels.push(("Table 1: instructions per call".into(), TABLE1.iter().map(|(m, _)| (m.trim_start_matches("interpose_").to_string(), g(m))).collect()));
+    panels.push((
+        "Table 1: instructions per call".into(),
+        TABLE1.iter().map(|(m, _)| (m.trim_start_matches("interpose_").to_string(), g(m))).collect(),
+    ));
     let mut f45 = vec![("IPC round trip".to_string(), g("swap_ipc_rtt")), ("null swap".to_string(), g("swap_null"))];
     f45.extend(CLIENTS.iter().map(|n| (format!("swap, {n} clients"), g(&format!("swap_clients_{n}")))));
     panels.push(("Figures 4-5: instructions per swap (caller's)".into(), f45));
     panels.push((
         "Figure 6: busy instructions, Postmark-style".into(),
-        FIG6.iter().flat_map(|(wl, wname)| [("shared", "fixed shared"), ("auto", "adaptive")].map(|(p, what)| (format!("{what}, {wname}"), g(&format!("{wl}_{p}_busy"))))).collect(),
+        FIG6.iter()
+            .flat_map(|(wl, wname)| {
+                [("shared", "fixed shared"), ("auto", "adaptive")]
+                    .map(|(p, what)| (format!("{what}, {wname}"), g(&format!("{wl}_{p}_busy"))))
+            })
+            .collect(),
     ));
-    panels.push(("Figure 7: busy instructions of the workload".into(), POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("swap_adaptive_{p}_busy")))).collect()));
+    panels.push((
+        "Figure 7: busy instructions of the workload".into(),
+        POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("swap_adaptive_{p}_busy")))).collect(),
+    ));
     panels_svg(&panels)
 }
 

@@ -38,7 +38,14 @@ fn get(s: &mut TcpStream, path: &str, len: usize) -> Result<(), String> {
 /// forwarded connection at a time, so each port's connections open one after another,
 /// the ports in parallel), each asked once; then all make `n` requests at once. Returns
 /// (requests a second, busy ticks per request), `busy` read just before and after.
-pub fn at(ports: &[u16], c: usize, n: usize, path: &str, len: usize, busy: &dyn Fn() -> Result<u64, String>) -> Result<(u64, u64), String> {
+pub fn at(
+    ports: &[u16],
+    c: usize,
+    n: usize,
+    path: &str,
+    len: usize,
+    busy: &dyn Fn() -> Result<u64, String>,
+) -> Result<(u64, u64), String> {
     let path = Arc::new(path.to_string());
     let start = Arc::new(Barrier::new(c + 1));
     let done = Arc::new(Barrier::new(c + 1));

@@ -36,7 +36,9 @@ pub const CLOSER_GUEST: &str = "10.0.2.103:9";
 /// The guestfwd rules of the two (scripts QEMU runs for each connection).
 pub fn sinks() -> Result<Vec<(String, String)>, String> {
     let mut v = Vec::new();
-    for (guest, name, body) in [(SINK_GUEST, "sink.sh", "exec cksum"), (CLOSER_GUEST, "closer.sh", "exec head -c 65536 >/dev/null")] {
+    for (guest, name, body) in
+        [(SINK_GUEST, "sink.sh", "exec cksum"), (CLOSER_GUEST, "closer.sh", "exec head -c 65536 >/dev/null")]
+    {
         v.push((guest.to_string(), script(name, body)?.display().to_string()));
     }
     Ok(v)
@@ -47,7 +49,8 @@ fn script(name: &str, body: &str) -> Result<PathBuf, String> {
     use std::os::unix::fs::PermissionsExt;
     let p = crate::out_dir().join(name);
     std::fs::create_dir_all(crate::out_dir()).map_err(|e| e.to_string())?;
-    std::fs::write(&p, format!("#!/bin/sh\n# Made by xtask (nettest.rs).\n{body}\n")).map_err(|e| format!("{}: {e}", p.display()))?;
+    std::fs::write(&p, format!("#!/bin/sh\n# Made by xtask (nettest.rs).\n{body}\n"))
+        .map_err(|e| format!("{}: {e}", p.display()))?;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
     Ok(p)
 }
@@ -70,7 +73,12 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 /// (name, seed, size) of the files in the web scenario's filesystem.
 pub fn www_files() -> Vec<(String, u64, usize)> {
-    let mut v = vec![("small.txt".to_string(), 0, 0), ("64k.bin".to_string(), 64, 64 << 10), ("1m.bin".to_string(), 1, 1 << 20), ("16m.bin".to_string(), 16, 16 << 20)];
+    let mut v = vec![
+        ("small.txt".to_string(), 0, 0),
+        ("64k.bin".to_string(), 64, 64 << 10),
+        ("1m.bin".to_string(), 1, 1 << 20),
+        ("16m.bin".to_string(), 16, 16 << 20),
+    ];
     for i in 0..8 {
         v.push((format!("f{i}.bin"), 100 + i, (256 << 10) + (i as usize) * 4099));
     }
@@ -180,9 +188,15 @@ fn response_after(s: &mut TcpStream, head_only: bool, buf: &mut Vec<u8>) -> Resu
     let head = String::from_utf8_lossy(&buf[..end]).to_string();
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or("");
-    let status = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or(format!("bad status line {status_line:?}"))?;
-    let headers: Vec<(String, String)> = lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
-    let len: usize = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok()).ok_or("no Content-Length")?;
+    let status =
+        status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or(format!("bad status line {status_line:?}"))?;
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .ok_or("no Content-Length")?;
     buf.drain(..end);
     if head_only {
         return Ok(Response { status, headers, body: Vec::new() });
@@ -228,7 +242,10 @@ fn get_file(port: u16, name: &str) -> Result<(), String> {
     let r = request(port, "GET", &format!("/{name}"), "")?;
     expect(r.status == 200, format!("GET /{name}: status {}", r.status))?;
     expect(r.body.len() == want.len(), format!("GET /{name}: {} bytes, want {}", r.body.len(), want.len()))?;
-    expect(r.body == want, format!("GET /{name}: the bytes differ (first at {:?})", r.body.iter().zip(&want).position(|(a, b)| a != b)))
+    expect(
+        r.body == want,
+        format!("GET /{name}: the bytes differ (first at {:?})", r.body.iter().zip(&want).position(|(a, b)| a != b)),
+    )
 }
 
 /// Five requests on one connection, then two pipelined in one write.
@@ -239,7 +256,8 @@ fn keep_alive(p: u16) -> Result<(), String> {
         let r = response(&mut s, false).map_err(|e| format!("request {i}: {e}"))?;
         expect(r.status == 200 && r.body == SMALL, format!("request {i} on one connection"))?;
     }
-    write!(s, "GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\nHEAD /1m.bin HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| e.to_string())?;
+    write!(s, "GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\nHEAD /1m.bin HTTP/1.1\r\nHost: scion\r\n\r\n")
+        .map_err(|e| e.to_string())?;
     // The two answers may come in one read: what follows the first is the second's.
     let mut buf = Vec::new();
     let a = response_after(&mut s, false, &mut buf).map_err(|e| format!("pipelined GET: {e}"))?;
@@ -253,8 +271,15 @@ fn still_serves(port: u16) -> Result<(), String> {
     let start = Instant::now();
     loop {
         match request(port, "GET", "/small.txt", "") {
-            Ok(r) => return expect(r.status == 200 && r.body == SMALL, format!("a normal request afterwards: status {}", r.status)),
-            Err(e) if start.elapsed() > Duration::from_secs(10) => return Err(format!("a normal request afterwards: {e}")),
+            Ok(r) => {
+                return expect(
+                    r.status == 200 && r.body == SMALL,
+                    format!("a normal request afterwards: status {}", r.status),
+                )
+            }
+            Err(e) if start.elapsed() > Duration::from_secs(10) => {
+                return Err(format!("a normal request afterwards: {e}"))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }
@@ -281,7 +306,10 @@ fn conformance(p: u16) -> Result<(), String> {
     expect(st == Some(400), format!("two Host fields: {st:?}"))?;
     // RFC 9110 §13.1.5: an If-Range that cannot match gets the whole representation.
     let r = request(p, "GET", "/1m.bin", "Range: bytes=0-99\r\nIf-Range: \"no-such-tag\"\r\n")?;
-    expect(r.status == 200 && r.body == file("1m.bin"), format!("If-Range that cannot match: status {}, {} bytes", r.status, r.body.len()))?;
+    expect(
+        r.status == 200 && r.body == file("1m.bin"),
+        format!("If-Range that cannot match: status {}, {} bytes", r.status, r.body.len()),
+    )?;
     // §2.2: a request with bare LF line ends is answered.
     let st = raw_status(p, b"GET /small.txt HTTP/1.1\nHost: scion\nConnection: close\n\n")?;
     expect(st == Some(200), format!("bare LF: {st:?}"))?;
@@ -304,13 +332,19 @@ fn checks() -> Vec<Check> {
         ("head", |p| {
             let r = request(p, "HEAD", "/16m.bin", "")?;
             expect(r.status == 200, format!("status {}", r.status))?;
-            expect(r.header("Content-Length") == Some("16777216"), format!("Content-Length {:?}", r.header("Content-Length")))
+            expect(
+                r.header("Content-Length") == Some("16777216"),
+                format!("Content-Length {:?}", r.header("Content-Length")),
+            )
         }),
         ("range", |p| {
             let want = file("1m.bin");
             let r = request(p, "GET", "/1m.bin", "Range: bytes=1000-70999\r\n")?;
             expect(r.status == 206, format!("status {}", r.status))?;
-            expect(r.header("Content-Range") == Some("bytes 1000-70999/1048576"), format!("Content-Range {:?}", r.header("Content-Range")))?;
+            expect(
+                r.header("Content-Range") == Some("bytes 1000-70999/1048576"),
+                format!("Content-Range {:?}", r.header("Content-Range")),
+            )?;
             expect(r.body == want[1000..71000], "the range's bytes differ")?;
             let r = request(p, "GET", "/1m.bin", "Range: bytes=-100\r\n")?;
             expect(r.status == 206 && r.body == want[want.len() - 100..], "a suffix range")?;
@@ -324,9 +358,15 @@ fn checks() -> Vec<Check> {
         ("listing", |p| {
             let r = request(p, "GET", "/", "")?;
             let page = String::from_utf8_lossy(&r.body);
-            expect(r.status == 200 && page.contains("href=\"/16m.bin\"") && page.contains("href=\"/sub/\""), format!("status {}, page {page:.200}", r.status))?;
+            expect(
+                r.status == 200 && page.contains("href=\"/16m.bin\"") && page.contains("href=\"/sub/\""),
+                format!("status {}, page {page:.200}", r.status),
+            )?;
             let r = request(p, "GET", "/sub", "")?;
-            expect(r.status == 301 && r.header("Location") == Some("/sub/"), format!("/sub: status {} Location {:?}", r.status, r.header("Location")))?;
+            expect(
+                r.status == 301 && r.header("Location") == Some("/sub/"),
+                format!("/sub: status {} Location {:?}", r.status, r.header("Location")),
+            )?;
             let r = request(p, "GET", "/sub/", "")?;
             expect(r.status == 200 && String::from_utf8_lossy(&r.body).contains("inner.txt"), "/sub/ lists inner.txt")
         }),
@@ -346,7 +386,8 @@ fn checks() -> Vec<Check> {
             Ok(())
         }),
         ("garbage", |p| {
-            let junk: Vec<u8> = pattern(7, 3000).into_iter().map(|b| if b == b'\n' { b'x' } else { b }).chain(*b"\r\n\r\n").collect();
+            let junk: Vec<u8> =
+                pattern(7, 3000).into_iter().map(|b| if b == b'\n' { b'x' } else { b }).chain(*b"\r\n\r\n").collect();
             let st = raw_status(p, &junk)?;
             expect(st.is_none() || st == Some(400), format!("garbage: {st:?}"))?;
             still_serves(p)
@@ -415,7 +456,12 @@ fn checks() -> Vec<Check> {
 
 /// Run the HTTP checks against the guest's port 80 forwarded to `port`; the last kills
 /// the net server from the guest's shell (typed by `t`) in the middle of a download.
-pub fn http_checks(ports: &[u16], ftp: Option<u16>, t: &crate::qemu::Typer, set: &str) -> Vec<(String, Result<(), String>)> {
+pub fn http_checks(
+    ports: &[u16],
+    ftp: Option<u16>,
+    t: &crate::qemu::Typer,
+    set: &str,
+) -> Vec<(String, Result<(), String>)> {
     let port = ports[0];
     if set == "scale" || set == "thousand" {
         // "thousand": the thousand connections (on demand: `http_thousand`) and the
@@ -430,7 +476,8 @@ pub fn http_checks(ports: &[u16], ftp: Option<u16>, t: &crate::qemu::Typer, set:
             .map(|(name, f)| (name.to_string(), f(ports)))
             .collect();
     }
-    let mut v: Vec<(String, Result<(), String>)> = checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
+    let mut v: Vec<(String, Result<(), String>)> =
+        checks().into_iter().map(|(name, f)| (name.to_string(), f(port))).collect();
     if let Some(f) = ftp {
         v.extend(ftp_checks(f, t));
     }
@@ -456,7 +503,12 @@ type ScaleCheck = (&'static str, fn(&[u16]) -> Result<(), String>);
 /// slowloris beside a normal client, 5,000 requests at concurrency 100; each gets the
 /// `SCALE_PORTS` forwarded ports.
 fn scale_checks() -> Vec<ScaleCheck> {
-    vec![("thousand-connections", thousand), ("slowloris", slowloris), ("ab-5000x100", ab_style), ("after", |p| still_serves(p[BULK_PORTS]))]
+    vec![
+        ("thousand-connections", thousand),
+        ("slowloris", slowloris),
+        ("ab-5000x100", ab_style),
+        ("after", |p| still_serves(p[BULK_PORTS])),
+    ]
 }
 
 /// One request written on a fresh connection: (status, body), read with `timeout`.
@@ -494,14 +546,19 @@ fn thousand(ports: &[u16]) -> Result<(), String> {
                     let mut mine = mine.lock().map_err(|_| "a lock".to_string())?;
                     // The due ones asked all at once, then their answers read (a sweep
                     // of one at a time falls behind the server's idle time under load).
-                    let mut due: Vec<&mut (usize, TcpStream, Instant)> = mine.iter_mut().filter(|c| c.2.elapsed() > WARM).collect();
+                    let mut due: Vec<&mut (usize, TcpStream, Instant)> =
+                        mine.iter_mut().filter(|c| c.2.elapsed() > WARM).collect();
                     for (n, s, _) in due.iter_mut().map(|c| &mut **c) {
-                        s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| format!("connection {n} kept open: {e}"))?;
+                        s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n")
+                            .map_err(|e| format!("connection {n} kept open: {e}"))?;
                     }
                     for (n, s, at) in due.iter_mut().map(|c| &mut **c) {
                         s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
                         let r = response(s, false).map_err(|e| format!("connection {n} kept open: {e}"))?;
-                        expect(r.status == 200 && r.body == SMALL, format!("connection {n} kept open: status {}", r.status))?;
+                        expect(
+                            r.status == 200 && r.body == SMALL,
+                            format!("connection {n} kept open: status {}", r.status),
+                        )?;
                         *at = Instant::now();
                     }
                 }
@@ -517,10 +574,17 @@ fn thousand(ports: &[u16]) -> Result<(), String> {
                 for n in (k..N).step_by(THREADS) {
                     // The request written at once, before the guest has the connection.
                     let mut s = connect(p).map_err(|e| format!("connection {n}: {e}"))?;
-                    let r = get_on(&mut s, "/small.txt", Duration::from_secs(60)).map_err(|e| format!("connection {n}: {e}"))?;
-                    expect(r.status == 200 && r.body == SMALL, format!("connection {n}: status {}, {} bytes", r.status, r.body.len()))?;
+                    let r = get_on(&mut s, "/small.txt", Duration::from_secs(60))
+                        .map_err(|e| format!("connection {n}: {e}"))?;
+                    expect(
+                        r.status == 200 && r.body == SMALL,
+                        format!("connection {n}: status {}, {} bytes", r.status, r.body.len()),
+                    )?;
                     mine.lock().map_err(|_| "a lock".to_string())?.push((n, s, Instant::now()));
-                    expect(t0.elapsed() < LIMIT, format!("{n}: not all {N} connections open in {} s", LIMIT.as_secs()))?;
+                    expect(
+                        t0.elapsed() < LIMIT,
+                        format!("{n}: not all {N} connections open in {} s", LIMIT.as_secs()),
+                    )?;
                 }
                 Ok(())
             })
@@ -545,12 +609,17 @@ fn thousand(ports: &[u16]) -> Result<(), String> {
             std::thread::spawn(move || -> Result<(), String> {
                 let mut mine = std::mem::take(&mut *mine.lock().map_err(|_| "a lock".to_string())?);
                 for (n, s, _) in mine.iter_mut() {
-                    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n").map_err(|e| format!("connection {n}, asked again with all {N} open: {e}"))?;
+                    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n\r\n")
+                        .map_err(|e| format!("connection {n}, asked again with all {N} open: {e}"))?;
                 }
                 for (n, mut s, _) in mine {
                     s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-                    let r = response(&mut s, false).map_err(|e| format!("connection {n}, asked again with all {N} open: {e}"))?;
-                    expect(r.status == 200 && r.body == SMALL, format!("connection {n}, asked again with all {N} asking: status {}", r.status))?;
+                    let r = response(&mut s, false)
+                        .map_err(|e| format!("connection {n}, asked again with all {N} open: {e}"))?;
+                    expect(
+                        r.status == 200 && r.body == SMALL,
+                        format!("connection {n}, asked again with all {N} asking: status {}", r.status),
+                    )?;
                 }
                 Ok(())
             })
@@ -559,8 +628,15 @@ fn thousand(ports: &[u16]) -> Result<(), String> {
     for h in hs {
         h.join().map_err(|_| "a thread panicked".to_string())??;
     }
-    println!("    | {N} connections: all open and answered by {} ms, each asked again by {} ms", opened.as_millis(), t0.elapsed().as_millis());
-    expect(t0.elapsed() < LIMIT + Duration::from_secs(100), format!("the second requests took until {} s", t0.elapsed().as_secs()))
+    println!(
+        "    | {N} connections: all open and answered by {} ms, each asked again by {} ms",
+        opened.as_millis(),
+        t0.elapsed().as_millis()
+    );
+    expect(
+        t0.elapsed() < LIMIT + Duration::from_secs(100),
+        format!("the second requests took until {} s", t0.elapsed().as_secs()),
+    )
 }
 
 /// 150 connections send a request head one byte every 2 s (each opened again when the
@@ -675,8 +751,12 @@ fn ab_style(ports: &[u16]) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(300 * (i as u64 / (2 * BULK_PORTS as u64))));
                 let mut s = ready(p)?;
                 for k in 0..50 {
-                    let r = get_on(&mut s, &path, Duration::from_secs(60)).map_err(|e| format!("client {i}, request {k}: {e}"))?;
-                    expect(r.status == 200 && r.body == want, format!("client {i}, request {k}: status {}, {} bytes", r.status, r.body.len()))?;
+                    let r = get_on(&mut s, &path, Duration::from_secs(60))
+                        .map_err(|e| format!("client {i}, request {k}: {e}"))?;
+                    expect(
+                        r.status == 200 && r.body == want,
+                        format!("client {i}, request {k}: status {}, {} bytes", r.status, r.body.len()),
+                    )?;
                 }
                 Ok(())
             })
@@ -689,7 +769,12 @@ fn ab_style(ports: &[u16]) -> Result<(), String> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    println!("    | 5000 requests at concurrency 100: {:.1} s, {:.0} requests/s, {} clients failed", secs, 5000.0 / secs, failures.len());
+    println!(
+        "    | 5000 requests at concurrency 100: {:.1} s, {:.0} requests/s, {} clients failed",
+        secs,
+        5000.0 / secs,
+        failures.len()
+    );
     match failures.first() {
         Some(f) => Err(format!("{} of 100 clients failed; the first: {f}", failures.len())),
         None => Ok(()),
@@ -728,7 +813,9 @@ fn net_restart(port: u16, t: &crate::qemu::Typer) -> Result<(), String> {
     loop {
         match get_file(port, "1m.bin") {
             Ok(()) => return Ok(()),
-            Err(e) if start.elapsed() > Duration::from_secs(120) => return Err(format!("no download within 120 s of the restart: {e}")),
+            Err(e) if start.elapsed() > Duration::from_secs(120) => {
+                return Err(format!("no download within 120 s of the restart: {e}"))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
@@ -817,7 +904,12 @@ impl Ftp {
     /// As `data`, calling `midway` with the bytes received so far after each read.
     fn data_with(&mut self, line: &str, mut midway: impl FnMut(usize)) -> Result<Vec<u8>, String> {
         let text = self.want("EPSV", 229)?;
-        let port: u16 = text.split("|||").nth(1).and_then(|r| r.split('|').next()).and_then(|p| p.parse().ok()).ok_or_else(|| format!("EPSV reply {text:?}"))?;
+        let port: u16 = text
+            .split("|||")
+            .nth(1)
+            .and_then(|r| r.split('|').next())
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("EPSV reply {text:?}"))?;
         let mut d = connect(port)?;
         self.want(line, 150)?;
         let mut out = Vec::new();
@@ -845,107 +937,137 @@ impl Ftp {
 /// curl's client if this machine has curl.
 pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), String>)> {
     let mut v: Vec<(String, Result<(), String>)> = Vec::new();
-    v.push(("ftp-commands".into(), (|| {
-        let mut f = Ftp::connect(port)?;
-        f.want("PWD", 530)?;
-        f.want("USER someone", 530)?;
-        f.want("PASS x", 503)?;
-        f.want("USER anonymous", 331)?;
-        f.want("PASS x", 230)?;
-        let pwd = f.want("PWD", 257)?;
-        expect(pwd.contains("\"/\""), format!("PWD: {pwd:?}"))?;
-        f.want("SYST", 215)?;
-        f.want("FEAT", 211)?;
-        f.want("TYPE I", 200)?;
-        f.want("TYPE X", 504)?;
-        let size = f.want("SIZE 16m.bin", 213)?;
-        expect(size.trim() == "213 16777216", format!("SIZE: {size:?}"))?;
-        f.want("SIZE nope.bin", 550)?;
-        f.want("RETR 1m.bin", 425)?;
-        f.want("CWD nope", 550)?;
-        f.want("CWD ../..", 550)?;
-        f.want("PORT 127,0,0,1,4,1", 502)?;
-        f.want("STOR x", 502)?;
-        f.want("NOOP", 200)?;
-        f.want("QUIT", 221)?;
-        Ok(())
-    })()));
-    v.push(("ftp-retr-16m".into(), (|| {
-        let mut f = Ftp::login(port)?;
-        // Midway, the shell's `cue` lists the transfer (checked in the log: LOG_CHECKS).
-        let mut typed = false;
-        let got = f.data_with("RETR /16m.bin", |n| {
-            if n >= 4 << 20 && !typed {
-                t.type_text("cue\n");
-                typed = true;
-                // Stop reading a while: TCP's window holds the transfer open until the
-                // shell (below net and the storage servers in priority, busy with the
-                // transfer) has had its turn to ask.
-                std::thread::sleep(std::time::Duration::from_secs(3));
-            }
-        })?;
-        expect(got == file("16m.bin"), format!("16m.bin: {} bytes, differing from the file", got.len()))?;
-        f.want("QUIT", 221).map(|_| ())
-    })()));
-    v.push(("ftp-list-cwd".into(), (|| {
-        let mut f = Ftp::login(port)?;
-        let list = String::from_utf8_lossy(&f.data("LIST")?).into_owned();
-        expect(list.lines().any(|l| l.ends_with(" 16m.bin") && l.contains(" 16777216 ") && l.starts_with('-')), format!("LIST: {list:?}"))?;
-        expect(list.lines().any(|l| l.ends_with(" sub") && l.starts_with('d')), format!("LIST lacks the directory: {list:?}"))?;
-        let names = String::from_utf8_lossy(&f.data("NLST")?).into_owned();
-        expect(names.lines().any(|l| l == "1m.bin"), format!("NLST: {names:?}"))?;
-        f.want("CWD sub", 250)?;
-        let pwd = f.want("PWD", 257)?;
-        expect(pwd.contains("\"/sub\""), format!("PWD in sub: {pwd:?}"))?;
-        let inner = f.data("RETR inner.txt")?;
-        expect(inner == b"inner\n", format!("inner.txt: {inner:?}"))?;
-        f.want("CDUP", 250)?;
-        let pwd = f.want("PWD", 257)?;
-        expect(pwd.contains("\"/\""), format!("PWD after CDUP: {pwd:?}"))?;
-        f.want("QUIT", 221).map(|_| ())
-    })()));
-    v.push(("ftp-four-at-once".into(), (|| {
-        let handles: Vec<_> = (0..4)
-            .map(|i| {
-                std::thread::spawn(move || -> Result<(), String> {
-                    let name = format!("f{i}.bin");
-                    let mut f = Ftp::login(port)?;
-                    let got = f.data(&format!("RETR {name}"))?;
-                    expect(got == file(&name), format!("{name}: {} bytes, differing from the file", got.len()))
+    v.push((
+        "ftp-commands".into(),
+        (|| {
+            let mut f = Ftp::connect(port)?;
+            f.want("PWD", 530)?;
+            f.want("USER someone", 530)?;
+            f.want("PASS x", 503)?;
+            f.want("USER anonymous", 331)?;
+            f.want("PASS x", 230)?;
+            let pwd = f.want("PWD", 257)?;
+            expect(pwd.contains("\"/\""), format!("PWD: {pwd:?}"))?;
+            f.want("SYST", 215)?;
+            f.want("FEAT", 211)?;
+            f.want("TYPE I", 200)?;
+            f.want("TYPE X", 504)?;
+            let size = f.want("SIZE 16m.bin", 213)?;
+            expect(size.trim() == "213 16777216", format!("SIZE: {size:?}"))?;
+            f.want("SIZE nope.bin", 550)?;
+            f.want("RETR 1m.bin", 425)?;
+            f.want("CWD nope", 550)?;
+            f.want("CWD ../..", 550)?;
+            f.want("PORT 127,0,0,1,4,1", 502)?;
+            f.want("STOR x", 502)?;
+            f.want("NOOP", 200)?;
+            f.want("QUIT", 221)?;
+            Ok(())
+        })(),
+    ));
+    v.push((
+        "ftp-retr-16m".into(),
+        (|| {
+            let mut f = Ftp::login(port)?;
+            // Midway, the shell's `cue` lists the transfer (checked in the log: LOG_CHECKS).
+            let mut typed = false;
+            let got = f.data_with("RETR /16m.bin", |n| {
+                if n >= 4 << 20 && !typed {
+                    t.type_text("cue\n");
+                    typed = true;
+                    // Stop reading a while: TCP's window holds the transfer open until the
+                    // shell (below net and the storage servers in priority, busy with the
+                    // transfer) has had its turn to ask.
+                    std::thread::sleep(std::time::Duration::from_secs(3));
+                }
+            })?;
+            expect(got == file("16m.bin"), format!("16m.bin: {} bytes, differing from the file", got.len()))?;
+            f.want("QUIT", 221).map(|_| ())
+        })(),
+    ));
+    v.push((
+        "ftp-list-cwd".into(),
+        (|| {
+            let mut f = Ftp::login(port)?;
+            let list = String::from_utf8_lossy(&f.data("LIST")?).into_owned();
+            expect(
+                list.lines().any(|l| l.ends_with(" 16m.bin") && l.contains(" 16777216 ") && l.starts_with('-')),
+                format!("LIST: {list:?}"),
+            )?;
+            expect(
+                list.lines().any(|l| l.ends_with(" sub") && l.starts_with('d')),
+                format!("LIST lacks the directory: {list:?}"),
+            )?;
+            let names = String::from_utf8_lossy(&f.data("NLST")?).into_owned();
+            expect(names.lines().any(|l| l == "1m.bin"), format!("NLST: {names:?}"))?;
+            f.want("CWD sub", 250)?;
+            let pwd = f.want("PWD", 257)?;
+            expect(pwd.contains("\"/sub\""), format!("PWD in sub: {pwd:?}"))?;
+            let inner = f.data("RETR inner.txt")?;
+            expect(inner == b"inner\n", format!("inner.txt: {inner:?}"))?;
+            f.want("CDUP", 250)?;
+            let pwd = f.want("PWD", 257)?;
+            expect(pwd.contains("\"/\""), format!("PWD after CDUP: {pwd:?}"))?;
+            f.want("QUIT", 221).map(|_| ())
+        })(),
+    ));
+    v.push((
+        "ftp-four-at-once".into(),
+        (|| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    std::thread::spawn(move || -> Result<(), String> {
+                        let name = format!("f{i}.bin");
+                        let mut f = Ftp::login(port)?;
+                        let got = f.data(&format!("RETR {name}"))?;
+                        expect(got == file(&name), format!("{name}: {} bytes, differing from the file", got.len()))
+                    })
                 })
-            })
-            .collect();
-        for h in handles {
-            h.join().map_err(|_| "a download thread panicked".to_string())??;
-        }
-        Ok(())
-    })()));
+                .collect();
+            for h in handles {
+                h.join().map_err(|_| "a download thread panicked".to_string())??;
+            }
+            Ok(())
+        })(),
+    ));
     v.push(("ftp-abandoned-pasv".into(), ftp_abandoned(port)));
-    v.push(("ftp-rest".into(), (|| {
-        let mut f = Ftp::login(port)?;
-        let want = file("1m.bin");
-        f.want("REST 1000", 350)?;
-        let got = f.data("RETR 1m.bin")?;
-        expect(got == want[1000..], format!("REST 1000 then RETR: {} bytes, want the file's last {}", got.len(), want.len() - 1000))?;
-        let got = f.data("RETR 1m.bin")?;
-        expect(got == want, "a RETR after a resumed one starts at 0 again")?;
-        f.want("REST 2000000", 350)?;
-        f.want("EPSV", 229)?;
-        f.want("RETR 1m.bin", 554)?;
-        f.want("REST x", 501)?;
-        f.want("QUIT", 221).map(|_| ())
-    })()));
+    v.push((
+        "ftp-rest".into(),
+        (|| {
+            let mut f = Ftp::login(port)?;
+            let want = file("1m.bin");
+            f.want("REST 1000", 350)?;
+            let got = f.data("RETR 1m.bin")?;
+            expect(
+                got == want[1000..],
+                format!("REST 1000 then RETR: {} bytes, want the file's last {}", got.len(), want.len() - 1000),
+            )?;
+            let got = f.data("RETR 1m.bin")?;
+            expect(got == want, "a RETR after a resumed one starts at 0 again")?;
+            f.want("REST 2000000", 350)?;
+            f.want("EPSV", 229)?;
+            f.want("RETR 1m.bin", 554)?;
+            f.want("REST x", 501)?;
+            f.want("QUIT", 221).map(|_| ())
+        })(),
+    ));
     let curl = std::process::Command::new("curl").arg("--version").output().is_ok_and(|o| o.status.success());
     if curl {
-        v.push(("ftp-curl".into(), (|| {
-            let out = std::process::Command::new("curl")
-                .args(["--silent", "--show-error", "--max-time", "300"])
-                .arg(format!("ftp://127.0.0.1:{port}/16m.bin"))
-                .output()
-                .map_err(|e| format!("curl: {e}"))?;
-            expect(out.status.success(), format!("curl failed: {}", String::from_utf8_lossy(&out.stderr).trim()))?;
-            expect(out.stdout == file("16m.bin"), format!("curl got {} bytes, differing from 16m.bin", out.stdout.len()))
-        })()));
+        v.push((
+            "ftp-curl".into(),
+            (|| {
+                let out = std::process::Command::new("curl")
+                    .args(["--silent", "--show-error", "--max-time", "300"])
+                    .arg(format!("ftp://127.0.0.1:{port}/16m.bin"))
+                    .output()
+                    .map_err(|e| format!("curl: {e}"))?;
+                expect(out.status.success(), format!("curl failed: {}", String::from_utf8_lossy(&out.stderr).trim()))?;
+                expect(
+                    out.stdout == file("16m.bin"),
+                    format!("curl got {} bytes, differing from 16m.bin", out.stdout.len()),
+                )
+            })(),
+        ));
     } else {
         println!("    | (no curl on this machine: the FTP checks use xtask's own client only)");
     }
@@ -977,7 +1099,9 @@ fn ftp_abandoned(port: u16) -> Result<(), String> {
                 let _ = f.w.shutdown(Shutdown::Both);
             }
         }
-        let got = ftp_fetch(port, "f1.bin").map_err(|e| format!("a download after four abandoned sessions ({}): {e}", if round == 0 { "QUIT" } else { "closed" }))?;
+        let got = ftp_fetch(port, "f1.bin").map_err(|e| {
+            format!("a download after four abandoned sessions ({}): {e}", if round == 0 { "QUIT" } else { "closed" })
+        })?;
         expect(got == file("f1.bin"), "the download after the abandoned sessions differs")?;
     }
     let mut idle = Vec::new();
@@ -1023,7 +1147,10 @@ fn ftp_abandoned(port: u16) -> Result<(), String> {
         if got == 4 {
             return Ok(());
         }
-        expect(start.elapsed() < Duration::from_secs(30), format!("only {got} of the 4 data ports came back after the abandoned sessions ended (30 s)"))?;
+        expect(
+            start.elapsed() < Duration::from_secs(30),
+            format!("only {got} of the 4 data ports came back after the abandoned sessions ended (30 s)"),
+        )?;
         std::thread::sleep(Duration::from_secs(1));
     }
 }

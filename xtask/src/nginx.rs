@@ -56,7 +56,11 @@ fn binary(dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
     let dl = root.join("deb");
     std::fs::create_dir_all(&dl).map_err(|e| e.to_string())?;
-    crate::sh(Command::new("sh").current_dir(&dl).args(["-c", "apt-get download nginx 2>/dev/null || (apt-get update -qq && apt-get download nginx)"]))?;
+    crate::sh(
+        Command::new("sh")
+            .current_dir(&dl)
+            .args(["-c", "apt-get download nginx 2>/dev/null || (apt-get update -qq && apt-get download nginx)"]),
+    )?;
     let deb = std::fs::read_dir(&dl)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -77,7 +81,9 @@ fn libraries(bin: &Path) -> Result<Vec<String>, String> {
     for l in text.lines() {
         let l = l.trim();
         if l.contains("not found") {
-            return Err(format!("nginx needs a library the host lacks ({l}); install it (e.g. apt-get install libssl3 libpcre2-8-0)"));
+            return Err(format!(
+                "nginx needs a library the host lacks ({l}); install it (e.g. apt-get install libssl3 libpcre2-8-0)"
+            ));
         }
         // "libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)" or "/lib64/ld-linux-x86-64.so.2 (0x…)".
         let path = match l.split_once("=>") {

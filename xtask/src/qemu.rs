@@ -126,7 +126,17 @@ const NET_SLOT: u32 = 3;
 
 impl Options {
     pub fn new(accel: String, icount: bool, append: String, disk: Option<std::path::PathBuf>) -> Options {
-        Options { accel, icount, append, disk, machine: "q35".into(), memory: "512M".into(), net: None, gdb: None, cpus: default_cpus() }
+        Options {
+            accel,
+            icount,
+            append,
+            disk,
+            machine: "q35".into(),
+            memory: "512M".into(),
+            net: None,
+            gdb: None,
+            cpus: default_cpus(),
+        }
     }
 }
 
@@ -198,7 +208,9 @@ pub fn free_port() -> Result<u16, String> {
 /// `n` different free ports on 127.0.0.1 (all held while they are picked: a port let go
 /// may be the next one given, and QEMU refuses a forwarding rule for a port twice).
 pub fn free_ports(n: usize) -> Result<Vec<u16>, String> {
-    let held: Vec<std::net::TcpListener> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))).collect::<Result<_, _>>()?;
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}")))
+        .collect::<Result<_, _>>()?;
     held.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
 }
 
@@ -212,13 +224,26 @@ pub struct Outcome {
 /// Boot and wait for QEMU to end (or kill it after `limit`); serial output is the log.
 /// With `input` = (marker, text): once the marker appears on the serial port, the
 /// text is typed into it.
-pub fn run_to_end(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>) -> Result<Outcome, String> {
+pub fn run_to_end(
+    kernel: &Path,
+    image: &Path,
+    o: &Options,
+    limit: Duration,
+    input: Option<(&str, &str)>,
+) -> Result<Outcome, String> {
     run_until(kernel, image, o, limit, input, None)
 }
 
 /// As `run_to_end`; with `kill_at`, QEMU is killed (SIGKILL, no shutdown) as soon as
 /// that text appears on the serial port.
-pub fn run_until(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, kill_at: Option<&str>) -> Result<Outcome, String> {
+pub fn run_until(
+    kernel: &Path,
+    image: &Path,
+    o: &Options,
+    limit: Duration,
+    input: Option<(&str, &str)>,
+    kill_at: Option<&str>,
+) -> Result<Outcome, String> {
     let mut nothing = |_: &Typer| {};
     run_at(kernel, image, o, limit, input, kill_at.map(|k| (k, &mut nothing as &mut dyn FnMut(&Typer))))
 }
@@ -242,7 +267,14 @@ pub type At<'a> = (&'a str, &'a mut dyn FnMut(&Typer));
 /// As `run_to_end`; once the text `at.0` appears on the serial port, `at.1` runs (on the
 /// host, while the guest runs: it talks to the guest through forwarded ports, and may
 /// type into its console), then QEMU is killed.
-pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: Option<(&str, &str)>, at: Option<At<'_>>) -> Result<Outcome, String> {
+pub fn run_at(
+    kernel: &Path,
+    image: &Path,
+    o: &Options,
+    limit: Duration,
+    input: Option<(&str, &str)>,
+    at: Option<At<'_>>,
+) -> Result<Outcome, String> {
     let (kill_at, mut then) = match at {
         Some((k, f)) => (Some(k), Some(f)),
         None => (None, None),
@@ -251,10 +283,16 @@ pub fn run_at(kernel: &Path, image: &Path, o: &Options, limit: Duration, input: 
     // QEMU's monitor on a socket of this run's own: a machine that runs out of time is
     // sent an NMI through it first, and its kernel reports what every thread waits for.
     static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let monitor = std::env::temp_dir().join(format!("scion-monitor-{}-{}.sock", std::process::id(), RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+    let monitor = std::env::temp_dir().join(format!(
+        "scion-monitor-{}-{}.sock",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_file(&monitor);
     c.args(["-serial", "stdio", "-monitor"]).arg(format!("unix:{},server=on,wait=off", monitor.display()));
-    c.stdin(if input.is_some() || then.is_some() { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(if input.is_some() || then.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| format!("cannot start {QEMU}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
     let typer = Typer(std::sync::Arc::new(std::sync::Mutex::new(child.stdin.take())));

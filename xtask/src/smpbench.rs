@@ -4,11 +4,11 @@
 
 use crate::bench::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Plan, Results};
 use crate::qemu::{self, Options};
-use std::time::Duration;
 use crate::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::time::Duration;
 
 type Agg = BTreeMap<(String, String, String), Fig>;
 
@@ -18,7 +18,8 @@ const PAIRS_TARGET: f64 = 1.7;
 
 /// What the Linux side does not measure (`bench/linux/smp.c`: no kernel lock to hand
 /// over, no unmap figures): its "—" in the report.
-const LINUX_ABSENT: [(&str, &str); 3] = [("linux", "ipc_pairs_handovers_2cpu"), ("linux", "unmap_touch_local"), ("linux", "unmap_touch_shootdown")];
+const LINUX_ABSENT: [(&str, &str); 3] =
+    [("linux", "ipc_pairs_handovers_2cpu"), ("linux", "unmap_touch_local"), ("linux", "unmap_touch_shootdown")];
 
 /// The metrics and what they are.
 const METRICS: [(&str, &str); 8] = [
@@ -39,7 +40,15 @@ pub fn smp_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &
     let mut results: Results = BTreeMap::new();
     for run in 1..=runs {
         eprintln!("[smp {run}/{runs}] linux, tcg, 2 CPUs");
-        let opts = Options { cpus: 2, ..Options::new("tcg".into(), false, plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=smp"), None) };
+        let opts = Options {
+            cpus: 2,
+            ..Options::new(
+                "tcg".into(),
+                false,
+                plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=smp"),
+                None,
+            )
+        };
         let out = qemu::run_to_end(vmlinuz, initramfs, &opts, Duration::from_secs(600), None)?;
         let path = plan.log("linux", &format!("linux-smp-{run}.log"), &out.log)?;
         if !out.log.contains("kbench: done") {
@@ -49,7 +58,8 @@ pub fn smp_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &
             results.entry(("linux".into(), "tcg".into())).or_default().entry(m).or_default().push(f);
         }
         eprintln!("[smp {run}/{runs}] scion, tcg, 2 CPUs");
-        let sc = Scenario { cpus: Some(2), limit_s: 600, ..Scenario::bench("bench-smp", "smp", &[("ARGS", plan.args())])? };
+        let sc =
+            Scenario { cpus: Some(2), limit_s: 600, ..Scenario::bench("bench-smp", "smp", &[("ARGS", plan.args())])? };
         let (ok, log) = run_scenario_log(a, &sc, "tcg")?;
         let path = plan.log("scion", &format!("scion-smp-{run}.log"), &log)?;
         if !ok || !log.contains("bench_smp: done") {
@@ -106,9 +116,18 @@ fn report(agg: &Agg) -> String {
             None => "—",
         }
     );
-    let _ = writeln!(s, "| Linux: IPC pairs, 2 CPUs / 1 CPU | {} | |", lpairs.map_or("—".into(), |r| format!("{r:.2}×")));
-    let _ = writeln!(s, "| IPC round trip across CPUs / within one | {} | |", cross.map_or("—".into(), |r| format!("{r:.2}×")));
-    let _ = writeln!(s, "| a shootdown to one CPU (unmap with it − without) | {} cycles | |", shoot.map_or("—".into(), |v| v.to_string()));
+    let _ =
+        writeln!(s, "| Linux: IPC pairs, 2 CPUs / 1 CPU | {} | |", lpairs.map_or("—".into(), |r| format!("{r:.2}×")));
+    let _ = writeln!(
+        s,
+        "| IPC round trip across CPUs / within one | {} | |",
+        cross.map_or("—".into(), |r| format!("{r:.2}×"))
+    );
+    let _ = writeln!(
+        s,
+        "| a shootdown to one CPU (unmap with it − without) | {} cycles | |",
+        shoot.map_or("—".into(), |v| v.to_string())
+    );
     let _ = writeln!(
         s,
         "\nEvery kernel entry takes the big kernel lock but one: IPC between two threads of one CPU goes \
@@ -142,7 +161,10 @@ fn svg(agg: &Agg) -> String {
         ),
         (
             "Touch and unmap a page (cycles)".into(),
-            vec![("no other CPU on the space".into(), g(agg, "unmap_touch_local")), ("shootdown to CPU 1".into(), g(agg, "unmap_touch_shootdown"))],
+            vec![
+                ("no other CPU on the space".into(), g(agg, "unmap_touch_local")),
+                ("shootdown to CPU 1".into(), g(agg, "unmap_touch_shootdown")),
+            ],
         ),
     ];
     panels_svg(&panels)

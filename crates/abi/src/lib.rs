@@ -756,9 +756,11 @@ mod tests {
         for label in [0u64, 1, 0xff_ffff_ffff] {
             for low in 0..1u64 << 24 {
                 let t = ipc::Tag((label << 24) | low);
-                let want = t.words() < ipc::REG_MRS as u64 && t.typed() == 0 && low & 0xff00 == 0 && low & 0x80_0080 == 0;
+                let want =
+                    t.words() < ipc::REG_MRS as u64 && t.typed() == 0 && low & 0xff00 == 0 && low & 0x80_0080 == 0;
                 assert_eq!(t.is_short(), want, "{low:#x}");
-                let want = t.words() < ipc::REG_MRS as u64 && t.typed() == 0 && low & 0xfe00 == 0 && low & 0x80_0080 == 0;
+                let want =
+                    t.words() < ipc::REG_MRS as u64 && t.typed() == 0 && low & 0xfe00 == 0 && low & 0x80_0080 == 0;
                 assert_eq!(t.is_short_or_string(), want, "{low:#x}");
             }
         }

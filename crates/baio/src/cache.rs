@@ -77,8 +77,16 @@ impl Recency {
             return;
         }
         let (prev, next) = (self.prev[s as usize], self.next[s as usize]);
-        if prev == NIL { self.lru = next } else { self.next[prev as usize] = next }
-        if next == NIL { self.mru = prev } else { self.prev[next as usize] = prev }
+        if prev == NIL {
+            self.lru = next
+        } else {
+            self.next[prev as usize] = next
+        }
+        if next == NIL {
+            self.mru = prev
+        } else {
+            self.prev[next as usize] = prev
+        }
         self.prev[s as usize] = NIL;
         self.next[s as usize] = NIL;
         self.len -= 1;
@@ -91,7 +99,11 @@ impl Recency {
         }
         self.prev[s as usize] = self.mru;
         self.next[s as usize] = NIL;
-        if self.mru == NIL { self.lru = s } else { self.next[self.mru as usize] = s }
+        if self.mru == NIL {
+            self.lru = s
+        } else {
+            self.next[self.mru as usize] = s
+        }
         self.mru = s;
         self.len += 1;
     }
@@ -191,7 +203,6 @@ macro_rules! recency_policy {
 }
 recency_policy!(Lru, lru, next);
 recency_policy!(Mru, mru, prev);
-
 
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,7 +407,14 @@ impl Cache {
     /// busy one: the blocks after it are not looked up (`None`). Its caller waits for the
     /// fill under way and asks again from the busy block, so a slot handed out behind it
     /// now would be filled by nobody — and found busy by every later look-up.
-    pub fn lookup_run(&mut self, first: u64, owner: u32, chooser: &mut dyn Chooser, policy: &mut dyn Policy, out: &mut [Option<Lookup>]) {
+    pub fn lookup_run(
+        &mut self,
+        first: u64,
+        owner: u32,
+        chooser: &mut dyn Chooser,
+        policy: &mut dyn Policy,
+        out: &mut [Option<Lookup>],
+    ) {
         let mut busy = false;
         for (k, o) in out.iter_mut().enumerate() {
             *o = if busy { None } else { Some(self.lookup_for(first.wrapping_add(k as u64), owner, chooser, policy)) };
@@ -489,7 +507,8 @@ const HANDOVER_ENTRY: usize = 17;
 impl Cache {
     /// The cache's state with the policy's canonical state `order` (`CANONICAL`).
     pub fn encode(&self, order: &[u8]) -> Vec<u8> {
-        let used: Vec<(usize, &Slot)> = self.slots.iter().enumerate().filter(|(_, s)| s.state != SlotState::Free).collect();
+        let used: Vec<(usize, &Slot)> =
+            self.slots.iter().enumerate().filter(|(_, s)| s.state != SlotState::Free).collect();
         let mut v = Vec::with_capacity(HANDOVER_HEAD + HANDOVER_ENTRY * used.len() + order.len());
         v.extend_from_slice(HANDOVER_MAGIC);
         for w in [self.slots(), used.len() as u32, (order.len() / 4) as u32] {
@@ -531,7 +550,8 @@ impl Cache {
             return Err("the state's counts do not fit");
         }
         let mut c = Cache::new(slots);
-        c.stats = Stats { hits: word(20, 8), misses: word(28, 8), evictions: word(36, 8), resident: 0, grafted: word(44, 8) };
+        c.stats =
+            Stats { hits: word(20, 8), misses: word(28, 8), evictions: word(36, 8), resident: 0, grafted: word(44, 8) };
         for k in 0..used {
             let at = HANDOVER_HEAD + HANDOVER_ENTRY * k;
             let (s, block, owner) = (word(at, 4) as usize, word(at + 4, 8), word(at + 12, 4) as u32);
@@ -725,7 +745,19 @@ pub mod runs {
             assert!(!runs_fit(&[run_word((1 << RUN_SHIFT) - 2, 4)]), "past the last block");
             assert!(runs_fit(&[run_word((1 << RUN_SHIFT) - 4, 4)]));
             assert!(runs_fit(&[run_word(0, 8); 7]), "56 blocks");
-            assert!(!runs_fit(&[run_word(0, 8), run_word(0, 8), run_word(0, 8), run_word(0, 8), run_word(0, 8), run_word(0, 8), run_word(0, 8), run_word(0, 1)]), "57 blocks");
+            assert!(
+                !runs_fit(&[
+                    run_word(0, 8),
+                    run_word(0, 8),
+                    run_word(0, 8),
+                    run_word(0, 8),
+                    run_word(0, 8),
+                    run_word(0, 8),
+                    run_word(0, 8),
+                    run_word(0, 1)
+                ]),
+                "57 blocks"
+            );
         }
     }
 }
@@ -798,9 +830,15 @@ mod tests {
     #[test]
     fn filling_slots_are_never_evicted() {
         let mut c = T::lru(2);
-        let a = match c.lookup(10) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
+        let a = match c.lookup(10) {
+            Lookup::Fill(s) => s,
+            o => panic!("{o:?}"),
+        };
         assert_eq!(c.lookup(10), Lookup::Busy(a));
-        let _b = match c.lookup(11) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
+        let _b = match c.lookup(11) {
+            Lookup::Fill(s) => s,
+            o => panic!("{o:?}"),
+        };
         assert_eq!(c.lookup(12), Lookup::Full, "both slots are being filled");
         assert!(c.filled(11, true));
         assert!(matches!(c.lookup(12), Lookup::Fill(_)), "the valid one is evicted, not the filling one");
@@ -813,7 +851,10 @@ mod tests {
     #[test]
     fn a_run_stops_at_a_busy_block() {
         let mut c = T::lru(8);
-        let s11 = match c.lookup(11) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
+        let s11 = match c.lookup(11) {
+            Lookup::Fill(s) => s,
+            o => panic!("{o:?}"),
+        };
         let mut out = [None; 3];
         c.c.lookup_run(10, 0, &mut NoGraft, &mut *c.p, &mut out);
         assert!(matches!(out[0], Some(Lookup::Fill(_))));
@@ -1038,7 +1079,8 @@ mod tests {
                 if let Some(stream) = seq.run(first, n) {
                     let want = stream as usize;
                     if mode == 2 && want != *imp {
-                        let next: Box<dyn Policy> = if want == 1 { Box::new(Mru::default()) } else { Box::new(Lru::default()) };
+                        let next: Box<dyn Policy> =
+                            if want == 1 { Box::new(Mru::default()) } else { Box::new(Lru::default()) };
                         c.swap_to(next, RECENCY_MOVED);
                         *imp = want;
                     }
@@ -1082,7 +1124,10 @@ mod tests {
             fill(&mut a, b);
         }
         assert_eq!(a.lookup(1), Lookup::Hit(a.c.map[&1]));
-        let filling = match a.lookup(20) { Lookup::Fill(s) => s, o => panic!("{o:?}") };
+        let filling = match a.lookup(20) {
+            Lookup::Fill(s) => s,
+            o => panic!("{o:?}"),
+        };
         assert!(matches!(a.lookup(21), Lookup::Fill(_)));
         a.invalidate(21, 1);
         let order = a.p.export(CANONICAL).unwrap();
@@ -1152,7 +1197,11 @@ mod tests {
         assert_eq!(Cache::decode(&b, 4).err(), Some("the recency order is not the valid slots, each once"));
         let mut b = good.clone();
         b[entry(2) + 16] = 1;
-        assert_eq!(Cache::decode(&b, 4).err(), Some("the recency order is not the valid slots, each once"), "an ordered slot that is not valid");
+        assert_eq!(
+            Cache::decode(&b, 4).err(),
+            Some("the recency order is not the valid slots, each once"),
+            "an ordered slot that is not valid"
+        );
     }
 
     #[test]

@@ -144,7 +144,11 @@ pub struct Crash<'a> {
 
 impl core::fmt::Debug for Crash<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "cut in run {} keeping writes {:?} of {} ({} operations durable, {} acknowledged)", self.run, self.kept, self.of, self.durable, self.acked)
+        write!(
+            f,
+            "cut in run {} keeping writes {:?} of {} ({} operations durable, {} acknowledged)",
+            self.run, self.kept, self.of, self.durable, self.acked
+        )
     }
 }
 
@@ -230,10 +234,12 @@ mod tests {
         let mut states = Vec::new();
         crashes(&base, &r.events, 1, |mut c| {
             let mut b = [0u8; BLOCK];
-            let v: Vec<u8> = (0..4).map(|k| {
-                c.dev.read(k, &mut b).unwrap();
-                b[0]
-            }).collect();
+            let v: Vec<u8> = (0..4)
+                .map(|k| {
+                    c.dev.read(k, &mut b).unwrap();
+                    b[0]
+                })
+                .collect();
             states.push((c.run, c.durable, c.acked, v));
         });
         assert_eq!(states.len(), 4 + 4, "two runs of two writes: four subsets each");
@@ -241,7 +247,10 @@ mod tests {
         // The acknowledgement came after the flush: that operation was durable when
         // acknowledged, but none was acknowledged before the flush.
         assert!(states.contains(&(1, 0, 1, vec![1, 1, 0, 0])), "after the flush: nothing of the second run");
-        assert!(states.contains(&(1, 0, 1, vec![3, 1, 0, 0])), "the later write of block 0 without the earlier of block 2");
+        assert!(
+            states.contains(&(1, 0, 1, vec![3, 1, 0, 0])),
+            "the later write of block 0 without the earlier of block 2"
+        );
         assert!(states.contains(&(1, 0, 1, vec![3, 1, 2, 0])));
         assert!(!states.iter().any(|s| s.0 == 1 && s.3[1] == 0), "a flushed write is never lost");
     }

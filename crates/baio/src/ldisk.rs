@@ -53,7 +53,13 @@ pub fn decode(b: &[u8; BLOCK], state_len: usize) -> Option<(u64, &[u8])> {
     let w = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
     let len = u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])) as usize;
     let seq = w(8);
-    if w(0) != MAP_MAGIC || len != state_len || len > MAX_STATE || seq == 0 || seq >= GENERATION_LIMIT || w(24) != sum_of(b, len) {
+    if w(0) != MAP_MAGIC
+        || len != state_len
+        || len > MAX_STATE
+        || seq == 0
+        || seq >= GENERATION_LIMIT
+        || w(24) != sum_of(b, len)
+    {
         return None;
     }
     Some((seq, &b[HEADER..HEADER + len]))
@@ -121,7 +127,14 @@ impl MapLog {
     /// makes the commit durable before the write is acknowledged and before any block
     /// it freed can be written again (else a cut may keep the new bytes in a block the
     /// old map, still the durable one, names).
-    pub fn write_through(&mut self, dev: &mut impl BlockDev, data_first: u64, physical: u64, data: &[u8; BLOCK], state: &[u8]) -> Result<(), Error> {
+    pub fn write_through(
+        &mut self,
+        dev: &mut impl BlockDev,
+        data_first: u64,
+        physical: u64,
+        data: &[u8; BLOCK],
+        state: &[u8],
+    ) -> Result<(), Error> {
         if physical >= self.first.saturating_sub(data_first) {
             return Err(Error::NotFound);
         }
@@ -213,7 +226,8 @@ mod tests {
                 let done = log.seq() as usize;
                 assert!(done >= c.acked && done <= c.acked + 1, "seed {seed}, {c:?}: the map of {done} writes");
                 for l in 0..8 {
-                    let want = writes[..done].iter().rev().find(|w| w.0 == l).map_or([0u8; BLOCK], |w| block_of(l, w.1));
+                    let want =
+                        writes[..done].iter().rev().find(|w| w.0 == l).map_or([0u8; BLOCK], |w| block_of(l, w.1));
                     assert!(read_logical(&mut c.dev, &mut state, l) == want, "seed {seed}, {c:?}: logical block {l}");
                 }
                 states += 1;

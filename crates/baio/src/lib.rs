@@ -543,7 +543,10 @@ impl Volume {
             }
             let end = i.start.checked_add(i.length);
             if i.length == 0 || i.start < l.data_start || end.is_none_or(|e| e > l.total_blocks) {
-                problems.push(format!("segment {:?}: blocks {}+{} lie outside the data area{gone}", i.name, i.start, i.length));
+                problems.push(format!(
+                    "segment {:?}: blocks {}+{} lie outside the data area{gone}",
+                    i.name, i.start, i.length
+                ));
                 if repair {
                     drop(&mut v, idx);
                 }
@@ -551,7 +554,11 @@ impl Volume {
             }
             let d0 = (i.start - l.data_start) as usize;
             if let Some(k) = claimed[d0..d0 + i.length as usize].iter().position(|c| *c) {
-                problems.push(format!("segment {:?}: block {} belongs to another segment too{gone}", i.name, i.start + k as u64));
+                problems.push(format!(
+                    "segment {:?}: block {} belongs to another segment too{gone}",
+                    i.name,
+                    i.start + k as u64
+                ));
                 if repair {
                     drop(&mut v, idx);
                     continue;
@@ -559,10 +566,14 @@ impl Volume {
             }
             if i.written > i.length {
                 if repair {
-                    problems.push(format!("segment {:?}: written mark {} past its {} blocks: cut to its length", i.name, i.written, i.length));
+                    problems.push(format!(
+                        "segment {:?}: written mark {} past its {} blocks: cut to its length",
+                        i.name, i.written, i.length
+                    ));
                     v.inodes[idx].as_mut().unwrap().written = i.length;
                 } else {
-                    problems.push(format!("segment {:?}: written mark {} past its {} blocks", i.name, i.written, i.length));
+                    problems
+                        .push(format!("segment {:?}: written mark {} past its {} blocks", i.name, i.written, i.length));
                 }
             }
             if i.generation >= GENERATION_LIMIT {
@@ -577,7 +588,10 @@ impl Volume {
                 max_generation = max_generation.max(i.generation);
             }
             if i.generation >= next_generation && i.generation < GENERATION_LIMIT {
-                unfinished.push(format!("inode {idx}: generation {} not below the next one ({next_generation})", i.generation));
+                unfinished.push(format!(
+                    "inode {idx}: generation {} not below the next one ({next_generation})",
+                    i.generation
+                ));
             }
             let free = (i.start..i.start + i.length).filter(|blk| !v.used(blk - l.data_start)).count();
             if free > 0 {
@@ -682,7 +696,16 @@ impl Volume {
 
     /// Create a segment of `len` blocks. `quota`: the most blocks `owner` may hold.
     #[allow(clippy::too_many_arguments)]
-    pub fn create(&mut self, name: &str, owner: u32, rights_owner: u8, rights_other: u8, len: u64, quota: u64, now: u64) -> Result<&Inode, Error> {
+    pub fn create(
+        &mut self,
+        name: &str,
+        owner: u32,
+        rights_owner: u8,
+        rights_other: u8,
+        len: u64,
+        quota: u64,
+        now: u64,
+    ) -> Result<&Inode, Error> {
         if !valid_name(name) || (rights_owner | rights_other) & !(READ | WRITE) != 0 {
             return Err(Error::BadName);
         }
@@ -798,7 +821,6 @@ mod tests {
         }
     }
 
-
     #[test]
     fn layout_fits_and_has_the_papers_inode_ratio() {
         for total in [8u64, 100, 4096, 16384, 262144, 1 << 22] {
@@ -877,7 +899,11 @@ mod tests {
             let mut b = [0u8; BLOCK];
             for blk in seg.start..seg.start + seg.written {
                 c.dev.read(blk, &mut b).unwrap();
-                assert!(b.iter().all(|x| *x == 0), "{c:?}: block {blk} is under the mark {} but holds old bytes", seg.written);
+                assert!(
+                    b.iter().all(|x| *x == 0),
+                    "{c:?}: block {blk} is under the mark {} but holds old bytes",
+                    seg.written
+                );
             }
             assert_eq!(Volume::examine(&mut c.dev), Examination::default(), "{c:?}: after a mount");
             states += 1;
@@ -912,7 +938,11 @@ mod tests {
         v.delete("x").unwrap();
         v.delete("z").unwrap();
         assert!(v.free_blocks() > third + 1);
-        assert_eq!(v.create("w", 1, 3, 0, third + 1 + (n - 2 * third) / 2, u64::MAX, 0).err(), Some(Error::NoSpace), "free space is split in two runs");
+        assert_eq!(
+            v.create("w", 1, 3, 0, third + 1 + (n - 2 * third) / 2, u64::MAX, 0).err(),
+            Some(Error::NoSpace),
+            "free space is split in two runs"
+        );
         assert!(v.create("v", 1, 3, 0, third, u64::MAX, 0).is_ok());
     }
 
@@ -1125,14 +1155,39 @@ mod tests {
         // of none not yet begun, and then check clean.
         type Step = alloc::boxed::Box<dyn Fn(&mut Volume, &mut crash::Recorder) -> Result<(), Error>>;
         let steps: Vec<(&str, Step)> = vec![
-            ("create a", alloc::boxed::Box::new(|v, d| v.create("a", 1, 3, 1, 300, u64::MAX, 1).map(|_| ()).and_then(|_| v.sync(d)))),
-            ("create b", alloc::boxed::Box::new(|v, d| v.create("b", 2, 3, 0, 5000, u64::MAX, 2).map(|_| ()).and_then(|_| v.sync(d)))),
+            (
+                "create a",
+                alloc::boxed::Box::new(|v, d| {
+                    v.create("a", 1, 3, 1, 300, u64::MAX, 1).map(|_| ()).and_then(|_| v.sync(d))
+                }),
+            ),
+            (
+                "create b",
+                alloc::boxed::Box::new(|v, d| {
+                    v.create("b", 2, 3, 0, 5000, u64::MAX, 2).map(|_| ()).and_then(|_| v.sync(d))
+                }),
+            ),
             ("mark a", alloc::boxed::Box::new(|v, d| v.extend_written(d, "a", 3, 16).map(|_| ()))),
             ("delete a", alloc::boxed::Box::new(|v, d| v.delete("a").map(|_| ()).and_then(|_| v.sync(d)))),
-            ("create c in a's hole", alloc::boxed::Box::new(|v, d| v.create("c", 3, 3, 0, 200, u64::MAX, 3).map(|_| ()).and_then(|_| v.sync(d)))),
+            (
+                "create c in a's hole",
+                alloc::boxed::Box::new(|v, d| {
+                    v.create("c", 3, 3, 0, 200, u64::MAX, 3).map(|_| ()).and_then(|_| v.sync(d))
+                }),
+            ),
             ("delete b", alloc::boxed::Box::new(|v, d| v.delete("b").map(|_| ()).and_then(|_| v.sync(d)))),
-            ("create d over b's blocks and more", alloc::boxed::Box::new(|v, d| v.create("d", 4, 3, 0, 6000, u64::MAX, 4).map(|_| ()).and_then(|_| v.sync(d)))),
-            ("delete c and d at once", alloc::boxed::Box::new(|v, d| v.delete("c").and_then(|_| v.delete("d")).map(|_| ()).and_then(|_| v.sync(d)))),
+            (
+                "create d over b's blocks and more",
+                alloc::boxed::Box::new(|v, d| {
+                    v.create("d", 4, 3, 0, 6000, u64::MAX, 4).map(|_| ()).and_then(|_| v.sync(d))
+                }),
+            ),
+            (
+                "delete c and d at once",
+                alloc::boxed::Box::new(|v, d| {
+                    v.delete("c").and_then(|_| v.delete("d")).map(|_| ()).and_then(|_| v.sync(d))
+                }),
+            ),
         ];
         let mut base = dev(40000);
         Volume::format(&mut base).unwrap();
@@ -1150,7 +1205,9 @@ mod tests {
             let m = Volume::mount(&mut c.dev).unwrap_or_else(|e| panic!("{c:?}: no mount: {e:?}"));
             let t = table(&m);
             let last = (c.acked + 1).min(steps.len());
-            let k = (c.acked..=last).find(|k| tables[*k] == t).unwrap_or_else(|| panic!("{c:?}: the table {t:?} is none of the states after {} to {last} updates", c.acked));
+            let k = (c.acked..=last).find(|k| tables[*k] == t).unwrap_or_else(|| {
+                panic!("{c:?}: the table {t:?} is none of the states after {} to {last} updates", c.acked)
+            });
             assert_eq!(Volume::examine(&mut c.dev), Examination::default(), "{c:?}: {k} updates, then a mount");
             cuts += 1;
         });

@@ -170,11 +170,19 @@ mod tests {
         assert_eq!(refused(&good[..good.len() - 1]), Some("the state's counts do not fit"), "cut short");
         assert_eq!(refused(&good[..20]), Some("the state is cut short"));
         assert_eq!(refused(b"SCFILES1........................"), Some("not a files state"));
-        assert_eq!(Handover::decode(&good, 1, 64).err(), Some("the state's counts do not fit"), "more handles than allowed");
+        assert_eq!(
+            Handover::decode(&good, 1, 64).err(),
+            Some("the state's counts do not fit"),
+            "more handles than allowed"
+        );
         assert_eq!(Handover::decode(&good, 16, 5).err(), Some("a ticket's place repeats or is out of the block"));
         let mut big = good.clone();
         big[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(refused(&big), Some("the state's counts do not fit"), "a count near 2^32 neither overflows nor allocates");
+        assert_eq!(
+            refused(&big),
+            Some("the state's counts do not fit"),
+            "a count near 2^32 neither overflows nor allocates"
+        );
         let mut s = sample();
         s.next = 9;
         assert_eq!(refused(&s.encode()), Some("a handle repeats or is not below the next"));

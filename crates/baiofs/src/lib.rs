@@ -169,7 +169,11 @@ impl Inode {
             *e = (u32at(16 + 8 * k), u32at(20 + 8 * k));
         }
         let kind = u16::from_le_bytes([b[0], b[1]]);
-        let damaged = if kind == 0 { b.iter().any(|x| *x != 0) } else { checksum(&b[..SUM]) != u64::from_le_bytes(b[SUM..INODE_SIZE].try_into().unwrap()) };
+        let damaged = if kind == 0 {
+            b.iter().any(|x| *x != 0)
+        } else {
+            checksum(&b[..SUM]) != u64::from_le_bytes(b[SUM..INODE_SIZE].try_into().unwrap())
+        };
         Inode { kind, size: u64::from_le_bytes(b[8..16].try_into().unwrap()), ext, damaged }
     }
 }
@@ -191,10 +195,17 @@ impl Geometry {
     pub fn new(blocks: u64) -> Geometry {
         let bitmap_blocks = blocks.div_ceil(8 * BLOCK as u64);
         let itable_blocks = (blocks / 4).max(64).div_ceil(PER_BLOCK);
-        Geometry { blocks, inodes: itable_blocks * PER_BLOCK, bitmap_start: 1, bitmap_blocks, itable_start: 1 + bitmap_blocks, itable_blocks, data_start: 1 + bitmap_blocks + itable_blocks }
+        Geometry {
+            blocks,
+            inodes: itable_blocks * PER_BLOCK,
+            bitmap_start: 1,
+            bitmap_blocks,
+            itable_start: 1 + bitmap_blocks,
+            itable_blocks,
+            data_start: 1 + bitmap_blocks + itable_blocks,
+        }
     }
 }
-
 
 /// A directory entry as `list` gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,7 +219,12 @@ pub struct Entry {
 /// Names: 1..=48 bytes of UTF-8, not `.` or `..`, without `/` or control characters
 /// (a listing is a line per entry).
 pub fn valid_name(n: &str) -> bool {
-    !n.is_empty() && n.len() <= NAME_MAX && n != "." && n != ".." && !n.contains('/') && !n.chars().any(char::is_control)
+    !n.is_empty()
+        && n.len() <= NAME_MAX
+        && n != "."
+        && n != ".."
+        && !n.contains('/')
+        && !n.chars().any(char::is_control)
 }
 
 /// A directory entry's bytes.
@@ -238,7 +254,8 @@ fn decode_entry(e: &[u8]) -> Result<Option<(u32, Kind, String)>, String> {
         k => return Err(format!("unknown kind {k}")),
     };
     let n = e[4] as usize;
-    let name = e.get(8..8 + n).filter(|_| n <= NAME_MAX).and_then(|b| core::str::from_utf8(b).ok()).filter(|s| valid_name(s));
+    let name =
+        e.get(8..8 + n).filter(|_| n <= NAME_MAX).and_then(|b| core::str::from_utf8(b).ok()).filter(|s| valid_name(s));
     match name {
         Some(name) => Ok(Some((ino, kind, name.to_string()))),
         None => Err("an invalid name".into()),
@@ -368,7 +385,15 @@ impl<D: Dev> Fs<D> {
         } else if u64at(&b, 16) != blocks {
             Some(format!("superblock says {} blocks, the segment has {}", u64at(&b, 16), blocks))
         } else {
-            let stored = Geometry { blocks, inodes: u64at(&b, 24), bitmap_start: u64at(&b, 32), bitmap_blocks: u64at(&b, 40), itable_start: u64at(&b, 48), itable_blocks: geo.itable_blocks, data_start: u64at(&b, 56) };
+            let stored = Geometry {
+                blocks,
+                inodes: u64at(&b, 24),
+                bitmap_start: u64at(&b, 32),
+                bitmap_blocks: u64at(&b, 40),
+                itable_start: u64at(&b, 48),
+                itable_blocks: geo.itable_blocks,
+                data_start: u64at(&b, 56),
+            };
             (stored != geo).then(|| "the geometry in the superblock is not the one its size gives".to_string())
         };
         if geo.data_start > blocks || blocks > u32::MAX as u64 {
@@ -522,15 +547,29 @@ impl<D: Dev> Fs<D> {
                 s.problems.push((format!("inode {ino} has unknown kind {}", n.kind), Fix::ClearInode(ino32)));
                 continue;
             }
-            if let Some((a, l)) = n.ext.iter().map(|(a, l)| (*a as u64, *l as u64)).find(|(a, l)| *l > 0 && (*a < g.data_start || a + l > g.blocks)) {
-                s.problems.push((format!("inode {ino}: extent {a}+{l} lies outside the data blocks"), Fix::ClearInode(ino32)));
+            if let Some((a, l)) = n
+                .ext
+                .iter()
+                .map(|(a, l)| (*a as u64, *l as u64))
+                .find(|(a, l)| *l > 0 && (*a < g.data_start || a + l > g.blocks))
+            {
+                s.problems.push((
+                    format!("inode {ino}: extent {a}+{l} lies outside the data blocks"),
+                    Fix::ClearInode(ino32),
+                ));
                 continue;
             }
             let cap = n.blocks() * BLOCK as u64;
             if n.size > cap {
-                s.problems.push((format!("inode {ino}: size {} is past its {} blocks", n.size, n.blocks()), Fix::CutSize(ino32, cap)));
+                s.problems.push((
+                    format!("inode {ino}: size {} is past its {} blocks", n.size, n.blocks()),
+                    Fix::CutSize(ino32, cap),
+                ));
             } else if n.kind == Kind::Dir as u16 && n.size % DIRENT as u64 != 0 {
-                s.problems.push((format!("directory {ino}: size {} is not a whole number of entries", n.size), Fix::CutSize(ino32, n.size / DIRENT as u64 * DIRENT as u64)));
+                s.problems.push((
+                    format!("directory {ino}: size {} is not a whole number of entries", n.size),
+                    Fix::CutSize(ino32, n.size / DIRENT as u64 * DIRENT as u64),
+                ));
             }
         }
         if !s.problems.is_empty() {
@@ -545,13 +584,17 @@ impl<D: Dev> Fs<D> {
             for (a, l) in nodes[d as usize].ext {
                 for b in a as u64..a as u64 + l as u64 {
                     if let Some(o) = owner.insert(b, d) {
-                        s.problems.push((format!("block {b} belongs to inodes {o} and {d}"), Fix::ClearInode(d.max(o))));
+                        s.problems
+                            .push((format!("block {b} belongs to inodes {o} and {d}"), Fix::ClearInode(d.max(o))));
                     }
                 }
             }
             let mut raw = vec![0u8; nodes[d as usize].size as usize];
             if self.file_read_meta(d, &mut raw).is_err() {
-                s.problems.push((format!("directory {d} cannot be read"), if d == ROOT { Fix::EmptyRoot } else { Fix::ClearInode(d) }));
+                s.problems.push((
+                    format!("directory {d} cannot be read"),
+                    if d == ROOT { Fix::EmptyRoot } else { Fix::ClearInode(d) },
+                ));
                 continue;
             }
             let mut names: Vec<String> = Vec::new();
@@ -566,9 +609,13 @@ impl<D: Dev> Fs<D> {
                     }
                 };
                 if ino as u64 >= g.inodes || ino == ROOT {
-                    s.problems.push((format!("directory {d}: entry `{name}` names inode {ino}: out of range, or the root"), clear));
+                    s.problems.push((
+                        format!("directory {d}: entry `{name}` names inode {ino}: out of range, or the root"),
+                        clear,
+                    ));
                 } else if nodes[ino as usize].kind != kind as u16 {
-                    s.problems.push((format!("directory {d}: entry `{name}` disagrees with inode {ino} on its kind"), clear));
+                    s.problems
+                        .push((format!("directory {d}: entry `{name}` disagrees with inode {ino} on its kind"), clear));
                 } else if named[ino as usize] {
                     s.problems.push((format!("inode {ino} is named twice"), clear));
                 } else if names.contains(&name) {
@@ -582,7 +629,10 @@ impl<D: Dev> Fs<D> {
                         for (a, l) in nodes[ino as usize].ext {
                             for b in a as u64..a as u64 + l as u64 {
                                 if let Some(o) = owner.insert(b, ino) {
-                                    s.problems.push((format!("block {b} belongs to inodes {o} and {ino}"), Fix::ClearInode(ino.max(o))));
+                                    s.problems.push((
+                                        format!("block {b} belongs to inodes {o} and {ino}"),
+                                        Fix::ClearInode(ino.max(o)),
+                                    ));
                                     break;
                                 }
                             }
@@ -617,7 +667,11 @@ impl<D: Dev> Fs<D> {
 
     fn set_bit(&mut self, b: u64, v: bool) {
         let m = 1u8 << (b % 8);
-        if v { self.bitmap[(b / 8) as usize] |= m } else { self.bitmap[(b / 8) as usize] &= !m }
+        if v {
+            self.bitmap[(b / 8) as usize] |= m
+        } else {
+            self.bitmap[(b / 8) as usize] &= !m
+        }
     }
 
     fn write_super(&mut self) -> Result<(), Error> {
@@ -625,7 +679,14 @@ impl<D: Dev> Fs<D> {
         let mut b = [0u8; BLOCK];
         b[0..8].copy_from_slice(&MAGIC.to_le_bytes());
         b[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        for (o, v) in [(16, g.blocks), (24, g.inodes), (32, g.bitmap_start), (40, g.bitmap_blocks), (48, g.itable_start), (56, g.data_start)] {
+        for (o, v) in [
+            (16, g.blocks),
+            (24, g.inodes),
+            (32, g.bitmap_start),
+            (40, g.bitmap_blocks),
+            (48, g.itable_start),
+            (56, g.data_start),
+        ] {
             b[o..o + 8].copy_from_slice(&v.to_le_bytes());
         }
         let c = checksum(&b[..64]);
@@ -792,7 +853,9 @@ impl<D: Dev> Fs<D> {
 
     fn evict(&mut self) {
         while self.cache.len() > self.capacity {
-            let Some(victim) = self.cache.iter().filter(|(_, e)| !e.2).min_by_key(|(_, e)| e.1).map(|(b, _)| *b) else { return };
+            let Some(victim) = self.cache.iter().filter(|(_, e)| !e.2).min_by_key(|(_, e)| e.1).map(|(b, _)| *b) else {
+                return;
+            };
             self.cache.remove(&victim);
             self.stats.evictions += 1;
         }
@@ -930,7 +993,11 @@ impl<D: Dev> Fs<D> {
         let mut out = Vec::new();
         for (i, e) in raw.chunks(DIRENT).enumerate() {
             // The mount checked every entry; one that fails now is the device's fault.
-            let Some((ino, kind, name)) = decode_entry(e).map_err(|why| Error::Corrupt(format!("directory {d}, entry {i}: {why}")))? else { continue };
+            let Some((ino, kind, name)) =
+                decode_entry(e).map_err(|why| Error::Corrupt(format!("directory {d}, entry {i}: {why}")))?
+            else {
+                continue;
+            };
             let size = self.inodes.get(ino as usize).map_or(0, |n| n.size);
             out.push((i as u64, Entry { name, kind, size, ino }));
         }
@@ -984,7 +1051,8 @@ impl<D: Dev> Fs<D> {
         if !valid_name(&name) {
             return Err(Error::BadName);
         }
-        let ino = (ROOT as usize + 1..self.inodes.len()).find(|i| self.inodes[*i].kind == 0).ok_or(Error::NoInode)? as u32;
+        let ino =
+            (ROOT as usize + 1..self.inodes.len()).find(|i| self.inodes[*i].kind == 0).ok_or(Error::NoInode)? as u32;
         // The inode first: until the entry naming it is written it is unnamed, and a
         // mount after a crash frees it.
         self.inodes[ino as usize] = Inode { kind: kind as u16, ..Inode::default() };

@@ -24,13 +24,20 @@ fn files_and_directories_survive_a_remount() {
     let mut buf = vec![0u8; 20_000];
     assert_eq!(fs.read("/docs/a.txt", 0, &mut buf), Ok(10_000));
     assert_eq!(&buf[..10_000], &text[..]);
-    assert_eq!(fs.read("docs/a.txt", 9_990, &mut buf), Ok(10), "relative paths start at the root; reads stop at the end");
+    assert_eq!(
+        fs.read("docs/a.txt", 9_990, &mut buf),
+        Ok(10),
+        "relative paths start at the root; reads stop at the end"
+    );
     assert_eq!(fs.stat("/b"), Ok((Kind::File, 5004)));
     assert_eq!(fs.read("/b", 0, &mut buf[..5004]), Ok(5004));
     assert!(buf[..5000].iter().all(|b| *b == 0), "a hole reads as zeros");
     let names: Vec<String> = fs.list("/").unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(names, ["docs", "b"]);
-    assert_eq!(fs.list("/docs").unwrap()[0], Entry { name: "a.txt".into(), kind: Kind::File, size: 10_000, ino: fs.lookup("/docs/a.txt").unwrap() });
+    assert_eq!(
+        fs.list("/docs").unwrap()[0],
+        Entry { name: "a.txt".into(), kind: Kind::File, size: 10_000, ino: fs.lookup("/docs/a.txt").unwrap() }
+    );
 }
 
 #[test]
@@ -190,8 +197,18 @@ fn corrupt_images_are_refused_with_a_reason() {
     let cases: Vec<(&str, Corrupt)> = vec![
         ("magic", alloc::boxed::Box::new(|d: &mut Vec<u8>| d[0] ^= 1)),
         ("checksum", alloc::boxed::Box::new(|d: &mut Vec<u8>| d[20] ^= 1)),
-        ("outside", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[inode_at + 16..inode_at + 20].copy_from_slice(&1000u32.to_le_bytes()))),
-        ("size", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[inode_at + 8..inode_at + 16].copy_from_slice(&(1u64 << 40).to_le_bytes()))),
+        (
+            "outside",
+            alloc::boxed::Box::new(move |d: &mut Vec<u8>| {
+                d[inode_at + 16..inode_at + 20].copy_from_slice(&1000u32.to_le_bytes())
+            }),
+        ),
+        (
+            "size",
+            alloc::boxed::Box::new(move |d: &mut Vec<u8>| {
+                d[inode_at + 8..inode_at + 16].copy_from_slice(&(1u64 << 40).to_le_bytes())
+            }),
+        ),
         ("named", alloc::boxed::Box::new(move |d: &mut Vec<u8>| d[inode_at + 64] = 1)),
     ];
     for (what, f) in cases {
@@ -287,27 +304,48 @@ fn a_power_cut_at_any_moment_of_any_update_leaves_a_tree_with_every_durable_upda
     let mut steps: Vec<(String, Step)> = vec![
         ("mkdir /d".into(), alloc::boxed::Box::new(|fs| fs.create("/d", Kind::Dir).map(|_| ()))),
         ("create /d/f".into(), alloc::boxed::Box::new(|fs| fs.create("/d/f", Kind::File).map(|_| ()))),
-        ("write 5 blocks to /d/f".into(), alloc::boxed::Box::new(|fs| fs.write("/d/f", 0, &[7u8; 5 * BLOCK]).map(|_| ()))),
+        (
+            "write 5 blocks to /d/f".into(),
+            alloc::boxed::Box::new(|fs| fs.write("/d/f", 0, &[7u8; 5 * BLOCK]).map(|_| ())),
+        ),
         ("create /g".into(), alloc::boxed::Box::new(|fs| fs.create("/g", Kind::File).map(|_| ()))),
         ("write a block to /g".into(), alloc::boxed::Box::new(|fs| fs.write("/g", 0, &[1u8; BLOCK]).map(|_| ()))),
-        ("grow /d/f past /g (a second extent)".into(), alloc::boxed::Box::new(|fs| fs.write("/d/f", 5 * BLOCK as u64, &[8u8; 3 * BLOCK]).map(|_| ()))),
+        (
+            "grow /d/f past /g (a second extent)".into(),
+            alloc::boxed::Box::new(|fs| fs.write("/d/f", 5 * BLOCK as u64, &[8u8; 3 * BLOCK]).map(|_| ())),
+        ),
         ("sync".into(), alloc::boxed::Box::new(|fs| fs.sync())),
     ];
     // Enough entries in /d that the directory grows a second block.
     for i in 0..66 {
-        steps.push((alloc::format!("create /d/e{i}"), alloc::boxed::Box::new(move |fs| fs.create(&alloc::format!("/d/e{i}"), Kind::File).map(|_| ()))));
+        steps.push((
+            alloc::format!("create /d/e{i}"),
+            alloc::boxed::Box::new(move |fs| fs.create(&alloc::format!("/d/e{i}"), Kind::File).map(|_| ())),
+        ));
     }
     steps.push(("create /big".into(), alloc::boxed::Box::new(|fs| fs.create("/big", Kind::File).map(|_| ()))));
-    steps.push(("fill the disk but 2 blocks".into(), alloc::boxed::Box::new(|fs| {
-        let n = fs.free_blocks() as usize - 2;
-        fs.write("/big", 0, &vec![5u8; n * BLOCK]).map(|_| ())
-    })));
+    steps.push((
+        "fill the disk but 2 blocks".into(),
+        alloc::boxed::Box::new(|fs| {
+            let n = fs.free_blocks() as usize - 2;
+            fs.write("/big", 0, &vec![5u8; n * BLOCK]).map(|_| ())
+        }),
+    ));
     steps.push(("remove /d/f".into(), alloc::boxed::Box::new(|fs| fs.remove("/d/f"))));
     steps.push(("remove /d/e3".into(), alloc::boxed::Box::new(|fs| fs.remove("/d/e3"))));
-    steps.push(("create /d/e3 again (a reused entry)".into(), alloc::boxed::Box::new(|fs| fs.create("/d/e3", Kind::Dir).map(|_| ()))));
+    steps.push((
+        "create /d/e3 again (a reused entry)".into(),
+        alloc::boxed::Box::new(|fs| fs.create("/d/e3", Kind::Dir).map(|_| ())),
+    ));
     steps.push(("create /h".into(), alloc::boxed::Box::new(|fs| fs.create("/h", Kind::File).map(|_| ()))));
-    steps.push(("write 4 blocks to /h, over /d/f's old blocks".into(), alloc::boxed::Box::new(|fs| fs.write("/h", 0, &[9u8; 4 * BLOCK]).map(|_| ()))));
-    steps.push(("append to /h".into(), alloc::boxed::Box::new(|fs| fs.write("/h", 4 * BLOCK as u64 + 100, &[10u8; 300]).map(|_| ()))));
+    steps.push((
+        "write 4 blocks to /h, over /d/f's old blocks".into(),
+        alloc::boxed::Box::new(|fs| fs.write("/h", 0, &[9u8; 4 * BLOCK]).map(|_| ())),
+    ));
+    steps.push((
+        "append to /h".into(),
+        alloc::boxed::Box::new(|fs| fs.write("/h", 4 * BLOCK as u64 + 100, &[10u8; 300]).map(|_| ())),
+    ));
     steps.push(("remove /g".into(), alloc::boxed::Box::new(|fs| fs.remove("/g"))));
     steps.push(("mkdir /g".into(), alloc::boxed::Box::new(|fs| fs.create("/g", Kind::Dir).map(|_| ()))));
     let base = fresh(512).dev.0;
@@ -325,7 +363,10 @@ fn a_power_cut_at_any_moment_of_any_update_leaves_a_tree_with_every_durable_upda
     }
     let hi = fs.lookup("/h").unwrap();
     let h = fs.extents_of(hi).unwrap().1;
-    assert!(h.iter().any(|(s, n)| f_blocks.iter().any(|(t, m)| s < &(t + m) && t < &(s + n))), "/h {h:?} reuses blocks of /d/f {f_blocks:?}");
+    assert!(
+        h.iter().any(|(s, n)| f_blocks.iter().any(|(t, m)| s < &(t + m) && t < &(s + n))),
+        "/h {h:?} reuses blocks of /d/f {f_blocks:?}"
+    );
     let names = |t: &Contents| t.keys().cloned().collect::<alloc::collections::BTreeSet<_>>();
     let mut cuts = 0;
     baio::crash::crashes(&base, &fs.dev.events, 3, |c| {
@@ -351,11 +392,18 @@ fn a_power_cut_at_any_moment_of_any_update_leaves_a_tree_with_every_durable_upda
         for (p, (size, sum, bytes)) in &t {
             let had: Vec<_> = window.iter().filter_map(|w| w.get(p)).collect();
             if had.len() == window.len() && had.iter().all(|h| h == &had[0]) {
-                assert_eq!((size, sum), (&had[0].0, &had[0].1), "{what}: {p:?}, untouched since the last flush, changed");
+                assert_eq!(
+                    (size, sum),
+                    (&had[0].0, &had[0].1),
+                    "{what}: {p:?}, untouched since the last flush, changed"
+                );
             } else {
                 assert!(had.iter().any(|h| h.0 == *size), "{what}: {p:?} has size {size}, none it had");
                 let own: Vec<u8> = had.iter().flat_map(|h| h.2.iter().copied()).collect();
-                assert!(bytes.iter().all(|b| *b == 0 || own.contains(b)), "{what}: {p:?} holds bytes {bytes:?}, not its own {own:?}");
+                assert!(
+                    bytes.iter().all(|b| *b == 0 || own.contains(b)),
+                    "{what}: {p:?} holds bytes {bytes:?}, not its own {own:?}"
+                );
             }
         }
         assert_eq!(m.check(), Vec::<String>::new(), "{what}: after a mount");
@@ -406,7 +454,10 @@ fn damage_is_named_and_repair_keeps_what_can_be_trusted() {
     assert!(e.problems.iter().any(|p| p.contains(&alloc::format!("inode {lost}: checksum"))), "{e:?}");
     assert!(matches!(Fs::mount(MemDev(d.clone())), Err(Error::Corrupt(_))));
     let (fs2, changes) = Fs::repair(MemDev(d)).unwrap();
-    assert!(changes.iter().any(|c| c.contains("freed")) && changes.iter().any(|c| c.contains("entry cleared")), "{changes:?}");
+    assert!(
+        changes.iter().any(|c| c.contains("freed")) && changes.iter().any(|c| c.contains("entry cleared")),
+        "{changes:?}"
+    );
     let mut fs2 = Fs::mount(fs2.dev).unwrap();
     assert_eq!(fs2.check(), Vec::<String>::new());
     assert_eq!(fs2.lookup("/lost"), Err(Error::NotFound));
@@ -430,7 +481,10 @@ fn damage_is_named_and_repair_keeps_what_can_be_trusted() {
         damage(&mut d);
         assert!(matches!(Fs::mount(MemDev(d.clone())), Err(Error::Corrupt(_))));
         let (fs5, changes) = Fs::repair(MemDev(d)).unwrap();
-        assert!(changes.iter().any(|c| (c.contains("magic") || c.contains("version")) && c.contains("rewritten")), "{changes:?}");
+        assert!(
+            changes.iter().any(|c| (c.contains("magic") || c.contains("version")) && c.contains("rewritten")),
+            "{changes:?}"
+        );
         let mut fs5 = Fs::mount(fs5.dev).unwrap();
         assert_eq!(fs5.check(), Vec::<String>::new());
         assert_eq!(fs5.read("/d/keep", 0, &mut b), Ok(4));
@@ -467,5 +521,3 @@ fn fuzzed_images_repair_to_sound_ones() {
     }
     assert!(repaired > 500, "{repaired} of 1000 repaired");
 }
-
-

@@ -32,7 +32,10 @@ pub enum Command<'a> {
     /// ABOR: stop the transfer in progress.
     Abor,
     /// LIST or NLST (names only), of the argument or the current directory.
-    List { path: &'a str, names_only: bool },
+    List {
+        path: &'a str,
+        names_only: bool,
+    },
     Syst,
     Feat,
     Noop,
@@ -72,7 +75,11 @@ pub fn parse(line: &[u8]) -> Command<'_> {
         "PASV" => Command::Pasv,
         "EPSV" => Command::Epsv,
         "RETR" => Command::Retr(arg),
-        "REST" => Command::Rest(if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) { arg.parse().ok() } else { None }),
+        "REST" => Command::Rest(if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) {
+            arg.parse().ok()
+        } else {
+            None
+        }),
         "ABOR" => Command::Abor,
         "LIST" => Command::List { path: list_arg, names_only: false },
         "NLST" => Command::List { path: list_arg, names_only: true },

@@ -9,13 +9,13 @@ use alloc::boxed::Box;
 use crate::format::{GraftFile, Tech};
 use crate::LoadError;
 
-pub mod native;
-#[cfg(feature = "wasmi")]
-pub mod wasm;
 #[cfg(feature = "ebpf")]
 pub mod bpf;
+pub mod native;
 #[cfg(feature = "script")]
 pub mod script;
+#[cfg(feature = "wasmi")]
+pub mod wasm;
 
 /// Why a call was aborted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +94,13 @@ pub trait Engine {
 /// Where a WebAssembly graft keeps the point's input and its state (`graft_input`,
 /// `graft_state`), checked against its memory's `size` for either Wasm engine: both
 /// buffers inside, and apart.
-pub fn check_wasm_buffers(size: usize, input_at: usize, max_input: usize, state_at: usize, state_len: usize) -> Result<(), LoadError> {
+pub fn check_wasm_buffers(
+    size: usize,
+    input_at: usize,
+    max_input: usize,
+    state_at: usize,
+    state_len: usize,
+) -> Result<(), LoadError> {
     let r = LoadError::Refused;
     let fits = |at: usize, n: usize| at.checked_add(n).is_some_and(|e| e <= size);
     if !fits(input_at, max_input) || !fits(state_at, state_len) {

@@ -41,7 +41,8 @@ pub enum Tech {
 }
 
 impl Tech {
-    pub const ALL: [Tech; 7] = [Tech::Native, Tech::Upcall, Tech::WasmAot, Tech::SignedRust, Tech::Wasmi, Tech::Ebpf, Tech::Script];
+    pub const ALL: [Tech; 7] =
+        [Tech::Native, Tech::Upcall, Tech::WasmAot, Tech::SignedRust, Tech::Wasmi, Tech::Ebpf, Tech::Script];
 
     pub fn from_u8(v: u8) -> Option<Tech> {
         Tech::ALL.into_iter().find(|t| *t as u8 == v)
@@ -154,14 +155,25 @@ mod tests {
     use super::*;
 
     fn sample() -> alloc::vec::Vec<u8> {
-        GraftFile { point: Point::Evict, tech: Tech::Script, state_len: 136, name: "hot-list", code: b"fn graft(i) { 0 }", sig: &[] }.to_bytes()
+        GraftFile {
+            point: Point::Evict,
+            tech: Tech::Script,
+            state_len: 136,
+            name: "hot-list",
+            code: b"fn graft(i) { 0 }",
+            sig: &[],
+        }
+        .to_bytes()
     }
 
     #[test]
     fn round_trip() {
         let b = sample();
         let g = GraftFile::parse(&b).unwrap();
-        assert_eq!((g.point, g.tech, g.state_len, g.name, g.code), (Point::Evict, Tech::Script, 136, "hot-list", &b"fn graft(i) { 0 }"[..]));
+        assert_eq!(
+            (g.point, g.tech, g.state_len, g.name, g.code),
+            (Point::Evict, Tech::Script, 136, "hot-list", &b"fn graft(i) { 0 }"[..])
+        );
         for t in Tech::ALL {
             assert_eq!(Tech::from_name(t.name()), Some(t));
         }
@@ -170,7 +182,8 @@ mod tests {
     #[test]
     fn every_damaged_header_is_refused() {
         let good = sample();
-        let cases: [(usize, u8); 9] = [(0, b'X'), (8, 0), (8, 99), (9, 0), (9, 42), (10, 1), (24, 0), (25, b'/'), (60, 1)];
+        let cases: [(usize, u8); 9] =
+            [(0, b'X'), (8, 0), (8, 99), (9, 0), (9, 42), (10, 1), (24, 0), (25, b'/'), (60, 1)];
         for (at, v) in cases {
             let mut b = good.clone();
             b[at] = v;
@@ -195,10 +208,12 @@ mod tests {
     #[test]
     fn the_longest_programs_fit() {
         let code = alloc::vec![0u8; 32767 * 8];
-        let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 8, name: "long", code: &code, sig: &[] }.to_bytes();
+        let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 8, name: "long", code: &code, sig: &[] }
+            .to_bytes();
         assert!(GraftFile::parse(&f).is_ok());
         let code = alloc::vec![0u8; MAX_CODE + 1];
-        let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 8, name: "long", code: &code, sig: &[] }.to_bytes();
+        let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 8, name: "long", code: &code, sig: &[] }
+            .to_bytes();
         assert_eq!(GraftFile::parse(&f), Err(LoadError::Limit("graft code bigger than 256 KiB")));
     }
 

@@ -90,7 +90,12 @@ impl Host for Direct {
         Some(Box::new(Shared))
     }
 
-    fn run(&mut self, _heap: Option<&dyn GraftHeap>, _deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+    fn run(
+        &mut self,
+        _heap: Option<&dyn GraftHeap>,
+        _deadline: Option<u64>,
+        f: &mut dyn FnMut(),
+    ) -> Result<(), Stopped> {
         f();
         Ok(())
     }
@@ -154,9 +159,15 @@ pub mod counting {
             Some(Box::new(CountedHeap(Scope::new(limit)?)))
         }
 
-        fn run(&mut self, heap: Option<&dyn GraftHeap>, _deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        fn run(
+            &mut self,
+            heap: Option<&dyn GraftHeap>,
+            _deadline: Option<u64>,
+            f: &mut dyn FnMut(),
+        ) -> Result<(), Stopped> {
             let mut r = Ok(());
-            let mut guarded = || r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(&mut *f)).map_err(|_| Stopped::Panic);
+            let mut guarded =
+                || r = std::panic::catch_unwind(core::panic::AssertUnwindSafe(&mut *f)).map_err(|_| Stopped::Panic);
             match heap {
                 Some(h) => h.enter(&mut guarded),
                 None => guarded(),

@@ -64,7 +64,8 @@ impl Point {
             Point::Evict => answer < (input.len() / 8) as u64,
             Point::Stream => answer == 0,
             Point::Ldisk => {
-                let w = |k: usize| input.get(8 * k..8 * k + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let w =
+                    |k: usize| input.get(8 * k..8 * k + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
                 match (w(1), w(2)) {
                     (Some(blocks), Some(0)) => answer <= blocks,
                     (Some(blocks), Some(_)) => answer < blocks,

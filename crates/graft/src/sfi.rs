@@ -61,7 +61,11 @@ pub fn parse(code: &[u8]) -> Result<Code<'_>, LoadError> {
     let bad = LoadError::Format;
     let w = |k| u32_at(code, k).ok_or(bad("the code field is shorter than its header"));
     let (init, run, text, size, n) = (w(0)?, w(1)?, w(2)?, w(3)?, w(4)?);
-    let head = n.checked_add(5).and_then(|k| k.checked_mul(4)).filter(|h| *h <= code.len()).ok_or(bad("more relocations than the code holds"))?;
+    let head = n
+        .checked_add(5)
+        .and_then(|k| k.checked_mul(4))
+        .filter(|h| *h <= code.len())
+        .ok_or(bad("more relocations than the code holds"))?;
     let image = &code[head..];
     if !text.is_multiple_of(4096) || text > image.len() || size < image.len() || size > MAX_SIZE {
         return Err(bad("the image's code, data and size do not fit together"));
@@ -155,7 +159,6 @@ pub const WROTE: u64 = 1 << 32;
 /// An image's entry.
 pub type Entry = extern "C" fn(u64, u64, u64, u64) -> Answer;
 
-
 /// A loaded image with its linear memory.
 pub struct Sfi {
     init: Entry,
@@ -184,16 +187,44 @@ impl Sfi {
     /// from a WebAssembly module with Scion's harness (its signature says so). `watch`
     /// is four u64s the image may write at every call, for as long as the engine lives
     /// (the server's watchdog's block).
-    pub unsafe fn instantiate(base: u64, code: &Code<'_>, f: &GraftFile<'_>, limits: Limits, watch: *mut u64) -> Result<Sfi, LoadError> {
+    pub unsafe fn instantiate(
+        base: u64,
+        code: &Code<'_>,
+        f: &GraftFile<'_>,
+        limits: Limits,
+        watch: *mut u64,
+    ) -> Result<Sfi, LoadError> {
         // SAFETY: the entries lie in the image's code (`parse`), which the caller promises
         // is loaded at `base`, executable, and made by the build with this ABI.
         let entry = |at: usize| unsafe { core::mem::transmute::<u64, Entry>(base + at as u64) };
         let memory: Vec<u8> = Vec::with_capacity(limits.memory);
-        let ctl = alloc::boxed::Box::new(Ctl { mem_base: memory.as_ptr() as u64, mem_cap: memory.capacity() as u64, watch: watch as u64, ..Ctl::default() });
-        let mut s = Sfi { init: entry(code.init), run: entry(code.run), ctl, memory, input_at: 0, state_at: 0, state_len: f.state_len, max_input: f.point.max_input(), dead: false, wrote: true };
+        let ctl = alloc::boxed::Box::new(Ctl {
+            mem_base: memory.as_ptr() as u64,
+            mem_cap: memory.capacity() as u64,
+            watch: watch as u64,
+            ..Ctl::default()
+        });
+        let mut s = Sfi {
+            init: entry(code.init),
+            run: entry(code.run),
+            ctl,
+            memory,
+            input_at: 0,
+            state_at: 0,
+            state_len: f.state_len,
+            max_input: f.point.max_input(),
+            dead: false,
+            wrote: true,
+        };
         s.start().map_err(|_| LoadError::Refused("the module does not instantiate within the limits"))?;
         let c = &s.ctl;
-        crate::engine::check_wasm_buffers(c.mem_size as usize, c.input_at as usize, s.max_input, c.state_at as usize, s.state_len)?;
+        crate::engine::check_wasm_buffers(
+            c.mem_size as usize,
+            c.input_at as usize,
+            s.max_input,
+            c.state_at as usize,
+            s.state_len,
+        )?;
         (s.input_at, s.state_at) = (c.input_at as usize, c.state_at as usize);
         s.state().fill(0);
         Ok(s)
@@ -357,7 +388,16 @@ pub mod host {
         let code: Code<'_> = super::verify(f, key)?;
         let len = code.size.div_ceil(4096) * 4096;
         // SAFETY: a fresh private mapping, ours alone.
-        let at = unsafe { libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        let at = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
         if at == libc::MAP_FAILED {
             return Err(LoadError::Limit("no memory for the code"));
         }
@@ -382,7 +422,6 @@ pub mod host {
             }
         }
     }
-
 }
 
 #[cfg(test)]

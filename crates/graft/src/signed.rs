@@ -61,8 +61,11 @@ pub fn verify<'a>(f: &GraftFile<'a>, key: &[u8; KEY_LEN]) -> Result<Code<'a>, Lo
 /// signed Rust, and WebAssembly compiled ahead of time, whose machine code no verifier
 /// checks — the build's compiler vouches for it, and the signature says it made it)?
 pub fn check_signature(f: &GraftFile<'_>, key: &[u8; KEY_LEN]) -> Result<(), LoadError> {
-    let sig: [u8; SIG_LEN] = f.sig.try_into().map_err(|_| LoadError::Refused("no signature, or not one of 64 bytes"))?;
-    PublicKey::new(*key).verify(message(f), &Signature::new(sig)).map_err(|_| LoadError::Refused("bad signature: not signed with this system's key"))
+    let sig: [u8; SIG_LEN] =
+        f.sig.try_into().map_err(|_| LoadError::Refused("no signature, or not one of 64 bytes"))?;
+    PublicKey::new(*key)
+        .verify(message(f), &Signature::new(sig))
+        .map_err(|_| LoadError::Refused("bad signature: not signed with this system's key"))
 }
 
 fn u32_at(b: &[u8], k: usize) -> Option<usize> {
@@ -72,8 +75,13 @@ fn u32_at(b: &[u8], k: usize) -> Option<usize> {
 /// The code field's parts, every offset checked against the image.
 pub fn parse(code: &[u8]) -> Result<Code<'_>, LoadError> {
     let bad = LoadError::Format;
-    let (entry, n) = (u32_at(code, 0).ok_or(bad("no entry offset"))?, u32_at(code, 1).ok_or(bad("no relocation count"))?);
-    let head = n.checked_add(2).and_then(|k| k.checked_mul(4)).filter(|h| *h <= code.len()).ok_or(bad("more relocations than the code holds"))?;
+    let (entry, n) =
+        (u32_at(code, 0).ok_or(bad("no entry offset"))?, u32_at(code, 1).ok_or(bad("no relocation count"))?);
+    let head = n
+        .checked_add(2)
+        .and_then(|k| k.checked_mul(4))
+        .filter(|h| *h <= code.len())
+        .ok_or(bad("more relocations than the code holds"))?;
     let image = &code[head..];
     if entry >= image.len() {
         return Err(bad("the entry lies past the image"));
@@ -126,7 +134,10 @@ mod tests {
         let mut b = bytes.clone();
         let n = b.len();
         b[n - 1] ^= 1;
-        assert!(matches!(verify(&GraftFile::parse(&b).unwrap(), &key), Err(LoadError::Refused(_))), "a changed signature");
+        assert!(
+            matches!(verify(&GraftFile::parse(&b).unwrap(), &key), Err(LoadError::Refused(_))),
+            "a changed signature"
+        );
         // The signature must be there and whole.
         let f = GraftFile::parse(&bytes).unwrap();
         assert!(verify(&GraftFile { sig: &f.sig[..63], ..f }, &key).is_err());
@@ -137,9 +148,21 @@ mod tests {
     fn every_offset_must_lie_in_the_image() {
         let key = public_key(&SEED);
         let img = [0u8; 24];
-        for (entry, relocs, ok) in [(0usize, &[][..], true), (23, &[0, 16][..], true), (24, &[][..], false), (u32::MAX as usize, &[][..], false), (0, &[17][..], false), (0, &[4][..], false), (0, &[24][..], false)] {
+        for (entry, relocs, ok) in [
+            (0usize, &[][..], true),
+            (23, &[0, 16][..], true),
+            (24, &[][..], false),
+            (u32::MAX as usize, &[][..], false),
+            (0, &[17][..], false),
+            (0, &[4][..], false),
+            (0, &[24][..], false),
+        ] {
             let bytes = signed(&code(entry, relocs, &img));
-            assert_eq!(verify(&GraftFile::parse(&bytes).unwrap(), &key).is_ok(), ok, "entry {entry}, relocations {relocs:?}");
+            assert_eq!(
+                verify(&GraftFile::parse(&bytes).unwrap(), &key).is_ok(),
+                ok,
+                "entry {entry}, relocations {relocs:?}"
+            );
         }
         assert!(parse(&[1, 2]).is_err(), "no room for the entry offset");
         let mut c = code(0, &[], &img);

@@ -104,9 +104,35 @@ pub struct Graft {
 static NO_STATE: [u8; 0] = [];
 
 impl Graft {
-    pub fn new(id: u32, owner: u32, program: u64, f: &GraftFile<'_>, engine: Box<dyn Engine>, heap: Box<dyn GraftHeap>, call_ticks: u64) -> Graft {
+    pub fn new(
+        id: u32,
+        owner: u32,
+        program: u64,
+        f: &GraftFile<'_>,
+        engine: Box<dyn Engine>,
+        heap: Box<dyn GraftHeap>,
+        call_ticks: u64,
+    ) -> Graft {
         let (direct, notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
-        Graft { id, owner, program, point: f.point, tech: f.tech, name: String::from(f.name), budget: DEFAULT_BUDGET, stats: Stats::default(), engine: Some(engine), heap, undo: vec![0; f.state_len], undo_stale: true, direct, notes, failures: 0, broken: false, call_ticks }
+        Graft {
+            id,
+            owner,
+            program,
+            point: f.point,
+            tech: f.tech,
+            name: String::from(f.name),
+            budget: DEFAULT_BUDGET,
+            stats: Stats::default(),
+            engine: Some(engine),
+            heap,
+            undo: vec![0; f.state_len],
+            undo_stale: true,
+            direct,
+            notes,
+            failures: 0,
+            broken: false,
+            call_ticks,
+        }
     }
 
     /// Bytes its engine holds in the server.
@@ -174,7 +200,8 @@ impl Graft {
         self.take_undo(false);
         let Some(engine) = self.engine.as_mut() else { return Err(Abort::Broken) };
         self.stats.calls += 1;
-        let (out, wrote) = if self.notes { engine.call_noting(input, self.budget) } else { (engine.call(input, self.budget), true) };
+        let (out, wrote) =
+            if self.notes { engine.call_noting(input, self.budget) } else { (engine.call(input, self.budget), true) };
         // A call that may have written the state leaves the undo copy behind it.
         self.undo_stale |= wrote;
         self.settle(input, out, host, false)
@@ -207,7 +234,13 @@ impl Graft {
     /// A call's outcome: its answer if the point accepts it, else the call aborted — the
     /// engine reset and, for untrusted code, the state put back from the undo copy.
     #[inline(always)]
-    fn settle(&mut self, input: &[u8], out: Result<u64, Abort>, host: &mut dyn Host, trusted: bool) -> Result<u64, Abort> {
+    fn settle(
+        &mut self,
+        input: &[u8],
+        out: Result<u64, Abort>,
+        host: &mut dyn Host,
+        trusted: bool,
+    ) -> Result<u64, Abort> {
         let r = match out {
             Ok(v) if self.point.accepts(input, v) => Ok(v),
             Ok(_) => Err(Abort::BadAnswer),
@@ -340,7 +373,18 @@ impl Table {
     /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
     pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
         let limits = Limits { over: host.over_probe(), ..Limits::default() };
-        Table { grafts: Vec::new(), staging: BTreeMap::new(), base, next: 0, points, limits, reaped: 0, host, turn: 0, armed: false }
+        Table {
+            grafts: Vec::new(),
+            staging: BTreeMap::new(),
+            base,
+            next: 0,
+            points,
+            limits,
+            reaped: 0,
+            host,
+            turn: 0,
+            armed: false,
+        }
     }
 
     /// Arm the host's watchdog while grafts are loaded (or `loading`), disarm it after.
@@ -371,7 +415,8 @@ impl Table {
     }
 
     fn build_armed(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
-        let mut heap = self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
+        let mut heap =
+            self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
         let limits = self.limits;
         let mut built = None;
         let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
@@ -456,13 +501,24 @@ impl Table {
     /// the state moves to the new graft in the canonical format — its bytes, which the
     /// new graft must lay out alike (the same length). Refused — the file, the point, the
     /// state's layout —, the old graft stays as it was.
-    pub fn replace(&mut self, owner: u32, program: u64, id: u32, len: usize, extra: Extra<'_>) -> Result<(), LoadError> {
+    pub fn replace(
+        &mut self,
+        owner: u32,
+        program: u64,
+        id: u32,
+        len: usize,
+        extra: Extra<'_>,
+    ) -> Result<(), LoadError> {
         let buf = self.staging.remove(&program).unwrap_or_default();
         if buf.len() != len {
             return Err(LoadError::Format("the pieces sent do not add up to the length"));
         }
         let f = GraftFile::parse(&buf)?;
-        let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
+        let k = self
+            .grafts
+            .iter()
+            .position(|g| g.id == id && g.owner == owner)
+            .ok_or(LoadError::Refused("no such graft of yours"))?;
         if self.grafts[k].point != f.point {
             return Err(LoadError::Refused("the new graft is for another point"));
         }
@@ -487,7 +543,11 @@ impl Table {
     }
 
     pub fn unload(&mut self, owner: u32, id: u32) -> Result<(), LoadError> {
-        let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner).ok_or(LoadError::Refused("no such graft of yours"))?;
+        let k = self
+            .grafts
+            .iter()
+            .position(|g| g.id == id && g.owner == owner)
+            .ok_or(LoadError::Refused("no such graft of yours"))?;
         self.grafts.remove(k);
         self.arm(false);
         Ok(())
@@ -581,7 +641,18 @@ impl Table {
     pub fn list(&self, owner: Option<u32>) -> String {
         let mut s = String::new();
         for g in self.grafts.iter().filter(|g| owner.is_none_or(|o| o == g.owner)) {
-            let _ = writeln!(s, "{} {} {} {} {} {} {} {}", g.id, g.owner, g.point.name(), g.tech.name(), g.stats.calls, g.stats.aborts, g.stats.cycles, g.name);
+            let _ = writeln!(
+                s,
+                "{} {} {} {} {} {} {} {}",
+                g.id,
+                g.owner,
+                g.point.name(),
+                g.tech.name(),
+                g.stats.calls,
+                g.stats.aborts,
+                g.stats.cycles,
+                g.name
+            );
         }
         s
     }
@@ -606,7 +677,8 @@ mod tests {
 
     fn native(state_len: usize) -> Table {
         let mut t = Table::new(&[Point::Evict], 0, host());
-        let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len, name: "h", code: b"hotlist", sig: &[] }.to_bytes();
+        let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len, name: "h", code: b"hotlist", sig: &[] }
+            .to_bytes();
         t.put(1, 0, &f).unwrap();
         t.load(1, 1, f.len(), &mut |_| None).unwrap();
         t
@@ -632,7 +704,9 @@ mod tests {
     #[test]
     fn one_graft_per_point_unless_bound() {
         let mut t = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
-        let file = |point, code: &'static [u8]| GraftFile { point, tech: Tech::Native, state_len: grafts::LD_STATE, name: "n", code, sig: &[] }.to_bytes();
+        let file = |point, code: &'static [u8]| {
+            GraftFile { point, tech: Tech::Native, state_len: grafts::LD_STATE, name: "n", code, sig: &[] }.to_bytes()
+        };
         let load = |t: &mut Table, owner: u32, f: &[u8]| {
             t.put(owner as u64, 0, f).unwrap();
             t.load(owner, owner as u64, f.len(), &mut |_| None)
@@ -678,23 +752,62 @@ mod tests {
         let mut t = native(16);
         t.get(1, 1).unwrap().write_state(0, &[9; 16]).unwrap();
         let send = |t: &mut Table, f: &[u8]| t.put(1, 0, f).unwrap();
-        let other = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "other", code: b"null", sig: &[] }.to_bytes();
+        let other = GraftFile {
+            point: Point::Evict,
+            tech: Tech::Native,
+            state_len: 16,
+            name: "other",
+            code: b"null",
+            sig: &[],
+        }
+        .to_bytes();
         send(&mut t, &other);
         assert_eq!(t.replace(1, 1, 1, other.len(), &mut |_| None), Ok(()));
         let g = t.get(1, 1).unwrap();
         assert_eq!((g.name.as_str(), g.stats.swaps), ("other", 1));
         assert_eq!(g.state(), &[9; 16], "the state moved");
-        let longer = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 24, name: "longer", code: b"null", sig: &[] }.to_bytes();
+        let longer = GraftFile {
+            point: Point::Evict,
+            tech: Tech::Native,
+            state_len: 24,
+            name: "longer",
+            code: b"null",
+            sig: &[],
+        }
+        .to_bytes();
         send(&mut t, &longer);
-        assert!(matches!(t.replace(1, 1, 1, longer.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("state")));
+        assert!(
+            matches!(t.replace(1, 1, 1, longer.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("state"))
+        );
         let mut t2 = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
-        let e = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: grafts::LD_STATE, name: "e", code: b"null", sig: &[] }.to_bytes();
+        let e = GraftFile {
+            point: Point::Evict,
+            tech: Tech::Native,
+            state_len: grafts::LD_STATE,
+            name: "e",
+            code: b"null",
+            sig: &[],
+        }
+        .to_bytes();
         t2.put(1, 0, &e).unwrap();
         let id = t2.load(1, 1, e.len(), &mut |_| None).unwrap();
-        let l = GraftFile { point: Point::Ldisk, tech: Tech::Native, state_len: grafts::LD_STATE, name: "l", code: b"ldisk", sig: &[] }.to_bytes();
+        let l = GraftFile {
+            point: Point::Ldisk,
+            tech: Tech::Native,
+            state_len: grafts::LD_STATE,
+            name: "l",
+            code: b"ldisk",
+            sig: &[],
+        }
+        .to_bytes();
         t2.put(1, 0, &l).unwrap();
-        assert!(matches!(t2.replace(1, 1, id, l.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("point")));
-        assert_eq!(t.replace(2, 1, 1, 5, &mut |_| None).err().map(|e| e.what()), Some("the pieces sent do not add up to the length"));
+        assert!(
+            matches!(t2.replace(1, 1, id, l.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("point"))
+        );
+        assert_eq!(
+            t.replace(2, 1, 1, 5, &mut |_| None).err().map(|e| e.what()),
+            Some("the pieces sent do not add up to the length")
+        );
         assert_eq!(t.get(1, 1).unwrap().name, "other", "refusals leave the graft as it was");
     }
 
@@ -718,9 +831,14 @@ mod tests {
     }
 
     fn load_probe(t: &mut Table, owner: u32, act: fn(&mut Vec<u8>) -> Result<u64, Abort>) -> u32 {
-        let f = GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len: 8, name: "probe", code: b"p", sig: &[] }.to_bytes();
+        let f =
+            GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len: 8, name: "probe", code: b"p", sig: &[] }
+                .to_bytes();
         t.put(owner as u64, 0, &f).unwrap();
-        t.load(owner, owner as u64, f.len(), &mut |f| Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act }) as Box<dyn Engine>))).unwrap()
+        t.load(owner, owner as u64, f.len(), &mut |f| {
+            Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act }) as Box<dyn Engine>))
+        })
+        .unwrap()
     }
 
     /// A compiled engine (one that guards its own call) is untrusted like any: a call it
@@ -747,9 +865,12 @@ mod tests {
             }
         }
         let mut t = Table::new(&[Point::Evict], 0, host());
-        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }.to_bytes();
+        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }
+            .to_bytes();
         t.put(1, 0, &f).unwrap();
-        let id = t.load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len])) as Box<dyn Engine>))).unwrap();
+        let id = t
+            .load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len])) as Box<dyn Engine>)))
+            .unwrap();
         t.get(1, id).unwrap().write_state(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None, "99 is no candidate");
         assert_eq!(t.get(1, id).unwrap().state(), &[1, 2, 3, 4, 5, 6, 7, 8], "the liar's scribbles are undone");
@@ -799,9 +920,12 @@ mod tests {
             }
         }
         let mut t = Table::new(&[Point::Evict], 0, host());
-        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }.to_bytes();
+        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }
+            .to_bytes();
         t.put(1, 0, &f).unwrap();
-        let id = t.load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len], false)) as Box<dyn Engine>))).unwrap();
+        let id = t
+            .load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len], false)) as Box<dyn Engine>)))
+            .unwrap();
         let state = |t: &mut Table| t.get(1, id).unwrap().state().to_vec();
         t.get(1, id).unwrap().write_state(0, &[1; 8]).unwrap();
         assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
@@ -847,7 +971,12 @@ mod tests {
         fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
             CountingHost { clock: || 0 }.heap(limit)
         }
-        fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        fn run(
+            &mut self,
+            heap: Option<&dyn GraftHeap>,
+            deadline: Option<u64>,
+            f: &mut dyn FnMut(),
+        ) -> Result<(), Stopped> {
             match deadline {
                 // A load's deadline is far; a call's is stopped.
                 Some(d) if d < LOAD_MS => Err(Stopped::Time),
@@ -890,8 +1019,14 @@ mod tests {
         use core::sync::atomic::{AtomicU64, Ordering};
         static NOW: AtomicU64 = AtomicU64::new(0);
         // Each look at the clock is a millisecond later.
-        let mut t = Table::new(&[Point::Evict], 0, Box::new(CountingHost { clock: || NOW.fetch_add(1_000_000, Ordering::Relaxed) }));
-        let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }.to_bytes();
+        let mut t = Table::new(
+            &[Point::Evict],
+            0,
+            Box::new(CountingHost { clock: || NOW.fetch_add(1_000_000, Ordering::Relaxed) }),
+        );
+        let f =
+            GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
+                .to_bytes();
         t.put(1, 0, &f).unwrap();
         let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
         t.new_turn();
@@ -914,7 +1049,15 @@ mod tests {
         crate::engine::warm_up();
         for src in [keys, curry] {
             let mut t = Table::new(&[Point::Evict], 0, host());
-            let f = GraftFile { point: Point::Evict, tech: Tech::Script, state_len: 8, name: "s", code: src.as_bytes(), sig: &[] }.to_bytes();
+            let f = GraftFile {
+                point: Point::Evict,
+                tech: Tech::Script,
+                state_len: 8,
+                name: "s",
+                code: src.as_bytes(),
+                sig: &[],
+            }
+            .to_bytes();
             t.put(1, 0, &f).unwrap();
             let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
             t.get(1, id).unwrap().budget = MAX_BUDGET;
@@ -922,7 +1065,11 @@ mod tests {
             let g = t.get(1, id).unwrap();
             assert_eq!(g.stats.last_abort, Some(Abort::Memory), "{src}");
             assert!(g.memory() < HEAP_LIMIT, "what the script held is freed: {} bytes left", g.memory());
-            assert!(g.memory_peak() < HEAP_LIMIT + HEAP_LIMIT / 8, "stopped at its limit: it held {} bytes", g.memory_peak());
+            assert!(
+                g.memory_peak() < HEAP_LIMIT + HEAP_LIMIT / 8,
+                "stopped at its limit: it held {} bytes",
+                g.memory_peak()
+            );
         }
     }
 
@@ -932,7 +1079,13 @@ mod tests {
     #[test]
     fn an_unloaded_graft_leaves_nothing_in_its_heap() {
         crate::engine::warm_up();
-        let srcs: [(Tech, &[u8]); 2] = [(Tech::Script, b"fn graft(input) { let b = blob(4); b[1] = 2; let m = #{x: 1}; m.x + b[1] + input.len() - 11 }"), (Tech::Ebpf, &[0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0])];
+        let srcs: [(Tech, &[u8]); 2] = [
+            (
+                Tech::Script,
+                b"fn graft(input) { let b = blob(4); b[1] = 2; let m = #{x: 1}; m.x + b[1] + input.len() - 11 }",
+            ),
+            (Tech::Ebpf, &[0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]),
+        ];
         for (tech, code) in srcs {
             let mut t = Table::new(&[Point::Evict], 0, host());
             let f = GraftFile { point: Point::Evict, tech, state_len: 8, name: "s", code, sig: &[] }.to_bytes();

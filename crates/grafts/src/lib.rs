@@ -74,7 +74,9 @@ pub fn ldisk(input: &[u8], state: &mut [u8]) -> u64 {
     let (l, blocks, write) = (word(input, 0), word(input, 8), word(input, 16) != 0);
     // A fixed-size view, and bounds the compiler can see: this graft cannot panic (the
     // signed build links only grafts with no path to a panic).
-    let Some(state) = state.get_mut(..LD_STATE).and_then(|s| <&mut [u8; LD_STATE]>::try_from(s).ok()) else { return u64::MAX };
+    let Some(state) = state.get_mut(..LD_STATE).and_then(|s| <&mut [u8; LD_STATE]>::try_from(s).ok()) else {
+        return u64::MAX;
+    };
     if input.len() < 24 || l >= LD_LOGICAL as u64 || blocks > LD_PHYSICAL as u64 {
         return u64::MAX;
     }
@@ -337,7 +339,10 @@ mod tests {
             (b"message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
             (b"abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
             (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"),
-            (b"12345678901234567890123456789012345678901234567890123456789012345678901234567890", "57edf4a22be3c955ac49da2e2107b67a"),
+            (
+                b"12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+                "57edf4a22be3c955ac49da2e2107b67a",
+            ),
         ];
         for (data, want) in cases {
             assert_eq!(format!("{}", hex(md5_of(data))), want, "{:?}", core::str::from_utf8(data));

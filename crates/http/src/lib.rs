@@ -255,17 +255,25 @@ pub fn parse(buf: &[u8]) -> Parse {
             let line = &head[..line_len];
             let v = line.rsplit(|b| *b == b' ').next().unwrap_or(b"");
             let v = v.strip_suffix(b"\r").unwrap_or(v);
-            let other = v.len() == 8 && v.starts_with(b"HTTP/") && v[5].is_ascii_digit() && v[6] == b'.' && v[7].is_ascii_digit();
+            let other = v.len() == 8
+                && v.starts_with(b"HTTP/")
+                && v[5].is_ascii_digit()
+                && v[6] == b'.'
+                && v[7].is_ascii_digit();
             return Parse::Refuse(if other { Status::VERSION } else { Status::BAD_REQUEST });
         }
         Err(_) => return Parse::Refuse(Status::BAD_REQUEST),
     }
-    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else { return Parse::Refuse(Status::BAD_REQUEST) };
+    let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
+        return Parse::Refuse(Status::BAD_REQUEST);
+    };
     let http11 = version == 1;
     let method = match method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
-        "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS" | "CONNECT" | "TRACE" => return Parse::Refuse(Status::METHOD_NOT_ALLOWED),
+        "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS" | "CONNECT" | "TRACE" => {
+            return Parse::Refuse(Status::METHOD_NOT_ALLOWED)
+        }
         _ => return Parse::Refuse(Status::NOT_IMPLEMENTED),
     };
     let Some((path, authority)) = target_path(target) else { return Parse::Refuse(Status::BAD_REQUEST) };
@@ -318,7 +326,13 @@ pub fn parse(buf: &[u8]) -> Parse {
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             // A body this server would not read (with Content-Length too: a request
             // smuggling attempt, RFC 9112 §6.1).
-            return Parse::Refuse(if length.is_some() || req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("content-length")) { Status::BAD_REQUEST } else { Status::TOO_LARGE });
+            return Parse::Refuse(
+                if length.is_some() || req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("content-length")) {
+                    Status::BAD_REQUEST
+                } else {
+                    Status::TOO_LARGE
+                },
+            );
         }
     }
     if length.is_some_and(|l| l > 0) {
@@ -330,7 +344,18 @@ pub fn parse(buf: &[u8]) -> Parse {
         return Parse::Refuse(Status::BAD_REQUEST);
     }
     let Some((path, slash)) = normalise(path) else { return Parse::Refuse(Status::BAD_REQUEST) };
-    Parse::Done(Request { method, path, slash, http11, keep_alive, range, if_range, if_none_match, if_match, head_len: end })
+    Parse::Done(Request {
+        method,
+        path,
+        slash,
+        http11,
+        keep_alive,
+        range,
+        if_range,
+        if_none_match,
+        if_match,
+        head_len: end,
+    })
 }
 
 /// What the conditional fields ask of a representation whose entity tag is `etag`
@@ -419,7 +444,16 @@ pub fn http_date(unix: u64) -> String {
     let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    alloc::format!("{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT", DAYS[days.rem_euclid(7) as usize], d, MONTHS[(m - 1) as usize], y, secs / 3600, secs / 60 % 60, secs % 60)
+    alloc::format!(
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+        DAYS[days.rem_euclid(7) as usize],
+        d,
+        MONTHS[(m - 1) as usize],
+        y,
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
 }
 
 /// What a Range header asks of a file of `size` bytes.
@@ -440,7 +474,8 @@ pub fn range(header: Option<&str>, size: u64) -> Range {
         return Range::Whole;
     }
     let Some((a, b)) = spec.trim().split_once('-') else { return Range::Whole };
-    let num = |s: &str| if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) { s.parse::<u64>().ok() } else { None };
+    let num =
+        |s: &str| if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) { s.parse::<u64>().ok() } else { None };
     match (a.is_empty(), b.is_empty()) {
         (true, true) => Range::Whole,
         (true, false) => match num(b) {
@@ -515,7 +550,14 @@ pub fn listing(path: &str, entries: &[(bool, u64, &str)]) -> String {
     }
     for (dir, size, name) in entries {
         let href = alloc::format!("{}/{}{}", base, encode(name), if *dir { "/" } else { "" });
-        let _ = writeln!(o, "<li><a href=\"{}\">{}{}</a>{}</li>", escape(&href), escape(name), if *dir { "/" } else { "" }, if *dir { String::new() } else { alloc::format!(" ({size} bytes)") });
+        let _ = writeln!(
+            o,
+            "<li><a href=\"{}\">{}{}</a>{}</li>",
+            escape(&href),
+            escape(name),
+            if *dir { "/" } else { "" },
+            if *dir { String::new() } else { alloc::format!(" ({size} bytes)") }
+        );
     }
     o.push_str("</ul>\n</body></html>\n");
     o
@@ -566,7 +608,9 @@ mod tests {
         assert_eq!((r.method, r.path.as_str(), r.keep_alive, r.http11), (Method::Get, "/docs/a b.md", true, true));
         let Parse::Done(r) = req("HEAD / HTTP/1.0\r\n\r\n") else { panic!() };
         assert_eq!((r.method, r.path.as_str(), r.keep_alive), (Method::Head, "/", false));
-        let Parse::Done(r) = req("GET /d/ HTTP/1.0\r\nConnection: keep-alive\r\nRange: bytes=1-2\r\n\r\nrest") else { panic!() };
+        let Parse::Done(r) = req("GET /d/ HTTP/1.0\r\nConnection: keep-alive\r\nRange: bytes=1-2\r\n\r\nrest") else {
+            panic!()
+        };
         assert!(r.keep_alive && r.slash);
         assert_eq!(r.range.as_deref(), Some("bytes=1-2"));
         assert_eq!(r.head_len, "GET /d/ HTTP/1.0\r\nConnection: keep-alive\r\nRange: bytes=1-2\r\n\r\n".len());
@@ -600,7 +644,10 @@ mod tests {
         assert_eq!(req("GET /../etc HTTP/1.1\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         assert_eq!(req("GET / HTTP/1.1\r\nHost x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"), Parse::Refuse(Status::TOO_LARGE));
-        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"), Parse::Refuse(Status::TOO_LARGE));
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Parse::Refuse(Status::TOO_LARGE)
+        );
         assert_eq!(parse(b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
     }
 
@@ -608,13 +655,25 @@ mod tests {
     #[test]
     fn conformance() {
         // RFC 9112 §3.2.2: absolute form MUST be accepted; its authority is the host.
-        let Parse::Done(r) = req("GET http://scion:8080/docs/a.md?x HTTP/1.1\r\nHost: other\r\n\r\n") else { panic!("absolute form") };
+        let Parse::Done(r) = req("GET http://scion:8080/docs/a.md?x HTTP/1.1\r\nHost: other\r\n\r\n") else {
+            panic!("absolute form")
+        };
         assert_eq!(r.path, "/docs/a.md");
-        let Parse::Done(r) = req("GET HTTP://scion HTTP/1.1\r\nHost: scion\r\n\r\n") else { panic!("absolute form, no path") };
+        let Parse::Done(r) = req("GET HTTP://scion HTTP/1.1\r\nHost: scion\r\n\r\n") else {
+            panic!("absolute form, no path")
+        };
         assert_eq!(r.path, "/");
-        assert_eq!(req("GET http:///x HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "empty authority");
+        assert_eq!(
+            req("GET http:///x HTTP/1.1\r\nHost: scion\r\n\r\n"),
+            Parse::Refuse(Status::BAD_REQUEST),
+            "empty authority"
+        );
         assert_eq!(req("GET ftp://scion/x HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
-        assert_eq!(req("GET http://u@scion/x HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "userinfo");
+        assert_eq!(
+            req("GET http://u@scion/x HTTP/1.1\r\nHost: scion\r\n\r\n"),
+            Parse::Refuse(Status::BAD_REQUEST),
+            "userinfo"
+        );
         assert_eq!(req("GET * HTTP/1.1\r\nHost: scion\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         // §3.2: two Host fields, or an invalid one, MUST be 400.
         assert_eq!(req("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
@@ -633,18 +692,37 @@ mod tests {
         assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
-        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "a lone CR");
-        assert!(matches!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\tb \xc3\xa9\r\n\r\n"), Parse::Done(_)), "HTAB and obs-text are allowed");
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n"),
+            Parse::Refuse(Status::BAD_REQUEST),
+            "a lone CR"
+        );
+        assert!(
+            matches!(parse(b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\tb \xc3\xa9\r\n\r\n"), Parse::Done(_)),
+            "HTAB and obs-text are allowed"
+        );
         // §5.1: no whitespace between a field name and its colon; §5.2: no obs-fold.
         assert_eq!(req("GET / HTTP/1.1\r\nHost : x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
         // §6.3: Content-Length values must agree; with Transfer-Encoding it is 400.
-        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n"),
+            Parse::Refuse(Status::BAD_REQUEST)
+        );
         assert!(matches!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0, 0\r\n\r\n"), Parse::Done(_)));
-        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Parse::Refuse(Status::BAD_REQUEST)
+        );
         assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: +0\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
-        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"), Parse::Refuse(Status::TOO_LARGE));
-        assert_eq!(req("GET / HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nRange: bytes=2-3\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999999\r\n\r\n"),
+            Parse::Refuse(Status::TOO_LARGE)
+        );
+        assert_eq!(
+            req("GET / HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1\r\nRange: bytes=2-3\r\n\r\n"),
+            Parse::Refuse(Status::BAD_REQUEST)
+        );
     }
 
     #[test]
@@ -655,15 +733,25 @@ mod tests {
         };
         // If-Range that cannot match (no validator, a date, a weak tag): the whole 200.
         assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: \"abc\"\r\n"), None), Condition::Whole);
-        assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n"), Some("\"abc\"")), Condition::Whole);
-        assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: W/\"abc\"\r\n"), Some("W/\"abc\"")), Condition::Whole);
+        assert_eq!(
+            condition(&with("Range: bytes=0-9\r\nIf-Range: Sun, 06 Nov 1994 08:49:37 GMT\r\n"), Some("\"abc\"")),
+            Condition::Whole
+        );
+        assert_eq!(
+            condition(&with("Range: bytes=0-9\r\nIf-Range: W/\"abc\"\r\n"), Some("W/\"abc\"")),
+            Condition::Whole
+        );
         assert_eq!(condition(&with("Range: bytes=0-9\r\nIf-Range: \"abc\"\r\n"), Some("\"abc\"")), Condition::Go);
         assert_eq!(condition(&with("Range: bytes=0-9\r\n"), None), Condition::Go);
         assert_eq!(condition(&with("If-Range: \"x\"\r\n"), None), Condition::Go, "If-Range without Range is nothing");
         assert_eq!(condition(&with("If-None-Match: \"a\", W/\"b\"\r\n"), Some("\"b\"")), Condition::NotModified);
         assert_eq!(condition(&with("If-None-Match: *\r\n"), None), Condition::Go);
         assert_eq!(condition(&with("If-Match: *\r\n"), None), Condition::Failed);
-        assert_eq!(condition(&with("If-Match: W/\"a\"\r\n"), Some("W/\"a\"")), Condition::Failed, "If-Match compares strongly");
+        assert_eq!(
+            condition(&with("If-Match: W/\"a\"\r\n"), Some("W/\"a\"")),
+            Condition::Failed,
+            "If-Match compares strongly"
+        );
         assert_eq!(condition(&with("If-Match: \"a\"\r\n"), Some("\"a\"")), Condition::Go);
     }
 
@@ -678,7 +766,11 @@ mod tests {
         for d in [0u64, 59, 60, 365, 10_000, 20_000, 50_000] {
             let s = http_date(d * 86400);
             let parts: Vec<&str> = s.split(' ').collect();
-            let m = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].iter().position(|x| *x == parts[2]).unwrap() as u32 + 1;
+            let m = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+                .iter()
+                .position(|x| *x == parts[2])
+                .unwrap() as u32
+                + 1;
             assert_eq!(days_from_civil(parts[3].parse().unwrap(), m, parts[1].parse().unwrap()), d as i64, "{s}");
         }
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\n", 0), Some(18));
@@ -728,6 +820,8 @@ mod tests {
         let h = head(Status::NOT_FOUND, "", &[("Content-Type", "text/html")], 5, false);
         assert_eq!(h, "HTTP/1.1 404 Not Found\r\nServer: Scion-httpd\r\nContent-Length: 5\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n");
         let h = head(Status::OK, "Sun, 06 Nov 1994 08:49:37 GMT", &[], 0, true);
-        assert!(h.starts_with("HTTP/1.1 200 OK\r\nServer: Scion-httpd\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n"));
+        assert!(h.starts_with(
+            "HTTP/1.1 200 OK\r\nServer: Scion-httpd\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n"
+        ));
     }
 }

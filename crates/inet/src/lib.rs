@@ -110,7 +110,28 @@ mod tests {
     fn packet(data: &[u8]) -> Vec<u8> {
         let total = 20 + 20 + data.len();
         let mut p = Vec::new();
-        p.extend_from_slice(&[0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 2, 15, 10, 0, 2, 2]);
+        p.extend_from_slice(&[
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            1,
+            0x40,
+            0,
+            64,
+            6,
+            0,
+            0,
+            10,
+            0,
+            2,
+            15,
+            10,
+            0,
+            2,
+            2,
+        ]);
         p.extend_from_slice(&[0, 80, 0x9c, 0x40, 0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x18, 0xff, 0xff, 0xaa, 0xbb, 0, 0]);
         p.extend_from_slice(data);
         p

@@ -100,10 +100,7 @@ pub fn parse(b: &[u8]) -> Result<Elf, ElfError> {
     if phentsize < 56 {
         return Err(ElfError::BadPhdrTable);
     }
-    let table_end = phnum
-        .checked_mul(phentsize)
-        .and_then(|n| n.checked_add(phoff))
-        .ok_or(ElfError::BadPhdrTable)?;
+    let table_end = phnum.checked_mul(phentsize).and_then(|n| n.checked_add(phoff)).ok_or(ElfError::BadPhdrTable)?;
     if table_end > b.len() as u64 {
         return Err(ElfError::BadPhdrTable);
     }
@@ -235,7 +232,10 @@ pub mod tests {
             Err(ElfError::SegmentOutsideUser)
         );
         assert_eq!(parse(&build(0x0, &[(0x0, 0x2000, 0x10, PF_R | PF_X)])), Err(ElfError::SegmentOutsideUser));
-        assert_eq!(parse(&build(0x401000, &[(0x400000, 0x10, 0x20, PF_R | PF_X)])), Err(ElfError::FileSizeExceedsMemSize));
+        assert_eq!(
+            parse(&build(0x401000, &[(0x400000, 0x10, 0x20, PF_R | PF_X)])),
+            Err(ElfError::FileSizeExceedsMemSize)
+        );
         assert_eq!(
             parse(&build(0x400000, &[(0x400000, 0x2000, 0x10, PF_R | PF_X), (0x401000, 0x10, 0x10, PF_R)])),
             Err(ElfError::Overlap)

@@ -89,10 +89,21 @@ const PAGE_BITS: u64 = (1 << 36) - 1;
 
 impl Cell {
     fn node(n: Node) -> Cell {
-        Cell { a: (n.addr >> 12) & PAGE_BITS | (n.rights as u64 & 7) << 36 | (n.depth as u64) << 40 | (n.space as u64) << 48, b: 0 }
+        Cell {
+            a: (n.addr >> 12) & PAGE_BITS
+                | (n.rights as u64 & 7) << 36
+                | (n.depth as u64) << 40
+                | (n.space as u64) << 48,
+            b: 0,
+        }
     }
     fn view(&self) -> Node {
-        Node { space: (self.a >> 48) as u16, addr: (self.a & PAGE_BITS) << 12, rights: ((self.a >> 36) & 7) as u8, depth: (self.a >> 40) as u8 }
+        Node {
+            space: (self.a >> 48) as u16,
+            addr: (self.a & PAGE_BITS) << 12,
+            rights: ((self.a >> 36) & 7) as u8,
+            depth: (self.a >> 40) as u8,
+        }
     }
     fn link(&self, i: u32) -> Slot {
         (self.b >> (16 * i)) as Slot
@@ -547,7 +558,14 @@ impl FrameDb {
     /// (to_space, to_addr) receives `frame` from the node in `from` with `rights & its
     /// rights` (the caller made sure the destination holds no node of this frame):
     /// the new node's slot and rights.
-    pub fn map(&mut self, frame: u64, from: Slot, to_space: u16, to_addr: u64, rights: u8) -> Result<(Slot, u8), DbError> {
+    pub fn map(
+        &mut self,
+        frame: u64,
+        from: Slot,
+        to_space: u16,
+        to_addr: u64,
+        rights: u8,
+    ) -> Result<(Slot, u8), DbError> {
         let t = self.tree(frame).ok_or(DbError::NotHeld)?;
         if !t.is_node(from) {
             return Err(DbError::NotHeld);
@@ -557,7 +575,8 @@ impl FrameDb {
             return Err(DbError::Full);
         }
         let rights = rights & parent.rights;
-        let s = self.alloc_node(frame, Node { space: to_space, addr: to_addr & !0xfff, rights, depth: parent.depth + 1 })?;
+        let s =
+            self.alloc_node(frame, Node { space: to_space, addr: to_addr & !0xfff, rights, depth: parent.depth + 1 })?;
         if let Some(mut t) = self.tree(frame) {
             t.link_under(s, from);
         }
@@ -597,7 +616,14 @@ impl FrameDb {
     /// told of each change (a subtree that goes: leaves first; then the nodes that
     /// moved, if the tree was made smaller). Returns the nodes visited (the work done:
     /// at most twice `MAX_NODES`).
-    pub fn demap(&mut self, frame: u64, at: Slot, remove: u8, include_self: bool, mut f: impl FnMut(u16, u64, Change)) -> Result<usize, DbError> {
+    pub fn demap(
+        &mut self,
+        frame: u64,
+        at: Slot,
+        remove: u8,
+        include_self: bool,
+        mut f: impl FnMut(u16, u64, Change),
+    ) -> Result<usize, DbError> {
         let mut t = self.tree(frame).ok_or(DbError::NotHeld)?;
         if !t.is_node(at) {
             return Err(DbError::NotHeld);
@@ -917,8 +943,10 @@ mod tests {
                 }
                 // The database and the model agree on who holds what, with which
                 // rights, below whom, in which slot.
-                let got: HashSet<(u16, u64, u8, Slot)> = db.walk(fr).iter().map(|(sl, n, _)| (n.space, n.addr, n.rights, *sl)).collect();
-                let want: HashSet<(u16, u64, u8, Slot)> = model.iter().map(|(k, v)| (k.0, k.1, v.rights, v.slot)).collect();
+                let got: HashSet<(u16, u64, u8, Slot)> =
+                    db.walk(fr).iter().map(|(sl, n, _)| (n.space, n.addr, n.rights, *sl)).collect();
+                let want: HashSet<(u16, u64, u8, Slot)> =
+                    model.iter().map(|(k, v)| (k.0, k.1, v.rights, v.slot)).collect();
                 assert_eq!(got, want, "seed {seed}");
                 assert_eq!(db.len_of(fr), model.len());
                 for (sl, n, parent) in db.walk(fr) {

@@ -189,8 +189,16 @@ mod tests {
         // Below 4 GiB only: the top of the big region, under the boot image there.
         let reserved = [(0, 0x10_0000), (0x10_0000, 0x40_0000), (0x1f00_0000, 0x1fff_0000)];
         assert_eq!(place(&ram, &reserved, 0x1_0000, 0x1_0000_0000), Some(0x1fff_0000), "the room above the module");
-        assert_eq!(place(&ram, &reserved, 0x2_0000, 0x1_0000_0000), Some(0x1efe_0000), "too big for it: below the module");
-        assert_eq!(place(&ram, &reserved, 0x10_0000, 0x1_0000_0000), Some(0x1ef0_0000), "too big for the gap: below the module");
+        assert_eq!(
+            place(&ram, &reserved, 0x2_0000, 0x1_0000_0000),
+            Some(0x1efe_0000),
+            "too big for it: below the module"
+        );
+        assert_eq!(
+            place(&ram, &reserved, 0x10_0000, 0x1_0000_0000),
+            Some(0x1ef0_0000),
+            "too big for the gap: below the module"
+        );
         // With RAM above 4 GiB in reach: its top.
         assert_eq!(place(&ram, &reserved, 5000, 0x2_0000_0000), Some(0x1_4000_0000 - 0x2000));
         assert_eq!(place(&ram, &reserved, 1 << 40, 0x2_0000_0000), None, "nothing that big");

@@ -128,7 +128,14 @@ impl<R: Ord + Copy, S: Eq + Copy> MapDb<R, S> {
     /// Take `remove` rights away from everything derived from `at` (and from `at`
     /// itself when `include_self`). A node left with no rights is removed together
     /// with its whole subtree. `f` is told of each change, parents before children.
-    pub fn demap(&mut self, r: R, at: (S, u64), remove: u8, include_self: bool, mut f: impl FnMut(S, u64, Change)) -> Result<(), MapDbError> {
+    pub fn demap(
+        &mut self,
+        r: R,
+        at: (S, u64),
+        remove: u8,
+        include_self: bool,
+        mut f: impl FnMut(S, u64, Change),
+    ) -> Result<(), MapDbError> {
         let i = self.pos(r, at.0, at.1).ok_or(MapDbError::NotHeld)?;
         let t = self.trees.get_mut(&r).expect("tree of a held resource");
         let depth = t[i].depth;
@@ -310,7 +317,11 @@ mod tests {
                             cycle |= n == onto;
                             cur = model[&n].parent;
                         }
-                        assert_eq!(db.derives_from(r, from, onto), cycle, "seed {seed}: derives_from agrees with the parent chain");
+                        assert_eq!(
+                            db.derives_from(r, from, onto),
+                            cycle,
+                            "seed {seed}: derives_from agrees with the parent chain"
+                        );
                         if !cycle {
                             let mut dead: HashSet<(u8, u64)> = subtree(&model, onto).into_iter().collect();
                             dead.insert(onto);

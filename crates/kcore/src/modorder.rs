@@ -168,7 +168,10 @@ pub fn imports(module: &str, src: &str, known: &[String]) -> Vec<String> {
         if module == ROOT {
             // The root names its modules by their own paths.
             let (first, r) = ident(rest);
-            if !first.is_empty() && r.starts_with("::") && known.iter().any(|k| k == first || k.starts_with(&[first, "::"].concat())) {
+            if !first.is_empty()
+                && r.starts_with("::")
+                && known.iter().any(|k| k == first || k.starts_with(&[first, "::"].concat()))
+            {
                 paths_after(rest, &mut raw);
             }
             i += first.len().max(1);
@@ -179,7 +182,9 @@ pub fn imports(module: &str, src: &str, known: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for (first, second) in raw {
         let name = match second {
-            Some(s) if known.iter().any(|k| *k == [first.as_str(), "::", s.as_str()].concat()) => [first.as_str(), "::", s.as_str()].concat(),
+            Some(s) if known.iter().any(|k| *k == [first.as_str(), "::", s.as_str()].concat()) => {
+                [first.as_str(), "::", s.as_str()].concat()
+            }
             _ if known.contains(&first) => first,
             // A folder named alone (`crate::arch`): no module of its own.
             _ if known.iter().any(|k| k.starts_with(&[first.as_str(), "::"].concat())) => continue,
@@ -292,10 +297,16 @@ mod tests {
         assert_eq!(imports("kernel", src, &k), vec!["main"]);
         // `use crate::arch::{cpu, smp}` and the root's own paths.
         assert_eq!(imports("kernel", "use crate::arch::{cpu, smp::cpus};", &k), vec!["arch::cpu", "arch::smp"]);
-        assert_eq!(imports("main", "mod kernel; fn k() { kernel::init(); arch::smp::start(); sched::go(); }", &k), vec!["arch::smp", "kernel", "sched"]);
+        assert_eq!(
+            imports("main", "mod kernel; fn k() { kernel::init(); arch::smp::start(); sched::go(); }", &k),
+            vec!["arch::smp", "kernel", "sched"]
+        );
         // Its own name and `$crate` paths into itself are left out; `crate::` inside a
         // longer identifier is not a path.
-        assert_eq!(imports("arch::serial", "$crate::arch::serial::_print(); notcrate::kernel::x();", &k), Vec::<String>::new());
+        assert_eq!(
+            imports("arch::serial", "$crate::arch::serial::_print(); notcrate::kernel::x();", &k),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

@@ -140,7 +140,10 @@ pub fn map(mem: &mut impl PhysMem, root: u64, va: u64, pte: u64) -> Result<(), M
 /// memory to sigma0). Pages already mapped are left alone; returns how many were
 /// mapped.
 pub fn map_range(mem: &mut impl PhysMem, root: u64, va: u64, pa: u64, n: u64, flags: u64) -> Result<u64, MapError> {
-    if !is_user_page(va) || pa & 0xfff != 0 || n.checked_mul(4096).and_then(|b| b.checked_add(va)).is_none_or(|e| e > abi::layout::USER_MAP_END) {
+    if !is_user_page(va)
+        || pa & 0xfff != 0
+        || n.checked_mul(4096).and_then(|b| b.checked_add(va)).is_none_or(|e| e > abi::layout::USER_MAP_END)
+    {
         return Err(MapError::NotUser);
     }
     let mut done = 0;
@@ -211,7 +214,13 @@ pub fn next_leaf_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64) -> Opti
 
 /// Visit the mapped pages of `[lo, hi)` in address order while `leaf` says to go on;
 /// the page at which it stopped.
-fn walk_leaves_in(mem: &mut impl PhysMem, root: u64, lo: u64, hi: u64, mut leaf: impl FnMut(u64, u64) -> bool) -> Option<(u64, u64)> {
+fn walk_leaves_in(
+    mem: &mut impl PhysMem,
+    root: u64,
+    lo: u64,
+    hi: u64,
+    mut leaf: impl FnMut(u64, u64) -> bool,
+) -> Option<(u64, u64)> {
     let hi = hi.min(abi::layout::USER_END);
     if lo >= hi {
         return None;
@@ -376,9 +385,12 @@ mod tests {
             map(&mut m, root, base + i * 4096, (0x70_0000 + i * 0x3000) | U | w).unwrap();
         }
         let mut out = [0u64; 4];
-        for (va, len) in [(base, 1u64), (base + 0xfff, 2), (base + 0x800, 0x1000), (base + 1, 4 * 4096 - 1), (base + 0x1fff, 2)] {
+        for (va, len) in
+            [(base, 1u64), (base + 0xfff, 2), (base + 0x800, 0x1000), (base + 1, 4 * 4096 - 1), (base + 0x1fff, 2)]
+        {
             let n = frames(&mut m, root, va, len, P | U, &mut out).unwrap();
-            let want: std::vec::Vec<u64> = ((va >> 12)..=((va + len - 1) >> 12)).map(|p| lookup(&mut m, root, p << 12).unwrap() & ADDR).collect();
+            let want: std::vec::Vec<u64> =
+                ((va >> 12)..=((va + len - 1) >> 12)).map(|p| lookup(&mut m, root, p << 12).unwrap() & ADDR).collect();
             assert_eq!(&out[..n], &want[..], "{va:#x}+{len}");
         }
         assert_eq!(frames(&mut m, root, base + 0x1000, 0x1000, P | U | W, &mut out), Some(1));
@@ -447,7 +459,12 @@ mod tests {
         });
         assert_eq!(walked, want);
         // Range walks see exactly the pages inside the range.
-        for (lo, hi) in [(0x1000u64, 0x2000u64), (1 << 39, 3 << 39), (0x7f00_0000_0000, 0x7fff_ffff_f000), (12345 << 12, 99999 << 30)] {
+        for (lo, hi) in [
+            (0x1000u64, 0x2000u64),
+            (1 << 39, 3 << 39),
+            (0x7f00_0000_0000, 0x7fff_ffff_f000),
+            (12345 << 12, 99999 << 30),
+        ] {
             let mut got = HashSet::new();
             for_each_leaf_in(&mut m, root, lo, hi, |va, _| {
                 got.insert(va);

@@ -34,40 +34,106 @@ pub enum Call {
     /// ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`); 4 the kernel's tables
     /// (`abi::KERNEL_INFO_TABLES`). Any other `what` (but `KERNEL_INFO_CPU`, `CpuInfo`)
     /// is `InvalidArg`.
-    KernelInfo { what: u64 },
+    KernelInfo {
+        what: u64,
+    },
     /// `KERNEL_INFO(abi::KERNEL_INFO_CPU, cpu)`: one CPU's counts.
-    CpuInfo { cpu: u64 },
-    DebugPut { ptr: u64, len: usize },
+    CpuInfo {
+        cpu: u64,
+    },
+    DebugPut {
+        ptr: u64,
+        len: usize,
+    },
     /// `IPC_SEND` / `IPC_CALL` (the tag is valid; the message is read from the
     /// caller's registers and UTCB by the IPC path).
-    Send { dest: Slot, call: bool, timeouts: u64 },
-    Recv { from: Slot, timeout: u32 },
+    Send {
+        dest: Slot,
+        call: bool,
+        timeouts: u64,
+    },
+    Recv {
+        from: Slot,
+        timeout: u32,
+    },
     Reply,
-    ReplyWait { from: Slot, timeout: u32 },
+    ReplyWait {
+        from: Slot,
+        timeout: u32,
+    },
     /// `YIELD`, and `SLEEP(0)`.
     Yield,
-    Sleep { us: u64 },
-    CapCopy { src: Slot, dst: Slot, rights: u64, badge: u64 },
-    CapDelete { slot: Slot },
-    CapInfo { slot: Slot },
-    CapGive { task: Slot, src: Slot, dst: Slot, rights: u64 },
+    Sleep {
+        us: u64,
+    },
+    CapCopy {
+        src: Slot,
+        dst: Slot,
+        rights: u64,
+        badge: u64,
+    },
+    CapDelete {
+        slot: Slot,
+    },
+    CapInfo {
+        slot: Slot,
+    },
+    CapGive {
+        task: Slot,
+        src: Slot,
+        dst: Slot,
+        rights: u64,
+    },
     /// `dst` is a slot number in range.
-    TaskCreate { dst: Slot, quota: u64 },
+    TaskCreate {
+        dst: Slot,
+        quota: u64,
+    },
     /// `dst` in range; `utcb` a page-aligned user page; `prio` at most 255 (the
     /// kernel checks it against the caller's).
-    ThreadCreate { task: Slot, dst: Slot, utcb: u64, prio: u8 },
-    ThreadControl { thread: Slot, op: ThreadOp },
+    ThreadCreate {
+        task: Slot,
+        dst: Slot,
+        utcb: u64,
+        prio: u8,
+    },
+    ThreadControl {
+        thread: Slot,
+        op: ThreadOp,
+    },
     /// Both ranges are page-aligned user ranges of `pages` (1..=MAX) pages; `rights`
     /// include READ.
-    MemMap { task: Slot, src: u64, dst: u64, pages: u64, rights: u64, grant: bool },
-    Unmap { what: UnmapRange, include_self: bool },
-    IrqControl { cap: Slot, op: IrqOp },
-    TaskInfo { task: Slot },
+    MemMap {
+        task: Slot,
+        src: u64,
+        dst: u64,
+        pages: u64,
+        rights: u64,
+        grant: bool,
+    },
+    Unmap {
+        what: UnmapRange,
+        include_self: bool,
+    },
+    IrqControl {
+        cap: Slot,
+        op: IrqOp,
+    },
+    TaskInfo {
+        task: Slot,
+    },
     /// `dst` is a slot number in range.
-    SaveReply { dst: Slot },
+    SaveReply {
+        dst: Slot,
+    },
     ThreadExit,
-    TaskDestroy { task: Slot },
-    Machine { cap: Slot, op: MachineOp },
+    TaskDestroy {
+        task: Slot,
+    },
+    Machine {
+        cap: Slot,
+        op: MachineOp,
+    },
 }
 
 /// `THREAD_CONTROL` operations.
@@ -75,7 +141,9 @@ pub enum Call {
 pub enum ThreadOp {
     /// Start a stopped thread, at a new entry point if one is given (user addresses;
     /// `rsp` may be the end of the user range).
-    Start { entry: Option<Entry> },
+    Start {
+        entry: Option<Entry>,
+    },
     Stop,
     SetPriority(u8),
     /// A thread capability (with SEND) and the badge of the messages; `None` clears.
@@ -111,8 +179,13 @@ pub enum UnmapRange {
 pub enum IrqOp {
     /// With the IRQ control capability: a capability for `line` (below
     /// `irq::LINES`; the kernel checks the lines the machine has) in slot `dst`.
-    Create { line: u8, dst: Slot },
-    Attach { badge: u64 },
+    Create {
+        line: u8,
+        dst: Slot,
+    },
+    Attach {
+        badge: u64,
+    },
     Ack,
     Detach,
 }
@@ -175,7 +248,9 @@ impl Call {
         Ok(match r.rax {
             sys::NULL => Call::Null,
             sys::KERNEL_INFO if a0 == abi::KERNEL_INFO_CPU => Call::CpuInfo { cpu: a1 },
-            sys::KERNEL_INFO if a0 <= abi::KERNEL_INFO_SMP || a0 == abi::KERNEL_INFO_TABLES => Call::KernelInfo { what: a0 },
+            sys::KERNEL_INFO if a0 <= abi::KERNEL_INFO_SMP || a0 == abi::KERNEL_INFO_TABLES => {
+                Call::KernelInfo { what: a0 }
+            }
             sys::KERNEL_INFO => return Err(Error::InvalidArg),
             sys::DEBUG_PUT => {
                 if a1 > DEBUG_PUT_MAX {
@@ -226,7 +301,14 @@ impl Call {
                 if a4 & !(m::RIGHTS_MASK | m::GRANT) != 0 || a4 & m::READ == 0 {
                     return Err(Error::InvalidArg);
                 }
-                Call::MemMap { task: a0, src: a1, dst: a2, pages: a3, rights: a4 & m::RIGHTS_MASK, grant: a4 & m::GRANT != 0 }
+                Call::MemMap {
+                    task: a0,
+                    src: a1,
+                    dst: a2,
+                    pages: a3,
+                    rights: a4 & m::RIGHTS_MASK,
+                    grant: a4 & m::GRANT != 0,
+                }
             }
             sys::UNMAP => {
                 let fp = Fpage(a0);
@@ -375,7 +457,10 @@ mod tests {
         // A receive carries no tag.
         assert!(dec(sys::IPC_RECV, [0, 3, 5 << 32, bad, 0]).is_ok());
         assert_eq!(dec(sys::IPC_RECV, [0, 3, 5 << 32, 0, 0]), Ok(Call::Recv { from: 3, timeout: 5 }));
-        assert_eq!(dec(sys::IPC_CALL, [4, 0, 9 | (1 << 32), 0, 0]), Ok(Call::Send { dest: 4, call: true, timeouts: 9 | (1 << 32) }));
+        assert_eq!(
+            dec(sys::IPC_CALL, [4, 0, 9 | (1 << 32), 0, 0]),
+            Ok(Call::Send { dest: 4, call: true, timeouts: 9 | (1 << 32) })
+        );
         // A call whose reply may not be waited for is refused; a send may poll.
         assert_eq!(dec(sys::IPC_CALL, [4, 0, 0xFFFF_FFFF, 0, 0]), Err(Error::InvalidArg));
         assert!(dec(sys::IPC_SEND, [4, 0, 0, 0, 0]).is_ok());
@@ -383,7 +468,10 @@ mod tests {
 
     #[test]
     fn debug_put_limit() {
-        assert_eq!(dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX, 0, 0, 0]), Ok(Call::DebugPut { ptr: 0x1000, len: 4096 }));
+        assert_eq!(
+            dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX, 0, 0, 0]),
+            Ok(Call::DebugPut { ptr: 0x1000, len: 4096 })
+        );
         assert_eq!(dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX + 1, 0, 0, 0]), Err(Error::TooLong));
         assert_eq!(dec(sys::DEBUG_PUT, [0x1000, u64::MAX, 0, 0, 0]), Err(Error::TooLong));
     }
@@ -407,7 +495,10 @@ mod tests {
         let u = USER_MIN + 0x1000;
         assert_eq!(
             dec(sys::THREAD_CONTROL, [3, tctl::START, u, USER_END, 9]),
-            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Start { entry: Some(Entry { rip: u, rsp: USER_END, arg: 9 }) } })
+            Ok(Call::ThreadControl {
+                thread: 3,
+                op: ThreadOp::Start { entry: Some(Entry { rip: u, rsp: USER_END, arg: 9 }) }
+            })
         );
         assert_eq!(
             dec(sys::THREAD_CONTROL, [3, tctl::START, 0, 0, 0]),
@@ -426,8 +517,14 @@ mod tests {
         );
         assert_eq!(dec(sys::THREAD_CONTROL, [3, 0, 0, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::THREAD_CONTROL, [3, 99, 0, 0, 0]), Err(Error::InvalidArg));
-        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::SUCCEED, 9, 0, 0]), Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Succeed(9) }));
-        assert_eq!(dec(sys::THREAD_CONTROL, [3, tctl::SET_CPU, 1, 0, 0]), Ok(Call::ThreadControl { thread: 3, op: ThreadOp::SetCpu(1) }));
+        assert_eq!(
+            dec(sys::THREAD_CONTROL, [3, tctl::SUCCEED, 9, 0, 0]),
+            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::Succeed(9) })
+        );
+        assert_eq!(
+            dec(sys::THREAD_CONTROL, [3, tctl::SET_CPU, 1, 0, 0]),
+            Ok(Call::ThreadControl { thread: 3, op: ThreadOp::SetCpu(1) })
+        );
     }
 
     #[test]
@@ -452,32 +549,55 @@ mod tests {
         let fp = Fpage::mem(base, 16, m::WRITE);
         assert_eq!(
             dec(sys::UNMAP, [fp.0, 0, 0, 0, 0]),
-            Ok(Call::Unmap { what: UnmapRange::Mem { lo: base, hi: base + (1 << 16), rights: m::WRITE }, include_self: false })
+            Ok(Call::Unmap {
+                what: UnmapRange::Mem { lo: base, hi: base + (1 << 16), rights: m::WRITE },
+                include_self: false
+            })
         );
         let all = Fpage::mem(base, 12, 0);
-        assert!(matches!(dec(sys::UNMAP, [all.0, fpage::UNMAP_SELF, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Mem { rights: m::RIGHTS_MASK, .. }, include_self: true })));
+        assert!(matches!(
+            dec(sys::UNMAP, [all.0, fpage::UNMAP_SELF, 0, 0, 0]),
+            Ok(Call::Unmap { what: UnmapRange::Mem { rights: m::RIGHTS_MASK, .. }, include_self: true })
+        ));
         assert_eq!(dec(sys::UNMAP, [fp.0, 2, 0, 0, 0]), Err(Error::InvalidArg), "unknown flag");
         let top = Fpage::mem(0, 63, 0);
         if top.is_valid() {
             assert_eq!(dec(sys::UNMAP, [top.0, 0, 0, 0, 0]), Err(Error::BadAddress));
         }
         let io = Fpage::io(0x3f8, 3);
-        assert_eq!(dec(sys::UNMAP, [io.0, 0, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Io { lo: 0x3f8, hi: 0x400 }, include_self: false }));
+        assert_eq!(
+            dec(sys::UNMAP, [io.0, 0, 0, 0, 0]),
+            Ok(Call::Unmap { what: UnmapRange::Io { lo: 0x3f8, hi: 0x400 }, include_self: false })
+        );
         let caps = Fpage::caps(cap::SLOTS - 2, 4, 0);
         if caps.is_valid() {
-            assert!(matches!(dec(sys::UNMAP, [caps.0, 0, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Caps { hi, .. }, .. }) if hi == cap::SLOTS));
+            assert!(
+                matches!(dec(sys::UNMAP, [caps.0, 0, 0, 0, 0]), Ok(Call::Unmap { what: UnmapRange::Caps { hi, .. }, .. }) if hi == cap::SLOTS)
+            );
         }
     }
 
     #[test]
     fn irq_and_machine_ops() {
-        assert_eq!(dec(sys::IRQ_CONTROL, [5, irq::CREATE, 4, 9, 0]), Ok(Call::IrqControl { cap: 5, op: IrqOp::Create { line: 4, dst: 9 } }));
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [5, irq::CREATE, 4, 9, 0]),
+            Ok(Call::IrqControl { cap: 5, op: IrqOp::Create { line: 4, dst: 9 } })
+        );
         assert_eq!(dec(sys::IRQ_CONTROL, [5, irq::CREATE, irq::LINES, 9, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::IRQ_CONTROL, [5, 77, 0, 0, 0]), Err(Error::InvalidArg));
-        assert_eq!(dec(sys::MACHINE, [1, machine::MEASURE_CR3, u64::MAX, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::MeasureCr3(MEASURE_CR3_MAX) }));
+        assert_eq!(
+            dec(sys::MACHINE, [1, machine::MEASURE_CR3, u64::MAX, 0, 0]),
+            Ok(Call::Machine { cap: 1, op: MachineOp::MeasureCr3(MEASURE_CR3_MAX) })
+        );
         assert_eq!(dec(sys::MACHINE, [1, 0, 0, 0, 0]), Err(Error::InvalidArg));
-        assert_eq!(dec(sys::MACHINE, [1, machine::FASTPATH, 0, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::Fastpath(false) }));
-        assert_eq!(dec(sys::MACHINE, [1, machine::FASTPATH, 1, 0, 0]), Ok(Call::Machine { cap: 1, op: MachineOp::Fastpath(true) }));
+        assert_eq!(
+            dec(sys::MACHINE, [1, machine::FASTPATH, 0, 0, 0]),
+            Ok(Call::Machine { cap: 1, op: MachineOp::Fastpath(false) })
+        );
+        assert_eq!(
+            dec(sys::MACHINE, [1, machine::FASTPATH, 1, 0, 0]),
+            Ok(Call::Machine { cap: 1, op: MachineOp::Fastpath(true) })
+        );
         assert_eq!(dec(sys::MACHINE, [1, machine::FASTPATH, 2, 0, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::SAVE_REPLY, [cap::SLOTS, 0, 0, 0, 0]), Err(Error::InvalidCap));
         assert_eq!(dec(sys::TASK_CREATE, [cap::SLOTS, 0, 0, 0, 0]), Err(Error::InvalidCap));

@@ -33,7 +33,13 @@ pub fn pieces(sva: u64, dva: u64, len: u64) -> impl Iterator<Item = Piece> {
         }
         let (s, d) = (sva + done, dva + done);
         let n = (PAGE - s % PAGE).min(PAGE - d % PAGE).min(len - done);
-        let p = Piece { src_page: ((s & !(PAGE - 1)) - s0) as usize / PAGE as usize, src_off: s % PAGE, dst_page: ((d & !(PAGE - 1)) - d0) as usize / PAGE as usize, dst_off: d % PAGE, len: n };
+        let p = Piece {
+            src_page: ((s & !(PAGE - 1)) - s0) as usize / PAGE as usize,
+            src_off: s % PAGE,
+            dst_page: ((d & !(PAGE - 1)) - d0) as usize / PAGE as usize,
+            dst_off: d % PAGE,
+            len: n,
+        };
         done += n;
         Some(p)
     })

@@ -54,7 +54,11 @@ enum Esc {
     Start,
     /// After `ESC [`: up to two numeric parameters, the index of the one being read, and
     /// the bytes seen.
-    Csi { p: [u32; 2], i: usize, len: usize },
+    Csi {
+        p: [u32; 2],
+        i: usize,
+        len: usize,
+    },
     /// After `ESC O`.
     Ss3,
 }
@@ -418,7 +422,9 @@ impl Editor {
                 if self.utf8_have == self.utf8_need {
                     self.utf8_need = 0;
                     // Overlong forms, surrogates and values past U+10FFFF fail here.
-                    if let Some(c) = core::str::from_utf8(&self.utf8[..self.utf8_have]).ok().and_then(|s| s.chars().next()) {
+                    if let Some(c) =
+                        core::str::from_utf8(&self.utf8[..self.utf8_have]).ok().and_then(|s| s.chars().next())
+                    {
                         self.insert(&[c], out);
                     }
                 }
@@ -487,7 +493,8 @@ impl Editor {
         let start = self.line[..self.cursor].iter().rposition(|&c| c == ' ').map_or(0, |i| i + 1);
         let word: String = self.line[start..self.cursor].iter().collect();
         let before: String = self.line[..self.cursor].iter().collect();
-        let mut cands: Vec<String> = complete(&before).into_iter().filter(|c| c.starts_with(word.as_str()) && !c.is_empty()).collect();
+        let mut cands: Vec<String> =
+            complete(&before).into_iter().filter(|c| c.starts_with(word.as_str()) && !c.is_empty()).collect();
         cands.sort();
         cands.dedup();
         let Some(first) = cands.first() else {

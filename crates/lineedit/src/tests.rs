@@ -2,9 +2,9 @@
 extern crate std;
 
 use super::*;
+use alloc::format;
 use alloc::string::ToString;
 use alloc::vec;
-use alloc::format;
 
 /// A terminal of the VT100 basics the editor uses: printable characters overwrite,
 /// `\n` goes to the next line's start (as the console sends it, CR LF), `\r`, BS,

@@ -425,7 +425,10 @@ start = false
         let m = parse(SAMPLE).unwrap();
         assert_eq!(m.len(), 2);
         let c = &m[0];
-        assert_eq!((c.name.as_str(), c.file.as_str(), c.priority, c.pages, c.resident), ("console", "console", 150, 512, 64));
+        assert_eq!(
+            (c.name.as_str(), c.file.as_str(), c.priority, c.pages, c.resident),
+            ("console", "console", 150, 512, 64)
+        );
         assert_eq!(m[1].resident, 0, "no resident limit unless given");
         assert_eq!(m[1].spawns, DEFAULT_SPAWNS);
         assert_eq!(parse("[[program]]\nname = \"d\"\nspawns = 0").unwrap()[0].spawns, 0);
@@ -453,10 +456,20 @@ start = false
         // of a 16,384-page limit).
         let p = Program::new("x");
         assert_eq!(p.kpages, kpages_for(p.pages));
-        assert!((p.kpages - KPAGES_BASE) * NODES_PER_PAGE >= p.pages + p.pages.div_ceil(PAGES_PER_TABLE) * NODES_PER_PAGE, "nodes and tables of {} pages in {} kpages", p.pages, p.kpages);
+        assert!(
+            (p.kpages - KPAGES_BASE) * NODES_PER_PAGE >= p.pages + p.pages.div_ceil(PAGES_PER_TABLE) * NODES_PER_PAGE,
+            "nodes and tables of {} pages in {} kpages",
+            p.pages,
+            p.kpages
+        );
         for pages in [0, 1, 85, 86, 512, 513, 8192, 98_816, 1 << 20, 1 << 30] {
             let k = kpages_for(pages);
-            assert!(k - KPAGES_BASE >= pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE), "{} pages: {} kpages", pages, k);
+            assert!(
+                k - KPAGES_BASE >= pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE),
+                "{} pages: {} kpages",
+                pages,
+                k
+            );
         }
         assert!(kpages_for(u64::MAX) > u64::MAX / NODES_PER_PAGE, "no overflow");
         // An entry's `pages` without `kpages` derives it; given, it is what it says.
@@ -476,7 +489,10 @@ start = false
         // 2 GiB: every frame's node and page tables, when root can spare them.
         let frames = 524_288;
         let k = lent_kpages(frames, 1 << 20, 2);
-        assert!(k * NODES_PER_PAGE >= frames + frames.div_ceil(PAGES_PER_TABLE) * NODES_PER_PAGE, "{k} kpages for {frames} frames");
+        assert!(
+            k * NODES_PER_PAGE >= frames + frames.div_ceil(PAGES_PER_TABLE) * NODES_PER_PAGE,
+            "{k} kpages for {frames} frames"
+        );
         assert_eq!(k, kpages_for(frames) - KPAGES_BASE);
         // Half of what root can spare, shared: the rest stays for SPAWN.
         assert_eq!(lent_kpages(frames, 4000, 2), 1000);
@@ -495,7 +511,10 @@ start = false
         assert_eq!(parse("[[program]]\nname = \"a\"\ncpu = 8").unwrap_err().line, 3);
         assert_eq!(parse("[[program]]\nname = \"a\"\ncaps = [\"x\"").unwrap_err().line, 3);
         assert_eq!(parse("[[server]]").unwrap_err().line, 1);
-        assert!(parse("[[program]]\nname = \"a\"\n[[program]]\nname = \"a\"").unwrap_err().msg.contains("two programs"));
+        assert!(parse("[[program]]\nname = \"a\"\n[[program]]\nname = \"a\"")
+            .unwrap_err()
+            .msg
+            .contains("two programs"));
         assert!(parse("[[program]]\npriority = 3").unwrap_err().msg.contains("no name"));
     }
 

@@ -39,7 +39,8 @@ pub const MAX_BURST: usize = 32;
 
 /// Root's rule: 10 counted deaths within 30 s leave a program down; restarts wait 0,
 /// 50 ms, 100 ms, … up to 2 s.
-pub const POLICY: Policy = Policy { burst: 10, interval_us: 30_000_000, first_delay_us: 50_000, max_delay_us: 2_000_000 };
+pub const POLICY: Policy =
+    Policy { burst: 10, interval_us: 30_000_000, first_delay_us: 50_000, max_delay_us: 2_000_000 };
 
 /// What to do with a program that died.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

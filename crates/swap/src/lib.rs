@@ -248,9 +248,14 @@ macro_rules! interface {
 pub enum Phase {
     Normal,
     /// Calls go on; those begun now are tracked, until the mark has passed.
-    Forward { mark: Epoch, deadline: u64 },
+    Forward {
+        mark: Epoch,
+        deadline: u64,
+    },
     /// New calls wait while the tracked ones end.
-    Block { deadline: u64 },
+    Block {
+        deadline: u64,
+    },
 }
 
 /// What `step` did.
@@ -303,7 +308,17 @@ pub struct Slot<T: ?Sized + Component> {
 
 impl<T: ?Sized + Component> Slot<T> {
     pub fn new(component: Box<T>) -> Slot<T> {
-        Slot { component, next: None, phase: Phase::Normal, inside: 0, waiting: VecDeque::new(), instance: 0, interposer: None, swaps: 0, aborts: 0 }
+        Slot {
+            component,
+            next: None,
+            phase: Phase::Normal,
+            inside: 0,
+            waiting: VecDeque::new(),
+            instance: 0,
+            interposer: None,
+            swaps: 0,
+            aborts: 0,
+        }
     }
 
     pub fn phase(&self) -> Phase {
@@ -371,7 +386,9 @@ impl<T: ?Sized + Component> Slot<T> {
         loop {
             match self.phase {
                 Phase::Normal => return Outcome::Pending,
-                Phase::Forward { deadline, .. } | Phase::Block { deadline } if now > deadline => return self.abort("the component did not become quiescent in time"),
+                Phase::Forward { deadline, .. } | Phase::Block { deadline } if now > deadline => {
+                    return self.abort("the component did not become quiescent in time")
+                }
                 Phase::Forward { mark, deadline } => {
                     if !gens.passed(mark) {
                         return Outcome::Pending;

@@ -205,8 +205,8 @@ fn a_shared_interposer_counts_every_slot() {
 
 #[test]
 fn trace_and_timer_interposers() {
-    use interposers::{Timer, Trace};
     use core::sync::atomic::{AtomicU64, Ordering};
+    use interposers::{Timer, Trace};
     static NOW: AtomicU64 = AtomicU64::new(0);
     fn clock() -> u64 {
         NOW.fetch_add(10, Ordering::Relaxed) + 10
@@ -287,7 +287,11 @@ fn model_random_interleavings() {
                 }
                 4..=6 if !running.is_empty() => {
                     let (_, c) = running.swap_remove(r.below(running.len() as u64) as usize);
-                    assert_eq!(c.instance(), s.instance(), "seed {seed}: a call ran on a component that was swapped out");
+                    assert_eq!(
+                        c.instance(),
+                        s.instance(),
+                        "seed {seed}: a call ran on a component that was swapped out"
+                    );
                     s.get(&c).0.count += 1;
                     served += 1;
                     s.end(&mut g, c);

@@ -76,7 +76,8 @@ pub struct Scope(usize);
 impl Scope {
     /// A scope with a limit of `limit` bytes; `None` when all are taken.
     pub fn new(limit: usize) -> Option<Scope> {
-        let k = (1..SCOPES).find(|&k| TAKEN[k].compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())?;
+        let k = (1..SCOPES)
+            .find(|&k| TAKEN[k].compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())?;
         USED[k].store(0, Ordering::Relaxed);
         PEAK[k].store(0, Ordering::Relaxed);
         LIMIT[k].store(limit, Ordering::Relaxed);

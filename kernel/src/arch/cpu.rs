@@ -104,7 +104,9 @@ struct TssIo {
 }
 
 // `set_kernel_stack` writes `rsp0` at offset 4 of the TSS, which starts `TssIo`.
-const _: () = assert!(core::mem::offset_of!(TaskStateSegment, privilege_stack_table) == 4 && core::mem::offset_of!(TssIo, tss) == 0);
+const _: () = assert!(
+    core::mem::offset_of!(TaskStateSegment, privilege_stack_table) == 4 && core::mem::offset_of!(TssIo, tss) == 0
+);
 
 /// One CPU's tables: GS points at `percpu`; the GDT holds its TSS descriptor. In this
 /// order, so that the TSS is reached through GS too (`set_kernel_stack`).
@@ -139,7 +141,8 @@ const IST_STACK_SIZE: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct IstStack([u8; IST_STACK_SIZE]);
 /// Each CPU's double-fault, NMI and machine-check stacks.
-static IST_STACKS: [KCell<[IstStack; 3]>; MAX_CPUS] = [const { KCell::new([const { IstStack([0; IST_STACK_SIZE]) }; 3]) }; MAX_CPUS];
+static IST_STACKS: [KCell<[IstStack; 3]>; MAX_CPUS] =
+    [const { KCell::new([const { IstStack([0; IST_STACK_SIZE]) }; 3]) }; MAX_CPUS];
 
 /// The running CPU's data (through GS, which `init_cpu` set).
 #[inline(always)]
@@ -147,7 +150,9 @@ pub fn this_cpu() -> &'static mut PerCpu {
     let p: u64;
     // SAFETY: in the kernel GS is based at this CPU's `PerCpu` (set by `init_cpu`,
     // swapped on every entry from user mode), whose `this` is its own address.
-    unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) p, off = const core::mem::offset_of!(PerCpu, this), options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, gs:[{off}]", out(reg) p, off = const core::mem::offset_of!(PerCpu, this), options(nostack, readonly, preserves_flags))
+    };
     // SAFETY: a static that lives for the whole run; only this CPU uses its own.
     unsafe { &mut *(p as *mut PerCpu) }
 }
@@ -157,7 +162,9 @@ pub fn this_cpu() -> &'static mut PerCpu {
 pub fn cpu_index() -> usize {
     let i: usize;
     // SAFETY: as in `this_cpu`: GS is based at this CPU's `PerCpu`.
-    unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) i, off = const core::mem::offset_of!(PerCpu, index), options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, gs:[{off}]", out(reg) i, off = const core::mem::offset_of!(PerCpu, index), options(nostack, readonly, preserves_flags))
+    };
     i
 }
 
@@ -171,7 +178,9 @@ pub fn set_view_of(index: usize, view: u64) {
 pub fn view_addr() -> u64 {
     let v: u64;
     // SAFETY: as in `this_cpu`: GS is based at this CPU's `PerCpu`.
-    unsafe { core::arch::asm!("mov {}, gs:[{off}]", out(reg) v, off = const core::mem::offset_of!(PerCpu, view), options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("mov {}, gs:[{off}]", out(reg) v, off = const core::mem::offset_of!(PerCpu, view), options(nostack, readonly, preserves_flags))
+    };
     v
 }
 
@@ -196,7 +205,9 @@ pub fn count_fast_ipc(shared: bool) {
 /// One more device interrupt taken on this CPU.
 pub fn count_irq() {
     // SAFETY: as in `count_fast_ipc`: this CPU's own counter.
-    unsafe { core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, irqs), options(nostack)) };
+    unsafe {
+        core::arch::asm!("inc qword ptr gs:[{off}]", off = const core::mem::offset_of!(PerCpu, irqs), options(nostack))
+    };
 }
 
 /// CPU `c`'s device interrupts, fastpath IPCs and those without the lock.
@@ -288,7 +299,8 @@ fn init_cpu(index: usize) {
     let uds = gdt.append(Descriptor::user_data_segment());
     let ucs = gdt.append(Descriptor::user_code_segment());
     // SAFETY: the TSS and its bitmap are one static that lives for the whole run.
-    let (tss_ref, iomap_ref) = unsafe { (&*(&tio.tss as *const TaskStateSegment), &*(&tio.iomap as *const [u8; 8193])) };
+    let (tss_ref, iomap_ref) =
+        unsafe { (&*(&tio.tss as *const TaskStateSegment), &*(&tio.iomap as *const [u8; 8193])) };
     let tss_sel = gdt.append(Descriptor::tss_segment_with_iomap(tss_ref, iomap_ref).expect("TSS I/O bitmap layout"));
     assert_eq!((kcs.0, kds.0, uds.0, ucs.0), (KERNEL_CS, KERNEL_DS, USER_DS, USER_CS));
     // SAFETY: the GDT is a static and never modified after this point.

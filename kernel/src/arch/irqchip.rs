@@ -57,7 +57,13 @@ pub fn init(rsdp_phys: u64) {
             *m = if line >= 16 { ACTIVE_LOW | LEVEL } else { 0 };
         }
         for o in super::acpi::interrupt_overrides(rsdp_phys) {
-            crate::arch::serial::kprintln!("[acpi] ISA IRQ {} on line {} ({}, active {})", o.isa, o.gsi, if o.level { "level" } else { "edge" }, if o.active_low { "low" } else { "high" });
+            crate::arch::serial::kprintln!(
+                "[acpi] ISA IRQ {} on line {} ({}, active {})",
+                o.isa,
+                o.gsi,
+                if o.level { "level" } else { "edge" },
+                if o.active_low { "low" } else { "high" }
+            );
             if let Some(m) = modes.get_mut(o.gsi as usize) {
                 *m = if o.active_low { ACTIVE_LOW } else { 0 } | if o.level { LEVEL } else { 0 };
             }

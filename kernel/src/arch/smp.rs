@@ -10,9 +10,9 @@
 
 use crate::arch::boot::{boot_pml4_phys, nx_enabled, phys_to_virt};
 use crate::arch::cpu::MAX_CPUS;
+use crate::arch::serial::kprintln;
 use crate::arch::{lapic, timer};
 use crate::kcell::KCell;
-use crate::arch::serial::kprintln;
 use core::arch::global_asm;
 use core::ptr::addr_of;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -127,8 +127,7 @@ const AP_STACK_SIZE: usize = 16 * 1024;
 #[repr(C, align(16))]
 struct ApStack([u8; AP_STACK_SIZE]);
 /// Each application processor's boot stack (its `ap_main` runs on it).
-static AP_STACKS: [KCell<ApStack>; MAX_CPUS] =
-    [const { KCell::new(ApStack([0; AP_STACK_SIZE])) }; MAX_CPUS];
+static AP_STACKS: [KCell<ApStack>; MAX_CPUS] = [const { KCell::new(ApStack([0; AP_STACK_SIZE])) }; MAX_CPUS];
 /// Set by each application processor when it has loaded its tables.
 static ONLINE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 static CPUS_ONLINE: AtomicUsize = AtomicUsize::new(1);
@@ -177,10 +176,7 @@ pub fn start_aps(rsdp_phys: u64, trampoline_free: bool, entry: fn(usize) -> !) -
         return cpus();
     }
     if !trampoline_free {
-        kprintln!(
-            "[smp] the start page {:#x} holds boot data: running on one CPU",
-            TRAMPOLINE
-        );
+        kprintln!("[smp] the start page {:#x} holds boot data: running on one CPU", TRAMPOLINE);
         return cpus();
     }
     let me = APIC_IDS.get()[0];
@@ -188,27 +184,15 @@ pub fn start_aps(rsdp_phys: u64, trampoline_free: bool, entry: fn(usize) -> !) -
     // SAFETY: the trampoline's bytes (a static in .rodata) copied to the start page in
     // the first MiB (reserved from the allocator, checked free of boot data above);
     // `len` is far below a page.
-    unsafe {
-        core::ptr::copy_nonoverlapping(addr_of!(ap_tramp_start), phys_to_virt(TRAMPOLINE), len)
-    };
+    unsafe { core::ptr::copy_nonoverlapping(addr_of!(ap_tramp_start), phys_to_virt(TRAMPOLINE), len) };
     set(addr_of!(ap_tramp_cr3), boot_pml4_phys());
     // EFER: LME | SCE, and NXE as on the boot CPU (the page tables use NX).
-    set(
-        addr_of!(ap_tramp_efer),
-        0x101 | if nx_enabled() { 0x800 } else { 0 },
-    );
-    set(
-        addr_of!(ap_tramp_entry),
-        ap_main as *const () as usize as u64,
-    );
+    set(addr_of!(ap_tramp_efer), 0x101 | if nx_enabled() { 0x800 } else { 0 });
+    set(addr_of!(ap_tramp_entry), ap_main as *const () as usize as u64);
     let mut n = 1;
     for &id in ids.iter().filter(|&&id| id != me) {
         if n == MAX_CPUS {
-            kprintln!(
-                "[smp] {} processors listed; the kernel uses {}",
-                ids.len(),
-                MAX_CPUS
-            );
+            kprintln!("[smp] {} processors listed; the kernel uses {}", ids.len(), MAX_CPUS);
             break;
         }
         if id > 0xff {

@@ -50,7 +50,12 @@ pub fn request_mapping_reconnecting(name: &str, slot: u64, windows: [Fpage; 3], 
     reconnecting(name, slot, m, |m| crate::server::request_mapping(slot, windows, m))
 }
 
-fn reconnecting(name: &str, slot: u64, m: &mut Msg, mut send: impl FnMut(&mut Msg) -> Result<(), Error>) -> Result<(), Error> {
+fn reconnecting(
+    name: &str,
+    slot: u64,
+    m: &mut Msg,
+    mut send: impl FnMut(&mut Msg) -> Result<(), Error>,
+) -> Result<(), Error> {
     let again = m.clone();
     match send(m) {
         Err(e) if server_gone(e) => {
@@ -64,7 +69,11 @@ fn reconnecting(name: &str, slot: u64, m: &mut Msg, mut send: impl FnMut(&mut Ms
 
 /// Ports `first .. first + 2^log2` (if the manifest grants them).
 pub fn io(first: u64, log2: u64) -> Result<(), Error> {
-    crate::server::request_mapping(cap::PARENT, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut Msg::new(proto::GET_IO, &[first, log2]))
+    crate::server::request_mapping(
+        cap::PARENT,
+        [Fpage(0), Fpage(0), Fpage::io(0, 16)],
+        &mut Msg::new(proto::GET_IO, &[first, log2]),
+    )
 }
 
 /// An IRQ capability for `line` in `slot` (if the manifest grants it).

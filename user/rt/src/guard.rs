@@ -151,7 +151,14 @@ struct Pair {
 
 extern "C" {
     fn scion_guard_call(f: extern "C" fn(*mut u8), ctx: *mut u8, deadline: u64) -> u64;
-    fn scion_guard_call4(f: extern "C" fn(u64, u64, u64, u64) -> u64, a: u64, b: u64, c: u64, d: u64, ticks: u64) -> Pair;
+    fn scion_guard_call4(
+        f: extern "C" fn(u64, u64, u64, u64) -> u64,
+        a: u64,
+        b: u64,
+        c: u64,
+        d: u64,
+        ticks: u64,
+    ) -> Pair;
     fn scion_guard_landing(buf: *mut JmpBuf) -> !;
 }
 
@@ -215,7 +222,8 @@ pub struct ImageWatch {
     pub sp: AtomicU64,
 }
 
-static IMAGE: ImageWatch = ImageWatch { active: AtomicU64::new(0), seq: AtomicU64::new(0), exit: AtomicU64::new(0), sp: AtomicU64::new(0) };
+static IMAGE: ImageWatch =
+    ImageWatch { active: AtomicU64::new(0), seq: AtomicU64::new(0), exit: AtomicU64::new(0), sp: AtomicU64::new(0) };
 static IMAGE_LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// The trap code a stopped image call answers (harness.c's `WASM_RT_TRAP_SCION_STOPPED`).
 pub const IMAGE_STOPPED: u64 = 9;
@@ -254,8 +262,10 @@ fn stop_image(seen: &mut Option<(u64, u64)>) {
     }
     // Stopped: still in the same call (it may have returned and begun another)? Then
     // the image's registers are this call's (`active` is set after they are noted).
-    let same = IMAGE.active.load(Ordering::Acquire) != 0 && seen.is_some_and(|(s, _)| s == IMAGE.seq.load(Ordering::Acquire));
-    let main = (MAIN_STACK_TOP - MAIN_STACK_PAGES * PAGE_SIZE..MAIN_STACK_TOP).contains(&IMAGE.sp.load(Ordering::Acquire));
+    let same =
+        IMAGE.active.load(Ordering::Acquire) != 0 && seen.is_some_and(|(s, _)| s == IMAGE.seq.load(Ordering::Acquire));
+    let main =
+        (MAIN_STACK_TOP - MAIN_STACK_PAGES * PAGE_SIZE..MAIN_STACK_TOP).contains(&IMAGE.sp.load(Ordering::Acquire));
     if same && main && !crate::heap::busy() {
         *seen = None;
         STOPPED.fetch_add(1, Ordering::Relaxed);

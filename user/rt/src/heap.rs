@@ -49,7 +49,8 @@ struct Arena {
 }
 
 impl Arena {
-    const EMPTY: Arena = Arena { heap: Heap::empty(), size: 0, used: 0, peak: 0, limit: 0, hard: 0, taken: false, lost: false };
+    const EMPTY: Arena =
+        Arena { heap: Heap::empty(), size: 0, used: 0, peak: 0, limit: 0, hard: 0, taken: false, lost: false };
 
     fn base(k: usize) -> u64 {
         ARENA_BASE + k as u64 * ARENA_SPAN

@@ -69,7 +69,9 @@ pub fn utcb_addr() -> u64 {
     let addr: u64;
     // SAFETY: the kernel bases FS at the current thread's UTCB and stores the UTCB's
     // address in `user[0]`; reading it has no side effect.
-    unsafe { asm!("mov {}, fs:[{off}]", out(reg) addr, off = const utcb_off::USER, options(nostack, readonly, preserves_flags)) };
+    unsafe {
+        asm!("mov {}, fs:[{off}]", out(reg) addr, off = const utcb_off::USER, options(nostack, readonly, preserves_flags))
+    };
     addr
 }
 

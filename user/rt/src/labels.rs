@@ -111,5 +111,7 @@ const _: () = assert!(all_in(
 ));
 const _: () = assert!(all_in(MEM, &[crate::proto::RESERVE]));
 const _: () = assert!(all_in(KERNEL, &[abi::ipc::label::FAULT, abi::ipc::label::PAGE_FAULT, abi::ipc::label::IRQ]));
-const _: () = assert!(all_in(CONSOLE, &[crate::proto::console::WRITE, crate::proto::console::READ, crate::proto::console::POLL]));
-const _: () = assert!(all_in(SWAP, &[crate::proto::update::BEGIN, crate::proto::update::ABORT, crate::proto::update::COMMIT]));
+const _: () =
+    assert!(all_in(CONSOLE, &[crate::proto::console::WRITE, crate::proto::console::READ, crate::proto::console::POLL]));
+const _: () =
+    assert!(all_in(SWAP, &[crate::proto::update::BEGIN, crate::proto::update::ABORT, crate::proto::update::COMMIT]));

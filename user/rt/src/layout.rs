@@ -11,7 +11,8 @@ pub const LOADER_SCRATCH: u64 = 0x0000_3000_0000_0000;
 pub const SCRATCH: u64 = 0x0000_5000_0000_0000;
 pub const SCRATCH2: u64 = 0x0000_5100_0000_0000;
 /// bench_kernel's measurement regions.
-pub const BENCH: [u64; 4] = [0x0000_5200_0000_0000, 0x0000_5300_0000_0000, 0x0000_5400_0000_0000, 0x0000_5500_0000_0000];
+pub const BENCH: [u64; 4] =
+    [0x0000_5200_0000_0000, 0x0000_5300_0000_0000, 0x0000_5400_0000_0000, 0x0000_5500_0000_0000];
 /// `virtio-hal`: device registers (`MMIO + (physical - MMIO_START)`) and DMA memory.
 pub const MMIO: u64 = 0x0000_5800_0000_0000;
 pub const DMA: u64 = 0x0000_5900_0000_0000;

@@ -61,7 +61,10 @@ pub fn free_slots() -> u64 {
 /// align it are kept for `alloc_slot`.
 pub fn alloc_slot_block(log2: u32) -> u64 {
     let n = 1u64 << log2;
-    let Ok(old) = NEXT_SLOT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some(s.next_multiple_of(n) + n)) else { unreachable!("the closure always answers") };
+    let Ok(old) = NEXT_SLOT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| Some(s.next_multiple_of(n) + n))
+    else {
+        unreachable!("the closure always answers")
+    };
     let s = old.next_multiple_of(n);
     assert!(s + n <= cap::SLOTS, "out of capability slots");
     FREE_SLOTS.lock().extend(old..s);

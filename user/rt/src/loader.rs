@@ -89,7 +89,14 @@ fn check_args(args: &str) -> Result<(), LoadError> {
 /// Make a task for `cmdline` (checked against `image`, its ELF file) paged by the
 /// memory server in `pager` under `badge`; the caller registers it with the server
 /// before starting it, and calls `discard` if that fails.
-pub fn spawn_paged(image: &[u8], cmdline: &str, kquota: u64, prio: u64, pager: u64, badge: u64) -> Result<Child, LoadError> {
+pub fn spawn_paged(
+    image: &[u8],
+    cmdline: &str,
+    kquota: u64,
+    prio: u64,
+    pager: u64,
+    badge: u64,
+) -> Result<Child, LoadError> {
     let e = elf::parse(image).map_err(LoadError::Elf)?;
     check_args(cmdline)?;
     let (task, thread) = make(kquota, prio)?;
@@ -166,7 +173,9 @@ fn fill_task(task: u64, e: &elf::Elf, image: &[u8], args: &str) -> Result<(), Lo
         si.args[..args.len()].copy_from_slice(args.as_bytes());
         let off = buf.len() - core::mem::size_of::<StartInfo>();
         // SAFETY: StartInfo is plain old data; viewing it as bytes is sound.
-        let bytes = unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
+        let bytes = unsafe {
+            core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>())
+        };
         buf[off..].copy_from_slice(bytes);
     })?;
     Ok(())

@@ -29,13 +29,15 @@ pub fn init() -> Result<(), abi::Error> {
 }
 
 pub fn read32(a: Addr, off: u8) -> u32 {
-    let addr = 0x8000_0000 | ((a.bus as u32) << 16) | ((a.dev as u32) << 11) | ((a.func as u32) << 8) | (off as u32 & 0xfc);
+    let addr =
+        0x8000_0000 | ((a.bus as u32) << 16) | ((a.dev as u32) << 11) | ((a.func as u32) << 8) | (off as u32 & 0xfc);
     outl(0xCF8, addr);
     inl(0xCFC)
 }
 
 pub fn write32(a: Addr, off: u8, v: u32) {
-    let addr = 0x8000_0000 | ((a.bus as u32) << 16) | ((a.dev as u32) << 11) | ((a.func as u32) << 8) | (off as u32 & 0xfc);
+    let addr =
+        0x8000_0000 | ((a.bus as u32) << 16) | ((a.dev as u32) << 11) | ((a.func as u32) << 8) | (off as u32 & 0xfc);
     outl(0xCF8, addr);
     outl(0xCFC, v);
 }

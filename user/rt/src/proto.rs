@@ -110,22 +110,44 @@ pub mod console {
 /// Root's requests (from programs through `PARENT`), decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
-    Exit { code: u64 },
-    Spawn { cmdline: &'a str, slot: u64 },
-    GetBootfs { offset: u64 },
-    Lookup { name: &'a str, slot: u64 },
-    GetIo { first: u64, log2: u64 },
-    GetIrq { line: u64, slot: u64 },
+    Exit {
+        code: u64,
+    },
+    Spawn {
+        cmdline: &'a str,
+        slot: u64,
+    },
+    GetBootfs {
+        offset: u64,
+    },
+    Lookup {
+        name: &'a str,
+        slot: u64,
+    },
+    GetIo {
+        first: u64,
+        log2: u64,
+    },
+    GetIrq {
+        line: u64,
+        slot: u64,
+    },
     Ps,
     Meminfo,
-    Kill { id: u64 },
+    Kill {
+        id: u64,
+    },
     Halt,
     /// Root's free capability slots (for the test that root does not leak them).
     Slots,
     /// Replace a running server by a new program: "NAME PROGRAM [ARGS]".
-    Update { text: &'a str },
+    Update {
+        text: &'a str,
+    },
     /// (from the new program of an `UPDATE`) it took the old one's state (or refused it).
-    UpdateDone { ok: bool },
+    UpdateDone {
+        ok: bool,
+    },
 }
 
 /// (call to `PARENT`, needs `machine` in the caller's entry) string = "NAME PROGRAM
@@ -205,4 +227,3 @@ impl<'a> crate::server::Decode<'a> for Request<'a> {
         })
     }
 }
-

@@ -56,7 +56,14 @@ pub struct KernelInfo {
 
 pub fn kernel_info() -> KernelInfo {
     let r = safe_call(sys::KERNEL_INFO, 0, 0, 0, 0, 0);
-    KernelInfo { abi_version: r[1], ticks: r[2], tsc_per_ms: r[3], quota_limit: r[4], quota_used: r[5], free_frames: r[6] }
+    KernelInfo {
+        abi_version: r[1],
+        ticks: r[2],
+        tsc_per_ms: r[3],
+        quota_limit: r[4],
+        quota_used: r[5],
+        free_frames: r[6],
+    }
 }
 
 /// `KERNEL_INFO(KERNEL_INFO_TABLES)`: free task slots, free thread slots (of which the

@@ -5,7 +5,6 @@ extern crate alloc;
 
 pub mod fpu;
 
-
 use core::fmt::Debug;
 use rt::println;
 
@@ -244,7 +243,13 @@ pub const UPDATE_SLOTS: u64 = 256;
 /// Write chunk after chunk of `path` (made anew) through the files server `srv`, each
 /// read back and compared at once (`each(ok)`), until `stop()`: the handle opened at the
 /// start is used throughout. Returns how it ended and the chunks written.
-pub fn update_writer(srv: u64, path: &str, tag: u8, mut stop: impl FnMut() -> bool, mut each: impl FnMut(bool)) -> (Result<(), abi::Error>, u64) {
+pub fn update_writer(
+    srv: u64,
+    path: &str,
+    tag: u8,
+    mut stop: impl FnMut() -> bool,
+    mut each: impl FnMut(bool),
+) -> (Result<(), abi::Error>, u64) {
     use files_api::client as f;
     let _ = f::remove(srv, path);
     let h = match f::open(srv, path, true) {
@@ -291,7 +296,10 @@ pub fn update_check(srv: u64, path: &str, tag: u8, n: u64) -> bool {
             Err(e) => alloc::format!("{e:?}"),
             Ok(g) if g.len() != 1024 => alloc::format!("{} bytes", g.len()),
             Ok(g) if g.iter().all(|x| *x == 0) => "zeros".into(),
-            Ok(g) => match (0..=last(j) / UPDATE_SLOTS).map(|m| j + m * UPDATE_SLOTS).find(|k| g[..] == update_chunk(tag, *k)[..]) {
+            Ok(g) => match (0..=last(j) / UPDATE_SLOTS)
+                .map(|m| j + m * UPDATE_SLOTS)
+                .find(|k| g[..] == update_chunk(tag, *k)[..])
+            {
                 Some(k) => alloc::format!("chunk {k}"),
                 None => alloc::format!("other bytes {:?}", &g[..8]),
             },

@@ -141,7 +141,16 @@ mod tests {
         let at = AT.with(|a| {
             if a.get() == 0 {
                 // SAFETY: a fresh anonymous mapping, kept for the thread's life.
-                let p = unsafe { libc::mmap(core::ptr::null_mut(), BYTES, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+                let p = unsafe {
+                    libc::mmap(
+                        core::ptr::null_mut(),
+                        BYTES,
+                        libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
                 assert!(p != libc::MAP_FAILED);
                 a.set(p as usize);
             }
@@ -229,15 +238,22 @@ mod tests {
         ]);
         assert!(verify(&unmasked).is_err());
         // while (in[0] != 0) {}: never narrower at its head.
-        refused_for(&prog(&[ins(LDXDW, 2, 1, 16, 0), ins(MOV_IMM, 0, 0, 0, 0), ins(0x55, 2, 0, -1, 0), exit]), "cannot prove ends");
+        refused_for(
+            &prog(&[ins(LDXDW, 2, 1, 16, 0), ins(MOV_IMM, 0, 0, 0, 0), ins(0x55, 2, 0, -1, 0), exit]),
+            "cannot prove ends",
+        );
         // A loop of 2^22 rounds: longer than the verifier follows.
-        refused_for(&prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(ADD_IMM, 0, 0, 0, 1), ins(0xa5, 0, 0, -2, 1 << 22), exit]), "too complex");
+        refused_for(
+            &prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(ADD_IMM, 0, 0, 0, 1), ins(0xa5, 0, 0, -2, 1 << 22), exit]),
+            "too complex",
+        );
     }
 
     #[test]
     fn acyclic_programs_run_and_loops_are_refused() {
         // r0 = 7; goto exit_block; exit_block (behind): exit
-        let shared_exit = prog(&[ins(MOV_IMM, 0, 0, 0, 7), ins(JA, 0, 0, 1, 0), ins(EXIT, 0, 0, 0, 0), ins(JA, 0, 0, -2, 0)]);
+        let shared_exit =
+            prog(&[ins(MOV_IMM, 0, 0, 0, 7), ins(JA, 0, 0, 1, 0), ins(EXIT, 0, 0, 0, 0), ins(JA, 0, 0, -2, 0)]);
         assert!(verify(&shared_exit).is_ok(), "a backward jump that closes no loop");
         assert_eq!(run(&shared_exit, &[]), Ok(7));
         refused_for(&prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(JEQ_IMM, 0, 0, -2, 0), ins(EXIT, 0, 0, 0, 0)]), "loop");
@@ -285,7 +301,10 @@ mod tests {
     #[test]
     fn opcodes_the_interpreter_lacks_are_refused() {
         for op in [0x8c, 0x8f, 0x0d] {
-            refused_for(&prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(op, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)]), "does not implement");
+            refused_for(
+                &prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(op, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)]),
+                "does not implement",
+            );
         }
         assert_eq!(OPCODES.len(), 111);
         let mut sorted = OPCODES.to_vec();
@@ -313,16 +332,39 @@ mod tests {
                         let next = if op == LDDW { ins(0, 0, 0, 0, imm) } else { ins(JA, 0, 0, 0, 0) };
                         // Every register but r1 and r10 written first (nothing unwritten
                         // may be read), and a stack slot.
-                        let mut pre: Vec<[u8; 8]> = [0u8, 2, 3, 4, 5, 6, 7, 8, 9].iter().map(|&r| ins(MOV_IMM, r, 0, 0, r as i32)).collect();
+                        let mut pre: Vec<[u8; 8]> =
+                            [0u8, 2, 3, 4, 5, 6, 7, 8, 9].iter().map(|&r| ins(MOV_IMM, r, 0, 0, r as i32)).collect();
                         pre.push(ins(0x7a, 10, 0, -8, 5));
-                        let p = prog(&[&pre[..], &[ins(MOV_REG, 2, 1, 0, 0), ins(ADD_IMM, 2, 0, 0, 16), ins(op, dst, src, off.clamp(-1, 2), imm), next, ins(MOV_IMM, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)]].concat());
-                        let q = prog(&[&pre[..], &[ins(op, dst, src, off, imm), next, ins(MOV_IMM, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)]].concat());
+                        let p = prog(
+                            &[
+                                &pre[..],
+                                &[
+                                    ins(MOV_REG, 2, 1, 0, 0),
+                                    ins(ADD_IMM, 2, 0, 0, 16),
+                                    ins(op, dst, src, off.clamp(-1, 2), imm),
+                                    next,
+                                    ins(MOV_IMM, 0, 0, 0, 0),
+                                    ins(EXIT, 0, 0, 0, 0),
+                                ],
+                            ]
+                            .concat(),
+                        );
+                        let q = prog(
+                            &[
+                                &pre[..],
+                                &[ins(op, dst, src, off, imm), next, ins(MOV_IMM, 0, 0, 0, 0), ins(EXIT, 0, 0, 0, 0)],
+                            ]
+                            .concat(),
+                        );
                         for p in [p, q] {
                             if verify(&p).is_ok() {
                                 passed[op as usize] = true;
                                 let r = catch_unwind(AssertUnwindSafe(|| run(&p, &[1, 2, 3, 4, 5, 6, 7, 8])));
                                 assert!(r.as_ref().is_ok_and(|r| r.is_ok()) || r.is_err(), "never here");
-                                assert!(r.is_ok(), "opcode {op:#04x} (dst {dst}, src {src}, off {off}, imm {imm}) panicked the engine");
+                                assert!(
+                                    r.is_ok(),
+                                    "opcode {op:#04x} (dst {dst}, src {src}, off {off}, imm {imm}) panicked the engine"
+                                );
                             }
                         }
                     }
@@ -330,7 +372,11 @@ mod tests {
             }
         }
         for op in 0..=255u8 {
-            assert_eq!(passed[op as usize], OPCODES.contains(&op), "opcode {op:#04x}: passes some program iff it is allowed");
+            assert_eq!(
+                passed[op as usize],
+                OPCODES.contains(&op),
+                "opcode {op:#04x}: passes some program iff it is allowed"
+            );
         }
     }
 
@@ -345,7 +391,16 @@ mod tests {
         refused_for(&prog(&[ins(LDXDW, 0, 10, -520, 0), exit]), "cannot prove inside");
         // r2 = input word 0, unbounded: r1 + r2 may lie anywhere.
         refused_for(&prog(&[ins(LDXDW, 2, 1, 16, 0), ins(0x0f, 2, 1, 0, 0), ins(0x71, 0, 2, 0, 0), exit]), "unbounded");
-        refused_for(&prog(&[ins(LDXDW, 2, 1, 16, 0), ins(MOV_REG, 3, 1, 0, 0), ins(0x0f, 3, 2, 0, 0), ins(0x71, 0, 3, 0, 0), exit]), "unbounded");
+        refused_for(
+            &prog(&[
+                ins(LDXDW, 2, 1, 16, 0),
+                ins(MOV_REG, 3, 1, 0, 0),
+                ins(0x0f, 3, 2, 0, 0),
+                ins(0x71, 0, 3, 0, 0),
+                exit,
+            ]),
+            "unbounded",
+        );
         // The same index bounded by a test (if r2 > 1023 return): proven, and it runs.
         let bounded = prog(&[
             ins(MOV_IMM, 0, 0, 0, 0),
@@ -363,7 +418,14 @@ mod tests {
         input[9] = 77;
         assert_eq!(run(&bounded, &input), Ok(77));
         // Or by a mask.
-        let masked = prog(&[ins(LDXDW, 2, 1, 16, 0), ins(0x57, 2, 0, 0, 1023), ins(MOV_REG, 3, 1, 0, 0), ins(0x0f, 3, 2, 0, 0), ins(0x71, 0, 3, 16, 0), exit]);
+        let masked = prog(&[
+            ins(LDXDW, 2, 1, 16, 0),
+            ins(0x57, 2, 0, 0, 1023),
+            ins(MOV_REG, 3, 1, 0, 0),
+            ins(0x0f, 3, 2, 0, 0),
+            ins(0x71, 0, 3, 16, 0),
+            exit,
+        ]);
         assert_eq!(run(&masked, &input), Ok(77));
         let p = prog(&[ins(LDXDW, 0, 1, 16, 0), exit]);
         assert_eq!(engine(&p, 8).unwrap().call(&7u64.to_le_bytes(), 0), Ok(7));
@@ -382,15 +444,39 @@ mod tests {
             ("r1 into the state", prog(&[ins(STXDW, 1, 1, 16, 0), zero, exit]), "only in the stack"),
             ("r10 into the state", prog(&[ins(STXDW, 1, 10, 16, 0), zero, exit]), "only in the stack"),
             ("r1 returned", prog(&[ins(MOV_REG, 0, 1, 0, 0), exit]), "returned"),
-            ("r1 xor a number", prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(0xa7, 2, 0, 0, 0x5555), zero, exit]), "arithmetic"),
+            (
+                "r1 xor a number",
+                prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(0xa7, 2, 0, 0, 0x5555), zero, exit]),
+                "arithmetic",
+            ),
             ("r1 cut to 32 bits", prog(&[ins(0xbc, 2, 1, 0, 0), zero, exit]), "32 bits"),
             ("r1 shifted", prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(0x77, 2, 0, 0, 12), zero, exit]), "arithmetic"),
             ("r1 compared", prog(&[zero, ins(0x25, 1, 0, 0, 1000), exit, exit]), "compared"),
             ("r10 - r1", prog(&[ins(MOV_REG, 2, 10, 0, 0), ins(0x1f, 2, 1, 0, 0), zero, exit]), "arithmetic"),
-            ("half of a kept pointer", prog(&[ins(STXDW, 10, 1, -8, 0), ins(0x61, 2, 10, -8, 0), zero, exit]), "part of a kept pointer"),
+            (
+                "half of a kept pointer",
+                prog(&[ins(STXDW, 10, 1, -8, 0), ins(0x61, 2, 10, -8, 0), zero, exit]),
+                "part of a kept pointer",
+            ),
             ("a pointer kept unaligned", prog(&[ins(STXDW, 10, 1, -12, 0), zero, exit]), "whole"),
-            ("memory through a number", prog(&[ins(MOV_IMM, 2, 0, 0, 4096), ins(LDXDW, 0, 2, 0, 0), exit]), "through a number"),
-            ("a pointer on one path only", prog(&[ins(LDXDW, 3, 1, 16, 0), ins(MOV_IMM, 2, 0, 0, 0), ins(JEQ_IMM, 3, 0, 1, 0), ins(MOV_REG, 2, 1, 0, 0), ins(STXDW, 1, 2, 16, 0), zero, exit]), "only in the stack"),
+            (
+                "memory through a number",
+                prog(&[ins(MOV_IMM, 2, 0, 0, 4096), ins(LDXDW, 0, 2, 0, 0), exit]),
+                "through a number",
+            ),
+            (
+                "a pointer on one path only",
+                prog(&[
+                    ins(LDXDW, 3, 1, 16, 0),
+                    ins(MOV_IMM, 2, 0, 0, 0),
+                    ins(JEQ_IMM, 3, 0, 1, 0),
+                    ins(MOV_REG, 2, 1, 0, 0),
+                    ins(STXDW, 1, 2, 16, 0),
+                    zero,
+                    exit,
+                ]),
+                "only in the stack",
+            ),
         ];
         for (what, p, why) in &leaks {
             match verify(p) {
@@ -399,10 +485,22 @@ mod tests {
             }
         }
         // Kept in the stack and used again: r2 = *(r10 - 8) (= r1); r0 = *(u64 *)(r2 + 16).
-        let spill = prog(&[ins(STXDW, 10, 1, -8, 0), ins(MOV_IMM, 1, 0, 0, 0), ins(LDXDW, 2, 10, -8, 0), ins(LDXDW, 0, 2, 16, 0), exit]);
+        let spill = prog(&[
+            ins(STXDW, 10, 1, -8, 0),
+            ins(MOV_IMM, 1, 0, 0, 0),
+            ins(LDXDW, 2, 10, -8, 0),
+            ins(LDXDW, 0, 2, 16, 0),
+            exit,
+        ]);
         assert_eq!(run(&spill, &9u64.to_le_bytes()), Ok(9));
         // Two pointers of one kind subtracted give a number: the distance, not a place.
-        let dist = prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(ADD_IMM, 2, 0, 0, 40), ins(MOV_REG, 0, 2, 0, 0), ins(0x1f, 0, 1, 0, 0), exit]);
+        let dist = prog(&[
+            ins(MOV_REG, 2, 1, 0, 0),
+            ins(ADD_IMM, 2, 0, 0, 40),
+            ins(MOV_REG, 0, 2, 0, 0),
+            ins(0x1f, 0, 1, 0, 0),
+            exit,
+        ]);
         assert_eq!(run(&dist, &[]), Ok(40));
     }
 
@@ -413,7 +511,10 @@ mod tests {
     fn immediates_the_engine_would_read_otherwise_are_refused() {
         let exit = ins(EXIT, 0, 0, 0, 0);
         refused_for(&prog(&[ins(MOV_IMM, 0, 0, 0, -1), ins(JEQ_IMM, 0, 0, 1, -1), exit, exit]), "negative immediate");
-        assert!(verify(&prog(&[ins(MOV_IMM, 0, 0, 0, -1), ins(0x65, 0, 0, 1, -1), exit, exit])).is_ok(), "JSGT sign-extends in both");
+        assert!(
+            verify(&prog(&[ins(MOV_IMM, 0, 0, 0, -1), ins(0x65, 0, 0, 1, -1), exit, exit])).is_ok(),
+            "JSGT sign-extends in both"
+        );
         refused_for(&prog(&[ins(MOV_IMM, 0, 0, 0, 5), ins(0x94, 0, 0, 0, 0), exit]), "modulo");
     }
 
@@ -506,7 +607,8 @@ mod tests {
                     }
                     let w64 = class == 0x05;
                     let (a, b) = if w64 { (r[d], src) } else { (r[d] & 0xffff_ffff, src & 0xffff_ffff) };
-                    let (sa, sb) = if w64 { (a as i64, b as i64) } else { (a as u32 as i32 as i64, b as u32 as i32 as i64) };
+                    let (sa, sb) =
+                        if w64 { (a as i64, b as i64) } else { (a as u32 as i32 as i64, b as u32 as i32 as i64) };
                     let jump = match x.op & 0xf0 {
                         0x00 => true,
                         0x10 => a == b,
@@ -549,7 +651,8 @@ mod tests {
     fn shaped(g: &mut Rng) -> Vec<u8> {
         // Registers and the stack written first (nothing unwritten may be read), then
         // 3 to 42 random instructions.
-        let mut p: Vec<[u8; 8]> = [0u8, 2, 3, 4, 5, 6, 7, 8, 9].iter().map(|&r| ins(MOV_IMM, r, 0, 0, g.next() as i32)).collect();
+        let mut p: Vec<[u8; 8]> =
+            [0u8, 2, 3, 4, 5, 6, 7, 8, 9].iter().map(|&r| ins(MOV_IMM, r, 0, 0, g.next() as i32)).collect();
         for k in 1..=64 {
             p.push(ins(0x7a, 10, 0, -8 * k, g.below(1000) as i32));
         }
@@ -568,7 +671,13 @@ mod tests {
                     let alu: Vec<u8> = OPCODES.iter().copied().filter(|o| matches!(o & 7, 4 | 7)).collect();
                     p.push(ins(alu[g.below(alu.len() as u64) as usize], reg(g), g.below(11) as u8, 0, imm(g)));
                 }
-                4 => p.push(ins([MOV_REG, ADD_IMM][g.below(2) as usize], 2 + g.below(3) as u8, [1, 10][g.below(2) as usize], 0, g.below(40) as i32 - 20)),
+                4 => p.push(ins(
+                    [MOV_REG, ADD_IMM][g.below(2) as usize],
+                    2 + g.below(3) as u8,
+                    [1, 10][g.below(2) as usize],
+                    0,
+                    g.below(40) as i32 - 20,
+                )),
                 5 | 6 => {
                     let sizes = [0x10u8, 0x08, 0x00, 0x18];
                     let class = [0x01u8, 0x02, 0x03][g.below(3) as usize];
@@ -579,9 +688,14 @@ mod tests {
                     p.push(ins(op, dst, src, off, imm(g)));
                 }
                 7 if left > 2 => {
-                    let jcc: Vec<u8> = OPCODES.iter().copied().filter(|o| matches!(o & 7, 5 | 6) && *o != 0x95).collect();
+                    let jcc: Vec<u8> =
+                        OPCODES.iter().copied().filter(|o| matches!(o & 7, 5 | 6) && *o != 0x95).collect();
                     // Mostly forward; now and then back (a loop, which may or may not end).
-                    let off = if g.below(6) == 0 { -(g.below(p.len() as u64 + 1) as i16) - 1 } else { g.below(left as u64 - 1) as i16 };
+                    let off = if g.below(6) == 0 {
+                        -(g.below(p.len() as u64 + 1) as i16) - 1
+                    } else {
+                        g.below(left as u64 - 1) as i16
+                    };
                     p.push(ins(jcc[g.below(jcc.len() as u64) as usize], reg(g), g.below(11) as u8, off, imm(g)));
                 }
                 8 if left > 2 => {
@@ -609,7 +723,17 @@ mod tests {
         for round in 0..100_000 {
             let p = if round % 3 == 0 {
                 let n = 1 + g.below(12) as usize;
-                (0..n).flat_map(|_| ins(g.next() as u8, g.below(12) as u8, g.below(12) as u8, (g.below(9) as i16) - 4, g.next() as i32)).collect()
+                (0..n)
+                    .flat_map(|_| {
+                        ins(
+                            g.next() as u8,
+                            g.below(12) as u8,
+                            g.below(12) as u8,
+                            (g.below(9) as i16) - 4,
+                            g.next() as i32,
+                        )
+                    })
+                    .collect()
             } else {
                 shaped(&mut g)
             };
@@ -622,19 +746,28 @@ mod tests {
             for _ in 0..2 {
                 let mut e = engine(&p, 64).expect("verified programs load");
                 e.state().copy_from_slice(&state);
-                let r = catch_unwind(AssertUnwindSafe(|| e.call(&input, 0))).unwrap_or_else(|_| panic!("round {round}: the engine panicked on {p:02x?}"));
+                let r = catch_unwind(AssertUnwindSafe(|| e.call(&input, 0)))
+                    .unwrap_or_else(|_| panic!("round {round}: the engine panicked on {p:02x?}"));
                 outcomes.push((r.ok(), e.mem.clone()));
             }
-            assert_eq!(outcomes[0], outcomes[1], "round {round}: the answer depends on where the memory lies: {p:02x?}");
+            assert_eq!(
+                outcomes[0], outcomes[1],
+                "round {round}: the answer depends on where the memory lies: {p:02x?}"
+            );
             {
                 let mut e = jit(&p, 64).expect("verified programs compile");
                 e.state().copy_from_slice(&state);
-                let r = catch_unwind(AssertUnwindSafe(|| e.call(&input, 0))).unwrap_or_else(|_| panic!("round {round}: the JIT's code panicked on {p:02x?}"));
+                let r = catch_unwind(AssertUnwindSafe(|| e.call(&input, 0)))
+                    .unwrap_or_else(|_| panic!("round {round}: the JIT's code panicked on {p:02x?}"));
                 let mut mem = vec![0u8; MEM_LEN];
                 mem[INPUT + 1024..].copy_from_slice(e.state());
                 let mut want = outcomes[0].1.clone();
                 want[..INPUT + 1024].fill(0);
-                assert_eq!((r.ok(), &mem), (outcomes[0].0, &want), "round {round}: the JIT computes otherwise than the interpreter: {p:02x?}");
+                assert_eq!(
+                    (r.ok(), &mem),
+                    (outcomes[0].0, &want),
+                    "round {round}: the JIT computes otherwise than the interpreter: {p:02x?}"
+                );
             }
             for (mem_at, stack_at) in [(0x1000_0000u64, 0x7000_0000u64), (0x5555_0000_0000, 0x10_0000)] {
                 let mut mem = vec![0u8; MEM_LEN];
@@ -660,33 +793,78 @@ mod tests {
         let mut g = Rng(12345);
         let mut bad = std::collections::BTreeSet::new();
         for op in OPCODES {
-            if matches!(op & 7, 5 | 6) || op == LDDW || matches!(op & 7, 1..=3) { continue; }
+            if matches!(op & 7, 5 | 6) || op == LDDW || matches!(op & 7, 1..=3) {
+                continue;
+            }
             for _ in 0..200 {
-                let a = g.next(); let b = g.next();
-                let imm = match g.below(3) { 0 => g.next() as i32, 1 => [16, 32, 64][g.below(3) as usize], _ => g.below(70) as i32 - 5 };
-                let p = prog(&[ins(LDDW, 2, 0, 0, a as i32), ins(0, 0, 0, 0, (a >> 32) as i32), ins(LDDW, 3, 0, 0, b as i32), ins(0, 0, 0, 0, (b >> 32) as i32), ins(op, 2, 3, 0, imm), ins(MOV_REG, 0, 2, 0, 0), ins(EXIT, 0, 0, 0, 0)]);
+                let a = g.next();
+                let b = g.next();
+                let imm = match g.below(3) {
+                    0 => g.next() as i32,
+                    1 => [16, 32, 64][g.below(3) as usize],
+                    _ => g.below(70) as i32 - 5,
+                };
+                let p = prog(&[
+                    ins(LDDW, 2, 0, 0, a as i32),
+                    ins(0, 0, 0, 0, (a >> 32) as i32),
+                    ins(LDDW, 3, 0, 0, b as i32),
+                    ins(0, 0, 0, 0, (b >> 32) as i32),
+                    ins(op, 2, 3, 0, imm),
+                    ins(MOV_REG, 0, 2, 0, 0),
+                    ins(EXIT, 0, 0, 0, 0),
+                ]);
                 let Ok(d) = verify(&p) else { continue };
                 let mut mem = vec![0u8; MEM_LEN];
                 let want = model(&d, &mut mem, 0x1000_0000, 0x7000_0000).ok();
                 let got = jit(&p, 64).unwrap().call(&[], 0).ok();
-                if got != want { bad.insert((op, std::format!("a={a:#x} b={b:#x} imm={imm} got {got:x?} want {want:x?}"))); break; }
+                if got != want {
+                    bad.insert((op, std::format!("a={a:#x} b={b:#x} imm={imm} got {got:x?} want {want:x?}")));
+                    break;
+                }
             }
         }
         for op in OPCODES {
-            if !matches!(op & 7, 5 | 6) || op == 0x95 || op == JA { continue; }
+            if !matches!(op & 7, 5 | 6) || op == 0x95 || op == JA {
+                continue;
+            }
             for _ in 0..300 {
                 let a = if g.below(2) == 0 { g.next() } else { g.below(10) };
-                let b = if g.below(3) == 0 { a } else if g.below(2) == 0 { g.next() } else { g.below(10) };
-                let imm = match g.below(3) { 0 => g.next() as i32, 1 => b as i32, _ => g.below(20) as i32 - 10 };
-                let p = prog(&[ins(LDDW, 2, 0, 0, a as i32), ins(0, 0, 0, 0, (a >> 32) as i32), ins(LDDW, 3, 0, 0, b as i32), ins(0, 0, 0, 0, (b >> 32) as i32), ins(op, 2, 3, 2, imm), ins(MOV_IMM, 0, 0, 0, 1), ins(EXIT, 0, 0, 0, 0), ins(MOV_IMM, 0, 0, 0, 2), ins(EXIT, 0, 0, 0, 0)]);
+                let b = if g.below(3) == 0 {
+                    a
+                } else if g.below(2) == 0 {
+                    g.next()
+                } else {
+                    g.below(10)
+                };
+                let imm = match g.below(3) {
+                    0 => g.next() as i32,
+                    1 => b as i32,
+                    _ => g.below(20) as i32 - 10,
+                };
+                let p = prog(&[
+                    ins(LDDW, 2, 0, 0, a as i32),
+                    ins(0, 0, 0, 0, (a >> 32) as i32),
+                    ins(LDDW, 3, 0, 0, b as i32),
+                    ins(0, 0, 0, 0, (b >> 32) as i32),
+                    ins(op, 2, 3, 2, imm),
+                    ins(MOV_IMM, 0, 0, 0, 1),
+                    ins(EXIT, 0, 0, 0, 0),
+                    ins(MOV_IMM, 0, 0, 0, 2),
+                    ins(EXIT, 0, 0, 0, 0),
+                ]);
                 let Ok(d) = verify(&p) else { continue };
                 let mut mem = vec![0u8; MEM_LEN];
                 let want = model(&d, &mut mem, 0x1000_0000, 0x7000_0000).ok();
                 let got = jit(&p, 64).unwrap().call(&[], 0).ok();
-                if got != want { bad.insert((op, std::format!("a={a:#x} b={b:#x} imm={imm} got {got:x?} want {want:x?}"))); break; }
+                if got != want {
+                    bad.insert((op, std::format!("a={a:#x} b={b:#x} imm={imm} got {got:x?} want {want:x?}")));
+                    break;
+                }
             }
         }
-        for b in &bad { std::println!("{:#04x} {}", b.0, b.1); }
+        for b in &bad {
+            std::println!("{:#04x} {}", b.0, b.1);
+        }
         assert!(bad.is_empty());
     }
 }

@@ -13,8 +13,12 @@ use crate::LoadError;
 type Entry = fn(&[u8], &mut [u8]) -> u64;
 
 /// The built-ins: (name, the point it serves, the function).
-pub const BUILTINS: [(&str, Point, Entry); 4] =
-    [("null", Point::Evict, grafts::null), ("hotlist", Point::Evict, grafts::hotlist), ("md5", Point::Stream, grafts::md5), ("ldisk", Point::Ldisk, grafts::ldisk)];
+pub const BUILTINS: [(&str, Point, Entry); 4] = [
+    ("null", Point::Evict, grafts::null),
+    ("hotlist", Point::Evict, grafts::hotlist),
+    ("md5", Point::Stream, grafts::md5),
+    ("ldisk", Point::Ldisk, grafts::ldisk),
+];
 
 pub struct Native {
     f: Entry,
@@ -24,7 +28,8 @@ pub struct Native {
 impl Native {
     pub fn load(f: &GraftFile<'_>) -> Result<Native, LoadError> {
         let name = core::str::from_utf8(f.code).map_err(|_| LoadError::Refused("not a built-in's name"))?;
-        let (_, point, entry) = BUILTINS.iter().find(|b| b.0 == name).ok_or(LoadError::Refused("no such built-in graft"))?;
+        let (_, point, entry) =
+            BUILTINS.iter().find(|b| b.0 == name).ok_or(LoadError::Refused("no such built-in graft"))?;
         if *point != f.point && name != "null" {
             return Err(LoadError::Refused("the built-in serves another point"));
         }

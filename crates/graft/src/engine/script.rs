@@ -60,7 +60,13 @@ impl Engine for Script {
         self.engine.set_max_operations(budget.max(1));
         let mut this = Dynamic::from_blob(core::mem::take(&mut self.state));
         let opts = CallFnOptions::new().eval_ast(false).rewind_scope(true).bind_this_ptr(&mut this);
-        let r = self.engine.call_fn_with_options::<i64>(opts, &mut Scope::new(), &self.ast, "graft", (Dynamic::from_blob(input.to_vec()),));
+        let r = self.engine.call_fn_with_options::<i64>(
+            opts,
+            &mut Scope::new(),
+            &self.ast,
+            "graft",
+            (Dynamic::from_blob(input.to_vec()),),
+        );
         // Whatever the script did to `this`, the state stays a blob of its length.
         let back = this.into_blob().ok().filter(|b| b.len() == len);
         let ok = back.is_some();
@@ -71,7 +77,9 @@ impl Engine for Script {
             Err(e) => Err(match *e {
                 rhai::EvalAltResult::ErrorTooManyOperations(_) => Abort::Budget,
                 rhai::EvalAltResult::ErrorTerminated(..) => Abort::Memory,
-                rhai::EvalAltResult::ErrorDataTooLarge(..) | rhai::EvalAltResult::ErrorTooManyVariables(_) | rhai::EvalAltResult::ErrorStackOverflow(_) => Abort::Memory,
+                rhai::EvalAltResult::ErrorDataTooLarge(..)
+                | rhai::EvalAltResult::ErrorTooManyVariables(_)
+                | rhai::EvalAltResult::ErrorStackOverflow(_) => Abort::Memory,
                 _ => Abort::Trap,
             }),
         }

@@ -6,7 +6,10 @@
 //! aborted call leaves the instance behind (its stack pointer may be anywhere), so
 //! `reset` instantiates the module afresh.
 
-use wasmi::{Config, Engine as WEngine, Instance, Linker, Memory, Module, Store, StoreLimits, StoreLimitsBuilder, TrapCode, TypedFunc};
+use wasmi::{
+    Config, Engine as WEngine, Instance, Linker, Memory, Module, Store, StoreLimits, StoreLimitsBuilder, TrapCode,
+    TypedFunc,
+};
 
 use super::{Abort, Engine, Limits};
 use crate::format::GraftFile;
@@ -28,7 +31,14 @@ pub struct Wasm {
 const SETUP_FUEL: u64 = 1 << 20;
 
 fn limiter(l: Limits) -> StoreLimits {
-    StoreLimitsBuilder::new().memory_size(l.memory).memories(1).tables(1).table_elements(1024).instances(1).trap_on_grow_failure(false).build()
+    StoreLimitsBuilder::new()
+        .memory_size(l.memory)
+        .memories(1)
+        .tables(1)
+        .table_elements(1024)
+        .instances(1)
+        .trap_on_grow_failure(false)
+        .build()
 }
 
 impl Wasm {
@@ -36,7 +46,10 @@ impl Wasm {
         let mut c = Config::default();
         c.consume_fuel(true);
         // A graft recursing without end traps instead of growing the server's heap.
-        c.set_max_recursion_depth(256).set_min_stack_height(1024).set_max_stack_height(256 * 1024).set_max_cached_stacks(1);
+        c.set_max_recursion_depth(256)
+            .set_min_stack_height(1024)
+            .set_max_stack_height(256 * 1024)
+            .set_max_cached_stacks(1);
         let engine = WEngine::new(&c);
         let module = Module::new(&engine, f.code).map_err(|_| LoadError::Refused("not a valid WebAssembly module"))?;
         if module.imports().len() != 0 {
@@ -48,20 +61,31 @@ impl Wasm {
         Ok(w)
     }
 
-    fn instantiate(module: Module, mut store: Store<StoreLimits>, state_len: usize, max_input: usize, limits: Limits) -> Result<Wasm, LoadError> {
+    fn instantiate(
+        module: Module,
+        mut store: Store<StoreLimits>,
+        state_len: usize,
+        max_input: usize,
+        limits: Limits,
+    ) -> Result<Wasm, LoadError> {
         let r = LoadError::Refused;
         store.limiter(|l| l);
         store.set_fuel(SETUP_FUEL).map_err(|_| r("fuel"))?;
         let linker = Linker::<StoreLimits>::new(module.engine());
-        let inst: Instance = linker.instantiate_and_start(&mut store, &module).map_err(|_| r("the module does not instantiate within the limits"))?;
+        let inst: Instance = linker
+            .instantiate_and_start(&mut store, &module)
+            .map_err(|_| r("the module does not instantiate within the limits"))?;
         let memory = inst.get_memory(&store, "memory").ok_or(r("the module exports no memory"))?;
         let q = |s: &mut Store<StoreLimits>, name| -> Result<usize, LoadError> {
-            let f = inst.get_typed_func::<(), i32>(&*s, name).map_err(|_| r("missing graft_input or graft_state () -> i32"))?;
+            let f = inst
+                .get_typed_func::<(), i32>(&*s, name)
+                .map_err(|_| r("missing graft_input or graft_state () -> i32"))?;
             f.call(s, ()).map(|v| v as u32 as usize).map_err(|_| r("graft_input or graft_state trapped"))
         };
         let input_at = q(&mut store, "graft_input")?;
         let state_at = q(&mut store, "graft_state")?;
-        let run = inst.get_typed_func::<i32, i64>(&store, "graft_run").map_err(|_| r("missing graft_run (i32) -> i64"))?;
+        let run =
+            inst.get_typed_func::<i32, i64>(&store, "graft_run").map_err(|_| r("missing graft_run (i32) -> i64"))?;
         super::check_wasm_buffers(memory.data(&store).len(), input_at, max_input, state_at, state_len)?;
         Ok(Wasm { module, store, memory, run, input_at, state_at, state_len, max_input, limits })
     }
@@ -93,7 +117,8 @@ impl Engine for Wasm {
 
     fn reset(&mut self) -> Result<(), Abort> {
         let store = Store::new(self.module.engine(), limiter(self.limits));
-        let w = Wasm::instantiate(self.module.clone(), store, self.state_len, self.max_input, self.limits).map_err(|_| Abort::Broken)?;
+        let w = Wasm::instantiate(self.module.clone(), store, self.state_len, self.max_input, self.limits)
+            .map_err(|_| Abort::Broken)?;
         *self = w;
         Ok(())
     }

@@ -129,7 +129,13 @@ pub const USAGE: u64 = 0x8f;
 pub const LDISK: u64 = 0x8e;
 
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::BLK, &[CREATE, OPEN, STAT, LIST, DELETE, BATCH, CLOSE, SYNC, SUBMIT, MOUNT, WAIT, DELEGATE, ATTACH, REVOKE, USAGE, LDISK]));
+const _: () = assert!(rt::labels::all_in(
+    rt::labels::BLK,
+    &[
+        CREATE, OPEN, STAT, LIST, DELETE, BATCH, CLOSE, SYNC, SUBMIT, MOUNT, WAIT, DELEGATE, ATTACH, REVOKE, USAGE,
+        LDISK
+    ]
+));
 
 pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;
@@ -208,25 +214,55 @@ pub fn op(kind: u64, first: u64, blocks: u64, status: u64, offset: u64) -> [u64;
 /// Requests to the service itself, and through a segment capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
-    Create { name: &'a str, blocks: u64, others: u64 },
-    Open { name: &'a str, rights: u64 },
-    Stat { name: &'a str },
+    Create {
+        name: &'a str,
+        blocks: u64,
+        others: u64,
+    },
+    Open {
+        name: &'a str,
+        rights: u64,
+    },
+    Stat {
+        name: &'a str,
+    },
     List,
-    Delete { name: &'a str },
+    Delete {
+        name: &'a str,
+    },
     Mount,
     /// Through a segment: `ops` holds n × `OP_WORDS` words.
-    Batch { flags: u64, ops: &'a [u64] },
-    Submit { flags: u64 },
-    Wait { n: u64 },
+    Batch {
+        flags: u64,
+        ops: &'a [u64],
+    },
+    Submit {
+        flags: u64,
+    },
+    Wait {
+        n: u64,
+    },
     Sync,
     Close,
     /// `extents` holds n pairs (first block, blocks).
-    Delegate { rights: u64, bytes: u64, payer: u64, extents: &'a [u64] },
+    Delegate {
+        rights: u64,
+        bytes: u64,
+        payer: u64,
+        extents: &'a [u64],
+    },
     /// To the service, with the ticket as a capability item.
-    Attach { log2: u64, payer: u64 },
-    Revoke { view: u64 },
+    Attach {
+        log2: u64,
+        payer: u64,
+    },
+    Revoke {
+        view: u64,
+    },
     Usage,
-    Ldisk { graft: u64 },
+    Ldisk {
+        graft: u64,
+    },
     /// To the service: the graft protocol (point `stream`).
     Graft(graft_api::Request<'a>),
 }
@@ -294,11 +330,11 @@ impl<'a> Decode<'a> for Request<'a> {
 
 /// Client stubs: `srv` is the slot of a capability to the block service.
 pub mod client {
-    use rt::ipc::{self, Msg};
     use crate as p;
     use abi::fpage::Fpage;
     use abi::Error;
     use alloc::string::String;
+    use rt::ipc::{self, Msg};
 
     /// An open segment: its capability, the shared area mapped here, its length.
     pub struct Segment {
@@ -356,14 +392,26 @@ pub mod client {
     /// to its 2 MiB, unused).
     pub fn open(srv: u64, name: &str, rights: u8, area_va: u64) -> Result<Segment, Error> {
         let cap = rt::alloc_slot();
-        let windows = [Fpage::mem(area_va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage::caps(cap, 0, abi::rights::ALL), Fpage(0)];
+        let windows = [
+            Fpage::mem(area_va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK),
+            Fpage::caps(cap, 0, abi::rights::ALL),
+            Fpage(0),
+        ];
         let mut m = named(p::OPEN, name, &[rights as u64]);
         if let Err(e) = rt::env::request_mapping_reconnecting("blk", srv, windows, &mut m) {
             rt::free_slot(cap);
             return Err(e);
         }
         let mem = mapped_area(area_va);
-        Ok(Segment { cap, area: area_va, mem, blocks: m.word(2), tail: core::cell::Cell::new(0), name: String::from(name), rights })
+        Ok(Segment {
+            cap,
+            area: area_va,
+            mem,
+            blocks: m.word(2),
+            tail: core::cell::Cell::new(0),
+            name: String::from(name),
+            rights,
+        })
     }
 
     /// The shared area the service has just mapped at `va` (the one unsafe block of this
@@ -430,7 +478,11 @@ pub mod client {
         let cap = rt::alloc_slot();
         let mut m = Msg::new(p::ATTACH, &[log2, payer as u64]);
         m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
-        let windows = [Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), abi::mem::RIGHTS_MASK), Fpage::caps(cap, 0, abi::rights::ALL), Fpage(0)];
+        let windows = [
+            Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), abi::mem::RIGHTS_MASK),
+            Fpage::caps(cap, 0, abi::rights::ALL),
+            Fpage(0),
+        ];
         if let Err(e) = rt::server::request_mapping(srv, windows, &mut m) {
             rt::free_slot(cap);
             return Err(e);
@@ -505,7 +557,14 @@ pub mod client {
 
         /// `delegate` for principal `payer` (0: this capability's own), which pays for
         /// the view (see `DELEGATE`: only an agent may name another principal).
-        pub fn delegate_for(&self, rights: u8, extents: &[(u64, u64)], bytes: u64, payer: u32, dst: u64) -> Result<(u64, u64), Error> {
+        pub fn delegate_for(
+            &self,
+            rights: u8,
+            extents: &[(u64, u64)],
+            bytes: u64,
+            payer: u32,
+            dst: u64,
+        ) -> Result<(u64, u64), Error> {
             if extents.is_empty() || extents.len() > p::MAX_EXTENTS {
                 return Err(Error::InvalidArg);
             }
@@ -582,8 +641,11 @@ pub mod client {
         /// Submit up to `MAX_REG_OPS` operations (kind | flags, first block, blocks): the
         /// i-th uses slot i and status word i. Returns when they are accepted, not done.
         pub fn batch(&self, ops: &[(u64, u64, u64)]) -> Result<(), Error> {
-            let w: alloc::vec::Vec<[u64; p::OP_WORDS]> =
-                ops.iter().enumerate().map(|(i, (k, f, n))| p::op(*k, *f, *n, i as u64, p::DATA + i as u64 * SLOT_BYTES)).collect();
+            let w: alloc::vec::Vec<[u64; p::OP_WORDS]> = ops
+                .iter()
+                .enumerate()
+                .map(|(i, (k, f, n))| p::op(*k, *f, *n, i as u64, p::DATA + i as u64 * SLOT_BYTES))
+                .collect();
             self.batch_ops(&w, 0)
         }
 

@@ -49,7 +49,8 @@ pub const SYNC: u64 = 0x96;
 pub const LOOKUPS: u64 = 0x97;
 
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::CACHE, &[ATTACH, LOOKUP, FILLED, INVALIDATE, STATS, MAP, SYNC, LOOKUPS]));
+const _: () =
+    assert!(rt::labels::all_in(rt::labels::CACHE, &[ATTACH, LOOKUP, FILLED, INVALIDATE, STATS, MAP, SYNC, LOOKUPS]));
 
 pub use baio::cache::runs::{run_of, run_word, runs_fit, MAX_LOOKUP, MAX_RUN_BLOCKS, RUN_SHIFT};
 pub const HIT: u64 = 0;
@@ -61,14 +62,29 @@ pub const BUSY: u64 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
     Attach,
-    Lookup { first: u64, n: u64, owner: u32 },
+    Lookup {
+        first: u64,
+        n: u64,
+        owner: u32,
+    },
     /// Runs as `first | n << RUN_SHIFT` (checked: each 1 ≤ n ≤ `MAX_LOOKUP`, in all at
     /// most `MAX_RUN_BLOCKS`).
-    Lookups { owner: u32, runs: &'a [u64] },
-    Filled { block: u64, ok: bool },
-    Invalidate { first: u64, n: u64 },
+    Lookups {
+        owner: u32,
+        runs: &'a [u64],
+    },
+    Filled {
+        block: u64,
+        ok: bool,
+    },
+    Invalidate {
+        first: u64,
+        n: u64,
+    },
     Stats,
-    Map { take: bool },
+    Map {
+        take: bool,
+    },
     Sync,
     Graft(graft_api::Request<'a>),
     Swap(swap_api::Request),

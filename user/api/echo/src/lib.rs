@@ -23,7 +23,6 @@ pub const STRING: u64 = 0x27;
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
 const _: () = assert!(rt::labels::all_in(rt::labels::ECHO, &[ECHO, REVERSE, FORWARD, SLOW, QUIT, CRASH, STRING]));
 
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
     Echo(&'a [u64]),
@@ -93,7 +92,8 @@ pub fn string_loop() -> ! {
     loop {
         let [a, b] = &mut bufs;
         let (full, free) = if cur == 0 { (a, b) } else { (b, a) };
-        let (e, _, _, _, got) = ipc::reply_wait_regs_string(abi::ipc::Tag::new(STRING, 1).0, n as u64, &full[..n], &mut free[..]);
+        let (e, _, _, _, got) =
+            ipc::reply_wait_regs_string(abi::ipc::Tag::new(STRING, 1).0, n as u64, &full[..n], &mut free[..]);
         cur ^= 1;
         n = if e == 0 { got.min(4096) } else { 0 };
     }

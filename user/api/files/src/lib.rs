@@ -93,7 +93,10 @@ impl Kind {
 }
 
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::FILES, &[OPEN, READ, WRITE, CLOSE, LIST, REMOVE, MKDIR, STAT, SYNC, TICKET, TICKETS]));
+const _: () = assert!(rt::labels::all_in(
+    rt::labels::FILES,
+    &[OPEN, READ, WRITE, CLOSE, LIST, REMOVE, MKDIR, STAT, SYNC, TICKET, TICKETS]
+));
 
 pub const MAX_TICKETS: usize = 8;
 /// Tickets one principal's programs may hold at once.
@@ -112,16 +115,39 @@ pub const MAX_IO: u64 = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
-    Open { path: &'a str, create: bool },
-    Read { handle: u64, offset: u64, len: u64 },
-    Write { handle: u64, offset: u64, data: &'a [u8] },
-    Close { handle: u64 },
-    List { dir: &'a str },
-    Remove { path: &'a str },
-    Mkdir { path: &'a str },
-    Stat { path: &'a str },
+    Open {
+        path: &'a str,
+        create: bool,
+    },
+    Read {
+        handle: u64,
+        offset: u64,
+        len: u64,
+    },
+    Write {
+        handle: u64,
+        offset: u64,
+        data: &'a [u8],
+    },
+    Close {
+        handle: u64,
+    },
+    List {
+        dir: &'a str,
+    },
+    Remove {
+        path: &'a str,
+    },
+    Mkdir {
+        path: &'a str,
+    },
+    Stat {
+        path: &'a str,
+    },
     Sync,
-    Ticket { handle: u64 },
+    Ticket {
+        handle: u64,
+    },
     Tickets,
     /// A live update (`swap_api::Update`).
     Update(swap_api::Update),
@@ -170,9 +196,9 @@ impl<'a> Decode<'a> for Request<'a> {
 
 /// Client stubs: `srv` is the slot of a capability to the files server.
 pub mod client {
-    use super::*;
     /// What `stat` answers a path names.
     pub use super::Kind;
+    use super::*;
     use alloc::string::String;
     use alloc::vec::Vec;
     use rt::ipc::{self, Msg};

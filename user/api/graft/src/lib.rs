@@ -119,8 +119,10 @@ pub const MAX_REPEAT: u64 = 100_000;
 pub const REPLACE: u64 = 0xe9;
 
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::GRAFT, &[PUT, LOAD, UNLOAD, LIST, STATE, READ, BUDGET, STATS, TEST_RUN, REPLACE]));
-
+const _: () = assert!(rt::labels::all_in(
+    rt::labels::GRAFT,
+    &[PUT, LOAD, UNLOAD, LIST, STATE, READ, BUDGET, STATS, TEST_RUN, REPLACE]
+));
 
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;
@@ -225,7 +227,14 @@ fn refuse(e: LoadError) -> Answer {
 /// of its own: `Table::new_turn`). `text` holds a `LIST` reply until the kernel has
 /// copied it; `extra` builds engines the server supplies itself. Call `Table::forget`
 /// when a program ends.
-pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &mut String, extra: graft::table::Extra<'_>) -> Answer {
+pub fn serve(
+    t: &mut Table,
+    owner: u32,
+    program: u64,
+    req: Request<'_>,
+    text: &mut String,
+    extra: graft::table::Extra<'_>,
+) -> Answer {
     t.new_turn();
     match req {
         Request::Put { at, bytes } => match t.put(program, at, bytes) {
@@ -283,7 +292,16 @@ pub fn serve(t: &mut Table, owner: u32, program: u64, req: Request<'_>, text: &m
             Some(g) => {
                 let s = g.stats;
                 let last = s.last_abort.map_or(0, |a| a as u64 + 1);
-                Answer::ok(&[s.calls, s.aborts, s.cycles, last, g.point as u64, g.tech as u64, g.memory() as u64, s.skipped])
+                Answer::ok(&[
+                    s.calls,
+                    s.aborts,
+                    s.cycles,
+                    last,
+                    g.point as u64,
+                    g.tech as u64,
+                    g.memory() as u64,
+                    s.skipped,
+                ])
             }
         },
         Request::TestRun { id, repeat, input } => {
@@ -329,7 +347,9 @@ fn call(srv: u64, m: &mut Msg) -> Result<(), Refusal> {
 /// server `srv`: every call of it becomes an IPC call to the thread whose capability
 /// is in slot `thread` (which runs `upcall::serve`). Its id there.
 pub fn load_upcall(srv: u64, name: &str, point: graft::Point, thread: u64) -> Result<u32, Refusal> {
-    let bytes = graft::GraftFile { point, tech: graft::Tech::Upcall, state_len: 0, name, code: name.as_bytes(), sig: &[] }.to_bytes();
+    let bytes =
+        graft::GraftFile { point, tech: graft::Tech::Upcall, state_len: 0, name, code: name.as_bytes(), sig: &[] }
+            .to_bytes();
     for (k, piece) in bytes.chunks(PIECE).enumerate() {
         ipc::set_send_string(piece);
         call(srv, &mut Msg::new(PUT, &[(k * PIECE) as u64]).with_string())?;
@@ -405,7 +425,14 @@ pub struct Stats {
 pub fn stats(srv: u64, id: u32) -> Result<Stats, Refusal> {
     let mut m = Msg::new(STATS, &[id as u64]);
     call(srv, &mut m)?;
-    Ok(Stats { calls: m.word(2), aborts: m.word(3), cycles: m.word(4), last_abort: m.word(5), memory: m.word(8), skipped: m.word(9) })
+    Ok(Stats {
+        calls: m.word(2),
+        aborts: m.word(3),
+        cycles: m.word(4),
+        last_abort: m.word(5),
+        memory: m.word(8),
+        skipped: m.word(9),
+    })
 }
 
 /// What a `TEST_RUN` did.

@@ -156,7 +156,10 @@ impl Inbox {
     }
 
     /// The engine for an upcall graft (`None` for other technologies).
-    pub fn engine(&mut self, f: &graft::GraftFile<'_>) -> Option<Result<alloc::boxed::Box<dyn Engine>, graft::LoadError>> {
+    pub fn engine(
+        &mut self,
+        f: &graft::GraftFile<'_>,
+    ) -> Option<Result<alloc::boxed::Box<dyn Engine>, graft::LoadError>> {
         (f.tech == graft::Tech::Upcall).then(|| match self.received.take() {
             Some(slot) => Ok(alloc::boxed::Box::new(Upcall::new(slot, f.point)) as alloc::boxed::Box<dyn Engine>),
             None => Err(graft::LoadError::Refused("an upcall graft comes with its thread's capability")),

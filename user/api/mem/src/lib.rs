@@ -68,13 +68,34 @@ pub const IMAGE_PIECE: usize = 8 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
-    Register { client: u64, limit: u64, resident: u64, flags: u64, cmdline: &'a str },
-    Unregister { client: u64, gone: bool },
+    Register {
+        client: u64,
+        limit: u64,
+        resident: u64,
+        flags: u64,
+        cmdline: &'a str,
+    },
+    Unregister {
+        client: u64,
+        gone: bool,
+    },
     Stats,
-    Usage { resident: u64 },
-    Resident { addr: u64 },
-    Reserve { pages: u64, at: u64 },
-    Image { client: u64, offset: u64, len: u64, bytes: &'a [u8] },
+    Usage {
+        resident: u64,
+    },
+    Resident {
+        addr: u64,
+    },
+    Reserve {
+        pages: u64,
+        at: u64,
+    },
+    Image {
+        client: u64,
+        offset: u64,
+        len: u64,
+        bytes: &'a [u8],
+    },
     /// The graft protocol (point `evict`: which of a program's pages to take back).
     Graft(graft_api::Request<'a>),
 }
@@ -161,7 +182,15 @@ pub mod client {
     pub fn usage(srv: u64, resident: u64) -> Result<super::Usage, Error> {
         let mut m = Msg::new(super::USAGE, &[resident]);
         rt::server::request(srv, &mut m)?;
-        Ok(super::Usage { pages: m.word(2), limit: m.word(3), resident_limit: m.word(4), taken_back: m.word(5), refaults: m.word(6), grafted: m.word(7), reserved: m.word(8) })
+        Ok(super::Usage {
+            pages: m.word(2),
+            limit: m.word(3),
+            resident_limit: m.word(4),
+            taken_back: m.word(5),
+            refaults: m.word(6),
+            grafted: m.word(7),
+            reserved: m.word(8),
+        })
     }
 
     /// Is the caller's page at `addr` resident?

@@ -18,7 +18,6 @@ pub const STOP: u64 = 0xb2;
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
 const _: () = assert!(rt::labels::all_in(rt::labels::METER, &[READ, START, STOP]));
 
-
 /// One unit of work: `ITERATIONS` steps of xorshift64 (the same loop as the Linux
 /// meter's, `bench/linux/net.c`).
 pub const ITERATIONS: u32 = 1000;

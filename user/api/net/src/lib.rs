@@ -132,7 +132,13 @@ pub const LIMITS: u64 = 0xd5;
 pub const PROFILE: u64 = 0xd6;
 
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::NET, &[ATTACH, LISTEN, ACCEPT, CONNECT, SEND, RECV, SHUTDOWN, CLOSE, UDP_BIND, SEND_TO, RECV_FROM, WAIT, INFO, PING, STATE, CUE, CUE_STATE, CUE_SET, CUE_CANCEL, CUE_LIST, WAIT_MANY, LIMITS, PROFILE]));
+const _: () = assert!(rt::labels::all_in(
+    rt::labels::NET,
+    &[
+        ATTACH, LISTEN, ACCEPT, CONNECT, SEND, RECV, SHUTDOWN, CLOSE, UDP_BIND, SEND_TO, RECV_FROM, WAIT, INFO, PING,
+        STATE, CUE, CUE_STATE, CUE_SET, CUE_CANCEL, CUE_LIST, WAIT_MANY, LIMITS, PROFILE
+    ]
+));
 
 /// The parts of `PROFILE`'s answer.
 pub const PROFILE_PARTS: [&str; 6] = ["requests", "device", "stack", "checksums", "cue", "after"];
@@ -197,8 +203,20 @@ pub mod state {
     pub const LAST_ACK: u64 = 9;
     pub const TIME_WAIT: u64 = 10;
     pub const UDP: u64 = 11;
-    pub const NAMES: [&str; 12] =
-        ["closed", "listen", "syn-sent", "syn-received", "established", "fin-wait-1", "fin-wait-2", "close-wait", "closing", "last-ack", "time-wait", "udp"];
+    pub const NAMES: [&str; 12] = [
+        "closed",
+        "listen",
+        "syn-sent",
+        "syn-received",
+        "established",
+        "fin-wait-1",
+        "fin-wait-2",
+        "close-wait",
+        "closing",
+        "last-ack",
+        "time-wait",
+        "udp",
+    ];
 }
 
 /// a.b.c.d as one word.
@@ -245,27 +263,89 @@ pub enum Request<'a> {
     /// The graft protocol (point `stream`, over Cue's bytes).
     Graft(graft_api::Request<'a>),
     Attach,
-    Listen { port: u16, backlog: u64 },
-    Accept { handle: u64 },
-    Connect { ip: u32, port: u16 },
-    Send { handle: u64, off: u64, len: u64 },
-    Recv { handle: u64, off: u64, max: u64 },
-    Shutdown { handle: u64 },
-    Close { handle: u64 },
-    UdpBind { port: u16 },
-    SendTo { handle: u64, ip: u32, port: u16, off: u64, len: u64 },
-    RecvFrom { handle: u64, off: u64, max: u64 },
+    Listen {
+        port: u16,
+        backlog: u64,
+    },
+    Accept {
+        handle: u64,
+    },
+    Connect {
+        ip: u32,
+        port: u16,
+    },
+    Send {
+        handle: u64,
+        off: u64,
+        len: u64,
+    },
+    Recv {
+        handle: u64,
+        off: u64,
+        max: u64,
+    },
+    Shutdown {
+        handle: u64,
+    },
+    Close {
+        handle: u64,
+    },
+    UdpBind {
+        port: u16,
+    },
+    SendTo {
+        handle: u64,
+        ip: u32,
+        port: u16,
+        off: u64,
+        len: u64,
+    },
+    RecvFrom {
+        handle: u64,
+        off: u64,
+        max: u64,
+    },
     /// Timeout in µs and the raw entries.
-    Wait { timeout_us: u64, entries: &'a [u64] },
+    Wait {
+        timeout_us: u64,
+        entries: &'a [u64],
+    },
     Info,
-    Ping { ip: u32, timeout_us: u64 },
-    State { handle: u64 },
-    Cue { handle: u64, first: u64, len: u64, k: u64, t_ms: u64, flags: u64, size: u64, status_off: u64 },
-    CueState { id: u64 },
-    CueSet { id: u64, k: u64, t_ms: u64 },
-    CueCancel { id: u64 },
+    Ping {
+        ip: u32,
+        timeout_us: u64,
+    },
+    State {
+        handle: u64,
+    },
+    Cue {
+        handle: u64,
+        first: u64,
+        len: u64,
+        k: u64,
+        t_ms: u64,
+        flags: u64,
+        size: u64,
+        status_off: u64,
+    },
+    CueState {
+        id: u64,
+    },
+    CueSet {
+        id: u64,
+        k: u64,
+        t_ms: u64,
+    },
+    CueCancel {
+        id: u64,
+    },
     CueList,
-    WaitMany { timeout_us: u64, off: u64, count: u64, out: u64 },
+    WaitMany {
+        timeout_us: u64,
+        off: u64,
+        count: u64,
+        out: u64,
+    },
     Limits,
     Profile,
 }
@@ -464,9 +544,18 @@ pub mod client {
     /// (all of it, with `sched` and `flags`): the program gets a ticket for the file
     /// and grants it to `net`; not a byte of the file passes through the program.
     /// Returns (transfer id, bytes it sends).
-    pub fn cue_file(net: &Net, files: u64, fh: u64, h: u64, sched: Schedule, flags: u64, status_off: u64) -> Result<(u64, u64), Error> {
+    pub fn cue_file(
+        net: &Net,
+        files: u64,
+        fh: u64,
+        h: u64,
+        sched: Schedule,
+        flags: u64,
+        status_off: u64,
+    ) -> Result<(u64, u64), Error> {
         let slot = rt::alloc_slot();
-        let r = files_api::client::ticket(files, fh, slot).and_then(|(size, _)| net.cue(slot, h, 0, 0, size, sched, flags, status_off).map(|id| (id, size)));
+        let r = files_api::client::ticket(files, fh, slot)
+            .and_then(|(size, _)| net.cue(slot, h, 0, 0, size, sched, flags, status_off).map(|id| (id, size)));
         // Granted to net (or refused): nothing stays in our slot.
         rt::free_slot(slot);
         r
@@ -498,7 +587,15 @@ pub mod client {
         pub fn attach(srv: u64) -> Result<Net, Error> {
             let va = rt::layout::NET_AREA;
             let mut m = Msg::new(ATTACH, &[]);
-            rt::server::request_mapping(srv, [abi::fpage::Fpage::mem(va, 12 + AREA_LOG2, abi::mem::RIGHTS_MASK), abi::fpage::Fpage(0), abi::fpage::Fpage(0)], &mut m)?;
+            rt::server::request_mapping(
+                srv,
+                [
+                    abi::fpage::Fpage::mem(va, 12 + AREA_LOG2, abi::mem::RIGHTS_MASK),
+                    abi::fpage::Fpage(0),
+                    abi::fpage::Fpage(0),
+                ],
+                &mut m,
+            )?;
             Ok(Net { srv, area: mapped_area(va) })
         }
 
@@ -673,10 +770,20 @@ pub mod client {
         /// at `at` (8-byte aligned; `entries.len()` words and then the bitmap's words),
         /// and `ready` is filled with the bitmap (bit i: entry i ready). Returns how many
         /// are ready (0: the time ran out).
-        pub fn wait_many(&self, at: u64, entries: &[(u64, u64)], timeout_us: u64, ready: &mut alloc::vec::Vec<u64>) -> Result<u64, Error> {
+        pub fn wait_many(
+            &self,
+            at: u64,
+            entries: &[(u64, u64)],
+            timeout_us: u64,
+            ready: &mut alloc::vec::Vec<u64>,
+        ) -> Result<u64, Error> {
             let n = entries.len() as u64;
             let words = n.div_ceil(64);
-            if n == 0 || n > MAX_WAIT_MANY || !at.is_multiple_of(8) || at.checked_add(8 * (n + words)).is_none_or(|e| e > AREA_BYTES) {
+            if n == 0
+                || n > MAX_WAIT_MANY
+                || !at.is_multiple_of(8)
+                || at.checked_add(8 * (n + words)).is_none_or(|e| e > AREA_BYTES)
+            {
                 return Err(Error::InvalidArg);
             }
             for (i, (h, interest)) in entries.iter().enumerate() {
@@ -707,7 +814,17 @@ pub mod client {
         /// (granted to the server: the slot is empty afterwards): bytes `first ..
         /// first + len` (len 0: to `size`) to TCP socket `h`. Returns the transfer id.
         #[allow(clippy::too_many_arguments)]
-        pub fn cue(&self, ticket: u64, h: u64, first: u64, len: u64, size: u64, sched: Schedule, flags: u64, status_off: u64) -> Result<u64, Error> {
+        pub fn cue(
+            &self,
+            ticket: u64,
+            h: u64,
+            first: u64,
+            len: u64,
+            size: u64,
+            sched: Schedule,
+            flags: u64,
+            status_off: u64,
+        ) -> Result<u64, Error> {
             let mut m = Msg::new(CUE, &[h, first, len, sched.k, sched.t_ms, flags, size, status_off]);
             m.push_item(abi::fpage::Fpage::caps(ticket, 0, abi::rights::SEND), abi::fpage::GRANT);
             call(self.srv, &mut m)?;
@@ -716,7 +833,13 @@ pub mod client {
 
         pub fn cue_state(&self, id: u64) -> Result<CueState, Error> {
             let m = word(self.srv, CUE_STATE, &[id])?;
-            Ok(CueState { status: m.word(2), sent: m.word(3), total: m.word(4), schedule: Schedule { k: m.word(5), t_ms: m.word(6) }, elapsed_us: m.word(7) })
+            Ok(CueState {
+                status: m.word(2),
+                sent: m.word(3),
+                total: m.word(4),
+                schedule: Schedule { k: m.word(5), t_ms: m.word(6) },
+                elapsed_us: m.word(7),
+            })
         }
 
         /// Sleep until transfer `id` ends (or `timeout_us` passes: `Timeout`); its final

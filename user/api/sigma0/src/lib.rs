@@ -43,7 +43,8 @@ pub const MOVE: u64 = 0x57;
 pub const LEND: u64 = 0x58;
 
 // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::SIGMA0, &[ALLOC, PHYS, MMIO, IO, FREE, STATS, RECLAIM, MOVE, LEND]));
+const _: () =
+    assert!(rt::labels::all_in(rt::labels::SIGMA0, &[ALLOC, PHYS, MMIO, IO, FREE, STATS, RECLAIM, MOVE, LEND]));
 
 pub const MAX_LENDERS: usize = 4;
 

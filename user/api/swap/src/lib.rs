@@ -12,9 +12,9 @@
 
 extern crate alloc;
 
+use abi::Error;
 use alloc::boxed::Box;
 use alloc::string::String;
-use abi::Error;
 use rt::ipc::{self, Msg};
 use rt::server::{Answer, Args, Badge, Decode};
 use swap::interposers::{Counter, Timer, Trace};
@@ -143,13 +143,15 @@ impl Handing {
                 Step::Aborted
             }
             Update::Commit if from.is_root() && self.passive => Step::Commit,
-            Update::State { formats: theirs } if self.successor == Some(from.program()) && !self.passive => match swap::negotiate(formats, theirs) {
-                Some(format) => Step::State { format },
-                None => {
-                    ipc::set_send_string(b"no state format both programs know");
-                    Step::Answer(Answer::Reply(Msg::new(0, &[Error::BadState as u64]).with_string()))
+            Update::State { formats: theirs } if self.successor == Some(from.program()) && !self.passive => {
+                match swap::negotiate(formats, theirs) {
+                    Some(format) => Step::State { format },
+                    None => {
+                        ipc::set_send_string(b"no state format both programs know");
+                        Step::Answer(Answer::Reply(Msg::new(0, &[Error::BadState as u64]).with_string()))
+                    }
                 }
-            },
+            }
             _ => Step::Answer(Answer::err(Error::NoRights)),
         }
     }
@@ -217,7 +219,9 @@ pub fn serve(c: &mut dyn Components, from: Badge, req: Request, text: &mut Strin
             ipc::set_send_string(text.as_bytes());
             Answer::Reply(rt::server::ok_msg(&[]).with_string())
         }
-        Request::Swap { component, .. } | Request::Interpose { component, .. } if component >= c.count() => Answer::err(Error::NotFound),
+        Request::Swap { component, .. } | Request::Interpose { component, .. } if component >= c.count() => {
+            Answer::err(Error::NotFound)
+        }
         Request::Swap { component, imp } => {
             let t = clock();
             match c.swap(component, imp) {

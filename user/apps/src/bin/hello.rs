@@ -11,8 +11,10 @@ rt::entry!(main);
 
 fn main() -> i32 {
     let info = sys::kernel_info();
-    println!("hello from user mode: ABI {}, {} kHz TSC, {} free frames, quota {}/{} pages",
-        info.abi_version, info.tsc_per_ms, info.free_frames, info.quota_used, info.quota_limit);
+    println!(
+        "hello from user mode: ABI {}, {} kHz TSC, {} free frames, quota {}/{} pages",
+        info.abi_version, info.tsc_per_ms, info.free_frames, info.quota_used, info.quota_limit
+    );
     let slot = rt::alloc_slot_pair();
     match rt::env::spawn("echo", slot) {
         Ok(id) => {

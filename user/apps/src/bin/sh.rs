@@ -203,7 +203,10 @@ fn completions(before: &str) -> Vec<String> {
     let word = words.last().copied().unwrap_or("");
     let names = || COMMANDS.iter().map(|c| c.0);
     if words.len() == 1 {
-        return lineedit::starting_with(&word.to_ascii_lowercase(), names()).into_iter().map(|n| cased_like(word, n)).collect();
+        return lineedit::starting_with(&word.to_ascii_lowercase(), names())
+            .into_iter()
+            .map(|n| cased_like(word, n))
+            .collect();
     }
     if words.len() == 2 && words[0].eq_ignore_ascii_case("help") {
         return lineedit::starting_with(word, names());
@@ -214,7 +217,8 @@ fn completions(before: &str) -> Vec<String> {
         None => ("", word),
     };
     let srv = rt::alloc_slot();
-    let listing = env::lookup("files", srv).and_then(|_| files_api::client::list(srv, if dir.is_empty() { "/" } else { dir }));
+    let listing =
+        env::lookup("files", srv).and_then(|_| files_api::client::list(srv, if dir.is_empty() { "/" } else { dir }));
     rt::free_slot(srv);
     let Ok(listing) = listing else { return Vec::new() };
     listing
@@ -229,7 +233,10 @@ fn completions(before: &str) -> Vec<String> {
 
 /// `name` completed in the case the user began it in (`HE` → `HELP`).
 fn cased_like(typed: &str, name: String) -> String {
-    if !typed.is_empty() && typed.chars().all(|c| !c.is_ascii_lowercase()) && typed.chars().any(|c| c.is_ascii_uppercase()) {
+    if !typed.is_empty()
+        && typed.chars().all(|c| !c.is_ascii_lowercase())
+        && typed.chars().any(|c| c.is_ascii_uppercase())
+    {
         name.to_ascii_uppercase()
     } else {
         let mut s = String::from(typed);
@@ -257,8 +264,12 @@ fn words(e: Error) -> &'static str {
         // Errors of the kernel's calls: the shell or a server went wrong inside.
         Error::NoSys => "the kernel does not know that call (a program built for another Scion?)",
         Error::WrongType => "a capability of the wrong kind was used (a fault inside Scion)",
-        Error::BadAddress | Error::Misaligned | Error::CopyFault | Error::NoWindow => "a message could not be copied (a fault inside Scion)",
-        Error::SlotInUse | Error::AlreadyMapped | Error::NotMapped => "a capability slot or mapping was not as expected (a fault inside Scion)",
+        Error::BadAddress | Error::Misaligned | Error::CopyFault | Error::NoWindow => {
+            "a message could not be copied (a fault inside Scion)"
+        }
+        Error::SlotInUse | Error::AlreadyMapped | Error::NotMapped => {
+            "a capability slot or mapping was not as expected (a fault inside Scion)"
+        }
         Error::Deadlock => "the call would have waited on itself",
     }
 }
@@ -301,9 +312,15 @@ fn spawn_in(input: &mut Input, cmd: &str, wait: bool, slot: u64) {
                 }
             }
         }
-        Err(Error::NotFound) => println!("run: there is no program `{}` in the boot image (`ps` shows those running)", name),
-        Err(Error::NoRights) => println!("run: this shell may start `{}` only as the manifest says (no other arguments or pager)", name),
-        Err(Error::NoMemory) => println!("run: `{}` may not start: not enough memory or programs left (root's log says which)", name),
+        Err(Error::NotFound) => {
+            println!("run: there is no program `{}` in the boot image (`ps` shows those running)", name)
+        }
+        Err(Error::NoRights) => {
+            println!("run: this shell may start `{}` only as the manifest says (no other arguments or pager)", name)
+        }
+        Err(Error::NoMemory) => {
+            println!("run: `{}` may not start: not enough memory or programs left (root's log says which)", name)
+        }
         Err(e) => println!("run: cannot start `{}`: {}", name, words(e)),
     }
 }
@@ -349,7 +366,9 @@ fn main() -> i32 {
                 match env::lookup("blk", blk).and_then(|_| blk_api::client::list(blk)) {
                     Ok(t) if t.is_empty() => println!("no segments"),
                     Ok(t) => print!("{}", t),
-                    Err(Error::NotFound | Error::NoRights) => println!("segs: this shell may not ask the block service (`blk` is not in its manifest entry)"),
+                    Err(Error::NotFound | Error::NoRights) => {
+                        println!("segs: this shell may not ask the block service (`blk` is not in its manifest entry)")
+                    }
                     Err(e) => println!("segs: the block service did not answer: {}", words(e)),
                 }
                 rt::free_slot(blk);
@@ -400,11 +419,15 @@ fn kill(arg: &str) {
     match env::kill(id) {
         Ok(()) => println!("killed {}", id),
         Err(Error::InvalidArg) => match program_name(id) {
-            Some(n) if n.starts_with("mem") => println!("kill: program {} is {}, a memory server: it pages the others and is not ended", id, n),
+            Some(n) if n.starts_with("mem") => {
+                println!("kill: program {} is {}, a memory server: it pages the others and is not ended", id, n)
+            }
             _ if named => println!("kill: `{}` has ended already", arg),
             _ => println!("kill: no program {} is running (`ps` lists them)", id),
         },
-        Err(Error::NoRights) => println!("kill: this shell may not end program {} (its manifest entry lacks `machine`)", id),
+        Err(Error::NoRights) => {
+            println!("kill: this shell may not end program {} (its manifest entry lacks `machine`)", id)
+        }
         Err(e) => println!("kill: program {}: {}", id, words(e)),
     }
 }
@@ -420,7 +443,9 @@ fn file_error(srv: u64, cmd: &str, path: &str, e: Error) {
     };
     let bad_name = path.trim_matches('/').split('/').find(|n| !baiofs::valid_name(n));
     match (e, what) {
-        (Error::InvalidArg, Ok(f::Kind::File)) if cmd == "ls" => println!("ls: {} is a file (`cat {}` shows it)", path, path),
+        (Error::InvalidArg, Ok(f::Kind::File)) if cmd == "ls" => {
+            println!("ls: {} is a file (`cat {}` shows it)", path, path)
+        }
         (Error::InvalidArg, Ok(f::Kind::Dir)) => println!("{}: {} is a directory (`ls {}` lists it)", cmd, path, path),
         (Error::InvalidArg, _) if bad_name.is_some() => println!(
             "{}: `{}` cannot be a name: names are 1 to {} bytes, without `/` or control characters, not `.` or `..`",
@@ -428,12 +453,22 @@ fn file_error(srv: u64, cmd: &str, path: &str, e: Error) {
             bad_name.unwrap_or(""),
             baiofs::NAME_MAX
         ),
-        (Error::InvalidArg, _) if f::stat(srv, parent).map(|s| s.0) == Ok(f::Kind::File) => println!("{}: {} is a file, not a directory", cmd, parent),
-        (Error::NotFound, _) if f::stat(srv, parent).is_err() => println!("{}: there is no directory {} (for {})", cmd, parent, path),
+        (Error::InvalidArg, _) if f::stat(srv, parent).map(|s| s.0) == Ok(f::Kind::File) => {
+            println!("{}: {} is a file, not a directory", cmd, parent)
+        }
+        (Error::NotFound, _) if f::stat(srv, parent).is_err() => {
+            println!("{}: there is no directory {} (for {})", cmd, parent, path)
+        }
         (Error::NotFound, _) => println!("{}: there is no {} (`ls {}` lists what is there)", cmd, path, parent),
-        (Error::BadState, Ok(f::Kind::Dir)) if cmd == "rm" => println!("rm: {} is not empty (remove what `ls {}` lists first)", path, path),
-        (Error::BadState, Ok(f::Kind::File)) if cmd == "rm" => println!("rm: {} is open in a program; it can be removed once closed", path),
-        (Error::BadState, _) => println!("{}: {}: the filesystem cannot read or trust that part of the disk (damaged?)", cmd, path),
+        (Error::BadState, Ok(f::Kind::Dir)) if cmd == "rm" => {
+            println!("rm: {} is not empty (remove what `ls {}` lists first)", path, path)
+        }
+        (Error::BadState, Ok(f::Kind::File)) if cmd == "rm" => {
+            println!("rm: {} is open in a program; it can be removed once closed", path)
+        }
+        (Error::BadState, _) => {
+            println!("{}: {}: the filesystem cannot read or trust that part of the disk (damaged?)", cmd, path)
+        }
         (Error::NoSpace, _) => println!("{}: {}: no room left on the disk (or too many files open)", cmd, path),
         (e, _) => println!("{}: {}: {}", cmd, path, words(e)),
     }
@@ -453,7 +488,9 @@ fn files(cmd: &str, arg: &str) {
     if let Err(e) = env::lookup("files", srv) {
         rt::free_slot(srv);
         return match e {
-            Error::NotFound | Error::NoRights => println!("{}: this shell may not ask the files server (`files` is not in its manifest entry)", cmd),
+            Error::NotFound | Error::NoRights => {
+                println!("{}: this shell may not ask the files server (`files` is not in its manifest entry)", cmd)
+            }
             e => println!("{}: the files server did not answer: {}", cmd, words(e)),
         };
     }
@@ -493,7 +530,9 @@ fn reconfigure(cmd: &str, args: &str) {
     use swap_api::client as sw;
     let w: alloc::vec::Vec<&str> = args.split_whitespace().collect();
     let mut buf = alloc::vec![0u8; 4096];
-    let list = |srv: u64, buf: &mut [u8]| -> Option<String> { sw::list(srv, buf).ok().map(|n| String::from_utf8_lossy(&buf[..n]).into_owned()) };
+    let list = |srv: u64, buf: &mut [u8]| -> Option<String> {
+        sw::list(srv, buf).ok().map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
     if cmd == "swap" && w == ["list"] {
         for name in SWAP_SERVERS {
             let srv = rt::alloc_slot();
@@ -510,7 +549,12 @@ fn reconfigure(cmd: &str, args: &str) {
     let srv = rt::alloc_slot();
     if env::lookup(server, srv).is_err() {
         rt::free_slot(srv);
-        return println!("{}: this shell cannot ask a server called `{}` (there are: {})", cmd, server, SWAP_SERVERS.join(", "));
+        return println!(
+            "{}: this shell cannot ask a server called `{}` (there are: {})",
+            cmd,
+            server,
+            SWAP_SERVERS.join(", ")
+        );
     }
     // The component's number is its line in the server's list; its implementations are
     // the third field.
@@ -521,11 +565,21 @@ fn reconfigure(cmd: &str, args: &str) {
         Some((k, line)) if cmd == "swap" => {
             let impls = line.split(' ').nth(2).unwrap_or("");
             match impls.split(',').position(|i| i == what) {
-                None => println!("swap: {}.{} has no implementation `{}` (there is: {})", server, component, what, impls),
+                None => {
+                    println!("swap: {}.{} has no implementation `{}` (there is: {})", server, component, what, impls)
+                }
                 Some(i) => match sw::swap(srv, k, i, &mut buf) {
-                    Ok((format, cycles)) => println!("swapped {}.{} to {}: state moved in format {}, {} cycles", server, component, what, format, cycles),
+                    Ok((format, cycles)) => println!(
+                        "swapped {}.{} to {}: state moved in format {}, {} cycles",
+                        server, component, what, format, cycles
+                    ),
                     Err((e, 0)) => println!("swap: {}.{} was not swapped: {}", server, component, words(e)),
-                    Err((_, n)) => println!("swap: {}.{} was not swapped: {}", server, component, String::from_utf8_lossy(&buf[..n])),
+                    Err((_, n)) => println!(
+                        "swap: {}.{} was not swapped: {}",
+                        server,
+                        component,
+                        String::from_utf8_lossy(&buf[..n])
+                    ),
                 },
             }
         }
@@ -600,7 +654,9 @@ fn graft(args: &str) {
                 Err(e) => graft_file_error(file, e),
                 Ok(b) => match GraftFile::parse(&b) {
                     Err(e) => println!("graft: {}: not a graft file: {}", file, e.what()),
-                    Ok(g) if g.point != p => println!("graft: {} is a graft for point {}, not {}", file, g.point.name(), point),
+                    Ok(g) if g.point != p => {
+                        println!("graft: {} is a graft for point {}, not {}", file, g.point.name(), point)
+                    }
                     Ok(g) => match graft_api::load(srv, &b) {
                         Ok(id) => println!("graft {}: {} ({}) loaded at {}", id, g.name, g.tech.name(), point),
                         Err(r) => said(Err(r)),
@@ -622,7 +678,10 @@ fn graft(args: &str) {
                         for l in t.lines() {
                             let f: alloc::vec::Vec<&str> = l.split_whitespace().collect();
                             if let [id, owner, point, tech, calls, aborts, cycles, gname] = f[..] {
-                                println!("{:>4} {:>5} {:6} {:7} {:>7} {:>7} {:>12} {}", id, owner, point, tech, calls, aborts, cycles, gname);
+                                println!(
+                                    "{:>4} {:>5} {:6} {:7} {:>7} {:>7} {:>12} {}",
+                                    id, owner, point, tech, calls, aborts, cycles, gname
+                                );
                             }
                         }
                     }
@@ -673,7 +732,10 @@ fn graft(args: &str) {
                         0 => "none",
                         k => graft::engine::Abort::ALL.get(k as usize - 1).map_or("?", |a| a.what()),
                     };
-                    println!("graft {}: {} calls, {} aborted, {} cycles, last abort: {}", id, s.calls, s.aborts, s.cycles, last);
+                    println!(
+                        "graft {}: {} calls, {} aborted, {} cycles, last abort: {}",
+                        id, s.calls, s.aborts, s.cycles, last
+                    );
                 }
                 Err(r) => said(Err(r)),
             }
@@ -732,7 +794,10 @@ fn network(input: &mut Input, net: &mut Option<Net>, cmd: &str, arg: &str) {
             Ok(n) => *net = Some(n),
             Err(e) => {
                 match e {
-                    Error::NotFound | Error::NoRights => println!("{}: no network: this shell may not ask the `net` server (not in its manifest entry)", cmd),
+                    Error::NotFound | Error::NoRights => println!(
+                        "{}: no network: this shell may not ask the `net` server (not in its manifest entry)",
+                        cmd
+                    ),
                     e => println!("{}: no network: the `net` server did not answer: {}", cmd, words(e)),
                 }
                 rt::free_slot(srv);
@@ -753,7 +818,10 @@ fn network(input: &mut Input, net: &mut Option<Net>, cmd: &str, arg: &str) {
                 Mac(i.mac),
                 if i.link_up { "up" } else { "down" }
             );
-            println!("in {} packets {} bytes, out {} packets {} bytes, {} sockets open", i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.sockets);
+            println!(
+                "in {} packets {} bytes, out {} packets {} bytes, {} sockets open",
+                i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.sockets
+            );
         }),
         "ping" => {
             let target = if arg.is_empty() {
@@ -867,7 +935,11 @@ fn fetch_on(input: &mut Input, n: &Net, h: u64, hostport: &str, path: &str) -> R
         }
         n.wait(&[(h, net_api::READABLE | net_api::WRITABLE)], 50_000)?;
     }
-    let req = alloc::format!("GET /{} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nUser-Agent: scion-fetch\r\n\r\n", path, hostport);
+    let req = alloc::format!(
+        "GET /{} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nUser-Agent: scion-fetch\r\n\r\n",
+        path,
+        hostport
+    );
     n.send_all(h, req.as_bytes())?;
     // The head (until a blank line), then the body: its first `SHOWN` bytes kept, the
     // rest counted.

@@ -27,9 +27,9 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
-use blk_api::client::{self as baio, Segment};
 use blk_api as p;
+use blk_api::client::{self as baio, Segment};
+use core::sync::atomic::{AtomicU64, Ordering};
 use rt::{env, println, sys};
 
 rt::entry!(main);
@@ -66,7 +66,11 @@ fn rng(x: &mut u64) -> u64 {
 /// The block of request i.
 fn place(r: &Run, i: u64, x: &mut u64) -> u64 {
     let slots = r.ws_blocks / REQ_BLOCKS;
-    if r.random { (rng(x) % slots) * REQ_BLOCKS } else { (i % slots) * REQ_BLOCKS }
+    if r.random {
+        (rng(x) % slots) * REQ_BLOCKS
+    } else {
+        (i % slots) * REQ_BLOCKS
+    }
 }
 
 fn offset(slot: u64) -> u64 {
@@ -101,7 +105,8 @@ static POOL: AtomicU64 = AtomicU64::new(0);
 fn worker(slot: u64) {
     // SAFETY: main stores the segment and the run before starting the pool and keeps
     // both alive until every worker has counted itself done.
-    let (seg, r) = unsafe { (&*(SEG.load(Ordering::Acquire) as *const Segment), &*(POOL.load(Ordering::Acquire) as *const Run)) };
+    let (seg, r) =
+        unsafe { (&*(SEG.load(Ordering::Acquire) as *const Segment), &*(POOL.load(Ordering::Acquire) as *const Run)) };
     let mut x = 0x1234_5678 + slot * 7919;
     loop {
         let i = NEXT.fetch_add(1, Ordering::AcqRel);
@@ -172,7 +177,8 @@ fn run(seg: &Segment, r: &Run) -> (u64, u64, u64) {
                         break;
                     }
                 }
-                let next: alloc::vec::Vec<_> = (i..j).filter(|k| k + r.depth < r.n).map(|k| op(k + r.depth, &mut x)).collect();
+                let next: alloc::vec::Vec<_> =
+                    (i..j).filter(|k| k + r.depth < r.n).map(|k| op(k + r.depth, &mut x)).collect();
                 if !next.is_empty() {
                     let _ = seg.submit(&next, 0);
                 }
@@ -215,10 +221,25 @@ fn meta(blk: u64, name: &str, tsc_per_ms: u64, mut op: impl FnMut(u64) -> bool) 
     }
     let (ticks, idle) = (sys::rdtsc_ordered() - t0, sys::idle_tsc() - idle0);
     let flushes = baio::flushes(blk).map_or(0, |f| f.0) - f0;
-    println!("BENCH baio_meta_{}_rps median={} samples={} unit=ops/s", name, META_N * tsc_per_ms * 1000 / ticks.max(1), META_N);
-    println!("BENCH baio_meta_{}_ipr median={} samples={} unit=busy-ticks/op", name, ticks.saturating_sub(idle) / META_N, META_N);
+    println!(
+        "BENCH baio_meta_{}_rps median={} samples={} unit=ops/s",
+        name,
+        META_N * tsc_per_ms * 1000 / ticks.max(1),
+        META_N
+    );
+    println!(
+        "BENCH baio_meta_{}_ipr median={} samples={} unit=busy-ticks/op",
+        name,
+        ticks.saturating_sub(idle) / META_N,
+        META_N
+    );
     // Hundredths: a figure is a whole number.
-    println!("BENCH baio_meta_{}_flushes median={} samples={} unit=flushes/100-ops", name, flushes * 100 / META_N, META_N);
+    println!(
+        "BENCH baio_meta_{}_flushes median={} samples={} unit=flushes/100-ops",
+        name,
+        flushes * 100 / META_N,
+        META_N
+    );
     ok
 }
 
@@ -245,7 +266,9 @@ fn metadata(blk: u64, tsc_per_ms: u64) -> bool {
             return false;
         }
     };
-    let write = |i: u64| s.batch_ops(&[p::op(p::WRITE_OP, i * 256, 1, 0, p::DATA)], p::WAIT_ALL).is_ok() && s.status(0) == p::DONE;
+    let write = |i: u64| {
+        s.batch_ops(&[p::op(p::WRITE_OP, i * 256, 1, 0, p::DATA)], p::WAIT_ALL).is_ok() && s.status(0) == p::DONE
+    };
     ok &= meta(blk, "mark_write", tsc_per_ms, write);
     ok &= meta(blk, "write", tsc_per_ms, write);
     ok &= meta(blk, "sync", tsc_per_ms, |_| s.sync().is_ok());
@@ -295,7 +318,12 @@ fn main() -> i32 {
     // The cache's counters after each buffered run, when the manifest gives it.
     let cache = rt::alloc_slot();
     let cache = env::lookup("cache", cache).is_ok().then_some(cache);
-    let variants = [(Variant::Direct, "baio_direct"), (Variant::Buffered, "baio_buffered"), (Variant::Sync, "sync"), (Variant::Pool, "threadpool")];
+    let variants = [
+        (Variant::Direct, "baio_direct"),
+        (Variant::Buffered, "baio_buffered"),
+        (Variant::Sync, "sync"),
+        (Variant::Pool, "threadpool"),
+    ];
     let mut failures = 0;
     for &w in &ws {
         let ws_blocks = (w * 256).min(seg.blocks) / REQ_BLOCKS * REQ_BLOCKS;
@@ -311,12 +339,21 @@ fn main() -> i32 {
                     // once in order (up to 128 MiB), so a cache it fits in is warm.
                     let _ = run(&seg, &Run { n: n / 4, ..r });
                     if v == Variant::Buffered {
-                        let _ = run(&seg, &Run { n: (ws_blocks / REQ_BLOCKS).min(16384), write: false, random: false, ..r });
+                        let _ = run(
+                            &seg,
+                            &Run { n: (ws_blocks / REQ_BLOCKS).min(16384), write: false, random: false, ..r },
+                        );
                     }
                     let (ticks, idle, failed) = run(&seg, &r);
                     failures += failed;
                     let suffix = if w == headline { String::new() } else { format!("_ws{}", w) };
-                    let name = format!("{}_{}_{}{}", vname, if random { "random" } else { "seq" }, if write { "write" } else { "read" }, suffix);
+                    let name = format!(
+                        "{}_{}_{}{}",
+                        vname,
+                        if random { "random" } else { "seq" },
+                        if write { "write" } else { "read" },
+                        suffix
+                    );
                     let rps = n * tsc_per_ms * 1000 / ticks.max(1);
                     let ipr = ticks.saturating_sub(idle) / n;
                     println!("BENCH {}_rps median={} samples={} unit=requests/s", name, rps, n);
@@ -329,5 +366,9 @@ fn main() -> i32 {
         }
     }
     println!("bench_baio: done ({} failed requests)", failures);
-    if failures == 0 { 0 } else { 1 }
+    if failures == 0 {
+        0
+    } else {
+        1
+    }
 }

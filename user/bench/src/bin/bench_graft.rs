@@ -45,7 +45,11 @@ static SMOKE: AtomicBool = AtomicBool::new(false);
 
 /// Samples per figure: `SAMPLES`, 2 in a smoke run.
 fn samples() -> usize {
-    if SMOKE.load(Ordering::Relaxed) { 2 } else { SAMPLES }
+    if SMOKE.load(Ordering::Relaxed) {
+        2
+    } else {
+        SAMPLES
+    }
 }
 const BUF: u64 = rt::layout::SEGMENT_AREA;
 
@@ -54,7 +58,14 @@ fn report(name: &str, mut v: Vec<u64>) {
         return;
     }
     v.sort_unstable();
-    println!("BENCH {} median={} min={} max={} samples={} unit=ticks/call", name, v[v.len() / 2], v[0], v[v.len() - 1], v.len());
+    println!(
+        "BENCH {} median={} min={} max={} samples={} unit=ticks/call",
+        name,
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1],
+        v.len()
+    );
 }
 
 /// The hot list: 64 blocks, none of them a candidate (so the graft searches all of it,
@@ -148,7 +159,8 @@ fn repeat_of(tech: &str) -> u32 {
 fn main() -> i32 {
     SMOKE.store(rt::args().split(' ').skip(1).any(|a| a == "smoke"), Ordering::Relaxed);
     let (blk, cache, files) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
-    if env::lookup("blk", blk).is_err() || env::lookup("cache", cache).is_err() || env::lookup("files", files).is_err() {
+    if env::lookup("blk", blk).is_err() || env::lookup("cache", cache).is_err() || env::lookup("files", files).is_err()
+    {
         println!("bench_graft: needs blk, cache and files");
         return 1;
     }
@@ -235,7 +247,9 @@ fn main() -> i32 {
     }
     // The stream point: MD5 per KiB in every technology, run by blk.
     let kib: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
-    for (tech, repeat) in [("native", 200), ("signed", 200), ("wasmaot", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2), ("upcall", 200)] {
+    for (tech, repeat) in
+        [("native", 200), ("signed", 200), ("wasmaot", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2), ("upcall", 200)]
+    {
         let Some(id) = load_in(blk, files, graft::Point::Stream, tech, "md5", serve_md5) else {
             failed = true;
             continue;
@@ -250,13 +264,23 @@ fn main() -> i32 {
     // as its point calls it, on a map half full (512 logical blocks written over 1022
     // physical ones): a read of a mapped block, and a write (a free block found from
     // the log's head, the old one freed).
-    let ld_input = |l: u64, write: bool| -> Vec<u8> { [l, 1022, write as u64].iter().flat_map(|w| w.to_le_bytes()).collect() };
-    for (tech, repeat) in [("native", 20_000), ("signed", 20_000), ("wasmaot", 20_000), ("wasmi", 2_000), ("ebpf", 200), ("rhai", 20), ("upcall", 1_000)] {
+    let ld_input =
+        |l: u64, write: bool| -> Vec<u8> { [l, 1022, write as u64].iter().flat_map(|w| w.to_le_bytes()).collect() };
+    for (tech, repeat) in [
+        ("native", 20_000),
+        ("signed", 20_000),
+        ("wasmaot", 20_000),
+        ("wasmi", 2_000),
+        ("ebpf", 200),
+        ("rhai", 20),
+        ("upcall", 1_000),
+    ] {
         let Some(id) = load_in(blk, files, graft::Point::Ldisk, tech, "ldisk", serve_ldisk) else {
             failed = true;
             continue;
         };
-        let filled = (0..grafts::LD_LOGICAL as u64).all(|l| g::test_run(blk, id, &ld_input(l, true), 1).is_ok_and(|r| r.aborts == 0 && r.last < 1022));
+        let filled = (0..grafts::LD_LOGICAL as u64)
+            .all(|l| g::test_run(blk, id, &ld_input(l, true), 1).is_ok_and(|r| r.aborts == 0 && r.last < 1022));
         for (what, write) in [("read", false), ("write", true)] {
             match per_call(blk, id, &ld_input(77, write), repeat).filter(|_| filled) {
                 Some(v) => report(&format!("graft_ldisk_{tech}_{what}"), v),
@@ -269,7 +293,8 @@ fn main() -> i32 {
     // and on a logical disk (native graft: the rest is the point's own cost — the map
     // committed after each block written, and a flush between).
     let _ = baio::create(blk, "ldbench", 64, 0);
-    let native_ld = files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft").ok().and_then(|f| g::load(blk, &f).ok());
+    let native_ld =
+        files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft").ok().and_then(|f| g::load(blk, &f).ok());
     if let (Ok(seg), Some(id)) = (baio::open(blk, "ldbench", 3, BUF), native_ld) {
         for (kind, ld) in [("plain", false), ("ldisk", true)] {
             if ld && seg.ldisk(id).is_err() {
@@ -300,7 +325,8 @@ fn main() -> i32 {
     let _ = baio::create(blk, "gbench", 256, 0);
     if let Ok(seg) = baio::open(blk, "gbench", 3, BUF) {
         // 1 MiB written, then read from the disk: 8 operations of 128 KiB at once.
-        let ops: Vec<[u64; p::OP_WORDS]> = (0..8u64).map(|k| p::op(p::WRITE_OP, 32 * k, 32, k, p::DATA + k * 32 * 4096)).collect();
+        let ops: Vec<[u64; p::OP_WORDS]> =
+            (0..8u64).map(|k| p::op(p::WRITE_OP, 32 * k, 32, k, p::DATA + k * 32 * 4096)).collect();
         let _ = seg.batch_ops(&ops, p::WAIT_ALL);
         let _ = seg.sync();
         let reads: Vec<[u64; p::OP_WORDS]> = ops.iter().map(|o| [p::READ_OP, o[1], o[2], o[3]]).collect();

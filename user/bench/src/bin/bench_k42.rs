@@ -52,7 +52,15 @@ fn report(name: &str, unit: &str, mut v: Vec<u64>) {
         return;
     }
     v.sort_unstable();
-    println!("BENCH {} median={} min={} max={} samples={} unit={}", name, v[v.len() / 2], v[0], v[v.len() - 1], v.len(), unit);
+    println!(
+        "BENCH {} median={} min={} max={} samples={} unit={}",
+        name,
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1],
+        v.len(),
+        unit
+    );
 }
 
 swap::interface! {
@@ -99,7 +107,11 @@ static SMOKE: AtomicBool = AtomicBool::new(false);
 
 /// `real`, or `small` in a smoke run.
 fn count<T>(real: T, small: T) -> T {
-    if SMOKE.load(Ordering::Relaxed) { small } else { real }
+    if SMOKE.load(Ordering::Relaxed) {
+        small
+    } else {
+        real
+    }
 }
 
 /// Ticks per call of `f` (CALLS calls per sample).
@@ -262,7 +274,10 @@ fn figures45(cache: u64) {
 fn stream(seg: &Segment, first: u64, n: u64) {
     let mut b = first;
     while b < first + n {
-        let ops: Vec<[u64; p::OP_WORDS]> = (0..p::MAX_REG_OPS as u64).take_while(|k| b + 8 * k < first + n).map(|k| p::op(p::READ_OP | p::BUFFERED, b + 8 * k, 8, k, p::DATA + k * 8 * 4096)).collect();
+        let ops: Vec<[u64; p::OP_WORDS]> = (0..p::MAX_REG_OPS as u64)
+            .take_while(|k| b + 8 * k < first + n)
+            .map(|k| p::op(p::READ_OP | p::BUFFERED, b + 8 * k, 8, k, p::DATA + k * 8 * 4096))
+            .collect();
         let _ = seg.batch_ops(&ops, p::WAIT_ALL);
         b += 8 * ops.len() as u64;
     }
@@ -382,14 +397,15 @@ fn postmark() {
                 let path = alloc::format!("/pm/f{i}");
                 match f::open(srv, &path, false) {
                     Ok((h, _)) => {
-                        ok &= f::read(srv, h, 0, 4096).is_ok_and(|d| d.len() == 4096 && d.iter().all(|b| *b == i as u8));
+                        ok &=
+                            f::read(srv, h, 0, 4096).is_ok_and(|d| d.len() == 4096 && d.iter().all(|b| *b == i as u8));
                         ok &= f::close(srv, h).is_ok();
                     }
                     Err(_) => ok = false,
                 }
             }
             for i in 0..files {
-                    ok &= f::remove(srv, &alloc::format!("/pm/f{i}")).is_ok();
+                ok &= f::remove(srv, &alloc::format!("/pm/f{i}")).is_ok();
             }
             let (t, i) = (sys::rdtsc() - t0, sys::idle_tsc() - i0);
             if !ok {
@@ -436,7 +452,12 @@ fn updates() {
     let n = (READS_DONE.load(Ordering::Relaxed) as usize).min(LAT.len());
     let lat: Vec<u64> = LAT[..n].iter().map(|l| l.load(Ordering::Relaxed)).collect();
     let failed = lat.iter().filter(|l| **l == u64::MAX).count();
-    println!("bench_k42: {} reads during {} updates, {} failed", READS_DONE.load(Ordering::Relaxed), took.len(), failed);
+    println!(
+        "bench_k42: {} reads during {} updates, {} failed",
+        READS_DONE.load(Ordering::Relaxed),
+        took.len(),
+        failed
+    );
     report("update_files", "ticks", took);
     report("update_client_call", "ticks", lat.iter().copied().filter(|l| *l != u64::MAX).collect());
 }
@@ -460,7 +481,10 @@ fn main() -> i32 {
     // Give every block a number (written once, straight to the disk).
     let mut b = 0;
     while b < BLOCKS {
-        let ops: Vec<[u64; p::OP_WORDS]> = (0..8u64).take_while(|k| b + 32 * k < BLOCKS).map(|k| p::op(p::WRITE_OP, b + 32 * k, 32.min(BLOCKS - b - 32 * k), k, p::DATA + k * 32 * 4096)).collect();
+        let ops: Vec<[u64; p::OP_WORDS]> = (0..8u64)
+            .take_while(|k| b + 32 * k < BLOCKS)
+            .map(|k| p::op(p::WRITE_OP, b + 32 * k, 32.min(BLOCKS - b - 32 * k), k, p::DATA + k * 32 * 4096))
+            .collect();
         let _ = seg.batch_ops(&ops, p::WAIT_ALL);
         b += 256;
     }

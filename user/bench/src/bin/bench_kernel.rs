@@ -32,7 +32,11 @@ const PROBE_MAGIC: u64 = 0x5c10_4b1d_0000_0001;
 extern "C" fn probe_rtt(magic: u64, echo: u64, tag: u64) -> u64 {
     let (e, _, w) = ipc::call_regs(echo, tag, 8);
     core::hint::black_box(magic);
-    if e != 0 { u64::MAX } else { w }
+    if e != 0 {
+        u64::MAX
+    } else {
+        w
+    }
 }
 
 /// One 512-byte string round trip, as `ipc_rtt_512b_cross` measures it (the send string
@@ -43,7 +47,11 @@ extern "C" fn probe_rtt(magic: u64, echo: u64, tag: u64) -> u64 {
 extern "C" fn probe_str(magic: u64, es: u64, send: &[u8], back: &mut [u8]) -> u64 {
     let (e, _, w, got) = ipc::call_regs_string(es, STRING_TAG, 0, send, back);
     core::hint::black_box(magic);
-    if e != 0 || got != send.len() { u64::MAX } else { w }
+    if e != 0 || got != send.len() {
+        u64::MAX
+    } else {
+        w
+    }
 }
 
 /// The string echo's request: label `STRING`, no words (the string flag is set by
@@ -61,12 +69,20 @@ fn smoke() -> bool {
 
 /// Batches per figure: `BATCHES`, 3 in a smoke run.
 fn nbatches() -> usize {
-    if smoke() { 3 } else { BATCHES }
+    if smoke() {
+        3
+    } else {
+        BATCHES
+    }
 }
 
 /// Calls per batch: `PER_BATCH`, 20 in a smoke run.
 fn per_batch() -> u64 {
-    if smoke() { 20 } else { PER_BATCH }
+    if smoke() {
+        20
+    } else {
+        PER_BATCH
+    }
 }
 /// String sizes of the Figure 3 curve (`rpc_str_N`; xtask reads whichever come).
 const STRING_SIZES: [usize; 7] = [8, 64, 256, 512, 1024, 2048, 4096];
@@ -120,7 +136,14 @@ fn report(name: &str, mut v: Vec<u64>) {
     if v.is_empty() {
         return;
     }
-    println!("BENCH {} median={} min={} max={} samples={} unit=ticks/op", name, v[v.len() / 2], v[0], v[v.len() - 1], v.len());
+    println!(
+        "BENCH {} median={} min={} max={} samples={} unit=ticks/op",
+        name,
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1],
+        v.len()
+    );
 }
 
 // ---- page fault through a user-level pager
@@ -352,8 +375,20 @@ fn main() -> i32 {
         let null = measure_quiet(|| {
             sys::null();
         });
-        println!("BENCH cr3_switch_pair median={} min={} max={} samples={} unit=ticks/op", pair, v[0], v[v.len() - 1], v.len());
-        println!("BENCH cr3_switch_floor median={} min={} max={} samples={} unit=ticks/op", 2 * null + pair, 2 * null + v[0], 2 * null + v[v.len() - 1], v.len());
+        println!(
+            "BENCH cr3_switch_pair median={} min={} max={} samples={} unit=ticks/op",
+            pair,
+            v[0],
+            v[v.len() - 1],
+            v.len()
+        );
+        println!(
+            "BENCH cr3_switch_floor median={} min={} max={} samples={} unit=ticks/op",
+            2 * null + pair,
+            2 * null + v[0],
+            2 * null + v[v.len() - 1],
+            v.len()
+        );
     } else {
         println!("bench: no machine capability; cr3_switch_floor not measured");
     }

@@ -28,13 +28,24 @@ static SMOKE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::n
 /// (batches, calls per batch, round trips per client in a throughput run): the
 /// constants above, or a few of each in a smoke run.
 fn counts() -> (usize, u64, u64) {
-    if SMOKE.load(Ordering::Relaxed) { (3, 20, 200) } else { (BATCHES, PER_BATCH, PAIR_CALLS) }
+    if SMOKE.load(Ordering::Relaxed) {
+        (3, 20, 200)
+    } else {
+        (BATCHES, PER_BATCH, PAIR_CALLS)
+    }
 }
 
 fn report(name: &str, mut v: Vec<u64>, unit: &str) {
     v.sort_unstable();
     if !v.is_empty() {
-        println!("BENCH {} median={} min={} max={} samples={} unit={unit}", name, v[v.len() / 2], v[0], v[v.len() - 1], v.len());
+        println!(
+            "BENCH {} median={} min={} max={} samples={} unit={unit}",
+            name,
+            v[v.len() / 2],
+            v[0],
+            v[v.len() - 1],
+            v.len()
+        );
     }
 }
 
@@ -148,7 +159,12 @@ fn main() -> i32 {
         report(name, v, "rps");
         if cpu == 1 {
             let n = sys::smp_info().handovers - handovers;
-            println!("BENCH ipc_pairs_handovers_2cpu median={} min={} max={} samples=1 unit=per-1000", n * 1000 / (3 * 2 * pair_calls), n * 1000 / (3 * 2 * pair_calls), n * 1000 / (3 * 2 * pair_calls));
+            println!(
+                "BENCH ipc_pairs_handovers_2cpu median={} min={} max={} samples=1 unit=per-1000",
+                n * 1000 / (3 * 2 * pair_calls),
+                n * 1000 / (3 * 2 * pair_calls),
+                n * 1000 / (3 * 2 * pair_calls)
+            );
         }
     }
 

@@ -15,8 +15,8 @@
 
 extern crate alloc;
 
-pub mod sfi;
 mod host;
+pub mod sfi;
 
 pub use host::host;
 
@@ -105,7 +105,14 @@ impl CodeSlot {
         let slot = take_slot().ok_or(LoadError::Limit("no room for more graft code"))?;
         let base = CODE_VA + slot * SLOT_BYTES;
         let mut m = Msg::new(sigma0_api::ALLOC, &[log2, base]);
-        if rt::server::request_mapping(sigma0, [Fpage::mem(base, 12 + log2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)], &mut m).is_err() || m.items() != 1 {
+        if rt::server::request_mapping(
+            sigma0,
+            [Fpage::mem(base, 12 + log2, abi::mem::READ | abi::mem::WRITE | abi::mem::EXEC), Fpage(0), Fpage(0)],
+            &mut m,
+        )
+        .is_err()
+            || m.items() != 1
+        {
             give_slot(slot);
             return Err(LoadError::Limit("no memory for the code"));
         }
@@ -243,7 +250,8 @@ fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
         mem[r..r + 8].copy_from_slice(&v.to_le_bytes());
     }
     // From now on the code cannot be written, here or by anyone.
-    slot.take(0, slot.size(), abi::mem::WRITE).map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
+    slot.take(0, slot.size(), abi::mem::WRITE)
+        .map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
     // SAFETY: the entry lies inside the image (`verify`), the image is the signed code a
     // trusted compiler made with this ABI (four word-sized arguments: the input's
     // address and length, the state's), and it stays mapped (executable) as long as

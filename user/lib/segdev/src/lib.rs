@@ -13,8 +13,8 @@
 extern crate alloc;
 
 use baio::{BlockDev, BLOCK};
-use blk_api::client::Segment;
 use blk_api as p;
+use blk_api::client::Segment;
 
 /// Blocks that may be prefetched at once (pages of the shared area after the first).
 pub const PREFETCH: usize = 128;
@@ -49,7 +49,13 @@ impl SegDev {
     /// (and reads as fresh zero pages), so a status that is not `DONE` after the
     /// answer, or not `DONE` any more once the data is copied out, means the service
     /// is gone, and the operation is sent again to the new one.
-    fn one(&mut self, kind: u64, block: u64, data: Option<&[u8; BLOCK]>, mut out: Option<&mut [u8; BLOCK]>) -> Result<(), baio::Error> {
+    fn one(
+        &mut self,
+        kind: u64,
+        block: u64,
+        data: Option<&[u8; BLOCK]>,
+        mut out: Option<&mut [u8; BLOCK]>,
+    ) -> Result<(), baio::Error> {
         loop {
             if let Some(d) = data {
                 self.seg.bytes(p::DATA, BLOCK as u64).copy_from_slice(d);

@@ -11,8 +11,8 @@ use abi::layout::{MMIO_START, PAGE_SIZE};
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 use rt::ipc::Msg;
-use sigma0_api as s0;
 use rt::sync::Lock;
+use sigma0_api as s0;
 use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction};
 use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 
@@ -36,7 +36,14 @@ struct State {
     direct: Vec<(u64, u64, u64)>,
 }
 
-static STATE: Lock<State> = Lock::new(State { sigma0: 0, dma_next: DMA_VA, mmio_pages: Vec::new(), bounces: Vec::new(), spare: Vec::new(), direct: Vec::new() });
+static STATE: Lock<State> = Lock::new(State {
+    sigma0: 0,
+    dma_next: DMA_VA,
+    mmio_pages: Vec::new(),
+    bounces: Vec::new(),
+    spare: Vec::new(),
+    direct: Vec::new(),
+});
 
 /// Tell the HAL about DMA memory at `va` (physical `pa`, `pages` pages): buffers inside
 /// it are handed to the device directly (zero copy).
@@ -120,7 +127,9 @@ unsafe impl Hal for ScionHal {
         let pages = len.div_ceil(PAGE_SIZE as usize).max(1);
         let mut st = STATE.lock();
         let va = buffer.as_ptr() as *const u8 as u64;
-        if let Some((dva, dpa, _)) = st.direct.iter().copied().find(|(v, _, n)| va >= *v && va + len as u64 <= v + n * PAGE_SIZE) {
+        if let Some((dva, dpa, _)) =
+            st.direct.iter().copied().find(|(v, _, n)| va >= *v && va + len as u64 <= v + n * PAGE_SIZE)
+        {
             return dpa + (va - dva);
         }
         let run = match st.spare.iter().position(|r| r.2 >= pages) {
@@ -152,7 +161,10 @@ unsafe impl Hal for ScionHal {
 }
 
 /// A virtio-blk device as a BAIO block device: 4 KiB blocks on 512-byte sectors.
-pub struct Disk(pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>, pub Flushes);
+pub struct Disk(
+    pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>,
+    pub Flushes,
+);
 
 /// The device's cache flush (`VIRTIO_BLK_F_FLUSH`): whether it offered one (and the
 /// driver negotiated it), and how many `BlockDev::flush` sent. A device that offers
@@ -203,13 +215,17 @@ pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
     let (d, mut t) = open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus")?;
     // virtio-drivers negotiates VIRTIO_BLK_F_FLUSH (bit 9) whenever the device offers it.
     let offered = t.read_device_features() & (1 << 9) != 0;
-    let blk = virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
+    let blk =
+        virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
     Ok((d, Disk(blk, Flushes { offered, sent: 0 })))
 }
 
 /// The transport of the first virtio device on the PCI bus with one of these device ids
 /// (the PCI ports and `init` must be done). Err says what failed.
-pub fn open_pci(ids: &[u16], what: &'static str) -> Result<(rt::pci::Device, virtio_drivers::transport::pci::PciTransport), &'static str> {
+pub fn open_pci(
+    ids: &[u16],
+    what: &'static str,
+) -> Result<(rt::pci::Device, virtio_drivers::transport::pci::PciTransport), &'static str> {
     use virtio_drivers::transport::pci::bus::PciRoot;
     use virtio_drivers::transport::pci::PciTransport;
     let d = rt::pci::devices().into_iter().find(|d| d.vendor == 0x1af4 && ids.contains(&d.device)).ok_or(what)?;

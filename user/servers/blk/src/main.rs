@@ -37,15 +37,15 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use baio::{BlockDev as _, Volume, BLOCK, READ, WRITE};
-use core::fmt::Write as _;
 use blk_api::{self as p, Request};
 use cache_api as pc;
+use core::fmt::Write as _;
 use rt::ipc::{self, Msg};
 use rt::server::{self, Answer, Badge, Server};
 use rt::{env, pci, println};
 use sigma0_api as s0;
-use virtio_hal::{self as virtio, Disk};
 use virtio_drivers::device::blk::{BlkReq, BlkResp};
+use virtio_hal::{self as virtio, Disk};
 
 rt::entry!(main);
 
@@ -411,7 +411,11 @@ impl Blk {
     fn plain_read(&self, hid: u64, w: &[u64; 4]) -> Option<Vec<(u64, u64)>> {
         let h = &self.handles[&hid];
         let (kind, first, count) = (w[0], w[1], w[2] & 0xffff_ffff);
-        if kind != p::READ_OP | p::BUFFERED || self.op_error(hid, w).is_some() || (first + count) * BLOCK as u64 > h.bytes || self.ldisks.contains_key(&h.start) {
+        if kind != p::READ_OP | p::BUFFERED
+            || self.op_error(hid, w).is_some()
+            || (first + count) * BLOCK as u64 > h.bytes
+            || self.ldisks.contains_key(&h.start)
+        {
             return None;
         }
         let pieces = self.pieces(hid, first, count);
@@ -425,7 +429,9 @@ impl Blk {
         let pages = self.cache_block;
         let cost = pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE) + 2 + CACHE_KQUOTA_SLACK;
         let room = matches!(rt::sys::task_info(cap::SELF_TASK), Ok((_, q, used)) if q.saturating_sub(used) >= cost);
-        let aligned = pages.is_power_of_two() && first.is_multiple_of(pages) && first.checked_mul(BLOCK as u64).is_some_and(|o| o < CACHE_SPAN);
+        let aligned = pages.is_power_of_two()
+            && first.is_multiple_of(pages)
+            && first.checked_mul(BLOCK as u64).is_some_and(|o| o < CACHE_SPAN);
         let va = CACHE_VA + first * BLOCK as u64;
         let window = (room && aligned).then(|| (va, 12 + pages.trailing_zeros() as u64));
         if let Some(Some((f, slots, phys))) = cached(pc::client::map(self.cache, window)) {
@@ -540,7 +546,9 @@ impl Blk {
                 (true, 0) => p::FAILED | p::E_IO,
                 (true, e) => p::FAILED | e,
             };
-            if let (Some((principal, at, len)), false, true) = (op.stream, op.failed, self.handles.contains_key(&op.hid)) {
+            if let (Some((principal, at, len)), false, true) =
+                (op.stream, op.failed, self.handles.contains_key(&op.hid))
+            {
                 if !self.stream(principal, at, len) {
                     done |= p::STREAM_ABORTED;
                 }
@@ -612,14 +620,36 @@ impl Blk {
     }
 
     fn queue(&mut self, write: bool, block: u64, buf: u64, blocks: u64, op: u64) {
-        self.queue_io(Io { write, sector: block * 8, buf, len: (blocks * BLOCK as u64) as usize, op, fill: None, copy: None, bounce: false, req: Box::default(), resp: Box::default() });
+        self.queue_io(Io {
+            write,
+            sector: block * 8,
+            buf,
+            len: (blocks * BLOCK as u64) as usize,
+            op,
+            fill: None,
+            copy: None,
+            bounce: false,
+            req: Box::default(),
+            resp: Box::default(),
+        });
     }
 
     /// A one-block read into `buf` (a cache slot filling `fill`, or a bounce block),
     /// whose first `n` bytes then go to `to`.
     fn queue_copy(&mut self, block: u64, buf: u64, op: u64, fill: Option<u64>, to: u64, n: u64) {
         let bounce = fill.is_none();
-        self.queue_io(Io { write: false, sector: block * 8, buf, len: BLOCK, op, fill, copy: Some((to, n)), bounce, req: Box::default(), resp: Box::default() });
+        self.queue_io(Io {
+            write: false,
+            sector: block * 8,
+            buf,
+            len: BLOCK,
+            op,
+            fill,
+            copy: Some((to, n)),
+            bounce,
+            req: Box::default(),
+            resp: Box::default(),
+        });
     }
 
     fn queue_io(&mut self, io: Io) {
@@ -740,7 +770,17 @@ impl Blk {
     /// from `data` in the shared area. `keep` (a read, not 0): only the first `keep`
     /// bytes of the last block may reach the area (a view's limit falls in it).
     #[allow(clippy::too_many_arguments)]
-    fn run(&mut self, hid: u64, id: u64, write: bool, buffered: bool, first: u64, mut count: u64, data: u64, keep: u64) {
+    fn run(
+        &mut self,
+        hid: u64,
+        id: u64,
+        write: bool,
+        buffered: bool,
+        first: u64,
+        mut count: u64,
+        data: u64,
+        keep: u64,
+    ) {
         // The segment's written mark: blocks at or past it read as zeros (another
         // segment's bytes may lie there); a write past it moves it first.
         let (start, written, owner) = (self.handles[&hid].start, self.handles[&hid].written, self.handles[&hid].owner);
@@ -871,7 +911,9 @@ impl Blk {
             return Msg::new(0, &[0, len]);
         }
         let Ok(id) = u32::try_from(id) else { return err(Error::InvalidArg) };
-        let Some(g) = self.grafts.get(owner, id).filter(|g| g.point == graft::Point::Ldisk) else { return err(Error::NotFound) };
+        let Some(g) = self.grafts.get(owner, id).filter(|g| g.point == graft::Point::Ldisk) else {
+            return err(Error::NotFound);
+        };
         let state_len = g.state().len();
         if self.ldisks.iter().any(|(s, l)| *s != start && l.graft == Some(id)) {
             return err(Error::SlotInUse);
@@ -1132,14 +1174,21 @@ impl Blk {
     /// Shared areas charged to `principal`: its handles' (opened, or views attached for
     /// it), and parked ones of its views not yet taken back.
     fn areas_of(&self, principal: u32) -> usize {
-        self.handles.values().filter(|h| h.payer == principal && h.area != 0).count() + self.parked.iter().filter(|a| a.3 == principal).count()
+        self.handles.values().filter(|h| h.payer == principal && h.area != 0).count()
+            + self.parked.iter().filter(|a| a.3 == principal).count()
     }
 
     /// Capability slots held here for `principal`: its handles' and views' capabilities,
     /// their holders', and the replies of its sleeping waits.
     fn slots_of(&self, principal: u32) -> u64 {
-        let caps: u64 = self.handles.values().filter(|h| h.payer == principal).map(|h| (h.slot != 0) as u64 + (h.holder != 0) as u64).sum();
-        caps + self.waiters.iter().filter(|w| self.handles.get(&w.hid).is_some_and(|h| h.payer == principal)).count() as u64
+        let caps: u64 = self
+            .handles
+            .values()
+            .filter(|h| h.payer == principal)
+            .map(|h| (h.slot != 0) as u64 + (h.holder != 0) as u64)
+            .sum();
+        caps + self.waiters.iter().filter(|w| self.handles.get(&w.hid).is_some_and(|h| h.payer == principal)).count()
+            as u64
     }
 
     /// Views charged to `principal`.
@@ -1337,7 +1386,9 @@ impl Blk {
         }
         let payer = h.payer;
         match req {
-            Request::Delegate { rights, bytes, payer, extents } => Some(self.delegate(hid, rights, bytes, payer, extents)),
+            Request::Delegate { rights, bytes, payer, extents } => {
+                Some(self.delegate(hid, rights, bytes, payer, extents))
+            }
             Request::Batch { flags, ops } => {
                 let slot = match self.sleep_slot(payer, flags) {
                     Ok(s) => s,
@@ -1400,7 +1451,9 @@ impl Blk {
                     return Some(err(Error::NoRights));
                 }
                 let parent = self.handles.get(&view).and_then(|v| v.parent);
-                let mine = |p: u64| p == hid || self.handles.get(&p).is_some_and(|ph| ph.parent.is_none() && ph.client == me.client);
+                let mine = |p: u64| {
+                    p == hid || self.handles.get(&p).is_some_and(|ph| ph.parent.is_none() && ph.client == me.client)
+                };
                 if !parent.is_some_and(mine) {
                     return Some(err(Error::InvalidArg));
                 }
@@ -1456,21 +1509,67 @@ impl Blk {
                 self.next += 1;
                 let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
                 let agent = self.agents.contains(&principal);
-                self.handles.insert(hid, Handle { name: ino.name.clone(), written: ino.written, start: ino.start, len: ino.length, view: alloc::vec![(0, ino.length)], bytes: ino.length * BLOCK as u64, parent: None, rights: want, slot, holder: 0, area, mapped: p::AREA_BYTES, client, payer: principal, agent, holder_prog: 0, owner: ino.owner, completed: 0, head: 0 });
+                self.handles.insert(
+                    hid,
+                    Handle {
+                        name: ino.name.clone(),
+                        written: ino.written,
+                        start: ino.start,
+                        len: ino.length,
+                        view: alloc::vec![(0, ino.length)],
+                        bytes: ino.length * BLOCK as u64,
+                        parent: None,
+                        rights: want,
+                        slot,
+                        holder: 0,
+                        area,
+                        mapped: p::AREA_BYTES,
+                        client,
+                        payer: principal,
+                        agent,
+                        holder_prog: 0,
+                        owner: ino.owner,
+                        completed: 0,
+                        head: 0,
+                    },
+                );
                 let mut r = Msg::new(0, &[0, ino.length]);
                 r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
                 r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
                 r
             }
             Request::Attach { log2, payer } => self.attach(principal, client, log2, payer),
-            Request::Usage => Msg::new(0, &[0, self.slots_of(principal), p::PRINCIPAL_SLOTS, self.areas_of(principal) as u64, MAX_OPEN_PER_PRINCIPAL as u64, self.views_of(principal)]),
-            Request::Mount => Msg::new(0, &[0, self.vol.layout.total_blocks, self.vol.free_blocks(), self.vol.list().count() as u64, BLOCK as u64, self.disk.1.sent, self.disk.1.offered as u64]),
+            Request::Usage => Msg::new(
+                0,
+                &[
+                    0,
+                    self.slots_of(principal),
+                    p::PRINCIPAL_SLOTS,
+                    self.areas_of(principal) as u64,
+                    MAX_OPEN_PER_PRINCIPAL as u64,
+                    self.views_of(principal),
+                ],
+            ),
+            Request::Mount => Msg::new(
+                0,
+                &[
+                    0,
+                    self.vol.layout.total_blocks,
+                    self.vol.free_blocks(),
+                    self.vol.list().count() as u64,
+                    BLOCK as u64,
+                    self.disk.1.sent,
+                    self.disk.1.offered as u64,
+                ],
+            ),
             Request::Stat { name } => match self.vol.lookup(name) {
                 None => err(Error::NotFound),
                 // As LIST hides it: a segment the caller has no rights to tells nothing
                 // about itself (as OPEN and DELETE, it answers NoRights).
                 Some(i) if i.rights_for(principal) == 0 => err(Error::NoRights),
-                Some(i) => Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64, i.start]),
+                Some(i) => {
+                    Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64, i.start])
+                }
             },
             Request::List => {
                 self.text.clear();
@@ -1556,7 +1655,8 @@ impl Server for Blk {
         self.grafts.forget(gone);
         self.ldisk_sweep();
         // Its handles, and the views it held (attached): nobody reads those areas now.
-        let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == gone || h.holder_prog == gone).map(|(k, _)| *k).collect();
+        let hids: Vec<u64> =
+            self.handles.iter().filter(|(_, h)| h.client == gone || h.holder_prog == gone).map(|(k, _)| *k).collect();
         for hid in hids {
             self.close(hid, false);
         }
@@ -1571,7 +1671,8 @@ impl Server for Blk {
         self.ldisk_sweep();
         let hids: Vec<u64> = self.handles.iter().filter(|(_, h)| h.client == old).map(|(k, _)| *k).collect();
         for hid in hids {
-            let kept = self.handles.get(&hid).is_some_and(|h| h.parent.is_some()) || self.handles.values().any(|h| h.parent == Some(hid));
+            let kept = self.handles.get(&hid).is_some_and(|h| h.parent.is_some())
+                || self.handles.values().any(|h| h.parent == Some(hid));
             match self.handles.get_mut(&hid) {
                 Some(h) if kept => h.client = new,
                 _ => self.close(hid, false),
@@ -1582,7 +1683,14 @@ impl Server for Blk {
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         if let (Request::Graft(g), None, true) = (req, from.minted_value(), from.principal() != 0) {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
-            let a = graft_api::serve(&mut self.grafts, from.principal(), from.program() as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)));
+            let a = graft_api::serve(
+                &mut self.grafts,
+                from.principal(),
+                from.program() as u64,
+                g,
+                &mut self.text,
+                &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)),
+            );
             self.inbox.done();
             self.ldisk_sweep();
             return a;
@@ -1642,7 +1750,8 @@ fn cache_gone() -> ! {
 fn attach_cache() -> Result<(u64, u64), &'static str> {
     let slot = rt::alloc_slot();
     env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
-    let (phys, slots) = pc::client::attach(slot, CACHE_VA, 12 + 16).map_err(|_| "the cache server refused to attach")?;
+    let (phys, slots) =
+        pc::client::attach(slot, CACHE_VA, 12 + 16).map_err(|_| "the cache server refused to attach")?;
     virtio::register_dma(CACHE_VA, phys, slots);
     Ok((slot, slots))
 }
@@ -1686,7 +1795,10 @@ fn main() -> i32 {
     // host's fsck refuses it): refuse it here too rather than ignore its tail.
     let sectors = disk.0.capacity();
     if sectors % (BLOCK as u64 / 512) != 0 {
-        println!("blk: refusing the device: {} sectors of 512 bytes is not a whole number of {}-byte blocks", sectors, BLOCK);
+        println!(
+            "blk: refusing the device: {} sectors of 512 bytes is not a whole number of {}-byte blocks",
+            sectors, BLOCK
+        );
         server::refuse_all(Error::BadState);
     }
     let vol = match Volume::mount(&mut disk) {
@@ -1707,8 +1819,19 @@ fn main() -> i32 {
     }
     let irq = attach_irq(&dev, &mut disk);
     match irq {
-        Some((line, _)) => println!("blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}", vol.layout.total_blocks, vol.list().count(), vol.free_blocks(), line),
-        None => println!("blk: mounted: {} blocks, {} segments, {} free; no interrupt line: polling", vol.layout.total_blocks, vol.list().count(), vol.free_blocks()),
+        Some((line, _)) => println!(
+            "blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}",
+            vol.layout.total_blocks,
+            vol.list().count(),
+            vol.free_blocks(),
+            line
+        ),
+        None => println!(
+            "blk: mounted: {} blocks, {} segments, {} free; no interrupt line: polling",
+            vol.layout.total_blocks,
+            vol.list().count(),
+            vol.free_blocks()
+        ),
     }
     let mut b = Blk {
         disk,

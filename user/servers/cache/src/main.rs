@@ -61,7 +61,9 @@
 use abi::fpage::Fpage;
 use abi::{mem, Error};
 use alloc::string::String;
-use baio::cache::{Cache, Chooser, Lookup, Lru, Memory, Mru, Policy, PolicyMethod, PolicyVia, Resize, Sequential, Sizer};
+use baio::cache::{
+    Cache, Chooser, Lookup, Lru, Memory, Mru, Policy, PolicyMethod, PolicyVia, Resize, Sequential, Sizer,
+};
 use cache_api::{self as p, Request};
 use graft::{Point, Table};
 use rt::ipc::Msg;
@@ -109,7 +111,11 @@ fn main() -> i32 {
         return swap_api::client::refuse_update(updating, 1);
     }
     // `blocks=N`: hold at most N blocks of frames (1: never grow), else `MAX_BLOCKS`.
-    let max_blocks = rt::args().split(' ').find_map(|a| a.strip_prefix("blocks=")?.parse::<u64>().ok()).unwrap_or(MAX_BLOCKS).clamp(1, MAX_BLOCKS);
+    let max_blocks = rt::args()
+        .split(' ')
+        .find_map(|a| a.strip_prefix("blocks=")?.parse::<u64>().ok())
+        .unwrap_or(MAX_BLOCKS)
+        .clamp(1, MAX_BLOCKS);
     let mut s = CacheServer {
         c: Cache::new(1 << MIN_LOG2),
         phys: 0,
@@ -149,12 +155,22 @@ fn main() -> i32 {
             return 1;
         }
         let st = s.c.stats();
-        println!("cache: serving in place of the old server ({} blocks resident, policy {}, client {:?})", st.resident, IMPLS[s.imp], s.client);
+        println!(
+            "cache: serving in place of the old server ({} blocks resident, policy {}, client {:?})",
+            st.resident, IMPLS[s.imp], s.client
+        );
     } else {
         let mut log2 = LOG2;
         let phys = loop {
             let mut m = Msg::new(s0::ALLOC, &[log2, AREA]);
-            if rt::server::request_mapping(s0slot, [Fpage::mem(AREA, 12 + log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut m).is_ok() && m.items() == 1 {
+            if rt::server::request_mapping(
+                s0slot,
+                [Fpage::mem(AREA, 12 + log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)],
+                &mut m,
+            )
+            .is_ok()
+                && m.items() == 1
+            {
                 break m.word(2);
             }
             if log2 == MIN_LOG2 {
@@ -237,7 +253,8 @@ const SWAP_DEADLINE: u64 = 1 << 32;
 impl CacheServer {
     /// Start swapping the policy to `imp`.
     fn start_swap(&mut self, imp: usize) -> bool {
-        let next: alloc::boxed::Box<dyn Policy> = if imp == MRU { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
+        let next: alloc::boxed::Box<dyn Policy> =
+            if imp == MRU { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
         let ok = self.policy.swap(&mut self.gens, next, rdtsc() + SWAP_DEADLINE);
         if ok {
             self.pending = imp;
@@ -262,7 +279,14 @@ impl swap_api::Components for CacheServer {
 
     fn describe(&self, _k: usize, out: &mut String) {
         use core::fmt::Write;
-        let _ = write!(out, "policy {}{} {} adapted={} ", IMPLS[self.imp], if self.auto { "(auto)" } else { "" }, IMPLS.join(","), self.adapted);
+        let _ = write!(
+            out,
+            "policy {}{} {} adapted={} ",
+            IMPLS[self.imp],
+            if self.auto { "(auto)" } else { "" },
+            IMPLS.join(","),
+            self.adapted
+        );
         swap_api::describe_slot(&self.policy, PolicyMethod::NAMES, out);
     }
 
@@ -387,7 +411,9 @@ impl Server for CacheServer {
         let me = from.program();
         if let Request::Graft(g) = req {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
-            let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)));
+            let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |f| {
+                graftcode::engine(f, sigma0).or_else(|| inbox.engine(f))
+            });
             self.inbox.done();
             return a;
         }
@@ -451,7 +477,9 @@ impl CacheServer {
         // The evictions of one lookup share one turn of graft time.
         self.grafts.new_turn();
         let mut chooser = Grafted(&mut self.grafts);
-        PolicyVia::call(&mut self.policy, call, |policy| c.lookup_run(first, owner, &mut chooser, policy, &mut found[..n as usize]));
+        PolicyVia::call(&mut self.policy, call, |policy| {
+            c.lookup_run(first, owner, &mut chooser, policy, &mut found[..n as usize])
+        });
         for (o, f) in out.iter_mut().zip(found) {
             *o = match f {
                 Some(Lookup::Hit(s)) => s as u64 | p::HIT << 32,
@@ -521,7 +549,21 @@ impl CacheServer {
             }
             Request::Stats => {
                 let s = c.stats();
-                Answer::ok(&[s.hits, s.misses, s.resident, c.slots() as u64, s.evictions, s.grafted, self.grafts.len() as u64, self.grafts.reaped, 1 + self.grown.len() as u64, self.taken, self.given, 1 << self.log2, self.lookups])
+                Answer::ok(&[
+                    s.hits,
+                    s.misses,
+                    s.resident,
+                    c.slots() as u64,
+                    s.evictions,
+                    s.grafted,
+                    self.grafts.len() as u64,
+                    self.grafts.reaped,
+                    1 + self.grown.len() as u64,
+                    self.taken,
+                    self.given,
+                    1 << self.log2,
+                    self.lookups,
+                ])
             }
             Request::Graft(_) | Request::Swap(_) | Request::Update(_) => unreachable!("answered above"),
         }
@@ -623,7 +665,14 @@ impl CacheServer {
                 let k = 1 + self.grown.len() as u64;
                 let at = AREA + (k << (self.log2 + 12));
                 let mut r = Msg::new(s0::LEND, &[self.log2, at]);
-                if rt::server::request_mapping(self.sigma0, [Fpage::mem(at, 12 + self.log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut r).is_ok() && r.items() == 1 {
+                if rt::server::request_mapping(
+                    self.sigma0,
+                    [Fpage::mem(at, 12 + self.log2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)],
+                    &mut r,
+                )
+                .is_ok()
+                    && r.items() == 1
+                {
                     self.waiting = Some(r.word(2));
                     self.taken += 1;
                 }
@@ -700,9 +749,16 @@ impl CacheServer {
                 }
                 rt::ipc::set_send_string(&self.state);
                 let client = self.client.map_or(u64::MAX, u64::from);
-                let r = server::ok_msg(&[format as u64, client, self.phys, self.imp as u64, self.auto as u64, self.log2]).with_string();
+                let r =
+                    server::ok_msg(&[format as u64, client, self.phys, self.imp as u64, self.auto as u64, self.log2])
+                        .with_string();
                 self.hand.handed();
-                println!("cache: state handed to program {} ({} blocks resident, {} bytes)", from.program(), self.c.stats().resident, self.state.len());
+                println!(
+                    "cache: state handed to program {} ({} blocks resident, {} bytes)",
+                    from.program(),
+                    self.c.stats().resident,
+                    self.state.len()
+                );
                 Answer::Reply(r)
             }
         }
@@ -714,12 +770,22 @@ impl CacheServer {
         let Ok((m, n)) = swap_api::client::take_state(FORMATS, &mut buf) else {
             return Err("the old server gave no state (no format both know, grafts loaded, or it refused)");
         };
-        let (format, client, phys, imp, auto, log2) = (m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7));
-        if format != 0 || (client > u32::MAX as u64 && client != u64::MAX) || imp > MRU as u64 || auto > 1 || !(MIN_LOG2..=LOG2).contains(&log2) {
+        let (format, client, phys, imp, auto, log2) =
+            (m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7));
+        if format != 0
+            || (client > u32::MAX as u64 && client != u64::MAX)
+            || imp > MRU as u64
+            || auto > 1
+            || !(MIN_LOG2..=LOG2).contains(&log2)
+        {
             return Err("the state's words are not this program's");
         }
         let (c, order) = Cache::decode(&buf[..n], 1 << log2)?;
-        let mut p: alloc::boxed::Box<dyn Policy> = if imp == MRU as u64 { alloc::boxed::Box::new(Mru::default()) } else { alloc::boxed::Box::new(Lru::default()) };
+        let mut p: alloc::boxed::Box<dyn Policy> = if imp == MRU as u64 {
+            alloc::boxed::Box::new(Mru::default())
+        } else {
+            alloc::boxed::Box::new(Lru::default())
+        };
         if !p.import(baio::cache::CANONICAL, swap::State::Bytes(order)) {
             return Err("the policy refused the recency order");
         }

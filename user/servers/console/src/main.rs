@@ -74,7 +74,8 @@ fn main() -> i32 {
         outb(COM1 + off, v);
     }
     put(b"console: ready\n");
-    let mut c = Console { irq, input: VecDeque::new(), readers: VecDeque::new(), free_slots: Vec::new(), out: [0; 256] };
+    let mut c =
+        Console { irq, input: VecDeque::new(), readers: VecDeque::new(), free_slots: Vec::new(), out: [0; 256] };
     let mut buf = alloc::vec![0u8; 4096];
     server::run(&mut c, &mut buf)
 }

@@ -43,13 +43,13 @@ use alloc::vec::Vec;
 use baiofs::handover::{Handles, Handover};
 use baiofs::session::{self, Session, SessionVia};
 use baiofs::{Fs, Kind};
-use swap::{Generations, Outcome, Slot};
 use core::fmt::Write as _;
 use files_api::{Request, MAX_IO};
 use rt::ipc;
 use rt::server::{self, Answer, Badge, Server};
 use rt::{env, println};
 use segdev::SegDev;
+use swap::{Generations, Outcome, Slot};
 
 rt::entry!(main);
 
@@ -119,7 +119,6 @@ const FORMATS: u64 = 1;
 const TICKETS_LOG2: u32 = 6;
 const _: () = assert!(1 << TICKETS_LOG2 >= files_api::MAX_ALL_TICKETS);
 
-
 impl Files {
     /// Take ticket `i` back (blk `REVOKE` through our segment: every copy of it goes, and
     /// the area its holder mapped soon after).
@@ -171,19 +170,24 @@ impl Files {
         // Past a limit, the program's own oldest ticket goes, or its principal's: never
         // another principal's.
         let own = self.tickets.iter().position(|t| t.0 == client);
-        if let Some(i) = own.filter(|_| self.tickets.iter().filter(|t| t.0 == client).count() >= files_api::MAX_TICKETS) {
+        if let Some(i) = own.filter(|_| self.tickets.iter().filter(|t| t.0 == client).count() >= files_api::MAX_TICKETS)
+        {
             self.revoke(i);
         }
         if self.tickets_of(principal) >= files_api::PRINCIPAL_TICKETS {
             let own = self.tickets.iter().position(|t| t.0 == client);
-            if let Some(i) = own.or_else(|| self.tickets.iter().position(|t| self.principals.get(&t.0) == Some(&principal))) {
+            if let Some(i) =
+                own.or_else(|| self.tickets.iter().position(|t| self.principals.get(&t.0) == Some(&principal)))
+            {
                 self.revoke(i);
             }
         }
         if self.tickets.len() >= files_api::MAX_ALL_TICKETS {
             return Answer::err(Error::NoSpace);
         }
-        let Some(slot) = (self.ticket_slots..self.ticket_slots + (1 << TICKETS_LOG2)).find(|s| !self.tickets.iter().any(|t| t.2 == *s)) else {
+        let Some(slot) = (self.ticket_slots..self.ticket_slots + (1 << TICKETS_LOG2))
+            .find(|s| !self.tickets.iter().any(|t| t.2 == *s))
+        else {
             return Answer::err(Error::NoSpace);
         };
         match self.fs.dev.seg.delegate_for(baio::READ, &runs, size, principal, slot) {
@@ -315,12 +319,19 @@ impl Files {
                     return Answer::err(fs_err(e));
                 }
                 self.forget_closed_tickets();
-                let tickets = self.tickets.iter().map(|&(c, i, slot, id)| (c, i, slot - self.ticket_slots, id)).collect();
+                let tickets =
+                    self.tickets.iter().map(|&(c, i, slot, id)| (c, i, slot - self.ticket_slots, id)).collect();
                 self.state = Handover { next: self.next.next(), handles: self.handles.clone(), tickets }.encode();
                 ipc::set_send_string(&self.state);
                 let r = server::ok_msg(&[format as u64, self.tickets.len() as u64]).with_string();
                 self.hand.handed();
-                println!("files: state handed to program {} ({} handles, {} tickets, {} bytes)", from.program(), self.handles.len(), self.tickets.len(), self.state.len());
+                println!(
+                    "files: state handed to program {} ({} handles, {} tickets, {} bytes)",
+                    from.program(),
+                    self.handles.len(),
+                    self.tickets.len(),
+                    self.state.len()
+                );
                 Answer::Reply(r)
             }
         }
@@ -391,7 +402,9 @@ impl swap_api::Components for Files {
     fn interpose(&mut self, _k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
         self.interposer = i.map(swap::interposers::Shared::new);
         for (slot, _) in self.sessions.values_mut() {
-            slot.interpose(self.interposer.clone().map(|i| alloc::boxed::Box::new(i) as alloc::boxed::Box<dyn swap::Interposer>));
+            slot.interpose(
+                self.interposer.clone().map(|i| alloc::boxed::Box::new(i) as alloc::boxed::Box<dyn swap::Interposer>),
+            );
         }
         Ok(())
     }
@@ -402,7 +415,13 @@ impl Server for Files {
 
     /// Handing over, the ticket block is open for root to give back (`UPDATE_ABORT`).
     fn windows(&self) -> Option<[abi::fpage::Fpage; 3]> {
-        self.hand.passive().then(|| [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)])
+        self.hand.passive().then(|| {
+            [
+                abi::fpage::Fpage(0),
+                abi::fpage::Fpage::caps(self.ticket_slots, TICKETS_LOG2 as u64, 0),
+                abi::fpage::Fpage(0),
+            ]
+        })
     }
 
     fn receive_from(&self) -> u64 {
@@ -415,7 +434,8 @@ impl Server for Files {
 
     fn gone(&mut self, client: Badge) {
         self.principals.remove(&client.program());
-        let mut inos: Vec<u32> = self.handles.values().filter(|(c, _)| *c == client.program()).map(|(_, i)| *i).collect();
+        let mut inos: Vec<u32> =
+            self.handles.values().filter(|(c, _)| *c == client.program()).map(|(_, i)| *i).collect();
         inos.sort_unstable();
         inos.dedup();
         self.handles.retain(|_, (c, _)| *c != client.program());
@@ -443,16 +463,27 @@ impl Server for Files {
         }
         // Requests that look at the filesystem itself see what sessions keep back (an
         // error writing it is the answer to a sync; others go on).
-        let flushed = if matches!(req, Request::Open { .. } | Request::List { .. } | Request::Remove { .. } | Request::Stat { .. } | Request::Sync | Request::Ticket { .. }) {
+        let flushed = if matches!(
+            req,
+            Request::Open { .. }
+                | Request::List { .. }
+                | Request::Remove { .. }
+                | Request::Stat { .. }
+                | Request::Sync
+                | Request::Ticket { .. }
+        ) {
             self.flush_all()
         } else {
             Ok(())
         };
-        let principal_full = matches!(req, Request::Open { .. }) && self.handles_of(from.principal()) >= files_api::PRINCIPAL_HANDLES;
+        let principal_full =
+            matches!(req, Request::Open { .. }) && self.handles_of(from.principal()) >= files_api::PRINCIPAL_HANDLES;
         let fs = &mut self.fs;
         match req {
             // (Before anything is created.)
-            Request::Open { .. } if principal_full || self.handles.len() >= files_api::MAX_HANDLES => Answer::err(Error::NoSpace),
+            Request::Open { .. } if principal_full || self.handles.len() >= files_api::MAX_HANDLES => {
+                Answer::err(Error::NoSpace)
+            }
             Request::Open { path, create } => {
                 let r = match fs.lookup(path) {
                     Err(baiofs::Error::NotFound) if create => fs.create(path, Kind::File),
@@ -504,7 +535,13 @@ impl Server for Files {
                 Ok(l) => {
                     self.text.clear();
                     for e in l {
-                        let _ = writeln!(self.text, "{} {} {}", if e.kind == Kind::Dir { 'd' } else { 'f' }, e.size, e.name);
+                        let _ = writeln!(
+                            self.text,
+                            "{} {} {}",
+                            if e.kind == Kind::Dir { 'd' } else { 'f' },
+                            e.size,
+                            e.name
+                        );
                     }
                     ipc::set_send_string(self.text.as_bytes());
                     Answer::Reply(server::ok_msg(&[]).with_string())
@@ -522,7 +559,10 @@ impl Server for Files {
             },
             Request::Mkdir { path } => done(fs.create(path, Kind::Dir).map(|_| ())),
             Request::Stat { path } => match fs.stat(path) {
-                Ok((k, size)) => Answer::ok(&[if k == Kind::Dir { files_api::Kind::Dir } else { files_api::Kind::File } as u64, size]),
+                Ok((k, size)) => Answer::ok(&[
+                    if k == Kind::Dir { files_api::Kind::Dir } else { files_api::Kind::File } as u64,
+                    size,
+                ]),
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Sync => done(flushed.and_then(|_| fs.sync())),
@@ -530,7 +570,12 @@ impl Server for Files {
             Request::Tickets => {
                 self.forget_closed_tickets();
                 let mine = self.tickets.iter().filter(|t| t.0 == client).count() as u64;
-                Answer::ok(&[mine, self.tickets_of(from.principal()) as u64, files_api::PRINCIPAL_TICKETS as u64, self.tickets.len() as u64])
+                Answer::ok(&[
+                    mine,
+                    self.tickets_of(from.principal()) as u64,
+                    files_api::PRINCIPAL_TICKETS as u64,
+                    self.tickets.len() as u64,
+                ])
             }
             Request::Update(_) | Request::Swap(_) => unreachable!("answered above"),
         }
@@ -586,7 +631,25 @@ fn main() -> i32 {
     fs.set_cache_blocks(cache);
     let n = fs.list("/").map(|l| l.len()).unwrap_or(0);
     println!("files: baiofs on segment `{}`: {} entries in /, {} blocks free", name, n, fs.free_blocks());
-    let mut files = Files { fs, handles: BTreeMap::new(), next: Handles::new(rt::sys::rdtsc() >> 16), out: alloc::vec![0u8; MAX_IO as usize], text: String::new(), tickets: Vec::new(), ticket_slots, principals: BTreeMap::new(), hand: swap_api::Handing::default(), state: Vec::new(), sessions: BTreeMap::new(), gens: Generations::new(), dirty: alloc::collections::BTreeSet::new(), all_shared: false, session_swaps: 0, session_aborts: 0, interposer: None };
+    let mut files = Files {
+        fs,
+        handles: BTreeMap::new(),
+        next: Handles::new(rt::sys::rdtsc() >> 16),
+        out: alloc::vec![0u8; MAX_IO as usize],
+        text: String::new(),
+        tickets: Vec::new(),
+        ticket_slots,
+        principals: BTreeMap::new(),
+        hand: swap_api::Handing::default(),
+        state: Vec::new(),
+        sessions: BTreeMap::new(),
+        gens: Generations::new(),
+        dirty: alloc::collections::BTreeSet::new(),
+        all_shared: false,
+        session_swaps: 0,
+        session_aborts: 0,
+        interposer: None,
+    };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;
         files.next = Handles::resume(next);
@@ -596,11 +659,20 @@ fn main() -> i32 {
             files.settle(ino);
         }
         // Root's answer grants the old server's ticket block into ours.
-        if env::update_done(true, [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)]).is_err() {
+        if env::update_done(
+            true,
+            [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(ticket_slots, TICKETS_LOG2 as u64, 0), abi::fpage::Fpage(0)],
+        )
+        .is_err()
+        {
             println!("files: root did not complete the update");
             return 1;
         }
-        println!("files: serving in place of the old server ({} handles, {} tickets)", files.handles.len(), files.tickets.len());
+        println!(
+            "files: serving in place of the old server ({} handles, {} tickets)",
+            files.handles.len(),
+            files.tickets.len()
+        );
     }
     let mut buf = alloc::vec![0u8; MAX_IO as usize + 256];
     server::run(&mut files, &mut buf)

@@ -54,7 +54,11 @@ const LOOP_CHUNK: u64 = files_api::MAX_IO;
 /// What a session's data connection is for, once it comes.
 enum Data {
     /// Bytes `first..size` of open file `fh`.
-    Retr { fh: u64, first: u64, size: u64 },
+    Retr {
+        fh: u64,
+        first: u64,
+        size: u64,
+    },
     List(Vec<u8>),
 }
 
@@ -64,11 +68,26 @@ enum Job {
     /// A RETR or LIST waits for the client to connect to the passive port.
     Await(Data),
     /// `net` sends the file (Cue transfer `tid`) on `data`.
-    Cue { tid: u64, data: u64, fh: u64 },
+    Cue {
+        tid: u64,
+        data: u64,
+        fh: u64,
+    },
     /// This program sends `fh` (rwloop: read from `files`, written to the socket) or
     /// `text` itself on `data`; `buf[pos..]` was read and is not yet taken.
-    Loop { data: u64, fh: u64, off: u64, size: u64, buf: Vec<u8>, pos: usize },
-    Text { data: u64, text: Vec<u8>, pos: usize },
+    Loop {
+        data: u64,
+        fh: u64,
+        off: u64,
+        size: u64,
+        buf: Vec<u8>,
+        pos: usize,
+    },
+    Text {
+        data: u64,
+        text: Vec<u8>,
+        pos: usize,
+    },
 }
 
 struct Session {
@@ -159,7 +178,16 @@ impl Ftpd {
 
     fn command(&mut self, s: &mut Session, line: &[u8]) {
         let cmd = ftp::parse(line);
-        let needs_login = !matches!(cmd, Command::User(_) | Command::Pass | Command::Quit | Command::Syst | Command::Feat | Command::Noop | Command::Bad);
+        let needs_login = !matches!(
+            cmd,
+            Command::User(_)
+                | Command::Pass
+                | Command::Quit
+                | Command::Syst
+                | Command::Feat
+                | Command::Noop
+                | Command::Bad
+        );
         if needs_login && !s.logged_in {
             return self.reply(s, "530 Log in first (USER anonymous)\r\n");
         }
@@ -215,7 +243,8 @@ impl Ftpd {
                         s.port = Some(i);
                         s.port_at = rt::sys::now_us();
                         let a = self.ports[i].announced;
-                        let r = if matches!(cmd, Command::Pasv) { ftp::pasv_reply(self.ip, a) } else { ftp::epsv_reply(a) };
+                        let r =
+                            if matches!(cmd, Command::Pasv) { ftp::pasv_reply(self.ip, a) } else { ftp::epsv_reply(a) };
                         self.reply(s, &r);
                     }
                     None => self.reply(s, "425 No data port free; try again later\r\n"),
@@ -228,20 +257,30 @@ impl Ftpd {
                 let path = ftp::resolve(&s.cwd, p);
                 let rest = core::mem::take(&mut s.rest);
                 match path.as_deref().map(|f| (f, files::stat(self.files, f))) {
-                    Some((_, Ok((files::Kind::File, size)))) if rest > size => self.reply(s, &alloc::format!("554 Restart point {} is past the end ({} bytes)\r\n", rest, size)),
-                    Some((f, Ok((files::Kind::File, _)))) => match files::open(self.files, f, false) {
-                        Ok((fh, size)) => {
-                            let rest = rest.min(size);
-                            if rest > 0 {
-                                self.reply(s, &alloc::format!("150 Opening BINARY mode data connection for {} ({} bytes from byte {})\r\n", p, size - rest, rest));
-                            } else {
-                                self.reply(s, &alloc::format!("150 Opening BINARY mode data connection for {} ({} bytes)\r\n", p, size));
+                    Some((_, Ok((files::Kind::File, size)))) if rest > size => self
+                        .reply(s, &alloc::format!("554 Restart point {} is past the end ({} bytes)\r\n", rest, size)),
+                    Some((f, Ok((files::Kind::File, _)))) => {
+                        match files::open(self.files, f, false) {
+                            Ok((fh, size)) => {
+                                let rest = rest.min(size);
+                                if rest > 0 {
+                                    self.reply(s, &alloc::format!("150 Opening BINARY mode data connection for {} ({} bytes from byte {})\r\n", p, size - rest, rest));
+                                } else {
+                                    self.reply(
+                                        s,
+                                        &alloc::format!(
+                                            "150 Opening BINARY mode data connection for {} ({} bytes)\r\n",
+                                            p,
+                                            size
+                                        ),
+                                    );
+                                }
+                                s.port_at = rt::sys::now_us();
+                                s.job = Job::Await(Data::Retr { fh, first: rest, size });
                             }
-                            s.port_at = rt::sys::now_us();
-                            s.job = Job::Await(Data::Retr { fh, first: rest, size });
+                            Err(_) => self.reply(s, "550 Cannot open the file\r\n"),
                         }
-                        Err(_) => self.reply(s, "550 Cannot open the file\r\n"),
-                    },
+                    }
                     _ => self.reply(s, "550 No such file\r\n"),
                 }
             }
@@ -378,7 +417,9 @@ impl Ftpd {
                 let mut job = Job::Loop { data, fh, off: first, size, buf: Vec::new(), pos: 0 };
                 if let (Some(sched), true) = (self.cue, size > first) {
                     let slot = rt::alloc_slot();
-                    let r = files::ticket(self.files, fh, slot).and_then(|(sz, _)| self.net.cue(slot, data, first, 0, sz, sched, np::CUE_SHUTDOWN, np::NO_STATUS));
+                    let r = files::ticket(self.files, fh, slot).and_then(|(sz, _)| {
+                        self.net.cue(slot, data, first, 0, sz, sched, np::CUE_SHUTDOWN, np::NO_STATUS)
+                    });
                     rt::free_slot(slot);
                     match r {
                         Ok(tid) => job = Job::Cue { tid, data, fh },
@@ -485,7 +526,19 @@ impl Ftpd {
                 match *w {
                     Why::Listener if ready & (1 << bit) != 0 => {
                         while let Ok((h, _, _)) = self.net.try_accept(listener) {
-                            let mut s = Session { ctrl: h, cwd: String::from("/"), inbuf: Vec::new(), user_ok: false, logged_in: false, port: None, port_at: 0, rest: 0, job: Job::Idle, last: now, open: true };
+                            let mut s = Session {
+                                ctrl: h,
+                                cwd: String::from("/"),
+                                inbuf: Vec::new(),
+                                user_ok: false,
+                                logged_in: false,
+                                port: None,
+                                port_at: 0,
+                                rest: 0,
+                                job: Job::Idle,
+                                last: now,
+                                open: true,
+                            };
                             if sessions.len() >= MAX_SESSIONS {
                                 self.reply(&mut s, "421 Too many sessions; try again later\r\n");
                                 let _ = self.net.close(h);
@@ -502,7 +555,9 @@ impl Ftpd {
                     }
                     // A session the control connection's bit ended (QUIT, ABOR) has no
                     // job now for this bit.
-                    Why::Job(i) if ready & (1 << bit) != 0 && sessions[i].open && !matches!(sessions[i].job, Job::Idle) => {
+                    Why::Job(i)
+                        if ready & (1 << bit) != 0 && sessions[i].open && !matches!(sessions[i].job, Job::Idle) =>
+                    {
                         let mut s = core::mem::replace(&mut sessions[i], placeholder());
                         if matches!(s.job, Job::Await(_)) {
                             self.data_came(&mut s);
@@ -511,7 +566,9 @@ impl Ftpd {
                         }
                         sessions[i] = s;
                     }
-                    Why::Ctrl(i) if matches!(sessions[i].job, Job::Idle) && now.saturating_sub(sessions[i].last) > IDLE_US => {
+                    Why::Ctrl(i)
+                        if matches!(sessions[i].job, Job::Idle) && now.saturating_sub(sessions[i].last) > IDLE_US =>
+                    {
                         let mut s = core::mem::replace(&mut sessions[i], placeholder());
                         self.reply(&mut s, "421 Idle too long; closing\r\n");
                         s.open = false;
@@ -546,7 +603,19 @@ impl Ftpd {
 
 /// What stands in a session's place while it is being worked on.
 fn placeholder() -> Session {
-    Session { ctrl: 0, cwd: String::new(), inbuf: Vec::new(), user_ok: false, logged_in: false, port: None, port_at: 0, rest: 0, job: Job::Idle, last: 0, open: false }
+    Session {
+        ctrl: 0,
+        cwd: String::new(),
+        inbuf: Vec::new(),
+        user_ok: false,
+        logged_in: false,
+        port: None,
+        port_at: 0,
+        rest: 0,
+        job: Job::Idle,
+        last: 0,
+        open: false,
+    }
 }
 
 fn main() -> i32 {
@@ -610,7 +679,12 @@ fn main() -> i32 {
         }
     }
     let ip = ip.or_else(|| net.info().ok().map(|i| i.ip as u32)).unwrap_or(0);
-    println!("ftpd: serving the files server on port {} ({} data ports; {})", port, ports.len(), if cue.is_some() { "files by Cue" } else { "files by read/write" });
+    println!(
+        "ftpd: serving the files server on port {} ({} data ports; {})",
+        port,
+        ports.len(),
+        if cue.is_some() { "files by Cue" } else { "files by read/write" }
+    );
     let mut f = Ftpd { net, files: fs, ports, ip, cue };
     f.serve(listener)
 }

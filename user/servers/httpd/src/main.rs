@@ -164,7 +164,10 @@ fn status_of(e: Error) -> Status {
 fn switches() -> (u64, u64) {
     let text = rt::env::ps().unwrap_or_default();
     let head: Vec<&str> = text.lines().next().unwrap_or("").split_whitespace().collect();
-    let (Some(vi), Some(ii)) = (head.iter().position(|w| *w == "VOLSW"), head.iter().position(|w| *w == "INVSW")) else { return (0, 0) };
+    let (Some(vi), Some(ii)) = (head.iter().position(|w| *w == "VOLSW"), head.iter().position(|w| *w == "INVSW"))
+    else {
+        return (0, 0);
+    };
     text.lines().skip(1).fold((0, 0), |(v, i), l| {
         let w: Vec<&str> = l.split_whitespace().collect();
         let n = |k: usize| w.get(k).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
@@ -185,7 +188,8 @@ impl Httpd {
                 let t = rt::sys::rdtsc();
                 let units = self.meter.and_then(|m| meter_api::read(m).ok()).map_or(0, |r| r.0);
                 let (vol, inv) = switches();
-                let mut body = alloc::format!("{} {} {} {} {}", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
+                let mut body =
+                    alloc::format!("{} {} {} {} {}", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
                 // Then net's busy ticks by part (`net_api::PROFILE`), if it tells them, as
                 // `part=ticks` words.
                 if let Ok(prof) = self.net.profile() {
@@ -211,7 +215,10 @@ impl Httpd {
                 c.sched = None;
                 path = &req.path[req.path.len() - rest.len() - 1..];
             } else if let Some(rest) = path.strip_prefix("/.cue/") {
-                let parsed = rest.split_once('/').and_then(|(s, _)| s.split_once(':')).and_then(|(k, t)| Some((k.parse().ok()?, t.parse().ok()?)));
+                let parsed = rest
+                    .split_once('/')
+                    .and_then(|(s, _)| s.split_once(':'))
+                    .and_then(|(k, t)| Some((k.parse().ok()?, t.parse().ok()?)));
                 match parsed {
                     Some((k, t)) if np::schedule_ok(k, t) => {
                         c.sched = Some(Schedule { k, t_ms: t });
@@ -251,7 +258,13 @@ impl Httpd {
             Ok((files::Kind::File, size)) => {
                 let range = match http::condition(req, None) {
                     http::Condition::Failed => {
-                        self.small(c, Status::PRECONDITION_FAILED, &[("Content-Type", "text/plain")], "precondition failed\n", head_only);
+                        self.small(
+                            c,
+                            Status::PRECONDITION_FAILED,
+                            &[("Content-Type", "text/plain")],
+                            "precondition failed\n",
+                            head_only,
+                        );
                         return;
                     }
                     http::Condition::NotModified => {
@@ -298,7 +311,8 @@ impl Httpd {
                 }
                 let file = if inline.is_some() { None } else { file };
                 let cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
-                let mut fields = alloc::vec![("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes")];
+                let mut fields =
+                    alloc::vec![("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes")];
                 if status == Status::PARTIAL {
                     fields.push(("Content-Range", &cr));
                 }
@@ -326,8 +340,16 @@ impl Httpd {
     /// second) when its handles are spent for now, or 500.
     fn unavailable(&mut self, c: &mut Conn, e: Error, head_only: bool) {
         match status_of(e) {
-            Status::UNAVAILABLE => self.small(c, Status::UNAVAILABLE, &[("Content-Type", "text/plain"), ("Retry-After", "1")], "busy: try again\n", head_only),
-            Status::NOT_FOUND => self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only),
+            Status::UNAVAILABLE => self.small(
+                c,
+                Status::UNAVAILABLE,
+                &[("Content-Type", "text/plain"), ("Retry-After", "1")],
+                "busy: try again\n",
+                head_only,
+            ),
+            Status::NOT_FOUND => {
+                self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only)
+            }
             st => self.small(c, st, &[("Content-Type", "text/plain")], "cannot read the file\n", head_only),
         }
     }
@@ -515,7 +537,9 @@ impl Httpd {
     /// Have `net` send the rest of the body; false: it cannot (the loop sends it).
     fn start_cue(&mut self, c: &mut Conn, f: u64, sched: Schedule) -> bool {
         let slot = rt::alloc_slot();
-        let r = files::ticket(self.files, f, slot).and_then(|(size, _)| self.net.cue(slot, c.h, c.file_off, c.file_end - c.file_off, size, sched, 0, np::NO_STATUS));
+        let r = files::ticket(self.files, f, slot).and_then(|(size, _)| {
+            self.net.cue(slot, c.h, c.file_off, c.file_end - c.file_off, size, sched, 0, np::NO_STATUS)
+        });
         rt::free_slot(slot);
         match r {
             Ok(t) => {
@@ -599,7 +623,11 @@ impl Httpd {
                     }
                 }
                 Err(e) => {
-                    println!("httpd: net does not know a connection's {} ({}): dropping it", if matches!(c.phase, Phase::Cueing(_)) { "transfer" } else { "socket" }, e.name());
+                    println!(
+                        "httpd: net does not know a connection's {} ({}): dropping it",
+                        if matches!(c.phase, Phase::Cueing(_)) { "transfer" } else { "socket" },
+                        e.name()
+                    );
                     self.drop_conn(c);
                 }
             }
@@ -636,7 +664,15 @@ impl Httpd {
         if self.conns.len() + margin <= self.max_conns {
             return;
         }
-        let mut idle: Vec<(u64, usize)> = self.conns.iter().enumerate().filter(|(_, c)| matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000).map(|(i, c)| (c.last, i)).collect();
+        let mut idle: Vec<(u64, usize)> = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000
+            })
+            .map(|(i, c)| (c.last, i))
+            .collect();
         idle.sort_unstable();
         let n = (self.conns.len() + margin - self.max_conns).min(idle.len());
         let mut gone: Vec<usize> = idle[..n].iter().map(|(_, i)| *i).collect();
@@ -765,7 +801,8 @@ impl Httpd {
 
 /// A refused request, on the log: its status and how it began (printable bytes only).
 fn log_refusal(c: &Conn, st: Status) {
-    let shown: alloc::string::String = c.inbuf.iter().take(60).map(|b| if (0x20..0x7f).contains(b) { *b as char } else { '.' }).collect();
+    let shown: alloc::string::String =
+        c.inbuf.iter().take(60).map(|b| if (0x20..0x7f).contains(b) { *b as char } else { '.' }).collect();
     println!("httpd: {} {} for {:?} ({} bytes)", st.0, st.reason(), shown, c.inbuf.len());
 }
 
@@ -782,7 +819,12 @@ fn main() -> i32 {
             match (k.parse(), t.parse()) {
                 (Ok(k), Ok(t_ms)) if np::schedule_ok(k, t_ms) => cue = Some(Schedule { k, t_ms }),
                 _ => {
-                    println!("httpd: bad schedule {:?} (want cue=K:T, K in 1..={}, T ≤ {})", w, np::MAX_K, np::MAX_T_MS);
+                    println!(
+                        "httpd: bad schedule {:?} (want cue=K:T, K in 1..={}, T ≤ {})",
+                        w,
+                        np::MAX_K,
+                        np::MAX_T_MS
+                    );
                     return 1;
                 }
             }
@@ -798,7 +840,9 @@ fn main() -> i32 {
     let mut last = Error::NotFound;
     let mut got = None;
     for _ in 0..300 {
-        let r = rt::env::lookup("net", ns).and_then(|_| Net::attach(ns)).and_then(|n| n.listen(port, BACKLOG).map(|l| (n, l)));
+        let r = rt::env::lookup("net", ns)
+            .and_then(|_| Net::attach(ns))
+            .and_then(|n| n.listen(port, BACKLOG).map(|l| (n, l)));
         match r {
             Ok(x) => {
                 got = Some(x);

@@ -42,8 +42,8 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use kcore::elf;
-use rt::ipc::{self, Msg, FOREVER};
 use mem_api::Request;
+use rt::ipc::{self, Msg, FOREVER};
 use rt::println;
 use rt::proto;
 use rt::server::{self, Answer, Badge, Server};
@@ -186,7 +186,14 @@ impl Mem {
         }
         let at = POOL + b * BLOCK * PAGE_SIZE;
         let mut req = Msg::new(s0::ALLOC, &[GROW_LOG2, at]);
-        if rt::server::request_mapping(cap::SIGMA0_SLOT, [Fpage::mem(at, 12 + GROW_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut req).is_err() || req.items() != 1 {
+        if rt::server::request_mapping(
+            cap::SIGMA0_SLOT,
+            [Fpage::mem(at, 12 + GROW_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)],
+            &mut req,
+        )
+        .is_err()
+            || req.items() != 1
+        {
             return false;
         }
         if self.spare_blocks.pop().is_none() {
@@ -255,19 +262,37 @@ impl Mem {
     fn reserve(&mut self, badge: u64, n: u64, at: u64) -> Result<u64, Error> {
         let region = match at {
             0 => None,
-            a if a % PAGE_SIZE == 0 && a >= LOWEST && n > 0 && n <= u64::MAX / PAGE_SIZE && abi::layout::is_mappable(a, n * PAGE_SIZE) => Some((a, a + n * PAGE_SIZE)),
+            a if a % PAGE_SIZE == 0
+                && a >= LOWEST
+                && n > 0
+                && n <= u64::MAX / PAGE_SIZE
+                && abi::layout::is_mappable(a, n * PAGE_SIZE) =>
+            {
+                Some((a, a + n * PAGE_SIZE))
+            }
             _ => return Err(Error::InvalidArg),
         };
         let c = self.clients.get(&badge).ok_or(Error::NotFound)?;
         let (held, limit, had) = (c.pages.len() as u64, c.limit, c.reserved);
         if held.saturating_add(had).saturating_add(n) > limit {
-            println!("{}: client {} asked for {} pages past its limit ({} held, {} set aside, limit {}): refused", self.name, badge, n, held, had, limit);
+            println!(
+                "{}: client {} asked for {} pages past its limit ({} held, {} set aside, limit {}): refused",
+                self.name, badge, n, held, had, limit
+            );
             return Err(Error::NoMemory);
         }
         let step = n.min(rt::proto::RESERVE_STEP);
         while self.available() < self.reserved + step {
             if !self.grow() {
-                println!("{}: no memory for {} pages client {} asked for (pool {} pages, {} free, {} set aside): refused", self.name, step, badge, self.pool_pages, self.available(), self.reserved);
+                println!(
+                    "{}: no memory for {} pages client {} asked for (pool {} pages, {} free, {} set aside): refused",
+                    self.name,
+                    step,
+                    badge,
+                    self.pool_pages,
+                    self.available(),
+                    self.reserved
+                );
                 return Err(Error::NoMemory);
             }
         }
@@ -357,7 +382,9 @@ impl Mem {
             si.args[..c.args.len()].copy_from_slice(c.args.as_bytes());
             let off = PAGE_SIZE as usize - core::mem::size_of::<StartInfo>();
             // SAFETY: StartInfo is plain old data.
-            let bytes = unsafe { core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>()) };
+            let bytes = unsafe {
+                core::slice::from_raw_parts(&si as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>())
+            };
             buf[off..].copy_from_slice(bytes);
         }
         c.pages.insert(page, idx);
@@ -422,7 +449,9 @@ impl Mem {
             self.upload = Some((badge, len, Vec::with_capacity(len as usize)));
         }
         match &mut self.upload {
-            Some((b, l, v)) if *b == badge && *l == len && v.len() as u64 == offset && offset + bytes.len() as u64 <= len => {
+            Some((b, l, v))
+                if *b == badge && *l == len && v.len() as u64 == offset && offset + bytes.len() as u64 <= len =>
+            {
                 v.extend_from_slice(bytes);
                 Ok(())
             }
@@ -454,9 +483,32 @@ impl Mem {
         // Its image and main stack are set aside now: the pages every program touches
         // before it can ask for any (and that it cannot do without), so that only what
         // it asks for later (`RESERVE`: its heap) can be refused. No room: not started.
-        let own = e.segments().iter().map(|s| (s.page_range().1 - s.page_range().0) / PAGE_SIZE).sum::<u64>() + abi::layout::MAIN_STACK_PAGES;
+        let own = e.segments().iter().map(|s| (s.page_range().1 - s.page_range().0) / PAGE_SIZE).sum::<u64>()
+            + abi::layout::MAIN_STACK_PAGES;
         self.unregister(badge, false);
-        self.clients.insert(badge, Client { elf: e, image, args: String::from(cmdline), limit, reserved: 0, grafts: flags & mem_api::MAY_GRAFT != 0, regions: BTreeMap::new(), pages: BTreeMap::new(), resident: if resident == 0 { 0 } else { resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT)) }, clean: VecDeque::new(), dropped: BTreeSet::new(), taken_back: 0, refaults: 0, grafted: 0 });
+        self.clients.insert(
+            badge,
+            Client {
+                elf: e,
+                image,
+                args: String::from(cmdline),
+                limit,
+                reserved: 0,
+                grafts: flags & mem_api::MAY_GRAFT != 0,
+                regions: BTreeMap::new(),
+                pages: BTreeMap::new(),
+                resident: if resident == 0 {
+                    0
+                } else {
+                    resident.clamp(mem_api::MIN_RESIDENT, limit.max(mem_api::MIN_RESIDENT))
+                },
+                clean: VecDeque::new(),
+                dropped: BTreeSet::new(),
+                taken_back: 0,
+                refaults: 0,
+                grafted: 0,
+            },
+        );
         let mut left = own;
         while left > 0 {
             match self.reserve(badge, left, 0) {
@@ -542,7 +594,22 @@ fn main() -> i32 {
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
-    let mut srv = Mem { name, blocks: Vec::new(), spare_blocks: Vec::new(), pool_pages: 0, free: Vec::new(), zeroed: Vec::new(), reserved: 0, free_pending: 0, clients: BTreeMap::new(), bootfs, grafts: graft::Table::new(&EVICT, base, graftcode::host()), text: String::new(), inbox: graft_api::upcall::Inbox::new(), upload: None };
+    let mut srv = Mem {
+        name,
+        blocks: Vec::new(),
+        spare_blocks: Vec::new(),
+        pool_pages: 0,
+        free: Vec::new(),
+        zeroed: Vec::new(),
+        reserved: 0,
+        free_pending: 0,
+        clients: BTreeMap::new(),
+        bootfs,
+        grafts: graft::Table::new(&EVICT, base, graftcode::host()),
+        text: String::new(),
+        inbox: graft_api::upcall::Inbox::new(),
+        upload: None,
+    };
     let mut buf = alloc::vec![0u8; graft_api::RECV_BYTES.max(mem_api::IMAGE_PIECE)];
     server::run(&mut srv, &mut buf)
 }
@@ -573,15 +640,23 @@ impl Server for Mem {
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         match req {
             // Registration comes from root only (its capability to us is unbadged).
-            Request::Register { .. } | Request::Unregister { .. } | Request::Image { .. } if !from.is_root() => Answer::err(Error::NoRights),
-            Request::Image { client, offset, len, bytes } => Answer::result(self.image_piece(client, offset, len, bytes)),
-            Request::Register { client, limit, resident, flags, cmdline } => Answer::result(self.register(client, limit, resident, flags, cmdline)),
+            Request::Register { .. } | Request::Unregister { .. } | Request::Image { .. } if !from.is_root() => {
+                Answer::err(Error::NoRights)
+            }
+            Request::Image { client, offset, len, bytes } => {
+                Answer::result(self.image_piece(client, offset, len, bytes))
+            }
+            Request::Register { client, limit, resident, flags, cmdline } => {
+                Answer::result(self.register(client, limit, resident, flags, cmdline))
+            }
             Request::Unregister { client, gone } => {
                 self.unregister(client, gone);
                 Answer::ok(&[])
             }
             // A program's own requests: the program id on its badge is its pager badge.
-            Request::Usage { .. } | Request::Resident { .. } | Request::Reserve { .. } | Request::Graft(_) if !self.clients.contains_key(&(from.program() as u64)) || from.program() == 0 => {
+            Request::Usage { .. } | Request::Resident { .. } | Request::Reserve { .. } | Request::Graft(_)
+                if !self.clients.contains_key(&(from.program() as u64)) || from.program() == 0 =>
+            {
                 Answer::err(Error::NotFound)
             }
             Request::Reserve { pages, at } => match self.reserve(from.program() as u64, pages, at) {
@@ -589,16 +664,28 @@ impl Server for Mem {
                 Err(e) => Answer::err(e),
             },
             // Loading a graft here takes this server's memory: the manifest must grant it.
-            Request::Graft(_) if !self.clients.get(&(from.program() as u64)).is_some_and(|c| c.grafts) => Answer::err(Error::NoRights),
+            Request::Graft(_) if !self.clients.get(&(from.program() as u64)).is_some_and(|c| c.grafts) => {
+                Answer::err(Error::NoRights)
+            }
             Request::Usage { resident } => {
-                let Some(c) = self.clients.get_mut(&(from.program() as u64)) else { return Answer::err(Error::NotFound) };
+                let Some(c) = self.clients.get_mut(&(from.program() as u64)) else {
+                    return Answer::err(Error::NotFound);
+                };
                 if resident != u64::MAX {
                     if resident > c.limit || (resident != 0 && resident < mem_api::MIN_RESIDENT) {
                         return Answer::err(Error::InvalidArg);
                     }
                     c.resident = resident;
                 }
-                Answer::ok(&[c.pages.len() as u64, c.limit, c.resident, c.taken_back, c.refaults, c.grafted, c.reserved])
+                Answer::ok(&[
+                    c.pages.len() as u64,
+                    c.limit,
+                    c.resident,
+                    c.taken_back,
+                    c.refaults,
+                    c.grafted,
+                    c.reserved,
+                ])
             }
             Request::Resident { addr } => {
                 let page = addr & !(PAGE_SIZE - 1);
@@ -610,8 +697,12 @@ impl Server for Mem {
                 // No upcall grafts here: the graft's thread would fault into this server
                 // while it waits for that thread (a page taken back, a heap page), and
                 // the call could only end by its timeout.
-                let upcall = |f: &graft::GraftFile<'_>| (f.tech == graft::Tech::Upcall).then_some(Err(graft::LoadError::Refused("a memory server takes no upcall graft: its thread's page faults would wait for the call waiting for them")));
-                let a = graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| graftcode::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f)));
+                let upcall = |f: &graft::GraftFile<'_>| {
+                    (f.tech == graft::Tech::Upcall).then_some(Err(graft::LoadError::Refused("a memory server takes no upcall graft: its thread's page faults would wait for the call waiting for them")))
+                };
+                let a = graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| {
+                    graftcode::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f))
+                });
                 self.inbox.done();
                 a
             }

@@ -50,7 +50,12 @@ impl Pool {
         if self.free.is_empty() {
             let va = rt::layout::NET_BUFFERS + self.chunks * CHUNK;
             let mut m = Msg::new(s0::ALLOC, &[CHUNK_LOG2, va]);
-            server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + CHUNK_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut m).ok()?;
+            server::request_mapping(
+                self.sigma0,
+                [Fpage::mem(va, 12 + CHUNK_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)],
+                &mut m,
+            )
+            .ok()?;
             if m.items() != 1 {
                 return None;
             }
@@ -66,7 +71,12 @@ impl Pool {
         // a chunk), and slot i was on the free list, so nothing else refers to its bytes
         // until `give(i)`, which the caller does only once the socket holding these
         // slices is gone (removed from smoltcp's set and dropped).
-        let (rx, tx) = unsafe { (core::slice::from_raw_parts_mut(va as *mut u8, RX), core::slice::from_raw_parts_mut((va + RX as u64) as *mut u8, TX)) };
+        let (rx, tx) = unsafe {
+            (
+                core::slice::from_raw_parts_mut(va as *mut u8, RX),
+                core::slice::from_raw_parts_mut((va + RX as u64) as *mut u8, TX),
+            )
+        };
         Some((i, rx, tx))
     }
 

@@ -92,7 +92,22 @@ pub enum Turn {
 
 impl Transfer {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(id: u64, client: u64, socket: u64, sh: SocketHandle, view: View, window: usize, first: u64, end: u64, k: u64, t_ms: u64, flags: u64, status_off: u64, now_us: u64, principal: u32) -> Transfer {
+    pub fn new(
+        id: u64,
+        client: u64,
+        socket: u64,
+        sh: SocketHandle,
+        view: View,
+        window: usize,
+        first: u64,
+        end: u64,
+        k: u64,
+        t_ms: u64,
+        flags: u64,
+        status_off: u64,
+        now_us: u64,
+        principal: u32,
+    ) -> Transfer {
         Transfer {
             id,
             client,
@@ -247,7 +262,11 @@ impl Transfer {
             let data = match Self::ready(&self.view, self.pos, self.c0, self.slots, self.end) {
                 Ok(d) => d,
                 Err(s) => {
-                    let e = if s & b::FAILED != 0 && s & !b::FAILED == b::E_IO { abi::Error::BadState } else { abi::Error::InvalidCap };
+                    let e = if s & b::FAILED != 0 && s & !b::FAILED == b::E_IO {
+                        abi::Error::BadState
+                    } else {
+                        abi::Error::InvalidCap
+                    };
                     return self.fail(e, now_us);
                 }
             };
@@ -295,7 +314,11 @@ impl Transfer {
                 break;
             }
         }
-        if moved { Turn::Moved } else { Turn::Idle }
+        if moved {
+            Turn::Moved
+        } else {
+            Turn::Idle
+        }
     }
 
     fn fail(&mut self, e: abi::Error, now_us: u64) -> Turn {

@@ -33,10 +33,10 @@ use abi::fpage::Fpage;
 use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
-use core::fmt::Write as _;
-use cue::{Transfer, Turn};
 use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt::Write as _;
+use cue::{Transfer, Turn};
 use net_api::{self as p, Request};
 use nic::Nic;
 use rt::ipc::{self, Msg};
@@ -114,12 +114,22 @@ fn ipv4(w: u32) -> Ipv4Address {
 }
 
 enum Sock {
-    Tcp { h: SocketHandle, bytes: usize },
+    Tcp {
+        h: SocketHandle,
+        bytes: usize,
+    },
     /// Listening on `port`: the connections that have come and are not accepted yet,
     /// at most `backlog` (a socket each, made when its SYN came: `admit_syns`); ACCEPT
     /// hands out one that is established.
-    Listen { port: u16, backlog: usize, pool: Vec<SocketHandle> },
-    Udp { h: SocketHandle, port: u16 },
+    Listen {
+        port: u16,
+        backlog: usize,
+        pool: Vec<SocketHandle>,
+    },
+    Udp {
+        h: SocketHandle,
+        port: u16,
+    },
 }
 
 struct Client {
@@ -268,7 +278,11 @@ fn syn_of(frame: &[u8]) -> Option<(IpAddress, u16, u16)> {
 /// Does a socket hold the connection from `from`:`port` to local port `to` already?
 fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bool {
     sockets.iter().any(|(_, s)| match s {
-        smoltcp::socket::Socket::Tcp(t) => t.state() != tcp::State::Closed && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port) && t.local_endpoint().is_some_and(|l| l.port == to),
+        smoltcp::socket::Socket::Tcp(t) => {
+            t.state() != tcp::State::Closed
+                && t.remote_endpoint().is_some_and(|r| r.addr == from && r.port == port)
+                && t.local_endpoint().is_some_and(|l| l.port == to)
+        }
         _ => false,
     })
 }
@@ -276,7 +290,11 @@ fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bo
 /// A TCP socket with its buffers (a slot of `pool`, recorded in `slots`), added to
 /// `sockets`: segments sent at once (no Nagle: the clients batch through the shared
 /// area), dead peers given up after 2 min. None: no frames for its buffers.
-fn add_tcp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>) -> Option<SocketHandle> {
+fn add_tcp(
+    sockets: &mut SocketSet<'static>,
+    pool: &mut bufs::Pool,
+    slots: &mut BTreeMap<SocketHandle, u32>,
+) -> Option<SocketHandle> {
     let (i, rx, tx) = pool.take()?;
     let mut s = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
     s.set_nagle_enabled(false);
@@ -288,9 +306,15 @@ fn add_tcp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut 
 
 /// A UDP socket bound to `port` with its buffers (a slot of `pool`, recorded in
 /// `slots`), added to `sockets`. None: no frames for its buffers.
-fn add_udp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>, port: u16) -> Result<SocketHandle, Error> {
+fn add_udp(
+    sockets: &mut SocketSet<'static>,
+    pool: &mut bufs::Pool,
+    slots: &mut BTreeMap<SocketHandle, u32>,
+    port: u16,
+) -> Result<SocketHandle, Error> {
     let (i, rx, tx) = pool.take().ok_or(Error::NoSpace)?;
-    let mk = |b: &'static mut [u8]| udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], &mut b[..UDP_BUF]);
+    let mk =
+        |b: &'static mut [u8]| udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], &mut b[..UDP_BUF]);
     let mut s = udp::Socket::new(mk(rx), mk(tx));
     if s.bind(port).is_err() {
         drop(s);
@@ -303,7 +327,12 @@ fn add_udp(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut 
 }
 
 /// Remove socket `h` (TCP or UDP) from `sockets` and give its buffers back to `pool`.
-fn remove_sock(sockets: &mut SocketSet<'static>, pool: &mut bufs::Pool, slots: &mut BTreeMap<SocketHandle, u32>, h: SocketHandle) {
+fn remove_sock(
+    sockets: &mut SocketSet<'static>,
+    pool: &mut bufs::Pool,
+    slots: &mut BTreeMap<SocketHandle, u32>,
+    h: SocketHandle,
+) {
     // The socket (holding the slot's slices) is dropped here, before its slot is free.
     drop(sockets.remove(h));
     if let Some(i) = slots.remove(&h) {
@@ -352,7 +381,8 @@ impl Net {
 
     /// Buffer memory every socket holds now (clients' and orphans nobody pays for).
     fn held(&self) -> usize {
-        self.clients.values().map(|c| c.bytes).sum::<usize>() + self.orphans.iter().filter(|o| o.client == NOBODY).map(|o| o.bytes).sum::<usize>()
+        self.clients.values().map(|c| c.bytes).sum::<usize>()
+            + self.orphans.iter().filter(|o| o.client == NOBODY).map(|o| o.bytes).sum::<usize>()
     }
 
     /// Add a socket to a client's table within its limits.
@@ -374,7 +404,10 @@ impl Net {
             Some(c) => c.area,
             None => {
                 let area = self.new_area()?;
-                self.clients.insert(id, Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: Vec::new() });
+                self.clients.insert(
+                    id,
+                    Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: Vec::new() },
+                );
                 area
             }
         };
@@ -390,7 +423,12 @@ impl Net {
         }
         let va = self.area_next;
         let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
-        server::request_mapping(self.sigma0, [Fpage::mem(va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)], &mut m).map_err(|_| Error::NoMemory)?;
+        server::request_mapping(
+            self.sigma0,
+            [Fpage::mem(va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)],
+            &mut m,
+        )
+        .map_err(|_| Error::NoMemory)?;
         self.area_next += p::AREA_BYTES;
         Ok(area_at(va))
     }
@@ -460,7 +498,10 @@ impl Net {
                 let t = self.sockets.get::<tcp::Socket>(*h);
                 let closed = t.state() == tcp::State::Closed;
                 let pending = matches!(t.state(), tcp::State::SynSent | tcp::State::SynReceived);
-                (t.can_recv() || (!t.may_recv() && !pending) || closed, t.can_send() || closed || (!pending && !t.may_send()))
+                (
+                    t.can_recv() || (!t.may_recv() && !pending) || closed,
+                    t.can_send() || closed || (!pending && !t.may_send()),
+                )
             }
             Sock::Listen { pool, .. } => (pool.iter().any(|h| connected(self.sockets.get::<tcp::Socket>(*h))), false),
             Sock::Udp { h, .. } => {
@@ -583,7 +624,14 @@ impl Net {
                     self.iface.routes_mut().remove_default_ipv4_route();
                 }
                 self.how = 1;
-                println!("net: address {} from DHCP, gateway {}", addr, router.map(ip_word).map(p::Ip).map_or(alloc::string::String::from("none"), |g| alloc::format!("{}", g)));
+                println!(
+                    "net: address {} from DHCP, gateway {}",
+                    addr,
+                    router
+                        .map(ip_word)
+                        .map(p::Ip)
+                        .map_or(alloc::string::String::from("none"), |g| alloc::format!("{}", g))
+                );
             }
             Some(dhcpv4::Event::Deconfigured) => {
                 self.iface.update_ip_addrs(|a| a.clear());
@@ -606,7 +654,8 @@ impl Net {
     /// received frames before the stack sees them.
     fn admit_syns(&mut self) {
         let mut held = self.held();
-        let (sockets, clients, syn_held, budget, share) = (&mut self.sockets, &mut self.clients, &mut self.syn_held, self.budget, self.share);
+        let (sockets, clients, syn_held, budget, share) =
+            (&mut self.sockets, &mut self.clients, &mut self.syn_held, self.budget, self.share);
         let (bufs, slots) = (&mut self.bufs, &mut self.buf_slots);
         // The listening ports and whose they are (few: a walk of the tables).
         let mut ports: Vec<(u16, u64, u64)> = Vec::new();
@@ -657,13 +706,17 @@ impl Net {
     /// after the stack has seen their SYN — it was not taken — or whose handshake
     /// failed), and give their memory back.
     fn pools(&mut self) {
-        let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
+        let (sockets, clients, bufs, slots) =
+            (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
         for c in clients.values_mut().filter(|c| !c.listeners.is_empty()) {
             let Client { sockets: table, bytes, listeners, .. } = c;
             for lh in listeners.iter() {
                 let Some(Sock::Listen { pool, .. }) = table.get_mut(lh) else { continue };
                 pool.retain(|h| {
-                    let dead = matches!(sockets.get::<tcp::Socket>(*h).state(), tcp::State::Listen | tcp::State::Closed | tcp::State::TimeWait);
+                    let dead = matches!(
+                        sockets.get::<tcp::Socket>(*h).state(),
+                        tcp::State::Listen | tcp::State::Closed | tcp::State::TimeWait
+                    );
                     if dead {
                         remove_sock(sockets, bufs, slots, *h);
                         *bytes -= SOCK_BYTES;
@@ -677,7 +730,8 @@ impl Net {
     /// Forget closed connections whose last bytes are out (or that lingered too long).
     fn reap(&mut self) {
         let t = now();
-        let (sockets, clients, bufs, slots) = (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
+        let (sockets, clients, bufs, slots) =
+            (&mut self.sockets, &mut self.clients, &mut self.bufs, &mut self.buf_slots);
         self.orphans.retain(|o| {
             let s = sockets.get_mut::<tcp::Socket>(o.h);
             if matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait) {
@@ -747,7 +801,12 @@ impl Net {
                 (self.waiters.remove(i).slot, server::ok_msg(&[0]))
             } else {
                 let next = self.next_seq;
-                let oldest = self.pings.iter().enumerate().filter(|(_, p)| p.client == id).max_by_key(|(_, p)| next.wrapping_sub(p.seq));
+                let oldest = self
+                    .pings
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.client == id)
+                    .max_by_key(|(_, p)| next.wrapping_sub(p.seq));
                 let Some((i, _)) = oldest else { return Err(Error::NoSpace) };
                 (self.pings.swap_remove(i).slot, Msg::new(0, &[Error::Timeout as u64]))
             };
@@ -773,7 +832,14 @@ impl Net {
         repr.emit(&mut Icmpv4Packet::new_unchecked(buf), &caps);
         let slot = self.sleep(id)?;
         let t = now();
-        self.pings.push(Ping { client: id, slot, seq, ip, sent: t, deadline: t + Duration::from_micros(timeout_us.min(60_000_000)) });
+        self.pings.push(Ping {
+            client: id,
+            slot,
+            seq,
+            ip,
+            sent: t,
+            deadline: t + Duration::from_micros(timeout_us.min(60_000_000)),
+        });
         Ok(())
     }
 
@@ -872,13 +938,27 @@ impl Net {
 
     /// Start a Cue transfer (see `net_api::CUE`) of the blocks in `ticket`.
     #[allow(clippy::too_many_arguments)]
-    fn cue(&mut self, id: u64, ticket: u64, handle: u64, first: u64, len: u64, k: u64, t_ms: u64, flags: u64, size: u64, status_off: u64) -> Result<u64, Error> {
+    fn cue(
+        &mut self,
+        id: u64,
+        ticket: u64,
+        handle: u64,
+        first: u64,
+        len: u64,
+        k: u64,
+        t_ms: u64,
+        flags: u64,
+        size: u64,
+        status_off: u64,
+    ) -> Result<u64, Error> {
         let sh = self.tcp_of(id, handle)?;
         if self.cueing(id, handle) {
             return Err(Error::BadState);
         }
         let area = self.client(id)?.area;
-        if status_off != p::NO_STATUS && (!status_off.is_multiple_of(8) || status_off.checked_add(16).is_none_or(|e| e > area.len())) {
+        if status_off != p::NO_STATUS
+            && (!status_off.is_multiple_of(8) || status_off.checked_add(16).is_none_or(|e| e > area.len()))
+        {
             return Err(Error::InvalidArg);
         }
         let len = if len == 0 { size.saturating_sub(first) } else { len };
@@ -895,7 +975,9 @@ impl Net {
         }
         // Charged to the principal too (every program of one principal together).
         let principal = self.caller_principal;
-        if self.transfers.iter().filter(|t| t.principal == principal && t.running()).count() >= p::MAX_TRANSFERS_PER_PRINCIPAL {
+        if self.transfers.iter().filter(|t| t.principal == principal && t.running()).count()
+            >= p::MAX_TRANSFERS_PER_PRINCIPAL
+        {
             return Err(Error::NoSpace);
         }
         if !self.is_blk(ticket) {
@@ -905,14 +987,35 @@ impl Net {
         let (_, _, log2) = cue::layout(first, first + len);
         // Attached for the client who asked: the view and its area are charged to the
         // client's principal at blk (a program without one cannot have a view attached).
-        let view = blk_api::client::attach(self.blk, ticket, va, log2, self.caller_principal).map_err(|e| if e == Error::NoMemory { Error::NoSpace } else { e })?;
+        let view = blk_api::client::attach(self.blk, ticket, va, log2, self.caller_principal).map_err(|e| {
+            if e == Error::NoMemory {
+                Error::NoSpace
+            } else {
+                e
+            }
+        })?;
         if size > view.bytes {
             let _ = view.close();
             return Err(Error::InvalidArg);
         }
         let tid = self.next_transfer;
         self.next_transfer += 1;
-        let mut t = Transfer::new(tid, id, handle, sh, view, window, first, first + len, k, t_ms, flags, status_off, rt::sys::now_us(), principal);
+        let mut t = Transfer::new(
+            tid,
+            id,
+            handle,
+            sh,
+            view,
+            window,
+            first,
+            first + len,
+            k,
+            t_ms,
+            flags,
+            status_off,
+            rt::sys::now_us(),
+            principal,
+        );
         if t.read_ahead().is_err() {
             if let Some(v) = t.view.take() {
                 let _ = v.close();
@@ -1077,7 +1180,11 @@ impl Net {
                 }
                 let local = self.ephemeral();
                 let sh = self.new_tcp().ok_or(Error::NoSpace)?;
-                let r = self.sockets.get_mut::<tcp::Socket>(sh).connect(self.iface.context(), (IpAddress::Ipv4(ipv4(ip)), port), local);
+                let r = self.sockets.get_mut::<tcp::Socket>(sh).connect(
+                    self.iface.context(),
+                    (IpAddress::Ipv4(ipv4(ip)), port),
+                    local,
+                );
                 if r.is_err() {
                     self.remove_sock(sh);
                     return Err(Error::InvalidArg);
@@ -1204,7 +1311,8 @@ impl Net {
                 let words = count.div_ceil(64);
                 Self::range(c, off, 8 * count)?;
                 Self::range(c, out, 8 * words)?;
-                let entries: Vec<(u64, u64)> = (0..count).map(|i| c.area.read(off + 8 * i)).map(|e| (e & 0xffff_ffff, e >> 32)).collect();
+                let entries: Vec<(u64, u64)> =
+                    (0..count).map(|i| c.area.read(off + 8 * i)).map(|e| (e & 0xffff_ffff, e >> 32)).collect();
                 let n = self.ready_bits(id, &entries, out)?;
                 if n != 0 || timeout_us == 0 {
                     return ok(&[n]);
@@ -1225,7 +1333,15 @@ impl Net {
             Request::Limits => {
                 let held = self.held() as u64;
                 let mine = self.clients.get(&id).ok_or(Error::BadState)?.bytes as u64;
-                ok(&[self.share as u64, held, self.budget as u64, mine, SOCK_BYTES as u64, self.syn_held, self.bufs.mapped()])
+                ok(&[
+                    self.share as u64,
+                    held,
+                    self.budget as u64,
+                    mine,
+                    SOCK_BYTES as u64,
+                    self.syn_held,
+                    self.bufs.mapped(),
+                ])
             }
             Request::Ping { ip, timeout_us } => {
                 self.client(id)?;
@@ -1266,7 +1382,19 @@ impl Net {
                 let now_us = rt::sys::now_us();
                 self.cue_text.clear();
                 for t in self.transfers.iter().filter(|t| t.running()) {
-                    let _ = writeln!(self.cue_text, "{} {} {} {} {} {} {} {} {}", t.id, t.client, t.socket, t.sent(), t.end - t.first, t.k, t.t_ms, t.elapsed_us(now_us), t.status);
+                    let _ = writeln!(
+                        self.cue_text,
+                        "{} {} {} {} {} {} {} {} {}",
+                        t.id,
+                        t.client,
+                        t.socket,
+                        t.sent(),
+                        t.end - t.first,
+                        t.k,
+                        t.t_ms,
+                        t.elapsed_us(now_us),
+                        t.status
+                    );
                 }
                 ipc::set_send_string(self.cue_text.as_bytes());
                 Ok(Some(server::ok_msg(&[]).with_string()))
@@ -1364,7 +1492,9 @@ impl Server for Net {
         let id = from.program() as u64;
         if let Request::Graft(g) = req {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
-            let a = graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)));
+            let a = graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |f| {
+                graftcode::engine(f, sigma0).or_else(|| inbox.engine(f))
+            });
             self.inbox.done();
             return a;
         }
@@ -1499,10 +1629,15 @@ fn main() -> i32 {
     // Socket memory: a quarter of the machine's, at most what net's kernel memory maps.
     let ram = {
         let mut m = Msg::new(s0::STATS, &[]);
-        if server::request(s0slot, &mut m).is_ok() { (m.word(3) as usize).saturating_mul(4096) } else { 0 }
+        if server::request(s0slot, &mut m).is_ok() {
+            (m.word(3) as usize).saturating_mul(4096)
+        } else {
+            0
+        }
     };
     let (_, quota, kused) = rt::sys::task_info(abi::cap::SELF_TASK).unwrap_or((0, 0, 0));
-    let mappable = (quota.saturating_sub(kused) as usize).saturating_mul(PAGES_PER_QUOTA_PAGE * 4096) / KERNEL_DEN * KERNEL_NUM;
+    let mappable =
+        (quota.saturating_sub(kused) as usize).saturating_mul(PAGES_PER_QUOTA_PAGE * 4096) / KERNEL_DEN * KERNEL_NUM;
     let share = if ram > 0 { mappable.min(ram / RAM_DEN) } else { mappable };
     let budget = budget.unwrap_or(share / CLIENT_DEN * CLIENT_NUM).min(share);
     let max_sockets = (budget / SOCK_BYTES).max(1);

@@ -235,7 +235,13 @@ impl Device for Nic {
         let (i, hdr, len) = self.ready.pop_front()?;
         let buf = &mut self.rx.get(i)[hdr..hdr + len];
         let rx = Rx { buf, used: &mut self.used, i };
-        let tx = Tx { raw: &mut self.raw, tx: &self.tx, free: &mut self.tx_free, of_token: &mut self.tx_of_token, counters: &mut self.counters };
+        let tx = Tx {
+            raw: &mut self.raw,
+            tx: &self.tx,
+            free: &mut self.tx_free,
+            of_token: &mut self.tx_of_token,
+            counters: &mut self.counters,
+        };
         Some((rx, tx))
     }
 
@@ -244,7 +250,13 @@ impl Device for Nic {
         if self.tx_free.is_empty() {
             return None;
         }
-        Some(Tx { raw: &mut self.raw, tx: &self.tx, free: &mut self.tx_free, of_token: &mut self.tx_of_token, counters: &mut self.counters })
+        Some(Tx {
+            raw: &mut self.raw,
+            tx: &self.tx,
+            free: &mut self.tx_free,
+            of_token: &mut self.tx_of_token,
+            counters: &mut self.counters,
+        })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {

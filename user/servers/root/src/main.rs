@@ -183,7 +183,13 @@ impl Root<'_> {
         let read: Option<Rc<[u8]>> = match image {
             _ if !entry.file.starts_with('/') => None,
             Some(i) => Some(i),
-            None => Some(self.read_program(&entry.file).inspect_err(|e| println!("[root] cannot read `{}` from the files filesystem: {:?}", entry.file, e))?.into()),
+            None => Some(
+                self.read_program(&entry.file)
+                    .inspect_err(|e| {
+                        println!("[root] cannot read `{}` from the files filesystem: {:?}", entry.file, e)
+                    })?
+                    .into(),
+            ),
         };
         let data: &[u8] = match &read {
             Some(r) => r,
@@ -203,19 +209,29 @@ impl Root<'_> {
         let mem_idx = self.mems[pager];
         let mem_slot = self.progs[mem_idx].child.thread;
         let cmdline = entry.cmdline();
-        let child = loader::spawn_paged(data, &cmdline, entry.kpages, entry.priority as u64, mem_slot, badge_of(idx)).map_err(|e| {
+        let child = loader::spawn_paged(data, &cmdline, entry.kpages, entry.priority as u64, mem_slot, badge_of(idx))
+            .map_err(|e| {
             println!("[root] cannot load `{}`: {:?}", entry.name, e);
             match e {
                 loader::LoadError::Sys(e) => e,
                 _ => Error::InvalidArg,
             }
         })?;
-        let sent = if entry.file.starts_with('/') { mem_api::client::image(mem_slot, badge_of(idx), data, ipc::timeouts(1_000_000, 5_000_000)) } else { Ok(()) };
+        let sent = if entry.file.starts_with('/') {
+            mem_api::client::image(mem_slot, badge_of(idx), data, ipc::timeouts(1_000_000, 5_000_000))
+        } else {
+            Ok(())
+        };
         let flags = if entry.caps.iter().any(|c| c == proto::PAGER) { mem_api::MAY_GRAFT } else { 0 };
         // Its own memory server, for its requests about its own memory (`cap::PAGER`:
         // `rt::heap` reserves pages there before it grows).
-        let pager_cap = with_tmp(|tmp| sys::cap_copy(mem_slot, tmp, rights::SEND, self.badge_for(&entry, idx).0).and_then(|_| sys::cap_give(child.task, tmp, cap::PAGER, rights::SEND)));
-        if let Err(e) = pager_cap.and(sent).and_then(|_| mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, flags, &cmdline)) {
+        let pager_cap = with_tmp(|tmp| {
+            sys::cap_copy(mem_slot, tmp, rights::SEND, self.badge_for(&entry, idx).0)
+                .and_then(|_| sys::cap_give(child.task, tmp, cap::PAGER, rights::SEND))
+        });
+        if let Err(e) = pager_cap.and(sent).and_then(|_| {
+            mem_api::client::register(mem_slot, badge_of(idx), entry.pages, entry.resident, flags, &cmdline)
+        }) {
             child.discard();
             return Err(e);
         }
@@ -280,10 +296,16 @@ impl Root<'_> {
         let file = self.fs.find("mem").ok_or(Error::InvalidArg)?;
         let entry = Program { args: name.to_string(), priority: 150, ..Program::new("mem") };
         let quota = self.mem_quota();
-        let child = loader::load_granted(file.data, &entry.cmdline(), quota, entry.priority as u64).map_err(|_| Error::InvalidArg)?;
+        let child = loader::load_granted(file.data, &entry.cmdline(), quota, entry.priority as u64)
+            .map_err(|_| Error::InvalidArg)?;
         let badge = s0_client(self.progs.len());
         // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
-        let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND))));
+        let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| {
+            with_tmp(|tmp| {
+                sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge)
+                    .and_then(|_| sys::cap_give(child.task, tmp, cap::SIGMA0_SLOT, rights::SEND))
+            })
+        });
         if let Err(e) = given.and_then(|_| self.adopt(&child, &entry, None)) {
             child.discard();
             return Err(e);
@@ -317,16 +339,25 @@ impl Root<'_> {
     fn adopt(&mut self, child: &Child, entry: &Program, requester: Option<Requester>) -> Result<(), Error> {
         let idx = self.progs.len();
         let badge = badge_of(idx);
-        with_tmp(|tmp| sys::cap_copy(cap::SELF_THREAD, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PARENT, rights::SEND)))?;
+        with_tmp(|tmp| {
+            sys::cap_copy(cap::SELF_THREAD, tmp, rights::SEND, badge)
+                .and_then(|_| sys::cap_give(child.task, tmp, cap::PARENT, rights::SEND))
+        })?;
         sys::thread_set_fault_handler(child.thread, cap::SELF_THREAD, Badge::fault(badge as u32).0)?;
         if let Some(old) = self.peer_of_next {
             let b = Badge::client(entry.principal as u64, badge as u32).map_or(badge, |b| b.0);
             let srv = self.progs[old].child.thread;
-            with_tmp(|tmp| sys::cap_copy(srv, tmp, rights::SEND, b).and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND)))?;
+            with_tmp(|tmp| {
+                sys::cap_copy(srv, tmp, rights::SEND, b)
+                    .and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND))
+            })?;
         }
         if let Some(Requester { idx: r, slot: dst, control }) = requester {
             let req = &self.progs[r].child;
-            with_tmp(|tmp| sys::cap_copy(req.thread, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND)))?;
+            with_tmp(|tmp| {
+                sys::cap_copy(req.thread, tmp, rights::SEND, badge)
+                    .and_then(|_| sys::cap_give(child.task, tmp, cap::PEER, rights::SEND))
+            })?;
             sys::cap_give(req.task, child.thread, dst, rights::SEND)?;
             // Without control, a task capability with no rights: the spawner sees the
             // program end (the capability goes with the task) and nothing more.
@@ -336,7 +367,10 @@ impl Root<'_> {
         if entry.caps.iter().any(|c| c == "console") {
             if let Some(c) = self.find("console") {
                 let con = self.progs[c].child.thread;
-                let _ = with_tmp(|tmp| sys::cap_copy(con, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(child.task, tmp, cap::CONSOLE, rights::SEND)));
+                let _ = with_tmp(|tmp| {
+                    sys::cap_copy(con, tmp, rights::SEND, badge)
+                        .and_then(|_| sys::cap_give(child.task, tmp, cap::CONSOLE, rights::SEND))
+                });
             }
         }
         // Its CPU, before it runs (a CPU that is not running leaves it on the boot CPU).
@@ -350,7 +384,19 @@ impl Root<'_> {
 
     /// Keep the record of a started program; returns its index.
     fn record(&mut self, child: Child, entry: Program, pager: Option<usize>) -> usize {
-        self.progs.push(Prog { name: entry.name.clone(), entry, child, done: false, pager, restarts: 0, deaths: Deaths::default(), image: None, uses: Vec::new(), spawner: None, successor_of: None });
+        self.progs.push(Prog {
+            name: entry.name.clone(),
+            entry,
+            child,
+            done: false,
+            pager,
+            restarts: 0,
+            deaths: Deaths::default(),
+            image: None,
+            uses: Vec::new(),
+            spawner: None,
+            successor_of: None,
+        });
         self.progs.len() - 1
     }
 
@@ -400,7 +446,11 @@ impl Root<'_> {
         }
         // An update whose old or new program ended is over.
         if self.update.is_some_and(|u| u.new == idx || u.old == idx) {
-            let why = if self.update.is_some_and(|u| u.new == idx) { "the new program ended before it took the state" } else { "the old program ended" };
+            let why = if self.update.is_some_and(|u| u.new == idx) {
+                "the new program ended before it took the state"
+            } else {
+                "the old program ended"
+            };
             self.abort_update(why);
         }
         let p = &mut self.progs[idx];
@@ -420,12 +470,24 @@ impl Root<'_> {
             let name = down.entry.name.clone();
             match down.deaths.died(now, counted, &restart::POLICY) {
                 Verdict::LeaveDown { deaths } => {
-                    println!("[root] {} died {} times within {} s: left down (`run {}` starts it again)", name, deaths, restart::POLICY.interval_us / 1_000_000, name);
+                    println!(
+                        "[root] {} died {} times within {} s: left down (`run {}` starts it again)",
+                        name,
+                        deaths,
+                        restart::POLICY.interval_us / 1_000_000,
+                        name
+                    );
                     self.down.push(down);
                     return;
                 }
                 Verdict::Restart { after_us } if after_us > 0 => {
-                    println!("[root] {} died {} times within {} s: restarting it in {} ms", name, down.deaths.count(), restart::POLICY.interval_us / 1_000_000, after_us / 1000);
+                    println!(
+                        "[root] {} died {} times within {} s: restarting it in {} ms",
+                        name,
+                        down.deaths.count(),
+                        restart::POLICY.interval_us / 1_000_000,
+                        after_us / 1000
+                    );
                     down.due = Some(now.saturating_add(after_us));
                     self.down.push(down);
                     return;
@@ -489,7 +551,9 @@ impl Root<'_> {
             return Err((Error::Exists, "an update is under way"));
         }
         let mut words = text.split(' ').filter(|w| !w.is_empty());
-        let (Some(name), Some(program)) = (words.next(), words.next()) else { return Err((Error::InvalidArg, "give NAME PROGRAM [ARGS]")) };
+        let (Some(name), Some(program)) = (words.next(), words.next()) else {
+            return Err((Error::InvalidArg, "give NAME PROGRAM [ARGS]"));
+        };
         let rest: Vec<&str> = words.collect();
         let Some(old) = self.find(name) else { return Err((Error::NotFound, "no such program running")) };
         if self.progs[old].pager.is_none() || self.progs[old].entry.test {
@@ -511,7 +575,8 @@ impl Root<'_> {
         // before that program starts: a server that does not take part is left alone,
         // and no second instance of it (a driver of the same device) ever runs.
         let mut m = Msg::new(proto::update::BEGIN, &[badge_of(self.progs.len())]);
-        if ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000)).is_err() || m.word(1) != 0 {
+        if ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000)).is_err() || m.word(1) != 0
+        {
             return Err((Error::Unsupported, "the server does not take part in live updates"));
         }
         self.peer_of_next = Some(old);
@@ -538,7 +603,11 @@ impl Root<'_> {
     fn commit_update(&mut self, u: Update) -> Result<Msg, Error> {
         let block = *self.relay.get_or_insert_with(|| rt::alloc_slot_block(RELAY_LOG2 as u32));
         let mut m = Msg::new(proto::update::COMMIT, &[]);
-        ipc::set_windows(Fpage::mem(layout::UPDATE_RELAY, layout::UPDATE_RELAY_LOG2, 0), Fpage::caps(block, RELAY_LOG2, 0), Fpage(0));
+        ipc::set_windows(
+            Fpage::mem(layout::UPDATE_RELAY, layout::UPDATE_RELAY_LOG2, 0),
+            Fpage::caps(block, RELAY_LOG2, 0),
+            Fpage(0),
+        );
         let r = ipc::call(self.progs[u.old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000));
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
         r?;
@@ -562,7 +631,13 @@ impl Root<'_> {
         if let Some(log2) = mem_pages {
             let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, s0_client(u.old), s0_client(u.new)]);
             if let Err(e) = ipc::call(self.sigma0, &mut mv, ipc::FOREVER).and_then(|_| abi::check(mv.word(1))) {
-                println!("[root] the memory {} handed over is not its own frames at {:#x} ({:?}): it goes when {} ends", self.progs[u.old].name, m.word(2), e, badge_of(u.old));
+                println!(
+                    "[root] the memory {} handed over is not its own frames at {:#x} ({:?}): it goes when {} ends",
+                    self.progs[u.old].name,
+                    m.word(2),
+                    e,
+                    badge_of(u.old)
+                );
             }
         }
         self.update = None;
@@ -574,7 +649,8 @@ impl Root<'_> {
                 }
             }
         }
-        let (restart, restarts, deaths) = (self.progs[u.old].entry.restart, self.progs[u.old].restarts, self.progs[u.old].deaths);
+        let (restart, restarts, deaths) =
+            (self.progs[u.old].entry.restart, self.progs[u.old].restarts, self.progs[u.old].deaths);
         let n = &mut self.progs[u.new];
         n.successor_of = None;
         n.entry.restart = restart;
@@ -596,7 +672,12 @@ impl Root<'_> {
                 }
             }
         }
-        println!("[root] {}: program {} serves in place of {}", self.progs[u.new].name, badge_of(u.new), badge_of(u.old));
+        println!(
+            "[root] {}: program {} serves in place of {}",
+            self.progs[u.new].name,
+            badge_of(u.new),
+            badge_of(u.old)
+        );
         self.finish(u.old, Ok(0));
         answer_saved(u.reply, Ok(()));
         let mut r = server::ok_msg(&[]);
@@ -682,7 +763,8 @@ impl Root<'_> {
     }
 
     fn ps(&self) -> String {
-        let mut s = String::from("  ID NAME         STATE     PRIO THREADS PAGER  KPAGES  RESTARTS    VOLSW    INVSW\n");
+        let mut s =
+            String::from("  ID NAME         STATE     PRIO THREADS PAGER  KPAGES  RESTARTS    VOLSW    INVSW\n");
         for (i, p) in self.progs.iter().enumerate() {
             if p.done {
                 continue;
@@ -704,13 +786,30 @@ impl Root<'_> {
                 None => "sigma0",
             };
             let (vol, inv) = sys::task_switches(p.child.task).unwrap_or((0, 0));
-            let _ = writeln!(s, "{:4} {:12} {:9} {:4} {:7} {:6} {:6} {:9} {:8} {:8}", badge_of(i), p.name, state, prio, threads, pager, kused, p.restarts, vol, inv);
+            let _ = writeln!(
+                s,
+                "{:4} {:12} {:9} {:4} {:7} {:6} {:6} {:9} {:8} {:8}",
+                badge_of(i),
+                p.name,
+                state,
+                prio,
+                threads,
+                pager,
+                kused,
+                p.restarts,
+                vol,
+                inv
+            );
         }
         // Programs marked `restart` with no instance: waiting out their back-off
         // (`backoff`), or left down after their budget (`down`).
         for d in &self.down {
             let state = if d.due.is_some() { "backoff" } else { "down" };
-            let _ = writeln!(s, "{:>4} {:12} {:9} {:>4} {:>7} {:6} {:>6} {:9} {:>8} {:>8}", "-", d.entry.name, state, d.entry.priority, "-", d.entry.pager, "-", d.restarts, "-", "-");
+            let _ = writeln!(
+                s,
+                "{:>4} {:12} {:9} {:>4} {:>7} {:6} {:>6} {:9} {:>8} {:>8}",
+                "-", d.entry.name, state, d.entry.priority, "-", d.entry.pager, "-", d.restarts, "-", "-"
+            );
         }
         s
     }
@@ -719,14 +818,28 @@ impl Root<'_> {
         let mut s = String::new();
         let mut m = Msg::new(s0::STATS, &[]);
         if ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() {
-            let _ = writeln!(s, "sigma0: {} of {} frames free ({} MiB of {} MiB)", m.word(2), m.word(3), m.word(2) >> 8, m.word(3) >> 8);
+            let _ = writeln!(
+                s,
+                "sigma0: {} of {} frames free ({} MiB of {} MiB)",
+                m.word(2),
+                m.word(3),
+                m.word(2) >> 8,
+                m.word(3) >> 8
+            );
         }
         for &mi in &self.mems {
             let mut m = Msg::new(mem_api::STATS, &[]);
             if ipc::call(self.progs[mi].child.thread, &mut m, ipc::FOREVER).is_err() {
                 continue;
             }
-            let _ = writeln!(s, "{}: pool {} pages, {} free, {} clients", self.progs[mi].name, m.word(2), m.word(3), m.word(4));
+            let _ = writeln!(
+                s,
+                "{}: pool {} pages, {} free, {} clients",
+                self.progs[mi].name,
+                m.word(2),
+                m.word(3),
+                m.word(4)
+            );
             let w = m.words();
             for c in w[4..].chunks(3) {
                 if let [b, pages, limit] = c {
@@ -837,7 +950,11 @@ impl Root<'_> {
         let mut a = Some(idx);
         while let Some(x) = a {
             if self.descendants(x) >= self.progs[x].entry.spawns {
-                return Err(if x == idx { "the spawner runs as many programs as its `spawns` allows" } else { "a program above the spawner runs as many programs as its `spawns` allows" });
+                return Err(if x == idx {
+                    "the spawner runs as many programs as its `spawns` allows"
+                } else {
+                    "a program above the spawner runs as many programs as its `spawns` allows"
+                });
             }
             a = self.progs[x].spawner;
         }
@@ -862,7 +979,9 @@ impl Root<'_> {
         if name == proto::PAGER {
             let s = self.progs[idx].pager.map(|p| self.mems[p]).ok_or(Error::NotFound)?;
             let (req, badge, srv) = (self.progs[idx].child.task, self.client_badge(idx).0, self.progs[s].child.thread);
-            return with_tmp(|tmp| sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)));
+            return with_tmp(|tmp| {
+                sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND))
+            });
         }
         let req = self.progs[idx].child.task;
         if name == "machine" {
@@ -870,13 +989,18 @@ impl Root<'_> {
         }
         if name == "sigma0" {
             let badge = s0_client(idx);
-            return with_tmp(|tmp| sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)));
+            return with_tmp(|tmp| {
+                sys::cap_copy(cap::SIGMA0_SLOT, tmp, rights::SEND, badge)
+                    .and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND))
+            });
         }
         let s = self.find(name).ok_or(Error::NotFound)?;
         // Servers tell clients apart by badge: the client's principal above its id.
         let badge = self.client_badge(idx).0;
         let srv = self.progs[s].child.thread;
-        with_tmp(|tmp| sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND)))?;
+        with_tmp(|tmp| {
+            sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND))
+        })?;
         if self.progs[s].entry.clients && !self.progs[idx].uses.contains(&s) {
             self.progs[idx].uses.push(s);
         }
@@ -901,7 +1025,14 @@ impl Server for Root<'_> {
         }
         let w = m.words();
         let word = |i: usize| w.get(i).copied().unwrap_or(0);
-        println!("[root] {} faulted: kind {} addr {:#x} ip {:#x} error {:#x}", self.progs[idx - 1].name, word(0), word(1), word(2), word(3));
+        println!(
+            "[root] {} faulted: kind {} addr {:#x} ip {:#x} error {:#x}",
+            self.progs[idx - 1].name,
+            word(0),
+            word(1),
+            word(2),
+            word(3)
+        );
         self.finish(idx - 1, Err("fault"));
         self.maybe_end();
         Some(Answer::Later)
@@ -946,7 +1077,10 @@ impl Server for Root<'_> {
                     return Answer::err(Error::NoRights);
                 }
                 let task = self.progs[idx].child.task;
-                Answer::result(with_tmp(|tmp| sys::irq_create(cap::IRQ_CONTROL_SLOT, line, tmp).and_then(|_| sys::cap_give(task, tmp, slot, rights::CONTROL))))
+                Answer::result(with_tmp(|tmp| {
+                    sys::irq_create(cap::IRQ_CONTROL_SLOT, line, tmp)
+                        .and_then(|_| sys::cap_give(task, tmp, slot, rights::CONTROL))
+                }))
             }
             Request::Ps | Request::Meminfo => {
                 self.text = if matches!(req, Request::Ps) { self.ps() } else { self.meminfo() };
@@ -956,7 +1090,11 @@ impl Server for Root<'_> {
             }
             Request::Kill { id } => {
                 let target = id as usize;
-                if target == 0 || target > self.progs.len() || self.progs[target - 1].done || self.mems.contains(&(target - 1)) {
+                if target == 0
+                    || target > self.progs.len()
+                    || self.progs[target - 1].done
+                    || self.mems.contains(&(target - 1))
+                {
                     return Answer::err(Error::InvalidArg);
                 }
                 // A program may end itself and those it spawned; ending others takes
@@ -1012,7 +1150,11 @@ impl Server for Root<'_> {
                             rt::free_slot(slot);
                             for b in core::mem::take(&mut self.gone_in_update) {
                                 let mut g = Msg::new(server::GONE, &[b]);
-                                let _ = ipc::call(self.progs[u.new].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
+                                let _ = ipc::call(
+                                    self.progs[u.new].child.thread,
+                                    &mut g,
+                                    ipc::timeouts(100_000, 1_000_000),
+                                );
                             }
                             return Answer::Later;
                         }
@@ -1067,7 +1209,12 @@ fn main() -> i32 {
     };
     // Badges carry the principal in 30 bits (`rt::server::Badge`): refuse what does not fit.
     if let Some(p) = manifest.iter().find(|p| Badge::client(p.principal as u64, 1).is_none()) {
-        println!("[root] manifest: program `{}`: principal {} does not fit in a badge (at most {})", p.name, p.principal, Badge::MAX_PRINCIPAL);
+        println!(
+            "[root] manifest: program `{}`: principal {} does not fit in a badge (at most {})",
+            p.name,
+            p.principal,
+            Badge::MAX_PRINCIPAL
+        );
         let _ = sys::machine_exit(cap::MACHINE_SLOT, 1);
         return 1;
     }
@@ -1089,7 +1236,8 @@ fn main() -> i32 {
                 log2 -= 1;
             }
             let mut m = Msg::new(s0::IO, &[first, log2]);
-            got_io &= server::request_mapping(sigma0, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m).is_ok() && m.items() == 1;
+            got_io &= server::request_mapping(sigma0, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m).is_ok()
+                && m.items() == 1;
             first += 1 << log2;
         }
     }
@@ -1097,7 +1245,24 @@ fn main() -> i32 {
         println!("[root] sigma0 did not give the I/O ports the manifest grants");
     }
     let any_test = manifest.iter().any(|p| p.test && p.start);
-    let mut root = Root { fs, fs_len: image.len(), manifest, progs: Vec::new(), mems: Vec::new(), sigma0, passed: 0, failed: 0, text: String::new(), any_test, update: None, peer_of_next: None, relay: None, holding: Holding::default(), gone_in_update: Vec::new(), down: Vec::new() };
+    let mut root = Root {
+        fs,
+        fs_len: image.len(),
+        manifest,
+        progs: Vec::new(),
+        mems: Vec::new(),
+        sigma0,
+        passed: 0,
+        failed: 0,
+        text: String::new(),
+        any_test,
+        update: None,
+        peer_of_next: None,
+        relay: None,
+        holding: Holding::default(),
+        gone_in_update: Vec::new(),
+        down: Vec::new(),
+    };
     for name in MEM_SERVERS {
         match root.start_mem(name) {
             Ok(i) => root.mems.push(i),

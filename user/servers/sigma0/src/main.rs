@@ -142,7 +142,9 @@ impl Sigma0 {
     /// These frames for `client`, if free or already its own.
     fn take(&mut self, pa: u64, pages: u64, client: u16) -> bool {
         let f = (pa / PAGE_SIZE) as usize;
-        let ok = (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f + k as usize], o if o == FREE || o == client));
+        let ok = (0..pages).all(|k| {
+            self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f + k as usize], o if o == FREE || o == client)
+        });
         // Free frames taken count against those kept for page faults, as `ALLOC`'s do.
         if ok && self.free < (0..pages).filter(|&k| self.owner[f + k as usize] == FREE).count() as u64 + self.keep {
             return false;
@@ -163,9 +165,10 @@ impl Sigma0 {
     fn release(&mut self, pa: u64, pages: u64, client: Option<u16>) -> u64 {
         // All of them the client's, an aligned run (a memory server's block): one UNMAP.
         let f0 = (pa / PAGE_SIZE) as usize;
-        let whole = pages.is_power_of_two()
-            && pa.is_multiple_of(pages * PAGE_SIZE)
-            && (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f0 + k as usize], o if o != FREE && o != SELF && client.is_none_or(|c| c == o)));
+        let whole = pages.is_power_of_two() && pa.is_multiple_of(pages * PAGE_SIZE) && (0..pages).all(|k| {
+            self.is_ram(pa + k * PAGE_SIZE)
+                && matches!(self.owner[f0 + k as usize], o if o != FREE && o != SELF && client.is_none_or(|c| c == o))
+        });
         if whole && pages > 1 {
             // SAFETY: only mappings derived from sigma0's own window are revoked.
             let _ = unsafe { sys::unmap(Fpage::mem(SIGMA0_PHYS + pa, 12 + pages.trailing_zeros() as u64, 0), 0) };
@@ -193,7 +196,9 @@ impl Sigma0 {
     /// Frames `pa ..` (`pages`), all `from`'s, become `to`'s (nothing moves otherwise).
     fn move_frames(&mut self, pa: u64, pages: u64, from: u16, to: u16) -> Option<u64> {
         let f = (pa / PAGE_SIZE) as usize;
-        let all = pa.is_multiple_of(PAGE_SIZE) && pa.checked_add(pages * PAGE_SIZE).is_some() && (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && self.owner[f + k as usize] == from);
+        let all = pa.is_multiple_of(PAGE_SIZE)
+            && pa.checked_add(pages * PAGE_SIZE).is_some()
+            && (0..pages).all(|k| self.is_ram(pa + k * PAGE_SIZE) && self.owner[f + k as usize] == from);
         if !all {
             return None;
         }
@@ -248,7 +253,19 @@ fn main() -> i32 {
     // marked SELF below so that they are never handed out.
     let owner = unsafe { core::slice::from_raw_parts_mut((SIGMA0_PHYS + table_pa) as *mut u16, frames as usize) };
     owner.fill(SELF);
-    let mut s = Sigma0 { runs, nruns, mmio, owner, free: 0, total: 0, keep: 0, rotor: (0, 0), down: 0, lent: [(0, 0); s0::MAX_LENDERS], refused: 0 };
+    let mut s = Sigma0 {
+        runs,
+        nruns,
+        mmio,
+        owner,
+        free: 0,
+        total: 0,
+        keep: 0,
+        rotor: (0, 0),
+        down: 0,
+        lent: [(0, 0); s0::MAX_LENDERS],
+        refused: 0,
+    };
     for i in 0..nruns {
         let (a, b) = s.runs[i];
         for f in a / PAGE_SIZE..b / PAGE_SIZE {
@@ -307,7 +324,12 @@ impl Server for Sigma0 {
                 // A borrower's entry first: none free, nothing is lent.
                 let entry = match lend {
                     false => None,
-                    true => match self.lent.iter().position(|l| l.0 == client && l.1 > 0).or_else(|| self.lent.iter().position(|l| l.1 == 0)) {
+                    true => match self
+                        .lent
+                        .iter()
+                        .position(|l| l.0 == client && l.1 > 0)
+                        .or_else(|| self.lent.iter().position(|l| l.1 == 0))
+                    {
                         Some(e) => Some(e),
                         None => return Answer::err(Error::NoSpace),
                     },
@@ -369,7 +391,9 @@ impl Server for Sigma0 {
                 }
                 Answer::ok(&[n])
             }
-            Request::Stats => Answer::ok(&[self.free, self.total, self.lent.iter().map(|l| l.1).sum(), self.refused, self.keep]),
+            Request::Stats => {
+                Answer::ok(&[self.free, self.total, self.lent.iter().map(|l| l.1).sum(), self.refused, self.keep])
+            }
             Request::Reclaim { client: c } if client == 1 => {
                 if let Some(l) = self.lent.iter_mut().find(|l| l.0 as u64 == c) {
                     l.1 = 0;
@@ -379,7 +403,9 @@ impl Server for Sigma0 {
             }
             Request::Reclaim { .. } => Answer::err(Error::NoRights),
             Request::Move { pa, log2, from, to } if client == 1 => {
-                let (Some(from), Some(to)) = (client_of(Badge(from)), client_of(Badge(to))) else { return Answer::err(Error::InvalidArg) };
+                let (Some(from), Some(to)) = (client_of(Badge(from)), client_of(Badge(to))) else {
+                    return Answer::err(Error::InvalidArg);
+                };
                 match self.move_frames(pa, 1 << log2, from, to) {
                     Some(n) => Answer::ok(&[n]),
                     None => Answer::err(Error::NoRights),

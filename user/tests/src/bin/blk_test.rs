@@ -10,9 +10,9 @@
 extern crate alloc;
 
 use baio::{BlockDev, Volume, BLOCK, READ, WRITE};
-use virtio_hal as virtio;
-use tests::Checks;
 use rt::{env, pci, println};
+use tests::Checks;
+use virtio_hal as virtio;
 
 rt::entry!(main);
 
@@ -57,14 +57,18 @@ fn main() -> i32 {
     let mut same = true;
     for i in 0..8u64 {
         let mut r = [0u8; BLOCK];
-        same &= disk.read(scratch.start + i, &mut r).is_ok() && r.iter().enumerate().all(|(k, x)| *x == (i as usize * 31 + k) as u8);
+        same &= disk.read(scratch.start + i, &mut r).is_ok()
+            && r.iter().enumerate().all(|(k, x)| *x == (i as usize * 31 + k) as u8);
     }
     c.check(same, "and read them back intact");
     // Metadata through the driver: create a segment, sync, remount.
     c.check(v.create("made-in-scion", 9, READ | WRITE, 0, 64, u64::MAX, 1).is_ok(), "create a segment");
     c.eq(v.sync(&mut disk), Ok(()), "write the metadata");
     let w = Volume::mount(&mut disk);
-    c.check(w.as_ref().is_ok_and(|w| w.lookup("made-in-scion").is_some_and(|i| i.length == 64 && i.owner == 9)), "remount: the new segment is on disk");
+    c.check(
+        w.as_ref().is_ok_and(|w| w.lookup("made-in-scion").is_some_and(|i| i.length == 64 && i.owner == 9)),
+        "remount: the new segment is on disk",
+    );
     c.check(disk.0.flush().is_ok(), "flush");
     c.finish("blk_test")
 }

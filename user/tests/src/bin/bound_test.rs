@@ -93,7 +93,10 @@ fn main() -> i32 {
     sys::prefault(SRC, SRC_PAGES);
     // The heartbeat keeps our priority; we and the receiver go one below it.
     let hb = thread::spawn(heartbeat, 0, prio);
-    c.check(hb.is_ok() && sys::thread_set_priority(abi::cap::SELF_THREAD, prio - 1).is_ok(), "a heartbeat thread above us");
+    c.check(
+        hb.is_ok() && sys::thread_set_priority(abi::cap::SELF_THREAD, prio - 1).is_ok(),
+        "a heartbeat thread above us",
+    );
     let rx = thread::spawn(receiver, 0, prio - 1).expect("receiver");
 
     phase(&mut c, "a 2^45-byte map item is refused", tsc_per_ms, || {
@@ -133,8 +136,11 @@ fn main() -> i32 {
         r.is_ok() && ipc::call(rx.slot, &mut m, FOREVER).is_ok()
     });
     let n = mem::MAX_PAGES_PER_CALL;
-    // SAFETY: maps our own pages into the child again, four times over.
-    let again = (0..4 * SRC_PAGES / n).all(|i| unsafe { sys::mem_map(child, SRC + (i * n * 4096) % (SRC_PAGES * 4096), CHILD_AT + i * n * 4096, n, mem::READ) }.is_ok());
+    let again = (0..4 * SRC_PAGES / n).all(|i| {
+        // SAFETY: maps our own pages into the child again, four times over.
+        unsafe { sys::mem_map(child, SRC + (i * n * 4096) % (SRC_PAGES * 4096), CHILD_AT + i * n * 4096, n, mem::READ) }
+            .is_ok()
+    });
     c.check(again, "the child maps 16384 pages again");
     phase(&mut c, "destroying a task that holds them", tsc_per_ms, || sys::task_destroy(child).is_ok());
     // One frame mapped as often as the kernel allows, then taken back at once.
@@ -156,7 +162,10 @@ fn main() -> i32 {
         true
     });
     println!("  {} copies of one page made, then {:?}", made, refusal);
-    c.check(made >= 8000 && made < kcore::framedb::MAX_NODES as u64, "thousands of copies, as many as a frame may have (not 65,532)");
+    c.check(
+        made >= 8000 && made < kcore::framedb::MAX_NODES as u64,
+        "thousands of copies, as many as a frame may have (not 65,532)",
+    );
     c.eq(refusal, Err(Error::NoMemory), "past a frame's most mappings: NoMemory");
     phase(&mut c, "UNMAP of the page: its whole mapping tree", tsc_per_ms, || {
         // SAFETY: takes back only what we gave (no UNMAP_SELF).

@@ -48,7 +48,8 @@ fn wrong(d: &[u8], first: u64) -> u64 {
     let mut bad = 0;
     for (j, blk) in d.chunks_exact(4096).enumerate() {
         let b = first + j as u64;
-        if blk.chunks_exact(8).enumerate().any(|(i, w)| u64::from_le_bytes(w.try_into().unwrap()) != value(b, i as u64)) {
+        if blk.chunks_exact(8).enumerate().any(|(i, w)| u64::from_le_bytes(w.try_into().unwrap()) != value(b, i as u64))
+        {
             bad += 1;
         }
     }
@@ -61,7 +62,8 @@ fn read_random(s: &baio::Segment, rng: &mut Rng, n: u64) -> (u64, u64) {
     while done < n {
         let k = (n - done).min(p::MAX_REG_OPS as u64);
         let firsts: alloc::vec::Vec<u64> = (0..k).map(|_| rng.next() % OPS * PER_OP).collect();
-        let ops: alloc::vec::Vec<(u64, u64, u64)> = firsts.iter().map(|f| (p::READ_OP | p::BUFFERED, *f, PER_OP)).collect();
+        let ops: alloc::vec::Vec<(u64, u64, u64)> =
+            firsts.iter().map(|f| (p::READ_OP | p::BUFFERED, *f, PER_OP)).collect();
         for i in 0..k {
             s.data(i).fill(0);
         }
@@ -128,7 +130,8 @@ fn main() -> i32 {
     let firsts: alloc::vec::Vec<u64> = (0..8).map(|i| i * 37 * PER_OP).collect();
     let ops: alloc::vec::Vec<(u64, u64, u64)> = firsts.iter().map(|f| (p::READ_OP | p::BUFFERED, *f, PER_OP)).collect();
     let before = stats(cache)[12];
-    let read = s.batch(&ops).is_ok() && firsts.iter().enumerate().all(|(i, f)| s.wait(i as u64) == p::DONE && wrong(s.data(i as u64), *f) == 0);
+    let read = s.batch(&ops).is_ok()
+        && firsts.iter().enumerate().all(|(i, f)| s.wait(i as u64) == p::DONE && wrong(s.data(i as u64), *f) == 0);
     let calls = stats(cache)[12] - before;
     c.check(read, "a batch of eight buffered reads reads right");
     c.eq(calls, 1, "a batch of eight buffered reads asks the cache once (lookup calls)");
@@ -144,17 +147,29 @@ fn main() -> i32 {
         if st[8] > most[8] {
             most = st;
         }
-        println!("cache_test: round {}: {} blocks held ({} slots, {} resident), hits {} misses {} evictions {}", round, st[8], st[3], st[2], st[0], st[1], st[4]);
+        println!(
+            "cache_test: round {}: {} blocks held ({} slots, {} resident), hits {} misses {} evictions {}",
+            round, st[8], st[3], st[2], st[0], st[1], st[4]
+        );
         if st[8] * st[11] >= BLOCKS {
             break;
         }
     }
     println!("cache_test: reads of the working set in {} ms", (sys::now_us() - t0) / 1000);
     c.eq((failed, bad), (0, 0), "every buffered read of the working set is right (failed, wrong blocks)");
-    c.check(most[8] > s0[8] && most[3] > s0[3], &format!("the cache grew under the working set: {} → {} blocks, {} → {} slots", s0[8], most[8], s0[3], most[3]));
+    c.check(
+        most[8] > s0[8] && most[3] > s0[3],
+        &format!("the cache grew under the working set: {} → {} blocks, {} → {} slots", s0[8], most[8], s0[3], most[3]),
+    );
     // As far as the working set: no constant kernel quota stops it first (root gives
     // the cache and blk the quota for the machine's frames: `lent` in the manifest).
-    c.check(most[8] * most[11] >= BLOCKS, &format!("the cache grew to hold the working set: {} blocks of {} pages for {} blocks", most[8], most[11], BLOCKS));
+    c.check(
+        most[8] * most[11] >= BLOCKS,
+        &format!(
+            "the cache grew to hold the working set: {} blocks of {} pages for {} blocks",
+            most[8], most[11], BLOCKS
+        ),
+    );
 
     // 2. Set aside 75% of the RAM, reading through the cache between the steps.
     let all = mib * 256 * 3 / 4;
@@ -180,13 +195,37 @@ fn main() -> i32 {
         unsafe { core::ptr::write_volatile((AT + i * PAGE) as *mut u64, value(i, 7)) };
     }
     // SAFETY: as above: the pages were set aside and written.
-    let kept = (0..got).filter(|&i| unsafe { core::ptr::read_volatile((AT + i * PAGE) as *const u64) } == value(i, 7)).count() as u64;
-    println!("cache_test: {} of {} pages set aside ({:?}), touched and checked ({} right) in {} ms", got, all, refused, kept, (sys::now_us() - t1) / 1000);
-    c.check(got == all && kept == all, &format!("this program gets 75% of the RAM ({} MiB of {} MiB): {} pages, refused {:?}", all >> 8, mib, got, refused));
+    let kept = (0..got)
+        .filter(|&i| unsafe { core::ptr::read_volatile((AT + i * PAGE) as *const u64) } == value(i, 7))
+        .count() as u64;
+    println!(
+        "cache_test: {} of {} pages set aside ({:?}), touched and checked ({} right) in {} ms",
+        got,
+        all,
+        refused,
+        kept,
+        (sys::now_us() - t1) / 1000
+    );
+    c.check(
+        got == all && kept == all,
+        &format!(
+            "this program gets 75% of the RAM ({} MiB of {} MiB): {} pages, refused {:?}",
+            all >> 8,
+            mib,
+            got,
+            refused
+        ),
+    );
     c.eq((failed, bad), (0, 0), "every buffered read while it allocates is right (failed, wrong blocks)");
     let after = stats(cache);
-    println!("cache_test: the cache now: {} blocks ({} slots), {} taken and {} given back so far", after[8], after[3], after[9], after[10]);
-    c.check(after[10] > 0 && after[8] < most[8], &format!("the cache gave frames back: {} → {} blocks", most[8], after[8]));
+    println!(
+        "cache_test: the cache now: {} blocks ({} slots), {} taken and {} given back so far",
+        after[8], after[3], after[9], after[10]
+    );
+    c.check(
+        after[10] > 0 && after[8] < most[8],
+        &format!("the cache gave frames back: {} → {} blocks", most[8], after[8]),
+    );
 
     // 3. The working set again, all of it, through the smaller cache.
     let (f, b) = read_random(&s, &mut rng, OPS);

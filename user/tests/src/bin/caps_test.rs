@@ -6,9 +6,9 @@
 use abi::{cap, rights, Error};
 use echo_api as echo;
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, FOREVER, POLL};
 use rt::sys;
+use tests::Checks;
 
 rt::entry!(main);
 
@@ -35,11 +35,23 @@ fn main() -> i32 {
     c.eq(sys::cap_info(regrow).map(|i| i.1), Ok(0), "rights did not grow");
     c.eq(sys::cap_info(echo_slot).map(|i| (i.0, i.1)), Ok((cap::THREAD, rights::SEND)), "info: a thread, SEND only");
     c.eq(sys::thread_set_priority(echo_slot, 10), Err(Error::NoRights), "no CONTROL right on someone else's thread");
-    c.eq(sys::cap_info(echo_task).map(|i| (i.0, i.1)), Ok((cap::TASK, rights::CONTROL)), "task capability with CONTROL");
+    c.eq(
+        sys::cap_info(echo_task).map(|i| (i.0, i.1)),
+        Ok((cap::TASK, rights::CONTROL)),
+        "task capability with CONTROL",
+    );
     let weak_task = rt::alloc_slot();
     sys::cap_copy(echo_task, weak_task, 0, 0).unwrap();
-    c.eq(sys::cap_give(weak_task, echo_slot, 30, rights::SEND), Err(Error::NoRights), "give through a task capability without CONTROL");
-    c.eq(sys::cap_give(echo_slot, echo_slot, 30, rights::SEND), Err(Error::WrongType), "give through a thread capability");
+    c.eq(
+        sys::cap_give(weak_task, echo_slot, 30, rights::SEND),
+        Err(Error::NoRights),
+        "give through a task capability without CONTROL",
+    );
+    c.eq(
+        sys::cap_give(echo_slot, echo_slot, 30, rights::SEND),
+        Err(Error::WrongType),
+        "give through a thread capability",
+    );
     c.eq(sys::cap_copy(echo_slot, echo_slot, rights::SEND, 0), Err(Error::SlotInUse), "copy onto an occupied slot");
 
     // Delete.
@@ -57,12 +69,20 @@ fn main() -> i32 {
     c.check(r.is_ok(), "confined program reports");
     // Every slot past PEER but its own memory server's (PAGER).
     let total = cap::SLOTS + 8 - (cap::PEER + 1) - 1;
-    c.eq((m.word(1), m.word(2), m.word(3)), (total, 0, 1), "every other slot refused, its task capability is no thread");
+    c.eq(
+        (m.word(1), m.word(2), m.word(3)),
+        (total, 0, 1),
+        "every other slot refused, its task capability is no thread",
+    );
     let _ = ipc::reply(&Msg::new(0, &[]));
 
     // Destroying the task kills the capability.
     c.eq(sys::task_destroy(echo_task), Ok(()), "destroy echo's task through our CONTROL capability");
-    c.eq(ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(POLL, POLL)), Err(Error::InvalidCap), "thread of a destroyed task is unreachable");
+    c.eq(
+        ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(POLL, POLL)),
+        Err(Error::InvalidCap),
+        "thread of a destroyed task is unreachable",
+    );
     c.eq(sys::cap_info(echo_task), Err(Error::InvalidCap), "and its task capability is dead");
     c.finish("caps_test")
 }

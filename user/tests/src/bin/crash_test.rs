@@ -26,12 +26,12 @@ const AREA: u64 = rt::layout::SEGMENT_AREA;
 const MAX_SEGMENTS: usize = 6;
 const MAX_FILES: usize = 40;
 
-
 fn main() -> i32 {
     let mut args = rt::args().split(' ').skip(1);
     let boot: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(0);
     let seed: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
-    let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ boot.wrapping_add(1).wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+    let mut rng =
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ boot.wrapping_add(1).wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
     let (blk, files) = (rt::alloc_slot(), rt::alloc_slot());
     if env::lookup("blk", blk).is_err() || env::lookup("files", files).is_err() {
         println!("CRASH cannot find blk and files");
@@ -87,8 +87,18 @@ fn main() -> i32 {
                         }
                         let buffered = rng.below(2) == 1;
                         let kind = if buffered { p::WRITE_OP | p::BUFFERED } else { p::WRITE_OP };
-                        println!("CRASH {n} write {name} {block} {:x} {}", ::baio::checksum(&s.data(0)[..4096]), if buffered { "buffered" } else { "direct" });
-                        let r = s.batch(&[(kind, block, 1)]).and_then(|_| if s.wait(0) == p::DONE { Ok(()) } else { Err(abi::Error::BadState) });
+                        println!(
+                            "CRASH {n} write {name} {block} {:x} {}",
+                            ::baio::checksum(&s.data(0)[..4096]),
+                            if buffered { "buffered" } else { "direct" }
+                        );
+                        let r = s.batch(&[(kind, block, 1)]).and_then(|_| {
+                            if s.wait(0) == p::DONE {
+                                Ok(())
+                            } else {
+                                Err(abi::Error::BadState)
+                            }
+                        });
                         let _ = s.close();
                         r
                     }

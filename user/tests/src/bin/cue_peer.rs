@@ -54,7 +54,10 @@ fn main() -> i32 {
     let _ = net.close(h);
     // The second one is left running: this program ends under it.
     if let Ok(h2) = net.connect(SINK, 9, 20_000_000) {
-        c.check(cue_file(&net, fs, fh, h2, Schedule { k: 1, t_ms: 50 }, np::CUE_SHUTDOWN, np::NO_STATUS).is_ok(), "a second transfer, left running");
+        c.check(
+            cue_file(&net, fs, fh, h2, Schedule { k: 1, t_ms: 50 }, np::CUE_SHUTDOWN, np::NO_STATUS).is_ok(),
+            "a second transfer, left running",
+        );
     }
     c.finish("cue_peer")
 }

@@ -106,16 +106,31 @@ fn parallel(c: &mut Checks, net: &Net, fs: u64) {
     c.eq(running.len(), 4, "four transfers started at once");
     let list = net.cue_list().unwrap_or_default();
     let listed = |t: u64| list.lines().any(|l| l.split_whitespace().next() == Some(&format!("{}", t)));
-    c.check(running.iter().all(|(_, _, t, _)| listed(*t) || net.wait(&[(*t, np::ENDED)], 0) == Ok(1)), "CUE_LIST shows every one of them not yet ended");
-    c.eq(running.iter().map(|(_, h, _, _)| net.send_area(*h, 0, 1)).collect::<Vec<_>>(), alloc::vec![Err(Error::BadState); 4], "SEND on a socket a transfer runs on is refused");
+    c.check(
+        running.iter().all(|(_, _, t, _)| listed(*t) || net.wait(&[(*t, np::ENDED)], 0) == Ok(1)),
+        "CUE_LIST shows every one of them not yet ended",
+    );
+    c.eq(
+        running.iter().map(|(_, h, _, _)| net.send_area(*h, 0, 1)).collect::<Vec<_>>(),
+        alloc::vec![Err(Error::BadState); 4],
+        "SEND on a socket a transfer runs on is refused",
+    );
     for (path, h, t, s) in running {
         let st = net.cue_wait(t, 120_000_000);
         let want = expected(fs, &path);
-        c.eq(st.map(|s| (s.status, s.sent)), Ok((np::CUE_DONE, want.1)), &format!("{} with k={} t={} ends done, every byte sent", path, s.k, s.t_ms));
+        c.eq(
+            st.map(|s| (s.status, s.sent)),
+            Ok((np::CUE_DONE, want.1)),
+            &format!("{} with k={} t={} ends done, every byte sent", path, s.k, s.t_ms),
+        );
         c.eq(parse_cksum(&reply(net, h)), Some(want), &format!("{} reached the host byte for byte (cksum)", path));
         let _ = net.close(h);
     }
-    c.eq((net.area.read(4096), net.area.read(4104)), (np::CUE_DONE, expected(fs, "/f0.bin").1), "the status words in the shared area say done and every byte");
+    c.eq(
+        (net.area.read(4096), net.area.read(4104)),
+        (np::CUE_DONE, expected(fs, "/f0.bin").1),
+        "the status words in the shared area say done and every byte",
+    );
 }
 
 fn cancel(c: &mut Checks, net: &Net, fs: u64) {
@@ -129,7 +144,10 @@ fn cancel(c: &mut Checks, net: &Net, fs: u64) {
     };
     rt::sys::sleep_us(200_000);
     let st = net.cue_state(t);
-    c.check(st.is_ok_and(|s| s.status == np::CUE_RUNNING && s.sent > 0 && s.sent < s.total), &format!("the slow transfer is under way: {:?}", st));
+    c.check(
+        st.is_ok_and(|s| s.status == np::CUE_RUNNING && s.sent > 0 && s.sent < s.total),
+        &format!("the slow transfer is under way: {:?}", st),
+    );
     c.eq(net.cue_set(t, Schedule { k: 2, t_ms: 30 }), Ok(()), "its schedule changes while it runs");
     c.eq(net.cue_state(t).map(|s| s.schedule), Ok(Schedule { k: 2, t_ms: 30 }), "and CUE_STATE reports the new one");
     c.eq(net.cue_cancel(t), Ok(()), "cancel");
@@ -156,7 +174,11 @@ fn per_client_limit(c: &mut Checks, net: &Net, fs: u64) {
         let _ = net.close(h);
     }
     let me = format!("{}", tests::id_of("cue_test").unwrap_or(0));
-    c.eq(net.cue_list().map(|l| l.lines().filter(|l| l.split_whitespace().nth(1) == Some(&me)).count()), Ok(0), "closing the sockets cancelled them");
+    c.eq(
+        net.cue_list().map(|l| l.lines().filter(|l| l.split_whitespace().nth(1) == Some(&me)).count()),
+        Ok(0),
+        "closing the sockets cancelled them",
+    );
 }
 
 fn peer_closes(c: &mut Checks, net: &Net, fs: u64) {
@@ -164,7 +186,10 @@ fn peer_closes(c: &mut Checks, net: &Net, fs: u64) {
     match start(net, fs, "/16m.bin", h, Schedule::FAST, np::NO_STATUS) {
         Ok(t) => {
             let st = net.cue_wait(t, 120_000_000);
-            c.check(st.is_ok_and(|s| s.result() == Err(Error::Reset) && s.sent < s.total), &format!("a peer that closes mid-transfer ends it with Reset: {:?}", st));
+            c.check(
+                st.is_ok_and(|s| s.result() == Err(Error::Reset) && s.sent < s.total),
+                &format!("a peer that closes mid-transfer ends it with Reset: {:?}", st),
+            );
         }
         Err(e) => {
             c.check(false, &format!("cue to the closing peer: {}", e.name()));
@@ -227,7 +252,10 @@ fn removed(c: &mut Checks, net: &Net, fs: u64) {
     rt::sys::sleep_us(100_000);
     c.eq(files::remove(fs, path), Ok(()), "the file is removed while net sends it");
     let st = net.cue_wait(t, 120_000_000);
-    c.check(st.is_ok_and(|s: CueState| s.result() == Err(Error::InvalidCap) && s.sent < s.total), &format!("the transfer ends: its blocks were taken back ({:?})", st));
+    c.check(
+        st.is_ok_and(|s: CueState| s.result() == Err(Error::InvalidCap) && s.sent < s.total),
+        &format!("the transfer ends: its blocks were taken back ({:?})", st),
+    );
     let _ = net.close(h);
 }
 
@@ -236,20 +264,54 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     let (fh, size) = files::open(fs, "/1m.bin", false).unwrap_or((0, 0));
     let ticket = rt::alloc_slot();
     c.eq(files::ticket(fs, fh, ticket).map(|t| t.0), Ok(size), "a ticket for an open file");
-    c.eq(files::ticket(fs, fh + 1000, rt::alloc_slot()).map(|t| t.0), Err(Error::InvalidCap), "no ticket for a handle that is not ours");
-    let words = |sock: u64, first: u64, len: u64, k: u64, t: u64, size: u64, off: u64| [sock, first, len, k, t, np::CUE_SHUTDOWN, size, off];
+    c.eq(
+        files::ticket(fs, fh + 1000, rt::alloc_slot()).map(|t| t.0),
+        Err(Error::InvalidCap),
+        "no ticket for a handle that is not ours",
+    );
+    let words = |sock: u64, first: u64, len: u64, k: u64, t: u64, size: u64, off: u64| {
+        [sock, first, len, k, t, np::CUE_SHUTDOWN, size, off]
+    };
     let good = words(h, 0, 0, np::MAX_K, 0, size, np::NO_STATUS);
     c.eq(cue_raw(net, None, &good), Err(Error::Malformed), "CUE without a capability");
-    c.eq(cue_raw(net, Some(fs), &good), Err(Error::InvalidCap), "CUE with a capability to the files server, not a ticket");
+    c.eq(
+        cue_raw(net, Some(fs), &good),
+        Err(Error::InvalidCap),
+        "CUE with a capability to the files server, not a ticket",
+    );
     c.eq(cue_raw(net, Some(net.srv), &good), Err(Error::InvalidCap), "CUE with a capability to net itself");
     c.eq(cue_raw(net, Some(blk), &good), Err(Error::InvalidCap), "CUE with the block service's own capability");
-    c.eq(cue_raw(net, Some(ticket), &words(9999, 0, 0, np::MAX_K, 0, size, np::NO_STATUS)), Err(Error::InvalidCap), "CUE on a socket that is not ours");
+    c.eq(
+        cue_raw(net, Some(ticket), &words(9999, 0, 0, np::MAX_K, 0, size, np::NO_STATUS)),
+        Err(Error::InvalidCap),
+        "CUE on a socket that is not ours",
+    );
     c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 0, 0, size, np::NO_STATUS)), Err(Error::InvalidArg), "k = 0");
-    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, np::MAX_T_MS + 1, size, np::NO_STATUS)), Err(Error::InvalidArg), "t past the limit");
-    c.eq(cue_raw(net, Some(ticket), &words(h, size, 0, 1, 0, size, np::NO_STATUS)), Err(Error::InvalidArg), "a first byte past the end");
-    c.eq(cue_raw(net, Some(ticket), &words(h, 0, size + 1, 1, 0, size, np::NO_STATUS)), Err(Error::InvalidArg), "a range past the size");
-    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size, 3)), Err(Error::InvalidArg), "a status word not aligned");
-    c.eq(cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size, np::AREA_BYTES - 8)), Err(Error::InvalidArg), "status words past the shared area");
+    c.eq(
+        cue_raw(net, Some(ticket), &words(h, 0, 0, 1, np::MAX_T_MS + 1, size, np::NO_STATUS)),
+        Err(Error::InvalidArg),
+        "t past the limit",
+    );
+    c.eq(
+        cue_raw(net, Some(ticket), &words(h, size, 0, 1, 0, size, np::NO_STATUS)),
+        Err(Error::InvalidArg),
+        "a first byte past the end",
+    );
+    c.eq(
+        cue_raw(net, Some(ticket), &words(h, 0, size + 1, 1, 0, size, np::NO_STATUS)),
+        Err(Error::InvalidArg),
+        "a range past the size",
+    );
+    c.eq(
+        cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size, 3)),
+        Err(Error::InvalidArg),
+        "a status word not aligned",
+    );
+    c.eq(
+        cue_raw(net, Some(ticket), &words(h, 0, 0, 1, 0, size, np::AREA_BYTES - 8)),
+        Err(Error::InvalidArg),
+        "status words past the shared area",
+    );
     let mut m = Msg::new(np::CUE, &[h, 0, 0, 1, 0, 8 | np::CUE_SHUTDOWN, size, np::NO_STATUS]);
     m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
     c.eq(rt::server::request(net.srv, &mut m), Err(Error::InvalidArg), "unknown flags");
@@ -258,7 +320,11 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     c.check(own.as_ref().is_ok_and(|v| v.cap != ticket), "ATTACH hands the holder a capability of its own");
     c.check(own.is_ok(), &format!("a program may attach its ticket itself: {:?}", own.as_ref().map(|v| v.blocks)));
     c.eq(cue_raw(net, Some(ticket), &good), Err(Error::BadState), "CUE with a ticket attached already");
-    c.eq(tests::raw_request(ticket, blk_api::CLOSE, &[], None), Err(Error::BadState), "once attached, the ticket cannot close the view: only its holder can");
+    c.eq(
+        tests::raw_request(ticket, blk_api::CLOSE, &[], None),
+        Err(Error::BadState),
+        "once attached, the ticket cannot close the view: only its holder can",
+    );
     if let Ok(v) = &own {
         c.eq(rt::sys::cap_info(v.cap).map(|_| ()), Ok(()), "and the holder's view is still open");
     }
@@ -266,17 +332,33 @@ fn hostile(c: &mut Checks, net: &Net, fs: u64, blk: u64) {
     // is used up (net gives it back).
     let fresh = rt::alloc_slot();
     let _ = files::ticket(fs, fh, fresh);
-    c.eq(cue_raw(net, Some(fresh), &words(h, 0, 0, 1, 0, size + 1, np::NO_STATUS)), Err(Error::InvalidArg), "a size past the file's (the ticket says how many bytes it holds)");
+    c.eq(
+        cue_raw(net, Some(fresh), &words(h, 0, 0, 1, 0, size + 1, np::NO_STATUS)),
+        Err(Error::InvalidArg),
+        "a size past the file's (the ticket says how many bytes it holds)",
+    );
     c.eq(cue_raw(net, Some(fresh), &good), Err(Error::InvalidCap), "a ticket net gave back after a refusal is dead");
     // A file that ends inside a block: its slack is not the program's to send.
     if let Ok((f1, s1)) = files::open(fs, "/f1.bin", false) {
         let t1 = rt::alloc_slot();
         let _ = files::ticket(fs, f1, t1);
-        c.eq(cue_raw(net, Some(t1), &words(h, 0, 0, 1, 0, s1.div_ceil(4096) * 4096, np::NO_STATUS)), Err(Error::InvalidArg), "a size up to the end of the file's last block, past the file");
+        c.eq(
+            cue_raw(net, Some(t1), &words(h, 0, 0, 1, 0, s1.div_ceil(4096) * 4096, np::NO_STATUS)),
+            Err(Error::InvalidArg),
+            "a size up to the end of the file's last block, past the file",
+        );
         let _ = files::close(fs, f1);
     }
     // Nothing net refused stays running.
-    c.eq(net.cue_list().map(|l| l.lines().filter(|l| l.split_whitespace().nth(1) == Some(&format!("{}", tests::id_of("cue_test").unwrap_or(0)))).count()), Ok(0), "no refused CUE left a transfer");
+    c.eq(
+        net.cue_list().map(|l| {
+            l.lines()
+                .filter(|l| l.split_whitespace().nth(1) == Some(&format!("{}", tests::id_of("cue_test").unwrap_or(0))))
+                .count()
+        }),
+        Ok(0),
+        "no refused CUE left a transfer",
+    );
     let _ = files::close(fs, fh);
     let _ = net.close(h);
     let _ = rt::sys::cap_delete(ticket);
@@ -314,24 +396,44 @@ fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
     c.eq(s.delegate(baio::READ, &runs, 0, ticket).map(|d| d.0), Ok(24), "a view of two runs of it, out of order");
     match seg::open(blk, "cue_seg", baio::READ, rt::layout::BENCH[0]) {
         Ok(ro) => {
-            c.eq(ro.delegate(baio::READ | baio::WRITE, &[(0, 64)], 0, rt::alloc_slot()), Err(Error::NoRights), "a view has no more rights than its parent");
+            c.eq(
+                ro.delegate(baio::READ | baio::WRITE, &[(0, 64)], 0, rt::alloc_slot()),
+                Err(Error::NoRights),
+                "a view has no more rights than its parent",
+            );
             let _ = ro.close();
         }
         Err(e) => {
             c.check(false, &format!("open the segment read-only: {}", e.name()));
         }
     }
-    c.eq(s.delegate(baio::READ, &[(60, 8)], 0, rt::alloc_slot()), Err(Error::InvalidArg), "a view past the segment's end");
-    c.eq(s.delegate(baio::READ, &[(0, 2)], 3 * 4096, rt::alloc_slot()), Err(Error::InvalidArg), "a view of more bytes than its blocks");
+    c.eq(
+        s.delegate(baio::READ, &[(60, 8)], 0, rt::alloc_slot()),
+        Err(Error::InvalidArg),
+        "a view past the segment's end",
+    );
+    c.eq(
+        s.delegate(baio::READ, &[(0, 2)], 3 * 4096, rt::alloc_slot()),
+        Err(Error::InvalidArg),
+        "a view of more bytes than its blocks",
+    );
     // A view of 16 blocks readable for 8 blocks and 100 bytes: the rest reads as zeros
     // (a file's slack in its last block is never seen through a ticket).
     let short = rt::alloc_slot();
     let limit = 8 * 4096 + 100;
     let _ = s.delegate(baio::READ, &[(40, 16)], limit, short);
     for bad in [11u64, 22] {
-        c.eq(seg::attach(blk, short, rt::layout::BENCH[1], bad, 0).map(|_| ()), Err(Error::InvalidArg), &format!("ATTACH of 2^{bad} bytes"));
+        c.eq(
+            seg::attach(blk, short, rt::layout::BENCH[1], bad, 0).map(|_| ()),
+            Err(Error::InvalidArg),
+            &format!("ATTACH of 2^{bad} bytes"),
+        );
     }
-    c.eq(tests::raw_request(short, blk_api::ATTACH, &[17, 0], None), Err(Error::BadState), "ATTACH through the ticket itself (it goes to the service)");
+    c.eq(
+        tests::raw_request(short, blk_api::ATTACH, &[17, 0], None),
+        Err(Error::BadState),
+        "ATTACH through the ticket itself (it goes to the service)",
+    );
     // The control page and 16 blocks: 128 KiB of the area mapped, no more.
     let mine = seg::attach(blk, short, rt::layout::BENCH[1], 17, 0);
     match mine {
@@ -340,9 +442,19 @@ fn segment_range(c: &mut Checks, net: &Net, blk: u64) {
             let read = v.batch_ops(&[blk_api::op(blk_api::READ_OP, 0, 16, 0, blk_api::DATA)], blk_api::WAIT_ALL);
             let got = v.bytes(blk_api::DATA, 16 * 4096);
             let want = |k: u64| if k < limit { byte(40 * 4096 + k) } else { 0 };
-            c.check(read.is_ok() && v.status(0) == blk_api::DONE && got.iter().enumerate().all(|(k, b)| *b == want(k as u64)), "reads through it give its bytes, then zeros");
-            let past = v.batch_ops(&[blk_api::op(blk_api::READ_OP, 0, 16, 1, blk_api::DATA + 64 * 1024)], blk_api::WAIT_ALL);
-            c.eq((past, v.status(1)), (Ok(()), blk_api::FAILED | blk_api::E_BAD), "a read into the area past what the holder mapped");
+            c.check(
+                read.is_ok()
+                    && v.status(0) == blk_api::DONE
+                    && got.iter().enumerate().all(|(k, b)| *b == want(k as u64)),
+                "reads through it give its bytes, then zeros",
+            );
+            let past =
+                v.batch_ops(&[blk_api::op(blk_api::READ_OP, 0, 16, 1, blk_api::DATA + 64 * 1024)], blk_api::WAIT_ALL);
+            c.eq(
+                (past, v.status(1)),
+                (Ok(()), blk_api::FAILED | blk_api::E_BAD),
+                "a read into the area past what the holder mapped",
+            );
             let _ = v.close();
         }
         Err(e) => {
@@ -405,7 +517,10 @@ fn md5_of(data: &[u8]) -> [u64; 2] {
         grafts::md5(piece, &mut st);
     }
     grafts::md5(&data[whole..], &mut st);
-    [u64::from_le_bytes(st[..8].try_into().unwrap_or_default()), u64::from_le_bytes(st[8..16].try_into().unwrap_or_default())]
+    [
+        u64::from_le_bytes(st[..8].try_into().unwrap_or_default()),
+        u64::from_le_bytes(st[8..16].try_into().unwrap_or_default()),
+    ]
 }
 
 /// Cue's stream point (VINO §3.2): with `CUE_STREAM` the bytes net sends also go
@@ -418,12 +533,20 @@ fn streams(c: &mut Checks, net: &Net, fs: u64) {
         let r = cue_file(net, fs, fh, h, Schedule::FAST, np::CUE_SHUTDOWN | np::CUE_STREAM, np::NO_STATUS);
         let _ = files::close(fs, fh);
         let st = r.ok().and_then(|(t, _)| net.cue_wait(t, 120_000_000).ok());
-        c.eq(parse_cksum(&reply(net, h)), Some(expected(fs, path)), &format!("{path} reached the host byte for byte (cksum)"));
+        c.eq(
+            parse_cksum(&reply(net, h)),
+            Some(expected(fs, path)),
+            &format!("{path} reached the host byte for byte (cksum)"),
+        );
         let _ = net.close(h);
         st
     };
     let st = send(c, "/small.txt");
-    c.eq(st.map(|s| s.status), Some(np::CUE_DONE | np::CUE_STREAM_ABORTED), "a stream transfer with no graft ends done, marked CUE_STREAM_ABORTED");
+    c.eq(
+        st.map(|s| s.status),
+        Some(np::CUE_DONE | np::CUE_STREAM_ABORTED),
+        "a stream transfer with no graft ends done, marked CUE_STREAM_ABORTED",
+    );
     // rhai hashes about a thousand times slower than native: a short file for it.
     for (tech, path) in [("native", "/f1.bin"), ("wasmi", "/f1.bin"), ("ebpf", "/f1.bin"), ("rhai", "/small.txt")] {
         let Ok(file) = files::read_all(fs, &format!("/grafts/stream_{tech}_md5.graft")) else {
@@ -439,7 +562,11 @@ fn streams(c: &mut Checks, net: &Net, fs: u64) {
         };
         let st = send(c, path);
         let len = files::read_all(fs, path).map(|d| d.len() as u64).unwrap_or(0);
-        c.eq(st.map(|s| (s.status, s.sent)), Some((np::CUE_DONE, len)), &format!("{tech}: {path} sent through the MD5 graft, done"));
+        c.eq(
+            st.map(|s| (s.status, s.sent)),
+            Some((np::CUE_DONE, len)),
+            &format!("{tech}: {path} sent through the MD5 graft, done"),
+        );
         let want = md5_of(&files::read_all(fs, path).unwrap_or_default());
         let got = graft_api::read_state(net.srv, id, 0, 16).map(|w| [w[0], w[1]]);
         c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of {path}"));
@@ -450,7 +577,10 @@ fn streams(c: &mut Checks, net: &Net, fs: u64) {
 fn main() -> i32 {
     let mut c = Checks::new();
     let (ns, fs, blk) = (rt::alloc_slot(), rt::alloc_slot(), rt::alloc_slot());
-    if rt::env::lookup("net", ns).is_err() || rt::env::lookup("files", fs).is_err() || rt::env::lookup("blk", blk).is_err() {
+    if rt::env::lookup("net", ns).is_err()
+        || rt::env::lookup("files", fs).is_err()
+        || rt::env::lookup("blk", blk).is_err()
+    {
         println!("cue_test: the manifest must grant net, files and blk");
         return 1;
     }
@@ -471,7 +601,8 @@ fn main() -> i32 {
     // and the kernel keeps the page tables and node pages it grew to.)
     per_client_limit(&mut c, &net, fs);
     // cue_peer ends with a transfer running: net cancels it.
-    let all_gone = tests::wait_until(6000, || net.cue_list().is_ok_and(|l| l.is_empty()) && tests::id_of("cue_peer").is_none());
+    let all_gone =
+        tests::wait_until(6000, || net.cue_list().is_ok_and(|l| l.is_empty()) && tests::id_of("cue_peer").is_none());
     c.check(all_gone, "the transfer of cue_peer, which ended under it, is cancelled");
     // Areas of ended transfers go from net once blk's PARK_US has passed.
     rt::sys::sleep_us(1_500_000);

@@ -4,10 +4,10 @@
 #![no_std]
 #![no_main]
 
-use tests::Checks;
 use blk_api as p;
 use blk_api::client as baio;
 use rt::{env, println};
+use tests::Checks;
 
 rt::entry!(main);
 
@@ -56,7 +56,10 @@ fn main() -> i32 {
     if let Ok(s) = s {
         c.eq(s.batch(&[(p::READ_OP, 0, 4)]), Ok(()), "read it");
         c.eq(s.wait(0), p::DONE, "read");
-        c.check(s.data(0).iter().enumerate().all(|(k, b)| *b == pattern(k)), "every byte written before the sync survived the kill");
+        c.check(
+            s.data(0).iter().enumerate().all(|(k, b)| *b == pattern(k)),
+            "every byte written before the sync survived the kill",
+        );
     }
     c.finish("durable")
 }

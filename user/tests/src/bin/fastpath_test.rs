@@ -142,10 +142,13 @@ static ANSWER: AtomicU64 = AtomicU64::new(0);
 fn caller(_: u64) {
     let mut m = Msg::new(3, &[5]);
     let r = ipc::call(TARGET.load(Ordering::SeqCst), &mut m, FOREVER);
-    ANSWER.store(match r {
-        Ok(()) => 1 + m.word(1),
-        Err(e) => 0x8000 + e as u64,
-    }, Ordering::SeqCst);
+    ANSWER.store(
+        match r {
+            Ok(()) => 1 + m.word(1),
+            Err(e) => 0x8000 + e as u64,
+        },
+        Ordering::SeqCst,
+    );
 }
 
 /// Send (not call) word 9 to the thread in TARGET, then end.
@@ -212,9 +215,14 @@ fn conditions(c: &mut Checks, p: u64) {
     let l = thread::spawn(listener, 3, p - 10).unwrap();
     sys::sleep_us(2_000);
     take_log();
-    c.eq(ipc::send(l.slot, &Msg::new(1, &[77]), timeouts(POLL, INFINITE)), Ok(()), "make a more important thread ready");
+    c.eq(
+        ipc::send(l.slot, &Msg::new(1, &[77]), timeouts(POLL, INFINITE)),
+        Ok(()),
+        "make a more important thread ready",
+    );
     let mut m = Msg::new(7, &[2]);
-    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a call with a more important thread ready"));
+    let n =
+        fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a call with a more important thread ready"));
     c.eq(m.word(1), 3, "answered");
     c.eq(n, 1, "general path for the call");
     let order: Vec<u64> = take_log().iter().map(|e| e >> 56).collect();
@@ -225,11 +233,15 @@ fn conditions(c: &mut Checks, p: u64) {
     sys::cap_copy(s.slot, copy, rights::SEND, 0).unwrap();
     sys::cap_delete(copy).unwrap();
     let mut m = Msg::new(7, &[3]);
-    let n = fast_during(|| c.eq(ipc::call(copy, &mut m, FOREVER), Err(Error::InvalidCap), "a call through a deleted capability"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(copy, &mut m, FOREVER), Err(Error::InvalidCap), "a call through a deleted capability")
+    });
     c.eq(n, 0, "general path");
     let nosend = rt::alloc_slot();
     sys::cap_copy(s.slot, nosend, rights::CONTROL, 0).unwrap();
-    let n = fast_during(|| c.eq(ipc::call(nosend, &mut m, FOREVER), Err(Error::NoRights), "a call without the right to send"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(nosend, &mut m, FOREVER), Err(Error::NoRights), "a call without the right to send")
+    });
     c.eq(n, 0, "general path");
     // A kept capability: the fastpath keeps a thread's last call capability while no
     // capability anywhere is removed or reduced. Called through twice (kept), then the
@@ -253,24 +265,37 @@ fn conditions(c: &mut Checks, p: u64) {
         c.eq(m.word(2), 0x52, "the new capability's badge, not the kept one's");
     }
     // SAFETY: capabilities, not memory: nothing refers to the right taken.
-    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::caps(kept, 0, rights::SEND), abi::fpage::UNMAP_SELF) }, Ok(()), "take the kept slot's send right");
+    c.eq(
+        unsafe { sys::unmap(abi::fpage::Fpage::caps(kept, 0, rights::SEND), abi::fpage::UNMAP_SELF) },
+        Ok(()),
+        "take the kept slot's send right",
+    );
     let mut m = Msg::new(7, &[3]);
     let r = ipc::call(kept, &mut m, FOREVER);
-    c.check(r == Err(Error::NoRights) || r == Err(Error::InvalidCap), "a call through the kept slot without its send right fails");
+    c.check(
+        r == Err(Error::NoRights) || r == Err(Error::InvalidCap),
+        "a call through the kept slot without its send right fails",
+    );
     let gone = thread::spawn(server, 4, p - 20).unwrap();
     sys::sleep_us(2_000);
     // SAFETY: the thread is ours and holds nothing.
     c.eq(unsafe { sys::thread_destroy(gone.slot) }, Ok(()), "a waiting server thread destroyed");
-    let n = fast_during(|| c.eq(ipc::call(gone.slot, &mut m, FOREVER), Err(Error::InvalidCap), "a call to a destroyed thread"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(gone.slot, &mut m, FOREVER), Err(Error::InvalidCap), "a call to a destroyed thread")
+    });
     c.eq(n, 0, "general path");
 
     // Timeouts: a bounded call; a bounded reply-and-wait.
     let mut m = Msg::new(7, &[4]);
-    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, timeouts(INFINITE, 1_000_000)), Ok(()), "a call with a receive timeout"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(s.slot, &mut m, timeouts(INFINITE, 1_000_000)), Ok(()), "a call with a receive timeout")
+    });
     c.eq(m.word(1), 5, "answered");
     c.eq(n, 1, "general path for the call");
     let mut m = Msg::new(7, &[4]);
-    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, timeouts(1_000_000, INFINITE)), Ok(()), "a call with a send timeout"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(s.slot, &mut m, timeouts(1_000_000, INFINITE)), Ok(()), "a call with a send timeout")
+    });
     c.eq(n, 1, "general path for the call");
     let me = rt::alloc_slot();
     sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 0).unwrap();
@@ -280,7 +305,9 @@ fn conditions(c: &mut Checks, p: u64) {
     let mut m = Msg::empty();
     c.eq(ipc::recv(RECV_ANY, &mut m, FOREVER), Ok(0), "receive a call");
     let mut r = Msg::new(1, &[m.word(1) + 10]);
-    let n = fast_during(|| c.eq(ipc::reply_wait(RECV_ANY, &mut r, timeouts(POLL, 5_000)), Err(Error::Timeout), "a bounded reply-and-wait"));
+    let n = fast_during(|| {
+        c.eq(ipc::reply_wait(RECV_ANY, &mut r, timeouts(POLL, 5_000)), Err(Error::Timeout), "a bounded reply-and-wait")
+    });
     c.eq(n, 0, "general path");
     sys::sleep_us(2_000);
     c.eq(ANSWER.load(Ordering::SeqCst), 16, "the caller got the reply");
@@ -302,12 +329,16 @@ fn conditions(c: &mut Checks, p: u64) {
     let long = [4u8; 600];
     ipc::set_send_string(&long);
     let mut m = Msg::new(7, &[6]).with_string();
-    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Err(Error::TooLong), "a string longer than the receiver's buffer"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(s.slot, &mut m, FOREVER), Err(Error::TooLong), "a string longer than the receiver's buffer")
+    });
     c.eq(n, 0, "general path");
     ipc::utcb().send_buf_addr = 0x10;
     ipc::utcb().send_buf_len = 8;
     let mut m = Msg::new(7, &[6]).with_string();
-    let n = fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Err(Error::CopyFault), "a string from memory that is not mapped"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(s.slot, &mut m, FOREVER), Err(Error::CopyFault), "a string from memory that is not mapped")
+    });
     c.eq(n, 0, "general path");
     let mut m = Msg::new(7, &[7]);
     c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "the server still waits");
@@ -346,7 +377,9 @@ fn conditions(c: &mut Checks, p: u64) {
     TARGET.store(s3.slot, Ordering::SeqCst);
     sys::thread_start(x, sender_entry as *const () as u64, stack(), 0).unwrap();
     let mut m = Msg::new(7, &[8]);
-    let n = fast_during(|| c.eq(ipc::call(s3.slot, &mut m, FOREVER), Ok(()), "a call to a server waiting for someone else"));
+    let n = fast_during(|| {
+        c.eq(ipc::call(s3.slot, &mut m, FOREVER), Ok(()), "a call to a server waiting for someone else")
+    });
     c.eq(m.word(1), 9, "answered after the other sender");
     c.eq(n, 1, "general path for the call");
     let ev: Vec<u64> = take_log().iter().map(|e| (e >> 48) & 0xff).collect();
@@ -363,7 +396,11 @@ fn conditions(c: &mut Checks, p: u64) {
     c.eq(ipc::recv(RECV_ANY, &mut m, FOREVER), Ok(0xFA), "the fault message");
     let mut r = Msg::new(0, &[m.word(3) + 3]);
     let n = fast_during(|| {
-        c.eq(ipc::reply_wait(RECV_ANY, &mut r, FOREVER), Ok(0), "answer the fault and wait: the thread resumes and calls");
+        c.eq(
+            ipc::reply_wait(RECV_ANY, &mut r, FOREVER),
+            Ok(0),
+            "answer the fault and wait: the thread resumes and calls",
+        );
     });
     c.eq(FAULTED_ON.load(Ordering::SeqCst), 1, "the thread went on after the fault");
     c.eq(n, 1, "general path for the fault's answer (the thread's call takes the fastpath)");
@@ -381,7 +418,13 @@ fn conditions(c: &mut Checks, p: u64) {
     c.eq(unsafe { sys::thread_destroy(t.slot) }, Ok(()), "the caller destroyed");
     let _u = thread::spawn(caller, 0, p - 30).unwrap();
     let mut r = Msg::new(1, &[0]);
-    let n = fast_during(|| c.eq(ipc::reply_wait(RECV_ANY, &mut r, FOREVER), Ok(0), "reply to the dead caller and wait: the next call comes"));
+    let n = fast_during(|| {
+        c.eq(
+            ipc::reply_wait(RECV_ANY, &mut r, FOREVER),
+            Ok(0),
+            "reply to the dead caller and wait: the next call comes",
+        )
+    });
     c.eq(n, 1, "general path for the reply (the next call takes the fastpath)");
     c.eq(ipc::reply(&Msg::new(1, &[20])), Ok(()), "answer it");
     sys::sleep_us(2_000);
@@ -453,7 +496,12 @@ fn random_run(seed: u64, ops: usize, servers: &[u64; 3], listener: u64, targets:
             _ => {
                 let (a, b) = (0, 1);
                 prio.swap(a, b);
-                log(0, 11, err(sys::thread_set_priority(servers[a], prio[a])) << 8 | err(sys::thread_set_priority(servers[b], prio[b])));
+                log(
+                    0,
+                    11,
+                    err(sys::thread_set_priority(servers[a], prio[a])) << 8
+                        | err(sys::thread_set_priority(servers[b], prio[b])),
+                );
             }
         }
     }
@@ -496,7 +544,12 @@ fn differential(c: &mut Checks, p: u64) {
         let on1 = set_fastpath(false);
         let without = random_run(seed, 600, &servers, l, &targets, &prios);
         let off = set_fastpath(true) - on1;
-        println!("  seed {seed:#x}: {} events, {} IPCs by the fastpath with it on, {} with it off", with.len(), on1 - on0, off);
+        println!(
+            "  seed {seed:#x}: {} events, {} IPCs by the fastpath with it on, {} with it off",
+            with.len(),
+            on1 - on0,
+            off
+        );
         c.check(on1 - on0 >= 300, "the fastpath carried many of the run's IPCs");
         c.eq(off, 0, "none with it off");
         c.check(with.len() > 1000, "the run logged its events");
@@ -538,9 +591,17 @@ fn bytes(va: u64, len: usize) -> &'static mut [u8] {
 fn remap(c: &mut Checks, src: u64, at: u64) {
     // SAFETY: `at` is in the scratch area, used by this test only, and nothing refers
     // to it while it changes.
-    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::mem(at, 12, 0), abi::fpage::UNMAP_SELF) }, Ok(()), "unmap the scratch page");
+    c.eq(
+        unsafe { sys::unmap(abi::fpage::Fpage::mem(at, 12, 0), abi::fpage::UNMAP_SELF) },
+        Ok(()),
+        "unmap the scratch page",
+    );
     // SAFETY: as above; `src` stays mapped too.
-    c.eq(unsafe { sys::mem_map(cap::SELF_TASK, src, at, 1, abi::mem::READ | abi::mem::WRITE) }, Ok(()), "map a page at the scratch address");
+    c.eq(
+        unsafe { sys::mem_map(cap::SELF_TASK, src, at, 1, abi::mem::READ | abi::mem::WRITE) },
+        Ok(()),
+        "map a page at the scratch address",
+    );
 }
 
 /// The fastpath keeps each thread's last resolved string buffers (the kernel's
@@ -589,7 +650,11 @@ fn kept_translations(c: &mut Checks, p: u64) {
     c.check(r.0 == 0 && back.iter().all(|x| *x == 0x11), "page A at the send address again");
     c.eq(n, 2, "the fastpath both ways");
     // SAFETY: as in `remap`.
-    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::mem(from, 12, 0), abi::fpage::UNMAP_SELF) }, Ok(()), "unmap the send page");
+    c.eq(
+        unsafe { sys::unmap(abi::fpage::Fpage::mem(from, 12, 0), abi::fpage::UNMAP_SELF) },
+        Ok(()),
+        "unmap the send page",
+    );
     let u = ipc::utcb();
     u.send_buf_addr = from;
     u.send_buf_len = LEN as u64;
@@ -605,10 +670,17 @@ fn kept_translations(c: &mut Checks, p: u64) {
     // written there (nor may the fastpath carry it).
     remap(c, a, to);
     let n = fast_during(|| r = ipc::call_regs_string(echo, tag, 0, &[0x44; LEN], bytes(to, LEN)));
-    c.check(r.0 == 0 && bytes(a, LEN).iter().all(|x| *x == 0x44), "an answer into page A at the receive address (kept)");
+    c.check(
+        r.0 == 0 && bytes(a, LEN).iter().all(|x| *x == 0x44),
+        "an answer into page A at the receive address (kept)",
+    );
     c.eq(n, 2, "the fastpath both ways");
     // SAFETY: as in `remap`; the page stays mapped, read-only.
-    c.eq(unsafe { sys::unmap(abi::fpage::Fpage::mem(to, 12, abi::mem::WRITE), abi::fpage::UNMAP_SELF) }, Ok(()), "take our write right to it");
+    c.eq(
+        unsafe { sys::unmap(abi::fpage::Fpage::mem(to, 12, abi::mem::WRITE), abi::fpage::UNMAP_SELF) },
+        Ok(()),
+        "take our write right to it",
+    );
     let out = [0x55u8; LEN];
     ipc::set_send_string(&out);
     let u = ipc::utcb();

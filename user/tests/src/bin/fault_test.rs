@@ -13,9 +13,9 @@ use core::arch::asm;
 use core::sync::atomic::{AtomicU64, Ordering};
 use echo_api as echo;
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, FOREVER, POLL};
 use rt::{sys, thread};
+use tests::Checks;
 
 rt::entry!(main);
 

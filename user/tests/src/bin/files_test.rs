@@ -9,11 +9,11 @@ extern crate alloc;
 use abi::Error;
 use alloc::vec::Vec;
 use baiofs::{Fs, Kind, Policy};
+use blk_api::client as baio;
+use files_api::client as f;
+use rt::env;
 use segdev::SegDev;
 use tests::{raw_request, Checks};
-use files_api::client as f;
-use blk_api::client as baio;
-use rt::env;
 
 rt::entry!(main);
 
@@ -30,7 +30,11 @@ fn main() -> i32 {
     c.eq(f::list(srv, "/empty").as_deref(), Ok(""), "the first listing is empty");
     c.eq(f::remove(srv, "/empty"), Ok(()), "the server still answers after an empty listing");
     c.check(f::list(srv, "/").is_ok_and(|l| l.contains("d ") && l.contains(" disk")), "the image's directory is in /");
-    c.eq(f::read_all(srv, "/disk/hello.txt").as_deref(), Ok(&b"hello scion\n"[..]), "a file mkimage put there reads back");
+    c.eq(
+        f::read_all(srv, "/disk/hello.txt").as_deref(),
+        Ok(&b"hello scion\n"[..]),
+        "a file mkimage put there reads back",
+    );
     c.eq(f::mkdir(srv, "/t"), Ok(()), "mkdir");
     c.eq(f::mkdir(srv, "/t"), Err(Error::Exists), "mkdir twice");
     let data = pattern(40_000, 3);
@@ -70,9 +74,21 @@ fn main() -> i32 {
     for n in [259u64, 260, 300] {
         let path = alloc::format!("/rw{n}");
         let mut k = 0;
-        let (r, wrote) = tests::update_writer(srv, &path, b'r', || { k += 1; k > n }, |_| {});
+        let (r, wrote) = tests::update_writer(
+            srv,
+            &path,
+            b'r',
+            || {
+                k += 1;
+                k > n
+            },
+            |_| {},
+        );
         c.eq((r, wrote), (Ok(()), n), &alloc::format!("{path}: {n} chunks written and read back one by one"));
-        c.check(tests::update_check(srv, &path, b'r', n), &alloc::format!("{path}: after close and reopen, every place holds its last chunk"));
+        c.check(
+            tests::update_check(srv, &path, b'r', n),
+            &alloc::format!("{path}: after close and reopen, every place holds its last chunk"),
+        );
     }
     c.finish("files_test")
 }
@@ -81,9 +97,17 @@ fn main() -> i32 {
 fn hostile(c: &mut Checks, srv: u64) {
     let (h, _) = f::open(srv, "/disk/hello.txt", false).unwrap_or((0, 0));
     c.eq(raw_request(srv, 0xee, &[1, 2, 3], None), Err(Error::Unsupported), "an unknown label: Unsupported");
-    c.eq(raw_request(srv, files_api::READ, &[h], None), Err(Error::Malformed), "READ with one word of three: Malformed");
+    c.eq(
+        raw_request(srv, files_api::READ, &[h], None),
+        Err(Error::Malformed),
+        "READ with one word of three: Malformed",
+    );
     c.eq(raw_request(srv, files_api::OPEN, &[0], None), Err(Error::Malformed), "OPEN without a path string: Malformed");
-    c.eq(raw_request(srv, files_api::OPEN, &[0], Some(&[0xff, 0xfe, b'/'])), Err(Error::Malformed), "a path that is not UTF-8: Malformed");
+    c.eq(
+        raw_request(srv, files_api::OPEN, &[0], Some(&[0xff, 0xfe, b'/'])),
+        Err(Error::Malformed),
+        "a path that is not UTF-8: Malformed",
+    );
     // Only root's own capability (badge 0) may say a client is gone.
     let me = rt::server::Badge::client(1, 0).map_or(0, |b| b.0);
     c.eq(raw_request(srv, rt::server::GONE, &[me], None), Err(Error::Unsupported), "GONE from a client is refused");

@@ -91,10 +91,20 @@ fn main() -> i32 {
     // of stack or heap, and a fault needs quota (see `fault`).
     // SAFETY: the range holds only the last read-only copies.
     let last = unsafe { sys::unmap(Fpage::mem(FLOOD_AT + (made - N) * 4096, 22, 0), UNMAP_SELF) };
-    println!("flood: {} mappings, then {}; kernel quota {} of {} pages used (before: {})", made, end.name(), full.quota_used, full.quota_limit, before.quota_used);
+    println!(
+        "flood: {} mappings, then {}; kernel quota {} of {} pages used (before: {})",
+        made,
+        end.name(),
+        full.quota_used,
+        full.quota_limit,
+        before.quota_used
+    );
     c.eq(end, Error::NoMemory, "the flood ends with NoMemory");
     c.eq(spent, Err(Error::NoMemory), "SUCCEED with the quota spent: NoMemory");
-    c.check((4_000..20_000).contains(&made), "after thousands of mappings (a quota of 128 pages), not hundreds of thousands");
+    c.check(
+        (4_000..20_000).contains(&made),
+        "after thousands of mappings (a quota of 128 pages), not hundreds of thousands",
+    );
     c.check(full.quota_used + 4 >= full.quota_limit, "at the program's kernel quota");
     c.eq(last, Ok(()), "unmap the last copies");
     // The kernel heap was not exhausted: another program starts and answers.

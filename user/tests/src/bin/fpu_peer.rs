@@ -5,7 +5,10 @@
 #![forbid(unsafe_code)]
 
 use rt::ipc::{self, Msg, FOREVER, RECV_ANY};
-use tests::fpu::{self, peer::{CHECK, SET}};
+use tests::fpu::{
+    self,
+    peer::{CHECK, SET},
+};
 
 rt::entry!(main);
 

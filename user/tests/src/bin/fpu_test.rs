@@ -9,7 +9,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use rt::env::spawn;
 use rt::ipc::{self, Msg, FOREVER};
 use rt::{sys, thread};
-use tests::fpu::{self, peer::{CHECK, QUIT, SET}};
+use tests::fpu::{
+    self,
+    peer::{CHECK, QUIT, SET},
+};
 use tests::Checks;
 
 rt::entry!(main);

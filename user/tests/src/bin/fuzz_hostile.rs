@@ -37,7 +37,6 @@ static COUNT: AtomicU64 = AtomicU64::new(0);
 static SEED: AtomicU64 = AtomicU64::new(0);
 static PER_WORKER: AtomicU64 = AtomicU64::new(0);
 
-
 /// A hostile argument: edge values, kernel and non-canonical pointers, sandbox pages,
 /// small numbers (slots, counts), random bits. Never the hidden slots.
 fn arg(r: &mut Rng) -> u64 {
@@ -66,24 +65,36 @@ fn arg(r: &mut Rng) -> u64 {
 
 /// Whether `va` may lie in this program's own memory (image, heap, UTCBs, stacks).
 fn own(va: u64) -> bool {
-    va < 0x1_0000_0000 || (0x0000_2000_0000_0000..0x0000_2001_0000_0000).contains(&va) || (0x0000_7f00_0000_0000..0x0000_8000_0000_0000).contains(&va)
+    va < 0x1_0000_0000
+        || (0x0000_2000_0000_0000..0x0000_2001_0000_0000).contains(&va)
+        || (0x0000_7f00_0000_0000..0x0000_8000_0000_0000).contains(&va)
 }
 
 /// A random flexpage for UNMAP, kept off this program's own memory and hidden slots.
 fn tame_fpage(raw: u64, r: &mut Rng) -> u64 {
     use abi::fpage::{Fpage, CAP, MEM};
-    let f = Fpage(if r.below(2) == 0 { raw } else { Fpage::mem(SANDBOX + r.below(64) * 4096, 12 + r.below(3), r.below(8)).0 });
+    let f = Fpage(if r.below(2) == 0 {
+        raw
+    } else {
+        Fpage::mem(SANDBOX + r.below(64) * 4096, 12 + r.below(3), r.below(8)).0
+    });
     match f.kind() {
         MEM if f.is_valid() => {
             let (lo, hi) = (f.base(), f.base().saturating_add(f.size()));
             let overlaps = |a: u64, b: u64| lo < b && a < hi;
-            if overlaps(0, 0x1_0000_0000) || overlaps(0x0000_2000_0000_0000, 0x0000_2001_0000_0000) || overlaps(0x0000_7f00_0000_0000, 0x0000_8000_0000_0000) || f.size() > (1 << 40) {
+            if overlaps(0, 0x1_0000_0000)
+                || overlaps(0x0000_2000_0000_0000, 0x0000_2001_0000_0000)
+                || overlaps(0x0000_7f00_0000_0000, 0x0000_8000_0000_0000)
+                || f.size() > (1 << 40)
+            {
                 Fpage::mem(SANDBOX, 12, abi::mem::RIGHTS_MASK).0
             } else {
                 f.0
             }
         }
-        CAP if f.is_valid() && f.base() < HIDE + 8 && f.base() + f.size() > HIDE => Fpage::caps(32, 3, abi::rights::ALL).0,
+        CAP if f.is_valid() && f.base() < HIDE + 8 && f.base() + f.size() > HIDE => {
+            Fpage::caps(32, 3, abi::rights::ALL).0
+        }
         _ => f.0,
     }
 }
@@ -122,7 +133,11 @@ fn edge(base: u64, pages: u64, r: &mut Rng) -> u64 {
 }
 
 fn child_task(r: &mut Rng) -> u64 {
-    if r.below(8) == 0 { live_slot(r) } else { CHILD_TASKS + r.below(3) }
+    if r.below(8) == 0 {
+        live_slot(r)
+    } else {
+        CHILD_TASKS + r.below(3)
+    }
 }
 
 fn biased_call(r: &mut Rng, me: u64) {
@@ -144,10 +159,20 @@ fn biased_call(r: &mut Rng, me: u64) {
             for _ in 0..r.below(4) {
                 match r.below(3) {
                     0 => {
-                        m.push_item(abi::fpage::Fpage::mem((SANDBOX + r.below(SANDBOX_PAGES) * 4096) & !0x3fff, 12 + r.below(3), r.below(8)), (r.next() & !0xfff) | r.below(2));
+                        m.push_item(
+                            abi::fpage::Fpage::mem(
+                                (SANDBOX + r.below(SANDBOX_PAGES) * 4096) & !0x3fff,
+                                12 + r.below(3),
+                                r.below(8),
+                            ),
+                            (r.next() & !0xfff) | r.below(2),
+                        );
                     }
                     1 => {
-                        m.push_item(abi::fpage::Fpage::caps(live_slot(r) & !1, r.below(2), r.below(8)), (live_slot(r) << 12) | r.below(2));
+                        m.push_item(
+                            abi::fpage::Fpage::caps(live_slot(r) & !1, r.below(2), r.below(8)),
+                            (live_slot(r) << 12) | r.below(2),
+                        );
                     }
                     _ => {
                         m.push_item(abi::fpage::Fpage(r.next() & !3), r.next());
@@ -158,14 +183,26 @@ fn biased_call(r: &mut Rng, me: u64) {
             // Mostly polls (a wait costs a timer tick): a call now and then, which waits
             // a tick for its answer.
             let send_to = if r.below(16) == 0 { 1 } else { 0 };
-            count(if r.below(8) == 0 { ipc::call(dest, &mut m, abi::ipc::timeouts(send_to, 1)) } else { ipc::send(dest, &m, abi::ipc::timeouts(send_to, 0)) }.is_ok());
+            count(
+                if r.below(8) == 0 {
+                    ipc::call(dest, &mut m, abi::ipc::timeouts(send_to, 1))
+                } else {
+                    ipc::send(dest, &m, abi::ipc::timeouts(send_to, 0))
+                }
+                .is_ok(),
+            );
             return;
         }
         5..=6 => {
             // Receive (items land in our window), maybe save the reply right, answer.
-            ipc::set_windows(abi::fpage::Fpage::mem(RECV_AREA + me * 0x10_0000, 12 + r.below(5), abi::mem::RIGHTS_MASK), abi::fpage::Fpage::caps(LIVE + 16, 4, abi::rights::ALL), abi::fpage::Fpage(0));
+            ipc::set_windows(
+                abi::fpage::Fpage::mem(RECV_AREA + me * 0x10_0000, 12 + r.below(5), abi::mem::RIGHTS_MASK),
+                abi::fpage::Fpage::caps(LIVE + 16, 4, abi::rights::ALL),
+                abi::fpage::Fpage(0),
+            );
             let mut m = Msg::empty();
-            let got = ipc::recv(ipc::RECV_ANY, &mut m, abi::ipc::timeouts(0, if r.below(16) == 0 { 1 } else { 0 })).is_ok();
+            let got =
+                ipc::recv(ipc::RECV_ANY, &mut m, abi::ipc::timeouts(0, if r.below(16) == 0 { 1 } else { 0 })).is_ok();
             count(got);
             if got {
                 match r.below(3) {
@@ -183,21 +220,60 @@ fn biased_call(r: &mut Rng, me: u64) {
         // From the sandbox or from what other workers sent us (their windows).
         7 => {
             let src = if r.below(3) == 0 { edge(RECV_AREA + r.below(4) * 0x10_0000, 16, r) } else { sandbox(r) };
-            (nr::MEM_MAP, [child_task(r), src, child(r), pages(r), r.below(8) | if r.below(8) == 0 { abi::mem::GRANT } else { 0 }, 0])
+            (
+                nr::MEM_MAP,
+                [
+                    child_task(r),
+                    src,
+                    child(r),
+                    pages(r),
+                    r.below(8) | if r.below(8) == 0 { abi::mem::GRANT } else { 0 },
+                    0,
+                ],
+            )
         }
         // Mostly what was derived from the sandbox; now and then the sandbox itself.
-        8 => (nr::UNMAP, [tame_fpage(abi::fpage::Fpage::mem(SANDBOX + r.below(SANDBOX_PAGES) * 4096, 12 + r.below(4), r.below(8)).0, r), (r.below(8) == 0) as u64, 0, 0, 0, 0]),
-        9 => (nr::CAP_COPY, [live_slot(r), live_slot(r), r.below(8), if r.below(3) == 0 { r.below(100) } else { 0 }, 0, 0]),
+        8 => (
+            nr::UNMAP,
+            [
+                tame_fpage(
+                    abi::fpage::Fpage::mem(SANDBOX + r.below(SANDBOX_PAGES) * 4096, 12 + r.below(4), r.below(8)).0,
+                    r,
+                ),
+                (r.below(8) == 0) as u64,
+                0,
+                0,
+                0,
+                0,
+            ],
+        ),
+        9 => (
+            nr::CAP_COPY,
+            [live_slot(r), live_slot(r), r.below(8), if r.below(3) == 0 { r.below(100) } else { 0 }, 0, 0],
+        ),
         10 => (nr::CAP_GIVE, [child_task(r), live_slot(r), r.below(1100), r.below(8), 0, 0]),
         11 => (nr::CAP_DELETE, [LIVE + 16 + r.below(16), 0, 0, 0, 0, 0]),
-        12 => (nr::THREAD_CREATE, [child_task(r), LIVE + 16 + r.below(16), edge(0x7e00_0000_0000, 4, r), r.below(120), 0, 0]),
+        12 => (
+            nr::THREAD_CREATE,
+            [child_task(r), LIVE + 16 + r.below(16), edge(0x7e00_0000_0000, 4, r), r.below(120), 0, 0],
+        ),
         13 => {
             let op = 1 + r.below(7);
             let t = if r.below(3) == 0 { live_slot(r) } else { CHILD_THREADS + r.below(3) };
             (nr::THREAD_CONTROL, [t, op, child(r), child(r), r.next(), 0])
         }
         // New tasks, also where destroyed children were (so that they come back).
-        14 => (nr::TASK_CREATE, [if r.below(2) == 0 { CHILD_TASKS + r.below(3) } else { LIVE + 16 + r.below(16) }, 8 + r.below(64), 0, 0, 0, 0]),
+        14 => (
+            nr::TASK_CREATE,
+            [
+                if r.below(2) == 0 { CHILD_TASKS + r.below(3) } else { LIVE + 16 + r.below(16) },
+                8 + r.below(64),
+                0,
+                0,
+                0,
+                0,
+            ],
+        ),
         15 if r.below(8) == 0 => (nr::TASK_DESTROY, [CHILD_TASKS + r.below(3), 0, 0, 0, 0, 0]),
         15 => (nr::TASK_DESTROY, [LIVE + 16 + r.below(16), 0, 0, 0, 0, 0]),
         16 => (nr::TASK_INFO, [live_slot(r), 0, 0, 0, 0, 0]),
@@ -316,7 +392,12 @@ fn main() -> i32 {
         waited += 1;
         if waited % 2000 == 0 {
             for w in 0..4 {
-                rt::println!("fuzz_hostile: still running: worker {} at call {}, kind {}", w, PROG[w].load(Ordering::Relaxed), ARM[w].load(Ordering::Relaxed));
+                rt::println!(
+                    "fuzz_hostile: still running: worker {} at call {}, kind {}",
+                    w,
+                    PROG[w].load(Ordering::Relaxed),
+                    ARM[w].load(Ordering::Relaxed)
+                );
             }
         }
     }

@@ -7,9 +7,9 @@
 use abi::Error;
 use echo_api as echo;
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, FOREVER, POLL};
 use rt::{println, sys};
+use tests::Checks;
 
 rt::entry!(main);
 

@@ -8,13 +8,13 @@
 
 extern crate alloc;
 
+use abi::Error;
 use alloc::format;
 use alloc::vec::Vec;
-use abi::Error;
 use blk_api as p;
 use blk_api::client::{self as baio, Segment};
-use graft_api as g;
 use core::sync::atomic::{AtomicU64, Ordering};
+use graft_api as g;
 use rt::{env, ipc, println};
 use tests::blocks::io;
 use tests::Checks;
@@ -122,8 +122,22 @@ fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
         HOT_LIST[1 + b as usize].store(start + b, Ordering::Relaxed);
     }
     let prio = rt::thread::my_priority();
-    let r = g::load(cache, &graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::Upcall, state_len: 0, name: "u", code: b"u", sig: &[] }.to_bytes());
-    c.check(r.is_err_and(|r| r.reason.contains("capability")), "an upcall graft without its thread's capability is refused");
+    let r = g::load(
+        cache,
+        &graft::GraftFile {
+            point: graft::Point::Evict,
+            tech: graft::Tech::Upcall,
+            state_len: 0,
+            name: "u",
+            code: b"u",
+            sig: &[],
+        }
+        .to_bytes(),
+    );
+    c.check(
+        r.is_err_and(|r| r.reason.contains("capability")),
+        "an upcall graft without its thread's capability is refused",
+    );
     let Ok(t) = rt::thread::spawn(serve_hotlist, 0, prio) else {
         c.check(false, "start the upcall server thread");
         return;
@@ -134,17 +148,31 @@ fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
     let k = hot_kept(seg, cache, c, "upcall");
     c.eq(k, HOT, "upcall: the user-level graft kept all the hot blocks");
     let st = g::stats(cache, id);
-    c.check(st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0), &format!("upcall: called, never aborted ({st:?})"));
+    c.check(
+        st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0),
+        &format!("upcall: called, never aborted ({st:?})"),
+    );
     c.check(g::unload(cache, id).is_ok(), "upcall: unload it");
-    for (name, f) in [("upcall liar", serve_liar as fn(u64)), ("upcall mute", serve_mute as fn(u64)), ("upcall garbled", serve_garbled as fn(u64))] {
+    for (name, f) in [
+        ("upcall liar", serve_liar as fn(u64)),
+        ("upcall mute", serve_mute as fn(u64)),
+        ("upcall garbled", serve_garbled as fn(u64)),
+    ] {
         let Ok(t) = rt::thread::spawn(f, 0, prio) else { continue };
         let Ok(id) = g::load_upcall(cache, name.trim_start_matches("upcall "), graft::Point::Evict, t.slot) else {
             c.check(false, &format!("{name}: load"));
             continue;
         };
         let reaped = cache_word(cache, 9);
-        c.check(io(seg, p::READ_OP | p::BUFFERED, STREAM.0, STREAM.1, true), &format!("{name}: the cache serves the right bytes under it"));
-        c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{name}: unloaded after failing"));
+        c.check(
+            io(seg, p::READ_OP | p::BUFFERED, STREAM.0, STREAM.1, true),
+            &format!("{name}: the cache serves the right bytes under it"),
+        );
+        c.eq(
+            g::stats(cache, id).map_err(|r| r.error).err(),
+            Some(Error::NotFound),
+            &format!("{name}: unloaded after failing"),
+        );
         c.eq(cache_word(cache, 9), reaped + 1, &format!("{name}: counted as unloaded for failing"));
     }
 }
@@ -158,7 +186,10 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         (r.is_ok(), seg.status(0))
     };
     let (ok, st) = stream_read(0, 4);
-    c.check(ok && st == p::DONE | p::STREAM_ABORTED, &format!("a stream read with no graft completes, marked STREAM_ABORTED ({st:#x})"));
+    c.check(
+        ok && st == p::DONE | p::STREAM_ABORTED,
+        &format!("a stream read with no graft completes, marked STREAM_ABORTED ({st:#x})"),
+    );
     let r = seg.batch_ops(&[p::op(p::WRITE_OP | p::STREAM, 0, 1, 0, p::DATA)], p::WAIT_ALL);
     c.check(r.is_ok() && seg.status(0) == p::FAILED | p::E_BAD, "a write cannot be a stream");
     for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
@@ -188,13 +219,22 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         let end = g::test_run(blk, id, &[], 1);
         c.check(end.as_ref().is_ok_and(|r| r.last == 0 && r.aborts == 0), &format!("{tech}: end the stream ({end:?})"));
         let got = g::read_state(blk, id, 0, 16).map(|w| [w[0], w[1]]);
-        let want = [u64::from_le_bytes(want[..8].try_into().unwrap_or_default()), u64::from_le_bytes(want[8..16].try_into().unwrap_or_default())];
+        let want = [
+            u64::from_le_bytes(want[..8].try_into().unwrap_or_default()),
+            u64::from_le_bytes(want[8..16].try_into().unwrap_or_default()),
+        ];
         c.eq(got.map_err(|r| r.error), Ok(want), &format!("{tech}: the graft's digest is the MD5 of the bytes read"));
-        c.check(g::read_state(blk, id, 200_000, 64).is_ok_and(|w| w == [0; 8]), &format!("{tech}: a READ far past the state answers nothing, and blk lives on"));
+        c.check(
+            g::read_state(blk, id, 200_000, 64).is_ok_and(|w| w == [0; 8]),
+            &format!("{tech}: a READ far past the state answers nothing, and blk lives on"),
+        );
         c.check(g::unload(blk, id).is_ok(), &format!("{tech}: unload it"));
     }
     // By upcall: the same MD5 in a thread of this program, its digest kept here.
-    match rt::thread::spawn(serve_md5, 0, rt::thread::my_priority()).map_err(|_| ()).and_then(|t| g::load_upcall(blk, "md5", graft::Point::Stream, t.slot).map_err(|_| ())) {
+    match rt::thread::spawn(serve_md5, 0, rt::thread::my_priority())
+        .map_err(|_| ())
+        .and_then(|t| g::load_upcall(blk, "md5", graft::Point::Stream, t.slot).map_err(|_| ()))
+    {
         Ok(id) => {
             let mut want = [0u8; grafts::MD5_STATE];
             let mut all_done = true;
@@ -230,9 +270,16 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         };
         let _ = g::set_budget(blk, id, 200_000);
         let runs: Vec<(bool, u64)> = (0..3).map(|_| stream_read(0, 8)).collect();
-        c.check(runs.iter().all(|(ok, st)| *ok && *st == p::DONE | p::STREAM_ABORTED), &format!("stream {name}: each read completes, marked STREAM_ABORTED ({runs:?})"));
+        c.check(
+            runs.iter().all(|(ok, st)| *ok && *st == p::DONE | p::STREAM_ABORTED),
+            &format!("stream {name}: each read completes, marked STREAM_ABORTED ({runs:?})"),
+        );
         c.check(io(seg, p::READ_OP, 0, 8, true), &format!("stream {name}: the bytes read are right"));
-        c.eq(g::stats(blk, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("stream {name}: unloaded after three aborted calls"));
+        c.eq(
+            g::stats(blk, id).map_err(|r| r.error).err(),
+            Some(Error::NotFound),
+            &format!("stream {name}: unloaded after three aborted calls"),
+        );
     }
 }
 
@@ -274,7 +321,15 @@ fn ld_expected() -> [u64; 62] {
 
 /// A graft file made here: point `ldisk`, rhai.
 fn rhai_ldisk(name: &str, code: &str) -> Vec<u8> {
-    graft::format::GraftFile { point: graft::Point::Ldisk, tech: graft::format::Tech::Script, state_len: 8, name, code: code.as_bytes(), sig: &[] }.to_bytes()
+    graft::format::GraftFile {
+        point: graft::Point::Ldisk,
+        tech: graft::format::Tech::Script,
+        state_len: 8,
+        name,
+        code: code.as_bytes(),
+        sig: &[],
+    }
+    .to_bytes()
 }
 
 /// The logical-disk point (VINO §3.3) in blk: a segment made a logical disk by its
@@ -301,7 +356,10 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
         };
         c.eq(seg.ldisk(id), Ok(LD_LEN - p::MAP_BLOCKS), &format!("{tech}: the segment is a logical disk of 62 blocks"));
         let statuses: Vec<u64> = LD_WRITES.iter().map(|&(f, n, v)| ld_write(&seg, f, n, v)).collect();
-        c.check(statuses.iter().all(|s| *s == p::DONE), &format!("{tech}: six writes through the graft ({statuses:x?})"));
+        c.check(
+            statuses.iter().all(|s| *s == p::DONE),
+            &format!("{tech}: six writes through the graft ({statuses:x?})"),
+        );
         let (s1, a) = ld_read(&seg, 0, 31);
         let (s2, b) = ld_read(&seg, 31, 31);
         let good = (0..62u64).all(|l| {
@@ -312,14 +370,23 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
                 *got == tests::ldisk_block(l, want[l as usize])[..]
             }
         });
-        c.check(s1 == p::DONE && s2 == p::DONE && good, &format!("{tech}: every logical block reads back its last write (zeros if never written)"));
+        c.check(
+            s1 == p::DONE && s2 == p::DONE && good,
+            &format!("{tech}: every logical block reads back its last write (zeros if never written)"),
+        );
         let st = g::stats(blk, id);
-        c.check(st.as_ref().is_ok_and(|s| s.calls >= 62 + 59 && s.aborts == 0), &format!("{tech}: a graft call per block, none aborted ({st:?})"));
+        c.check(
+            st.as_ref().is_ok_and(|s| s.calls >= 62 + 59 && s.aborts == 0),
+            &format!("{tech}: a graft call per block, none aborted ({st:?})"),
+        );
         c.check(seg.ldisk(0).is_ok(), &format!("{tech}: detach the graft"));
         let (s, raw) = ld_read(&seg, 0, 32);
         let (s2, raw2) = ld_read(&seg, 32, 32);
         c.check(s == p::DONE && s2 == p::DONE, &format!("{tech}: read the segment as it lies"));
-        c.check(raw[3 * 4096..4 * 4096] == tests::ldisk_block(3, 1)[..], &format!("{tech}: block 3's first version is still where it was written (the log moved the block)"));
+        c.check(
+            raw[3 * 4096..4 * 4096] == tests::ldisk_block(3, 1)[..],
+            &format!("{tech}: block 3's first version is still where it was written (the log moved the block)"),
+        );
         let mut all = raw;
         all.extend_from_slice(&raw2);
         layouts.push((tech, baio_fnv(&all)));
@@ -333,19 +400,32 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     }
 
     // By upcall: the map lives in this program (blk keeps no state of it on the disk).
-    let up = rt::thread::spawn(serve_ldisk, 0, rt::thread::my_priority()).map_err(|_| ()).and_then(|t| g::load_upcall(blk, "ldisk", graft::Point::Ldisk, t.slot).map_err(|_| ()));
+    let up = rt::thread::spawn(serve_ldisk, 0, rt::thread::my_priority())
+        .map_err(|_| ())
+        .and_then(|t| g::load_upcall(blk, "ldisk", graft::Point::Ldisk, t.slot).map_err(|_| ()));
     let made = baio::create(blk, "ld_upcall", LD_LEN, 0).is_ok();
     match (up, baio::open(blk, "ld_upcall", 3, BUF + p::AREA_BYTES)) {
         (Ok(id), Ok(seg)) if made => {
-            c.eq(seg.ldisk(id), Ok(LD_LEN - p::MAP_BLOCKS), "upcall: the segment is a logical disk through a thread of this program");
+            c.eq(
+                seg.ldisk(id),
+                Ok(LD_LEN - p::MAP_BLOCKS),
+                "upcall: the segment is a logical disk through a thread of this program",
+            );
             let statuses: Vec<u64> = LD_WRITES.iter().map(|&(f, n, v)| ld_write(&seg, f, n, v)).collect();
             let (s1, a) = ld_read(&seg, 0, 31);
             let (s2, b) = ld_read(&seg, 31, 31);
             let good = (0..62u64).all(|l| {
                 let got = if l < 31 { &a[l as usize * 4096..][..4096] } else { &b[(l - 31) as usize * 4096..][..4096] };
-                if want[l as usize] == 0 { got.iter().all(|x| *x == 0) } else { *got == tests::ldisk_block(l, want[l as usize])[..] }
+                if want[l as usize] == 0 {
+                    got.iter().all(|x| *x == 0)
+                } else {
+                    *got == tests::ldisk_block(l, want[l as usize])[..]
+                }
             });
-            c.check(statuses.iter().all(|s| *s == p::DONE) && s1 == p::DONE && s2 == p::DONE && good, "upcall: every logical block reads back its last write");
+            c.check(
+                statuses.iter().all(|s| *s == p::DONE) && s1 == p::DONE && s2 == p::DONE && good,
+                "upcall: every logical block reads back its last write",
+            );
             let mut native = alloc::vec![0u8; grafts::LD_STATE];
             for &(f, n, _) in LD_WRITES.iter() {
                 for l in f..f + n {
@@ -356,7 +436,10 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
                     grafts::ldisk(&i, &mut native);
                 }
             }
-            c.check(UP_LDISK.lock()[..] == native[..], "upcall: its map is the one the native graft makes from the same writes");
+            c.check(
+                UP_LDISK.lock()[..] == native[..],
+                "upcall: its map is the one the native graft makes from the same writes",
+            );
             let _ = g::unload(blk, id);
             let _ = seg.close();
         }
@@ -371,15 +454,23 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
         c.check(false, "create two more segments");
         return;
     };
-    let (Ok(mine), Ok(bad)) = (baio::open(blk, "ld_mine", 3, BUF + p::AREA_BYTES), baio::open(blk, "ld_bad", 3, BUF + 2 * p::AREA_BYTES)) else {
+    let (Ok(mine), Ok(bad)) =
+        (baio::open(blk, "ld_mine", 3, BUF + p::AREA_BYTES), baio::open(blk, "ld_bad", 3, BUF + 2 * p::AREA_BYTES))
+    else {
         c.check(false, "open them");
         return;
     };
-    let Ok(native) = files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft").map_err(|_| ()).and_then(|f| g::load(blk, &f).map_err(|_| ())) else {
+    let Ok(native) = files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft")
+        .map_err(|_| ())
+        .and_then(|f| g::load(blk, &f).map_err(|_| ()))
+    else {
         c.check(false, "load the native logical disk");
         return;
     };
-    c.check(mine.ldisk(native).is_ok() && ld_write(&mine, 0, 4, 9) == p::DONE, "a logical disk with the native graft, written");
+    c.check(
+        mine.ldisk(native).is_ok() && ld_write(&mine, 0, 4, 9) == p::DONE,
+        "a logical disk with the native graft, written",
+    );
     c.eq(bad.ldisk(native).err(), Some(Error::SlotInUse), "one graft maps one segment");
     // Another principal's segment (files', principal 1, readable by others): not ours to
     // lay out, whatever graft we hold.
@@ -394,7 +485,11 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     }
     c.eq(bad.ldisk(native + 500).err(), Some(Error::NotFound), "a graft that does not exist is refused");
     let outside = g::load(blk, &rhai_ldisk("outside", "fn graft(input) { 1 << 40 }"));
-    c.eq(outside.as_ref().ok().map(|id| bad.ldisk(*id)), Some(Err(Error::InvalidArg)), "a graft that answers a block outside the segment is refused at attach");
+    c.eq(
+        outside.as_ref().ok().map(|id| bad.ldisk(*id)),
+        Some(Err(Error::InvalidArg)),
+        "a graft that answers a block outside the segment is refused at attach",
+    );
     if let Ok(id) = outside {
         let _ = g::unload(blk, id);
     }
@@ -403,8 +498,14 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     let attached = liar.as_ref().ok().map(|id| bad.ldisk(*id));
     c.eq(attached, Some(Ok(LD_LEN - p::MAP_BLOCKS)), "a graft that lies only on writes attaches");
     let writes: Vec<u64> = (0..3).map(|_| ld_write(&bad, 0, 2, 1)).collect();
-    c.check(writes.iter().all(|s| *s == p::FAILED | p::E_GRAFT), &format!("each write it answers outside the segment fails E_GRAFT ({writes:x?})"));
-    c.check(liar.is_ok_and(|id| g::stats(blk, id).map_err(|r| r.error).err() == Some(Error::NotFound)), "and it is unloaded after three");
+    c.check(
+        writes.iter().all(|s| *s == p::FAILED | p::E_GRAFT),
+        &format!("each write it answers outside the segment fails E_GRAFT ({writes:x?})"),
+    );
+    c.check(
+        liar.is_ok_and(|id| g::stats(blk, id).map_err(|r| r.error).err() == Some(Error::NotFound)),
+        "and it is unloaded after three",
+    );
     c.eq(ld_read(&bad, 0, 1).0, p::FAILED | p::E_GRAFT, "its segment fails every operation while its graft is gone");
     let spin = files_api::client::read_all(files, "/grafts/evict_rhai_spin.graft").ok().map(|mut f| {
         f[8] = graft::Point::Ldisk as u8;
@@ -413,19 +514,41 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     if let Some(Ok(id)) = spin.map(|f| g::load(blk, &f)) {
         let _ = g::set_budget(blk, id, 200_000);
         // The probe read at attach already runs out of budget.
-        c.eq(bad.ldisk(id).err(), Some(Error::InvalidArg), "a graft that loops forever is stopped by its budget and refused");
+        c.eq(
+            bad.ldisk(id).err(),
+            Some(Error::InvalidArg),
+            "a graft that loops forever is stopped by its budget and refused",
+        );
         let _ = g::unload(blk, id);
     } else {
         c.check(false, "load a looping graft at ldisk");
     }
     let (s, b) = ld_read(&mine, 0, 4);
-    c.check(s == p::DONE && (0..4).all(|l| b[l as usize * 4096..][..4096] == tests::ldisk_block(l, 9)[..]), "the native logical disk beside them reads right throughout");
-    c.check(bad.ldisk(0).is_ok() && ld_read(&bad, 0, 1).0 == p::DONE, "detached, the hostile graft's segment works again");
+    c.check(
+        s == p::DONE && (0..4).all(|l| b[l as usize * 4096..][..4096] == tests::ldisk_block(l, 9)[..]),
+        "the native logical disk beside them reads right throughout",
+    );
+    c.check(
+        bad.ldisk(0).is_ok() && ld_read(&bad, 0, 1).0 == p::DONE,
+        "detached, the hostile graft's segment works again",
+    );
     let _ = g::unload(blk, native);
-    c.eq(ld_read(&mine, 0, 1).0, p::FAILED | p::E_GRAFT, "a logical disk whose graft was unloaded fails until one is attached");
-    if let Ok(id) = files_api::client::read_all(files, "/grafts/ldisk_wasmi_ldisk.graft").map_err(|_| ()).and_then(|f| g::load(blk, &f).map_err(|_| ())) {
+    c.eq(
+        ld_read(&mine, 0, 1).0,
+        p::FAILED | p::E_GRAFT,
+        "a logical disk whose graft was unloaded fails until one is attached",
+    );
+    if let Ok(id) = files_api::client::read_all(files, "/grafts/ldisk_wasmi_ldisk.graft")
+        .map_err(|_| ())
+        .and_then(|f| g::load(blk, &f).map_err(|_| ()))
+    {
         let (attached, (s, b)) = (mine.ldisk(id), ld_read(&mine, 0, 4));
-        c.check(attached.is_ok() && s == p::DONE && (0..4).all(|l| b[l as usize * 4096..][..4096] == tests::ldisk_block(l, 9)[..]), "another technology's graft attached takes the map from the disk: the blocks are there");
+        c.check(
+            attached.is_ok()
+                && s == p::DONE
+                && (0..4).all(|l| b[l as usize * 4096..][..4096] == tests::ldisk_block(l, 9)[..]),
+            "another technology's graft attached takes the map from the disk: the blocks are there",
+        );
         let _ = g::unload(blk, id);
     }
     let _ = mine.close();
@@ -459,7 +582,10 @@ fn test_runs(id: u64) {
 fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
     // (wasmi's: 100,000 of its calls take far longer than a turn; the compiled ones'
     // may not.)
-    let Ok(id) = files_api::client::read_all(files, "/grafts/evict_wasmi_hotlist.graft").map_err(|_| ()).and_then(|f| g::load(cache, &f).map_err(|_| ())) else {
+    let Ok(id) = files_api::client::read_all(files, "/grafts/evict_wasmi_hotlist.graft")
+        .map_err(|_| ())
+        .and_then(|f| g::load(cache, &f).map_err(|_| ()))
+    else {
         c.check(false, "load the wasmi hot list for the TEST_RUNs");
         return;
     };
@@ -476,11 +602,19 @@ fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
     }
     let (calls, cycles) = (RUNS[0].load(Ordering::Relaxed), RUNS[1].load(Ordering::Relaxed));
     let turn = graft::table::TURN_MS * rt::sys::kernel_info().tsc_per_ms;
-    println!("graft_test: TEST_RUN of 100,000: at most {calls} calls, {cycles} ticks (a turn: {turn}); {reads} reads beside");
-    c.check(calls > 0 && calls < g::MAX_REPEAT, &format!("a TEST_RUN of 100,000 calls stops after the cache's turn ({calls} calls)"));
+    println!(
+        "graft_test: TEST_RUN of 100,000: at most {calls} calls, {cycles} ticks (a turn: {turn}); {reads} reads beside"
+    );
+    c.check(
+        calls > 0 && calls < g::MAX_REPEAT,
+        &format!("a TEST_RUN of 100,000 calls stops after the cache's turn ({calls} calls)"),
+    );
     // Wall time, which counts the cache's thread being preempted by the other programs
     // (this one's reads among them): bounded, not exactly a turn.
-    c.check(cycles < 20 * turn, &format!("it ends within a second, not the minutes 100,000 calls take ({cycles} ticks, a turn {turn})"));
+    c.check(
+        cycles < 20 * turn,
+        &format!("it ends within a second, not the minutes 100,000 calls take ({cycles} ticks, a turn {turn})"),
+    );
     c.check(right && reads > 0, &format!("the cache serves other reads meanwhile, right ({reads})"));
     let _ = g::unload(cache, id);
 }
@@ -525,29 +659,47 @@ fn main() -> i32 {
         let k = hot_kept(&seg, cache, &mut c, tech);
         c.eq(k, HOT, &format!("{tech}: the graft kept all the hot blocks"));
         let st = g::stats(cache, id);
-        c.check(st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0), &format!("{tech}: it was called and never aborted ({st:?})"));
+        c.check(
+            st.as_ref().is_ok_and(|s| s.calls > 0 && s.aborts == 0),
+            &format!("{tech}: it was called and never aborted ({st:?})"),
+        );
         c.check(cache_word(cache, 7) > grafted0, &format!("{tech}: the cache counts victims the graft chose"));
-        c.check(g::list(cache).is_ok_and(|t| t.contains("evict") && t.contains(tech)), &format!("{tech}: LIST shows it"));
+        c.check(
+            g::list(cache).is_ok_and(|t| t.contains("evict") && t.contains(tech)),
+            &format!("{tech}: LIST shows it"),
+        );
         c.check(g::unload(cache, id).is_ok(), &format!("{tech}: unload it"));
-        c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{tech}: gone after the unload"));
+        c.eq(
+            g::stats(cache, id).map_err(|r| r.error).err(),
+            Some(Error::NotFound),
+            &format!("{tech}: gone after the unload"),
+        );
     }
 
     // Hot-swap (K42): one graft id, its hot list set once, swapped through every
     // technology while the cache calls it; each keeps the hot blocks with the state it
     // was handed.
-    let file = |tech: &str, g: &str| files_api::client::read_all(files, &format!("/grafts/evict_{tech}_{g}.graft")).unwrap_or_default();
+    let file = |tech: &str, g: &str| {
+        files_api::client::read_all(files, &format!("/grafts/evict_{tech}_{g}.graft")).unwrap_or_default()
+    };
     match g::load(cache, &file("wasmi", "hotlist")) {
         Ok(id) => {
             c.check(g::set_state(cache, id, 0, &hot_list(start)).is_ok(), "swap: give the graft its hot list once");
             for tech in ["native", "signed", "wasmaot", "ebpf", "rhai", "wasmi"] {
-                c.check(g::replace(cache, id, &file(tech, "hotlist")).is_ok(), &format!("swap: the graft hot-swapped to {tech}"));
+                c.check(
+                    g::replace(cache, id, &file(tech, "hotlist")).is_ok(),
+                    &format!("swap: the graft hot-swapped to {tech}"),
+                );
                 let k = hot_kept(&seg, cache, &mut c, tech);
                 c.eq(k, HOT, &format!("swap: {tech} keeps the hot blocks with the state it was handed"));
             }
             let st = g::stats(cache, id);
             c.check(st.is_ok(), "swap: the same id all along");
             let r = g::replace(cache, id, &file("native", "null"));
-            c.check(r.as_ref().err().is_some_and(|r| r.reason.contains("state")), &format!("swap: a graft whose state is laid out otherwise is refused ({r:?})"));
+            c.check(
+                r.as_ref().err().is_some_and(|r| r.reason.contains("state")),
+                &format!("swap: a graft whose state is laid out otherwise is refused ({r:?})"),
+            );
             let k = hot_kept(&seg, cache, &mut c, "after a refused swap");
             c.eq(k, HOT, "swap: the old graft stays");
             let _ = g::unload(cache, id);
@@ -564,7 +716,11 @@ fn main() -> i32 {
     // A second graft at the same point for the same principal waits for the first.
     if let Ok(file) = files_api::client::read_all(files, "/grafts/evict_native_null.graft") {
         let a = g::load(cache, &file);
-        c.eq(g::load(cache, &file).map_err(|r| r.error).err(), Some(Error::Exists), "one graft per point and principal");
+        c.eq(
+            g::load(cache, &file).map_err(|r| r.error).err(),
+            Some(Error::Exists),
+            "one graft per point and principal",
+        );
         if let Ok(a) = a {
             let _ = g::unload(cache, a);
         }
@@ -573,36 +729,85 @@ fn main() -> i32 {
     // Files that are not grafts, or that name what this cache does not run.
     let refused = |bytes: &[u8]| g::load(cache, bytes).err().map(|r| (r.error, r.reason));
     let r = refused(b"not a graft at all");
-    c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("header")), &format!("a short file is refused with its reason ({r:?})"));
+    c.check(
+        r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("header")),
+        &format!("a short file is refused with its reason ({r:?})"),
+    );
     let mut bad = alloc::vec![0u8; 80];
     bad[..8].copy_from_slice(b"SCGRAFT0");
     let r = refused(&bad);
-    c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("magic")), &format!("a bad magic is refused ({r:?})"));
-    let aot = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::WasmAot, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
+    c.check(
+        r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("magic")),
+        &format!("a bad magic is refused ({r:?})"),
+    );
+    let aot = graft::GraftFile {
+        point: graft::Point::Evict,
+        tech: graft::Tech::WasmAot,
+        state_len: 0,
+        name: "x",
+        code: b"x",
+        sig: &[],
+    }
+    .to_bytes();
     let r = refused(&aot);
-    c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::InvalidArg && why.contains("signature")), &format!("compiled WebAssembly the build did not sign is refused: the runtime would trust its machine code ({r:?})"));
-    let up = graft::GraftFile { point: graft::Point::Evict, tech: graft::Tech::Upcall, state_len: 0, name: "x", code: b"x", sig: &[] }.to_bytes();
+    c.check(
+        r.as_ref().is_some_and(|(e, why)| *e == Error::InvalidArg && why.contains("signature")),
+        &format!(
+            "compiled WebAssembly the build did not sign is refused: the runtime would trust its machine code ({r:?})"
+        ),
+    );
+    let up = graft::GraftFile {
+        point: graft::Point::Evict,
+        tech: graft::Tech::Upcall,
+        state_len: 0,
+        name: "x",
+        code: b"x",
+        sig: &[],
+    }
+    .to_bytes();
     c.check(refused(&up).is_some(), "an upcall graft without its thread is refused");
     // Signed grafts: any byte of header or code changed, or signed with another key.
     match files_api::client::read_all(files, "/grafts/evict_signed_hotlist.graft") {
         Ok(file) => {
             let code_byte = file.len() - 64 - 10;
-            for (at, what) in [(code_byte, "a byte of its code"), (24, "its name"), (12, "its state's size"), (file.len() - 1, "its signature")] {
+            for (at, what) in [
+                (code_byte, "a byte of its code"),
+                (24, "its name"),
+                (12, "its state's size"),
+                (file.len() - 1, "its signature"),
+            ] {
                 let mut b = file.clone();
                 b[at] ^= 1;
                 let r = refused(&b);
-                c.check(r.as_ref().is_some_and(|(e, why)| *e == Error::InvalidArg && why.contains("signature")), &format!("a signed graft with {what} changed is refused ({r:?})"));
+                c.check(
+                    r.as_ref().is_some_and(|(e, why)| *e == Error::InvalidArg && why.contains("signature")),
+                    &format!("a signed graft with {what} changed is refused ({r:?})"),
+                );
             }
             let f = graft::GraftFile::parse(&file).ok();
             let unsigned = f.map(|f| graft::GraftFile { sig: &[], ..f }.to_bytes()).unwrap_or_default();
-            c.check(refused(&unsigned).is_some_and(|(_, why)| why.contains("signature")), "a signed graft without its signature is refused");
+            c.check(
+                refused(&unsigned).is_some_and(|(_, why)| why.contains("signature")),
+                "a signed graft without its signature is refused",
+            );
         }
         Err(_) => {
             c.check(false, "/grafts/evict_signed_hotlist.graft is in the files filesystem");
         }
     }
-    let ldisk = graft::GraftFile { point: graft::Point::Ldisk, tech: graft::Tech::Script, state_len: 0, name: "x", code: b"fn graft(i) { 0 }", sig: &[] }.to_bytes();
-    c.check(refused(&ldisk).is_some_and(|(_, why)| why.contains("no such graft point")), "a point the cache does not host");
+    let ldisk = graft::GraftFile {
+        point: graft::Point::Ldisk,
+        tech: graft::Tech::Script,
+        state_len: 0,
+        name: "x",
+        code: b"fn graft(i) { 0 }",
+        sig: &[],
+    }
+    .to_bytes();
+    c.check(
+        refused(&ldisk).is_some_and(|(_, why)| why.contains("no such graft point")),
+        "a point the cache does not host",
+    );
     ipc::set_send_string(b"x");
     let mut m = ipc::Msg::new(g::PUT, &[1 << 40]).with_string();
     let _ = ipc::call(cache, &mut m, ipc::FOREVER);
@@ -653,8 +858,15 @@ fn main() -> i32 {
                 let _ = g::set_budget(cache, id, if name == "wasmi_spin" { graft::table::MAX_BUDGET } else { 200_000 });
                 let reaped = cache_word(cache, 9);
                 let rd = p::READ_OP | p::BUFFERED;
-                c.check(io(&seg, rd, STREAM.0, STREAM.1, true), &format!("{name}: the cache serves the right bytes under it"));
-                c.eq(g::stats(cache, id).map_err(|r| r.error).err(), Some(Error::NotFound), &format!("{name}: unloaded after failing"));
+                c.check(
+                    io(&seg, rd, STREAM.0, STREAM.1, true),
+                    &format!("{name}: the cache serves the right bytes under it"),
+                );
+                c.eq(
+                    g::stats(cache, id).map_err(|r| r.error).err(),
+                    Some(Error::NotFound),
+                    &format!("{name}: unloaded after failing"),
+                );
                 c.eq(cache_word(cache, 9), reaped + 1, &format!("{name}: the cache counts it as unloaded for failing"));
             }
             (r, _) => {
@@ -669,7 +881,11 @@ fn main() -> i32 {
     // Reconfiguring the cache is for the system's principals: this program (principal 3)
     // may list the components but not swap or interpose.
     let mut why = [0u8; 64];
-    c.eq(swap_api::client::swap(cache, 0, 1, &mut why).map_err(|e| e.0).err(), Some(Error::NoRights), "principal 3 may not swap the cache's policy");
+    c.eq(
+        swap_api::client::swap(cache, 0, 1, &mut why).map_err(|e| e.0).err(),
+        Some(Error::NoRights),
+        "principal 3 may not swap the cache's policy",
+    );
     c.eq(swap_api::client::interpose(cache, 0, swap_api::TRACE), Err(Error::NoRights), "nor interpose on it");
     c.check(swap_api::client::list(cache, &mut [0u8; 512]).is_ok(), "but may list it");
     c.finish("graft_test")

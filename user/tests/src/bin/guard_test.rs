@@ -56,9 +56,15 @@ fn main() -> i32 {
     drop(v);
     c.eq(a.used(), 0, "freed outside, it is given back to it");
     let big = core::hint::black_box(a.within(|| alloc::vec![2u8; 3 << 19]));
-    c.check(a.over() && big.iter().all(|b| *b == 2), "past its limit it says so, and the allocation is still served from its slack");
+    c.check(
+        a.over() && big.iter().all(|b| *b == 2),
+        "past its limit it says so, and the allocation is still served from its slack",
+    );
     let bigger = core::hint::black_box(a.within(|| alloc::vec![5u8; 3 << 20]));
-    c.check(a.over() && bigger.iter().all(|b| *b == 5), "past its slack too, from the program's heap: no allocation fails");
+    c.check(
+        a.over() && bigger.iter().all(|b| *b == 5),
+        "past its slack too, from the program's heap: no allocation fails",
+    );
     drop(big);
     drop(bigger);
     a.clear_over();

@@ -16,7 +16,6 @@ const VA: u64 = rt::layout::SCRATCH;
 /// A frame well above 4 GiB (QEMU puts RAM beyond the first 2 GiB of a 5 GiB q35 there).
 const HIGH: u64 = 0x1_4000_0000;
 
-
 fn main() -> i32 {
     let mut c = Checks::new();
     let s = rt::alloc_slot();

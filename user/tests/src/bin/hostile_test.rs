@@ -12,9 +12,9 @@ use abi::{cap, mem, rights, sys as nr, tctl, Error};
 use core::sync::atomic::{AtomicU64, Ordering};
 use echo_api as echo;
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, FOREVER, POLL};
 use rt::{sys, thread};
+use tests::Checks;
 
 rt::entry!(main);
 
@@ -56,14 +56,24 @@ fn irq_ownership(c: &mut Checks) {
     c.eq(sys::irq_attach(s, 1), Ok(()), "ATTACH");
     c.eq(sys::irq_attach(s, 3), Ok(()), "ATTACH again by the same thread (a new badge)");
     let t = thread::spawn(irq_intruder, 0, thread::my_priority());
-    c.check(t.is_ok() && tests::wait_until(100, || IRQ_OTHER[0].load(Ordering::SeqCst) != u64::MAX), "another thread of the task tries the line");
+    c.check(
+        t.is_ok() && tests::wait_until(100, || IRQ_OTHER[0].load(Ordering::SeqCst) != u64::MAX),
+        "another thread of the task tries the line",
+    );
     let bs = Error::BadState as u64;
-    c.eq(IRQ_OTHER.iter().map(|a| a.load(Ordering::SeqCst)).collect::<alloc::vec::Vec<_>>(), [bs, bs, bs].into(), "its ATTACH, ACK and DETACH are refused");
+    c.eq(
+        IRQ_OTHER.iter().map(|a| a.load(Ordering::SeqCst)).collect::<alloc::vec::Vec<_>>(),
+        [bs, bs, bs].into(),
+        "its ATTACH, ACK and DETACH are refused",
+    );
     c.eq(sys::irq_ack(s), Ok(()), "the attached thread still ACKs");
     c.eq(sys::irq_detach(s), Ok(()), "and DETACHes");
     IRQ_OTHER[0].store(u64::MAX, Ordering::SeqCst);
     let t = thread::spawn(irq_intruder, 0, thread::my_priority());
-    c.check(t.is_ok() && tests::wait_until(100, || IRQ_OTHER[0].load(Ordering::SeqCst) != u64::MAX), "another thread tries again");
+    c.check(
+        t.is_ok() && tests::wait_until(100, || IRQ_OTHER[0].load(Ordering::SeqCst) != u64::MAX),
+        "another thread tries again",
+    );
     c.eq(IRQ_OTHER[0].load(Ordering::SeqCst), 0, "a free line: its ATTACH succeeds");
     c.eq(sys::irq_attach(s, 1), Ok(()), "the line of a thread that has ended is free to take");
     c.eq(sys::irq_detach(s), Ok(()), "DETACH");
@@ -80,10 +90,13 @@ fn bad_receiver(delay: u64) {
     u.recv_buf_len = 100;
     let mut m = Msg::empty();
     let r = ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 2_000_000));
-    BAD_RECV.store(match r {
-        Ok(_) => 1,
-        Err(e) => e as u64,
-    }, Ordering::SeqCst);
+    BAD_RECV.store(
+        match r {
+            Ok(_) => 1,
+            Err(e) => e as u64,
+        },
+        Ordering::SeqCst,
+    );
 }
 
 fn main() -> i32 {
@@ -105,7 +118,11 @@ fn main() -> i32 {
     // DEBUG_PUT pointer and length checks.
     c.eq(raw(nr::DEBUG_PUT, [KERNEL_PTR, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print from a kernel pointer");
     c.eq(raw(nr::DEBUG_PUT, [0, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print from a null pointer");
-    c.eq(raw(nr::DEBUG_PUT, [NONCANONICAL - 5, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print across the end of user space");
+    c.eq(
+        raw(nr::DEBUG_PUT, [NONCANONICAL - 5, 10, 0, 0, 0, 0]),
+        Err(Error::BadAddress),
+        "print across the end of user space",
+    );
     c.eq(raw(nr::DEBUG_PUT, [u64::MAX - 3, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print with a wrapping range");
     c.eq(raw(nr::DEBUG_PUT, [UNMAPPED, 10, 0, 0, 0, 0]), Err(Error::BadAddress), "print from unmapped memory");
     c.eq(raw(nr::DEBUG_PUT, [CODE, 5000, 0, 0, 0, 0]), Err(Error::TooLong), "print too long");
@@ -176,17 +193,41 @@ fn main() -> i32 {
     c.eq(sys::thread_create(cap::SELF_TASK, t, NONCANONICAL, 50), Err(Error::BadAddress), "non-canonical UTCB");
     c.eq(sys::thread_create(cap::SELF_TASK, t, CODE, 50), Err(Error::AlreadyMapped), "UTCB over our code");
     c.eq(sys::thread_create(cap::SELF_TASK, t, MAIN_UTCB, 50), Err(Error::AlreadyMapped), "UTCB over another UTCB");
-    c.eq(sys::thread_create(cap::SELF_TASK, t, thread::alloc_utcb(), 255), Err(Error::InvalidArg), "priority above our own");
-    c.eq(sys::thread_create(echo_slot, t, thread::alloc_utcb(), 50), Err(Error::WrongType), "thread capability as a task");
-    c.eq(sys::thread_create(cap::SELF_TASK, echo_slot, thread::alloc_utcb(), 50), Err(Error::SlotInUse), "occupied destination slot");
-    c.eq(sys::thread_create(cap::SELF_TASK, cap::SLOTS, thread::alloc_utcb(), 50), Err(Error::InvalidCap), "destination slot out of range");
+    c.eq(
+        sys::thread_create(cap::SELF_TASK, t, thread::alloc_utcb(), 255),
+        Err(Error::InvalidArg),
+        "priority above our own",
+    );
+    c.eq(
+        sys::thread_create(echo_slot, t, thread::alloc_utcb(), 50),
+        Err(Error::WrongType),
+        "thread capability as a task",
+    );
+    c.eq(
+        sys::thread_create(cap::SELF_TASK, echo_slot, thread::alloc_utcb(), 50),
+        Err(Error::SlotInUse),
+        "occupied destination slot",
+    );
+    c.eq(
+        sys::thread_create(cap::SELF_TASK, cap::SLOTS, thread::alloc_utcb(), 50),
+        Err(Error::InvalidCap),
+        "destination slot out of range",
+    );
     c.eq(sys::thread_create(cap::SELF_TASK, t, thread::alloc_utcb(), 50), Ok(()), "a good thread (stopped)");
     c.eq(sys::thread_start(t, KERNEL_PTR, 0x1000, 0), Err(Error::InvalidArg), "start at a kernel address");
     c.eq(sys::thread_start(t, 0, 0, 0), Err(Error::InvalidArg), "start a fresh thread without an address");
     c.eq(sys::thread_start(cap::SELF_THREAD, CODE, 0x2000, 0), Err(Error::BadState), "start a running thread");
-    c.eq(sys::thread_start(cap::SELF_THREAD, CODE, 0x1000, 0), Err(Error::InvalidArg), "a stack below the first user page is refused before the state is looked at");
+    c.eq(
+        sys::thread_start(cap::SELF_THREAD, CODE, 0x1000, 0),
+        Err(Error::InvalidArg),
+        "a stack below the first user page is refused before the state is looked at",
+    );
     c.eq(raw(nr::THREAD_CONTROL, [t, 99, 0, 0, 0, 0]), Err(Error::InvalidArg), "unknown thread operation");
-    c.eq(raw(nr::THREAD_CONTROL, [t, tctl::SET_FAULT_HANDLER, cap::SELF_TASK, 0, 0, 0]), Err(Error::WrongType), "fault handler that is no thread");
+    c.eq(
+        raw(nr::THREAD_CONTROL, [t, tctl::SET_FAULT_HANDLER, cap::SELF_TASK, 0, 0, 0]),
+        Err(Error::WrongType),
+        "fault handler that is no thread",
+    );
     // SAFETY: the thread never ran and holds nothing.
     c.eq(unsafe { sys::thread_destroy(t) }, Ok(()), "destroy it");
     c.eq(sys::thread_read_state(t), Err(Error::InvalidCap), "destroyed thread's capability is dead");
@@ -197,20 +238,48 @@ fn main() -> i32 {
     sys::prefault(heap_probe, 2);
     let small = rt::alloc_slot();
     c.eq(sys::task_create(small, 12), Ok(()), "a task with a 12-page kernel quota");
-    c.eq(sys::thread_create(small, rt::alloc_slot(), 0x10_0000, 50), Err(Error::NoMemory), "a thread beyond its kernel quota");
+    c.eq(
+        sys::thread_create(small, rt::alloc_slot(), 0x10_0000, 50),
+        Err(Error::NoMemory),
+        "a thread beyond its kernel quota",
+    );
     c.eq(sys::task_create(rt::alloc_slot(), u64::MAX), Err(Error::NoMemory), "child quota beyond ours");
     c.eq(sys::task_create(small, 10), Err(Error::SlotInUse), "task into an occupied slot");
     c.eq(sys::task_info(small), Ok((0, 12, 11)), "its kernel memory: page-table root and capability space");
     // SAFETY: every call below is expected to be refused before it changes anything,
     // except the last map, which maps a page of ours into another task.
     unsafe {
-        c.eq(sys::mem_map(small, UNMAPPED, heap_probe + 0x100000, 1, mem::READ), Err(Error::NotMapped), "map from unmapped memory");
-        c.eq(sys::mem_map(small, CODE, 0x1000_0000, 1, mem::READ | mem::WRITE), Err(Error::NoRights), "map code writable");
+        c.eq(
+            sys::mem_map(small, UNMAPPED, heap_probe + 0x100000, 1, mem::READ),
+            Err(Error::NotMapped),
+            "map from unmapped memory",
+        );
+        c.eq(
+            sys::mem_map(small, CODE, 0x1000_0000, 1, mem::READ | mem::WRITE),
+            Err(Error::NoRights),
+            "map code writable",
+        );
         c.eq(sys::mem_map(small, MAIN_UTCB, 0x1000_0000, 1, mem::READ), Err(Error::InvalidArg), "map a UTCB");
-        c.eq(sys::mem_map(cap::SELF_TASK, heap_probe, MAIN_UTCB, 1, mem::READ), Err(Error::AlreadyMapped), "map over a UTCB");
-        c.eq(sys::mem_map(cap::SELF_TASK, heap_probe, heap_probe + 4096, 2, mem::READ), Err(Error::InvalidArg), "overlapping map within one space");
-        c.eq(sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ | (1 << 12)), Err(Error::InvalidArg), "unknown map flags");
-        c.eq(sys::mem_map(small, heap_probe, KERNEL_PTR, 1, mem::READ), Err(Error::BadAddress), "map into kernel space");
+        c.eq(
+            sys::mem_map(cap::SELF_TASK, heap_probe, MAIN_UTCB, 1, mem::READ),
+            Err(Error::AlreadyMapped),
+            "map over a UTCB",
+        );
+        c.eq(
+            sys::mem_map(cap::SELF_TASK, heap_probe, heap_probe + 4096, 2, mem::READ),
+            Err(Error::InvalidArg),
+            "overlapping map within one space",
+        );
+        c.eq(
+            sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ | (1 << 12)),
+            Err(Error::InvalidArg),
+            "unknown map flags",
+        );
+        c.eq(
+            sys::mem_map(small, heap_probe, KERNEL_PTR, 1, mem::READ),
+            Err(Error::BadAddress),
+            "map into kernel space",
+        );
         use abi::fpage::{Fpage, UNMAP_SELF};
         c.eq(sys::unmap(Fpage::mem(MAIN_UTCB, 12, 0), UNMAP_SELF), Err(Error::InvalidArg), "unmap our UTCB");
         c.eq(sys::unmap(Fpage::mem(UNMAPPED, 12, 0), UNMAP_SELF), Ok(()), "unmap nothing is no error");
@@ -218,23 +287,47 @@ fn main() -> i32 {
         c.eq(sys::unmap(Fpage::mem(UNMAPPED + 4096, 13, 0), UNMAP_SELF), Err(Error::InvalidArg), "misaligned flexpage");
         c.eq(sys::unmap(Fpage(3), 0), Err(Error::InvalidArg), "flexpage of no kind");
         c.eq(sys::unmap(Fpage::mem(UNMAPPED, 12, 0), 2), Err(Error::InvalidArg), "unknown unmap flags");
-        c.eq(sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ), Err(Error::NoMemory), "no kernel quota left for its page tables");
-        c.eq(sys::mem_map(small, heap_probe, KERNEL_PTR, 1, mem::READ | mem::GRANT), Err(Error::BadAddress), "grant into kernel space");
+        c.eq(
+            sys::mem_map(small, heap_probe, 0x1000_0000, 1, mem::READ),
+            Err(Error::NoMemory),
+            "no kernel quota left for its page tables",
+        );
+        c.eq(
+            sys::mem_map(small, heap_probe, KERNEL_PTR, 1, mem::READ | mem::GRANT),
+            Err(Error::BadAddress),
+            "grant into kernel space",
+        );
     }
     c.eq(sys::task_destroy(small), Ok(()), "destroy the small task");
 
     // Capabilities and the machine.
     c.eq(sys::machine_exit(cap::PARENT, 0), Err(Error::WrongType), "machine call with a thread capability");
     c.eq(sys::machine_exit(rt::alloc_slot(), 0), Err(Error::InvalidCap), "machine call with an empty slot");
-    c.eq(sys::machine_fastpath(cap::PARENT, false), Err(Error::WrongType), "only the machine capability turns the IPC fastpath off");
-    c.eq(sys::cap_copy(rt::alloc_slot(), rt::alloc_slot(), rights::ALL, 0), Err(Error::InvalidCap), "copy from an empty slot");
-    c.eq(sys::cap_copy(echo_slot, cap::SLOTS + 5, rights::ALL, 0), Err(Error::InvalidCap), "copy to a slot out of range");
+    c.eq(
+        sys::machine_fastpath(cap::PARENT, false),
+        Err(Error::WrongType),
+        "only the machine capability turns the IPC fastpath off",
+    );
+    c.eq(
+        sys::cap_copy(rt::alloc_slot(), rt::alloc_slot(), rights::ALL, 0),
+        Err(Error::InvalidCap),
+        "copy from an empty slot",
+    );
+    c.eq(
+        sys::cap_copy(echo_slot, cap::SLOTS + 5, rights::ALL, 0),
+        Err(Error::InvalidCap),
+        "copy to a slot out of range",
+    );
     c.eq(sys::cap_give(cap::SELF_TASK, u64::MAX, 50, rights::ALL), Err(Error::InvalidCap), "give from a bad slot");
 
     irq_ownership(&mut c);
     // A call must wait for its reply: a receive timeout of 0 is refused, not a tick's wait.
     let mut m = Msg::new(echo::ECHO, &[1]);
-    c.eq(ipc::call(echo_slot, &mut m, timeouts(aipc::INFINITE, POLL)), Err(Error::InvalidArg), "a call that may not wait for its reply");
+    c.eq(
+        ipc::call(echo_slot, &mut m, timeouts(aipc::INFINITE, POLL)),
+        Err(Error::InvalidArg),
+        "a call that may not wait for its reply",
+    );
 
     // After all that, the kernel still serves.
     let mut m = Msg::new(echo::ECHO, &[99]);

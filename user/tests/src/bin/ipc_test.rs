@@ -11,9 +11,9 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use echo_api as echo;
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, FOREVER, INFINITE, POLL};
 use rt::{sys, thread};
+use tests::Checks;
 
 rt::entry!(main);
 
@@ -93,7 +93,11 @@ fn saved_replies(c: &mut Checks) {
     c.eq(ipc::send(slot, &bad, FOREVER), Err(Error::InvalidArg), "a malformed answer is refused");
     c.check(sys::cap_info(slot).is_ok(), "and the saved reply is kept");
     let copy = rt::alloc_slot();
-    c.eq(sys::cap_copy(slot, copy, rights::SEND, 0), Err(Error::WrongType), "a saved reply cannot be copied (one call, one answer)");
+    c.eq(
+        sys::cap_copy(slot, copy, rights::SEND, 0),
+        Err(Error::WrongType),
+        "a saved reply cannot be copied (one call, one answer)",
+    );
     c.eq(SAVED_ANSWER.load(Ordering::SeqCst), 0, "the caller still waits");
     c.eq(ipc::send(slot, &Msg::new(9, &[4242]), FOREVER), Ok(()), "another thread answers through the saved reply");
     c.eq(wait_nonzero(&SAVED_ANSWER), 4243, "the caller gets that answer");
@@ -148,7 +152,10 @@ fn twice_caller(slot: u64) {
 fn saved_reply_is_one_call(c: &mut Checks) {
     let me = rt::alloc_slot();
     sys::cap_copy(cap::SELF_THREAD, me, rights::SEND, 304).unwrap();
-    c.check(thread::spawn(twice_caller, me, thread::my_priority()).is_ok(), "start a caller that gives up once and calls again");
+    c.check(
+        thread::spawn(twice_caller, me, thread::my_priority()).is_ok(),
+        "start a caller that gives up once and calls again",
+    );
     let (old, new) = (rt::alloc_slot(), rt::alloc_slot());
     let mut m = Msg::empty();
     c.eq(ipc::recv(ipc::RECV_ANY, &mut m, FOREVER), Ok(304), "its first call arrives");
@@ -156,7 +163,11 @@ fn saved_reply_is_one_call(c: &mut Checks) {
     c.eq(ipc::recv(ipc::RECV_ANY, &mut m, FOREVER), Ok(304), "the second call arrives (the first gave up)");
     c.eq(m.word(1), 2, "and it is the second");
     c.eq(ipc::save_reply(new), Ok(()), "save the reply to the second call");
-    c.eq(ipc::send(old, &Msg::new(9, &[111]), FOREVER), Err(Error::NoPartner), "the first call's reply answers nothing");
+    c.eq(
+        ipc::send(old, &Msg::new(9, &[111]), FOREVER),
+        Err(Error::NoPartner),
+        "the first call's reply answers nothing",
+    );
     c.eq(SECOND_ANSWER.load(Ordering::SeqCst), 0, "the second call still waits");
     c.eq(ipc::send(new, &Msg::new(9, &[222]), FOREVER), Ok(()), "answer the second call");
     c.eq(wait_nonzero(&SECOND_ANSWER), 223, "the caller gets the second call's answer");
@@ -203,7 +214,11 @@ fn succeed(c: &mut Checks) {
     c.check(tests::wait_until(1000, || QUEUED.load(Ordering::SeqCst) != 0), "the queued caller is answered");
     c.eq(QUEUED.load(Ordering::SeqCst), 102, "by the second");
     let mut m = Msg::new(1, &[10]);
-    c.eq(ipc::call(b, &mut m, FOREVER).map(|_| (m.word(1), m.word(2))), Ok((12, 0x5EED)), "the old capability reaches the second, its badge kept");
+    c.eq(
+        ipc::call(b, &mut m, FOREVER).map(|_| (m.word(1), m.word(2))),
+        Ok((12, 0x5EED)),
+        "the old capability reaches the second, its badge kept",
+    );
     c.eq(sys::thread_read_state(s1.slot).map(|s| s.0), Ok(0), "control still names the first (stopped)");
     // SAFETY: as above; the thread's stack is leaked, not reused.
     c.eq(unsafe { sys::thread_destroy(s1.slot) }, Ok(()), "destroy the first");
@@ -227,7 +242,10 @@ fn succeed(c: &mut Checks) {
     sys::sleep_us(10_000);
     QUEUED.store(0, Ordering::SeqCst);
     c.eq(sys::thread_succeed(s3.slot, q.slot), Ok(()), "move the third's endpoint to its own queued caller");
-    c.check(tests::wait_until(1000, || QUEUED.load(Ordering::SeqCst) != 0), "the caller is not left waiting for itself");
+    c.check(
+        tests::wait_until(1000, || QUEUED.load(Ordering::SeqCst) != 0),
+        "the caller is not left waiting for itself",
+    );
     c.eq(QUEUED.load(Ordering::SeqCst), 1 << 40 | Error::Deadlock as u64, "its call failed with Deadlock");
     // SAFETY: as above.
     c.eq(unsafe { sys::thread_destroy(s3.slot) }, Ok(()), "destroy the third");
@@ -280,20 +298,32 @@ fn main() -> i32 {
     c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "4000-byte string across pages");
     let rev: Vec<u8> = big.iter().rev().copied().collect();
     c.check(back[..4000] == rev[..], "4000 bytes intact both ways");
-    c.eq((ipc::utcb().recv_buf_addr, ipc::utcb().recv_buf_len), (0, 0), "the call took the buffer's offer back (nothing can write into it later)");
+    c.eq(
+        (ipc::utcb().recv_buf_addr, ipc::utcb().recv_buf_len),
+        (0, 0),
+        "the call took the buffer's offer back (nothing can write into it later)",
+    );
     // A reply longer than the caller's buffer: the caller is told, not left waiting.
     let mut small = [0u8; 4];
     ipc::set_send_string(b"hello, scion");
     ipc::set_recv_buffer(&mut small);
     let mut m = Msg::new(echo::REVERSE, &[]).with_string();
-    c.eq(ipc::call(echo_slot, &mut m, timeouts(INFINITE, 2_000_000)), Err(Error::TooLong), "a reply over the caller's buffer fails the call with TooLong");
+    c.eq(
+        ipc::call(echo_slot, &mut m, timeouts(INFINITE, 2_000_000)),
+        Err(Error::TooLong),
+        "a reply over the caller's buffer fails the call with TooLong",
+    );
     c.eq(small, [0u8; 4], "and nothing was written into the buffer");
     let mut m = Msg::new(echo::ECHO, &[5]);
     c.eq(ipc::call(echo_slot, &mut m, FOREVER).map(|_| m.word(1)), Ok(5), "the server serves on");
 
     // Timeouts.
     let mut m = Msg::empty();
-    c.eq(ipc::recv(echo_slot, &mut m, timeouts(POLL, POLL)), Err(Error::Timeout), "receive with timeout 0 and no sender");
+    c.eq(
+        ipc::recv(echo_slot, &mut m, timeouts(POLL, POLL)),
+        Err(Error::Timeout),
+        "receive with timeout 0 and no sender",
+    );
     let t0 = sys::kernel_info().ticks;
     c.eq(ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 30_000)), Err(Error::Timeout), "bounded receive times out");
     let dt = sys::kernel_info().ticks - t0;
@@ -302,13 +332,25 @@ fn main() -> i32 {
     let helper = thread::spawn(slow_caller, echo_slot, thread::my_priority());
     c.check(helper.is_ok(), "start a thread that keeps echo busy");
     sys::sleep_us(10_000);
-    c.eq(ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(POLL, POLL)), Err(Error::Timeout), "send with timeout 0 to a busy server");
-    c.eq(ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(20_000, INFINITE)), Err(Error::Timeout), "bounded send to a busy server times out");
+    c.eq(
+        ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(POLL, POLL)),
+        Err(Error::Timeout),
+        "send with timeout 0 to a busy server",
+    );
+    c.eq(
+        ipc::send(echo_slot, &Msg::new(echo::ECHO, &[]), timeouts(20_000, INFINITE)),
+        Err(Error::Timeout),
+        "bounded send to a busy server times out",
+    );
     let mut m = Msg::new(echo::ECHO, &[77]);
     c.eq(ipc::call(echo_slot, &mut m, FOREVER), Ok(()), "infinite call waits for the busy server");
     c.eq(m.word(1), 77, "and gets its answer");
     let mut m = Msg::new(echo::SLOW, &[50_000]);
-    c.eq(ipc::call(echo_slot, &mut m, timeouts(INFINITE, 10_000)), Err(Error::Timeout), "call whose reply takes too long times out");
+    c.eq(
+        ipc::call(echo_slot, &mut m, timeouts(INFINITE, 10_000)),
+        Err(Error::Timeout),
+        "call whose reply takes too long times out",
+    );
     sys::sleep_us(60_000);
 
     // Receive from any (FIFO) and from one.

@@ -59,7 +59,10 @@ fn main() -> i32 {
                 seg.bytes(p::DATA + k * 4096, 4096).copy_from_slice(&tests::ldisk_block(first + k, v));
             }
             let r = seg.batch_ops(&[p::op(p::WRITE_OP, first, n, 0, p::DATA)], p::WAIT_ALL);
-            c.check(r.is_ok() && seg.status(0) == p::DONE, &format!("write blocks {first}..{} (version {v})", first + n));
+            c.check(
+                r.is_ok() && seg.status(0) == p::DONE,
+                &format!("write blocks {first}..{} (version {v})", first + n),
+            );
         }
         c.eq(seg.sync(), Ok(()), "sync acknowledged");
         println!("LDISK synced");
@@ -80,13 +83,23 @@ fn main() -> i32 {
         for k in 0..31u64 {
             let l = first + k;
             let b = &got[k as usize * 4096..][..4096];
-            let ok = if want[l as usize] == 0 { b.iter().all(|x| *x == 0) } else { *b == tests::ldisk_block(l, want[l as usize])[..] };
+            let ok = if want[l as usize] == 0 {
+                b.iter().all(|x| *x == 0)
+            } else {
+                *b == tests::ldisk_block(l, want[l as usize])[..]
+            };
             if !ok {
-                println!("ldisk_test: logical block {l} is wrong (first word {:#x})", u64::from_le_bytes(b[..8].try_into().unwrap_or_default()));
+                println!(
+                    "ldisk_test: logical block {l} is wrong (first word {:#x})",
+                    u64::from_le_bytes(b[..8].try_into().unwrap_or_default())
+                );
             }
             good &= ok;
         }
     }
-    c.check(good, "after the kill and a new boot, every logical block reads its last write through the map on the disk");
+    c.check(
+        good,
+        "after the kill and a new boot, every logical block reads its last write through the map on the disk",
+    );
     c.finish("ldisk_test")
 }

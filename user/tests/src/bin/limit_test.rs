@@ -5,9 +5,9 @@
 
 use abi::Error;
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, POLL};
 use rt::sys;
+use tests::Checks;
 
 rt::entry!(main);
 

@@ -11,9 +11,9 @@ use abi::fpage::{Fpage, GRANT};
 use abi::{cap, mem, rights, Error};
 use core::sync::atomic::{AtomicU64, Ordering};
 use rt::env::spawn;
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, FOREVER, POLL};
 use rt::{sys, thread};
+use tests::Checks;
 
 rt::entry!(main);
 
@@ -53,14 +53,20 @@ fn peer(window: u64) -> i32 {
                 label::FORWARD => {
                     // MR1 = address, MR2 = rights, MR3 = grant?, MR4 = destination slot
                     let mut f = Msg::new(1, &[]);
-                    f.push_item(Fpage::mem(m.word(1), 12, m.word(2)), m.word(1) | if m.word(3) != 0 { GRANT } else { 0 });
+                    f.push_item(
+                        Fpage::mem(m.word(1), 12, m.word(2)),
+                        m.word(1) | if m.word(3) != 0 { GRANT } else { 0 },
+                    );
                     let r = ipc::call(m.word(4), &mut f, FOREVER);
                     Msg::new(1, &[r.err().map_or(0, |e| e as u64), f.word(1)])
                 }
                 label::FORWARD_CAP => {
                     // MR1 = slot, MR2 = grant?, MR3 = destination slot: to the same slot there.
                     let mut f = Msg::new(1, &[]);
-                    f.push_item(Fpage::caps(m.word(1), 0, abi::rights::ALL), (m.word(1) << 12) | if m.word(2) != 0 { GRANT } else { 0 });
+                    f.push_item(
+                        Fpage::caps(m.word(1), 0, abi::rights::ALL),
+                        (m.word(1) << 12) | if m.word(2) != 0 { GRANT } else { 0 },
+                    );
                     let r = ipc::call(m.word(3), &mut f, FOREVER);
                     Msg::new(1, &[r.err().map_or(0, |e| e as u64)])
                 }
@@ -165,7 +171,7 @@ fn main() -> i32 {
     // A's page P, mapped read-write to B.
     let p = rt::layout::POOL;
     sys::prefault(p, 1); // from our pager, read-write
-    // SAFETY: P was just mapped read-write for this program.
+                         // SAFETY: P was just mapped read-write for this program.
     unsafe { core::ptr::write_volatile(p as *mut u64, 0xA11CE) };
     let mut m = Msg::new(1, &[]);
     m.push_item(Fpage::mem(p, 12, mem::READ | mem::WRITE), p);
@@ -218,7 +224,11 @@ fn main() -> i32 {
     let mut m = Msg::new(1, &[]);
     m.push_item(Fpage::mem(0x0000_6100_0000_0000, 12, mem::READ), WINDOW + 0x20000);
     ask(b, &mut m);
-    c.eq(touch_in(b_task, Some(b), WINDOW + 0x20000, false), Touch::Fault(WINDOW + 0x20000, false), "nothing arrives from an unmapped source");
+    c.eq(
+        touch_in(b_task, Some(b), WINDOW + 0x20000, false),
+        Touch::Fault(WINDOW + 0x20000, false),
+        "nothing arrives from an unmapped source",
+    );
 
     // A receiver without a window refuses items.
     let e = rt::alloc_slot_pair();
@@ -286,7 +296,11 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
     // Only root moves frames from one program to another (a live update's successor).
     for (from, to) in [(2, 3), (3, 2), (0, 0)] {
         let mut m = Msg::new(sigma0_api::MOVE, &[pa, 0, from, to]);
-        c.eq(tests::call_with_window(s0, Fpage(0), &mut m).and_then(|_| abi::check(m.word(1))), Err(Error::NoRights), "a program cannot move frames at sigma0");
+        c.eq(
+            tests::call_with_window(s0, Fpage(0), &mut m).and_then(|_| abi::check(m.word(1))),
+            Err(Error::NoRights),
+            "a program cannot move frames at sigma0",
+        );
     }
     // SAFETY: the page was just mapped read-write from sigma0.
     unsafe { core::ptr::write_volatile(s as *mut u64, 0xC1C1E) };
@@ -295,13 +309,29 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
     m.push_item(Fpage::mem(s, 12, mem::READ | mem::WRITE), at);
     c.eq(Fpage(ask(b, &mut m)).base(), at, "A maps it to B");
     c.eq(ask(b, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_C])), 0, "B maps it to C");
-    c.eq(ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_B])), 0, "C sends it back onto B's mapping");
+    c.eq(
+        ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_B])),
+        0,
+        "C sends it back onto B's mapping",
+    );
     c.eq(touch_in(c_task, Some(cc), at, false), Touch::Value(0xC1C1E), "C keeps the page: a map keeps its source");
     c.eq(touch_in(b_task, Some(b), at, false), Touch::Value(0xC1C1E), "B keeps it");
-    c.eq(ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 1, TO_B])), 0, "C grants it back onto B's mapping");
-    c.eq(touch_in(c_task, Some(cc), at, false), Touch::Value(0xC1C1E), "a grant onto an ancestor changes nothing either");
+    c.eq(
+        ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 1, TO_B])),
+        0,
+        "C grants it back onto B's mapping",
+    );
+    c.eq(
+        touch_in(c_task, Some(cc), at, false),
+        Touch::Value(0xC1C1E),
+        "a grant onto an ancestor changes nothing either",
+    );
     c.eq(ask(cc, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_D])), 0, "C maps it to D");
-    c.eq(ask(d, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_B])), 0, "D sends it back onto B's mapping");
+    c.eq(
+        ask(d, &mut Msg::new(label::FORWARD, &[at, mem::READ | mem::WRITE, 0, TO_B])),
+        0,
+        "D sends it back onto B's mapping",
+    );
     for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {
         c.eq(touch_in(task, Some(peer), at, false), Touch::Value(0xC1C1E), name);
     }
@@ -330,7 +360,11 @@ fn cycles(c: &mut Checks, report: u64, b: u64, cc: u64) {
     // The frame's next owner (asking for these very frames) writes a secret nobody sees.
     let v = 0x0000_6000_0030_0000u64;
     let mut m = Msg::new(sigma0_api::PHYS, &[pa, 0, v]);
-    c.eq(tests::call_with_window(s0, Fpage::mem(v, 12, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "the freed frame, allocated again");
+    c.eq(
+        tests::call_with_window(s0, Fpage::mem(v, 12, abi::mem::RIGHTS_MASK), &mut m),
+        Ok(()),
+        "the freed frame, allocated again",
+    );
     // SAFETY: the page was just mapped read-write from sigma0.
     unsafe { core::ptr::write_volatile(v as *mut u64, 0x5EC2E7) };
     for (name, task, peer) in [("B", b_task, b), ("C", c_task, cc), ("D", d_task, d)] {

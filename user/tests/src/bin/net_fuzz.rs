@@ -19,18 +19,17 @@ use tests::{Checks, Rng};
 
 rt::entry!(main);
 
-
 /// A word a hostile client might send.
 fn word(r: &mut Rng) -> u64 {
     match r.below(12) {
-        0..=3 => r.below(70),                                   // a handle, live or not
+        0..=3 => r.below(70),                                       // a handle, live or not
         4 => [80, 81, 7, 0, 65535, 65536, 90][r.below(7) as usize], // ports
-        5 => np::AREA_BYTES - r.below(64),                      // the area's edge
-        6 => r.below(np::AREA_BYTES * 2),                       // in and past the area
+        5 => np::AREA_BYTES - r.below(64),                          // the area's edge
+        6 => r.below(np::AREA_BYTES * 2),                           // in and past the area
         7 => [u64::MAX, u64::MAX - 1, 1 << 32, 1 << 63][r.below(4) as usize],
-        8 => ipv4(10, 0, 2, r.below(256) as u8),                // addresses nearby
-        9 => r.below(70) | (r.below(8) << 32),                  // WAIT entries (ENDED too)
-        10 => r.below(2_000_000),                               // timeouts
+        8 => ipv4(10, 0, 2, r.below(256) as u8), // addresses nearby
+        9 => r.below(70) | (r.below(8) << 32),   // WAIT entries (ENDED too)
+        10 => r.below(2_000_000),                // timeouts
         _ => r.next(),
     }
 }
@@ -76,7 +75,10 @@ fn main() -> i32 {
             // kernel tells the caller instead of leaving it waiting).
             Err(Error::TooLong) => answered += 1,
             Err(e) => {
-                c.check(false, &alloc::format!("request {} (label {:#x}): the call itself failed: {}", i, label, e.name()));
+                c.check(
+                    false,
+                    &alloc::format!("request {} (label {:#x}): the call itself failed: {}", i, label, e.name()),
+                );
                 break;
             }
         }
@@ -115,7 +117,11 @@ fn main() -> i32 {
         conn = net.connect(ipv4(10, 0, 2, 100), 7, 10_000_000);
         conn != Err(Error::NoSpace)
     });
-    println!("net_fuzz: a new connection after {} ms: {:?}", (rt::sys::now_us() - t0) / 1000, conn.map_err(|e| e.name()));
+    println!(
+        "net_fuzz: a new connection after {} ms: {:?}",
+        (rt::sys::now_us() - t0) / 1000,
+        conn.map_err(|e| e.name())
+    );
     if conn.is_err() {
         let i = net.info().map(|m| (m.sockets, m.rx_packets, m.tx_packets));
         println!("net_fuzz: net's sockets, packets in, packets out: {:?}", i);
@@ -137,7 +143,11 @@ fn main() -> i32 {
         Ok(back)
     });
     match &r {
-        Ok(b) if *b != data => println!("net_fuzz: {} bytes came back, first difference at {:?}", b.len(), b.iter().zip(&data).position(|(x, y)| x != y)),
+        Ok(b) if *b != data => println!(
+            "net_fuzz: {} bytes came back, first difference at {:?}",
+            b.len(),
+            b.iter().zip(&data).position(|(x, y)| x != y)
+        ),
         Err(e) => println!("net_fuzz: the stream failed: {}", e.name()),
         _ => {}
     }

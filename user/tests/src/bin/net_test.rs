@@ -84,7 +84,11 @@ fn misuse(c: &mut Checks, net: &Net) {
     c.eq(call(np::RECV, &[999, 0, 16]), Err(Error::InvalidCap), "a handle never made");
     let (u, _) = net.udp_bind(0).expect("udp bind");
     c.eq(call(np::SEND, &[u, 0, 16]), Err(Error::WrongType), "a TCP call on a UDP socket");
-    c.eq(call(np::SEND_TO, &[u, GATEWAY, 9, np::AREA_BYTES - 8, 16]), Err(Error::InvalidArg), "a range past the shared area");
+    c.eq(
+        call(np::SEND_TO, &[u, GATEWAY, 9, np::AREA_BYTES - 8, 16]),
+        Err(Error::InvalidArg),
+        "a range past the shared area",
+    );
     c.eq(call(np::SEND_TO, &[u, GATEWAY, 9, u64::MAX - 4, 16]), Err(Error::InvalidArg), "a range that wraps around");
     c.eq(call(np::SEND_TO, &[u, GATEWAY, 9, 0, np::MAX_DATAGRAM + 1]), Err(Error::TooLong), "a datagram too long");
     c.eq(call(np::SEND_TO, &[u, 1 << 40, 9, 0, 8]), Err(Error::InvalidArg), "an address that is not IPv4");
@@ -102,7 +106,15 @@ fn misuse(c: &mut Checks, net: &Net) {
     let big = net.listen(82, np::MAX_BACKLOG);
     let after = net.limits();
     c.check(big.is_ok(), "listen with the largest backlog");
-    c.check(matches!((before, after), (Ok(b), Ok(a)) if a[3] == b[3] && a[6] == b[6]), &alloc::format!("a listener with a backlog of {} takes no memory (LIMITS before {:?}, after {:?})", np::MAX_BACKLOG, before, after));
+    c.check(
+        matches!((before, after), (Ok(b), Ok(a)) if a[3] == b[3] && a[6] == b[6]),
+        &alloc::format!(
+            "a listener with a backlog of {} takes no memory (LIMITS before {:?}, after {:?})",
+            np::MAX_BACKLOG,
+            before,
+            after
+        ),
+    );
     if let Ok(b) = big {
         c.eq(net.close(b), Ok(()), "close the large listener");
     }
@@ -114,12 +126,28 @@ fn misuse(c: &mut Checks, net: &Net) {
     // WAIT_MANY: entries in the area, checked like WAIT's.
     c.eq(call(np::WAIT_MANY, &[0, 0, 0, 4096]), Err(Error::InvalidArg), "WAIT_MANY on no entries");
     c.eq(call(np::WAIT_MANY, &[0, 4, 1, 4096]), Err(Error::InvalidArg), "WAIT_MANY entries not aligned");
-    c.eq(call(np::WAIT_MANY, &[0, 0, np::MAX_WAIT_MANY + 1, 4096]), Err(Error::InvalidArg), "WAIT_MANY on too many entries");
-    c.eq(call(np::WAIT_MANY, &[0, np::AREA_BYTES - 8, 2, 0]), Err(Error::InvalidArg), "WAIT_MANY entries past the area");
+    c.eq(
+        call(np::WAIT_MANY, &[0, 0, np::MAX_WAIT_MANY + 1, 4096]),
+        Err(Error::InvalidArg),
+        "WAIT_MANY on too many entries",
+    );
+    c.eq(
+        call(np::WAIT_MANY, &[0, np::AREA_BYTES - 8, 2, 0]),
+        Err(Error::InvalidArg),
+        "WAIT_MANY entries past the area",
+    );
     c.eq(call(np::WAIT_MANY, &[0, 0, 1, np::AREA_BYTES]), Err(Error::InvalidArg), "WAIT_MANY bitmap past the area");
     let mut bits = Vec::new();
-    c.eq(net.wait_many(4096, &[(777, np::READABLE)], 0, &mut bits), Err(Error::InvalidCap), "WAIT_MANY on a handle never made");
-    c.eq(net.wait_many(4096, &[(l, np::READABLE), (u, np::WRITABLE)], 50_000, &mut bits), Ok(1), "WAIT_MANY: the UDP socket can send");
+    c.eq(
+        net.wait_many(4096, &[(777, np::READABLE)], 0, &mut bits),
+        Err(Error::InvalidCap),
+        "WAIT_MANY on a handle never made",
+    );
+    c.eq(
+        net.wait_many(4096, &[(l, np::READABLE), (u, np::WRITABLE)], 50_000, &mut bits),
+        Ok(1),
+        "WAIT_MANY: the UDP socket can send",
+    );
     c.eq(bits.first().copied(), Some(2), "WAIT_MANY's bitmap names entry 1");
     let many: Vec<(u64, u64)> = (0..200).map(|_| (l, np::READABLE)).collect();
     c.eq(net.wait_many(4096, &many, 50_000, &mut bits), Ok(0), "WAIT_MANY on 200 entries times out with 0");
@@ -168,7 +196,9 @@ fn main() -> i32 {
     c.check(Net::attach(slot).is_ok(), "attach twice: the same area again");
     // net_peer's socket: handle 1 in its table, port 90.
     // It sleeps once it listens (root's program list says so).
-    let peer_ready = tests::wait_until(1000, || rt::env::ps().is_ok_and(|ps| ps.lines().any(|l| l.contains(" net_peer ") && l.contains("sleeping"))));
+    let peer_ready = tests::wait_until(1000, || {
+        rt::env::ps().is_ok_and(|ps| ps.lines().any(|l| l.contains(" net_peer ") && l.contains("sleeping")))
+    });
     c.check(peer_ready, "net_peer is listening");
     c.eq(net.listen(90, 1), Err(Error::Exists), "net_peer holds port 90");
     c.eq(net.try_accept(1).err(), Some(Error::InvalidCap), "another program's handle 1 is not ours");
@@ -178,7 +208,14 @@ fn main() -> i32 {
     let got = tests::wait_until(1000, || net.info().is_ok_and(|i| i.how == 1));
     c.check(got, "an address from DHCP within 10 s");
     let info = net.info().unwrap_or_default();
-    println!("net_test: address {}/{} gateway {} ({} packets in, {} out)", Ip(info.ip), info.prefix, Ip(info.gateway), info.rx_packets, info.tx_packets);
+    println!(
+        "net_test: address {}/{} gateway {} ({} packets in, {} out)",
+        Ip(info.ip),
+        info.prefix,
+        Ip(info.gateway),
+        info.rx_packets,
+        info.tx_packets
+    );
     c.eq(info.ip, ipv4(10, 0, 2, 15), "QEMU's user network gives 10.0.2.15");
     match net.ping(GATEWAY, 2_000_000) {
         Ok(us) => println!("net_test: ping {} answered in {} us", Ip(GATEWAY), us),

@@ -10,9 +10,9 @@ use abi::fpage::Fpage;
 use abi::ipc::label;
 use abi::{cap, mem, rights};
 use core::sync::atomic::{AtomicU64, Ordering};
-use tests::Checks;
 use rt::ipc::{self, timeouts, Msg, POLL};
 use rt::{println, sys, thread};
+use tests::Checks;
 
 rt::entry!(main);
 
@@ -130,7 +130,11 @@ fn main() -> i32 {
     if served > 1 {
         // Each sample: from our reply to the next fault's arrival = resume + run to the
         // next page + fault + IPC to us. Printed, not asserted.
-        println!("BENCH page_fault_user_pager_loop mean={} unit=ticks/fault samples={}", cycles / (served - 1), served - 1);
+        println!(
+            "BENCH page_fault_user_pager_loop mean={} unit=ticks/fault samples={}",
+            cycles / (served - 1),
+            served - 1
+        );
     }
 
     // A pager that declines hands the fault to the fault handler.
@@ -155,10 +159,17 @@ fn main() -> i32 {
     c.eq(m.word(1), abi::layout::USER_MAP_END, "at its address");
     let mut a = Msg::new(0, &[]);
     a.push_item(Fpage::mem(POOL, 12, mem::READ), abi::layout::USER_MAP_END);
-    c.eq(ipc::reply(&a), Err(abi::Error::InvalidArg), "an item for a page that may not be mapped is refused to the pager");
+    c.eq(
+        ipc::reply(&a),
+        Err(abi::Error::InvalidArg),
+        "an item for a page that may not be mapped is refused to the pager",
+    );
     let r = ipc::recv(ipc::RECV_ANY, &mut m, timeouts(POLL, 2_000_000));
     c.eq(r, Ok(HANDLER_BADGE), "then the fault handler hears of it");
-    c.check(m.label() == label::FAULT && m.word(1) == abi::ipc::fault::PAGE_FAULT && m.word(2) == abi::layout::USER_MAP_END, "as an unhandled page fault at that address");
+    c.check(
+        m.label() == label::FAULT && m.word(1) == abi::ipc::fault::PAGE_FAULT && m.word(2) == abi::layout::USER_MAP_END,
+        "as an unhandled page fault at that address",
+    );
     c.eq(DONE.load(Ordering::SeqCst), 1, "the thread did not continue");
     c.finish("pager_test")
 }

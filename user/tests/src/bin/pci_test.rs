@@ -6,16 +6,15 @@
 
 use abi::fpage::Fpage;
 use abi::Error;
-use tests::Checks;
 use rt::ipc::Msg;
-use sigma0_api as s0;
 use rt::{env, pci, println};
+use sigma0_api as s0;
+use tests::Checks;
 
 rt::entry!(main);
 
 const MMIO_VA: u64 = rt::layout::SCRATCH;
 const DMA_VA: u64 = rt::layout::SCRATCH2;
-
 
 fn main() -> i32 {
     let mut c = Checks::new();
@@ -27,26 +26,46 @@ fn main() -> i32 {
         return c.finish("pci_test");
     };
     let abar = ahci.mem_bar(5).unwrap_or(0);
-    println!("  AHCI {:04x}:{:04x} at {:02x}:{:02x}.{}, registers at {:#x}", ahci.vendor, ahci.device, ahci.addr.bus, ahci.addr.dev, ahci.addr.func, abar);
-    c.check((abi::layout::MMIO_START..abi::layout::MMIO_END).contains(&abar), "its register BAR lies in the device window");
+    println!(
+        "  AHCI {:04x}:{:04x} at {:02x}:{:02x}.{}, registers at {:#x}",
+        ahci.vendor, ahci.device, ahci.addr.bus, ahci.addr.dev, ahci.addr.func, abar
+    );
+    c.check(
+        (abi::layout::MMIO_START..abi::layout::MMIO_END).contains(&abar),
+        "its register BAR lies in the device window",
+    );
     let s = rt::alloc_slot();
     c.eq(env::lookup("sigma0", s), Ok(()), "sigma0, as the manifest grants");
 
     // Device memory.
     let mut m = Msg::new(s0::MMIO, &[abar & !0xfff, 0, MMIO_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "map the register page");
+    c.eq(
+        tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, abi::mem::RIGHTS_MASK), &mut m),
+        Ok(()),
+        "map the register page",
+    );
     let regs = MMIO_VA + (abar & 0xfff);
     // SAFETY: the page was just mapped (uncached) from the controller's BAR.
-    let (cap, vs) = unsafe { (core::ptr::read_volatile(regs as *const u32), core::ptr::read_volatile((regs + 0x10) as *const u32)) };
+    let (cap, vs) = unsafe {
+        (core::ptr::read_volatile(regs as *const u32), core::ptr::read_volatile((regs + 0x10) as *const u32))
+    };
     println!("  AHCI CAP {:#010x}, version {:#010x}", cap, vs);
     c.eq(vs, 0x0001_0000, "read the controller's version register (AHCI 1.0)");
     c.eq((cap & 0x1f) + 1, 6, "its capabilities: six ports, as QEMU's ICH9 AHCI has");
     let mut m = Msg::new(s0::MMIO, &[0x1000_0000, 0, MMIO_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, abi::mem::RIGHTS_MASK), &mut m), Err(Error::BadAddress), "RAM is not device memory");
+    c.eq(
+        tests::call_with_window(s, Fpage::mem(MMIO_VA, 12, abi::mem::RIGHTS_MASK), &mut m),
+        Err(Error::BadAddress),
+        "RAM is not device memory",
+    );
 
     // DMA memory: physically contiguous, physical address told.
     let mut m = Msg::new(s0::ALLOC, &[2, DMA_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "four contiguous pages for DMA");
+    c.eq(
+        tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m),
+        Ok(()),
+        "four contiguous pages for DMA",
+    );
     let pa = m.word(2);
     println!("  DMA buffer at physical {:#x}", pa);
     c.check(pa != 0 && pa.is_multiple_of(0x4000), "its physical address, aligned to its size");
@@ -56,11 +75,19 @@ fn main() -> i32 {
         c.eq(core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64), 0xD3A, "usable");
     }
     let mut m = Msg::new(s0::PHYS, &[pa, 2, DMA_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m), Ok(()), "asking for the same frames again is idempotent");
+    c.eq(
+        tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m),
+        Ok(()),
+        "asking for the same frames again is idempotent",
+    );
     // SAFETY: as above (the same frames are mapped again at the same place).
     c.eq(unsafe { core::ptr::read_volatile((DMA_VA + 0x3ff8) as *const u64) }, 0xD3A, "and they are the same frames");
     let mut m = Msg::new(s0::PHYS, &[0x10_0000, 0, DMA_VA]);
-    c.eq(tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m), Err(Error::NoRights), "frames that are not sigma0's to give");
+    c.eq(
+        tests::call_with_window(s, Fpage::mem(DMA_VA, 14, abi::mem::RIGHTS_MASK), &mut m),
+        Err(Error::NoRights),
+        "frames that are not sigma0's to give",
+    );
     // Giving back frames that are not there (past the end of RAM, or wrapping around the
     // address space) gives back nothing; sigma0 goes on serving.
     for pa in [1u64 << 50, !0xfffu64] {
@@ -71,6 +98,10 @@ fn main() -> i32 {
     c.check(rt::server::request(s, &mut m).is_ok() && m.word(3) > 0, "and sigma0 still serves");
     // I/O ports come from root as the manifest grants them, never from sigma0 directly.
     let mut m = Msg::new(s0::IO, &[0x3f8, 3]);
-    c.eq(rt::server::request_mapping(s, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m), Err(Error::NoRights), "COM1's ports straight from sigma0: refused");
+    c.eq(
+        rt::server::request_mapping(s, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m),
+        Err(Error::NoRights),
+        "COM1's ports straight from sigma0: refused",
+    );
     c.finish("pci_test")
 }

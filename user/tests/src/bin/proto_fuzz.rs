@@ -25,7 +25,6 @@ use tests::{Checks, Rng};
 
 rt::entry!(main);
 
-
 /// A server's labels (the ones a hostile client would try first).
 fn labels(server: &str) -> Vec<u64> {
     match server {
@@ -91,7 +90,12 @@ fn main() -> i32 {
     for i in 0..count {
         let to_seg = seg.is_some() && r.below(3) == 0;
         let label = if r.below(10) < 8 {
-            if to_seg { [bp::BATCH, bp::SUBMIT, bp::WAIT, bp::SYNC, bp::CLOSE, bp::DELEGATE, bp::ATTACH, bp::REVOKE, bp::LDISK][r.below(9) as usize] } else { labels[r.below(labels.len() as u64) as usize] }
+            if to_seg {
+                [bp::BATCH, bp::SUBMIT, bp::WAIT, bp::SYNC, bp::CLOSE, bp::DELEGATE, bp::ATTACH, bp::REVOKE, bp::LDISK]
+                    [r.below(9) as usize]
+            } else {
+                labels[r.below(labels.len() as u64) as usize]
+            }
         } else {
             r.next() >> 40
         };
@@ -159,7 +163,14 @@ fn main() -> i32 {
             seg = baio::open(srv, SEGMENT, 3, AREA).ok();
         }
         if i % 10_000 == 9_999 {
-            println!("proto_fuzz: {} requests, {} answered ({} successes), {} kept, {} refused by the kernel", i + 1, answered, ok, kept, refused);
+            println!(
+                "proto_fuzz: {} requests, {} answered ({} successes), {} kept, {} refused by the kernel",
+                i + 1,
+                answered,
+                ok,
+                kept,
+                refused
+            );
         }
     }
     println!("proto_fuzz: {} answered, {} successes, {} kept, {} refused by the kernel", answered, ok, kept, refused);
@@ -188,7 +199,10 @@ fn check(c: &mut Checks, server: &str, srv: u64) {
                     *b = ((k + 4096) % 251) as u8;
                 }
                 let w = s.batch(&[(bp::WRITE_OP, 0, 1), (bp::WRITE_OP | bp::BUFFERED, 1, 1)]);
-                c.check(w.is_ok() && s.wait(0) == bp::DONE && s.wait(1) == bp::DONE, "blk: a direct and a buffered write");
+                c.check(
+                    w.is_ok() && s.wait(0) == bp::DONE && s.wait(1) == bp::DONE,
+                    "blk: a direct and a buffered write",
+                );
                 s.data(0)[..2 * 4096].fill(0);
                 let rd = s.batch(&[(bp::READ_OP | bp::BUFFERED, 0, 2)]);
                 let st = s.wait(0);
@@ -237,7 +251,11 @@ fn check(c: &mut Checks, server: &str, srv: u64) {
         }
         "console" => {
             println!("proto_fuzz: the console still prints");
-            c.eq(tests::raw_request(srv, rt::proto::console::WRITE, &[], Some(b"proto_fuzz: a WRITE after the noise\n")), Ok(()), "console: WRITE");
+            c.eq(
+                tests::raw_request(srv, rt::proto::console::WRITE, &[], Some(b"proto_fuzz: a WRITE after the noise\n")),
+                Ok(()),
+                "console: WRITE",
+            );
         }
         _ => {}
     }

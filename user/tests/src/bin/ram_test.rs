@@ -64,7 +64,8 @@ fn touch(pages: u64) {
 /// How many of the `pages` pages at AT hold what `touch` wrote.
 fn verify(pages: u64) -> u64 {
     // SAFETY: as in `touch`: pages of our own, mapped by now.
-    (0..pages).filter(|&i| unsafe { core::ptr::read_volatile((AT + i * PAGE) as *const u64) } == value(i)).count() as u64
+    (0..pages).filter(|&i| unsafe { core::ptr::read_volatile((AT + i * PAGE) as *const u64) } == value(i)).count()
+        as u64
 }
 
 fn report(words: &[u64]) -> u64 {
@@ -87,7 +88,15 @@ fn child(pages: u64) -> i32 {
     touch(pages);
     let t1 = sys::now_us();
     let mut ok = verify(pages);
-    println!("ram_test child: {} pages ({} MiB) set aside in {} ms, touched in {} ms, {} checked in {} ms", pages, pages >> 8, reserve_ms, (t1 - t0) / 1000, ok, (sys::now_us() - t1) / 1000);
+    println!(
+        "ram_test child: {} pages ({} MiB) set aside in {} ms, touched in {} ms, {} checked in {} ms",
+        pages,
+        pages >> 8,
+        reserve_ms,
+        (t1 - t0) / 1000,
+        ok,
+        (sys::now_us() - t1) / 1000
+    );
     while report(&[1, ok, 0]) == AGAIN {
         ok = verify(pages);
     }
@@ -104,7 +113,15 @@ fn over() -> i32 {
     let within = mem_api::client::reserve(PAGER, 16, AT);
     touch(16);
     let touched = verify(16);
-    println!("ram_test over: limit {} pages; reserve {} → {:?}; heap of {} MiB → {}; reserve 16 → {:?}", u.limit, u.limit + 1, past, ((u.limit + 1) * PAGE) >> 20, if heap.is_ok() { "granted" } else { "refused" }, within);
+    println!(
+        "ram_test over: limit {} pages; reserve {} → {:?}; heap of {} MiB → {}; reserve 16 → {:?}",
+        u.limit,
+        u.limit + 1,
+        past,
+        ((u.limit + 1) * PAGE) >> 20,
+        if heap.is_ok() { "granted" } else { "refused" },
+        within
+    );
     let ok = past == Err(Error::NoMemory) && heap.is_err() && within.is_ok() && touched == 16;
     report(&[ok as u64, 0, past.err().map_or(0, |e| e as u64)]);
     0
@@ -126,7 +143,13 @@ fn most() -> i32 {
     }
     touch(got);
     let ok = verify(got);
-    println!("ram_test most: {} pages ({} MiB) set aside, touched and checked in {} ms; then {:?}", got, got >> 8, (sys::now_us() - t) / 1000, why);
+    println!(
+        "ram_test most: {} pages ({} MiB) set aside, touched and checked in {} ms; then {:?}",
+        got,
+        got >> 8,
+        (sys::now_us() - t) / 1000,
+        why
+    );
     report(&[(ok == got && why == Error::NoMemory) as u64, got, why as u64]);
     0
 }
@@ -209,29 +232,56 @@ fn main() -> i32 {
     }
     let all = mib * 256 * 3 / 4;
     let part = all / 4;
-    println!("ram_test: {} MiB of RAM: one program touches {} pages ({} MiB), then four {} pages each", mib, all, all >> 8, part);
+    println!(
+        "ram_test: {} MiB of RAM: one program touches {} pages ({} MiB), then four {} pages each",
+        mib,
+        all,
+        all >> 8,
+        part
+    );
     println!("{}", env::meminfo().unwrap_or_default());
 
     // 1. One program, 75% of the RAM.
     let t0 = sys::now_us();
     let mut one: Vec<Kid> = spawn(&mut c, &alloc::format!("ram_all child {}", all)).into_iter().collect();
     let reported = gather(&mut one);
-    c.check(reported && one[0].words == [1, all, 0], &alloc::format!("one program touched and checked {} pages (75% of {} MiB)", all, mib));
+    c.check(
+        reported && one[0].words == [1, all, 0],
+        &alloc::format!("one program touched and checked {} pages (75% of {} MiB)", all, mib),
+    );
     println!("ram_test: one program: {:?} after {} ms", one.first().map(|k| k.words), (sys::now_us() - t0) / 1000);
     answer(&mut one, EXIT);
 
     // 2. Four at once, a quarter each, two on each memory server.
     let t0 = sys::now_us();
-    let mut four: Vec<Kid> = (0..4).filter_map(|i| spawn(&mut c, &alloc::format!("{}ram_part child {}", if i % 2 == 1 { "pager=mem1 " } else { "" }, part))).collect();
+    let mut four: Vec<Kid> = (0..4)
+        .filter_map(|i| {
+            spawn(&mut c, &alloc::format!("{}ram_part child {}", if i % 2 == 1 { "pager=mem1 " } else { "" }, part))
+        })
+        .collect();
     let reported = gather(&mut four);
-    c.check(reported && four.len() == 4 && four.iter().all(|k| k.words == [1, part, 0]), &alloc::format!("four programs hold {} pages each at once", part));
-    println!("ram_test: four programs: {:?} after {} ms", four.iter().map(|k| k.words).collect::<Vec<_>>(), (sys::now_us() - t0) / 1000);
+    c.check(
+        reported && four.len() == 4 && four.iter().all(|k| k.words == [1, part, 0]),
+        &alloc::format!("four programs hold {} pages each at once", part),
+    );
+    println!(
+        "ram_test: four programs: {:?} after {} ms",
+        four.iter().map(|k| k.words).collect::<Vec<_>>(),
+        (sys::now_us() - t0) / 1000
+    );
     answer(&mut four, EXIT);
 
     // 3. Three again; a fourth goes past its limit and is refused; the three carry on.
-    let mut three: Vec<Kid> = (0..3).filter_map(|i| spawn(&mut c, &alloc::format!("{}ram_part child {}", if i % 2 == 1 { "pager=mem1 " } else { "" }, part))).collect();
+    let mut three: Vec<Kid> = (0..3)
+        .filter_map(|i| {
+            spawn(&mut c, &alloc::format!("{}ram_part child {}", if i % 2 == 1 { "pager=mem1 " } else { "" }, part))
+        })
+        .collect();
     let reported = gather(&mut three);
-    c.check(reported && three.len() == 3 && three.iter().all(|k| k.words == [1, part, 0]), "three programs hold their pages");
+    c.check(
+        reported && three.len() == 3 && three.iter().all(|k| k.words == [1, part, 0]),
+        "three programs hold their pages",
+    );
     let mut o: Vec<Kid> = spawn(&mut c, "ram_over").into_iter().collect();
     let reported = gather(&mut o);
     c.check(reported && o[0].words[0] == 1, "a program past its limit is refused (NoMemory) and carries on");
@@ -245,7 +295,13 @@ fn main() -> i32 {
     let mut m: Vec<Kid> = spawn(&mut c, "ram_most").into_iter().collect();
     let reported = gather(&mut m);
     let most = m.first().map_or(0, |k| k.words[1]);
-    println!("ram_test: the largest allocation: {} pages, {} MiB of {} MiB ({}%)", most, most >> 8, mib, most * 100 / (mib * 256).max(1));
+    println!(
+        "ram_test: the largest allocation: {} pages, {} MiB of {} MiB ({}%)",
+        most,
+        most >> 8,
+        mib,
+        most * 100 / (mib * 256).max(1)
+    );
     c.check(reported && m[0].words[0] == 1 && most >= all, "one program gets at least 75% of the RAM, then NoMemory");
     answer(&mut m, EXIT);
 

@@ -96,21 +96,39 @@ fn main() -> i32 {
     c.eq(env::lookup("mem0", srv), Ok(()), "find my memory server");
     c.eq(env::lookup("files", files), Ok(()), "find the files server");
     let u = mem::usage(srv, u64::MAX);
-    c.check(u.is_ok_and(|u| u.resident_limit == 8000 && u.pages > 0), &format!("the manifest's resident limit is mine ({u:?})"));
-    c.eq(mem::usage(srv, u64::MAX - 1).err(), Some(abi::Error::InvalidArg), "a resident limit past my limit is refused");
+    c.check(
+        u.is_ok_and(|u| u.resident_limit == 8000 && u.pages > 0),
+        &format!("the manifest's resident limit is mine ({u:?})"),
+    );
+    c.eq(
+        mem::usage(srv, u64::MAX - 1).err(),
+        Some(abi::Error::InvalidArg),
+        "a resident limit past my limit is refused",
+    );
     c.eq(mem::usage(srv, mem_api::MIN_RESIDENT - 1).err(), Some(abi::Error::InvalidArg), "and one below the lowest");
     // Only root sends a program's image (a program from the files filesystem): a client
     // that could would have its own code paged into another program.
     let me = tests::id_of("reclaim_test").unwrap_or(0);
-    c.eq(tests::raw_request(srv, mem_api::IMAGE, &[me, 0, 4], Some(b"\x7fELF")), Err(abi::Error::NoRights), "a program may not send an image");
-    c.eq(tests::raw_request(srv, mem_api::REGISTER, &[me, 64, 0, 0], Some(b"/evil")), Err(abi::Error::NoRights), "nor register one");
+    c.eq(
+        tests::raw_request(srv, mem_api::IMAGE, &[me, 0, 4], Some(b"\x7fELF")),
+        Err(abi::Error::NoRights),
+        "a program may not send an image",
+    );
+    c.eq(
+        tests::raw_request(srv, mem_api::REGISTER, &[me, 64, 0, 0], Some(b"/evil")),
+        Err(abi::Error::NoRights),
+        "nor register one",
+    );
 
     let limit = u.map_or(0, |u| u.pages) + ROOM;
     let (hot, right) = round(srv, limit);
     let u = mem::usage(srv, u64::MAX).unwrap_or_default();
     c.check(right, "oldest first: every page reads right, taken back or not");
     c.eq(hot, 0, "oldest first: the hot pages were taken back");
-    c.check(u.taken_back > 0 && u.refaults > 0 && u.grafted == 0, &format!("pages were taken back and faulted in again ({u:?})"));
+    c.check(
+        u.taken_back > 0 && u.refaults > 0 && u.grafted == 0,
+        &format!("pages were taken back and faulted in again ({u:?})"),
+    );
 
     for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
@@ -128,7 +146,10 @@ fn main() -> i32 {
         let after = mem::usage(srv, u64::MAX).unwrap_or_default();
         c.check(right, &format!("{tech}: every page reads right"));
         c.eq(hot, HOT, &format!("{tech}: the graft kept the hot pages resident"));
-        c.check(after.grafted > before.grafted && after.taken_back > before.taken_back, &format!("{tech}: it chose the victims ({after:?})"));
+        c.check(
+            after.grafted > before.grafted && after.taken_back > before.taken_back,
+            &format!("{tech}: it chose the victims ({after:?})"),
+        );
         let st = g::stats(srv, id);
         c.check(st.as_ref().is_ok_and(|s| s.aborts == 0), &format!("{tech}: never aborted ({st:?})"));
         c.check(g::unload(srv, id).is_ok(), &format!("{tech}: unload it"));
@@ -137,15 +158,22 @@ fn main() -> i32 {
     // Not by upcall: the graft's thread would fault into mem0 while mem0 waits for it.
     if let Ok(t) = rt::thread::spawn(serve_hotlist, 0, rt::thread::my_priority()) {
         let r = g::load_upcall(srv, "hotlist", graft::Point::Evict, t.slot);
-        c.check(r.as_ref().is_err_and(|r| r.reason.contains("page faults")), &format!("an upcall graft is refused with the reason ({:?})", r.map_err(|r| r.reason)));
+        c.check(
+            r.as_ref().is_err_and(|r| r.reason.contains("page faults")),
+            &format!("an upcall graft is refused with the reason ({:?})", r.map_err(|r| r.reason)),
+        );
     }
 
     // Hostile grafts: each call aborted (the oldest page goes instead), unloaded after
     // three; the pages still read right.
     // Refused at load, and mem0 (which pages this program and others) lives on: an
     // opcode the eBPF engine lacks used to pass and panic mem0 at the first call.
-    for (name, why) in [("ebpf_negx", "does not implement"), ("ebpf_leak", "only in the stack"), ("ebpf_oob", "unbounded")] {
-        let r = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft")).map_err(|e| alloc::format!("{e:?}")).and_then(|f| g::load(srv, &f).map(|_| alloc::string::String::new()).map_err(|r| r.reason));
+    for (name, why) in
+        [("ebpf_negx", "does not implement"), ("ebpf_leak", "only in the stack"), ("ebpf_oob", "unbounded")]
+    {
+        let r = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft"))
+            .map_err(|e| alloc::format!("{e:?}"))
+            .and_then(|f| g::load(srv, &f).map(|_| alloc::string::String::new()).map_err(|r| r.reason));
         c.check(r.as_ref().is_err_and(|w| w.contains(why)), &format!("{name}: refused by mem0 ({r:?})"));
     }
     // A signed graft that never returns is stopped by mem0's watchdog, and one that
@@ -163,7 +191,11 @@ fn main() -> i32 {
         let (hot, right) = round(srv, limit);
         c.check(right, &format!("{name}: every page reads right"));
         c.eq(hot, 0, &format!("{name}: the oldest went instead"));
-        c.eq(g::stats(srv, id).map_err(|r| r.error).err(), Some(abi::Error::NotFound), &format!("{name}: unloaded after three aborted calls"));
+        c.eq(
+            g::stats(srv, id).map_err(|r| r.error).err(),
+            Some(abi::Error::NotFound),
+            &format!("{name}: unloaded after three aborted calls"),
+        );
     }
     // Written pages past the resident limit leave few clean ones: reading the table (its
     // code and the table are both clean) must still go on. (With one clean page left,
@@ -174,7 +206,10 @@ fn main() -> i32 {
     }
     let floor = mem::usage(srv, mem_api::MIN_RESIDENT).is_ok();
     let right = (0..PAGES).all(read) && (0..PAGES).rev().all(read);
-    c.check(floor && right && dirty.iter().step_by(4096).all(|b| *b & 1 == 1), "past the limit in written pages, the clean ones still read right");
+    c.check(
+        floor && right && dirty.iter().step_by(4096).all(|b| *b & 1 == 1),
+        "past the limit in written pages, the clean ones still read right",
+    );
     let u = mem::usage(srv, 0);
     println!("reclaim_test: {:?}", u);
     c.finish("reclaim_test")

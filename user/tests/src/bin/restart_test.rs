@@ -41,7 +41,6 @@ fn pattern(what: u64, round: u64, k: usize) -> u8 {
     (what.wrapping_mul(31) ^ round.wrapping_mul(7) ^ (k as u64 % 251)) as u8
 }
 
-
 /// Kill `name` and wait until root has started it again: false if it did not come back.
 fn kill_and_wait(name: &str) -> bool {
     let Some(id) = tests::id_of(name) else { return false };
@@ -76,7 +75,10 @@ fn lost_write_behind(c: &mut Checks, files: u64) {
     c.eq(f::write(files, h, 0, &data), Ok(6000), "write again");
     c.eq(f::close(files, h), Ok(()), "closed: acknowledged");
     c.check(kill_and_wait("files"), "files killed and started again");
-    c.check(f::read_all(files, "/restart/kept").is_ok_and(|d| d == data), "a write CLOSE acknowledged survives the restart");
+    c.check(
+        f::read_all(files, "/restart/kept").is_ok_and(|d| d == data),
+        "a write CLOSE acknowledged survives the restart",
+    );
     let _ = f::remove(files, "/restart/kept");
 }
 
@@ -154,7 +156,16 @@ fn main() -> i32 {
                 match r {
                     Ok(()) if seg.status(0) == p::DONE => break,
                     Ok(()) => {
-                        c.check(false, &format!("block {b}: status {:#x}, completed {}, cap {}, retries {}", seg.status(0), seg.completed(), seg.cap, retries));
+                        c.check(
+                            false,
+                            &format!(
+                                "block {b}: status {:#x}, completed {}, cap {}, retries {}",
+                                seg.status(0),
+                                seg.completed(),
+                                seg.cap,
+                                retries
+                            ),
+                        );
                         return c.finish("restart_test");
                     }
                     Err(e) if env::server_gone(e) => {
@@ -203,7 +214,10 @@ fn main() -> i32 {
             }
         }
     }
-    println!("restart_test: {} rounds, {} block writes acknowledged, {} retries after restarts", round, writes, retries);
+    println!(
+        "restart_test: {} rounds, {} block writes acknowledged, {} retries after restarts",
+        round, writes, retries
+    );
     c.eq(KILLS_DONE.load(Ordering::SeqCst), kills, "every kill was followed by a restart");
     // Every acknowledged write is there: blocks direct and through the cache, files.
     let mut bad = 0;

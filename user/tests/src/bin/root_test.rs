@@ -15,7 +15,6 @@ rt::entry!(main);
 const STARTS: u32 = 500;
 const RESTARTS: u32 = 500;
 
-
 /// Root's free slots once every program started here has ended (they end on their own
 /// or are being restarted; give root a moment).
 fn settled(want: u64) -> u64 {

@@ -5,8 +5,8 @@
 #![no_main]
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use tests::Checks;
 use rt::{sys, thread};
+use tests::Checks;
 
 rt::entry!(main);
 

@@ -129,7 +129,8 @@ fn main() -> i32 {
         k += 1;
     }
     let after = sys::smp_info();
-    let (calls, unmaps, moves) = (CALLS.load(Ordering::Relaxed), UNMAPS.load(Ordering::Relaxed), MOVES.load(Ordering::Relaxed));
+    let (calls, unmaps, moves) =
+        (CALLS.load(Ordering::Relaxed), UNMAPS.load(Ordering::Relaxed), MOVES.load(Ordering::Relaxed));
     rt::println!(
         "smp_stress: {calls} calls ({} without the lock), {unmaps} unmaps ({} shootdowns), {moves} worker moves, {server_moves} server moves, {} lock handovers",
         after.fast_unlocked - before.fast_unlocked,
@@ -138,7 +139,10 @@ fn main() -> i32 {
     );
     c.eq(DONE.load(Ordering::Acquire), WORKERS as u64, "every worker ran to the end");
     c.eq(FAILED.load(Ordering::Relaxed), 0, "no call, page or move failed");
-    c.check(calls >= 100 * WORKERS as u64 && unmaps >= 10 * WORKERS as u64 && moves >= 3, &alloc::format!("the workers got work done ({calls} calls, {unmaps} unmaps, {moves} moves)"));
+    c.check(
+        calls >= 100 * WORKERS as u64 && unmaps >= 10 * WORKERS as u64 && moves >= 3,
+        &alloc::format!("the workers got work done ({calls} calls, {unmaps} unmaps, {moves} moves)"),
+    );
     c.check(server_moves >= 10, "the servers moved between the CPUs under the calls");
     c.check(after.shootdowns > before.shootdowns, "unmaps shot down the other CPU's TLB");
     c.check(after.fast_unlocked > before.fast_unlocked, "same-CPU calls took the fastpath without the lock");

@@ -119,7 +119,11 @@ fn main() -> i32 {
     if want == 1 {
         c.eq(after.ap_ticks, 0, "no other CPU ticks");
         c.eq(after.handovers, 0, "the lock never changes CPU");
-        c.eq(sys::thread_set_cpu(abi::cap::SELF_THREAD, 1), Err(abi::Error::InvalidArg), "SET_CPU to a CPU that is not running");
+        c.eq(
+            sys::thread_set_cpu(abi::cap::SELF_THREAD, 1),
+            Err(abi::Error::InvalidArg),
+            "SET_CPU to a CPU that is not running",
+        );
         return c.finish("smp_test");
     }
     c.check(after.ap_ticks > before.ap_ticks + 20, "the other CPUs take timer interrupts (≥ 20 in 100 ms)");
@@ -148,7 +152,11 @@ fn main() -> i32 {
     // IPC within each CPU at once: the fastpath without the kernel lock on both, while
     // this thread also takes the lock (other system calls) and moves the server of the
     // pair on CPU 1 to CPU 0 and back under its client's calls.
-    match (thread::spawn(tests::echo_plus_one, 0, thread::my_priority()), thread::spawn(tests::echo_plus_one, 0, thread::my_priority()), thread::spawn(client, 0, thread::my_priority())) {
+    match (
+        thread::spawn(tests::echo_plus_one, 0, thread::my_priority()),
+        thread::spawn(tests::echo_plus_one, 0, thread::my_priority()),
+        thread::spawn(client, 0, thread::my_priority()),
+    ) {
         (Ok(e0), Ok(e1), Ok(cl)) => {
             let before = sys::smp_info();
             let moved = sys::thread_set_cpu(e1.slot, 1).and(sys::thread_set_cpu(cl.slot, 1));
@@ -174,8 +182,14 @@ fn main() -> i32 {
             c.eq(CLIENT_OK.load(Ordering::Relaxed), PAIR_CALLS, "every call of the client on CPU 1 answered right");
             let after = sys::smp_info();
             let unlocked = after.fast_unlocked - before.fast_unlocked;
-            rt::println!("smp_test: {unlocked} IPCs without the lock, lock handovers {}", after.handovers - before.handovers);
-            c.check(unlocked >= 2 * PAIR_CALLS, &alloc::format!("most of the {} IPCs went without the kernel lock ({unlocked})", 4 * PAIR_CALLS));
+            rt::println!(
+                "smp_test: {unlocked} IPCs without the lock, lock handovers {}",
+                after.handovers - before.handovers
+            );
+            c.check(
+                unlocked >= 2 * PAIR_CALLS,
+                &alloc::format!("most of the {} IPCs went without the kernel lock ({unlocked})", 4 * PAIR_CALLS),
+            );
         }
         _ => {
             c.check(false, "spawn two servers and a client");
@@ -192,7 +206,10 @@ fn main() -> i32 {
     match thread::spawn(reader, 0, thread::my_priority()) {
         Ok(r) => {
             c.eq(sys::thread_set_cpu(r.slot, 1), Ok(()), "move the reader to CPU 1");
-            c.check(wait_for(|| READY.load(Ordering::Acquire) && COUNT.load(Ordering::Relaxed) > 10_000), "the reader runs");
+            c.check(
+                wait_for(|| READY.load(Ordering::Acquire) && COUNT.load(Ordering::Relaxed) > 10_000),
+                "the reader runs",
+            );
             c.eq(sys::thread_cpu(r.slot), Ok(1), "the reader runs on CPU 1");
             // While this thread spins on CPU 0, the reader counts on CPU 1.
             let n0 = COUNT.load(Ordering::Relaxed);
@@ -278,7 +295,11 @@ fn main() -> i32 {
                 let mut m = Msg::new(1, &[round]);
                 let r = ipc::call(slot, &mut m, abi::ipc::timeouts(5_000_000, 5_000_000));
                 c.eq((r, m.word(1)), (Ok(()), round + 1), &alloc::format!("program {round} answers from CPU 1"));
-                c.eq(sys::task_destroy(slot + 1), Ok(()), &alloc::format!("destroy program {round} while it waits on CPU 1"));
+                c.eq(
+                    sys::task_destroy(slot + 1),
+                    Ok(()),
+                    &alloc::format!("destroy program {round} while it waits on CPU 1"),
+                );
             }
             Err(e) => {
                 c.check(false, &alloc::format!("spawn smp_test echo1: {e:?}"));

@@ -58,19 +58,29 @@ fn main() -> i32 {
             rt::free_slot(t);
             c.eq(sys::cap_give(pair + 1, pair, 40, rights::SEND), Err(Error::NoRights), "no capability given to it");
             let p2 = rt::alloc_slot_pair();
-            c.eq(env::spawn(&alloc::format!("{} other args", name), p2), Err(Error::NoRights), "its arguments are the manifest's");
-            c.eq(env::spawn(&alloc::format!("pager=mem1 {}", name), p2), Err(Error::NoRights), "so is its memory server");
+            c.eq(
+                env::spawn(&alloc::format!("{} other args", name), p2),
+                Err(Error::NoRights),
+                "its arguments are the manifest's",
+            );
+            c.eq(
+                env::spawn(&alloc::format!("pager=mem1 {}", name), p2),
+                Err(Error::NoRights),
+                "so is its memory server",
+            );
         }
         c.eq(env::kill(id), Ok(()), "the spawner may end what it started");
         c.check(tests::wait_until(200, || sys::cap_info(pair + 1).is_err()), "and sees it end");
         let _ = sys::cap_delete(pair);
     }
     // Programs it did not start, and the machine, are not its to end.
-    let echo = env::ps().ok().and_then(|ps| ps.lines().skip(1).find_map(|l| {
-        let mut w = l.split_whitespace();
-        let id: u64 = w.next()?.parse().ok()?;
-        (w.next()? == "echo").then_some(id)
-    }));
+    let echo = env::ps().ok().and_then(|ps| {
+        ps.lines().skip(1).find_map(|l| {
+            let mut w = l.split_whitespace();
+            let id: u64 = w.next()?.parse().ok()?;
+            (w.next()? == "echo").then_some(id)
+        })
+    });
     c.check(echo.is_some(), "echo runs (started by root)");
     c.eq(env::kill(echo.unwrap_or(1)), Err(Error::NoRights), "ending a program root started: refused");
     c.eq(env::halt(), Err(Error::NoRights), "halting the machine: refused");

@@ -120,9 +120,11 @@ fn victim() -> i32 {
     let mut m = Msg::new(echo::CRASH, &[]);
     let _ = ipc::call(e, &mut m, FOREVER);
     let e2 = rt::alloc_slot();
-    let back = tests::wait_until(300, || env::lookup("echo", e2).is_ok() && {
-        let mut m = Msg::new(echo::ECHO, &[6]);
-        ipc::call(e2, &mut m, ipc::timeouts(100_000, 100_000)).is_ok() && m.word(1) == 6
+    let back = tests::wait_until(300, || {
+        env::lookup("echo", e2).is_ok() && {
+            let mut m = Msg::new(echo::ECHO, &[6]);
+            ipc::call(e2, &mut m, ipc::timeouts(100_000, 100_000)).is_ok() && m.word(1) == 6
+        }
     });
     c.check(back, "root restarts a manifest program (echo) and it answers");
     c.eq(sys::task_create(rt::alloc_slot(), 16), Ok(()), "a task of its own");

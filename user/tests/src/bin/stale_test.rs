@@ -60,7 +60,10 @@ fn writer(c: &mut Checks, blk: u64) {
 
 fn reader(c: &mut Checks, blk: u64) {
     // The writer's segment exists (private: STAT says NoRights), then is gone.
-    c.check(tests::wait_until(3000, || baio::stat(blk, "secret") == Err(Error::NoRights)), "the writer's segment appears");
+    c.check(
+        tests::wait_until(3000, || baio::stat(blk, "secret") == Err(Error::NoRights)),
+        "the writer's segment appears",
+    );
     c.check(tests::wait_until(3000, || baio::stat(blk, "secret") == Err(Error::NotFound)), "and is deleted");
     c.eq(baio::create(blk, "mine", BLOCKS, 0), Ok(()), "another principal makes a segment of the same size");
     let Ok(s) = baio::open(blk, "mine", 3, rt::layout::SEGMENT_AREA) else {
@@ -71,7 +74,10 @@ fn reader(c: &mut Checks, blk: u64) {
     c.check(sweep(&s, p::READ_OP, |_, d| leaked += d.iter().filter(|b| **b != 0).count()), "read all of it directly");
     c.eq(leaked, 0, "no byte of the deleted segment reads back (direct)");
     let mut leaked = 0;
-    c.check(sweep(&s, p::READ_OP | p::BUFFERED, |_, d| leaked += d.iter().filter(|b| **b != 0).count()), "read all of it through the cache");
+    c.check(
+        sweep(&s, p::READ_OP | p::BUFFERED, |_, d| leaked += d.iter().filter(|b| **b != 0).count()),
+        "read all of it through the cache",
+    );
     c.eq(leaked, 0, "nor through the cache");
     // One block written far in: its bytes there, zeros before and after it.
     s.data(0)[..4096].fill(0x5a);
@@ -80,7 +86,11 @@ fn reader(c: &mut Checks, blk: u64) {
     s.data(0).fill(0xff);
     s.data(1).fill(0xff);
     s.data(2).fill(0xff);
-    c.eq(s.batch(&[(p::READ_OP, 300, 1), (p::READ_OP, 100, 1), (p::READ_OP, 400, 1)]), Ok(()), "read blocks 300, 100 and 400");
+    c.eq(
+        s.batch(&[(p::READ_OP, 300, 1), (p::READ_OP, 100, 1), (p::READ_OP, 400, 1)]),
+        Ok(()),
+        "read blocks 300, 100 and 400",
+    );
     c.eq((s.wait(0), s.wait(1), s.wait(2)), (p::DONE, p::DONE, p::DONE), "read");
     c.check(s.data(0)[..4096].iter().all(|b| *b == 0x5a), "block 300 holds what was written");
     c.check(s.data(1)[..4096].iter().all(|b| *b == 0), "block 100 (below it, zeroed when the mark moved) reads zeros");

@@ -25,7 +25,8 @@ const NAME: &str = "crashloop";
 fn state() -> Option<(Option<u64>, String, u64)> {
     env::ps().ok()?.lines().skip(1).find_map(|l| {
         let w: alloc::vec::Vec<&str> = l.split_whitespace().collect();
-        (w.get(1) == Some(&NAME)).then(|| Some((w[0].parse().ok(), String::from(*w.get(2)?), w.get(7)?.parse().ok()?)))?
+        (w.get(1) == Some(&NAME))
+            .then(|| Some((w[0].parse().ok(), String::from(*w.get(2)?), w.get(7)?.parse().ok()?)))?
     })
 }
 
@@ -69,16 +70,33 @@ fn main() -> i32 {
     c.eq(env::lookup("echo", e), Ok(()), "find echo");
 
     let (took, calls, failed, longest, at_1s) = watch(e, 40_000_000);
-    println!("supervise_test: left down after {:?} ms; echo: {} calls, {} failed, longest {} µs; restarts 1 s in: {:?}", took.map(|t| t / 1000), calls, failed, longest, at_1s);
+    println!(
+        "supervise_test: left down after {:?} ms; echo: {} calls, {} failed, longest {} µs; restarts 1 s in: {:?}",
+        took.map(|t| t / 1000),
+        calls,
+        failed,
+        longest,
+        at_1s
+    );
     c.check(took.is_some(), "a program that always dies is left down within 40 s");
     // The back-off between restarts adds up to 7.15 s before the tenth death; the first
     // deaths came before this test began.
     c.check(took.is_some_and(|t| t >= 5_000_000), &format!("after its back-off, not at once ({took:?} µs)"));
-    c.check(at_1s.is_some_and(|n| n <= 6), &format!("restarts are spaced out: {at_1s:?} in the first second (0, 50, 100, 200, 400 ms waits)"));
+    c.check(
+        at_1s.is_some_and(|n| n <= 6),
+        &format!("restarts are spaced out: {at_1s:?} in the first second (0, 50, 100, 200, 400 ms waits)"),
+    );
     let s = state();
-    c.eq(s.as_ref().map(|s| (s.0, s.1.as_str(), s.2)), Some((None, "down", 9)), "ps shows it down, with no instance, after 9 restarts (10 deaths)");
+    c.eq(
+        s.as_ref().map(|s| (s.0, s.1.as_str(), s.2)),
+        Some((None, "down", 9)),
+        "ps shows it down, with no instance, after 9 restarts (10 deaths)",
+    );
     c.eq(failed, 0, "echo answered every call meanwhile");
-    c.check(calls >= 100 && longest < 1_000_000, &format!("echo kept answering ({calls} calls, the longest {longest} µs)"));
+    c.check(
+        calls >= 100 && longest < 1_000_000,
+        &format!("echo kept answering ({calls} calls, the longest {longest} µs)"),
+    );
     sys::sleep_us(3_000_000);
     c.eq(state().map(|s| (s.1, s.2)), Some((String::from("down"), 9)), "it stays down (no more restarts 3 s later)");
     c.eq(tests::id_of(NAME), None, "no instance runs");
@@ -87,7 +105,10 @@ fn main() -> i32 {
     let pair = rt::alloc_slot_pair();
     let id = env::spawn(NAME, pair);
     c.check(id.is_ok(), &format!("run {NAME} starts it again ({id:?})"));
-    c.check(tests::wait_until(300, || state().is_some_and(|s| s.2 >= 11)), "root restarts it again when it dies (its budget was cleared)");
+    c.check(
+        tests::wait_until(300, || state().is_some_and(|s| s.2 >= 11)),
+        "root restarts it again when it dies (its budget was cleared)",
+    );
     let (took, calls, failed, _, _) = watch(e, 40_000_000);
     c.check(took.is_some(), "and leaves it down again after another 10 deaths");
     c.eq(state().map(|s| (s.1, s.2)), Some((String::from("down"), 19)), "19 restarts in all");

@@ -7,9 +7,9 @@
 
 use abi::Error;
 use echo_api as echo;
-use tests::{raw_request, Checks};
 use rt::env;
 use rt::ipc::{self, Msg, FOREVER};
+use tests::{raw_request, Checks};
 
 rt::entry!(main);
 
@@ -26,13 +26,21 @@ fn main() -> i32 {
     c.eq(env::io(0x3f8, 3), Err(Error::NoRights), "I/O ports the manifest does not grant");
     c.eq(env::irq(4, rt::alloc_slot()), Err(Error::NoRights), "an IRQ the manifest does not grant");
     c.eq(rt::sys::irq_attach(rt::alloc_slot(), 0), Err(Error::InvalidCap), "attaching to an IRQ without a capability");
-    c.eq(rt::sys::irq_create(abi::cap::SELF_TASK, 4, rt::alloc_slot()), Err(Error::WrongType), "making an IRQ capability without IRQ control");
+    c.eq(
+        rt::sys::irq_create(abi::cap::SELF_TASK, 4, rt::alloc_slot()),
+        Err(Error::WrongType),
+        "making an IRQ capability without IRQ control",
+    );
 
     // Requests no client stub sends, to echo and to root.
     c.eq(raw_request(e, 0xee, &[], None), Err(Error::Unsupported), "echo: an unknown label");
     c.eq(raw_request(e, echo::FORWARD, &[e], None), Err(Error::Malformed), "echo: FORWARD with one word of two");
     c.eq(raw_request(abi::cap::PARENT, 0xee, &[], None), Err(Error::Unsupported), "root: an unknown label");
-    c.eq(raw_request(abi::cap::PARENT, rt::proto::LOOKUP, &[rt::alloc_slot()], None), Err(Error::Malformed), "root: LOOKUP without a name");
+    c.eq(
+        raw_request(abi::cap::PARENT, rt::proto::LOOKUP, &[rt::alloc_slot()], None),
+        Err(Error::Malformed),
+        "root: LOOKUP without a name",
+    );
     c.eq(raw_request(abi::cap::PARENT, rt::proto::KILL, &[], None), Err(Error::Malformed), "root: KILL without an id");
 
     // The server crashes while we wait for its answer.

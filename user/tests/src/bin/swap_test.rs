@@ -9,9 +9,9 @@
 
 extern crate alloc;
 
+use abi::Error;
 use alloc::format;
 use alloc::string::String;
-use abi::Error;
 use blk_api as p;
 use blk_api::client as baio;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,7 +41,9 @@ static ENDED: AtomicU64 = AtomicU64::new(0);
 /// A client: random buffered reads of 1–8 blocks, each checked, until told to stop.
 fn client(k: u64) {
     let blk = rt::alloc_slot();
-    let seg = env::lookup("blk", blk).ok().and_then(|_| baio::open(blk, SEG, 1, rt::layout::SEGMENT_AREA + (k + 1) * (4 << 20)).ok());
+    let seg = env::lookup("blk", blk)
+        .ok()
+        .and_then(|_| baio::open(blk, SEG, 1, rt::layout::SEGMENT_AREA + (k + 1) * (4 << 20)).ok());
     match seg {
         None => {
             println!("swap_test: client {} cannot open the segment", k);
@@ -89,10 +91,22 @@ fn main() -> i32 {
 
     // Bad requests get clear errors and change nothing.
     let mut why = [0u8; 128];
-    c.eq(sw::swap(cache, POLICY, 9, &mut why).map_err(|e| e.0).err(), Some(Error::InvalidArg), "an implementation it does not have");
-    c.eq(sw::swap(cache, 5, LRU, &mut why).map_err(|e| e.0).err(), Some(Error::NotFound), "a component it does not have");
+    c.eq(
+        sw::swap(cache, POLICY, 9, &mut why).map_err(|e| e.0).err(),
+        Some(Error::InvalidArg),
+        "an implementation it does not have",
+    );
+    c.eq(
+        sw::swap(cache, 5, LRU, &mut why).map_err(|e| e.0).err(),
+        Some(Error::NotFound),
+        "a component it does not have",
+    );
     c.eq(sw::interpose(cache, POLICY, 17), Err(Error::InvalidArg), "an interposer kind it does not have");
-    c.eq(tests::raw_request(cache, swap_api::SWAP, &[0], None), Err(Error::Malformed), "a swap without its implementation");
+    c.eq(
+        tests::raw_request(cache, swap_api::SWAP, &[0], None),
+        Err(Error::Malformed),
+        "a swap without its implementation",
+    );
 
     let prio = rt::thread::my_priority();
     for k in 0..CLIENTS {
@@ -125,7 +139,10 @@ fn main() -> i32 {
     c.eq(first_bad, None, "no swap failed");
     c.eq((ok, moved), (SWAPS, SWAPS), "10,000 swaps, each moving the recency list (format 1)");
     let each: [u64; CLIENTS] = core::array::from_fn(|k| READS[k].load(Ordering::Relaxed) - each0[k]);
-    c.check(each.iter().all(|n| *n > 0), &format!("every client kept reading through the swaps ({during} reads: {each:?})"));
+    c.check(
+        each.iter().all(|n| *n > 0),
+        &format!("every client kept reading through the swaps ({during} reads: {each:?})"),
+    );
     let l = line(cache);
     c.check(l.contains(&format!("swaps={SWAPS} aborts=0")), &format!("the cache counts them: {l}"));
 
@@ -134,7 +151,8 @@ fn main() -> i32 {
     let r0 = reads();
     tests::wait_until(2000, || reads() > r0 + 20);
     let l = line(cache);
-    let touched = l.split("touched=").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    let touched =
+        l.split("touched=").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
     c.check(touched > 0 && l.contains("first="), &format!("the counter saw the calls: {l}"));
     c.eq(sw::interpose(cache, POLICY, swap_api::TRACE), Ok(()), "replace it with a trace");
     let r1 = reads();
@@ -153,7 +171,10 @@ fn main() -> i32 {
     c.check(r.is_ok(), "let the server choose again");
     c.check(io(&seg, p::READ_OP | p::BUFFERED, 0, BLOCKS, true), "stream the whole segment through the cache");
     let l = line(cache);
-    c.check(l.starts_with("policy mru(auto)") && !l.contains("adapted=0 "), &format!("a stream: the server swapped to MRU ({l})"));
+    c.check(
+        l.starts_with("policy mru(auto)") && !l.contains("adapted=0 "),
+        &format!("a stream: the server swapped to MRU ({l})"),
+    );
     let mut rng = Rng::new(99);
     for _ in 0..48 {
         let b = rng.below(BLOCKS);

@@ -34,10 +34,16 @@ fn main() -> i32 {
     );
     c.check(r.is_ok(), &alloc::format!("update_peer's file stayed open and usable ({r:?})"));
     c.eq(bad, 0, "every write and read through the updates succeeded and read back right");
-    c.check(n >= 20 && tests::update_check(srv, "/u_b", b'b', n), &alloc::format!("all {n} chunks read back byte for byte"));
+    c.check(
+        n >= 20 && tests::update_check(srv, "/u_b", b'b', n),
+        &alloc::format!("all {n} chunks read back byte for byte"),
+    );
     if let Ok((h, _)) = shared {
         let got = f::read(srv, h, 0, 64);
-        c.check(got.as_ref().is_ok_and(|g| g.starts_with(b"written by update_test")), &alloc::format!("update_peer reads what update_test wrote into the shared file ({got:?})"));
+        c.check(
+            got.as_ref().is_ok_and(|g| g.starts_with(b"written by update_test")),
+            &alloc::format!("update_peer reads what update_test wrote into the shared file ({got:?})"),
+        );
         let _ = f::close(srv, h);
     }
     println!("update_peer: {} chunks", n);

@@ -13,12 +13,12 @@
 
 extern crate alloc;
 
-use alloc::format;
 use abi::Error;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use alloc::format;
 use baio::BLOCK;
-use blk_api::client::{self as blkc, SLOT_BYTES};
 use blk_api as p;
+use blk_api::client::{self as blkc, SLOT_BYTES};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use files_api::client as f;
 use rt::{env, println};
 use tests::Checks;
@@ -34,12 +34,18 @@ static WRITTEN: AtomicU64 = AtomicU64::new(0);
 fn writer(_: u64) {
     let srv = rt::alloc_slot();
     let _ = env::lookup("files", srv);
-    let (r, n) = tests::update_writer(srv, "/u_a", b'a', || STOP.load(Ordering::Relaxed), |ok| {
-        OPS.fetch_add(1, Ordering::Relaxed);
-        if !ok {
-            BAD.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    let (r, n) = tests::update_writer(
+        srv,
+        "/u_a",
+        b'a',
+        || STOP.load(Ordering::Relaxed),
+        |ok| {
+            OPS.fetch_add(1, Ordering::Relaxed);
+            if !ok {
+                BAD.fetch_add(1, Ordering::Relaxed);
+            }
+        },
+    );
     if r.is_err() {
         BAD.fetch_add(1, Ordering::Relaxed);
     }
@@ -65,12 +71,23 @@ fn main() -> i32 {
 
     let fails = [
         ("files fault_crasher", "the new program ended before it took the state", "whose new program crashes at start"),
-        ("files hello", "the new program ended before it took the state", "whose new program exits without taking the state"),
-        ("files files formats=2", "the new program refused the state", "whose new program reads only a format the old one does not write"),
+        (
+            "files hello",
+            "the new program ended before it took the state",
+            "whose new program exits without taking the state",
+        ),
+        (
+            "files files formats=2",
+            "the new program refused the state",
+            "whose new program reads only a format the old one does not write",
+        ),
     ];
     for (cmd, why, what) in fails {
         let r = env::update(cmd);
-        c.check(matches!(&r, Err((Error::BadState, w)) if w == why), &format!("an update {what} fails with the reason ({r:?})"));
+        c.check(
+            matches!(&r, Err((Error::BadState, w)) if w == why),
+            &format!("an update {what} fails with the reason ({r:?})"),
+        );
         c.eq(files_id(), first, &format!("after an update {what}, the old server serves"));
         ops_advance(&mut c, &format!("after an update {what}"));
     }
@@ -78,16 +95,32 @@ fn main() -> i32 {
     // instance of it (here a second driver of the disk) ever runs.
     let (blk, programs) = (tests::id_of("blk"), env::root_slots().map(|r| r.1));
     c.eq(env::update("blk blk").map_err(|e| e.0), Err(Error::Unsupported), "blk does not take part in live updates");
-    c.eq((tests::id_of("blk"), env::root_slots().map(|r| r.1)), (blk, programs), "and no new blk was started (root recorded no program)");
+    c.eq(
+        (tests::id_of("blk"), env::root_slots().map(|r| r.1)),
+        (blk, programs),
+        "and no new blk was started (root recorded no program)",
+    );
     ops_advance(&mut c, "after an update blk refused");
     // Only root starts an update, and only the program root named takes the state.
     let fsrv = rt::alloc_slot();
     let _ = env::lookup("files", fsrv);
-    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_BEGIN, &[tests::id_of("update_test").unwrap_or(0)], None), Err(Error::NoRights), "a client cannot name a successor");
-    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_STATE, &[u64::MAX], None), Err(Error::NoRights), "nor take the state");
+    c.eq(
+        tests::raw_request(fsrv, swap_api::UPDATE_BEGIN, &[tests::id_of("update_test").unwrap_or(0)], None),
+        Err(Error::NoRights),
+        "a client cannot name a successor",
+    );
+    c.eq(
+        tests::raw_request(fsrv, swap_api::UPDATE_STATE, &[u64::MAX], None),
+        Err(Error::NoRights),
+        "nor take the state",
+    );
     c.eq(tests::raw_request(fsrv, swap_api::UPDATE_COMMIT, &[], None), Err(Error::NoRights), "nor its capabilities");
     c.eq(tests::raw_request(fsrv, swap_api::UPDATE_ABORT, &[], None), Err(Error::NoRights), "nor abort an update");
-    c.eq(tests::raw_request(fsrv, swap_api::UPDATE_BEGIN, &[], None), Err(Error::Malformed), "a BEGIN without its word");
+    c.eq(
+        tests::raw_request(fsrv, swap_api::UPDATE_BEGIN, &[], None),
+        Err(Error::Malformed),
+        "a BEGIN without its word",
+    );
     ops_advance(&mut c, "after the hostile requests");
     c.eq(env::update("files nothing").map_err(|e| e.0), Err(Error::InvalidArg), "a program not in the boot image");
     c.eq(env::update("nosuch files").map_err(|e| e.0), Err(Error::NotFound), "a server that is not running");
@@ -117,7 +150,11 @@ fn main() -> i32 {
     c.check(matches!(&r, Err((Error::InvalidArg, _))), &format!("a file that is not a program is refused ({r:?})"));
     c.eq(env::update("files /nothing").map_err(|e| e.0), Err(Error::NotFound), "a path that is not there");
     c.eq(files_id(), second, "the server serves on");
-    c.eq(env::update("files /files"), Ok(()), "and once more, with the program in the files filesystem (the endpoint moves again)");
+    c.eq(
+        env::update("files /files"),
+        Ok(()),
+        "and once more, with the program in the files filesystem (the endpoint moves again)",
+    );
     let third = files_id();
     c.check(third.is_some() && third != second, &format!("another new program serves ({second:?} → {third:?})"));
     ops_advance(&mut c, "after the second update");
@@ -128,9 +165,16 @@ fn main() -> i32 {
     c.eq(env::lookup("cache", cache), Ok(()), "find the cache");
     let cid = tests::id_of("cache");
     let lookups = |s: [u64; 13]| s[0] + s[1];
-    c.eq(tests::raw_request(cache, swap_api::UPDATE_STATE, &[1], None), Err(Error::NoRights), "a client cannot take the cache's state");
+    c.eq(
+        tests::raw_request(cache, swap_api::UPDATE_STATE, &[1], None),
+        Err(Error::NoRights),
+        "a client cannot take the cache's state",
+    );
     let r = env::update("cache hello");
-    c.check(matches!(&r, Err((Error::BadState, w)) if w == "the new program ended before it took the state"), &format!("an update of the cache whose new program exits fails ({r:?})"));
+    c.check(
+        matches!(&r, Err((Error::BadState, w)) if w == "the new program ended before it took the state"),
+        &format!("an update of the cache whose new program exits fails ({r:?})"),
+    );
     c.eq(tests::id_of("cache"), cid, "and the old cache serves on");
     ops_advance(&mut c, "after the cache's failed update");
     // A block of a segment of this program's, written and read through the cache (so
@@ -141,7 +185,9 @@ fn main() -> i32 {
     c.eq(blkc::create(blk, "u_cache", 4, 0), Ok(()), "a segment of this program's");
     let seg = blkc::open(blk, "u_cache", 3, rt::layout::SEGMENT_AREA);
     let pattern = |seed: u8| (0..SLOT_BYTES as usize).map(move |k| seed ^ (k as u8).wrapping_mul(13) ^ (k >> 8) as u8);
-    let buffered = |seg: &blkc::Segment, kind: u64, slot: u64| seg.batch_ops(&[p::op(kind, 0, 1, slot, p::DATA + slot * SLOT_BYTES)], p::WAIT_ALL).map(|_| seg.status(slot));
+    let buffered = |seg: &blkc::Segment, kind: u64, slot: u64| {
+        seg.batch_ops(&[p::op(kind, 0, 1, slot, p::DATA + slot * SLOT_BYTES)], p::WAIT_ALL).map(|_| seg.status(slot))
+    };
     if let Ok(seg) = &seg {
         for (d, x) in seg.data(0).iter_mut().zip(pattern(0x5a)) {
             *d = x;
@@ -162,14 +208,20 @@ fn main() -> i32 {
     );
     ops_advance(&mut c, "after the cache's update");
     let later = cache_api::client::stats(cache);
-    c.check(matches!((after, later), (Ok(a), Ok(l)) if lookups(l) > lookups(a)), &format!("blk's lookups reach the new cache ({later:?})"));
+    c.check(
+        matches!((after, later), (Ok(a), Ok(l)) if lookups(l) > lookups(a)),
+        &format!("blk's lookups reach the new cache ({later:?})"),
+    );
     // The frames moved with their contents, and blk still reaches them: the block read
     // through the cache is the one written before the update (sigma0 made the frames the
     // new program's; taken back with the old one, blk's mapping of them would be gone).
     if let Ok(seg) = &seg {
         seg.data(1).fill(0);
         c.eq(buffered(seg, p::READ_OP | p::BUFFERED, 1), Ok(p::DONE), "read the block through the new cache");
-        c.check(seg.data(1)[..BLOCK].iter().copied().eq(pattern(0x5a).take(BLOCK)), "its bytes came from the cache's frames as written before the update");
+        c.check(
+            seg.data(1)[..BLOCK].iter().copied().eq(pattern(0x5a).take(BLOCK)),
+            "its bytes came from the cache's frames as written before the update",
+        );
         for (d, x) in seg.data(0).iter_mut().zip(pattern(0xa5)) {
             *d = x;
         }
@@ -179,7 +231,10 @@ fn main() -> i32 {
         let cached = seg.data(1)[..BLOCK].iter().copied().eq(pattern(0xa5).take(BLOCK));
         seg.data(1).fill(0);
         c.eq(buffered(seg, p::READ_OP, 1), Ok(p::DONE), "and from the disk");
-        c.check(cached && seg.data(1)[..BLOCK].iter().copied().eq(pattern(0xa5).take(BLOCK)), "both hold the new bytes");
+        c.check(
+            cached && seg.data(1)[..BLOCK].iter().copied().eq(pattern(0xa5).take(BLOCK)),
+            "both hold the new bytes",
+        );
     }
 
     // Sessions: exclusive while one client has a file open, shared with two.
@@ -188,9 +243,13 @@ fn main() -> i32 {
         let n = swap_api::client::list(srv, &mut buf).unwrap_or(0);
         alloc::string::String::from_utf8_lossy(&buf[..n]).into_owned()
     };
-    let count = |l: &str, key: &str| l.split(key).nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
+    let count =
+        |l: &str, key: &str| l.split(key).nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
     let l = sessions();
-    c.check(l.starts_with("sessions auto auto,shared") && count(&l, "shared=") == Some(0), &format!("files lists its sessions, none shared ({l})"));
+    c.check(
+        l.starts_with("sessions auto auto,shared") && count(&l, "shared=") == Some(0),
+        &format!("files lists its sessions, none shared ({l})"),
+    );
     // One interposer on every session, those open now and those opened later.
     c.eq(swap_api::client::interpose(srv, 0, swap_api::COUNTER), Ok(()), "interpose a counter on files' sessions");
     let _ = f::remove(srv, "/u_x");
@@ -199,15 +258,25 @@ fn main() -> i32 {
             let _ = f::write(srv, h, 100 * k as u64, &[k; 100]);
         }
         let l = sessions();
-        c.check(l.contains("counter: read=") && count(&l, "write=").is_some_and(|n| n >= 3), &format!("it counted the writes of a file opened after it was attached ({l})"));
+        c.check(
+            l.contains("counter: read=") && count(&l, "write=").is_some_and(|n| n >= 3),
+            &format!("it counted the writes of a file opened after it was attached ({l})"),
+        );
         c.eq(swap_api::client::interpose(srv, 0, swap_api::NONE), Ok(()), "detach it");
         c.check(sessions().trim_end().ends_with(" -"), "detached from every session");
-        c.eq(f::stat(srv, "/u_x").map(|s| s.1), Ok(300), "an exclusive session's appends are there when the file is looked at");
+        c.eq(
+            f::stat(srv, "/u_x").map(|s| s.1),
+            Ok(300),
+            "an exclusive session's appends are there when the file is looked at",
+        );
         let swaps = count(&sessions(), "swaps=").unwrap_or(0);
         let mut why = [0u8; 64];
         c.check(swap_api::client::swap(srv, 0, 1, &mut why).is_ok(), "fix every session shared");
         let l = sessions();
-        c.check(count(&l, "shared=") == count(&l, "open=") && count(&l, "swaps=") > Some(swaps), &format!("all open files' sessions swapped to shared ({l})"));
+        c.check(
+            count(&l, "shared=") == count(&l, "open=") && count(&l, "swaps=") > Some(swaps),
+            &format!("all open files' sessions swapped to shared ({l})"),
+        );
         c.check(f::read(srv, h, 0, 300).is_ok_and(|d| d.len() == 300 && d[250] == 2), "the bytes are all there");
         c.check(swap_api::client::swap(srv, 0, 0, &mut why).is_ok(), "let them adapt again");
         c.eq(count(&sessions(), "shared="), Some(0), "one client each: exclusive again");
@@ -234,7 +303,10 @@ fn main() -> i32 {
     let n = WRITTEN.load(Ordering::Relaxed) - 1;
     let srv = rt::alloc_slot();
     let _ = env::lookup("files", srv);
-    c.check(n >= 20 && tests::update_check(srv, "/u_a", b'a', n), &format!("all {n} chunks read back byte for byte from the new server"));
+    c.check(
+        n >= 20 && tests::update_check(srv, "/u_a", b'a', n),
+        &format!("all {n} chunks read back byte for byte from the new server"),
+    );
     // Tell the peer to finish.
     c.check(f::open(srv, "/u_done", true).is_ok(), "tell update_peer to check its file");
     println!("update_test: {} operations", OPS.load(Ordering::Relaxed));
@@ -268,6 +340,9 @@ fn kill_and_serve(c: &mut Checks, what: &str) {
     let new = files_id();
     rt::sys::sleep_us(2_000_000);
     c.eq(restarts(), before.map(|b| b + 1), &format!("restarted once {what}"));
-    c.check(new.is_some() && new != id && files_id() == new, &format!("a new instance serves on ({id:?} → {new:?} → {:?})", files_id()));
+    c.check(
+        new.is_some() && new != id && files_id() == new,
+        &format!("a new instance serves on ({id:?} → {new:?} → {:?})", files_id()),
+    );
     c.check(f::stat(srv, "/u_a").is_ok(), "and answers");
 }

@@ -72,7 +72,11 @@ fn hidden_bytes(c: &mut Checks, blk: u64, s: &seg::Segment) {
 
 fn hidden_bytes_of(c: &mut Checks, blk: u64, s: &seg::Segment, limit: u64) {
     let ticket = rt::alloc_slot();
-    if !c.eq(s.delegate(baio::READ, &[(0, 32)], limit, ticket).map(|d| d.0), Ok(32), &format!("a view of 32 blocks readable for {limit} bytes")) {
+    if !c.eq(
+        s.delegate(baio::READ, &[(0, 32)], limit, ticket).map(|d| d.0),
+        Ok(32),
+        &format!("a view of 32 blocks readable for {limit} bytes"),
+    ) {
         return;
     }
     let v = match seg::attach(blk, ticket, rt::layout::BENCH[1], 21, 0) {
@@ -105,7 +109,11 @@ fn hidden_bytes_of(c: &mut Checks, blk: u64, s: &seg::Segment, limit: u64) {
     }
     println!("views_test: 400 reads watched in {} looks", polls);
     c.eq(bad, 0, &format!("every read through the view is done and gives the view's {limit} bytes"));
-    c.eq(seen, 0, "no byte past the view's limit is ever visible in the holder's area, not even while the read is under way");
+    c.eq(
+        seen,
+        0,
+        "no byte past the view's limit is ever visible in the holder's area, not even while the read is under way",
+    );
     let _ = v.close();
     if limit > 4096 {
         return;
@@ -115,7 +123,11 @@ fn hidden_bytes_of(c: &mut Checks, blk: u64, s: &seg::Segment, limit: u64) {
     if s.delegate(baio::READ | baio::WRITE, &[(40, 2)], 4096 + 10, w).is_ok() {
         if let Ok(v) = seg::attach(blk, w, rt::layout::BENCH[1], 16, 0) {
             let r = v.batch_ops(&[bp::op(bp::WRITE_OP, 0, 2, 0, bp::DATA)], bp::WAIT_ALL);
-            c.eq((r, v.status(0)), (Ok(()), bp::FAILED | bp::E_RANGE), "a write through a view past its bytes is refused");
+            c.eq(
+                (r, v.status(0)),
+                (Ok(()), bp::FAILED | bp::E_RANGE),
+                "a write through a view past its bytes is refused",
+            );
             let _ = v.close();
         }
     }
@@ -130,7 +142,8 @@ fn peer(blk: u64, fs: u64) -> i32 {
         return 3;
     }
     let Ok(v) = seg::attach(blk, t, rt::layout::BENCH[2], 16, 0) else { return 4 };
-    let through_view: Vec<Error> = (1..400u64).filter_map(|id| tests::raw_request(v.cap, bp::REVOKE, &[id], None).err()).collect();
+    let through_view: Vec<Error> =
+        (1..400u64).filter_map(|id| tests::raw_request(v.cap, bp::REVOKE, &[id], None).err()).collect();
     let _ = seg::delete(blk, "views_peer");
     let own = seg::create(blk, "views_peer", 4, 0).and_then(|_| seg::open(blk, "views_peer", 3, rt::layout::SCRATCH2));
     let through_own = own.as_ref().map_or(0, |s| (1..400u64).filter(|id| s.revoke(*id).is_ok()).count());
@@ -161,8 +174,16 @@ fn revoke_others(c: &mut Checks, blk: u64, fs: u64, s: &seg::Segment) {
             return;
         }
     };
-    c.eq(tests::raw_request(v.cap, bp::REVOKE, &[1], None), Err(Error::NoRights), "REVOKE through a view: only the delegator revokes");
-    c.eq(tests::raw_request(v.cap, bp::DELEGATE, &[1, 1, 0, 0, 0, 1], None), Err(Error::BadState), "a view is not delegated further");
+    c.eq(
+        tests::raw_request(v.cap, bp::REVOKE, &[1], None),
+        Err(Error::NoRights),
+        "REVOKE through a view: only the delegator revokes",
+    );
+    c.eq(
+        tests::raw_request(v.cap, bp::DELEGATE, &[1, 1, 0, 0, 0, 1], None),
+        Err(Error::BadState),
+        "a view is not delegated further",
+    );
     let h = rt::alloc_slot_pair();
     let id = env::spawn("views_peer", h);
     c.check(id.is_ok(), "start views_peer (principal 4, a ticket of its own)");
@@ -174,7 +195,8 @@ fn revoke_others(c: &mut Checks, blk: u64, fs: u64, s: &seg::Segment) {
     let _ = files::close(fs, fh);
     // The delegator does revoke: a view of our own segment, through the segment.
     let (a, b) = (rt::alloc_slot(), rt::alloc_slot());
-    let (Ok((_, ida)), Ok(_)) = (s.delegate(baio::READ, &[(0, 1)], 0, a), s.delegate(baio::READ, &[(1, 1)], 0, b)) else {
+    let (Ok((_, ida)), Ok(_)) = (s.delegate(baio::READ, &[(0, 1)], 0, a), s.delegate(baio::READ, &[(1, 1)], 0, b))
+    else {
         c.check(false, "two views of our own segment");
         return;
     };
@@ -204,8 +226,15 @@ fn holder(blk: u64, fs: u64) -> i32 {
     let (t1, t2) = (rt::alloc_slot(), rt::alloc_slot());
     let mine = files::ticket(fs, fh, t1).and_then(|_| seg::attach(blk, t1, rt::layout::BENCH[1], 16, 0));
     let kept = files::ticket(fs, fh, t2);
-    let sent = net.connect(SINK, 9, 20_000_000).and_then(|h| cue_file(&net, fs, fh, h, Schedule { k: 1, t_ms: 50 }, np::CUE_SHUTDOWN, np::NO_STATUS));
-    println!("views_holder: attached {:?}, kept {:?}, sending {:?}", mine.as_ref().map(|v| v.blocks), kept, sent.map(|s| s.1));
+    let sent = net
+        .connect(SINK, 9, 20_000_000)
+        .and_then(|h| cue_file(&net, fs, fh, h, Schedule { k: 1, t_ms: 50 }, np::CUE_SHUTDOWN, np::NO_STATUS));
+    println!(
+        "views_holder: attached {:?}, kept {:?}, sending {:?}",
+        mine.as_ref().map(|v| v.blocks),
+        kept,
+        sent.map(|s| s.1)
+    );
     loop {
         sys::sleep_us(1_000_000);
     }
@@ -225,11 +254,24 @@ fn holder_killed(c: &mut Checks, blk: u64, fs: u64) {
         now.3 == before.3 + 3 && now.1 == before.1 + 2
     });
     let during = charged(blk, fs);
-    c.check(up, &format!("views_holder holds three tickets, two attached, charged to principal 3: {:?} from {:?}", during, before));
+    c.check(
+        up,
+        &format!(
+            "views_holder holds three tickets, two attached, charged to principal 3: {:?} from {:?}",
+            during, before
+        ),
+    );
     c.check(during.0 >= before.0 + 5, &format!("their slots at blk are principal 3's: {} from {}", during.0, before.0));
     c.eq(env::kill(id), Ok(()), "kill it mid-transfer");
     let back = tests::wait_until(3000, || charged(blk, fs) == before);
-    c.check(back, &format!("its views, areas and slots at blk and its tickets at files are reclaimed: {:?}, were {:?}", charged(blk, fs), before));
+    c.check(
+        back,
+        &format!(
+            "its views, areas and slots at blk and its tickets at files are reclaimed: {:?}, were {:?}",
+            charged(blk, fs),
+            before
+        ),
+    );
 }
 
 /// Item 3, the holder is `net`: killed under one of our transfers, blk closes the view
@@ -250,7 +292,14 @@ fn net_killed(c: &mut Checks, blk: u64, fs: u64, net: &Net) {
         let now = charged(blk, fs);
         now.0 == before.0 && now.1 == before.1 && now.2 == before.2
     });
-    c.check(back, &format!("blk closed the view net held: its area and slots are principal 3's again ({:?}, were {:?})", charged(blk, fs), before));
+    c.check(
+        back,
+        &format!(
+            "blk closed the view net held: its area and slots are principal 3's again ({:?}, were {:?})",
+            charged(blk, fs),
+            before
+        ),
+    );
     c.check(tests::wait_until(3000, || charged(blk, fs).3 == before.3), "and files no longer counts its ticket");
     let _ = files::close(fs, fh);
 }
@@ -283,10 +332,16 @@ fn flood_files(fs: u64) -> i32 {
     }
     let held = files::tickets(fs).map(|t| t[0]).unwrap_or(u64::MAX);
     let (a, d) = match last {
-        Ok(t) => (tests::raw_request(t, bp::ATTACH, &[16, 0], None), tests::raw_request(t, bp::DELEGATE, &[1, 1, 0, 0, 0, 1], None)),
+        Ok(t) => (
+            tests::raw_request(t, bp::ATTACH, &[16, 0], None),
+            tests::raw_request(t, bp::DELEGATE, &[1, 1, 0, 0, 0, 1], None),
+        ),
         Err(e) => (Err(e), Err(e)),
     };
-    println!("views_flood_files: {} of 1000 tickets, {} held; through a ticket: ATTACH {:?}, DELEGATE {:?}", taken, held, a, d);
+    println!(
+        "views_flood_files: {} of 1000 tickets, {} held; through a ticket: ATTACH {:?}, DELEGATE {:?}",
+        taken, held, a, d
+    );
     mark(fs, "files");
     loop {
         sys::sleep_us(1_000_000);
@@ -340,7 +395,10 @@ fn flood_blk(blk: u64, fs: u64, who: &str) -> i32 {
         k += 1;
     }
     let u = seg::usage(blk).unwrap_or([0; 5]);
-    println!("views_flood{}: areas {} of {}, then {:?}; slots {} of {}, then {:?}", who, u[2], u[3], area_end, u[0], u[1], slot_end);
+    println!(
+        "views_flood{}: areas {} of {}, then {:?}; slots {} of {}, then {:?}",
+        who, u[2], u[3], area_end, u[0], u[1], slot_end
+    );
     mark(fs, who);
     loop {
         sys::sleep_us(1_000_000);
@@ -363,7 +421,12 @@ fn flood_cue(fs: u64, who: &str) -> i32 {
     let mut started = 0;
     let mut last = Ok(0);
     for _ in 0..2 * np::MAX_TRANSFERS_PER_CLIENT {
-        last = net.connect(SINK, 9, 20_000_000).and_then(|h| files::open(fs, "/f5.bin", false).and_then(|(fh, _)| cue_file(&net, fs, fh, h, Schedule { k: 1, t_ms: 1000 }, np::CUE_SHUTDOWN, np::NO_STATUS).map(|(t, _)| t)));
+        last = net.connect(SINK, 9, 20_000_000).and_then(|h| {
+            files::open(fs, "/f5.bin", false).and_then(|(fh, _)| {
+                cue_file(&net, fs, fh, h, Schedule { k: 1, t_ms: 1000 }, np::CUE_SHUTDOWN, np::NO_STATUS)
+                    .map(|(t, _)| t)
+            })
+        });
         if last.is_err() {
             break;
         }
@@ -389,7 +452,9 @@ fn floods(c: &mut Checks, blk: u64, fs: u64, net: &Net) {
             }
         }
     }
-    let done = tests::wait_until(30_000, || ["files", "5", "6", "cue_a", "cue_b"].iter().all(|w| files::stat(fs, &format!("/flood_{w}.done")).is_ok()));
+    let done = tests::wait_until(30_000, || {
+        ["files", "5", "6", "cue_a", "cue_b"].iter().all(|w| files::stat(fs, &format!("/flood_{w}.done")).is_ok())
+    });
     c.check(done, "the five flooders took all they could");
     c.eq(tests::id_of("blk"), blk_id, "blk never ended (no panic, no restart)");
     // A normal client of another principal: segments open, a file goes out by Cue.
@@ -410,7 +475,8 @@ fn floods(c: &mut Checks, blk: u64, fs: u64, net: &Net) {
                 k.update(&files::read_all(fs, path).unwrap_or_default());
                 k.finish()
             };
-            let r = files::open(fs, path, false).and_then(|(fh, _)| cue_file(net, fs, fh, h, Schedule::FAST, np::CUE_SHUTDOWN, np::NO_STATUS));
+            let r = files::open(fs, path, false)
+                .and_then(|(fh, _)| cue_file(net, fs, fh, h, Schedule::FAST, np::CUE_SHUTDOWN, np::NO_STATUS));
             let st = r.and_then(|(t, _)| net.cue_wait(t, 120_000_000));
             c.eq(st.map(|s| (s.status, s.sent)), Ok((np::CUE_DONE, want.1)), "a Cue transfer of ours runs to its end");
             let mut got = Vec::new();
@@ -493,7 +559,11 @@ fn main() -> i32 {
     }
     c.check(written, "64 blocks written, no zero byte among them");
     let u = seg::usage(blk);
-    c.eq(u.map(|u| (u[0], u[1], u[2], u[3])), Ok((1, bp::PRINCIPAL_SLOTS, 1, bp::MAX_OPEN_PER_PRINCIPAL)), "USAGE: our open segment is a slot and an area of our share");
+    c.eq(
+        u.map(|u| (u[0], u[1], u[2], u[3])),
+        Ok((1, bp::PRINCIPAL_SLOTS, 1, bp::MAX_OPEN_PER_PRINCIPAL)),
+        "USAGE: our open segment is a slot and an area of our share",
+    );
     hidden_bytes(&mut c, blk, &s);
     revoke_others(&mut c, blk, fs, &s);
     floods(&mut c, blk, fs, &net);

@@ -58,7 +58,8 @@ impl Jit {
         }
         let mut mem = vec![0u8; state_at + f.state_len];
         mem[8..16].copy_from_slice(&(f.state_len as u64).to_le_bytes());
-        let code = for_the_jit(f.code).ok_or(LoadError::Refused("eBPF: too long to compile (the interpreter runs it)"))?;
+        let code =
+            for_the_jit(f.code).ok_or(LoadError::Refused("eBPF: too long to compile (the interpreter runs it)"))?;
         if exec.len() < code_bytes(code.len()) {
             return Err(LoadError::Limit("eBPF: no room for the compiled code"));
         }

@@ -154,7 +154,13 @@ pub struct Insn {
 impl Insn {
     pub fn at(prog: &[u8], i: usize) -> Insn {
         let b = &prog[8 * i..8 * i + 8];
-        Insn { op: b[0], dst: b[1] & 0xf, src: b[1] >> 4, off: i16::from_le_bytes([b[2], b[3]]), imm: i32::from_le_bytes([b[4], b[5], b[6], b[7]]) }
+        Insn {
+            op: b[0],
+            dst: b[1] & 0xf,
+            src: b[1] >> 4,
+            off: i16::from_le_bytes([b[2], b[3]]),
+            imm: i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
     }
 
     pub fn class(&self) -> u8 {
@@ -241,7 +247,9 @@ impl Range {
             0x50 => Range::upto(a.hi.min(b.hi)),
             0x40 => Range { lo: a.lo.max(b.lo), hi: Range::bits_upto(a.hi | b.hi) },
             0xa0 => Range::upto(Range::bits_upto(a.hi | b.hi)),
-            0x60 if b.hi <= mask && a.hi.leading_zeros() as u64 >= b.hi + (63 - mask) => Range { lo: a.lo << b.lo, hi: a.hi << b.hi },
+            0x60 if b.hi <= mask && a.hi.leading_zeros() as u64 >= b.hi + (63 - mask) => {
+                Range { lo: a.lo << b.lo, hi: a.hi << b.hi }
+            }
             0x70 if b.hi <= mask => Range { lo: a.lo >> b.hi, hi: a.hi >> b.lo },
             0x70 => Range::upto(a.hi),
             0xc0 if w64 && a.hi < 1 << 63 && b.hi <= mask => Range { lo: a.lo >> b.hi, hi: a.hi >> b.lo },
@@ -313,7 +321,12 @@ impl Ty {
     /// The pointer moved by between `d.0` and `d.1` bytes (unknown if it was, or if the
     /// move is not bounded).
     fn moved(self, d: Option<(i64, i64)>) -> Ty {
-        let m = |o: Off| o.zip(d).map(|(o, d)| (o.0 as i64 + d.0, o.1 as i64 + d.1)).filter(|o| o.0.unsigned_abs() <= MAX_MOVE && o.1.unsigned_abs() <= MAX_MOVE).map(|o| (o.0 as i32, o.1 as i32));
+        let m = |o: Off| {
+            o.zip(d)
+                .map(|(o, d)| (o.0 as i64 + d.0, o.1 as i64 + d.1))
+                .filter(|o| o.0.unsigned_abs() <= MAX_MOVE && o.1.unsigned_abs() <= MAX_MOVE)
+                .map(|o| (o.0 as i32, o.1 as i32))
+        };
         match self {
             Ty::Mem(o) => Ty::Mem(m(o)),
             Ty::Stack(o) => Ty::Stack(m(o)),
@@ -357,7 +370,13 @@ impl State {
 
     /// The state kept small: the slots ever written.
     fn pack(&self) -> Packed {
-        Packed { regs: self.regs, slots: (0..SLOTS).filter(|&k| self.init[k] != 0 || self.slots[k] != Ty::Uninit).map(|k| (k as u8, self.slots[k], self.init[k])).collect() }
+        Packed {
+            regs: self.regs,
+            slots: (0..SLOTS)
+                .filter(|&k| self.init[k] != 0 || self.slots[k] != Ty::Uninit)
+                .map(|k| (k as u8, self.slots[k], self.init[k]))
+                .collect(),
+        }
     }
 }
 
@@ -452,8 +471,14 @@ fn check_at(prog: &[u8], mem_len: usize, at: &core::cell::Cell<usize>) -> Result
         // rbpf compares a 64-bit register with an immediate zero-extended for the
         // unsigned and equality tests (eBPF sign-extends it, as clang expects): a
         // negative one would not mean what the program says.
-        if x.class() == JMP && x.op & X == 0 && matches!(x.op & 0xf0, 0x10 | 0x20 | 0x30 | 0x50 | 0xa0 | 0xb0) && x.imm < 0 {
-            return Err(refuse("eBPF: an unsigned 64-bit compare with a negative immediate (the engine would zero-extend it)"));
+        if x.class() == JMP
+            && x.op & X == 0
+            && matches!(x.op & 0xf0, 0x10 | 0x20 | 0x30 | 0x50 | 0xa0 | 0xb0)
+            && x.imm < 0
+        {
+            return Err(refuse(
+                "eBPF: an unsigned 64-bit compare with a negative immediate (the engine would zero-extend it)",
+            ));
         }
         // rbpf leaves the register whole on a 32-bit modulo by zero (eBPF zeroes its
         // upper half); with an immediate that is known at once.
@@ -530,7 +555,11 @@ fn uses_defs(x: &Insn) -> (u16, u16) {
 
 /// For each instruction, the registers read on some path from it before they are
 /// written (the frame pointer always): what states at a place are compared by.
-fn liveness(insns: &[Insn], tail: &[bool], succ: &dyn Fn(usize) -> Result<([usize; 2], usize), LoadError>) -> Result<Vec<u16>, LoadError> {
+fn liveness(
+    insns: &[Insn],
+    tail: &[bool],
+    succ: &dyn Fn(usize) -> Result<([usize; 2], usize), LoadError>,
+) -> Result<Vec<u16>, LoadError> {
     let n = insns.len();
     let mut live = vec![0u16; n];
     let mut changed = true;
@@ -562,8 +591,16 @@ struct Node {
 }
 
 /// Follow every path from the entry (see the module's comment).
-fn explore(insns: &[Insn], target: &[u8], live: &[u16], mem_len: usize, at: &core::cell::Cell<usize>, succ: &dyn Fn(usize) -> Result<([usize; 2], usize), LoadError>) -> Result<(), LoadError> {
-    let mut nodes: Vec<Option<Node>> = vec![Some(Node { parent: None, pc: 0, state: State::entry().pack(), pending: 1 })];
+fn explore(
+    insns: &[Insn],
+    target: &[u8],
+    live: &[u16],
+    mem_len: usize,
+    at: &core::cell::Cell<usize>,
+    succ: &dyn Fn(usize) -> Result<([usize; 2], usize), LoadError>,
+) -> Result<(), LoadError> {
+    let mut nodes: Vec<Option<Node>> =
+        vec![Some(Node { parent: None, pc: 0, state: State::entry().pack(), pending: 1 })];
     let mut free: Vec<usize> = Vec::new();
     let mut done: BTreeMap<usize, Vec<Packed>> = BTreeMap::new();
     let mut kept = 0usize;
@@ -573,7 +610,11 @@ fn explore(insns: &[Insn], target: &[u8], live: &[u16], mem_len: usize, at: &cor
     let too_complex = || refuse("eBPF: too many paths or instructions to follow (too complex)");
     // A path under `node` ended (at an exit, or pruned): nodes whose paths have all
     // ended keep their state as one followed to the end.
-    let finish = |nodes: &mut Vec<Option<Node>>, free: &mut Vec<usize>, done: &mut BTreeMap<usize, Vec<Packed>>, kept: &mut usize, mut node: usize| {
+    let finish = |nodes: &mut Vec<Option<Node>>,
+                  free: &mut Vec<usize>,
+                  done: &mut BTreeMap<usize, Vec<Packed>>,
+                  kept: &mut usize,
+                  mut node: usize| {
         loop {
             let Some(nd) = nodes[node].as_mut() else { return };
             nd.pending -= 1;
@@ -706,7 +747,9 @@ fn slots(lo: i64, hi: i64) -> core::ops::Range<usize> {
 /// The offsets an access of `size` bytes at `off` from a pointer at offsets `o` covers,
 /// if it lies inside `0 .. len` (`len` bytes from the base; the stack: `-512 .. 0`).
 fn inside(o: Off, off: i16, size: usize, lo: i64, hi: i64) -> Result<(i64, i64), LoadError> {
-    let Some((a, b)) = o else { return Err(refuse("eBPF: memory reached through a pointer moved by an unbounded number")) };
+    let Some((a, b)) = o else {
+        return Err(refuse("eBPF: memory reached through a pointer moved by an unbounded number"));
+    };
     let (a, b) = (a as i64 + off as i64, b as i64 + off as i64 + size as i64);
     if a < lo || b > hi {
         return Err(refuse("eBPF: a memory access the verifier cannot prove inside the program's memory or stack"));
@@ -746,7 +789,8 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
                     let v = x.imm as i64;
                     return Some(if neg { (-v, -v) } else { (v, v) });
                 }
-                (r.hi <= MAX_MOVE).then(|| if neg { (-(r.hi as i64), -(r.lo as i64)) } else { (r.lo as i64, r.hi as i64) })
+                (r.hi <= MAX_MOVE)
+                    .then(|| if neg { (-(r.hi as i64), -(r.lo as i64)) } else { (r.lo as i64, r.hi as i64) })
             };
             st.regs[d] = match (w64, code, dst, src) {
                 (_, _, Ty::Num(a), Ty::Num(b)) => Ty::Num(a.alu(code, b, w64, x.imm, from_reg)),
@@ -776,7 +820,9 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
                     let whole = size == 8 && a == b - 8 && a.rem_euclid(8) == 0;
                     match kinds {
                         [t] if whole => *t,
-                        _ if kinds.iter().any(|t| t.is_ptr()) => return Err(refuse("eBPF: part of a kept pointer is read")),
+                        _ if kinds.iter().any(|t| t.is_ptr()) => {
+                            return Err(refuse("eBPF: part of a kept pointer is read"))
+                        }
                         [Ty::Num(r)] if a == b - size as i64 && a.rem_euclid(8) == 0 && r.hi <= width.hi => Ty::Num(*r),
                         _ => Ty::Num(width),
                     }
@@ -801,7 +847,9 @@ fn step(x: &Insn, st: &mut State, mem_len: usize) -> Result<(), LoadError> {
                     if whole {
                         st.slots[r.start] = val;
                     } else if val.is_ptr() {
-                        return Err(refuse("eBPF: a pointer may be kept only whole, in an aligned stack slot at a known place"));
+                        return Err(refuse(
+                            "eBPF: a pointer may be kept only whole, in an aligned stack slot at a known place",
+                        ));
                     } else {
                         for t in &mut st.slots[r] {
                             // The rest of a kept pointer's bytes stay behind; a number
@@ -834,7 +882,11 @@ fn branch(x: &Insn, st: State) -> Result<(Option<State>, Option<State>), LoadErr
     let w64 = x.class() == JMP;
     let from_reg = x.op & X != 0;
     let a = usable(st.regs[d])?;
-    let b = if from_reg { usable(st.regs[s])? } else { Ty::Num(Range::exactly(if w64 { x.imm as i64 as u64 } else { x.imm as u32 as u64 })) };
+    let b = if from_reg {
+        usable(st.regs[s])?
+    } else {
+        Ty::Num(Range::exactly(if w64 { x.imm as i64 as u64 } else { x.imm as u32 as u64 }))
+    };
     let (Ty::Num(ra), Ty::Num(rb)) = (a, b) else { return Err(refuse("eBPF: a pointer compared")) };
     let code = x.op & 0xf0;
     // Bounds are kept on the whole register: a 32-bit test says something of it only
