@@ -4,18 +4,18 @@
 mod bench;
 mod compose;
 mod crash;
-mod graftbench;
-mod k42bench;
-mod grafts;
 mod cuebench;
+mod graftbench;
+mod grafts;
 mod image;
 mod ipcprobe;
-mod smpbench;
-mod nettest;
+mod k42bench;
 mod netload;
+mod nettest;
 mod nginx;
 mod qemu;
 mod scenarios;
+mod smpbench;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -132,6 +132,15 @@ pub fn ensure_target() -> Result<(), String> {
     }
 }
 
+/// rustfmt, for the format check (`cargo xtask test lint`).
+pub fn ensure_rustfmt() -> Result<(), String> {
+    if Command::new(env!("CARGO")).args(["fmt", "--version"]).output().is_ok_and(|o| o.status.success()) {
+        return Ok(());
+    }
+    eprintln!("xtask: adding the rustup component rustfmt");
+    sh(Command::new("rustup").args(["component", "add", "rustfmt"]))
+}
+
 /// clippy, for the unsafe rules (`cargo xtask test` runs it).
 pub fn ensure_clippy() -> Result<(), String> {
     if Command::new(env!("CARGO")).args(["clippy", "--version"]).output().is_ok_and(|o| o.status.success()) {
@@ -181,7 +190,8 @@ fn user_programs() -> Result<Vec<(String, Vec<String>)>, String> {
 pub fn build() -> Result<Artifacts, String> {
     ensure_target()?;
     let pkgs = user_programs()?;
-    let mut args: Vec<String> = ["build", "--release", "--target", TARGET, "-p", "kernel"].iter().map(|s| s.to_string()).collect();
+    let mut args: Vec<String> =
+        ["build", "--release", "--target", TARGET, "-p", "kernel"].iter().map(|s| s.to_string()).collect();
     for (p, _) in &pkgs {
         args.push("-p".into());
         args.push(p.clone());
@@ -189,11 +199,15 @@ pub fn build() -> Result<Artifacts, String> {
     // Long steps say what they do and how long they took (a first build on a fresh
     // machine compiles for many minutes).
     let t0 = std::time::Instant::now();
-    eprintln!("xtask: building the kernel and {} user packages (release; the first build takes many minutes)", pkgs.len());
+    eprintln!(
+        "xtask: building the kernel and {} user packages (release; the first build takes many minutes)",
+        pkgs.len()
+    );
     // Servers check signed grafts against this build's key.
     sh(Command::new(env!("CARGO")).args(&args).env("SCION_GRAFT_KEY", grafts::public_key_hex()?))?;
     let dir = target_dir().join(TARGET).join("release");
-    let mut programs: Vec<(String, PathBuf)> = pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
+    let mut programs: Vec<(String, PathBuf)> =
+        pkgs.iter().flat_map(|(_, bins)| bins.iter().map(|b| (b.clone(), dir.join(b)))).collect();
     programs.sort();
     let t1 = std::time::Instant::now();
     eprintln!("xtask: built the kernel and programs in {} s; building the example grafts (WebAssembly, eBPF, signed Rust, SFI)", (t1 - t0).as_secs());
@@ -236,11 +250,13 @@ pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, 
 /// `target/scion/programs/NAME` for a disk's filesystem (`fs=program:NAME`).
 pub fn program_file(name: &str) -> Result<PathBuf, String> {
     let built = target_dir().join(TARGET).join("release").join(name);
-    let data = std::fs::read(&built).map_err(|e| format!("{}: {e} (is `{name}` a program under user/?)", built.display()))?;
+    let data =
+        std::fs::read(&built).map_err(|e| format!("{}: {e} (is `{name}` a program under user/?)", built.display()))?;
     let dir = out_dir().join("programs");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let out = dir.join(name);
-    std::fs::write(&out, loadable(&data).map_err(|e| format!("{}: {e}", built.display()))?).map_err(|e| e.to_string())?;
+    std::fs::write(&out, loadable(&data).map_err(|e| format!("{}: {e}", built.display()))?)
+        .map_err(|e| e.to_string())?;
     Ok(out)
 }
 
@@ -252,7 +268,8 @@ pub fn loadable(elf: &[u8]) -> Result<Vec<u8>, String> {
     let phoff = u64::from_le_bytes(elf[32..40].try_into().unwrap_or_default());
     let phentsize = u16::from_le_bytes([elf[54], elf[55]]) as u64;
     let phnum = u16::from_le_bytes([elf[56], elf[57]]) as u64;
-    let end = e.segments().iter().map(|s| s.offset + s.filesz).chain([phoff + phentsize * phnum]).max().unwrap_or(0) as usize;
+    let end =
+        e.segments().iter().map(|s| s.offset + s.filesz).chain([phoff + phentsize * phnum]).max().unwrap_or(0) as usize;
     let mut out = elf[..end.min(elf.len())].to_vec();
     out[40..48].fill(0); // e_shoff
     out[58..64].fill(0); // e_shentsize, e_shnum, e_shstrndx
@@ -313,23 +330,45 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     // files): xtask says how to get them.
     let disk = out_dir().join("run-disk.img");
     if image::has_path(&disk, "files", "/") && !image::has_path(&disk, "files", "/grafts") {
-        eprintln!("xtask: {} predates the example grafts (/grafts); remove it to have it made again with them", disk.display());
+        eprintln!(
+            "xtask: {} predates the example grafts (/grafts); remove it to have it made again with them",
+            disk.display()
+        );
     }
     if !image::has_path(&disk, "files", "/") {
         let root = project_root();
         let p = |f: &str| root.join(f).display().to_string();
-        let fs = format!("files:1:4096:fs={}+{}+{}+{}+{}", p("xtask/disk/hello.txt"), p("README.md"), p("ARCHITECTURE.md"), p("docs"), grafts::dir().display());
-        image::make(&disk.display().to_string(), 64 << 20, &[fs, format!("readme:1:256:{}", p("README.md")), "scratch:1:1024".into(), "others:2:512".into()])?;
+        let fs = format!(
+            "files:1:4096:fs={}+{}+{}+{}+{}",
+            p("xtask/disk/hello.txt"),
+            p("README.md"),
+            p("ARCHITECTURE.md"),
+            p("docs"),
+            grafts::dir().display()
+        );
+        image::make(
+            &disk.display().to_string(),
+            64 << 20,
+            &[fs, format!("readme:1:256:{}", p("README.md")), "scratch:1:1024".into(), "others:2:512".into()],
+        )?;
         eprintln!("xtask: made the BAIO disk {}", disk.display());
     }
     let accel = qemu::accel();
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
     eprintln!("xtask: Scion's port 80 is http://localhost:{port}/ (try `curl http://localhost:{port}/README.md` from another terminal)");
-    eprintln!("xtask: Scion's FTP server is ftp://localhost:{ftp}/ (passive mode; its data ports {}–{} are forwarded too)", ftp + 1, ftp + 4);
+    eprintln!(
+        "xtask: Scion's FTP server is ftp://localhost:{ftp}/ (passive mode; its data ports {}–{} are forwarded too)",
+        ftp + 1,
+        ftp + 4
+    );
     let mut forward = vec![(port, 80), (ftp, 21)];
     forward.extend((0..4u16).map(|k| (ftp + 1 + k, 2122 + k)));
     let net = qemu::NetOptions { forward, ..Default::default() };
-    let mut cmd = qemu::command(&a.kernel, &img, &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) })?;
+    let mut cmd = qemu::command(
+        &a.kernel,
+        &img,
+        &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) },
+    )?;
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;
     Ok(if st.success() || st.code() == Some(1) { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -102,7 +102,10 @@ fn read(path: &Path) -> Result<String, String> {
 
 /// The parts `names` (`system/parts/NAME.toml`), `vars` substituted.
 fn parts(names: &[String], vars: &[(&str, String)]) -> Result<Vec<String>, String> {
-    names.iter().map(|n| read(&system_dir().join("parts").join(format!("{n}.toml"))).map(|t| substitute(&t, vars))).collect()
+    names
+        .iter()
+        .map(|n| read(&system_dir().join("parts").join(format!("{n}.toml"))).map(|t| substitute(&t, vars)))
+        .collect()
 }
 
 /// A manifest file (`run.toml`, `system/bench/*.toml`) with the parts its `include`
@@ -127,7 +130,8 @@ impl Scenario {
         let path = system_dir().join("scenarios").join(format!("{name}.toml"));
         let text = substitute(&read(&path)?, vars);
         // The header is everything before the first manifest entry.
-        let at = if text.starts_with("[[program]]") { 0 } else { text.find("\n[[program]]").map_or(text.len(), |i| i + 1) };
+        let at =
+            if text.starts_with("[[program]]") { 0 } else { text.find("\n[[program]]").map_or(text.len(), |i| i + 1) };
         let (head, body) = text.split_at(at);
         let h: Header = if head.contains("[scenario]") {
             let v: toml::Table = toml::from_str(head).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -187,9 +191,30 @@ impl Scenario {
     }
 
     fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
-        let progs = manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
+        let progs =
+            manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
         let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
-        Ok(Scenario { name: name.to_string(), manifest, tests, input: None, expect: Vec::new(), disk: None, disk_file: None, append: String::new(), icount: false, machine: "q35".into(), memory: "512M".into(), cpus: None, limit_s: 180, manual: false, on_demand: false, status: 1, net: false, http: false, checks: "web".into() })
+        Ok(Scenario {
+            name: name.to_string(),
+            manifest,
+            tests,
+            input: None,
+            expect: Vec::new(),
+            disk: None,
+            disk_file: None,
+            append: String::new(),
+            icount: false,
+            machine: "q35".into(),
+            memory: "512M".into(),
+            cpus: None,
+            limit_s: 180,
+            manual: false,
+            on_demand: false,
+            status: 1,
+            net: false,
+            http: false,
+            checks: "web".into(),
+        })
     }
 }
 
@@ -205,12 +230,17 @@ pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok())
-        .filter_map(|e| e.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".toml")).map(String::from))
+        .filter_map(|e| {
+            e.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".toml")).map(String::from)
+        })
         .collect();
     names.sort();
     let www = out_dir().join("www").display().to_string();
     let grafts = crate::grafts::dir().display().to_string();
-    names.iter().map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone())])).collect()
+    names
+        .iter()
+        .map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone())]))
+        .collect()
 }
 
 /// The scenario's disk image (made fresh), if it has one.
@@ -236,7 +266,10 @@ pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                     let mut p: Vec<String> = s.split(':').map(String::from).collect();
                     if p.len() == 4 {
                         p[3] = match p[3].strip_prefix("fs=") {
-                            Some(paths) => format!("fs={}", paths.split('+').map(host_path).collect::<Result<Vec<_>, _>>()?.join("+")),
+                            Some(paths) => format!(
+                                "fs={}",
+                                paths.split('+').map(host_path).collect::<Result<Vec<_>, _>>()?.join("+")
+                            ),
                             None => root.join(&p[3]).display().to_string(),
                         };
                     }
@@ -303,7 +336,13 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut net = None;
     let mut http_port = 0;
     if sc.net {
-        let mut n = qemu::NetOptions { guest_forward: vec![(nettest::ECHO_GUEST.to_string(), "cat".to_string()), (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string())], ..Default::default() };
+        let mut n = qemu::NetOptions {
+            guest_forward: vec![
+                (nettest::ECHO_GUEST.to_string(), "cat".to_string()),
+                (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string()),
+            ],
+            ..Default::default()
+        };
         n.guest_forward.extend(nettest::sinks()?);
         if web {
             http_port = ports[n_ftp];
@@ -316,13 +355,28 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         }
         net = Some(n);
     }
-    let opts = Options { machine: sc.machine.clone(), memory: sc.memory.clone(), net, cpus: sc.cpus.unwrap_or(qemu::default_cpus()), ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk) };
+    let opts = Options {
+        machine: sc.machine.clone(),
+        memory: sc.memory.clone(),
+        net,
+        cpus: sc.cpus.unwrap_or(qemu::default_cpus()),
+        ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk)
+    };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
     let mut http_results = Vec::new();
     let out = if sc.http {
         let ftp_port = ftp_ports.first().copied();
-        let mut checks = |t: &qemu::Typer| http_results = nettest::http_checks(&[&[http_port][..], &more_ports].concat(), ftp_port, t, &sc.checks);
-        qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input, Some((nettest::HTTPD_READY, &mut checks)))?
+        let mut checks = |t: &qemu::Typer| {
+            http_results = nettest::http_checks(&[&[http_port][..], &more_ports].concat(), ftp_port, t, &sc.checks)
+        };
+        qemu::run_at(
+            &a.kernel,
+            &img,
+            &opts,
+            Duration::from_secs(sc.limit_s),
+            input,
+            Some((nettest::HTTPD_READY, &mut checks)),
+        )?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
     };
@@ -333,16 +387,28 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut results = Vec::new();
     if sc.http {
         if http_results.is_empty() {
-            let detail = if out.timed_out { format!("httpd never said it serves ({} s)", sc.limit_s) } else { format!("httpd never said it serves; qemu exit status {:?}", out.status) };
+            let detail = if out.timed_out {
+                format!("httpd never said it serves ({} s)", sc.limit_s)
+            } else {
+                format!("httpd never said it serves; qemu exit status {:?}", out.status)
+            };
             results.push(Result1 { name: format!("{}/http", sc.name), ok: false, detail });
         }
         for (name, r) in http_results {
-            results.push(Result1 { name: format!("{}/http:{}", sc.name, name), ok: r.is_ok(), detail: r.err().unwrap_or_default() });
+            results.push(Result1 {
+                name: format!("{}/http:{}", sc.name, name),
+                ok: r.is_ok(),
+                detail: r.err().unwrap_or_default(),
+            });
         }
         if ftp {
             for (name, needle) in nettest::LOG_CHECKS {
                 let ok = out.log.lines().any(|l| l.contains(needle));
-                results.push(Result1 { name: format!("{}/log:{}", sc.name, name), ok, detail: if ok { String::new() } else { format!("the serial log lacks a line with {needle:?}") } });
+                results.push(Result1 {
+                    name: format!("{}/log:{}", sc.name, name),
+                    ok,
+                    detail: if ok { String::new() } else { format!("the serial log lacks a line with {needle:?}") },
+                });
             }
         }
     }
@@ -356,7 +422,11 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         } else {
             format!("qemu exit status {:?}", out.status)
         };
-        results.push(Result1 { name: format!("{}/session", sc.name), ok, detail: if ok { String::new() } else { detail } });
+        results.push(Result1 {
+            name: format!("{}/session", sc.name),
+            ok,
+            detail: if ok { String::new() } else { detail },
+        });
     }
     for prog in &sc.tests {
         let pass = out.log.lines().any(|l| l.trim() == format!("TEST {prog} PASS"));
@@ -380,7 +450,11 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
 /// (`default-members` in the root Cargo.toml, the one list), as `cargo metadata` names
 /// them.
 pub fn host_crates() -> Result<Vec<String>, String> {
-    let out = Command::new(env!("CARGO")).args(["metadata", "--no-deps", "--format-version", "1"]).current_dir(crate::project_root()).output().map_err(|e| format!("cargo metadata: {e}"))?;
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(crate::project_root())
+        .output()
+        .map_err(|e| format!("cargo metadata: {e}"))?;
     if !out.status.success() {
         return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
@@ -391,8 +465,19 @@ pub fn host_crates() -> Result<Vec<String>, String> {
 /// JSON.
 fn default_members(json: &[u8]) -> Result<Vec<String>, String> {
     let m: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("cargo metadata: {e}"))?;
-    let ids: Vec<&str> = m["workspace_default_members"].as_array().ok_or("cargo metadata names no workspace_default_members")?.iter().filter_map(|v| v.as_str()).collect();
-    let names: Vec<String> = m["packages"].as_array().ok_or("cargo metadata names no packages")?.iter().filter(|p| p["id"].as_str().is_some_and(|id| ids.contains(&id))).filter_map(|p| p["name"].as_str().map(String::from)).collect();
+    let ids: Vec<&str> = m["workspace_default_members"]
+        .as_array()
+        .ok_or("cargo metadata names no workspace_default_members")?
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let names: Vec<String> = m["packages"]
+        .as_array()
+        .ok_or("cargo metadata names no packages")?
+        .iter()
+        .filter(|p| p["id"].as_str().is_some_and(|id| ids.contains(&id)))
+        .filter_map(|p| p["name"].as_str().map(String::from))
+        .collect();
     if names.is_empty() {
         return Err("the workspace has no default members (host crates)".into());
     }
@@ -426,7 +511,8 @@ fn host_tests(filter: Option<&str>) -> Result<Vec<(String, bool)>, String> {
 
 /// The unsafe rules (`[workspace.lints]`: every `unsafe` block documented, no unsafe
 /// operation unmarked inside an `unsafe fn`) are clippy lints: run clippy over the kernel
-/// and every user crate (bare target) and over the host crates with their tests.
+/// and every user crate (bare target) and over the host crates with their tests. And
+/// the workspace is formatted as `rustfmt.toml` says (`cargo fmt --check`).
 fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
     // The host crates with their tests: the same list as the host tests' (`swap` was left
     // out of a list written here by hand).
@@ -439,14 +525,36 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
         }
     }
     host.extend(["--", "-D", "warnings"].map(String::from));
-    let kernel: Vec<String> = ["clippy", "--release", "--target", crate::TARGET, "--workspace", "--exclude", "xtask", "--exclude", "testalloc", "--", "-D", "warnings"].map(String::from).to_vec();
-    let runs: [(&str, Vec<String>); 2] = [("lint/clippy-kernel-and-user", kernel), ("lint/clippy-host", host)];
+    let kernel: Vec<String> = [
+        "clippy",
+        "--release",
+        "--target",
+        crate::TARGET,
+        "--workspace",
+        "--exclude",
+        "xtask",
+        "--exclude",
+        "testalloc",
+        "--",
+        "-D",
+        "warnings",
+    ]
+    .map(String::from)
+    .to_vec();
+    let format: Vec<String> = ["fmt", "--all", "--", "--check"].map(String::from).to_vec();
+    let runs: [(&str, Vec<String>); 3] =
+        [("lint/clippy-kernel-and-user", kernel), ("lint/clippy-host", host), ("lint/format", format)];
     let mut res = Vec::new();
     for (name, args) in runs {
         if filter.is_some_and(|f| !name.contains(f)) {
             continue;
         }
-        if let Err(e) = crate::ensure_target().and_then(|_| crate::ensure_clippy()) {
+        let tools = if name == "lint/format" {
+            crate::ensure_rustfmt()
+        } else {
+            crate::ensure_target().and_then(|_| crate::ensure_clippy())
+        };
+        if let Err(e) = tools {
             eprintln!("    | {e}");
             res.push((name.to_string(), false));
             continue;
@@ -454,9 +562,17 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
         let ok = match Command::new(env!("CARGO")).args(args).output() {
             Ok(out) if out.status.success() => true,
             Ok(out) => {
-                let err = String::from_utf8_lossy(&out.stderr);
-                for l in err.lines().filter(|l| !l.trim_start().starts_with("Compiling") && !l.trim_start().starts_with("Checking")).take(60) {
+                // clippy speaks on stderr; rustfmt's check prints its diff on stdout.
+                let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+                for l in text
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("Compiling") && !l.trim_start().starts_with("Checking"))
+                    .take(60)
+                {
                     eprintln!("    | {l}");
+                }
+                if name == "lint/format" {
+                    eprintln!("    | (`cargo fmt --all` formats the workspace as rustfmt.toml says)");
                 }
                 false
             }
@@ -478,8 +594,18 @@ const BENCH_SMOKE: &str = "bench_smoke";
 /// Two boots on one disk: scenario `name` with `PHASE` = write, killed the moment it
 /// prints `marker` (an acknowledged sync), then with `PHASE` = read, whose program
 /// `program` must pass. Results `<name>/<first>` and `<name>/<second>`, and the disk.
-fn two_boots(a: &Artifacts, name: &str, program: &str, marker: &str, first: &str, second: &str) -> Result<(Vec<Result1>, Option<std::path::PathBuf>), String> {
-    let phase = |p: &str| Scenario::load(name, &[("PHASE", p.to_string()), ("GRAFTS", crate::grafts::dir().display().to_string())]).map(|s| Scenario { name: format!("{name}-{p}"), ..s });
+fn two_boots(
+    a: &Artifacts,
+    name: &str,
+    program: &str,
+    marker: &str,
+    first: &str,
+    second: &str,
+) -> Result<(Vec<Result1>, Option<std::path::PathBuf>), String> {
+    let phase = |p: &str| {
+        Scenario::load(name, &[("PHASE", p.to_string()), ("GRAFTS", crate::grafts::dir().display().to_string())])
+            .map(|s| Scenario { name: format!("{name}-{p}"), ..s })
+    };
     let write = phase("write")?;
     let disk = make_disk(&write)?.expect("a disk");
     let img = make_image(a, &write.manifest, &write.name)?;
@@ -513,7 +639,11 @@ fn two_boots(a: &Artifacts, name: &str, program: &str, marker: &str, first: &str
     let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(180), None)?;
     std::fs::write(log("read"), &out.log).map_err(|e| e.to_string())?;
     let ok = out.log.contains(&format!("TEST {program} PASS")) && out.status == Some(1);
-    res.push(Result1 { name: format!("{name}/{second}"), ok, detail: if ok { String::new() } else { format!("see {}", log("read").display()) } });
+    res.push(Result1 {
+        name: format!("{name}/{second}"),
+        ok,
+        detail: if ok { String::new() } else { format!("see {}", log("read").display()) },
+    });
     Ok((res, Some(disk)))
 }
 
@@ -530,9 +660,17 @@ fn logical_disk(a: &Artifacts) -> Result<Vec<Result1>, String> {
     let (mut res, disk) = two_boots(a, "ldisk", "ldisk_test", "LDISK synced", "write-sync-kill", "remount-read")?;
     let Some(disk) = disk else { return Ok(res) };
     let fsck = crate::image::fsck(&[disk.display().to_string()])?;
-    res.push(Result1 { name: "ldisk/fsck".into(), ok: fsck == ExitCode::SUCCESS, detail: format!("cargo xtask fsck {}", disk.display()) });
+    res.push(Result1 {
+        name: "ldisk/fsck".into(),
+        ok: fsck == ExitCode::SUCCESS,
+        detail: format!("cargo xtask fsck {}", disk.display()),
+    });
     let host = host_reads_ldisk(&disk);
-    res.push(Result1 { name: "ldisk/host-reads-the-map".into(), ok: host.is_ok(), detail: host.err().unwrap_or_default() });
+    res.push(Result1 {
+        name: "ldisk/host-reads-the-map".into(),
+        ok: host.is_ok(),
+        detail: host.err().unwrap_or_default(),
+    });
     Ok(res)
 }
 
@@ -584,14 +722,21 @@ pub fn test(filter: Option<&str>) -> Result<ExitCode, String> {
     let seed = fuzz_seed();
     let selected: Vec<Scenario> = scenarios(seed)?
         .into_iter()
-        .filter(|s| !s.manual && (!s.on_demand || filter == Some(s.name.as_str())) && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f))))
+        .filter(|s| {
+            !s.manual
+                && (!s.on_demand || filter == Some(s.name.as_str()))
+                && filter.is_none_or(|f| s.name.contains(f) || s.tests.iter().any(|t| t.contains(f)))
+        })
         .collect();
     let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
     let run_ldisk = filter.is_none_or(|f| "ldisk".contains(f) || f.contains("ldisk"));
     // The power-cut rounds (crash.rs) take a worker of their own, first (the longest).
     let mut selected = selected;
     if filter.is_none_or(|f| "crash".contains(f) || f.contains("crash")) {
-        selected.push(Scenario { name: CRASH.into(), ..Scenario::load("crash", &[("BOOT", "1".into()), ("SEED", seed.to_string())])? });
+        selected.push(Scenario {
+            name: CRASH.into(),
+            ..Scenario::load("crash", &[("BOOT", "1".into()), ("SEED", seed.to_string())])?
+        });
     }
     // The bench smoke (one QEMU at a time, a few minutes) takes a worker too, first.
     if filter.is_none_or(|f| BENCH_SMOKE.contains(f)) {
