@@ -4,7 +4,7 @@ fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
     println!("cargo:rustc-link-arg-bins=-T{dir}/linker.ld");
     println!("cargo:rerun-if-changed=linker.ld");
-    // The module order (ARCHITECTURE.md): no kernel modules import each other round a
+    // The module order (docs/kernel.md, "Module order"): no kernel modules import each other round a
     // circle, or the build fails saying which and through what.
     let src = Path::new(&dir).join("src");
     println!("cargo:rerun-if-changed=src");

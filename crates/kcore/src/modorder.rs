@@ -250,7 +250,7 @@ pub fn check(files: &[(String, String)]) -> Result<(), String> {
     if found.is_empty() {
         return Ok(());
     }
-    let mut msg = String::from("kernel modules import each other round a circle (ARCHITECTURE.md, \"Module order\"):");
+    let mut msg = String::from("kernel modules import each other round a circle (docs/kernel.md, \"Module order\"):");
     for c in &found {
         msg.push_str("\n  circle: ");
         msg.push_str(&c.join(", "));

@@ -13,7 +13,7 @@
 //! client stubs in [`client`] build blocking calls from them.
 //!
 //! Limits: a client's sockets and their buffers are charged to it, within a budget
-//! derived from net's memory (ARCHITECTURE.md, "Connections and memory"); past it a
+//! derived from net's memory (docs/network.md, "Connections and memory"); past it a
 //! listener's new connections wait in the backlog (their SYNs are not answered, and the
 //! peer sends them again) instead of being accepted and left silent.
 //!

@@ -23,7 +23,7 @@
 //! principal, each with a share (`blk_api::PRINCIPAL_SLOTS`, `MAX_OPEN_PER_PRINCIPAL`):
 //! the opener of a segment, the principal a view was delegated or attached for. An
 //! agent (`agents=P,Q…`, default 1: `files`) may delegate for another principal, and a
-//! program without a principal (`net`) may attach for one (ARCHITECTURE.md, "Who
+//! program without a principal (`net`) may attach for one (docs/storage.md, "Who
 //! pays").
 #![no_std]
 #![no_main]

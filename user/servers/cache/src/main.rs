@@ -36,8 +36,8 @@
 //! eviction grafts do not move (their code and state live in this program): the old
 //! server refuses the update while any are loaded.
 //!
-//! **It grows into free memory and gives it back** (issue 35 item 5; ARCHITECTURE.md
-//! "A cache that grows"): beside its first block of frames it takes more blocks lent by
+//! **It grows into free memory and gives it back** (docs/storage.md, "A cache
+//! that grows"): beside its first block of frames it takes more blocks lent by
 //! sigma0 (`LEND`) while it evicts and sigma0 keeps its reserve and a margin free, and
 //! gives them back when sigma0's count of refused frames moves (a memory server needed
 //! frames) or free memory runs low (`baio::cache::Sizer` decides). The block service maps

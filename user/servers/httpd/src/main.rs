@@ -3,7 +3,7 @@
 //! (`crates/http` parses and decides; this program moves the bytes). One thread, many
 //! connections: all wait in one `net` WAIT_MANY for what each needs next (a request, or
 //! room to send). As many connections as net's memory gives this program (no constant
-//! of its own: ARCHITECTURE.md, "Connections and memory"). Slow and abusive clients
+//! of its own: docs/network.md, "Connections and memory"). Slow and abusive clients
 //! cost only themselves: a request head must come whole within `HEAD_US` of its first
 //! byte and at `MIN_RATE` bytes/s after `RATE_GRACE_US` (else 408 and close), a
 //! connection waiting for its next request is closed after `IDLE_US` (or sooner, the

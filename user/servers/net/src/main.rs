@@ -8,14 +8,14 @@
 //! gets a shared area; its sockets are entries in its own table here, their buffers
 //! charged to it within a budget, closed (reset) when root says the program is gone.
 //! How much socket memory there is comes from the machine's memory and net's kernel
-//! memory (`share`: ARCHITECTURE.md, "Connections and memory"): the number of
+//! memory (`share`: docs/network.md, "Connections and memory"): the number of
 //! connections follows from it, not from a constant. The buffers are frames from
 //! sigma0 (`bufs`), taken when a connection comes.
 //!
 //! Cue (`cue`): a client hands over a read-only BAIO capability to a file's blocks and
 //! a socket; this server reads the blocks into an area mapped here and sends them,
 //! transfers taking turns by slice (their (k, t) schedules), the client touching no
-//! byte. The loop runs here, beside the TCP stack it feeds (ARCHITECTURE.md, "Cue").
+//! byte. The loop runs here, beside the TCP stack it feeds (docs/network.md, "Path of a Cue transfer").
 //!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
 //! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each

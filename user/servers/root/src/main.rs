@@ -276,7 +276,7 @@ impl Root<'_> {
     /// after every program its manifest names (`manifest::lent_kpages`): the cache's
     /// reach follows the RAM. Before the first of them starts; a restart keeps it.
     fn size_lent(&mut self) {
-        let lent = self.manifest.iter().filter(|p| p.lent && p.start).count() as u64;
+        let lent = self.manifest.iter().filter(|p| p.lent).count() as u64;
         if lent == 0 {
             return;
         }
@@ -937,7 +937,7 @@ impl Root<'_> {
     }
 
     /// Whether program `idx` may start a program from `entry` (SPAWN): the rule that
-    /// SPAWN counts against the spawner (ARCHITECTURE.md, "Who pays"). The new program
+    /// SPAWN counts against the spawner (docs/storage.md, "Who pays"). The new program
     /// asks for no more memory than its spawner has (`pages`, `kpages`); the spawner and
     /// every program above it stays within its `spawns` (live programs started below
     /// it); and root keeps task and thread slots (`abi::tables`) and kernel quota for
