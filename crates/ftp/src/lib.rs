@@ -97,26 +97,8 @@ pub fn resolve(cwd: &str, arg: &str) -> Option<String> {
     if arg.contains('\0') {
         return None;
     }
-    let mut parts: Vec<&str> = Vec::new();
     let start = if arg.starts_with('/') { "" } else { cwd };
-    for seg in start.split('/').chain(arg.split('/')) {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    let mut out = String::new();
-    for p in &parts {
-        out.push('/');
-        out.push_str(p);
-    }
-    if out.is_empty() {
-        out.push('/');
-    }
-    Some(out)
+    pathnorm::normalise(start.split('/').chain(arg.split('/')))
 }
 
 /// The parent of an absolute, normalised directory (the root is its own).

@@ -136,25 +136,7 @@ pub fn normalise(target: &str) -> Option<(String, bool)> {
     }
     let s = String::from_utf8(raw).ok()?;
     let slash = s.ends_with('/');
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in s.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    let mut out = String::new();
-    for p in &parts {
-        out.push('/');
-        out.push_str(p);
-    }
-    if out.is_empty() {
-        out.push('/');
-    }
-    Some((out, slash))
+    Some((pathnorm::normalise(s.split('/'))?, slash))
 }
 
 /// Where the head in `buf` ends (just past its blank line: CR LF CR LF, or bare LFs,
