@@ -269,9 +269,7 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
-    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
-        .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
+    let lld = rust_lld()?;
     let elf = dir.join("image.elf");
     let link = Command::new(&lld)
         .args([
@@ -457,9 +455,7 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
         .args(["build", "-q", "--release", "--target", "x86_64-unknown-none"]))?;
     signed_sources_allowed(&root)?;
     let lib = lib_dir.join("x86_64-unknown-none/release/libscion_signed_grafts.a");
-    let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
-    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
-        .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld");
+    let lld = rust_lld()?;
     let script = obj.join("signed.ld");
     std::fs::write(&script, "SECTIONS {\n  . = 0;\n  .text : { *(.text .text.*) }\n  .rodata : { *(.rodata .rodata.*) }\n  .data : { *(.data .data.*) }\n  .bss : { *(.bss .bss.*) }\n  /DISCARD/ : { *(.comment) *(.eh_frame*) *(.note*) }\n}\n").map_err(|e| e.to_string())?;
     let seed = signing_seed()?;
@@ -581,6 +577,17 @@ fn flat_image(elf: &[u8]) -> Result<(usize, Vec<usize>, Vec<u8>), String> {
 /// The instructions of the MD5 XDP program the Linux guest runs (`bench/linux/graft.c`).
 pub fn xdp_md5() -> PathBuf {
     target_dir().join("grafts-obj").join("md5_xdp.bin")
+}
+
+/// The toolchain's rust-lld (it links the SFI and signed images), asked of rustc once.
+fn rust_lld() -> Result<PathBuf, String> {
+    static LLD: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    LLD.get_or_init(|| {
+        let sysroot = Command::new("rustc").args(["--print", "sysroot"]).output().map_err(|e| format!("rustc: {e}"))?;
+        Ok(PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
+            .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/rust-lld"))
+    })
+    .clone()
 }
 
 #[cfg(test)]
