@@ -20,6 +20,8 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use swap::{Component, Formats, State};
 
+pub mod tags;
+
 /// No slot.
 pub const NIL: u32 = u32::MAX;
 
@@ -278,6 +280,10 @@ pub struct Cache {
     /// Slots at or past this one are being given back (`retire`): never handed out,
     /// dropped from the cache once no fill into them is under way (`shrink`).
     limit: u32,
+    /// Where the shared tags lie (`tags`): slots reserved for them are never handed out.
+    layout: Option<tags::Layout>,
+    /// Tags changed since `take_tags` (slot, tag), in order, for the shared tags.
+    changed: Vec<(u32, u64)>,
 }
 
 impl Cache {
@@ -289,6 +295,59 @@ impl Cache {
             valid: 0,
             stats: Stats::default(),
             limit: slots,
+            layout: None,
+            changed: Vec::new(),
+        }
+    }
+
+    /// A cache of one block of frames that shares its tags (`tags`): the slots that hold
+    /// them, and the ring, are never handed out; `take_tags` gives every change of a tag.
+    pub fn with_layout(l: tags::Layout) -> Cache {
+        let mut c = Cache::new(l.block());
+        c.layout = Some(l);
+        c.free.retain(|&s| !l.reserved(s));
+        c
+    }
+
+    pub fn layout(&self) -> Option<tags::Layout> {
+        self.layout
+    }
+
+    /// Every tag changed since the last call (slot, its tag: `tags::tag(block)` or 0), in
+    /// the order they changed; none without a layout.
+    pub fn take_tags(&mut self) -> Vec<(u32, u64)> {
+        core::mem::take(&mut self.changed)
+    }
+
+    /// Every usable slot's tag now (to write them all: a new server's first).
+    pub fn all_tags(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !self.is_reserved(*k as u32))
+            .map(|(k, sl)| (k as u32, if sl.state == SlotState::Valid { tags::tag(sl.block) } else { 0 }))
+    }
+
+    fn is_reserved(&self, s: u32) -> bool {
+        self.layout.is_some_and(|l| l.reserved(s))
+    }
+
+    fn tag_changed(&mut self, s: u32, t: u64) {
+        if self.layout.is_some() {
+            self.changed.push((s, t));
+        }
+    }
+
+    /// Block `block` was hit without a lookup (the touch ring): if it is still valid, it
+    /// counts as a hit and is used now, as a lookup's hit would be. False if it is not.
+    pub fn touch(&mut self, block: u64, policy: &mut dyn Policy) -> bool {
+        match self.map.get(&block) {
+            Some(&s) if self.slots[s as usize].state == SlotState::Valid => {
+                self.stats.hits += 1;
+                policy.touched(s);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -303,6 +362,7 @@ impl Cache {
     fn release(&mut self, s: u32) {
         if self.slots[s as usize].state == SlotState::Valid {
             self.valid -= 1;
+            self.tag_changed(s, 0);
         }
         let b = self.slots[s as usize].block;
         self.map.remove(&b);
@@ -320,7 +380,8 @@ impl Cache {
             return false;
         }
         self.slots.extend((0..n).map(|_| Slot { block: 0, owner: 0, state: SlotState::Free }));
-        self.free.extend((old..old + n).rev());
+        let l = self.layout;
+        self.free.extend((old..old + n).rev().filter(|&s| !l.is_some_and(|l| l.reserved(s))));
         self.limit = old + n;
         true
     }
@@ -336,6 +397,7 @@ impl Cache {
                 SlotState::Valid => {
                     policy.removed(s);
                     self.valid -= 1;
+                    self.tag_changed(s, 0);
                     let b = self.slots[s as usize].block;
                     self.map.remove(&b);
                     self.slots[s as usize].state = SlotState::Free;
@@ -461,6 +523,7 @@ impl Cache {
         if ok && !stale {
             self.slots[s as usize].state = SlotState::Valid;
             self.valid += 1;
+            self.tag_changed(s, tags::tag(block));
             policy.touched(s);
         } else {
             self.release(s);
@@ -470,12 +533,20 @@ impl Cache {
 
     /// Start empty (the client that filled the slots is gone); the policy forgets them.
     pub fn clear(&mut self, policy: &mut dyn Policy) {
-        for (k, sl) in self.slots.iter().enumerate() {
-            if sl.state == SlotState::Valid {
+        for k in 0..self.slots.len() {
+            if self.slots[k].state == SlotState::Valid {
                 policy.removed(k as u32);
+                self.tag_changed(k as u32, 0);
             }
         }
+        let changed = core::mem::take(&mut self.changed);
+        let layout = self.layout;
         *self = Cache::new(self.limit);
+        self.layout = layout;
+        if let Some(l) = layout {
+            self.free.retain(|&s| !l.reserved(s));
+        }
+        self.changed = changed;
     }
 
     /// Forget blocks `first..first + n` (they were written without the cache).
@@ -533,7 +604,9 @@ impl Cache {
 
     /// A cache of `slots` slots from `b`, and the policy's canonical state (exactly the
     /// valid slots, each once), or why the state is refused.
-    pub fn decode(b: &[u8], slots: u32) -> Result<(Cache, Vec<u8>), &'static str> {
+    /// With `layout`, the cache shares its tags so laid out (`with_layout`): a state that
+    /// puts a block in a reserved slot is refused.
+    pub fn decode(b: &[u8], slots: u32, layout: Option<tags::Layout>) -> Result<(Cache, Vec<u8>), &'static str> {
         let word = |at: usize, n: usize| -> u64 {
             let mut w = [0u8; 8];
             w[..n].copy_from_slice(&b[at..at + n]);
@@ -549,7 +622,11 @@ impl Cache {
         if used > slots as usize || ordered > used || b.len() != HANDOVER_HEAD + HANDOVER_ENTRY * used + 4 * ordered {
             return Err("the state's counts do not fit");
         }
+        if layout.is_some_and(|l| l.block() != slots) {
+            return Err("the state is of a cache of another size");
+        }
         let mut c = Cache::new(slots);
+        c.layout = layout;
         c.stats =
             Stats { hits: word(20, 8), misses: word(28, 8), evictions: word(36, 8), resident: 0, grafted: word(44, 8) };
         for k in 0..used {
@@ -561,7 +638,7 @@ impl Cache {
                 3 => SlotState::Valid,
                 _ => return Err("a slot's state is unknown"),
             };
-            if s >= slots as usize || c.slots[s].state != SlotState::Free {
+            if s >= slots as usize || c.slots[s].state != SlotState::Free || c.is_reserved(s as u32) {
                 return Err("a slot repeats or is out of the cache");
             }
             if c.map.insert(block, s as u32).is_some() {
@@ -581,7 +658,8 @@ impl Cache {
         if ordered != c.valid {
             return Err("the recency order is not the valid slots, each once");
         }
-        c.free = (0..slots).rev().filter(|&s| c.slots[s as usize].state == SlotState::Free).collect();
+        c.free =
+            (0..slots).rev().filter(|&s| c.slots[s as usize].state == SlotState::Free && !c.is_reserved(s)).collect();
         Ok((c, order))
     }
 }
@@ -919,6 +997,107 @@ mod tests {
         }
     }
 
+    /// The shared tags (`tags`) mirror the cache exactly through every change, no
+    /// reserved slot is ever handed out, and a touch is a hit as a lookup's would be.
+    #[test]
+    fn shared_tags_follow_every_change() {
+        let l = tags::Layout::new(16).unwrap();
+        let mut c = Cache::with_layout(l);
+        let mut p: Box<dyn Policy> = Box::new(Lru::default());
+        // The tags as the block service would read them: every change applied in order.
+        let mut mirror: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut model: Vec<u64> = Vec::new();
+        let mut x = 0x9e37_79b9u64;
+        let mut grown = 1;
+        for round in 0..30_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = x % 40;
+            match x % 23 {
+                0 => {
+                    c.invalidate(b, 2, &mut *p);
+                    model.retain(|m| !(b..b + 2).contains(m));
+                }
+                1 if grown < 4 => {
+                    assert!(c.grow(16));
+                    grown += 1;
+                }
+                2 if grown > 1 => {
+                    // Give the last block back (nothing is being filled here).
+                    grown -= 1;
+                    c.retire(grown * 16, &mut *p);
+                    assert!(c.shrink());
+                    model.retain(|m| c.map.contains_key(m));
+                }
+                3 if round % 97 == 0 => {
+                    c.clear(&mut *p);
+                    model.clear();
+                }
+                4 | 5 | 6 => {
+                    // A hit served without a lookup, then touched.
+                    let hit = c.touch(b, &mut *p);
+                    assert_eq!(hit, model.contains(&b), "touch of {b}");
+                    if hit {
+                        model.retain(|m| *m != b);
+                        model.push(b);
+                    }
+                }
+                _ => match c.lookup_for(b, 0, &mut NoGraft, &mut *p) {
+                    Lookup::Hit(s) => {
+                        assert!(!l.reserved(s));
+                        assert_eq!(mirror.get(&s), Some(&tags::tag(b)), "a hit's tag names its block");
+                        model.retain(|m| *m != b);
+                        model.push(b);
+                    }
+                    Lookup::Fill(s) => {
+                        assert!(!l.reserved(s), "slot {s} is reserved for tags or the ring");
+                        assert!(!model.contains(&b));
+                        let full = model.len() as u32 == l.usable(grown);
+                        if full {
+                            model.remove(0);
+                        }
+                        let ok = x % 5 != 0;
+                        assert!(c.filled(b, ok, &mut *p));
+                        if ok {
+                            model.push(b);
+                        }
+                    }
+                    o => panic!("{o:?}"),
+                },
+            }
+            for (s, t) in c.take_tags() {
+                assert!(!l.reserved(s));
+                mirror.insert(s, t);
+            }
+            let live: BTreeMap<u32, u64> = c.all_tags().filter(|t| t.1 != 0).collect();
+            let seen: BTreeMap<u32, u64> =
+                mirror.iter().filter(|(s, t)| **t != 0 && **s < c.slots()).map(|(s, t)| (*s, *t)).collect();
+            assert_eq!(live, seen, "round {round}: the tags differ from the cache");
+            assert_eq!(c.stats().resident, model.len() as u64);
+        }
+        // Its state moves to a successor with the same layout, and is refused by one whose
+        // reserved slots it would use.
+        c.retire(16, &mut *p);
+        assert!(c.shrink());
+        let order = p.export(CANONICAL).unwrap();
+        let bytes = c.encode(order.bytes().unwrap());
+        let (d, _) = Cache::decode(&bytes, 16, Some(l)).expect("its own state");
+        assert!(d.all_tags().eq(c.all_tags()));
+        let plain = Cache::new(16);
+        assert_eq!(Cache::decode(&plain.encode(&[]), 16, Some(l)).map(|_| ()), Ok(()));
+        let mut q = T::lru(16);
+        for k in 0..16 {
+            assert!(matches!(q.lookup(k), Lookup::Fill(_)));
+            q.filled(k, true);
+        }
+        let o = q.p.export(CANONICAL).unwrap();
+        assert_eq!(
+            Cache::decode(&q.c.encode(o.bytes().unwrap()), 16, Some(l)).err(),
+            Some("a slot repeats or is out of the cache")
+        );
+    }
+
     /// Keeps the blocks it calls hot, for owner 7 only (a hot-list graft).
     struct Hot(Vec<u64>, u32);
 
@@ -1132,7 +1311,7 @@ mod tests {
         a.invalidate(21, 1);
         let order = a.p.export(CANONICAL).unwrap();
         let bytes = a.c.encode(order.bytes().unwrap());
-        let (c, order) = Cache::decode(&bytes, 8).expect("its own state");
+        let (c, order) = Cache::decode(&bytes, 8, None).expect("its own state");
         let mut b = T { c, p: Box::new(Lru::default()) };
         assert!(b.p.import(CANONICAL, State::Bytes(order)));
         assert_eq!(b.stats(), a.stats());
@@ -1159,10 +1338,10 @@ mod tests {
         }
         let order = a.p.export(CANONICAL).unwrap();
         let good = a.c.encode(order.bytes().unwrap());
-        assert!(Cache::decode(&good, 4).is_ok());
-        assert_eq!(Cache::decode(&good, 8).err(), Some("the state is of a cache of another size"));
+        assert!(Cache::decode(&good, 4, None).is_ok());
+        assert_eq!(Cache::decode(&good, 8, None).err(), Some("the state is of a cache of another size"));
         for n in 0..good.len() {
-            assert!(Cache::decode(&good[..n], 4).is_err(), "cut at {n}");
+            assert!(Cache::decode(&good[..n], 4, None).is_err(), "cut at {n}");
         }
         let mut x = 7u64;
         for _ in 0..2000 {
@@ -1170,7 +1349,7 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             let at = (x >> 33) as usize % b.len();
             b[at] ^= 1 << ((x >> 20) % 8);
-            if let Ok((c, order)) = Cache::decode(&b, 4) {
+            if let Ok((c, order)) = Cache::decode(&b, 4, None) {
                 // Whatever passed is consistent: the policy takes the order, lookups work.
                 let mut t = T { c, p: Box::new(Lru::default()) };
                 assert!(t.p.import(CANONICAL, State::Bytes(order)));
@@ -1184,21 +1363,21 @@ mod tests {
         let entry = |k: usize| HANDOVER_HEAD + HANDOVER_ENTRY * k;
         let mut b = good.clone();
         b.copy_within(entry(0)..entry(0) + 4, entry(1));
-        assert_eq!(Cache::decode(&b, 4).err(), Some("a slot repeats or is out of the cache"));
+        assert_eq!(Cache::decode(&b, 4, None).err(), Some("a slot repeats or is out of the cache"));
         let mut b = good.clone();
         b.copy_within(entry(0) + 4..entry(0) + 12, entry(1) + 4);
-        assert_eq!(Cache::decode(&b, 4).err(), Some("a block is in two slots"));
+        assert_eq!(Cache::decode(&b, 4, None).err(), Some("a block is in two slots"));
         let mut b = good.clone();
         b[entry(2) + 16] = 9;
-        assert_eq!(Cache::decode(&b, 4).err(), Some("a slot's state is unknown"));
+        assert_eq!(Cache::decode(&b, 4, None).err(), Some("a slot's state is unknown"));
         let mut b = good.clone();
         let n = b.len();
         b.copy_within(n - 8..n - 4, n - 4);
-        assert_eq!(Cache::decode(&b, 4).err(), Some("the recency order is not the valid slots, each once"));
+        assert_eq!(Cache::decode(&b, 4, None).err(), Some("the recency order is not the valid slots, each once"));
         let mut b = good.clone();
         b[entry(2) + 16] = 1;
         assert_eq!(
-            Cache::decode(&b, 4).err(),
+            Cache::decode(&b, 4, None).err(),
             Some("the recency order is not the valid slots, each once"),
             "an ordered slot that is not valid"
         );

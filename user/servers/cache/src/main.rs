@@ -56,11 +56,12 @@
 //! block service).
 #![no_std]
 #![no_main]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use abi::fpage::Fpage;
 use abi::{mem, Error};
 use alloc::string::String;
+use baio::cache::tags::{self, Layout, Words};
 use baio::cache::{
     Cache, Chooser, Lookup, Lru, Memory, Mru, Policy, PolicyMethod, PolicyVia, Resize, Sequential, Sizer,
 };
@@ -117,7 +118,7 @@ fn main() -> i32 {
         .unwrap_or(MAX_BLOCKS)
         .clamp(1, MAX_BLOCKS);
     let mut s = CacheServer {
-        c: Cache::new(1 << MIN_LOG2),
+        c: Cache::with_layout(layout(MIN_LOG2)),
         phys: 0,
         log2: MIN_LOG2,
         grown: alloc::vec::Vec::new(),
@@ -154,6 +155,8 @@ fn main() -> i32 {
             println!("cache: root did not complete the update");
             return 1;
         }
+        // The tags in the frames are the old server's; write them from the state taken.
+        s.publish(true);
         let st = s.c.stats();
         println!(
             "cache: serving in place of the old server ({} blocks resident, policy {}, client {:?})",
@@ -180,7 +183,7 @@ fn main() -> i32 {
             log2 -= 1;
         };
         s.log2 = log2;
-        s.c = Cache::new(1 << log2);
+        s.c = Cache::with_layout(layout(log2));
         s.phys = phys;
         s.sizer = Sizer::new(1 << log2, s.max_blocks);
         println!("cache: {} blocks at {:#x}", s.c.slots(), s.phys);
@@ -397,8 +400,11 @@ impl Server for CacheServer {
             if let Some(pa) = self.waiting.take() {
                 self.free_block(pa);
             }
-            self.c = Cache::new(1 << self.log2);
+            self.c = Cache::with_layout(layout(self.log2));
             self.sizer = Sizer::new(1 << self.log2, self.max_blocks);
+            // The next client starts with no valid tag and an empty ring.
+            self.publish(true);
+            tags::reset(&self.frames(), &layout(self.log2));
         }
     }
 
@@ -440,6 +446,7 @@ impl Server for CacheServer {
         let Some(call) = self.policy.begin(&mut self.gens, 0, false) else { return Answer::err(Error::BadState) };
         let a = self.serve(req, &call);
         self.policy.end(&mut self.gens, call);
+        self.publish(false);
         if let Some((_, armed)) = &mut self.retiring {
             *armed = self.c.retiring_busy() == 0;
         }
@@ -499,9 +506,22 @@ impl CacheServer {
 
     /// A request of the data path, with the policy admitted for `call`.
     fn serve(&mut self, req: Request, call: &swap::Call) -> Answer {
+        // Hits the block service served without a call count now, in their order, before
+        // anything this request may evict (`tags`).
+        let (frames, l) = (self.frames(), layout(self.log2));
+        if self.client.is_some() {
+            let c = &mut self.c;
+            PolicyVia::call(&mut self.policy, call, |p| tags::drain(&frames, &l, |b| _ = c.touch(b, p)));
+        }
         let c = &mut self.c;
         match req {
             Request::Attach => {
+                // A new client: every tag as the cache holds it, the ring empty.
+                for (s, t) in c.all_tags() {
+                    frames.write(l.tag_at(s), t);
+                }
+                frames.write(tags::LIMIT_AT, c.limit() as u64);
+                tags::reset(&frames, &l);
                 let mut r = server::ok_msg(&[self.phys, c.slots() as u64]);
                 r.push_item(Fpage::mem(AREA, 12 + self.log2, mem::READ | mem::WRITE), 0);
                 Answer::Reply(r)
@@ -570,10 +590,64 @@ impl CacheServer {
     }
 }
 
+/// Where the shared tags lie in blocks of 2^`log2` pages (`MIN_LOG2..=LOG2`: always a
+/// layout).
+fn layout(log2: u64) -> Layout {
+    Layout::new(1 << log2).expect("blocks of MIN_LOG2..=LOG2 pages have a layout")
+}
+
+/// The frames this server holds and uses (its first block and the grown ones, mapped
+/// read-write at `AREA` one after another), as words for the shared tags.
+struct Frames(rt::shared::Area);
+
+impl tags::Words for Frames {
+    fn read(&self, at: u64) -> u64 {
+        self.0.read(at)
+    }
+    fn write(&self, at: u64, v: u64) {
+        self.0.write(at, v)
+    }
+}
+
 impl CacheServer {
     /// Pages per block.
     fn block_pages(&self) -> u64 {
         1 << self.log2
+    }
+
+    /// The frames in use now: the first block and the grown ones (not one waiting to be
+    /// mapped by the client, nor one given back).
+    #[allow(unsafe_code)]
+    fn frames(&self) -> Frames {
+        let bytes = (1 + self.grown.len() as u64) << (self.log2 + 12);
+        // SAFETY: the first block and each grown one are mapped read-write here at `AREA`
+        // one after another (sigma0's `ALLOC` and `LEND` into these windows) until they
+        // are given back, which pops them from `grown` first; the `Frames` lives only
+        // for the call that made it, and the frames are no Rust object's memory.
+        Frames(unsafe { rt::shared::Area::new(AREA, bytes) })
+    }
+
+    /// Write the tags changed since the last time, and the limit, where the client reads
+    /// them (`tags`); `all`: every tag (the frames' tags are not this server's yet). Not
+    /// while handing over: the frames may be the successor's already.
+    fn publish(&mut self, all: bool) {
+        if self.hand.passive() {
+            return;
+        }
+        let (frames, l) = (self.frames(), layout(self.log2));
+        let end = (1 + self.grown.len() as u32) << self.log2;
+        let changed = self.c.take_tags();
+        if all {
+            for (s, t) in self.c.all_tags() {
+                frames.write(l.tag_at(s), t);
+            }
+        } else {
+            // A slot past the frames in use is in a block already given back.
+            for (s, t) in changed.into_iter().filter(|c| c.0 < end) {
+                frames.write(l.tag_at(s), t);
+            }
+        }
+        frames.write(tags::LIMIT_AT, self.c.limit().min(end) as u64);
     }
 
     /// `LOOKUP`'s last word and `SYNC`'s: 1 + the first slot of the block waiting to be
@@ -611,6 +685,8 @@ impl CacheServer {
             let to = (stay as u64) << self.log2;
             PolicyVia::call(&mut self.policy, &call, |p| self.c.retire(to as u32, p));
             self.policy.end(&mut self.gens, call);
+            // The limit lowered and the tags cleared before any frame goes back.
+            self.publish(false);
             self.retiring = Some((stay, self.c.retiring_busy() == 0));
         }
     }
@@ -780,7 +856,7 @@ impl CacheServer {
         {
             return Err("the state's words are not this program's");
         }
-        let (c, order) = Cache::decode(&buf[..n], 1 << log2)?;
+        let (c, order) = Cache::decode(&buf[..n], 1 << log2, Some(layout(log2)))?;
         let mut p: alloc::boxed::Box<dyn Policy> = if imp == MRU as u64 {
             alloc::boxed::Box::new(Mru::default())
         } else {
