@@ -106,8 +106,9 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             "The caller's ticks from sending `SWAP` to its answer (the cache answers one request at a time: \
              the swap waits behind the client requests queued ahead of it, then the mediator runs — forward, \
              block and transfer pass at once, since the server is quiescent between requests — and moves the \
-             recency list); the mediator's own ticks beside. Clients: threads doing one-block buffered reads \
-             (hits) through blk, each a `LOOKUP` at the cache.\n"
+             recency list); the mediator's own ticks beside. Clients: threads doing one-block buffered writes \
+             (hits) through blk, each a `LOOKUP` at the cache (a buffered read that hits is served by blk \
+             from the cache's tags without a call).\n"
         );
         let _ = writeln!(s, "| | caller's ticks per swap | mediator's ticks |\n|---|---:|---:|");
         let _ = writeln!(s, "| IPC round trip to the cache (an unknown label) | {} | |", cell(g("swap_ipc_rtt")));
