@@ -13,9 +13,11 @@
 //! to its next timer, so every wait for the host's side of the network would count as
 //! a retransmission timeout's worth of guest time.
 
-use crate::bench::{aggregate, bench_options, get, Fig, Plan, Results};
+use super::plan::{bench_options, Plan};
+use super::report::{aggregate, get, Fig, Results};
 use crate::qemu::{self, Options};
-use crate::scenarios::Scenario;
+use crate::test::nettest;
+use crate::test::scenarios::Scenario;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -59,13 +61,13 @@ fn busy(port: u16) -> Result<Busy, String> {
 
 /// One GET on a new connection: its body (status 200 wanted).
 fn http_get(port: u16, path: &str) -> Result<Vec<u8>, String> {
-    let mut s = crate::nettest::ready(port)?;
+    let mut s = nettest::ready(port)?;
     // One write: `write!` sends each piece of the format as a segment of its own, and
     // under icount the guest's clock may run seconds between them (its idle time
     // jumps), so httpd took the head for a slowloris one (408).
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").as_bytes())
         .map_err(|e| e.to_string())?;
-    let r = crate::nettest::response(&mut s, false)?;
+    let r = nettest::response(&mut s, false)?;
     if r.status != 200 {
         return Err(format!("GET {path}: status {}", r.status));
     }
@@ -79,7 +81,7 @@ fn meter(port: u16, on: bool) -> Result<(), String> {
 /// `n` GETs of `path` on one keep-alive connection, each body `FILE_BYTES` long, the
 /// bytes received so far kept in `got` as they come.
 fn fetch(port: u16, path: &str, n: u64, got: &AtomicU64) -> Result<(), String> {
-    fetch_on(crate::nettest::ready(port)?, path, n, got)
+    fetch_on(nettest::ready(port)?, path, n, got)
 }
 
 /// `fetch` on a connection already made.
@@ -152,7 +154,7 @@ fn parallel(port: u16, path: &str, n: u64, fetches: u64) -> Result<(Busy, Busy, 
     let first_done: Arc<std::sync::Mutex<Option<Vec<u64>>>> = Arc::new(std::sync::Mutex::new(None));
     // Connections first (each answers a first small request), so that the clients
     // start together: the fairness index is about the transfers, not about connecting.
-    let conns: Vec<std::net::TcpStream> = (0..n).map(|_| crate::nettest::ready(port)).collect::<Result<_, _>>()?;
+    let conns: Vec<std::net::TcpStream> = (0..n).map(|_| nettest::ready(port)).collect::<Result<_, _>>()?;
     let (b0, b1) = between(port, false, || {
         let handles: Vec<_> = conns
             .into_iter()
@@ -272,7 +274,7 @@ fn measure_parallel(sys: &str, http: u16, ftp: Option<u16>) -> Result<Vec<(Strin
                     .map(|_| {
                         std::thread::spawn(move || -> Result<(), String> {
                             for _ in 0..PAR_FETCHES {
-                                let got = crate::nettest::ftp_fetch(ftp, FILE)?;
+                                let got = nettest::ftp_fetch(ftp, FILE)?;
                                 if got.len() as u64 != FILE_BYTES {
                                     return Err(format!("FTP RETR {FILE}: {} bytes", got.len()));
                                 }
@@ -326,9 +328,9 @@ fn boot(
 
 /// Two modes (icount: the single transfers; TCG: the parallel ones and ftpd); a smoke
 /// run the first alone.
-pub fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+pub(super) fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
     let dir = &plan.dir;
-    let www = crate::nettest::make_www()?;
+    let www = nettest::make_www()?;
     let disk = dir.join("cue-disk.img");
     crate::image::make(&disk.display().to_string(), 64 << 20, &[format!("files:1:6144:fs={}/", www.display())])?;
     let ports = qemu::free_ports(5)?;
@@ -352,7 +354,7 @@ pub fn cue_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &
                     &a.kernel,
                     &img,
                     bench_options("tcg".into(), icount, String::new(), Some(disk.clone())),
-                    crate::nettest::HTTPD_READY,
+                    nettest::HTTPD_READY,
                     sys,
                     Some((ports[0], ports[1..].to_vec())),
                     plan.smoke,

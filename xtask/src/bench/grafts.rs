@@ -10,9 +10,10 @@
 //! today's in-kernel safe extension. One boot of each system per mode: icount (instructions,
 //! deterministic: the figures the targets use) and plain TCG (cycles, noisy).
 
-use crate::bench::{aggregate, bench_options, get, parse_bench, Fig, Plan, Results};
+use super::plan::{bench_options, Plan};
+use super::report::{aggregate, get, parse_bench, Fig, Results};
 use crate::qemu;
-use crate::scenarios::{run_scenario_log, Scenario};
+use crate::test::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -32,7 +33,12 @@ const TECHS: [(&str, &str); 7] = [
     ("upcall", "C in a user-level server"),
 ];
 
-pub fn grafts_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+pub(super) fn grafts_suite(
+    a: &crate::Artifacts,
+    vmlinuz: &Path,
+    initramfs: &Path,
+    plan: &Plan,
+) -> Result<String, String> {
     let dir = &plan.dir;
     let disk = dir.join("grafts-disk.img");
     crate::image::make(

@@ -7,7 +7,7 @@
 //! the programs' and the kernel's symbols. Nothing is sampled or estimated: every
 //! instruction executed is counted once. `cargo xtask bench kernel` prints the table.
 
-use crate::scenarios::Scenario;
+use crate::test::scenarios::Scenario;
 use crate::{qemu, Artifacts};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

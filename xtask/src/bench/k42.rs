@@ -5,8 +5,9 @@
 //! through the table against a plain call, a swap against an IPC round trip, adaptive
 //! against fixed policies).
 
-use crate::bench::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Plan, Results};
-use crate::scenarios::{run_scenario_log, Scenario};
+use super::plan::Plan;
+use super::report::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Results};
+use crate::test::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -34,7 +35,7 @@ const FIG6: [(&str, &str); 2] =
 const POLICIES: [(&str, &str); 3] =
     [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
 
-pub fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, String> {
+pub(super) fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, String> {
     let dir = &plan.dir;
     let modes = plan.modes();
     let mut results: Results = BTreeMap::new();

@@ -3,7 +3,7 @@
 //! host's clock (meaningful under plain TCG) and busy guest ticks per request
 //! (instructions under icount, read from the guest before and after).
 
-use crate::nettest;
+use crate::test::nettest;
 use std::io::Write;
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier};

@@ -2,9 +2,10 @@
 //! (icount runs one CPU at a time, so it cannot show parallel work). Three boots; the
 //! medians of their medians.
 
-use crate::bench::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Plan, Results};
+use super::plan::Plan;
+use super::report::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Results};
 use crate::qemu::{self, Options};
-use crate::scenarios::{run_scenario_log, Scenario};
+use crate::test::scenarios::{run_scenario_log, Scenario};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -34,7 +35,7 @@ const METRICS: [(&str, &str); 8] = [
 ];
 
 /// The suite's one mode is plain TCG, in a smoke run too (icount runs one CPU at a time).
-pub fn smp_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+pub(super) fn smp_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
     let modes = vec![("tcg", false, "tcg".to_string())];
     let runs = plan.runs(RUNS);
     let mut results: Results = BTreeMap::new();

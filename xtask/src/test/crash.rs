@@ -8,8 +8,8 @@
 //! under way may have happened or not. The next boot goes on on the same disk.
 //! `SCION_CRASH_KILLS` sets the number of kills (20).
 
+use super::scenarios::{make_disk, Result1, Scenario};
 use crate::qemu::{self, Options};
-use crate::scenarios::{make_disk, Result1, Scenario};
 use crate::{make_image, out_dir, Artifacts};
 use baio::{MemDev, Volume, BLOCK};
 use std::collections::BTreeMap;
