@@ -424,4 +424,50 @@ mod tests {
         }
         assert!(!v.iter().any(|n| n == "kernel"), "the kernel is no host crate: {v:?}");
     }
+
+    /// xtask's modules in layers, imports pointing down only (ARCHITECTURE.md): what each
+    /// file outside its tests may name of its neighbours (`super::`) and that `test/` names
+    /// nothing of `bench/` (which boots `test::scenarios`: a name back would close a circle).
+    #[test]
+    fn imports_point_down() {
+        let src = crate::project_root().join("xtask/src");
+        let suite = ["plan", "report", "ipcprobe", "netload", "nginx"];
+        let rules: [(&str, &[&str]); 17] = [
+            ("bench/report.rs", &[]),
+            ("bench/plan.rs", &["report"]),
+            ("bench/linux.rs", &["nginx"]),
+            ("bench/ipcprobe.rs", &[]),
+            ("bench/netload.rs", &[]),
+            ("bench/nginx.rs", &[]),
+            ("bench/kernel.rs", &suite),
+            ("bench/baio.rs", &suite),
+            ("bench/net.rs", &suite),
+            ("bench/cue.rs", &suite),
+            ("bench/grafts.rs", &suite),
+            ("bench/k42.rs", &suite),
+            ("bench/smp.rs", &suite),
+            ("test/mod.rs", &[]),
+            ("test/scenarios.rs", &["nettest"]),
+            ("test/crash.rs", &["scenarios"]),
+            ("test/nettest.rs", &[]),
+        ];
+        for (file, allowed) in rules {
+            let text = std::fs::read_to_string(src.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            let code = text.split("\n#[cfg(test)]\nmod ").next().unwrap_or("");
+            for (at, _) in code.match_indices("super::") {
+                let rest = &code[at + 7..];
+                // `super::{a, b}` names a and b; `super::a::…` names a.
+                let names = match rest.strip_prefix('{') {
+                    Some(list) => list.split('}').next().unwrap_or("").to_string(),
+                    None => rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect(),
+                };
+                for name in names.split(',').map(str::trim) {
+                    assert!(allowed.contains(&name), "{file} names super::{name}; it may name {allowed:?}");
+                }
+            }
+            if file.starts_with("test/") {
+                assert!(!code.contains("crate::bench"), "{file} names crate::bench");
+            }
+        }
+    }
 }
