@@ -1,6 +1,6 @@
 //! The example grafts written in safe Rust, one source for every technology that runs
 //! Rust: compiled into a server (native, the trusted baseline), compiled to WebAssembly
-//! (`grafts/wasm`, run by `wasmi` or ahead of time), and signed. Each function is a
+//! (`wasm/` here, run by `wasmi` or ahead of time), and signed. Each function is a
 //! graft point's entry: `input` is what the point hands the graft for this call (read
 //! only), `state` the graft's own bytes that persist between calls (the server undoes
 //! a call's changes to them when the call is aborted), the result one word.

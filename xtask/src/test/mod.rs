@@ -251,14 +251,14 @@ fn host_reads_ldisk(path: &std::path::Path) -> Result<(), String> {
     let v = Volume::mount(&mut dev).map_err(|e| format!("{e:?}"))?;
     let i = v.lookup("ldisk").ok_or("no segment ldisk on the image")?.clone();
     let data = i.length - MAP_BLOCKS;
-    let (_, state) = MapLog::open(&mut dev, i.start + data, grafts::LD_STATE).map_err(|e| format!("{e:?}"))?;
+    let (_, state) = MapLog::open(&mut dev, i.start + data, graft_examples::LD_STATE).map_err(|e| format!("{e:?}"))?;
     let mut state = state.ok_or("no whole copy of the map")?;
     let mut named = 0;
     for l in 0..data {
         let mut input = [0u8; 24];
         input[..8].copy_from_slice(&l.to_le_bytes());
         input[8..16].copy_from_slice(&data.to_le_bytes());
-        let p = grafts::ldisk(&input, &mut state);
+        let p = graft_examples::ldisk(&input, &mut state);
         if p >= data {
             continue;
         }

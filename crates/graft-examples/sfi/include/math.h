@@ -1,4 +1,4 @@
-/* Scion's freestanding headers for wasm2c's output (grafts/sfi). The servers are
+/* Scion's freestanding headers for wasm2c's output (crates/graft-examples/sfi). The servers are
    soft-float and a graft may use no floating point: these declarations only let the
    generated file's unused float helpers parse. Nothing defines them, and the images
    are compiled with general registers only, so a module that does use a float fails

@@ -1,4 +1,4 @@
-/* Scion's freestanding headers for wasm2c's output (grafts/sfi): the four functions a
+/* Scion's freestanding headers for wasm2c's output (crates/graft-examples/sfi): the four functions a
    freestanding C program must provide, defined in harness.c (inside each image). */
 #ifndef SCION_STRING_H
 #define SCION_STRING_H

@@ -1,5 +1,5 @@
 //! The trusted harness around signed grafts: one `extern "C"` entry per graft of
-//! `grafts` (safe Rust, `forbid(unsafe_code)`, the same source as the native
+//! `graft-examples` (safe Rust, `forbid(unsafe_code)`, the same source as the native
 //! built-ins), called by a server as `entry(input, input_len, state, state_len)`.
 //! This file is Scion's, not a graft author's: it turns the server's pointers into the
 //! two slices the graft may touch, and it gives the graft no way to panic — the panic
@@ -20,11 +20,11 @@ macro_rules! entry {
     };
 }
 
-entry!(scion_graft_null, grafts::null);
-entry!(scion_graft_hotlist, grafts::hotlist);
-entry!(scion_graft_md5, grafts::md5);
-entry!(scion_graft_ldisk, grafts::ldisk);
-entry!(scion_graft_spin, grafts::spin);
+entry!(scion_graft_null, graft_examples::null);
+entry!(scion_graft_hotlist, graft_examples::hotlist);
+entry!(scion_graft_md5, graft_examples::md5);
+entry!(scion_graft_ldisk, graft_examples::ldisk);
+entry!(scion_graft_spin, graft_examples::spin);
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

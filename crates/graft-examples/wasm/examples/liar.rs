@@ -6,4 +6,4 @@ fn liar(input: &[u8], state: &mut [u8]) -> u64 {
     state.fill(0xee);
     (input.len() / 8 + 5) as u64
 }
-scion_wasm_grafts::graft!(liar, grafts::HOT_STATE);
+scion_wasm_grafts::graft!(liar, graft_examples::HOT_STATE);

@@ -7,4 +7,4 @@ fn trap(input: &[u8], state: &mut [u8]) -> u64 {
     let v = [1u8, 2, 3];
     v[core::hint::black_box(k)] as u64
 }
-scion_wasm_grafts::graft!(trap, grafts::HOT_STATE);
+scion_wasm_grafts::graft!(trap, graft_examples::HOT_STATE);

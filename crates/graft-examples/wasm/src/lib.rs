@@ -1,6 +1,6 @@
 //! The glue every WebAssembly graft shares: the exports Scion's Wasm engines look for
 //! (`graft_input`, `graft_state`, `graft_run`) around one safe-Rust graft function
-//! (`grafts`). `graft!(f, STATE_BYTES)` in an example makes it a graft module.
+//! (`graft-examples`). `graft!(f, STATE_BYTES)` in an example makes it a graft module.
 #![no_std]
 
 /// The most input any graft point hands a graft (the stream point's 1 KiB).

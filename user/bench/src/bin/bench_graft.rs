@@ -72,8 +72,8 @@ fn report(name: &str, mut v: Vec<u64>) {
 /// as the paper's 64-element search does), and eight candidates.
 fn hot_state() -> Vec<u8> {
     let mut s = Vec::new();
-    s.extend_from_slice(&(grafts::HOT_MAX as u64).to_le_bytes());
-    for b in 0..grafts::HOT_MAX as u64 {
+    s.extend_from_slice(&(graft_examples::HOT_MAX as u64).to_le_bytes());
+    for b in 0..graft_examples::HOT_MAX as u64 {
         s.extend_from_slice(&(1_000_000 + b).to_le_bytes());
     }
     s
@@ -85,10 +85,10 @@ fn candidates() -> Vec<u8> {
 
 /// The upcall hot list's state, in this program (VINO: the user-level server's memory),
 /// laid out as the other technologies' (a count, then the blocks).
-static HOT: rt::sync::Lock<[u8; grafts::HOT_STATE]> = rt::sync::Lock::new([0; grafts::HOT_STATE]);
+static HOT: rt::sync::Lock<[u8; graft_examples::HOT_STATE]> = rt::sync::Lock::new([0; graft_examples::HOT_STATE]);
 
 fn upcall_hotlist(_p: graft::Point, input: &[u8]) -> u64 {
-    grafts::hotlist(input, &mut *HOT.lock())
+    graft_examples::hotlist(input, &mut *HOT.lock())
 }
 
 fn upcall_null(_p: graft::Point, _input: &[u8]) -> u64 {
@@ -99,15 +99,15 @@ fn serve_hotlist(_: u64) {
     g::upcall::serve(upcall_hotlist)
 }
 
-static UP_MD5: rt::sync::Lock<[u8; grafts::MD5_STATE]> = rt::sync::Lock::new([0; grafts::MD5_STATE]);
-static UP_LDISK: rt::sync::Lock<[u8; grafts::LD_STATE]> = rt::sync::Lock::new([0; grafts::LD_STATE]);
+static UP_MD5: rt::sync::Lock<[u8; graft_examples::MD5_STATE]> = rt::sync::Lock::new([0; graft_examples::MD5_STATE]);
+static UP_LDISK: rt::sync::Lock<[u8; graft_examples::LD_STATE]> = rt::sync::Lock::new([0; graft_examples::LD_STATE]);
 
 fn serve_md5(_: u64) {
-    g::upcall::serve(|_, input| grafts::md5(input, &mut *UP_MD5.lock()))
+    g::upcall::serve(|_, input| graft_examples::md5(input, &mut *UP_MD5.lock()))
 }
 
 fn serve_ldisk(_: u64) {
-    g::upcall::serve(|_, input| grafts::ldisk(input, &mut *UP_LDISK.lock()))
+    g::upcall::serve(|_, input| graft_examples::ldisk(input, &mut *UP_LDISK.lock()))
 }
 
 /// Graft `name` at `point` in technology `tech` into `srv`: its file from /grafts, or
@@ -279,7 +279,7 @@ fn main() -> i32 {
             failed = true;
             continue;
         };
-        let filled = (0..grafts::LD_LOGICAL as u64)
+        let filled = (0..graft_examples::LD_LOGICAL as u64)
             .all(|l| g::test_run(blk, id, &ld_input(l, true), 1).is_ok_and(|r| r.aborts == 0 && r.last < 1022));
         for (what, write) in [("read", false), ("write", true)] {
             match per_call(blk, id, &ld_input(77, write), repeat).filter(|_| filled) {

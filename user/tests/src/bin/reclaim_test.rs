@@ -85,8 +85,8 @@ fn hot_list() -> Vec<u8> {
 fn serve_hotlist(_: u64) {
     graft_api::upcall::serve(|_, input| {
         let mut st = hot_list();
-        st.resize(grafts::HOT_STATE, 0);
-        grafts::hotlist(input, &mut st)
+        st.resize(graft_examples::HOT_STATE, 0);
+        graft_examples::hotlist(input, &mut st)
     })
 }
 
