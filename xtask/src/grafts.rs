@@ -638,19 +638,54 @@ mod tests {
         s
     }
 
-    const TECHS: [Tech; 5] = [Tech::Native, Tech::WasmAot, Tech::Wasmi, Tech::Ebpf, Tech::Script];
+    /// Each server with graft points (those that link graft-host) names graft's one
+    /// feature set, `server`, and nothing else; and `server` holds every technology's
+    /// feature (each engine and each check of a compiled file).
+    #[test]
+    fn servers_name_the_server_feature_alone() {
+        let root = project_root();
+        let toml_at = |p: &Path| -> toml::Table {
+            toml::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        };
+        let mut hosts = Vec::new();
+        for e in std::fs::read_dir(root.join("user/servers")).unwrap() {
+            let path = e.unwrap().path().join("Cargo.toml");
+            let t = toml_at(&path);
+            let deps = t["dependencies"].as_table().unwrap();
+            if !deps.contains_key("graft-host") {
+                continue;
+            }
+            let features = deps.get("graft").and_then(|g| g.get("features")).and_then(|f| f.as_array());
+            let names: Vec<&str> = features.into_iter().flatten().filter_map(|f| f.as_str()).collect();
+            assert_eq!(names, ["server"], "{}: graft's features", path.display());
+            hosts.push(path);
+        }
+        assert!(hosts.len() >= 4, "cache, blk, net and mem have graft points: {hosts:?}");
+        let graft = toml_at(&root.join("crates/graft/Cargo.toml"));
+        let server: Vec<&str> =
+            graft["features"]["server"].as_array().unwrap().iter().filter_map(|f| f.as_str()).collect();
+        for f in ["wasmi", "ebpf", "jit", "script", "signed", "sfi"] {
+            assert!(server.contains(&f), "feature `server` lacks `{f}`: {server:?}");
+        }
+    }
 
-    /// Graft `name` at `point` in every technology, owner k + 1 for the k-th:
-    /// (technology, owner, id).
+    /// Every technology the host runs: `Tech::ALL` but signed Rust (its blobs run in a
+    /// server's code pages alone) and the upcall (a thread of the loader's).
+    fn host_techs() -> impl Iterator<Item = Tech> {
+        Tech::ALL.into_iter().filter(|t| !matches!(t, Tech::SignedRust | Tech::Upcall))
+    }
+
+    /// Graft `name` at `point` in every technology the host runs, owner k + 1 for the
+    /// k-th: (technology, owner, id).
     fn load_every(t: &mut Table, point: Point, name: &str) -> Vec<(Tech, u32, u32)> {
-        TECHS
-            .iter()
+        host_techs()
             .enumerate()
             .map(|(k, tech)| {
                 (
-                    *tech,
+                    tech,
                     k as u32 + 1,
-                    load(t, k as u32 + 1, &file_at(point, *tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")),
+                    load(t, k as u32 + 1, &file_at(point, tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")),
                 )
             })
             .collect()

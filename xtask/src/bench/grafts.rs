@@ -14,6 +14,7 @@ use super::plan::{bench_options, Plan};
 use super::report::{aggregate, get, parse_bench, Fig, Results};
 use crate::qemu;
 use crate::test::scenarios::{run_scenario_log, Scenario};
+use graft::format::Tech;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -21,17 +22,25 @@ use std::time::Duration;
 
 type Agg = BTreeMap<(String, String, String), Fig>;
 
-/// The technologies measured at the eviction point (suffix of the figures' names),
-/// with the paper's counterpart.
-const TECHS: [(&str, &str); 7] = [
-    ("native", "unsafe C in the kernel"),
-    ("signed", "Modula-3: a safe language, a trusted compiler"),
-    ("wasmaot", "SFI: checked machine code (MiSFIT; here wasm2c + clang, signed)"),
-    ("wasmi", "Java byte code, interpreted"),
-    ("ebpf", "Java byte code, interpreted"),
-    ("rhai", "Tcl, interpreted"),
-    ("upcall", "C in a user-level server"),
-];
+/// The paper's counterpart of each technology.
+fn paper(t: Tech) -> &'static str {
+    match t {
+        Tech::Native => "unsafe C in the kernel",
+        Tech::SignedRust => "Modula-3: a safe language, a trusted compiler",
+        Tech::WasmAot => "SFI: checked machine code (MiSFIT; here wasm2c + clang, signed)",
+        Tech::Wasmi => "Java byte code, interpreted",
+        Tech::Ebpf => "Java byte code, interpreted",
+        Tech::Script => "Tcl, interpreted",
+        Tech::Upcall => "C in a user-level server",
+    }
+}
+
+/// The technologies measured (their names are the figures' suffixes) with the paper's
+/// counterparts, in `Tech::ALL`'s order; `files`: those a program loads as a file alone
+/// (not the upcall).
+fn techs(files: bool) -> impl Iterator<Item = (&'static str, &'static str)> {
+    Tech::ALL.into_iter().filter(move |t| !files || t.is_file()).map(|t| (t.name(), paper(t)))
+}
 
 pub(super) fn grafts_suite(
     a: &crate::Artifacts,
@@ -135,7 +144,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         );
         let _ = writeln!(s, "### Table 2: hot-list eviction (64-entry hot list, 8 candidates)\n");
         let _ = writeln!(s, "| technology (paper's counterpart) | null graft | hot list | normalized to native | break-even (calls per miss) | load |\n|---|---:|---:|---:|---:|---:|");
-        for (tech, paper) in TECHS {
+        for (tech, paper) in techs(false) {
             let h = hot(agg, mode, tech);
             let norm = h.zip(native).map_or("—".into(), |(h, n)| format!("{:.1}", h as f64 / n.max(1) as f64));
             let be = h.zip(miss).map_or("—".into(), |(h, m)| format!("{:.0}", m as f64 / h.max(1) as f64));
@@ -152,7 +161,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "The same hot list at the memory server's reclaim point (mem0 choosing which of a program's clean pages to take back; candidates and hot list are page addresses), ticks per call:\n");
         let _ = writeln!(s, "| technology | reclaim decision | normalized to native |\n|---|---:|---:|");
         let rn = get(agg, "scion", mode, "graft_reclaim_native_hotlist");
-        for (tech, _) in TECHS.iter().filter(|t| t.0 != "upcall") {
+        for (tech, _) in techs(true) {
             let r = get(agg, "scion", mode, &format!("graft_reclaim_{tech}_hotlist"));
             let norm = r.zip(rn).map_or("—".into(), |(r, n)| format!("{:.1}", r as f64 / n.max(1) as f64));
             let _ = writeln!(s, "| {tech} | {} | {norm} |", cell(r));
@@ -182,7 +191,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             let vs = mib.zip(disk).map_or("—".into(), |(m, d)| format!("{:.2}", m as f64 / d.max(1) as f64));
             let _ = writeln!(s, "| {label} | {} | {} | {norm} | {vs} |", cell(k), cell(mib));
         };
-        for (tech, paper) in TECHS {
+        for (tech, paper) in techs(false) {
             row(&mut s, &format!("{tech} ({paper})"), get(agg, "scion", mode, &format!("graft_stream_{tech}_md5")));
         }
         row(
@@ -195,7 +204,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "A log-structured map of 512 logical blocks, half full, over 1022 physical ones: a read finds where a block is; a write takes the next free block from the log's head and frees the old one.\n");
         let _ = writeln!(s, "| technology | read lookup | write | write normalized to native |\n|---|---:|---:|---:|");
         let ld_native = get(agg, "scion", mode, "graft_ldisk_native_write");
-        for (tech, paper) in TECHS {
+        for (tech, paper) in techs(false) {
             let w = get(agg, "scion", mode, &format!("graft_ldisk_{tech}_write"));
             let norm = w.zip(ld_native).map_or("—".into(), |(w, n)| format!("{:.1}", w as f64 / n.max(1) as f64));
             let _ = writeln!(
@@ -225,7 +234,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         if let (Some(un), Some(kn)) = (up, get(agg, "scion", mode, "graft_stream_native_md5")) {
             let _ = writeln!(s, "Work per call at which each technology costs what an upcall costs (a call's cost taken as its null graft plus MD5 per KiB of work; the upcall's as {un} plus native MD5):\n");
             let _ = writeln!(s, "| technology | fixed per call | per KiB | break-even work (KiB of MD5 per call) |\n|---|---:|---:|---:|");
-            for (tech, _) in TECHS.iter().filter(|t| t.0 != "upcall") {
+            for (tech, _) in techs(true) {
                 let (Some(f), Some(k)) = (
                     get(agg, "scion", mode, &format!("graft_evict_{tech}_null")),
                     get(agg, "scion", mode, &format!("graft_stream_{tech}_md5")),
@@ -375,15 +384,8 @@ fn figure1(agg: &Agg) -> String {
         x(up as f64),
         y(be((up + native) as f64))
     );
-    let mut legend = vec![("upcall (measured: dot)".to_string(), "#2b7bb9")];
-    for (tech, color) in [
-        ("native", "#000000"),
-        ("signed", "#888888"),
-        ("wasmaot", "#d62728"),
-        ("wasmi", "#31a354"),
-        ("ebpf", "#e07b39"),
-        ("rhai", "#756bb1"),
-    ] {
+    let mut legend = vec![("upcall (measured: dot)".to_string(), color(Tech::Upcall))];
+    for (tech, color) in Tech::ALL.into_iter().filter(|t| t.is_file()).map(|t| (t.name(), color(t))) {
         if let Some(t) = hot(agg, mode, tech) {
             let yy = y(be(t as f64));
             let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{yy:.1}\" x2=\"{}\" y2=\"{yy:.1}\" stroke=\"{color}\" stroke-dasharray=\"6,4\"/>", left + pw);
@@ -396,6 +398,19 @@ fn figure1(agg: &Agg) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Each technology's colour in Figure 1.
+fn color(t: Tech) -> &'static str {
+    match t {
+        Tech::Native => "#000000",
+        Tech::SignedRust => "#888888",
+        Tech::WasmAot => "#d62728",
+        Tech::Wasmi => "#31a354",
+        Tech::Ebpf => "#e07b39",
+        Tech::Script => "#756bb1",
+        Tech::Upcall => "#2b7bb9",
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 use blk_api as p;
 use blk_api::client::{self as baio, Segment};
 use core::sync::atomic::{AtomicU64, Ordering};
+use graft::format::Tech;
 use graft_api as g;
 use rt::{env, ipc, println};
 use tests::blocks::io;
@@ -192,7 +193,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
     );
     let r = seg.batch_ops(&[p::op(p::WRITE_OP | p::STREAM, 0, 1, 0, p::DATA)], p::WAIT_ALL);
     c.check(r.is_ok() && seg.status(0) == p::FAILED | p::E_BAD, "a write cannot be a stream");
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for tech in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name) {
         let Ok(file) = files_api::client::read_all(files, &format!("/grafts/stream_{tech}_md5.graft")) else {
             c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
             continue;
@@ -339,7 +340,7 @@ fn rhai_ldisk(name: &str, code: &str) -> Vec<u8> {
 fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     let want = ld_expected();
     let mut layouts: Vec<(&str, u64)> = Vec::new();
-    for (k, tech) in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
+    for (k, tech) in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name).enumerate() {
         let name = format!("ld_{tech}");
         c.eq(baio::create(blk, &name, LD_LEN, 0), Ok(()), &format!("{tech}: create a segment of 64 blocks"));
         let Ok(seg) = baio::open(blk, &name, 3, BUF + (k as u64 + 1) * p::AREA_BYTES) else {
@@ -642,7 +643,7 @@ fn main() -> i32 {
     let k = hot_kept(&seg, cache, &mut c, "LRU");
     c.eq(k, 0, "without a graft, LRU evicts the hot blocks");
 
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for tech in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name) {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let file = files_api::client::read_all(files, &path);
         if !c.check(file.is_ok(), &format!("{path} is in the files filesystem")) {

@@ -12,6 +12,7 @@ extern crate alloc;
 
 use alloc::format;
 use alloc::vec::Vec;
+use graft::format::Tech;
 use graft_api as g;
 use mem_api::client as mem;
 use rt::{env, println};
@@ -130,7 +131,7 @@ fn main() -> i32 {
         &format!("pages were taken back and faulted in again ({u:?})"),
     );
 
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for tech in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name) {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let Ok(file) = files_api::client::read_all(files, &path) else {
             c.check(false, &format!("{path} is in the files filesystem"));
