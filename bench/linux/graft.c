@@ -3,7 +3,7 @@
  * run by the guest's kernel through BPF_PROG_TEST_RUN (`kbench=graft` on the command
  * line). A null program (r0 = 0; exit) as a socket filter, run REPEAT times per
  * sample on a 64-byte packet; and MD5 of a 1 KiB packet as an XDP program (the
- * instructions in /md5.bpf, built by `cargo xtask build` from grafts/bpf/md5_xdp.c,
+ * instructions in /md5.bpf, built by `cargo xtask build` from crates/graft-examples/bpf/md5_xdp.c,
  * the same compression function as Scion's eBPF graft), its digest checked. rdtsc
  * around the call (guest instructions under -icount shift=0), divided by the runs.
  * Prints `BENCH ebpf_null …` and `BENCH ebpf_md5_kib …` (ticks per KiB), and

@@ -243,7 +243,7 @@ static void echo(int c) {
         if (write_all(c, buf, k)) break;
 }
 
-/* nginx from the initramfs (xtask/src/nginx.rs: Debian's package, our configuration:
+/* nginx from the initramfs (xtask/src/bench/nginx.rs: Debian's package, our configuration:
  * the files of /www by sendfile on port 8080), in the background; ready once it takes
  * a connection on its port. */
 static int start_nginx(void) {

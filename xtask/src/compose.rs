@@ -172,7 +172,7 @@ mod tests {
         }
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
-            let m = crate::scenarios::with_parts(&text, &[]).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let m = crate::test::scenarios::with_parts(&text, &[]).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             let progs =
                 manifest::parse(&m).unwrap_or_else(|e| panic!("{}: line {}: {}\n{m}", f.display(), e.line, e.msg));
             let mut names: Vec<&str> = progs.iter().map(|p| p.name.as_str()).collect();
@@ -185,7 +185,7 @@ mod tests {
         let blk = run.iter().find(|p| p.name == "blk").unwrap();
         assert_eq!((blk.args.as_str(), blk.lent, blk.restart, blk.irq.len()), ("quota=65536", true, true, 12));
         assert_eq!(run.iter().find(|p| p.name == "cache").unwrap().args, "policy=auto");
-        let sc = crate::scenarios::Scenario::load("irq_cpu", &[]).unwrap();
+        let sc = crate::test::scenarios::Scenario::load("irq_cpu", &[]).unwrap();
         let blk = manifest::parse(&sc.manifest).unwrap().into_iter().find(|p| p.name == "blk").unwrap();
         assert_eq!((blk.cpu, blk.args.as_str(), blk.kpages), (1, "quota=4096", 512));
     }

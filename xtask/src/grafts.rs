@@ -1,10 +1,9 @@
-//! The example grafts (`grafts/`), built for every technology into graft files in
-//! `target/grafts/` (`<point>_<technology>_<name>.graft`): safe Rust compiled to
-//! WebAssembly (`grafts/wasm`, the same source as the native built-ins in
-//! `crates/grafts`), C compiled to eBPF by clang (`grafts/bpf`), rhai scripts
-//! (`grafts/rhai`), and the native built-ins by name. The toolchains the builds need
-//! (the `wasm32-unknown-unknown` Rust target, clang and LLVM's objcopy) are installed
-//! here when missing, as QEMU is.
+//! The example grafts (`crates/graft-examples`), built for every technology into graft
+//! files in `target/grafts/` (`<point>_<technology>_<name>.graft`): safe Rust compiled to
+//! WebAssembly (`wasm/`, the same source, `src/`, as the native built-ins), C compiled to
+//! eBPF by clang (`bpf/`), rhai scripts (`rhai/`), and the native built-ins by name. The
+//! toolchains the builds need (the `wasm32-unknown-unknown` Rust target, clang and LLVM's
+//! objcopy) are installed here when missing, as QEMU is.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,14 +18,14 @@ const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// (name, point, state bytes): the example grafts, each in every technology that has it.
 pub const EXAMPLES: [(&str, Point, usize); 13] = [
     ("null", Point::Evict, 0),
-    ("hotlist", Point::Evict, grafts::HOT_STATE),
-    ("md5", Point::Stream, grafts::MD5_STATE),
-    ("ldisk", Point::Ldisk, grafts::LD_STATE),
+    ("hotlist", Point::Evict, graft_examples::HOT_STATE),
+    ("md5", Point::Stream, graft_examples::MD5_STATE),
+    ("ldisk", Point::Ldisk, graft_examples::LD_STATE),
     ("spin", Point::Evict, 8),
     ("oob", Point::Evict, 8),
     ("hog", Point::Evict, 8),
-    ("liar", Point::Evict, grafts::HOT_STATE),
-    ("trap", Point::Evict, grafts::HOT_STATE),
+    ("liar", Point::Evict, graft_examples::HOT_STATE),
+    ("trap", Point::Evict, graft_examples::HOT_STATE),
     ("helper", Point::Evict, 8),
     ("shrink", Point::Evict, 8),
     ("keys", Point::Evict, 8),
@@ -99,6 +98,11 @@ fn write(out: &Path, point: Point, tech: Tech, name: &str, state_len: usize, cod
     Ok(p)
 }
 
+/// Where the example grafts' sources are, from the project's root: every technology's
+/// (`src/` the safe Rust of native, signed and WebAssembly; `wasm/`, `signed/`, `sfi/` the
+/// harnesses that build it; `bpf/`, `rhai/`).
+const SOURCES: &str = "crates/graft-examples";
+
 /// Build every example graft; returns the files written.
 pub fn build() -> Result<Vec<PathBuf>, String> {
     let root = project_root();
@@ -107,14 +111,14 @@ pub fn build() -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&obj).map_err(|e| e.to_string())?;
     let mut files = Vec::new();
-    let src = |sub: &str, name: &str, ext: &str| root.join("grafts").join(sub).join(format!("{name}.{ext}"));
+    let src = |sub: &str, name: &str, ext: &str| root.join(SOURCES).join(sub).join(format!("{name}.{ext}"));
 
-    // WebAssembly: every example of grafts/wasm, in one cargo build (cwd there, so
+    // WebAssembly: every example of wasm/, in one cargo build (cwd there, so
     // that its .cargo/config.toml applies).
     ensure_wasm_target()?;
     let wasm_target = target_dir().join("grafts-wasm");
     sh(Command::new(env!("CARGO"))
-        .current_dir(root.join("grafts/wasm"))
+        .current_dir(root.join(SOURCES).join("wasm"))
         .env("CARGO_TARGET_DIR", &wasm_target)
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -206,7 +210,7 @@ fn ensure_wasm2c() -> Result<String, String> {
 /// registers only (the servers are soft-float: a module with a float does not compile),
 /// position-independent with hidden symbols (no GOT: every reference relative), no red
 /// zone, no stack protector or unwind tables, each frame at most 256 bytes (with the
-/// harness's call-depth limit, `grafts/sfi/include/wasm-rt.h`, that bounds the server
+/// harness's call-depth limit, `crates/graft-examples/sfi/include/wasm-rt.h`, that bounds the server
 /// stack a graft may take: 64 frames, 16 KiB).
 const SFI_CFLAGS: [&str; 18] = [
     "--target=x86_64-unknown-none-elf",
@@ -230,7 +234,7 @@ const SFI_CFLAGS: [&str; 18] = [
 ];
 
 /// A WebAssembly module as a compiled graft's code field (`graft::sfi`): translated to C
-/// by wasm2c, compiled by clang with Scion's harness (`grafts/sfi`) as one translation
+/// by wasm2c, compiled by clang with Scion's harness (`crates/graft-examples/sfi`) as one translation
 /// unit, linked by rust-lld into one position-independent image at 0 — code and
 /// read-only data first, the harness's writable data from the next page — and checked:
 /// no relocation but relative ones, nothing undefined (a float or a table has nothing to
@@ -249,7 +253,7 @@ fn sfi_image(wasm2c: &str, clang: &str, wasm: &Path, dir: &Path) -> Result<Vec<u
         return Err("wasm2c's output is not the expected 1.0.32 form".into());
     }
     std::fs::write(&c, sfi_patch(&src.replace(barrier, ""))?).map_err(|e| e.to_string())?;
-    let sfi = root.join("grafts/sfi");
+    let sfi = root.join(SOURCES).join("sfi");
     let o = dir.join("image.o");
     let out = Command::new(clang)
         .args(SFI_CFLAGS)
@@ -438,7 +442,7 @@ pub fn public_key_hex() -> Result<String, String> {
     Ok(graft::signed::public_key(&signing_seed()?).iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The grafts of `crates/grafts` as signed safe Rust: `grafts/signed` (Scion's harness
+/// The grafts of `crates/graft-examples/src` as signed safe Rust: `signed/` there (Scion's harness
 /// around them) compiled for x86_64-unknown-none into a static library, each entry linked
 /// alone into a position-independent image at 0 with rust-lld (so a graft with a path to
 /// a panic fails to link: the harness's panic handler calls a function that does not
@@ -448,7 +452,7 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
     let root = project_root();
     let lib_dir = target_dir().join("grafts-signed");
     sh(Command::new(env!("CARGO"))
-        .current_dir(root.join("grafts/signed"))
+        .current_dir(root.join(SOURCES).join("signed"))
         .env("CARGO_TARGET_DIR", &lib_dir)
         .env("RUSTFLAGS", "-C relocation-model=pie")
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -500,11 +504,11 @@ fn build_signed(out: &Path, obj: &Path) -> Result<Vec<PathBuf>, String> {
 /// What a signed graft may be built from: the harness and crates on `SIGNED_ALLOWED`,
 /// each graft crate `forbid(unsafe_code)` (the harness is Scion's and holds the one
 /// `unsafe` that makes the slices). The build refuses to sign anything else.
-const SIGNED_ALLOWED: [(&str, &str); 1] = [("grafts", "crates/grafts/src/lib.rs")];
+const SIGNED_ALLOWED: [(&str, &str); 1] = [("graft-examples", "crates/graft-examples/src/lib.rs")];
 
 fn signed_sources_allowed(root: &Path) -> Result<(), String> {
-    let lock = std::fs::read_to_string(root.join("grafts/signed/Cargo.lock"))
-        .map_err(|e| format!("grafts/signed/Cargo.lock: {e}"))?;
+    let path = root.join(SOURCES).join("signed/Cargo.lock");
+    let lock = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     for name in lock.lines().filter_map(|l| l.strip_prefix("name = \"")).map(|n| n.trim_end_matches('"')) {
         if name != "scion-signed-grafts" && !SIGNED_ALLOWED.iter().any(|(a, _)| *a == name) {
             return Err(format!(
@@ -626,7 +630,7 @@ mod tests {
     }
 
     fn hot_state(hot: &[u64]) -> Vec<u8> {
-        let mut s = vec![0u8; grafts::HOT_STATE];
+        let mut s = vec![0u8; graft_examples::HOT_STATE];
         s[..8].copy_from_slice(&(hot.len() as u64).to_le_bytes());
         for (k, b) in hot.iter().enumerate() {
             s[8 + 8 * k..16 + 8 * k].copy_from_slice(&b.to_le_bytes());
@@ -634,19 +638,54 @@ mod tests {
         s
     }
 
-    const TECHS: [Tech; 5] = [Tech::Native, Tech::WasmAot, Tech::Wasmi, Tech::Ebpf, Tech::Script];
+    /// Each server with graft points (those that link graft-host) names graft's one
+    /// feature set, `server`, and nothing else; and `server` holds every technology's
+    /// feature (each engine and each check of a compiled file).
+    #[test]
+    fn servers_name_the_server_feature_alone() {
+        let root = project_root();
+        let toml_at = |p: &Path| -> toml::Table {
+            toml::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        };
+        let mut hosts = Vec::new();
+        for e in std::fs::read_dir(root.join("user/servers")).unwrap() {
+            let path = e.unwrap().path().join("Cargo.toml");
+            let t = toml_at(&path);
+            let deps = t["dependencies"].as_table().unwrap();
+            if !deps.contains_key("graft-host") {
+                continue;
+            }
+            let features = deps.get("graft").and_then(|g| g.get("features")).and_then(|f| f.as_array());
+            let names: Vec<&str> = features.into_iter().flatten().filter_map(|f| f.as_str()).collect();
+            assert_eq!(names, ["server"], "{}: graft's features", path.display());
+            hosts.push(path);
+        }
+        assert!(hosts.len() >= 4, "cache, blk, net and mem have graft points: {hosts:?}");
+        let graft = toml_at(&root.join("crates/graft/Cargo.toml"));
+        let server: Vec<&str> =
+            graft["features"]["server"].as_array().unwrap().iter().filter_map(|f| f.as_str()).collect();
+        for f in ["wasmi", "ebpf", "jit", "script", "signed", "sfi"] {
+            assert!(server.contains(&f), "feature `server` lacks `{f}`: {server:?}");
+        }
+    }
 
-    /// Graft `name` at `point` in every technology, owner k + 1 for the k-th:
-    /// (technology, owner, id).
+    /// Every technology the host runs: `Tech::ALL` but signed Rust (its blobs run in a
+    /// server's code pages alone) and the upcall (a thread of the loader's).
+    fn host_techs() -> impl Iterator<Item = Tech> {
+        Tech::ALL.into_iter().filter(|t| !matches!(t, Tech::SignedRust | Tech::Upcall))
+    }
+
+    /// Graft `name` at `point` in every technology the host runs, owner k + 1 for the
+    /// k-th: (technology, owner, id).
     fn load_every(t: &mut Table, point: Point, name: &str) -> Vec<(Tech, u32, u32)> {
-        TECHS
-            .iter()
+        host_techs()
             .enumerate()
             .map(|(k, tech)| {
                 (
-                    *tech,
+                    tech,
                     k as u32 + 1,
-                    load(t, k as u32 + 1, &file_at(point, *tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")),
+                    load(t, k as u32 + 1, &file_at(point, tech, name)).unwrap_or_else(|e| panic!("{tech:?}: {e:?}")),
                 )
             })
             .collect()
@@ -676,7 +715,7 @@ mod tests {
             let cands: Vec<u64> = (0..1 + rnd() % 8).map(|_| rnd() % 96).collect();
             let input: Vec<u8> = cands.iter().flat_map(|b| b.to_le_bytes()).collect();
             let mut st = hot_state(&hot);
-            let want = grafts::hotlist(&input, &mut st);
+            let want = graft_examples::hotlist(&input, &mut st);
             for (tech, owner, id) in &ids {
                 t.get(*owner, *id).unwrap().write_state(0, &hot_state(&hot)).unwrap();
                 assert_eq!(
@@ -694,7 +733,7 @@ mod tests {
 
     /// MD5 in every technology, over random streams of whole blocks in pieces of up to
     /// 1 KiB and a ragged tail: the native graft's digest (itself checked against
-    /// RFC 1321's test suite in `grafts`).
+    /// RFC 1321's test suite in `graft-examples`).
     #[test]
     fn every_technology_fingerprints_as_native_does() {
         let mut t = Table::new(&[Point::Stream], 0, host());
@@ -711,14 +750,14 @@ mod tests {
                     x as u8
                 })
                 .collect();
-            let mut want = [0u8; grafts::MD5_STATE];
+            let mut want = [0u8; graft_examples::MD5_STATE];
             let whole = blocks * 64;
             let pieces: Vec<&[u8]> = data[..whole].chunks(1024).chain([&data[whole..]]).collect();
             for p in &pieces {
-                assert_eq!(grafts::md5(p, &mut want), 0);
+                assert_eq!(graft_examples::md5(p, &mut want), 0);
             }
             for (tech, owner, id) in &ids {
-                t.get(*owner, *id).unwrap().write_state(0, &[0u8; grafts::MD5_STATE]).unwrap();
+                t.get(*owner, *id).unwrap().write_state(0, &[0u8; graft_examples::MD5_STATE]).unwrap();
                 for p in &pieces {
                     assert_eq!(t.call(Point::Stream, *owner, p), Some(0), "{tech:?} round {round}");
                 }
@@ -735,7 +774,7 @@ mod tests {
     fn every_technology_maps_blocks_as_native_does() {
         let mut t = Table::new(&[Point::Ldisk], 0, host());
         let ids = load_every(&mut t, Point::Ldisk, "ldisk");
-        let mut want = vec![0u8; grafts::LD_STATE];
+        let mut want = vec![0u8; graft_examples::LD_STATE];
         let mut x = 0x51_7cc1_b727_220au64;
         let mut rnd = move || {
             x ^= x << 13;
@@ -750,7 +789,7 @@ mod tests {
             input[..8].copy_from_slice(&l.to_le_bytes());
             input[8..16].copy_from_slice(&blocks.to_le_bytes());
             input[16] = write as u8;
-            let expect = grafts::ldisk(&input, &mut want);
+            let expect = graft_examples::ldisk(&input, &mut want);
             for (tech, owner, _) in &ids {
                 assert_eq!(
                     t.call(Point::Ldisk, *owner, &input),
@@ -760,7 +799,7 @@ mod tests {
             }
         }
         for (tech, owner, id) in &ids {
-            let mut got = vec![0u8; grafts::LD_STATE];
+            let mut got = vec![0u8; graft_examples::LD_STATE];
             t.get(*owner, *id).unwrap().read_state(0, &mut got);
             assert!(got == want, "{tech:?}: the same map and bitmap");
         }

@@ -3,19 +3,10 @@
 
 mod bench;
 mod compose;
-mod crash;
-mod cuebench;
-mod graftbench;
 mod grafts;
 mod image;
-mod ipcprobe;
-mod k42bench;
-mod netload;
-mod nettest;
-mod nginx;
 mod qemu;
-mod scenarios;
-mod smpbench;
+mod test;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -31,7 +22,7 @@ static COUNTING: testalloc::Counting = testalloc::Counting;
 fn run_manifest() -> Result<String, String> {
     let p = project_root().join("system/run.toml");
     let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    scenarios::with_parts(&text, &[]).map_err(|e| format!("{}: {e}", p.display()))
+    test::scenarios::with_parts(&text, &[]).map_err(|e| format!("{}: {e}", p.display()))
 }
 
 fn usage() -> ExitCode {
@@ -78,7 +69,7 @@ fn main() -> ExitCode {
     let r = match args.first().map(String::as_str) {
         Some("build") => build().map(|_| ExitCode::SUCCESS),
         Some("run") => run(&args[1..]),
-        Some("test") => scenarios::test(args.get(1).map(String::as_str)),
+        Some("test") => test::test(args.get(1).map(String::as_str), bench::smoke_test),
         Some("bench") => bench::bench(&args[1..]),
         Some("mkimage") => image::mkimage(&args[1..]),
         Some("fsck") => image::fsck(&args[1..]),

@@ -168,7 +168,7 @@ mod tests {
         let mut input = [0u8; 24];
         input[..8].copy_from_slice(&logical.to_le_bytes());
         input[8..16].copy_from_slice(&DATA.to_le_bytes());
-        let p = grafts::ldisk(&input, state);
+        let p = graft_examples::ldisk(&input, state);
         let mut b = [0u8; BLOCK];
         if p < DATA {
             dev.read(SEG + p, &mut b).unwrap();
@@ -193,13 +193,13 @@ mod tests {
     /// `write_through` returns.
     fn run(dev: &mut crate::crash::Recorder, writes: &[(u64, u64)]) {
         let mut log = MapLog::new(SEG + DATA);
-        let mut state = vec![0u8; grafts::LD_STATE];
+        let mut state = vec![0u8; graft_examples::LD_STATE];
         for &(l, v) in writes {
             let mut input = [0u8; 24];
             input[..8].copy_from_slice(&l.to_le_bytes());
             input[8..16].copy_from_slice(&DATA.to_le_bytes());
             input[16] = 1;
-            let p = grafts::ldisk(&input, &mut state);
+            let p = graft_examples::ldisk(&input, &mut state);
             assert!(p < DATA);
             log.write_through(dev, SEG, p, &block_of(l, v), &state).unwrap();
             dev.ack();
@@ -221,8 +221,8 @@ mod tests {
             assert_eq!(r.writes(), 2 * writes.len(), "one data write and one commit a block");
             let mut states = 0;
             crate::crash::crashes(&image, &r.events, seed, |mut c| {
-                let (log, state) = MapLog::open(&mut c.dev, SEG + DATA, grafts::LD_STATE).unwrap();
-                let mut state = state.unwrap_or_else(|| vec![0u8; grafts::LD_STATE]);
+                let (log, state) = MapLog::open(&mut c.dev, SEG + DATA, graft_examples::LD_STATE).unwrap();
+                let mut state = state.unwrap_or_else(|| vec![0u8; graft_examples::LD_STATE]);
                 let done = log.seq() as usize;
                 assert!(done >= c.acked && done <= c.acked + 1, "seed {seed}, {c:?}: the map of {done} writes");
                 for l in 0..8 {

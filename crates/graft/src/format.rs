@@ -41,8 +41,17 @@ pub enum Tech {
 }
 
 impl Tech {
+    /// Every technology, the one list (file names, the shell, the tests and the benchmark
+    /// iterate it), in the VINO tables' order: compiled and trusted, compiled and
+    /// checked, interpreted, then the upcall.
     pub const ALL: [Tech; 7] =
-        [Tech::Native, Tech::Upcall, Tech::WasmAot, Tech::SignedRust, Tech::Wasmi, Tech::Ebpf, Tech::Script];
+        [Tech::Native, Tech::SignedRust, Tech::WasmAot, Tech::Wasmi, Tech::Ebpf, Tech::Script, Tech::Upcall];
+
+    /// Whether a graft of this technology is a file a program loads: all but the upcall,
+    /// a thread of the loader's own that the server calls by IPC.
+    pub fn is_file(self) -> bool {
+        self != Tech::Upcall
+    }
 
     pub fn from_u8(v: u8) -> Option<Tech> {
         Tech::ALL.into_iter().find(|t| *t as u8 == v)

@@ -1,7 +1,7 @@
 //! What a server gives the grafts it hosts, so that no graft can take it down: a clock,
 //! a heap of its own for each graft (everything its engine allocates is charged to it,
 //! and forgotten at once if the engine must be stopped half-way), and a guarded run
-//! that stops a call past its time or a panic inside the engine. `graftcode::Host` is
+//! that stops a call past its time or a panic inside the engine. `graft_host::Host` is
 //! the servers' (rt's arenas, watchdog and panic handler); `Direct` runs everything
 //! plainly, for the host's tools and tests.
 

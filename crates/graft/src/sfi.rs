@@ -1,7 +1,7 @@
 //! WebAssembly compiled ahead of time by software fault isolation (VINO's SFI, as
 //! Firefox's RLBox does it): `cargo xtask build` translates each example's Wasm module
 //! to C with `wasm2c` (WABT) and compiles it with clang, with Scion's harness around it
-//! (`grafts/sfi/harness.c`: the runtime the generated code needs and two entries), for
+//! (`crates/graft-examples/sfi/harness.c`: the runtime the generated code needs and two entries), for
 //! x86_64 with general registers only (the servers are soft-float; a module with a
 //! float does not compile), into one position-independent image, and signs it with the
 //! build's key as it signs Rust grafts — the server runs the machine code as it stands,

@@ -1,5 +1,5 @@
 //! Signed safe Rust (VINO's Modula-3: code a trusted compiler vouches for). A graft is a
-//! crate with `forbid(unsafe_code)` and no dependency but `grafts`, compiled for
+//! crate with `forbid(unsafe_code)` and no dependency but `graft-examples`, compiled for
 //! `x86_64-unknown-none` on the host by `cargo xtask build` into one position-
 //! independent blob (code and read-only data, no writable data, no relocations) that
 //! cannot panic — it is linked with no panic handler to reach, so a graft with a path to

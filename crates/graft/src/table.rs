@@ -705,7 +705,8 @@ mod tests {
     fn one_graft_per_point_unless_bound() {
         let mut t = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
         let file = |point, code: &'static [u8]| {
-            GraftFile { point, tech: Tech::Native, state_len: grafts::LD_STATE, name: "n", code, sig: &[] }.to_bytes()
+            GraftFile { point, tech: Tech::Native, state_len: graft_examples::LD_STATE, name: "n", code, sig: &[] }
+                .to_bytes()
         };
         let load = |t: &mut Table, owner: u32, f: &[u8]| {
             t.put(owner as u64, 0, f).unwrap();
@@ -783,7 +784,7 @@ mod tests {
         let e = GraftFile {
             point: Point::Evict,
             tech: Tech::Native,
-            state_len: grafts::LD_STATE,
+            state_len: graft_examples::LD_STATE,
             name: "e",
             code: b"null",
             sig: &[],
@@ -794,7 +795,7 @@ mod tests {
         let l = GraftFile {
             point: Point::Ldisk,
             tech: Tech::Native,
-            state_len: grafts::LD_STATE,
+            state_len: graft_examples::LD_STATE,
             name: "l",
             code: b"ldisk",
             sig: &[],

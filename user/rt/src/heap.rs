@@ -10,7 +10,7 @@
 //! (sigma0) works as long as it does not allocate.
 //!
 //! **Arenas**: heaps of their own for code the program does not trust to bound its
-//! memory — a graft's engine and everything it allocates (`graftcode`). While a thread
+//! memory — a graft's engine and everything it allocates (`graft-host`). While a thread
 //! has entered an arena, its allocations come from there and are charged to it, up to
 //! the arena's limit; past it the arena says so (`over`), so that the caller can stop
 //! the code, and keeps serving the allocation (from its slack, then from the program's

@@ -31,7 +31,7 @@ pub const NET_AREA: u64 = 0x0000_5f00_0000_0000;
 pub const POOL: u64 = 0x0000_6000_0000_0000;
 /// `net`: the read-only areas of the blocks it sends for Cue transfers, 2 MiB apart.
 pub const NET_CUE: u64 = 0x0000_6100_0000_0000;
-/// Servers with graft points: the code of signed grafts (`graftcode`).
+/// Servers with graft points: the code of signed grafts (`graft-host`).
 pub const GRAFT_CODE: u64 = 0x0000_6200_0000_0000;
 /// Root: the memory an old server hands over in a live update, until the new server
 /// takes it; log2 of its bytes (4 MiB, the most one IPC item carries).

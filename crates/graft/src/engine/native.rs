@@ -1,4 +1,4 @@
-//! Native grafts: Rust compiled into the server (`grafts`), the trusted baseline that
+//! Native grafts: Rust compiled into the server (`graft-examples`), the trusted baseline that
 //! every other technology is measured against (VINO: unsafe C linked into the
 //! kernel). The file's code is the built-in's name; loading picks it.
 
@@ -14,10 +14,10 @@ type Entry = fn(&[u8], &mut [u8]) -> u64;
 
 /// The built-ins: (name, the point it serves, the function).
 pub const BUILTINS: [(&str, Point, Entry); 4] = [
-    ("null", Point::Evict, grafts::null),
-    ("hotlist", Point::Evict, grafts::hotlist),
-    ("md5", Point::Stream, grafts::md5),
-    ("ldisk", Point::Ldisk, grafts::ldisk),
+    ("null", Point::Evict, graft_examples::null),
+    ("hotlist", Point::Evict, graft_examples::hotlist),
+    ("md5", Point::Stream, graft_examples::md5),
+    ("ldisk", Point::Ldisk, graft_examples::ldisk),
 ];
 
 pub struct Native {

@@ -33,6 +33,7 @@ use alloc::vec::Vec;
 use blk_api as p;
 use blk_api::client as baio;
 use core::sync::atomic::{AtomicBool, Ordering};
+use graft::format::Tech;
 use graft_api as g;
 use rt::{env, println, sys};
 
@@ -72,8 +73,8 @@ fn report(name: &str, mut v: Vec<u64>) {
 /// as the paper's 64-element search does), and eight candidates.
 fn hot_state() -> Vec<u8> {
     let mut s = Vec::new();
-    s.extend_from_slice(&(grafts::HOT_MAX as u64).to_le_bytes());
-    for b in 0..grafts::HOT_MAX as u64 {
+    s.extend_from_slice(&(graft_examples::HOT_MAX as u64).to_le_bytes());
+    for b in 0..graft_examples::HOT_MAX as u64 {
         s.extend_from_slice(&(1_000_000 + b).to_le_bytes());
     }
     s
@@ -85,10 +86,10 @@ fn candidates() -> Vec<u8> {
 
 /// The upcall hot list's state, in this program (VINO: the user-level server's memory),
 /// laid out as the other technologies' (a count, then the blocks).
-static HOT: rt::sync::Lock<[u8; grafts::HOT_STATE]> = rt::sync::Lock::new([0; grafts::HOT_STATE]);
+static HOT: rt::sync::Lock<[u8; graft_examples::HOT_STATE]> = rt::sync::Lock::new([0; graft_examples::HOT_STATE]);
 
 fn upcall_hotlist(_p: graft::Point, input: &[u8]) -> u64 {
-    grafts::hotlist(input, &mut *HOT.lock())
+    graft_examples::hotlist(input, &mut *HOT.lock())
 }
 
 fn upcall_null(_p: graft::Point, _input: &[u8]) -> u64 {
@@ -99,29 +100,29 @@ fn serve_hotlist(_: u64) {
     g::upcall::serve(upcall_hotlist)
 }
 
-static UP_MD5: rt::sync::Lock<[u8; grafts::MD5_STATE]> = rt::sync::Lock::new([0; grafts::MD5_STATE]);
-static UP_LDISK: rt::sync::Lock<[u8; grafts::LD_STATE]> = rt::sync::Lock::new([0; grafts::LD_STATE]);
+static UP_MD5: rt::sync::Lock<[u8; graft_examples::MD5_STATE]> = rt::sync::Lock::new([0; graft_examples::MD5_STATE]);
+static UP_LDISK: rt::sync::Lock<[u8; graft_examples::LD_STATE]> = rt::sync::Lock::new([0; graft_examples::LD_STATE]);
 
 fn serve_md5(_: u64) {
-    g::upcall::serve(|_, input| grafts::md5(input, &mut *UP_MD5.lock()))
+    g::upcall::serve(|_, input| graft_examples::md5(input, &mut *UP_MD5.lock()))
 }
 
 fn serve_ldisk(_: u64) {
-    g::upcall::serve(|_, input| grafts::ldisk(input, &mut *UP_LDISK.lock()))
+    g::upcall::serve(|_, input| graft_examples::ldisk(input, &mut *UP_LDISK.lock()))
 }
 
 /// Graft `name` at `point` in technology `tech` into `srv`: its file from /grafts, or
 /// (upcall) served by a new thread of this program running `up`.
-fn load_in(srv: u64, files: u64, point: graft::Point, tech: &str, name: &str, up: fn(u64)) -> Option<u32> {
-    let r = if tech == "upcall" {
+fn load_in(srv: u64, files: u64, point: graft::Point, tech: Tech, name: &str, up: fn(u64)) -> Option<u32> {
+    let r = if !tech.is_file() {
         let t = rt::thread::spawn(up, 0, rt::thread::my_priority()).ok()?;
         g::load_upcall(srv, name, point, t.slot)
     } else {
-        let path = format!("/grafts/{}_{tech}_{name}.graft", point.name());
+        let path = format!("/grafts/{}_{}_{name}.graft", point.name(), tech.name());
         let file = files_api::client::read_all(files, &path).ok()?;
         g::load(srv, &file)
     };
-    r.map_err(|r| println!("bench_graft: {tech} {name}: {:?} {}", r.error, r.reason)).ok()
+    r.map_err(|r| println!("bench_graft: {} {name}: {:?} {}", tech.name(), r.error, r.reason)).ok()
 }
 
 fn serve_null(_: u64) {
@@ -147,12 +148,12 @@ fn per_call(srv: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
 }
 
 /// Calls per test run: fewer for the slow ones (each run stays under ~20 M ticks).
-fn repeat_of(tech: &str) -> u32 {
+fn repeat_of(tech: Tech) -> u32 {
     match tech {
-        "native" | "signed" | "wasmaot" => 20_000,
-        "wasmi" => 2_000,
-        "upcall" => 1_000,
-        _ => 200,
+        Tech::Native | Tech::SignedRust | Tech::WasmAot => 20_000,
+        Tech::Wasmi => 2_000,
+        Tech::Upcall => 1_000,
+        Tech::Ebpf | Tech::Script => 200,
     }
 }
 
@@ -166,7 +167,8 @@ fn main() -> i32 {
     }
     let (state, input) = (hot_state(), candidates());
     let mut failed = false;
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for t in Tech::ALL.into_iter().filter(|t| t.is_file()) {
+        let tech = t.name();
         for name in ["null", "hotlist"] {
             let path = format!("/grafts/evict_{tech}_{name}.graft");
             let Ok(file) = files_api::client::read_all(files, &path) else {
@@ -196,7 +198,7 @@ fn main() -> i32 {
             }
             let Ok(id) = g::load(cache, &file).map_err(|_| failed = true) else { continue };
             let _ = g::set_state(cache, id, 0, if name == "hotlist" { &state } else { &[] });
-            match per_call(cache, id, &input, repeat_of(tech)) {
+            match per_call(cache, id, &input, repeat_of(t)) {
                 Some(v) => report(&format!("graft_evict_{tech}_{name}"), v),
                 None => failed = true,
             }
@@ -207,7 +209,8 @@ fn main() -> i32 {
     // hot list are page addresses, none of the candidates hot.
     let mem0 = rt::alloc_slot();
     if env::lookup("mem0", mem0).is_ok() {
-        for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+        for t in Tech::ALL.into_iter().filter(|t| t.is_file()) {
+            let tech = t.name();
             let path = format!("/grafts/evict_{tech}_hotlist.graft");
             let Some(id) = files_api::client::read_all(files, &path).ok().and_then(|f| g::load(mem0, &f).ok()) else {
                 println!("bench_graft: {path}: not loaded into mem0");
@@ -215,7 +218,7 @@ fn main() -> i32 {
                 continue;
             };
             let _ = g::set_state(mem0, id, 0, &state);
-            match per_call(mem0, id, &input, repeat_of(tech)) {
+            match per_call(mem0, id, &input, repeat_of(t)) {
                 Some(v) => report(&format!("graft_reclaim_{tech}_hotlist"), v),
                 None => failed = true,
             }
@@ -239,7 +242,7 @@ fn main() -> i32 {
         if name == "hotlist" {
             report("graft_load_upcall", alloc::vec![sys::rdtsc() - t0]);
         }
-        match per_call(cache, id, &input, repeat_of("upcall")) {
+        match per_call(cache, id, &input, repeat_of(Tech::Upcall)) {
             Some(v) => report(&format!("graft_evict_upcall_{name}"), v),
             None => failed = true,
         }
@@ -247,15 +250,18 @@ fn main() -> i32 {
     }
     // The stream point: MD5 per KiB in every technology, run by blk.
     let kib: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
-    for (tech, repeat) in
-        [("native", 200), ("signed", 200), ("wasmaot", 200), ("wasmi", 20), ("ebpf", 20), ("rhai", 2), ("upcall", 200)]
-    {
+    for tech in Tech::ALL {
+        let repeat = match tech {
+            Tech::Native | Tech::SignedRust | Tech::WasmAot | Tech::Upcall => 200,
+            Tech::Wasmi | Tech::Ebpf => 20,
+            Tech::Script => 2,
+        };
         let Some(id) = load_in(blk, files, graft::Point::Stream, tech, "md5", serve_md5) else {
             failed = true;
             continue;
         };
         match per_call(blk, id, &kib, repeat) {
-            Some(v) => report(&format!("graft_stream_{tech}_md5"), v),
+            Some(v) => report(&format!("graft_stream_{}_md5", tech.name()), v),
             None => failed = true,
         }
         let _ = g::unload(blk, id);
@@ -266,24 +272,20 @@ fn main() -> i32 {
     // the log's head, the old one freed).
     let ld_input =
         |l: u64, write: bool| -> Vec<u8> { [l, 1022, write as u64].iter().flat_map(|w| w.to_le_bytes()).collect() };
-    for (tech, repeat) in [
-        ("native", 20_000),
-        ("signed", 20_000),
-        ("wasmaot", 20_000),
-        ("wasmi", 2_000),
-        ("ebpf", 200),
-        ("rhai", 20),
-        ("upcall", 1_000),
-    ] {
+    for tech in Tech::ALL {
+        let repeat = match tech {
+            Tech::Script => 20,
+            _ => repeat_of(tech),
+        };
         let Some(id) = load_in(blk, files, graft::Point::Ldisk, tech, "ldisk", serve_ldisk) else {
             failed = true;
             continue;
         };
-        let filled = (0..grafts::LD_LOGICAL as u64)
+        let filled = (0..graft_examples::LD_LOGICAL as u64)
             .all(|l| g::test_run(blk, id, &ld_input(l, true), 1).is_ok_and(|r| r.aborts == 0 && r.last < 1022));
         for (what, write) in [("read", false), ("write", true)] {
             match per_call(blk, id, &ld_input(77, write), repeat).filter(|_| filled) {
-                Some(v) => report(&format!("graft_ldisk_{tech}_{what}"), v),
+                Some(v) => report(&format!("graft_ldisk_{}_{what}", tech.name()), v),
                 None => failed = true,
             }
         }

@@ -1689,7 +1689,7 @@ impl Server for Blk {
                 from.program() as u64,
                 g,
                 &mut self.text,
-                &mut |f| graftcode::engine(f, sigma0).or_else(|| inbox.engine(f)),
+                &mut |f| graft_host::engine(f, sigma0).or_else(|| inbox.engine(f)),
             );
             self.inbox.done();
             self.ldisk_sweep();
@@ -1857,7 +1857,7 @@ fn main() -> i32 {
         waiters: Vec::new(),
         irq,
         text: String::new(),
-        grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS, graftcode::host()),
+        grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS, graft_host::host()),
         ldisks: BTreeMap::new(),
         inbox: graft_api::upcall::Inbox::new(),
         agents,

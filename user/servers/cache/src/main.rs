@@ -132,7 +132,7 @@ fn main() -> i32 {
         given: 0,
         sigma0: s0slot,
         client: None,
-        grafts: Table::new(&POINTS, GRAFT_IDS, graftcode::host()),
+        grafts: Table::new(&POINTS, GRAFT_IDS, graft_host::host()),
         text: String::new(),
         inbox: graft_api::upcall::Inbox::new(),
         gens: Generations::new(),
@@ -418,7 +418,7 @@ impl Server for CacheServer {
         if let Request::Graft(g) = req {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
             let a = graft_api::serve(&mut self.grafts, from.principal(), me as u64, g, &mut self.text, &mut |f| {
-                graftcode::engine(f, sigma0).or_else(|| inbox.engine(f))
+                graft_host::engine(f, sigma0).or_else(|| inbox.engine(f))
             });
             self.inbox.done();
             return a;

@@ -605,7 +605,7 @@ fn main() -> i32 {
         free_pending: 0,
         clients: BTreeMap::new(),
         bootfs,
-        grafts: graft::Table::new(&EVICT, base, graftcode::host()),
+        grafts: graft::Table::new(&EVICT, base, graft_host::host()),
         text: String::new(),
         inbox: graft_api::upcall::Inbox::new(),
         upload: None,
@@ -701,7 +701,7 @@ impl Server for Mem {
                     (f.tech == graft::Tech::Upcall).then_some(Err(graft::LoadError::Refused("a memory server takes no upcall graft: its thread's page faults would wait for the call waiting for them")))
                 };
                 let a = graft_api::serve(&mut self.grafts, id, id as u64, g, &mut self.text, &mut |f| {
-                    graftcode::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f))
+                    graft_host::engine(f, cap::SIGMA0_SLOT).or_else(|| upcall(f))
                 });
                 self.inbox.done();
                 a

@@ -1493,7 +1493,7 @@ impl Server for Net {
         if let Request::Graft(g) = req {
             let (inbox, sigma0) = (&mut self.inbox, self.sigma0);
             let a = graft_api::serve(&mut self.grafts, from.principal(), id, g, &mut self.graft_text, &mut |f| {
-                graftcode::engine(f, sigma0).or_else(|| inbox.engine(f))
+                graft_host::engine(f, sigma0).or_else(|| inbox.engine(f))
             });
             self.inbox.done();
             return a;
@@ -1691,7 +1691,7 @@ fn main() -> i32 {
         fallback: addr.map(|a| (a, gw, if dhcp_on { now() + FALLBACK } else { now() })),
         clients: BTreeMap::new(),
         caller_principal: 0,
-        grafts: graft::Table::new(&STREAM_POINT, graft_api::NET_IDS, graftcode::host()),
+        grafts: graft::Table::new(&STREAM_POINT, graft_api::NET_IDS, graft_host::host()),
         graft_text: String::new(),
         waiters: Vec::new(),
         pings: Vec::new(),

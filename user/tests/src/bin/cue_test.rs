@@ -511,12 +511,12 @@ fn others(c: &mut Checks, net: &Net) {
 /// MD5 of `data` as the stream point hands it to a graft: whole blocks in pieces of
 /// at most 1 KiB, then the tail, which ends the stream.
 fn md5_of(data: &[u8]) -> [u64; 2] {
-    let mut st = [0u8; grafts::MD5_STATE];
+    let mut st = [0u8; graft_examples::MD5_STATE];
     let whole = data.len() / 64 * 64;
     for piece in data[..whole].chunks(1024) {
-        grafts::md5(piece, &mut st);
+        graft_examples::md5(piece, &mut st);
     }
-    grafts::md5(&data[whole..], &mut st);
+    graft_examples::md5(&data[whole..], &mut st);
     [
         u64::from_le_bytes(st[..8].try_into().unwrap_or_default()),
         u64::from_le_bytes(st[8..16].try_into().unwrap_or_default()),

@@ -14,6 +14,7 @@ use alloc::vec::Vec;
 use blk_api as p;
 use blk_api::client::{self as baio, Segment};
 use core::sync::atomic::{AtomicU64, Ordering};
+use graft::format::Tech;
 use graft_api as g;
 use rt::{env, ipc, println};
 use tests::blocks::io;
@@ -63,11 +64,11 @@ static HOT_LIST: [AtomicU64; 1 + HOT as usize] = [const { AtomicU64::new(0) }; 1
 
 /// The hot-list graft as a user-level server: the same code as the native one.
 fn upcall_hotlist(_p: graft::Point, input: &[u8]) -> u64 {
-    let mut st = [0u8; grafts::HOT_STATE];
+    let mut st = [0u8; graft_examples::HOT_STATE];
     for (k, w) in HOT_LIST.iter().enumerate() {
         st[8 * k..8 * k + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
     }
-    grafts::hotlist(input, &mut st)
+    graft_examples::hotlist(input, &mut st)
 }
 
 fn liar(_p: graft::Point, input: &[u8]) -> u64 {
@@ -104,15 +105,15 @@ fn serve_garbled(_: u64) {
 }
 
 /// The upcall MD5 and logical-disk grafts' states, in this program.
-static UP_MD5: rt::sync::Lock<[u8; grafts::MD5_STATE]> = rt::sync::Lock::new([0; grafts::MD5_STATE]);
-static UP_LDISK: rt::sync::Lock<[u8; grafts::LD_STATE]> = rt::sync::Lock::new([0; grafts::LD_STATE]);
+static UP_MD5: rt::sync::Lock<[u8; graft_examples::MD5_STATE]> = rt::sync::Lock::new([0; graft_examples::MD5_STATE]);
+static UP_LDISK: rt::sync::Lock<[u8; graft_examples::LD_STATE]> = rt::sync::Lock::new([0; graft_examples::LD_STATE]);
 
 fn serve_md5(_: u64) {
-    graft_api::upcall::serve(|_, input| grafts::md5(input, &mut *UP_MD5.lock()))
+    graft_api::upcall::serve(|_, input| graft_examples::md5(input, &mut *UP_MD5.lock()))
 }
 
 fn serve_ldisk(_: u64) {
-    graft_api::upcall::serve(|_, input| grafts::ldisk(input, &mut *UP_LDISK.lock()))
+    graft_api::upcall::serve(|_, input| graft_examples::ldisk(input, &mut *UP_LDISK.lock()))
 }
 
 /// The upcall technology: the graft's code in a thread of this program, one IPC per call.
@@ -192,7 +193,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
     );
     let r = seg.batch_ops(&[p::op(p::WRITE_OP | p::STREAM, 0, 1, 0, p::DATA)], p::WAIT_ALL);
     c.check(r.is_ok() && seg.status(0) == p::FAILED | p::E_BAD, "a write cannot be a stream");
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for tech in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name) {
         let Ok(file) = files_api::client::read_all(files, &format!("/grafts/stream_{tech}_md5.graft")) else {
             c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
             continue;
@@ -204,16 +205,16 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
                 continue;
             }
         };
-        let mut want = [0u8; grafts::MD5_STATE];
+        let mut want = [0u8; graft_examples::MD5_STATE];
         let mut all_done = true;
         for (first, n) in [(0u64, 32u64), (32, 32), (64, 8)] {
             let (ok, st) = stream_read(first, n);
             all_done &= ok && st == p::DONE;
             for piece in seg.bytes(p::DATA, n * 4096).chunks(1024) {
-                grafts::md5(piece, &mut want);
+                graft_examples::md5(piece, &mut want);
             }
         }
-        grafts::md5(&[], &mut want);
+        graft_examples::md5(&[], &mut want);
         let st = g::stats(blk, id).map_err(|r| r.error);
         c.check(all_done, &format!("{tech}: 72 blocks read through the MD5 graft ({st:?})"));
         let end = g::test_run(blk, id, &[], 1);
@@ -236,16 +237,16 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
         .and_then(|t| g::load_upcall(blk, "md5", graft::Point::Stream, t.slot).map_err(|_| ()))
     {
         Ok(id) => {
-            let mut want = [0u8; grafts::MD5_STATE];
+            let mut want = [0u8; graft_examples::MD5_STATE];
             let mut all_done = true;
             for (first, n) in [(0u64, 32u64), (32, 8)] {
                 let (ok, st) = stream_read(first, n);
                 all_done &= ok && st == p::DONE;
                 for piece in seg.bytes(p::DATA, n * 4096).chunks(1024) {
-                    grafts::md5(piece, &mut want);
+                    graft_examples::md5(piece, &mut want);
                 }
             }
-            grafts::md5(&[], &mut want);
+            graft_examples::md5(&[], &mut want);
             let end = g::test_run(blk, id, &[], 1);
             c.check(all_done && end.is_ok(), "upcall: 40 blocks read through the MD5 graft in this program");
             c.check(*UP_MD5.lock() == want, "upcall: its digest (kept in this program) is the MD5 of the bytes read");
@@ -339,7 +340,7 @@ fn rhai_ldisk(name: &str, code: &str) -> Vec<u8> {
 fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     let want = ld_expected();
     let mut layouts: Vec<(&str, u64)> = Vec::new();
-    for (k, tech) in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"].into_iter().enumerate() {
+    for (k, tech) in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name).enumerate() {
         let name = format!("ld_{tech}");
         c.eq(baio::create(blk, &name, LD_LEN, 0), Ok(()), &format!("{tech}: create a segment of 64 blocks"));
         let Ok(seg) = baio::open(blk, &name, 3, BUF + (k as u64 + 1) * p::AREA_BYTES) else {
@@ -426,14 +427,14 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
                 statuses.iter().all(|s| *s == p::DONE) && s1 == p::DONE && s2 == p::DONE && good,
                 "upcall: every logical block reads back its last write",
             );
-            let mut native = alloc::vec![0u8; grafts::LD_STATE];
+            let mut native = alloc::vec![0u8; graft_examples::LD_STATE];
             for &(f, n, _) in LD_WRITES.iter() {
                 for l in f..f + n {
                     let mut i = [0u8; 24];
                     i[..8].copy_from_slice(&l.to_le_bytes());
                     i[8..16].copy_from_slice(&(LD_LEN - p::MAP_BLOCKS).to_le_bytes());
                     i[16] = 1;
-                    grafts::ldisk(&i, &mut native);
+                    graft_examples::ldisk(&i, &mut native);
                 }
             }
             c.check(
@@ -642,7 +643,7 @@ fn main() -> i32 {
     let k = hot_kept(&seg, cache, &mut c, "LRU");
     c.eq(k, 0, "without a graft, LRU evicts the hot blocks");
 
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for tech in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name) {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let file = files_api::client::read_all(files, &path);
         if !c.check(file.is_ok(), &format!("{path} is in the files filesystem")) {

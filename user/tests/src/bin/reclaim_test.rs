@@ -12,6 +12,7 @@ extern crate alloc;
 
 use alloc::format;
 use alloc::vec::Vec;
+use graft::format::Tech;
 use graft_api as g;
 use mem_api::client as mem;
 use rt::{env, println};
@@ -25,8 +26,12 @@ const HOT: usize = 4;
 const ROOM: u64 = 32;
 
 /// Read-only, so its pages are clean: the server may take them back. Each page's first
-/// word names it.
-static TABLE: [u8; PAGES * 4096] = table();
+/// word names it. Page-aligned: the hot list names pages by their first address, which
+/// `addr(p)` is only so (a byte array lies wherever the linker puts it; a change
+/// elsewhere once moved it 0x38 past a page's start, and no hot page was kept).
+#[repr(C, align(4096))]
+struct Pages([u8; PAGES * 4096]);
+static TABLE: Pages = Pages(table());
 
 const fn table() -> [u8; PAGES * 4096] {
     let mut t = [0u8; PAGES * 4096];
@@ -50,12 +55,12 @@ const fn tag(p: usize) -> u64 {
 /// The table's page `p` as the program reads it (an opaque reference: the compiler may
 /// not fold the constant): does its first word name it?
 fn read(p: usize) -> bool {
-    let t: &[u8] = core::hint::black_box(&TABLE[..]);
+    let t: &[u8] = core::hint::black_box(&TABLE.0[..]);
     u64::from_le_bytes(t[p * 4096..p * 4096 + 8].try_into().unwrap_or_default()) == tag(p)
 }
 
 fn addr(p: usize) -> u64 {
-    TABLE.as_ptr() as u64 + (p * 4096) as u64
+    TABLE.0.as_ptr() as u64 + (p * 4096) as u64
 }
 
 /// One round under resident limit `limit`: the hot pages, then the rest streaming
@@ -85,8 +90,8 @@ fn hot_list() -> Vec<u8> {
 fn serve_hotlist(_: u64) {
     graft_api::upcall::serve(|_, input| {
         let mut st = hot_list();
-        st.resize(grafts::HOT_STATE, 0);
-        grafts::hotlist(input, &mut st)
+        st.resize(graft_examples::HOT_STATE, 0);
+        graft_examples::hotlist(input, &mut st)
     })
 }
 
@@ -130,7 +135,7 @@ fn main() -> i32 {
         &format!("pages were taken back and faulted in again ({u:?})"),
     );
 
-    for tech in ["native", "signed", "wasmaot", "wasmi", "ebpf", "rhai"] {
+    for tech in Tech::ALL.into_iter().filter(|t| t.is_file()).map(Tech::name) {
         let path = format!("/grafts/evict_{tech}_hotlist.graft");
         let Ok(file) = files_api::client::read_all(files, &path) else {
             c.check(false, &format!("{path} is in the files filesystem"));

@@ -4,7 +4,7 @@
 //! inside the program's memory or its stack, every path ending within `MAX_PROCESSED`
 //! instructions), then machine code that checks nothing itself — the proof is what keeps
 //! it in its memory, as in Linux. The code goes into executable memory the server gives
-//! (`graftcode`: pages of its own, whose write right it takes away once the code is in);
+//! (`graft-host`: pages of its own, whose write right it takes away once the code is in);
 //! a call is a function call. The time a call takes is bounded by the verifier's proof
 //! and, as for every compiled graft, by the server's watchdog.
 //!

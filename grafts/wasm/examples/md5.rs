@@ -1,4 +1,0 @@
-//! MD5 as a stream graft (VINO §3.2), the same source as the native graft.
-#![no_std]
-#![no_main]
-scion_wasm_grafts::graft!(grafts::md5, grafts::MD5_STATE);

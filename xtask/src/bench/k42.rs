@@ -1,0 +1,271 @@
+//! `cargo xtask bench k42`: the K42 paper's measurements of online reconfiguration on
+//! Scion (`bench_k42`, `system/bench/k42.toml`). One boot per mode: icount
+//! (instructions: deterministic, the figures the targets use) and plain TCG (cycles).
+//! No Linux side: the paper compares Scion's mechanisms with each other (a call
+//! through the table against a plain call, a swap against an IPC round trip, adaptive
+//! against fixed policies).
+
+use super::plan::Plan;
+use super::report::{aggregate, get, panels_svg, parse_bench, Fig, Panel, Results};
+use crate::test::scenarios::{run_scenario_log, Scenario};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+type Agg = BTreeMap<(String, String, String), Fig>;
+
+/// Table 1's rows: metric, what is called.
+const TABLE1: [(&str, &str); 9] = [
+    ("interpose_plain_call", "a plain function call (not inlined)"),
+    (
+        "interpose_table_call",
+        "a component call through the translation table (one indirection, a call through the interface)",
+    ),
+    ("interpose_counter_call", "the same with a counting interposer (PRECALL/POSTCALL)"),
+    ("interpose_trace_call", "the same with a tracing interposer (two events in a ring, timestamped)"),
+    ("interpose_timer_call", "the same with a timing interposer (two TSC reads)"),
+    ("interpose_admit_request", "a request's admission to a slot (begin and end: the generation count)"),
+    ("interpose_lru_touched_plain", "the cache's LRU `touched`, called plainly"),
+    ("interpose_lru_touched_table", "the same through the translation table"),
+    ("interpose_lru_touched_counter", "the same with a counting interposer"),
+];
+const CLIENTS: [u32; 4] = [0, 1, 4, 16];
+/// Figure 6's workloads: their metrics' prefix and name.
+const FIG6: [(&str, &str); 2] =
+    [("swap_postmark", "one client per file"), ("swap_postmark_sharing", "every fourth file shared")];
+const POLICIES: [(&str, &str); 3] =
+    [("lru", "fixed LRU"), ("mru", "fixed MRU"), ("auto", "adaptive: swapped by the cache")];
+
+pub(super) fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
+    let modes = plan.modes();
+    let mut results: Results = BTreeMap::new();
+    for (k, (mode, icount, accel)) in modes.iter().enumerate() {
+        // A fresh disk each boot (the bench creates its segment).
+        let disk = dir.join(format!("k42-disk-{mode}.img"));
+        crate::image::make(&disk.display().to_string(), 64 << 20, &["files:5:2048:fs=xtask/disk".to_string()])?;
+        eprintln!("[k42 {}/{}] scion, {mode}", k + 1, modes.len());
+        let sc = Scenario {
+            disk_file: Some(disk.clone()),
+            icount: *icount,
+            limit_s: 1200,
+            ..Scenario::bench(&format!("bench-k42-{mode}"), "k42", &[("ARGS", plan.args())])?
+        };
+        let (ok, log) = run_scenario_log(a, &sc, accel)?;
+        let path = plan.log("scion", &format!("scion-k42-{mode}.log"), &log)?;
+        if !ok || !log.contains("bench_k42: done") {
+            return Err(format!("the Scion k42 run failed; see {}", path.display()));
+        }
+        for (m, f) in parse_bench(&log) {
+            results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
+        }
+    }
+    let agg = aggregate(&results);
+    plan.finish("k42", &agg, &modes, 1, &[], || (svg(&agg), report(&agg, &modes)))
+}
+
+fn cell(v: Option<u64>) -> String {
+    v.map_or("—".into(), |v| v.to_string())
+}
+
+fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
+    a.zip(b).map(|(a, b)| a as f64 / b.max(1) as f64)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "**missed**"
+    }
+}
+
+fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Suite `k42` (K42: online reconfiguration)\n");
+    let _ = writeln!(
+        s,
+        "Scion's servers keep swappable components in `swap::Slot`s (the object translation table); \
+         the cache's replacement policy (LRU, MRU) is the component measured. Ticks: instructions under \
+         `icount`, cycles under `tcg`.\n"
+    );
+    for (mode, _, _) in modes {
+        let g = |m: &str| get(agg, "scion", mode, m);
+        let _ = writeln!(s, "## `{mode}`\n");
+        let _ = writeln!(s, "### Table 1: the cost of a call, through the table and interposed\n");
+        let _ = writeln!(s, "| call | ticks per call | more than a plain call |\n|---|---:|---:|");
+        let plain = g("interpose_plain_call");
+        let lru_plain = g("interpose_lru_touched_plain");
+        for (m, what) in TABLE1 {
+            let base = if m.starts_with("interpose_lru") { lru_plain } else { plain };
+            let extra = g(m).zip(base).map_or("—".into(), |(v, b)| (v as i64 - b as i64).to_string());
+            let _ = writeln!(s, "| {what} (`{m}`) | {} | {extra} |", cell(g(m)));
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Figures 4–5: the time to swap\n");
+        let _ = writeln!(
+            s,
+            "The caller's ticks from sending `SWAP` to its answer (the cache answers one request at a time: \
+             the swap waits behind the client requests queued ahead of it, then the mediator runs — forward, \
+             block and transfer pass at once, since the server is quiescent between requests — and moves the \
+             recency list); the mediator's own ticks beside. Clients: threads doing one-block buffered writes \
+             (hits) through blk, each a `LOOKUP` at the cache (a buffered read that hits is served by blk \
+             from the cache's tags without a call).\n"
+        );
+        let _ = writeln!(s, "| | caller's ticks per swap | mediator's ticks |\n|---|---:|---:|");
+        let _ = writeln!(s, "| IPC round trip to the cache (an unknown label) | {} | |", cell(g("swap_ipc_rtt")));
+        let _ =
+            writeln!(s, "| null swap (LRU to LRU) | {} | {} |", cell(g("swap_null")), cell(g("swap_null_mediator")));
+        for n in CLIENTS {
+            let _ = writeln!(
+                s,
+                "| LRU ↔ MRU, {n} client threads reading | {} | {} |",
+                cell(g(&format!("swap_clients_{n}"))),
+                cell(g(&format!("swap_mediator_clients_{n}")))
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Figure 6: Postmark-style files with fixed and adaptive sessions\n");
+        let _ = writeln!(
+            s,
+            "100 small files through `files`: each made and written in eight 512-byte appends, then read \
+             back, then removed. Without sharing each file has one client, so adaptive sessions stay exclusive (appends kept back and \
+             written as one), fixed shared ones write every append through. Busy ticks of the whole workload.\n"
+        );
+        let _ = writeln!(
+            s,
+            "With sharing, a second program opens every fourth file before it is written and keeps it \
+             open until all are written: those sessions must be shared (adaptive ones are swapped from \
+             exclusive when the second client opens the file). Fixed exclusive sessions are no choice: \
+             two clients of one exclusive session would each miss the other's kept-back writes.\n"
+        );
+        let _ = writeln!(s, "| workload | sessions | busy ticks | relative to fixed shared |\n|---|---|---:|---:|");
+        for (wl, wname) in FIG6 {
+            let ps = g(&format!("{wl}_shared_busy"));
+            for (p, what) in [("shared", "fixed shared"), ("auto", "adaptive")] {
+                let v = g(&format!("{wl}_{p}_busy"));
+                let _ = writeln!(
+                    s,
+                    "| {wname} | {what} | {} | {} |",
+                    cell(v),
+                    ratio(v, ps).map_or("—".into(), |r| format!("{r:.2}"))
+                );
+            }
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Figure 7: streaming with fixed and adaptive policies\n");
+        let _ = writeln!(
+            s,
+            "Four rounds, each a sequential stream of 2000 blocks (twice the cache) and then 768 random \
+             one-block reads in one of two hot sets of 384 blocks (alternating); the cache starts full of \
+             blocks the workload never reads. Busy ticks (idle taken out) of the whole workload, and the \
+             cache's misses (each a disk read).\n"
+        );
+        let _ =
+            writeln!(s, "| policy | busy ticks | misses | relative to the better fixed policy |\n|---|---:|---:|---:|");
+        let best = ["lru", "mru"].iter().filter_map(|p| g(&format!("swap_adaptive_{p}_busy"))).min();
+        for (p, what) in POLICIES {
+            let b = g(&format!("swap_adaptive_{p}_busy"));
+            let _ = writeln!(
+                s,
+                "| {what} | {} | {} | {} |",
+                cell(b),
+                cell(g(&format!("swap_adaptive_{p}_misses"))),
+                ratio(b, best).map_or("—".into(), |r| format!("{r:.2}"))
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "### Live update of `files`\n");
+        let _ = writeln!(
+            s,
+            "`files` replaced by a new instance five times (root's `UPDATE`: start the new program, \
+             hand the state over, move the endpoint, end the old one) while a client thread reads 1 KiB \
+             from it in a loop through the handle it opened first.\n"
+        );
+        let longest =
+            agg.get(&("scion".to_string(), mode.to_string(), "update_client_call".to_string())).map(|f| f.max);
+        let _ = writeln!(s, "| | ticks |\n|---|---:|");
+        let _ = writeln!(s, "| an update (median of 5) | {} |", cell(g("update_files")));
+        let _ = writeln!(s, "| a client's read, median | {} |", cell(g("update_client_call")));
+        let _ = writeln!(s, "| a client's read, the longest (it waited for an update) | {} |\n", cell(longest));
+        let _ = writeln!(s, "### Targets\n");
+        let extra = g("interpose_counter_call").zip(plain).map(|(c, p)| c.saturating_sub(p));
+        if let Some(e) = extra {
+            let _ = writeln!(
+                s,
+                "- an interposed call (counter) costs {e} more than a plain call: ≤ 100: {}",
+                met(e <= 100)
+            );
+        }
+        if let Some(r) = ratio(g("swap_null"), g("swap_ipc_rtt")) {
+            let _ = writeln!(s, "- a null swap is {r:.2}× an IPC round trip: ≤ 3×: {}", met(r <= 3.0));
+        }
+        if let Some(r) = ratio(g("swap_adaptive_auto_busy"), best) {
+            let _ = writeln!(
+                s,
+                "- streaming: adaptive swapping takes {r:.2}× the busy time of the better fixed policy: ≤ 1: {}",
+                met(r <= 1.0)
+            );
+        }
+        for (wl, wname) in FIG6 {
+            if let Some(r) = ratio(g(&format!("{wl}_auto_busy")), g(&format!("{wl}_shared_busy"))) {
+                let _ = writeln!(s, "- Postmark-style, {wname}: adaptive sessions take {r:.2}× the busy time of fixed shared ones: ≤ 1: {}", met(r <= 1.0));
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// Horizontal bars, one panel per figure (icount).
+fn svg(agg: &Agg) -> String {
+    let g = |m: &str| get(agg, "scion", "icount", m);
+    let mut panels: Vec<Panel> = Vec::new();
+    panels.push((
+        "Table 1: instructions per call".into(),
+        TABLE1.iter().map(|(m, _)| (m.trim_start_matches("interpose_").to_string(), g(m))).collect(),
+    ));
+    let mut f45 = vec![("IPC round trip".to_string(), g("swap_ipc_rtt")), ("null swap".to_string(), g("swap_null"))];
+    f45.extend(CLIENTS.iter().map(|n| (format!("swap, {n} clients"), g(&format!("swap_clients_{n}")))));
+    panels.push(("Figures 4-5: instructions per swap (caller's)".into(), f45));
+    panels.push((
+        "Figure 6: busy instructions, Postmark-style".into(),
+        FIG6.iter()
+            .flat_map(|(wl, wname)| {
+                [("shared", "fixed shared"), ("auto", "adaptive")]
+                    .map(|(p, what)| (format!("{what}, {wname}"), g(&format!("{wl}_{p}_busy"))))
+            })
+            .collect(),
+    ));
+    panels.push((
+        "Figure 7: busy instructions of the workload".into(),
+        POLICIES.iter().map(|(p, what)| (what.to_string(), g(&format!("swap_adaptive_{p}_busy")))).collect(),
+    ));
+    panels_svg(&panels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_and_targets_from_figures() {
+        let mut agg = Agg::new();
+        let mut put = |m: &str, v: u64| {
+            agg.insert(("scion".into(), "icount".into(), m.into()), Fig { median: v, min: v, max: v, samples: 1 });
+        };
+        put("interpose_plain_call", 10);
+        put("interpose_counter_call", 30);
+        put("swap_ipc_rtt", 1000);
+        put("swap_null", 2500);
+        put("swap_adaptive_lru_busy", 900);
+        put("swap_adaptive_mru_busy", 1200);
+        put("swap_adaptive_auto_busy", 800);
+        let r = report(&agg, &[("icount", true, "tcg".into())]);
+        assert!(r.contains("costs 20 more than a plain call: ≤ 100: met"), "{r}");
+        assert!(r.contains("a null swap is 2.50× an IPC round trip: ≤ 3×: met"), "{r}");
+        assert!(r.contains("0.89× the busy time of the better fixed policy: ≤ 1: met"), "{r}");
+        assert!(r.contains("| adaptive: swapped by the cache | 800 | — | 0.89 |"), "{r}");
+        let svg = svg(&agg);
+        assert!(svg.contains(">2500<") && svg.contains("fixed MRU"), "{svg}");
+    }
+}

@@ -1,0 +1,518 @@
+//! The `net` suite: HTTP downloads, TCP round trips and concurrent requests from the
+//! host; Scion's net+httpd beside Linux's server and nginx.
+
+use super::plan::{bench_options, Plan, RUNS};
+use super::report::{aggregate, get, Agg, Fig, Results};
+use super::{netload, nginx};
+use crate::qemu::{self, Options};
+use crate::test::nettest;
+use crate::test::scenarios::Scenario;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// The `net` suite's downloads: (name, file, fetches per figure).
+const NET_SIZES: [(&str, &str, u64); 3] = [("64k", "64k.bin", 64), ("1m", "1m.bin", 8), ("16m", "16m.bin", 2)];
+/// Figures the net report reads that a side has no measurement for: nginx serves no
+/// echo (the round trip is the C echo server's).
+const NET_ABSENT: &[(&str, &str)] = &[("nginx", "tcp_rr_64b"), ("nginx", "tcp_rr_64b_us")];
+/// 64-byte round trips per figure.
+const NET_RR: u64 = 1000;
+/// A smoke run's 64-byte round trips (and one fetch of each file).
+const NET_SMOKE_RR: u64 = 20;
+
+/// The guest's busy ticks so far (GET /.busy on a new connection).
+fn guest_busy(port: u16) -> Result<u64, String> {
+    Ok(guest_busy_parts(port)?.0)
+}
+
+/// The guest's busy ticks so far and the `PART=TICKS` words of the answer (Scion's net's
+/// busy ticks by part: `net_api::PROFILE_PARTS`).
+fn guest_busy_parts(port: u16) -> Result<(u64, Vec<(String, u64)>), String> {
+    use std::io::Write;
+    let mut s = nettest::ready(port)?;
+    write!(s, "GET /.busy HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").map_err(|e| e.to_string())?;
+    let r = nettest::response(&mut s, false)?;
+    let busy = busy_of(&r.body)
+        .ok_or_else(|| format!("GET /.busy answered {} {:?}", r.status, String::from_utf8_lossy(&r.body)))?;
+    Ok((busy, parts_of(&r.body)))
+}
+
+/// The `PART=TICKS` words of a `/.busy` answer.
+fn parts_of(body: &[u8]) -> Vec<(String, u64)> {
+    String::from_utf8_lossy(body)
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// The busy ticks in a `/.busy` answer: its first number (Scion's httpd answers "busy tsc
+/// meter voluntary involuntary", Linux's server the busy ticks alone).
+fn busy_of(body: &[u8]) -> Option<u64> {
+    String::from_utf8_lossy(body).split_whitespace().next()?.parse().ok()
+}
+
+/// Measure one booted guest through its forwarded ports: per size, KiB/s (host clock)
+/// and busy guest ticks per KiB; 64-byte round trips: µs and busy ticks per round trip.
+/// `smoke`: one fetch of each file, `NET_SMOKE_RR` round trips.
+fn measure_net(http: u16, echo: u16, smoke: bool) -> Result<Vec<(String, u64)>, String> {
+    let mut out = downloads(http, http, smoke)?;
+    out.extend(round_trips(http, echo, if smoke { NET_SMOKE_RR } else { NET_RR })?);
+    Ok(out)
+}
+
+/// Downloads of each size from the web server on `http`, the guest's busy ticks read
+/// through `busy` (the server answering GET /.busy): KiB/s and busy ticks per KiB.
+/// `smoke`: one fetch of each file.
+fn downloads(http: u16, busy: u16, smoke: bool) -> Result<Vec<(String, u64)>, String> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    for (tag, file, k) in NET_SIZES {
+        let k = if smoke { 1 } else { k };
+        let (_, _, size) = nettest::www_files().into_iter().find(|f| f.0 == file).ok_or("no such file")?;
+        let fetch_all = |n: u64| -> Result<(), String> {
+            let mut s = nettest::ready(http)?;
+            for _ in 0..n {
+                // One write (see nettest::request).
+                s.write_all(format!("GET /{file} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes())
+                    .map_err(|e| e.to_string())?;
+                let r = nettest::response(&mut s, false)?;
+                if r.status != 200 || r.body.len() != size {
+                    return Err(format!("GET /{file}: status {}, {} bytes", r.status, r.body.len()));
+                }
+            }
+            Ok(())
+        };
+        fetch_all(1)?;
+        let b0 = guest_busy(busy)?;
+        let t0 = std::time::Instant::now();
+        fetch_all(k)?;
+        let secs = t0.elapsed().as_secs_f64();
+        let b1 = guest_busy(busy)?;
+        let kib = k * size as u64 / 1024;
+        out.push((format!("http_download_kbps_{tag}"), (kib as f64 / secs) as u64));
+        out.push((format!("http_download_ipk_{tag}"), b1.saturating_sub(b0) / kib.max(1)));
+        eprintln!(
+            "    | {file} × {k}: {:.0} KiB/s, {} busy ticks per KiB",
+            kib as f64 / secs,
+            b1.saturating_sub(b0) / kib.max(1)
+        );
+    }
+    Ok(out)
+}
+
+/// 64-byte round trips with the echo server on `echo`: busy ticks (through the web
+/// server on `http`) and µs per round trip.
+fn round_trips(http: u16, echo: u16, rr: u64) -> Result<Vec<(String, u64)>, String> {
+    use std::io::{Read, Write};
+    let mut out = Vec::new();
+    let (b0, p0) = guest_busy_parts(http)?;
+    let msg = [0x5au8; 64];
+    let mut back = [0u8; 64];
+    // A connection whose first message comes back (see nettest::ready).
+    let mut s = (0..4)
+        .find_map(|_| {
+            let mut s = nettest::connect(echo).ok()?;
+            s.set_nodelay(true).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+            s.write_all(&msg).ok()?;
+            s.read_exact(&mut back).ok()?;
+            s.set_read_timeout(Some(Duration::from_secs(120))).ok()?;
+            Some(s)
+        })
+        .ok_or("the echo server answered on none of four connections")?;
+    let t0 = std::time::Instant::now();
+    for _ in 0..rr {
+        s.write_all(&msg).map_err(|e| format!("echo: {e}"))?;
+        s.read_exact(&mut back).map_err(|e| format!("echo: {e}"))?;
+    }
+    let us = t0.elapsed().as_micros() as u64 / rr;
+    drop(s);
+    let (b1, p1) = guest_busy_parts(http)?;
+    // Where net's share went (Scion), part by part.
+    for (name, v1) in &p1 {
+        if let Some((_, v0)) = p0.iter().find(|(n, _)| n == name) {
+            out.push((format!("tcp_rr_64b_net_{name}"), v1.saturating_sub(*v0) / rr));
+        }
+    }
+    out.push(("tcp_rr_64b".into(), b1.saturating_sub(b0) / rr));
+    out.push(("tcp_rr_64b_us".into(), us));
+    eprintln!("    | 64-byte round trips: {us} µs, {} busy ticks each", b1.saturating_sub(b0) / rr);
+    Ok(out)
+}
+
+/// Forwarded ports to each web server for the concurrency levels (QEMU's user network
+/// takes one forwarded connection at a time: `netload::at`).
+const LOAD_PORTS: usize = 8;
+
+/// Requests of the small file at each concurrency level (`netload::levels`) from the
+/// web server behind `ports`, the busy ticks read through `busy`: `http_c{c}_rps`
+/// (requests a second) and `http_c{c}_ipr` (busy ticks per request), each `prefix`ed.
+fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(String, u64)>, String> {
+    let mut out = Vec::new();
+    for &(c, n) in netload::levels(smoke) {
+        let (rps, ipr) = netload::at(ports, c, n, "/small.txt", nettest::SMALL.len(), &|| guest_busy(busy))
+            .map_err(|e| format!("{prefix}{c} clients: {e}"))?;
+        eprintln!("    | {prefix}{c} clients × {n} requests: {rps} requests/s, {ipr} busy ticks each");
+        out.push((format!("{prefix}http_c{c}_rps"), rps));
+        out.push((format!("{prefix}http_c{c}_ipr"), ipr));
+    }
+    Ok(out)
+}
+
+/// Boot `kernel` + `image` with ports 80 and 7 forwarded (and, with `nginx`, nginx's);
+/// once `ready` shows on the serial port, measure. Returns the figures (nginx's named
+/// `nginx:…`; or why not) and the serial log.
+type Measured = (Result<Vec<(String, u64)>, String>, String);
+
+fn net_boot(
+    kernel: &Path,
+    image: &Path,
+    opts: Options,
+    ready: &str,
+    nginx: bool,
+    smoke: bool,
+) -> Result<Measured, String> {
+    let ports = qemu::free_ports(2 + LOAD_PORTS + if nginx { 1 + LOAD_PORTS } else { 0 })?;
+    let (http, echo) = (ports[0], ports[1]);
+    let load = ports[2..2 + LOAD_PORTS].to_vec();
+    let ngx = ports[2 + LOAD_PORTS..].to_vec();
+    let mut forward = vec![(http, 80), (echo, 7)];
+    forward.extend(load.iter().map(|p| (*p, 80)));
+    forward.extend(ngx.iter().map(|p| (*p, nginx::PORT)));
+    let opts = Options { net: Some(qemu::NetOptions { forward, ..Default::default() }), ..opts };
+    let mut figs = Err("the guest never said it serves".to_string());
+    let mut go = |_: &qemu::Typer| {
+        // The echo server may come up a little after the web server.
+        for _ in 0..100 {
+            if nettest::connect(echo).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        figs = (|| {
+            let mut v = measure_net(http, echo, smoke)?;
+            v.extend(levels(&load, http, "", smoke)?);
+            if let Some((first, rest)) = ngx.split_first() {
+                v.extend(downloads(*first, http, smoke)?.into_iter().map(|(m, x)| (format!("nginx:{m}"), x)));
+                v.extend(levels(rest, http, "nginx:", smoke)?);
+            }
+            Ok(v)
+        })();
+    };
+    let out = qemu::run_at(kernel, image, &opts, Duration::from_secs(3600), None, Some((ready, &mut go)))?;
+    Ok((figs, out.log))
+}
+
+pub(super) fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, plan: &Plan) -> Result<String, String> {
+    let dir = &plan.dir;
+    let www = nettest::make_www()?;
+    let disk = dir.join("net-disk.img");
+    crate::image::make(&disk.display().to_string(), 64 << 20, &[format!("files:1:6144:fs={}/", www.display())])?;
+    let sc = Scenario::bench("bench-net", "net", &[])?;
+    let img = crate::make_image(a, &sc.manifest, &sc.name)?;
+    let modes = plan.modes();
+    let runs = |icount: bool| if icount { 1 } else { plan.runs(RUNS) };
+    let steps: usize = modes.iter().map(|m| 2 * runs(m.1)).sum();
+    let mut step = 0;
+    let mut results: Results = BTreeMap::new();
+    for (mode, icount, accel) in &modes {
+        for run in 1..=runs(*icount) {
+            for sys in ["scion", "linux"] {
+                step += 1;
+                eprintln!("[net {step}/{steps}] {sys}, {mode}, run {run}");
+                let (figs, log) = if sys == "scion" {
+                    net_boot(
+                        &a.kernel,
+                        &img,
+                        bench_options(accel.clone(), *icount, String::new(), Some(disk.clone())),
+                        nettest::HTTPD_READY,
+                        false,
+                        plan.smoke,
+                    )
+                } else {
+                    let append = plan.linux("console=ttyS0 rdinit=/init panic=-1 quiet kbench=net nginx=1");
+                    net_boot(
+                        vmlinuz,
+                        initramfs,
+                        bench_options(accel.clone(), *icount, append, None),
+                        "lhttpd: serving",
+                        true,
+                        plan.smoke,
+                    )
+                }
+                .map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
+                plan.log(sys, &format!("{sys}-net-{mode}.log"), &log)?;
+                let figs = figs.map_err(|e| format!("the {sys} net run ({mode}) failed: {e}"))?;
+                for (m, v) in figs {
+                    // The host clock's figures mean something under TCG only; the busy
+                    // ticks under icount only (instructions).
+                    let clock = m.contains("_kbps_") || m.ends_with("_us") || m.ends_with("_rps");
+                    let (who, m) = match m.strip_prefix("nginx:") {
+                        Some(m) => ("nginx", m.to_string()),
+                        None => (sys, m),
+                    };
+                    if clock != *icount {
+                        results.entry((who.into(), mode.to_string())).or_default().entry(m).or_default().push(Fig {
+                            median: v,
+                            min: v,
+                            max: v,
+                            samples: 1,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let agg = aggregate(&results);
+    plan.finish("net", &agg, &modes, plan.runs(RUNS), NET_ABSENT, || {
+        (
+            net_svg(&agg, netload::levels(plan.smoke)),
+            net_report(&agg, plan.count(NET_RR, NET_SMOKE_RR), netload::levels(plan.smoke)),
+        )
+    })
+}
+
+/// The report; `rr`: the round trips per figure; `levels`: the concurrency levels run.
+fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Suite `net`\n");
+    let _ = writeln!(s, "The host fetches files over HTTP/1.1 (one keep-alive connection per size: {}) and makes {rr} round trips of 64 bytes over one TCP connection, through QEMU's user network (hostfwd) and the same virtio-net device, from Scion (net: virtio-net driver + smoltcp; httpd over the files server, the files on the virtio disk) and from Linux (Debian's kernel; a read/write HTTP server and an echo server in C, `bench/linux/net.c`, the files in its page cache). **kbps** = KiB/s on the host's clock under plain TCG (median of three runs; noisy); **ipk** = busy guest instructions per KiB delivered under icount (rdtsc minus idle time, read from the guest before and after through GET /.busy); `tcp_rr_64b` = busy instructions per round trip (icount), `tcp_rr_64b_us` = µs per round trip (TCG).\n", NET_SIZES.iter().map(|(t, _, k)| format!("{t} × {k}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "Beside the C server, **nginx** (Debian's package, `sendfile on`, one worker; `xtask/src/bench/nginx.rs`) serves the same files in the same Linux guest: what a user would run instead. `http_c{{c}}_*`: {{c}} keep-alive connections at once (through {LOAD_PORTS} forwarded ports, since QEMU's user network takes one forwarded connection at a time), each making requests for the 26-byte `/small.txt` one after another ({}): **rps** = requests a second on the host's clock (TCG), **ipr** = busy guest instructions per request (icount).\n", levels.iter().map(|(c, n)| format!("{c} × {n}")).collect::<Vec<_>>().join(", "));
+    let fmt = |v: Option<u64>| v.map_or("—".to_string(), |v| v.to_string());
+    let ratio = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0 => format!("{:.2}", a as f64 / b as f64),
+        _ => "—".into(),
+    };
+    let _ = writeln!(s, "| metric | Scion | Linux (C) | nginx | Scion / C | Scion / nginx |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    let mut rows: Vec<(String, &str)> = Vec::new();
+    for (tag, _, _) in NET_SIZES {
+        rows.push((format!("http_download_kbps_{tag}"), "tcg"));
+        rows.push((format!("http_download_ipk_{tag}"), "icount"));
+    }
+    rows.push(("tcp_rr_64b_us".into(), "tcg"));
+    rows.push(("tcp_rr_64b".into(), "icount"));
+    for (c, _) in levels {
+        rows.push((format!("http_c{c}_rps"), "tcg"));
+        rows.push((format!("http_c{c}_ipr"), "icount"));
+    }
+    for (m, mode) in &rows {
+        let (a, b, n) = (get(agg, "scion", mode, m), get(agg, "linux", mode, m), get(agg, "nginx", mode, m));
+        let _ = writeln!(
+            s,
+            "| `{m}` ({mode}) | {} | {} | {} | {} | {} |",
+            fmt(a),
+            fmt(b),
+            fmt(n),
+            ratio(a, b),
+            ratio(a, n)
+        );
+    }
+    // Where Scion's round trip goes: net's parts (its own clock ticks, `net_api::PROFILE`),
+    // the rest (the kernel's IPC, interrupts and switches, the echo program) by difference.
+    let parts: Vec<(String, u64)> = agg
+        .iter()
+        .filter(|((sys, mode, m), _)| sys == "scion" && mode == "icount" && m.starts_with("tcp_rr_64b_net_"))
+        .map(|((_, _, m), f)| (m.trim_start_matches("tcp_rr_64b_net_").to_string(), f.median))
+        .collect();
+    if let (Some(total), false) = (get(agg, "scion", "icount", "tcp_rr_64b"), parts.is_empty()) {
+        let _ = writeln!(s, "\n### Where a 64-byte round trip's instructions go (Scion, icount)\n");
+        let _ = writeln!(s, "net counts its own busy ticks by part (`net_api::PROFILE`, read through `/.busy` before and after the {NET_RR} round trips); the rest is the total less net's: the kernel (the IPC between the echo program and net, the device's interrupt, the switches) and the echo program (`bench_net`).\n");
+        let _ = writeln!(s, "| part | instructions per round trip | share |");
+        let _ = writeln!(s, "|---|---:|---:|");
+        let order = ["requests", "device", "stack", "checksums", "cue", "after"];
+        let mut sorted = parts.clone();
+        sorted.sort_by_key(|(n, _)| order.iter().position(|o| o == n).unwrap_or(order.len()));
+        let net: u64 = sorted.iter().map(|(_, v)| v).sum();
+        for (n, v) in &sorted {
+            let what = match n.as_str() {
+                "requests" => "net: the echo program's requests (RECV, SEND, WAIT), the stack's run after each aside",
+                "device" => "net: the virtio-net device (taking received frames, refilling, handing frames over, the interrupt's acknowledgement)",
+                "stack" => "net: smoltcp's poll (TCP/IP in and out), checksums and the device aside",
+                "checksums" => "net: summing the sent frames' TCP checksums (`crates/inet`)",
+                "cue" => "net: Cue's transfers (none run here)",
+                "after" => "net: after each run (DHCP, listeners' pools, lingering sockets, waking waiters)",
+                _ => "net",
+            };
+            let _ = writeln!(s, "| {what} | {v} | {:.0}% |", 100.0 * *v as f64 / total.max(1) as f64);
+        }
+        let _ = writeln!(s, "| **net in all** | {net} | {:.0}% |", 100.0 * net as f64 / total.max(1) as f64);
+        let rest = total.saturating_sub(net);
+        let _ = writeln!(
+            s,
+            "| the kernel (IPC, interrupt, switches) and the echo program | {rest} | {:.0}% |",
+            100.0 * rest as f64 / total.max(1) as f64
+        );
+        let _ =
+            writeln!(s, "| **total** (Linux: {}) | {total} | 100% |", fmt(get(agg, "linux", "icount", "tcp_rr_64b")));
+    }
+    let _ = writeln!(s, "\n## Target\n");
+    for (tag, _, _) in NET_SIZES {
+        let m = format!("http_download_ipk_{tag}");
+        if let (Some(a), Some(b)) = (get(agg, "scion", "icount", &m), get(agg, "linux", "icount", &m)) {
+            let x = a as f64 / b.max(1) as f64;
+            let _ = writeln!(
+                s,
+                "- Scion's instructions per KiB ≤ 1.0× Linux's ({tag}): {x:.2}× — {}.",
+                if x <= 1.0 { "**met**" } else { "**missed**" }
+            );
+        }
+    }
+    if let (Some(a), Some(b)) = (get(agg, "scion", "icount", "tcp_rr_64b"), get(agg, "linux", "icount", "tcp_rr_64b")) {
+        let x = a as f64 / b.max(1) as f64;
+        let _ = writeln!(
+            s,
+            "- A 64-byte TCP round trip ≤ 1.0× Linux's instructions (issue 38): {x:.2}× — {}.",
+            if x <= 1.0 { "**met**" } else { "**missed**" }
+        );
+    }
+    let _ = writeln!(s, "\n![net suite](net.svg)\n");
+    s
+}
+
+/// The systems of the `net` suite, their colours and labels.
+const NET_SYSTEMS: [(&str, &str, &str); 3] = [
+    ("scion", "#2b7bb9", "Scion (httpd, Cue)"),
+    ("linux", "#e07b39", "Linux, C server"),
+    ("nginx", "#3a9a4a", "Linux, nginx (sendfile)"),
+];
+
+/// Busy instructions per KiB for each download size and per 64-byte round trip (top),
+/// and per small request at each concurrency level (bottom), each system beside the
+/// others (bars; icount).
+fn net_svg(agg: &BTreeMap<(String, String, String), Fig>, levels: &[(usize, usize)]) -> String {
+    let of = |m: &str, div: u64| {
+        NET_SYSTEMS.iter().map(|(sys, _, _)| get(agg, sys, "icount", m).map(|v| v / div)).collect::<Vec<_>>()
+    };
+    let top: Vec<(String, Vec<Option<u64>>)> = NET_SIZES
+        .iter()
+        .map(|(t, _, _)| (format!("download {t}"), of(&format!("http_download_ipk_{t}"), 1)))
+        .chain(std::iter::once(("64 B round trip / 10".to_string(), of("tcp_rr_64b", 10))))
+        .collect();
+    let bottom: Vec<(String, Vec<Option<u64>>)> =
+        levels.iter().map(|(c, _)| (format!("{c} clients"), of(&format!("http_c{c}_ipr"), 1))).collect();
+    let (w, h) = (760.0, 380.0);
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n", 2.0 * h);
+    s.push_str(&bars(
+        "Suite net: busy guest instructions per KiB delivered (icount; lower is better)",
+        &top,
+        0.0,
+        w,
+        h,
+    ));
+    s.push_str(&bars(
+        "Busy guest instructions per small request at each concurrency (icount; lower is better)",
+        &bottom,
+        h,
+        w,
+        h,
+    ));
+    s.push_str("</svg>\n");
+    s
+}
+
+/// One grouped bar chart (a bar per system of `NET_SYSTEMS` in each group) at `y0`.
+fn bars(title: &str, groups: &[(String, Vec<Option<u64>>)], y0: f64, w: f64, h: f64) -> String {
+    let maxv = groups.iter().flat_map(|g| g.1.iter()).flatten().max().copied().unwrap_or(1).max(1) as f64;
+    let (left, top, bottom) = (80.0, 60.0, 50.0);
+    let ph = h - top - bottom;
+    let gw = (w - left - 20.0) / groups.len().max(1) as f64;
+    let mut s = String::new();
+    let _ = writeln!(s, "<text x=\"10\" y=\"{}\" font-size=\"15\" font-weight=\"bold\">{title}</text>", y0 + 22.0);
+    for (i, (_, color, label)) in NET_SYSTEMS.iter().enumerate() {
+        let x = left + 200.0 * i as f64;
+        let _ = writeln!(s, "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{label}</text>", y0 + 32.0, x + 16.0, y0 + 42.0);
+    }
+    let base = y0 + top + ph;
+    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" stroke=\"black\"/>", w - 20.0);
+    for (i, (label, vals)) in groups.iter().enumerate() {
+        let bw = gw * 0.8 / vals.len().max(1) as f64;
+        let x0 = left + gw * i as f64 + gw * 0.1;
+        for (j, v) in vals.iter().enumerate() {
+            if let Some(v) = v {
+                let bh = *v as f64 / maxv * ph;
+                let x = x0 + j as f64 * bw;
+                let _ = writeln!(s, "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{bh:.1}\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>", base - bh, NET_SYSTEMS[j % NET_SYSTEMS.len()].1, x + bw / 2.0, base - bh - 3.0);
+            }
+        }
+        let _ =
+            writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>", x0 + gw * 0.4, base + 18.0);
+    }
+    s
+}
+
+#[cfg(test)]
+mod busy_tests {
+    #[test]
+    fn busy_parts_are_named_words() {
+        let p = super::parts_of(b"10 20 0 1 2 requests=5 device=7 bad=x stack=9\n");
+        assert_eq!(p, vec![("requests".to_string(), 5), ("device".to_string(), 7), ("stack".to_string(), 9)]);
+        assert!(super::parts_of(b"176220186 2239599184 0 2592 1").is_empty());
+    }
+
+    #[test]
+    fn busy_is_the_first_number() {
+        assert_eq!(super::busy_of(b"176220186 2239599184 0 2592 1"), Some(176220186));
+        assert_eq!(super::busy_of(b"42\n"), Some(42));
+        assert_eq!(super::busy_of(b""), None);
+        assert_eq!(super::busy_of(b"x 1"), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::super::report::{agg_of, missing, reads};
+
+    /// The net suite's figures in icount, both sides, as the guests' answers give them.
+    fn net_icount() -> Vec<(&'static str, &'static str, &'static str)> {
+        let mut v = Vec::new();
+        for sys in ["scion", "linux", "nginx"] {
+            for m in [
+                "http_download_ipk_64k",
+                "http_download_ipk_1m",
+                "http_download_ipk_16m",
+                "tcp_rr_64b",
+                "http_c1_ipr",
+                "http_c10_ipr",
+            ] {
+                if !(sys == "nginx" && m == "tcp_rr_64b") {
+                    v.push((sys, "icount", m));
+                }
+            }
+        }
+        v
+    }
+
+    /// The check reads what the report reads: all of the net report's icount figures
+    /// there, it passes; one side's figure gone (a guest stops printing it, a parser no
+    /// longer matches), it names that figure; the tcg figures, not measured, are not asked.
+    #[test]
+    fn smoke_check_names_each_figure_a_report_lacks() {
+        let full = agg_of(&net_icount());
+        let (_, read) = reads(|| net_report(&full, 20, netload::levels(true)));
+        assert!(
+            read.contains(&("linux".into(), "tcg".into(), "tcp_rr_64b_us".into())),
+            "the report reads the tcg figures too"
+        );
+        assert_eq!(missing(&read, &full, &["icount"], NET_ABSENT), Vec::<String>::new());
+        let mut broken = net_icount();
+        broken.retain(|f| *f != ("linux", "icount", "tcp_rr_64b"));
+        let agg = agg_of(&broken);
+        let (_, read) = reads(|| net_report(&agg, 20, netload::levels(true)));
+        assert_eq!(missing(&read, &agg, &["icount"], NET_ABSENT), vec!["linux/icount/tcp_rr_64b".to_string()]);
+        // Both modes measured: the tcg figures are wanted as well (downloads, the
+        // round trip but nginx's, each concurrency level's requests a second).
+        let tcg = 3 + 1 + netload::levels(true).len();
+        assert_eq!(missing(&read, &agg, &["icount", "tcg"], NET_ABSENT).len(), 1 + 3 * tcg - 1);
+        // A figure a side does not have by design is not asked of it.
+        assert_eq!(
+            missing(&read, &agg, &["icount"], &[("linux", "tcp_rr_64b"), ("nginx", "tcp_rr_64b")]),
+            Vec::<String>::new()
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! `cargo xtask test`: host unit tests, then QEMU scenarios. A scenario is one boot
+//! with an `init` that names test programs; root prints `TEST <name> PASS|FAIL` for
+//! each and ends the machine when all are done.
+
+use super::nettest;
+use crate::qemu::{self, Options};
+use crate::{make_image, out_dir, project_root, Artifacts};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A scenario: one boot, described by a file in `system/scenarios/` — a `[scenario]`
+/// table (how to boot and what to check) followed by root's manifest for the boot, whose
+/// entries marked `test = true` are the tests. Root prints `TEST <name> PASS|FAIL` for
+/// each and ends the machine when all are done.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: String,
+    /// Root's manifest: the included parts, then the file's own entries.
+    pub manifest: String,
+    /// The entries marked `test = true`.
+    pub tests: Vec<String>,
+    /// Type `text` into the serial port once `marker` appears.
+    pub input: Option<(String, String)>,
+    /// With input: strings the serial log must show (the scenario is one test).
+    pub expect: Vec<String>,
+    /// A 64 MiB BAIO disk with these segments (`NAME:OWNER:BLOCKS[:FILE | :fs=PATH+…]`,
+    /// paths relative to the project; a PATH `program=NAME` is a program of this build
+    /// as the boot image holds it). Damage after making it: `!corrupt` flips a byte
+    /// of the first inode's owner, `!stale-bitmap` clears the bitmap's first byte (what
+    /// a crash between an inode's write and the bitmap's leaves), `!zeroed-inodes`
+    /// zeroes the first inode-table block (damage no interrupted update leaves: the
+    /// segments' blocks stay used in the bitmap), `!ragged` adds half a block at the end.
+    pub disk: Option<Vec<String>>,
+    /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
+    pub disk_file: Option<PathBuf>,
+    /// Kernel command line.
+    pub append: String,
+    pub icount: bool,
+    /// QEMU's machine (`q35`, or `pc`: i440fx) and memory (`512M`).
+    pub machine: String,
+    pub memory: String,
+    /// Virtual CPUs when the scenario says (else `--cpus`).
+    pub cpus: Option<u32>,
+    pub limit_s: u64,
+    /// Run only by the code that needs it (the durability test), not on its own.
+    pub manual: bool,
+    /// Left out of the full suite; run when the filter names it exactly.
+    pub on_demand: bool,
+    /// QEMU's exit status when the scenario passes (1: root ended the machine with 0).
+    pub status: i32,
+    /// A network device (restricted user network; the host's echo server at
+    /// `nettest::ECHO_GUEST`).
+    pub net: bool,
+    /// The host's HTTP checks (`nettest`) through a forwarded port once the guest's
+    /// httpd serves; then the machine is stopped.
+    pub http: bool,
+    /// Which of them (`nettest::http_checks`): "web" (the default), "scale" or "thousand".
+    pub checks: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    limit: Option<u64>,
+    append: Option<String>,
+    icount: Option<bool>,
+    /// Another scenario run as it is but for this header's machine, memory, limit and
+    /// further `expect` strings.
+    base: Option<String>,
+    machine: Option<String>,
+    memory: Option<String>,
+    /// Virtual CPUs (else `--cpus`, else 1).
+    cpus: Option<u32>,
+    include: Option<Vec<String>>,
+    disk: Option<Vec<String>>,
+    input: Option<Input>,
+    expect: Option<Vec<String>>,
+    manual: Option<bool>,
+    on_demand: Option<bool>,
+    status: Option<i32>,
+    net: Option<bool>,
+    http: Option<bool>,
+    checks: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    marker: String,
+    text: String,
+}
+
+fn system_dir() -> PathBuf {
+    project_root().join("system")
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The parts `names` (`system/parts/NAME.toml`), `vars` substituted.
+fn parts(names: &[String], vars: &[(&str, String)]) -> Result<Vec<String>, String> {
+    names
+        .iter()
+        .map(|n| read(&system_dir().join("parts").join(format!("{n}.toml"))).map(|t| substitute(&t, vars)))
+        .collect()
+}
+
+/// A manifest file (`run.toml`, `system/bench/*.toml`) with the parts its `include`
+/// line names put in (`compose`).
+pub fn with_parts(text: &str, vars: &[(&str, String)]) -> Result<String, String> {
+    let (names, own) = crate::compose::take_include(text)?;
+    Ok(crate::compose::compose(&parts(&names, vars)?, &own))
+}
+
+/// `${NAME}` replaced by its value.
+fn substitute(text: &str, vars: &[(&str, String)]) -> String {
+    let mut t = text.to_string();
+    for (k, v) in vars {
+        t = t.replace(&format!("${{{k}}}"), v);
+    }
+    t
+}
+
+impl Scenario {
+    /// Load `system/scenarios/NAME.toml` with `vars` substituted.
+    pub fn load(name: &str, vars: &[(&str, String)]) -> Result<Scenario, String> {
+        let path = system_dir().join("scenarios").join(format!("{name}.toml"));
+        let text = substitute(&read(&path)?, vars);
+        // The header is everything before the first manifest entry.
+        let at =
+            if text.starts_with("[[program]]") { 0 } else { text.find("\n[[program]]").map_or(text.len(), |i| i + 1) };
+        let (head, body) = text.split_at(at);
+        let h: Header = if head.contains("[scenario]") {
+            let v: toml::Table = toml::from_str(head).map_err(|e| format!("{}: {e}", path.display()))?;
+            match v.get("scenario") {
+                Some(t) => t.clone().try_into().map_err(|e| format!("{}: [scenario]: {e}", path.display()))?,
+                None => Header::default(),
+            }
+        } else {
+            Header::default()
+        };
+        if let Some(b) = &h.base {
+            let sc = Scenario::load(b, vars)?;
+            let mut expect = sc.expect.clone();
+            expect.extend(h.expect.unwrap_or_default());
+            return Ok(Scenario {
+                name: name.to_string(),
+                expect,
+                machine: h.machine.unwrap_or(sc.machine.clone()),
+                memory: h.memory.unwrap_or(sc.memory.clone()),
+                cpus: h.cpus.or(sc.cpus),
+                limit_s: h.limit.unwrap_or(sc.limit_s),
+                ..sc
+            });
+        }
+        let manifest = crate::compose::compose(&parts(&h.include.unwrap_or_default(), vars)?, body);
+        let sc = Scenario::from_manifest(name, manifest)?;
+        Ok(Scenario {
+            input: h.input.map(|i| (i.marker, i.text)),
+            expect: h.expect.unwrap_or_default(),
+            disk: h.disk,
+            append: h.append.unwrap_or_default(),
+            icount: h.icount.unwrap_or(false),
+            machine: h.machine.unwrap_or_else(|| "q35".into()),
+            memory: h.memory.unwrap_or_else(|| "512M".into()),
+            cpus: h.cpus,
+            limit_s: h.limit.unwrap_or(180),
+            manual: h.manual.unwrap_or(false),
+            on_demand: h.on_demand.unwrap_or(false),
+            status: h.status.unwrap_or(1),
+            net: h.net.unwrap_or(false) || h.http.unwrap_or(false),
+            http: h.http.unwrap_or(false),
+            checks: h.checks.unwrap_or_else(|| "web".into()),
+            ..sc
+        })
+    }
+
+    /// A boot of a manifest file (`system/bench/NAME.toml`) with `vars` substituted.
+    /// `${ARGS}` not among `vars` is empty (a real run's bench program without arguments);
+    /// the machine has one CPU (the `smp` suite sets two).
+    pub fn bench(name: &str, file: &str, vars: &[(&str, String)]) -> Result<Scenario, String> {
+        let path = system_dir().join("bench").join(format!("{file}.toml"));
+        let text = substitute(&read(&path)?, vars);
+        let text = substitute(&text, &[("ARGS", String::new())]);
+        let text = with_parts(&text, vars).map_err(|e| format!("{}: {e}", path.display()))?;
+        // One CPU whatever the default (`cargo xtask test` gives its machines two).
+        Ok(Scenario { cpus: Some(1), ..Scenario::from_manifest(name, text)? })
+    }
+
+    fn from_manifest(name: &str, manifest: String) -> Result<Scenario, String> {
+        let progs =
+            manifest::parse(&manifest).map_err(|e| format!("scenario {name}: manifest line {}: {}", e.line, e.msg))?;
+        let tests = progs.iter().filter(|p| p.test && p.start).map(|p| p.name.clone()).collect();
+        Ok(Scenario {
+            name: name.to_string(),
+            manifest,
+            tests,
+            input: None,
+            expect: Vec::new(),
+            disk: None,
+            disk_file: None,
+            append: String::new(),
+            icount: false,
+            machine: "q35".into(),
+            memory: "512M".into(),
+            cpus: None,
+            limit_s: 180,
+            manual: false,
+            on_demand: false,
+            status: 1,
+            net: false,
+            http: false,
+            checks: "web".into(),
+        })
+    }
+}
+
+pub(super) fn fuzz_seed() -> u64 {
+    std::env::var("SCION_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1) % 1_000_000
+    })
+}
+
+/// Every scenario file in `system/scenarios/`, loaded (`${SEED}`: the fuzz seed).
+pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
+    let dir = system_dir().join("scenarios");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.path().file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".toml")).map(String::from)
+        })
+        .collect();
+    names.sort();
+    let www = out_dir().join("www").display().to_string();
+    let grafts = crate::grafts::dir().display().to_string();
+    names
+        .iter()
+        .map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone())]))
+        .collect()
+}
+
+/// The scenario's disk image (made fresh), if it has one.
+pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
+    if sc.disk_file.is_some() {
+        return Ok(sc.disk_file.clone());
+    }
+    let disk = match &sc.disk {
+        Some(segs) => {
+            let path = out_dir().join(format!("{}-disk.img", sc.name));
+            let root = crate::project_root();
+            let damage: Vec<&str> = segs.iter().filter_map(|s| s.strip_prefix('!')).collect();
+            // A path in an `fs=` list is relative to the project, or `program=NAME`: a
+            // program of this build, as the boot image holds it.
+            let host_path = |q: &str| match q.strip_prefix("program=") {
+                Some(name) => crate::program_file(name).map(|p| p.display().to_string()),
+                None => Ok(root.join(q).display().to_string()),
+            };
+            let segs: Vec<String> = segs
+                .iter()
+                .filter(|s| !s.starts_with('!'))
+                .map(|s| {
+                    let mut p: Vec<String> = s.split(':').map(String::from).collect();
+                    if p.len() == 4 {
+                        p[3] = match p[3].strip_prefix("fs=") {
+                            Some(paths) => format!(
+                                "fs={}",
+                                paths.split('+').map(host_path).collect::<Result<Vec<_>, _>>()?.join("+")
+                            ),
+                            None => root.join(&p[3]).display().to_string(),
+                        };
+                    }
+                    Ok(p.join(":"))
+                })
+                .collect::<Result<_, String>>()?;
+            let v = crate::image::make(&path.display().to_string(), 64 << 20, &segs)?;
+            if !damage.is_empty() {
+                let mut img = std::fs::read(&path).map_err(|e| e.to_string())?;
+                for d in damage {
+                    match d {
+                        "corrupt" => img[(v.layout.inode_start as usize) * baio::BLOCK + 4] ^= 0x40,
+                        "stale-bitmap" => img[(v.layout.bitmap_start as usize) * baio::BLOCK] = 0,
+                        "zeroed-inodes" => {
+                            let at = v.layout.inode_start as usize * baio::BLOCK;
+                            img[at..at + baio::BLOCK].fill(0);
+                        }
+                        "ragged" => img.extend_from_slice(&[0u8; 512]),
+                        _ => return Err(format!("scenario {}: unknown disk damage `!{d}`", sc.name)),
+                    }
+                }
+                std::fs::write(&path, img).map_err(|e| e.to_string())?;
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    Ok(disk)
+}
+
+pub struct Result1 {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Boot one scenario; returns one result per test program.
+pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, String), String> {
+    run_scenario_with(a, sc, &qemu::accel())
+}
+
+fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
+    // An ftpd in the scenario gets its control port and four passive data ports
+    // forwarded from free ports of the host, the data ports to the same numbers on the
+    // guest (so its EPSV and PASV replies name ports the host can reach).
+    let ftp = sc.http && sc.manifest.contains("${FTP_PASV}");
+    // The scale checks get more ports to the guest's port 80 (`nettest::SCALE_PORTS`):
+    // QEMU's user network listens on each forwarded port with a backlog of 1, so
+    // clients connecting at once are spread over them (and one is kept for a client
+    // that must not wait behind the others on the host). Every host port at once, so
+    // that no two are the same.
+    let web = sc.net && sc.http;
+    let n_ftp = if ftp { 5 } else { 0 };
+    let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand") { nettest::SCALE_PORTS - 1 } else { 0 };
+    let ports = qemu::free_ports(n_ftp + usize::from(web) + n_more)?;
+    let ftp_ports: Vec<u16> = ports[..n_ftp].to_vec();
+    let more_ports: Vec<u16> = ports[n_ftp + usize::from(web)..].to_vec();
+    let pasv = ftp_ports.iter().skip(1).map(|p| format!("{p}:{p}")).collect::<Vec<_>>().join(",");
+    let img = make_image(a, &sc.manifest.replace("${FTP_PASV}", &pasv), &sc.name)?;
+    if sc.http || sc.net {
+        nettest::make_www()?;
+    }
+    let disk = make_disk(sc)?;
+    let mut net = None;
+    let mut http_port = 0;
+    if sc.net {
+        let mut n = qemu::NetOptions {
+            guest_forward: vec![
+                (nettest::ECHO_GUEST.to_string(), "cat".to_string()),
+                (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string()),
+            ],
+            ..Default::default()
+        };
+        n.guest_forward.extend(nettest::sinks()?);
+        if web {
+            http_port = ports[n_ftp];
+            n.forward.push((http_port, 80));
+            n.forward.extend(more_ports.iter().map(|p| (*p, 80)));
+        }
+        if let Some((ctrl, data)) = ftp_ports.split_first() {
+            n.forward.push((*ctrl, 21));
+            n.forward.extend(data.iter().map(|p| (*p, *p)));
+        }
+        net = Some(n);
+    }
+    let opts = Options {
+        machine: sc.machine.clone(),
+        memory: sc.memory.clone(),
+        net,
+        cpus: sc.cpus.unwrap_or(qemu::default_cpus()),
+        ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk)
+    };
+    let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
+    let mut http_results = Vec::new();
+    let out = if sc.http {
+        let ftp_port = ftp_ports.first().copied();
+        let mut checks = |t: &qemu::Typer| {
+            http_results = nettest::http_checks(&[&[http_port][..], &more_ports].concat(), ftp_port, t, &sc.checks)
+        };
+        qemu::run_at(
+            &a.kernel,
+            &img,
+            &opts,
+            Duration::from_secs(sc.limit_s),
+            input,
+            Some((nettest::HTTPD_READY, &mut checks)),
+        )?
+    } else {
+        qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
+    };
+    let logs = out_dir().join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
+    let log_path = logs.join(format!("{}.log", sc.name));
+    std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
+    let mut results = Vec::new();
+    if sc.http {
+        if http_results.is_empty() {
+            let detail = if out.timed_out {
+                format!("httpd never said it serves ({} s)", sc.limit_s)
+            } else {
+                format!("httpd never said it serves; qemu exit status {:?}", out.status)
+            };
+            results.push(Result1 { name: format!("{}/http", sc.name), ok: false, detail });
+        }
+        for (name, r) in http_results {
+            results.push(Result1 {
+                name: format!("{}/http:{}", sc.name, name),
+                ok: r.is_ok(),
+                detail: r.err().unwrap_or_default(),
+            });
+        }
+        if ftp {
+            for (name, needle) in nettest::LOG_CHECKS {
+                let ok = out.log.lines().any(|l| l.contains(needle));
+                results.push(Result1 {
+                    name: format!("{}/log:{}", sc.name, name),
+                    ok,
+                    detail: if ok { String::new() } else { format!("the serial log lacks a line with {needle:?}") },
+                });
+            }
+        }
+    }
+    if sc.input.is_some() || !sc.expect.is_empty() {
+        let missing: Vec<&str> = sc.expect.iter().map(String::as_str).filter(|e| !out.log.contains(e)).collect();
+        let ok = missing.is_empty() && out.status == Some(sc.status);
+        let detail = if out.timed_out {
+            format!("timed out after {} s", sc.limit_s)
+        } else if !missing.is_empty() {
+            format!("the serial log lacks {:?}", missing)
+        } else {
+            format!("qemu exit status {:?}", out.status)
+        };
+        results.push(Result1 {
+            name: format!("{}/session", sc.name),
+            ok,
+            detail: if ok { String::new() } else { detail },
+        });
+    }
+    for prog in &sc.tests {
+        let pass = out.log.lines().any(|l| l.trim() == format!("TEST {prog} PASS"));
+        let fail = out.log.lines().any(|l| l.trim().starts_with(&format!("TEST {prog} FAIL")));
+        let ok = pass && !fail && out.status == Some(1);
+        let detail = if ok {
+            String::new()
+        } else if out.timed_out {
+            format!("timed out after {} s", sc.limit_s)
+        } else if out.log.contains("KERNEL PANIC") {
+            "kernel panic".into()
+        } else {
+            format!("qemu exit status {:?}", out.status)
+        };
+        results.push(Result1 { name: format!("{}/{}", sc.name, prog), ok, detail });
+    }
+    Ok((results, log_path.display().to_string()))
+}
+
+/// Boot a scenario with a given accelerator; returns whether its tests passed and its log.
+pub fn run_scenario_log(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(bool, String), String> {
+    let (res, log) = run_scenario_with(a, sc, accel)?;
+    let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+    Ok((res.iter().all(|r| r.ok), text))
+}
