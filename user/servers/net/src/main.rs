@@ -28,6 +28,7 @@ extern crate alloc;
 mod bufs;
 mod cue;
 mod nic;
+mod ping;
 
 use abi::fpage::Fpage;
 use abi::Error;
@@ -39,14 +40,15 @@ use core::fmt::Write as _;
 use cue::{Transfer, Turn};
 use net_api::{self as p, Request};
 use nic::Nic;
+use ping::{icmp_socket, Ping, ARP_GIVE_UP};
 use rt::ipc::{self, Msg};
 use rt::server::{self, Answer, Badge, Server};
 use rt::{env, pci, println};
 use sigma0_api as s0;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::socket::{dhcpv4, icmp, tcp, udp};
+use smoltcp::socket::{dhcpv4, tcp, udp};
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{EthernetAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
+use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
 
 rt::entry!(main);
 
@@ -82,13 +84,6 @@ const UDP_BUF: usize = bufs::RX;
 const LINGER: Duration = Duration::from_secs(30);
 /// How long DHCP may take before a static address from the arguments is used.
 const FALLBACK: Duration = Duration::from_secs(5);
-/// How long an echo request may wait for its neighbor's ARP answer.
-const ARP_GIVE_UP: Duration = Duration::from_secs(3);
-/// Bytes of one echo request in the ICMP socket's queue (`PING_DATA` and the header).
-const ECHO_LEN: usize = 8 + PING_DATA.len();
-const PING_DATA: &[u8] = b"scion ping";
-/// The ICMP identifier of this server's pings.
-const PING_IDENT: u16 = 0x5c10;
 /// How often a transfer waiting for the disk looks at its status words (the block
 /// service does not call this server when a read completes).
 const DISK_POLL_US: u64 = 500;
@@ -96,6 +91,15 @@ const DISK_POLL_US: u64 = 500;
 /// a fast transfer keeps finding room as ACKs come, and must not keep the server from
 /// its clients (a new connection's answer waited for a whole other transfer).
 const CUE_BURST: usize = 16;
+
+/// A request's answer: a reply now, none yet (`Answer::Later`: the caller sleeps), or
+/// an error.
+type Reply = Result<Option<Msg>, Error>;
+
+/// A reply of `words` now.
+fn ok(words: &[u64]) -> Reply {
+    Ok(Some(server::ok_msg(words)))
+}
 
 fn now() -> Instant {
     Instant::from_micros(rt::sys::now_us() as i64)
@@ -167,16 +171,6 @@ struct Orphan {
 }
 
 const NOBODY: u64 = u64::MAX;
-
-/// A PING waiting for its echo.
-struct Ping {
-    client: u64,
-    slot: u64,
-    seq: u16,
-    ip: Ipv4Address,
-    sent: Instant,
-    deadline: Instant,
-}
 
 struct Net {
     nic: Nic,
@@ -821,99 +815,6 @@ impl Net {
         Ok(slot)
     }
 
-    fn ping(&mut self, id: u64, ip: u32, timeout_us: u64) -> Result<(), Error> {
-        let ip = ipv4(ip);
-        let seq = self.next_seq;
-        self.next_seq = self.next_seq.wrapping_add(1);
-        let repr = Icmpv4Repr::EchoRequest { ident: PING_IDENT, seq_no: seq, data: PING_DATA };
-        let caps = self.iface_checksums();
-        let s = self.sockets.get_mut::<icmp::Socket>(self.icmp);
-        let buf = s.send(repr.buffer_len(), IpAddress::Ipv4(ip)).map_err(|_| Error::WouldBlock)?;
-        repr.emit(&mut Icmpv4Packet::new_unchecked(buf), &caps);
-        let slot = self.sleep(id)?;
-        let t = now();
-        self.pings.push(Ping {
-            client: id,
-            slot,
-            seq,
-            ip,
-            sent: t,
-            deadline: t + Duration::from_micros(timeout_us.min(60_000_000)),
-        });
-        Ok(())
-    }
-
-    fn iface_checksums(&self) -> smoltcp::phy::ChecksumCapabilities {
-        smoltcp::phy::ChecksumCapabilities::default()
-    }
-
-    /// Echo replies in, pings out of time.
-    fn pings_in(&mut self) {
-        let t = now();
-        let caps = self.iface_checksums();
-        let mut answered: Vec<(u16, Ipv4Address)> = Vec::new();
-        let s = self.sockets.get_mut::<icmp::Socket>(self.icmp);
-        while let Ok((payload, from)) = s.recv() {
-            let IpAddress::Ipv4(from) = from;
-            if let Ok(pkt) = Icmpv4Packet::new_checked(payload) {
-                if let Ok(Icmpv4Repr::EchoReply { ident: PING_IDENT, seq_no, .. }) = Icmpv4Repr::parse(&pkt, &caps) {
-                    answered.push((seq_no, from));
-                }
-            }
-        }
-        let mut i = 0;
-        while i < self.pings.len() {
-            let pg = &self.pings[i];
-            let reply = if answered.contains(&(pg.seq, pg.ip)) {
-                Some(server::ok_msg(&[(t - pg.sent).total_micros()]))
-            } else if t >= pg.deadline {
-                Some(Msg::new(0, &[Error::Timeout as u64]))
-            } else {
-                None
-            };
-            match reply {
-                Some(m) => {
-                    let pg = self.pings.swap_remove(i);
-                    self.answer_sleeper(pg.client, pg.slot, &m);
-                }
-                None => i += 1,
-            }
-        }
-        // An echo request that cannot leave (its neighbor never answers ARP) holds up
-        // those queued behind it, and smoltcp asks for one neighbor a second, for the
-        // first socket that wants one: left for its ping's deadline (up to a minute), it
-        // kept every other socket from reaching a new neighbor (net_fuzz, seeds 470807
-        // and 648028: a new connection timed out). So echoes that have not left after
-        // `ARP_GIVE_UP` (or that no ping waits for) go with a fresh socket, and their
-        // pings fail now, as an unanswered ARP fails on Linux after three tries.
-        let queued = self.sockets.get::<icmp::Socket>(self.icmp).send_queue();
-        if queued == 0 {
-            self.icmp_stuck = None;
-            return;
-        }
-        let since = *self.icmp_stuck.get_or_insert(t);
-        if !self.pings.is_empty() && t < since + ARP_GIVE_UP {
-            return;
-        }
-        // The queue holds the most recent echoes (it sends in order): `queued / ECHO_LEN`
-        // of them (the ring's padding at its end is shorter than one).
-        let stuck = (queued / ECHO_LEN) as u16;
-        let next = self.next_seq;
-        let mut i = 0;
-        while i < self.pings.len() {
-            let age = next.wrapping_sub(self.pings[i].seq);
-            if age == 0 || age > stuck {
-                i += 1;
-                continue;
-            }
-            let pg = self.pings.swap_remove(i);
-            self.answer_sleeper(pg.client, pg.slot, &Msg::new(0, &[Error::Timeout as u64]));
-        }
-        self.sockets.remove(self.icmp);
-        self.icmp = self.sockets.add(icmp_socket());
-        self.icmp_stuck = None;
-    }
-
     /// Does a transfer run on client `id`'s socket `handle`?
     fn cueing(&self, id: u64, handle: u64) -> bool {
         self.transfers.iter().any(|t| t.client == id && t.socket == handle && t.running())
@@ -1100,8 +1001,7 @@ impl Net {
         any
     }
 
-    fn request(&mut self, id: u64, req: Request<'_>) -> Result<Option<Msg>, Error> {
-        let ok = |w: &[u64]| Ok(Some(server::ok_msg(w)));
+    fn request(&mut self, id: u64, req: Request<'_>) -> Reply {
         match req {
             // Answered in `handle` before this.
             Request::Graft(_) => Err(Error::Unsupported),
@@ -1343,14 +1243,7 @@ impl Net {
                     self.bufs.mapped(),
                 ])
             }
-            Request::Ping { ip, timeout_us } => {
-                self.client(id)?;
-                if ip == 0 {
-                    return Err(Error::InvalidArg);
-                }
-                self.ping(id, ip, timeout_us)?;
-                Ok(None)
-            }
+            Request::Ping { ip, timeout_us } => self.ping(id, ip, timeout_us),
             Request::Cue { handle, first, len, k, t_ms, flags, size, status_off } => {
                 let ticket = self.received.take().ok_or(Error::Malformed)?;
                 let r = self.cue(id, ticket, handle, first, len, k, t_ms, flags, size, status_off);
@@ -1567,14 +1460,6 @@ impl Server for Net {
     fn windows(&self) -> Option<[Fpage; 3]> {
         Some([Fpage(0), self.inbox.window(), Fpage(0)])
     }
-}
-
-/// The socket PINGs go through.
-fn icmp_socket() -> icmp::Socket<'static> {
-    let mk = || icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 8], vec![0u8; 2048]);
-    let mut s = icmp::Socket::new(mk(), mk());
-    let _ = s.bind(icmp::Endpoint::Ident(PING_IDENT));
-    s
 }
 
 /// The device's interrupt line, if the manifest grants it.
