@@ -30,13 +30,13 @@ mod cue;
 mod iface;
 mod nic;
 mod ping;
+mod sockets;
 mod wait;
 
 use abi::fpage::Fpage;
 use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
-use alloc::vec;
 use alloc::vec::Vec;
 use cue::Transfer;
 use iface::FALLBACK;
@@ -48,9 +48,10 @@ use rt::server::{self, Answer, Badge, Server};
 use rt::{env, pci, println};
 use sigma0_api as s0;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::socket::{dhcpv4, tcp, udp};
-use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{EthernetAddress, IpAddress, IpEndpoint, Ipv4Address, Ipv4Cidr};
+use smoltcp::socket::dhcpv4;
+use smoltcp::time::Instant;
+use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
+use sockets::{Orphan, Sock, NOBODY, SOCK_BYTES};
 use wait::Waiter;
 
 rt::entry!(main);
@@ -59,10 +60,6 @@ rt::entry!(main);
 const IRQ_BADGE: u64 = 1 << 61;
 /// The graft point net hosts (over the bytes of Cue transfers).
 const STREAM_POINT: [graft::Point; 1] = [graft::Point::Stream];
-/// One TCP connection's buffer memory, as charged: receiving (a request head fits; the
-/// window it offers) and sending (what Cue and writers queue ahead of the ACKs), a
-/// slot of `bufs`.
-const SOCK_BYTES: usize = bufs::RX + bufs::TX;
 /// Socket buffers may take a quarter of the machine's memory (`sigma0_api::STATS`), so
 /// that a small machine's net does not promise memory that is not there ...
 const RAM_DEN: usize = 4;
@@ -77,12 +74,6 @@ const PAGES_PER_QUOTA_PAGE: usize = 72;
 /// shell's fetch, ftpd beside a busy httpd).
 const CLIENT_NUM: usize = 7;
 const CLIENT_DEN: usize = 8;
-/// A UDP socket's buffers, each way: packets and bytes (of a `bufs` slot, charged as
-/// a connection's).
-const UDP_PACKETS: usize = 16;
-const UDP_BUF: usize = bufs::RX;
-/// A closed connection still sending its last bytes is reset after this long.
-const LINGER: Duration = Duration::from_secs(30);
 /// How often a transfer waiting for the disk looks at its status words (the block
 /// service does not call this server when a read completes).
 const DISK_POLL_US: u64 = 500;
@@ -111,25 +102,6 @@ fn ipv4(w: u32) -> Ipv4Address {
     Ipv4Address::from(w)
 }
 
-enum Sock {
-    Tcp {
-        h: SocketHandle,
-        bytes: usize,
-    },
-    /// Listening on `port`: the connections that have come and are not accepted yet,
-    /// at most `backlog` (a socket each, made when its SYN came: `admit_syns`); ACCEPT
-    /// hands out one that is established.
-    Listen {
-        port: u16,
-        backlog: usize,
-        pool: Vec<SocketHandle>,
-    },
-    Udp {
-        h: SocketHandle,
-        port: u16,
-    },
-}
-
 struct Client {
     area: rt::shared::Area,
     sockets: BTreeMap<u64, Sock>,
@@ -142,20 +114,6 @@ struct Client {
     /// thousand connections made each walk cost a thousand steps).
     listeners: Vec<u64>,
 }
-
-/// A connection its client has closed, still sending its last bytes; its buffers stay
-/// charged to the client (if it lives) until they go, so that closing is no way around
-/// the budget.
-struct Orphan {
-    h: SocketHandle,
-    /// Reset then if not finished.
-    until: Instant,
-    /// The client charged (`NOBODY` once it is gone).
-    client: u64,
-    bytes: usize,
-}
-
-const NOBODY: u64 = u64::MAX;
 
 struct Net {
     nic: Nic,
@@ -221,111 +179,7 @@ struct Net {
     prof: [u64; 6],
 }
 
-fn tcp_state(s: tcp::State) -> u64 {
-    use tcp::State::*;
-    match s {
-        Closed => p::state::CLOSED,
-        Listen => p::state::LISTEN,
-        SynSent => p::state::SYN_SENT,
-        SynReceived => p::state::SYN_RECEIVED,
-        Established => p::state::ESTABLISHED,
-        FinWait1 => p::state::FIN_WAIT_1,
-        FinWait2 => p::state::FIN_WAIT_2,
-        CloseWait => p::state::CLOSE_WAIT,
-        Closing => p::state::CLOSING,
-        LastAck => p::state::LAST_ACK,
-        TimeWait => p::state::TIME_WAIT,
-    }
-}
-
-/// A TCP socket with its buffers (a slot of `pool`, recorded in `slots`), added to
-/// `sockets`: segments sent at once (no Nagle: the clients batch through the shared
-/// area), dead peers given up after 2 min. None: no frames for its buffers.
-fn add_tcp(
-    sockets: &mut SocketSet<'static>,
-    pool: &mut bufs::Pool,
-    slots: &mut BTreeMap<SocketHandle, u32>,
-) -> Option<SocketHandle> {
-    let (i, rx, tx) = pool.take()?;
-    let mut s = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
-    s.set_nagle_enabled(false);
-    s.set_timeout(Some(Duration::from_secs(120)));
-    let h = sockets.add(s);
-    slots.insert(h, i);
-    Some(h)
-}
-
-/// A UDP socket bound to `port` with its buffers (a slot of `pool`, recorded in
-/// `slots`), added to `sockets`. None: no frames for its buffers.
-fn add_udp(
-    sockets: &mut SocketSet<'static>,
-    pool: &mut bufs::Pool,
-    slots: &mut BTreeMap<SocketHandle, u32>,
-    port: u16,
-) -> Result<SocketHandle, Error> {
-    let (i, rx, tx) = pool.take().ok_or(Error::NoSpace)?;
-    let mk =
-        |b: &'static mut [u8]| udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; UDP_PACKETS], &mut b[..UDP_BUF]);
-    let mut s = udp::Socket::new(mk(rx), mk(tx));
-    if s.bind(port).is_err() {
-        drop(s);
-        pool.give(i);
-        return Err(Error::InvalidArg);
-    }
-    let h = sockets.add(s);
-    slots.insert(h, i);
-    Ok(h)
-}
-
-/// Remove socket `h` (TCP or UDP) from `sockets` and give its buffers back to `pool`.
-fn remove_sock(
-    sockets: &mut SocketSet<'static>,
-    pool: &mut bufs::Pool,
-    slots: &mut BTreeMap<SocketHandle, u32>,
-    h: SocketHandle,
-) {
-    // The socket (holding the slot's slices) is dropped here, before its slot is free.
-    drop(sockets.remove(h));
-    if let Some(i) = slots.remove(&h) {
-        pool.give(i);
-    }
-}
-
-/// A pool socket that has a connection for ACCEPT.
-fn connected(s: &tcp::Socket) -> bool {
-    matches!(s.state(), tcp::State::Established | tcp::State::CloseWait)
-}
-
 impl Net {
-    fn new_tcp(&mut self) -> Option<SocketHandle> {
-        add_tcp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots)
-    }
-
-    fn remove_sock(&mut self, h: SocketHandle) {
-        remove_sock(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, h);
-    }
-
-    fn port_in_use(&self, port: u16) -> bool {
-        self.clients.values().flat_map(|c| c.sockets.values()).any(|s| match s {
-            Sock::Listen { port: q, .. } | Sock::Udp { port: q, .. } => *q == port,
-            Sock::Tcp { .. } => false,
-        }) || self.sockets.iter().any(|(_, s)| match s {
-            smoltcp::socket::Socket::Tcp(t) => t.local_endpoint().is_some_and(|e| e.port == port),
-            _ => false,
-        })
-    }
-
-    fn ephemeral(&mut self) -> u16 {
-        for _ in 0..16384 {
-            let p = self.next_port;
-            self.next_port = if p == u16::MAX { 49152 } else { p + 1 };
-            if !self.port_in_use(p) {
-                return p;
-            }
-        }
-        0
-    }
-
     fn client(&mut self, id: u64) -> Result<&mut Client, Error> {
         self.clients.get_mut(&id).ok_or(Error::BadState)
     }
@@ -384,56 +238,11 @@ impl Net {
         Ok(area_at(va))
     }
 
-    /// Let go of a socket of client `id` (its buffers stay charged to it until they are
-    /// freed): connections finish sending (or are reset with `abort`), the rest goes at
-    /// once.
-    fn release(&mut self, id: u64, s: Sock, abort: bool) {
-        match s {
-            Sock::Tcp { h, bytes } => {
-                let t = self.sockets.get_mut::<tcp::Socket>(h);
-                if abort {
-                    t.abort();
-                } else {
-                    t.close();
-                }
-                self.orphans.push(Orphan { h, until: now() + LINGER, client: id, bytes });
-            }
-            Sock::Listen { pool, .. } => {
-                for h in pool {
-                    self.sockets.get_mut::<tcp::Socket>(h).abort();
-                    self.orphans.push(Orphan { h, until: now(), client: id, bytes: SOCK_BYTES });
-                }
-            }
-            Sock::Udp { h, .. } => {
-                self.remove_sock(h);
-                if let Some(c) = self.clients.get_mut(&id) {
-                    c.bytes = c.bytes.saturating_sub(SOCK_BYTES);
-                }
-            }
-        }
-    }
-
     /// The area's `off .. off + len`, or InvalidArg.
     fn range(c: &Client, off: u64, len: u64) -> Result<&mut [u8], Error> {
         match off.checked_add(len) {
             Some(end) if end <= c.area.len() => Ok(c.area.bytes(off, len)),
             _ => Err(Error::InvalidArg),
-        }
-    }
-
-    fn tcp_of(&mut self, id: u64, handle: u64) -> Result<SocketHandle, Error> {
-        match self.client(id)?.sockets.get(&handle) {
-            Some(Sock::Tcp { h, .. }) => Ok(*h),
-            Some(_) => Err(Error::WrongType),
-            None => Err(Error::InvalidCap),
-        }
-    }
-
-    fn udp_of(&mut self, id: u64, handle: u64) -> Result<SocketHandle, Error> {
-        match self.client(id)?.sockets.get(&handle) {
-            Some(Sock::Udp { h, .. }) => Ok(*h),
-            Some(_) => Err(Error::WrongType),
-            None => Err(Error::InvalidCap),
         }
     }
 
@@ -443,178 +252,16 @@ impl Net {
             Request::Graft(_) => Err(Error::Unsupported),
             Request::Attach => self.attach(id).map(Some),
             Request::Info => self.info(),
-            Request::Listen { port, backlog } => {
-                self.client(id)?;
-                if port == 0 {
-                    return Err(Error::InvalidArg);
-                }
-                if self.port_in_use(port) {
-                    return Err(Error::Exists);
-                }
-                // A listener holds no buffers: each connection gets its own when its
-                // SYN comes (`admit_syns`). One must fit the budget at least.
-                let (budget, room) = (self.budget, self.share.saturating_sub(self.held()));
-                if self.client(id)?.bytes + SOCK_BYTES > budget || SOCK_BYTES > room {
-                    return Err(Error::NoSpace);
-                }
-                let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
-                self.client(id)?.listeners.push(h);
-                ok(&[h])
-            }
-            Request::Accept { handle } => {
-                let max = self.max_sockets;
-                let c = self.clients.get_mut(&id).ok_or(Error::BadState)?;
-                let pool = match c.sockets.get_mut(&handle) {
-                    Some(Sock::Listen { pool, .. }) => pool,
-                    Some(_) => return Err(Error::WrongType),
-                    None => return Err(Error::InvalidCap),
-                };
-                let sockets = &self.sockets;
-                let Some(i) = pool.iter().position(|h| connected(sockets.get::<tcp::Socket>(*h))) else {
-                    return Err(Error::WouldBlock);
-                };
-                let sh = pool.remove(i);
-                // The connection's buffers were charged to the listener's pool; they move
-                // to the new handle.
-                let c = self.client(id)?;
-                let h = c.next;
-                c.next += 1;
-                c.sockets.insert(h, Sock::Tcp { h: sh, bytes: SOCK_BYTES });
-                if c.sockets.len() > max {
-                    c.sockets.remove(&h);
-                    c.bytes -= SOCK_BYTES;
-                    self.sockets.get_mut::<tcp::Socket>(sh).abort();
-                    self.orphans.push(Orphan { h: sh, until: now(), client: NOBODY, bytes: 0 });
-                    return Err(Error::NoSpace);
-                }
-                let (ip, port) = match self.sockets.get::<tcp::Socket>(sh).remote_endpoint() {
-                    Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }) => (ip_word(a), port as u64),
-                    None => (0, 0),
-                };
-                ok(&[h, ip, port])
-            }
-            Request::Connect { ip, port } => {
-                self.client(id)?;
-                if port == 0 || ip == 0 {
-                    return Err(Error::InvalidArg);
-                }
-                let local = self.ephemeral();
-                let sh = self.new_tcp().ok_or(Error::NoSpace)?;
-                let r = self.sockets.get_mut::<tcp::Socket>(sh).connect(
-                    self.iface.context(),
-                    (IpAddress::Ipv4(ipv4(ip)), port),
-                    local,
-                );
-                if r.is_err() {
-                    self.remove_sock(sh);
-                    return Err(Error::InvalidArg);
-                }
-                match self.install(id, Sock::Tcp { h: sh, bytes: SOCK_BYTES }, SOCK_BYTES) {
-                    Ok(h) => ok(&[h]),
-                    Err(e) => {
-                        self.remove_sock(sh);
-                        Err(e)
-                    }
-                }
-            }
-            Request::Send { handle, off, len } => {
-                let sh = self.tcp_of(id, handle)?;
-                if self.cueing(id, handle) {
-                    return Err(Error::BadState);
-                }
-                let c = &self.clients[&id];
-                let data = Self::range(c, off, len)?;
-                let s = self.sockets.get_mut::<tcp::Socket>(sh);
-                if s.state() == tcp::State::Closed {
-                    return Err(Error::Reset);
-                }
-                if !s.may_send() && !matches!(s.state(), tcp::State::SynSent | tcp::State::SynReceived) {
-                    return Err(Error::BadState);
-                }
-                match s.send_slice(data) {
-                    Ok(0) if len > 0 => Err(Error::WouldBlock),
-                    Ok(n) => ok(&[n as u64]),
-                    Err(_) => Err(Error::Reset),
-                }
-            }
-            Request::Recv { handle, off, max } => {
-                let sh = self.tcp_of(id, handle)?;
-                let c = &self.clients[&id];
-                let buf = Self::range(c, off, max)?;
-                let s = self.sockets.get_mut::<tcp::Socket>(sh);
-                match s.recv_slice(buf) {
-                    Ok(0) if max > 0 => Err(Error::WouldBlock),
-                    Ok(n) => ok(&[n as u64]),
-                    Err(tcp::RecvError::Finished) => ok(&[0]),
-                    Err(tcp::RecvError::InvalidState) => {
-                        if matches!(s.state(), tcp::State::SynSent | tcp::State::SynReceived) {
-                            Err(Error::WouldBlock)
-                        } else {
-                            Err(Error::Reset)
-                        }
-                    }
-                }
-            }
-            Request::Shutdown { handle } => {
-                let sh = self.tcp_of(id, handle)?;
-                self.sockets.get_mut::<tcp::Socket>(sh).close();
-                ok(&[])
-            }
-            Request::Close { handle } => {
-                self.client(id)?.sockets.get(&handle).ok_or(Error::InvalidCap)?;
-                self.cue_cancel_socket(id, handle);
-                let c = self.client(id)?;
-                let s = c.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
-                if matches!(s, Sock::Listen { .. }) {
-                    c.listeners.retain(|l| *l != handle);
-                }
-                self.release(id, s, false);
-                ok(&[])
-            }
-            Request::UdpBind { port } => {
-                self.client(id)?;
-                let port = if port == 0 { self.ephemeral() } else { port };
-                if port == 0 || self.port_in_use(port) {
-                    return Err(Error::Exists);
-                }
-                let sh = add_udp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, port)?;
-                match self.install(id, Sock::Udp { h: sh, port }, SOCK_BYTES) {
-                    Ok(h) => ok(&[h, port as u64]),
-                    Err(e) => {
-                        self.remove_sock(sh);
-                        Err(e)
-                    }
-                }
-            }
-            Request::SendTo { handle, ip, port, off, len } => {
-                let sh = self.udp_of(id, handle)?;
-                if len > p::MAX_DATAGRAM {
-                    return Err(Error::TooLong);
-                }
-                if port == 0 || ip == 0 {
-                    return Err(Error::InvalidArg);
-                }
-                let data = Self::range(&self.clients[&id], off, len)?;
-                let to = IpEndpoint::new(IpAddress::Ipv4(ipv4(ip)), port);
-                match self.sockets.get_mut::<udp::Socket>(sh).send_slice(data, to) {
-                    Ok(()) => ok(&[]),
-                    Err(udp::SendError::BufferFull) => Err(Error::WouldBlock),
-                    Err(_) => Err(Error::InvalidArg),
-                }
-            }
-            Request::RecvFrom { handle, off, max } => {
-                let sh = self.udp_of(id, handle)?;
-                let buf = Self::range(&self.clients[&id], off, max)?;
-                match self.sockets.get_mut::<udp::Socket>(sh).recv() {
-                    Ok((data, meta)) => {
-                        let n = data.len().min(buf.len());
-                        buf[..n].copy_from_slice(&data[..n]);
-                        let IpAddress::Ipv4(a) = meta.endpoint.addr;
-                        ok(&[n as u64, ip_word(a), meta.endpoint.port as u64])
-                    }
-                    Err(_) => Err(Error::WouldBlock),
-                }
-            }
+            Request::Listen { port, backlog } => self.listen(id, port, backlog),
+            Request::Accept { handle } => self.accept(id, handle),
+            Request::Connect { ip, port } => self.connect(id, ip, port),
+            Request::Send { handle, off, len } => self.send(id, handle, off, len),
+            Request::Recv { handle, off, max } => self.recv(id, handle, off, max),
+            Request::Shutdown { handle } => self.shutdown(id, handle),
+            Request::Close { handle } => self.close(id, handle),
+            Request::UdpBind { port } => self.udp_bind(id, port),
+            Request::SendTo { handle, ip, port, off, len } => self.send_to(id, handle, ip, port, off, len),
+            Request::RecvFrom { handle, off, max } => self.recv_from(id, handle, off, max),
             Request::Wait { timeout_us, entries } => self.wait(id, timeout_us, entries),
             Request::WaitMany { timeout_us, off, count, out } => self.wait_many(id, timeout_us, off, count, out),
             Request::Profile => self.profile(),
@@ -639,17 +286,7 @@ impl Net {
             Request::CueSet { id: tid, k, t_ms } => self.cue_set(id, tid, k, t_ms),
             Request::CueCancel { id: tid } => self.cue_cancel(id, tid),
             Request::CueList => self.cue_list(),
-            Request::State { handle } => {
-                let c = self.clients.get(&id).ok_or(Error::BadState)?;
-                match c.sockets.get(&handle).ok_or(Error::InvalidCap)? {
-                    Sock::Tcp { h, .. } => {
-                        let t = self.sockets.get::<tcp::Socket>(*h);
-                        ok(&[tcp_state(t.state()), t.send_queue() as u64, t.recv_queue() as u64])
-                    }
-                    Sock::Listen { .. } => ok(&[p::state::LISTEN, 0, 0]),
-                    Sock::Udp { .. } => ok(&[p::state::UDP, 0, 0]),
-                }
-            }
+            Request::State { handle } => self.state(id, handle),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! is ready, or its time is up), and the sleeping calls of a client (WAITs and PINGs:
 //! saved replies, at most `MAX_SLEEPERS`).
 
-use crate::{connected, now, ok, Net, Reply, Sock};
+use crate::sockets::{connected, Sock};
+use crate::{now, ok, Net, Reply};
 use abi::Error;
 use alloc::vec::Vec;
 use net_api as p;
