@@ -3,8 +3,8 @@
 //! the upkeep of listeners' pools and closed connections after it, and the requests
 //! that report on it (INFO, PROFILE).
 
+use crate::clients::Client;
 use crate::sockets::{add_tcp, remove_sock, Sock, SOCK_BYTES};
-use crate::Client;
 use crate::{ip_word, mac_word, now, ok, Net, Reply};
 use alloc::vec::Vec;
 use net_api as p;

@@ -26,6 +26,7 @@
 extern crate alloc;
 
 mod bufs;
+mod clients;
 mod cue;
 mod iface;
 mod nic;
@@ -38,6 +39,7 @@ use abi::Error;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
+use clients::Client;
 use cue::Transfer;
 use iface::FALLBACK;
 use net_api::{self as p, Request};
@@ -51,7 +53,7 @@ use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::dhcpv4;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
-use sockets::{Orphan, Sock, NOBODY, SOCK_BYTES};
+use sockets::{Orphan, NOBODY, SOCK_BYTES};
 use wait::Waiter;
 
 rt::entry!(main);
@@ -100,19 +102,6 @@ fn mac_word(m: [u8; 6]) -> u64 {
 
 fn ipv4(w: u32) -> Ipv4Address {
     Ipv4Address::from(w)
-}
-
-struct Client {
-    area: rt::shared::Area,
-    sockets: BTreeMap<u64, Sock>,
-    next: u64,
-    /// Buffer memory its sockets hold (bytes).
-    bytes: usize,
-    sleepers: usize,
-    /// The handles of its listening sockets among `sockets`: what the walks on each
-    /// batch of frames (`admit_syns`, `pools`) visit, not its every connection (a
-    /// thousand connections made each walk cost a thousand steps).
-    listeners: Vec<u64>,
 }
 
 struct Net {
@@ -180,77 +169,11 @@ struct Net {
 }
 
 impl Net {
-    fn client(&mut self, id: u64) -> Result<&mut Client, Error> {
-        self.clients.get_mut(&id).ok_or(Error::BadState)
-    }
-
-    /// Buffer memory every socket holds now (clients' and orphans nobody pays for).
-    fn held(&self) -> usize {
-        self.clients.values().map(|c| c.bytes).sum::<usize>()
-            + self.orphans.iter().filter(|o| o.client == NOBODY).map(|o| o.bytes).sum::<usize>()
-    }
-
-    /// Add a socket to a client's table within its limits.
-    fn install(&mut self, id: u64, s: Sock, bytes: usize) -> Result<u64, Error> {
-        let (budget, max, room) = (self.budget, self.max_sockets, self.share.saturating_sub(self.held()));
-        let c = self.client(id)?;
-        if c.sockets.len() >= max || c.bytes + bytes > budget || bytes > room {
-            return Err(Error::NoSpace);
-        }
-        let h = c.next;
-        c.next += 1;
-        c.bytes += bytes;
-        c.sockets.insert(h, s);
-        Ok(h)
-    }
-
-    fn attach(&mut self, id: u64) -> Result<Msg, Error> {
-        let area = match self.clients.get(&id) {
-            Some(c) => c.area,
-            None => {
-                let area = self.new_area()?;
-                self.clients.insert(
-                    id,
-                    Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: Vec::new() },
-                );
-                area
-            }
-        };
-        let mut m = server::ok_msg(&[p::AREA_BYTES]);
-        m.push_item(Fpage::mem(area.base(), 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), 0);
-        Ok(m)
-    }
-
-    fn new_area(&mut self) -> Result<rt::shared::Area, Error> {
-        if let Some(a) = self.spare_areas.pop() {
-            a.zero(0, a.len());
-            return Ok(a);
-        }
-        let va = self.area_next;
-        let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
-        server::request_mapping(
-            self.sigma0,
-            [Fpage::mem(va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0)],
-            &mut m,
-        )
-        .map_err(|_| Error::NoMemory)?;
-        self.area_next += p::AREA_BYTES;
-        Ok(area_at(va))
-    }
-
-    /// The area's `off .. off + len`, or InvalidArg.
-    fn range(c: &Client, off: u64, len: u64) -> Result<&mut [u8], Error> {
-        match off.checked_add(len) {
-            Some(end) if end <= c.area.len() => Ok(c.area.bytes(off, len)),
-            _ => Err(Error::InvalidArg),
-        }
-    }
-
     fn request(&mut self, id: u64, req: Request<'_>) -> Reply {
         match req {
             // Answered in `handle` before this.
             Request::Graft(_) => Err(Error::Unsupported),
-            Request::Attach => self.attach(id).map(Some),
+            Request::Attach => self.attach(id),
             Request::Info => self.info(),
             Request::Listen { port, backlog } => self.listen(id, port, backlog),
             Request::Accept { handle } => self.accept(id, handle),
@@ -265,19 +188,7 @@ impl Net {
             Request::Wait { timeout_us, entries } => self.wait(id, timeout_us, entries),
             Request::WaitMany { timeout_us, off, count, out } => self.wait_many(id, timeout_us, off, count, out),
             Request::Profile => self.profile(),
-            Request::Limits => {
-                let held = self.held() as u64;
-                let mine = self.clients.get(&id).ok_or(Error::BadState)?.bytes as u64;
-                ok(&[
-                    self.share as u64,
-                    held,
-                    self.budget as u64,
-                    mine,
-                    SOCK_BYTES as u64,
-                    self.syn_held,
-                    self.bufs.mapped(),
-                ])
-            }
+            Request::Limits => self.limits(id),
             Request::Ping { ip, timeout_us } => self.ping(id, ip, timeout_us),
             Request::Cue { handle, first, len, k, t_ms, flags, size, status_off } => {
                 self.cue(id, handle, first, len, k, t_ms, flags, size, status_off)
@@ -289,14 +200,6 @@ impl Net {
             Request::State { handle } => self.state(id, handle),
         }
     }
-}
-
-/// A client area this server mapped at `va` (from sigma0, `AREA_BYTES` long).
-fn area_at(va: u64) -> rt::shared::Area {
-    // SAFETY: sigma0 mapped AREA_BYTES of fresh memory read-write at `va` (the window of
-    // the ALLOC request was exactly that range); it stays mapped for the server's life
-    // and no Rust object lives there.
-    unsafe { rt::shared::Area::new(va, p::AREA_BYTES) }
 }
 
 impl Server for Net {
