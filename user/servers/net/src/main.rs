@@ -17,6 +17,10 @@
 //! transfers taking turns by slice (their (k, t) schedules), the client touching no
 //! byte. The loop runs here, beside the TCP stack it feeds (docs/network.md, "Path of a Cue transfer").
 //!
+//! The requests are methods of `Net`, one each, in the module of their concern
+//! (`clients`, `sockets`, `wait`, `ping`, `iface`, `cue`); `Net::request` only
+//! dispatches. This file keeps the state, the server loop's callbacks and `main`.
+//!
 //! Arguments: `ip=A.B.C.D/N gw=A.B.C.D`: a static address, used when DHCP has given
 //! none within `FALLBACK` (or at once with `dhcp=off`); `budget=KiB` for each
 //! client's buffer memory (default `CLIENT_NUM / CLIENT_DEN` of the share).
@@ -79,6 +83,7 @@ const CLIENT_DEN: usize = 8;
 /// How often a transfer waiting for the disk looks at its status words (the block
 /// service does not call this server when a read completes).
 const DISK_POLL_US: u64 = 500;
+
 /// A request's answer: a reply now, none yet (`Answer::Later`: the caller sleeps), or
 /// an error.
 type Reply = Result<Option<Msg>, Error>;
@@ -169,6 +174,7 @@ struct Net {
 }
 
 impl Net {
+    /// One arm per request, each a method in the module of its concern.
     fn request(&mut self, id: u64, req: Request<'_>) -> Reply {
         match req {
             // Answered in `handle` before this.
