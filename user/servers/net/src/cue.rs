@@ -8,11 +8,18 @@
 //! the disk straight into the area — and sends from the area into the socket's TCP
 //! buffer: the one copy a byte makes on its way out of here. Its schedule (k, t) makes a slice of k blocks, then t ms of rest; the server
 //! gives transfers turns, one slice each (`Net::cue_run`).
+//!
+//! The server's part is here too: the CUE requests (`Net::cue`, `cue_state`, ...), one
+//! method each, and the transfers' turns in its loop.
 
 extern crate alloc;
 
+use crate::{ok, Net, Reply};
+use abi::Error;
 use blk_api::{self as b, client::View};
+use core::fmt::Write as _;
 use net_api as p;
+use rt::{env, ipc, server};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 
@@ -367,5 +374,266 @@ mod heapless_ops {
         pub fn as_slice(&self) -> &[[u64; OP_WORDS]] {
             &self.ops[..self.n]
         }
+    }
+}
+
+// The server's part: the requests, and the transfers' turns in its loop.
+
+impl Net {
+    /// CUE: start a transfer (see `net_api::CUE`) of the blocks of the ticket that came
+    /// with the request to socket `handle`; its id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cue(
+        &mut self,
+        id: u64,
+        handle: u64,
+        first: u64,
+        len: u64,
+        k: u64,
+        t_ms: u64,
+        flags: u64,
+        size: u64,
+        status_off: u64,
+    ) -> Reply {
+        let ticket = self.received.take().ok_or(Error::Malformed)?;
+        let r = self.start(id, ticket, handle, first, len, k, t_ms, flags, size, status_off);
+        // The transfer works through the holder's capability ATTACH gave it.
+        rt::free_slot(ticket);
+        ok(&[r?])
+    }
+
+    /// CUE_STATE: transfer `tid`'s state; an ended one is forgotten once told.
+    pub fn cue_state(&mut self, id: u64, tid: u64) -> Reply {
+        let i = self.transfer_of(id, tid)?;
+        let t = &self.transfers[i];
+        let r = [t.status, t.sent(), t.end - t.first, t.k, t.t_ms, t.elapsed_us(rt::sys::now_us())];
+        if !t.running() {
+            self.transfers.remove(i);
+        }
+        ok(&r)
+    }
+
+    /// CUE_SET: transfer `tid`'s new schedule.
+    pub fn cue_set(&mut self, id: u64, tid: u64, k: u64, t_ms: u64) -> Reply {
+        let i = self.transfer_of(id, tid)?;
+        self.transfers[i].set(k, t_ms);
+        ok(&[])
+    }
+
+    /// CUE_CANCEL: end transfer `tid` and forget it.
+    pub fn cue_cancel(&mut self, id: u64, tid: u64) -> Reply {
+        let i = self.transfer_of(id, tid)?;
+        self.cue_end(i, p::CUE_CANCELLED);
+        self.transfers.remove(i);
+        ok(&[])
+    }
+
+    /// CUE_LIST: the running transfers, a line each, as the reply's string.
+    pub fn cue_list(&mut self) -> Reply {
+        let now_us = rt::sys::now_us();
+        self.cue_text.clear();
+        for t in self.transfers.iter().filter(|t| t.running()) {
+            let _ = writeln!(
+                self.cue_text,
+                "{} {} {} {} {} {} {} {} {}",
+                t.id,
+                t.client,
+                t.socket,
+                t.sent(),
+                t.end - t.first,
+                t.k,
+                t.t_ms,
+                t.elapsed_us(now_us),
+                t.status
+            );
+        }
+        ipc::set_send_string(self.cue_text.as_bytes());
+        Ok(Some(server::ok_msg(&[]).with_string()))
+    }
+
+    /// Does a transfer run on client `id`'s socket `handle`?
+    pub fn cueing(&self, id: u64, handle: u64) -> bool {
+        self.transfers.iter().any(|t| t.client == id && t.socket == handle && t.running())
+    }
+
+    /// Client `id`'s transfer `tid` (its index), or `InvalidCap`.
+    fn transfer_of(&self, id: u64, tid: u64) -> Result<usize, Error> {
+        self.transfers.iter().position(|t| t.client == id && t.id == tid).ok_or(Error::InvalidCap)
+    }
+
+    /// Does the capability in `slot` name the block service? A client's "ticket" must,
+    /// before this server calls through it (anything else could keep it waiting).
+    fn is_blk(&mut self, slot: u64) -> bool {
+        let Ok(theirs) = rt::sys::cap_object(slot) else { return false };
+        if rt::sys::cap_object(self.blk) == Ok(theirs) {
+            return true;
+        }
+        // The block service may have been started again since we looked it up.
+        let _ = rt::sys::cap_delete(self.blk);
+        env::lookup("blk", self.blk).is_ok() && rt::sys::cap_object(self.blk) == Ok(theirs)
+    }
+
+    /// Start a Cue transfer (see `net_api::CUE`) of the blocks in `ticket`.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &mut self,
+        id: u64,
+        ticket: u64,
+        handle: u64,
+        first: u64,
+        len: u64,
+        k: u64,
+        t_ms: u64,
+        flags: u64,
+        size: u64,
+        status_off: u64,
+    ) -> Result<u64, Error> {
+        let sh = self.tcp_of(id, handle)?;
+        if self.cueing(id, handle) {
+            return Err(Error::BadState);
+        }
+        let area = self.client(id)?.area;
+        if status_off != p::NO_STATUS
+            && (!status_off.is_multiple_of(8) || status_off.checked_add(16).is_none_or(|e| e > area.len()))
+        {
+            return Err(Error::InvalidArg);
+        }
+        let len = if len == 0 { size.saturating_sub(first) } else { len };
+        if len == 0 || first.checked_add(len).is_none_or(|e| e > size) {
+            return Err(Error::InvalidArg);
+        }
+        let s = self.sockets.get::<tcp::Socket>(sh);
+        if s.state() == tcp::State::Closed || !s.may_send() {
+            return Err(Error::Reset);
+        }
+        let Some(window) = self.cue_windows.iter().position(|w| !w) else { return Err(Error::NoSpace) };
+        if self.transfers.iter().filter(|t| t.client == id && t.running()).count() >= p::MAX_TRANSFERS_PER_CLIENT {
+            return Err(Error::NoSpace);
+        }
+        // Charged to the principal too (every program of one principal together).
+        let principal = self.caller_principal;
+        if self.transfers.iter().filter(|t| t.principal == principal && t.running()).count()
+            >= p::MAX_TRANSFERS_PER_PRINCIPAL
+        {
+            return Err(Error::NoSpace);
+        }
+        if !self.is_blk(ticket) {
+            return Err(Error::InvalidCap);
+        }
+        let va = rt::layout::NET_CUE + window as u64 * blk_api::AREA_BYTES;
+        let (_, _, log2) = layout(first, first + len);
+        // Attached for the client who asked: the view and its area are charged to the
+        // client's principal at blk (a program without one cannot have a view attached).
+        let view = blk_api::client::attach(self.blk, ticket, va, log2, self.caller_principal).map_err(|e| {
+            if e == Error::NoMemory {
+                Error::NoSpace
+            } else {
+                e
+            }
+        })?;
+        if size > view.bytes {
+            let _ = view.close();
+            return Err(Error::InvalidArg);
+        }
+        let tid = self.next_transfer;
+        self.next_transfer += 1;
+        let mut t = Transfer::new(
+            tid,
+            id,
+            handle,
+            sh,
+            view,
+            window,
+            first,
+            first + len,
+            k,
+            t_ms,
+            flags,
+            status_off,
+            rt::sys::now_us(),
+            principal,
+        );
+        if t.read_ahead().is_err() {
+            if let Some(v) = t.view.take() {
+                let _ = v.close();
+            }
+            return Err(Error::BadState);
+        }
+        self.cue_windows[window] = true;
+        // An ended transfer is kept until its client asks about it (CUE_STATE), closes
+        // its socket, or starts the next one on that socket (then it is forgotten): at
+        // most one a socket, so they cannot pile up, and one a client waits on is never
+        // taken from under it. (A cap of 64 a client did that: httpd, going through a
+        // hundred connections before it asked, found transfers it waited on gone, and
+        // WAIT_MANY answered InvalidCap.)
+        self.transfers.retain(|t| t.client != id || t.socket != handle);
+        self.transfers.push(t);
+        self.cue_status(self.transfers.len() - 1);
+        Ok(tid)
+    }
+
+    /// Keep transfer `i`'s status words in its client's area.
+    fn cue_status(&self, i: usize) {
+        let t = &self.transfers[i];
+        if t.status_off == p::NO_STATUS {
+            return;
+        }
+        if let Some(c) = self.clients.get(&t.client) {
+            c.area.write(t.status_off + 8, t.sent());
+            c.area.write(t.status_off, t.status);
+        }
+    }
+
+    /// End transfer `i` with `status` (if it runs) and free what it holds.
+    pub fn cue_end(&mut self, i: usize, status: u64) {
+        let t = &mut self.transfers[i];
+        if t.running() {
+            t.finish(status, rt::sys::now_us());
+        }
+        if let Some(w) = t.window.take() {
+            self.cue_windows[w] = false;
+        }
+        self.cue_status(i);
+    }
+
+    /// Cancel and forget the transfers on client `id`'s socket `handle` (it is
+    /// closing: the client has let go of them too).
+    pub fn cue_cancel_socket(&mut self, id: u64, handle: u64) {
+        while let Some(i) = self.transfers.iter().position(|t| t.client == id && t.socket == handle) {
+            self.cue_end(i, p::CUE_CANCELLED);
+            self.transfers.remove(i);
+        }
+    }
+
+    /// One round of turns, one slice each, starting with a different transfer each
+    /// round. Did any move bytes (or end)?
+    pub fn cue_run(&mut self) -> bool {
+        let n = self.transfers.len();
+        if n == 0 {
+            return false;
+        }
+        let now_us = rt::sys::now_us();
+        let mut any = false;
+        for k in 0..n {
+            let i = (self.rr + k) % n;
+            if !self.transfers[i].running() {
+                continue;
+            }
+            let sh = self.transfers[i].sh;
+            let turn = self.transfers[i].turn(self.sockets.get_mut::<tcp::Socket>(sh), &mut self.grafts, now_us);
+            match turn {
+                Turn::Idle => {}
+                Turn::Moved => {
+                    any = true;
+                    self.cue_status(i);
+                }
+                Turn::Ended => {
+                    any = true;
+                    self.cue_end(i, 0);
+                }
+            }
+        }
+        self.rr = (self.rr + 1) % n;
+        any
     }
 }
