@@ -1389,77 +1389,13 @@ impl Blk {
             Request::Delegate { rights, bytes, payer, extents } => {
                 Some(self.delegate(hid, rights, bytes, payer, extents))
             }
-            Request::Batch { flags, ops } => {
-                let slot = match self.sleep_slot(payer, flags) {
-                    Ok(s) => s,
-                    Err(e) => return Some(err(e)),
-                };
-                let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
-                self.batch(hid, ops, slot)
-            }
-            Request::Submit { flags } => {
-                // (Before the ring is read: a refusal takes none of its entries.)
-                let slot = match self.sleep_slot(payer, flags) {
-                    Ok(s) => s,
-                    Err(e) => return Some(err(e)),
-                };
-                match self.ring(hid) {
-                    Ok(ops) => self.batch(hid, ops, slot),
-                    Err(e) => {
-                        slot.into_iter().for_each(rt::free_slot);
-                        Some(err(e))
-                    }
-                }
-            }
-            Request::Wait { n } => {
-                let done = self.handles[&hid].completed;
-                if done >= n {
-                    return Some(Msg::new(0, &[0, done]));
-                }
-                // The sleep holds a slot here: the handle's payer's.
-                let slot = match self.slot_for(payer) {
-                    Ok(s) => s,
-                    Err(e) => return Some(err(e)),
-                };
-                if ipc::save_reply(slot).is_ok() {
-                    self.waiters.push(Waiter { slot, hid, wake: Wake::Count(n) });
-                } else {
-                    rt::free_slot(slot);
-                }
-                None
-            }
-            Request::Sync => {
-                self.drain();
-                let r = self.disk.flush();
-                Some(Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }]))
-            }
-            Request::Close => {
-                // Answer first: the close revokes the very capability the client called.
-                let _ = ipc::reply(&Msg::new(0, &[0]));
-                self.close(hid, false);
-                None
-            }
+            Request::Batch { flags, ops } => self.batch_in_msg(hid, payer, flags, ops),
+            Request::Submit { flags } => self.batch_in_ring(hid, payer, flags),
+            Request::Wait { n } => self.wait(hid, payer, n),
+            Request::Sync => Some(self.sync()),
+            Request::Close => self.close_asked(hid),
             Request::Ldisk { graft } => Some(self.ldisk_attach(hid, graft)),
-            Request::Revoke { view } => {
-                // Only the delegator revokes: through the capability the view was
-                // delegated from (never through a view: every view's parent is some
-                // opened handle, and a holder is not its delegator), or through another
-                // opened one the same program holds (one it took over in a live update:
-                // `succeeded`).
-                let me = &self.handles[&hid];
-                if me.parent.is_some() {
-                    return Some(err(Error::NoRights));
-                }
-                let parent = self.handles.get(&view).and_then(|v| v.parent);
-                let mine = |p: u64| {
-                    p == hid || self.handles.get(&p).is_some_and(|ph| ph.parent.is_none() && ph.client == me.client)
-                };
-                if !parent.is_some_and(mine) {
-                    return Some(err(Error::InvalidArg));
-                }
-                self.close(view, true);
-                Some(Msg::new(0, &[0]))
-            }
+            Request::Revoke { view } => Some(self.revoke(hid, view)),
             // Requests to the service itself are not for a segment capability.
             _ => Some(err(Error::Unsupported)),
         }
@@ -1472,131 +1408,245 @@ impl Blk {
             self.drain();
         }
         match req {
-            Request::Create { name, blocks: len, others: other } => {
-                if other & !((READ | WRITE) as u64) != 0 {
-                    return err(Error::InvalidArg);
-                }
-                let quota = self.quota_of(principal);
-                match self.vol.create(name, principal, READ | WRITE, other as u8, len, quota, 0) {
-                    Ok(_) => match self.vol.sync(&mut self.disk) {
-                        Ok(()) => Msg::new(0, &[0]),
-                        Err(_) => err(Error::BadState),
-                    },
-                    Err(e) => err(vol_err(e)),
-                }
-            }
-            Request::Open { name, rights } => {
-                let Some(ino) = self.vol.lookup(name).cloned() else { return err(Error::NotFound) };
-                let want = rights as u8;
-                if rights > 0xff || want == 0 || want & !ino.rights_for(principal) != 0 {
-                    return err(Error::NoRights);
-                }
-                // Each open holds 2 MiB of DMA memory here: one principal may not take
-                // it all from the others.
-                if self.areas_of(principal) >= MAX_OPEN_PER_PRINCIPAL {
-                    return err(Error::NoMemory);
-                }
-                // And its capability a slot here, of the principal's share.
-                let slot = match self.slot_for(principal) {
-                    Ok(s) => s,
-                    Err(e) => return err(e),
-                };
-                let Some(area) = self.area() else {
-                    rt::free_slot(slot);
-                    return err(Error::NoMemory);
-                };
-                let hid = self.next;
-                self.next += 1;
-                let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
-                let agent = self.agents.contains(&principal);
-                self.handles.insert(
-                    hid,
-                    Handle {
-                        name: ino.name.clone(),
-                        written: ino.written,
-                        start: ino.start,
-                        len: ino.length,
-                        view: alloc::vec![(0, ino.length)],
-                        bytes: ino.length * BLOCK as u64,
-                        parent: None,
-                        rights: want,
-                        slot,
-                        holder: 0,
-                        area,
-                        mapped: p::AREA_BYTES,
-                        client,
-                        payer: principal,
-                        agent,
-                        holder_prog: 0,
-                        owner: ino.owner,
-                        completed: 0,
-                        head: 0,
-                    },
-                );
-                let mut r = Msg::new(0, &[0, ino.length]);
-                r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
-                r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
-                r
-            }
+            Request::Create { name, blocks, others } => self.create(principal, name, blocks, others),
+            Request::Open { name, rights } => self.open(principal, client, name, rights),
             Request::Attach { log2, payer } => self.attach(principal, client, log2, payer),
-            Request::Usage => Msg::new(
-                0,
-                &[
-                    0,
-                    self.slots_of(principal),
-                    p::PRINCIPAL_SLOTS,
-                    self.areas_of(principal) as u64,
-                    MAX_OPEN_PER_PRINCIPAL as u64,
-                    self.views_of(principal),
-                ],
-            ),
-            Request::Mount => Msg::new(
-                0,
-                &[
-                    0,
-                    self.vol.layout.total_blocks,
-                    self.vol.free_blocks(),
-                    self.vol.list().count() as u64,
-                    BLOCK as u64,
-                    self.disk.1.sent,
-                    self.disk.1.offered as u64,
-                ],
-            ),
-            Request::Stat { name } => match self.vol.lookup(name) {
-                None => err(Error::NotFound),
-                // As LIST hides it: a segment the caller has no rights to tells nothing
-                // about itself (as OPEN and DELETE, it answers NoRights).
-                Some(i) if i.rights_for(principal) == 0 => err(Error::NoRights),
-                Some(i) => {
-                    Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64, i.start])
-                }
-            },
-            Request::List => {
-                self.text.clear();
-                for i in self.vol.list().filter(|i| i.rights_for(principal) != 0) {
-                    let _ = writeln!(self.text, "{} {} {}", i.name, i.length, i.owner);
-                }
-                ipc::set_send_string(self.text.as_bytes());
-                Msg::new(0, &[0]).with_string()
-            }
-            Request::Delete { name } => match self.vol.lookup(name) {
-                None => err(Error::NotFound),
-                Some(i) if i.owner != principal => err(Error::NoRights),
-                Some(i) => {
-                    let (s, l) = (i.start, i.length);
-                    if self.handles.values().any(|h| h.start == s) {
-                        return err(Error::BadState);
-                    }
-                    let _ = self.vol.delete(name);
-                    self.cache_invalidate(s, l);
-                    match self.vol.sync(&mut self.disk) {
-                        Ok(()) => Msg::new(0, &[0]),
-                        Err(_) => err(Error::BadState),
-                    }
-                }
-            },
+            Request::Usage => self.usage(principal),
+            Request::Mount => self.mount(),
+            Request::Stat { name } => self.stat(principal, name),
+            Request::List => self.list(principal),
+            Request::Delete { name } => self.delete(principal, name),
             // Segment requests need a segment capability.
             _ => err(Error::InvalidCap),
+        }
+    }
+
+    /// `BATCH` through handle `hid` (paid by `payer`): the operations in the message.
+    fn batch_in_msg(&mut self, hid: u64, payer: u32, flags: u64, ops: &[u64]) -> Option<Msg> {
+        let slot = match self.sleep_slot(payer, flags) {
+            Ok(s) => s,
+            Err(e) => return Some(err(e)),
+        };
+        let ops = ops.chunks_exact(p::OP_WORDS).map(|o| core::array::from_fn(|k| o[k])).collect();
+        self.batch(hid, ops, slot)
+    }
+
+    /// `SUBMIT` through handle `hid` (paid by `payer`): the operations in its ring.
+    fn batch_in_ring(&mut self, hid: u64, payer: u32, flags: u64) -> Option<Msg> {
+        // (Before the ring is read: a refusal takes none of its entries.)
+        let slot = match self.sleep_slot(payer, flags) {
+            Ok(s) => s,
+            Err(e) => return Some(err(e)),
+        };
+        match self.ring(hid) {
+            Ok(ops) => self.batch(hid, ops, slot),
+            Err(e) => {
+                slot.into_iter().for_each(rt::free_slot);
+                Some(err(e))
+            }
+        }
+    }
+
+    /// `WAIT` through handle `hid` (paid by `payer`): answer once its segment's counter
+    /// reaches `n` (now, or later from `wake`).
+    fn wait(&mut self, hid: u64, payer: u32, n: u64) -> Option<Msg> {
+        let done = self.handles[&hid].completed;
+        if done >= n {
+            return Some(Msg::new(0, &[0, done]));
+        }
+        // The sleep holds a slot here: the handle's payer's.
+        let slot = match self.slot_for(payer) {
+            Ok(s) => s,
+            Err(e) => return Some(err(e)),
+        };
+        if ipc::save_reply(slot).is_ok() {
+            self.waiters.push(Waiter { slot, hid, wake: Wake::Count(n) });
+        } else {
+            rt::free_slot(slot);
+        }
+        None
+    }
+
+    /// `SYNC` through a handle: what is in flight finishes, then the disk's write cache
+    /// is flushed.
+    fn sync(&mut self) -> Msg {
+        self.drain();
+        let r = self.disk.flush();
+        Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }])
+    }
+
+    /// `CLOSE` through handle `hid`.
+    fn close_asked(&mut self, hid: u64) -> Option<Msg> {
+        // Answer first: the close revokes the very capability the client called.
+        let _ = ipc::reply(&Msg::new(0, &[0]));
+        self.close(hid, false);
+        None
+    }
+
+    /// `REVOKE` of `view` through handle `hid`.
+    fn revoke(&mut self, hid: u64, view: u64) -> Msg {
+        // Only the delegator revokes: through the capability the view was
+        // delegated from (never through a view: every view's parent is some
+        // opened handle, and a holder is not its delegator), or through another
+        // opened one the same program holds (one it took over in a live update:
+        // `succeeded`).
+        let me = &self.handles[&hid];
+        if me.parent.is_some() {
+            return err(Error::NoRights);
+        }
+        let parent = self.handles.get(&view).and_then(|v| v.parent);
+        let mine =
+            |p: u64| p == hid || self.handles.get(&p).is_some_and(|ph| ph.parent.is_none() && ph.client == me.client);
+        if !parent.is_some_and(mine) {
+            return err(Error::InvalidArg);
+        }
+        self.close(view, true);
+        Msg::new(0, &[0])
+    }
+
+    /// `CREATE` from `principal`: a segment of `blocks` blocks it owns, with rights
+    /// `others` for other principals.
+    fn create(&mut self, principal: u32, name: &str, blocks: u64, others: u64) -> Msg {
+        if others & !((READ | WRITE) as u64) != 0 {
+            return err(Error::InvalidArg);
+        }
+        let quota = self.quota_of(principal);
+        match self.vol.create(name, principal, READ | WRITE, others as u8, blocks, quota, 0) {
+            Ok(_) => match self.vol.sync(&mut self.disk) {
+                Ok(()) => Msg::new(0, &[0]),
+                Err(_) => err(Error::BadState),
+            },
+            Err(e) => err(vol_err(e)),
+        }
+    }
+
+    /// `OPEN` from `principal`'s program `client`: a handle on segment `name`, its
+    /// capability and its shared area.
+    fn open(&mut self, principal: u32, client: u64, name: &str, rights: u64) -> Msg {
+        let Some(ino) = self.vol.lookup(name).cloned() else { return err(Error::NotFound) };
+        let want = rights as u8;
+        if rights > 0xff || want == 0 || want & !ino.rights_for(principal) != 0 {
+            return err(Error::NoRights);
+        }
+        // Each open holds 2 MiB of DMA memory here: one principal may not take
+        // it all from the others.
+        if self.areas_of(principal) >= MAX_OPEN_PER_PRINCIPAL {
+            return err(Error::NoMemory);
+        }
+        // And its capability a slot here, of the principal's share.
+        let slot = match self.slot_for(principal) {
+            Ok(s) => s,
+            Err(e) => return err(e),
+        };
+        let Some(area) = self.area() else {
+            rt::free_slot(slot);
+            return err(Error::NoMemory);
+        };
+        let hid = self.next;
+        self.next += 1;
+        let _ = rt::sys::cap_copy(cap::SELF_THREAD, slot, rights::SEND, Badge::minted(hid).0);
+        let agent = self.agents.contains(&principal);
+        self.handles.insert(
+            hid,
+            Handle {
+                name: ino.name.clone(),
+                written: ino.written,
+                start: ino.start,
+                len: ino.length,
+                view: alloc::vec![(0, ino.length)],
+                bytes: ino.length * BLOCK as u64,
+                parent: None,
+                rights: want,
+                slot,
+                holder: 0,
+                area,
+                mapped: p::AREA_BYTES,
+                client,
+                payer: principal,
+                agent,
+                holder_prog: 0,
+                owner: ino.owner,
+                completed: 0,
+                head: 0,
+            },
+        );
+        let mut r = Msg::new(0, &[0, ino.length]);
+        r.push_item(Fpage::caps(slot, 0, rights::SEND), 0);
+        r.push_item(Fpage::mem(area, 12 + p::AREA_LOG2, abi::mem::READ | abi::mem::WRITE), 0);
+        r
+    }
+
+    /// `USAGE` from `principal`: what it holds here, of its shares.
+    fn usage(&self, principal: u32) -> Msg {
+        Msg::new(
+            0,
+            &[
+                0,
+                self.slots_of(principal),
+                p::PRINCIPAL_SLOTS,
+                self.areas_of(principal) as u64,
+                MAX_OPEN_PER_PRINCIPAL as u64,
+                self.views_of(principal),
+            ],
+        )
+    }
+
+    /// `MOUNT`: the volume's size and state, and the device's flushes.
+    fn mount(&self) -> Msg {
+        Msg::new(
+            0,
+            &[
+                0,
+                self.vol.layout.total_blocks,
+                self.vol.free_blocks(),
+                self.vol.list().count() as u64,
+                BLOCK as u64,
+                self.disk.1.sent,
+                self.disk.1.offered as u64,
+            ],
+        )
+    }
+
+    /// `STAT` of segment `name` from `principal`.
+    fn stat(&self, principal: u32, name: &str) -> Msg {
+        match self.vol.lookup(name) {
+            None => err(Error::NotFound),
+            // As LIST hides it: a segment the caller has no rights to tells nothing
+            // about itself (as OPEN and DELETE, it answers NoRights).
+            Some(i) if i.rights_for(principal) == 0 => err(Error::NoRights),
+            Some(i) => {
+                Msg::new(0, &[0, i.length, i.owner as u64, i.rights_owner as u64, i.rights_other as u64, i.start])
+            }
+        }
+    }
+
+    /// `LIST` from `principal`: the segments it has rights to, as text.
+    fn list(&mut self, principal: u32) -> Msg {
+        self.text.clear();
+        for i in self.vol.list().filter(|i| i.rights_for(principal) != 0) {
+            let _ = writeln!(self.text, "{} {} {}", i.name, i.length, i.owner);
+        }
+        ipc::set_send_string(self.text.as_bytes());
+        Msg::new(0, &[0]).with_string()
+    }
+
+    /// `DELETE` of segment `name` from `principal` (its owner; no handle of it open).
+    fn delete(&mut self, principal: u32, name: &str) -> Msg {
+        match self.vol.lookup(name) {
+            None => err(Error::NotFound),
+            Some(i) if i.owner != principal => err(Error::NoRights),
+            Some(i) => {
+                let (s, l) = (i.start, i.length);
+                if self.handles.values().any(|h| h.start == s) {
+                    return err(Error::BadState);
+                }
+                let _ = self.vol.delete(name);
+                self.cache_invalidate(s, l);
+                match self.vol.sync(&mut self.disk) {
+                    Ok(()) => Msg::new(0, &[0]),
+                    Err(_) => err(Error::BadState),
+                }
+            }
         }
     }
 }
