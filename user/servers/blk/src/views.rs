@@ -3,7 +3,8 @@
 //! views charged to each principal against its share (`USAGE`), and who may charge
 //! whom (agents).
 
-use crate::{err, Blk, Handle, HOLDER, IRQ_BADGE};
+use crate::segments::Handle;
+use crate::{err, Blk, HOLDER, IRQ_BADGE};
 use abi::fpage::Fpage;
 use abi::{cap, rights, Error};
 use alloc::vec::Vec;
