@@ -2,7 +2,8 @@
 //! and in flight, completed when the device's interrupt arrives (or polled); the
 //! bounce pool for the block a view's limit falls in.
 
-use crate::{copy_part, Blk, IRQ_BADGE};
+use crate::area::copy_part;
+use crate::{Blk, IRQ_BADGE};
 use alloc::boxed::Box;
 use baio::BLOCK;
 use rt::env;

@@ -1,7 +1,8 @@
 //! Logical disks (`LDISK`, VINO §3.3): a segment whose blocks its owner's graft places,
 //! one block at a time, each write a commit of the map (`baio::ldisk`).
 
-use crate::{copy_bytes, copy_in, err, Blk};
+use crate::area::{copy_bytes, copy_in};
+use crate::{err, Blk};
 use abi::Error;
 use alloc::boxed::Box;
 use alloc::vec::Vec;

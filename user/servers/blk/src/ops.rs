@@ -3,9 +3,10 @@
 //! (through the cache's slots, misses filled by the device), a view's last block read
 //! apart so that bytes past its limit never reach the holder.
 
+use crate::area::{copy_block, copy_part, zero_bytes};
 use crate::cached::CACHE_VA;
 use crate::ring::Op;
-use crate::{copy_block, copy_part, zero_bytes, Blk};
+use crate::Blk;
 use alloc::vec::Vec;
 use baio::{BLOCK, READ, WRITE};
 use blk_api as p;

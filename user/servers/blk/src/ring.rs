@@ -3,7 +3,8 @@
 //! their status words and the segment's completion counter; sleepers (`WAIT`, a
 //! `WAIT_ALL` batch) woken when theirs are done.
 
-use crate::{copy_bytes, err, get, put, Blk};
+use crate::area::{copy_bytes, get, put};
+use crate::{err, Blk};
 use abi::Error;
 use alloc::vec::Vec;
 use blk_api as p;
