@@ -25,6 +25,13 @@
 //! agent (`agents=P,Q…`, default 1: `files`) may delegate for another principal, and a
 //! program without a principal (`net`) may attach for one (docs/storage.md, "Who
 //! pays").
+//!
+//! This file holds the state and the dispatch, one method per request, each in the
+//! module of its concern: `segments` (the volume's requests, handles, the written
+//! mark), `views` (delegation, attaching, who pays), `ring` (batches, completions,
+//! sleepers), `ops` (one operation: direct and buffered runs), `cached` (every call
+//! to the cache server), `device` (virtio-blk requests, the bounce pool), `area`
+//! (shared areas and the code that touches them), `ldisk` (logical disks).
 #![no_std]
 #![no_main]
 
