@@ -1,0 +1,208 @@
+//! The cache client: blk's calls to the shared `cache` server (`LOOKUP`, the batch's
+//! `LOOKUPS` prefetch and its `looked` queue, `FILLED`, `INVALIDATE`, `SYNC`, `MAP`),
+//! the cache's frames mapped here, and fail-stop when the cache is gone.
+//!
+//! When blk calls the cache matters: the answers the cache gave are good only until
+//! blk's next call to it (a `HIT` slot may be handed out again after it), so every call
+//! first drops what `prefetch` looked up and was not taken (`drop_looked`).
+
+use crate::Blk;
+use abi::cap;
+use abi::Error;
+use alloc::vec::Vec;
+use baio::BLOCK;
+use blk_api as p;
+use cache_api as pc;
+use rt::{env, println};
+use virtio_hal as virtio;
+
+/// The cache server's frames, mapped here (its first block, then the blocks it takes as
+/// it grows, each at its first slot's place: `CACHE_VA` + slot × `BLOCK` is the slot).
+pub(crate) const CACHE_VA: u64 = rt::layout::CACHE_IN_BLK;
+
+/// The room for them (1 TiB: up to the next area of the layout).
+const CACHE_SPAN: u64 = 1 << 40;
+
+/// Kernel-quota pages kept beyond what mapping another of the cache's blocks costs.
+const CACHE_KQUOTA_SLACK: u64 = 64;
+
+/// How often this service says `SYNC` while the cache holds grown blocks.
+pub(crate) const CACHE_SYNC_US: u64 = 5_000;
+
+/// A call to the cache came to this: its answer, None when it refused (a request it
+/// does not take now), and the end of this service when the cache is gone (its frames,
+/// mapped here, with it).
+fn cached<T>(r: Result<T, Error>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) if env::server_gone(e) => cache_gone(),
+        Err(_) => None,
+    }
+}
+
+/// The cache server died: its frames (mapped here, maybe in the middle of a copy or a
+/// DMA) are gone. Fail-stop: end, so that root starts the block service again, which
+/// attaches to the restarted cache; clients open their segments again and send what
+/// was not acknowledged (`Segment::reopen`).
+fn cache_gone() -> ! {
+    println!("blk: the cache server is gone: ending, to be started again with the new one");
+    rt::exit(3)
+}
+
+/// Map the cache server's frames here for DMA: (capability slot, pages of its first
+/// block), or why not.
+pub(crate) fn attach_cache() -> Result<(u64, u64), &'static str> {
+    let slot = rt::alloc_slot();
+    env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
+    let (phys, slots) =
+        pc::client::attach(slot, CACHE_VA, 12 + 16).map_err(|_| "the cache server refused to attach")?;
+    virtio::register_dma(CACHE_VA, phys, slots);
+    Ok((slot, slots))
+}
+
+impl Blk {
+    /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
+    /// `u64::MAX` (go around the cache: it is full of fills, or unreachable).
+    pub(crate) fn lookup(&mut self, first: u64, n: u64, owner: u32) -> [u64; pc::MAX_LOOKUP as usize] {
+        if self.looked.front().is_some_and(|l| (l.0, l.1, l.2) == (first, n, owner)) {
+            return self.looked.pop_front().unwrap().3;
+        }
+        self.drop_looked();
+        let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+        let n = (n as usize).min(out.len());
+        // The slots it answered with are all mapped here; a block it took since is not
+        // handed out until it is.
+        match cached(pc::client::lookup(self.cache, first, owner, &mut out[..n])) {
+            Some(Some(first)) => self.map_cache_block(first),
+            Some(None) => {}
+            None => out = [u64::MAX; pc::MAX_LOOKUP as usize],
+        }
+        out
+    }
+
+    /// Ask the cache in one `LOOKUPS` about the runs the batch's first operations will
+    /// look up, as far as they are plain buffered reads (`plain_read`): one call for the
+    /// batch instead of one per operation (under TCG each costs two address-space
+    /// switches, about fifty IPCs within a task). `lookup` then takes the answers in
+    /// order; the first run it asks about that is not next drops the rest.
+    pub(crate) fn prefetch(&mut self, hid: u64, ops: &[[u64; 4]]) {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut blocks = 0;
+        let owner = self.handles[&hid].owner;
+        'ops: for w in ops {
+            let Some(pieces) = self.plain_read(hid, w) else { break };
+            for (f, n) in pieces {
+                let block = self.handles[&hid].start + f;
+                let mut k = 0;
+                while k < n {
+                    let m = (n - k).min(pc::MAX_LOOKUP);
+                    if blocks + m > pc::MAX_RUN_BLOCKS {
+                        break 'ops;
+                    }
+                    runs.push((block + k, m));
+                    blocks += m;
+                    k += m;
+                }
+            }
+        }
+        // One run is what `lookup` would ask anyway.
+        if runs.len() < 2 {
+            return;
+        }
+        let mut words = [u64::MAX; pc::MAX_RUN_BLOCKS as usize];
+        let Some((looked, map)) = cached(pc::client::lookups(self.cache, owner, &runs, &mut words)) else { return };
+        let mut at = 0;
+        for &(f, n) in &runs[..looked] {
+            let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+            out[..n as usize].copy_from_slice(&words[at..at + n as usize]);
+            at += n as usize;
+            self.looked.push_back((f, n, owner, out));
+        }
+        if let Some(first) = map {
+            let kept = core::mem::take(&mut self.looked);
+            self.map_cache_block(first);
+            self.looked = kept;
+        }
+    }
+
+    /// Forget the answers `prefetch` got that were not taken (before any other call to
+    /// the cache): a slot the cache gave to fill is answered as not filled.
+    pub(crate) fn drop_looked(&mut self) {
+        for (first, _, _, words) in core::mem::take(&mut self.looked) {
+            for (k, f) in words.iter().enumerate() {
+                if *f != u64::MAX && f >> 32 == pc::FILL {
+                    self.cache_filled(first + k as u64, false);
+                }
+            }
+        }
+    }
+
+    /// The pieces of the segment (first block, blocks) operation `w` reads, if it is a
+    /// plain buffered read `op` will look up in the cache a run at a time: valid, within
+    /// the segment's written blocks and its bytes, not a logical disk's.
+    pub(crate) fn plain_read(&self, hid: u64, w: &[u64; 4]) -> Option<Vec<(u64, u64)>> {
+        let h = &self.handles[&hid];
+        let (kind, first, count) = (w[0], w[1], w[2] & 0xffff_ffff);
+        if kind != p::READ_OP | p::BUFFERED
+            || self.op_error(hid, w).is_some()
+            || (first + count) * BLOCK as u64 > h.bytes
+            || self.ldisks.contains_key(&h.start)
+        {
+            return None;
+        }
+        let pieces = self.pieces(hid, first, count);
+        pieces.iter().all(|&(f, n)| f + n <= h.written).then_some(pieces)
+    }
+
+    /// Map the cache's block of frames whose first slot is `first` (it grew), for DMA
+    /// too; or tell it this service's kernel quota cannot pay for more.
+    pub(crate) fn map_cache_block(&mut self, first: u64) {
+        use abi::kquota::{NODES_PER_PAGE, PAGES_PER_TABLE};
+        let pages = self.cache_block;
+        let cost = pages.div_ceil(NODES_PER_PAGE) + pages.div_ceil(PAGES_PER_TABLE) + 2 + CACHE_KQUOTA_SLACK;
+        let room = matches!(rt::sys::task_info(cap::SELF_TASK), Ok((_, q, used)) if q.saturating_sub(used) >= cost);
+        let aligned = pages.is_power_of_two()
+            && first.is_multiple_of(pages)
+            && first.checked_mul(BLOCK as u64).is_some_and(|o| o < CACHE_SPAN);
+        let va = CACHE_VA + first * BLOCK as u64;
+        let window = (room && aligned).then(|| (va, 12 + pages.trailing_zeros() as u64));
+        if let Some(Some((f, slots, phys))) = cached(pc::client::map(self.cache, window)) {
+            if f == first && slots == pages {
+                virtio::register_dma(va, phys, pages);
+                self.cache_grown = true;
+            }
+        }
+    }
+
+    /// Tell the cache this service is between operations (`SYNC`): it may give back a
+    /// block it stopped using; map one it took.
+    pub(crate) fn cache_sync(&mut self) {
+        self.drop_looked();
+        if let Some((map, grown)) = cached(pc::client::sync(self.cache)) {
+            self.cache_grown = grown;
+            if let Some(first) = map {
+                self.map_cache_block(first);
+            }
+        }
+    }
+
+    /// Tell the cache the fill of `block` ended (`FILLED`).
+    pub(crate) fn cache_filled(&mut self, block: u64, ok: bool) {
+        self.drop_looked();
+        cached(pc::client::filled(self.cache, block, ok));
+    }
+
+    /// Tell the cache blocks `first .. first + n` were written behind it (`INVALIDATE`).
+    pub(crate) fn cache_invalidate(&mut self, first: u64, n: u64) {
+        self.drop_looked();
+        cached(pc::client::invalidate(self.cache, first, n));
+    }
+
+    /// After copying out of the cache's frames: they held what the cache said only if
+    /// the cache still lives (its frames vanish with it, and read as zeros).
+    pub(crate) fn cache_still_there(&self) {
+        if rt::sys::cap_info(self.cache).is_err() {
+            cache_gone();
+        }
+    }
+}
