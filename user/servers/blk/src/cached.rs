@@ -5,11 +5,17 @@
 //! When blk calls the cache matters: the answers the cache gave are good only until
 //! blk's next call to it (a `HIT` slot may be handed out again after it), so every call
 //! first drops what `prefetch` looked up and was not taken (`drop_looked`).
+//!
+//! A buffered read whose blocks are all cached is served without a call when it can be
+//! (`direct`; `baio::cache::tags`, docs/storage.md "Hits without a call"): blk remembers
+//! where it saw each block (`Hints`), checks the slot against the limit and its tag in
+//! the cache's frames, appends the blocks to the touch ring and copies them.
 
 use crate::Blk;
 use abi::cap;
 use abi::Error;
 use alloc::vec::Vec;
+use baio::cache::tags::{self, Layout, Words};
 use baio::BLOCK;
 use blk_api as p;
 use cache_api as pc;
@@ -60,12 +66,110 @@ pub(crate) fn attach_cache() -> Result<(u64, u64), &'static str> {
     Ok((slot, slots))
 }
 
+/// The cache's frames as mapped here, as words (`tags::Words`): the limit and the touch
+/// ring in its first block, the tags in each block.
+struct Frames;
+
+impl Words for Frames {
+    fn read(&self, at: u64) -> u64 {
+        // SAFETY: `at` is the limit's word or a ring word (in the cache's first block,
+        // mapped here from `ATTACH` on), or the tag of a slot below the slots mapped here
+        // (`Hints::mapped`), all 8-byte aligned (`tags::Layout`). If the cache dies, its
+        // frames vanish and read as zeros: no tag then names a block.
+        unsafe { core::ptr::read_volatile((CACHE_VA + at) as *const u64) }
+    }
+    fn write(&self, at: u64, v: u64) {
+        // SAFETY: only ring words are written (`tags::push`), in the first block, mapped
+        // here read-write; nothing Rust-owned lives in the cache's frames.
+        unsafe { core::ptr::write_volatile((CACHE_VA + at) as *mut u64, v) }
+    }
+}
+
+/// Where blk last saw each block in the cache: a direct-mapped table, one word per slot
+/// the cache has mapped here (`tags::tag(block) << SLOT_BITS | slot`, 0 for none), so a
+/// hint costs one probe and the table 8 bytes per 4 KiB slot. A hint is only a guess:
+/// `direct` checks it against the cache's tag before it trusts it.
+pub(crate) struct Hints {
+    table: Vec<u64>,
+    /// 64 − log2 of the table's length (the hash's top bits index it).
+    shift: u32,
+    /// Where the tags lie (None: blocks of an odd size, no hits without a call).
+    layout: Option<Layout>,
+    /// Slots in the blocks of frames mapped here.
+    mapped: u64,
+}
+
+const SLOT_BITS: u32 = 20;
+const _: () = assert!(1 << SLOT_BITS >= baio::cache::MAX_SLOTS as u64);
+
+impl Hints {
+    /// For the cache's first block, of `block` slots.
+    pub(crate) fn new(block: u64) -> Hints {
+        let mut h = Hints { table: Vec::new(), shift: 64, layout: None, mapped: 0 };
+        if let Some(l) = u32::try_from(block).ok().and_then(Layout::new) {
+            h.layout = Some(l);
+            h.mapped_to(block);
+        }
+        h
+    }
+
+    fn index(&self, block: u64) -> usize {
+        (block.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// Slots up to `slots` are mapped here now: the table grows to one word per slot (if
+    /// memory for it can be had; else it stays as it is, and hints collide more).
+    fn mapped_to(&mut self, slots: u64) {
+        self.mapped = self.mapped.max(slots);
+        let want = self.mapped.next_power_of_two().max(64);
+        if want as usize <= self.table.len() {
+            return;
+        }
+        let mut t: Vec<u64> = Vec::new();
+        if t.try_reserve_exact(want as usize).is_err() {
+            return;
+        }
+        t.resize(want as usize, 0);
+        let old = core::mem::replace(&mut self.table, t);
+        self.shift = 64 - want.trailing_zeros();
+        for w in old.into_iter().filter(|&w| w != 0) {
+            let i = self.index((w >> SLOT_BITS) - 1);
+            self.table[i] = w;
+        }
+    }
+
+    /// The cache answered `word` (`slot | state << 32`) for `block`.
+    fn saw(&mut self, block: u64, word: u64) {
+        let (slot, state) = (word & 0xffff_ffff, word >> 32);
+        if word == u64::MAX || (state != pc::HIT && state != pc::FILL) || slot >= 1 << SLOT_BITS {
+            return;
+        }
+        if self.table.is_empty() || tags::tag(block) >= 1 << (64 - SLOT_BITS) {
+            return;
+        }
+        let i = self.index(block);
+        self.table[i] = tags::tag(block) << SLOT_BITS | slot;
+    }
+
+    /// The slot blk last saw `block` in, if it remembers.
+    fn slot(&self, block: u64) -> Option<u32> {
+        let w = *self.table.get(self.index(block))?;
+        (w != 0 && w >> SLOT_BITS == tags::tag(block)).then_some((w & ((1 << SLOT_BITS) - 1)) as u32)
+    }
+}
+
 impl Blk {
     /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
-    /// `u64::MAX` (go around the cache: it is full of fills, or unreachable).
-    pub(crate) fn lookup(&mut self, first: u64, n: u64, owner: u32) -> [u64; pc::MAX_LOOKUP as usize] {
+    /// `u64::MAX` (go around the cache: it is full of fills, or unreachable). For a read
+    /// whose blocks are all where blk saw them, no call (`direct`).
+    pub(crate) fn lookup(&mut self, first: u64, n: u64, owner: u32, write: bool) -> [u64; pc::MAX_LOOKUP as usize] {
         if self.looked.front().is_some_and(|l| (l.0, l.1, l.2) == (first, n, owner)) {
             return self.looked.pop_front().unwrap().3;
+        }
+        if !write {
+            if let Some(out) = self.direct(first, n, true) {
+                return out;
+            }
         }
         self.drop_looked();
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
@@ -77,7 +181,36 @@ impl Blk {
             Some(None) => {}
             None => out = [u64::MAX; pc::MAX_LOOKUP as usize],
         }
+        for (k, &w) in out[..n].iter().enumerate() {
+            self.hints.saw(first + k as u64, w);
+        }
         out
+    }
+
+    /// The `n` (≤ `MAX_LOOKUP`) blocks from `first` as hits without a call, if each is
+    /// where blk saw it: its slot below the cache's limit and its tag naming it. With
+    /// `touch`, they go on the touch ring (all or none: a full ring is a miss here, and
+    /// the call that follows drains it); the answer is good until blk's next call to the
+    /// cache, as a lookup's.
+    fn direct(&mut self, first: u64, n: u64, touch: bool) -> Option<[u64; pc::MAX_LOOKUP as usize]> {
+        let l = self.hints.layout?;
+        let limit = Frames.read(tags::LIMIT_AT).min(self.hints.mapped);
+        let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+        let mut blocks = [0u64; pc::MAX_LOOKUP as usize];
+        let n = (n as usize).min(out.len());
+        for k in 0..n {
+            let b = first.checked_add(k as u64)?;
+            let s = self.hints.slot(b)?;
+            if s as u64 >= limit || l.reserved(s) || Frames.read(l.tag_at(s)) != tags::tag(b) {
+                return None;
+            }
+            out[k] = s as u64 | pc::HIT << 32;
+            blocks[k] = b;
+        }
+        if touch && !tags::push(&Frames, &l, &blocks[..n]) {
+            return None;
+        }
+        Some(out)
     }
 
     /// Ask the cache in one `LOOKUPS` about the runs the batch's first operations will
@@ -99,6 +232,11 @@ impl Blk {
                     if blocks + m > pc::MAX_RUN_BLOCKS {
                         break 'ops;
                     }
+                    // A run whose blocks are all where blk saw them needs no call.
+                    if self.direct(block + k, m, false).is_some() {
+                        k += m;
+                        continue;
+                    }
                     runs.push((block + k, m));
                     blocks += m;
                     k += m;
@@ -116,6 +254,9 @@ impl Blk {
             let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
             out[..n as usize].copy_from_slice(&words[at..at + n as usize]);
             at += n as usize;
+            for (k, &w) in out[..n as usize].iter().enumerate() {
+                self.hints.saw(f + k as u64, w);
+            }
             self.looked.push_back((f, n, owner, out));
         }
         if let Some(first) = map {
@@ -170,6 +311,7 @@ impl Blk {
             if f == first && slots == pages {
                 virtio::register_dma(va, phys, pages);
                 self.cache_grown = true;
+                self.hints.mapped_to(first + pages);
             }
         }
     }

@@ -126,6 +126,8 @@ struct Blk {
     /// order by `lookup`. Good only until the next call to the cache (its `HIT` slots
     /// may go after it), so any call drops what is left, answering its `FILL`s.
     looked: VecDeque<(u64, u64, u32, [u64; pc::MAX_LOOKUP as usize])>,
+    /// Where blk last saw each block in the cache, for hits without a call (`direct`).
+    hints: cached::Hints,
     /// Direct requests not yet on the device (sent in block order) and on it.
     waiting: VecDeque<Io>,
     in_flight: Vec<(u16, Io)>,
@@ -395,6 +397,7 @@ fn main() -> i32 {
         cache_block,
         cache_grown: false,
         looked: VecDeque::new(),
+        hints: cached::Hints::new(cache_block),
         waiting: VecDeque::new(),
         in_flight: Vec::new(),
         ops: BTreeMap::new(),

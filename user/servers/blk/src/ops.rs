@@ -161,7 +161,7 @@ impl Blk {
         let mut copied_out = false;
         while k < count {
             let n = (count - k).min(pc::MAX_LOOKUP);
-            let found = self.lookup(block + k, n, owner);
+            let found = self.lookup(block + k, n, owner, write);
             let mut retry = false;
             for (j, f) in found.iter().take(n as usize).enumerate() {
                 let (b, buf) = (block + k + j as u64, data + (k + j as u64) * BLOCK as u64);
@@ -212,7 +212,7 @@ impl Blk {
         zero_bytes(to + keep, BLOCK as u64 - keep);
         let mut looking = buffered;
         while looking {
-            let f = self.lookup(block, 1, owner)[0];
+            let f = self.lookup(block, 1, owner, false)[0];
             let slot = CACHE_VA + (f & 0xffff_ffff) * BLOCK as u64;
             match f >> 32 {
                 _ if f == u64::MAX => looking = false,
