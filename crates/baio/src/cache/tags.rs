@@ -24,6 +24,8 @@
 //! retired (the limit above). So a tag read as `block + 1` between two of its calls means
 //! the slot holds that block until its next call.
 
+use alloc::vec::Vec;
+
 /// Bytes of a slot (a device block, a page).
 pub const SLOT_BYTES: u64 = 4096;
 /// Touches the ring holds.
@@ -142,6 +144,137 @@ pub fn reset(w: &impl Words, l: &Layout) {
     w.write(r + RING_HEAD, 0);
 }
 
+/// The block service's memory of where it last saw each block in the cache, exactly (no two blocks crowd each other
+/// out): for each slot the block it was last seen holding, and an open-addressed table
+/// (linear probing, at most half full) from block to slot. 16 bytes per 4 KiB slot. A
+/// hint is only a guess: `direct` checks it against the cache's tag before it trusts it.
+#[derive(Default)]
+pub struct Hints {
+    /// Per slot: `tag(block)` of the block last seen in it, 0 for none.
+    by_slot: Vec<u64>,
+    /// Slot + 1 (0: empty), at the place its block hashes to or after.
+    table: Vec<u32>,
+    /// 64 − log2 of the table's length (the hash's top bits index it).
+    shift: u32,
+}
+
+impl Hints {
+    fn home(&self, block: u64) -> usize {
+        (block.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// Hints for slots up to `slots` (the cache grew): both tables grow with them, if
+    /// memory for them can be had (false: hints stay for the slots there were).
+    pub fn grow_to(&mut self, slots: u64) -> bool {
+        if slots <= self.by_slot.len() as u64 {
+            return true;
+        }
+        if slots > super::MAX_SLOTS as u64 {
+            return false;
+        }
+        let want = (2 * slots).next_power_of_two() as usize;
+        let (mut by_slot, mut table): (Vec<u64>, Vec<u32>) = (Vec::new(), Vec::new());
+        if by_slot.try_reserve_exact(slots as usize).is_err() || table.try_reserve_exact(want).is_err() {
+            return false;
+        }
+        by_slot.extend_from_slice(&self.by_slot);
+        by_slot.resize(slots as usize, 0);
+        table.resize(want, 0);
+        self.by_slot = by_slot;
+        self.table = table;
+        self.shift = 64 - want.trailing_zeros();
+        for s in 0..self.by_slot.len() {
+            if self.by_slot[s] != 0 {
+                let mut i = self.home(self.by_slot[s] - 1);
+                while self.table[i] != 0 {
+                    i = (i + 1) & (self.table.len() - 1);
+                }
+                self.table[i] = s as u32 + 1;
+            }
+        }
+        true
+    }
+
+    /// Where `block`'s entry lies in the table.
+    fn find(&self, block: u64) -> Option<usize> {
+        if self.table.is_empty() {
+            return None;
+        }
+        let mask = self.table.len() - 1;
+        let mut i = self.home(block);
+        loop {
+            let e = self.table[i];
+            if e == 0 {
+                return None;
+            }
+            if self.by_slot[e as usize - 1] == tag(block) {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Empty place `i`, moving back the entries after it that would be lost behind the gap.
+    fn remove_at(&mut self, mut i: usize) {
+        let mask = self.table.len() - 1;
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let e = self.table[j];
+            if e == 0 {
+                break;
+            }
+            let k = self.home(self.by_slot[e as usize - 1] - 1);
+            // The entry at j may fill the gap at i if its home is not within (i, j].
+            let stays = if i <= j { i < k && k <= j } else { i < k || k <= j };
+            if !stays {
+                self.table[i] = e;
+                i = j;
+            }
+        }
+        self.table[i] = 0;
+    }
+
+    /// The cache put `block` in `slot` (a hit or a fill it answered): what the slot held
+    /// before, and where the block was before, are forgotten. A slot past the hints' is not
+    /// remembered.
+    pub fn saw(&mut self, block: u64, slot: u64) {
+        let Ok(slot) = usize::try_from(slot) else { return };
+        if slot >= self.by_slot.len() {
+            return;
+        }
+        let t = tag(block);
+        if t == 0 || self.by_slot[slot] == t {
+            return;
+        }
+        // The block the slot held before, and the slot the block was in before, go.
+        if self.by_slot[slot] != 0 {
+            if let Some(i) = self.find(self.by_slot[slot] - 1) {
+                self.remove_at(i);
+            }
+            self.by_slot[slot] = 0;
+        }
+        if let Some(i) = self.find(block) {
+            let old = self.table[i] as usize - 1;
+            self.by_slot[old] = 0;
+            self.table[i] = slot as u32 + 1;
+        } else {
+            let mask = self.table.len() - 1;
+            let mut i = self.home(block);
+            while self.table[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.table[i] = slot as u32 + 1;
+        }
+        self.by_slot[slot] = t;
+    }
+
+    /// The slot `block` was last seen in, if it is remembered.
+    pub fn slot(&self, block: u64) -> Option<u32> {
+        self.find(block).map(|i| self.table[i] - 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +298,56 @@ mod tests {
             assert!(at.is_multiple_of(8));
             self.0.borrow_mut()[(at / 8) as usize] = v;
         }
+    }
+
+    /// Hints are exact against a model through many changes and a growth: every block
+    /// is found where it was last seen, and nowhere once its slot held another.
+    #[test]
+    fn hints_remember_exactly_where_each_block_was_last_seen() {
+        use alloc::collections::BTreeMap;
+        let mut h = Hints::default();
+        assert_eq!(h.slot(3), None);
+        h.saw(3, 0);
+        assert_eq!(h.slot(3), None, "no slots yet: nothing remembered");
+        assert!(h.grow_to(64));
+        let (mut by_slot, mut by_block): (BTreeMap<u64, u64>, BTreeMap<u64, u64>) = Default::default();
+        let mut slots = 64u64;
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for round in 0..200_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if round == 100_000 {
+                assert!(h.grow_to(1000));
+                slots = 1000;
+            }
+            // Blocks far apart and close together (many collide in the table's home).
+            let b = if x % 3 == 0 { (x >> 8) % 4000 } else { ((x >> 8) % 200) << 40 };
+            let s = (x >> 32) % (slots + 8);
+            h.saw(b, s);
+            if s < slots {
+                if let Some(old) = by_slot.insert(s, b) {
+                    by_block.remove(&old);
+                }
+                if let Some(was) = by_block.insert(b, s) {
+                    if was != s {
+                        by_slot.remove(&was);
+                    }
+                }
+            }
+            if round % 997 == 0 || round > 199_000 {
+                for (&b, &s) in &by_block {
+                    assert_eq!(h.slot(b), Some(s as u32), "round {round}: block {b}");
+                }
+                assert_eq!(h.table.iter().filter(|&&e| e != 0).count(), by_block.len());
+            }
+            let probe = (x >> 16) % 4000;
+            assert_eq!(h.slot(probe), by_block.get(&probe).map(|&s| s as u32), "round {round}: block {probe}");
+        }
+        // The last block has no tag: never remembered.
+        h.saw(u64::MAX, 1);
+        assert_eq!(h.slot(u64::MAX), None);
+        assert!(!h.grow_to(super::super::MAX_SLOTS as u64 + 1));
     }
 
     #[test]

@@ -85,27 +85,20 @@ impl Words for Frames {
     }
 }
 
-/// Where blk last saw each block in the cache: a direct-mapped table, one word per slot
-/// the cache has mapped here (`tags::tag(block) << SLOT_BITS | slot`, 0 for none), so a
-/// hint costs one probe and the table 8 bytes per 4 KiB slot. A hint is only a guess:
-/// `direct` checks it against the cache's tag before it trusts it.
+/// What blk needs for hits without a call: where it last saw each block
+/// (`tags::Hints`), where the tags lie, and how many slots are mapped here.
 pub(crate) struct Hints {
-    table: Vec<u64>,
-    /// 64 − log2 of the table's length (the hash's top bits index it).
-    shift: u32,
+    map: tags::Hints,
     /// Where the tags lie (None: blocks of an odd size, no hits without a call).
     layout: Option<Layout>,
     /// Slots in the blocks of frames mapped here.
     mapped: u64,
 }
 
-const SLOT_BITS: u32 = 20;
-const _: () = assert!(1 << SLOT_BITS >= baio::cache::MAX_SLOTS as u64);
-
 impl Hints {
     /// For the cache's first block, of `block` slots.
     pub(crate) fn new(block: u64) -> Hints {
-        let mut h = Hints { table: Vec::new(), shift: 64, layout: None, mapped: 0 };
+        let mut h = Hints { map: tags::Hints::default(), layout: None, mapped: 0 };
         if let Some(l) = u32::try_from(block).ok().and_then(Layout::new) {
             h.layout = Some(l);
             h.mapped_to(block);
@@ -113,48 +106,21 @@ impl Hints {
         h
     }
 
-    fn index(&self, block: u64) -> usize {
-        (block.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
-    }
-
-    /// Slots up to `slots` are mapped here now: the table grows to one word per slot (if
-    /// memory for it can be had; else it stays as it is, and hints collide more).
+    /// Slots up to `slots` are mapped here now (hints for them if memory can be had).
     fn mapped_to(&mut self, slots: u64) {
         self.mapped = self.mapped.max(slots);
-        let want = self.mapped.next_power_of_two().max(64);
-        if want as usize <= self.table.len() {
-            return;
-        }
-        let mut t: Vec<u64> = Vec::new();
-        if t.try_reserve_exact(want as usize).is_err() {
-            return;
-        }
-        t.resize(want as usize, 0);
-        let old = core::mem::replace(&mut self.table, t);
-        self.shift = 64 - want.trailing_zeros();
-        for w in old.into_iter().filter(|&w| w != 0) {
-            let i = self.index((w >> SLOT_BITS) - 1);
-            self.table[i] = w;
-        }
+        self.map.grow_to(slots);
     }
 
     /// The cache answered `word` (`slot | state << 32`) for `block`.
     fn saw(&mut self, block: u64, word: u64) {
-        let (slot, state) = (word & 0xffff_ffff, word >> 32);
-        if word == u64::MAX || (state != pc::HIT && state != pc::FILL) || slot >= 1 << SLOT_BITS {
-            return;
+        if word != u64::MAX && (word >> 32 == pc::HIT || word >> 32 == pc::FILL) {
+            self.map.saw(block, word & 0xffff_ffff);
         }
-        if self.table.is_empty() || tags::tag(block) >= 1 << (64 - SLOT_BITS) {
-            return;
-        }
-        let i = self.index(block);
-        self.table[i] = tags::tag(block) << SLOT_BITS | slot;
     }
 
-    /// The slot blk last saw `block` in, if it remembers.
     fn slot(&self, block: u64) -> Option<u32> {
-        let w = *self.table.get(self.index(block))?;
-        (w != 0 && w >> SLOT_BITS == tags::tag(block)).then_some((w & ((1 << SLOT_BITS) - 1)) as u32)
+        self.map.slot(block)
     }
 }
 
