@@ -17,6 +17,7 @@ pub mod loader;
 pub mod pci;
 pub mod print;
 pub mod proto;
+pub mod protocol;
 pub mod rtc;
 pub mod server;
 pub mod shared;
