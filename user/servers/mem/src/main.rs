@@ -165,8 +165,7 @@ impl Mem {
         }
         let until = rt::sys::now_us() + LENT_WAIT_US;
         while rt::sys::now_us() < until {
-            let mut st = Msg::new(s0::STATS, &[]);
-            if rt::server::request(cap::SIGMA0_SLOT, &mut st).is_err() || st.word(4) == 0 {
+            if !matches!(s0::client::stats(cap::SIGMA0_SLOT), Ok([_, _, lent, ..]) if lent != 0) {
                 return false;
             }
             rt::sys::sleep_us(LENT_STEP_US);
@@ -222,8 +221,7 @@ impl Mem {
             if *n as u64 != BLOCK {
                 continue;
             }
-            let mut m = Msg::new(s0::FREE, &[pa, GROW_LOG2]);
-            if rt::server::request(cap::SIGMA0_SLOT, &mut m).is_err() {
+            if s0::client::free(cap::SIGMA0_SLOT, pa, GROW_LOG2).is_err() {
                 break;
             }
             self.blocks[b] = None;
