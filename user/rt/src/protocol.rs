@@ -15,7 +15,7 @@
 //!   the message (words, and the string if any), calls the server (through
 //!   [`crate::server::request`], or the function named after `via`) and returns the reply
 //!   `Msg`, or its words after MR1 when the request names them (`-> [a, b]`: `[u64; 2]`
-//!   of MR2 and MR3). Receive windows and receive buffers for what a reply carries are
+//!   of MR2 and MR3; `-> []`: nothing but whether it succeeded). Receive windows and receive buffers for what a reply carries are
 //!   the caller's to open around the stub.
 //!
 //! ```ignore
@@ -122,12 +122,12 @@ macro_rules! protocol {
             $(
                 $(#[$doc])*
                 pub fn $stub(srv: u64 $(, $w: u64)* $(, $s: $crate::protocol!(@arg $sk))?)
-                    -> $crate::protocol!(@ret $($($r)*)?)
+                    -> $crate::protocol!(@ret $([$($r)*])?)
                 {
                     #[allow(unused_mut)]
                     let mut m = $crate::protocol!(@msg super::$label, [$($w),*] $($sk $s)?);
                     __call(srv, &mut m)?;
-                    $crate::protocol!(@reply m $($($r)*)?)
+                    $crate::protocol!(@reply m $([$($r)*])?)
                 }
             )*
         }
@@ -189,10 +189,15 @@ macro_rules! protocol {
     (@arg rest) => { &[u64] };
 
     (@ret) => { Result<$crate::ipc::Msg, $crate::abi::Error> };
-    (@ret $($r:ident)+) => { Result<[u64; $crate::protocol!(@count $($r)+)], $crate::abi::Error> };
+    (@ret []) => { Result<(), $crate::abi::Error> };
+    (@ret [$($r:ident)+]) => { Result<[u64; $crate::protocol!(@count $($r)+)], $crate::abi::Error> };
 
     (@reply $m:ident) => { Ok($m) };
-    (@reply $m:ident $($r:ident)+) => { Ok(core::array::from_fn(|k| $m.word(2 + k))) };
+    (@reply $m:ident []) => {{
+        let _ = $m;
+        Ok(())
+    }};
+    (@reply $m:ident [$($r:ident)+]) => { Ok(core::array::from_fn(|k| $m.word(2 + k))) };
 
     (@call) => { use $crate::server::request as __call; };
     (@call $p:path) => { use $p as __call; };
