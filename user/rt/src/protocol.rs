@@ -16,7 +16,9 @@
 //!   [`crate::server::request`], or the function named after `via`) and returns the reply
 //!   `Msg`, or its words after MR1 when the request names them (`-> [a, b]`: `[u64; 2]`
 //!   of MR2 and MR3; `-> []`: nothing but whether it succeeded). Receive windows and receive buffers for what a reply carries are
-//!   the caller's to open around the stub.
+//!   the caller's to open around the stub. Helpers written by hand over the stubs (a
+//!   typed answer, a request in pieces, windows opened for a mapping) go in braces after
+//!   the module's name (`client client { ... };`) and land in the same module.
 //!
 //! ```ignore
 //! rt::protocol! {
@@ -62,7 +64,7 @@ macro_rules! protocol {
     (
         $(#[$eattr:meta])*
         $vis:vis enum $name:ident $(<$lt:lifetime>)? in $range:expr;
-        client $cmod:ident $(via $call:path)?;
+        client $cmod:ident $(via $call:path)? $({ $($extra:item)* })?;
         requests {
             $(
                 $(#[$doc:meta])*
@@ -130,6 +132,7 @@ macro_rules! protocol {
                     $crate::protocol!(@reply m $([$($r)*])?)
                 }
             )*
+            $($($extra)*)?
         }
     };
 

@@ -236,7 +236,7 @@ impl Root<'_> {
             return Err(e);
         }
         if let Err(e) = self.adopt(&child, &entry, requester) {
-            let _ = mem_api::client::unregister(mem_slot, badge_of(idx), false);
+            let _ = mem_api::client::unregister(mem_slot, badge_of(idx), 0);
             child.discard();
             return Err(e);
         }
@@ -406,7 +406,7 @@ impl Root<'_> {
         // The task goes, and with it root's slots for its task and thread.
         p.child.discard();
         if let Some(m) = pager {
-            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), true);
+            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), 1);
         }
         // sigma0 takes back the frames it gave the program: all of a program paged by
         // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
@@ -814,10 +814,9 @@ impl Root<'_> {
             let _ = writeln!(s, "sigma0: {} of {} frames free ({} MiB of {} MiB)", free, all, free >> 8, all >> 8);
         }
         for &mi in &self.mems {
-            let mut m = Msg::new(mem_api::STATS, &[]);
-            if ipc::call(self.progs[mi].child.thread, &mut m, ipc::FOREVER).is_err() {
+            let Ok(m) = mem_api::client::stats(self.progs[mi].child.thread) else {
                 continue;
-            }
+            };
             let _ = writeln!(
                 s,
                 "{}: pool {} pages, {} free, {} clients",
