@@ -31,13 +31,13 @@ rt::protocol! {
         /// The caller's memory, after setting its resident limit to `resident` (`u64::MAX`:
         /// unchanged).
         pub fn usage(srv: u64, resident: u64) -> Result<super::Usage, abi::Error> {
-            let [pages, limit, resident_limit, taken_back, refaults, grafted, reserved] = usage_words(srv, resident)?;
+            let [pages, limit, resident_limit, taken_back, refaults, grafted, reserved] = usage_raw(srv, resident)?;
             Ok(super::Usage { pages, limit, resident_limit, taken_back, refaults, grafted, reserved })
         }
 
         /// Is the caller's page at `addr` resident?
         pub fn resident(srv: u64, addr: u64) -> Result<bool, abi::Error> {
-            Ok(resident_word(srv, addr)? == [1])
+            Ok(resident_raw(srv, addr)? == [1])
         }
     };
     requests {
@@ -68,11 +68,11 @@ rt::protocol! {
         /// MR3 = limit, MR4 = resident limit, MR5 = pages taken back, MR6 = faults on pages
         /// taken back before (refaults), MR7 = decisions the graft made, MR8 = pages set aside
         /// (`RESERVE`) and not yet faulted in.
-        USAGE = 0x63, fn usage_words(resident) -> [pages, limit, resident_limit, taken_back, refaults, grafted, reserved]
+        USAGE = 0x63, fn usage_raw(resident) -> [pages, limit, resident_limit, taken_back, refaults, grafted, reserved]
             => Usage { resident: u64 };
         /// A program's own memory: MR1 = an address. Reply MR2 = 1 if its page is resident
         /// (mapped by this server and not taken back), else 0 (`mincore`).
-        RESIDENT = 0x64, fn resident_word(addr) -> [resident] => Resident { addr: u64 };
+        RESIDENT = 0x64, fn resident_raw(addr) -> [resident] => Resident { addr: u64 };
         /// A program's own memory: set pages aside before touching them (`rt::proto::RESERVE`,
         /// which `rt::heap` asks before each step it grows). MR1 = pages, MR2 = the address of
         /// the region they are for (page-aligned; 0: none): the program's own anonymous memory,
@@ -84,12 +84,12 @@ rt::protocol! {
         /// the rest). A page set aside is always there when the program touches it; a page
         /// touched without one is given if the limit and memory allow, else the fault is
         /// declined and root ends the program. Reservations end with the program.
-        RESERVE = rt::proto::RESERVE, fn reserve_step(pages, at) -> [set_aside] => Reserve { pages: u64, at: u64 };
+        RESERVE = rt::proto::RESERVE, fn reserve_raw(pages, at) -> [set_aside] => Reserve { pages: u64, at: u64 };
         /// (root) A program's ELF image, in pieces: MR1 = client badge, MR2 = offset, MR3 = the
         /// image's length (≤ `MAX_IMAGE`); string = its bytes at the offset. Offset 0 starts
         /// an image (replacing one not registered), the others follow in order; the next
         /// `REGISTER` of that badge takes it. `InvalidArg` for a piece out of order, `TooLong`.
-        IMAGE = 0x65, fn image_piece(client, offset, len; bytes bytes) -> []
+        IMAGE = 0x65, fn image_raw(client, offset, len; bytes bytes) -> []
             => Image { client: u64, offset: u64, len: u64, bytes: &'a [u8] };
     }
     nested {
