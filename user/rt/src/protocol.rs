@@ -16,7 +16,8 @@
 //!   [`crate::server::request`], or the function named after `via`) and returns the reply
 //!   `Msg`, or its words after MR1 when the request names them (`-> [a, b]`: `[u64; 2]`
 //!   of MR2 and MR3; `-> []`: nothing but whether it succeeded). Receive windows and receive buffers for what a reply carries are
-//!   the caller's to open around the stub. Helpers written by hand over the stubs (a
+//!   the caller's to open around the stub. The stubs' error is `abi::Error`, or the type
+//!   after `, error` (one `From<abi::Error>`, as the `via` function's). Helpers written by hand over the stubs (a
 //!   typed answer, a request in pieces, windows opened for a mapping) go in braces after
 //!   the module's name (`client client { ... };`) and land in the same module.
 //!
@@ -47,7 +48,8 @@
 //! - `words` name MR1, MR2, ... in order; each is bound (a `u64`) for the build expression
 //!   and is a `u64` argument of the stub;
 //! - `; text name` binds the string as `&str` (`Malformed` if missing or not UTF-8),
-//!   `; bytes name` as `&[u8]` (empty if none came), `; rest name` the words after the
+//!   `; bytes name` as `&[u8]` (empty if none came), `; string name` as
+//!   `Option<&[u8]>` (None if the message carried no string), `; rest name` the words after the
 //!   named ones as `&[u64]`; the stub takes a `&str`, `&[u8]` or `&[u64]` for it;
 //! - the variant is declared as in an enum (unit, `(T)` or `{ field: T, ... }`); without
 //!   `= build`, a struct variant's fields are taken from the bindings of the same names,
@@ -64,7 +66,7 @@ macro_rules! protocol {
     (
         $(#[$eattr:meta])*
         $vis:vis enum $name:ident $(<$lt:lifetime>)? in $range:expr;
-        client $cmod:ident $(via $call:path)? $({ $($extra:item)* })?;
+        client $cmod:ident $(via $call:path)? $(, error $err:ty)? $({ $($extra:item)* })?;
         requests {
             $(
                 $(#[$doc:meta])*
@@ -121,6 +123,7 @@ macro_rules! protocol {
         /// request's message, calls, and answers the reply (MR1 = 0 checked).
         $vis mod $cmod {
             $crate::protocol!(@call $($call)?);
+            $crate::protocol!(@error $($err)?);
             $(
                 $(#[$doc])*
                 pub fn $stub(srv: u64 $(, $w: u64)* $(, $s: $crate::protocol!(@arg $sk))?)
@@ -161,6 +164,11 @@ macro_rules! protocol {
         let [$($w),*] = $a.words()?;
         let $s = $a.bytes();
     };
+    (@bind $a:ident [$($w:ident),*] string $s:ident) => {
+        #[allow(unused_variables)]
+        let [$($w),*] = $a.words()?;
+        let $s = $a.msg.tag().has_string().then_some($a.bytes());
+    };
     (@bind $a:ident [$($w:ident),*] rest $s:ident) => {
         #[allow(unused_variables)]
         let [$($w),*] = $a.words()?;
@@ -189,11 +197,12 @@ macro_rules! protocol {
 
     (@arg text) => { &str };
     (@arg bytes) => { &[u8] };
+    (@arg string) => { &[u8] };
     (@arg rest) => { &[u64] };
 
-    (@ret) => { Result<$crate::ipc::Msg, $crate::abi::Error> };
-    (@ret []) => { Result<(), $crate::abi::Error> };
-    (@ret [$($r:ident)+]) => { Result<[u64; $crate::protocol!(@count $($r)+)], $crate::abi::Error> };
+    (@ret) => { Result<$crate::ipc::Msg, __Error> };
+    (@ret []) => { Result<(), __Error> };
+    (@ret [$($r:ident)+]) => { Result<[u64; $crate::protocol!(@count $($r)+)], __Error> };
 
     (@reply $m:ident) => { Ok($m) };
     (@reply $m:ident []) => {{
@@ -201,6 +210,9 @@ macro_rules! protocol {
         Ok(())
     }};
     (@reply $m:ident [$($r:ident)+]) => { Ok(core::array::from_fn(|k| $m.word(2 + k))) };
+
+    (@error) => { type __Error = $crate::abi::Error; };
+    (@error $t:ty) => { type __Error = $t; };
 
     (@call) => { use $crate::server::request as __call; };
     (@call $p:path) => { use $p as __call; };
@@ -216,11 +228,14 @@ macro_rules! protocol {
         $crate::ipc::set_send_string($s);
         $crate::ipc::Msg::new($l, &[$($w),*]).with_string()
     }};
+    (@msg $l:path, [$($w:ident),*] string $s:ident) => {
+        $crate::protocol!(@msg $l, [$($w),*] bytes $s)
+    };
     (@msg $l:path, [$($w:ident),*] rest $s:ident) => {{
         let head: &[u64] = &[$($w),*];
         let n = head.len() + $s.len();
         if n > $crate::abi::ipc::MAX_MRS - 1 {
-            return Err($crate::abi::Error::TooLong);
+            return Err($crate::abi::Error::TooLong.into());
         }
         let mut m = $crate::ipc::Msg::new($l, head);
         m.mr[1 + head.len()..=n].copy_from_slice($s);
