@@ -43,14 +43,16 @@
 //! }
 //! ```
 //!
-//! A request is `LABEL = number, fn stub(words; kind name) [-> [reply words]] => Variant
-//! [fields] [= build];`:
+//! A request is `LABEL = number, fn stub(words; kind name) [-> [reply words]] [via path]
+//! => Variant [fields] [= build];`:
 //! - `words` name MR1, MR2, ... in order; each is bound (a `u64`) for the build expression
 //!   and is a `u64` argument of the stub;
 //! - `; text name` binds the string as `&str` (`Malformed` if missing or not UTF-8),
-//!   `; bytes name` as `&[u8]` (empty if none came), `; string name` as
-//!   `Option<&[u8]>` (None if the message carried no string), `; rest name` the words after the
-//!   named ones as `&[u64]`; the stub takes a `&str`, `&[u8]` or `&[u64]` for it;
+//!   `; bytes name` as `&[u8]` (empty if none came), `; string name` as `Option<&[u8]>`
+//!   (None if the message carried no string), `; rest name` the words after the named
+//!   ones as `&[u64]`; the stub takes a `&str`, `&[u8]`, `&[u8]` or `&[u64]` for it;
+//! - `via path`: this request's stub calls through that function instead of the
+//!   module's (a request through another capability than the server's own);
 //! - the variant is declared as in an enum (unit, `(T)` or `{ field: T, ... }`); without
 //!   `= build`, a struct variant's fields are taken from the bindings of the same names,
 //!   a tuple variant's from all the bindings in order;
@@ -71,7 +73,7 @@ macro_rules! protocol {
             $(
                 $(#[$doc:meta])*
                 $label:ident = $num:expr, fn $stub:ident ( $($w:ident),* $(; $sk:ident $s:ident)? )
-                    $(-> [$($r:ident),* $(,)?])?
+                    $(-> [$($r:ident),* $(,)?])? $(via $rcall:path)?
                     => $(#[$vattr:meta])* $variant:ident
                     $({ $($f:ident : $ft:ty),* $(,)? })? $(( $($tt:ty),* $(,)? ))?
                     $(= $build:expr)? ;
@@ -131,7 +133,8 @@ macro_rules! protocol {
                 {
                     #[allow(unused_mut)]
                     let mut m = $crate::protocol!(@msg super::$label, [$($w),*] $($sk $s)?);
-                    __call(srv, &mut m)?;
+                    $crate::protocol!(@call_here $($rcall)?);
+                    __call_here(srv, &mut m)?;
                     $crate::protocol!(@reply m $([$($r)*])?)
                 }
             )*
@@ -213,6 +216,9 @@ macro_rules! protocol {
 
     (@error) => { type __Error = $crate::abi::Error; };
     (@error $t:ty) => { type __Error = $t; };
+
+    (@call_here) => { use self::__call as __call_here; };
+    (@call_here $p:path) => { use $p as __call_here; };
 
     (@call) => { use $crate::server::request as __call; };
     (@call $p:path) => { use $p as __call; };
