@@ -50,7 +50,9 @@
 //! - `; text name` binds the string as `&str` (`Malformed` if missing or not UTF-8),
 //!   `; bytes name` as `&[u8]` (empty if none came), `; string name` as `Option<&[u8]>`
 //!   (None if the message carried no string), `; rest name` the words after the named
-//!   ones as `&[u64]`; the stub takes a `&str`, `&[u8]`, `&[u8]` or `&[u64]` for it;
+//!   ones as `&[u64]`, `; items name` the number of typed items it carried (a
+//!   `usize`); the stub takes a `&str`, `&[u8]`, `&[u8]`, `&[u64]` or the items to send,
+//!   `&[(Fpage, control)]`, for it;
 //! - `via path`: this request's stub calls through that function instead of the
 //!   module's (a request through another capability than the server's own);
 //! - the variant is declared as in an enum (unit, `(T)` or `{ field: T, ... }`); without
@@ -160,21 +162,34 @@ macro_rules! protocol {
     (@bind $a:ident [$($w:ident),*] text $s:ident) => {
         #[allow(unused_variables)]
         let [$($w),*] = $a.words()?;
+        #[allow(unused_variables)]
         let $s = $a.text()?;
     };
     (@bind $a:ident [$($w:ident),*] bytes $s:ident) => {
         #[allow(unused_variables)]
         let [$($w),*] = $a.words()?;
+        #[allow(unused_variables)]
         let $s = $a.bytes();
     };
     (@bind $a:ident [$($w:ident),*] string $s:ident) => {
         #[allow(unused_variables)]
         let [$($w),*] = $a.words()?;
+        #[allow(unused_variables)]
         let $s = $a.msg.tag().has_string().then_some($a.bytes());
+    };
+    (@bind $a:ident [$($w:ident),*] items $s:ident) => {
+        #[allow(unused_variables)]
+        let [$($w),*] = $a.words()?;
+        #[allow(unused_variables)]
+        let $s = $a.msg.items();
+    };
+    (@bind $a:ident [] rest $s:ident) => {
+        let $s = $a.all();
     };
     (@bind $a:ident [$($w:ident),*] rest $s:ident) => {
         #[allow(unused_variables)]
         let [$($w),*] = $a.words()?;
+        #[allow(unused_variables)]
         let $s = $a.rest($crate::protocol!(@count $($w)*));
     };
 
@@ -202,6 +217,7 @@ macro_rules! protocol {
     (@arg bytes) => { &[u8] };
     (@arg string) => { &[u8] };
     (@arg rest) => { &[u64] };
+    (@arg items) => { &[($crate::abi::fpage::Fpage, u64)] };
 
     (@ret) => { Result<$crate::ipc::Msg, __Error> };
     (@ret []) => { Result<(), __Error> };
@@ -237,6 +253,16 @@ macro_rules! protocol {
     (@msg $l:path, [$($w:ident),*] string $s:ident) => {
         $crate::protocol!(@msg $l, [$($w),*] bytes $s)
     };
+    (@msg $l:path, [$($w:ident),*] items $s:ident) => {{
+        let mut m = $crate::ipc::Msg::new($l, &[$($w),*]);
+        if 2 * $s.len() > $crate::abi::ipc::MAX_MRS - 1 - m.words().len() {
+            return Err($crate::abi::Error::TooLong.into());
+        }
+        for &(fp, control) in $s {
+            m.push_item(fp, control);
+        }
+        m
+    }};
     (@msg $l:path, [$($w:ident),*] rest $s:ident) => {{
         let head: &[u64] = &[$($w),*];
         let n = head.len() + $s.len();
