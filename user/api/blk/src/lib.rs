@@ -222,17 +222,20 @@ rt::protocol! {
     /// the caller's still.
     pub fn attach(srv: u64, ticket: u64, area_va: u64, log2: u64, payer: u32) -> Result<View, Error> {
         let cap = rt::alloc_slot();
-        let mut m = Msg::new(p::ATTACH, &[log2, payer as u64]);
-        m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
-        let windows = [
+        ipc::set_windows(
             Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), abi::mem::RIGHTS_MASK),
             Fpage::caps(cap, 0, abi::rights::ALL),
             Fpage(0),
-        ];
-        if let Err(e) = rt::server::request_mapping(srv, windows, &mut m) {
-            rt::free_slot(cap);
-            return Err(e);
-        }
+        );
+        let r = attach_raw(srv, log2, payer as u64, &[(Fpage::caps(ticket, 0, abi::rights::SEND), 0)]);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        let m = match r {
+            Ok(m) => m,
+            Err(e) => {
+                rt::free_slot(cap);
+                return Err(e);
+            }
+        };
         if m.items() != 2 {
             rt::free_slot(cap);
             return Err(Error::Malformed);
@@ -557,7 +560,7 @@ rt::protocol! {
         /// principal the caller may not charge, `NoMemory` past the principal's areas,
         /// `NoSpace` past its slots. Until then every request through the ticket but `CLOSE`
         /// is `BadState`.
-        ATTACH = 0x8c, fn attach_raw(log2, payer) via rt::server::request
+        ATTACH = 0x8c, fn attach_raw(log2, payer; items ticket) via rt::server::request
             => /// To the service, with the ticket as a capability item.
             Attach { log2: u64, payer: u64 };
         /// Through a segment capability that was opened (the delegator's; never through a

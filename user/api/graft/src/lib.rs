@@ -106,7 +106,7 @@ rt::protocol! {
         PUT = 0xe0, fn put(at; string piece) -> []
             => Put { at: usize, bytes: &'a [u8] } = Request::Put { bytes: piece_of(piece)?, at: small(at)? };
         /// MR1 = the file's length: load what was put. Reply MR2 = the graft's id.
-        LOAD = 0xe1, fn load_raw(len) -> [id] => Load { len: usize } = Request::Load { len: small(len)? };
+        LOAD = 0xe1, fn load_raw(len; items thread) -> [id] => Load { len: usize } = Request::Load { len: small(len)? };
         /// MR1 = id.
         UNLOAD = 0xe2, fn unload_raw(graft_id) -> [] => Unload { id: u32 } = Request::Unload { id: id(graft_id)? };
         /// Reply string: the caller's grafts, one a line: "id owner point technology calls
@@ -327,10 +327,8 @@ pub fn load_upcall(srv: u64, name: &str, point: graft::Point, thread: u64) -> Re
         graft::GraftFile { point, tech: graft::Tech::Upcall, state_len: 0, name, code: name.as_bytes(), sig: &[] }
             .to_bytes();
     put_file(srv, &bytes)?;
-    let mut m = Msg::new(LOAD, &[bytes.len() as u64]);
-    m.push_item(abi::fpage::Fpage::caps(thread, 0, abi::rights::SEND), 0);
-    call(srv, &mut m)?;
-    Ok(m.word(2) as u32)
+    let item = [(abi::fpage::Fpage::caps(thread, 0, abi::rights::SEND), 0)];
+    Ok(client::load_raw(srv, bytes.len() as u64, &item)?[0] as u32)
 }
 
 /// Send a graft file to server `srv` in `PUT` pieces.
@@ -344,7 +342,7 @@ fn put_file(srv: u64, bytes: &[u8]) -> Result<(), Refusal> {
 /// Load the graft file `bytes` into server `srv`: its id there.
 pub fn load(srv: u64, bytes: &[u8]) -> Result<u32, Refusal> {
     put_file(srv, bytes)?;
-    Ok(client::load_raw(srv, bytes.len() as u64)?[0] as u32)
+    Ok(client::load_raw(srv, bytes.len() as u64, &[])?[0] as u32)
 }
 
 /// Hot-swap graft `id` for the graft file `bytes` (`REPLACE`).
