@@ -67,6 +67,22 @@ pub const fn all_in(range: Range<u64>, labels: &[u64]) -> bool {
     true
 }
 
+/// Whether no two of `labels` are the same.
+pub const fn distinct(labels: &[u64]) -> bool {
+    let mut i = 0;
+    while i < labels.len() {
+        let mut j = i + 1;
+        while j < labels.len() {
+            if labels[i] == labels[j] {
+                return false;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Whether no two of `ranges` share a label (and none is empty or holds label 0, which
 /// is a reply's).
 pub const fn disjoint(ranges: &[(&str, Range<u64>)]) -> bool {

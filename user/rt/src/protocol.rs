@@ -3,9 +3,9 @@
 //! decodes to — the macro generates:
 //!
 //! - the label consts, with their docs;
-//! - the compile-time check that every label lies in the protocol's range of
-//!   [`crate::labels`] (the range is named once, in the declaration): a label outside it
-//!   breaks the build;
+//! - the compile-time checks that every label lies in the protocol's range of
+//!   [`crate::labels`] (the range is named once, in the declaration) and that no two
+//!   requests share one: a label outside the range, or taken twice, breaks the build;
 //! - the `Request` enum, exactly as declared (variant names, fields, attributes);
 //! - its [`Decode`](crate::server::Decode) impl: one `match` on the label, as lean as a
 //!   hand-written one. A message with fewer words than the request names is `Malformed`,
@@ -90,10 +90,17 @@ macro_rules! protocol {
             pub const $label: u64 = $num;
         )*
 
-        // Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
+        // Its labels lie in its range of the registry (`rt::labels`) and are distinct,
+        // checked when it builds.
+        $(
+            const _: () = assert!(
+                $crate::labels::all_in($range, &[$label]),
+                concat!(stringify!($label), " of ", module_path!(), " lies outside its protocol's range of rt::labels"),
+            );
+        )*
         const _: () = assert!(
-            $crate::labels::all_in($range, &[$($label),*]),
-            concat!("a label of ", module_path!(), "::", stringify!($name), " lies outside its range of rt::labels"),
+            $crate::labels::distinct(&[$($label),*]),
+            concat!("two requests of ", module_path!(), "::", stringify!($name), " share a label"),
         );
 
         $(#[$eattr])*
