@@ -13,9 +13,6 @@ extern crate alloc;
 
 use abi::Error;
 
-
-
-
 pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;
 pub const MAX_DELEGATED: usize = 256;

@@ -21,7 +21,6 @@ use graft::{LoadError, Table};
 use rt::ipc::{self, Msg};
 use rt::server::Answer;
 
-
 /// Where each server's graft ids start (ids are `base + 1 ..= base + 999`), so that
 /// an id names its server: the shell's `graft unload ID` finds it by the id alone.
 pub const CACHE_IDS: u32 = 1000;
@@ -85,7 +84,6 @@ pub fn server_of_id(id: u32) -> Option<&'static str> {
 pub const ASKED: [&str; 4] = ["cache", "blk", "net", rt::proto::PAGER];
 
 pub const MAX_REPEAT: u64 = 100_000;
-
 
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;

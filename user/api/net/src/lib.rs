@@ -36,9 +36,6 @@ extern crate alloc;
 
 use abi::Error;
 
-
-
-
 /// The parts of `PROFILE`'s answer.
 pub const PROFILE_PARTS: [&str; 6] = ["requests", "device", "stack", "checksums", "cue", "after"];
 

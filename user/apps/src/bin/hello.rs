@@ -16,12 +16,10 @@ fn main() -> i32 {
     );
     let slot = rt::alloc_slot_pair();
     match rt::env::spawn("echo", slot) {
-        Ok(id) => {
-            match echo_api::client::echo(slot, &[41]) {
-                Ok(m) => println!("hello: echo (program {}) answered Ok(()) with {:?}", id, m.words()),
-                Err(e) => println!("hello: echo (program {}) answered {:?}", id, e),
-            }
-        }
+        Ok(id) => match echo_api::client::echo(slot, &[41]) {
+            Ok(m) => println!("hello: echo (program {}) answered Ok(()) with {:?}", id, m.words()),
+            Err(e) => println!("hello: echo (program {}) answered {:?}", id, e),
+        },
         Err(e) => println!("hello: could not start echo: {:?}", e),
     }
     0
