@@ -15,11 +15,13 @@
 //!   the message (words, and the string if any), calls the server (through
 //!   [`crate::server::request`], or the function named after `via`) and returns the reply
 //!   `Msg`, or its words after MR1 when the request names them (`-> [a, b]`: `[u64; 2]`
-//!   of MR2 and MR3; `-> []`: nothing but whether it succeeded). Receive windows and receive buffers for what a reply carries are
-//!   the caller's to open around the stub. The stubs' error is `abi::Error`, or the type
-//!   after `, error` (one `From<abi::Error>`, as the `via` function's). Helpers written by hand over the stubs (a
-//!   typed answer, a request in pieces, windows opened for a mapping) go in braces after
-//!   the module's name (`client client { ... };`) and land in the same module.
+//!   of MR2 and MR3; `-> []`: nothing but whether it succeeded). Receive windows and
+//!   receive buffers for what a reply maps or carries are the caller's to open around
+//!   the stub. The stubs' error is `abi::Error`, or the type after `, error` (one
+//!   `From<abi::Error>`, as the `via` function's). Helpers written by hand over the
+//!   stubs (a typed answer, a request in pieces, windows opened for a mapping) go in
+//!   braces after the module's name (`client client { ... };`) and land in the same
+//!   module.
 //!
 //! ```ignore
 //! rt::protocol! {
@@ -131,7 +133,8 @@ macro_rules! protocol {
         });
 
         /// Client stubs: `srv` is the slot of a capability to the server; each builds the
-        /// request's message, calls, and answers the reply (MR1 = 0 checked).
+        /// request's message, calls (`rt::server::request`, which turns MR1 into the
+        /// result, unless the declaration names another call) and answers the reply.
         $vis mod $cmod {
             $crate::protocol!(@call $($call)?);
             $crate::protocol!(@error $($err)?);
