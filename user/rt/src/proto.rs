@@ -21,7 +21,7 @@ crate::protocol! {
         /// message carries at most `abi::ipc::MAX_ITEM_PAGES`): MR1 = offset, a multiple of
         /// `BOOTFS_PIECE`. The reply carries a read-only map item of the piece at
         /// `abi::layout::BOOTFS_VADDR + offset`; MR1 = the image's length.
-        GET_BOOTFS = 3, fn get_bootfs(offset) => GetBootfs { offset: u64 };
+        GET_BOOTFS = 3, fn get_bootfs(offset) via super::answer_as_is => GetBootfs { offset: u64 };
         /// (call to `PARENT`) string = a server's name, MR1 = slot: a SEND capability to it
         /// lands there, if the caller's manifest entry lists the name in `caps`.
         LOOKUP = 4, fn lookup(slot; text name) -> [] => Lookup { name: &'a str, slot: u64 };
@@ -66,6 +66,12 @@ crate::protocol! {
             => /// (from the new program of an `UPDATE`) it took the old one's state (or refused it).
             UpdateDone { ok: bool } = Request::UpdateDone { ok: ok == 1 };
     }
+}
+
+/// How `GET_BOOTFS`'s stub calls: its answer's MR1 is the image's length, not an error
+/// code, so the answer is taken as it came.
+fn answer_as_is(srv: u64, m: &mut crate::ipc::Msg) -> Result<(), abi::Error> {
+    crate::ipc::call(srv, m, crate::ipc::FOREVER)
 }
 
 /// The bytes of one `GET_BOOTFS` piece.

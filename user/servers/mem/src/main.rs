@@ -43,7 +43,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use kcore::elf;
 use mem_api::Request;
-use rt::ipc::{self, Msg, FOREVER};
+use rt::ipc::{self, Msg};
 use rt::println;
 use rt::proto;
 use rt::server::{self, Answer, Badge, Server};
@@ -580,11 +580,13 @@ fn main() -> i32 {
     ipc::set_windows(Fpage::all_mem(), Fpage(0), Fpage(0));
     let (mut offset, mut len) = (0, 1);
     while offset < len {
-        let mut req = Msg::new(proto::GET_BOOTFS, &[offset]);
-        if ipc::call(cap::PARENT, &mut req, FOREVER).is_err() || req.items() != 1 {
-            println!("{}: no boot image", name);
-            return 1;
-        }
+        let req = match proto::client::get_bootfs(cap::PARENT, offset) {
+            Ok(m) if m.items() == 1 => m,
+            _ => {
+                println!("{}: no boot image", name);
+                return 1;
+            }
+        };
         len = req.word(1);
         offset += proto::BOOTFS_PIECE;
     }
