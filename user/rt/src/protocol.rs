@@ -140,6 +140,8 @@ macro_rules! protocol {
             $crate::protocol!(@error $($err)?);
             $(
                 $(#[$doc])*
+                // As many arguments as the request has words.
+                #[allow(clippy::too_many_arguments)]
                 pub fn $stub(srv: u64 $(, $w: u64)* $(, $s: $crate::protocol!(@arg $sk))?)
                     -> $crate::protocol!(@ret $([$($r)*])?)
                 {
