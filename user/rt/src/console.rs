@@ -28,6 +28,8 @@ pub fn write(bytes: &[u8]) -> Result<(), Error> {
     }
     for chunk in bytes.chunks(1024) {
         ipc::set_send_string(chunk);
+        // By hand, not `p::client::write`: only a failed call (no console) means there is
+        // none, whatever a console answers.
         let mut m = Msg::new(p::WRITE, &[]).with_string();
         if let Err(e) = ipc::call(cap::CONSOLE, &mut m, ipc::FOREVER) {
             STATE.store(1, Ordering::Relaxed);
@@ -42,12 +44,10 @@ pub fn write(bytes: &[u8]) -> Result<(), Error> {
 pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
     loop {
         ipc::set_recv_buffer(buf);
-        let mut m = Msg::new(p::READ, &[buf.len() as u64]);
-        ipc::call(cap::CONSOLE, &mut m, ipc::FOREVER)?;
-        match abi::check(m.word(1)) {
+        match p::client::read(cap::CONSOLE, buf.len() as u64) {
             Err(Error::WouldBlock) => continue,
             r => r?,
-        }
+        };
         return Ok(ipc::received_string_len().min(buf.len()));
     }
 }
@@ -58,8 +58,6 @@ pub fn poll(buf: &mut [u8]) -> Result<usize, Error> {
         return Err(Error::InvalidCap);
     }
     ipc::set_recv_buffer(buf);
-    let mut m = Msg::new(p::POLL, &[buf.len() as u64]);
-    ipc::call(cap::CONSOLE, &mut m, ipc::FOREVER)?;
-    abi::check(m.word(1))?;
+    p::client::poll(cap::CONSOLE, buf.len() as u64)?;
     Ok(ipc::received_string_len().min(buf.len()))
 }

@@ -8,14 +8,9 @@ use abi::fpage::Fpage;
 use abi::Error;
 use alloc::string::String;
 
-fn call(m: &mut Msg) -> Result<(), Error> {
-    crate::server::request(cap::PARENT, m)
-}
-
 /// A SEND capability to the server `name` in `slot` (if the manifest allows it).
 pub fn lookup(name: &str, slot: u64) -> Result<(), Error> {
-    ipc::set_send_string(name.as_bytes());
-    call(&mut Msg::new(proto::LOOKUP, &[slot]).with_string())
+    proto::client::lookup(cap::PARENT, slot, name)
 }
 
 /// Look server `name` up again into `slot`, whose capability names an instance that is
@@ -69,36 +64,36 @@ fn reconnecting(
 
 /// Ports `first .. first + 2^log2` (if the manifest grants them).
 pub fn io(first: u64, log2: u64) -> Result<(), Error> {
-    crate::server::request_mapping(
-        cap::PARENT,
-        [Fpage(0), Fpage(0), Fpage::io(0, 16)],
-        &mut Msg::new(proto::GET_IO, &[first, log2]),
-    )
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
+    let r = proto::client::get_io(cap::PARENT, first, log2);
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r
 }
 
 /// An IRQ capability for `line` in `slot` (if the manifest grants it).
 pub fn irq(line: u64, slot: u64) -> Result<(), Error> {
-    call(&mut Msg::new(proto::GET_IRQ, &[line, slot]))
+    proto::client::get_irq(cap::PARENT, line, slot)
 }
 
-fn text(label: u64) -> Result<String, Error> {
+/// The string of the answer to `ask` (at most 4 KiB).
+fn text(ask: fn(u64) -> Result<Msg, Error>) -> Result<String, Error> {
     let mut buf = alloc::vec![0u8; 4096];
     ipc::set_recv_buffer(&mut buf);
-    call(&mut Msg::new(label, &[]))?;
+    ask(cap::PARENT)?;
     let n = ipc::received_string_len().min(buf.len());
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 pub fn ps() -> Result<String, Error> {
-    text(proto::PS)
+    text(proto::client::ps)
 }
 
 pub fn meminfo() -> Result<String, Error> {
-    text(proto::MEMINFO)
+    text(proto::client::meminfo)
 }
 
 pub fn kill(id: u64) -> Result<(), Error> {
-    call(&mut Msg::new(proto::KILL, &[id]))
+    proto::client::kill(cap::PARENT, id)
 }
 
 /// Live update (`proto::UPDATE`): "NAME PROGRAM [ARGS]"; on failure the error and why.
@@ -106,8 +101,9 @@ pub fn update(text: &str) -> Result<(), (Error, String)> {
     let mut buf = alloc::vec![0u8; 256];
     ipc::set_send_string(text.as_bytes());
     ipc::set_recv_buffer(&mut buf);
+    // By hand, not `proto::client::update`: the reason is read from the answer.
     let mut m = Msg::new(proto::UPDATE, &[]).with_string();
-    match call(&mut m) {
+    match crate::server::request(cap::PARENT, &mut m) {
         Ok(()) => Ok(()),
         Err(e) => {
             let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
@@ -120,26 +116,25 @@ pub fn update(text: &str) -> Result<(), (Error, String)> {
 /// and answers, granting what the old server handed over (memory, capabilities) into
 /// `windows` (memory, capabilities, ports); or refused.
 pub fn update_done(ok: bool, windows: [Fpage; 3]) -> Result<(), Error> {
-    crate::server::request_mapping(cap::PARENT, windows, &mut Msg::new(proto::UPDATE_DONE, &[ok as u64]))
+    ipc::set_windows(windows[0], windows[1], windows[2]);
+    let r = proto::client::update_done(cap::PARENT, ok as u64);
+    ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+    r
 }
 
 pub fn halt() -> Result<(), Error> {
-    call(&mut Msg::new(proto::HALT, &[]))
+    proto::client::halt(cap::PARENT)
 }
 
 /// Ask root to start `cmdline`; the new program's thread capability lands in `slot`
 /// (SEND) and its task capability in `slot + 1` (CONTROL), so take `slot` from
 /// `rt::alloc_slot_pair`. Returns its id.
 pub fn spawn(cmdline: &str, slot: u64) -> Result<u64, Error> {
-    ipc::set_send_string(cmdline.as_bytes());
-    let mut m = Msg::new(proto::SPAWN, &[slot]).with_string();
-    call(&mut m)?;
-    Ok(m.word(2))
+    Ok(proto::client::spawn(cap::PARENT, slot, cmdline)?[0])
 }
 
 /// Root's free capability slots and the number of programs it keeps a record of.
 pub fn root_slots() -> Result<(u64, u64), Error> {
-    let mut m = Msg::new(proto::SLOTS, &[]);
-    call(&mut m)?;
-    Ok((m.word(2), m.word(3)))
+    let [free, programs] = proto::client::slots(cap::PARENT)?;
+    Ok((free, programs))
 }

@@ -17,6 +17,7 @@ pub mod loader;
 pub mod pci;
 pub mod print;
 pub mod proto;
+pub mod protocol;
 pub mod rtc;
 pub mod server;
 pub mod shared;
@@ -141,8 +142,7 @@ extern "C" fn rt_start(si: u64) -> ! {
 /// End the program: tell root (which destroys the task) or, for root itself and
 /// programs without a parent, destroy the task.
 pub fn exit(code: i32) -> ! {
-    let mut m = ipc::Msg::new(proto::EXIT, &[code as u64]);
-    let _ = ipc::call(cap::PARENT, &mut m, ipc::FOREVER);
+    let _ = proto::client::exit(cap::PARENT, code as u64);
     let _ = sys::task_destroy(cap::SELF_TASK);
     sys::thread_exit()
 }

@@ -1,40 +1,84 @@
-//! The protocol between programs and root (message labels and their words).
-//!
-//! - `EXIT` (call to `PARENT`): MR1 = exit code. Root destroys the task; no reply.
-//! - `SPAWN` (call to `PARENT`, string = "name args"): MR1 = slot in the caller's
-//!   capability space for a SEND capability to the new program's first thread; the
-//!   slot after it receives a CONTROL capability for the new task. The new program
-//!   gets a SEND capability to the caller's first thread in its `PEER` slot, badged
-//!   with the new program's id. Reply: MR1 = 0 or an error code, MR2 = the new
-//!   program's id.
+//! The protocol between programs and root (message labels and their words), declared
+//! with `protocol!`; the console's (`console`), and root's messages to a server being
+//! updated (`update`).
 
-pub const EXIT: u64 = 1;
-pub const SPAWN: u64 = 2;
-/// (call to `PARENT`, from a memory server) Map the boot image, a piece at a time (one
-/// message carries at most `abi::ipc::MAX_ITEM_PAGES`): MR1 = offset, a multiple of
-/// `BOOTFS_PIECE`. The reply carries a read-only map item of the piece at
-/// `abi::layout::BOOTFS_VADDR + offset`; MR1 = the image's length.
-pub const GET_BOOTFS: u64 = 3;
+crate::protocol! {
+    /// Root's requests (from programs through `PARENT`), decoded.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request<'a> in crate::labels::ROOT;
+    client client;
+    requests {
+        /// (call to `PARENT`) MR1 = exit code. Root destroys the task; no reply.
+        EXIT = 1, fn exit(code) => Exit { code: u64 };
+        /// (call to `PARENT`, string = "name args") MR1 = slot in the caller's capability
+        /// space for a SEND capability to the new program's first thread; the slot after it
+        /// receives a CONTROL capability for the new task. The new program gets a SEND
+        /// capability to the caller's first thread in its `PEER` slot, badged with the new
+        /// program's id. Reply: MR1 = 0 or an error code, MR2 = the new program's id.
+        SPAWN = 2, fn spawn(slot; text cmdline) -> [id]
+            => Spawn { cmdline: &'a str, slot: u64 } = Request::Spawn { cmdline: cmdline.trim(), slot };
+        /// (call to `PARENT`, from a memory server) Map the boot image, a piece at a time (one
+        /// message carries at most `abi::ipc::MAX_ITEM_PAGES`): MR1 = offset, a multiple of
+        /// `BOOTFS_PIECE`. The reply carries a read-only map item of the piece at
+        /// `abi::layout::BOOTFS_VADDR + offset`; MR1 = the image's length.
+        GET_BOOTFS = 3, fn get_bootfs(offset) via super::answer_as_is => GetBootfs { offset: u64 };
+        /// (call to `PARENT`) string = a server's name, MR1 = slot: a SEND capability to it
+        /// lands there, if the caller's manifest entry lists the name in `caps`.
+        LOOKUP = 4, fn lookup(slot; text name) -> [] => Lookup { name: &'a str, slot: u64 };
+        /// (call to `PARENT`) MR1 = first port, MR2 = log2 ports: an I/O item, if the manifest
+        /// grants every port of it. The caller opens an I/O window first.
+        GET_IO = 5, fn get_io(first, log2) -> [] => GetIo { first: u64, log2: u64 };
+        /// (call to `PARENT`) MR1 = line, MR2 = slot: an IRQ capability, if the manifest grants it.
+        GET_IRQ = 6, fn get_irq(line, slot) -> [] => GetIrq { line: u64, slot: u64 };
+        /// (call to `PARENT`) Reply string: the programs, one line each.
+        PS = 7, fn ps() => Ps;
+        /// (call to `PARENT`) Reply string: memory of sigma0 and of each memory server.
+        MEMINFO = 8, fn meminfo() => Meminfo;
+        /// (call to `PARENT`) MR1 = program id: end it.
+        KILL = 9, fn kill(id) -> [] => Kill { id: u64 };
+        /// (call to `PARENT`) Power off (the machine exits with status 0).
+        HALT = 10, fn halt() -> [] => Halt;
+        /// (call to `PARENT`) Reply MR2 = root's free capability slots, MR3 = programs it
+        /// keeps a record of.
+        SLOTS = 11, fn slots() -> [free_slots, programs]
+            => /// Root's free capability slots (for the test that root does not leak them).
+            Slots;
+        /// (call to `PARENT`, needs `machine` in the caller's entry) string = "NAME PROGRAM
+        /// [ARGS]": live update. Root names the new program to the running NAME
+        /// (`update::BEGIN`; a server that does not take part answers otherwise and nothing
+        /// starts), then starts PROGRAM (from the boot image) with NAME's manifest entry, its
+        /// arguments followed by `update` and ARGS, and with `PEER` = the running server; the
+        /// new program takes the old one's state from it (the server's
+        /// `swap_api::UPDATE_STATE`) and says `UPDATE_DONE`. Accepted: root moves the old
+        /// server's endpoint to the new one (`THREAD_CONTROL SUCCEED`: the clients'
+        /// capabilities keep working) and ends the old one. Refused, or the new program ended
+        /// first: the old one carries on (`swap_api::UPDATE_ABORT`). The answer comes when it
+        /// is over: ok, or `BadState` with the reason as the string; `NotFound` (no such
+        /// server), `InvalidArg` (no such program), `NoRights`, `Exists` (an update under way).
+        UPDATE = 12, fn update(; text text)
+            => /// Replace a running server by a new program: "NAME PROGRAM [ARGS]".
+            Update { text: &'a str } = Request::Update { text: text.trim() };
+        /// (call to `PARENT`, from the new program of an `UPDATE`) MR1 = 1: state taken,
+        /// serving from now on (root answers once the endpoint is moved, granting the
+        /// capabilities the old server handed over: open a capability window); 0: refused
+        /// (end then).
+        UPDATE_DONE = 13, fn update_done(ok) -> []
+            => /// (from the new program of an `UPDATE`) it took the old one's state (or refused it).
+            UpdateDone { ok: bool } = Request::UpdateDone { ok: ok == 1 };
+    }
+}
+
+/// How `GET_BOOTFS`'s stub calls: its answer's MR1 is the image's length, not an error
+/// code, so the answer is taken as it came.
+fn answer_as_is(srv: u64, m: &mut crate::ipc::Msg) -> Result<(), abi::Error> {
+    crate::ipc::call(srv, m, crate::ipc::FOREVER)
+}
+
+/// The bytes of one `GET_BOOTFS` piece.
 pub const BOOTFS_PIECE: u64 = abi::ipc::MAX_ITEM_PAGES * abi::layout::PAGE_SIZE;
-/// (call to `PARENT`) string = a server's name, MR1 = slot: a SEND capability to it
-/// lands there, if the caller's manifest entry lists the name in `caps`.
-pub const LOOKUP: u64 = 4;
 /// The name `LOOKUP` answers with the memory server that pages the caller, whichever it
 /// is (for its usage and its reclaim graft), when the manifest lists it in `caps`.
 pub const PAGER: &str = "pager";
-/// (call to `PARENT`) MR1 = first port, MR2 = log2 ports: an I/O item, if the manifest
-/// grants every port of it. The caller opens an I/O window first.
-pub const GET_IO: u64 = 5;
-/// (call to `PARENT`) MR1 = line, MR2 = slot: an IRQ capability, if the manifest grants it.
-pub const GET_IRQ: u64 = 6;
-/// (call to `PARENT`) Reply string: the programs, one line each.
-pub const PS: u64 = 7;
-/// (call to `PARENT`) Reply string: memory of sigma0 and of each memory server.
-pub const MEMINFO: u64 = 8;
-/// (call to `PARENT`) MR1 = program id: end it.
-pub const KILL: u64 = 9;
-/// (call to `PARENT`) Power off (the machine exits with status 0).
-pub const HALT: u64 = 10;
 
 /// (call to `abi::cap::PAGER`, the caller's memory server; the protocol is `mem_api`'s,
 /// here because `rt::heap` speaks it) MR1 = pages, MR2 = where (the region of its own
@@ -69,103 +113,23 @@ pub fn reserve(pager: u64, pages: u64, at: u64) -> Result<(), abi::Error> {
 
 /// The console server's protocol (in `rt` because `print!` speaks it).
 pub mod console {
-    use crate::server::{Args, Decode};
-    use abi::Error;
-
-    /// String = bytes to write. Reply MR1 = 0.
-    pub const WRITE: u64 = 0x70;
-    /// MR1 = most bytes wanted. Reply (when at least one byte was typed): MR1 = 0,
-    /// string = the bytes.
-    pub const READ: u64 = 0x71;
-    /// MR1 = most bytes wanted. Reply at once: MR1 = 0, string = the bytes typed and not
-    /// read yet (none, if nothing was typed). A program busy with something else looks
-    /// with it for Ctrl-C.
-    pub const POLL: u64 = 0x72;
-
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum Request<'a> {
-        Write(&'a [u8]),
-        Read { max: u64 },
-        Poll { max: u64 },
-    }
-
-    impl<'a> Decode<'a> for Request<'a> {
-        fn decode(a: &Args<'a>) -> Result<Self, Error> {
-            Ok(match a.msg.label() {
-                WRITE => Request::Write(a.bytes()),
-                READ => {
-                    let [max] = a.words()?;
-                    Request::Read { max: max.max(1) }
-                }
-                POLL => {
-                    let [max] = a.words()?;
-                    Request::Poll { max }
-                }
-                _ => return Err(Error::Unsupported),
-            })
+    crate::protocol! {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Request<'a> in crate::labels::CONSOLE;
+        client client;
+        requests {
+            /// String = bytes to write. Reply MR1 = 0.
+            WRITE = 0x70, fn write(; bytes bytes) -> [] => Write(&'a [u8]);
+            /// MR1 = most bytes wanted. Reply (when at least one byte was typed): MR1 = 0,
+            /// string = the bytes.
+            READ = 0x71, fn read(max) => Read { max: u64 } = Request::Read { max: max.max(1) };
+            /// MR1 = most bytes wanted. Reply at once: MR1 = 0, string = the bytes typed and
+            /// not read yet (none, if nothing was typed). A program busy with something else
+            /// looks with it for Ctrl-C.
+            POLL = 0x72, fn poll(max) => Poll { max: u64 };
         }
     }
 }
-
-/// Root's requests (from programs through `PARENT`), decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request<'a> {
-    Exit {
-        code: u64,
-    },
-    Spawn {
-        cmdline: &'a str,
-        slot: u64,
-    },
-    GetBootfs {
-        offset: u64,
-    },
-    Lookup {
-        name: &'a str,
-        slot: u64,
-    },
-    GetIo {
-        first: u64,
-        log2: u64,
-    },
-    GetIrq {
-        line: u64,
-        slot: u64,
-    },
-    Ps,
-    Meminfo,
-    Kill {
-        id: u64,
-    },
-    Halt,
-    /// Root's free capability slots (for the test that root does not leak them).
-    Slots,
-    /// Replace a running server by a new program: "NAME PROGRAM [ARGS]".
-    Update {
-        text: &'a str,
-    },
-    /// (from the new program of an `UPDATE`) it took the old one's state (or refused it).
-    UpdateDone {
-        ok: bool,
-    },
-}
-
-/// (call to `PARENT`, needs `machine` in the caller's entry) string = "NAME PROGRAM
-/// [ARGS]": live update. Root names the new program to the running NAME
-/// (`update::BEGIN`; a server that does not take part answers otherwise and nothing
-/// starts), then starts PROGRAM (from the boot image) with NAME's manifest entry, its arguments followed by `update` and ARGS, and with `PEER` =
-/// the running server; the new program takes the old one's state from it (the
-/// server's `swap_api::UPDATE_STATE`) and says `UPDATE_DONE`. Accepted: root moves the
-/// old server's endpoint to the new one (`THREAD_CONTROL SUCCEED`: the clients'
-/// capabilities keep working) and ends the old one. Refused, or the new program ended
-/// first: the old one carries on (`swap_api::UPDATE_ABORT`). The answer comes when it is
-/// over: ok, or `BadState` with the reason as the string; `NotFound` (no such server),
-/// `InvalidArg` (no such program), `NoRights`, `Exists` (an update under way).
-pub const UPDATE: u64 = 12;
-/// (call to `PARENT`, from the new program of an `UPDATE`) MR1 = 1: state taken, serving
-/// from now on (root answers once the endpoint is moved, granting the capabilities the
-/// old server handed over: open a capability window); 0: refused (end then).
-pub const UPDATE_DONE: u64 = 13;
 
 /// Root's messages to a server being updated (badge 0): the server's half is in
 /// `swap_api` (`UPDATE_STATE`, from the new program).
@@ -177,53 +141,4 @@ pub mod update {
     pub const ABORT: u64 = 0xf5;
     /// The new program took the state: grant root the capabilities it names.
     pub const COMMIT: u64 = 0xf6;
-}
-
-/// (call to `PARENT`) Reply MR2 = root's free capability slots, MR3 = programs it
-/// keeps a record of.
-pub const SLOTS: u64 = 11;
-
-impl<'a> crate::server::Decode<'a> for Request<'a> {
-    fn decode(a: &crate::server::Args<'a>) -> Result<Self, abi::Error> {
-        Ok(match a.msg.label() {
-            EXIT => {
-                let [code] = a.words()?;
-                Request::Exit { code }
-            }
-            SPAWN => {
-                let [slot] = a.words()?;
-                Request::Spawn { cmdline: a.text()?.trim(), slot }
-            }
-            GET_BOOTFS => {
-                let [offset] = a.words()?;
-                Request::GetBootfs { offset }
-            }
-            LOOKUP => {
-                let [slot] = a.words()?;
-                Request::Lookup { name: a.text()?, slot }
-            }
-            GET_IO => {
-                let [first, log2] = a.words()?;
-                Request::GetIo { first, log2 }
-            }
-            GET_IRQ => {
-                let [line, slot] = a.words()?;
-                Request::GetIrq { line, slot }
-            }
-            PS => Request::Ps,
-            MEMINFO => Request::Meminfo,
-            KILL => {
-                let [id] = a.words()?;
-                Request::Kill { id }
-            }
-            HALT => Request::Halt,
-            SLOTS => Request::Slots,
-            UPDATE => Request::Update { text: a.text()?.trim() },
-            UPDATE_DONE => {
-                let [ok] = a.words()?;
-                Request::UpdateDone { ok: ok == 1 }
-            }
-            _ => return Err(abi::Error::Unsupported),
-        })
-    }
 }

@@ -117,6 +117,10 @@ impl<'a> Args<'a> {
     pub fn all(&self) -> &'a [u64] {
         self.msg.words()
     }
+    /// The words after the first `n` (empty if no more came).
+    pub fn rest(&self, n: usize) -> &'a [u64] {
+        self.msg.words().get(n..).unwrap_or(&[])
+    }
     /// The string as UTF-8 text; `Malformed` if it is missing or not UTF-8.
     pub fn text(&self) -> Result<&'a str, Error> {
         if !self.msg.tag().has_string() {

@@ -12,130 +12,6 @@
 extern crate alloc;
 
 use abi::Error;
-use rt::server::{Args, Decode};
-
-/// string = name, MR1 = length in blocks, MR2 = rights for others (READ 1, WRITE 2).
-pub const CREATE: u64 = 0x80;
-/// string = name, MR1 = rights wanted. Opens a capability window first: the reply
-/// maps a SEND capability for the segment (its badge names it) and the shared area
-/// (`AREA_PAGES` pages of DMA memory: the control page, then data). Reply MR2 = blocks.
-pub const OPEN: u64 = 0x81;
-/// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others',
-/// MR6 = its first block on the device (the block numbers the cache and its eviction
-/// grafts see);
-/// `NoRights` for a segment the caller has no rights to (LIST does not show it either).
-pub const STAT: u64 = 0x82;
-/// Reply string: the segments the caller may open, one "name blocks owner" a line.
-pub const LIST: u64 = 0x83;
-/// string = name (owner only).
-pub const DELETE: u64 = 0x84;
-/// Through a segment capability: MR1 = flags (`WAIT_ALL`), MR2 = n ≤ `MAX_REG_OPS`,
-/// then `OP_WORDS` words per operation (see `op`). Reply at once (or, with
-/// `WAIT_ALL`, once all of them completed): MR2 = operations taken.
-pub const BATCH: u64 = 0x85;
-/// Through a segment capability: give it back (the capability is revoked).
-pub const CLOSE: u64 = 0x86;
-/// Through a segment capability: returns once every write completed before it is on
-/// stable storage (the device's write cache flushed).
-pub const SYNC: u64 = 0x87;
-/// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
-/// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`; a
-/// refused doorbell (a tail past the ring, a status index past the page) takes none of
-/// them, and `SQ_HEAD` stays where it was.
-pub const SUBMIT: u64 = 0x88;
-/// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
-/// MR4 = segments, MR5 = block size, MR6 = cache flushes sent to the device since the
-/// service started, MR7 = 1 if the device has a write cache to flush (0: it offers no
-/// flush, and its writes count as durable when done); `BadState` if the device was
-/// refused.
-pub const MOUNT: u64 = 0x8a;
-/// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
-/// segment's completion counter has reached n: sleep instead of polling.
-pub const WAIT: u64 = 0x89;
-
-/// Through a segment capability (an opened one: a view is not handed on further): hand
-/// part of the segment on. MR1 = rights (a subset of the capability's), MR2 = n ≤
-/// `MAX_EXTENTS`, MR3 = bytes (0: all of the blocks; else reads through the view see
-/// zeros past this many bytes — a file's slack in its last block stays unseen, and
-/// never reaches memory the holder maps, not even while a read is under way), MR4 =
-/// the principal the view is for (0: the capability's own; another only from a
-/// capability an agent opened — `files` delegates a ticket for the client that asked
-/// for it), then n pairs (first block, blocks) of this capability's blocks. The view's
-/// capability slot here is charged to that principal (`PRINCIPAL_SLOTS`). Reply: a
-/// capability item (a new badged SEND capability, the "ticket", for the caller to pass
-/// on) and MR2 = its blocks, MR3 = its id (for `REVOKE`). Through it, block 0 is the
-/// first block of the first pair, and so on in order: the holder sees those blocks and
-/// no other (a file's extents, for `files` to let `net` send a file: Cue). It has no
-/// shared area until `ATTACH`; it is closed by `CLOSE` through it before that, through
-/// the holder's capability after, by `REVOKE` through the parent, with the parent, or
-/// when its holder ends. At most `MAX_DELEGATED` per segment capability. `NoRights`
-/// for more rights than the capability's or a principal the caller may not charge,
-/// `BadState` through a view, `NoSpace` past the principal's share of slots.
-pub const DELEGATE: u64 = 0x8b;
-/// To the service (not through the ticket), once per view: the ticket comes as a
-/// capability item (mapped; it is checked to be one of this service's views), MR1 =
-/// log2 of the bytes of the shared area to map (12 ..= `12 + AREA_LOG2`: the control
-/// page and as much data as the holder will use; operations must stay inside it),
-/// MR2 = the principal the view is attached for (0: the caller's; another only from an
-/// agent — `net` attaches for the client that asked for the Cue transfer). The caller
-/// is its holder from now on: the view, its area and both its capability slots are
-/// charged to that principal (its `MAX_OPEN_PER_PRINCIPAL` areas, its
-/// `PRINCIPAL_SLOTS`), and it closes when the holder ends. The reply's first item
-/// maps the area read-only (the holder sends `BATCH` messages and reads status words
-/// and data, and writes nothing); its second is the holder's own capability to the
-/// view, through which alone the view works from now on (other copies of the ticket
-/// answer `BadState`; `CLOSE` through it gives the area back at once). Reply MR2 = its
-/// blocks, MR3 = its bytes. `InvalidCap` without a ticket of this service, `BadState`
-/// if it is attached already, `InvalidArg` for a size out of range, `NoRights` for a
-/// principal the caller may not charge, `NoMemory` past the principal's areas,
-/// `NoSpace` past its slots. Until then every request through the ticket but `CLOSE`
-/// is `BadState`.
-pub const ATTACH: u64 = 0x8c;
-/// Through a segment capability that was opened (the delegator's; never through a
-/// view): MR1 = the id of a view delegated through it. The view is closed: its
-/// holder's capability goes at once, the area it mapped `PARK_US` later (the holder may
-/// be reading it; it checks its capability before it does). Views delegated from
-/// another opened handle the caller's program holds may be revoked too (a handle a
-/// program took over in a live update, when root said `SUCCEEDED`: those with views
-/// delegated from them stay open for the new program). `NoRights` through a view,
-/// `InvalidArg` for a view not delegated from the caller's handles. The holder closing
-/// its own view (`CLOSE` through it) gives the area back at once.
-pub const REVOKE: u64 = 0x8d;
-/// To the service: what the caller's principal is charged for here. Reply MR2 =
-/// capability slots (segments open, views, holders' capabilities, sleeping waits),
-/// MR3 = its share of them (`PRINCIPAL_SLOTS`), MR4 = shared areas (open segments,
-/// attached views, and revoked views' areas not yet taken back), MR5 = its limit of
-/// them (`MAX_OPEN_PER_PRINCIPAL`), MR6 = views charged to it.
-pub const USAGE: u64 = 0x8f;
-/// Through a segment capability of its owner, with write rights, to the whole segment
-/// (not a view): MR1 = the id of the owner's graft at point `ldisk` (0: none). From
-/// now on the segment is a logical disk (VINO §3.3): each block read or written
-/// through any capability to it goes where the graft says among the segment's first
-/// `blocks - MAP_BLOCKS` blocks, and the graft's state — its map — is kept in the last
-/// `MAP_BLOCKS` (`baio::ldisk`): a block written is one commit (data, then map), so a
-/// power cut at any write leaves the map naming whole blocks. On attaching, a map
-/// already there (the newer whole copy) becomes the graft's state; with none, the
-/// whole segment is zeroed and the graft starts from zeros. Operations are direct
-/// (`BUFFERED` is ignored) and each block is one graft call; a block the graft refuses
-/// or aborts on fails the operation with `E_GRAFT`, as does every operation while the
-/// graft is gone (unloaded, or its program ended) until the owner attaches one again.
-/// MR1 = 0 detaches: blocks are read and written where they lie. The binding lasts
-/// while any capability to the segment is open. Reply MR2 = the blocks the graft maps
-/// onto. `NoRights` for another principal or without write rights, `BadState` for a
-/// view, `NotFound` for no such graft of the caller's at `ldisk`, `SlotInUse` if the
-/// graft is bound to another segment, `InvalidArg` if the graft refuses the segment (too big
-/// or too small for it) or it is bigger than 65,536 blocks (a logical disk's I/O is
-/// synchronous, and a new one is zeroed whole).
-pub const LDISK: u64 = 0x8e;
-
-// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(
-    rt::labels::BLK,
-    &[
-        CREATE, OPEN, STAT, LIST, DELETE, BATCH, CLOSE, SYNC, SUBMIT, MOUNT, WAIT, DELEGATE, ATTACH, REVOKE, USAGE,
-        LDISK
-    ]
-));
 
 pub use baio::ldisk::MAP_BLOCKS;
 pub const MAX_EXTENTS: usize = 8;
@@ -211,125 +87,11 @@ pub fn op(kind: u64, first: u64, blocks: u64, status: u64, offset: u64) -> [u64;
     [kind, first, blocks | (status << 32), offset]
 }
 
-/// Requests to the service itself, and through a segment capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request<'a> {
-    Create {
-        name: &'a str,
-        blocks: u64,
-        others: u64,
-    },
-    Open {
-        name: &'a str,
-        rights: u64,
-    },
-    Stat {
-        name: &'a str,
-    },
-    List,
-    Delete {
-        name: &'a str,
-    },
-    Mount,
-    /// Through a segment: `ops` holds n × `OP_WORDS` words.
-    Batch {
-        flags: u64,
-        ops: &'a [u64],
-    },
-    Submit {
-        flags: u64,
-    },
-    Wait {
-        n: u64,
-    },
-    Sync,
-    Close,
-    /// `extents` holds n pairs (first block, blocks).
-    Delegate {
-        rights: u64,
-        bytes: u64,
-        payer: u64,
-        extents: &'a [u64],
-    },
-    /// To the service, with the ticket as a capability item.
-    Attach {
-        log2: u64,
-        payer: u64,
-    },
-    Revoke {
-        view: u64,
-    },
-    Usage,
-    Ldisk {
-        graft: u64,
-    },
-    /// To the service: the graft protocol (point `stream`).
-    Graft(graft_api::Request<'a>),
-}
-
-impl<'a> Decode<'a> for Request<'a> {
-    fn decode(a: &Args<'a>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            CREATE => {
-                let [blocks, others] = a.words()?;
-                Request::Create { name: a.text()?, blocks, others }
-            }
-            OPEN => {
-                let [rights] = a.words()?;
-                Request::Open { name: a.text()?, rights }
-            }
-            STAT => Request::Stat { name: a.text()? },
-            LIST => Request::List,
-            DELETE => Request::Delete { name: a.text()? },
-            MOUNT => Request::Mount,
-            BATCH => {
-                let [flags, n] = a.words()?;
-                let n = n as usize;
-                let all = a.all();
-                if n > MAX_REG_OPS || all.len() < 2 + OP_WORDS * n {
-                    return Err(Error::Malformed);
-                }
-                Request::Batch { flags, ops: &all[2..2 + OP_WORDS * n] }
-            }
-            SUBMIT => {
-                let [flags] = a.words()?;
-                Request::Submit { flags }
-            }
-            WAIT => {
-                let [n] = a.words()?;
-                Request::Wait { n }
-            }
-            SYNC => Request::Sync,
-            CLOSE => Request::Close,
-            DELEGATE => {
-                let [rights, n, bytes, payer] = a.words()?;
-                let all = a.all();
-                if n == 0 || n > MAX_EXTENTS as u64 || all.len() < 4 + 2 * n as usize {
-                    return Err(Error::Malformed);
-                }
-                Request::Delegate { rights, bytes, payer, extents: &all[4..4 + 2 * n as usize] }
-            }
-            ATTACH => {
-                let [log2, payer] = a.words()?;
-                Request::Attach { log2, payer }
-            }
-            USAGE => Request::Usage,
-            REVOKE => {
-                let [view] = a.words()?;
-                Request::Revoke { view }
-            }
-            LDISK => {
-                let [graft] = a.words()?;
-                Request::Ldisk { graft }
-            }
-            l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
-            _ => return Err(Error::Unsupported),
-        })
-    }
-}
-
-/// Client stubs: `srv` is the slot of a capability to the block service.
-pub mod client {
+rt::protocol! {
+    /// Requests to the service itself, and through a segment capability.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request<'a> in rt::labels::BLK;
+    client client via service {
     use crate as p;
     use abi::fpage::Fpage;
     use abi::Error;
@@ -354,8 +116,6 @@ pub mod client {
     pub const SLOT_BYTES: u64 = 16 * 1024;
     pub const SLOTS: u64 = (p::AREA_BYTES - p::DATA) / SLOT_BYTES;
 
-    use rt::server::request as call;
-
     /// Requests to the service itself find a restarted block service again
     /// (`rt::env::request_reconnecting`); segments open before it must be opened again
     /// (`Segment::reopen`).
@@ -370,22 +130,20 @@ pub mod client {
 
     /// The device the service has mounted: (blocks, free blocks, segments, block size).
     pub fn mount(srv: u64) -> Result<(u64, u64, u64, u64), Error> {
-        let mut m = Msg::new(p::MOUNT, &[]);
-        service(srv, &mut m)?;
-        Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+        let [blocks, free, segments, block_size, ..] = mount_raw(srv)?;
+        Ok((blocks, free, segments, block_size))
     }
 
     /// The device's cache flushes: (sent since the service started, whether it has a
     /// write cache to flush).
     pub fn flushes(srv: u64) -> Result<(u64, bool), Error> {
-        let mut m = Msg::new(p::MOUNT, &[]);
-        service(srv, &mut m)?;
-        Ok((m.word(6), m.word(7) != 0))
+        let [.., flushes, write_cache] = mount_raw(srv)?;
+        Ok((flushes, write_cache != 0))
     }
 
     /// A segment of `blocks` blocks owned by the caller's principal; others get `others`.
     pub fn create(srv: u64, name: &str, blocks: u64, others: u8) -> Result<(), Error> {
-        service(srv, &mut named(p::CREATE, name, &[blocks, others as u64]))
+        create_raw(srv, blocks, others as u64, name)
     }
 
     /// Open with `rights` (READ 1, WRITE 2); the shared area lands at `area_va` (aligned
@@ -426,34 +184,19 @@ pub mod client {
 
     /// (length, owner, owner's rights, others' rights)
     pub fn stat(srv: u64, name: &str) -> Result<(u64, u64, u64, u64), Error> {
-        let mut m = named(p::STAT, name, &[]);
-        service(srv, &mut m)?;
-        Ok((m.word(2), m.word(3), m.word(4), m.word(5)))
+        let [length, owner, owner_rights, others_rights, _] = stat_raw(srv, name)?;
+        Ok((length, owner, owner_rights, others_rights))
     }
 
     /// The segment's first block on the device (what the cache's eviction grafts see).
     pub fn first_block(srv: u64, name: &str) -> Result<u64, Error> {
-        let mut m = named(p::STAT, name, &[]);
-        service(srv, &mut m)?;
-        Ok(m.word(6))
-    }
-
-    pub fn delete(srv: u64, name: &str) -> Result<(), Error> {
-        service(srv, &mut named(p::DELETE, name, &[]))
-    }
-
-    /// What the caller's principal is charged for: (slots, slot share, areas, area
-    /// limit, views); see `USAGE`.
-    pub fn usage(srv: u64) -> Result<[u64; 5], Error> {
-        let mut m = Msg::new(p::USAGE, &[]);
-        service(srv, &mut m)?;
-        Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6)])
+        Ok(stat_raw(srv, name)?[4])
     }
 
     pub fn list(srv: u64) -> Result<String, Error> {
         let mut buf = alloc::vec![0u8; 4096];
         ipc::set_recv_buffer(&mut buf);
-        service(srv, &mut Msg::new(p::LIST, &[]))?;
+        list_raw(srv)?;
         let n = ipc::received_string_len().min(buf.len());
         Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
@@ -476,17 +219,20 @@ pub mod client {
     /// the caller's still.
     pub fn attach(srv: u64, ticket: u64, area_va: u64, log2: u64, payer: u32) -> Result<View, Error> {
         let cap = rt::alloc_slot();
-        let mut m = Msg::new(p::ATTACH, &[log2, payer as u64]);
-        m.push_item(Fpage::caps(ticket, 0, abi::rights::SEND), 0);
-        let windows = [
+        ipc::set_windows(
             Fpage::mem(area_va, log2.min(12 + p::AREA_LOG2), abi::mem::RIGHTS_MASK),
             Fpage::caps(cap, 0, abi::rights::ALL),
             Fpage(0),
-        ];
-        if let Err(e) = rt::server::request_mapping(srv, windows, &mut m) {
-            rt::free_slot(cap);
-            return Err(e);
-        }
+        );
+        let r = attach_raw(srv, log2, payer as u64, &[(Fpage::caps(ticket, 0, abi::rights::SEND), 0)]);
+        ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+        let m = match r {
+            Ok(m) => m,
+            Err(e) => {
+                rt::free_slot(cap);
+                return Err(e);
+            }
+        };
         if m.items() != 2 {
             rt::free_slot(cap);
             return Err(Error::Malformed);
@@ -510,11 +256,7 @@ pub mod client {
             if ops.len() > p::MAX_REG_OPS {
                 return Err(Error::TooLong);
             }
-            let mut w = alloc::vec![flags, ops.len() as u64];
-            for o in ops {
-                w.extend_from_slice(o);
-            }
-            call(self.cap, &mut Msg::new(p::BATCH, &w))
+            batch_raw(self.cap, flags, ops.len() as u64, ops.as_flattened()).map(|_| ())
         }
 
         /// Status word `i`: 0 pending, `DONE`, or `FAILED | error`.
@@ -541,7 +283,7 @@ pub mod client {
 
         /// Give it back; the service unmaps the area.
         pub fn close(self) -> Result<(), Error> {
-            let r = call(self.cap, &mut Msg::new(p::CLOSE, &[]));
+            let r = close_raw(self.cap);
             rt::free_slot(self.cap);
             r
         }
@@ -568,12 +310,14 @@ pub mod client {
             if extents.is_empty() || extents.len() > p::MAX_EXTENTS {
                 return Err(Error::InvalidArg);
             }
-            let mut w = alloc::vec![rights as u64, extents.len() as u64, bytes, payer as u64];
-            for (f, n) in extents {
-                w.extend_from_slice(&[*f, *n]);
+            let mut w = [0u64; 2 * p::MAX_EXTENTS];
+            for (pair, (f, n)) in w.chunks_exact_mut(2).zip(extents) {
+                pair.copy_from_slice(&[*f, *n]);
             }
-            let mut m = Msg::new(p::DELEGATE, &w);
-            rt::server::request_mapping(self.cap, [Fpage(0), Fpage::caps(dst, 0, abi::rights::ALL), Fpage(0)], &mut m)?;
+            ipc::set_windows(Fpage(0), Fpage::caps(dst, 0, abi::rights::ALL), Fpage(0));
+            let r = delegate_raw(self.cap, rights as u64, extents.len() as u64, bytes, payer as u64, &w[..2 * extents.len()]);
+            ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
+            let m = r?;
             if m.items() != 1 {
                 return Err(Error::Malformed);
             }
@@ -582,7 +326,7 @@ pub mod client {
 
         /// Close view `id` delegated through this segment (see `REVOKE`).
         pub fn revoke(&self, id: u64) -> Result<(), Error> {
-            call(self.cap, &mut Msg::new(p::REVOKE, &[id]))
+            revoke_raw(self.cap, id)
         }
 
         fn word(&self, off: u64) -> u64 {
@@ -604,12 +348,10 @@ pub mod client {
             if ops.len() > p::MAX_REG_OPS {
                 return Err(Error::TooLong);
             }
-            let mut w = alloc::vec![flags, ops.len() as u64];
             for o in ops {
                 self.set_word(p::STATUS + 8 * (o[2] >> 32), 0);
-                w.extend_from_slice(o);
             }
-            call(self.cap, &mut Msg::new(p::BATCH, &w))
+            batch_raw(self.cap, flags, ops.len() as u64, ops.as_flattened()).map(|_| ())
         }
 
         /// Submit operations through the shared ring: one doorbell IPC per `SQ_ENTRIES`.
@@ -628,7 +370,7 @@ pub mod client {
                 }
                 let before = self.tail.replace(t);
                 self.set_word(p::SQ_TAIL, t);
-                if let Err(e) = call(self.cap, &mut Msg::new(p::SUBMIT, &[flags])) {
+                if let Err(e) = submit_raw(self.cap, flags) {
                     // The service took none of them: withdraw them from the ring.
                     self.tail.set(before);
                     self.set_word(p::SQ_TAIL, before);
@@ -661,9 +403,7 @@ pub mod client {
 
         /// Sleep until the completion counter reaches `n`.
         pub fn wait_count(&self, n: u64) -> Result<u64, Error> {
-            let mut m = Msg::new(p::WAIT, &[n]);
-            call(self.cap, &mut m)?;
-            Ok(m.word(2))
+            Ok(wait_raw(self.cap, n)?[0])
         }
 
         /// Wait (asleep in the service, not polling) for operation `i`; returns its status.
@@ -697,15 +437,13 @@ pub mod client {
 
         /// Return once every write before it is on the disk.
         pub fn sync(&self) -> Result<(), Error> {
-            call(self.cap, &mut Msg::new(p::SYNC, &[]))
+            sync_raw(self.cap)
         }
 
         /// Make the segment a logical disk through the caller's graft `graft` at point
         /// `ldisk` (0: no longer): the blocks it maps onto (see `LDISK`).
         pub fn ldisk(&self, graft: u32) -> Result<u64, Error> {
-            let mut m = Msg::new(p::LDISK, &[graft as u64]);
-            call(self.cap, &mut m)?;
-            Ok(m.word(2))
+            Ok(ldisk_raw(self.cap, graft as u64)?[0])
         }
 
         /// Open the segment again, at the same place, after the block service ended (a
@@ -732,9 +470,151 @@ pub mod client {
         }
 
         pub fn close(self) -> Result<(), Error> {
-            let r = call(self.cap, &mut Msg::new(p::CLOSE, &[]));
+            let r = close_raw(self.cap);
             rt::free_slot(self.cap);
             r
         }
     }
+    };
+    requests {
+        /// string = name, MR1 = length in blocks, MR2 = rights for others (READ 1, WRITE 2).
+        CREATE = 0x80, fn create_raw(blocks, others; text name) -> [] => Create { name: &'a str, blocks: u64, others: u64 };
+        /// string = name, MR1 = rights wanted. Opens a capability window first: the reply
+        /// maps a SEND capability for the segment (its badge names it) and the shared area
+        /// (`AREA_PAGES` pages of DMA memory: the control page, then data). Reply MR2 = blocks.
+        OPEN = 0x81, fn open_raw(rights; text name) -> [blocks] => Open { name: &'a str, rights: u64 };
+        /// string = name. Reply: MR2 = length, MR3 = owner, MR4 = owner's rights, MR5 = others',
+        /// MR6 = its first block on the device (the block numbers the cache and its eviction
+        /// grafts see);
+        /// `NoRights` for a segment the caller has no rights to (LIST does not show it either).
+        STAT = 0x82, fn stat_raw(; text name) -> [length, owner, owner_rights, others_rights, first_block] => Stat { name: &'a str };
+        /// Reply string: the segments the caller may open, one "name blocks owner" a line.
+        LIST = 0x83, fn list_raw() => List;
+        /// string = name (owner only).
+        DELETE = 0x84, fn delete(; text name) -> [] => Delete { name: &'a str };
+        /// `baio_mount`: the device as mounted. Reply MR2 = blocks, MR3 = free blocks,
+        /// MR4 = segments, MR5 = block size, MR6 = cache flushes sent to the device since the
+        /// service started, MR7 = 1 if the device has a write cache to flush (0: it offers no
+        /// flush, and its writes count as durable when done); `BadState` if the device was
+        /// refused.
+        MOUNT = 0x8a, fn mount_raw() -> [blocks, free, segments, block_size, flushes, write_cache] => Mount;
+        /// Through a segment capability: MR1 = flags (`WAIT_ALL`), MR2 = n ≤ `MAX_REG_OPS`,
+        /// then `OP_WORDS` words per operation (see `op`). Reply at once (or, with
+        /// `WAIT_ALL`, once all of them completed): MR2 = operations taken.
+        BATCH = 0x85, fn batch_raw(flags, n; rest ops) -> [taken] via rt::server::request
+            => /// Through a segment: `ops` holds n × `OP_WORDS` words.
+            Batch { flags: u64, ops: &'a [u64] } = Request::Batch { flags, ops: batch_ops(n, ops)? };
+        /// Through a segment capability: the doorbell of the submission ring. MR1 = flags:
+        /// the service takes every entry from `SQ_HEAD` to `SQ_TAIL`. Reply as for `BATCH`; a
+        /// refused doorbell (a tail past the ring, a status index past the page) takes none of
+        /// them, and `SQ_HEAD` stays where it was.
+        SUBMIT = 0x88, fn submit_raw(flags) -> [taken] via rt::server::request => Submit { flags: u64 };
+        /// Through a segment capability: MR1 = n. Reply (MR2 = completed) once the
+        /// segment's completion counter has reached n: sleep instead of polling.
+        WAIT = 0x89, fn wait_raw(n) -> [completed] via rt::server::request => Wait { n: u64 };
+        /// Through a segment capability: returns once every write completed before it is on
+        /// stable storage (the device's write cache flushed).
+        SYNC = 0x87, fn sync_raw() -> [] via rt::server::request => Sync;
+        /// Through a segment capability: give it back (the capability is revoked).
+        CLOSE = 0x86, fn close_raw() -> [] via rt::server::request => Close;
+        /// Through a segment capability (an opened one: a view is not handed on further): hand
+        /// part of the segment on. MR1 = rights (a subset of the capability's), MR2 = n ≤
+        /// `MAX_EXTENTS`, MR3 = bytes (0: all of the blocks; else reads through the view see
+        /// zeros past this many bytes — a file's slack in its last block stays unseen, and
+        /// never reaches memory the holder maps, not even while a read is under way), MR4 =
+        /// the principal the view is for (0: the capability's own; another only from a
+        /// capability an agent opened — `files` delegates a ticket for the client that asked
+        /// for it), then n pairs (first block, blocks) of this capability's blocks. The view's
+        /// capability slot here is charged to that principal (`PRINCIPAL_SLOTS`). Reply: a
+        /// capability item (a new badged SEND capability, the "ticket", for the caller to pass
+        /// on) and MR2 = its blocks, MR3 = its id (for `REVOKE`). Through it, block 0 is the
+        /// first block of the first pair, and so on in order: the holder sees those blocks and
+        /// no other (a file's extents, for `files` to let `net` send a file: Cue). It has no
+        /// shared area until `ATTACH`; it is closed by `CLOSE` through it before that, through
+        /// the holder's capability after, by `REVOKE` through the parent, with the parent, or
+        /// when its holder ends. At most `MAX_DELEGATED` per segment capability. `NoRights`
+        /// for more rights than the capability's or a principal the caller may not charge,
+        /// `BadState` through a view, `NoSpace` past the principal's share of slots.
+        DELEGATE = 0x8b, fn delegate_raw(rights, n, bytes, payer; rest extents) via rt::server::request
+            => /// `extents` holds n pairs (first block, blocks).
+            Delegate { rights: u64, bytes: u64, payer: u64, extents: &'a [u64] }
+            = Request::Delegate { rights, bytes, payer, extents: extents_of(n, extents)? };
+        /// To the service (not through the ticket), once per view: the ticket comes as a
+        /// capability item (mapped; it is checked to be one of this service's views), MR1 =
+        /// log2 of the bytes of the shared area to map (12 ..= `12 + AREA_LOG2`: the control
+        /// page and as much data as the holder will use; operations must stay inside it),
+        /// MR2 = the principal the view is attached for (0: the caller's; another only from an
+        /// agent — `net` attaches for the client that asked for the Cue transfer). The caller
+        /// is its holder from now on: the view, its area and both its capability slots are
+        /// charged to that principal (its `MAX_OPEN_PER_PRINCIPAL` areas, its
+        /// `PRINCIPAL_SLOTS`), and it closes when the holder ends. The reply's first item
+        /// maps the area read-only (the holder sends `BATCH` messages and reads status words
+        /// and data, and writes nothing); its second is the holder's own capability to the
+        /// view, through which alone the view works from now on (other copies of the ticket
+        /// answer `BadState`; `CLOSE` through it gives the area back at once). Reply MR2 = its
+        /// blocks, MR3 = its bytes. `InvalidCap` without a ticket of this service, `BadState`
+        /// if it is attached already, `InvalidArg` for a size out of range, `NoRights` for a
+        /// principal the caller may not charge, `NoMemory` past the principal's areas,
+        /// `NoSpace` past its slots. Until then every request through the ticket but `CLOSE`
+        /// is `BadState`.
+        ATTACH = 0x8c, fn attach_raw(log2, payer; items ticket) via rt::server::request
+            => /// To the service, with the ticket as a capability item.
+            Attach { log2: u64, payer: u64 };
+        /// Through a segment capability that was opened (the delegator's; never through a
+        /// view): MR1 = the id of a view delegated through it. The view is closed: its
+        /// holder's capability goes at once, the area it mapped `PARK_US` later (the holder may
+        /// be reading it; it checks its capability before it does). Views delegated from
+        /// another opened handle the caller's program holds may be revoked too (a handle a
+        /// program took over in a live update, when root said `SUCCEEDED`: those with views
+        /// delegated from them stay open for the new program). `NoRights` through a view,
+        /// `InvalidArg` for a view not delegated from the caller's handles. The holder closing
+        /// its own view (`CLOSE` through it) gives the area back at once.
+        REVOKE = 0x8d, fn revoke_raw(view) -> [] via rt::server::request => Revoke { view: u64 };
+        /// To the service: what the caller's principal is charged for here. Reply MR2 =
+        /// capability slots (segments open, views, holders' capabilities, sleeping waits),
+        /// MR3 = its share of them (`PRINCIPAL_SLOTS`), MR4 = shared areas (open segments,
+        /// attached views, and revoked views' areas not yet taken back), MR5 = its limit of
+        /// them (`MAX_OPEN_PER_PRINCIPAL`), MR6 = views charged to it.
+        USAGE = 0x8f, fn usage() -> [slots, slot_share, areas, area_limit, views] => Usage;
+        /// Through a segment capability of its owner, with write rights, to the whole segment
+        /// (not a view): MR1 = the id of the owner's graft at point `ldisk` (0: none). From
+        /// now on the segment is a logical disk (VINO §3.3): each block read or written
+        /// through any capability to it goes where the graft says among the segment's first
+        /// `blocks - MAP_BLOCKS` blocks, and the graft's state — its map — is kept in the last
+        /// `MAP_BLOCKS` (`baio::ldisk`): a block written is one commit (data, then map), so a
+        /// power cut at any write leaves the map naming whole blocks. On attaching, a map
+        /// already there (the newer whole copy) becomes the graft's state; with none, the
+        /// whole segment is zeroed and the graft starts from zeros. Operations are direct
+        /// (`BUFFERED` is ignored) and each block is one graft call; a block the graft refuses
+        /// or aborts on fails the operation with `E_GRAFT`, as does every operation while the
+        /// graft is gone (unloaded, or its program ended) until the owner attaches one again.
+        /// MR1 = 0 detaches: blocks are read and written where they lie. The binding lasts
+        /// while any capability to the segment is open. Reply MR2 = the blocks the graft maps
+        /// onto. `NoRights` for another principal or without write rights, `BadState` for a
+        /// view, `NotFound` for no such graft of the caller's at `ldisk`, `SlotInUse` if the
+        /// graft is bound to another segment, `InvalidArg` if the graft refuses the segment (too big
+        /// or too small for it) or it is bigger than 65,536 blocks (a logical disk's I/O is
+        /// synchronous, and a new one is zeroed whole).
+        LDISK = 0x8e, fn ldisk_raw(graft) -> [blocks] via rt::server::request => Ldisk { graft: u64 };
+    }
+    nested {
+        /// To the service: the graft protocol (point `stream`).
+        Graft(graft_api::Request<'a>) if graft_api::is_graft_label,
+    }
+}
+
+/// A `BATCH`'s operations: n ≤ `MAX_REG_OPS` of them, all there; else `Malformed`.
+fn batch_ops(n: u64, ops: &[u64]) -> Result<&[u64], Error> {
+    if n > MAX_REG_OPS as u64 || (ops.len() as u64) < OP_WORDS as u64 * n {
+        return Err(Error::Malformed);
+    }
+    Ok(&ops[..OP_WORDS * n as usize])
+}
+
+/// A `DELEGATE`'s extents: 1 ≤ n ≤ `MAX_EXTENTS` pairs, all there; else `Malformed`.
+fn extents_of(n: u64, extents: &[u64]) -> Result<&[u64], Error> {
+    if n == 0 || n > MAX_EXTENTS as u64 || (extents.len() as u64) < 2 * n {
+        return Err(Error::Malformed);
+    }
+    Ok(&extents[..2 * n as usize])
 }

@@ -2,57 +2,32 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-use abi::Error;
-use rt::server::{Args, Decode};
-
-/// Reply with the same words followed by the badge the server saw.
-pub const ECHO: u64 = 0x21;
-/// Reply with the received string reversed (as a string); MR1 = its length.
-pub const REVERSE: u64 = 0x22;
-/// Call the thread in slot MR1 with ECHO(MR2 + 1); reply with its first word + 1.
-pub const FORWARD: u64 = 0x23;
-/// Sleep MR1 microseconds, then reply.
-pub const SLOW: u64 = 0x24;
-/// Reply, then stop serving.
-pub const QUIT: u64 = 0x25;
-/// Crash (write through a null pointer) without replying.
-pub const CRASH: u64 = 0x26;
-/// Reply with the received string as it came (the kernel copies it both ways).
-pub const STRING: u64 = 0x27;
-
-// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::ECHO, &[ECHO, REVERSE, FORWARD, SLOW, QUIT, CRASH, STRING]));
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request<'a> {
-    Echo(&'a [u64]),
-    Reverse(&'a [u8]),
-    Forward { slot: u64, word: u64 },
-    Slow { us: u64 },
-    Quit,
-    Crash,
-    String(&'a [u8]),
+rt::protocol! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request<'a> in rt::labels::ECHO;
+    client client via super::call;
+    requests {
+        /// Reply with the same words followed by the badge the server saw.
+        ECHO = 0x21, fn echo(; rest words) => Echo(&'a [u64]);
+        /// Reply with the received string reversed (as a string); MR1 = its length.
+        REVERSE = 0x22, fn reverse(; bytes s) => Reverse(&'a [u8]);
+        /// Call the thread in slot MR1 with ECHO(MR2 + 1); reply with its first word + 1.
+        FORWARD = 0x23, fn forward(slot, word) => Forward { slot: u64, word: u64 };
+        /// Sleep MR1 microseconds, then reply.
+        SLOW = 0x24, fn slow(us) => Slow { us: u64 };
+        /// Reply, then stop serving.
+        QUIT = 0x25, fn quit() => Quit;
+        /// Crash (write through a null pointer) without replying.
+        CRASH = 0x26, fn crash() => Crash;
+        /// Reply with the received string as it came (the kernel copies it both ways).
+        STRING = 0x27, fn string(; bytes s) => String(&'a [u8]);
+    }
 }
 
-impl<'a> Decode<'a> for Request<'a> {
-    fn decode(a: &Args<'a>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            ECHO => Request::Echo(a.all()),
-            REVERSE => Request::Reverse(a.bytes()),
-            FORWARD => {
-                let [slot, word] = a.words()?;
-                Request::Forward { slot, word }
-            }
-            SLOW => {
-                let [us] = a.words()?;
-                Request::Slow { us }
-            }
-            QUIT => Request::Quit,
-            CRASH => Request::Crash,
-            STRING => Request::String(a.bytes()),
-            _ => return Err(Error::Unsupported),
-        })
-    }
+/// How the stubs call: echo's replies do not follow the MR1 = 0 convention (ECHO answers
+/// the words it was sent), so a stub answers the reply as it came.
+fn call(srv: u64, m: &mut rt::ipc::Msg) -> Result<(), abi::Error> {
+    rt::ipc::call(srv, m, rt::ipc::FOREVER)
 }
 
 /// The register-only echo loop used to measure IPC: wait for the first call, then

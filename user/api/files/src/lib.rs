@@ -28,52 +28,167 @@
 extern crate alloc;
 
 use abi::Error;
-use rt::server::{Args, Decode};
 
-/// string = path, MR1 = flags (`CREATE`). Reply MR2 = handle, MR3 = size.
-pub const OPEN: u64 = 0xa0;
-/// MR1 = handle, MR2 = offset, MR3 = most bytes (≤ `MAX_IO`). Reply string = data.
-pub const READ: u64 = 0xa1;
-/// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes the server
-/// took. Small appends of a file only this program has open may be kept back and written
-/// together (its session): an error writing them is the answer to `CLOSE` or `SYNC`;
-/// a restart of the server loses them, and the handle's next call answers `Lost`. Only
-/// a `CLOSE` or `SYNC` answered `Ok` says they were written.
-pub const WRITE: u64 = 0xa2;
-/// MR1 = handle. `Ok`: the handle's writes reached the block service (they survive a
-/// restart of `files`, not necessarily a power cut: that is `SYNC`). `Lost`: the handle
-/// was opened at an instance of the server that ended, and writes it kept back are gone.
-pub const CLOSE: u64 = 0xa3;
-/// string = directory. Reply string: one "d|f size name" line per entry.
-pub const LIST: u64 = 0xa4;
-/// string = path (a file, or an empty directory).
-pub const REMOVE: u64 = 0xa5;
-/// string = path.
-pub const MKDIR: u64 = 0xa6;
-/// string = path. Reply MR2 = its kind (`Kind`: 1 a file, 2 a directory), MR3 = size.
-pub const STAT: u64 = 0xa7;
-/// Make everything answered so far durable: every write (through any handle) and every
-/// create, mkdir and remove is on stable storage once `SYNC` answers `Ok` (the segment's
-/// `SYNC`: blk flushes the disk's write cache).
-pub const SYNC: u64 = 0xa8;
-/// MR1 = handle of a file open here. Reply: a capability item — read-only access, through
-/// the block service, to exactly the blocks that hold the file (`blk_api::DELEGATE`;
-/// `blk_api::client::attach` maps its area) — MR2 = the file's size, MR3 = blocks. For
-/// a program to give `net`, which sends the file without the program touching a byte
-/// (Cue, `net_api::CUE`). The ticket is the caller's principal's to pay for: the block
-/// service charges it (and its area once attached) to that principal, never to `files`.
-/// The ticket is revoked when the program ends, when the file is removed, or (the
-/// oldest: the program's own, then its principal's) when the program asks for more than
-/// `MAX_TICKETS` or its principal for more than `PRINCIPAL_TICKETS`. `BadState` for an
-/// empty file, `NoRights` for a program without a principal (it owns nothing at the
-/// block service), `NoSpace` when every ticket is taken (`MAX_ALL_TICKETS`: more than
-/// `MAX_ALL_TICKETS / PRINCIPAL_TICKETS` principals hold their whole share) or the
-/// principal's share of the block service's slots is.
-pub const TICKET: u64 = 0xa9;
-/// The caller's tickets. Reply MR2 = the calling program's, MR3 = its principal's,
-/// MR4 = `PRINCIPAL_TICKETS`, MR5 = tickets held in all (tickets whose transfer ended
-/// are not counted).
-pub const TICKETS: u64 = 0xaa;
+rt::protocol! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request<'a> in rt::labels::FILES;
+    client client via call {
+        /// What `stat` answers a path names.
+        pub use super::Kind;
+        use super::Error;
+        use alloc::string::String;
+        use alloc::vec::Vec;
+        use rt::ipc::{self, Msg};
+
+        /// Every call finds a restarted files server again (`rt::env::request_reconnecting`);
+        /// handles opened before the restart are gone with the old instance, and a call on
+        /// one answers `Lost` (writes it kept back are gone: write them again).
+        fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
+            rt::env::request_reconnecting("files", srv, m)
+        }
+
+        /// The string of a reply (at most `max` bytes) to `send`.
+        fn text(max: usize, send: impl FnOnce() -> Result<Msg, Error>) -> Result<Vec<u8>, Error> {
+            let mut buf = alloc::vec![0u8; max];
+            ipc::set_recv_buffer(&mut buf);
+            let m = send()?;
+            let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+            buf.truncate(n);
+            Ok(buf)
+        }
+
+        /// An open file: (handle, size when opened).
+        pub fn open(srv: u64, path: &str, create: bool) -> Result<(u64, u64), Error> {
+            let [h, size] = open_raw(srv, if create { super::CREATE } else { 0 }, path)?;
+            Ok((h, size))
+        }
+
+        pub fn read(srv: u64, h: u64, off: u64, len: u64) -> Result<Vec<u8>, Error> {
+            let len = len.min(super::MAX_IO);
+            text(len as usize, || read_raw(srv, h, off, len))
+        }
+
+        /// Read into `buf` (at most `MAX_IO` bytes): bytes read (0: end of file).
+        pub fn read_into(srv: u64, h: u64, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+            let len = (buf.len() as u64).min(super::MAX_IO);
+            ipc::set_recv_buffer(&mut buf[..len as usize]);
+            let m = read_raw(srv, h, off, len)?;
+            Ok(if m.tag().has_string() { ipc::received_string_len().min(len as usize) } else { 0 })
+        }
+
+        /// Write `data` at `off` (in pieces of `MAX_IO`): the bytes the server took.
+        pub fn write(srv: u64, h: u64, off: u64, data: &[u8]) -> Result<u64, Error> {
+            let mut done = 0;
+            for chunk in data.chunks(super::MAX_IO as usize) {
+                done += write_raw(srv, h, off + done, chunk)?[0];
+            }
+            Ok(done)
+        }
+
+        /// The whole file.
+        pub fn read_all(srv: u64, path: &str) -> Result<Vec<u8>, Error> {
+            let (h, size) = open(srv, path, false)?;
+            let mut out = Vec::with_capacity(size as usize);
+            while (out.len() as u64) < size {
+                let chunk = read(srv, h, out.len() as u64, super::MAX_IO)?;
+                if chunk.is_empty() {
+                    break;
+                }
+                out.extend_from_slice(&chunk);
+            }
+            close(srv, h)?;
+            Ok(out)
+        }
+
+        /// "d|f size name" lines.
+        pub fn list(srv: u64, dir: &str) -> Result<String, Error> {
+            text(16 * 1024, || list_raw(srv, dir)).map(|b| String::from_utf8_lossy(&b).into_owned())
+        }
+
+        /// (1 file | 2 directory, size)
+        pub fn stat(srv: u64, path: &str) -> Result<(super::Kind, u64), Error> {
+            let [kind, size] = stat_raw(srv, path)?;
+            Ok((super::Kind::from_word(kind).ok_or(Error::Malformed)?, size))
+        }
+
+        /// A ticket for open file `h` (see `TICKET`) in slot `dst`: (size, blocks). (Not
+        /// the stub: the receive window is opened again if the call finds a restarted
+        /// server.)
+        pub fn ticket(srv: u64, h: u64, dst: u64) -> Result<(u64, u64), Error> {
+            let mut m = Msg::new(super::TICKET, &[h]);
+            let w = [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(dst, 0, abi::rights::ALL), abi::fpage::Fpage(0)];
+            rt::env::request_mapping_reconnecting("files", srv, w, &mut m)?;
+            if m.items() != 1 {
+                return Err(Error::Malformed);
+            }
+            Ok((m.word(2), m.word(3)))
+        }
+    };
+    requests {
+        /// string = path, MR1 = flags (`CREATE`). Reply MR2 = handle, MR3 = size.
+        OPEN = 0xa0, fn open_raw(flags; text path) -> [handle, size]
+            => Open { path: &'a str, create: bool } = Request::Open { path, create: flags & CREATE != 0 };
+        /// MR1 = handle, MR2 = offset, MR3 = most bytes (≤ `MAX_IO`). Reply string = data.
+        READ = 0xa1, fn read_raw(handle, offset, len)
+            => Read { handle: u64, offset: u64, len: u64 } = Request::Read { handle, offset, len: len.min(MAX_IO) };
+        /// MR1 = handle, MR2 = offset, string = data (≤ `MAX_IO`). Reply MR2 = bytes the server
+        /// took. Small appends of a file only this program has open may be kept back and written
+        /// together (its session): an error writing them is the answer to `CLOSE` or `SYNC`;
+        /// a restart of the server loses them, and the handle's next call answers `Lost`. Only
+        /// a `CLOSE` or `SYNC` answered `Ok` says they were written.
+        WRITE = 0xa2, fn write_raw(handle, offset; bytes data) -> [taken]
+            => Write { handle: u64, offset: u64, data: &'a [u8] } = Request::Write { handle, offset, data: at_most_io(data)? };
+        /// MR1 = handle. `Ok`: the handle's writes reached the block service (they survive a
+        /// restart of `files`, not necessarily a power cut: that is `SYNC`). `Lost`: the handle
+        /// was opened at an instance of the server that ended, and writes it kept back are gone.
+        CLOSE = 0xa3, fn close(handle) -> [] => Close { handle: u64 };
+        /// string = directory. Reply string: one "d|f size name" line per entry.
+        LIST = 0xa4, fn list_raw(; text dir) => List { dir: &'a str };
+        /// string = path (a file, or an empty directory).
+        REMOVE = 0xa5, fn remove(; text path) -> [] => Remove { path: &'a str };
+        /// string = path.
+        MKDIR = 0xa6, fn mkdir(; text path) -> [] => Mkdir { path: &'a str };
+        /// string = path. Reply MR2 = its kind (`Kind`: 1 a file, 2 a directory), MR3 = size.
+        STAT = 0xa7, fn stat_raw(; text path) -> [kind, size] => Stat { path: &'a str };
+        /// Make everything answered so far durable: every write (through any handle) and every
+        /// create, mkdir and remove is on stable storage once `SYNC` answers `Ok` (the segment's
+        /// `SYNC`: blk flushes the disk's write cache).
+        SYNC = 0xa8, fn sync() -> [] => Sync;
+        /// MR1 = handle of a file open here. Reply: a capability item — read-only access, through
+        /// the block service, to exactly the blocks that hold the file (`blk_api::DELEGATE`;
+        /// `blk_api::client::attach` maps its area) — MR2 = the file's size, MR3 = blocks. For
+        /// a program to give `net`, which sends the file without the program touching a byte
+        /// (Cue, `net_api::CUE`). The ticket is the caller's principal's to pay for: the block
+        /// service charges it (and its area once attached) to that principal, never to `files`.
+        /// The ticket is revoked when the program ends, when the file is removed, or (the
+        /// oldest: the program's own, then its principal's) when the program asks for more than
+        /// `MAX_TICKETS` or its principal for more than `PRINCIPAL_TICKETS`. `BadState` for an
+        /// empty file, `NoRights` for a program without a principal (it owns nothing at the
+        /// block service), `NoSpace` when every ticket is taken (`MAX_ALL_TICKETS`: more than
+        /// `MAX_ALL_TICKETS / PRINCIPAL_TICKETS` principals hold their whole share) or the
+        /// principal's share of the block service's slots is.
+        TICKET = 0xa9, fn ticket_raw(handle) -> [size, blocks] => Ticket { handle: u64 };
+        /// The caller's tickets. Reply MR2 = the calling program's, MR3 = its principal's,
+        /// MR4 = `PRINCIPAL_TICKETS`, MR5 = tickets held in all (tickets whose transfer ended
+        /// are not counted).
+        TICKETS = 0xaa, fn tickets() -> [program, principal, principal_max, all] => Tickets;
+    }
+    nested {
+        /// A live update (`swap_api::Update`).
+        Update(swap_api::Update) if swap_api::is_update_label,
+        /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
+        Swap(swap_api::Request) if swap_api::is_swap_label,
+    }
+}
+
+/// `data` if it is at most `MAX_IO` bytes, else `TooLong`.
+fn at_most_io(data: &[u8]) -> Result<&[u8], Error> {
+    if data.len() as u64 > MAX_IO {
+        Err(Error::TooLong)
+    } else {
+        Ok(data)
+    }
+}
 
 /// What a path names (`STAT`'s MR2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,12 +207,6 @@ impl Kind {
     }
 }
 
-// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(
-    rt::labels::FILES,
-    &[OPEN, READ, WRITE, CLOSE, LIST, REMOVE, MKDIR, STAT, SYNC, TICKET, TICKETS]
-));
-
 pub const MAX_TICKETS: usize = 8;
 /// Tickets one principal's programs may hold at once.
 pub const PRINCIPAL_TICKETS: usize = 16;
@@ -112,208 +221,3 @@ pub const PRINCIPAL_HANDLES: usize = MAX_HANDLES / 8;
 // format 0: see the server's `export`), `UPDATE_ABORT`.
 pub const CREATE: u64 = 1;
 pub const MAX_IO: u64 = 16 * 1024;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request<'a> {
-    Open {
-        path: &'a str,
-        create: bool,
-    },
-    Read {
-        handle: u64,
-        offset: u64,
-        len: u64,
-    },
-    Write {
-        handle: u64,
-        offset: u64,
-        data: &'a [u8],
-    },
-    Close {
-        handle: u64,
-    },
-    List {
-        dir: &'a str,
-    },
-    Remove {
-        path: &'a str,
-    },
-    Mkdir {
-        path: &'a str,
-    },
-    Stat {
-        path: &'a str,
-    },
-    Sync,
-    Ticket {
-        handle: u64,
-    },
-    Tickets,
-    /// A live update (`swap_api::Update`).
-    Update(swap_api::Update),
-    /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
-    Swap(swap_api::Request),
-}
-
-impl<'a> Decode<'a> for Request<'a> {
-    fn decode(a: &Args<'a>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            OPEN => {
-                let [flags] = a.words()?;
-                Request::Open { path: a.text()?, create: flags & CREATE != 0 }
-            }
-            READ => {
-                let [handle, offset, len] = a.words()?;
-                Request::Read { handle, offset, len: len.min(MAX_IO) }
-            }
-            WRITE => {
-                let [handle, offset] = a.words()?;
-                if a.bytes().len() as u64 > MAX_IO {
-                    return Err(Error::TooLong);
-                }
-                Request::Write { handle, offset, data: a.bytes() }
-            }
-            CLOSE => {
-                let [handle] = a.words()?;
-                Request::Close { handle }
-            }
-            LIST => Request::List { dir: a.text()? },
-            REMOVE => Request::Remove { path: a.text()? },
-            MKDIR => Request::Mkdir { path: a.text()? },
-            STAT => Request::Stat { path: a.text()? },
-            SYNC => Request::Sync,
-            TICKET => {
-                let [handle] = a.words()?;
-                Request::Ticket { handle }
-            }
-            TICKETS => Request::Tickets,
-            l if swap_api::is_update_label(l) => Request::Update(swap_api::Update::decode(a)?),
-            l if swap_api::is_swap_label(l) => Request::Swap(swap_api::Request::decode(a)?),
-            _ => return Err(Error::Unsupported),
-        })
-    }
-}
-
-/// Client stubs: `srv` is the slot of a capability to the files server.
-pub mod client {
-    /// What `stat` answers a path names.
-    pub use super::Kind;
-    use super::*;
-    use alloc::string::String;
-    use alloc::vec::Vec;
-    use rt::ipc::{self, Msg};
-
-    /// Every call finds a restarted files server again (`rt::env::request_reconnecting`);
-    /// handles opened before the restart are gone with the old instance, and a call on
-    /// one answers `Lost` (writes it kept back are gone: write them again).
-    fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
-        rt::env::request_reconnecting("files", srv, m)
-    }
-
-    fn named(label: u64, path: &str, words: &[u64]) -> Msg {
-        ipc::set_send_string(path.as_bytes());
-        Msg::new(label, words).with_string()
-    }
-
-    fn text(srv: u64, mut m: Msg, max: usize) -> Result<Vec<u8>, Error> {
-        let mut buf = alloc::vec![0u8; max];
-        ipc::set_recv_buffer(&mut buf);
-        call(srv, &mut m)?;
-        let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
-        buf.truncate(n);
-        Ok(buf)
-    }
-
-    /// An open file: (handle, size when opened).
-    pub fn open(srv: u64, path: &str, create: bool) -> Result<(u64, u64), Error> {
-        let mut m = named(super::OPEN, path, &[if create { super::CREATE } else { 0 }]);
-        call(srv, &mut m)?;
-        Ok((m.word(2), m.word(3)))
-    }
-
-    pub fn read(srv: u64, h: u64, off: u64, len: u64) -> Result<Vec<u8>, Error> {
-        let len = len.min(super::MAX_IO);
-        text(srv, Msg::new(super::READ, &[h, off, len]), len as usize)
-    }
-
-    /// Read into `buf` (at most `MAX_IO` bytes): bytes read (0: end of file).
-    pub fn read_into(srv: u64, h: u64, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
-        let len = (buf.len() as u64).min(super::MAX_IO);
-        let mut m = Msg::new(super::READ, &[h, off, len]);
-        ipc::set_recv_buffer(&mut buf[..len as usize]);
-        call(srv, &mut m)?;
-        Ok(if m.tag().has_string() { ipc::received_string_len().min(len as usize) } else { 0 })
-    }
-
-    pub fn write(srv: u64, h: u64, off: u64, data: &[u8]) -> Result<u64, Error> {
-        let mut done = 0;
-        for chunk in data.chunks(super::MAX_IO as usize) {
-            ipc::set_send_string(chunk);
-            let mut m = Msg::new(super::WRITE, &[h, off + done]).with_string();
-            call(srv, &mut m)?;
-            done += m.word(2);
-        }
-        Ok(done)
-    }
-
-    pub fn close(srv: u64, h: u64) -> Result<(), Error> {
-        call(srv, &mut Msg::new(super::CLOSE, &[h]))
-    }
-
-    /// The whole file.
-    pub fn read_all(srv: u64, path: &str) -> Result<Vec<u8>, Error> {
-        let (h, size) = open(srv, path, false)?;
-        let mut out = Vec::with_capacity(size as usize);
-        while (out.len() as u64) < size {
-            let chunk = read(srv, h, out.len() as u64, super::MAX_IO)?;
-            if chunk.is_empty() {
-                break;
-            }
-            out.extend_from_slice(&chunk);
-        }
-        close(srv, h)?;
-        Ok(out)
-    }
-
-    /// "d|f size name" lines.
-    pub fn list(srv: u64, dir: &str) -> Result<String, Error> {
-        text(srv, named(super::LIST, dir, &[]), 16 * 1024).map(|b| String::from_utf8_lossy(&b).into_owned())
-    }
-
-    pub fn remove(srv: u64, path: &str) -> Result<(), Error> {
-        call(srv, &mut named(super::REMOVE, path, &[]))
-    }
-
-    pub fn mkdir(srv: u64, path: &str) -> Result<(), Error> {
-        call(srv, &mut named(super::MKDIR, path, &[]))
-    }
-
-    /// (1 file | 2 directory, size)
-    pub fn stat(srv: u64, path: &str) -> Result<(super::Kind, u64), Error> {
-        let mut m = named(super::STAT, path, &[]);
-        call(srv, &mut m)?;
-        Ok((super::Kind::from_word(m.word(2)).ok_or(Error::Malformed)?, m.word(3)))
-    }
-
-    /// A ticket for open file `h` (see `TICKET`) in slot `dst`: (size, blocks).
-    pub fn ticket(srv: u64, h: u64, dst: u64) -> Result<(u64, u64), Error> {
-        let mut m = Msg::new(super::TICKET, &[h]);
-        let w = [abi::fpage::Fpage(0), abi::fpage::Fpage::caps(dst, 0, abi::rights::ALL), abi::fpage::Fpage(0)];
-        rt::env::request_mapping_reconnecting("files", srv, w, &mut m)?;
-        if m.items() != 1 {
-            return Err(Error::Malformed);
-        }
-        Ok((m.word(2), m.word(3)))
-    }
-
-    /// (the program's tickets, its principal's, `PRINCIPAL_TICKETS`, all): see `TICKETS`.
-    pub fn tickets(srv: u64) -> Result<[u64; 4], Error> {
-        let mut m = Msg::new(super::TICKETS, &[]);
-        call(srv, &mut m)?;
-        Ok([m.word(2), m.word(3), m.word(4), m.word(5)])
-    }
-
-    pub fn sync(srv: u64) -> Result<(), Error> {
-        call(srv, &mut Msg::new(super::SYNC, &[]))
-    }
-}

@@ -19,28 +19,7 @@ use core::fmt::Write;
 use abi::Error;
 use graft::{LoadError, Table};
 use rt::ipc::{self, Msg};
-use rt::server::{Answer, Args, Decode};
-
-/// MR1 = byte offset in the caller's staging buffer; string = the bytes (≤ `PIECE`).
-pub const PUT: u64 = 0xe0;
-/// MR1 = the file's length: load what was put. Reply MR2 = the graft's id.
-pub const LOAD: u64 = 0xe1;
-/// MR1 = id.
-pub const UNLOAD: u64 = 0xe2;
-/// Reply string: the caller's grafts, one a line: "id owner point technology calls
-/// aborts cycles name".
-pub const LIST: u64 = 0xe3;
-/// MR1 = id, MR2 = offset; string = bytes written into the graft's state (a hot list).
-pub const STATE: u64 = 0xe4;
-/// MR1 = id, MR2 = offset, MR3 = bytes ≤ 64: reply MR2.. = that much of the state
-/// (a fingerprint a stream graft computed), little-endian words.
-pub const READ: u64 = 0xe5;
-/// MR1 = id, MR2 = budget per call (fuel, operations), 1 ..= `graft::table::MAX_BUDGET`.
-pub const BUDGET: u64 = 0xe6;
-/// MR1 = id: reply MR2 = calls, MR3 = aborts, MR4 = cycles, MR5 = last abort (0 none,
-/// else `Abort` + 1), MR6 = point, MR7 = technology, MR8 = bytes it holds in the server,
-/// MR9 = calls skipped (the request's graft time spent); `NotFound` once it was unloaded.
-pub const STATS: u64 = 0xe7;
+use rt::server::Answer;
 
 /// Where each server's graft ids start (ids are `base + 1 ..= base + 999`), so that
 /// an id names its server: the shell's `graft unload ID` finds it by the id alone.
@@ -104,25 +83,7 @@ pub fn server_of_id(id: u32) -> Option<&'static str> {
 /// and its own memory server.
 pub const ASKED: [&str; 4] = ["cache", "blk", "net", rt::proto::PAGER];
 
-/// MR1 = id, MR2 = repeat (1 ..= `MAX_REPEAT`); string = the input (at most the
-/// point's): run the graft up to that many times on it as its point would (Linux's
-/// `BPF_PROG_TEST_RUN`). Reply MR2 = the last answer (`u64::MAX` if that call was
-/// aborted), MR3 = cycles of all the calls (rdtsc), MR4 = calls aborted, MR5 = calls
-/// made. It stops early if the graft is unloaded for failing, and once the request has
-/// had `graft::table::TURN_MS` of the server's time (ask again for more).
-pub const TEST_RUN: u64 = 0xe8;
 pub const MAX_REPEAT: u64 = 100_000;
-/// MR1 = id, MR2 = the file's length: hot-swap graft `id` for what was put (any
-/// technology, the same point; K42's swap of a component): the id, budget and counters
-/// stay, the state moves to the new graft (its bytes: it must lay them out alike, the
-/// same length). Refused with the reason; the old graft stays.
-pub const REPLACE: u64 = 0xe9;
-
-// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(
-    rt::labels::GRAFT,
-    &[PUT, LOAD, UNLOAD, LIST, STATE, READ, BUDGET, STATS, TEST_RUN, REPLACE]
-));
 
 /// The bytes of one `PUT`.
 pub const PIECE: usize = 2048;
@@ -134,18 +95,54 @@ pub fn is_graft_label(label: u64) -> bool {
     (PUT..=REPLACE).contains(&label)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request<'a> {
-    Put { at: usize, bytes: &'a [u8] },
-    Load { len: usize },
-    Unload { id: u32 },
-    List,
-    State { id: u32, at: usize, bytes: &'a [u8] },
-    Read { id: u32, at: usize, n: usize },
-    Budget { id: u32, budget: u64 },
-    Stats { id: u32 },
-    TestRun { id: u32, repeat: u32, input: &'a [u8] },
-    Replace { id: u32, len: usize },
+rt::protocol! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request<'a> in rt::labels::GRAFT;
+    client client via super::call, error super::Refusal;
+    requests {
+        /// MR1 = byte offset in the caller's staging buffer; string = the bytes (≤ `PIECE`).
+        PUT = 0xe0, fn put(at; string piece) -> []
+            => Put { at: usize, bytes: &'a [u8] } = Request::Put { bytes: piece_of(piece)?, at: small(at)? };
+        /// MR1 = the file's length: load what was put. Reply MR2 = the graft's id.
+        LOAD = 0xe1, fn load_raw(len; items thread) -> [id] => Load { len: usize } = Request::Load { len: small(len)? };
+        /// MR1 = id.
+        UNLOAD = 0xe2, fn unload_raw(graft_id) -> [] => Unload { id: u32 } = Request::Unload { id: id(graft_id)? };
+        /// Reply string: the caller's grafts, one a line: "id owner point technology calls
+        /// aborts cycles name".
+        LIST = 0xe3, fn list_raw() => List;
+        /// MR1 = id, MR2 = offset; string = bytes written into the graft's state (a hot list).
+        STATE = 0xe4, fn state(graft_id, at; string bytes) -> []
+            => State { id: u32, at: usize, bytes: &'a [u8] }
+            = Request::State { bytes: bytes.ok_or(Error::Malformed)?, id: id(graft_id)?, at: small(at)? };
+        /// MR1 = id, MR2 = offset, MR3 = bytes ≤ 64: reply MR2.. = that much of the state
+        /// (a fingerprint a stream graft computed), little-endian words.
+        READ = 0xe5, fn read(graft_id, at, n)
+            => Read { id: u32, at: usize, n: usize }
+            = Request::Read { n: at_most(n, 64)? as usize, id: id(graft_id)?, at: small(at)? };
+        /// MR1 = id, MR2 = budget per call (fuel, operations), 1 ..= `graft::table::MAX_BUDGET`.
+        BUDGET = 0xe6, fn budget(graft_id, budget) -> []
+            => Budget { id: u32, budget: u64 }
+            = Request::Budget { budget: budget_of(budget)?, id: id(graft_id)? };
+        /// MR1 = id: reply MR2 = calls, MR3 = aborts, MR4 = cycles, MR5 = last abort (0 none,
+        /// else `Abort` + 1), MR6 = point, MR7 = technology, MR8 = bytes it holds in the server,
+        /// MR9 = calls skipped (the request's graft time spent); `NotFound` once it was unloaded.
+        STATS = 0xe7, fn stats_raw(graft_id) -> [calls, aborts, cycles, last_abort, point, tech, memory, skipped]
+            => Stats { id: u32 } = Request::Stats { id: id(graft_id)? };
+        /// MR1 = id, MR2 = repeat (1 ..= `MAX_REPEAT`); string = the input (at most the
+        /// point's): run the graft up to that many times on it as its point would (Linux's
+        /// `BPF_PROG_TEST_RUN`). Reply MR2 = the last answer (`u64::MAX` if that call was
+        /// aborted), MR3 = cycles of all the calls (rdtsc), MR4 = calls aborted, MR5 = calls
+        /// made. It stops early if the graft is unloaded for failing, and once the request has
+        /// had `graft::table::TURN_MS` of the server's time (ask again for more).
+        TEST_RUN = 0xe8, fn test_run_raw(graft_id, repeat; string input) -> [last, cycles, aborts, calls]
+            => TestRun { id: u32, repeat: u32, input: &'a [u8] }
+            = Request::TestRun { repeat: repeats(repeat, input.is_some())?, id: id(graft_id)?, input: input.unwrap_or(&[]) };
+        /// MR1 = id, MR2 = the file's length: hot-swap graft `id` for what was put (any
+        /// technology, the same point; K42's swap of a component): the id, budget and counters
+        /// stay, the state moves to the new graft (its bytes: it must lay them out alike, the
+        /// same length). Refused with the reason; the old graft stays.
+        REPLACE = 0xe9, fn replace_raw(graft_id, len) -> [] => Replace { id: u32, len: usize } = Request::Replace { id: id(graft_id)?, len: small(len)? };
+    }
 }
 
 fn id(w: u64) -> Result<u32, Error> {
@@ -156,57 +153,34 @@ fn small(w: u64) -> Result<usize, Error> {
     usize::try_from(w).ok().filter(|v| *v <= graft::format::MAX_FILE).ok_or(Error::InvalidArg)
 }
 
-impl<'a> Decode<'a> for Request<'a> {
-    fn decode(a: &Args<'a>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            PUT => {
-                let [at] = a.words()?;
-                if !a.msg.tag().has_string() || a.bytes().len() > PIECE {
-                    return Err(Error::Malformed);
-                }
-                Request::Put { at: small(at)?, bytes: a.bytes() }
-            }
-            LOAD => {
-                let [len] = a.words()?;
-                Request::Load { len: small(len)? }
-            }
-            UNLOAD => Request::Unload { id: id(a.words::<1>()?[0])? },
-            LIST => Request::List,
-            STATE => {
-                let [g, at] = a.words()?;
-                if !a.msg.tag().has_string() {
-                    return Err(Error::Malformed);
-                }
-                Request::State { id: id(g)?, at: small(at)?, bytes: a.bytes() }
-            }
-            READ => {
-                let [g, at, n] = a.words()?;
-                if n > 64 {
-                    return Err(Error::InvalidArg);
-                }
-                Request::Read { id: id(g)?, at: small(at)?, n: n as usize }
-            }
-            BUDGET => {
-                let [g, b] = a.words()?;
-                if b == 0 || b > graft::table::MAX_BUDGET {
-                    return Err(Error::InvalidArg);
-                }
-                Request::Budget { id: id(g)?, budget: b }
-            }
-            STATS => Request::Stats { id: id(a.words::<1>()?[0])? },
-            REPLACE => {
-                let [g, len] = a.words()?;
-                Request::Replace { id: id(g)?, len: small(len)? }
-            }
-            TEST_RUN => {
-                let [g, repeat] = a.words()?;
-                if repeat == 0 || repeat > MAX_REPEAT || !a.msg.tag().has_string() {
-                    return Err(Error::InvalidArg);
-                }
-                Request::TestRun { id: id(g)?, repeat: repeat as u32, input: a.bytes() }
-            }
-            _ => return Err(Error::Unsupported),
-        })
+fn at_most(n: u64, max: u64) -> Result<u64, Error> {
+    if n <= max {
+        Ok(n)
+    } else {
+        Err(Error::InvalidArg)
+    }
+}
+
+/// A `PUT`'s piece: a string of at most `PIECE` bytes, else `Malformed`.
+fn piece_of(s: Option<&[u8]>) -> Result<&[u8], Error> {
+    s.filter(|b| b.len() <= PIECE).ok_or(Error::Malformed)
+}
+
+/// A budget per call: 1 ..= `graft::table::MAX_BUDGET`, else `InvalidArg`.
+fn budget_of(b: u64) -> Result<u64, Error> {
+    if b == 0 || b > graft::table::MAX_BUDGET {
+        Err(Error::InvalidArg)
+    } else {
+        Ok(b)
+    }
+}
+
+/// A `TEST_RUN`'s repeat: 1 ..= `MAX_REPEAT`, with an input string; else `InvalidArg`.
+fn repeats(r: u64, input: bool) -> Result<u32, Error> {
+    if r == 0 || r > MAX_REPEAT || !input {
+        Err(Error::InvalidArg)
+    } else {
+        Ok(r as u32)
     }
 }
 
@@ -350,21 +324,15 @@ pub fn load_upcall(srv: u64, name: &str, point: graft::Point, thread: u64) -> Re
     let bytes =
         graft::GraftFile { point, tech: graft::Tech::Upcall, state_len: 0, name, code: name.as_bytes(), sig: &[] }
             .to_bytes();
-    for (k, piece) in bytes.chunks(PIECE).enumerate() {
-        ipc::set_send_string(piece);
-        call(srv, &mut Msg::new(PUT, &[(k * PIECE) as u64]).with_string())?;
-    }
-    let mut m = Msg::new(LOAD, &[bytes.len() as u64]);
-    m.push_item(abi::fpage::Fpage::caps(thread, 0, abi::rights::SEND), 0);
-    call(srv, &mut m)?;
-    Ok(m.word(2) as u32)
+    put_file(srv, &bytes)?;
+    let item = [(abi::fpage::Fpage::caps(thread, 0, abi::rights::SEND), 0)];
+    Ok(client::load_raw(srv, bytes.len() as u64, &item)?[0] as u32)
 }
 
 /// Send a graft file to server `srv` in `PUT` pieces.
 fn put_file(srv: u64, bytes: &[u8]) -> Result<(), Refusal> {
     for (k, piece) in bytes.chunks(PIECE).enumerate() {
-        ipc::set_send_string(piece);
-        call(srv, &mut Msg::new(PUT, &[(k * PIECE) as u64]).with_string())?;
+        client::put(srv, (k * PIECE) as u64, piece)?;
     }
     Ok(())
 }
@@ -372,31 +340,27 @@ fn put_file(srv: u64, bytes: &[u8]) -> Result<(), Refusal> {
 /// Load the graft file `bytes` into server `srv`: its id there.
 pub fn load(srv: u64, bytes: &[u8]) -> Result<u32, Refusal> {
     put_file(srv, bytes)?;
-    let mut m = Msg::new(LOAD, &[bytes.len() as u64]);
-    call(srv, &mut m)?;
-    Ok(m.word(2) as u32)
+    Ok(client::load_raw(srv, bytes.len() as u64, &[])?[0] as u32)
 }
 
 /// Hot-swap graft `id` for the graft file `bytes` (`REPLACE`).
 pub fn replace(srv: u64, id: u32, bytes: &[u8]) -> Result<(), Refusal> {
     put_file(srv, bytes)?;
-    call(srv, &mut Msg::new(REPLACE, &[id as u64, bytes.len() as u64]))
+    client::replace_raw(srv, id as u64, bytes.len() as u64)
 }
 
 pub fn unload(srv: u64, id: u32) -> Result<(), Refusal> {
-    call(srv, &mut Msg::new(UNLOAD, &[id as u64]))
+    client::unload_raw(srv, id as u64)
 }
 
 /// Write `bytes` into graft `id`'s state at `at`.
 pub fn set_state(srv: u64, id: u32, at: usize, bytes: &[u8]) -> Result<(), Refusal> {
-    ipc::set_send_string(bytes);
-    call(srv, &mut Msg::new(STATE, &[id as u64, at as u64]).with_string())
+    client::state(srv, id as u64, at as u64, bytes)
 }
 
 /// Up to 64 bytes of graft `id`'s state from `at`, as words.
 pub fn read_state(srv: u64, id: u32, at: usize, n: usize) -> Result<[u64; 8], Refusal> {
-    let mut m = Msg::new(READ, &[id as u64, at as u64, n as u64]);
-    call(srv, &mut m)?;
+    let m = client::read(srv, id as u64, at as u64, n as u64)?;
     let mut w = [0u64; 8];
     for (k, x) in w.iter_mut().enumerate().take(n.div_ceil(8)) {
         *x = m.word(2 + k);
@@ -405,7 +369,7 @@ pub fn read_state(srv: u64, id: u32, at: usize, n: usize) -> Result<[u64; 8], Re
 }
 
 pub fn set_budget(srv: u64, id: u32, budget: u64) -> Result<(), Refusal> {
-    call(srv, &mut Msg::new(BUDGET, &[id as u64, budget]))
+    client::budget(srv, id as u64, budget)
 }
 
 /// Counters of graft `id`.
@@ -423,16 +387,8 @@ pub struct Stats {
 }
 
 pub fn stats(srv: u64, id: u32) -> Result<Stats, Refusal> {
-    let mut m = Msg::new(STATS, &[id as u64]);
-    call(srv, &mut m)?;
-    Ok(Stats {
-        calls: m.word(2),
-        aborts: m.word(3),
-        cycles: m.word(4),
-        last_abort: m.word(5),
-        memory: m.word(8),
-        skipped: m.word(9),
-    })
+    let [calls, aborts, cycles, last_abort, _point, _tech, memory, skipped] = client::stats_raw(srv, id as u64)?;
+    Ok(Stats { calls, aborts, cycles, last_abort, memory, skipped })
 }
 
 /// What a `TEST_RUN` did.
@@ -450,16 +406,15 @@ pub struct TestRun {
 
 /// Run graft `id` up to `repeat` times on `input` at `srv`.
 pub fn test_run(srv: u64, id: u32, input: &[u8], repeat: u32) -> Result<TestRun, Refusal> {
-    ipc::set_send_string(input);
-    let mut m = Msg::new(TEST_RUN, &[id as u64, repeat as u64]).with_string();
-    call(srv, &mut m)?;
-    Ok(TestRun { last: m.word(2), cycles: m.word(3), aborts: m.word(4), calls: m.word(5) })
+    let [last, cycles, aborts, calls] = client::test_run_raw(srv, id as u64, repeat as u64, input)?;
+    Ok(TestRun { last, cycles, aborts, calls })
 }
 
 /// The caller's grafts at `srv` (every graft for principal 0), as `LIST` words them.
 pub fn list(srv: u64) -> Result<String, Refusal> {
     let mut buf = alloc::vec![0u8; 4096];
     ipc::set_recv_buffer(&mut buf);
+    // Not through `call`, whose buffer for a refusal's reason would take this one's place.
     let mut m = Msg::new(LIST, &[]);
     ipc::call(srv, &mut m, ipc::FOREVER)?;
     abi::check(m.word(1))?;

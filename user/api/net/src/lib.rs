@@ -35,110 +35,6 @@
 extern crate alloc;
 
 use abi::Error;
-use rt::server::{Args, Decode};
-
-/// Map the client's shared area (one memory item; the client opens a window of
-/// `AREA_LOG2` pages at `rt::layout::NET_AREA`). Reply MR2 = its size in bytes. Again:
-/// the same area once more.
-pub const ATTACH: u64 = 0xc0;
-/// MR1 = port, MR2 = backlog (1..=`MAX_BACKLOG`). Reply MR2 = handle.
-pub const LISTEN: u64 = 0xc1;
-/// MR1 = listening handle. Reply MR2 = new handle, MR3 = peer address, MR4 = peer port.
-pub const ACCEPT: u64 = 0xc2;
-/// MR1 = IPv4 address (a.b.c.d as 0xaabbccdd), MR2 = port. Reply MR2 = handle; the
-/// connection is being made: `WAIT` for `WRITABLE` (up) or `READABLE` (refused: the next
-/// call answers `Reset`).
-pub const CONNECT: u64 = 0xc3;
-/// MR1 = handle, MR2 = area offset, MR3 = length. Reply MR2 = bytes taken (≥ 1), or
-/// `WouldBlock` (send buffer full).
-pub const SEND: u64 = 0xc4;
-/// MR1 = handle, MR2 = area offset, MR3 = most bytes. Reply MR2 = bytes placed there;
-/// 0 = the peer has closed (end of stream); `WouldBlock` (nothing yet).
-pub const RECV: u64 = 0xc5;
-/// MR1 = handle: no more sending (the peer sees end of stream once all is sent).
-pub const SHUTDOWN: u64 = 0xc6;
-/// MR1 = handle: close (bytes already taken are still sent) and forget it.
-pub const CLOSE: u64 = 0xc7;
-/// MR1 = port (0: any free one). Reply MR2 = handle, MR3 = the port.
-pub const UDP_BIND: u64 = 0xc8;
-/// MR1 = handle, MR2 = address, MR3 = port, MR4 = area offset, MR5 = length (≤ `MAX_DATAGRAM`).
-pub const SEND_TO: u64 = 0xc9;
-/// MR1 = handle, MR2 = area offset, MR3 = most bytes. Reply MR2 = length (a longer
-/// datagram is cut), MR3 = sender's address, MR4 = its port; `WouldBlock`.
-pub const RECV_FROM: u64 = 0xca;
-/// MR1 = timeout in µs (0: just look; `u64::MAX`: none), MR2.. = up to `MAX_WAIT`
-/// entries `handle | interest << 32`. Reply MR2 = a bitmap: bit i set when entry i is
-/// ready (0: the time ran out). An unknown handle is `InvalidCap`.
-pub const WAIT: u64 = 0xcb;
-/// Reply MR2 = address, MR3 = prefix length, MR4 = gateway, MR5 = MAC address, MR6 =
-/// 1 link up / 0 down, MR7.. = packets in, bytes in, packets out, bytes out, sockets open
-/// (everybody's), MR12 = 1 address from DHCP / 0 static / 2 none yet.
-pub const INFO: u64 = 0xcc;
-/// MR1 = address, MR2 = timeout µs: an ICMP echo. Reply MR2 = round trip in µs;
-/// `Timeout`.
-pub const PING: u64 = 0xcd;
-/// MR1 = handle. Reply MR2 = TCP state (`state::*`), MR3 = bytes waiting to be sent,
-/// MR4 = bytes received and not yet taken.
-pub const STATE: u64 = 0xce;
-
-/// A capability item (the blocks: a delegated BAIO capability, granted or mapped), MR1 =
-/// TCP handle, MR2 = first byte, MR3 = bytes (0: to the end), MR4 = k (blocks per
-/// slice, 1..=`MAX_K`), MR5 = t (ms of rest after each slice, ≤ `MAX_T_MS`), MR6 =
-/// flags (`CUE_BUFFERED`, `CUE_SHUTDOWN`), MR7 = the data's size in bytes (a file's
-/// size; at most the capability's blocks × 4096), MR8 = offset in the shared area of two
-/// words the server keeps current, [status, bytes sent] (`NO_STATUS`: none). Reply
-/// MR2 = transfer id. The call returns at once; the transfer ends `CUE_DONE` once the
-/// peer has acknowledged every byte, or `CUE_FAILED | error`: `Reset` (the peer reset
-/// or closed), `InvalidCap` (the blocks were taken back: the file was removed),
-/// `BadState` (the device failed). `SEND` on the socket is `BadState` while a transfer
-/// runs on it; `CLOSE` cancels it and forgets it. Errors: `Malformed` (no capability), `InvalidCap`
-/// (unknown socket, or a capability that is not the block service's), `WrongType`,
-/// `InvalidArg` (a range past the size or the blocks, a bad schedule or status offset),
-/// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run, or
-/// the caller's `MAX_TRANSFERS_PER_CLIENT`, or its principal's
-/// `MAX_TRANSFERS_PER_PRINCIPAL`).
-pub const CUE: u64 = 0xcf;
-/// MR1 = transfer id. Reply MR2 = status, MR3 = bytes sent (taken by TCP), MR4 = bytes
-/// in all, MR5 = k, MR6 = t, MR7 = µs since it started (until it ended). A transfer that
-/// has ended is forgotten once this has reported it. `InvalidCap`: not the caller's.
-pub const CUE_STATE: u64 = 0xd0;
-/// MR1 = transfer id, MR2 = k, MR3 = t: a new schedule, from the next slice on.
-pub const CUE_SET: u64 = 0xd1;
-/// MR1 = transfer id: stop it (bytes already taken by TCP still go); it is forgotten.
-pub const CUE_CANCEL: u64 = 0xd2;
-/// Reply string: every running transfer (everybody's), one line each:
-/// "id program socket sent total k t µs status".
-pub const CUE_LIST: u64 = 0xd3;
-/// `WAIT` over many entries: MR1 = timeout in µs (as `WAIT`), MR2 = area offset of the
-/// entries (`count` words `handle | interest << 32`, 8-byte aligned), MR3 = count
-/// (1..=`MAX_WAIT_MANY`), MR4 = area offset of the ready bitmap (`count` bits in words,
-/// 8-byte aligned; bit i of word i / 64 set when entry i is ready; the server writes it
-/// before it answers). Reply MR2 = entries ready (0: the time ran out). The entries are
-/// copied when the call comes: changing them later changes nothing.
-pub const WAIT_MANY: u64 = 0xd4;
-/// Reply MR2 = bytes of socket buffers net may hold in all (its share of memory), MR3 =
-/// bytes held now, MR4 = the caller's budget, MR5 = bytes it holds, MR6 = one TCP
-/// connection's buffers, MR7 = SYNs held back (new connections kept waiting in a full
-/// backlog) since net started, MR8 = bytes of frames net has mapped for socket buffers
-/// (taken as connections come, never up front: a listener holds none).
-pub const LIMITS: u64 = 0xd5;
-/// Where net's busy time went since it started, in clock ticks (rdtsc: instructions
-/// under icount), one word each, MR2.. in `Phase` order: the clients' requests (but the
-/// stack's run after each), the device (taking received frames, giving buffers back),
-/// the TCP/IP stack (smoltcp's poll, the frames it sends included), the checksums of
-/// the frames sent (inside the stack's part), Cue's transfers, the work after each run
-/// (DHCP, pools, lingering sockets, pings, waking waiters). For the `net` benchmark's
-/// breakdown of a round trip.
-pub const PROFILE: u64 = 0xd6;
-
-// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(
-    rt::labels::NET,
-    &[
-        ATTACH, LISTEN, ACCEPT, CONNECT, SEND, RECV, SHUTDOWN, CLOSE, UDP_BIND, SEND_TO, RECV_FROM, WAIT, INFO, PING,
-        STATE, CUE, CUE_STATE, CUE_SET, CUE_CANCEL, CUE_LIST, WAIT_MANY, LIMITS, PROFILE
-    ]
-));
 
 /// The parts of `PROFILE`'s answer.
 pub const PROFILE_PARTS: [&str; 6] = ["requests", "device", "stack", "checksums", "cue", "after"];
@@ -258,104 +154,12 @@ pub fn parse_ip(s: &str) -> Option<u64> {
     (n == 4).then_some(out)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request<'a> {
-    /// The graft protocol (point `stream`, over Cue's bytes).
-    Graft(graft_api::Request<'a>),
-    Attach,
-    Listen {
-        port: u16,
-        backlog: u64,
-    },
-    Accept {
-        handle: u64,
-    },
-    Connect {
-        ip: u32,
-        port: u16,
-    },
-    Send {
-        handle: u64,
-        off: u64,
-        len: u64,
-    },
-    Recv {
-        handle: u64,
-        off: u64,
-        max: u64,
-    },
-    Shutdown {
-        handle: u64,
-    },
-    Close {
-        handle: u64,
-    },
-    UdpBind {
-        port: u16,
-    },
-    SendTo {
-        handle: u64,
-        ip: u32,
-        port: u16,
-        off: u64,
-        len: u64,
-    },
-    RecvFrom {
-        handle: u64,
-        off: u64,
-        max: u64,
-    },
-    /// Timeout in µs and the raw entries.
-    Wait {
-        timeout_us: u64,
-        entries: &'a [u64],
-    },
-    Info,
-    Ping {
-        ip: u32,
-        timeout_us: u64,
-    },
-    State {
-        handle: u64,
-    },
-    Cue {
-        handle: u64,
-        first: u64,
-        len: u64,
-        k: u64,
-        t_ms: u64,
-        flags: u64,
-        size: u64,
-        status_off: u64,
-    },
-    CueState {
-        id: u64,
-    },
-    CueSet {
-        id: u64,
-        k: u64,
-        t_ms: u64,
-    },
-    CueCancel {
-        id: u64,
-    },
-    CueList,
-    WaitMany {
-        timeout_us: u64,
-        off: u64,
-        count: u64,
-        out: u64,
-    },
-    Limits,
-    Profile,
-}
-
 /// A schedule is valid: k in 1..=MAX_K, t ≤ MAX_T_MS.
 pub fn schedule_ok(k: u64, t_ms: u64) -> bool {
     (1..=MAX_K).contains(&k) && t_ms <= MAX_T_MS
 }
 
-fn port(w: u64) -> Result<u16, Error> {
+fn port_of(w: u64) -> Result<u16, Error> {
     u16::try_from(w).map_err(|_| Error::InvalidArg)
 }
 
@@ -363,127 +167,12 @@ fn addr(w: u64) -> Result<u32, Error> {
     u32::try_from(w).map_err(|_| Error::InvalidArg)
 }
 
-impl<'a> Decode<'a> for Request<'a> {
-    fn decode(a: &Args<'a>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            ATTACH => {
-                let [] = a.words()?;
-                Request::Attach
-            }
-            LISTEN => {
-                let [p, backlog] = a.words()?;
-                if backlog == 0 || backlog > MAX_BACKLOG {
-                    return Err(Error::InvalidArg);
-                }
-                Request::Listen { port: port(p)?, backlog }
-            }
-            ACCEPT => {
-                let [handle] = a.words()?;
-                Request::Accept { handle }
-            }
-            CONNECT => {
-                let [ip, p] = a.words()?;
-                Request::Connect { ip: addr(ip)?, port: port(p)? }
-            }
-            SEND => {
-                let [handle, off, len] = a.words()?;
-                Request::Send { handle, off, len }
-            }
-            RECV => {
-                let [handle, off, max] = a.words()?;
-                Request::Recv { handle, off, max }
-            }
-            SHUTDOWN => {
-                let [handle] = a.words()?;
-                Request::Shutdown { handle }
-            }
-            CLOSE => {
-                let [handle] = a.words()?;
-                Request::Close { handle }
-            }
-            UDP_BIND => {
-                let [p] = a.words()?;
-                Request::UdpBind { port: port(p)? }
-            }
-            SEND_TO => {
-                let [handle, ip, p, off, len] = a.words()?;
-                Request::SendTo { handle, ip: addr(ip)?, port: port(p)?, off, len }
-            }
-            RECV_FROM => {
-                let [handle, off, max] = a.words()?;
-                Request::RecvFrom { handle, off, max }
-            }
-            WAIT => {
-                let w = a.all();
-                if w.is_empty() || w.len() > 1 + MAX_WAIT {
-                    return Err(Error::Malformed);
-                }
-                Request::Wait { timeout_us: w[0], entries: &w[1..] }
-            }
-            INFO => {
-                let [] = a.words()?;
-                Request::Info
-            }
-            PING => {
-                let [ip, timeout_us] = a.words()?;
-                Request::Ping { ip: addr(ip)?, timeout_us }
-            }
-            STATE => {
-                let [handle] = a.words()?;
-                Request::State { handle }
-            }
-            CUE => {
-                let [handle, first, len, k, t_ms, flags, size, status_off] = a.words()?;
-                if a.msg.items() != 1 {
-                    return Err(Error::Malformed);
-                }
-                if !schedule_ok(k, t_ms) || flags & !(CUE_BUFFERED | CUE_SHUTDOWN | CUE_STREAM) != 0 {
-                    return Err(Error::InvalidArg);
-                }
-                Request::Cue { handle, first, len, k, t_ms, flags, size, status_off }
-            }
-            CUE_STATE => {
-                let [id] = a.words()?;
-                Request::CueState { id }
-            }
-            CUE_SET => {
-                let [id, k, t_ms] = a.words()?;
-                if !schedule_ok(k, t_ms) {
-                    return Err(Error::InvalidArg);
-                }
-                Request::CueSet { id, k, t_ms }
-            }
-            CUE_CANCEL => {
-                let [id] = a.words()?;
-                Request::CueCancel { id }
-            }
-            CUE_LIST => Request::CueList,
-            WAIT_MANY => {
-                let [timeout_us, off, count, out] = a.words()?;
-                if count == 0 || count > MAX_WAIT_MANY || !off.is_multiple_of(8) || !out.is_multiple_of(8) {
-                    return Err(Error::InvalidArg);
-                }
-                Request::WaitMany { timeout_us, off, count, out }
-            }
-            LIMITS => {
-                let [] = a.words()?;
-                Request::Limits
-            }
-            PROFILE => {
-                let [] = a.words()?;
-                Request::Profile
-            }
-            l if graft_api::is_graft_label(l) => Request::Graft(graft_api::Request::decode(a)?),
-            _ => return Err(Error::Unsupported),
-        })
-    }
-}
-
-/// Client stubs: blocking calls built from the non-blocking ones and `WAIT`.
-pub mod client {
+rt::protocol! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request<'a> in rt::labels::NET;
+    client client {
     use super::*;
     use rt::ipc::Msg;
-    use rt::server::request as call;
 
     /// What `INFO` says.
     #[derive(Debug, Clone, Copy, Default)]
@@ -576,12 +265,6 @@ pub mod client {
         unsafe { rt::shared::Area::new(va, AREA_BYTES) }
     }
 
-    fn word(srv: u64, label: u64, words: &[u64]) -> Result<Msg, Error> {
-        let mut m = Msg::new(label, words);
-        call(srv, &mut m)?;
-        Ok(m)
-    }
-
     impl Net {
         /// Attach to the server in slot `srv` (its area lands at `rt::layout::NET_AREA`).
         pub fn attach(srv: u64) -> Result<Net, Error> {
@@ -600,30 +283,31 @@ pub mod client {
         }
 
         pub fn info(&self) -> Result<Info, Error> {
-            let m = word(self.srv, INFO, &[])?;
+            let [ip, prefix, gateway, mac, link_up, rx_packets, rx_bytes, tx_packets, tx_bytes, sockets, how] =
+                info(self.srv)?;
             Ok(Info {
-                ip: m.word(2),
-                prefix: m.word(3),
-                gateway: m.word(4),
-                mac: m.word(5),
-                link_up: m.word(6) != 0,
-                rx_packets: m.word(7),
-                rx_bytes: m.word(8),
-                tx_packets: m.word(9),
-                tx_bytes: m.word(10),
-                sockets: m.word(11),
-                how: m.word(12),
+                ip,
+                prefix,
+                gateway,
+                mac,
+                link_up: link_up != 0,
+                rx_packets,
+                rx_bytes,
+                tx_packets,
+                tx_bytes,
+                sockets,
+                how,
             })
         }
 
         pub fn listen(&self, port: u16, backlog: u64) -> Result<u64, Error> {
-            Ok(word(self.srv, LISTEN, &[port as u64, backlog])?.word(2))
+            Ok(listen(self.srv, port as u64, backlog)?[0])
         }
 
         /// (handle, peer address, peer port), or `WouldBlock`.
         pub fn try_accept(&self, l: u64) -> Result<(u64, u64, u16), Error> {
-            let m = word(self.srv, ACCEPT, &[l])?;
-            Ok((m.word(2), m.word(3), m.word(4) as u16))
+            let [h, peer, peer_port] = accept(self.srv, l)?;
+            Ok((h, peer, peer_port as u16))
         }
 
         /// Wait for a connection.
@@ -640,7 +324,7 @@ pub mod client {
 
         /// Start a connection; `connect` waits until it is up.
         pub fn connect_start(&self, ip: u64, port: u16) -> Result<u64, Error> {
-            Ok(word(self.srv, CONNECT, &[ip, port as u64])?.word(2))
+            Ok(connect(self.srv, ip, port as u64)?[0])
         }
 
         pub fn connect(&self, ip: u64, port: u16, timeout_us: u64) -> Result<u64, Error> {
@@ -663,18 +347,18 @@ pub mod client {
 
         /// (state, bytes waiting to go out, bytes received not yet taken)
         pub fn state(&self, h: u64) -> Result<(u64, u64, u64), Error> {
-            let m = word(self.srv, STATE, &[h])?;
-            Ok((m.word(2), m.word(3), m.word(4)))
+            let [st, unsent, unread] = state(self.srv, h)?;
+            Ok((st, unsent, unread))
         }
 
         /// Send the area's bytes `off .. off + len`: bytes taken, or `WouldBlock`.
         pub fn send_area(&self, h: u64, off: u64, len: u64) -> Result<u64, Error> {
-            Ok(word(self.srv, SEND, &[h, off, len])?.word(2))
+            Ok(send(self.srv, h, off, len)?[0])
         }
 
         /// Receive into the area at `off`: bytes placed (0: end of stream), or `WouldBlock`.
         pub fn recv_area(&self, h: u64, off: u64, max: u64) -> Result<u64, Error> {
-            Ok(word(self.srv, RECV, &[h, off, max])?.word(2))
+            Ok(recv(self.srv, h, off, max)?[0])
         }
 
         /// Send all of `data` (copied into the area, then taken by the server), waiting
@@ -721,17 +405,17 @@ pub mod client {
         }
 
         pub fn shutdown(&self, h: u64) -> Result<(), Error> {
-            word(self.srv, SHUTDOWN, &[h]).map(|_| ())
+            shutdown(self.srv, h)
         }
 
         pub fn close(&self, h: u64) -> Result<(), Error> {
-            word(self.srv, CLOSE, &[h]).map(|_| ())
+            close(self.srv, h)
         }
 
         /// (handle, port)
         pub fn udp_bind(&self, port: u16) -> Result<(u64, u16), Error> {
-            let m = word(self.srv, UDP_BIND, &[port as u64])?;
-            Ok((m.word(2), m.word(3) as u16))
+            let [h, port] = udp_bind(self.srv, port as u64)?;
+            Ok((h, port as u16))
         }
 
         pub fn send_to(&self, h: u64, ip: u64, port: u16, data: &[u8]) -> Result<(), Error> {
@@ -739,16 +423,16 @@ pub mod client {
                 return Err(Error::TooLong);
             }
             self.area.bytes(0, data.len() as u64).copy_from_slice(data);
-            word(self.srv, SEND_TO, &[h, ip, port as u64, 0, data.len() as u64]).map(|_| ())
+            send_to(self.srv, h, ip, port as u64, 0, data.len() as u64)
         }
 
         /// (length, sender address, sender port), or `WouldBlock`.
         pub fn try_recv_from(&self, h: u64, buf: &mut [u8]) -> Result<(usize, u64, u16), Error> {
             let max = (buf.len() as u64).min(AREA_BYTES);
-            let m = word(self.srv, RECV_FROM, &[h, 0, max])?;
-            let n = m.word(2).min(max);
+            let [n, from, from_port] = recv_from(self.srv, h, 0, max)?;
+            let n = n.min(max);
             buf[..n as usize].copy_from_slice(self.area.bytes(0, n));
-            Ok((n as usize, m.word(3), m.word(4) as u16))
+            Ok((n as usize, from, from_port as u16))
         }
 
         /// Sleep until one of `entries` (handle, interest) is ready or `timeout_us` passes:
@@ -757,12 +441,11 @@ pub mod client {
             if entries.len() > MAX_WAIT {
                 return Err(Error::TooLong);
             }
-            let mut w = [0u64; MAX_WAIT + 1];
-            w[0] = timeout_us;
+            let mut w = [0u64; MAX_WAIT];
             for (i, (h, interest)) in entries.iter().enumerate() {
-                w[1 + i] = h | interest << 32;
+                w[i] = h | interest << 32;
             }
-            Ok(word(self.srv, WAIT, &w[..1 + entries.len()])?.word(2))
+            Ok(wait(self.srv, timeout_us, &w[..entries.len()])?[0])
         }
 
         /// Sleep until one of `entries` (handle, interest) is ready or `timeout_us`
@@ -790,10 +473,10 @@ pub mod client {
                 self.area.write(at + 8 * i as u64, h | interest << 32);
             }
             let out = at + 8 * n;
-            let m = word(self.srv, WAIT_MANY, &[timeout_us, at, n, out])?;
+            let [got] = wait_many(self.srv, timeout_us, at, n, out)?;
             ready.clear();
             ready.extend((0..words).map(|w| self.area.read(out + 8 * w)));
-            Ok(m.word(2))
+            Ok(got)
         }
 
         /// (socket memory net may hold in all, held now, the caller's budget, held by
@@ -801,13 +484,11 @@ pub mod client {
         /// mapped for socket buffers)
         /// Net's busy ticks by part (`PROFILE`), in `PROFILE_PARTS` order.
         pub fn profile(&self) -> Result<[u64; 6], Error> {
-            let m = word(self.srv, PROFILE, &[])?;
-            Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7)])
+            profile(self.srv)
         }
 
         pub fn limits(&self) -> Result<[u64; 7], Error> {
-            let m = word(self.srv, LIMITS, &[])?;
-            Ok([m.word(2), m.word(3), m.word(4), m.word(5), m.word(6), m.word(7), m.word(8)])
+            limits(self.srv)
         }
 
         /// Start a Cue transfer (see `CUE`) of the blocks in capability slot `ticket`
@@ -825,21 +506,13 @@ pub mod client {
             flags: u64,
             status_off: u64,
         ) -> Result<u64, Error> {
-            let mut m = Msg::new(CUE, &[h, first, len, sched.k, sched.t_ms, flags, size, status_off]);
-            m.push_item(abi::fpage::Fpage::caps(ticket, 0, abi::rights::SEND), abi::fpage::GRANT);
-            call(self.srv, &mut m)?;
-            Ok(m.word(2))
+            let item = [(abi::fpage::Fpage::caps(ticket, 0, abi::rights::SEND), abi::fpage::GRANT)];
+            Ok(cue(self.srv, h, first, len, sched.k, sched.t_ms, flags, size, status_off, &item)?[0])
         }
 
         pub fn cue_state(&self, id: u64) -> Result<CueState, Error> {
-            let m = word(self.srv, CUE_STATE, &[id])?;
-            Ok(CueState {
-                status: m.word(2),
-                sent: m.word(3),
-                total: m.word(4),
-                schedule: Schedule { k: m.word(5), t_ms: m.word(6) },
-                elapsed_us: m.word(7),
-            })
+            let [status, sent, total, k, t_ms, elapsed_us] = cue_state(self.srv, id)?;
+            Ok(CueState { status, sent, total, schedule: Schedule { k, t_ms }, elapsed_us })
         }
 
         /// Sleep until transfer `id` ends (or `timeout_us` passes: `Timeout`); its final
@@ -852,25 +525,190 @@ pub mod client {
         }
 
         pub fn cue_set(&self, id: u64, sched: Schedule) -> Result<(), Error> {
-            word(self.srv, CUE_SET, &[id, sched.k, sched.t_ms]).map(|_| ())
+            cue_set(self.srv, id, sched.k, sched.t_ms)
         }
 
         pub fn cue_cancel(&self, id: u64) -> Result<(), Error> {
-            word(self.srv, CUE_CANCEL, &[id]).map(|_| ())
+            cue_cancel(self.srv, id)
         }
 
         /// Every running transfer, one line each (see `CUE_LIST`).
         pub fn cue_list(&self) -> Result<alloc::string::String, Error> {
             let mut buf = alloc::vec![0u8; 4096];
             rt::ipc::set_recv_buffer(&mut buf);
-            let m = word(self.srv, CUE_LIST, &[])?;
+            let m = cue_list(self.srv)?;
             let n = if m.tag().has_string() { rt::ipc::received_string_len().min(buf.len()) } else { 0 };
             Ok(alloc::string::String::from_utf8_lossy(&buf[..n]).into_owned())
         }
 
         /// Round trip of an ICMP echo to `ip`, in µs.
         pub fn ping(&self, ip: u64, timeout_us: u64) -> Result<u64, Error> {
-            Ok(word(self.srv, PING, &[ip, timeout_us])?.word(2))
+            Ok(ping(self.srv, ip, timeout_us)?[0])
         }
+    }
+    };
+    requests {
+        /// Map the client's shared area (one memory item; the client opens a window of
+        /// `AREA_LOG2` pages at `rt::layout::NET_AREA`). Reply MR2 = its size in bytes. Again:
+        /// the same area once more.
+        ATTACH = 0xc0, fn attach() => Attach;
+        /// MR1 = port, MR2 = backlog (1..=`MAX_BACKLOG`). Reply MR2 = handle.
+        LISTEN = 0xc1, fn listen(port, backlog) -> [handle]
+            => Listen { port: u16, backlog: u64 } = Request::Listen { backlog: backlog_ok(backlog)?, port: port_of(port)? };
+        /// MR1 = listening handle. Reply MR2 = new handle, MR3 = peer address, MR4 = peer port.
+        ACCEPT = 0xc2, fn accept(handle) -> [handle, peer, peer_port] => Accept { handle: u64 };
+        /// MR1 = IPv4 address (a.b.c.d as 0xaabbccdd), MR2 = port. Reply MR2 = handle; the
+        /// connection is being made: `WAIT` for `WRITABLE` (up) or `READABLE` (refused: the next
+        /// call answers `Reset`).
+        CONNECT = 0xc3, fn connect(ip, port) -> [handle] => Connect { ip: u32, port: u16 } = Request::Connect { ip: addr(ip)?, port: port_of(port)? };
+        /// MR1 = handle, MR2 = area offset, MR3 = length. Reply MR2 = bytes taken (≥ 1), or
+        /// `WouldBlock` (send buffer full).
+        SEND = 0xc4, fn send(handle, off, len) -> [taken] => Send { handle: u64, off: u64, len: u64 };
+        /// MR1 = handle, MR2 = area offset, MR3 = most bytes. Reply MR2 = bytes placed there;
+        /// 0 = the peer has closed (end of stream); `WouldBlock` (nothing yet).
+        RECV = 0xc5, fn recv(handle, off, max) -> [placed] => Recv { handle: u64, off: u64, max: u64 };
+        /// MR1 = handle: no more sending (the peer sees end of stream once all is sent).
+        SHUTDOWN = 0xc6, fn shutdown(handle) -> [] => Shutdown { handle: u64 };
+        /// MR1 = handle: close (bytes already taken are still sent) and forget it.
+        CLOSE = 0xc7, fn close(handle) -> [] => Close { handle: u64 };
+        /// MR1 = port (0: any free one). Reply MR2 = handle, MR3 = the port.
+        UDP_BIND = 0xc8, fn udp_bind(port) -> [handle, port] => UdpBind { port: u16 } = Request::UdpBind { port: port_of(port)? };
+        /// MR1 = handle, MR2 = address, MR3 = port, MR4 = area offset, MR5 = length (≤ `MAX_DATAGRAM`).
+        SEND_TO = 0xc9, fn send_to(handle, ip, port, off, len) -> []
+            => SendTo { handle: u64, ip: u32, port: u16, off: u64, len: u64 }
+            = Request::SendTo { handle, ip: addr(ip)?, port: port_of(port)?, off, len };
+        /// MR1 = handle, MR2 = area offset, MR3 = most bytes. Reply MR2 = length (a longer
+        /// datagram is cut), MR3 = sender's address, MR4 = its port; `WouldBlock`.
+        RECV_FROM = 0xca, fn recv_from(handle, off, max) -> [len, from, from_port] => RecvFrom { handle: u64, off: u64, max: u64 };
+        /// MR1 = timeout in µs (0: just look; `u64::MAX`: none), MR2.. = up to `MAX_WAIT`
+        /// entries `handle | interest << 32`. Reply MR2 = a bitmap: bit i set when entry i is
+        /// ready (0: the time ran out). An unknown handle is `InvalidCap`.
+        WAIT = 0xcb, fn wait(timeout_us; rest entries) -> [ready]
+            => /// Timeout in µs and the raw entries.
+            Wait { timeout_us: u64, entries: &'a [u64] } = Request::Wait { timeout_us, entries: wait_entries(entries)? };
+        /// Reply MR2 = address, MR3 = prefix length, MR4 = gateway, MR5 = MAC address, MR6 =
+        /// 1 link up / 0 down, MR7.. = packets in, bytes in, packets out, bytes out, sockets open
+        /// (everybody's), MR12 = 1 address from DHCP / 0 static / 2 none yet.
+        INFO = 0xcc, fn info() -> [ip, prefix, gateway, mac, link_up, rx_packets, rx_bytes, tx_packets, tx_bytes, sockets, how] => Info;
+        /// MR1 = address, MR2 = timeout µs: an ICMP echo. Reply MR2 = round trip in µs;
+        /// `Timeout`.
+        PING = 0xcd, fn ping(ip, timeout_us) -> [rtt_us] => Ping { ip: u32, timeout_us: u64 } = Request::Ping { ip: addr(ip)?, timeout_us };
+        /// MR1 = handle. Reply MR2 = TCP state (`state::*`), MR3 = bytes waiting to be sent,
+        /// MR4 = bytes received and not yet taken.
+        STATE = 0xce, fn state(handle) -> [state, unsent, unread] => State { handle: u64 };
+        /// A capability item (the blocks: a delegated BAIO capability, granted or mapped), MR1 =
+        /// TCP handle, MR2 = first byte, MR3 = bytes (0: to the end), MR4 = k (blocks per
+        /// slice, 1..=`MAX_K`), MR5 = t (ms of rest after each slice, ≤ `MAX_T_MS`), MR6 =
+        /// flags (`CUE_BUFFERED`, `CUE_SHUTDOWN`), MR7 = the data's size in bytes (a file's
+        /// size; at most the capability's blocks × 4096), MR8 = offset in the shared area of two
+        /// words the server keeps current, [status, bytes sent] (`NO_STATUS`: none). Reply
+        /// MR2 = transfer id. The call returns at once; the transfer ends `CUE_DONE` once the
+        /// peer has acknowledged every byte, or `CUE_FAILED | error`: `Reset` (the peer reset
+        /// or closed), `InvalidCap` (the blocks were taken back: the file was removed),
+        /// `BadState` (the device failed). `SEND` on the socket is `BadState` while a transfer
+        /// runs on it; `CLOSE` cancels it and forgets it. Errors: `Malformed` (no capability), `InvalidCap`
+        /// (unknown socket, or a capability that is not the block service's), `WrongType`,
+        /// `InvalidArg` (a range past the size or the blocks, a bad schedule or status offset),
+        /// `BadState` (a transfer runs on the socket), `NoSpace` (`MAX_TRANSFERS` run, or
+        /// the caller's `MAX_TRANSFERS_PER_CLIENT`, or its principal's
+        /// `MAX_TRANSFERS_PER_PRINCIPAL`).
+        CUE = 0xcf, fn cue(handle, first, len, k, t_ms, flags, size, status_off; items ticket) -> [id]
+            => Cue { handle: u64, first: u64, len: u64, k: u64, t_ms: u64, flags: u64, size: u64, status_off: u64 }
+            = {
+                cue_ok(ticket, k, t_ms, flags)?;
+                Request::Cue { handle, first, len, k, t_ms, flags, size, status_off }
+            };
+        /// MR1 = transfer id. Reply MR2 = status, MR3 = bytes sent (taken by TCP), MR4 = bytes
+        /// in all, MR5 = k, MR6 = t, MR7 = µs since it started (until it ended). A transfer that
+        /// has ended is forgotten once this has reported it. `InvalidCap`: not the caller's.
+        CUE_STATE = 0xd0, fn cue_state(id) -> [status, sent, total, k, t_ms, elapsed_us] => CueState { id: u64 };
+        /// MR1 = transfer id, MR2 = k, MR3 = t: a new schedule, from the next slice on.
+        CUE_SET = 0xd1, fn cue_set(id, k, t_ms) -> []
+            => CueSet { id: u64, k: u64, t_ms: u64 } = {
+                schedule_checked(k, t_ms)?;
+                Request::CueSet { id, k, t_ms }
+            };
+        /// MR1 = transfer id: stop it (bytes already taken by TCP still go); it is forgotten.
+        CUE_CANCEL = 0xd2, fn cue_cancel(id) -> [] => CueCancel { id: u64 };
+        /// Reply string: every running transfer (everybody's), one line each:
+        /// "id program socket sent total k t µs status".
+        CUE_LIST = 0xd3, fn cue_list() => CueList;
+        /// `WAIT` over many entries: MR1 = timeout in µs (as `WAIT`), MR2 = area offset of the
+        /// entries (`count` words `handle | interest << 32`, 8-byte aligned), MR3 = count
+        /// (1..=`MAX_WAIT_MANY`), MR4 = area offset of the ready bitmap (`count` bits in words,
+        /// 8-byte aligned; bit i of word i / 64 set when entry i is ready; the server writes it
+        /// before it answers). Reply MR2 = entries ready (0: the time ran out). The entries are
+        /// copied when the call comes: changing them later changes nothing.
+        WAIT_MANY = 0xd4, fn wait_many(timeout_us, off, count, out) -> [ready]
+            => WaitMany { timeout_us: u64, off: u64, count: u64, out: u64 } = {
+                wait_many_ok(off, count, out)?;
+                Request::WaitMany { timeout_us, off, count, out }
+            };
+        /// Reply MR2 = bytes of socket buffers net may hold in all (its share of memory), MR3 =
+        /// bytes held now, MR4 = the caller's budget, MR5 = bytes it holds, MR6 = one TCP
+        /// connection's buffers, MR7 = SYNs held back (new connections kept waiting in a full
+        /// backlog) since net started, MR8 = bytes of frames net has mapped for socket buffers
+        /// (taken as connections come, never up front: a listener holds none).
+        LIMITS = 0xd5, fn limits() -> [all, held, budget, held_by_caller, connection, syns_held_back, frames] => Limits;
+        /// Where net's busy time went since it started, in clock ticks (rdtsc: instructions
+        /// under icount), one word each, MR2.. in `Phase` order: the clients' requests (but the
+        /// stack's run after each), the device (taking received frames, giving buffers back),
+        /// the TCP/IP stack (smoltcp's poll, the frames it sends included), the checksums of
+        /// the frames sent (inside the stack's part), Cue's transfers, the work after each run
+        /// (DHCP, pools, lingering sockets, pings, waking waiters). For the `net` benchmark's
+        /// breakdown of a round trip.
+        PROFILE = 0xd6, fn profile() -> [requests, device, stack, checksums, cue, after] => Profile;
+    }
+    nested {
+        /// The graft protocol (point `stream`, over Cue's bytes).
+        Graft(graft_api::Request<'a>) if graft_api::is_graft_label,
+    }
+}
+
+/// A listener's backlog: 1 ..= `MAX_BACKLOG`, else `InvalidArg`.
+fn backlog_ok(b: u64) -> Result<u64, Error> {
+    if b == 0 || b > MAX_BACKLOG {
+        Err(Error::InvalidArg)
+    } else {
+        Ok(b)
+    }
+}
+
+/// `WAIT`'s entries: at most `MAX_WAIT`, else `Malformed`.
+fn wait_entries(e: &[u64]) -> Result<&[u64], Error> {
+    if e.len() > MAX_WAIT {
+        Err(Error::Malformed)
+    } else {
+        Ok(e)
+    }
+}
+
+/// A valid schedule, else `InvalidArg`.
+fn schedule_checked(k: u64, t_ms: u64) -> Result<(), Error> {
+    if schedule_ok(k, t_ms) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArg)
+    }
+}
+
+/// `CUE`: one capability item (else `Malformed`), a valid schedule and known flags
+/// (else `InvalidArg`).
+fn cue_ok(items: usize, k: u64, t_ms: u64, flags: u64) -> Result<(), Error> {
+    if items != 1 {
+        return Err(Error::Malformed);
+    }
+    if flags & !(CUE_BUFFERED | CUE_SHUTDOWN | CUE_STREAM) != 0 {
+        return Err(Error::InvalidArg);
+    }
+    schedule_checked(k, t_ms)
+}
+
+/// `WAIT_MANY`: 1 ..= `MAX_WAIT_MANY` entries, 8-byte aligned offsets; else `InvalidArg`.
+fn wait_many_ok(off: u64, count: u64, out: u64) -> Result<(), Error> {
+    if count == 0 || count > MAX_WAIT_MANY || !off.is_multiple_of(8) || !out.is_multiple_of(8) {
+        Err(Error::InvalidArg)
+    } else {
+        Ok(())
     }
 }

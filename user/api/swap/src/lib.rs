@@ -16,85 +16,66 @@ use abi::Error;
 use alloc::boxed::Box;
 use alloc::string::String;
 use rt::ipc::{self, Msg};
-use rt::server::{Answer, Args, Badge, Decode};
+use rt::server::{Answer, Badge};
 use swap::interposers::{Counter, Timer, Trace};
 use swap::Interposer;
 
-/// Reply string: one line per component, in table order (its number is the line's):
-/// "NAME IMPL IMPL1,IMPL2,… swaps=N aborts=N INTERPOSER", INTERPOSER `-` or its report.
-pub const LIST: u64 = 0xf0;
-/// MR1 = component, MR2 = implementation (its place in the list's line). The swap runs
-/// to its end before the reply: MR2 = the state format used, MR3 = cycles the mediator
-/// took (forward, block and transfer), or `BadState` with the reason as the string
-/// (the old component stays).
-pub const SWAP: u64 = 0xf1;
-/// MR1 = component, MR2 = `NONE`, `COUNTER`, `TRACE` or `TIMER`: attach (replacing any)
-/// or detach an interposer.
-pub const INTERPOSE: u64 = 0xf2;
 pub const NONE: u64 = 0;
 pub const COUNTER: u64 = 1;
 pub const TRACE: u64 = 2;
 pub const TIMER: u64 = 3;
 pub const KINDS: [&str; 4] = ["none", "counter", "trace", "timer"];
 
-/// Live update of a whole server (root's `proto::UPDATE`), the server's half:
-/// (from root) MR1 = the program id of the new program that will ask for the state.
-pub const UPDATE_BEGIN: u64 = rt::proto::update::BEGIN;
-/// (from that program) MR1 = the state formats it reads (a mask). The server makes what
-/// it has durable, answers MR2 = the format (the highest common bit), string = its state
-/// in it, and capability items the state names; from then on it receives only from root
-/// until the update ends. `BadState` (no common format), `NoRights` (not the program
-/// root named).
-pub const UPDATE_STATE: u64 = 0xf4;
+rt::protocol! {
+    /// A live update's requests to the old server.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Update in rt::labels::SWAP;
+    client update {
+        use rt::ipc::{self, Msg};
 
-// Its labels lie in its range of the registry (`rt::labels`), checked when it builds.
-const _: () = assert!(rt::labels::all_in(rt::labels::SWAP, &[LIST, SWAP, INTERPOSE, UPDATE_STATE]));
-
-/// (from root) The update failed: carry on serving.
-pub const UPDATE_ABORT: u64 = rt::proto::update::ABORT;
-
-/// (from root, after the new program took the state) Grant root what the state names
-/// and the new program cannot have from the state itself (at most one item of
-/// capabilities, one of memory): root moves the endpoint, ends this server and grants
-/// them to the new program. Memory must be a run of frames this server has from sigma0,
-/// answered with MR2 = its physical address: root makes them the new program's there
-/// (`sigma0_api::MOVE`), or they would be taken back — and every mapping of them
-/// revoked, its clients' too — when this server ends.
-pub const UPDATE_COMMIT: u64 = rt::proto::update::COMMIT;
+        /// (the new program of a live update) Ask the old server (`PEER`) for its state in
+        /// one of `formats`: its answer (MR2 = the format, then the server's own words) and
+        /// the length of the state, received into `buf`.
+        pub fn take_state(formats: u64, buf: &mut [u8]) -> Result<(Msg, usize), abi::Error> {
+            ipc::set_recv_buffer(buf);
+            let m = state(abi::cap::PEER, formats)?;
+            let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
+            Ok((m, n))
+        }
+    };
+    requests {
+        /// Live update of a whole server (root's `proto::UPDATE`), the server's half:
+        /// (from root) MR1 = the program id of the new program that will ask for the state.
+        UPDATE_BEGIN = rt::proto::update::BEGIN, fn begin(successor)
+            => /// (root) The program that will take the state.
+            Begin { successor: u64 };
+        /// (from that program) MR1 = the state formats it reads (a mask). The server makes what
+        /// it has durable, answers MR2 = the format (the highest common bit), string = its state
+        /// in it, and capability items the state names; from then on it receives only from root
+        /// until the update ends. `BadState` (no common format), `NoRights` (not the program
+        /// root named).
+        UPDATE_STATE = 0xf4, fn state(formats)
+            => /// (the successor) The formats it reads.
+            State { formats: u64 };
+        /// (from root) The update failed: carry on serving.
+        UPDATE_ABORT = rt::proto::update::ABORT, fn abort()
+            => /// (root) The update failed.
+            Abort;
+        /// (from root, after the new program took the state) Grant root what the state names
+        /// and the new program cannot have from the state itself (at most one item of
+        /// capabilities, one of memory): root moves the endpoint, ends this server and grants
+        /// them to the new program. Memory must be a run of frames this server has from sigma0,
+        /// answered with MR2 = its physical address: root makes them the new program's there
+        /// (`sigma0_api::MOVE`), or they would be taken back — and every mapping of them
+        /// revoked, its clients' too — when this server ends.
+        UPDATE_COMMIT = rt::proto::update::COMMIT, fn commit()
+            => /// (root) The successor took the state: grant root what it names.
+            Commit;
+    }
+}
 
 pub fn is_update_label(l: u64) -> bool {
     matches!(l, UPDATE_BEGIN | UPDATE_STATE | UPDATE_ABORT | UPDATE_COMMIT)
-}
-
-/// A live update's requests to the old server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Update {
-    /// (root) The program that will take the state.
-    Begin { successor: u64 },
-    /// (the successor) The formats it reads.
-    State { formats: u64 },
-    /// (root) The update failed.
-    Abort,
-    /// (root) The successor took the state: grant root what it names.
-    Commit,
-}
-
-impl Decode<'_> for Update {
-    fn decode(a: &Args<'_>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            UPDATE_BEGIN => {
-                let [successor] = a.words()?;
-                Update::Begin { successor }
-            }
-            UPDATE_STATE => {
-                let [formats] = a.words()?;
-                Update::State { formats }
-            }
-            UPDATE_ABORT => Update::Abort,
-            UPDATE_COMMIT => Update::Commit,
-            _ => return Err(Error::Unsupported),
-        })
-    }
 }
 
 /// The old server's side of a live update, the part every server shares: who may take
@@ -161,30 +142,86 @@ pub fn is_swap_label(l: u64) -> bool {
     (LIST..=INTERPOSE).contains(&l)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
-    List,
-    Swap { component: usize, imp: usize },
-    Interpose { component: usize, kind: u64 },
+rt::protocol! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Request in rt::labels::SWAP;
+    client client {
+        use super::*;
+
+        /// The server's components, one line each.
+        pub fn list(srv: u64, buf: &mut [u8]) -> Result<usize, Error> {
+            ipc::set_recv_buffer(buf);
+            list_raw(srv)?;
+            Ok(ipc::received_string_len().min(buf.len()))
+        }
+
+        /// Swap: (format, the mediator's cycles); `BadState` with the reason in `why`. (Not
+        /// `swap_raw`: the reason is read from the answer, which a stub's error drops.)
+        pub fn swap(srv: u64, component: usize, imp: usize, why: &mut [u8]) -> Result<(u64, u64), (Error, usize)> {
+            ipc::set_recv_buffer(why);
+            let mut m = Msg::new(SWAP, &[component as u64, imp as u64]);
+            match rt::server::request(srv, &mut m) {
+                Ok(()) => Ok((m.word(2), m.word(3))),
+                Err(e) => Err((e, if m.tag().has_string() { ipc::received_string_len().min(why.len()) } else { 0 })),
+            }
+        }
+
+        pub fn interpose(srv: u64, component: usize, kind: u64) -> Result<(), Error> {
+            interpose_raw(srv, component as u64, kind)
+        }
+
+        /// (the new program of a live update) Ask the old server (`PEER`) for its state in
+        /// one of `formats`: its answer (MR2 = the format, then the server's own words) and
+        /// the length of the state, received into `buf`.
+        pub fn take_state(formats: u64, buf: &mut [u8]) -> Result<(Msg, usize), Error> {
+            super::update::take_state(formats, buf)
+        }
+
+        /// Was this program started as the new program of a live update (`update` among
+        /// its arguments)?
+        pub fn updating() -> bool {
+            rt::args().split(' ').any(|w| w == "update")
+        }
+
+        /// (the new program of a live update) It cannot take over: root lets the old
+        /// server carry on. Returns `code`, for `main` to return.
+        pub fn refuse_update(updating: bool, code: i32) -> i32 {
+            if updating {
+                let _ = rt::env::update_done(false, [abi::fpage::Fpage(0); 3]);
+            }
+            code
+        }
+    };
+    requests {
+        /// Reply string: one line per component, in table order (its number is the line's):
+        /// "NAME IMPL IMPL1,IMPL2,… swaps=N aborts=N INTERPOSER", INTERPOSER `-` or its report.
+        LIST = 0xf0, fn list_raw() => List;
+        /// MR1 = component, MR2 = implementation (its place in the list's line). The swap runs
+        /// to its end before the reply: MR2 = the state format used, MR3 = cycles the mediator
+        /// took (forward, block and transfer), or `BadState` with the reason as the string
+        /// (the old component stays).
+        SWAP = 0xf1, fn swap_raw(component, imp) -> [format, cycles]
+            => Swap { component: usize, imp: usize }
+            = Request::Swap { component: saturated(component), imp: saturated(imp) };
+        /// MR1 = component, MR2 = `NONE`, `COUNTER`, `TRACE` or `TIMER`: attach (replacing any)
+        /// or detach an interposer.
+        INTERPOSE = 0xf2, fn interpose_raw(component, kind) -> []
+            => Interpose { component: usize, kind: u64 }
+            = Request::Interpose { kind: interposer_kind(kind)?, component: saturated(component) };
+    }
 }
 
-impl Decode<'_> for Request {
-    fn decode(a: &Args<'_>) -> Result<Self, Error> {
-        Ok(match a.msg.label() {
-            LIST => Request::List,
-            SWAP => {
-                let [c, i] = a.words()?;
-                Request::Swap { component: c.min(usize::MAX as u64) as usize, imp: i.min(usize::MAX as u64) as usize }
-            }
-            INTERPOSE => {
-                let [c, kind] = a.words()?;
-                if kind > TIMER {
-                    return Err(Error::InvalidArg);
-                }
-                Request::Interpose { component: c.min(usize::MAX as u64) as usize, kind }
-            }
-            _ => return Err(Error::Unsupported),
-        })
+/// A word as a `usize` (the largest if it does not fit).
+fn saturated(w: u64) -> usize {
+    w.min(usize::MAX as u64) as usize
+}
+
+/// An interposer kind (`NONE` ..= `TIMER`), else `InvalidArg`.
+fn interposer_kind(kind: u64) -> Result<u64, Error> {
+    if kind > TIMER {
+        Err(Error::InvalidArg)
+    } else {
+        Ok(kind)
     }
 }
 
@@ -254,59 +291,5 @@ pub fn describe_slot<T: ?Sized + swap::Component>(s: &swap::Slot<T>, methods: &[
     match s.interposer() {
         Some(i) => i.report(methods, out),
         None => out.push('-'),
-    }
-}
-
-/// Client stubs.
-pub mod client {
-    use super::*;
-
-    /// The server's components, one line each.
-    pub fn list(srv: u64, buf: &mut [u8]) -> Result<usize, Error> {
-        ipc::set_recv_buffer(buf);
-        let mut m = Msg::new(LIST, &[]);
-        rt::server::request(srv, &mut m)?;
-        Ok(ipc::received_string_len().min(buf.len()))
-    }
-
-    /// Swap: (format, the mediator's cycles); `BadState` with the reason in `why`.
-    pub fn swap(srv: u64, component: usize, imp: usize, why: &mut [u8]) -> Result<(u64, u64), (Error, usize)> {
-        ipc::set_recv_buffer(why);
-        let mut m = Msg::new(SWAP, &[component as u64, imp as u64]);
-        match rt::server::request(srv, &mut m) {
-            Ok(()) => Ok((m.word(2), m.word(3))),
-            Err(e) => Err((e, if m.tag().has_string() { ipc::received_string_len().min(why.len()) } else { 0 })),
-        }
-    }
-
-    /// (the new program of a live update) Ask the old server (`PEER`) for its state in
-    /// one of `formats`: its answer (MR2 = the format, then the server's own words) and
-    /// the length of the state, received into `buf`.
-    pub fn take_state(formats: u64, buf: &mut [u8]) -> Result<(Msg, usize), Error> {
-        ipc::set_recv_buffer(buf);
-        let mut m = Msg::new(UPDATE_STATE, &[formats]);
-        rt::server::request(abi::cap::PEER, &mut m)?;
-        let n = if m.tag().has_string() { ipc::received_string_len().min(buf.len()) } else { 0 };
-        Ok((m, n))
-    }
-
-    /// Was this program started as the new program of a live update (`update` among
-    /// its arguments)?
-    pub fn updating() -> bool {
-        rt::args().split(' ').any(|w| w == "update")
-    }
-
-    /// (the new program of a live update) It cannot take over: root lets the old
-    /// server carry on. Returns `code`, for `main` to return.
-    pub fn refuse_update(updating: bool, code: i32) -> i32 {
-        if updating {
-            let _ = rt::env::update_done(false, [abi::fpage::Fpage(0); 3]);
-        }
-        code
-    }
-
-    pub fn interpose(srv: u64, component: usize, kind: u64) -> Result<(), Error> {
-        let mut m = Msg::new(INTERPOSE, &[component as u64, kind]);
-        rt::server::request(srv, &mut m)
     }
 }

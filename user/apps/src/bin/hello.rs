@@ -4,7 +4,6 @@
 #![no_std]
 #![no_main]
 
-use rt::ipc::{self, Msg};
 use rt::{println, sys};
 
 rt::entry!(main);
@@ -17,11 +16,10 @@ fn main() -> i32 {
     );
     let slot = rt::alloc_slot_pair();
     match rt::env::spawn("echo", slot) {
-        Ok(id) => {
-            let mut m = Msg::new(echo_api::ECHO, &[41]);
-            let r = ipc::call(slot, &mut m, ipc::FOREVER);
-            println!("hello: echo (program {}) answered {:?} with {:?}", id, r, m.words());
-        }
+        Ok(id) => match echo_api::client::echo(slot, &[41]) {
+            Ok(m) => println!("hello: echo (program {}) answered Ok(()) with {:?}", id, m.words()),
+            Err(e) => println!("hello: echo (program {}) answered {:?}", id, e),
+        },
         Err(e) => println!("hello: could not start echo: {:?}", e),
     }
     0

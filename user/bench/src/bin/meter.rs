@@ -10,6 +10,7 @@
 
 use meter_api as p;
 use rt::ipc::{self, Msg};
+use rt::server::{Args, Decode};
 
 rt::entry!(main);
 
@@ -22,17 +23,17 @@ fn main() -> i32 {
         // (Every 16 units while working: the look costs a system call.)
         let timeout = if working { ipc::timeouts(ipc::POLL, ipc::POLL) } else { ipc::FOREVER };
         if (!working || units % 16 == 0) && ipc::recv(ipc::RECV_ANY, &mut m, timeout).is_ok() {
-            let r = match m.label() {
-                p::READ => Msg::new(0, &[0, units, working as u64]),
-                p::START => {
+            let r = match p::Request::decode(&Args { msg: &m, string: &[] }) {
+                Ok(p::Request::Read) => Msg::new(0, &[0, units, working as u64]),
+                Ok(p::Request::Start) => {
                     working = true;
                     Msg::new(0, &[0])
                 }
-                p::STOP => {
+                Ok(p::Request::Stop) => {
                     working = false;
                     Msg::new(0, &[0])
                 }
-                _ => Msg::new(0, &[abi::Error::Unsupported as u64]),
+                Err(e) => Msg::new(0, &[e as u64]),
             };
             let _ = ipc::reply(&r);
         }

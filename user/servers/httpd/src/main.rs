@@ -186,7 +186,7 @@ impl Httpd {
         if self.busy {
             if path == "/.busy" {
                 let t = rt::sys::rdtsc();
-                let units = self.meter.and_then(|m| meter_api::read(m).ok()).map_or(0, |r| r.0);
+                let units = self.meter.and_then(|m| meter_api::client::read(m).ok()).map_or(0, |[units, _]| units);
                 let (vol, inv) = switches();
                 let mut body =
                     alloc::format!("{} {} {} {} {}", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
@@ -203,8 +203,8 @@ impl Httpd {
             }
             if let Some(on) = path.strip_prefix("/.meter/") {
                 let r = match (self.meter, on) {
-                    (Some(m), "on") => meter_api::start(m),
-                    (Some(m), "off") => meter_api::stop(m),
+                    (Some(m), "on") => meter_api::client::start(m),
+                    (Some(m), "off") => meter_api::client::stop(m),
                     _ => Err(Error::NotFound),
                 };
                 let st = if r.is_ok() { Status::OK } else { Status::NOT_FOUND };

@@ -43,7 +43,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use kcore::elf;
 use mem_api::Request;
-use rt::ipc::{self, Msg, FOREVER};
+use rt::ipc::{self, Msg};
 use rt::println;
 use rt::proto;
 use rt::server::{self, Answer, Badge, Server};
@@ -165,8 +165,7 @@ impl Mem {
         }
         let until = rt::sys::now_us() + LENT_WAIT_US;
         while rt::sys::now_us() < until {
-            let mut st = Msg::new(s0::STATS, &[]);
-            if rt::server::request(cap::SIGMA0_SLOT, &mut st).is_err() || st.word(4) == 0 {
+            if !matches!(s0::client::stats(cap::SIGMA0_SLOT), Ok([_, _, lent, ..]) if lent != 0) {
                 return false;
             }
             rt::sys::sleep_us(LENT_STEP_US);
@@ -222,8 +221,7 @@ impl Mem {
             if *n as u64 != BLOCK {
                 continue;
             }
-            let mut m = Msg::new(s0::FREE, &[pa, GROW_LOG2]);
-            if rt::server::request(cap::SIGMA0_SLOT, &mut m).is_err() {
+            if s0::client::free(cap::SIGMA0_SLOT, pa, GROW_LOG2).is_err() {
                 break;
             }
             self.blocks[b] = None;
@@ -582,11 +580,13 @@ fn main() -> i32 {
     ipc::set_windows(Fpage::all_mem(), Fpage(0), Fpage(0));
     let (mut offset, mut len) = (0, 1);
     while offset < len {
-        let mut req = Msg::new(proto::GET_BOOTFS, &[offset]);
-        if ipc::call(cap::PARENT, &mut req, FOREVER).is_err() || req.items() != 1 {
-            println!("{}: no boot image", name);
-            return 1;
-        }
+        let req = match proto::client::get_bootfs(cap::PARENT, offset) {
+            Ok(m) if m.items() == 1 => m,
+            _ => {
+                println!("{}: no boot image", name);
+                return 1;
+            }
+        };
         len = req.word(1);
         offset += proto::BOOTFS_PIECE;
     }

@@ -236,7 +236,7 @@ impl Root<'_> {
             return Err(e);
         }
         if let Err(e) = self.adopt(&child, &entry, requester) {
-            let _ = mem_api::client::unregister(mem_slot, badge_of(idx), false);
+            let _ = mem_api::client::unregister(mem_slot, badge_of(idx), 0);
             child.discard();
             return Err(e);
         }
@@ -264,11 +264,7 @@ impl Root<'_> {
 
     /// The machine's frames, as sigma0 counts them.
     fn frames(&self) -> u64 {
-        let mut m = Msg::new(s0::STATS, &[]);
-        match ipc::call(self.sigma0, &mut m, ipc::FOREVER) {
-            Ok(()) => m.word(3),
-            Err(_) => 0,
-        }
+        s0::client::stats(self.sigma0).map_or(0, |[_, all, ..]| all)
     }
 
     /// Give the manifest's `lent` servers (the cache and blk, which map frames lent from
@@ -410,13 +406,12 @@ impl Root<'_> {
         // The task goes, and with it root's slots for its task and thread.
         p.child.discard();
         if let Some(m) = pager {
-            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), true);
+            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), 1);
         }
         // sigma0 takes back the frames it gave the program: all of a program paged by
         // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
         // driver would otherwise leak its buffers each time).
-        let mut r = Msg::new(s0::RECLAIM, &[s0_client(idx)]);
-        let _ = ipc::call(self.sigma0, &mut r, ipc::FOREVER);
+        let _ = s0::client::reclaim(self.sigma0, s0_client(idx));
         // Services that keep state per client drop this one's (bounded waits: a busy or
         // stuck service is not root's problem).
         for s in core::mem::take(&mut self.progs[idx].uses) {
@@ -629,8 +624,7 @@ impl Root<'_> {
         // the old one below must not take them back (that would revoke the new
         // program's mapping and every one derived from it, its clients' too).
         if let Some(log2) = mem_pages {
-            let mut mv = Msg::new(s0::MOVE, &[m.word(2), log2, s0_client(u.old), s0_client(u.new)]);
-            if let Err(e) = ipc::call(self.sigma0, &mut mv, ipc::FOREVER).and_then(|_| abi::check(mv.word(1))) {
+            if let Err(e) = s0::client::move_frames(self.sigma0, m.word(2), log2, s0_client(u.old), s0_client(u.new)) {
                 println!(
                     "[root] the memory {} handed over is not its own frames at {:#x} ({:?}): it goes when {} ends",
                     self.progs[u.old].name,
@@ -816,22 +810,13 @@ impl Root<'_> {
 
     fn meminfo(&self) -> String {
         let mut s = String::new();
-        let mut m = Msg::new(s0::STATS, &[]);
-        if ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() {
-            let _ = writeln!(
-                s,
-                "sigma0: {} of {} frames free ({} MiB of {} MiB)",
-                m.word(2),
-                m.word(3),
-                m.word(2) >> 8,
-                m.word(3) >> 8
-            );
+        if let Ok([free, all, ..]) = s0::client::stats(self.sigma0) {
+            let _ = writeln!(s, "sigma0: {} of {} frames free ({} MiB of {} MiB)", free, all, free >> 8, all >> 8);
         }
         for &mi in &self.mems {
-            let mut m = Msg::new(mem_api::STATS, &[]);
-            if ipc::call(self.progs[mi].child.thread, &mut m, ipc::FOREVER).is_err() {
+            let Ok(m) = mem_api::client::stats(self.progs[mi].child.thread) else {
                 continue;
-            }
+            };
             let _ = writeln!(
                 s,
                 "{}: pool {} pages, {} free, {} clients",
@@ -1235,9 +1220,9 @@ fn main() -> i32 {
             while first + (1 << log2) - 1 > b as u64 {
                 log2 -= 1;
             }
-            let mut m = Msg::new(s0::IO, &[first, log2]);
-            got_io &= server::request_mapping(sigma0, [Fpage(0), Fpage(0), Fpage::io(0, 16)], &mut m).is_ok()
-                && m.items() == 1;
+            ipc::set_windows(Fpage(0), Fpage(0), Fpage::io(0, 16));
+            got_io &= s0::client::io(sigma0, first, log2).is_ok_and(|m| m.items() == 1);
+            ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
             first += 1 << log2;
         }
     }
