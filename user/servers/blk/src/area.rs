@@ -6,7 +6,7 @@ use crate::Blk;
 use abi::fpage::Fpage;
 use baio::BLOCK;
 use blk_api as p;
-use rt::ipc::{self, Msg};
+use rt::ipc;
 use sigma0_api as s0;
 use virtio_hal as virtio;
 
@@ -72,12 +72,9 @@ impl Blk {
         }
         let va = self.area_next;
         ipc::set_windows(Fpage::mem(va, 12 + p::AREA_LOG2, abi::mem::RIGHTS_MASK), Fpage(0), Fpage(0));
-        let mut m = Msg::new(s0::ALLOC, &[p::AREA_LOG2, va]);
-        let ok = ipc::call(self.sigma0, &mut m, ipc::FOREVER).is_ok() && m.word(1) == 0 && m.items() == 1;
+        let got = s0::client::alloc(self.sigma0, p::AREA_LOG2, va);
         ipc::set_windows(Fpage(0), Fpage(0), Fpage(0));
-        if !ok {
-            return None;
-        }
+        let m = got.ok().filter(|m| m.items() == 1)?;
         virtio::register_dma(va, m.word(2), p::AREA_PAGES);
         self.area_next = va + p::AREA_BYTES;
         Some(va)

@@ -700,8 +700,7 @@ impl CacheServer {
     }
 
     fn free_block(&mut self, pa: u64) {
-        let mut m = Msg::new(s0::FREE, &[pa, self.log2]);
-        if rt::server::request(self.sigma0, &mut m).is_err() {
+        if s0::client::free(self.sigma0, pa, self.log2).is_err() {
             println!("cache: sigma0 did not take back the block at {:#x}", pa);
         }
         self.given += 1;
@@ -720,11 +719,8 @@ impl CacheServer {
         if self.client.is_none() || self.retiring.is_some() {
             return;
         }
-        let mut m = Msg::new(s0::STATS, &[]);
-        if rt::server::request(self.sigma0, &mut m).is_err() {
-            return;
-        }
-        let mem = Memory { free: m.word(2), total: m.word(3), keep: m.word(6), refused: m.word(5) };
+        let Ok([free, total, _, refused, keep]) = s0::client::stats(self.sigma0) else { return };
+        let mem = Memory { free, total, keep, refused };
         let blocks = 1 + self.grown.len() as u64 + self.waiting.is_some() as u64;
         match self.sizer.decide(mem, blocks, self.c.stats().evictions) {
             Resize::Stay => {}

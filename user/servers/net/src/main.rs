@@ -405,14 +405,7 @@ fn main() -> i32 {
         return 1;
     }
     // Socket memory: a quarter of the machine's, at most what net's kernel memory maps.
-    let ram = {
-        let mut m = Msg::new(s0::STATS, &[]);
-        if server::request(s0slot, &mut m).is_ok() {
-            (m.word(3) as usize).saturating_mul(4096)
-        } else {
-            0
-        }
-    };
+    let ram = s0::client::stats(s0slot).map_or(0, |[_, all, ..]| (all as usize).saturating_mul(4096));
     let (_, quota, kused) = rt::sys::task_info(abi::cap::SELF_TASK).unwrap_or((0, 0, 0));
     let mappable =
         (quota.saturating_sub(kused) as usize).saturating_mul(PAGES_PER_QUOTA_PAGE * 4096) / KERNEL_DEN * KERNEL_NUM;
