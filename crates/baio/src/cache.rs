@@ -1034,7 +1034,7 @@ mod tests {
                     c.clear(&mut *p);
                     model.clear();
                 }
-                4 | 5 | 6 => {
+                4..=6 => {
                     // A hit served without a lookup, then touched.
                     let hit = c.touch(b, &mut *p);
                     assert_eq!(hit, model.contains(&b), "touch of {b}");
@@ -1057,7 +1057,7 @@ mod tests {
                         if full {
                             model.remove(0);
                         }
-                        let ok = x % 5 != 0;
+                        let ok = !x.is_multiple_of(5);
                         assert!(c.filled(b, ok, &mut *p));
                         if ok {
                             model.push(b);

@@ -5,15 +5,15 @@
 //!
 //! - **Tags.** The first slots of each block of frames (`Layout::tag_slots`) are never
 //!   handed out: they hold one word per slot of that block, its tag: the block it holds
-//!   + 1 while it is valid, 0 otherwise. Only the cache writes tags. The block service
+//!   plus one while it is valid, 0 otherwise. Only the cache writes tags. The block service
 //!   remembers where it last saw each block (its hints) and, before copying a hit out of
 //!   slot `s`, checks that `s` lies below the limit and that `s`'s tag names the block.
 //! - **The limit** (word 0 of the first block, a tag word no slot uses): slots handed out
 //!   lie below it. The cache lowers it before it gives a block of frames back, and frees
 //!   the frames only after the block service has next called it, so a slot the block
 //!   service checked against the limit stays mapped until its copy is over.
-//! - **The touch ring** (the first block's next slot): the blocks the block service hit
-//!   without a call, in order. The cache applies them (recency, hit counts) before it
+//! - **The touch ring** (the first block's next slot): the runs of blocks the block
+//!   service hit without a call, in order (`run_entry`). The cache applies them (recency, hit counts) before it
 //!   serves any request, so evictions and `STATS` see every hit as they would had each
 //!   been looked up. One producer (the block service), one consumer (the cache); when it
 //!   is full the block service looks its blocks up by a call, which drains it.
@@ -86,6 +86,21 @@ impl Layout {
 /// A valid slot's tag.
 pub fn tag(block: u64) -> u64 {
     block.wrapping_add(1)
+}
+
+/// Bits of a touch ring entry that hold the run's first block; its length is above them.
+const RUN_FIRST_BITS: u32 = 56;
+
+/// The ring's entry for a run of `n` (1..=255) blocks from `first` served without a call
+/// (one entry per operation's run, so that the cache sees the runs it would have been
+/// asked for: its stream detector counts runs), if it fits one.
+pub fn run_entry(first: u64, n: u64) -> Option<u64> {
+    (first < 1 << RUN_FIRST_BITS && (1..256).contains(&n)).then_some(first | n << RUN_FIRST_BITS)
+}
+
+/// The run (first block, blocks) of a ring entry (from another program: `n` may be 0).
+pub fn entry_run(e: u64) -> (u64, u64) {
+    (e & ((1 << RUN_FIRST_BITS) - 1), e >> RUN_FIRST_BITS)
 }
 
 /// Words of the cache's frames, by byte offset from their base (8-byte aligned, within
@@ -322,7 +337,7 @@ mod tests {
                 slots = 1000;
             }
             // Blocks far apart and close together (many collide in the table's home).
-            let b = if x % 3 == 0 { (x >> 8) % 4000 } else { ((x >> 8) % 200) << 40 };
+            let b = if x.is_multiple_of(3) { (x >> 8) % 4000 } else { ((x >> 8) % 200) << 40 };
             let s = (x >> 32) % (slots + 8);
             h.saw(b, s);
             if s < slots {
@@ -348,6 +363,16 @@ mod tests {
         h.saw(u64::MAX, 1);
         assert_eq!(h.slot(u64::MAX), None);
         assert!(!h.grow_to(super::super::MAX_SLOTS as u64 + 1));
+    }
+
+    #[test]
+    fn run_entries_round_trip_and_refuse_what_does_not_fit() {
+        for (f, n) in [(0, 1), (5, 8), ((1 << 56) - 1, 255)] {
+            assert_eq!(entry_run(run_entry(f, n).unwrap()), (f, n));
+        }
+        assert_eq!(run_entry(1 << 56, 1), None);
+        assert_eq!(run_entry(3, 0), None);
+        assert_eq!(run_entry(3, 256), None);
     }
 
     #[test]

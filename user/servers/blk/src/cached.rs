@@ -162,8 +162,8 @@ impl Blk {
         let l = self.hints.layout?;
         let limit = Frames.read(tags::LIMIT_AT).min(self.hints.mapped);
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
-        let mut blocks = [0u64; pc::MAX_LOOKUP as usize];
         let n = (n as usize).min(out.len());
+        let run = tags::run_entry(first, n as u64)?;
         for k in 0..n {
             let b = first.checked_add(k as u64)?;
             let s = self.hints.slot(b)?;
@@ -171,9 +171,8 @@ impl Blk {
                 return None;
             }
             out[k] = s as u64 | pc::HIT << 32;
-            blocks[k] = b;
         }
-        if touch && !tags::push(&Frames, &l, &blocks[..n]) {
+        if touch && !tags::push(&Frames, &l, &[run]) {
             return None;
         }
         Some(out)

@@ -265,6 +265,17 @@ impl CacheServer {
         ok
     }
 
+    /// The stream detector's verdict changed to `stream` (`Some`): with `auto`, swap to the
+    /// policy it calls for.
+    fn adapt(&mut self, stream: Option<bool>) {
+        if let Some(stream) = stream {
+            let want = if stream { MRU } else { LRU };
+            if self.auto && want != self.imp && self.start_swap(want) {
+                self.adapted += 1;
+            }
+        }
+    }
+
     /// Move a swap under way on (between requests: it ends).
     fn step(&mut self) -> Outcome {
         let o = self.policy.step(&self.gens, rdtsc());
@@ -495,12 +506,8 @@ impl CacheServer {
                 Some(Lookup::Full) | None => u64::MAX,
             };
         }
-        if let Some(stream) = self.seq.run(first, n) {
-            let want = if stream { MRU } else { LRU };
-            if self.auto && want != self.imp && self.start_swap(want) {
-                self.adapted += 1;
-            }
-        }
+        let stream = self.seq.run(first, n);
+        self.adapt(stream);
         found.iter().any(|f| matches!(f, Some(Lookup::Busy(_))))
     }
 
@@ -510,8 +517,19 @@ impl CacheServer {
         // anything this request may evict (`tags`).
         let (frames, l) = (self.frames(), layout(self.log2));
         if self.client.is_some() {
-            let c = &mut self.c;
-            PolicyVia::call(&mut self.policy, call, |p| tags::drain(&frames, &l, |b| _ = c.touch(b, p)));
+            let (c, seq) = (&mut self.c, &mut self.seq);
+            let mut stream = None;
+            PolicyVia::call(&mut self.policy, call, |policy| {
+                tags::drain(&frames, &l, |e| {
+                    let (first, n) = tags::entry_run(e);
+                    for b in first..first.saturating_add(n.min(p::MAX_LOOKUP)) {
+                        c.touch(b, policy);
+                    }
+                    // The stream detector sees the run as it would a lookup's.
+                    stream = seq.run(first, n).or(stream);
+                })
+            });
+            self.adapt(stream);
         }
         let c = &mut self.c;
         match req {
