@@ -212,14 +212,20 @@ fn conditions(c: &mut Checks, p: u64) {
 
     // A more important thread is ready: it runs before the server (the fastpath would
     // switch straight to the server).
+    // Sent without waiting once it is in its receive: on a loaded host its first turn may
+    // come later than any fixed sleep, so ask again (a polling send that times out leaves
+    // nothing behind) for up to a second.
     let l = thread::spawn(listener, 3, p - 10).unwrap();
-    sys::sleep_us(2_000);
     take_log();
-    c.eq(
-        ipc::send(l.slot, &Msg::new(1, &[77]), timeouts(POLL, INFINITE)),
-        Ok(()),
-        "make a more important thread ready",
-    );
+    let t = sys::now_us();
+    let sent = loop {
+        sys::sleep_us(2_000);
+        match ipc::send(l.slot, &Msg::new(1, &[77]), timeouts(POLL, INFINITE)) {
+            Err(Error::Timeout) if sys::now_us() - t < 1_000_000 => {}
+            r => break r,
+        }
+    };
+    c.eq(sent, Ok(()), "make a more important thread ready");
     let mut m = Msg::new(7, &[2]);
     let n =
         fast_during(|| c.eq(ipc::call(s.slot, &mut m, FOREVER), Ok(()), "a call with a more important thread ready"));
