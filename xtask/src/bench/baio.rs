@@ -49,6 +49,11 @@ const BAIO_LINUX: [(&str, &str); 9] = [
 const BAIO_SMOKE_WS: [u64; 2] = [1, 2];
 const BAIO_SMOKE_N: u64 = 16;
 
+/// The machines (`-m`, MiB) on which the largest allocation one program gets is measured
+/// (`system/bench/memory.toml`), and the smoke's.
+const MEMORY_MIB: [u64; 3] = [512, 3072, 6144];
+const MEMORY_SMOKE_MIB: [u64; 1] = [512];
+
 pub(super) fn baio_suite(
     a: &crate::Artifacts,
     vmlinuz: &Path,
@@ -113,12 +118,37 @@ pub(super) fn baio_suite(
             }
         }
     }
+    // The largest allocation one program gets at each `-m` (one boot each: it is a count
+    // of pages, not a time), in the smoke's one mode or under plain TCG.
+    let mem_list: &[u64] = plan.count(&MEMORY_MIB[..], &MEMORY_SMOKE_MIB[..]);
+    let (mode, icount) = if plan.smoke { ("icount", true) } else { ("tcg", false) };
+    for &mib in mem_list {
+        eprintln!("[baio memory] scion, {mode}, -m {mib}M");
+        let sc = Scenario {
+            icount,
+            limit_s: 1800,
+            memory: format!("{mib}M"),
+            ..Scenario::bench(&format!("bench-memory-{mib}m"), "memory", &[("PAGES", (mib * 256).to_string())])?
+        };
+        let (ok, log) = run_scenario_log(a, &sc, "tcg")?;
+        let path = plan.log("scion", &format!("scion-memory-{mib}m.log"), &log)?;
+        if !ok {
+            return Err(format!("the Scion memory run at -m {mib}M failed; see {}", path.display()));
+        }
+        for (m, f) in parse_bench(&log) {
+            let m = format!("{m}_{mib}m");
+            results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
+        }
+    }
     let agg = aggregate(&results);
-    plan.finish("baio", &agg, &modes, plan.runs(RUNS), &[], || (baio_svg(&agg, ws_list), baio_report(&agg, ws_list, n)))
+    plan.finish("baio", &agg, &modes, plan.runs(RUNS), &[], || {
+        (baio_svg(&agg, ws_list), baio_report(&agg, ws_list, n, mem_list))
+    })
 }
 
-/// The report of working sets `ws_list` (MiB; the last the headline), `n` requests each.
-fn baio_report(agg: &Agg, ws_list: &[u64], n: u64) -> String {
+/// The report of working sets `ws_list` (MiB; the last the headline), `n` requests each,
+/// and of the largest allocation on machines of `mem_list` MiB.
+fn baio_report(agg: &Agg, ws_list: &[u64], n: u64, mem_list: &[u64]) -> String {
     let mut s = String::new();
     let head = ws_list.last().unwrap_or(&0);
     let _ = writeln!(s, "# Suite `baio`\n");
@@ -160,6 +190,21 @@ fn baio_report(agg: &Agg, ws_list: &[u64], n: u64) -> String {
             fmt(ipr),
             fl.map_or("—".into(), |f| format!("{:.2}", f as f64 / 100.0))
         );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "## The largest allocation one program gets\n");
+    let _ = writeln!(
+        s,
+        "`ram_test most` alone on a machine of each size, its page limit all of the RAM: it sets pages \
+         aside until its memory server refuses, then touches and checks every one (`system/bench/memory.toml`; \
+         the storage stack is not started). The rest is the kernel's, the boot image's and the servers'.\n"
+    );
+    let _ = writeln!(s, "| `-m` | largest allocation (MiB) | of the RAM |\n|---:|---:|---:|");
+    for &mib in mem_list {
+        let m = format!("largest_alloc_mib_{mib}m");
+        let got = get(agg, "scion", "tcg", &m).or_else(|| get(agg, "scion", "icount", &m));
+        let share = got.map_or("—".into(), |g| format!("{}%", g * 100 / mib.max(1)));
+        let _ = writeln!(s, "| {mib} MiB | {} | {share} |", fmt(got));
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "## Targets (headline working set unless named)\n");

@@ -150,8 +150,10 @@ fn most() -> i32 {
         (sys::now_us() - t) / 1000,
         why
     );
+    // The figure the baio suite reports (`system/bench/memory.toml`).
+    println!("BENCH largest_alloc_mib median={} unit=MiB", got >> 8);
     report(&[(ok == got && why == Error::NoMemory) as u64, got, why as u64]);
-    0
+    (ok != got) as i32
 }
 
 struct Kid {
