@@ -80,7 +80,7 @@ fn transfer_items(
     // kernel memory runs out (page tables, quota, a full frame count).
     let mut dest = [0u64; ipc::MAX_MRS / 2];
     // Memory pages the items cover together: bounded, so that one message is a bounded
-    // piece of kernel work with interrupts off (issue 17, item 2).
+    // piece of kernel work with interrupts off.
     let mut pages = 0u64;
     for (j, d) in dest.iter_mut().enumerate().take(t / 2) {
         let fp = Fpage(mrs[u + 1 + 2 * j]);

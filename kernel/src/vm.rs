@@ -81,7 +81,7 @@ impl Kernel {
             if let Some(de) = task::lookup(dpml4, d) {
                 // Sending a page back onto a mapping it was derived from (a cycle)
                 // changes nothing: demapping the destination would take the source
-                // with it (issue 17, item 1).
+                // with it.
                 if de & pt::ADDR == frame {
                     if let (Some(a), Some(b)) = (self.node_of(src, s, e), self.node_of(dst, d, de)) {
                         if self.framedb.derives_from(frame, a, b) {

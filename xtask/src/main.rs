@@ -419,7 +419,7 @@ mod tests {
     }
 
     /// Everything xtask makes (disk images, boot images, logs) goes under the target
-    /// directory cargo uses, also when CARGO_TARGET_DIR moves it (issue 10: the tests
+    /// directory cargo uses, also when CARGO_TARGET_DIR moves it (the tests
     /// looked for disk images under ./target).
     #[test]
     fn outputs_follow_cargo_target_dir() {

@@ -371,7 +371,7 @@ pub mod tctl {
     /// From now on an IPC send through any capability naming this thread goes to that
     /// one (badges as they were), also after this thread is gone; senders queued on it
     /// move to that one's queue. Only sends are redirected: `CONTROL` and receives still
-    /// name this thread. A server's live update (issue 14).
+    /// name this thread. A server's live update.
     pub const SUCCEED: u64 = 8;
     /// Run the thread on CPU `rdx` (0 = the boot CPU, below the CPUs running): from its
     /// next switch on (a running thread moves at once).

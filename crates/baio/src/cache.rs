@@ -565,7 +565,7 @@ impl Cache {
     }
 }
 
-/// What the cache server hands its successor in a live update (issue 14), format 0:
+/// What the cache server hands its successor in a live update, format 0:
 /// magic, the number of slots, of entries and of slots in the recency order, four
 /// counters (hits, misses, evictions, grafted), then per slot in use (slot, block, owner,
 /// state: 1 being filled, 2 being filled but invalidated, 3 valid) and the policy's
@@ -687,7 +687,7 @@ pub enum Resize {
     Shrink(u64),
 }
 
-/// When the cache grows into free memory and when it gives it back (issue 35 item 5).
+/// When the cache grows into free memory and when it gives it back.
 /// It grows by a block of frames when it had to evict since it last looked (the working
 /// set does not fit) and sigma0 would still have its reserve and a margin (an eighth of
 /// the frames, at least two blocks) free after it; it gives blocks back when sigma0

@@ -1,5 +1,5 @@
-//! What a server of a baiofs filesystem (`files`) hands its successor in a live update
-//! (issue 14), in format 0: magic, the next handle, the counts, then per handle
+//! What a server of a baiofs filesystem (`files`) hands its successor in a live update,
+//! in format 0: magic, the next handle, the counts, then per handle
 //! (handle, client, inode) and per ticket (client, inode, its place in the server's
 //! block of ticket slots, the view's id at blk), little-endian. It comes from another
 //! program, so `decode` checks every count, bound and repetition.

@@ -633,7 +633,7 @@ mod tests {
         assert_eq!(parse(b"GET /\xff HTTP/1.1\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
     }
 
-    /// The conformance points of issue 38 (each failed with the hand-written parser).
+    /// The HTTP conformance points (each failed with the hand-written parser).
     #[test]
     fn conformance() {
         // RFC 9112 §3.2.2: absolute form MUST be accepted; its authority is the host.

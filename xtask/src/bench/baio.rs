@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Working sets in MiB (the last is the headline one: larger than Scion's first 4 MiB
 /// block of cache), requests per run, queue depth. Both guests get `BAIO_MEMORY`: room
 /// for the 1 GiB working set in Linux's page cache and in Scion's shared cache, which
-/// grows into free memory (issue 35 item 5).
+/// grows into free memory.
 const BAIO_MEMORY: &str = "2G";
 const BAIO_WS: [u64; 3] = [4, 64, 1024];
 const BAIO_N: u64 = 2000;

@@ -254,7 +254,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         }
         if *mode == "icount" {
             let _ = writeln!(s, "### Targets (instructions per call against native Rust, hot list)\n");
-            // Issue 37's targets: wasmi within 15×, eBPF (verified, JIT-compiled) within
+            // The targets: wasmi within 15×, eBPF (verified, JIT-compiled) within
             // 3×; rhai has none (VINO's Tcl had none: Table 2 gives its break-even).
             for (tech, what, limit) in
                 [("wasmi", "interpreter wasmi", 15.0), ("ebpf", "eBPF, verified and JIT-compiled", 3.0)]

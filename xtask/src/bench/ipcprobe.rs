@@ -1,4 +1,4 @@
-//! Where the instructions of one IPC round trip go (issue 15): `bench_kernel` makes one
+//! Where the instructions of one IPC round trip go: `bench_kernel` makes one
 //! more warm cross-task round trip after its measurements, with registers only in
 //! `probe_rtt` and with a 512-byte string each way in `probe_str`; QEMU
 //! (icount, so the figures are instructions) stops at it for gdb, which steps through

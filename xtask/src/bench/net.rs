@@ -365,7 +365,7 @@ fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
         let x = a as f64 / b.max(1) as f64;
         let _ = writeln!(
             s,
-            "- A 64-byte TCP round trip ≤ 1.0× Linux's instructions (issue 38): {x:.2}× — {}.",
+            "- A 64-byte TCP round trip ≤ 1.0× Linux's instructions: {x:.2}× — {}.",
             if x <= 1.0 { "**met**" } else { "**missed**" }
         );
     }

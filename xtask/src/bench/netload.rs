@@ -1,4 +1,4 @@
-//! Many clients at once for the `net` suite (issue 38): `c` keep-alive connections, each
+//! Many clients at once for the `net` suite: `c` keep-alive connections, each
 //! making requests one after another, all at the same time; requests a second on the
 //! host's clock (meaningful under plain TCG) and busy guest ticks per request
 //! (instructions under icount, read from the guest before and after).

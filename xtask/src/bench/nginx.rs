@@ -1,4 +1,4 @@
-//! nginx in the Linux guest (issue 38): the web server a user would run instead of
+//! nginx in the Linux guest: the web server a user would run instead of
 //! Scion's httpd, beside the `net` suite's small C server. Debian's `nginx` package is
 //! fetched (`apt-get download`, no install) and unpacked under `target/bench/nginx`;
 //! the binary, the shared libraries `ldd` names for it (from the host, which runs the

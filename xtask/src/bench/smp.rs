@@ -1,4 +1,4 @@
-//! The `smp` suite (issue 16): `bench_smp` on a machine with two CPUs, under plain TCG
+//! The `smp` suite: `bench_smp` on a machine with two CPUs, under plain TCG
 //! (icount runs one CPU at a time, so it cannot show parallel work). Three boots; the
 //! medians of their medians.
 
@@ -92,7 +92,7 @@ fn ratio(a: Option<u64>, b: Option<u64>) -> Option<f64> {
 
 fn report(agg: &Agg) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# Suite `smp` (issue 16: several CPUs)\n");
+    let _ = writeln!(s, "# Suite `smp` (several CPUs)\n");
     let _ = writeln!(
         s,
         "`bench_smp` on a machine with 2 CPUs under plain TCG (multi-threaded: each virtual CPU a host \

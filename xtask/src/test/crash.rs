@@ -1,4 +1,4 @@
-//! The power-cut check (issue 10): `crash_test` works on a disk — segments created,
+//! The power-cut check: `crash_test` works on a disk — segments created,
 //! written (direct and buffered) and deleted through `blk`, files created, written and
 //! removed through `files` — saying on the serial port what it starts and what is
 //! acknowledged. The host kills QEMU (SIGKILL: no shutdown, nothing flushed by the

@@ -296,7 +296,7 @@ fn raw_status(port: u16, bytes: &[u8]) -> Result<Option<u16>, String> {
 
 type Check = (&'static str, fn(u16) -> Result<(), String>);
 
-/// Issue 38's conformance points, end to end (each failed before httparse).
+/// HTTP conformance points, end to end (each failed before httparse).
 fn conformance(p: u16) -> Result<(), String> {
     // RFC 9112 §3.2.2: a server MUST accept the absolute form.
     let r = request(p, "GET", "http://scion/small.txt", "")?;
@@ -499,7 +499,7 @@ const BULK_PORTS: usize = 8;
 /// A scale check: its name and what it runs against the forwarded ports.
 type ScaleCheck = (&'static str, fn(&[u16]) -> Result<(), String>);
 
-/// The `http_scale` scenario's checks (issue 38): a thousand connections at once, a
+/// The `http_scale` scenario's checks: a thousand connections at once, a
 /// slowloris beside a normal client, 5,000 requests at concurrency 100; each gets the
 /// `SCALE_PORTS` forwarded ports.
 fn scale_checks() -> Vec<ScaleCheck> {

@@ -1,4 +1,4 @@
-//! The `net` server's protocol: TCP and UDP sockets for programs (issue 11).
+//! The `net` server's protocol: TCP and UDP sockets for programs.
 //!
 //! Each client program first `ATTACH`es: the server maps it a shared area of
 //! `AREA_BYTES`; every byte a socket sends or receives moves through it (the request

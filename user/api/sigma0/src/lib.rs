@@ -19,7 +19,7 @@ rt::protocol! {
             => Alloc { log2: u64, hot: u64 } = Request::Alloc { log2: log2_at_most(log2, MAX_LOG2)?, hot };
         /// As `ALLOC`, but the frames are lent: counted in `STATS`' MR4 until the same client
         /// gives them back (`FREE`). The borrower (the shared cache) gives them back when it sees
-        /// `STATS`' refused counter move (issue 35 item 5); a memory server refused while frames
+        /// `STATS`' refused counter move; a memory server refused while frames
         /// are lent waits a little for them rather than refuse its client at once. At most
         /// `MAX_LENDERS` clients borrow at once (`NoSpace` past them).
         LEND = 0x58, fn lend(log2, hot)

@@ -1,4 +1,4 @@
-//! The `smp` suite (issue 16), on a machine with two CPUs under plain TCG (icount runs
+//! The `smp` suite, on a machine with two CPUs under plain TCG (icount runs
 //! one CPU): throughput of independent IPC pairs with both pairs on one CPU and with a
 //! pair per CPU; the IPC round trip within a CPU and across; an unmap when no other CPU
 //! has the space loaded and when one does (the shootdown); the null system call (every

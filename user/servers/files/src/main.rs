@@ -6,7 +6,7 @@
 //! blocks, and each read prefetches the next ones — through asynchronous BAIO reads.
 //! Arguments: `segment=NAME` (default `files`), `cache=N`.
 //!
-//! **Live update** (root's `UPDATE`, issue 14): a running `files` hands itself over to a
+//! **Live update** (root's `UPDATE`): a running `files` hands itself over to a
 //! new program while its clients keep calling. Root names the successor
 //! (`UPDATE_BEGIN`); the successor, started with `update` among its arguments and the
 //! old server as its `PEER`, asks for the state (`UPDATE_STATE` with the formats it

@@ -158,7 +158,7 @@ impl Mem {
     /// Take a block (256 pages) from sigma0 into the pool: false when it has none. Before
     /// giving up: while sigma0 has frames lent (the shared cache's grown blocks), wait for
     /// them — sigma0's refusal is what tells the cache to give them back — up to
-    /// `LENT_WAIT_US`, asking again every `LENT_STEP_US` (issue 35 item 5).
+    /// `LENT_WAIT_US`, asking again every `LENT_STEP_US`.
     fn grow(&mut self) -> bool {
         if self.grow_once() {
             return true;

@@ -1,4 +1,4 @@
-//! Kernel work per call is bounded (issue 17, item 2). A heartbeat thread of higher
+//! Kernel work per call is bounded. A heartbeat thread of higher
 //! priority sleeps a millisecond at a time and records the longest gap between its
 //! wake-ups while the main thread makes the largest calls an unprivileged program can:
 //! a 2^45-byte map item (refused, `TooLong`), messages of the most pages one message

@@ -1,4 +1,4 @@
-//! The shared cache grows into free memory and gives it back (issue 35 item 5): a
+//! The shared cache grows into free memory and gives it back: a
 //! buffered working set larger than the cache's first block makes it grow (its `STATS`
 //! say so); then this program sets aside and touches 75% of the RAM, which it gets only
 //! if the cache gives frames back — and it does (its `STATS` say that too). Every block

@@ -1,4 +1,4 @@
-//! A mapping flood (issue 10, item 2): one program maps the same 1024 pages over and
+//! A mapping flood: one program maps the same 1024 pages over and
 //! over in its own address space. Every mapping has a mapping-database node in the
 //! kernel heap; before those nodes were charged to the program's kernel quota, 400,000
 //! mappings exhausted the heap and panicked the kernel with the quota showing 814 of

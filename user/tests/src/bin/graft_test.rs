@@ -1,4 +1,4 @@
-//! Grafts at the cache's eviction point (issue 13, VINO §3.1): a hot-list graft in
+//! Grafts at the cache's eviction point (VINO §3.1): a hot-list graft in
 //! every technology keeps this program's hot blocks in the shared cache while a stream
 //! of its other blocks goes through, where plain LRU evicts them; hostile grafts are
 //! refused at load (with the reason) or aborted call by call and unloaded after three
@@ -95,7 +95,7 @@ fn serve_mute(_: u64) {
 
 /// A hostile upcall server that answers every call with a message of another shape: a
 /// label other than the answer's and two words, the first 0 (so an answer taken from
-/// the second word, as before issue 37, would be a good victim).
+/// the second word, as the upcall's did before its one-register call, would be a good victim).
 fn serve_garbled(_: u64) {
     let mut buf = [0u8; 1024];
     let _ = ipc::recv_regs_string(&mut buf);

@@ -1,4 +1,4 @@
-//! RAM above 4 GiB is used (issue 17, item 7): on a machine with 5 GiB, sigma0 holds
+//! RAM above 4 GiB is used: on a machine with 5 GiB, sigma0 holds
 //! more than 4 GiB, and a frame above 4 GiB can be had from it, written and read back,
 //! and given back.
 #![no_std]

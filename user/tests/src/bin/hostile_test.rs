@@ -47,7 +47,7 @@ fn irq_intruder(_: u64) {
 }
 
 /// One thread per interrupt line: another thread holding the same capability can
-/// neither take the line over nor end or acknowledge the attachment (issue 17, item 8).
+/// neither take the line over nor end or acknowledge the attachment.
 fn irq_ownership(c: &mut Checks) {
     let s = rt::alloc_slot();
     IRQ_SLOT.store(s, Ordering::SeqCst);

@@ -1,4 +1,4 @@
-//! Interrupts follow their driver's CPU (issue 16): with blk on CPU 1 (its manifest
+//! Interrupts follow their driver's CPU: with blk on CPU 1 (its manifest
 //! entry's `cpu`), reads and writes of a segment complete, and the device interrupts
 //! they raise are taken by CPU 1, none by CPU 0 (`KERNEL_INFO_CPU`).
 #![no_std]

@@ -1,4 +1,4 @@
-//! A logical disk survives the machine (issue 13, VINO §3.3). `ldisk_test write`:
+//! A logical disk survives the machine (VINO §3.3). `ldisk_test write`:
 //! make a segment a logical disk through the WebAssembly log-structured graft, write
 //! blocks (some twice, so the log moves them), sync, and say so — the harness kills the
 //! machine at that moment. `ldisk_test read`, after the next boot: attach the eBPF

@@ -274,7 +274,7 @@ fn main() -> i32 {
 const TO_B: u64 = 60;
 const TO_D: u64 = 59;
 
-/// Pages sent back onto the mappings they came from (issue 17, item 1), across two
+/// Pages sent back onto the mappings they came from, across two
 /// tasks (B → C → B) and three (B → C → D → B), on a frame from sigma0: nothing may
 /// change, and sigma0's FREE must still revoke every copy, so that the next owner of
 /// the frame is alone with it.

@@ -1,4 +1,4 @@
-//! The open flood (issue 10, item 2): a principal that opened a readable segment about
+//! The open flood: a principal that opened a readable segment about
 //! 180 times made every other principal's open fail with `NoMemory`, and its exit
 //! panicked the kernel (task teardown needed one 2 MiB allocation). Now `blk` holds at
 //! most `MAX_OPEN_PER_PRINCIPAL` opens per principal; `open_hog` (another principal,

@@ -1,4 +1,4 @@
-//! `proto_fuzz SERVER SEED COUNT`: a hostile client of one server (issue 10: every
+//! `proto_fuzz SERVER SEED COUNT`: a hostile client of one server (every
 //! server's protocol is fuzzed). COUNT random and mutated requests — the server's own
 //! labels (and others) with random word counts and values biased to small numbers,
 //! handles, block counts and extremes; strings of random bytes (not UTF-8, empty,

@@ -1,4 +1,4 @@
-//! The memory servers' graft point (issue 13, VINO's prioritization): this program runs
+//! The memory servers' graft point (VINO's prioritization): this program runs
 //! past a resident limit, so mem0 takes its clean pages back as it faults in new ones —
 //! the oldest, or the one its eviction graft chooses. A read-only table of 192 pages:
 //! four hot pages are read, then the other pages stream through; without a graft

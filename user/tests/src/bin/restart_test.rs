@@ -1,4 +1,4 @@
-//! `restart_test KILLS`: the storage stack restarts under load (issue 10). A killer
+//! `restart_test KILLS`: the storage stack restarts under load. A killer
 //! thread kills `blk` (half the time), `files` (a third) or `cache` (a sixth: blk then
 //! ends too and is started again to attach to the new cache) KILLS times, at random
 //! moments, each time once the last one was restarted by root. Meanwhile the main thread

@@ -1,4 +1,4 @@
-//! Stress on two CPUs (issue 16): six workers, three per CPU, for three seconds each
+//! Stress on two CPUs: six workers, three per CPU, for three seconds each
 //! call four servers (two per CPU: same-CPU calls take the fastpath without the kernel
 //! lock, cross-CPU ones the general path and a wake-up), write a page of their own and
 //! unmap it (the pager maps it again at the next touch; with another worker of this

@@ -1,4 +1,4 @@
-//! SPAWN gives no authority the spawner lacks (issue 17, item 4). An unprivileged
+//! SPAWN gives no authority the spawner lacks. An unprivileged
 //! program spawns every entry of its manifest: it controls the new task only when the
 //! entry grants nothing it does not have itself (ports, interrupt lines, servers,
 //! principal, priority); otherwise it gets a task capability without rights (enough to

@@ -1,4 +1,4 @@
-//! The stale-data attack (issue 10): principal 1 (`stale_test writer`) fills a private
+//! The stale-data attack: principal 1 (`stale_test writer`) fills a private
 //! 512-block segment with its bytes, reads some of it through the cache, and deletes it;
 //! principal 3 then creates a segment of the same size (on the same blocks: first fit
 //! from the freed run) and must read zeros everywhere — direct and buffered — and, after

@@ -1,4 +1,4 @@
-//! Online reconfiguration (issue 14, K42): the shared cache's replacement policy is
+//! Online reconfiguration (K42): the shared cache's replacement policy is
 //! hot-swapped 10,000 times, LRU ↔ MRU, while client threads read through the cache
 //! (every read checked: each block carries its number), interposers are attached and
 //! detached between swaps, and the server swaps the policy itself when a stream comes

@@ -1,4 +1,4 @@
-//! Live update of a whole server (issue 14): `files` is replaced by a new program while
+//! Live update of a whole server: `files` is replaced by a new program while
 //! a thread here and another program (`update_peer`) keep writing and reading their
 //! files through it. Updates whose new program crashes at start, exits without taking
 //! the state, or refuses it (it reads only a format the old server does not write) fail
