@@ -164,13 +164,13 @@ impl Blk {
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
         let n = (n as usize).min(out.len());
         let run = tags::run_entry(first, n as u64)?;
-        for k in 0..n {
+        for (k, o) in out[..n].iter_mut().enumerate() {
             let b = first.checked_add(k as u64)?;
             let s = self.hints.slot(b)?;
             if s as u64 >= limit || l.reserved(s) || Frames.read(l.tag_at(s)) != tags::tag(b) {
                 return None;
             }
-            out[k] = s as u64 | pc::HIT << 32;
+            *o = s as u64 | pc::HIT << 32;
         }
         if touch && !tags::push(&Frames, &l, &[run]) {
             return None;
