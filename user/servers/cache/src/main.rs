@@ -413,9 +413,6 @@ impl Server for CacheServer {
             }
             self.c = Cache::with_layout(layout(self.log2));
             self.sizer = Sizer::new(1 << self.log2, self.max_blocks);
-            // The next client starts with no valid tag and an empty ring.
-            self.publish(true);
-            tags::reset(&self.frames(), &layout(self.log2));
         }
     }
 
@@ -457,7 +454,8 @@ impl Server for CacheServer {
         let Some(call) = self.policy.begin(&mut self.gens, 0, false) else { return Answer::err(Error::BadState) };
         let a = self.serve(req, &call);
         self.policy.end(&mut self.gens, call);
-        self.publish(false);
+        // A new client (`ATTACH`) reads every tag: the frames held the last one's.
+        self.publish(matches!(req, Request::Attach));
         if let Some((_, armed)) = &mut self.retiring {
             *armed = self.c.retiring_busy() == 0;
         }
@@ -534,11 +532,7 @@ impl CacheServer {
         let c = &mut self.c;
         match req {
             Request::Attach => {
-                // A new client: every tag as the cache holds it, the ring empty.
-                for (s, t) in c.all_tags() {
-                    frames.write(l.tag_at(s), t);
-                }
-                frames.write(tags::LIMIT_AT, c.limit() as u64);
+                // A new client starts with an empty ring (its tags: `publish` after this).
                 tags::reset(&frames, &l);
                 let mut r = server::ok_msg(&[self.phys, c.slots() as u64]);
                 r.push_item(Fpage::mem(AREA, 12 + self.log2, mem::READ | mem::WRITE), 0);
