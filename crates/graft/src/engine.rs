@@ -48,6 +48,46 @@ impl Abort {
     }
 }
 
+/// What a compiled graft's entry answers, in rax and rdx (`struct scion_sfi_answer`):
+/// the graft's answer, and in `how` a trap's code (low 32 bits; 0: none) or, for a call
+/// that returned, `WROTE` if it may have stored into its state.
+#[repr(C)]
+pub struct Answer {
+    pub value: u64,
+    pub how: u64,
+}
+
+/// `Answer::how` of a call that may have stored into its state.
+pub const WROTE: u64 = 1 << 32;
+/// The trap codes the entries answer: wasm2c's (`wasm_rt_trap_t`: out of bounds is 1),
+/// and Scion's for a call the watchdog stopped past its time (`rt::guard::IMAGE_STOPPED`).
+pub const TRAP_OOB: u32 = 1;
+pub const TRAP_STOPPED: u32 = 9;
+
+/// Why a call whose entry answered trap `code` (not 0) was aborted: out of bounds is a
+/// memory fault, stopped over budget, the rest (unreachable, division, stack exhausted,
+/// …) a trap.
+pub fn abort_of(code: u32) -> Abort {
+    match code {
+        TRAP_OOB => Abort::Memory,
+        TRAP_STOPPED => Abort::Budget,
+        _ => Abort::Trap,
+    }
+}
+
+/// A compiled graft's entry, which the table calls itself, with no engine between (no
+/// dispatch, no result to unpack): `entry(input.len(), input, arg, 0)`, for an input of
+/// at most `max_input` bytes. The entry guards itself (it tells the server's watchdog
+/// that a call is under way and where a stopped one exits) and answers its traps in
+/// `Answer::how`; after `TRAP_STOPPED` it is never called again. The engine keeps the
+/// code and whatever `arg` points to for as long as it lives.
+#[derive(Clone, Copy)]
+pub struct Direct {
+    pub entry: extern "C" fn(u64, u64, u64, u64) -> Answer,
+    pub arg: u64,
+    pub max_input: usize,
+}
+
 /// A loaded graft's code, in its sandbox.
 pub trait Engine {
     /// The graft's state as the sandbox holds it (exactly the file's `state_len`
@@ -60,7 +100,7 @@ pub trait Engine {
     /// state is written back by the caller afterwards.
     fn reset(&mut self) -> Result<(), Abort>;
     /// Does a call allocate (an interpreter's values)? Compiled code does not: its calls
-    /// need no heap of their own.
+    /// need no heap of their own. Asked once, when the graft is loaded.
     fn allocates(&self) -> bool {
         true
     }
@@ -72,10 +112,11 @@ pub trait Engine {
         false
     }
     /// Could the last call have changed the state? An engine that knows it did not (a
-    /// compiled graft that stored nothing into its memory) saves the table its undo copy
-    /// before the next call. Only an exact "no" may answer `false`. The table asks the
-    /// engines that guard their own calls and note their writes (`notes_writes`, by
-    /// `call_noting`); any other is taken to have written.
+    /// compiled graft that stored nothing into its memory, a Wasm module with no store in
+    /// its code) saves the table its undo copy before the next call. Only an exact "no"
+    /// may answer `false`. The table asks the engines that note their writes
+    /// (`notes_writes`; by `call_noting` those that guard their own calls); any other is
+    /// taken to have written.
     fn wrote_state(&self) -> bool {
         true
     }
@@ -88,6 +129,11 @@ pub trait Engine {
     fn call_noting(&mut self, input: &[u8], budget: u64) -> (Result<u64, Abort>, bool) {
         let r = self.call(input, budget);
         (r, self.wrote_state())
+    }
+    /// The entry the table may call itself instead of `call` (compiled code that guards
+    /// its own calls: signed Rust, SFI), asked once when the graft is loaded.
+    fn direct(&self) -> Option<Direct> {
+        None
     }
 }
 

@@ -130,31 +130,8 @@ pub struct Ctl {
     pub watch: u64,
 }
 
-/// wasm2c's trap codes (`wasm_rt_trap_t`): out of bounds is a memory fault, stopped by
-/// the watchdog (Scion's code: `rt::guard::IMAGE_STOPPED`) over budget, the rest
-/// (unreachable, division, stack exhausted, …) a trap.
-const TRAP_OOB: u64 = 1;
-pub const TRAP_STOPPED: u64 = 9;
-
-fn abort_of(trap: u64) -> Abort {
-    match trap {
-        TRAP_OOB => Abort::Memory,
-        TRAP_STOPPED => Abort::Budget,
-        _ => Abort::Trap,
-    }
-}
-
-/// What an image's entry answers (`struct scion_sfi_answer`, in rax and rdx): the
-/// graft's answer, and in `how` its trap's code (low 32 bits; 0: none) or, for a call
-/// that returned, `WROTE` if it stored into linear memory.
-#[repr(C)]
-pub struct Answer {
-    pub value: u64,
-    pub how: u64,
-}
-
-/// `Answer::how` of a call that stored into linear memory.
-pub const WROTE: u64 = 1 << 32;
+use crate::engine::{abort_of, Direct, TRAP_STOPPED};
+pub use crate::engine::{Answer, WROTE};
 
 /// An image's entry.
 pub type Entry = extern "C" fn(u64, u64, u64, u64) -> Answer;
@@ -233,7 +210,7 @@ impl Sfi {
     /// Run the image's `init`: a fresh instance (globals, memory, data segments).
     fn start(&mut self) -> Result<(), Abort> {
         let ctl = &mut *self.ctl as *mut Ctl as u64;
-        match (self.init)(ctl, 0, 0, 0).how as u32 as u64 {
+        match (self.init)(ctl, 0, 0, 0).how as u32 {
             0 if self.ctl.mem_size as usize <= self.memory.capacity() => Ok(()),
             TRAP_STOPPED => {
                 self.dead = true;
@@ -284,6 +261,9 @@ impl<K> Engine for Held<K> {
     fn notes_writes(&self) -> bool {
         true
     }
+    fn direct(&self) -> Option<Direct> {
+        self.sfi.direct()
+    }
 }
 
 impl Engine for Sfi {
@@ -311,7 +291,7 @@ impl Engine for Sfi {
         // back here by its own exit, and it calls nothing outside itself.
         let a = (self.run)(input.len() as u64, input.as_ptr() as u64, 0, 0);
         self.wrote = a.how != 0;
-        match a.how as u32 as u64 {
+        match a.how as u32 {
             0 => Ok(a.value),
             TRAP_STOPPED => {
                 // Stopped past its time: a loop that does not end is not called again
@@ -350,6 +330,12 @@ impl Engine for Sfi {
     #[inline]
     fn guards_itself(&self) -> bool {
         true
+    }
+
+    /// The image's `run`, called by the table itself: it copies the input in (at most
+    /// `max_input` bytes, which the table checks), guards itself and answers its traps.
+    fn direct(&self) -> Option<Direct> {
+        (!self.dead).then_some(Direct { entry: self.run, arg: 0, max_input: self.max_input })
     }
 }
 

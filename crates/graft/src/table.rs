@@ -94,10 +94,35 @@ pub struct Graft {
     direct: bool,
     /// Its engine says whether a call wrote the state (`Engine::notes_writes`).
     notes: bool,
+    /// Its engine's calls allocate (`Engine::allocates`): they run in its heap.
+    allocates: bool,
+    /// Compiled code's entry, called with nothing between (`Engine::direct`); gone with
+    /// the engine, or once a call was stopped.
+    entry: Option<engine::Direct>,
     failures: u32,
     broken: bool,
     /// `CALL_MS` in the host's clock.
     call_ticks: u64,
+}
+
+/// How the table calls a graft's engine: asked once, when it is loaded or swapped in.
+struct Ways {
+    direct: bool,
+    notes: bool,
+    allocates: bool,
+    entry: Option<engine::Direct>,
+}
+
+impl Ways {
+    fn of(f: &GraftFile<'_>, engine: &dyn Engine) -> Ways {
+        let direct = f.tech == Tech::Native || engine.guards_itself();
+        Ways {
+            direct,
+            notes: engine.notes_writes(),
+            allocates: engine.allocates(),
+            entry: if direct { engine.direct() } else { None },
+        }
+    }
 }
 
 /// The state of a graft whose engine is gone (stopped): nothing.
@@ -113,7 +138,7 @@ impl Graft {
         heap: Box<dyn GraftHeap>,
         call_ticks: u64,
     ) -> Graft {
-        let (direct, notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
+        let Ways { direct, notes, allocates, entry } = Ways::of(f, &*engine);
         Graft {
             id,
             owner,
@@ -129,6 +154,8 @@ impl Graft {
             undo_stale: true,
             direct,
             notes,
+            allocates,
+            entry,
             failures: 0,
             broken: false,
             call_ticks,
@@ -147,6 +174,7 @@ impl Graft {
 
     /// The engine was stopped half-way: forget it (its heap with it) and unload.
     fn stopped(&mut self, why: Stopped) -> Abort {
+        self.entry = None;
         core::mem::forget(self.engine.take());
         self.heap.reset();
         self.broken = true;
@@ -166,6 +194,9 @@ impl Graft {
     /// so they get no undo copy.
     pub fn call(&mut self, input: &[u8], host: &mut dyn Host) -> Result<u64, Abort> {
         let trusted = matches!(self.tech, Tech::Native | Tech::SignedRust);
+        if let Some(d) = self.entry {
+            return self.call_entry(d, input, host, trusted);
+        }
         if !self.direct {
             return self.call_hosted(input, host, trusted);
         }
@@ -207,6 +238,41 @@ impl Graft {
         self.settle(input, out, host, false)
     }
 
+    /// Compiled code (signed Rust, SFI) through its entry, with no engine between: the
+    /// entry guards itself and says whether it may have written the state (the undo copy
+    /// is kept if not). A call the watchdog stopped is not undone by a reset: the graft is
+    /// unloaded, its engine never called again.
+    #[inline(always)]
+    fn call_entry(
+        &mut self,
+        d: engine::Direct,
+        input: &[u8],
+        host: &mut dyn Host,
+        trusted: bool,
+    ) -> Result<u64, Abort> {
+        self.take_undo(trusted);
+        self.stats.calls += 1;
+        if input.len() > d.max_input {
+            return self.settle(input, Err(Abort::Memory), host, trusted);
+        }
+        let a = (d.entry)(input.len() as u64, input.as_ptr() as u64, d.arg, 0);
+        self.undo_stale |= a.how != 0;
+        let out = match a.how as u32 {
+            0 => Ok(a.value),
+            engine::TRAP_STOPPED => {
+                // Left at its exit, which kept nothing of the call: the engine goes.
+                self.entry = None;
+                drop(self.engine.take());
+                self.broken = true;
+                self.stats.aborts += 1;
+                self.stats.last_abort = Some(Abort::Budget);
+                return Err(Abort::Budget);
+            }
+            code => Err(engine::abort_of(code)),
+        };
+        self.settle(input, out, host, trusted)
+    }
+
     /// An engine run guarded by `host` (its heap, a deadline), the undo copy taken
     /// first for untrusted code.
     #[inline(always)]
@@ -216,15 +282,18 @@ impl Graft {
         self.stats.calls += 1;
         let budget = self.budget;
         // Engines that allocate nothing while they run (compiled code) need no arena.
-        let heap = engine.allocates().then_some(&*self.heap);
+        let heap = self.allocates.then_some(&*self.heap);
         let deadline = host.now().saturating_add(self.call_ticks);
         let mut out = Err(Abort::Broken);
         if let Err(why) = host.run(heap, Some(deadline), &mut || out = engine.call(input, budget)) {
             return Err(self.stopped(why));
         }
         // An engine run by the host (an interpreter: its calls may write the state) is
-        // not asked whether it wrote: the undo copy is taken again before its next call.
-        self.undo_stale = true;
+        // asked whether it wrote only if it notes its writes (wasmi running a module that
+        // stores nothing); else the undo copy is taken again before its next call.
+        if !self.notes || self.engine.as_ref().is_none_or(|e| e.wrote_state()) {
+            self.undo_stale = true;
+        }
         if heap.is_some() && self.heap.over() {
             out = Err(Abort::Memory);
         }
@@ -529,8 +598,9 @@ impl Table {
             return Err(LoadError::Refused("the new graft lays its state out differently: the old one stays"));
         }
         engine.state().copy_from_slice(&state);
-        // The old engine goes first, then its heap.
-        (g.direct, g.notes) = (f.tech == Tech::Native || engine.guards_itself(), engine.notes_writes());
+        // The old engine goes first, then its heap; its entry with it.
+        let w = Ways::of(&f, &*engine);
+        (g.direct, g.notes, g.allocates, g.entry) = (w.direct, w.notes, w.allocates, w.entry);
         g.engine = Some(engine);
         g.undo_stale = true;
         g.heap = heap;
@@ -875,6 +945,87 @@ mod tests {
         t.get(1, id).unwrap().write_state(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None, "99 is no candidate");
         assert_eq!(t.get(1, id).unwrap().state(), &[1, 2, 3, 4, 5, 6, 7, 8], "the liar's scribbles are undone");
+    }
+
+    /// An engine the table calls through its entry (`Engine::direct`: compiled code),
+    /// here a mock whose entry answers as its argument says. Its traps are aborts of their
+    /// kind, undone; a call the watchdog stopped unloads the graft and drops its engine at
+    /// once; and a graft swapped for another is called through the new engine alone,
+    /// whatever either's way of being called (the old entry is the old engine's code).
+    #[test]
+    fn an_entry_is_called_while_its_engine_lives_and_no_longer() {
+        use crate::engine::{Answer, Direct, TRAP_OOB, TRAP_STOPPED, WROTE};
+        use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        /// arg: the answer, or 100 + a trap's code; an input of 24 bytes: the call writes.
+        extern "C" fn entry(len: u64, _input: u64, arg: u64, _: u64) -> Answer {
+            match arg {
+                100.. => Answer { value: 0, how: arg - 100 },
+                v => Answer { value: v, how: if len == 24 { WROTE } else { 0 } },
+            }
+        }
+        struct Compiled(Vec<u8>, u64);
+        impl Engine for Compiled {
+            fn state(&mut self) -> &mut [u8] {
+                &mut self.0
+            }
+            fn call(&mut self, _input: &[u8], _budget: u64) -> Result<u64, Abort> {
+                unreachable!("called through its entry")
+            }
+            fn reset(&mut self) -> Result<(), Abort> {
+                Ok(())
+            }
+            fn guards_itself(&self) -> bool {
+                true
+            }
+            fn direct(&self) -> Option<Direct> {
+                Some(Direct { entry, arg: self.1, max_input: 64 })
+            }
+        }
+        impl Drop for Compiled {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Relaxed);
+            }
+        }
+        let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }
+            .to_bytes();
+        let mut t = Table::new(&[Point::Evict], 0, host());
+        let load = |t: &mut Table, owner: u32, arg: u64| {
+            t.put(owner as u64, 0, &f).unwrap();
+            t.load(owner, owner as u64, f.len(), &mut |f| {
+                Some(Ok(Box::new(Compiled(vec![0; f.state_len], arg)) as Box<dyn Engine>))
+            })
+            .unwrap()
+        };
+        let id = load(&mut t, 1, 1);
+        assert_eq!(t.call(Point::Evict, 1, &[0; 16]), Some(1));
+        assert_eq!(t.call(Point::Evict, 1, &[0; 72]), None, "longer than its entry takes");
+        assert_eq!(t.get(1, id).unwrap().stats.last_abort, Some(Abort::Memory));
+        // Swapped for another compiled engine: its entry answers.
+        t.put(1, 0, &f).unwrap();
+        t.replace(1, 1, id, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len], 0)) as Box<dyn Engine>)))
+            .unwrap();
+        assert_eq!(DROPS.load(Relaxed), 1, "the old engine is gone");
+        assert_eq!(t.call(Point::Evict, 1, &[0; 16]), Some(0), "the new engine's entry");
+        // Swapped for one called through `call`: its answer, not the old entry's.
+        t.put(1, 0, &f).unwrap();
+        t.replace(1, 1, id, f.len(), &mut |f| {
+            Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act: |_| Ok(1) }) as Box<dyn Engine>))
+        })
+        .unwrap();
+        assert_eq!(t.call(Point::Evict, 1, &[0; 16]), Some(1), "the probe's answer");
+        // A trap is its kind's abort, its state undone.
+        let id = load(&mut t, 2, 100 + TRAP_OOB as u64);
+        t.get(2, id).unwrap().write_state(0, &[3; 8]).unwrap();
+        assert_eq!(t.call(Point::Evict, 2, &[1; 24]), None);
+        let g = t.get(2, id).unwrap();
+        assert_eq!((g.stats.last_abort, g.state()), (Some(Abort::Memory), &[3u8; 8][..]));
+        // Stopped by the watchdog: unloaded at once, its engine dropped.
+        let drops = DROPS.load(Relaxed);
+        load(&mut t, 3, 100 + TRAP_STOPPED as u64);
+        assert_eq!(t.call(Point::Evict, 3, &[0; 16]), None);
+        assert_eq!(DROPS.load(Relaxed), drops + 1, "the stopped engine is dropped");
+        assert_eq!(t.active(Point::Evict, 3).map(|g| g.id), None, "and its graft unloaded");
     }
 
     /// The undo copy is taken only when it may differ from the state: a call that says

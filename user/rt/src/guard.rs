@@ -61,7 +61,6 @@ core::arch::global_asm!(
     r#"
     .section .text.scion_guard, "ax"
     .global scion_guard_call
-    .global scion_guard_call4
     .global scion_guard_landing
 // rdi = f (extern "C" fn(ctx)), rsi = ctx, rdx = deadline. Returns rax = 0 when f
 // returned, else why it was left.
@@ -88,42 +87,7 @@ scion_guard_call:
     pop rbx
     xor eax, eax
     ret
-// Machine code called guarded, in one step: rdi = f (extern "C" fn(a, b, c, d) -> u64),
-// rsi, rdx, rcx, r8 = a, b, c, d, r9 = ticks it may run. Returns rax = f's answer and
-// rdx = 0, or rdx = why it was left.
-scion_guard_call4:
-    lea r11, [rip + {buf}]
-    mov [r11], rbx
-    mov [r11 + 8], rbp
-    mov [r11 + 16], r12
-    mov [r11 + 24], r13
-    mov [r11 + 32], r14
-    mov [r11 + 40], r15
-    lea rax, [rsp + 8]
-    mov [r11 + 48], rax
-    mov rax, [rsp]
-    mov [r11 + 56], rax
-    mov qword ptr [r11 + 64], 0
-    push rbx
-    mov rbx, rdi
-    mov r10, rdx
-    rdtsc
-    shl rdx, 32
-    or rax, rdx
-    add rax, r9
-    mov [rip + {deadline}], rax
-    mov qword ptr [rip + {active}], 1
-    mov rdi, rsi
-    mov rsi, r10
-    mov rdx, rcx
-    mov rcx, r8
-    call rbx
-    mov qword ptr [rip + {active}], 0
-    pop rbx
-    xor edx, edx
-    ret
-// rdi = buffer: back to where the call began (the return of `scion_guard_call` or
-// `scion_guard_call4`), answering the buffer's code in rax and rdx.
+// rdi = buffer: back to where the call began (the return of `scion_guard_call`), answering the buffer's code in rax and rdx.
 scion_guard_landing:
     mov rbx, [rdi]
     mov rbp, [rdi + 8]
@@ -142,23 +106,8 @@ scion_guard_landing:
     active = sym ACTIVE,
 );
 
-/// Two words in rax and rdx (the System V return of a 16-byte struct).
-#[repr(C)]
-struct Pair {
-    answer: u64,
-    left: u64,
-}
-
 extern "C" {
     fn scion_guard_call(f: extern "C" fn(*mut u8), ctx: *mut u8, deadline: u64) -> u64;
-    fn scion_guard_call4(
-        f: extern "C" fn(u64, u64, u64, u64) -> u64,
-        a: u64,
-        b: u64,
-        c: u64,
-        d: u64,
-        ticks: u64,
-    ) -> Pair;
     fn scion_guard_landing(buf: *mut JmpBuf) -> !;
 }
 
@@ -183,36 +132,15 @@ fn why(code: u64) -> Stop {
     }
 }
 
-/// Call machine code `f(a, b, c, d)` guarded, for at most `ticks` of the clock (a
-/// compiled graft: its entry, in one step of a few instructions). On the main thread
-/// only, not nested.
-///
-/// # Safety
-/// `f` is code that may be left at any instruction: it holds no lock and owns nothing
-/// that must be dropped (a graft's machine code, whose memory is its caller's).
-pub unsafe fn call4(f: extern "C" fn(u64, u64, u64, u64) -> u64, args: [u64; 4], ticks: u64) -> Result<u64, Stop> {
-    if !on_main_thread() || ACTIVE.load(Ordering::Relaxed) != 0 {
-        return Ok(f(args[0], args[1], args[2], args[3]));
-    }
-    // SAFETY: one guarded call at a time (checked above), on the thread that landing
-    // and watchdog assume; `f` may be left anywhere (the caller's promise).
-    let r = unsafe { scion_guard_call4(f, args[0], args[1], args[2], args[3], ticks) };
-    if r.left == 0 {
-        Ok(r.answer)
-    } else {
-        ACTIVE.store(0, Ordering::Release);
-        Err(why(r.left))
-    }
-}
-
-/// A compiled (SFI) graft's call, watched without arming anything per call: the
-/// graft's image itself writes this block — at its entry where a stopped call goes (its
+/// A compiled graft's call (SFI's image, or signed code through `watched_entry`),
+/// watched without arming anything per call: the graft's image itself (or
+/// `scion_watched_call` for it) writes this block — at its entry where a stopped call goes (its
 /// exit, which takes back the registers the entry noted and answers the trap code in
 /// `rdi`), its stack pointer, a new call's number and then `active` = 1, after the
 /// registers are noted; `active` = 0 as it returns. The watchdog stops a call it sees
 /// active with the same number for `IMAGE_LIMIT` ticks, if it runs on the main thread
-/// (its stack pointer in the main stack: a call on another thread is not watched, as
-/// `call4` guards none there), and starts the main thread again at that exit. A static:
+/// (its stack pointer in the main stack: a call on another thread is not watched; the
+/// servers run their grafts on the main thread), and starts the main thread again at that exit. A static:
 /// the block outlives every image that writes it.
 #[repr(C)]
 pub struct ImageWatch {
@@ -224,6 +152,84 @@ pub struct ImageWatch {
 
 static IMAGE: ImageWatch =
     ImageWatch { active: AtomicU64::new(0), seq: AtomicU64::new(0), exit: AtomicU64::new(0), sp: AtomicU64::new(0) };
+
+/// Where `scion_watched_call` keeps the registers its caller keeps (rbx, rbp, r12–r15)
+/// and its stack pointer: written when a call begins, read by `scion_watched_exit`, both
+/// on the thread making the call (one watched call at a time: a graft calls no other).
+/// Only the assembly routines use it.
+static WATCHED: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+
+core::arch::global_asm!(
+    r#"
+    .section .text.scion_watched, "ax"
+    .global scion_watched_call
+    .global scion_watched_exit
+// Machine code called under the image watch, as a compiled image's entry is (its
+// contract: `graft::engine::Direct`): rdi = the input's length, rsi = the input, rdx =
+// the call's block [f, state, state's length]; calls f(input, length, state, state's
+// length). Returns rax = f's answer and rdx = 0, or (from `scion_watched_exit`) rax = 0
+// and rdx = the trap's code.
+scion_watched_call:
+    lea r11, [rip + {regs}]
+    mov [r11], rbx
+    mov [r11 + 8], rbp
+    mov [r11 + 16], r12
+    mov [r11 + 24], r13
+    mov [r11 + 32], r14
+    mov [r11 + 40], r15
+    mov [r11 + 48], rsp
+    lea r11, [rip + {image}]
+    lea rax, [rip + scion_watched_exit]
+    mov [r11 + 16], rax
+    mov [r11 + 24], rsp
+    add qword ptr [r11 + 8], 1
+    mov qword ptr [r11], 1
+    mov r11, rdx
+    mov rax, rdi
+    mov rdi, rsi
+    mov rsi, rax
+    mov rdx, [r11 + 8]
+    mov rcx, [r11 + 16]
+    sub rsp, 8
+    call qword ptr [r11]
+    add rsp, 8
+    mov qword ptr [rip + {image}], 0
+    xor edx, edx
+    ret
+// rdi = the trap's code (the watchdog's `IMAGE_STOPPED`): back to the caller of the
+// call under way, its registers as they were.
+scion_watched_exit:
+    lea r11, [rip + {regs}]
+    mov rsp, [r11 + 48]
+    mov qword ptr [rip + {image}], 0
+    mov rbx, [r11]
+    mov rbp, [r11 + 8]
+    mov r12, [r11 + 16]
+    mov r13, [r11 + 24]
+    mov r14, [r11 + 32]
+    mov r15, [r11 + 40]
+    mov rdx, rdi
+    xor eax, eax
+    cld
+    ret
+"#,
+    regs = sym WATCHED,
+    image = sym IMAGE,
+);
+
+extern "C" {
+    fn scion_watched_call();
+}
+
+/// The entry that calls machine code under the image watch (as a compiled image's own
+/// entry does), for calls of at most `ticks`: `entry(len, input, block, _)` calls
+/// `f(input, len, state, state_len)` for the block `[f, state, state_len]` (three u64s
+/// that live as long as the call), and answers (f's answer, 0), or (0, `IMAGE_STOPPED`)
+/// when the watchdog stopped it. Its address; the caller makes it its entry's type.
+pub fn watched_entry(ticks: u64) -> u64 {
+    IMAGE_LIMIT.store(ticks, Ordering::Relaxed);
+    scion_watched_call as *const () as usize as u64
+}
 static IMAGE_LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// The trap code a stopped image call answers (harness.c's `WASM_RT_TRAP_SCION_STOPPED`).
 pub const IMAGE_STOPPED: u64 = 9;

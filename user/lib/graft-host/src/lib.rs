@@ -26,7 +26,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use graft::engine::{Abort, Engine};
+use graft::engine::{Abort, Answer, Direct, Engine};
 use graft::{GraftFile, LoadError, Tech};
 use rt::ipc::Msg;
 
@@ -53,29 +53,16 @@ pub fn key() -> Option<[u8; 32]> {
     Some(k)
 }
 
-/// A signed graft's entry: (input, its length, state, its length) -> the answer.
-type Entry = extern "C" fn(u64, u64, u64, u64) -> u64;
-
 /// Clock ticks a compiled graft's call may run (`graft::table::CALL_MS`, set by `host`).
 pub(crate) static CALL_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// Run compiled code guarded by the watchdog: its answer, or `Budget` when it was
-/// stopped past its time (the engine is then `dead`: never called again).
-pub(crate) fn guarded(f: Entry, args: [u64; 4], dead: &mut bool) -> Result<u64, Abort> {
-    // SAFETY: `f` is a compiled graft's entry: it holds no lock and owns nothing; its
-    // memory (code, input, state) is the engine's, which outlives the call.
-    match unsafe { rt::guard::call4(f, args, CALL_TICKS.load(Ordering::Relaxed)) } {
-        Ok(v) => Ok(v),
-        Err(_) => {
-            *dead = true;
-            Err(Abort::Budget)
-        }
-    }
-}
-
-/// A loaded signed graft: its state, its code's pages.
+/// A loaded signed graft: its state, the block its calls go through, its code's pages.
 pub struct Signed {
-    entry: Entry,
+    /// `rt::guard::watched_entry`: calls the graft under the watchdog's image watch.
+    watched: extern "C" fn(u64, u64, u64, u64) -> Answer,
+    /// The call's block: the graft's entry, the state's place and length (boxed: the
+    /// table calls through its address).
+    block: Box<[u64; 3]>,
     state: Vec<u8>,
     dead: bool,
     _code: CodeSlot,
@@ -252,12 +239,19 @@ fn load(f: &GraftFile<'_>, sigma0: u64) -> Result<Signed, LoadError> {
     // From now on the code cannot be written, here or by anyone.
     slot.take(0, slot.size(), abi::mem::WRITE)
         .map_err(|_| LoadError::Refused("the code's pages could not be made read-only"))?;
-    // SAFETY: the entry lies inside the image (`verify`), the image is the signed code a
-    // trusted compiler made with this ABI (four word-sized arguments: the input's
-    // address and length, the state's), and it stays mapped (executable) as long as
-    // `_code`, which the engine owns.
-    let entry: Entry = unsafe { core::mem::transmute::<u64, Entry>(base + code.entry as u64) };
-    Ok(Signed { entry, state: vec![0; f.state_len], dead: false, _code: slot })
+    let entry = base + code.entry as u64;
+    let watched = rt::guard::watched_entry(CALL_TICKS.load(Ordering::Relaxed));
+    // SAFETY: `watched_entry` is an assembly routine with exactly this ABI (System V:
+    // four words in, two back in rax and rdx), and it is called only with an input and
+    // this engine's block (`call`, and the table through `direct`, while the engine
+    // lives), which it calls as `f(input, length, state, state's length)`: the entry lies
+    // inside the image (`verify`), the signed code a trusted compiler made with that ABI,
+    // mapped executable as long as `_code`, which the engine owns; the state's buffer is
+    // the engine's and never resized.
+    let watched = unsafe { core::mem::transmute::<u64, extern "C" fn(u64, u64, u64, u64) -> Answer>(watched) };
+    let mut state = vec![0; f.state_len];
+    let block = Box::new([entry, state.as_mut_ptr() as u64, state.len() as u64]);
+    Ok(Signed { watched, block, state, dead: false, _code: slot })
 }
 
 fn take_slot() -> Option<u64> {
@@ -283,8 +277,17 @@ impl Engine for Signed {
     }
 
     fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
-        let args = [input.as_ptr() as u64, input.len() as u64, self.state.as_mut_ptr() as u64, self.state.len() as u64];
-        guarded(self.entry, args, &mut self.dead)
+        if self.dead {
+            return Err(Abort::Broken);
+        }
+        let a = (self.watched)(input.len() as u64, input.as_ptr() as u64, self.block_arg(), 0);
+        match a.how {
+            0 => Ok(a.value),
+            _ => {
+                self.dead = true;
+                Err(Abort::Budget)
+            }
+        }
     }
 
     fn reset(&mut self) -> Result<(), Abort> {
@@ -300,5 +303,16 @@ impl Engine for Signed {
 
     fn guards_itself(&self) -> bool {
         true
+    }
+
+    /// The watched entry with this graft's block: the table calls it itself.
+    fn direct(&self) -> Option<Direct> {
+        (!self.dead).then_some(Direct { entry: self.watched, arg: self.block_arg(), max_input: usize::MAX })
+    }
+}
+
+impl Signed {
+    fn block_arg(&self) -> u64 {
+        &*self.block as *const [u64; 3] as u64
     }
 }
