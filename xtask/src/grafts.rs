@@ -893,6 +893,63 @@ mod tests {
         format!("(module (memory (export \"memory\") 1) (func (export \"graft_input\") (result i32) i32.const 1024) (func (export \"graft_state\") (result i32) i32.const 0) {run})")
     }
 
+    /// Which interpreted modules store nothing (`graft::engine::wasm::writes_memory`, which
+    /// lets the table keep its undo copy across their calls), against what wasmi does:
+    /// each way of writing memory, run so that it writes the state, must be found, and a
+    /// module found to store nothing never changes its state. The example hot list and
+    /// null graft store nothing; MD5 and the logical disk do.
+    #[test]
+    fn interpreted_wasm_that_stores_nothing_is_found_exactly() {
+        use graft::engine::wasm::writes_memory;
+        let wasm = |name: &str, wat: &str| -> Vec<u8> {
+            let dir = target_dir().join("grafts-obj").join(format!("test_wasmi_{name}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let (src, out) = (dir.join("m.wat"), dir.join("m.wasm"));
+            std::fs::write(&src, wat).unwrap();
+            sh(Command::new("wat2wasm").arg(&src).arg("-o").arg(&out)).unwrap();
+            std::fs::read(&out).unwrap()
+        };
+        let stores = [
+            ("i32_store", "i32.const 0 i32.const 7 i32.store"),
+            ("i64_store", "i32.const 0 i64.const 7 i64.store"),
+            ("f32_store", "i32.const 0 f32.const 7 f32.store"),
+            ("f64_store", "i32.const 0 f64.const 7 f64.store"),
+            ("i32_store8", "i32.const 0 i32.const 7 i32.store8"),
+            ("i32_store16", "i32.const 0 i32.const 7 i32.store16"),
+            ("i64_store8", "i32.const 0 i64.const 7 i64.store8"),
+            ("i64_store16", "i32.const 0 i64.const 7 i64.store16"),
+            ("i64_store32", "i32.const 0 i64.const 7 i64.store32"),
+            ("memory_fill", "i32.const 0 i32.const 7 i32.const 8 memory.fill"),
+            ("memory_copy", "i32.const 0 i32.const 1024 i32.const 8 memory.copy"),
+            ("memory_init", "i32.const 0 i32.const 0 i32.const 8 memory.init $d"),
+        ];
+        let reads = [
+            ("loads", "i32.const 0 i64.load i32.const 1024 i32.load8_u drop drop"),
+            ("grow", "i32.const 1 memory.grow memory.size drop drop"),
+            ("data_drop", "data.drop $d"),
+        ];
+        let all = stores.iter().map(|s| (s, true)).chain(reads.iter().map(|r| (r, false)));
+        for ((name, body), writes) in all {
+            let m = wasm(
+                name,
+                &format!("(module (memory (export \"memory\") 1) (data $d \"\\07\\07\\07\\07\\07\\07\\07\\07\") (func (export \"graft_input\") (result i32) i32.const 1024) (func (export \"graft_state\") (result i32) i32.const 0) (func (export \"graft_run\") (param i32) (result i64) {body} i64.const 0))"),
+            );
+            assert_eq!(writes_memory(&m), writes, "{name}");
+            let f = GraftFile { point: Point::Evict, tech: Tech::Wasmi, state_len: 8, name, code: &m, sig: &[] };
+            let mut e = graft::engine::build(&f, graft::engine::Limits::default()).unwrap_or_else(|_| panic!("{name}"));
+            assert_eq!(e.notes_writes(), !writes, "{name}");
+            assert_eq!(e.call(&[1; 8], 1 << 20), Ok(0), "{name}");
+            assert_eq!(e.state() != [0u8; 8], writes, "{name}: the state changed exactly when it may");
+        }
+        for (name, writes) in [("hotlist", false), ("null", false)] {
+            assert_eq!(writes_memory(GraftFile::parse(&file(Tech::Wasmi, name)).unwrap().code), writes, "{name}");
+        }
+        for (point, name) in [(Point::Stream, "md5"), (Point::Ldisk, "ldisk")] {
+            assert!(writes_memory(GraftFile::parse(&file_at(point, Tech::Wasmi, name)).unwrap().code), "{name}");
+        }
+        assert!(writes_memory(b"not a module"), "what does not parse may write");
+    }
+
     /// The servers are soft-float: a module with a float is refused by the build, and so
     /// is one with a table (the harness has none).
     #[test]

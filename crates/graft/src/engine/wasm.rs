@@ -4,7 +4,9 @@
 //! `graft_run(len: i32) -> i64`. Fuel bounds a call, a store limiter bounds memory,
 //! tables and instances; the module sees nothing but its own linear memory. An
 //! aborted call leaves the instance behind (its stack pointer may be anywhere), so
-//! `reset` instantiates the module afresh.
+//! `reset` instantiates the module afresh. A module whose code stores nothing into its
+//! memory (`writes_memory`) cannot change its state: the table then keeps its undo copy
+//! from one call to the next instead of taking it again before each.
 
 use wasmi::{
     Config, Engine as WEngine, Instance, Linker, Memory, Module, Store, StoreLimits, StoreLimitsBuilder, TrapCode,
@@ -25,6 +27,45 @@ pub struct Wasm {
     state_len: usize,
     max_input: usize,
     limits: Limits,
+    /// Its code may write its memory (`writes_memory`).
+    writes: bool,
+}
+
+/// May the module's code write its linear memory: a store of any width, or
+/// `memory.fill`, `memory.copy` or `memory.init` anywhere in it? (`memory.grow` changes
+/// no byte there is; nothing else a module wasmi accepts writes memory: no imports, no
+/// atomics — threads are not enabled, so validation refused them — and no SIMD — its
+/// operators do not even parse without wasmparser's `simd`.) Anything that does not
+/// parse answers yes.
+pub fn writes_memory(wasm: &[u8]) -> bool {
+    use wasmparser::{Operator as O, Parser, Payload};
+    for payload in Parser::new(0).parse_all(wasm) {
+        let Ok(payload) = payload else { return true };
+        if let Payload::CodeSectionEntry(body) = payload {
+            let Ok(mut ops) = body.get_operators_reader() else { return true };
+            while !ops.eof() {
+                match ops.read() {
+                    Ok(
+                        O::I32Store { .. }
+                        | O::I64Store { .. }
+                        | O::F32Store { .. }
+                        | O::F64Store { .. }
+                        | O::I32Store8 { .. }
+                        | O::I32Store16 { .. }
+                        | O::I64Store8 { .. }
+                        | O::I64Store16 { .. }
+                        | O::I64Store32 { .. }
+                        | O::MemoryFill { .. }
+                        | O::MemoryCopy { .. }
+                        | O::MemoryInit { .. },
+                    )
+                    | Err(_) => return true,
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Fuel for the module's start function and the two address queries.
@@ -57,6 +98,7 @@ impl Wasm {
         }
         let store = Store::new(&engine, limiter(limits));
         let mut w = Wasm::instantiate(module, store, f.state_len, f.point.max_input(), limits)?;
+        w.writes = writes_memory(f.code);
         w.state().fill(0);
         Ok(w)
     }
@@ -87,7 +129,7 @@ impl Wasm {
         let run =
             inst.get_typed_func::<i32, i64>(&store, "graft_run").map_err(|_| r("missing graft_run (i32) -> i64"))?;
         super::check_wasm_buffers(memory.data(&store).len(), input_at, max_input, state_at, state_len)?;
-        Ok(Wasm { module, store, memory, run, input_at, state_at, state_len, max_input, limits })
+        Ok(Wasm { module, store, memory, run, input_at, state_at, state_len, max_input, limits, writes: true })
     }
 }
 
@@ -119,7 +161,16 @@ impl Engine for Wasm {
         let store = Store::new(self.module.engine(), limiter(self.limits));
         let w = Wasm::instantiate(self.module.clone(), store, self.state_len, self.max_input, self.limits)
             .map_err(|_| Abort::Broken)?;
-        *self = w;
+        *self = Wasm { writes: self.writes, ..w };
         Ok(())
+    }
+
+    /// Only a module that stores nothing says so: its calls leave the state as it was.
+    fn notes_writes(&self) -> bool {
+        !self.writes
+    }
+
+    fn wrote_state(&self) -> bool {
+        self.writes
     }
 }
