@@ -116,9 +116,11 @@ pub fn serve(f: fn(Point, &[u8]) -> u64) -> ! {
 /// The capability a graft `LOAD` brings: an upcall graft's thread. A server with graft
 /// points opens its receive window for capabilities at `window()`, shows every message
 /// it receives to `arrived`, builds upcall engines with `engine`, and calls `done` after
-/// each graft request (a capability the request did not use is freed).
+/// each graft request (a capability the request did not use is freed). When the server
+/// has no capability slot left, no window is open (a sender's capability is refused,
+/// `NoWindow`) until one is free again: the server goes on.
 pub struct Inbox {
-    cap_in: u64,
+    cap_in: Option<u64>,
     received: Option<u64>,
 }
 
@@ -130,12 +132,12 @@ impl Default for Inbox {
 
 impl Inbox {
     pub fn new() -> Inbox {
-        Inbox { cap_in: rt::alloc_slot(), received: None }
+        Inbox { cap_in: rt::try_alloc_slot(), received: None }
     }
 
-    /// The receive window for capabilities.
+    /// The receive window for capabilities (none while no slot is free).
     pub fn window(&self) -> Fpage {
-        Fpage::caps(self.cap_in, 0, abi::rights::ALL)
+        self.cap_in.map_or(Fpage(0), |slot| Fpage::caps(slot, 0, abi::rights::ALL))
     }
 
     /// After a message arrived: if a capability came with it, the next one lands in a
@@ -143,9 +145,12 @@ impl Inbox {
     /// the server to take or free.
     pub fn arrived(&mut self, m: &Msg) -> Option<u64> {
         if m.items() == 0 || m.tag().is_fault() {
+            if self.cap_in.is_none() {
+                self.cap_in = rt::try_alloc_slot();
+            }
             return None;
         }
-        let got = core::mem::replace(&mut self.cap_in, rt::alloc_slot());
+        let got = core::mem::replace(&mut self.cap_in, rt::try_alloc_slot())?;
         if m.label() == crate::LOAD {
             if let Some(old) = self.received.replace(got) {
                 rt::free_slot(old);
