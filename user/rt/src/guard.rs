@@ -87,7 +87,8 @@ scion_guard_call:
     pop rbx
     xor eax, eax
     ret
-// rdi = buffer: back to where the call began (the return of `scion_guard_call`), answering the buffer's code in rax and rdx.
+// rdi = buffer: back to where the call began (the return of `scion_guard_call`),
+// answering the buffer's code in rax and rdx.
 scion_guard_landing:
     mov rbx, [rdi]
     mov rbp, [rdi + 8]
@@ -134,14 +135,14 @@ fn why(code: u64) -> Stop {
 
 /// A compiled graft's call (SFI's image, or signed code through `watched_entry`),
 /// watched without arming anything per call: the graft's image itself (or
-/// `scion_watched_call` for it) writes this block — at its entry where a stopped call goes (its
-/// exit, which takes back the registers the entry noted and answers the trap code in
-/// `rdi`), its stack pointer, a new call's number and then `active` = 1, after the
-/// registers are noted; `active` = 0 as it returns. The watchdog stops a call it sees
-/// active with the same number for `IMAGE_LIMIT` ticks, if it runs on the main thread
-/// (its stack pointer in the main stack: a call on another thread is not watched; the
-/// servers run their grafts on the main thread), and starts the main thread again at that exit. A static:
-/// the block outlives every image that writes it.
+/// `scion_watched_call` for it) writes this block — at its entry where a stopped call
+/// goes (its exit, which takes back the registers the entry noted and answers the trap
+/// code in `rdi`), its stack pointer, a new call's number and then `active` = 1, after
+/// the registers are noted; `active` = 0 as it returns. The watchdog stops a call it
+/// sees active with the same number for `IMAGE_LIMIT` ticks, if it runs on the main
+/// thread (its stack pointer in the main stack: a call on another thread is not
+/// watched; the servers run their grafts on the main thread), and starts the main
+/// thread again at that exit. A static: the block outlives every image that writes it.
 #[repr(C)]
 pub struct ImageWatch {
     pub active: AtomicU64,
@@ -230,6 +231,7 @@ pub fn watched_entry(ticks: u64) -> u64 {
     IMAGE_LIMIT.store(ticks, Ordering::Relaxed);
     scion_watched_call as *const () as usize as u64
 }
+
 static IMAGE_LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
 /// The trap code a stopped image call answers (harness.c's `WASM_RT_TRAP_SCION_STOPPED`).
 pub const IMAGE_STOPPED: u64 = 9;
