@@ -62,16 +62,31 @@ core::arch::global_asm!(
     .section .text.scion_guard, "ax"
     .global scion_guard_call
     .global scion_guard_landing
-// rdi = f (extern "C" fn(ctx)), rsi = ctx, rdx = deadline. Returns rax = 0 when f
-// returned, else why it was left.
-scion_guard_call:
-    lea r11, [rip + {buf}]
+    .global scion_watched_call
+    .global scion_watched_exit
+// The registers a caller keeps (rbx, rbp, r12–r15): noted at r11, taken back from
+// `base` (the first six words of `JmpBuf` and of `WATCHED` alike).
+.macro scion_note_regs
     mov [r11], rbx
     mov [r11 + 8], rbp
     mov [r11 + 16], r12
     mov [r11 + 24], r13
     mov [r11 + 32], r14
     mov [r11 + 40], r15
+.endm
+.macro scion_take_regs base
+    mov rbx, [\base]
+    mov rbp, [\base + 8]
+    mov r12, [\base + 16]
+    mov r13, [\base + 24]
+    mov r14, [\base + 32]
+    mov r15, [\base + 40]
+.endm
+// rdi = f (extern "C" fn(ctx)), rsi = ctx, rdx = deadline. Returns rax = 0 when f
+// returned, else why it was left.
+scion_guard_call:
+    lea r11, [rip + {buf}]
+    scion_note_regs
     lea rax, [rsp + 8]
     mov [r11 + 48], rax
     mov rax, [rsp]
@@ -90,21 +105,56 @@ scion_guard_call:
 // rdi = buffer: back to where the call began (the return of `scion_guard_call`),
 // answering the buffer's code in rax and rdx.
 scion_guard_landing:
-    mov rbx, [rdi]
-    mov rbp, [rdi + 8]
-    mov r12, [rdi + 16]
-    mov r13, [rdi + 24]
-    mov r14, [rdi + 32]
-    mov r15, [rdi + 40]
+    scion_take_regs rdi
     mov rax, [rdi + 64]
     mov rdx, rax
     mov rsp, [rdi + 48]
     cld
     jmp qword ptr [rdi + 56]
+// Machine code called under the image watch, as a compiled image's entry is (its
+// contract: `graft::engine::Direct`): rdi = the input's length, rsi = the input, rdx =
+// the call's block [f, state, state's length]; calls f(input, length, state, state's
+// length). Returns rax = f's answer and rdx = 0, or (from `scion_watched_exit`) rax = 0
+// and rdx = the trap's code.
+scion_watched_call:
+    lea r11, [rip + {regs}]
+    scion_note_regs
+    mov [r11 + 48], rsp
+    lea r11, [rip + {image}]
+    lea rax, [rip + scion_watched_exit]
+    mov [r11 + 16], rax
+    mov [r11 + 24], rsp
+    add qword ptr [r11 + 8], 1
+    mov qword ptr [r11], 1
+    mov r11, rdx
+    mov rax, rdi
+    mov rdi, rsi
+    mov rsi, rax
+    mov rdx, [r11 + 8]
+    mov rcx, [r11 + 16]
+    sub rsp, 8
+    call qword ptr [r11]
+    add rsp, 8
+    mov qword ptr [rip + {image}], 0
+    xor edx, edx
+    ret
+// rdi = the trap's code (the watchdog's `IMAGE_STOPPED`): back to the caller of the
+// call under way, its registers as they were.
+scion_watched_exit:
+    lea r11, [rip + {regs}]
+    mov rsp, [r11 + 48]
+    mov qword ptr [rip + {image}], 0
+    scion_take_regs r11
+    mov rdx, rdi
+    xor eax, eax
+    cld
+    ret
 "#,
     buf = sym BUF,
     deadline = sym DEADLINE,
     active = sym ACTIVE,
+    regs = sym WATCHED,
+    image = sym IMAGE,
 );
 
 extern "C" {
@@ -159,64 +209,6 @@ static IMAGE: ImageWatch =
 /// on the thread making the call (one watched call at a time: a graft calls no other).
 /// Only the assembly routines use it.
 static WATCHED: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
-
-core::arch::global_asm!(
-    r#"
-    .section .text.scion_watched, "ax"
-    .global scion_watched_call
-    .global scion_watched_exit
-// Machine code called under the image watch, as a compiled image's entry is (its
-// contract: `graft::engine::Direct`): rdi = the input's length, rsi = the input, rdx =
-// the call's block [f, state, state's length]; calls f(input, length, state, state's
-// length). Returns rax = f's answer and rdx = 0, or (from `scion_watched_exit`) rax = 0
-// and rdx = the trap's code.
-scion_watched_call:
-    lea r11, [rip + {regs}]
-    mov [r11], rbx
-    mov [r11 + 8], rbp
-    mov [r11 + 16], r12
-    mov [r11 + 24], r13
-    mov [r11 + 32], r14
-    mov [r11 + 40], r15
-    mov [r11 + 48], rsp
-    lea r11, [rip + {image}]
-    lea rax, [rip + scion_watched_exit]
-    mov [r11 + 16], rax
-    mov [r11 + 24], rsp
-    add qword ptr [r11 + 8], 1
-    mov qword ptr [r11], 1
-    mov r11, rdx
-    mov rax, rdi
-    mov rdi, rsi
-    mov rsi, rax
-    mov rdx, [r11 + 8]
-    mov rcx, [r11 + 16]
-    sub rsp, 8
-    call qword ptr [r11]
-    add rsp, 8
-    mov qword ptr [rip + {image}], 0
-    xor edx, edx
-    ret
-// rdi = the trap's code (the watchdog's `IMAGE_STOPPED`): back to the caller of the
-// call under way, its registers as they were.
-scion_watched_exit:
-    lea r11, [rip + {regs}]
-    mov rsp, [r11 + 48]
-    mov qword ptr [rip + {image}], 0
-    mov rbx, [r11]
-    mov rbp, [r11 + 8]
-    mov r12, [r11 + 16]
-    mov r13, [r11 + 24]
-    mov r14, [r11 + 32]
-    mov r15, [r11 + 40]
-    mov rdx, rdi
-    xor eax, eax
-    cld
-    ret
-"#,
-    regs = sym WATCHED,
-    image = sym IMAGE,
-);
 
 extern "C" {
     fn scion_watched_call();
