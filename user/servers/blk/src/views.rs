@@ -111,22 +111,11 @@ impl Blk {
             if n == 0 || first.checked_add(n).is_none_or(|e| e > h.len) {
                 return err(Error::InvalidArg);
             }
-            let (mut skip, mut want) = (first, n);
-            for &(s, c) in &h.view {
-                if want == 0 {
-                    break;
-                }
-                if skip >= c {
-                    skip -= c;
-                    continue;
-                }
-                let take = (c - skip).min(want);
+            for (s, take) in self.pieces(hid, first, n) {
                 match view.last_mut() {
-                    Some(last) if last.0 + last.1 == s + skip => last.1 += take,
-                    _ => view.push((s + skip, take)),
+                    Some(last) if last.0 + last.1 == s => last.1 += take,
+                    _ => view.push((s, take)),
                 }
-                want -= take;
-                skip = 0;
             }
             len += n;
         }
