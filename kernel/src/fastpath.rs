@@ -173,11 +173,13 @@ fn caller_runs(c: &Tcb) -> bool {
     c.state == State::Running
 }
 
-/// A caller's reply-and-wait: nobody waits to send to it (that sender would be
-/// received first, by the general path).
+/// A caller's reply-and-wait: nobody waits to send to it and no interrupt waits for
+/// it (either would be received first, by the general path; an interrupt that fired
+/// while its driver ran is only looked for there, and a driver blocked past it would
+/// not hear of it until some other message came).
 #[inline(always)]
 fn nobody_queued(c: &Tcb) -> bool {
-    c.sendq.is_empty()
+    c.sendq.is_empty() && c.irq_pending == 0
 }
 
 /// A call's destination `r` (at slot `id`): still the thread the capability named, its
