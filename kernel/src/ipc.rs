@@ -527,14 +527,16 @@ pub fn deliver_irq(k: &mut Kernel, t: u32, line: u8) {
     k.t(t).utcb().recv_str_len = 0;
 }
 
-/// An interrupt fired on `line` (already masked): hand it to the attached thread, at
-/// once if it waits for any message, else when it next receives.
+/// Hand an interrupt on `line` to the attached thread, at once if it waits for any
+/// message, else when it next receives. A line whose driver is gone is detached.
 pub fn irq_fired(k: &mut Kernel, line: u8) {
-    let Some((t, _)) = k.irqs[line as usize] else { return };
-    if !k.thread_alive(t) {
+    let attached = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t));
+    let Some((t, _)) = attached else {
         k.irqs[line as usize] = None;
+        let a = k.irq_lines[line as usize].detach();
+        crate::arch::irqchip::set_masked(line, a.mask);
         return;
-    }
+    };
     let th = k.t(t.id);
     if th.state == State::RecvBlocked && th.recv_from.is_none() {
         deliver_irq(k, t.id, line);

@@ -229,6 +229,9 @@ pub struct Kernel {
     pub io_root: u32,
     /// Interrupt lines: the attached thread and its badge.
     pub irqs: [Option<(ObjRef, u64)>; abi::irq::LINES as usize],
+    /// Each line's delivery state: in service, fired again meanwhile
+    /// (`kcore::irqline` says when a line is masked).
+    pub irq_lines: [kcore::irqline::Line; abi::irq::LINES as usize],
     /// The IPC fastpath is on (`MachineOp::Fastpath` turns it off to compare paths).
     pub fastpath: bool,
     /// `threads`' slots (made once by `init`, never moved): the fastpath without the
@@ -258,6 +261,7 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     mapdb_cap: MapDb::new(),
     io_root: u32::MAX,
     irqs: [None; abi::irq::LINES as usize],
+    irq_lines: [kcore::irqline::Line::new(); abi::irq::LINES as usize],
     fastpath: true,
     tcbs: core::ptr::null_mut(),
 });
@@ -452,7 +456,12 @@ pub fn dump_state() {
     }
     for (line, a) in k.irqs.iter().enumerate() {
         if let Some((r, _)) = a {
-            crate::arch::serial::kprintln!("[dump] irq line {} -> t{}", line, r.id);
+            crate::arch::serial::kprintln!(
+                "[dump] irq line {} -> t{}{}",
+                line,
+                r.id,
+                if k.irq_lines[line].in_service() { " (in service)" } else { "" }
+            );
         }
     }
 }

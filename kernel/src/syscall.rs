@@ -533,14 +533,21 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
                     k.irqs[l] = Some((k.thread_ref(cur), badge));
                     // To the CPU the driver runs on (`SET_CPU` moves it along).
                     crate::arch::irqchip::route(line, crate::arch::smp::apic_id(k.thread_cpu[cur as usize] as usize));
-                    crate::arch::irqchip::unmask(line);
+                    let a = k.irq_lines[l].attach();
+                    crate::arch::irqchip::set_masked(line, a.mask);
                     Ok(())
                 }
                 IrqOp::Ack => {
                     if !mine {
                         return Err(Error::BadState);
                     }
-                    crate::arch::irqchip::unmask(line);
+                    // An edge line that fired while its driver was at work is
+                    // delivered once more: the driver looks at the device again.
+                    let a = k.irq_lines[l].ack();
+                    crate::arch::irqchip::set_masked(line, a.mask);
+                    if a.deliver {
+                        ipc::irq_fired(k, line);
+                    }
                     Ok(())
                 }
                 IrqOp::Detach => {
@@ -548,7 +555,8 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
                         return Err(Error::BadState);
                     }
                     k.irqs[l] = None;
-                    crate::arch::irqchip::mask(line);
+                    let a = k.irq_lines[l].detach();
+                    crate::arch::irqchip::set_masked(line, a.mask);
                     Ok(())
                 }
                 IrqOp::Create { .. } => unreachable!("matched above"),

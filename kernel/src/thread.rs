@@ -186,7 +186,8 @@ impl Kernel {
         for line in 0..self.irqs.len() {
             if self.irqs[line].is_some_and(|(t, _)| t == me) {
                 self.irqs[line] = None;
-                crate::arch::irqchip::mask(line as u8);
+                let a = self.irq_lines[line].detach();
+                crate::arch::irqchip::set_masked(line as u8, a.mask);
             }
         }
         // Endpoints moved to it lead nowhere now.

@@ -53,9 +53,14 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         v => match irqchip::line_of(v) {
             Some(line) => {
                 crate::arch::cpu::count_irq();
-                irqchip::mask(line);
+                // Masked (if so) before the EOI: a level line still up must not fire
+                // again at once.
+                let a = k.irq_lines[line as usize].fired(irqchip::trigger(line));
+                irqchip::set_masked(line, a.mask);
                 irqchip::eoi(line);
-                ipc::irq_fired(k, line);
+                if a.deliver {
+                    ipc::irq_fired(k, line);
+                }
             }
             None => {
                 kprintln!("[kernel] unexpected interrupt vector {}", v);

@@ -14,6 +14,7 @@ pub mod elf;
 pub mod framedb;
 pub mod frames;
 pub mod idlist;
+pub mod irqline;
 pub mod mapdb;
 pub mod modorder;
 pub mod pagetable;

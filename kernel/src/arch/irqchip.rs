@@ -1,8 +1,9 @@
 //! Interrupt lines for user-level drivers. With the local APIC: the IOAPIC, lines
 //! 0..24 at vectors 0x30+line (ISA lines edge/active-high, PCI lines 16..23
 //! level/active-low). Without it: the 8259 pair, lines 1..16 at 0x20+line (line 0
-//! is the kernel's timer). Every line starts masked; a line is masked when it fires
-//! and unmasked when its driver acknowledges.
+//! is the kernel's timer), all edge. Every line starts masked and is unmasked when a
+//! driver attaches; when it is masked while its driver serves it, `kcore::irqline`
+//! says (a level line always, an edge line only if it fires twice).
 
 use crate::arch::boot::phys_to_virt;
 use crate::kcell::KCell;
@@ -72,6 +73,24 @@ pub fn init(rsdp_phys: u64) {
             ioapic_write(0x10 + 2 * line as u32 + 1, 0); // destination: CPU 0
             ioapic_write(0x10 + 2 * line as u32, redirection(line, true));
         }
+    }
+}
+
+/// Whether `line` is edge- or level-triggered, as the controller was set up.
+pub fn trigger(line: u8) -> kcore::irqline::Trigger {
+    if apic() && MODES.get()[line as usize % abi::irq::LINES as usize] & LEVEL != 0 {
+        kcore::irqline::Trigger::Level
+    } else {
+        kcore::irqline::Trigger::Edge
+    }
+}
+
+/// Mask (`true`) or unmask `line`, if an action says to.
+pub fn set_masked(line: u8, masked: Option<bool>) {
+    match masked {
+        Some(true) => mask(line),
+        Some(false) => unmask(line),
+        None => {}
     }
 }
 
