@@ -88,6 +88,8 @@ struct Header {
 struct Input {
     marker: String,
     text: String,
+    /// Type `text` this many times (a flood of typing); once if not given.
+    repeat: Option<usize>,
 }
 
 fn system_dir() -> PathBuf {
@@ -157,7 +159,7 @@ impl Scenario {
         let manifest = crate::compose::compose(&parts(&h.include.unwrap_or_default(), vars)?, body);
         let sc = Scenario::from_manifest(name, manifest)?;
         Ok(Scenario {
-            input: h.input.map(|i| (i.marker, i.text)),
+            input: h.input.map(|i| (i.marker, i.text.repeat(i.repeat.unwrap_or(1)))),
             expect: h.expect.unwrap_or_default(),
             disk: h.disk,
             append: h.append.unwrap_or_default(),

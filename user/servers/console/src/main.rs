@@ -5,7 +5,9 @@
 //! input; a poll is answered at once, with what was typed (perhaps nothing). Waiting
 //! reads are bounded (`MAX_READERS_PER_CLIENT` per program, `MAX_READERS` in all): past
 //! that, the oldest is answered `WouldBlock` and its capability slot used again, so
-//! callers that gave up cannot use up the server's slots.
+//! callers that gave up cannot use up the server's slots. Typed bytes nobody has read
+//! wait in a buffer of `MAX_INPUT` bytes, as a terminal's line discipline keeps them;
+//! what is typed past that is dropped, and the console says so on the screen.
 #![no_std]
 #![no_main]
 
@@ -27,6 +29,8 @@ const IRQ_BADGE: Badge = Badge::minted(4);
 /// Reads one program may leave waiting; reads waiting in all.
 const MAX_READERS_PER_CLIENT: usize = 4;
 const MAX_READERS: usize = 32;
+/// Typed bytes kept unread.
+const MAX_INPUT: usize = 4096;
 
 fn outb(port: u16, v: u8) {
     // SAFETY: the port was granted to this program (root, from sigma0); the TSS I/O
@@ -74,8 +78,14 @@ fn main() -> i32 {
         outb(COM1 + off, v);
     }
     put(b"console: ready\n");
-    let mut c =
-        Console { irq, input: VecDeque::new(), readers: VecDeque::new(), free_slots: Vec::new(), out: [0; 256] };
+    let mut c = Console {
+        irq,
+        input: VecDeque::new(),
+        dropped: 0,
+        readers: VecDeque::new(),
+        free_slots: Vec::new(),
+        out: [0; 256],
+    };
     let mut buf = alloc::vec![0u8; 4096];
     server::run(&mut c, &mut buf)
 }
@@ -83,6 +93,8 @@ fn main() -> i32 {
 struct Console {
     irq: u64,
     input: VecDeque<u8>,
+    /// Bytes typed while `input` was full, since it last was.
+    dropped: u64,
     /// Readers waiting for input, oldest first: (program, saved reply slot, most bytes
     /// wanted).
     readers: VecDeque<(u32, u64, u64)>,
@@ -97,8 +109,29 @@ impl Console {
         for b in self.out.iter_mut().take(n) {
             *b = self.input.pop_front().unwrap_or(0);
         }
+        if self.dropped != 0 {
+            // Reading ends the overflow: say how much typing was lost to it.
+            put(alloc::format!("console: {} typed bytes were dropped\n", self.dropped).as_bytes());
+            self.dropped = 0;
+        }
         ipc::set_send_string(&self.out[..n]);
         Msg::new(p::READ, &[0]).with_string()
+    }
+
+    /// Everything the UART holds, into `input` while there is room. The UART is always
+    /// emptied: its line goes down, and the next byte typed raises it again.
+    fn drain(&mut self) {
+        while inb(COM1 + 5) & 1 != 0 {
+            let b = inb(COM1);
+            if self.input.len() < MAX_INPUT {
+                self.input.push_back(b);
+                continue;
+            }
+            if self.dropped == 0 {
+                put(b"console: 4096 typed bytes wait unread; what is typed now is dropped until a program reads\n");
+            }
+            self.dropped += 1;
+        }
     }
 
     /// Answer waiting reader `i` with an error and free its slot.
@@ -120,9 +153,9 @@ impl Server for Console {
         if from != IRQ_BADGE || m.label() != label::IRQ {
             return None;
         }
-        while inb(COM1 + 5) & 1 != 0 {
-            self.input.push_back(inb(COM1));
-        }
+        self.drain();
+        // (A byte typed after the drain is not lost: the kernel hands an edge line
+        // that fired during the service back once more at the ack.)
         let _ = sys::irq_ack(self.irq);
         // Answer waiting readers while there is input.
         while !self.input.is_empty() {
