@@ -6,8 +6,11 @@
 //! reads are bounded (`MAX_READERS_PER_CLIENT` per program, `MAX_READERS` in all): past
 //! that, the oldest is answered `WouldBlock` and its capability slot used again, so
 //! callers that gave up cannot use up the server's slots. Typed bytes nobody has read
-//! wait in a buffer of `MAX_INPUT` bytes, as a terminal's line discipline keeps them;
-//! what is typed past that is dropped, and the console says so on the screen.
+//! wait in a buffer of `MAX_INPUT` bytes, as a terminal's line discipline keeps them.
+//! When it is full the console throttles the line, as a tty with hardware flow control
+//! does: it stops taking bytes from the UART (whose FIFO then fills, and the sender
+//! waits: QEMU stops reading its input) and drops RTS; a read that makes room takes
+//! them again. Nothing typed is lost, and the console's memory stays bounded.
 #![no_std]
 #![no_main]
 
@@ -31,6 +34,10 @@ const MAX_READERS_PER_CLIENT: usize = 4;
 const MAX_READERS: usize = 32;
 /// Typed bytes kept unread.
 const MAX_INPUT: usize = 4096;
+/// The modem control register: DTR, RTS and OUT2 (which routes the UART's interrupt);
+/// throttled, without RTS.
+const MCR_OPEN: u8 = 0x0B;
+const MCR_THROTTLED: u8 = 0x09;
 
 fn outb(port: u16, v: u8) {
     // SAFETY: the port was granted to this program (root, from sigma0); the TSS I/O
@@ -74,14 +81,14 @@ fn main() -> i32 {
         return 1;
     }
     // 115200 8N1, FIFOs on, OUT2 (routes the UART's interrupt), interrupt on receive.
-    for (off, v) in [(1, 0x00), (3, 0x80), (0, 0x01), (1, 0x00), (3, 0x03), (2, 0xC7), (4, 0x0B), (1, 0x01)] {
+    for (off, v) in [(1, 0x00), (3, 0x80), (0, 0x01), (1, 0x00), (3, 0x03), (2, 0xC7), (4, MCR_OPEN), (1, 0x01)] {
         outb(COM1 + off, v);
     }
     put(b"console: ready\n");
     let mut c = Console {
         irq,
         input: VecDeque::new(),
-        dropped: 0,
+        throttled: false,
         readers: VecDeque::new(),
         free_slots: Vec::new(),
         out: [0; 256],
@@ -93,8 +100,9 @@ fn main() -> i32 {
 struct Console {
     irq: u64,
     input: VecDeque<u8>,
-    /// Bytes typed while `input` was full, since it last was.
-    dropped: u64,
+    /// `input` filled up with bytes still in the UART: they stay there until a read
+    /// makes room.
+    throttled: bool,
     /// Readers waiting for input, oldest first: (program, saved reply slot, most bytes
     /// wanted).
     readers: VecDeque<(u32, u64, u64)>,
@@ -109,28 +117,27 @@ impl Console {
         for b in self.out.iter_mut().take(n) {
             *b = self.input.pop_front().unwrap_or(0);
         }
-        if self.dropped != 0 {
-            // Reading ends the overflow: say how much typing was lost to it.
-            put(alloc::format!("console: {} typed bytes were dropped\n", self.dropped).as_bytes());
-            self.dropped = 0;
+        if self.throttled {
+            // Room again: take what waits in the UART (its line goes down once it is
+            // empty, and the next byte raises it again).
+            self.throttled = false;
+            outb(COM1 + 4, MCR_OPEN);
+            self.drain();
         }
         ipc::set_send_string(&self.out[..n]);
         Msg::new(p::READ, &[0]).with_string()
     }
 
-    /// Everything the UART holds, into `input` while there is room. The UART is always
-    /// emptied: its line goes down, and the next byte typed raises it again.
+    /// What the UART holds, into `input` while there is room; with none left and a
+    /// byte still waiting, the line is throttled.
     fn drain(&mut self) {
         while inb(COM1 + 5) & 1 != 0 {
-            let b = inb(COM1);
-            if self.input.len() < MAX_INPUT {
-                self.input.push_back(b);
-                continue;
+            if self.input.len() >= MAX_INPUT {
+                self.throttled = true;
+                outb(COM1 + 4, MCR_THROTTLED);
+                return;
             }
-            if self.dropped == 0 {
-                put(b"console: 4096 typed bytes wait unread; what is typed now is dropped until a program reads\n");
-            }
-            self.dropped += 1;
+            self.input.push_back(inb(COM1));
         }
     }
 
