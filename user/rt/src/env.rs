@@ -133,8 +133,9 @@ pub fn spawn(cmdline: &str, slot: u64) -> Result<u64, Error> {
     Ok(proto::client::spawn(cap::PARENT, slot, cmdline)?[0])
 }
 
-/// Root's free capability slots and the number of programs it keeps a record of.
-pub fn root_slots() -> Result<(u64, u64), Error> {
-    let [free, programs] = proto::client::slots(cap::PARENT)?;
-    Ok((free, programs))
+/// Root's free capability slots, the number of programs it keeps a record of and the
+/// number it has started.
+pub fn root_slots() -> Result<(u64, u64, u64), Error> {
+    let [free, programs, started] = proto::client::slots(cap::PARENT)?;
+    Ok((free, programs, started))
 }

@@ -39,8 +39,8 @@ crate::protocol! {
         /// (call to `PARENT`) Power off (the machine exits with status 0).
         HALT = 10, fn halt() -> [] => Halt;
         /// (call to `PARENT`) Reply MR2 = root's free capability slots, MR3 = programs it
-        /// keeps a record of.
-        SLOTS = 11, fn slots() -> [free_slots, programs]
+        /// keeps a record of, MR4 = programs it has started (ids given).
+        SLOTS = 11, fn slots() -> [free_slots, programs, started]
             => /// Root's free capability slots (for the test that root does not leak them).
             Slots;
         /// (call to `PARENT`, needs `machine` in the caller's entry) string = "NAME PROGRAM

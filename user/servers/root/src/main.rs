@@ -29,12 +29,15 @@ use bootfs::BootFs;
 use core::fmt::Write;
 use manifest::restart::{self, Deaths, Verdict};
 use manifest::Program;
+use progs::Progs;
 use rt::ipc::{self, Msg};
 use rt::loader::{self, Child};
 use rt::proto::Request;
 use rt::server::{self, Answer, Badge, Server};
 use rt::{layout, println, proto, sys};
 use sigma0_api as s0;
+
+mod progs;
 
 rt::entry!(main);
 
@@ -95,7 +98,7 @@ struct Root<'a> {
     fs: BootFs<'a>,
     fs_len: usize,
     manifest: Vec<Program>,
-    progs: Vec<Prog>,
+    progs: Progs,
     mems: Vec<usize>,
     /// sigma0, badged as root (badge 1).
     sigma0: u64,
@@ -151,7 +154,8 @@ struct Requester {
     control: bool,
 }
 
-/// A program's id (its badge on root's endpoint): its index in `progs`, plus one.
+/// A program's id (its badge on root's endpoint): its index in `progs` (its record's
+/// key: indices are given once, `progs::Progs`), plus one.
 fn badge_of(idx: usize) -> u64 {
     idx as u64 + 1
 }
@@ -205,7 +209,7 @@ impl Root<'_> {
             println!("[root] {}: no memory server `{}`", entry.name, entry.pager);
             Error::InvalidArg
         })?;
-        let idx = self.progs.len();
+        let idx = self.progs.next_id().ok_or(Error::NoMemory)?;
         let mem_idx = self.mems[pager];
         let mem_slot = self.progs[mem_idx].child.thread;
         let cmdline = entry.cmdline();
@@ -294,7 +298,7 @@ impl Root<'_> {
         let quota = self.mem_quota();
         let child = loader::load_granted(file.data, &entry.cmdline(), quota, entry.priority as u64)
             .map_err(|_| Error::InvalidArg)?;
-        let badge = s0_client(self.progs.len());
+        let badge = s0_client(self.progs.next_id().ok_or(Error::NoMemory)?);
         // Its page faults go to sigma0; its own requests to sigma0 carry its badge.
         let given = sys::thread_set_pager(child.thread, cap::SIGMA0_SLOT, badge).and_then(|_| {
             with_tmp(|tmp| {
@@ -330,10 +334,10 @@ impl Root<'_> {
         Ok(i)
     }
 
-    /// Give a loaded child (to become program `progs.len()`) its capabilities, make
+    /// Give a loaded child (to become program `progs.next_id()`) its capabilities, make
     /// root its fault handler, start it.
     fn adopt(&mut self, child: &Child, entry: &Program, requester: Option<Requester>) -> Result<(), Error> {
-        let idx = self.progs.len();
+        let idx = self.progs.next_id().ok_or(Error::NoMemory)?;
         let badge = badge_of(idx);
         with_tmp(|tmp| {
             sys::cap_copy(cap::SELF_THREAD, tmp, rights::SEND, badge)
@@ -392,12 +396,11 @@ impl Root<'_> {
             uses: Vec::new(),
             spawner: None,
             successor_of: None,
-        });
-        self.progs.len() - 1
+        })
     }
 
     fn finish(&mut self, idx: usize, outcome: Result<i32, &str>) {
-        let p = &mut self.progs[idx];
+        let Some(p) = self.progs.get_mut(idx) else { return };
         if p.done {
             return;
         }
@@ -420,7 +423,7 @@ impl Root<'_> {
             if self.update.is_some_and(|u| u.old == s) {
                 self.gone_in_update.push(self.client_badge(idx).0);
             }
-            if !self.progs[s].done {
+            if self.progs.live(s).is_some() {
                 let mut g = Msg::new(server::GONE, &[self.client_badge(idx).0]);
                 let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
             }
@@ -453,6 +456,27 @@ impl Root<'_> {
         if p.entry.restart && pager.is_some() {
             let down = Down { entry: p.entry.clone(), image, restarts: p.restarts, deaths: p.deaths, due: None };
             self.died(down, outcome != Err(KILLED));
+        }
+        self.forget(idx);
+    }
+
+    /// Drop the record of ended program `idx` unless something still refers to it: a
+    /// memory server's (`mems`), an update's old or new program, and the spawner of a
+    /// kept record (`descendants` and `may_spawn` walk those chains) stay. Its
+    /// spawner's record may go with it. So root keeps a record per program alive (and
+    /// per ended spawner of one), not per program ever started.
+    fn forget(&mut self, idx: usize) {
+        let mut next = Some(idx);
+        while let Some(i) = next.take() {
+            let Some(p) = self.progs.get(i) else { return };
+            let referred = !p.done
+                || self.mems.contains(&i)
+                || self.update.is_some_and(|u| u.old == i || u.new == i)
+                || self.peer_of_next == Some(i)
+                || self.progs.iter().any(|(_, r)| r.spawner == Some(i) || r.successor_of == Some(i));
+            if !referred {
+                next = self.progs.remove(i).and_then(|gone| gone.spawner);
+            }
         }
     }
 
@@ -569,7 +593,8 @@ impl Root<'_> {
         // The old one learns who may take its state (the id the new program will get)
         // before that program starts: a server that does not take part is left alone,
         // and no second instance of it (a driver of the same device) ever runs.
-        let mut m = Msg::new(proto::update::BEGIN, &[badge_of(self.progs.len())]);
+        let Some(next) = self.progs.next_id() else { return Err((Error::NoMemory, "no program ids are left")) };
+        let mut m = Msg::new(proto::update::BEGIN, &[badge_of(next)]);
         if ipc::call(self.progs[old].child.thread, &mut m, ipc::timeouts(100_000, 1_000_000)).is_err() || m.word(1) != 0
         {
             return Err((Error::Unsupported, "the server does not take part in live updates"));
@@ -636,7 +661,7 @@ impl Root<'_> {
         }
         self.update = None;
         // Its clients' departures are told to the new one now.
-        for p in self.progs.iter_mut() {
+        for (_, p) in self.progs.iter_mut() {
             for s in p.uses.iter_mut() {
                 if *s == u.old {
                     *s = u.new;
@@ -658,7 +683,7 @@ impl Root<'_> {
         // (blk: the handles its tickets were delegated from).
         let (ob, nb) = (self.client_badge(u.old).0, self.client_badge(u.new).0);
         for s in core::mem::take(&mut self.progs[u.old].uses) {
-            if !self.progs[s].done {
+            if self.progs.live(s).is_some() {
                 let mut g = Msg::new(server::SUCCEEDED, &[ob, nb]);
                 let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
                 if !self.progs[u.new].uses.contains(&s) {
@@ -712,7 +737,7 @@ impl Root<'_> {
     }
 
     fn tests_pending(&self) -> bool {
-        self.progs.iter().any(|p| p.entry.test && !p.done)
+        self.progs.iter().any(|(_, p)| p.entry.test && !p.done)
     }
 
     /// A program's file from the files filesystem, through the running `files` server
@@ -753,13 +778,13 @@ impl Root<'_> {
 
     /// The live instance of a program called `name`.
     fn find(&self, name: &str) -> Option<usize> {
-        self.progs.iter().rposition(|p| !p.done && p.name == name && p.successor_of.is_none())
+        self.progs.iter().rev().find(|(_, p)| !p.done && p.name == name && p.successor_of.is_none()).map(|(i, _)| i)
     }
 
     fn ps(&self) -> String {
         let mut s =
             String::from("  ID NAME         STATE     PRIO THREADS PAGER  KPAGES  RESTARTS    VOLSW    INVSW\n");
-        for (i, p) in self.progs.iter().enumerate() {
+        for (i, p) in self.progs.iter() {
             if p.done {
                 continue;
             }
@@ -828,7 +853,8 @@ impl Root<'_> {
             let w = m.words();
             for c in w[4..].chunks(3) {
                 if let [b, pages, limit] = c {
-                    let name = self.progs.get(*b as usize - 1).map_or("?", |p| p.name.as_str());
+                    let name =
+                        (*b as usize).checked_sub(1).and_then(|i| self.progs.get(i)).map_or("?", |p| p.name.as_str());
                     let _ = writeln!(s, "    {:4} {:12} {:6} pages of {}", b, name, pages, limit);
                 }
             }
@@ -903,7 +929,7 @@ impl Root<'_> {
     /// Live programs that `a` started with SPAWN, or that they started, and so on.
     fn descendants(&self, a: usize) -> u64 {
         let mut n = 0;
-        for (i, p) in self.progs.iter().enumerate() {
+        for (i, p) in self.progs.iter() {
             if p.done || i == a {
                 continue;
             }
@@ -1005,7 +1031,7 @@ impl Server for Root<'_> {
             return None;
         }
         let idx = (from.0 as u32) as usize;
-        if idx == 0 || idx > self.progs.len() {
+        if idx.checked_sub(1).and_then(|i| self.progs.live(i)).is_none() {
             return Some(Answer::Later);
         }
         let w = m.words();
@@ -1033,12 +1059,15 @@ impl Server for Root<'_> {
     }
 
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
-        let idx = from.0 as usize;
-        if idx == 0 || idx > self.progs.len() {
+        let Some(idx) = (from.0 as usize).checked_sub(1).filter(|&i| i < self.progs.started()) else {
             println!("[root] message with unknown badge {:#x}", from.0);
             return Answer::Later;
+        };
+        // A capability of a program that has ended (passed on before it did) acts for
+        // nobody.
+        if self.progs.live(idx).is_none() {
+            return Answer::err(Error::NoRights);
         }
-        let idx = idx - 1;
         match req {
             Request::Exit { code } => {
                 self.finish(idx, Ok(code as i32));
@@ -1075,11 +1104,7 @@ impl Server for Root<'_> {
             }
             Request::Kill { id } => {
                 let target = id as usize;
-                if target == 0
-                    || target > self.progs.len()
-                    || self.progs[target - 1].done
-                    || self.mems.contains(&(target - 1))
-                {
+                if target == 0 || self.progs.live(target - 1).is_none() || self.mems.contains(&(target - 1)) {
                     return Answer::err(Error::InvalidArg);
                 }
                 // A program may end itself and those it spawned; ending others takes
@@ -1103,7 +1128,7 @@ impl Server for Root<'_> {
                 let _ = sys::machine_exit(cap::MACHINE_SLOT, 0);
                 Answer::err(Error::BadState)
             }
-            Request::Slots => Answer::ok(&[rt::free_slots(), self.progs.len() as u64]),
+            Request::Slots => Answer::ok(&[rt::free_slots(), self.progs.len() as u64, self.progs.started() as u64]),
             Request::Update { text } => {
                 if !self.may_operate(idx) {
                     return Answer::err(Error::NoRights);
@@ -1234,7 +1259,7 @@ fn main() -> i32 {
         fs,
         fs_len: image.len(),
         manifest,
-        progs: Vec::new(),
+        progs: Progs::new(),
         mems: Vec::new(),
         sigma0,
         passed: 0,

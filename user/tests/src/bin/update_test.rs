@@ -93,12 +93,12 @@ fn main() -> i32 {
     }
     // A server that does not take part is asked before anything starts: no second
     // instance of it (here a second driver of the disk) ever runs.
-    let (blk, programs) = (tests::id_of("blk"), env::root_slots().map(|r| r.1));
+    let (blk, programs) = (tests::id_of("blk"), env::root_slots().map(|r| r.2));
     c.eq(env::update("blk blk").map_err(|e| e.0), Err(Error::Unsupported), "blk does not take part in live updates");
     c.eq(
-        (tests::id_of("blk"), env::root_slots().map(|r| r.1)),
+        (tests::id_of("blk"), env::root_slots().map(|r| r.2)),
         (blk, programs),
-        "and no new blk was started (root recorded no program)",
+        "and no new blk was started (root started no program)",
     );
     ops_advance(&mut c, "after an update blk refused");
     // Only root starts an update, and only the program root named takes the state.
