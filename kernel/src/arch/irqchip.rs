@@ -1,7 +1,7 @@
 //! Interrupt lines for user-level drivers. With the local APIC: the IOAPIC, lines
 //! 0..24 at vectors 0x30+line (ISA lines edge/active-high, PCI lines 16..23
 //! level/active-low). Without it: the 8259 pair, lines 1..16 at 0x20+line (line 0
-//! is the kernel's timer), all edge. Every line starts masked and is unmasked when a
+//! is the kernel's timer), edge or level as the firmware set the ELCR. Every line starts masked and is unmasked when a
 //! driver attaches; when it is masked while its driver serves it, `kcore::irqline`
 //! says (a level line always, an edge line only if it fires twice).
 
@@ -40,7 +40,8 @@ const LEVEL: u32 = 1 << 15;
 
 /// Each line's polarity and trigger bits: ISA lines edge/active-high and PCI lines
 /// 16..23 level/active-low, unless the machine's ACPI tables override a line (as they
-/// do for the ISA lines that PCI interrupts are routed to on i440fx: level).
+/// do for the ISA lines that PCI interrupts are routed to on i440fx: level). With the
+/// 8259s, the trigger bit only, from the ELCR.
 static MODES: KCell<[u32; abi::irq::LINES as usize]> = KCell::new([0; abi::irq::LINES as usize]);
 
 fn redirection(line: u8, masked: bool) -> u32 {
@@ -73,12 +74,20 @@ pub fn init(rsdp_phys: u64) {
             ioapic_write(0x10 + 2 * line as u32 + 1, 0); // destination: CPU 0
             ioapic_write(0x10 + 2 * line as u32, redirection(line, true));
         }
+    } else {
+        // The 8259s' edge/level control registers (the firmware set them: PCI lines
+        // routed to ISA lines are level).
+        // SAFETY: reading the ELCR ports, which the kernel owns, changes nothing.
+        let elcr = unsafe { Port::<u8>::new(0x4D0).read() as u16 | (Port::<u8>::new(0x4D1).read() as u16) << 8 };
+        for (line, m) in MODES.get().iter_mut().enumerate().take(16) {
+            *m = if elcr & (1 << line) != 0 { LEVEL } else { 0 };
+        }
     }
 }
 
 /// Whether `line` is edge- or level-triggered, as the controller was set up.
 pub fn trigger(line: u8) -> kcore::irqline::Trigger {
-    if apic() && MODES.get()[line as usize % abi::irq::LINES as usize] & LEVEL != 0 {
+    if MODES.get()[line as usize % abi::irq::LINES as usize] & LEVEL != 0 {
         kcore::irqline::Trigger::Level
     } else {
         kcore::irqline::Trigger::Edge
