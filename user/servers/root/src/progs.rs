@@ -9,8 +9,9 @@ use super::Prog;
 use alloc::collections::BTreeMap;
 use core::ops::{Index, IndexMut};
 
-/// Ids fit the 32 bits a badge gives them (`rt::server::Badge`), as `badge_of(id)`.
-const MAX_ID: usize = u32::MAX as usize - 1;
+/// Ids fit the 32 bits a badge gives them (`rt::server::Badge`), as `badge_of(id)`, and
+/// so do their numbers at sigma0 (`s0_client(id)`, below its own, `u32::MAX`).
+const MAX_ID: usize = u32::MAX as usize - 3;
 
 pub(crate) struct Progs {
     recs: BTreeMap<usize, Prog>,

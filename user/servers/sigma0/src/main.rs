@@ -33,15 +33,20 @@ use sigma0_api::{self as s0, Request};
 rt::entry!(main);
 
 const MAX_RUNS: usize = 32;
-const FREE: u16 = 0;
-const SELF: u16 = u16::MAX;
+/// A client's number: the badge root gives it (`s0_client`: a program's id plus one,
+/// never given twice). As wide as root's ids (a badge's 32 bits): with 16, the
+/// 65,534th program started was numbered as sigma0 itself, and the next as root, and
+/// ending it took back root's own frames.
+type Client = u32;
+const FREE: Client = 0;
+const SELF: Client = Client::MAX;
 
 struct Sigma0 {
     runs: [(u64, u64); MAX_RUNS],
     nruns: usize,
     mmio: (u64, u64),
     /// owner[frame]: FREE, SELF, or the client's badge.
-    owner: &'static mut [u16],
+    owner: &'static mut [Client],
     free: u64,
     total: u64,
     /// Frames only page faults may take (see the module comment).
@@ -54,7 +59,7 @@ struct Sigma0 {
     /// top of RAM: single frames taken between runs would each spoil an aligned run.
     down: u64,
     /// Frames lent (`LEND`) per borrower, not yet given back (client, frames).
-    lent: [(u16, u64); s0::MAX_LENDERS],
+    lent: [(Client, u64); s0::MAX_LENDERS],
     /// Frames `ALLOC` refused for want of memory, so far.
     refused: u64,
 }
@@ -80,7 +85,7 @@ impl Sigma0 {
     }
 
     /// One free frame for `client`, searching down from `down` (round RAM once).
-    fn alloc_one(&mut self, client: u16) -> Option<u64> {
+    fn alloc_one(&mut self, client: Client) -> Option<u64> {
         if self.free == 0 {
             return None;
         }
@@ -103,7 +108,7 @@ impl Sigma0 {
 
     /// Find `pages` free frames (aligned to their count) and give them to `client`:
     /// from the rotor on, round the runs once. (One frame: `alloc_one`.)
-    fn alloc(&mut self, pages: u64, client: u16) -> Option<u64> {
+    fn alloc(&mut self, pages: u64, client: Client) -> Option<u64> {
         if pages == 1 {
             return self.alloc_one(client);
         }
@@ -140,7 +145,7 @@ impl Sigma0 {
     }
 
     /// These frames for `client`, if free or already its own.
-    fn take(&mut self, pa: u64, pages: u64, client: u16) -> bool {
+    fn take(&mut self, pa: u64, pages: u64, client: Client) -> bool {
         let f = (pa / PAGE_SIZE) as usize;
         let ok = (0..pages).all(|k| {
             self.is_ram(pa + k * PAGE_SIZE) && matches!(self.owner[f + k as usize], o if o == FREE || o == client)
@@ -162,7 +167,7 @@ impl Sigma0 {
     }
 
     /// Take frames back: revoke every mapping derived from them.
-    fn release(&mut self, pa: u64, pages: u64, client: Option<u16>) -> u64 {
+    fn release(&mut self, pa: u64, pages: u64, client: Option<Client>) -> u64 {
         // All of them the client's, an aligned run (a memory server's block): one UNMAP.
         let f0 = (pa / PAGE_SIZE) as usize;
         let whole = pages.is_power_of_two() && pa.is_multiple_of(pages * PAGE_SIZE) && (0..pages).all(|k| {
@@ -194,7 +199,7 @@ impl Sigma0 {
     }
 
     /// Frames `pa ..` (`pages`), all `from`'s, become `to`'s (nothing moves otherwise).
-    fn move_frames(&mut self, pa: u64, pages: u64, from: u16, to: u16) -> Option<u64> {
+    fn move_frames(&mut self, pa: u64, pages: u64, from: Client, to: Client) -> Option<u64> {
         let f = (pa / PAGE_SIZE) as usize;
         let all = pa.is_multiple_of(PAGE_SIZE)
             && pa.checked_add(pages * PAGE_SIZE).is_some()
@@ -206,7 +211,7 @@ impl Sigma0 {
         Some(pages)
     }
 
-    fn reclaim(&mut self, client: u16) -> u64 {
+    fn reclaim(&mut self, client: Client) -> u64 {
         let mut n = 0;
         for i in 0..self.nruns {
             let (a, b) = self.runs[i];
@@ -242,7 +247,7 @@ fn main() -> i32 {
     }
     let top = runs[..nruns].iter().map(|r| r.1).max().unwrap_or(0);
     let frames = top / PAGE_SIZE;
-    let table_pages = (frames * 2).div_ceil(PAGE_SIZE);
+    let table_pages = (frames * core::mem::size_of::<Client>() as u64).div_ceil(PAGE_SIZE);
     // The owner table goes in the first run big enough for it.
     let Some(t) = runs[..nruns].iter().position(|(a, b)| b - a >= table_pages * PAGE_SIZE) else {
         println!("sigma0: no memory for the owner table");
@@ -251,7 +256,7 @@ fn main() -> i32 {
     let table_pa = runs[t].0;
     // SAFETY: the table's frames are sigma0's own (mapped read-write at SIGMA0_PHYS),
     // marked SELF below so that they are never handed out.
-    let owner = unsafe { core::slice::from_raw_parts_mut((SIGMA0_PHYS + table_pa) as *mut u16, frames as usize) };
+    let owner = unsafe { core::slice::from_raw_parts_mut((SIGMA0_PHYS + table_pa) as *mut Client, frames as usize) };
     owner.fill(SELF);
     let mut s = Sigma0 {
         runs,
@@ -287,12 +292,12 @@ fn main() -> i32 {
 }
 
 /// sigma0's clients are numbered by the badges root gives them (root's own is 1).
-fn client_of(from: Badge) -> Option<u16> {
+fn client_of(from: Badge) -> Option<Client> {
     let c = from.0;
     if c == 0 || c >= SELF as u64 {
         None
     } else {
-        Some(c as u16)
+        Some(c as Client)
     }
 }
 
@@ -395,10 +400,14 @@ impl Server for Sigma0 {
                 Answer::ok(&[self.free, self.total, self.lent.iter().map(|l| l.1).sum(), self.refused, self.keep])
             }
             Request::Reclaim { client: c } if client == 1 => {
-                if let Some(l) = self.lent.iter_mut().find(|l| l.0 as u64 == c) {
+                // Never root's own frames (client 1), nor a number no client has.
+                let Some(c) = client_of(Badge(c)).filter(|&c| c != 1) else {
+                    return Answer::err(Error::InvalidArg);
+                };
+                if let Some(l) = self.lent.iter_mut().find(|l| l.0 == c) {
                     l.1 = 0;
                 }
-                let n = self.reclaim(c as u16);
+                let n = self.reclaim(c);
                 Answer::ok(&[n])
             }
             Request::Reclaim { .. } => Answer::err(Error::NoRights),
