@@ -128,7 +128,8 @@ struct Input {
     pending: VecDeque<u8>,
 }
 
-/// At most this many typed bytes wait to be taken (more typed ahead are dropped).
+/// At most this many typed bytes wait here to be taken; more typed ahead wait at the
+/// console (which throttles the line when it holds 4 KiB): nothing typed is dropped.
 const MAX_PENDING: usize = 16 * 1024;
 
 impl Input {
@@ -146,10 +147,14 @@ impl Input {
     /// typed ahead after another whole line is that line's command's, not this one's.
     fn interrupted(&mut self) -> bool {
         let mut b = [0u8; 256];
-        while let Ok(n @ 1..) = console::poll(&mut b) {
-            let room = MAX_PENDING.saturating_sub(self.pending.len());
-            self.pending.extend(&b[..n.min(room)]);
-            if n < b.len() {
+        loop {
+            let room = MAX_PENDING.saturating_sub(self.pending.len()).min(b.len());
+            if room == 0 {
+                break;
+            }
+            let Ok(n @ 1..) = console::poll(&mut b[..room]) else { break };
+            self.pending.extend(&b[..n]);
+            if n < room {
                 break;
             }
         }
