@@ -54,7 +54,7 @@ struct Prog {
     entry: Program,
     child: Child,
     done: bool,
-    /// Index of the memory server that pages it (None: paged by sigma0).
+    /// Id of the memory server that pages it (None: paged by sigma0).
     pager: Option<usize>,
     restarts: u32,
     /// Its counted deaths (`manifest::restart`), carried from instance to instance.
@@ -64,7 +64,8 @@ struct Prog {
     image: Option<Rc<[u8]>>,
     /// Programs marked `clients` it was given a capability to: told when it ends.
     uses: Vec<usize>,
-    /// The program that asked for it (SPAWN): it may KILL it.
+    /// The program that asked for it (SPAWN): it may KILL it. When that one ends, its
+    /// spawner (`Root::forget`).
     spawner: Option<usize>,
     /// The new program of a live update of this one, not serving yet: `find` skips it.
     successor_of: Option<usize>,
@@ -460,24 +461,29 @@ impl Root<'_> {
         self.forget(idx);
     }
 
-    /// Drop the record of ended program `idx` unless something still refers to it: a
-    /// memory server's (`mems`), an update's old or new program, and the spawner of a
-    /// kept record (`descendants` and `may_spawn` walk those chains) stay. Its
-    /// spawner's record may go with it. So root keeps a record per program alive (and
-    /// per ended spawner of one), not per program ever started.
+    /// Drop the record of ended program `idx`, unless it is a memory server's (`mems`)
+    /// or an update's old or new program. The programs it spawned are its spawner's
+    /// now: they count against the `spawns` of every live program above them as before
+    /// (`descendants`, `may_spawn`), and that one may end them. So root keeps a record
+    /// per program alive, not per program ever started — nor per ended ancestor of one
+    /// (a chain of programs that each spawn the next and end kept them all, and every
+    /// SPAWN walked the chain).
     fn forget(&mut self, idx: usize) {
-        let mut next = Some(idx);
-        while let Some(i) = next.take() {
-            let Some(p) = self.progs.get(i) else { return };
-            let referred = !p.done
-                || self.mems.contains(&i)
-                || self.update.is_some_and(|u| u.old == i || u.new == i)
-                || self.peer_of_next == Some(i)
-                || self.progs.iter().any(|(_, r)| r.spawner == Some(i) || r.successor_of == Some(i));
-            if !referred {
-                next = self.progs.remove(i).and_then(|gone| gone.spawner);
+        let Some(p) = self.progs.get(idx) else { return };
+        if !p.done
+            || self.mems.contains(&idx)
+            || self.update.is_some_and(|u| u.old == idx || u.new == idx)
+            || self.peer_of_next == Some(idx)
+        {
+            return;
+        }
+        let up = p.spawner;
+        for (_, r) in self.progs.iter_mut() {
+            if r.spawner == Some(idx) {
+                r.spawner = up;
             }
         }
+        self.progs.remove(idx);
     }
 
     /// A program marked `restart` died (`counted`: by its own doing, not a `KILL`):
@@ -988,7 +994,7 @@ impl Root<'_> {
         // The program's own memory server, whichever it is (`proto::PAGER`): it takes the
         // program's requests about its own pages (usage, a reclaim graft).
         if name == proto::PAGER {
-            let s = self.progs[idx].pager.map(|p| self.mems[p]).ok_or(Error::NotFound)?;
+            let s = self.progs[idx].pager.ok_or(Error::NotFound)?;
             let (req, badge, srv) = (self.progs[idx].child.task, self.client_badge(idx).0, self.progs[s].child.thread);
             return with_tmp(|tmp| {
                 sys::cap_copy(srv, tmp, rights::SEND, badge).and_then(|_| sys::cap_give(req, tmp, dst, rights::SEND))

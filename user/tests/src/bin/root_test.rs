@@ -18,6 +18,8 @@ rt::entry!(main);
 
 const STARTS: u32 = 500;
 const RESTARTS: u32 = 500;
+/// Programs in the chain: `chain 50` down to `chain 0`.
+const CHAIN: u64 = 51;
 
 /// Root's free slots and records once every program started here has ended (they
 /// end on their own or are being restarted; give root a moment).
@@ -74,8 +76,35 @@ fn main() -> i32 {
         &alloc::format!("root keeps no more program records than before ({records} before, {records_after} after)"),
     );
     let started_after = env::root_slots().map_or(0, |s| s.2);
-    c.eq(started_after - started_before, 1000, "1,000 programs were started (500 spawned, 500 restarted)");
+    c.eq(
+        started_after.saturating_sub(started_before),
+        1000,
+        "1,000 programs were started (500 spawned, 500 restarted)",
+    );
     ids.dedup();
     c.check(ids.len() == 500 && ids.windows(2).all(|w| w[0] < w[1]), "each start got an id of its own");
+    // A chain of 51 programs, each starting the next and ending; the last waits. Root
+    // keeps the live one's record, not its 50 ended ancestors' (it kept them all once,
+    // and each SPAWN walked them).
+    let chain_from = env::root_slots().map_or(0, |s| s.2);
+    c.check(env::spawn("root_test_child chain 50", pair).is_ok(), "a chain of programs starts");
+    let _ = rt::sys::cap_delete(pair);
+    let _ = rt::sys::cap_delete(pair + 1);
+    let mut now = (0, 0);
+    tests::wait_until(1000, || {
+        now = env::root_slots().map_or((0, u64::MAX), |s| (s.2.saturating_sub(chain_from), s.1));
+        now.0 == CHAIN && now.1 <= records + 1
+    });
+    c.eq(now.0, CHAIN, "51 programs of the chain were started");
+    c.check(
+        now.1 <= records + 1,
+        &alloc::format!(
+            "while the chain's last program runs, root keeps its record alone ({} before, {})",
+            records,
+            now.1
+        ),
+    );
+    let last = tests::id_of("root_test_child");
+    c.check(last.is_some_and(|id| env::kill(id).is_ok()), "the chain's last program is killed");
     c.finish("root_test")
 }
