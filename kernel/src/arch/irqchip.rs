@@ -76,9 +76,13 @@ pub fn init(rsdp_phys: u64) {
         }
     } else {
         // The 8259s' edge/level control registers (the firmware set them: PCI lines
-        // routed to ISA lines are level).
+        // routed to ISA lines are level). Lines 0, 1, 2, 8 and 13 are always edge: a
+        // chipset without an ELCR reads 0xFF there, and every line is taken as edge.
         // SAFETY: reading the ELCR ports, which the kernel owns, changes nothing.
-        let elcr = unsafe { Port::<u8>::new(0x4D0).read() as u16 | (Port::<u8>::new(0x4D1).read() as u16) << 8 };
+        let mut elcr = unsafe { Port::<u8>::new(0x4D0).read() as u16 | (Port::<u8>::new(0x4D1).read() as u16) << 8 };
+        if elcr & (1 << 0 | 1 << 1 | 1 << 2 | 1 << 8 | 1 << 13) != 0 {
+            elcr = 0;
+        }
         for (line, m) in MODES.get().iter_mut().enumerate().take(16) {
             *m = if elcr & (1 << line) != 0 { LEVEL } else { 0 };
         }
