@@ -9,8 +9,9 @@
 //! wait in a buffer of `MAX_INPUT` bytes, as a terminal's line discipline keeps them.
 //! When it is full the console throttles the line, as a tty with hardware flow control
 //! does: it stops taking bytes from the UART (whose FIFO then fills, and the sender
-//! waits: QEMU stops reading its input) and drops RTS; a read that makes room takes
-//! them again. Nothing typed is lost, and the console's memory stays bounded.
+//! waits: QEMU stops reading its input), drops RTS and turns the receive interrupt off
+//! (on a level line it would fire again at every acknowledgement); a read that makes
+//! room takes them again. Nothing typed is lost, and the console's memory stays bounded.
 #![no_std]
 #![no_main]
 
@@ -38,6 +39,8 @@ const MAX_INPUT: usize = 4096;
 /// throttled, without RTS.
 const MCR_OPEN: u8 = 0x0B;
 const MCR_THROTTLED: u8 = 0x09;
+/// The interrupt enable register: an interrupt when bytes are received.
+const IER_RECEIVE: u8 = 0x01;
 
 fn outb(port: u16, v: u8) {
     // SAFETY: the port was granted to this program (root, from sigma0); the TSS I/O
@@ -81,7 +84,8 @@ fn main() -> i32 {
         return 1;
     }
     // 115200 8N1, FIFOs on, OUT2 (routes the UART's interrupt), interrupt on receive.
-    for (off, v) in [(1, 0x00), (3, 0x80), (0, 0x01), (1, 0x00), (3, 0x03), (2, 0xC7), (4, MCR_OPEN), (1, 0x01)] {
+    for (off, v) in [(1, 0x00), (3, 0x80), (0, 0x01), (1, 0x00), (3, 0x03), (2, 0xC7), (4, MCR_OPEN), (1, IER_RECEIVE)]
+    {
         outb(COM1 + off, v);
     }
     put(b"console: ready\n");
@@ -123,6 +127,10 @@ impl Console {
             self.throttled = false;
             outb(COM1 + 4, MCR_OPEN);
             self.drain();
+            if !self.throttled {
+                // (After the drain: the UART's line goes up again only for new bytes.)
+                outb(COM1 + 1, IER_RECEIVE);
+            }
         }
         ipc::set_send_string(&self.out[..n]);
         Msg::new(p::READ, &[0]).with_string()
@@ -135,6 +143,7 @@ impl Console {
             if self.input.len() >= MAX_INPUT {
                 self.throttled = true;
                 outb(COM1 + 4, MCR_THROTTLED);
+                outb(COM1 + 1, 0);
                 return;
             }
             self.input.push_back(inb(COM1));
