@@ -1,9 +1,10 @@
 //! Interrupt lines for user-level drivers. With the local APIC: the IOAPIC, lines
 //! 0..24 at vectors 0x30+line (ISA lines edge/active-high, PCI lines 16..23
 //! level/active-low). Without it: the 8259 pair, lines 1..16 at 0x20+line (line 0
-//! is the kernel's timer), edge or level as the firmware set the ELCR. Every line starts masked and is unmasked when a
-//! driver attaches; when it is masked while its driver serves it, `kcore::irqline`
-//! says (a level line always, an edge line only if it fires twice).
+//! is the kernel's timer), edge or level as the firmware set the ELCR. Every line
+//! starts masked and is unmasked when a driver attaches; whether it is masked while
+//! its driver serves it, `kcore::irqline` says (a level line always, an edge line
+//! only if it fires twice).
 
 use crate::arch::boot::phys_to_virt;
 use crate::kcell::KCell;

@@ -122,8 +122,8 @@ impl Console {
             *b = self.input.pop_front().unwrap_or(0);
         }
         if self.throttled {
-            // Room again: take what waits in the UART (its line goes down once it is
-            // empty, and the next byte raises it again).
+            // Room again: take what waits in the UART, then let it interrupt again
+            // (its line was kept down meanwhile; it goes up for new bytes).
             self.throttled = false;
             outb(COM1 + 4, MCR_OPEN);
             self.drain();
