@@ -1,9 +1,10 @@
 //! Root's records of programs, by id. An id (a program's badge on root's endpoint,
 //! minus one) is given once and never again, so a capability or a message that names
 //! an ended program can never be taken for a later one. A record is kept while its
-//! program runs and, after it ends, only while something still refers to it (see
-//! `Root::forget`): what root keeps follows the programs alive, not every program ever
-//! started — a shell that runs a million commands leaves root as it found it.
+//! program runs and, after it ends, only if it is a memory server's or an update under
+//! way names it (`Root::forget`): what root keeps follows the programs alive, not every
+//! program ever started — a shell that runs a million commands leaves root as it found
+//! it.
 
 use super::Prog;
 use alloc::collections::BTreeMap;
