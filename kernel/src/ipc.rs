@@ -532,9 +532,7 @@ pub fn deliver_irq(k: &mut Kernel, t: u32, line: u8) {
 pub fn irq_fired(k: &mut Kernel, line: u8) {
     let attached = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t));
     let Some((t, _)) = attached else {
-        k.irqs[line as usize] = None;
-        let a = k.irq_lines[line as usize].detach();
-        crate::arch::irqchip::set_masked(line, a.mask);
+        k.irq_detach(line);
         return;
     };
     let th = k.t(t.id);

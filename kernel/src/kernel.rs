@@ -527,6 +527,14 @@ pub fn init(k: &mut Kernel) {
 }
 
 impl Kernel {
+    /// Nobody serves interrupt `line` now (its driver detached or is gone): it is
+    /// masked and forgets what it owed.
+    pub fn irq_detach(&mut self, line: u8) {
+        self.irqs[line as usize] = None;
+        let a = self.irq_lines[line as usize].detach();
+        crate::arch::irqchip::set_masked(line, a.mask);
+    }
+
     pub fn t(&self, id: u32) -> &Tcb {
         self.threads[id as usize].as_ref().expect("live thread")
     }

@@ -554,9 +554,7 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
                     if holder.is_some() && !mine {
                         return Err(Error::BadState);
                     }
-                    k.irqs[l] = None;
-                    let a = k.irq_lines[l].detach();
-                    crate::arch::irqchip::set_masked(line, a.mask);
+                    k.irq_detach(line);
                     Ok(())
                 }
                 IrqOp::Create { .. } => unreachable!("matched above"),

@@ -185,9 +185,7 @@ impl Kernel {
         }
         for line in 0..self.irqs.len() {
             if self.irqs[line].is_some_and(|(t, _)| t == me) {
-                self.irqs[line] = None;
-                let a = self.irq_lines[line].detach();
-                crate::arch::irqchip::set_masked(line as u8, a.mask);
+                self.irq_detach(line as u8);
             }
         }
         // Endpoints moved to it lead nowhere now.
