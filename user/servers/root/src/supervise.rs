@@ -1,0 +1,213 @@
+//! The supervisor: what happens when a program ends (`finish`: its memory, its clients'
+//! services told, its test reported, its record dropped by `forget`), the restarts that
+//! follow `manifest::restart` (`died`, `revive`, `restart_due`: back-off, then left
+//! down past the budget; `start_again`: a manual `run NAME`), and the end of the machine
+//! once every test has ended (`maybe_end`).
+
+use crate::{badge_of, s0_client, Root};
+use abi::{cap, Error};
+use alloc::rc::Rc;
+use manifest::restart::{self, Deaths, Verdict};
+use manifest::Program;
+use rt::ipc::{self, Msg};
+use rt::server::{self, Answer};
+use rt::{println, sys};
+use sigma0_api as s0;
+
+/// A program marked `restart` with no instance running: waiting out its back-off, or
+/// left down (its restart budget spent).
+pub(crate) struct Down {
+    pub(crate) entry: Program,
+    pub(crate) image: Option<Rc<[u8]>>,
+    pub(crate) restarts: u32,
+    pub(crate) deaths: Deaths,
+    /// When to start it (`sys::now_us`); None: left down, until a manual start.
+    pub(crate) due: Option<u64>,
+}
+
+/// `finish`'s outcome for a program ended by a `KILL` (the one death not counted against
+/// its restart budget).
+pub(crate) const KILLED: &str = "killed";
+
+impl Root<'_> {
+    pub(crate) fn finish(&mut self, idx: usize, outcome: Result<i32, &str>) {
+        let Some(p) = self.progs.get_mut(idx) else { return };
+        if p.done {
+            return;
+        }
+        p.done = true;
+        let pager = p.pager;
+        // The task goes, and with it root's slots for its task and thread.
+        p.child.discard();
+        if let Some(m) = pager {
+            let _ = mem_api::client::unregister(self.progs[m].child.thread, badge_of(idx), 1);
+        }
+        // sigma0 takes back the frames it gave the program: all of a program paged by
+        // sigma0 (a memory server), and the DMA memory a driver asked for (a restarted
+        // driver would otherwise leak its buffers each time).
+        let _ = s0::client::reclaim(self.sigma0, s0_client(idx));
+        // Services that keep state per client drop this one's (bounded waits: a busy or
+        // stuck service is not root's problem).
+        for s in core::mem::take(&mut self.progs[idx].uses) {
+            // The old server of an update may have handed its state on already: the
+            // new one is told too once it serves.
+            if self.update.is_some_and(|u| u.old == s) {
+                self.gone_in_update.push(self.client_badge(idx).0);
+            }
+            if self.progs.live(s).is_some() {
+                let mut g = Msg::new(server::GONE, &[self.client_badge(idx).0]);
+                let _ = ipc::call(self.progs[s].child.thread, &mut g, ipc::timeouts(100_000, 1_000_000));
+            }
+        }
+        let p = &self.progs[idx];
+        match outcome {
+            Ok(code) => println!("[root] {} exited with {}", p.name, code),
+            Err(why) => println!("[root] {} killed: {}", p.name, why),
+        }
+        if p.entry.test {
+            if outcome == Ok(0) {
+                self.passed += 1;
+                println!("TEST {} PASS", p.name);
+            } else {
+                self.failed += 1;
+                println!("TEST {} FAIL", p.name);
+            }
+        }
+        // An update whose old or new program ended is over.
+        if self.update.is_some_and(|u| u.new == idx || u.old == idx) {
+            let why = if self.update.is_some_and(|u| u.new == idx) {
+                "the new program ended before it took the state"
+            } else {
+                "the old program ended"
+            };
+            self.abort_update(why);
+        }
+        let p = &mut self.progs[idx];
+        let image = p.image.take();
+        if p.entry.restart && pager.is_some() {
+            let down = Down { entry: p.entry.clone(), image, restarts: p.restarts, deaths: p.deaths, due: None };
+            self.died(down, outcome != Err(KILLED));
+        }
+        self.forget(idx);
+    }
+
+    /// Drop the record of ended program `idx`, unless it is a memory server's (`mems`)
+    /// or an update's old or new program. The programs it spawned are its spawner's
+    /// now: they count against the `spawns` of every live program above them as before
+    /// (`descendants`, `may_spawn`), and that one may end them. So root keeps a record
+    /// per program alive, not per program ever started — nor per ended ancestor of one
+    /// (a chain of programs that each spawn the next and end kept them all, and every
+    /// SPAWN walked the chain).
+    pub(crate) fn forget(&mut self, idx: usize) {
+        let Some(p) = self.progs.get(idx) else { return };
+        if !p.done
+            || self.mems.contains(&idx)
+            || self.update.is_some_and(|u| u.old == idx || u.new == idx)
+            || self.peer_of_next == Some(idx)
+        {
+            return;
+        }
+        let up = p.spawner;
+        for (_, r) in self.progs.iter_mut() {
+            if r.spawner == Some(idx) {
+                r.spawner = up;
+            }
+        }
+        self.progs.remove(idx);
+    }
+
+    /// A program marked `restart` died (`counted`: by its own doing, not a `KILL`):
+    /// restart it now or after its back-off, or leave it down (`manifest::restart`).
+    /// A restart that fails is a counted death too.
+    pub(crate) fn died(&mut self, mut down: Down, mut counted: bool) {
+        loop {
+            let now = sys::now_us();
+            let name = down.entry.name.clone();
+            match down.deaths.died(now, counted, &restart::POLICY) {
+                Verdict::LeaveDown { deaths } => {
+                    println!(
+                        "[root] {} died {} times within {} s: left down (`run {}` starts it again)",
+                        name,
+                        deaths,
+                        restart::POLICY.interval_us / 1_000_000,
+                        name
+                    );
+                    self.down.push(down);
+                    return;
+                }
+                Verdict::Restart { after_us } if after_us > 0 => {
+                    println!(
+                        "[root] {} died {} times within {} s: restarting it in {} ms",
+                        name,
+                        down.deaths.count(),
+                        restart::POLICY.interval_us / 1_000_000,
+                        after_us / 1000
+                    );
+                    down.due = Some(now.saturating_add(after_us));
+                    self.down.push(down);
+                    return;
+                }
+                Verdict::Restart { .. } => match self.revive(&down) {
+                    Ok(_) => return,
+                    Err(e) => {
+                        println!("[root] cannot restart {}: {:?}", name, e);
+                        counted = true;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Start a program marked `restart` again from its record.
+    pub(crate) fn revive(&mut self, down: &Down) -> Result<usize, Error> {
+        let n = self.start(down.entry.clone(), None, down.image.clone())?;
+        let p = &mut self.progs[n];
+        p.restarts = down.restarts + 1;
+        p.deaths = down.deaths;
+        println!("[root] restarted {} (restart {})", p.name, p.restarts);
+        Ok(n)
+    }
+
+    /// Start the programs whose back-off has passed.
+    pub(crate) fn restart_due(&mut self) {
+        let now = sys::now_us();
+        while let Some(i) = self.down.iter().position(|d| d.due.is_some_and(|t| t <= now)) {
+            let down = self.down.swap_remove(i);
+            if let Err(e) = self.revive(&down) {
+                println!("[root] cannot restart {}: {:?}", down.entry.name, e);
+                self.died(down, true);
+            }
+        }
+    }
+
+    /// A manual start (`run NAME` by a program that may operate the machine) of a
+    /// program marked `restart` that is down: it starts now, its count of deaths
+    /// cleared, as root's own (restarted when it dies) — not as the asker's child.
+    pub(crate) fn start_again(&mut self, name: &str) -> Option<Answer> {
+        let i = self.down.iter().position(|d| d.entry.name == name)?;
+        let mut down = self.down.swap_remove(i);
+        down.deaths = Deaths::default();
+        down.due = None;
+        println!("[root] starting {} again (by hand)", name);
+        Some(match self.revive(&down) {
+            Ok(n) => Answer::ok(&[badge_of(n)]),
+            Err(e) => {
+                println!("[root] cannot start {}: {:?}", name, e);
+                self.down.push(down);
+                Answer::err(e)
+            }
+        })
+    }
+
+    pub(crate) fn tests_pending(&self) -> bool {
+        self.progs.iter().any(|(_, p)| p.entry.test && !p.done)
+    }
+
+    /// Once every test has ended, report and end the machine.
+    pub(crate) fn maybe_end(&self) {
+        if self.any_test && !self.tests_pending() {
+            println!("ROOT: {} passed, {} failed", self.passed, self.failed);
+            let _ = sys::machine_exit(cap::MACHINE_SLOT, if self.failed == 0 { 0 } else { 1 });
+        }
+    }
+}
