@@ -1,0 +1,497 @@
+//! The table's host tests: loads, staging, hot-swaps with their state, the undo copy,
+//! and engines that panic, overrun their time or their heap (through the counting
+//! host, `host::counting`).
+
+use super::*;
+use crate::engine::Abort;
+use crate::format::Tech;
+use crate::host::counting::CountingHost;
+use alloc::vec;
+
+fn host() -> Box<dyn Host> {
+    Box::new(CountingHost { clock: || 0 })
+}
+
+fn native(state_len: usize) -> Table {
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len, name: "h", code: b"hotlist", sig: &[] }
+        .to_bytes();
+    t.put(1, 0, &f).unwrap();
+    t.load(1, 1, f.len(), &mut |_| None).unwrap();
+    t
+}
+
+/// A hostile READ or STATE offset (past the state, or at the end of the address
+/// space) is an answer, never a panic in the server.
+#[test]
+fn state_offsets_past_the_end_are_refused() {
+    let mut t = native(16);
+    let g = t.get(1, 1).unwrap();
+    let mut out = [0u8; 64];
+    assert_eq!(g.read_state(100_000, &mut out), 0);
+    assert_eq!(g.read_state(16, &mut out), 0);
+    assert_eq!(g.read_state(8, &mut out), 8);
+    assert!(g.write_state(usize::MAX, &[1]).is_err());
+    assert!(g.write_state(15, &[1, 2]).is_err());
+    assert!(g.write_state(14, &[1, 2]).is_ok());
+}
+
+/// One graft per owner at a point where the owner's graft is called for its data;
+/// several at a bound point (each bound to its own segment), up to the owner's limit.
+#[test]
+fn one_graft_per_point_unless_bound() {
+    let mut t = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
+    let file = |point, code: &'static [u8]| {
+        GraftFile { point, tech: Tech::Native, state_len: graft_examples::LD_STATE, name: "n", code, sig: &[] }
+            .to_bytes()
+    };
+    let load = |t: &mut Table, owner: u32, f: &[u8]| {
+        t.put(owner as u64, 0, f).unwrap();
+        t.load(owner, owner as u64, f.len(), &mut |_| None)
+    };
+    let e = file(Point::Evict, b"null");
+    assert!(load(&mut t, 1, &e).is_ok());
+    assert_eq!(load(&mut t, 1, &e), Err(LoadError::Busy));
+    assert!(load(&mut t, 2, &e).is_ok(), "another principal's");
+    let l = file(Point::Ldisk, b"ldisk");
+    let ids: Vec<u32> = (0..MAX_PER_OWNER - 1).map(|_| load(&mut t, 1, &l).unwrap()).collect();
+    assert!(matches!(load(&mut t, 1, &l), Err(LoadError::Limit(_))), "one principal cannot fill the server");
+    assert!(load(&mut t, 3, &l).is_ok());
+    // A bound graft is called by id, and only for its owner.
+    let mut input = [0u8; 24];
+    input[8] = 10;
+    assert_eq!(t.call_id(1, ids[0], &input), Some(10), "a read of a block never written");
+    assert_eq!(t.call_id(2, ids[0], &input), None, "not another principal's");
+}
+
+/// Pieces out of order, past 256 KiB, or a length that does not match are refused.
+#[test]
+fn staging_is_bounded() {
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    assert!(t.put(1, 10, &[0]).is_err(), "a gap");
+    assert!(t.put(1, MAX_FILE, &[0]).is_err(), "past the largest file");
+    assert!(t.put(1, usize::MAX, &[0]).is_err());
+    t.put(1, 0, &[0; 10]).unwrap();
+    assert!(t.load(1, 1, 11, &mut |_| None).is_err());
+    for p in 2..2 + MAX_STAGING as u64 - 1 {
+        t.put(p, 0, &[0]).unwrap();
+    }
+    t.put(100, 0, &[0]).unwrap();
+    assert!(t.put(101, 0, &[0]).is_err(), "too many loads under way");
+    t.forget(100);
+    assert!(t.put(101, 0, &[0]).is_ok(), "a program's staging goes with it");
+}
+
+/// A graft hot-swapped for another keeps its id and its state; a new graft for
+/// another point, or with its state laid out otherwise, is refused and the old one
+/// stays.
+#[test]
+fn replace_keeps_the_id_and_moves_the_state() {
+    let mut t = native(16);
+    t.get(1, 1).unwrap().write_state(0, &[9; 16]).unwrap();
+    let send = |t: &mut Table, f: &[u8]| t.put(1, 0, f).unwrap();
+    let other =
+        GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "other", code: b"null", sig: &[] }
+            .to_bytes();
+    send(&mut t, &other);
+    assert_eq!(t.replace(1, 1, 1, other.len(), &mut |_| None), Ok(()));
+    let g = t.get(1, 1).unwrap();
+    assert_eq!((g.name.as_str(), g.stats.swaps), ("other", 1));
+    assert_eq!(g.state(), &[9; 16], "the state moved");
+    let longer =
+        GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 24, name: "longer", code: b"null", sig: &[] }
+            .to_bytes();
+    send(&mut t, &longer);
+    assert!(
+        matches!(t.replace(1, 1, 1, longer.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("state"))
+    );
+    let mut t2 = Table::new(&[Point::Evict, Point::Ldisk], 0, host());
+    let e = GraftFile {
+        point: Point::Evict,
+        tech: Tech::Native,
+        state_len: graft_examples::LD_STATE,
+        name: "e",
+        code: b"null",
+        sig: &[],
+    }
+    .to_bytes();
+    t2.put(1, 0, &e).unwrap();
+    let id = t2.load(1, 1, e.len(), &mut |_| None).unwrap();
+    let l = GraftFile {
+        point: Point::Ldisk,
+        tech: Tech::Native,
+        state_len: graft_examples::LD_STATE,
+        name: "l",
+        code: b"ldisk",
+        sig: &[],
+    }
+    .to_bytes();
+    t2.put(1, 0, &l).unwrap();
+    assert!(matches!(t2.replace(1, 1, id, l.len(), &mut |_| None), Err(LoadError::Refused(w)) if w.contains("point")));
+    assert_eq!(
+        t.replace(2, 1, 1, 5, &mut |_| None).err().map(|e| e.what()),
+        Some("the pieces sent do not add up to the length")
+    );
+    assert_eq!(t.get(1, 1).unwrap().name, "other", "refusals leave the graft as it was");
+}
+
+/// A test engine: its call does what it is told.
+struct Probe {
+    state: Vec<u8>,
+    act: fn(&mut Vec<u8>) -> Result<u64, Abort>,
+}
+
+impl Engine for Probe {
+    fn state(&mut self) -> &mut [u8] {
+        &mut self.state
+    }
+    fn call(&mut self, _input: &[u8], _budget: u64) -> Result<u64, Abort> {
+        (self.act)(&mut self.state)
+    }
+    fn reset(&mut self) -> Result<(), Abort> {
+        self.state = vec![0; 8];
+        Ok(())
+    }
+}
+
+fn load_probe(t: &mut Table, owner: u32, act: fn(&mut Vec<u8>) -> Result<u64, Abort>) -> u32 {
+    let f = GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len: 8, name: "probe", code: b"p", sig: &[] }
+        .to_bytes();
+    t.put(owner as u64, 0, &f).unwrap();
+    t.load(owner, owner as u64, f.len(), &mut |f| {
+        Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act }) as Box<dyn Engine>))
+    })
+    .unwrap()
+}
+
+/// A compiled engine (one that guards its own call) is untrusted like any: a call it
+/// answers wrongly after scribbling on its state leaves the state as it was.
+#[test]
+fn a_self_guarding_engine_is_undone_too() {
+    struct Compiled(Vec<u8>);
+    impl Engine for Compiled {
+        fn state(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+        fn call(&mut self, _input: &[u8], _budget: u64) -> Result<u64, Abort> {
+            self.0.fill(0xee);
+            Ok(99)
+        }
+        fn reset(&mut self) -> Result<(), Abort> {
+            Ok(())
+        }
+        fn allocates(&self) -> bool {
+            false
+        }
+        fn guards_itself(&self) -> bool {
+            true
+        }
+    }
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }
+        .to_bytes();
+    t.put(1, 0, &f).unwrap();
+    let id =
+        t.load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len])) as Box<dyn Engine>))).unwrap();
+    t.get(1, id).unwrap().write_state(0, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None, "99 is no candidate");
+    assert_eq!(t.get(1, id).unwrap().state(), &[1, 2, 3, 4, 5, 6, 7, 8], "the liar's scribbles are undone");
+}
+
+/// An engine the table calls through its entry (`Engine::direct`: compiled code),
+/// here a mock whose entry answers as its argument says. Its traps are aborts of their
+/// kind, undone; a call the watchdog stopped unloads the graft and drops its engine at
+/// once; and a graft swapped for another is called through the new engine alone,
+/// whatever either's way of being called (the old entry is the old engine's code).
+#[test]
+fn an_entry_is_called_while_its_engine_lives_and_no_longer() {
+    use crate::engine::{Answer, Direct, TRAP_OOB, TRAP_STOPPED, WROTE};
+    use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    /// arg: the answer, or 100 + a trap's code; an input of 24 bytes: the call writes.
+    extern "C" fn entry(len: u64, _input: u64, arg: u64, _: u64) -> Answer {
+        match arg {
+            100.. => Answer { value: 0, how: arg - 100 },
+            v => Answer { value: v, how: if len == 24 { WROTE } else { 0 } },
+        }
+    }
+    struct Compiled(Vec<u8>, u64);
+    impl Engine for Compiled {
+        fn state(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+        fn call(&mut self, _input: &[u8], _budget: u64) -> Result<u64, Abort> {
+            unreachable!("called through its entry")
+        }
+        fn reset(&mut self) -> Result<(), Abort> {
+            Ok(())
+        }
+        fn guards_itself(&self) -> bool {
+            true
+        }
+        fn direct(&self) -> Option<Direct> {
+            Some(Direct { entry, arg: self.1, max_input: 64 })
+        }
+    }
+    impl Drop for Compiled {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Relaxed);
+        }
+    }
+    let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }
+        .to_bytes();
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    let load = |t: &mut Table, owner: u32, arg: u64| {
+        t.put(owner as u64, 0, &f).unwrap();
+        t.load(owner, owner as u64, f.len(), &mut |f| {
+            Some(Ok(Box::new(Compiled(vec![0; f.state_len], arg)) as Box<dyn Engine>))
+        })
+        .unwrap()
+    };
+    let id = load(&mut t, 1, 1);
+    assert_eq!(t.call(Point::Evict, 1, &[0; 16]), Some(1));
+    assert_eq!(t.call(Point::Evict, 1, &[0; 72]), None, "longer than its entry takes");
+    assert_eq!(t.get(1, id).unwrap().stats.last_abort, Some(Abort::Memory));
+    // Swapped for another compiled engine: its entry answers.
+    t.put(1, 0, &f).unwrap();
+    t.replace(1, 1, id, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len], 0)) as Box<dyn Engine>)))
+        .unwrap();
+    assert_eq!(DROPS.load(Relaxed), 1, "the old engine is gone");
+    assert_eq!(t.call(Point::Evict, 1, &[0; 16]), Some(0), "the new engine's entry");
+    // Swapped for one called through `call`: its answer, not the old entry's.
+    t.put(1, 0, &f).unwrap();
+    t.replace(1, 1, id, f.len(), &mut |f| {
+        Some(Ok(Box::new(Probe { state: vec![0; f.state_len], act: |_| Ok(1) }) as Box<dyn Engine>))
+    })
+    .unwrap();
+    assert_eq!(t.call(Point::Evict, 1, &[0; 16]), Some(1), "the probe's answer");
+    // A trap is its kind's abort, its state undone.
+    let id = load(&mut t, 2, 100 + TRAP_OOB as u64);
+    t.get(2, id).unwrap().write_state(0, &[3; 8]).unwrap();
+    assert_eq!(t.call(Point::Evict, 2, &[1; 24]), None);
+    let g = t.get(2, id).unwrap();
+    assert_eq!((g.stats.last_abort, g.state()), (Some(Abort::Memory), &[3u8; 8][..]));
+    // Stopped by the watchdog: unloaded at once, its engine dropped.
+    let drops = DROPS.load(Relaxed);
+    load(&mut t, 3, 100 + TRAP_STOPPED as u64);
+    assert_eq!(t.call(Point::Evict, 3, &[0; 16]), None);
+    assert_eq!(DROPS.load(Relaxed), drops + 1, "the stopped engine is dropped");
+    assert_eq!(t.active(Point::Evict, 3).map(|g| g.id), None, "and its graft unloaded");
+}
+
+/// The undo copy is taken only when it may differ from the state: a call that says
+/// it wrote nothing keeps the copy (no copy before the next call), while the owner's
+/// writes and a call that wrote make it taken again — so an aborted call still puts
+/// back exactly the state from before it.
+#[test]
+fn the_undo_copy_is_taken_again_only_after_a_write() {
+    use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    static READS: AtomicUsize = AtomicUsize::new(0);
+    /// Input byte 0: 0 answers 0 writing nothing, 1 writes its input's byte 1 into
+    /// the state and answers 0, 2 scribbles and answers what the point refuses.
+    struct Compiled(Vec<u8>, bool);
+    impl Engine for Compiled {
+        fn state(&mut self) -> &mut [u8] {
+            READS.fetch_add(1, Relaxed);
+            &mut self.0
+        }
+        fn call(&mut self, input: &[u8], _budget: u64) -> Result<u64, Abort> {
+            self.1 = input[0] != 0;
+            match input[0] {
+                0 => Ok(0),
+                1 => {
+                    self.0.fill(input[1]);
+                    Ok(0)
+                }
+                _ => {
+                    self.0.fill(0xee);
+                    Ok(99)
+                }
+            }
+        }
+        fn reset(&mut self) -> Result<(), Abort> {
+            Ok(())
+        }
+        fn guards_itself(&self) -> bool {
+            true
+        }
+        fn wrote_state(&self) -> bool {
+            self.1
+        }
+        fn notes_writes(&self) -> bool {
+            true
+        }
+    }
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    let f = GraftFile { point: Point::Evict, tech: Tech::WasmAot, state_len: 8, name: "c", code: b"c", sig: &[] }
+        .to_bytes();
+    t.put(1, 0, &f).unwrap();
+    let id = t
+        .load(1, 1, f.len(), &mut |f| Some(Ok(Box::new(Compiled(vec![0; f.state_len], false)) as Box<dyn Engine>)))
+        .unwrap();
+    let state = |t: &mut Table| t.get(1, id).unwrap().state().to_vec();
+    t.get(1, id).unwrap().write_state(0, &[1; 8]).unwrap();
+    assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
+    let reads = READS.load(Relaxed);
+    for _ in 0..3 {
+        assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
+    }
+    assert_eq!(READS.load(Relaxed), reads, "calls that wrote nothing take no undo copy");
+    // The owner writes: the next aborted call puts back the owner's bytes.
+    t.get(1, id).unwrap().write_state(0, &[2; 8]).unwrap();
+    assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0));
+    assert_eq!(t.call(Point::Evict, 1, &[2; 8]), None, "refused");
+    assert_eq!(state(&mut t), [2; 8], "the owner's write is what is put back");
+    // A call writes: the next aborted call puts back what that call left.
+    assert_eq!(t.call(Point::Evict, 1, &[1, 5, 0, 0, 0, 0, 0, 0]), Some(0));
+    assert_eq!(t.call(Point::Evict, 1, &[2; 8]), None, "refused");
+    assert_eq!(state(&mut t), [5; 8], "the successful call's write is what is put back");
+    assert_eq!(t.call(Point::Evict, 1, &[2; 8]), None, "refused again, after a restore");
+    assert_eq!(state(&mut t), [5; 8]);
+}
+
+/// An engine that panics is left where it panicked, forgotten with its heap, and
+/// its graft unloaded; the server (here: the test) and other grafts go on.
+#[test]
+fn a_panicking_engine_is_forgotten_and_its_graft_unloaded() {
+    let mut t = native(16);
+    let id = load_probe(&mut t, 2, |_| panic!("a bug in an engine"));
+    assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None);
+    assert!(t.get(2, id).is_none(), "unloaded at once");
+    assert_eq!(t.reaped, 1);
+    assert_eq!(t.call(Point::Evict, 1, &[0; 8]), Some(0), "the other principal's graft answers");
+}
+
+/// A host that stops every call (as the watchdog stops one past its time).
+struct Stopper;
+impl Host for Stopper {
+    fn now(&self) -> u64 {
+        0
+    }
+    fn ticks_per_ms(&self) -> u64 {
+        1
+    }
+    fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
+        CountingHost { clock: || 0 }.heap(limit)
+    }
+    fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        match deadline {
+            // A load's deadline is far; a call's is stopped.
+            Some(d) if d < LOAD_MS => Err(Stopped::Time),
+            _ => CountingHost { clock: || 0 }.run(heap, deadline, f),
+        }
+    }
+    fn over_probe(&self) -> fn() -> bool {
+        || false
+    }
+}
+
+#[test]
+fn a_call_stopped_past_its_time_unloads_the_graft() {
+    let mut t = Table::new(&[Point::Evict], 0, Box::new(Stopper));
+    let id = load_probe(&mut t, 2, |_| Ok(0));
+    assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None);
+    assert!(t.get(2, id).is_none());
+    assert_eq!(t.reaped, 1);
+}
+
+/// What an engine holds is charged to its graft's heap: past the limit the call is
+/// aborted (`Memory`), whatever the engine's own counters say.
+#[test]
+fn a_graft_over_its_heap_is_aborted() {
+    let mut t = native(16);
+    let id = load_probe(&mut t, 2, |s| {
+        s.resize(HEAP_LIMIT + 1, 1);
+        Ok(0)
+    });
+    assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None);
+    let g = t.get(2, id).expect("one abort does not unload it");
+    assert_eq!(g.stats.last_abort, Some(Abort::Memory));
+}
+
+/// Eviction calls stop when the turn's graft time is spent (the default policy
+/// answers, the graft is not called: `skipped`), and start again with a new turn;
+/// a TEST_RUN stops there too and says how many calls it made.
+#[test]
+fn a_turns_graft_time_is_bounded() {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    // Each look at the clock is a millisecond later.
+    let mut t = Table::new(
+        &[Point::Evict],
+        0,
+        Box::new(CountingHost { clock: || NOW.fetch_add(1_000_000, Ordering::Relaxed) }),
+    );
+    let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
+        .to_bytes();
+    t.put(1, 0, &f).unwrap();
+    let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
+    t.new_turn();
+    let answered = (0..100).filter(|_| t.call(Point::Evict, 1, &[0; 8]).is_some()).count();
+    assert!(answered > 10 && answered < 60, "{answered} calls in a turn of {TURN_MS} ms at 1 ms each");
+    assert_eq!(t.get(1, id).unwrap().stats.skipped as usize, 100 - answered);
+    t.new_turn();
+    assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "a new turn calls it again");
+    let r = t.test_run(1, id, &[0; 8], 100_000).unwrap();
+    assert!(r.calls < 100, "TEST_RUN stopped after its turn: {} calls", r.calls);
+}
+
+/// rhai's limits do not count map keys or values curried into function pointers:
+/// scripts that hold gigabytes that way are stopped by their heap (`Memory`), which
+/// never holds much more than its limit.
+#[test]
+fn scripts_are_bounded_by_their_heap() {
+    let keys = "fn graft(input) { let k = \"\"; k.pad(16000, \"k\"); let o = #{}; for i in 0..250 { let m = #{}; for j in 0..250 { m[k + j] = j; } o[`${i}`] = m; } 0 }";
+    let curry = "fn keep(a, b) { a } fn graft(input) { let s = \"\"; s.pad(16000, \"c\"); let fs = []; for i in 0..16000 { fs.push(Fn(\"keep\").curry(s + i)); } 0 }";
+    crate::engine::warm_up();
+    for src in [keys, curry] {
+        let mut t = Table::new(&[Point::Evict], 0, host());
+        let f = GraftFile {
+            point: Point::Evict,
+            tech: Tech::Script,
+            state_len: 8,
+            name: "s",
+            code: src.as_bytes(),
+            sig: &[],
+        }
+        .to_bytes();
+        t.put(1, 0, &f).unwrap();
+        let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
+        t.get(1, id).unwrap().budget = MAX_BUDGET;
+        assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None);
+        let g = t.get(1, id).unwrap();
+        assert_eq!(g.stats.last_abort, Some(Abort::Memory), "{src}");
+        assert!(g.memory() < HEAP_LIMIT, "what the script held is freed: {} bytes left", g.memory());
+        assert!(
+            g.memory_peak() < HEAP_LIMIT + HEAP_LIMIT / 8,
+            "stopped at its limit: it held {} bytes",
+            g.memory_peak()
+        );
+    }
+}
+
+/// Loading and unloading a graft leaves its heap empty: nothing an engine made
+/// outlives it (a static filled from a graft's heap would dangle once the heap is
+/// forgotten; `engine::warm_up` fills them from the server's own first).
+#[test]
+fn an_unloaded_graft_leaves_nothing_in_its_heap() {
+    crate::engine::warm_up();
+    let srcs: [(Tech, &[u8]); 2] = [
+        (
+            Tech::Script,
+            b"fn graft(input) { let b = blob(4); b[1] = 2; let m = #{x: 1}; m.x + b[1] + input.len() - 11 }",
+        ),
+        (Tech::Ebpf, &[0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]),
+    ];
+    for (tech, code) in srcs {
+        let mut t = Table::new(&[Point::Evict], 0, host());
+        let f = GraftFile { point: Point::Evict, tech, state_len: 8, name: "s", code, sig: &[] }.to_bytes();
+        t.put(1, 0, &f).unwrap();
+        let id = t.load(1, 1, f.len(), &mut |_| None).unwrap();
+        assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "{tech:?}");
+        assert!(t.get(1, id).unwrap().memory() > 0, "{tech:?}: its engine lives in its heap");
+        let Graft { engine, heap, .. } = t.grafts.remove(0);
+        drop(engine);
+        assert_eq!(heap.used(), 0, "{tech:?}: nothing outlives the engine");
+    }
+}
