@@ -88,6 +88,7 @@ pub const PAGER: &str = "pager";
 /// when there is no memory for them; else the reply's MR2 = the pages set aside by this
 /// call, at most `RESERVE_STEP` (ask again for the rest: `reserve`).
 pub const RESERVE: u64 = 0x66;
+const _: () = assert!(crate::labels::all_in(crate::labels::MEM, &[RESERVE]));
 /// The most pages one `RESERVE` sets aside (a memory server's work per request stays
 /// bounded: 64 requests to sigma0 at most).
 pub const RESERVE_STEP: u64 = 1 << 14;
@@ -141,4 +142,5 @@ pub mod update {
     pub const ABORT: u64 = 0xf5;
     /// The new program took the state: grant root the capabilities it names.
     pub const COMMIT: u64 = 0xf6;
+    const _: () = assert!(crate::labels::all_in(crate::labels::SWAP, &[BEGIN, ABORT, COMMIT]));
 }

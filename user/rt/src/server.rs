@@ -182,6 +182,7 @@ pub const GONE: u64 = 0x40;
 /// Root's notice that a client was replaced by a new program in a live update (MR1 =
 /// the old one's badge, MR2 = the new one's): what it held is the new one's now.
 pub const SUCCEEDED: u64 = 0x41;
+const _: () = assert!(crate::labels::all_in(crate::labels::NOTICES, &[GONE, SUCCEEDED]));
 
 pub trait Server {
     type Request<'a>: Decode<'a>;

@@ -3,6 +3,8 @@
 //! bench smoke, two machines at a time.
 
 pub mod crash;
+#[cfg(test)]
+mod imports;
 pub mod nettest;
 pub mod scenarios;
 
@@ -428,6 +430,8 @@ mod tests {
     /// xtask's modules in layers, imports pointing down only (ARCHITECTURE.md): what each
     /// file outside its tests may name of its neighbours (`super::`) and that `test/` names
     /// nothing of `bench/` (which boots `test::scenarios`: a name back would close a circle).
+    /// And in every crate of the workspace, no two modules name each other, directly or
+    /// around a circle (`imports`).
     #[test]
     fn imports_point_down() {
         let src = crate::project_root().join("xtask/src");
@@ -469,5 +473,10 @@ mod tests {
                 assert!(!code.contains("crate::bench"), "{file} names crate::bench");
             }
         }
+        // And no import circle in any crate of the workspace (`imports`).
+        let roots = super::imports::crate_roots().unwrap();
+        assert!(roots.len() > 40, "cargo metadata names only {} crate roots", roots.len());
+        let circles: Vec<String> = roots.iter().flat_map(|r| super::imports::circles(r)).collect();
+        assert!(circles.is_empty(), "import circles:\n{}", circles.join("\n"));
     }
 }

@@ -17,6 +17,10 @@ pub(crate) const AREA_VA: u64 = rt::layout::BLK_AREAS;
 /// is taken back (see `Blk::parked`).
 pub(crate) const PARK_US: u64 = 1_000_000;
 
+/// Shared areas one principal may hold at once (each holds 2 MiB of this service's DMA
+/// memory and kernel quota): open segments, attached views, parked areas.
+pub(crate) const MAX_OPEN_PER_PRINCIPAL: usize = p::MAX_OPEN_PER_PRINCIPAL as usize;
+
 pub(crate) fn put(addr: u64, v: u64) {
     // SAFETY: every address given here is a word of a control page this service maps
     // (a shared area's); the client may scribble on it, which harms only itself.

@@ -2,8 +2,7 @@
 //! the volume, and through a handle `SYNC` and `CLOSE`; a segment's written mark
 //! (`extend`), and closing a handle (with the views delegated from it).
 
-use crate::area::PARK_US;
-use crate::views::MAX_OPEN_PER_PRINCIPAL;
+use crate::area::{MAX_OPEN_PER_PRINCIPAL, PARK_US};
 use crate::{err, Blk};
 use abi::fpage::{Fpage, UNMAP_SELF};
 use abi::{cap, rights, Error};

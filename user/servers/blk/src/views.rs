@@ -3,6 +3,7 @@
 //! views charged to each principal against its share (`USAGE`), and who may charge
 //! whom (agents).
 
+use crate::area::MAX_OPEN_PER_PRINCIPAL;
 use crate::segments::Handle;
 use crate::{err, Blk, HOLDER, IRQ_BADGE};
 use abi::fpage::Fpage;
@@ -12,10 +13,6 @@ use baio::BLOCK;
 use blk_api as p;
 use rt::ipc::Msg;
 use rt::server::Badge;
-
-/// Shared areas one principal may hold at once (each holds 2 MiB of this service's DMA
-/// memory and kernel quota): open segments, attached views, parked areas.
-pub(crate) const MAX_OPEN_PER_PRINCIPAL: usize = p::MAX_OPEN_PER_PRINCIPAL as usize;
 
 impl Blk {
     /// Shared areas charged to `principal`: its handles' (opened, or views attached for
