@@ -29,7 +29,7 @@ fn paper(t: Tech) -> &'static str {
         Tech::SignedRust => "Modula-3: a safe language, a trusted compiler",
         Tech::WasmAot => "SFI: checked machine code (MiSFIT; here wasm2c + clang, signed)",
         Tech::Wasmi => "Java byte code, interpreted",
-        Tech::Ebpf => "Java byte code, interpreted",
+        Tech::Ebpf => "none: byte code verified at load, then JIT-compiled (rbpf)",
         Tech::Script => "Tcl, interpreted",
         Tech::Upcall => "C in a user-level server",
     }

@@ -101,7 +101,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
             let _ = writeln!(s, "| {what} (`{m}`) | {} | {extra} |", cell(g(m)));
         }
         let _ = writeln!(s);
-        let _ = writeln!(s, "### Figures 4–5: the time to swap\n");
+        let _ = writeln!(s, "### Figure 4: the time to swap\n");
         let _ = writeln!(
             s,
             "The caller's ticks from sending `SWAP` to its answer (the cache answers one request at a time: \
@@ -224,9 +224,9 @@ fn svg(agg: &Agg) -> String {
         "Table 1: instructions per call".into(),
         TABLE1.iter().map(|(m, _)| (m.trim_start_matches("interpose_").to_string(), g(m))).collect(),
     ));
-    let mut f45 = vec![("IPC round trip".to_string(), g("swap_ipc_rtt")), ("null swap".to_string(), g("swap_null"))];
-    f45.extend(CLIENTS.iter().map(|n| (format!("swap, {n} clients"), g(&format!("swap_clients_{n}")))));
-    panels.push(("Figures 4-5: instructions per swap (caller's)".into(), f45));
+    let mut fig4 = vec![("IPC round trip".to_string(), g("swap_ipc_rtt")), ("null swap".to_string(), g("swap_null"))];
+    fig4.extend(CLIENTS.iter().map(|n| (format!("swap, {n} clients"), g(&format!("swap_clients_{n}")))));
+    panels.push(("Figure 4: instructions per swap (caller's)".into(), fig4));
     panels.push((
         "Figure 6: busy instructions, Postmark-style".into(),
         FIG6.iter()

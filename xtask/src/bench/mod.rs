@@ -37,9 +37,9 @@ pub const SUITES: [(&str, &str); 7] = [
     ),
     ("net", "HTTP downloads (64 KiB, 1 MiB, 16 MiB) and 64-byte TCP round trips from the host; Scion's net+httpd beside a Linux read/write server"),
     ("cue", "Cue Tables 1-8: one transfer by Cue with (k, t) schedules or a read/write loop beside a metering program, 1-4 in parallel, ftpd; Linux sendfile and read/write beside"),
-    ("k42", "K42 Table 1, Figures 4-5 and 7: a call through the translation table and interposed against a plain call; swap time with 0-16 clients and a null swap against an IPC round trip; streaming with fixed LRU, fixed MRU and adaptive policies"),
+    ("k42", "K42 Table 1, Figures 4, 6 and 7: a call through the translation table and interposed against a plain call; swap time with 0-16 clients and a null swap against an IPC round trip; Postmark-style files with fixed and adaptive sessions; streaming with fixed LRU, fixed MRU and adaptive policies"),
     ("smp", "two CPUs (plain TCG): IPC pairs on one CPU and one per CPU, IPC round trip within and across CPUs, unmap with and without a TLB shootdown, the null system call under the big kernel lock; Linux's pipes pairs beside"),
-    ("grafts", "VINO Tables 1-5, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list) and blk's stream point (MD5 per KiB), upcall, load, miss, disk time, break-even; Linux's null and MD5 eBPF beside"),
+    ("grafts", "VINO Tables 1-6, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list) and blk's stream point (MD5 per KiB) and logical-disk point (a block's lookup), upcall, load, miss, disk time, break-even; Linux's null and MD5 eBPF beside"),
 ];
 
 pub fn bench(args: &[String]) -> Result<ExitCode, String> {
