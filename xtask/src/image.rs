@@ -4,7 +4,7 @@
 use baio::{BlockDev, MemDev, Volume, BLOCK, READ, WRITE};
 use std::process::ExitCode;
 
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mul) = match s.chars().last() {
         Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),

@@ -52,10 +52,83 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A command's flags (each with whether a value follows it) and how many operands it
+/// takes, at least and at most.
+type Shape = (&'static [(&'static str, bool)], usize, usize);
+
+/// The shape of each command (`usage`), by name.
+fn shape(cmd: &str) -> Option<Shape> {
+    Some(match cmd {
+        "build" => (&[], 0, 0),
+        "run" => (&[("--port", true), ("--ftp-port", true)], 0, 0),
+        "test" => (&[], 0, 1),
+        "bench" => (&[("--list", false), ("--smoke", false), ("--probe", false)], 0, bench::SUITES.len()),
+        "mkimage" => (&[("--size", true), ("--segment", true)], 1, 1),
+        "fsck" => (&[("--repair", false), ("--fs", true)], 1, 1),
+        _ => return None,
+    })
+}
+
+/// Check a command line (the arguments after `cargo xtask`) before anything runs: the
+/// command, its flags and their values, its operands; `--cpus N` goes with any command.
+/// Each command reads its values itself after. The README's commands are checked
+/// against it (`readme_commands_parse`).
+fn check_args(args: &[String]) -> Result<(), String> {
+    let cmd = args.first().ok_or("no command")?;
+    let (flags, min, max) = shape(cmd).ok_or_else(|| format!("no command `{cmd}`"))?;
+    let mut operands = Vec::new();
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        if a == "--cpus" {
+            let v = it.next().ok_or("--cpus needs a number")?;
+            if !matches!(v.parse::<u32>(), Ok(1..=8)) {
+                return Err(format!("--cpus {v}: a number from 1 to 8"));
+            }
+        } else if a.starts_with('-') {
+            let (_, takes) =
+                flags.iter().find(|(f, _)| f == a).ok_or_else(|| format!("`{cmd}` has no flag `{a}` (see usage)"))?;
+            if *takes && it.next().is_none_or(|v| v.starts_with("--")) {
+                return Err(format!("{a} needs a value"));
+            }
+        } else {
+            operands.push(a.as_str());
+        }
+    }
+    if operands.len() < min || operands.len() > max {
+        return Err(format!("`{cmd}` takes {min} to {max} operands, not {}", operands.len()));
+    }
+    match cmd.as_str() {
+        "run" => {
+            let (port, ftp) = (http_port(args)?, ftp_port(args)?);
+            if (ftp..=ftp + 4).contains(&port) {
+                return Err(format!("--port {port} falls among the FTP ports {ftp}–{}", ftp + 4));
+            }
+        }
+        "bench" => {
+            if let Some(w) = operands.iter().find(|w| !bench::SUITES.iter().any(|(s, _)| s == *w)) {
+                return Err(format!("no suite `{w}` (cargo xtask bench --list)"));
+            }
+        }
+        "mkimage" => {
+            let i = args.iter().position(|a| a == "--size").ok_or("mkimage needs --size SIZE")?;
+            image::parse_size(&args[i + 1])?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = project_root();
     std::env::set_current_dir(&root).expect("cd to project root");
+    if args.is_empty() {
+        return usage();
+    }
+    if let Err(e) = check_args(&args) {
+        eprintln!("xtask: {e}");
+        return usage();
+    }
     if matches!(args.first().map(String::as_str), Some("run" | "test")) {
         qemu::set_default_cpus(qemu::host_default_cpus());
     }
@@ -433,5 +506,53 @@ mod tests {
         if let Some(v) = old {
             std::env::set_var("CARGO_TARGET_DIR", v);
         }
+    }
+
+    /// The `cargo xtask …` lines of a Markdown text's code blocks (fenced, or indented by
+    /// four spaces after a blank line), each as its arguments (a `# comment` left out).
+    fn readme_commands(text: &str) -> Vec<Vec<String>> {
+        let mut out = Vec::new();
+        let (mut fenced, mut indented, mut blank) = (false, false, true);
+        for l in text.lines() {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            indented = l.starts_with("    ") && (indented || blank) && !fenced;
+            blank = l.trim().is_empty();
+            if !(fenced || indented) {
+                continue;
+            }
+            if let Some((_, rest)) = l.split_once("cargo xtask") {
+                let rest = rest.split(" # ").next().unwrap_or("");
+                out.push(rest.split_whitespace().map(String::from).collect());
+            }
+        }
+        out
+    }
+
+    /// Every `cargo xtask` command the README shows in a code block is one xtask takes
+    /// (`check_args`, the parser `main` runs first): a README that drifts from xtask
+    /// fails here.
+    #[test]
+    fn readme_commands_parse() {
+        let text = std::fs::read_to_string(super::project_root().join("README.md")).unwrap();
+        let cmds = readme_commands(&text);
+        assert!(cmds.len() >= 5, "the README shows only {} xtask commands in code blocks", cmds.len());
+        for c in &cmds {
+            assert_eq!(super::check_args(c), Ok(()), "README: cargo xtask {}", c.join(" "));
+        }
+        // It bites: a made-up flag, a suite or a command that is not there.
+        let bad = "Run:\n\n    cargo xtask run --made-up\n\n```\ncargo xtask bench kernl\ncargo xtask serve\n```\n";
+        let cmds = readme_commands(bad);
+        assert_eq!(cmds.len(), 3);
+        assert!(cmds.iter().all(|c| super::check_args(c).is_err()), "{cmds:?}");
+        let ok = |v: &[&str]| super::check_args(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(ok(&["test", "--cpus", "1", "fuzz"]), Ok(()));
+        assert_eq!(ok(&["mkimage", "d.img", "--size", "64M", "--segment", "a:1:8"]), Ok(()));
+        assert!(ok(&["mkimage", "d.img"]).is_err());
+        assert!(ok(&["test", "a", "b"]).is_err());
+        assert!(ok(&["run", "--port"]).is_err());
+        assert!(ok(&["fsck", "--repair"]).is_err());
     }
 }
