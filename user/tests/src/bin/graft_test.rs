@@ -3,6 +3,10 @@
 //! of its other blocks goes through, where plain LRU evicts them; hostile grafts are
 //! refused at load (with the reason) or aborted call by call and unloaded after three
 //! failures, and the cache keeps serving the right bytes throughout.
+//!
+//! Why one file of about 900 lines: it is one QEMU test program of many cases, a
+//! function each, sharing one setup (its segment, the cache's and blk's capabilities,
+//! the hot set); a case is read on its own.
 #![no_std]
 #![no_main]
 
