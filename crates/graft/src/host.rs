@@ -7,7 +7,8 @@
 
 use alloc::boxed::Box;
 
-/// A heap of its own for one graft. Dropping it gives it back.
+/// A heap of its own for one graft, whose limit refuses an allocation past it. Dropping
+/// it gives it back, whole.
 pub trait GraftHeap {
     /// Bytes its graft holds now.
     fn used(&self) -> usize;
@@ -16,8 +17,8 @@ pub trait GraftHeap {
     /// Did the graft go past its limit since the last `clear_over`?
     fn over(&self) -> bool;
     fn clear_over(&self);
-    /// Forget everything in it: its engine was stopped half-way and is forgotten
-    /// (never dropped).
+    /// Forget everything in it and give its memory back: its engine was stopped half-way
+    /// and is forgotten (never dropped).
     fn reset(&mut self);
     /// Run `f` with this thread's allocations in it.
     fn enter(&self, f: &mut dyn FnMut());

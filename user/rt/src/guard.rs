@@ -7,7 +7,8 @@
 //! there itself. Either way `run` answers `Err` and whatever `f` left behind is the
 //! caller's to forget: the frames it had are gone without being dropped, so `f` must
 //! own nothing outside memory its caller forgets with it (a graft's engine lives in an
-//! arena of its own, `heap::ArenaHeap`, reset after such an exit; a signed graft's
+//! arena of its own, `heap::ArenaHeap`, reset — its pages given back — after such an
+//! exit, and an allocation past the arena's limit fails, a panic that lands here; a signed graft's
 //! machine code owns nothing at all).
 //!
 //! One guarded call at a time, on the main thread (servers run their grafts there). A

@@ -12,15 +12,22 @@
 //! **Arenas**: heaps of their own for code the program does not trust to bound its
 //! memory — a graft's engine and everything it allocates (`graft-host`). While a thread
 //! has entered an arena, its allocations come from there and are charged to it, up to
-//! the arena's limit; past it the arena says so (`over`), so that the caller can stop
-//! the code, and keeps serving the allocation (from its slack, then from the program's
-//! heap) rather than fail it — a failed allocation would end the whole program. A
-//! free goes to the heap the address lies in, whoever frees it. An arena whose code was
-//! stopped half-way is `reset`: everything in it is forgotten at once.
+//! the arena's limit, which is hard: an allocation that would take it past the limit
+//! (or that the arena's pages cannot hold) *fails*, at once — the arena says so
+//! (`over`) and answers a null pointer, never memory of the program's heap. The code
+//! in it then hears an error (`try_reserve`) or panics (a plain `Vec` push), and as it
+//! runs guarded (`guard`), the panic leaves the call, not the program. A free goes to
+//! the heap the address lies in, whoever frees it. An arena whose code was stopped
+//! half-way is `reset`, and an arena is dropped when its graft goes: either way
+//! everything in it is forgotten at once and its pages go back whole — unmapped and
+//! their reservation ended at the memory server (`proto::RELEASE`), or, in a program
+//! paged by sigma0 (a memory server), the frames given back to sigma0 (which an
+//! arena there takes with `ALLOC`, a step at a time) — so a graft, however it ends,
+//! leaves the program holding no more pages than before it.
 
 use crate::sync::Lock;
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use linked_list_allocator::Heap;
 
 const HEAP_BASE: u64 = crate::layout::HEAP;
@@ -32,25 +39,51 @@ const ARENA_BASE: u64 = crate::layout::ARENAS;
 const ARENA_SPAN: u64 = 1 << 28;
 pub const ARENAS: usize = 64;
 const ARENA_STEP: u64 = 64 * 1024;
+/// sigma0's `ALLOC` of one arena step (16 pages), and the steps one arena may hold in a
+/// program sigma0 pages (their frames are noted, to be given back): 8 MiB.
+const STEP_LOG2: u64 = 4;
+const MAX_STEPS: usize = 128;
+/// sigma0's requests an arena makes (`sigma0_api`'s `ALLOC` and `FREE`; that crate
+/// speaks through `rt`, so the labels are repeated here).
+const SIGMA0_ALLOC: u64 = 0x50;
+const SIGMA0_FREE: u64 = 0x54;
+
+/// Where arenas' pages come from: not known yet, the program's memory server
+/// (`RESERVE` / `RELEASE`), or sigma0 (`ALLOC` / `FREE`: a program without a memory
+/// server, as the memory servers themselves).
+const SOURCE_UNKNOWN: u8 = 0;
+const SOURCE_PAGER: u8 = 1;
+const SOURCE_SIGMA0: u8 = 2;
+static SOURCE: AtomicU8 = AtomicU8::new(SOURCE_UNKNOWN);
 
 struct Arena {
     heap: Heap,
-    /// Bytes of address space taken so far (`heap` covers them).
+    /// Bytes of address space taken so far (`heap` covers them; each page of it set
+    /// aside at the memory server, or mapped from sigma0).
     size: u64,
     /// Bytes of live allocations, and the most at once.
     used: usize,
     peak: usize,
     limit: usize,
-    /// How far the heap may grow: the limit and as much again of slack.
+    /// How far the heap may grow: the limit and as much again of slack (for the
+    /// allocator's fragmentation; allocations stay within `limit`).
     hard: u64,
     taken: bool,
-    /// Given up (dropped while it still held allocations): never handed out again.
-    lost: bool,
+    /// From sigma0: the frame (physical address) of each step taken.
+    frames: [u64; MAX_STEPS],
 }
 
 impl Arena {
-    const EMPTY: Arena =
-        Arena { heap: Heap::empty(), size: 0, used: 0, peak: 0, limit: 0, hard: 0, taken: false, lost: false };
+    const EMPTY: Arena = Arena {
+        heap: Heap::empty(),
+        size: 0,
+        used: 0,
+        peak: 0,
+        limit: 0,
+        hard: 0,
+        taken: false,
+        frames: [0; MAX_STEPS],
+    };
 
     fn base(k: usize) -> u64 {
         ARENA_BASE + k as u64 * ARENA_SPAN
@@ -58,12 +91,12 @@ impl Arena {
 
     fn grow(&mut self, k: usize, at_least: u64) -> bool {
         let by = at_least.div_ceil(ARENA_STEP).max(1) * ARENA_STEP;
-        if self.size + by > self.hard || !reserve(Self::base(k) + self.size, by) {
+        if self.size + by > self.hard || !self.take_pages(Self::base(k) + self.size, by) {
             return false;
         }
         if self.size == 0 {
             // SAFETY: the arena's span belongs to it alone; its pages arrive from the
-            // pager (zeroed) when first touched.
+            // pager (zeroed) when first touched, or were just mapped from sigma0.
             unsafe { self.heap.init(Self::base(k) as *mut u8, by as usize) };
         } else {
             // SAFETY: the new range directly follows the arena's current end, inside
@@ -73,6 +106,85 @@ impl Arena {
         self.size += by;
         true
     }
+
+    /// Pages for `bytes` more at `at` (the arena's end): set aside at the memory
+    /// server, or mapped from sigma0 a step at a time (their frames noted).
+    fn take_pages(&mut self, at: u64, bytes: u64) -> bool {
+        if SOURCE.load(Ordering::Relaxed) != SOURCE_SIGMA0 {
+            match reserve_at(at, bytes) {
+                Ok(()) => {
+                    SOURCE.store(SOURCE_PAGER, Ordering::Relaxed);
+                    return true;
+                }
+                Err(abi::Error::InvalidCap) => SOURCE.store(SOURCE_SIGMA0, Ordering::Relaxed),
+                Err(_) => return false,
+            }
+        }
+        let first = (self.size / ARENA_STEP) as usize;
+        let steps = (bytes / ARENA_STEP) as usize;
+        if first + steps > MAX_STEPS {
+            return false;
+        }
+        for i in 0..steps {
+            match sigma0_alloc(at + i as u64 * ARENA_STEP) {
+                Some(pa) => self.frames[first + i] = pa,
+                None => {
+                    for &pa in &self.frames[first..first + i] {
+                        sigma0_free(pa);
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Forget everything in it and give its pages back: the memory server unmaps them
+    /// and ends their reservation, or sigma0 takes the frames back (every mapping of
+    /// them revoked).
+    fn give_back(&mut self, k: usize) {
+        if self.size > 0 {
+            match SOURCE.load(Ordering::Relaxed) {
+                SOURCE_SIGMA0 => {
+                    for &pa in &self.frames[..(self.size / ARENA_STEP) as usize] {
+                        sigma0_free(pa);
+                    }
+                }
+                _ => {
+                    let u = crate::ipc::utcb();
+                    let kept = u.recv_str_len;
+                    let pages = self.size / abi::layout::PAGE_SIZE;
+                    let _ = crate::proto::release(abi::cap::PAGER, Self::base(k), pages);
+                    crate::ipc::utcb().recv_str_len = kept;
+                }
+            }
+        }
+        self.heap = Heap::empty();
+        self.size = 0;
+        self.used = 0;
+    }
+}
+
+/// One arena step of fresh frames from sigma0, mapped at `at`: their physical address.
+/// The thread's IPC state a caller may be reading (its receive windows, the length of
+/// the last string it received) is kept.
+fn sigma0_alloc(at: u64) -> Option<u64> {
+    let u = crate::ipc::utcb();
+    let kept = (u.recv_str_len, u.recv_mem, u.recv_caps, u.recv_io);
+    let window = abi::fpage::Fpage::mem(at, 12 + STEP_LOG2, abi::mem::READ | abi::mem::WRITE);
+    let mut m = crate::ipc::Msg::new(SIGMA0_ALLOC, &[STEP_LOG2, at]);
+    crate::ipc::set_windows(window, abi::fpage::Fpage(0), abi::fpage::Fpage(0));
+    let r = crate::server::request(abi::cap::SIGMA0_SLOT, &mut m);
+    let u = crate::ipc::utcb();
+    (u.recv_str_len, u.recv_mem, u.recv_caps, u.recv_io) = kept;
+    (r.is_ok() && m.items() == 1).then(|| m.word(2))
+}
+
+/// Give an arena step's frames back to sigma0 (which revokes our mapping of them).
+fn sigma0_free(pa: u64) {
+    let kept = crate::ipc::utcb().recv_str_len;
+    let _ = crate::server::request(abi::cap::SIGMA0_SLOT, &mut crate::ipc::Msg::new(SIGMA0_FREE, &[pa, STEP_LOG2]));
+    crate::ipc::utcb().recv_str_len = kept;
 }
 
 struct State {
@@ -98,14 +210,19 @@ static ALLOCATOR: Allocator = Allocator;
 
 /// Ask the memory server to set `bytes` of pages aside before they are touched: false
 /// when it refuses (past the page limit, or no memory). Yes without a memory server.
-/// The thread's IPC state a caller may be reading (the length of the last string it
-/// received) is kept.
 fn reserve(at: u64, bytes: u64) -> bool {
+    !matches!(reserve_at(at, bytes), Err(e) if e != abi::Error::InvalidCap)
+}
+
+/// `RESERVE` for `bytes` at `at`: `Err(InvalidCap)` without a memory server. The
+/// thread's IPC state a caller may be reading (the length of the last string it
+/// received) is kept.
+fn reserve_at(at: u64, bytes: u64) -> Result<(), abi::Error> {
     let u = crate::ipc::utcb();
     let kept = u.recv_str_len;
     let r = crate::proto::reserve(abi::cap::PAGER, bytes.div_ceil(abi::layout::PAGE_SIZE), at);
     crate::ipc::utcb().recv_str_len = kept;
-    !matches!(r, Err(e) if e != abi::Error::InvalidCap)
+    r
 }
 
 fn grow(st: &mut State, at_least: u64) -> bool {
@@ -143,9 +260,11 @@ unsafe impl GlobalAlloc for Allocator {
         let mut st = HEAP.lock();
         let need = (layout.size() + layout.align()) as u64;
         if let Some(k) = current() {
+            // Past the limit, or past what its pages may hold: refused here and now.
             let a = &mut st.arenas[k];
             if a.used + layout.size() > a.limit {
                 OVER[k].store(true, Ordering::Relaxed);
+                return core::ptr::null_mut();
             }
             loop {
                 if a.size > 0 {
@@ -156,10 +275,8 @@ unsafe impl GlobalAlloc for Allocator {
                     }
                 }
                 if !a.grow(k, need) {
-                    // Past the slack too: the program's heap serves it (the arena is
-                    // over, and its code is stopped at its next check).
                     OVER[k].store(true, Ordering::Relaxed);
-                    break;
+                    return core::ptr::null_mut();
                 }
             }
         }
@@ -181,11 +298,16 @@ unsafe impl GlobalAlloc for Allocator {
         match arena_of(ptr as u64) {
             Some(k) => {
                 let a = &mut st.arenas[k];
-                a.used -= layout.size();
+                // An address past the arena's pages was given back with them (its owner
+                // forgotten): nothing to free.
+                if ptr as u64 >= Arena::base(k) + a.size {
+                    return;
+                }
+                a.used = a.used.saturating_sub(layout.size());
                 // SAFETY: `ptr` came from this arena's `alloc` with this layout (an
                 // address in an arena's span comes from nowhere else), and the arena has
-                // not been reset since (a reset arena's old allocations are never freed:
-                // their owner was forgotten).
+                // not been given back since (a reset arena's old allocations are never
+                // freed: their owner was forgotten).
                 unsafe { a.heap.deallocate(p, layout) };
             }
             // SAFETY: `ptr` came from `alloc` with this layout.
@@ -209,11 +331,11 @@ impl ArenaHeap {
     pub fn new(limit: usize) -> Option<ArenaHeap> {
         let limit = limit.min(ARENA_SPAN as usize / 2);
         let mut st = HEAP.lock();
-        let k = st.arenas.iter().position(|a| !a.taken && !a.lost)?;
+        let k = st.arenas.iter().position(|a| !a.taken)?;
         let a = &mut st.arenas[k];
         a.taken = true;
         a.limit = limit;
-        a.hard = (2 * limit as u64).next_multiple_of(ARENA_STEP).max(a.size);
+        a.hard = (2 * limit as u64).next_multiple_of(ARENA_STEP);
         a.used = 0;
         a.peak = 0;
         OVER[k].store(false, Ordering::Relaxed);
@@ -254,27 +376,26 @@ impl ArenaHeap {
     }
 
     /// Forget every allocation in it at once: their owner was stopped half-way and is
-    /// never used again (never dropped). Its pages stay for the next allocations.
+    /// never used again (never dropped). Its pages go back (`give_back`); the next
+    /// allocation takes new ones.
     pub fn reset(&mut self) {
         let mut st = HEAP.lock();
-        let a = &mut st.arenas[self.0];
-        a.heap = Heap::empty();
-        a.size = 0;
-        a.used = 0;
+        st.arenas[self.0].give_back(self.0);
         OVER[self.0].store(false, Ordering::Relaxed);
     }
 }
 
 impl Drop for ArenaHeap {
+    /// Its pages go back whole, whatever is still allocated in it: its code is gone, and
+    /// what it left (a leak of its own: a script's reference cycle) goes with it. Nothing
+    /// outside the code may point in (the engines' statics are filled before any arena
+    /// is made: `graft::engine::warm_up`).
     fn drop(&mut self) {
         let mut st = HEAP.lock();
         let a = &mut st.arenas[self.0];
+        a.give_back(self.0);
         a.taken = false;
-        // Something it allocated is still alive (a leak of the code's, or a static it
-        // filled): the memory stays as it is, and the arena is never used again.
-        if a.used != 0 {
-            a.lost = true;
-        }
+        OVER[self.0].store(false, Ordering::Relaxed);
     }
 }
 
@@ -284,7 +405,8 @@ pub fn current_over() -> bool {
     current().is_some_and(|k| OVER[k].load(Ordering::Relaxed))
 }
 
-/// Arenas given up (dropped while they still held allocations).
-pub fn arenas_lost() -> usize {
-    HEAP.lock().arenas.iter().filter(|a| a.lost).count()
+/// Bytes of pages the arenas hold now (taken from the memory server or sigma0, not yet
+/// given back).
+pub fn arenas_held() -> u64 {
+    HEAP.lock().arenas.iter().map(|a| a.size).sum()
 }

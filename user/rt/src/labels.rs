@@ -18,7 +18,7 @@ pub const ECHO: Range<u64> = 0x20..0x30;
 pub const NOTICES: Range<u64> = 0x40..0x48;
 /// sigma0 (`sigma0_api`).
 pub const SIGMA0: Range<u64> = 0x50..0x60;
-/// The memory servers (`mem_api`, and `rt::proto::RESERVE`).
+/// The memory servers (`mem_api`, and `rt::proto::RESERVE`, `RELEASE`).
 pub const MEM: Range<u64> = 0x60..0x70;
 /// The console driver (`rt::proto::console`).
 pub const CONSOLE: Range<u64> = 0x70..0x78;

@@ -112,6 +112,31 @@ pub fn reserve(pager: u64, pages: u64, at: u64) -> Result<(), abi::Error> {
     Ok(())
 }
 
+/// (call to `abi::cap::PAGER`) MR1 = where (page-aligned), MR2 = pages: the caller gives
+/// back that range of its own memory — the pages it holds there are unmapped (every
+/// mapping of them revoked) and return to the memory server's pool, and as many of its
+/// pages set aside (`RESERVE`) as the range has pages it did not hold end with them, at
+/// most all it has set aside. What was there reads as zeros if touched again (a new
+/// page, within its limit). At most `RESERVE_STEP` pages a call (`release` asks again).
+/// Reply MR2 = pages it held there and gave back, MR3 = pages set aside that ended.
+/// `InvalidArg` for a range that is not page-aligned or not the program's to map.
+/// (`rt::heap` gives a graft's arena back so.)
+pub const RELEASE: u64 = 0x67;
+const _: () = assert!(crate::labels::all_in(crate::labels::MEM, &[RELEASE]));
+
+/// `RELEASE` `pages` pages at `at` at the memory server in `pager`, in as many requests
+/// as it takes.
+pub fn release(pager: u64, at: u64, pages: u64) -> Result<(), abi::Error> {
+    let mut done = 0;
+    while done < pages {
+        let n = (pages - done).min(RESERVE_STEP);
+        let mut m = crate::ipc::Msg::new(RELEASE, &[at + done * abi::layout::PAGE_SIZE, n]);
+        crate::server::request(pager, &mut m)?;
+        done += n;
+    }
+    Ok(())
+}
+
 /// The console server's protocol (in `rt` because `print!` speaks it).
 pub mod console {
     crate::protocol! {

@@ -85,6 +85,15 @@ rt::protocol! {
         /// touched without one is given if the limit and memory allow, else the fault is
         /// declined and root ends the program. Reservations end with the program.
         RESERVE = rt::proto::RESERVE, fn reserve_raw(pages, at) -> [set_aside] => Reserve { pages: u64, at: u64 };
+        /// A program's own memory: give a range of it back (`rt::proto::RELEASE`, which
+        /// `rt::heap` asks when a graft's arena goes). MR1 = where (page-aligned), MR2 = pages
+        /// (at most `rt::proto::RESERVE_STEP`): the pages it holds there are revoked and
+        /// return to the pool, and as many of its pages set aside as the range has pages it
+        /// did not hold end (at most all it has set aside); the range is no longer a region of
+        /// its reservations. Reply MR2 = pages given back, MR3 = pages set aside that ended.
+        /// `InvalidArg` for a range not page-aligned, too long, or not the program's to map.
+        RELEASE = rt::proto::RELEASE, fn release_raw(at, pages) -> [freed, unreserved]
+            => Release { at: u64, pages: u64 };
         /// (root) A program's ELF image, in pieces: MR1 = client badge, MR2 = offset, MR3 = the
         /// image's length (≤ `MAX_IMAGE`); string = its bytes at the offset. Offset 0 starts
         /// an image (replacing one not registered), the others follow in order; the next

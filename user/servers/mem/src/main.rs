@@ -304,6 +304,43 @@ impl Mem {
         Ok(step)
     }
 
+    /// Client `badge` gives back `n` pages of its memory at `at` (`RELEASE`): those it
+    /// holds there are revoked and freed, and as many of its reservations as the range
+    /// has pages it did not hold end. Answers (pages freed, reservations ended).
+    fn release(&mut self, badge: u64, at: u64, n: u64) -> Result<(u64, u64), Error> {
+        if at % PAGE_SIZE != 0
+            || at < LOWEST
+            || n == 0
+            || n > rt::proto::RESERVE_STEP
+            || !abi::layout::is_mappable(at, n * PAGE_SIZE)
+        {
+            return Err(Error::InvalidArg);
+        }
+        let end = at + n * PAGE_SIZE;
+        let Mem { clients, free, .. } = self;
+        let c = clients.get_mut(&badge).ok_or(Error::NotFound)?;
+        let held: Vec<(u64, u32)> = c.pages.range(at..end).map(|(&p, &i)| (p, i)).collect();
+        for &(page, idx) in &held {
+            c.pages.remove(&page);
+            // SAFETY: only mappings derived from our pool page are affected.
+            let _ = unsafe { rt::sys::unmap(Fpage::mem(POOL + idx as u64 * PAGE_SIZE, 12, 0), 0) };
+            free.push(idx);
+        }
+        // Clean pages are the image's, never in an anonymous range; a taken-back one
+        // here is forgotten with the rest.
+        c.clean.retain(|p| !(at..end).contains(p));
+        c.dropped.retain(|p| !(at..end).contains(p));
+        cut_region(&mut c.regions, at, end);
+        let freed = held.len() as u64;
+        let unreserved = (n - freed).min(c.reserved);
+        c.reserved -= unreserved;
+        self.reserved -= unreserved;
+        if freed + unreserved > 0 {
+            self.give_back();
+        }
+        Ok((freed, unreserved))
+    }
+
     /// Answer a page fault: the map item, or None to decline.
     fn fault(&mut self, badge: u64, addr: u64, access: u64) -> Option<Msg> {
         let page = addr & !(PAGE_SIZE - 1);
@@ -561,6 +598,26 @@ fn add_region(regions: &mut BTreeMap<u64, u64>, mut a: u64, mut b: u64) {
     }
 }
 
+/// Take `[a, b)` out of `regions` (start → end): a region overlapping it keeps what
+/// lies outside.
+fn cut_region(regions: &mut BTreeMap<u64, u64>, a: u64, b: u64) {
+    let mut keep = Vec::new();
+    let over: Vec<u64> = regions.range(..b).filter(|(_, &e)| e > a).map(|(&s, _)| s).collect();
+    for s in over {
+        if let Some(e) = regions.remove(&s) {
+            if s < a {
+                keep.push((s, a));
+            }
+            if e > b {
+                keep.push((b, e));
+            }
+        }
+    }
+    for (s, e) in keep {
+        regions.insert(s, e);
+    }
+}
+
 impl Client {
     /// How many pages from `page` on (at most `most`) lie in one of its regions and are
     /// not its yet: `page` itself counts (0 if it lies in none).
@@ -654,13 +711,21 @@ impl Server for Mem {
                 Answer::ok(&[])
             }
             // A program's own requests: the program id on its badge is its pager badge.
-            Request::Usage { .. } | Request::Resident { .. } | Request::Reserve { .. } | Request::Graft(_)
+            Request::Usage { .. }
+            | Request::Resident { .. }
+            | Request::Reserve { .. }
+            | Request::Release { .. }
+            | Request::Graft(_)
                 if !self.clients.contains_key(&(from.program() as u64)) || from.program() == 0 =>
             {
                 Answer::err(Error::NotFound)
             }
             Request::Reserve { pages, at } => match self.reserve(from.program() as u64, pages, at) {
                 Ok(n) => Answer::ok(&[n]),
+                Err(e) => Answer::err(e),
+            },
+            Request::Release { at, pages } => match self.release(from.program() as u64, at, pages) {
+                Ok((freed, unreserved)) => Answer::ok(&[freed, unreserved]),
                 Err(e) => Answer::err(e),
             },
             // Loading a graft here takes this server's memory: the manifest must grant it.
