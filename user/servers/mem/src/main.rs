@@ -308,7 +308,7 @@ impl Mem {
     /// holds there are revoked and freed, and as many of its reservations as the range
     /// has pages it did not hold end. Answers (pages freed, reservations ended).
     fn release(&mut self, badge: u64, at: u64, n: u64) -> Result<(u64, u64), Error> {
-        if at % PAGE_SIZE != 0
+        if !at.is_multiple_of(PAGE_SIZE)
             || at < LOWEST
             || n == 0
             || n > rt::proto::RESERVE_STEP
