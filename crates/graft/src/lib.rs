@@ -18,6 +18,7 @@ pub mod engine;
 pub mod format;
 pub mod host;
 pub mod point;
+pub mod share;
 #[cfg(feature = "sfi")]
 pub mod sfi;
 #[cfg(feature = "signed")]
@@ -44,12 +45,15 @@ pub enum LoadError {
     Limit(&'static str),
     /// The point already has a graft from this owner (unload it first).
     Busy,
+    /// Not now: the loader must wait (its share of the server's time is spent, or its
+    /// grafts misbehaved at this point: a back-off); says which.
+    Later(&'static str),
 }
 
 impl LoadError {
     pub fn what(&self) -> &'static str {
         match self {
-            LoadError::Format(s) | LoadError::Refused(s) | LoadError::Limit(s) => s,
+            LoadError::Format(s) | LoadError::Refused(s) | LoadError::Limit(s) | LoadError::Later(s) => s,
             LoadError::Unsupported => "technology not supported here",
             LoadError::Busy => "the point has a graft of this owner already",
         }

@@ -20,6 +20,13 @@
 //! its eviction calls and a `TEST_RUN` stop after `TURN_MS` of graft time in one turn
 //! (`new_turn`), the rest answered by the default policy (counted as `skipped`).
 //!
+//! Graft time is charged to the principal whose graft it is (`share`): a principal's
+//! grafts get at most a share of the server's time (past it, its eviction calls are
+//! skipped and its loads and test runs refused with the time to wait), one call where
+//! another client's request waits on it (an eviction) is stopped after `WAIT_CALL_MS`,
+//! and a principal whose graft was unloaded for misbehaving may load nothing more at
+//! that point for a back-off that doubles with each strike.
+//!
 //! One graft and its calls are `graft` (`Graft`, `Stats`); this file keeps the table:
 //! its limits, loading and hot-swapping, who may call which graft, and the turn's time.
 
@@ -33,6 +40,7 @@ use crate::engine::{self, Engine, Limits};
 use crate::format::{GraftFile, MAX_FILE};
 use crate::host::{GraftHeap, Host, Stopped};
 use crate::point::Point;
+use crate::share::{Shares, Wait};
 use crate::LoadError;
 
 mod graft;
@@ -59,6 +67,11 @@ pub const HEAP_LIMIT: usize = 4 << 20;
 /// time, so well above what the slowest legitimate call takes on a loaded machine (rhai's
 /// MD5 of 1 KiB: about 32 M instructions, a few hundred ms under TCG).
 pub const CALL_MS: u64 = 2000;
+/// The longest one call may run where another client's request waits on it (the
+/// cache's eviction, a memory server's reclaim in a page fault): the graft is stopped
+/// (and unloaded) past it. Compiled code gets no more anywhere (`graft-host`'s watchdog):
+/// it runs at the machine's speed.
+pub const WAIT_CALL_MS: u64 = 100;
 /// The longest a load may take (validation, compilation).
 pub const LOAD_MS: u64 = 5000;
 /// Graft time a server spends on its eviction calls, or on one `TEST_RUN`, in one
@@ -109,6 +122,9 @@ pub struct Table {
     turn: u64,
     /// The host's watchdog is armed (grafts are loaded, or one is being loaded).
     armed: bool,
+    /// Each principal's share of graft time, and the back-off of those whose grafts
+    /// misbehaved.
+    pub shares: Shares,
 }
 
 impl Table {
@@ -116,6 +132,7 @@ impl Table {
     /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
     pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
         let limits = Limits { over: host.over_probe(), ..Limits::default() };
+        let shares = Shares::new(host.ticks_per_ms());
         Table {
             grafts: Vec::new(),
             staging: BTreeMap::new(),
@@ -127,6 +144,7 @@ impl Table {
             host,
             turn: 0,
             armed: false,
+            shares,
         }
     }
 
@@ -149,12 +167,49 @@ impl Table {
         self.turn >= TURN_MS.saturating_mul(self.host.ticks_per_ms())
     }
 
-    /// Build the engine for `f` in a heap of its own.
-    fn build(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+    /// Build the engine for `f` in a heap of its own, for `owner`: refused while it
+    /// must wait (its share spent, or a back-off at the point), and its time charged
+    /// to it.
+    fn build(&mut self, owner: u32, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+        let t0 = self.host.now();
+        match self.shares.wait(owner, f.point, t0) {
+            Some(Wait::Share(_)) => {
+                return Err(LoadError::Later("your grafts have used their share of this server's time: try again later"))
+            }
+            Some(Wait::Backoff(_)) => {
+                return Err(LoadError::Later(
+                    "a graft of yours was unloaded here for misbehaving: loads at this point are refused for a while (longer each time)",
+                ))
+            }
+            None => {}
+        }
         self.arm(true);
         let r = self.build_armed(f, extra);
         self.arm(false);
+        let now = self.host.now();
+        self.shares.charge(owner, now.wrapping_sub(t0), now);
         r
+    }
+
+    /// The longest one call at `point` may run, in the host's clock.
+    fn call_ticks(&self, point: Point) -> u64 {
+        let ms = if point == Point::Evict { WAIT_CALL_MS } else { CALL_MS };
+        ms.saturating_mul(self.host.ticks_per_ms())
+    }
+
+    /// A graft unloaded for failing: counted, and if the watchdog had to stop it, a
+    /// strike for its owner at its point. (A graft aborted for its answers, a trap or
+    /// its memory cost the server no more than its calls took, and its owner paid for
+    /// those from its share; one that ran until it was stopped is what a reload loop
+    /// would repeat.)
+    fn reap(&mut self, k: usize) {
+        let g = self.grafts.remove(k);
+        self.reaped += 1;
+        if g.overran {
+            let now = self.host.now();
+            self.shares.strike(g.owner, g.point, now);
+        }
+        self.arm(false);
     }
 
     fn build_armed(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
@@ -216,7 +271,7 @@ impl Table {
             return Err(LoadError::Limit("the server holds as many grafts as it may"));
         }
         // The code is checked before the point's occupancy: a bad file hears why.
-        let (engine, heap) = self.build(&f, extra)?;
+        let (engine, heap) = self.build(owner, &f, extra)?;
         if self.grafts.iter().filter(|g| g.owner == owner).count() >= MAX_PER_OWNER {
             return Err(LoadError::Limit("you hold as many grafts here as one principal may"));
         }
@@ -231,7 +286,7 @@ impl Table {
                 break id;
             }
         };
-        let call_ticks = CALL_MS.saturating_mul(self.host.ticks_per_ms());
+        let call_ticks = self.call_ticks(f.point);
         self.grafts.push(Graft::new(id, owner, program, &f, engine, heap, call_ticks));
         self.arm(false);
         Ok(id)
@@ -265,7 +320,7 @@ impl Table {
         if self.grafts[k].point != f.point {
             return Err(LoadError::Refused("the new graft is for another point"));
         }
-        let (mut engine, heap) = self.build(&f, extra)?;
+        let (mut engine, heap) = self.build(owner, &f, extra)?;
         let g = &mut self.grafts[k];
         let state = g.state().to_vec();
         if g.engine.is_none() || engine.state().len() != state.len() {
@@ -315,11 +370,13 @@ impl Table {
 
     /// Call `owner`'s graft at `point`, if it has one: `None` when it has none or the
     /// call was aborted (the default policy answers). A graft that failed too often
-    /// is unloaded here. At the eviction point, once this turn's graft time is spent
-    /// the graft is not called (`None`).
+    /// is unloaded here. At the eviction point, once this turn's graft time is spent,
+    /// or the owner's share of the server's time, the graft is not called (`None`):
+    /// the default policy answers. (At the other points a call is the owner's own I/O,
+    /// which the graft is part of: it is always made, and charged.)
     pub fn call(&mut self, point: Point, owner: u32, input: &[u8]) -> Option<u64> {
         let k = self.grafts.iter().position(|g| g.point == point && g.owner == owner)?;
-        if point == Point::Evict && self.turn_spent() {
+        if point == Point::Evict && (self.turn_spent() || !self.shares.may_run(owner, self.host.now())) {
             self.grafts[k].stats.skipped += 1;
             return None;
         }
@@ -338,13 +395,14 @@ impl Table {
         let g = &mut self.grafts[k];
         let t0 = self.host.now();
         let r = g.call(input, &mut *self.host);
-        let t = self.host.now().wrapping_sub(t0);
+        let now = self.host.now();
+        let t = now.wrapping_sub(t0);
         g.stats.cycles += t;
+        let (owner, dead) = (g.owner, g.dead());
         self.turn = self.turn.saturating_add(t);
-        if g.dead() {
-            self.grafts.remove(k);
-            self.reaped += 1;
-            self.arm(false);
+        self.shares.charge(owner, t, now);
+        if dead {
+            self.reap(k);
         }
         r.ok()
     }
@@ -353,13 +411,15 @@ impl Table {
     /// call it (Linux's `BPF_PROG_TEST_RUN`): (the last answer or `None` if that call
     /// was aborted, cycles of all the calls, aborted calls, calls made). Stops early
     /// when the graft is unloaded for failing, and when the turn's graft time is spent
-    /// (`TURN_MS`: a request's work is bounded, and the server serves others between).
+    /// (`TURN_MS`: a request's work is bounded, and the server serves others between),
+    /// and makes no call at all while the owner's share of the server's time is spent.
     /// `None` if there is no such graft.
     pub fn test_run(&mut self, owner: u32, id: u32, input: &[u8], repeat: u32) -> Option<TestRun> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner)?;
         let (mut last, mut aborts, mut calls) = (None, 0, 0);
         let t0 = self.host.now();
         let limit = TURN_MS.saturating_mul(self.host.ticks_per_ms());
+        let repeat = if self.shares.may_run(owner, t0) { repeat } else { 0 };
         for _ in 0..repeat {
             let g = &mut self.grafts[k];
             last = g.call(input, &mut *self.host).ok();
@@ -369,13 +429,14 @@ impl Table {
                 break;
             }
         }
-        let cycles = self.host.now().wrapping_sub(t0);
+        let now = self.host.now();
+        let cycles = now.wrapping_sub(t0);
         let g = &mut self.grafts[k];
         g.stats.cycles += cycles;
-        if g.dead() {
-            self.grafts.remove(k);
-            self.reaped += 1;
-            self.arm(false);
+        let dead = g.dead();
+        self.shares.charge(owner, cycles, now);
+        if dead {
+            self.reap(k);
         }
         Some(TestRun { last, cycles, aborts, calls })
     }

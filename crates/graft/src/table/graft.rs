@@ -62,7 +62,9 @@ pub struct Graft {
     pub(super) entry: Option<engine::Direct>,
     pub(super) failures: u32,
     pub(super) broken: bool,
-    /// `CALL_MS` in the host's clock.
+    /// The watchdog stopped a call of it (its owner gets a strike when it goes).
+    pub(super) overran: bool,
+    /// The longest one call may run, in the host's clock (`Table::call_ticks`).
     call_ticks: u64,
 }
 
@@ -119,6 +121,7 @@ impl Graft {
             entry,
             failures: 0,
             broken: false,
+            overran: false,
             call_ticks,
         }
     }
@@ -139,6 +142,7 @@ impl Graft {
         core::mem::forget(self.engine.take());
         self.heap.reset();
         self.broken = true;
+        self.overran |= why == Stopped::Time;
         let a = match why {
             Stopped::Time => Abort::Budget,
             Stopped::Panic => Abort::Trap,
@@ -225,6 +229,7 @@ impl Graft {
                 self.entry = None;
                 drop(self.engine.take());
                 self.broken = true;
+                self.overran = true;
                 self.stats.aborts += 1;
                 self.stats.last_abort = Some(Abort::Budget);
                 return Err(Abort::Budget);

@@ -395,6 +395,86 @@ fn a_call_stopped_past_its_time_unloads_the_graft() {
     assert_eq!(t.reaped, 1);
 }
 
+/// A principal whose graft had to be stopped may load nothing more at that point
+/// for a back-off (a spin loaded again and again costs one stopped call per
+/// back-off); other principals load there as before, and the principal elsewhere.
+#[test]
+fn a_stopped_grafts_owner_backs_off() {
+    let mut t = Table::new(&[Point::Evict, Point::Stream], 0, Box::new(Stopper));
+    load_probe(&mut t, 2, |_| Ok(0));
+    assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None, "stopped");
+    let f =
+        GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
+            .to_bytes();
+    t.put(2, 0, &f).unwrap();
+    let r = t.load(2, 2, f.len(), &mut |_| None);
+    assert!(matches!(r, Err(LoadError::Later(why)) if why.contains("misbehaving")), "{r:?}");
+    t.put(3, 0, &f).unwrap();
+    assert!(t.load(3, 3, f.len(), &mut |_| None).is_ok(), "another principal loads there");
+    let s = GraftFile { point: Point::Stream, ..GraftFile::parse(&f).unwrap() }.to_bytes();
+    t.put(2, 0, &s).unwrap();
+    assert!(t.load(2, 2, s.len(), &mut |_| None).is_ok(), "the principal loads at another point");
+    // A graft aborted for its answers is no strike: its calls were paid for.
+    let mut t = native(16);
+    load_probe(&mut t, 4, |_| Err(Abort::Trap));
+    for _ in 0..MAX_FAILURES {
+        assert_eq!(t.call(Point::Evict, 4, &[0; 8]), None);
+    }
+    assert_eq!(t.reaped, 1);
+    assert_eq!(t.shares.strikes(4, Point::Evict), 0);
+    t.put(4, 0, &f).unwrap();
+    assert!(t.load(4, 4, f.len(), &mut |_| None).is_ok());
+}
+
+/// Each call's time is paid from its owner's share: past it, the owner's eviction
+/// calls are skipped (the default policy answers) and its loads and test runs
+/// refused, while another principal's graft is called as before; the share comes
+/// back with time.
+#[test]
+fn a_principals_grafts_get_their_share_and_no_more() {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    // Each look at the clock is 10 ms later.
+    let mut t = Table::new(
+        &[Point::Evict],
+        0,
+        Box::new(CountingHost { clock: || NOW.fetch_add(10_000_000, Ordering::Relaxed) }),
+    );
+    // Owner 1's graft takes 40 ms a call, owner 2's nothing.
+    load_probe(&mut t, 1, |_| {
+        NOW.fetch_add(40_000_000, Ordering::Relaxed);
+        Ok(0)
+    });
+    load_probe(&mut t, 2, |_| Ok(0));
+    let mut answered = 0;
+    for _ in 0..100 {
+        t.new_turn();
+        answered += t.call(Point::Evict, 1, &[0; 8]).is_some() as u32;
+    }
+    // A call is charged about 60 ms (its 40 and the looks between); the burst is
+    // 250 ms, and the owner earns back a quarter of the time that passes: a few calls
+    // at once, then about one in 25 rounds.
+    assert!((5..=20).contains(&answered), "{answered} of 100 calls made");
+    assert!(t.get(1, 1).unwrap().stats.skipped > 0);
+    t.new_turn();
+    assert!(t.call(Point::Evict, 2, &[0; 8]).is_some(), "the other principal's graft is called");
+    while t.shares.may_run(1, NOW.load(Ordering::Relaxed)) {
+        t.new_turn();
+        let _ = t.call(Point::Evict, 1, &[0; 8]);
+    }
+    let r = t.test_run(1, 1, &[0; 8], 100).unwrap();
+    assert_eq!(r.calls, 0, "no test run past the share");
+    let f =
+        GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
+            .to_bytes();
+    t.put(1, 0, &f).unwrap();
+    let r = t.load(1, 1, f.len(), &mut |_| None);
+    assert!(matches!(r, Err(LoadError::Later(why)) if why.contains("share")), "{r:?}");
+    NOW.fetch_add(10_000_000_000, Ordering::Relaxed);
+    t.new_turn();
+    assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "its share comes back with time");
+}
+
 /// What an engine holds is charged to its graft's heap: past the limit the call is
 /// aborted (`Memory`), whatever the engine's own counters say.
 #[test]

@@ -104,6 +104,8 @@ rt::protocol! {
         PUT = 0xe0, fn put(at; string piece) -> []
             => Put { at: usize, bytes: &'a [u8] } = Request::Put { bytes: piece_of(piece)?, at: small(at)? };
         /// MR1 = the file's length: load what was put. Reply MR2 = the graft's id.
+        /// `WouldBlock` (with the reason): not now — the principal's share of the server's
+        /// time is spent, or a graft of its was stopped at this point (a back-off).
         LOAD = 0xe1, fn load_raw(len; items thread) -> [id] => Load { len: usize } = Request::Load { len: small(len)? };
         /// MR1 = id.
         UNLOAD = 0xe2, fn unload_raw(graft_id) -> [] => Unload { id: u32 } = Request::Unload { id: id(graft_id)? };
@@ -133,7 +135,8 @@ rt::protocol! {
         /// `BPF_PROG_TEST_RUN`). Reply MR2 = the last answer (`u64::MAX` if that call was
         /// aborted), MR3 = cycles of all the calls (rdtsc), MR4 = calls aborted, MR5 = calls
         /// made. It stops early if the graft is unloaded for failing, and once the request has
-        /// had `graft::table::TURN_MS` of the server's time (ask again for more).
+        /// had `graft::table::TURN_MS` of the server's time (ask again for more); it makes no
+        /// call while the principal's share of the server's time is spent (`graft::share`).
         TEST_RUN = 0xe8, fn test_run_raw(graft_id, repeat; string input) -> [last, cycles, aborts, calls]
             => TestRun { id: u32, repeat: u32, input: &'a [u8] }
             = Request::TestRun { repeat: repeats(repeat, input.is_some())?, id: id(graft_id)?, input: input.unwrap_or(&[]) };
@@ -191,6 +194,7 @@ fn refuse(e: LoadError) -> Answer {
         LoadError::Unsupported => Error::Unsupported,
         LoadError::Limit(_) => Error::NoSpace,
         LoadError::Busy => Error::Exists,
+        LoadError::Later(_) => Error::WouldBlock,
     };
     // The reason is static text: it outlives the reply.
     ipc::set_send_string(e.what().as_bytes());

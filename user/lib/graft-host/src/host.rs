@@ -84,6 +84,9 @@ pub fn host() -> Box<dyn Host> {
     graft::engine::warm_up();
     rt::guard::watch(WATCH_US);
     let ticks_per_ms = rt::sys::kernel_info().tsc_per_ms.max(1);
-    crate::CALL_TICKS.store(graft::table::CALL_MS.saturating_mul(ticks_per_ms), core::sync::atomic::Ordering::Relaxed);
+    // Compiled code runs at the machine's speed: no legitimate call of it comes near
+    // the limit of a call another client waits on, at any point.
+    crate::CALL_TICKS
+        .store(graft::table::WAIT_CALL_MS.saturating_mul(ticks_per_ms), core::sync::atomic::Ordering::Relaxed);
     Box::new(ServerHost { ticks_per_ms })
 }

@@ -53,7 +53,7 @@ pub fn key() -> Option<[u8; 32]> {
     Some(k)
 }
 
-/// Clock ticks a compiled graft's call may run (`graft::table::CALL_MS`, set by `host`).
+/// Clock ticks a compiled graft's call may run (`graft::table::WAIT_CALL_MS`, set by `host`).
 pub(crate) static CALL_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// A loaded signed graft: its state, the block its calls go through, its code's pages.
