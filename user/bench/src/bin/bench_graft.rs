@@ -125,6 +125,25 @@ fn load_in(srv: u64, files: u64, point: graft::Point, tech: Tech, name: &str, up
     r.map_err(|r| println!("bench_graft: {} {name}: {:?} {}", tech.name(), r.error, r.reason)).ok()
 }
 
+/// Load `file` into `srv` and the ticks the load took; a load refused because this
+/// principal's share of the server's time is spent (`graft::share`) is asked again
+/// once time has passed, and only the load that went through is timed.
+fn load_timed(srv: u64, file: &[u8]) -> (Result<u32, g::Refusal>, u64) {
+    let mut tries = 0;
+    loop {
+        let t0 = sys::rdtsc();
+        let r = g::load(srv, file);
+        let t = sys::rdtsc() - t0;
+        match r {
+            Err(ref e) if e.error == abi::Error::WouldBlock && tries < 200 => {
+                tries += 1;
+                sys::sleep_us(20_000);
+            }
+            r => return (r, t),
+        }
+    }
+}
+
 fn serve_null(_: u64) {
     g::upcall::serve(upcall_null)
 }
@@ -136,7 +155,17 @@ fn per_call(srv: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
     for _ in 0..samples() {
         // A test run stops when the request has had the server's turn of graft time:
         // the calls it made are what the ticks are divided by.
-        match g::test_run(srv, id, input, repeat) {
+        let mut r = g::test_run(srv, id, input, repeat);
+        // No call: this principal's share of the server's time is spent (`graft::share`);
+        // it comes back as time passes.
+        for _ in 0..200 {
+            if !matches!(r, Ok(ref x) if x.calls == 0) {
+                break;
+            }
+            rt::sys::sleep_us(20_000);
+            r = g::test_run(srv, id, input, repeat);
+        }
+        match r {
             Ok(r) if r.aborts == 0 && r.last != u64::MAX && r.calls > 0 => v.push(r.cycles / r.calls),
             r => {
                 println!("bench_graft: graft {id}: test run {:?}", r.map_err(|r| (r.error, r.reason)));
@@ -178,9 +207,7 @@ fn main() -> i32 {
             };
             let mut loads = Vec::new();
             for _ in 0..samples() {
-                let t0 = sys::rdtsc();
-                let r = g::load(cache, &file);
-                let t = sys::rdtsc() - t0;
+                let (r, t) = load_timed(cache, &file);
                 match r {
                     Ok(i) => {
                         loads.push(t);
@@ -196,7 +223,7 @@ fn main() -> i32 {
             if name == "hotlist" {
                 report(&format!("graft_load_{tech}"), loads);
             }
-            let Ok(id) = g::load(cache, &file).map_err(|_| failed = true) else { continue };
+            let Ok(id) = load_timed(cache, &file).0.map_err(|_| failed = true) else { continue };
             let _ = g::set_state(cache, id, 0, if name == "hotlist" { &state } else { &[] });
             match per_call(cache, id, &input, repeat_of(t)) {
                 Some(v) => report(&format!("graft_evict_{tech}_{name}"), v),
@@ -212,7 +239,8 @@ fn main() -> i32 {
         for t in Tech::ALL.into_iter().filter(|t| t.is_file()) {
             let tech = t.name();
             let path = format!("/grafts/evict_{tech}_hotlist.graft");
-            let Some(id) = files_api::client::read_all(files, &path).ok().and_then(|f| g::load(mem0, &f).ok()) else {
+            let Some(id) = files_api::client::read_all(files, &path).ok().and_then(|f| load_timed(mem0, &f).0.ok())
+            else {
                 println!("bench_graft: {path}: not loaded into mem0");
                 failed = true;
                 continue;
