@@ -18,9 +18,9 @@ pub mod engine;
 pub mod format;
 pub mod host;
 pub mod point;
-pub mod share;
 #[cfg(feature = "sfi")]
 pub mod sfi;
+pub mod share;
 #[cfg(feature = "signed")]
 pub mod signed;
 pub mod table;

@@ -167,22 +167,40 @@ impl Table {
         self.turn >= TURN_MS.saturating_mul(self.host.ticks_per_ms())
     }
 
+    /// Why `owner` must wait before it loads a graft at `point`, if it must.
+    fn must_wait(&self, owner: u32, point: Point) -> Result<(), LoadError> {
+        match self.shares.wait(owner, point, self.host.now()) {
+            Some(Wait::Share(_)) => {
+                Err(LoadError::Later("your grafts have used their share of this server's time: try again later"))
+            }
+            Some(Wait::Backoff(_)) => Err(LoadError::Later(
+                "a graft of yours was unloaded here for misbehaving: loads at this point are refused for a while (longer each time)",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// May `owner` send a graft file at all now? Refused at its first piece when it
+    /// must wait at every point this server has (its share spent, or a back-off), so
+    /// that a loader in a reload loop costs one small request, not a whole file.
+    pub fn may_send(&self, owner: u32) -> Result<(), LoadError> {
+        let mut first = Ok(());
+        for &p in self.points {
+            match self.must_wait(owner, p) {
+                Ok(()) => return Ok(()),
+                Err(e) if first.is_ok() => first = Err(e),
+                Err(_) => {}
+            }
+        }
+        first
+    }
+
     /// Build the engine for `f` in a heap of its own, for `owner`: refused while it
     /// must wait (its share spent, or a back-off at the point), and its time charged
     /// to it.
     fn build(&mut self, owner: u32, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+        self.must_wait(owner, f.point)?;
         let t0 = self.host.now();
-        match self.shares.wait(owner, f.point, t0) {
-            Some(Wait::Share(_)) => {
-                return Err(LoadError::Later("your grafts have used their share of this server's time: try again later"))
-            }
-            Some(Wait::Backoff(_)) => {
-                return Err(LoadError::Later(
-                    "a graft of yours was unloaded here for misbehaving: loads at this point are refused for a while (longer each time)",
-                ))
-            }
-            None => {}
-        }
         self.arm(true);
         let r = self.build_armed(f, extra);
         self.arm(false);

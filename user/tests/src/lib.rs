@@ -321,3 +321,28 @@ pub fn echo_plus_one(_: u64) {
         let _ = ipc::reply_wait(ipc::RECV_ANY, &mut m, ipc::FOREVER);
     }
 }
+
+/// Load a graft file into `srv` as a patient client does: a refusal that says "not
+/// now" (`WouldBlock`: this principal's share of the server's graft time is spent, or a
+/// back-off after a graft of its was stopped there, `graft::share`) is asked again,
+/// 50 ms apart, for up to a minute. Any other answer is the answer.
+pub fn load_graft(srv: u64, file: &[u8]) -> Result<u32, graft_api::Refusal> {
+    patiently(|| graft_api::load(srv, file))
+}
+
+/// Hot-swap graft `id` in `srv` for `file`, as patiently as `load_graft`.
+pub fn replace_graft(srv: u64, id: u32, file: &[u8]) -> Result<(), graft_api::Refusal> {
+    patiently(|| graft_api::replace(srv, id, file))
+}
+
+fn patiently<T>(mut f: impl FnMut() -> Result<T, graft_api::Refusal>) -> Result<T, graft_api::Refusal> {
+    let mut r = f();
+    for _ in 0..1200 {
+        match &r {
+            Err(e) if e.error == abi::Error::WouldBlock => rt::sys::sleep_us(50_000),
+            _ => break,
+        }
+        r = f();
+    }
+    r
+}

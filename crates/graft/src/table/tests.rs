@@ -403,17 +403,23 @@ fn a_stopped_grafts_owner_backs_off() {
     let mut t = Table::new(&[Point::Evict, Point::Stream], 0, Box::new(Stopper));
     load_probe(&mut t, 2, |_| Ok(0));
     assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None, "stopped");
-    let f =
-        GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
-            .to_bytes();
+    let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
+        .to_bytes();
     t.put(2, 0, &f).unwrap();
     let r = t.load(2, 2, f.len(), &mut |_| None);
     assert!(matches!(r, Err(LoadError::Later(why)) if why.contains("misbehaving")), "{r:?}");
+    assert!(t.may_send(2).is_ok(), "it may still send a file for the other point");
     t.put(3, 0, &f).unwrap();
     assert!(t.load(3, 3, f.len(), &mut |_| None).is_ok(), "another principal loads there");
     let s = GraftFile { point: Point::Stream, ..GraftFile::parse(&f).unwrap() }.to_bytes();
     t.put(2, 0, &s).unwrap();
     assert!(t.load(2, 2, s.len(), &mut |_| None).is_ok(), "the principal loads at another point");
+    // A server with that point alone refuses even the file's first piece.
+    let mut t = Table::new(&[Point::Evict], 0, Box::new(Stopper));
+    load_probe(&mut t, 2, |_| Ok(0));
+    assert_eq!(t.call(Point::Evict, 2, &[0; 8]), None, "stopped");
+    assert!(matches!(t.may_send(2), Err(LoadError::Later(_))));
+    assert!(t.may_send(3).is_ok());
     // A graft aborted for its answers is no strike: its calls were paid for.
     let mut t = native(16);
     load_probe(&mut t, 4, |_| Err(Abort::Trap));
@@ -464,9 +470,8 @@ fn a_principals_grafts_get_their_share_and_no_more() {
     }
     let r = t.test_run(1, 1, &[0; 8], 100).unwrap();
     assert_eq!(r.calls, 0, "no test run past the share");
-    let f =
-        GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
-            .to_bytes();
+    let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
+        .to_bytes();
     t.put(1, 0, &f).unwrap();
     let r = t.load(1, 1, f.len(), &mut |_| None);
     assert!(matches!(r, Err(LoadError::Later(why)) if why.contains("share")), "{r:?}");

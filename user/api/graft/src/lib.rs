@@ -215,7 +215,7 @@ pub fn serve(
 ) -> Answer {
     t.new_turn();
     match req {
-        Request::Put { at, bytes } => match t.put(program, at, bytes) {
+        Request::Put { at, bytes } => match t.may_send(owner).and_then(|()| t.put(program, at, bytes)) {
             Ok(()) => Answer::ok(&[]),
             Err(e) => refuse(e),
         },

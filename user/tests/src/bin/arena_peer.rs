@@ -38,7 +38,7 @@ fn main() -> i32 {
             c.check(false, &format!("peer: {file} is in the files filesystem"));
             continue;
         };
-        match g::load(srv, &bytes) {
+        match tests::load_graft(srv, &bytes) {
             Ok(id) => {
                 let r = g::test_run(srv, id, input, 4);
                 c.check(

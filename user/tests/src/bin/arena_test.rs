@@ -89,7 +89,7 @@ fn sigma0_free() -> Option<u64> {
 fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mut [u32]) {
     for _ in 0..n {
         for (k, (_, file)) in grafts.iter().enumerate() {
-            let Ok(id) = g::load(srv, file) else {
+            let Ok(id) = tests::load_graft(srv, file) else {
                 bad[k] += 1;
                 continue;
             };

@@ -553,7 +553,7 @@ fn streams(c: &mut Checks, net: &Net, fs: u64) {
             c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
             continue;
         };
-        let id = match graft_api::load(net.srv, &file) {
+        let id = match tests::load_graft(net.srv, &file) {
             Ok(id) => id,
             Err(r) => {
                 c.check(false, &format!("{tech}: load MD5 into net: {:?} {}", r.error, r.reason));

@@ -127,7 +127,7 @@ fn upcalls(c: &mut Checks, seg: &Segment, cache: u64, start: u64) {
         HOT_LIST[1 + b as usize].store(start + b, Ordering::Relaxed);
     }
     let prio = rt::thread::my_priority();
-    let r = g::load(
+    let r = tests::load_graft(
         cache,
         &graft::GraftFile {
             point: graft::Point::Evict,
@@ -202,7 +202,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
             c.check(false, &format!("/grafts/stream_{tech}_md5.graft is in the files filesystem"));
             continue;
         };
-        let id = match g::load(blk, &file) {
+        let id = match tests::load_graft(blk, &file) {
             Ok(id) => id,
             Err(r) => {
                 c.check(false, &format!("{tech}: load MD5 into blk: {:?} {}", r.error, r.reason));
@@ -269,7 +269,7 @@ fn streams(c: &mut Checks, seg: &Segment, blk: u64, files: u64) {
             continue;
         };
         file[8] = graft::Point::Stream as u8;
-        let Ok(id) = g::load(blk, &file) else {
+        let Ok(id) = tests::load_graft(blk, &file) else {
             c.check(false, &format!("stream {name}: load"));
             continue;
         };
@@ -355,7 +355,7 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
             c.check(false, &format!("/grafts/ldisk_{tech}_ldisk.graft is in the files filesystem"));
             continue;
         };
-        let Ok(id) = g::load(blk, &file) else {
+        let Ok(id) = tests::load_graft(blk, &file) else {
             c.check(false, &format!("{tech}: load the logical-disk graft into blk"));
             continue;
         };
@@ -467,7 +467,7 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     };
     let Ok(native) = files_api::client::read_all(files, "/grafts/ldisk_native_ldisk.graft")
         .map_err(|_| ())
-        .and_then(|f| g::load(blk, &f).map_err(|_| ()))
+        .and_then(|f| tests::load_graft(blk, &f).map_err(|_| ()))
     else {
         c.check(false, "load the native logical disk");
         return;
@@ -489,7 +489,7 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
         }
     }
     c.eq(bad.ldisk(native + 500).err(), Some(Error::NotFound), "a graft that does not exist is refused");
-    let outside = g::load(blk, &rhai_ldisk("outside", "fn graft(input) { 1 << 40 }"));
+    let outside = tests::load_graft(blk, &rhai_ldisk("outside", "fn graft(input) { 1 << 40 }"));
     c.eq(
         outside.as_ref().ok().map(|id| bad.ldisk(*id)),
         Some(Err(Error::InvalidArg)),
@@ -499,7 +499,7 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
         let _ = g::unload(blk, id);
     }
     // Right for reads (never written), outside the segment for writes.
-    let liar = g::load(blk, &rhai_ldisk("liar", "fn graft(input) { let b = input.parse_le_int(8, 8); if input.parse_le_int(16, 8) != 0 { b + 3 } else { b } }"));
+    let liar = tests::load_graft(blk, &rhai_ldisk("liar", "fn graft(input) { let b = input.parse_le_int(8, 8); if input.parse_le_int(16, 8) != 0 { b + 3 } else { b } }"));
     let attached = liar.as_ref().ok().map(|id| bad.ldisk(*id));
     c.eq(attached, Some(Ok(LD_LEN - p::MAP_BLOCKS)), "a graft that lies only on writes attaches");
     let writes: Vec<u64> = (0..3).map(|_| ld_write(&bad, 0, 2, 1)).collect();
@@ -516,7 +516,7 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
         f[8] = graft::Point::Ldisk as u8;
         f
     });
-    if let Some(Ok(id)) = spin.map(|f| g::load(blk, &f)) {
+    if let Some(Ok(id)) = spin.map(|f| tests::load_graft(blk, &f)) {
         let _ = g::set_budget(blk, id, 200_000);
         // The probe read at attach already runs out of budget.
         c.eq(
@@ -545,7 +545,7 @@ fn ldisks(c: &mut Checks, blk: u64, files: u64) {
     );
     if let Ok(id) = files_api::client::read_all(files, "/grafts/ldisk_wasmi_ldisk.graft")
         .map_err(|_| ())
-        .and_then(|f| g::load(blk, &f).map_err(|_| ()))
+        .and_then(|f| tests::load_graft(blk, &f).map_err(|_| ()))
     {
         let (attached, (s, b)) = (mine.ldisk(id), ld_read(&mine, 0, 4));
         c.check(
@@ -589,7 +589,7 @@ fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
     // may not.)
     let Ok(id) = files_api::client::read_all(files, "/grafts/evict_wasmi_hotlist.graft")
         .map_err(|_| ())
-        .and_then(|f| load_patiently(cache, &f).map_err(|_| ()))
+        .and_then(|f| tests::load_graft(cache, &f).map_err(|_| ()))
     else {
         c.check(false, "load the wasmi hot list for the TEST_RUNs");
         return;
@@ -624,21 +624,6 @@ fn bounded_requests(c: &mut Checks, seg: &Segment, cache: u64, files: u64) {
     let _ = g::unload(cache, id);
 }
 
-/// Load a graft file into `srv`, waiting out the back-off a spin of this principal
-/// earned there (`graft::share`: each graft the watchdog stopped doubles it) — up to a
-/// minute.
-fn load_patiently(srv: u64, file: &[u8]) -> Result<u32, g::Refusal> {
-    let mut r = g::load(srv, file);
-    for _ in 0..600 {
-        match &r {
-            Err(e) if e.error == Error::WouldBlock => rt::sys::sleep_us(100_000),
-            _ => break,
-        }
-        r = g::load(srv, file);
-    }
-    r
-}
-
 /// FNV-1a of `b` (`baio::checksum`'s).
 fn baio_fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
@@ -668,7 +653,7 @@ fn main() -> i32 {
         if !c.check(file.is_ok(), &format!("{path} is in the files filesystem")) {
             continue;
         }
-        let id = g::load(cache, &file.unwrap_or_default());
+        let id = tests::load_graft(cache, &file.unwrap_or_default());
         if !c.check(id.is_ok(), &format!("{tech}: load the hot-list graft into the cache")) {
             println!("    {:?}", id.err());
             continue;
@@ -702,12 +687,12 @@ fn main() -> i32 {
     let file = |tech: &str, g: &str| {
         files_api::client::read_all(files, &format!("/grafts/evict_{tech}_{g}.graft")).unwrap_or_default()
     };
-    match g::load(cache, &file("wasmi", "hotlist")) {
+    match tests::load_graft(cache, &file("wasmi", "hotlist")) {
         Ok(id) => {
             c.check(g::set_state(cache, id, 0, &hot_list(start)).is_ok(), "swap: give the graft its hot list once");
             for tech in ["native", "signed", "wasmaot", "ebpf", "rhai", "wasmi"] {
                 c.check(
-                    g::replace(cache, id, &file(tech, "hotlist")).is_ok(),
+                    tests::replace_graft(cache, id, &file(tech, "hotlist")).is_ok(),
                     &format!("swap: the graft hot-swapped to {tech}"),
                 );
                 let k = hot_kept(&seg, cache, &mut c, tech);
@@ -715,7 +700,7 @@ fn main() -> i32 {
             }
             let st = g::stats(cache, id);
             c.check(st.is_ok(), "swap: the same id all along");
-            let r = g::replace(cache, id, &file("native", "null"));
+            let r = tests::replace_graft(cache, id, &file("native", "null"));
             c.check(
                 r.as_ref().err().is_some_and(|r| r.reason.contains("state")),
                 &format!("swap: a graft whose state is laid out otherwise is refused ({r:?})"),
@@ -735,9 +720,9 @@ fn main() -> i32 {
 
     // A second graft at the same point for the same principal waits for the first.
     if let Ok(file) = files_api::client::read_all(files, "/grafts/evict_native_null.graft") {
-        let a = g::load(cache, &file);
+        let a = tests::load_graft(cache, &file);
         c.eq(
-            g::load(cache, &file).map_err(|r| r.error).err(),
+            tests::load_graft(cache, &file).map_err(|r| r.error).err(),
             Some(Error::Exists),
             "one graft per point and principal",
         );
@@ -747,7 +732,7 @@ fn main() -> i32 {
     }
 
     // Files that are not grafts, or that name what this cache does not run.
-    let refused = |bytes: &[u8]| g::load(cache, bytes).err().map(|r| (r.error, r.reason));
+    let refused = |bytes: &[u8]| tests::load_graft(cache, bytes).err().map(|r| (r.error, r.reason));
     let r = refused(b"not a graft at all");
     c.check(
         r.as_ref().is_some_and(|(e, why)| *e == Error::Malformed && why.contains("header")),
@@ -864,7 +849,7 @@ fn main() -> i32 {
             c.check(false, &format!("{name} is in the files filesystem"));
             continue;
         };
-        match (load_patiently(cache, &file), refusal) {
+        match (tests::load_graft(cache, &file), refusal) {
             (Err(r), Some(why)) => {
                 c.check(r.reason.contains(why), &format!("{name}: refused at load: {}", r.reason));
             }

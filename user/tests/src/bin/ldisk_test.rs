@@ -31,7 +31,7 @@ fn attach(c: &mut Checks, blk: u64, files: u64, seg: &Segment, tech: &str) -> bo
     let Ok(file) = files_api::client::read_all(files, &path) else {
         return c.check(false, &format!("{path} is in the files filesystem"));
     };
-    let Ok(id) = g::load(blk, &file) else {
+    let Ok(id) = tests::load_graft(blk, &file) else {
         return c.check(false, &format!("load {path} into blk"));
     };
     c.eq(seg.ldisk(id), Ok(LEN - p::MAP_BLOCKS), &format!("the segment is a logical disk through the {tech} graft"))

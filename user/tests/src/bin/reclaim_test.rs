@@ -141,7 +141,7 @@ fn main() -> i32 {
             c.check(false, &format!("{path} is in the files filesystem"));
             continue;
         };
-        let Ok(id) = g::load(srv, &file) else {
+        let Ok(id) = tests::load_graft(srv, &file) else {
             c.check(false, &format!("{tech}: load the hot-list graft into mem0"));
             continue;
         };
@@ -178,7 +178,7 @@ fn main() -> i32 {
     {
         let r = files_api::client::read_all(files, &format!("/grafts/evict_{name}.graft"))
             .map_err(|e| alloc::format!("{e:?}"))
-            .and_then(|f| g::load(srv, &f).map(|_| alloc::string::String::new()).map_err(|r| r.reason));
+            .and_then(|f| tests::load_graft(srv, &f).map(|_| alloc::string::String::new()).map_err(|r| r.reason));
         c.check(r.as_ref().is_err_and(|w| w.contains(why)), &format!("{name}: refused by mem0 ({r:?})"));
     }
     // A signed graft that never returns is stopped by mem0's watchdog, and one that
@@ -188,7 +188,7 @@ fn main() -> i32 {
             c.check(false, &format!("/grafts/evict_{name}.graft is in the files filesystem"));
             continue;
         };
-        let Ok(id) = g::load(srv, &file) else {
+        let Ok(id) = tests::load_graft(srv, &file) else {
             c.check(false, &format!("{name}: load it"));
             continue;
         };

@@ -78,12 +78,7 @@ fn faults(next: &mut usize, count: u64, until_us: u64) -> (u64, u64, bool) {
 }
 
 /// Start attacker `name`, measure `work` alone and beside it: the ratio × 100.
-fn beside(
-    c: &mut Checks,
-    name: &str,
-    what: &str,
-    mut work: impl FnMut(u64, u64) -> (u64, u64, bool),
-) -> u64 {
+fn beside(c: &mut Checks, name: &str, what: &str, mut work: impl FnMut(u64, u64) -> (u64, u64, bool)) -> u64 {
     let _ = work(20, u64::MAX);
     let (n0, t0, ok0) = work(200, u64::MAX);
     c.check(ok0 && n0 == 200, &format!("{what}: 200 alone, right"));
@@ -117,7 +112,10 @@ fn main() -> i32 {
     c.check(io(&seg, p::WRITE_OP, 0, BLOCKS, false) && seg.sync().is_ok(), "write every block");
     let mut next = 0;
     let r = beside(&mut c, "share_spin", "a 16 KiB buffered read", |n, until| reads(&seg, &mut next, n, until));
-    c.check(r <= 200, "beside another principal's spin-reload loop in the cache, a read takes at most 2x its time alone");
+    c.check(
+        r <= 200,
+        "beside another principal's spin-reload loop in the cache, a read takes at most 2x its time alone",
+    );
     let _ = seg.close();
     let _ = baio::delete(blk, SEG);
 
