@@ -98,7 +98,14 @@ pub const DEFAULT_BUDGET: u64 = 1 << 20;
 pub const MAX_BUDGET: u64 = 1 << 24;
 
 /// An engine and the heap it lives in.
-type Built = (Box<dyn Engine>, Box<dyn GraftHeap>);
+/// A graft's engine and the heap it lives in, as a load builds them. Fields drop in
+/// their order: the engine first, then its heap — a heap that goes first gives its
+/// pages back, and the engine's drop would then read memory that is gone. Kept whole
+/// until both move into a `Graft`, so that every refusal on the way drops them so.
+struct Built {
+    engine: Box<dyn Engine>,
+    heap: Box<dyn GraftHeap>,
+}
 
 /// Builds engines the crate cannot build alone (an upcall's IPC, AOT code, a
 /// signature check with the server's key); `None`: not supported here.
@@ -254,7 +261,7 @@ impl Table {
         if heap.over() {
             return Err(LoadError::Limit("the graft needs more memory than a graft may hold"));
         }
-        Ok((engine, heap))
+        Ok(Built { engine, heap })
     }
 
     /// Part of a graft file, at byte `at` of `program`'s staging buffer.
@@ -289,7 +296,7 @@ impl Table {
             return Err(LoadError::Limit("the server holds as many grafts as it may"));
         }
         // The code is checked before the point's occupancy: a bad file hears why.
-        let (engine, heap) = self.build(owner, &f, extra)?;
+        let built = self.build(owner, &f, extra)?;
         if self.grafts.iter().filter(|g| g.owner == owner).count() >= MAX_PER_OWNER {
             return Err(LoadError::Limit("you hold as many grafts here as one principal may"));
         }
@@ -305,7 +312,7 @@ impl Table {
             }
         };
         let call_ticks = self.call_ticks(f.point);
-        self.grafts.push(Graft::new(id, owner, program, &f, engine, heap, call_ticks));
+        self.grafts.push(Graft::new(id, owner, program, &f, built.engine, built.heap, call_ticks));
         self.arm(false);
         Ok(id)
     }
@@ -338,10 +345,13 @@ impl Table {
         if self.grafts[k].point != f.point {
             return Err(LoadError::Refused("the new graft is for another point"));
         }
-        let (mut engine, heap) = self.build(owner, &f, extra)?;
+        let Built { mut engine, heap } = self.build(owner, &f, extra)?;
         let g = &mut self.grafts[k];
         let state = g.state().to_vec();
         if g.engine.is_none() || engine.state().len() != state.len() {
+            // The new engine goes before its heap.
+            drop(engine);
+            drop(heap);
             return Err(LoadError::Refused("the new graft lays its state out differently: the old one stays"));
         }
         engine.state().copy_from_slice(&state);

@@ -288,9 +288,8 @@ pub fn test(filter: Option<&str>, smoke: Smoke) -> Result<ExitCode, String> {
     let (mut passed, mut failed) = (0u32, 0u32);
     // A filter that is a scenario's whole name asks for that scenario: the host tests
     // (every crate built and run before any name is known) are skipped.
-    let scenario_named = filter.is_some_and(|f| {
-        crate::project_root().join("system/scenarios").join(format!("{f}.toml")).is_file()
-    });
+    let scenario_named =
+        filter.is_some_and(|f| crate::project_root().join("system/scenarios").join(format!("{f}.toml")).is_file());
     let host = if scenario_named { Vec::new() } else { host_tests(filter)? };
     for (name, ok) in host.into_iter().chain(lint_tests(filter)) {
         println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });

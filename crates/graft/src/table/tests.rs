@@ -480,6 +480,100 @@ fn a_principals_grafts_get_their_share_and_no_more() {
     assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "its share comes back with time");
 }
 
+/// A load refused after its engine was built (the point taken, a state laid out
+/// otherwise) drops the engine before its heap: a heap that goes first gives its pages
+/// back, and the engine's drop would read memory that is gone (rhai's did, and the cache
+/// died of the fault).
+#[test]
+fn a_refused_load_drops_its_engine_before_its_heap() {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    // Heaps alive.
+    static HEAPS: AtomicU32 = AtomicU32::new(0);
+    struct Heap(Box<dyn GraftHeap>);
+    impl Drop for Heap {
+        fn drop(&mut self) {
+            HEAPS.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    impl GraftHeap for Heap {
+        fn used(&self) -> usize {
+            self.0.used()
+        }
+        fn peak(&self) -> usize {
+            self.0.peak()
+        }
+        fn over(&self) -> bool {
+            self.0.over()
+        }
+        fn clear_over(&self) {
+            self.0.clear_over()
+        }
+        fn reset(&mut self) {
+            self.0.reset()
+        }
+        fn enter(&self, f: &mut dyn FnMut()) {
+            self.0.enter(f)
+        }
+    }
+    struct Counting(CountingHost);
+    impl Host for Counting {
+        fn now(&self) -> u64 {
+            self.0.now()
+        }
+        fn ticks_per_ms(&self) -> u64 {
+            self.0.ticks_per_ms()
+        }
+        fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
+            HEAPS.fetch_add(1, Ordering::SeqCst);
+            Some(Box::new(Heap(self.0.heap(limit)?)))
+        }
+        fn run(&mut self, heap: Option<&dyn GraftHeap>, d: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+            self.0.run(heap, d, f)
+        }
+        fn over_probe(&self) -> fn() -> bool {
+            self.0.over_probe()
+        }
+    }
+    // An engine that checks, as it goes, that its heap is still there.
+    struct Watch(Vec<u8>, u32);
+    impl Drop for Watch {
+        fn drop(&mut self) {
+            assert_eq!(HEAPS.load(Ordering::SeqCst), self.1, "the engine's heap went before the engine");
+        }
+    }
+    impl Engine for Watch {
+        fn state(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+        fn call(&mut self, _: &[u8], _: u64) -> Result<u64, Abort> {
+            Ok(0)
+        }
+        fn reset(&mut self) -> Result<(), Abort> {
+            Ok(())
+        }
+    }
+    let mut t = Table::new(&[Point::Evict], 0, Box::new(Counting(CountingHost { clock: || 0 })));
+    let load = |t: &mut Table, state_len: usize| {
+        let f = GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len, name: "w", code: b"w", sig: &[] }
+            .to_bytes();
+        t.put(1, 0, &f).unwrap();
+        t.load(1, 1, f.len(), &mut |f| {
+            Some(Ok(Box::new(Watch(vec![0; f.state_len], HEAPS.load(Ordering::SeqCst))) as Box<dyn Engine>))
+        })
+    };
+    let id = load(&mut t, 8).unwrap();
+    assert_eq!(load(&mut t, 8), Err(LoadError::Busy), "the point is taken: the new engine goes, then its heap");
+    let f = GraftFile { point: Point::Evict, tech: Tech::Upcall, state_len: 16, name: "w", code: b"w", sig: &[] }
+        .to_bytes();
+    t.put(1, 0, &f).unwrap();
+    let r = t.replace(1, 1, id, f.len(), &mut |f| {
+        Some(Ok(Box::new(Watch(vec![0; f.state_len], HEAPS.load(Ordering::SeqCst))) as Box<dyn Engine>))
+    });
+    assert!(matches!(r, Err(LoadError::Refused(_))), "a state laid out otherwise: refused, dropped in order");
+    assert!(t.unload(1, id).is_ok());
+    assert_eq!(HEAPS.load(Ordering::SeqCst), 0);
+}
+
 /// What an engine holds is charged to its graft's heap: past the limit the call is
 /// aborted (`Memory`), whatever the engine's own counters say.
 #[test]
