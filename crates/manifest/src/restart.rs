@@ -36,8 +36,9 @@
 //! `POLICY`'s figures: a program that always dies is left down after 10 deaths, about
 //! 7 s of back-off plus its ten starts (well within 30 s, also on a loaded machine).
 //! The `restart` scenario kills blk, files and the cache 20 times within a minute;
-//! those kills are not counted, nor (since the cache is one of blk's dependencies) blk's
-//! own exits after each kill of the cache (it fails stop when its cache goes).
+//! those kills are not counted (and blk now serves on when its cache goes, attaching to
+//! the new one; had it ended, the cache being one of its dependencies, that end would
+//! not be counted either).
 //! `blame_us`: 10 s, well above the time a dependent takes to see its server gone (httpd
 //! and ftpd wait on net at most 1 s at a time), and short enough that a program's own
 //! failure long after a dependency's restart counts.
@@ -294,9 +295,9 @@ mod tests {
 
     #[test]
     fn the_restart_scenario_stays_within_the_budget() {
-        // restart_test: 20 kills, one every 100–500 ms after the last restart; a sixth
-        // of them kill the cache, after which blk ends by itself (counted). Even if every
-        // one of 9 kills in a row picked the cache, blk stays up.
+        // restart_test: 20 kills, one every 100–500 ms after the last restart. Were blk's
+        // own ends counted (it ended by itself after a kill of the cache, once), even 9
+        // kills of the cache in a row would leave it up.
         let mut d = Deaths::default();
         let mut t = 0;
         for _ in 0..9 {
@@ -474,7 +475,8 @@ mod tests {
         );
         assert_eq!(deps("blk"), ["cache"]);
         assert_eq!(deps("cache"), [] as [&str; 0]);
-        // blk's fail-stop exit when the cache goes is the cache's doing: not counted.
+        // A server that ends when its own server goes (blk ended so when the cache
+        // went) is not counted.
         let mut blk = Deaths::default();
         for k in 0..20 {
             let deps = [Dep { up: true, died_us: Some(k * S) }];
