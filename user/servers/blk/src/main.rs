@@ -303,6 +303,9 @@ impl Server for Blk {
         }
         let r = if let Some(v) = from.minted_value() {
             self.segment(v & !HOLDER, req, v & HOLDER != 0)
+        } else if matches!(req, Request::Sync) {
+            // To the service: root, as the machine stops (the whole disk).
+            Some(if from.is_root() { self.sync() } else { err(Error::NoRights) })
         } else if from.principal() == 0 && (from.is_root() || !matches!(req, Request::Attach { .. })) {
             // Root, and programs without a principal (they own nothing here): those may
             // only attach views, for a principal they name (`net`, for its clients).
