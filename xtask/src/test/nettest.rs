@@ -467,6 +467,10 @@ pub fn http_checks(
     set: &str,
 ) -> Vec<(String, Result<(), String>)> {
     let port = ports[0];
+    if set == "net_kills" {
+        let Some(f) = ftp else { return vec![("net-kills".to_string(), Err("no ftpd in the scenario".to_string()))] };
+        return vec![("net-kills".to_string(), net_kills(port, f, t))];
+    }
     if set == "scale" || set == "thousand" {
         // "thousand": the thousand connections (on demand: `http_thousand`) and the
         // request after; "scale": the others. SCION_SCALE_ONLY=a,b runs only the checks
@@ -823,6 +827,43 @@ fn net_restart(port: u16, t: &crate::qemu::Typer) -> Result<(), String> {
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
+}
+
+/// Supervision that knows dependencies (`manifest::restart`): `kill net` typed 11 times,
+/// at least 2 s apart, each time once httpd and ftpd answer again (so that each kill ends
+/// both: the ten ends within 30 s that left them down before). Each kill ends both
+/// (their server went); before, root counted those ends as their own failures, and the
+/// tenth within 30 s left them down for good. Now neither is counted: after every kill
+/// both answer again, and after the last.
+fn net_kills(port: u16, ftp: u16, t: &crate::qemu::Typer) -> Result<(), String> {
+    let both_answer = |after: &str| -> Result<(), String> {
+        let start = Instant::now();
+        let mut last;
+        loop {
+            let web = request(port, "GET", "/small.txt", "")
+                .and_then(|r| expect(r.status == 200 && r.body == SMALL, format!("GET /small.txt: {}", r.status)));
+            let ftp = web.clone().and_then(|_| {
+                ftp_fetch(ftp, "/small.txt").and_then(|b| expect(b == SMALL, "RETR /small.txt: other bytes"))
+            });
+            match ftp {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            if start.elapsed() > Duration::from_secs(90) {
+                return Err(format!("httpd and ftpd did not both answer within 90 s {after}: {last}"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    both_answer("at first")?;
+    for k in 1..=11 {
+        let at = Instant::now();
+        t.type_text("kill net\n");
+        std::thread::sleep(Duration::from_secs(2));
+        both_answer(&format!("after kill {k} of net"))?;
+        println!("    | net-kills: kill {k}: both answer again after {:.1} s", at.elapsed().as_secs_f64());
+    }
+    Ok(())
 }
 
 /// Checks of the serial log after the web scenario: (name, a line that must be there).
