@@ -245,7 +245,8 @@ impl Server for Root<'_> {
                 if !self.may_operate(idx) {
                     return Answer::err(Error::NoRights);
                 }
-                println!("[root] halting");
+                println!("[root] halting: syncing files and flushing disks first");
+                self.sync_all();
                 let _ = sys::machine_exit(cap::MACHINE_SLOT, 0);
                 Answer::err(Error::BadState)
             }

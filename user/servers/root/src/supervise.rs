@@ -4,7 +4,7 @@
 //! down past the budget until the entry's `retry_after`; an end the program's
 //! dependencies caused is not counted, and it starts once they run: `deps`,
 //! `start_held`; `start_again`: a manual `run NAME`), and the end of the machine once
-//! every test has ended (`maybe_end`).
+//! every test has ended (`maybe_end`), synced first as at `halt` (`sync_all`).
 
 use crate::{badge_of, s0_client, Root};
 use abi::{cap, Error};
@@ -42,6 +42,11 @@ pub(crate) enum Held {
     /// Its budget spent (`down`), since this time: tried again at `due`.
     Down(u64),
 }
+
+/// How long root waits for each files server's `SYNC` and each block service's flush
+/// before the machine stops (µs): a server that does not answer within it is named on
+/// the console, and the machine stops anyway.
+const SYNC_WAIT_US: u32 = 5_000_000;
 
 /// `finish`'s outcome for a program ended by a `KILL` (the one death not counted against
 /// its restart budget).
@@ -303,11 +308,42 @@ impl Root<'_> {
         self.progs.iter().any(|(_, p)| p.entry.test && !p.done)
     }
 
-    /// Once every test has ended, report and end the machine.
+    /// Once every test has ended, report and end the machine (synced first).
     pub(crate) fn maybe_end(&self) {
         if self.any_test && !self.tests_pending() {
             println!("ROOT: {} passed, {} failed", self.passed, self.failed);
+            self.sync_all();
             let _ = sys::machine_exit(cap::MACHINE_SLOT, if self.failed == 0 { 0 } else { 1 });
         }
+    }
+
+    /// Before the machine stops (`halt`, the tests' end), as every OS does: each files
+    /// server syncs (`files_api::SYNC`: the writes it keeps back go to blk, and blk
+    /// flushes), then each block service flushes its disk (`blk_api::SYNC` to the
+    /// service: every write to any segment). The programs are those named or run from
+    /// `files` and `blk`; each gets at most `SYNC_WAIT_US`, and one that does not
+    /// answer (or fails) is named on the console.
+    pub(crate) fn sync_all(&self) {
+        let t = ipc::timeouts(100_000, SYNC_WAIT_US);
+        let (mut synced, mut flushed) = (0, 0);
+        for (label, kind) in [(files_api::SYNC, "files"), (blk_api::SYNC, "blk")] {
+            for (_, p) in self.progs.iter() {
+                if p.done || p.successor_of.is_some() || (p.name != kind && p.entry.file != kind) {
+                    continue;
+                }
+                let mut m = Msg::new(label, &[]);
+                match ipc::call(p.child.thread, &mut m, t).and_then(|_| abi::check(m.word(1))) {
+                    Ok(()) if kind == "files" => synced += 1,
+                    Ok(()) => flushed += 1,
+                    Err(e) => println!(
+                        "[root] {} did not {} before the machine stops ({}): what it held may be lost",
+                        p.name,
+                        if kind == "files" { "sync" } else { "flush its disk" },
+                        e.name()
+                    ),
+                }
+            }
+        }
+        println!("[root] synced {} files server(s) and flushed {} disk(s) before stopping", synced, flushed);
     }
 }
