@@ -30,7 +30,7 @@ fn main() -> i32 {
     let mut c = Checks::new();
     let fs = rt::alloc_slot();
     c.eq(env::lookup("files", fs), Ok(()), "find the files server");
-    match rt::args().trim() {
+    match rt::args().split_whitespace().last().unwrap_or("") {
         "write" => {
             let h = files::open(fs, PATH, true);
             c.check(h.is_ok(), &format!("create {PATH} ({:?})", h.as_ref().err()));
