@@ -12,6 +12,7 @@
 //! irq = [4]                 # interrupt lines it may attach to
 //! caps = ["sigma0"]         # servers it may look up by name
 //! restart = true            # root restarts it when it dies (`restart`: back-off, budget)
+//! retry_after = 300         # seconds a program left down waits before it is tried again
 //! clients = true            # root tells it (`GONE`) when a program that looked it up ends
 //! ```
 //!
@@ -48,6 +49,12 @@ pub mod restart;
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+
+/// Seconds a program marked `restart` that was left down (its restart budget spent)
+/// waits before root tries it again, unless its entry says (`retry_after`).
+pub const DEFAULT_RETRY_AFTER_S: u64 = 300;
+/// The longest `retry_after` an entry may give (a day).
+pub const MAX_RETRY_AFTER_S: u64 = 86_400;
 
 /// A program's page limit unless its entry says (32 MiB).
 pub const DEFAULT_PAGES: u64 = 8192;
@@ -103,6 +110,9 @@ pub struct Program {
     pub irq: Vec<u8>,
     pub caps: Vec<String>,
     pub restart: bool,
+    /// Seconds it waits, left down after its restart budget, before root tries it again
+    /// (`restart::Policy::retry_us`).
+    pub retry_after: u64,
     /// It keeps state for its clients: root tells it when one of them ends.
     pub clients: bool,
     pub start: bool,
@@ -134,6 +144,7 @@ impl Program {
             irq: Vec::new(),
             caps: Vec::new(),
             restart: false,
+            retry_after: DEFAULT_RETRY_AFTER_S,
             clients: false,
             start: true,
             test: false,
@@ -311,6 +322,10 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             }
             ("resident", Value::Int(i)) => p.resident = i,
             ("spawns", Value::Int(i)) => p.spawns = i,
+            ("retry_after", Value::Int(i)) if (1..=MAX_RETRY_AFTER_S).contains(&i) => p.retry_after = i,
+            ("retry_after", _) => {
+                return Err(wrong(&alloc::format!("a number of seconds from 1 to {}", MAX_RETRY_AFTER_S)))
+            }
             ("principal", Value::Int(i)) if i <= u32::MAX as u64 => p.principal = i as u32,
             ("principal", _) => return Err(wrong("a 32-bit number")),
             ("cpu", Value::Int(i)) if i < 8 => p.cpu = i as u8,
@@ -431,6 +446,12 @@ start = false
         );
         assert_eq!(m[1].resident, 0, "no resident limit unless given");
         assert_eq!(m[1].spawns, DEFAULT_SPAWNS);
+        assert_eq!(m[1].retry_after, DEFAULT_RETRY_AFTER_S);
+        assert_eq!(parse("[[program]]\nname = \"d\"\nretry_after = 20").unwrap()[0].retry_after, 20);
+        for bad in ["0", "86401", "\"5\"", "true"] {
+            let e = parse(&alloc::format!("[[program]]\nname = \"d\"\nretry_after = {bad}")).unwrap_err();
+            assert!(e.line == 3 && e.msg.contains("seconds"), "{bad}: {e}");
+        }
         assert_eq!(parse("[[program]]\nname = \"d\"\nspawns = 0").unwrap()[0].spawns, 0);
         assert!(parse("[[program]]\nname = \"d\"\nspawns = \"x\"").is_err());
         assert_eq!(c.io, [(0x3f8, 0x3ff), (0x80, 0x80)]);

@@ -160,14 +160,23 @@ const CRASH: &str = "crash";
 /// `cargo xtask bench --smoke` as one entry of the suite (`bench::smoke_test`).
 const BENCH_SMOKE: &str = "bench_smoke";
 
-/// Two boots on one disk: scenario `name` with `PHASE` = write, killed the moment it
-/// prints `marker` (an acknowledged sync), then with `PHASE` = read, whose program
-/// `program` must pass. Results `<name>/<first>` and `<name>/<second>`, and the disk.
+/// How the first of two boots ends.
+#[derive(Clone, Copy)]
+enum FirstEnd<'a> {
+    /// Killed the moment it prints this (an acknowledged sync): a power cut.
+    KilledAt(&'a str),
+    /// It prints this and halts the machine itself (root ends it with status 0).
+    Halts(&'a str),
+}
+
+/// Two boots on one disk: scenario `name` with `PHASE` = write, ended as `end` says,
+/// then with `PHASE` = read, whose program `program` must pass. Results
+/// `<name>/<first>` and `<name>/<second>`, and the disk.
 fn two_boots(
     a: &Artifacts,
     name: &str,
     program: &str,
-    marker: &str,
+    end: FirstEnd,
     first: &str,
     second: &str,
 ) -> Result<(Vec<Result1>, Option<std::path::PathBuf>), String> {
@@ -179,12 +188,22 @@ fn two_boots(
     let disk = make_disk(&write)?.expect("a disk");
     let img = make_image(a, &write.manifest, &write.name)?;
     let opts = Options::new(qemu::accel(), false, String::new(), Some(disk.clone()));
-    let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some(marker))?;
+    let (out, synced) = match end {
+        FirstEnd::KilledAt(marker) => {
+            let out = qemu::run_until(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some(marker))?;
+            let synced = out.log.contains(marker) && out.status.is_none();
+            (out, synced)
+        }
+        FirstEnd::Halts(marker) => {
+            let out = qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(180), None)?;
+            let synced = out.log.contains(marker) && out.status == Some(1);
+            (out, synced)
+        }
+    };
     let logs = out_dir().join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| e.to_string())?;
     let log = |p: &str| logs.join(format!("{name}-{p}.log"));
     std::fs::write(log("write"), &out.log).map_err(|e| e.to_string())?;
-    let synced = out.log.contains(marker) && out.status.is_none();
     // The first boot is killed, so its program never reports: its failed checks are
     // read from the log.
     let failed: Vec<&str> = out.log.lines().map(str::trim).filter(|l| l.starts_with("FAIL ")).collect();
@@ -192,7 +211,12 @@ fn two_boots(
         name: format!("{name}/{first}"),
         ok: synced && failed.is_empty(),
         detail: if !synced {
-            format!("no acknowledged sync before the kill; see {}", log("write").display())
+            match end {
+                FirstEnd::KilledAt(_) => {
+                    format!("no acknowledged sync before the kill; see {}", log("write").display())
+                }
+                FirstEnd::Halts(_) => format!("the first boot did not write and halt; see {}", log("write").display()),
+            }
         } else if !failed.is_empty() {
             format!("{}; see {}", failed.join("; "), log("write").display())
         } else {
@@ -219,14 +243,22 @@ fn two_boots(
 /// Durability: boot 1 writes, syncs and is killed the moment the sync is acknowledged;
 /// boot 2 (same disk) reads the data back.
 fn durability(a: &Artifacts) -> Result<Vec<Result1>, String> {
-    Ok(two_boots(a, "durable", "durable_test", "DURABLE synced", "write-sync-kill", "read-after-kill")?.0)
+    let end = FirstEnd::KilledAt("DURABLE synced");
+    Ok(two_boots(a, "durable", "durable_test", end, "write-sync-kill", "read-after-kill")?.0)
+}
+
+/// `halt` syncs: boot 1 creates and writes a file (kept back by files, neither synced
+/// nor closed) and halts at once; boot 2 (same disk) finds its bytes.
+fn halt_syncs(a: &Artifacts) -> Result<Vec<Result1>, String> {
+    Ok(two_boots(a, "halt", "halt_test", FirstEnd::Halts("HALT_TEST wrote"), "write-halt", "read-after-halt")?.0)
 }
 
 /// A logical disk across two boots (VINO §3.3): written through the Wasm graft and
 /// killed at the sync, read through the eBPF one; then the image passes `fsck` and the
 /// host reads the map from it: every block it names holds that logical block's data.
 fn logical_disk(a: &Artifacts) -> Result<Vec<Result1>, String> {
-    let (mut res, disk) = two_boots(a, "ldisk", "ldisk_test", "LDISK synced", "write-sync-kill", "remount-read")?;
+    let end = FirstEnd::KilledAt("LDISK synced");
+    let (mut res, disk) = two_boots(a, "ldisk", "ldisk_test", end, "write-sync-kill", "remount-read")?;
     let Some(disk) = disk else { return Ok(res) };
     let fsck = crate::image::fsck(&[disk.display().to_string()])?;
     res.push(Result1 {
@@ -310,6 +342,7 @@ pub fn test(filter: Option<&str>, smoke: Smoke) -> Result<ExitCode, String> {
         .collect();
     let run_durability = filter.is_none_or(|f| "durable".contains(f) || f.contains("durab"));
     let run_ldisk = filter.is_none_or(|f| "ldisk".contains(f) || f.contains("ldisk"));
+    let run_halt = filter.is_none_or(|f| "halt".contains(f) || f.contains("halt"));
     // The power-cut rounds (crash.rs) take a worker of their own, first (the longest).
     let mut selected = selected;
     if filter.is_none_or(|f| "crash".contains(f) || f.contains("crash")) {
@@ -322,7 +355,7 @@ pub fn test(filter: Option<&str>, smoke: Smoke) -> Result<ExitCode, String> {
     if filter.is_none_or(|f| BENCH_SMOKE.contains(f)) {
         selected.push(Scenario { name: BENCH_SMOKE.into(), ..Scenario::bench(BENCH_SMOKE, "smp", &[])? });
     }
-    let artifacts = if !selected.is_empty() || run_durability || run_ldisk {
+    let artifacts = if !selected.is_empty() || run_durability || run_ldisk || run_halt {
         qemu::ensure_qemu()?;
         Some(Arc::new(build()?))
     } else {
@@ -385,6 +418,9 @@ pub fn test(filter: Option<&str>, smoke: Smoke) -> Result<ExitCode, String> {
     }
     if let (true, Some(a)) = (run_ldisk, &artifacts) {
         two_boot.extend(logical_disk(a)?);
+    }
+    if let (true, Some(a)) = (run_halt, &artifacts) {
+        two_boot.extend(halt_syncs(a)?);
     }
     for t in two_boot {
         println!("test qemu/{} ... {}", t.name, if t.ok { "ok".to_string() } else { format!("FAILED ({})", t.detail) });

@@ -401,7 +401,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
                 detail: r.err().unwrap_or_default(),
             });
         }
-        if ftp {
+        if ftp && sc.checks == "web" {
             for (name, needle) in nettest::LOG_CHECKS {
                 let ok = out.log.lines().any(|l| l.contains(needle));
                 results.push(Result1 {

@@ -55,6 +55,12 @@ pub fn register_dma(va: u64, pa: u64, pages: u64) {
     st.direct.push((va, pa, pages));
 }
 
+/// Forget the memory registered for DMA (`register_dma`) at virtual addresses in
+/// `from..to`: it is gone (a server whose frames were mapped there died).
+pub fn forget_dma(from: u64, to: u64) {
+    STATE.lock().direct.retain(|d| !(from..to).contains(&d.0));
+}
+
 /// `pages` pages of zeroed DMA memory for a server's own buffers, handed to the device
 /// as they are (no bounce): (virtual, physical), or None when sigma0 has none.
 pub fn dma_buffer(pages: u64) -> Option<(u64, u64)> {

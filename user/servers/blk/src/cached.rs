@@ -1,6 +1,7 @@
 //! The cache client: blk's calls to the shared `cache` server (`LOOKUP`, the batch's
 //! `LOOKUPS` prefetch and its `looked` queue, `FILLED`, `INVALIDATE`, `SYNC`, `MAP`),
-//! the cache's frames mapped here, and fail-stop when the cache is gone.
+//! the cache's frames mapped here, and what blk does when the cache is gone: it serves
+//! on, around the cache, and attaches to the new one when root has started it.
 //!
 //! When blk calls the cache matters: the answers the cache gave are good only until
 //! blk's next call to it (a `HIT` slot may be handed out again after it), so every call
@@ -35,35 +36,26 @@ const CACHE_KQUOTA_SLACK: u64 = 64;
 /// How often this service says `SYNC` while the cache holds grown blocks.
 pub(crate) const CACHE_SYNC_US: u64 = 5_000;
 
-/// A call to the cache came to this: its answer, None when it refused (a request it
-/// does not take now), and the end of this service when the cache is gone (its frames,
-/// mapped here, with it).
-fn cached<T>(r: Result<T, Error>) -> Option<T> {
-    match r {
-        Ok(v) => Some(v),
-        Err(e) if env::server_gone(e) => cache_gone(),
-        Err(_) => None,
-    }
-}
-
-/// The cache server died: its frames (mapped here, maybe in the middle of a copy or a
-/// DMA) are gone. Fail-stop: end, so that root starts the block service again, which
-/// attaches to the restarted cache; clients open their segments again and send what
-/// was not acknowledged (`Segment::reopen`).
-fn cache_gone() -> ! {
-    println!("blk: the cache server is gone: ending, to be started again with the new one");
-    rt::exit(3)
-}
+/// How often blk asks root for a new cache while it serves without one (µs).
+pub(crate) const CACHE_RETRY_US: u64 = 50_000;
 
 /// Map the cache server's frames here for DMA: (capability slot, pages of its first
 /// block), or why not.
 pub(crate) fn attach_cache() -> Result<(u64, u64), &'static str> {
     let slot = rt::alloc_slot();
+    attach_cache_at(slot).inspect_err(|_| rt::free_slot(slot)).map(|slots| (slot, slots))
+}
+
+/// `attach_cache` into capability slot `slot` (empty): the pages of the first block.
+fn attach_cache_at(slot: u64) -> Result<u64, &'static str> {
     env::lookup("cache", slot).map_err(|_| "the manifest must grant the cache server")?;
-    let (phys, slots) =
-        pc::client::attach(slot, CACHE_VA, 12 + 16).map_err(|_| "the cache server refused to attach")?;
+    let attached = pc::client::attach(slot, CACHE_VA, 12 + 16);
+    let (phys, slots) = attached.map_err(|_| {
+        let _ = rt::sys::cap_delete(slot);
+        "the cache server refused to attach"
+    })?;
     virtio::register_dma(CACHE_VA, phys, slots);
-    Ok((slot, slots))
+    Ok(slots)
 }
 
 /// The cache's frames as mapped here, as words (`tags::Words`): the limit and the touch
@@ -106,6 +98,11 @@ impl Hints {
         h
     }
 
+    /// No cache attached: no hits without a call.
+    fn none() -> Hints {
+        Hints { map: tags::Hints::default(), layout: None, mapped: 0 }
+    }
+
     /// Slots up to `slots` are mapped here now (hints for them if memory can be had).
     fn mapped_to(&mut self, slots: u64) {
         self.mapped = self.mapped.max(slots);
@@ -125,6 +122,59 @@ impl Hints {
 }
 
 impl Blk {
+    /// A call to the cache came to this: its answer, None when it refused (a request it
+    /// does not take now) or is gone (then blk serves on without it: `lose_cache`).
+    fn cached<T>(&mut self, r: Result<T, Error>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) if env::server_gone(e) => {
+                self.lose_cache();
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The cache server died: its frames (mapped here) are gone with what blk knew of
+    /// them. blk serves on around the cache (buffered operations go to the device as
+    /// direct ones do) and attaches to the new cache once root has started it
+    /// (`cache_retry`). An operation that copied out of the old frames, or whose fill
+    /// was under way into them, fails (`cache_alive`): they may have vanished before the
+    /// copy. Its clients keep their handles, areas and grafts. (Before, blk ended here,
+    /// fail-stop, and every principal's grafts in it went with it.)
+    pub(crate) fn lose_cache(&mut self) {
+        if self.cache_lost {
+            return;
+        }
+        println!("blk: the cache server is gone: serving around it until a new one attaches");
+        self.cache_lost = true;
+        self.cache_retry_at = 0;
+        self.looked.clear();
+        self.hints = Hints::none();
+        self.cache_grown = false;
+        let _ = rt::sys::cap_delete(self.cache);
+        virtio::forget_dma(CACHE_VA, CACHE_VA + CACHE_SPAN);
+    }
+
+    /// Without a cache: attach to the new one if root has started it (at most every
+    /// `CACHE_RETRY_US`). Whatever is in flight finishes first: a fill into the old
+    /// frames must not complete into the new ones mapped at the same place.
+    pub(crate) fn cache_retry(&mut self) {
+        let now = rt::sys::now_us();
+        if !self.cache_lost || now < self.cache_retry_at {
+            return;
+        }
+        self.cache_retry_at = now + CACHE_RETRY_US;
+        self.drain();
+        if let Ok(slots) = attach_cache_at(self.cache) {
+            self.cache_lost = false;
+            self.cache_block = slots;
+            self.hints = Hints::new(slots);
+            self.attached += 1;
+            println!("blk: attached to the new cache server ({} slots; attach {})", slots, self.attached);
+        }
+    }
+
     /// Ask the cache about `n` blocks from `first`: per block `slot | state << 32`, or
     /// `u64::MAX` (go around the cache: it is full of fills, or unreachable). For a read
     /// whose blocks are all where blk saw them, no call (`direct`).
@@ -139,10 +189,15 @@ impl Blk {
         }
         self.drop_looked();
         let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
+        self.cache_retry();
+        if self.cache_lost {
+            return out;
+        }
         let n = (n as usize).min(out.len());
         // The slots it answered with are all mapped here; a block it took since is not
         // handed out until it is.
-        match cached(pc::client::lookup(self.cache, first, owner, &mut out[..n])) {
+        let r = pc::client::lookup(self.cache, first, owner, &mut out[..n]);
+        match self.cached(r) {
             Some(Some(first)) => self.map_cache_block(first),
             Some(None) => {}
             None => out = [u64::MAX; pc::MAX_LOOKUP as usize],
@@ -209,11 +264,12 @@ impl Blk {
             }
         }
         // One run is what `lookup` would ask anyway.
-        if runs.len() < 2 {
+        if runs.len() < 2 || self.cache_lost {
             return;
         }
         let mut words = [u64::MAX; pc::MAX_RUN_BLOCKS as usize];
-        let Some((looked, map)) = cached(pc::client::lookups(self.cache, owner, &runs, &mut words)) else { return };
+        let r = pc::client::lookups(self.cache, owner, &runs, &mut words);
+        let Some((looked, map)) = self.cached(r) else { return };
         let mut at = 0;
         for &(f, n) in &runs[..looked] {
             let mut out = [u64::MAX; pc::MAX_LOOKUP as usize];
@@ -272,7 +328,11 @@ impl Blk {
             && first.checked_mul(BLOCK as u64).is_some_and(|o| o < CACHE_SPAN);
         let va = CACHE_VA + first * BLOCK as u64;
         let window = (room && aligned).then(|| (va, 12 + pages.trailing_zeros() as u64));
-        if let Some(Some((f, slots, phys))) = cached(pc::client::map(self.cache, window)) {
+        if self.cache_lost {
+            return;
+        }
+        let r = pc::client::map(self.cache, window);
+        if let Some(Some((f, slots, phys))) = self.cached(r) {
             if f == first && slots == pages {
                 virtio::register_dma(va, phys, pages);
                 self.cache_grown = true;
@@ -285,7 +345,12 @@ impl Blk {
     /// block it stopped using; map one it took.
     pub(crate) fn cache_sync(&mut self) {
         self.drop_looked();
-        if let Some((map, grown)) = cached(pc::client::sync(self.cache)) {
+        self.cache_retry();
+        if self.cache_lost {
+            return;
+        }
+        let r = pc::client::sync(self.cache);
+        if let Some((map, grown)) = self.cached(r) {
             self.cache_grown = grown;
             if let Some(first) = map {
                 self.map_cache_block(first);
@@ -296,20 +361,31 @@ impl Blk {
     /// Tell the cache the fill of `block` ended (`FILLED`).
     pub(crate) fn cache_filled(&mut self, block: u64, ok: bool) {
         self.drop_looked();
-        cached(pc::client::filled(self.cache, block, ok));
+        if !self.cache_lost {
+            let r = pc::client::filled(self.cache, block, ok);
+            self.cached(r);
+        }
     }
 
     /// Tell the cache blocks `first .. first + n` were written behind it (`INVALIDATE`).
+    /// (Without a cache nothing is to be told: the new one starts empty, and blk
+    /// attaches to it only once nothing is in flight.)
     pub(crate) fn cache_invalidate(&mut self, first: u64, n: u64) {
         self.drop_looked();
-        cached(pc::client::invalidate(self.cache, first, n));
+        if !self.cache_lost {
+            let r = pc::client::invalidate(self.cache, first, n);
+            self.cached(r);
+        }
     }
 
     /// After copying out of the cache's frames: they held what the cache said only if
-    /// the cache still lives (its frames vanish with it, and read as zeros).
-    pub(crate) fn cache_still_there(&self) {
-        if rt::sys::cap_info(self.cache).is_err() {
-            cache_gone();
+    /// the cache still lives (its frames vanish with it, and read as zeros) and is the
+    /// one attached when the copying began (`since`: `self.attached` then). False: the
+    /// operation that copied fails.
+    pub(crate) fn cache_alive(&mut self, since: u64) -> bool {
+        if !self.cache_lost && rt::sys::cap_info(self.cache).is_err() {
+            self.lose_cache();
         }
+        !self.cache_lost && self.attached == since
     }
 }

@@ -94,14 +94,16 @@ impl Blk {
         self.submit();
     }
 
-    pub(crate) fn io_done(&mut self, io: Io, ok: bool) {
+    pub(crate) fn io_done(&mut self, io: Io, mut ok: bool) {
         if let Some(block) = io.fill {
             self.cache_filled(block, ok);
         }
         if let (Some((to, n)), true) = (io.copy, ok) {
             copy_part(io.buf, to, n);
-            if io.fill.is_some() {
-                self.cache_still_there();
+            // A fill never outlives the cache it went into (blk attaches to a new one
+            // only when nothing is in flight): the one attached now.
+            if io.fill.is_some() && !self.cache_alive(self.attached) {
+                ok = false;
             }
         }
         if io.bounce {

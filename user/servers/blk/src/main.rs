@@ -121,6 +121,13 @@ struct Blk {
     /// when idle, so that it can (it gives a block back only once it has seen this
     /// service between operations).
     cache_grown: bool,
+    /// The cache server is gone and no new one is attached yet: buffered operations go
+    /// around the cache (`cached::lose_cache`); the next try at `cache_retry_at` (µs).
+    cache_lost: bool,
+    cache_retry_at: u64,
+    /// Caches attached since blk started, less one (what a copy out of the cache's
+    /// frames is checked against: `cache_alive`).
+    attached: u64,
     /// The cache's answers for the buffered reads of the batch under way, asked in one
     /// `LOOKUPS` (`prefetch`): per run (first block, blocks, owner) its words, taken in
     /// order by `lookup`. Good only until the next call to the cache (its `HIT` slots
@@ -230,15 +237,20 @@ impl Server for Blk {
     fn next_tick_us(&mut self) -> Option<u64> {
         let now = rt::sys::now_us();
         let parked = self.parked.iter().map(|(_, _, t, _)| t.saturating_sub(now)).min();
-        match (parked, self.cache_grown) {
-            (p, true) => Some(p.map_or(CACHE_SYNC_US, |p| p.min(CACHE_SYNC_US))),
-            (p, false) => p,
+        // Without a cache: a look for the new one now and then, also when idle.
+        let every =
+            if self.cache_lost { Some(cached::CACHE_RETRY_US) } else { self.cache_grown.then_some(CACHE_SYNC_US) };
+        match (parked, every) {
+            (Some(p), Some(e)) => Some(p.min(e)),
+            (p, e) => p.or(e),
         }
     }
 
     fn tick(&mut self) {
         self.unpark();
-        if self.cache_grown {
+        if self.cache_lost {
+            self.cache_retry();
+        } else if self.cache_grown {
             self.cache_sync();
         }
     }
@@ -291,6 +303,9 @@ impl Server for Blk {
         }
         let r = if let Some(v) = from.minted_value() {
             self.segment(v & !HOLDER, req, v & HOLDER != 0)
+        } else if matches!(req, Request::Sync) {
+            // To the service: root, as the machine stops (the whole disk).
+            Some(if from.is_root() { self.sync() } else { err(Error::NoRights) })
         } else if from.principal() == 0 && (from.is_root() || !matches!(req, Request::Attach { .. })) {
             // Root, and programs without a principal (they own nothing here): those may
             // only attach views, for a principal they name (`net`, for its clients).
@@ -396,6 +411,9 @@ fn main() -> i32 {
         cache,
         cache_block,
         cache_grown: false,
+        cache_lost: false,
+        cache_retry_at: 0,
+        attached: 0,
         looked: VecDeque::new(),
         hints: cached::Hints::new(cache_block),
         waiting: VecDeque::new(),

@@ -157,8 +157,10 @@ impl Blk {
             return;
         }
         let mut k = 0;
-        // Whether hits were copied out of the cache's frames (checked once at the end).
+        // Whether hits were copied out of the cache's frames (checked once at the end,
+        // against the cache attached now).
         let mut copied_out = false;
+        let attached = self.attached;
         while k < count {
             let n = (count - k).min(pc::MAX_LOOKUP);
             let found = self.lookup(block + k, n, owner, write);
@@ -197,8 +199,10 @@ impl Blk {
                 k += n;
             }
         }
-        if copied_out {
-            self.cache_still_there();
+        if copied_out && !self.cache_alive(attached) {
+            if let Some(op) = self.ops.get_mut(&id) {
+                op.failed = true;
+            }
         }
         if write {
             self.queue(true, block, data, count, id);
@@ -213,12 +217,17 @@ impl Blk {
         let mut looking = buffered;
         while looking {
             let f = self.lookup(block, 1, owner, false)[0];
+            let attached = self.attached;
             let slot = CACHE_VA + (f & 0xffff_ffff) * BLOCK as u64;
             match f >> 32 {
                 _ if f == u64::MAX => looking = false,
                 pc::HIT => {
                     copy_part(slot, to, keep);
-                    self.cache_still_there();
+                    if !self.cache_alive(attached) {
+                        if let Some(op) = self.ops.get_mut(&id) {
+                            op.failed = true;
+                        }
+                    }
                     return;
                 }
                 pc::FILL => return self.queue_copy(block, slot, id, Some(block), to, keep),

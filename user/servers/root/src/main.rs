@@ -10,7 +10,9 @@
 //!
 //! Restarts follow `manifest::restart`: a program's own deaths (faults, exits) are
 //! restarted with a growing back-off and, past a budget, it is left down (reported, in
-//! `ps`; `run NAME` starts it again); a `KILL` is restarted at once. A restart starts the
+//! `ps`; tried again after its `retry_after`; `run NAME` starts it at once); a `KILL` is
+//! restarted at once; an end its dependencies caused (a server in its `caps` that died
+//! or is down) is not counted, and it starts once they all run. A restart starts the
 //! program's plain entry — after a live update, the program that now serves, without
 //! the update's arguments — and a program read from the files filesystem from the image
 //! root kept (the files server may be the program itself).
@@ -69,6 +71,9 @@ struct Prog {
     restarts: u32,
     /// Its counted deaths (`manifest::restart`), carried from instance to instance.
     deaths: Deaths,
+    /// When this instance started (`sys::now_us`): a dependency's death before it did
+    /// not end it.
+    started_us: u64,
     /// The image of a program read from the files filesystem, kept for its restart (the
     /// files server may be this program, or the file may have changed since).
     image: Option<Rc<[u8]>>,
@@ -107,6 +112,9 @@ struct Root<'a> {
     gone_in_update: Vec<u64>,
     /// Programs to restart later, or left down.
     down: Vec<Down>,
+    /// When each program marked `restart` last ended (by name): what its dependents'
+    /// ends are laid at (`manifest::restart::blamed_on_dependency`).
+    ended_at: Vec<(String, u64)>,
 }
 
 /// A program's id (its badge on root's endpoint): its index in `progs` (its record's
@@ -237,7 +245,8 @@ impl Server for Root<'_> {
                 if !self.may_operate(idx) {
                     return Answer::err(Error::NoRights);
                 }
-                println!("[root] halting");
+                println!("[root] halting: syncing files and flushing disks first");
+                self.sync_all();
                 let _ = sys::machine_exit(cap::MACHINE_SLOT, 0);
                 Answer::err(Error::BadState)
             }
@@ -372,6 +381,7 @@ fn main() -> i32 {
         holding: Holding::default(),
         gone_in_update: Vec::new(),
         down: Vec::new(),
+        ended_at: Vec::new(),
     };
     for name in MEM_SERVERS {
         match root.start_mem(name) {

@@ -252,6 +252,7 @@ impl Root<'_> {
             pager,
             restarts: 0,
             deaths: Deaths::default(),
+            started_us: sys::now_us(),
             image: None,
             uses: Vec::new(),
             spawner: None,

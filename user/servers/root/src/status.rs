@@ -1,6 +1,7 @@
 //! What root tells the shell: the programs running and those down (`ps`), and the
 //! memory of sigma0 and of each memory server and its clients (`meminfo`).
 
+use crate::supervise::Held;
 use crate::{badge_of, Root};
 use alloc::string::String;
 use core::fmt::Write;
@@ -48,13 +49,20 @@ impl Root<'_> {
             );
         }
         // Programs marked `restart` with no instance: waiting out their back-off
-        // (`backoff`), or left down after their budget (`down`).
+        // (`backoff`), held until the servers they use run (`awaiting`), or left down
+        // after their budget (`down`) until their retry — each says what it waits for.
+        let now = sys::now_us();
         for d in &self.down {
-            let state = if d.due.is_some() { "backoff" } else { "down" };
+            let left = d.due.map_or(0, |t| t.saturating_sub(now).div_ceil(1_000_000));
+            let (state, note) = match d.why {
+                Held::Backoff => ("backoff", String::new()),
+                Held::Deps => ("awaiting", alloc::format!("  until {} runs", self.dep_down(&d.entry).unwrap_or("?"))),
+                Held::Down(_) => ("down", alloc::format!("  retry in {} s", left)),
+            };
             let _ = writeln!(
                 s,
-                "{:>4} {:12} {:9} {:>4} {:>7} {:6} {:>6} {:9} {:>8} {:>8}",
-                "-", d.entry.name, state, d.entry.priority, "-", d.entry.pager, "-", d.restarts, "-", "-"
+                "{:>4} {:12} {:9} {:>4} {:>7} {:6} {:>6} {:9} {:>8} {:>8}{}",
+                "-", d.entry.name, state, d.entry.priority, "-", d.entry.pager, "-", d.restarts, "-", "-", note
             );
         }
         s

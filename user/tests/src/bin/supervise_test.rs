@@ -4,7 +4,9 @@
 //! answers every call the whole time. A manual start (`run`: SPAWN by a program that
 //! may operate the machine) runs it again as root's own, its count cleared, and it is
 //! left down again after another 10 deaths. Before the budget, root restarted such a
-//! program for ever, thousands of times, with no pause between.
+//! program for ever, thousands of times, with no pause between. Left down is not for
+//! ever: `ps` says when root tries it again, and after its `retry_after` (15 s here)
+//! root does, once (it dies again, and its deaths of the last 30 s leave it down again).
 #![no_std]
 #![no_main]
 
@@ -113,5 +115,25 @@ fn main() -> i32 {
     c.check(took.is_some(), "and leaves it down again after another 10 deaths");
     c.eq(state().map(|s| (s.1, s.2)), Some((String::from("down"), 19)), "19 restarts in all");
     c.check(calls > 0 && failed == 0, "echo answered every call meanwhile");
+
+    // Tried again after its `retry_after` (15 s), and `ps` says when.
+    let line = env::ps().ok().and_then(|t| t.lines().find(|l| l.contains(NAME)).map(String::from));
+    c.check(
+        line.as_ref().is_some_and(|l| l.contains("retry in")),
+        &format!("ps says when it is tried again ({line:?})"),
+    );
+    let t0 = sys::now_us();
+    c.check(
+        tests::wait_until(3000, || state().is_some_and(|s| s.2 >= 20)),
+        "root tries it again after its retry_after",
+    );
+    let waited = (sys::now_us() - t0) / 1000;
+    println!("supervise_test: tried again {waited} ms after ps showed it down");
+    c.check((10_000..25_000).contains(&waited), &format!("after about 15 s ({waited} ms)"));
+    c.check(
+        tests::wait_until(300, || state().is_some_and(|s| s.1 == "down")),
+        "it died at once again: left down again after that one try",
+    );
+    c.eq(state().map(|s| s.2), Some(20), "one restart more, not ten");
     c.finish("supervise_test")
 }
