@@ -513,7 +513,7 @@ rt::protocol! {
         /// segment's completion counter has reached n: sleep instead of polling.
         WAIT = 0x89, fn wait_raw(n) -> [completed] via rt::server::request => Wait { n: u64 };
         /// Through a segment capability: returns once every write completed before it is on
-        /// stable storage (the device's write cache flushed).
+        /// stable storage (the device's write cache flushed). `Io` if the device's flush failed.
         SYNC = 0x87, fn sync_raw() -> [] via rt::server::request => Sync;
         /// Through a segment capability: give it back (the capability is revoked).
         CLOSE = 0x86, fn close_raw() -> [] via rt::server::request => Close;
