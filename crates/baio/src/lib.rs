@@ -660,7 +660,11 @@ impl Volume {
         // A stale free count is an interrupted update; one past the data area is
         // written by nothing (the count is of data blocks): damage.
         if f(9) > expect.data_blocks {
-            return Err(format!("superblock records {} free blocks, more than its {} data blocks", f(9), expect.data_blocks));
+            return Err(format!(
+                "superblock records {} free blocks, more than its {} data blocks",
+                f(9),
+                expect.data_blocks
+            ));
         }
         Ok((expect, f(8), Some(f(9)), f(10)))
     }

@@ -778,7 +778,15 @@ impl<D: Dev> Fs<D> {
                     continue;
                 }
                 if pending {
-                    out.push(Pending { dir: d, at: i as u64, ino, kind, name: name.clone(), commit: false, replaced: None });
+                    out.push(Pending {
+                        dir: d,
+                        at: i as u64,
+                        ino,
+                        kind,
+                        name: name.clone(),
+                        commit: false,
+                        replaced: None,
+                    });
                 } else {
                     named[ino as usize] = true;
                 }

@@ -659,11 +659,11 @@ fn a_power_cut_during_a_rename_leaves_the_old_or_the_new_names() {
     fs.create("/b/empty", Kind::Dir).unwrap();
     let base = fs.dev.0.clone();
     let renames: [(&str, &str); 5] = [
-        ("/a/x", "/a/x2"),       // within a directory
-        ("/a/x2", "/b/x3"),      // across
-        ("/b/x3", "/a/old"),     // across, replacing a file
-        ("/b/y", "/b/t"),        // within, replacing a file
-        ("/a/d", "/b/empty"),    // a directory over an empty one
+        ("/a/x", "/a/x2"),    // within a directory
+        ("/a/x2", "/b/x3"),   // across
+        ("/b/x3", "/a/old"),  // across, replacing a file
+        ("/b/y", "/b/t"),     // within, replacing a file
+        ("/a/d", "/b/empty"), // a directory over an empty one
     ];
     let mut fs = Fs::mount(Recorder::new(base.clone())).unwrap();
     let mut trees = vec![contents(&mut fs)];

@@ -118,7 +118,7 @@ fn main() -> i32 {
                 }
                 rt::free_slot(blk);
             }
-            "ls" | "cat" | "put" | "rm" => files(&cmd, rest),
+            "ls" | "cat" | "put" | "rm" | "mkdir" | "mv" | "sync" => files(&cmd, rest),
             "net" | "ping" | "fetch" | "cue" => network(&mut input, &mut net, &cmd, rest),
             "graft" => graft(rest),
             "swap" | "interpose" => reconfigure(&cmd, rest),
