@@ -224,11 +224,9 @@ fn encode_inode(i: &Inode, out: &mut [u8]) {
 /// Where an inode's checksum lies (it covers the bytes before it).
 const INODE_SUM: usize = 120;
 
-/// Decode one inode slot: Ok(None) if free, Err(why) if malformed.
+/// Decode one inode slot: Ok(None) if free (all zeros), Err(why) if malformed.
 fn decode_inode(b: &[u8]) -> Result<Option<Inode>, String> {
     match u32_at(b, 0) {
-        // A free slot is all zeros (`docs/baio-format.md`; a delete writes it so, and a
-        // torn write cannot leave part of one: inodes never straddle a sector).
         0 if b.iter().all(|x| *x == 0) => return Ok(None),
         0 => return Err("a free inode that is not all zeros".into()),
         1 => {}
@@ -657,14 +655,10 @@ impl Volume {
         if f(10) > GENERATION_LIMIT {
             return Err(format!("next generation {} is out of range", f(10)));
         }
-        // A stale free count is an interrupted update; one past the data area is
-        // written by nothing (the count is of data blocks): damage.
-        if f(9) > expect.data_blocks {
-            return Err(format!(
-                "superblock records {} free blocks, more than its {} data blocks",
-                f(9),
-                expect.data_blocks
-            ));
+        // A stale count is an interrupted update; one past the data area, damage.
+        let (free, data) = (f(9), expect.data_blocks);
+        if free > data {
+            return Err(format!("superblock records {free} free blocks, more than its {data} data blocks"));
         }
         Ok((expect, f(8), Some(f(9)), f(10)))
     }
