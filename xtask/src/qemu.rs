@@ -59,6 +59,9 @@ pub struct Options {
     pub append: String,
     /// A disk image attached as a virtio-blk PCI device.
     pub disk: Option<std::path::PathBuf>,
+    /// The disk's every flush fails (EIO, by QEMU's blkdebug driver; reads and writes
+    /// go on): a disk whose write cache can no longer be made stable.
+    pub disk_flush_fails: bool,
     /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
     pub machine: String,
     pub memory: String,
@@ -131,6 +134,7 @@ impl Options {
             icount,
             append,
             disk,
+            disk_flush_fails: false,
             machine: "q35".into(),
             memory: "512M".into(),
             net: None,
@@ -178,7 +182,17 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
         check_disk(d)?;
         // cache=writeback: the device has a volatile write cache (QEMU offers VIRTIO_BLK_F_FLUSH
         // and the guest's flushes are the host's fdatasync), as most disks have.
-        c.arg("-drive").arg(format!("file={},if=none,id=disk0,format=raw,cache=writeback", d.display()));
+        let file = if o.disk_flush_fails {
+            // blkdebug: the first flush's event arms the rule, and every flush from then
+            // on (that one too) fails with EIO.
+            let cfg = d.with_extension("blkdebug");
+            std::fs::write(&cfg, "[inject-error]\nevent = \"flush_to_os\"\nerrno = \"5\"\niotype = \"flush\"\n")
+                .map_err(|e| format!("{}: {e}", cfg.display()))?;
+            format!("blkdebug:{}:{}", cfg.display(), d.display())
+        } else {
+            d.display().to_string()
+        };
+        c.arg("-drive").arg(format!("file={file},if=none,id=disk0,format=raw,cache=writeback"));
         c.args(["-device", "virtio-blk-pci,drive=disk0"]);
     }
     if let Some(n) = &o.net {

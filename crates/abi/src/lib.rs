@@ -138,10 +138,14 @@ pub enum Error {
     /// restarted): what the old instance held for it is gone — for a file, the writes
     /// through it that no `SYNC` or `CLOSE` had answered. Open again.
     Lost = 26,
+    /// (servers) The device failed: a read, write or flush of the disk did not succeed
+    /// (or read back bytes that fail their checksums). Not the caller's doing: the
+    /// request may be tried again, but what it was to change may not have changed.
+    Io = 27,
 }
 
 impl Error {
-    pub const ALL: [Error; 26] = [
+    pub const ALL: [Error; 27] = [
         Error::NoSys,
         Error::InvalidCap,
         Error::WrongType,
@@ -168,6 +172,7 @@ impl Error {
         Error::WouldBlock,
         Error::Reset,
         Error::Lost,
+        Error::Io,
     ];
 
     pub fn from_code(code: u64) -> Option<Error> {
@@ -202,6 +207,7 @@ impl Error {
             Error::WouldBlock => "WouldBlock",
             Error::Reset => "Reset",
             Error::Lost => "Lost",
+            Error::Io => "Io",
         }
     }
 }

@@ -224,10 +224,11 @@ fn encode_inode(i: &Inode, out: &mut [u8]) {
 /// Where an inode's checksum lies (it covers the bytes before it).
 const INODE_SUM: usize = 120;
 
-/// Decode one inode slot: Ok(None) if free, Err(why) if malformed.
+/// Decode one inode slot: Ok(None) if free (all zeros), Err(why) if malformed.
 fn decode_inode(b: &[u8]) -> Result<Option<Inode>, String> {
     match u32_at(b, 0) {
-        0 => return Ok(None),
+        0 if b.iter().all(|x| *x == 0) => return Ok(None),
+        0 => return Err("a free inode that is not all zeros".into()),
         1 => {}
         f => return Err(format!("unknown inode flags {f:#x}")),
     }
@@ -485,7 +486,7 @@ impl Volume {
             Err(why) if repair => {
                 let l = Layout::for_blocks(dev.blocks()).ok_or(Error::TooSmall)?;
                 problems.push(format!("{why}: the superblock is rewritten for the device's {} blocks", dev.blocks()));
-                (l, 0, u64::MAX, 1)
+                (l, 0, None, 1)
             }
             Err(why) => return Err(Error::Corrupt(why)),
         };
@@ -609,7 +610,7 @@ impl Volume {
             problems.push(if repair { format!("{why}: freed") } else { why });
         }
         let free = claimed.iter().filter(|c| !**c).count() as u64;
-        if free != free_recorded && free_recorded != u64::MAX {
+        if let Some(free_recorded) = free_recorded.filter(|r| *r != free) {
             unfinished.push(format!("superblock records {free_recorded} free blocks, the inodes leave {free}"));
         }
         // The derived metadata, from the inodes.
@@ -624,7 +625,7 @@ impl Volume {
     }
 
     /// The superblock's layout, hint, free count and next generation, or why not.
-    fn superblock_fields(sb: &[u8], device_blocks: u64) -> Result<(Layout, u64, u64, u64), String> {
+    fn superblock_fields(sb: &[u8], device_blocks: u64) -> Result<(Layout, u64, Option<u64>, u64), String> {
         if u32_at(sb, 12) as usize != BLOCK {
             return Err(format!("block size {} (expected {BLOCK})", u32_at(sb, 12)));
         }
@@ -654,7 +655,12 @@ impl Volume {
         if f(10) > GENERATION_LIMIT {
             return Err(format!("next generation {} is out of range", f(10)));
         }
-        Ok((expect, f(8), f(9), f(10)))
+        // A stale count is an interrupted update; one past the data area, damage.
+        let (free, data) = (f(9), expect.data_blocks);
+        if free > data {
+            return Err(format!("superblock records {free} free blocks, more than its {data} data blocks"));
+        }
+        Ok((expect, f(8), Some(f(9)), f(10)))
     }
     pub fn lookup(&self, name: &str) -> Option<&Inode> {
         self.names.get(name).and_then(|i| self.inodes[*i].as_ref())

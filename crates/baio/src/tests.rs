@@ -246,6 +246,16 @@ fn every_kind_of_corruption_is_named() {
     });
     assert!(p[0].contains("version"), "{p:?}");
     // Length past the end of the device.
+    // A free count no device of this size can have (2^64 - 1 was once let through).
+    for free in [u64::MAX, 8192] {
+        let p = corrupt(|d, _| patch_super(d, 9, free));
+        assert!(p[0].contains("more than its"), "{free}: {p:?}");
+    }
+    // A free inode slot (flags 0) with one byte that is not zero.
+    for off in [4, 64, 127] {
+        let p = corrupt(|d, l| patch_inode_as(d, l, 5, off, &[1], false));
+        assert!(p.iter().any(|x| x.contains("inode 5: a free inode that is not all zeros")), "byte {off}: {p:?}");
+    }
     let p = corrupt(|d, l| patch_inode(d, l, 0, 88, &(1u64 << 40).to_le_bytes()));
     assert!(p.iter().any(|x| x.contains("outside the data area")), "{p:?}");
     // One flipped byte of an owner, of rights, of a name: the inode's checksum.
@@ -267,7 +277,7 @@ fn every_kind_of_corruption_is_named() {
 
 #[test]
 fn stale_derived_metadata_is_an_interrupted_update_the_mount_finishes() {
-    let p = interrupted(|d, _| patch_super(d, 9, 12345));
+    let p = interrupted(|d, _| patch_super(d, 9, 1234));
     assert!(p.iter().any(|x| x.contains("free blocks")), "{p:?}");
     let p = interrupted(|d, _| patch_super(d, 10, 1));
     assert!(p.iter().any(|x| x.contains("generation")), "{p:?}");
@@ -335,6 +345,10 @@ fn repair_removes_what_cannot_be_trusted_and_keeps_the_rest() {
     assert!(c.iter().any(|x| x.contains("superblock") && x.contains("rewritten")), "{c:?}");
     let c = repaired(|d, _| patch_super(d, 9, 7), &["one", "two"]);
     assert!(c.iter().any(|x| x.contains("free blocks")), "{c:?}");
+    let c = repaired(|d, _| patch_super(d, 9, u64::MAX), &["one", "two"]);
+    assert!(c.iter().any(|x| x.contains("more than its") && x.contains("rewritten")), "{c:?}");
+    let c = repaired(|d, l| patch_inode_as(d, l, 5, 64, &[1], false), &["one", "two"]);
+    assert!(c.iter().any(|x| x.contains("not all zeros") && x.contains("removed")), "{c:?}");
     // Not a BAIO device: nothing to repair, nothing written.
     let mut d = damaged(|d, _| d.0[0] = b'X');
     let before = d.0.clone();

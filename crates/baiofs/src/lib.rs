@@ -53,7 +53,15 @@ pub use baio::{BlockDev, BLOCK};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"SCBFS001");
 /// 2: checksums over inodes and directory entries (5 extents, names up to 48 bytes).
-pub const VERSION: u32 = 2;
+/// 3: an entry may be a rename's new name not yet committed (`PENDING`), which only a
+/// mount that knows it can finish or undo. A version 2 filesystem has no such entry: it
+/// mounts, and the mount writes its superblock as version 3 (older code then refuses it
+/// by its version rather than misread an interrupted rename).
+pub const VERSION: u32 = 3;
+/// The oldest version a mount takes.
+pub const OLDEST: u32 = 2;
+/// An entry's byte 6: the entry is a rename's new name, not yet committed.
+const PENDING: u8 = 1;
 pub const INODE_SIZE: usize = 64;
 pub const EXTENTS: usize = 5;
 pub const NAME_MAX: usize = 48;
@@ -101,6 +109,23 @@ pub enum Error {
     NoInode,
     /// The file would need more than `EXTENTS` runs of blocks.
     TooFragmented,
+}
+
+impl Error {
+    /// The system's error code for this (what the files server answers): a failing
+    /// disk is `Io`, never a usage error such as `BadState`.
+    pub fn code(&self) -> abi::Error {
+        match self {
+            Error::NotFound => abi::Error::NotFound,
+            Error::Exists => abi::Error::Exists,
+            Error::NotDir | Error::IsDir | Error::BadName => abi::Error::InvalidArg,
+            Error::NotEmpty => abi::Error::BadState,
+            Error::NoSpace | Error::NoInode | Error::TooFragmented => abi::Error::NoSpace,
+            // The disk failed, or gave back bytes that fail their checksums (a mount
+            // checked everything: damage found later is the device's).
+            Error::Io | Error::Corrupt(_) => abi::Error::Io,
+        }
+    }
 }
 
 impl From<baio::Error> for Error {
@@ -227,20 +252,22 @@ pub fn valid_name(n: &str) -> bool {
         && !n.chars().any(char::is_control)
 }
 
-/// A directory entry's bytes.
-fn encode_entry(ino: u32, kind: Kind, name: &str) -> [u8; DIRENT] {
+/// A directory entry's bytes (`pending`: a rename's new name, not yet committed).
+fn encode_entry(ino: u32, kind: Kind, name: &str, pending: bool) -> [u8; DIRENT] {
     let mut e = [0u8; DIRENT];
     e[0..4].copy_from_slice(&ino.to_le_bytes());
     e[4] = name.len() as u8;
     e[5] = kind as u8;
+    e[6] = if pending { PENDING } else { 0 };
     e[8..8 + name.len()].copy_from_slice(name.as_bytes());
     let c = checksum(&e[..SUM]);
     e[SUM..].copy_from_slice(&c.to_le_bytes());
     e
 }
 
-/// A directory entry: Ok(None) if free, Err(why) if it cannot be trusted.
-fn decode_entry(e: &[u8]) -> Result<Option<(u32, Kind, String)>, String> {
+/// A directory entry: Ok(None) if free, Err(why) if it cannot be trusted; the bool says
+/// whether it is a rename's pending new name.
+fn decode_entry_flagged(e: &[u8]) -> Result<Option<(u32, Kind, String, bool)>, String> {
     let ino = u32::from_le_bytes(e[0..4].try_into().unwrap());
     if ino == 0 {
         return if e.iter().all(|x| *x == 0) { Ok(None) } else { Err("a free entry that is not zeroed".into()) };
@@ -253,13 +280,22 @@ fn decode_entry(e: &[u8]) -> Result<Option<(u32, Kind, String)>, String> {
         2 => Kind::Dir,
         k => return Err(format!("unknown kind {k}")),
     };
+    if e[6] & !PENDING != 0 || e[7] != 0 {
+        return Err(format!("unknown entry flags {:#x}", u16::from_le_bytes([e[6], e[7]])));
+    }
     let n = e[4] as usize;
     let name =
         e.get(8..8 + n).filter(|_| n <= NAME_MAX).and_then(|b| core::str::from_utf8(b).ok()).filter(|s| valid_name(s));
     match name {
-        Some(name) => Ok(Some((ino, kind, name.to_string()))),
+        Some(name) => Ok(Some((ino, kind, name.to_string(), e[6] == PENDING))),
         None => Err("an invalid name".into()),
     }
+}
+
+/// A directory entry as the running filesystem sees it: a pending one (a rename under
+/// way) is the name it will have.
+fn decode_entry(e: &[u8]) -> Result<Option<(u32, Kind, String)>, String> {
+    decode_entry_flagged(e).map(|o| o.map(|(i, k, n, _)| (i, k, n)))
 }
 
 /// What a look at a filesystem found.
@@ -281,11 +317,29 @@ enum Fix {
     EmptyRoot,
 }
 
+/// A rename's new name found pending (written, not yet made final): the rename
+/// committed when no other entry names its inode any more (the old name was cleared),
+/// and is then finished (an entry of the same name it replaces cleared, the flag
+/// cleared); else it is undone (the pending entry cleared).
+#[derive(Clone, Debug)]
+struct Pending {
+    dir: u32,
+    at: u64,
+    ino: u32,
+    kind: Kind,
+    name: String,
+    commit: bool,
+    /// (Committed) the entry of the same name in `dir` that the rename replaces.
+    replaced: Option<u64>,
+}
+
 #[derive(Default)]
 struct Scan {
     problems: Vec<(String, Fix)>,
     unfinished: Vec<String>,
     orphans: Vec<u32>,
+    /// Interrupted renames, to finish or undo (before the orphans are freed).
+    renames: Vec<Pending>,
     /// Per block: used by metadata or a named inode.
     used: Vec<bool>,
 }
@@ -314,6 +368,8 @@ pub struct Fs<D: Dev> {
     stats: CacheStats,
     /// What interrupted updates this mount cleaned up, if anything.
     pub finished: Vec<String>,
+    /// The superblock says an older version (`OLDEST`..`VERSION`): a mount writes it anew.
+    upgrade: bool,
 }
 
 impl<D: Dev> Fs<D> {
@@ -352,6 +408,7 @@ impl<D: Dev> Fs<D> {
             policies: BTreeMap::new(),
             stats: CacheStats::default(),
             finished: Vec::new(),
+            upgrade: false,
         }
     }
 
@@ -368,8 +425,8 @@ impl<D: Dev> Fs<D> {
         let version = u32::from_le_bytes(b[8..12].try_into().unwrap());
         let head = if u64at(&b, 0) != MAGIC {
             Some("bad magic: not a baiofs filesystem".to_string())
-        } else if version != VERSION {
-            Some(format!("unknown version {version} (this is version {VERSION})"))
+        } else if !(OLDEST..=VERSION).contains(&version) {
+            Some(format!("unknown version {version} (this is version {VERSION}; {OLDEST} is taken too)"))
         } else {
             None
         };
@@ -378,6 +435,7 @@ impl<D: Dev> Fs<D> {
         }
         let blocks = dev.blocks();
         let geo = Geometry::new(blocks);
+        let older = head.is_none() && version < VERSION;
         let why = if head.is_some() {
             head
         } else if u64at(&b, 64) != checksum(&b[..64]) {
@@ -400,6 +458,7 @@ impl<D: Dev> Fs<D> {
             return bad(format!("a segment of {blocks} blocks cannot hold a filesystem"));
         }
         let mut fs = Fs::new(dev, geo);
+        fs.upgrade = older && why.is_none();
         let note = match why {
             Some(why) if rewrite => {
                 fs.write_super()?;
@@ -433,7 +492,11 @@ impl<D: Dev> Fs<D> {
         if let Some((p, _)) = scan.problems.into_iter().next() {
             return Err(Error::Corrupt(p));
         }
-        fs.finish(&scan.orphans, &scan.used)?;
+        if fs.upgrade {
+            fs.write_super()?;
+            fs.upgrade = false;
+        }
+        fs.finish(&scan.renames, &scan.orphans, &scan.used)?;
         fs.finished = scan.unfinished;
         Ok(fs)
     }
@@ -465,7 +528,7 @@ impl<D: Dev> Fs<D> {
         for _ in 0..64 {
             let scan = fs.scan();
             if scan.problems.is_empty() {
-                fs.finish(&scan.orphans, &scan.used)?;
+                fs.finish(&scan.renames, &scan.orphans, &scan.used)?;
                 changes.extend(scan.unfinished);
                 return Ok((fs, changes));
             }
@@ -498,8 +561,24 @@ impl<D: Dev> Fs<D> {
         Err(Error::Corrupt("repair did not converge".into()))
     }
 
-    /// Free the unnamed inodes and write the bitmap the inodes give, if they differ.
-    fn finish(&mut self, orphans: &[u32], used: &[bool]) -> Result<(), Error> {
+    /// Finish or undo interrupted renames, free the unnamed inodes and write the
+    /// bitmap the inodes give, if they differ.
+    fn finish(&mut self, renames: &[Pending], orphans: &[u32], used: &[bool]) -> Result<(), Error> {
+        // The names first (each step one entry write, flushed before the next, so a cut
+        // during a mount leaves what the next mount resolves the same way); the inodes
+        // a finished rename left unnamed are among the orphans.
+        for r in renames {
+            if r.commit {
+                if let Some(at) = r.replaced {
+                    self.file_write(r.dir, at * DIRENT as u64, &[0u8; DIRENT])?;
+                    self.dev.flush()?;
+                }
+                self.file_write(r.dir, r.at * DIRENT as u64, &encode_entry(r.ino, r.kind, &r.name, false))?;
+            } else {
+                self.file_write(r.dir, r.at * DIRENT as u64, &[0u8; DIRENT])?;
+            }
+            self.dev.flush()?;
+        }
         for &i in orphans {
             self.inodes[i as usize] = Inode::default();
             self.write_inode(i)?;
@@ -575,6 +654,18 @@ impl<D: Dev> Fs<D> {
         if !s.problems.is_empty() {
             return s;
         }
+        s.renames = self.pending_renames(&nodes);
+        let mut skip: Vec<(u32, u64)> = Vec::new();
+        for r in &s.renames {
+            let (d, i, name) = (r.dir, r.at, &r.name);
+            if r.commit {
+                s.unfinished.push(format!("directory {d}, entry {i}: an interrupted rename to `{name}`: finished"));
+                skip.extend(r.replaced.map(|at| (d, at)));
+            } else {
+                s.unfinished.push(format!("directory {d}, entry {i}: an interrupted rename to `{name}`: undone"));
+                skip.push((d, i));
+            }
+        }
         // Walk the tree: every entry sound and naming a live inode of its kind, once.
         let mut named = vec![false; nodes.len()];
         named[ROOT as usize] = true;
@@ -599,6 +690,9 @@ impl<D: Dev> Fs<D> {
             }
             let mut names: Vec<String> = Vec::new();
             for (i, e) in raw.chunks(DIRENT).enumerate() {
+                if skip.contains(&(d, i as u64)) {
+                    continue;
+                }
                 let clear = Fix::ClearEntry(d, i as u64);
                 let (ino, kind, name) = match decode_entry(e) {
                     Ok(None) => continue,
@@ -659,6 +753,57 @@ impl<D: Dev> Fs<D> {
             s.unfinished.push(format!("the bitmap disagrees with the inodes on {stale} blocks: rebuilt"));
         }
         s
+    }
+
+    /// The pending entries (renames under way when the power went) in the tree, and
+    /// whether each committed: its old name is gone when no entry that is not pending
+    /// names its inode.
+    fn pending_renames(&mut self, nodes: &[Inode]) -> Vec<Pending> {
+        let mut out = Vec::new();
+        let mut named = vec![false; nodes.len()];
+        let mut seen = vec![false; nodes.len()];
+        // Per directory: (index, inode, name, pending).
+        let mut listing: BTreeMap<u32, Vec<(u64, u32, String, bool)>> = BTreeMap::new();
+        let mut dirs = vec![ROOT];
+        seen[ROOT as usize] = true;
+        while let Some(d) = dirs.pop() {
+            let mut raw = vec![0u8; nodes[d as usize].size as usize];
+            if self.file_read_meta(d, &mut raw).is_err() {
+                continue;
+            }
+            let l = listing.entry(d).or_default();
+            for (i, e) in raw.chunks(DIRENT).enumerate() {
+                let Ok(Some((ino, kind, name, pending))) = decode_entry_flagged(e) else { continue };
+                if ino as usize >= nodes.len() || ino == ROOT {
+                    continue;
+                }
+                if pending {
+                    out.push(Pending {
+                        dir: d,
+                        at: i as u64,
+                        ino,
+                        kind,
+                        name: name.clone(),
+                        commit: false,
+                        replaced: None,
+                    });
+                } else {
+                    named[ino as usize] = true;
+                }
+                if kind == Kind::Dir && nodes[ino as usize].kind == Kind::Dir as u16 && !seen[ino as usize] {
+                    seen[ino as usize] = true;
+                    dirs.push(ino);
+                }
+                l.push((i as u64, ino, name, pending));
+            }
+        }
+        for p in &mut out {
+            p.commit = !named[p.ino as usize];
+            if p.commit {
+                p.replaced = listing[&p.dir].iter().find(|e| !e.3 && e.2 == p.name && e.1 != p.ino).map(|e| e.0);
+            }
+        }
+        out
     }
 
     fn bit(&self, b: u64) -> bool {
@@ -1060,7 +1205,7 @@ impl<D: Dev> Fs<D> {
         // Durable before the entry that names it (else a cut may keep an entry naming
         // a free inode: a filesystem the mount refuses).
         self.dev.flush()?;
-        let e = encode_entry(ino, kind, &name);
+        let e = encode_entry(ino, kind, &name, false);
         // Reuse a free entry, else append.
         let size = self.inodes[parent as usize].size;
         let mut raw = vec![0u8; size as usize];
@@ -1090,6 +1235,11 @@ impl<D: Dev> Fs<D> {
         self.file_write(parent, idx * DIRENT as u64, &[0u8; DIRENT])?;
         // The cleared entry is durable before the inode goes.
         self.dev.flush()?;
+        self.free_inode(ino)
+    }
+
+    /// Free inode `ino` (no entry names it any more) and its blocks.
+    fn free_inode(&mut self, ino: u32) -> Result<(), Error> {
         let n = self.inodes[ino as usize];
         self.inodes[ino as usize] = Inode::default();
         self.write_inode(ino)?;
@@ -1103,6 +1253,85 @@ impl<D: Dev> Fs<D> {
         }
         self.policies.remove(&ino);
         Ok(())
+    }
+
+    /// Give `from` the name `to` (in the same directory or another), replacing what
+    /// `to` names, as POSIX `rename` does: a file replaces a file, a directory an empty
+    /// directory (`NotDir`, `IsDir`, `NotEmpty` otherwise); renaming a name to itself
+    /// changes nothing; a directory cannot move into itself or below (`BadName`).
+    ///
+    /// Crash-safe: after a power cut at any write, `from` and `to` are as before or
+    /// as after, never both names nor neither. The new name is written first as a
+    /// pending entry (flushed); clearing the old name is the commit (flushed); then
+    /// the replaced entry is cleared and the new one made final (each flushed), and the
+    /// replaced inode freed. A mount that finds a pending entry finishes the rename if
+    /// no other entry names its inode, else undoes it. Durable when it returns.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), Error> {
+        let (sp, sname, found) = self.resolve(from)?;
+        let s = found.ok_or(Error::NotFound)?;
+        if s == ROOT {
+            return Err(Error::BadName);
+        }
+        let (dp, dname, target) = self.resolve(to)?;
+        if target == Some(ROOT) || !valid_name(&dname) {
+            return Err(Error::BadName);
+        }
+        let dir = |fs: &Self, i: u32| fs.inodes[i as usize].kind == Kind::Dir as u16;
+        let kind = if dir(self, s) { Kind::Dir } else { Kind::File };
+        if kind == Kind::Dir && self.parents(to)?.contains(&s) {
+            return Err(Error::BadName);
+        }
+        if let Some(t) = target {
+            if t == s {
+                return Ok(());
+            }
+            match (kind, dir(self, t)) {
+                (Kind::Dir, false) => return Err(Error::NotDir),
+                (Kind::File, true) => return Err(Error::IsDir),
+                (Kind::Dir, true) if !self.entries(t)?.is_empty() => return Err(Error::NotEmpty),
+                _ => {}
+            }
+        }
+        let from_at = self.entries(sp)?.into_iter().find(|(_, e)| e.name == sname).ok_or(Error::NotFound)?.0;
+        let to_at = match target {
+            Some(t) => Some(self.entries(dp)?.into_iter().find(|(_, e)| e.ino == t).ok_or(Error::NotFound)?.0),
+            None => None,
+        };
+        // 1. The new name, pending, in a free entry of the directory (or appended).
+        let size = self.inodes[dp as usize].size;
+        let mut raw = vec![0u8; size as usize];
+        self.file_read_meta(dp, &mut raw)?;
+        let at = raw.chunks(DIRENT).position(|c| c.iter().all(|x| *x == 0)).map_or(size, |i| (i * DIRENT) as u64);
+        self.file_write(dp, at, &encode_entry(s, kind, &dname, true))?;
+        self.dev.flush()?;
+        // 2. The commit: the old name goes.
+        self.file_write(sp, from_at * DIRENT as u64, &[0u8; DIRENT])?;
+        self.dev.flush()?;
+        // 3. The name it replaces goes, and the new one is final.
+        if let Some(i) = to_at {
+            self.file_write(dp, i * DIRENT as u64, &[0u8; DIRENT])?;
+            self.dev.flush()?;
+        }
+        self.file_write(dp, at, &encode_entry(s, kind, &dname, false))?;
+        self.dev.flush()?;
+        // 4. What it replaced, now unnamed, is freed (a cut before leaves an orphan
+        // the next mount frees).
+        if let Some(t) = target {
+            self.free_inode(t)?;
+        }
+        Ok(())
+    }
+
+    /// The directories `path`'s last name lies under, from the root down.
+    fn parents(&mut self, path: &str) -> Result<Vec<u32>, Error> {
+        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let mut out = vec![ROOT];
+        for p in parts.iter().take(parts.len().saturating_sub(1)) {
+            let d = *out.last().unwrap();
+            let e = self.entries(d)?.into_iter().find(|(_, e)| e.name == *p).ok_or(Error::NotFound)?.1;
+            out.push(e.ino);
+        }
+        Ok(out)
     }
 
     pub fn list(&mut self, path: &str) -> Result<Vec<Entry>, Error> {
@@ -1174,6 +1403,18 @@ impl<D: Dev> Fs<D> {
     pub fn sync(&mut self) -> Result<(), Error> {
         self.dev.sync()?;
         Ok(())
+    }
+
+    /// Make file `ino`'s bytes, size and name durable (fsync). Everything the library
+    /// writes reaches the device at once, so this is the device's flush (which makes
+    /// other files' writes durable too: a disk's write cache has one flush); what a
+    /// caller saves over [`Fs::sync`] is above the library (the files server writes
+    /// only this file's kept-back appends first).
+    pub fn sync_ino(&mut self, ino: u32) -> Result<(), Error> {
+        if self.inodes.get(ino as usize).is_none_or(|n| n.kind == 0) {
+            return Err(Error::NotFound);
+        }
+        self.sync()
     }
 }
 

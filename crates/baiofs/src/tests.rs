@@ -476,7 +476,7 @@ fn damage_is_named_and_repair_keeps_what_can_be_trusted() {
     assert_eq!(Fs::examine(fs3.dev).unwrap(), Examination::default());
     // A superblock zeroed, or with a damaged magic, or of another version: repair (asked
     // of a device meant to hold a filesystem) rewrites it, and the files are there.
-    for damage in [(|b: &mut [u8]| b[..BLOCK].fill(0)) as fn(&mut [u8]), |b| b[3] ^= 0x20, |b| b[8] = 3] {
+    for damage in [(|b: &mut [u8]| b[..BLOCK].fill(0)) as fn(&mut [u8]), |b| b[3] ^= 0x20, |b| b[8] = 9] {
         let mut d = good.clone();
         damage(&mut d);
         assert!(matches!(Fs::mount(MemDev(d.clone())), Err(Error::Corrupt(_))));
@@ -520,4 +520,197 @@ fn fuzzed_images_repair_to_sound_ones() {
         }
     }
     assert!(repaired > 500, "{repaired} of 1000 repaired");
+}
+
+/// A disk that dies: once `dead`, every read, write and flush fails.
+struct Dying {
+    dev: MemDev,
+    dead: bool,
+}
+
+impl BlockDev for Dying {
+    fn blocks(&self) -> u64 {
+        self.dev.blocks()
+    }
+    fn read(&mut self, b: u64, buf: &mut [u8; BLOCK]) -> Result<(), baio::Error> {
+        if self.dead {
+            return Err(baio::Error::Io);
+        }
+        self.dev.read(b, buf)
+    }
+    fn write(&mut self, b: u64, buf: &[u8; BLOCK]) -> Result<(), baio::Error> {
+        if self.dead {
+            return Err(baio::Error::Io);
+        }
+        self.dev.write(b, buf)
+    }
+    fn flush(&mut self) -> Result<(), baio::Error> {
+        if self.dead {
+            return Err(baio::Error::Io);
+        }
+        Ok(())
+    }
+}
+
+impl Dev for Dying {}
+
+#[test]
+fn a_failing_disk_is_an_io_error_not_a_usage_error() {
+    let mut fs = Fs::format(Dying { dev: MemDev(vec![0u8; 256 * BLOCK]), dead: false }).unwrap();
+    fs.create("/d", Kind::Dir).unwrap();
+    fs.create("/d/f", Kind::File).unwrap();
+    let ino = fs.lookup("/d/f").unwrap();
+    // Usage errors keep their codes.
+    assert_eq!(fs.remove("/d").unwrap_err().code(), abi::Error::BadState, "a directory not empty");
+    assert_eq!(fs.create("/d/f", Kind::File).unwrap_err().code(), abi::Error::Exists);
+    fs.dev.dead = true;
+    // (The library caches metadata: a lookup may still answer; what reaches the disk fails.)
+    for (what, r) in [
+        ("create", fs.create("/g", Kind::File).map(|_| ())),
+        ("write", fs.write_ino(ino, 0, &[1u8; 3 * BLOCK]).map(|_| ())),
+        ("sync", fs.sync()),
+        ("fsync", fs.sync_ino(ino)),
+        ("rename", fs.rename("/d/f", "/h")),
+        ("remove", fs.remove("/d/f")),
+    ] {
+        let e = r.expect_err(what);
+        assert_eq!(e.code(), abi::Error::Io, "{what}: {e:?}");
+    }
+    assert_eq!(Error::Corrupt("x".into()).code(), abi::Error::Io, "damage found after the mount is the disk's");
+    assert!(Fs::mount(fs.dev).is_err_and(|e| e.code() == abi::Error::Io), "a mount of a dead disk: Io");
+}
+
+#[test]
+fn rename_moves_and_replaces_as_posix_does() {
+    let mut fs = fresh(512);
+    fs.create("/a", Kind::Dir).unwrap();
+    fs.create("/b", Kind::Dir).unwrap();
+    fs.create("/a/x", Kind::File).unwrap();
+    fs.write("/a/x", 0, b"new bytes").unwrap();
+    fs.create("/b/y", Kind::File).unwrap();
+    fs.write("/b/y", 0, &[3u8; 5 * BLOCK]).unwrap();
+    let (x, free) = (fs.lookup("/a/x").unwrap(), fs.free_blocks());
+    // Within a directory.
+    fs.rename("/a/x", "/a/z").unwrap();
+    assert_eq!(fs.lookup("/a/x"), Err(Error::NotFound));
+    assert_eq!(fs.lookup("/a/z"), Ok(x), "the same file under its new name");
+    // Across directories, replacing a file: its blocks become free.
+    fs.rename("/a/z", "/b/y").unwrap();
+    assert_eq!(fs.lookup("/b/y"), Ok(x));
+    assert!(fs.list("/a").unwrap().is_empty());
+    assert_eq!(fs.free_blocks(), free + 5, "the replaced file's blocks are free");
+    let mut b = [0u8; 9];
+    assert_eq!(fs.read("/b/y", 0, &mut b), Ok(9));
+    assert_eq!(&b, b"new bytes");
+    // A name to itself: nothing changes.
+    fs.rename("/b/y", "b/y").unwrap();
+    assert_eq!(fs.lookup("/b/y"), Ok(x));
+    // Directories: moved whole, never into themselves.
+    fs.create("/a/sub", Kind::Dir).unwrap();
+    assert_eq!(fs.rename("/a", "/a/sub/a"), Err(Error::BadName), "into itself");
+    assert_eq!(fs.rename("/a", "/a/a"), Err(Error::BadName), "into itself, one down");
+    assert_eq!(fs.rename("/a", "/b/y"), Err(Error::NotDir), "a directory over a file");
+    assert_eq!(fs.rename("/b/y", "/a"), Err(Error::IsDir), "a file over a directory");
+    assert_eq!(fs.rename("/b", "/a"), Err(Error::NotEmpty), "over a directory not empty");
+    fs.create("/e", Kind::Dir).unwrap();
+    fs.rename("/b", "/e").unwrap();
+    assert_eq!(fs.lookup("/e/y"), Ok(x), "a directory over an empty one, with what it holds");
+    fs.rename("/e", "/a/sub/e").unwrap();
+    assert_eq!(fs.lookup("/a/sub/e/y"), Ok(x));
+    assert_eq!(fs.rename("/", "/q"), Err(Error::BadName));
+    assert_eq!(fs.rename("/a", "/"), Err(Error::BadName));
+    assert_eq!(fs.rename("/nope", "/q"), Err(Error::NotFound));
+    assert_eq!(fs.rename("/a", "/nope/q"), Err(Error::NotFound));
+    assert_eq!(fs.rename("/a", "/.."), Err(Error::BadName));
+    let mut fs = remount(fs);
+    assert!(fs.check().is_empty(), "{:?}", fs.check());
+    assert_eq!(fs.lookup("/a/sub/e/y"), Ok(x));
+}
+
+#[test]
+fn fsync_flushes_the_disk_for_one_file() {
+    let mut fs = Fs::mount(Recorder::new(fresh(64).dev.0)).unwrap();
+    fs.create("/f", Kind::File).unwrap();
+    let ino = fs.lookup("/f").unwrap();
+    fs.write_ino(ino, 0, b"durable").unwrap();
+    let n = fs.dev.flushes();
+    fs.sync_ino(ino).unwrap();
+    assert_eq!(fs.dev.flushes(), n + 1);
+    assert!(matches!(fs.dev.events.last(), Some(baio::crash::Event::Flush)), "the flush comes after every write");
+    assert_eq!(fs.sync_ino(ino + 1), Err(Error::NotFound));
+    assert_eq!(fs.sync_ino(u32::MAX), Err(Error::NotFound));
+}
+
+/// Renames on a disk that caches writes: after a cut at any write, each rename is
+/// either undone or done — `from` and `to` as before (both bytes where they were) or
+/// as after — never both names for one file nor neither; the tree checks clean.
+#[test]
+fn a_power_cut_during_a_rename_leaves_the_old_or_the_new_names() {
+    let mut fs = fresh(256);
+    fs.create("/a", Kind::Dir).unwrap();
+    fs.create("/b", Kind::Dir).unwrap();
+    for (p, v) in [("/a/x", 1u8), ("/a/old", 2), ("/b/y", 3), ("/b/t", 4)] {
+        fs.create(p, Kind::File).unwrap();
+        fs.write(p, 0, &vec![v; 2 * BLOCK + 100]).unwrap();
+    }
+    fs.create("/a/d", Kind::Dir).unwrap();
+    fs.create("/a/d/in", Kind::File).unwrap();
+    fs.write("/a/d/in", 0, &[5u8; 300]).unwrap();
+    fs.create("/b/empty", Kind::Dir).unwrap();
+    let base = fs.dev.0.clone();
+    let renames: [(&str, &str); 5] = [
+        ("/a/x", "/a/x2"),    // within a directory
+        ("/a/x2", "/b/x3"),   // across
+        ("/b/x3", "/a/old"),  // across, replacing a file
+        ("/b/y", "/b/t"),     // within, replacing a file
+        ("/a/d", "/b/empty"), // a directory over an empty one
+    ];
+    let mut fs = Fs::mount(Recorder::new(base.clone())).unwrap();
+    let mut trees = vec![contents(&mut fs)];
+    for (f, t) in renames {
+        fs.rename(f, t).unwrap_or_else(|e| panic!("{f} -> {t}: {e:?}"));
+        fs.dev.ack();
+        trees.push(contents(&mut fs));
+    }
+    let mut cuts = 0;
+    baio::crash::crashes(&base, &fs.dev.events, 5, |c| {
+        let what = alloc::format!("{c:?}");
+        let (durable, acked) = (c.durable, c.acked);
+        let mut m = Fs::mount(c.dev).unwrap_or_else(|e| panic!("{what}: no mount: {e:?}"));
+        assert_eq!(m.check(), Vec::<String>::new(), "{what}: after a mount");
+        let t = contents(&mut m);
+        // A rename is durable when it returns: the tree is the one after the last
+        // acknowledged rename, or the next one's (a cut inside it).
+        let k = (durable..=(acked + 1).min(renames.len())).find(|k| trees[*k] == t);
+        assert!(k.is_some(), "{what}: {t:?} is no tree between rename {durable} and {}", acked + 1);
+        cuts += 1;
+    });
+    assert!(cuts > 20, "{cuts} cuts");
+}
+
+#[test]
+fn a_version_2_filesystem_mounts_and_becomes_version_3_and_odd_entry_flags_are_refused() {
+    let mut fs = fresh(128);
+    fs.create("/f", Kind::File).unwrap();
+    let mut img = fs.dev.0.clone();
+    img[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let c = checksum(&img[..64]);
+    img[64..72].copy_from_slice(&c.to_le_bytes());
+    let mut m = Fs::mount(MemDev(img)).unwrap();
+    assert_eq!(m.lookup("/f").map(|_| ()), Ok(()));
+    assert_eq!(u32::from_le_bytes(m.dev.0[8..12].try_into().unwrap()), VERSION, "the mount wrote version 3");
+    assert!(m.check().is_empty());
+    // An entry with flags no version writes.
+    let root = fs.inodes[ROOT as usize].ext[0].0 as usize;
+    let mut img = fs.dev.0.clone();
+    let e = &mut img[root * BLOCK..root * BLOCK + DIRENT];
+    e[7] = 1;
+    let c = checksum(&e[..SUM]);
+    e[SUM..].copy_from_slice(&c.to_le_bytes());
+    assert!(matches!(Fs::mount(MemDev(img)), Err(Error::Corrupt(w)) if w.contains("unknown entry flags")));
+    img = fs.dev.0.clone();
+    img[8..12].copy_from_slice(&4u32.to_le_bytes());
+    let c = checksum(&img[..64]);
+    img[64..72].copy_from_slice(&c.to_le_bytes());
+    assert!(matches!(Fs::mount(MemDev(img)), Err(Error::Corrupt(w)) if w.contains("unknown version 4")));
 }

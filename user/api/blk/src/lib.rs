@@ -513,9 +513,10 @@ rt::protocol! {
         /// segment's completion counter has reached n: sleep instead of polling.
         WAIT = 0x89, fn wait_raw(n) -> [completed] via rt::server::request => Wait { n: u64 };
         /// Through a segment capability: returns once every write completed before it is on
-        /// stable storage (the device's write cache flushed). To the service itself, from
-        /// root only (its own capability, as the machine stops: `halt`): the same for every
-        /// write to any segment; `NoRights` from anyone else.
+        /// stable storage (the device's write cache flushed); `Io` if the device's flush
+        /// failed. To the service itself, from root only (its own capability, as the machine
+        /// stops: `halt`): the same for every write to any segment; `NoRights` from anyone
+        /// else.
         SYNC = 0x87, fn sync_raw() -> [] via rt::server::request => Sync;
         /// Through a segment capability: give it back (the capability is revoked).
         CLOSE = 0x86, fn close_raw() -> [] via rt::server::request => Close;

@@ -3,8 +3,10 @@
 //! Replies carry MR1 = 0 or an error: `NotFound` (no such file), `Exists`,
 //! `InvalidArg` (bad name or path, a directory where a file is wanted, or the reverse),
 //! `BadState` (directory not empty, file open), `NoSpace`, `InvalidCap` (unknown
-//! handle), `Lost` (a handle of a files server that ended: see below), `Malformed`,
-//! `Unsupported`.
+//! handle), `Lost` (a handle of a files server that ended: see below), `Io` (the disk
+//! failed: a read, write or flush of it did not succeed — not a usage error; what the
+//! request was to change may or may not have changed, and nothing since the last `SYNC`
+//! answered `Ok` is promised), `Malformed`, `Unsupported`.
 //!
 //! **What is promised, and when** (`docs/baiofs.md`, "The files server's promises"):
 //! - `WRITE` answered `Ok(n)`: the server has the n bytes; every later call through this
@@ -83,6 +85,15 @@ rt::protocol! {
                 done += write_raw(srv, h, off + done, chunk)?[0];
             }
             Ok(done)
+        }
+
+        /// Move `from` to `to` (`RENAME`): "from", NUL, "to" in one string.
+        pub fn rename(srv: u64, from: &str, to: &str) -> Result<(), Error> {
+            let mut s = String::with_capacity(from.len() + 1 + to.len());
+            s.push_str(from);
+            s.push('\0');
+            s.push_str(to);
+            rename_raw(srv, &s)
         }
 
         /// The whole file.
@@ -172,6 +183,22 @@ rt::protocol! {
         /// MR4 = `PRINCIPAL_TICKETS`, MR5 = tickets held in all (tickets whose transfer ended
         /// are not counted).
         TICKETS = 0xaa, fn tickets() -> [program, principal, principal_max, all] => Tickets;
+        /// MR1 = handle (fsync). `Ok`: every write through the handle, the file's size and its
+        /// name are on stable storage (it survives a power cut). Only this file's kept-back
+        /// writes are written first (`SYNC` writes every file's); the disk's flush is one for
+        /// the whole disk. `InvalidCap`/`Lost` as for `CLOSE`, `Io` if the disk failed.
+        FSYNC = 0xab, fn fsync(handle) -> [] => Fsync { handle: u64 };
+        /// string = the path to move, a NUL byte, the new path (see `client::rename`). POSIX
+        /// `rename`: within a directory or across; a file replaces a file, a directory an empty
+        /// directory, atomically. `Ok`: done and on stable storage; a power cut during it leaves
+        /// both paths as before or as after, never both nor neither. `NotFound` (no such path
+        /// or parent), `InvalidArg` (a bad name, a directory into itself, a file over a
+        /// directory or the reverse), `BadState` (the file replaced is open, the directory
+        /// replaced is not empty), `Io`.
+        RENAME = 0xac, fn rename_raw(; text paths) -> [] => Rename { from: &'a str, to: &'a str } = {
+            let (from, to) = paths.split_once('\0').ok_or(Error::Malformed)?;
+            Request::Rename { from, to }
+        };
     }
     nested {
         /// A live update (`swap_api::Update`).

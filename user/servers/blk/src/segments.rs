@@ -67,6 +67,7 @@ fn vol_err(e: baio::Error) -> Error {
         baio::Error::NoSpace | baio::Error::NoInode | baio::Error::OverQuota => Error::NoSpace,
         baio::Error::NotFound => Error::NotFound,
         baio::Error::BadName => Error::InvalidArg,
+        baio::Error::Io => Error::Io,
         _ => Error::BadState,
     }
 }
@@ -135,7 +136,7 @@ impl Blk {
     pub(crate) fn sync(&mut self) -> Msg {
         self.drain();
         let r = self.disk.flush();
-        Msg::new(0, &[if r.is_ok() { 0 } else { Error::BadState as u64 }])
+        Msg::new(0, &[if r.is_ok() { 0 } else { Error::Io as u64 }])
     }
 
     /// `CLOSE` through handle `hid`.
@@ -156,7 +157,7 @@ impl Blk {
         match self.vol.create(name, principal, READ | WRITE, others as u8, blocks, quota, 0) {
             Ok(_) => match self.vol.sync(&mut self.disk) {
                 Ok(()) => Msg::new(0, &[0]),
-                Err(_) => err(Error::BadState),
+                Err(e) => err(vol_err(e)),
             },
             Err(e) => err(vol_err(e)),
         }
@@ -271,7 +272,7 @@ impl Blk {
                 self.cache_invalidate(s, l);
                 match self.vol.sync(&mut self.disk) {
                     Ok(()) => Msg::new(0, &[0]),
-                    Err(_) => err(Error::BadState),
+                    Err(e) => err(vol_err(e)),
                 }
             }
         }

@@ -57,14 +57,7 @@ rt::entry!(main);
 const READ_AHEAD: u64 = 64 * 1024;
 
 fn fs_err(e: baiofs::Error) -> Error {
-    match e {
-        baiofs::Error::NotFound => Error::NotFound,
-        baiofs::Error::Exists => Error::Exists,
-        baiofs::Error::NotDir | baiofs::Error::IsDir | baiofs::Error::BadName => Error::InvalidArg,
-        baiofs::Error::NotEmpty => Error::BadState,
-        baiofs::Error::NoSpace | baiofs::Error::NoInode | baiofs::Error::TooFragmented => Error::NoSpace,
-        baiofs::Error::Io | baiofs::Error::Corrupt(_) => Error::BadState,
-    }
+    e.code()
 }
 
 fn arg<'a>(key: &str) -> Option<&'a str> {
@@ -566,6 +559,31 @@ impl Server for Files {
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Sync => done(flushed.and_then(|_| fs.sync())),
+            Request::Fsync { handle } => match self.mine(client, handle) {
+                // This file's kept-back writes only, then the disk's flush.
+                Some(ino) => done(self.flush(ino).and_then(|_| self.fs.sync_ino(ino))),
+                None => Answer::err(self.unknown(handle)),
+            },
+            Request::Rename { from, to } => {
+                let (src, old) = (fs.lookup(from).ok(), fs.lookup(to).ok());
+                match old {
+                    // A file open here is not replaced (as it is not removed).
+                    Some(t) if src != Some(t) && self.handles.values().any(|(_, i)| *i == t) => {
+                        Answer::err(Error::BadState)
+                    }
+                    _ => {
+                        let r = self.fs.rename(from, to);
+                        if let (Ok(()), Some(t)) = (&r, old) {
+                            if src != Some(t) {
+                                // The replaced file's blocks are free for others now (and no
+                                // request ran between): no ticket reads them.
+                                self.revoke_where(|_, i| i == t);
+                            }
+                        }
+                        done(r)
+                    }
+                }
+            }
             Request::Ticket { handle } => self.ticket(client, from.principal(), handle),
             Request::Tickets => {
                 self.forget_closed_tickets();
@@ -622,7 +640,8 @@ fn main() -> i32 {
             if updating {
                 return swap_api::client::refuse_update(true, 1);
             }
-            server::refuse_all(Error::BadState);
+            // A disk that fails is `Io`; a filesystem the mount refuses, `BadState`.
+            server::refuse_all(if e == baiofs::Error::Io { Error::Io } else { Error::BadState });
         }
     };
     for f in &fs.finished {

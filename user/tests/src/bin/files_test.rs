@@ -66,6 +66,7 @@ fn main() -> i32 {
     c.eq(f::remove(srv, "/t/x"), Ok(()), "remove the file");
     c.eq(f::remove(srv, "/t"), Ok(()), "and the directory");
     c.eq(f::sync(srv), Ok(()), "sync");
+    durability(&mut c, srv);
     hostile(&mut c, srv);
 
     library(&mut c);
@@ -91,6 +92,43 @@ fn main() -> i32 {
         );
     }
     c.finish("files_test")
+}
+
+/// FSYNC of one handle and RENAME: an editor's atomic replace (write a temporary file,
+/// fsync it, rename it over the old one), moves across directories, and the refusals.
+fn durability(c: &mut Checks, srv: u64) {
+    c.eq(f::mkdir(srv, "/r"), Ok(()), "mkdir /r");
+    c.eq(f::mkdir(srv, "/r/sub"), Ok(()), "mkdir /r/sub");
+    let (h, _) = f::open(srv, "/r/doc", true).unwrap_or((0, 0));
+    c.eq(f::write(srv, h, 0, b"old text"), Ok(8), "write the old version");
+    c.eq(f::close(srv, h), Ok(()), "close it");
+    let (t, _) = f::open(srv, "/r/doc.tmp", true).unwrap_or((0, 0));
+    c.eq(f::write(srv, t, 0, b"the new text"), Ok(12), "write the new version to a temporary file");
+    c.eq(f::fsync(srv, t), Ok(()), "FSYNC the temporary file's handle");
+    c.eq(f::fsync(srv, 9999), Err(Error::InvalidCap), "FSYNC of an unknown handle");
+    c.eq(f::rename(srv, "/r/doc.tmp", "/r/doc"), Ok(()), "RENAME it over the old file (the temporary one is open)");
+    c.eq(f::read(srv, t, 0, 100).as_deref(), Ok(&b"the new text"[..]), "the handle follows the file");
+    c.eq(f::close(srv, t), Ok(()), "close it");
+    c.eq(f::read_all(srv, "/r/doc").as_deref(), Ok(&b"the new text"[..]), "the name holds the new text");
+    c.eq(f::stat(srv, "/r/doc.tmp").err(), Some(Error::NotFound), "the temporary name is gone");
+    c.eq(f::rename(srv, "/r/doc", "/r/sub/moved"), Ok(()), "RENAME across directories");
+    c.eq(f::read_all(srv, "/r/sub/moved").as_deref(), Ok(&b"the new text"[..]), "it reads there");
+    let (o, _) = f::open(srv, "/r/open", true).unwrap_or((0, 0));
+    c.eq(f::rename(srv, "/r/sub/moved", "/r/open"), Err(Error::BadState), "a file open here is not replaced");
+    c.eq(f::close(srv, o), Ok(()), "close it");
+    c.eq(f::rename(srv, "/r", "/r/sub/r"), Err(Error::InvalidArg), "a directory does not move into itself");
+    c.eq(f::rename(srv, "/r/sub", "/r/open"), Err(Error::InvalidArg), "a directory over a file");
+    c.eq(f::rename(srv, "/r/missing", "/r/x"), Err(Error::NotFound), "no such file");
+    c.eq(f::rename(srv, "/r/sub", "/r2"), Ok(()), "a directory moves with what it holds");
+    c.eq(f::read_all(srv, "/r2/moved").as_deref(), Ok(&b"the new text"[..]), "its file reads at the new path");
+    c.eq(
+        raw_request(srv, files_api::RENAME, &[], Some(b"/r/open")),
+        Err(Error::Malformed),
+        "RENAME without the NUL between two paths: Malformed",
+    );
+    for p in ["/r2/moved", "/r2", "/r/open", "/r"] {
+        c.eq(f::remove(srv, p), Ok(()), &alloc::format!("remove {p}"));
+    }
 }
 
 /// Requests no client stub sends: each gets its error, and the server goes on serving.

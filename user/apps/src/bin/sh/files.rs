@@ -1,5 +1,7 @@
-//! The file commands (`ls`, `cat`, `put`, `rm`) through the `files` server, and why
-//! one failed, in words (`file_error` asks `files` what the path is).
+//! The file commands (`ls`, `cat`, `put`, `rm`, `mkdir`, `mv`, `sync`) through the
+//! `files` server, and why one failed, in words (`file_error` asks `files` what the path
+//! is). What changes the disk is on it when the command answers: `put` writes beside
+//! the file, FSYNCs and RENAMEs over it; `rm` and `mkdir` SYNC; `mv` is a RENAME.
 
 use crate::help::usage;
 use crate::words;
@@ -41,22 +43,52 @@ fn file_error(srv: u64, cmd: &str, path: &str, e: Error) {
         (Error::BadState, Ok(f::Kind::File)) if cmd == "rm" => {
             println!("rm: {} is open in a program; it can be removed once closed", path)
         }
-        (Error::BadState, _) => {
-            println!("{}: {}: the filesystem cannot read or trust that part of the disk (damaged?)", cmd, path)
-        }
+        (Error::BadState, _) => println!("{}: {}: not now (open in a program, or a directory not empty)", cmd, path),
+        (Error::Io, _) => println!(
+            "{}: {}: the disk failed (an I/O error, or bytes that fail their checksums): it may not have been done",
+            cmd, path
+        ),
         (Error::NoSpace, _) => println!("{}: {}: no room left on the disk (or too many files open)", cmd, path),
         (e, _) => println!("{}: {}: {}", cmd, path, words(e)),
     }
+}
+
+/// `put`: a new file each time (baiofs files do not shrink), written beside `path`
+/// (`.NAME.put` in its directory), FSYNCed, then RENAMEd over it: after a power cut the
+/// file is the old one or the new one, never missing nor part-written.
+fn put(srv: u64, path: &str, text: &str) -> Result<(), Error> {
+    use files_api::client as f;
+    let (dir, name) = path.trim_end_matches('/').rsplit_once('/').unwrap_or(("", path));
+    if !baiofs::valid_name(name) {
+        return Err(Error::InvalidArg);
+    }
+    let mut tmp = alloc::format!("{dir}/.{name}.put");
+    if !baiofs::valid_name(&tmp[dir.len() + 1..]) {
+        // A name too long for the two bytes more: a shorter one beside it.
+        tmp = alloc::format!("{dir}/.put");
+    }
+    let _ = f::remove(srv, &tmp);
+    let (h, _) = f::open(srv, &tmp, true)?;
+    let mut line = String::from(text);
+    line.push('\n');
+    let r = f::write(srv, h, 0, line.as_bytes()).and_then(|_| f::fsync(srv, h));
+    let c = f::close(srv, h);
+    let r = r.and(c).and_then(|_| f::rename(srv, &tmp, path));
+    if r.is_err() {
+        let _ = f::remove(srv, &tmp);
+    }
+    r
 }
 
 /// The file commands, through the `files` server.
 pub(crate) fn files(cmd: &str, arg: &str) {
     use files_api::client as f;
     // (Names may hold spaces: all of the argument is the path, but for `put`'s.)
-    let (path, text) = if cmd == "put" { arg.split_once(' ').unwrap_or((arg, "")) } else { (arg, "") };
+    let (path, text) = if matches!(cmd, "put" | "mv") { arg.split_once(' ').unwrap_or((arg, "")) } else { (arg, "") };
     match cmd {
-        "cat" | "rm" if path.is_empty() => return usage(cmd),
-        "put" if path.is_empty() || text.trim().is_empty() => return usage(cmd),
+        "cat" | "rm" | "mkdir" if path.is_empty() => return usage(cmd),
+        "put" | "mv" if path.is_empty() || text.trim().is_empty() => return usage(cmd),
+        "sync" if !path.is_empty() => return usage(cmd),
         _ => {}
     }
     let srv = rt::alloc_slot();
@@ -73,23 +105,29 @@ pub(crate) fn files(cmd: &str, arg: &str) {
     let r = match cmd {
         "ls" => f::list(srv, path).map(|t| print!("{}", t)),
         "cat" => f::read_all(srv, path).map(|d| print!("{}", String::from_utf8_lossy(&d))),
-        "put" => {
-            // A new file each time (baiofs files do not shrink); never a directory.
-            match f::stat(srv, path) {
-                Ok((f::Kind::Dir, _)) => Err(Error::InvalidArg),
-                _ => {
-                    let _ = f::remove(srv, path);
-                    f::open(srv, path, true).and_then(|(h, _)| {
-                        let mut line = String::from(text);
-                        line.push('\n');
-                        let r = f::write(srv, h, 0, line.as_bytes()).and_then(|_| f::sync(srv));
-                        let _ = f::close(srv, h);
-                        r.map(|_| ())
-                    })
-                }
+        "put" => match f::stat(srv, path) {
+            // Never over a directory.
+            Ok((f::Kind::Dir, _)) => Err(Error::InvalidArg),
+            _ => put(srv, path, text),
+        },
+        "mkdir" => f::mkdir(srv, path).and_then(|_| f::sync(srv)),
+        "mv" => match f::rename(srv, path, text.trim()) {
+            Err(Error::BadState) => {
+                println!("mv: {} is open in a program, or a directory that is not empty", text.trim());
+                Ok(())
             }
-        }
-        _ => f::remove(srv, path),
+            Err(Error::InvalidArg) if f::stat(srv, path).is_ok() => {
+                println!(
+                    "mv: {} cannot become {}: a directory into itself, a file over a directory or the reverse, or a bad name",
+                    path,
+                    text.trim()
+                );
+                Ok(())
+            }
+            r => r,
+        },
+        "sync" => f::sync(srv).map(|_| println!("sync: every write the files server answered is on the disk")),
+        _ => f::remove(srv, path).and_then(|_| f::sync(srv)),
     };
     if let Err(e) = r {
         file_error(srv, cmd, path, e);

@@ -56,6 +56,7 @@ fn words(e: Error) -> &'static str {
         Error::Unsupported => "the server does not do that",
         Error::InvalidArg | Error::Malformed => "the server refused the request as malformed",
         Error::BadState => "the server cannot do that now",
+        Error::Io => "the disk failed (an I/O error): it may not have been done",
         // Errors of the kernel's calls: the shell or a server went wrong inside.
         Error::NoSys => "the kernel does not know that call (a program built for another Scion?)",
         Error::WrongType => "a capability of the wrong kind was used (a fault inside Scion)",
@@ -117,7 +118,7 @@ fn main() -> i32 {
                 }
                 rt::free_slot(blk);
             }
-            "ls" | "cat" | "put" | "rm" => files(&cmd, rest),
+            "ls" | "cat" | "put" | "rm" | "mkdir" | "mv" | "sync" => files(&cmd, rest),
             "net" | "ping" | "fetch" | "cue" => network(&mut input, &mut net, &cmd, rest),
             "graft" => graft(rest),
             "swap" | "interpose" => reconfigure(&cmd, rest),
