@@ -42,6 +42,9 @@ fn usage() -> ExitCode {
          \x20                  writes target/bench/SUITE.json, report.md and plots (--list: suites);\n\
          \x20                  --smoke: each suite once, one mode, a few of each count, into\n\
          \x20                  target/bench-smoke/; fails if a figure its report reads is missing\n\
+         \x20 graft build IN.wasm|IN.c|IN.rhai --point P [-o OUT] [--state BYTES] [--name NAME]\n\
+         \x20                  a loadable graft file (WebAssembly compiled and signed, eBPF, rhai),\n\
+         \x20                  refused with the reason a server would give\n\
          \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
          \x20 fsck [--repair] [--fs NAME] IMAGE\n\
          \x20                  check a BAIO device image (and its baiofs filesystems) and list\n\
@@ -121,6 +124,8 @@ fn check_args(args: &[String]) -> Result<(), String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = project_root();
+    // Where the command was typed: `graft build` reads and writes paths from there.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| root.clone());
     std::env::set_current_dir(&root).expect("cd to project root");
     if args.is_empty() {
         return usage();
@@ -144,6 +149,7 @@ fn main() -> ExitCode {
         Some("run") => run(&args[1..]),
         Some("test") => test::test(args.get(1).map(String::as_str), bench::smoke_test),
         Some("bench") => bench::bench(&args[1..]),
+        Some("graft") => grafts::graft_command(&args[1..], &cwd).map(|_| ExitCode::SUCCESS),
         Some("mkimage") => image::mkimage(&args[1..]),
         Some("fsck") => image::fsck(&args[1..]),
         _ => return usage(),

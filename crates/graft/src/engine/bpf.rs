@@ -504,6 +504,17 @@ mod tests {
         assert_eq!(run(&dist, &[]), Ok(40));
     }
 
+    /// `lddw` with a nonzero source or offset is what Linux reads as a map (or other
+    /// pseudo) reference, not a constant: refused.
+    #[test]
+    fn lddw_pseudo_references_are_refused() {
+        let exit = ins(EXIT, 0, 0, 0, 0);
+        for (src, off) in [(1u8, 0i16), (2, 0), (4, 0), (0, 1)] {
+            refused_for(&prog(&[ins(LDDW, 0, src, off, 5), ins(0, 0, 0, 0, 0), exit]), "pseudo");
+        }
+        assert!(verify(&prog(&[ins(LDDW, 0, 0, 0, 5), ins(0, 0, 0, 0, 0), exit])).is_ok());
+    }
+
     /// rbpf reads a 64-bit compare's immediate zero-extended for the unsigned and
     /// equality tests; eBPF (and clang) sign-extend it: `if r0 == -1` would not mean
     /// what it says, so it is refused (the signed tests and 32-bit compares agree).

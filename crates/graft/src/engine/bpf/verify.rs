@@ -460,6 +460,14 @@ fn check_at(prog: &[u8], mem_len: usize, at: &core::cell::Cell<usize>) -> Result
             return Err(refuse("eBPF: byte swap of a width other than 16, 32 or 64"));
         }
         if x.op == LDDW {
+            // Linux reads a nonzero source as a pseudo value (a map's address, a map
+            // value's, a BTF object's, a function's): not a constant, and nothing here
+            // gives one.
+            if x.src != 0 || x.off != 0 {
+                return Err(refuse(
+                    "eBPF: lddw with a nonzero source or offset (a map or other pseudo reference in Linux), not a constant",
+                ));
+            }
             match insns.get(i + 1) {
                 Some(t) if t.op == 0 && t.dst == 0 && t.src == 0 && t.off == 0 => {}
                 _ => return Err(refuse("eBPF: incomplete lddw")),
