@@ -54,6 +54,12 @@
 //! they hold. When the bound program ends (root's `GONE`), its mapping of the frames
 //! is revoked, the cache starts empty, and the next `ATTACH` binds again (a restarted
 //! block service).
+//!
+//! Why one file of about 900 lines: the cache's logic (index, policies, sizing, streams,
+//! handover) lives in `baio::cache` on the host; what is left is the server around it —
+//! its state, the request dispatch, the block service's binding and the grafts — each
+//! a few short functions that read best beside the one `Server` they serve. Split the
+//! graft and swap requests out if it grows.
 #![no_std]
 #![no_main]
 #![deny(unsafe_code)]

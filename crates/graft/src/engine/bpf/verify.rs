@@ -28,6 +28,12 @@
 //!    runs each program with its memory at two places).
 //!
 //! The decoded program ([`Insn`]) is what an engine executes.
+//!
+//! Why one file of about 1,000 lines: the verifier is one abstract interpreter — the
+//! decoder, the abstract values and the transfer function of each instruction call each
+//! other at every step, and its soundness is read as a whole. It is being rewritten
+//! with state pruning (so that counted loops up to the 1 M-instruction bound verify);
+//! split it then, by the value domain and the walk.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
