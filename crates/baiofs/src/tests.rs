@@ -1,4 +1,6 @@
 use super::*;
+use alloc::vec;
+use baio::checksum;
 use baio::crash::Recorder;
 use baio::MemDev;
 

@@ -1,0 +1,139 @@
+//! A file's bytes: reading and writing them (by path or by inode, growing the file by
+//! new blocks as it needs), where they lie on the device (`extents_of`), and making
+//! them durable (`sync`, `sync_ino`).
+
+use super::{Dev, Error, Fs, Kind, BLOCK};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+impl<D: Dev> Fs<D> {
+    fn file_read(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = self.inodes[ino as usize];
+        if off >= n.size {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(n.size - off) as usize;
+        let mut done = 0;
+        let mut blk = [0u8; BLOCK];
+        while done < len {
+            let pos = off + done as u64;
+            let b = n.map(pos / BLOCK as u64).ok_or(Error::Io)?;
+            self.read_block(ino, b, &mut blk)?;
+            let at = (pos % BLOCK as u64) as usize;
+            let k = (BLOCK - at).min(len - done);
+            buf[done..done + k].copy_from_slice(&blk[at..at + k]);
+            done += k;
+        }
+        Ok(len)
+    }
+
+    pub(crate) fn file_write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, Error> {
+        let end = off.checked_add(data.len() as u64).ok_or(Error::NoSpace)?;
+        let have = self.inodes[ino as usize].blocks();
+        let need = end.div_ceil(BLOCK as u64);
+        if need > have {
+            let r = self.grow(ino, need - have);
+            // The new blocks' zeros are durable before the extent that names them (a
+            // disk caching writes could otherwise keep the extent over a freed file's
+            // old bytes, or over stale directory entries).
+            self.dev.flush()?;
+            self.write_inode(ino)?;
+            r?;
+        }
+        let n = self.inodes[ino as usize];
+        let mut done = 0;
+        let mut blk = [0u8; BLOCK];
+        while done < data.len() {
+            let pos = off + done as u64;
+            let b = n.map(pos / BLOCK as u64).ok_or(Error::Io)?;
+            let at = (pos % BLOCK as u64) as usize;
+            let k = (BLOCK - at).min(data.len() - done);
+            if k < BLOCK {
+                self.read_block(ino, b, &mut blk)?;
+            }
+            blk[at..at + k].copy_from_slice(&data[done..done + k]);
+            self.write_block(ino, b, &blk)?;
+            done += k;
+        }
+        if end > n.size {
+            self.inodes[ino as usize].size = end;
+            self.write_inode(ino)?;
+        }
+        Ok(data.len())
+    }
+
+    pub fn read(&mut self, path: &str, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        let ino = self.lookup(path)?;
+        self.read_ino(ino, off, buf)
+    }
+
+    pub fn write(&mut self, path: &str, off: u64, data: &[u8]) -> Result<usize, Error> {
+        let ino = self.lookup(path)?;
+        self.write_ino(ino, off, data)
+    }
+
+    /// Read by inode (what an open file handle holds).
+    pub fn read_ino(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
+        match self.inodes.get(ino as usize).map(|n| n.kind) {
+            Some(k) if k == Kind::File as u16 => self.file_read(ino, off, buf),
+            Some(k) if k == Kind::Dir as u16 => Err(Error::IsDir),
+            _ => Err(Error::NotFound),
+        }
+    }
+
+    pub fn write_ino(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, Error> {
+        match self.inodes.get(ino as usize).map(|n| n.kind) {
+            Some(k) if k == Kind::File as u16 => self.file_write(ino, off, data),
+            Some(k) if k == Kind::Dir as u16 => Err(Error::IsDir),
+            _ => Err(Error::NotFound),
+        }
+    }
+
+    /// Where file `ino`'s bytes lie: its size and the runs of device blocks holding
+    /// them, in file order (`(first block, blocks)`; only the blocks the size covers).
+    /// What `files` delegates when a program has the system send a file (Cue).
+    pub fn extents_of(&self, ino: u32) -> Result<(u64, Vec<(u64, u64)>), Error> {
+        let n = self.inodes.get(ino as usize).filter(|n| n.kind != 0).ok_or(Error::NotFound)?;
+        if n.kind != Kind::File as u16 {
+            return Err(Error::IsDir);
+        }
+        let mut left = n.size.div_ceil(BLOCK as u64);
+        let mut runs = Vec::new();
+        for (s, c) in n.ext {
+            if left == 0 {
+                break;
+            }
+            let take = (c as u64).min(left);
+            if take > 0 {
+                runs.push((s as u64, take));
+            }
+            left -= take;
+        }
+        if left != 0 {
+            return Err(Error::Corrupt(String::from("a file's size is past its extents")));
+        }
+        Ok((n.size, runs))
+    }
+
+    pub fn size_of(&self, ino: u32) -> Option<u64> {
+        self.inodes.get(ino as usize).filter(|n| n.kind != 0).map(|n| n.size)
+    }
+
+    /// Make everything written so far durable.
+    pub fn sync(&mut self) -> Result<(), Error> {
+        self.dev.sync()?;
+        Ok(())
+    }
+
+    /// Make file `ino`'s bytes, size and name durable (fsync). Everything the library
+    /// writes reaches the device at once, so this is the device's flush (which makes
+    /// other files' writes durable too: a disk's write cache has one flush); what a
+    /// caller saves over [`Fs::sync`] is above the library (the files server writes
+    /// only this file's kept-back appends first).
+    pub fn sync_ino(&mut self, ino: u32) -> Result<(), Error> {
+        if self.inodes.get(ino as usize).is_none_or(|n| n.kind == 0) {
+            return Err(Error::NotFound);
+        }
+        self.sync()
+    }
+}
