@@ -13,7 +13,6 @@ extern crate alloc;
 use alloc::format;
 use blk_api as p;
 use blk_api::client::{self as baio, Segment};
-use graft_api as g;
 use rt::{env, println};
 use tests::Checks;
 
