@@ -4,13 +4,16 @@
 //! A server runs its grafts on its one serving thread, so every graft call and every
 //! load is time the server's other clients wait. Each principal therefore has a
 //! **bucket** of graft time (a token bucket in the host's clock): it fills at
-//! `1 / SHARE_DIV` of real time up to `BURST_MS`, every call and load of the principal's
-//! grafts is paid from it, and it may go into debt by one call (a call is not cut at
-//! the bucket's edge: the watchdog's limit bounds it). While a principal's bucket is
-//! empty its grafts at the eviction point are not called (the default policy answers,
-//! counted as `skipped`) and its loads and test runs are refused with the time to
-//! wait. Over any long run, one principal's grafts take at most `1 / SHARE_DIV` of the
-//! server plus one burst.
+//! `1 / SHARE_DIV` of real time up to `BURST_MS`; the principal's eviction calls (made
+//! inside other clients' requests) and its loads (verification, compilation) are paid
+//! from it, and it may go into debt by one of them (a call is not cut at the bucket's
+//! edge: the watchdog's limit bounds it). While a principal's bucket is empty its grafts
+//! at the eviction point are not called (the default policy answers, counted as
+//! `skipped`) and its loads are refused with the time to wait. Over any long run, one
+//! principal's grafts take at most `1 / SHARE_DIV` of the server's time in those, plus
+//! one burst. (A test run and a call at the stream or logical-disk points are the
+//! principal's own request, bounded per request — `TURN_MS`, the watchdog — and served
+//! in turn with everyone's: counted, not charged.)
 //!
 //! A principal whose graft had to be **stopped by the watchdog** (and so unloaded) gets
 //! a strike at that point: it may load nothing there for a back-off that doubles with
@@ -32,9 +35,9 @@ use alloc::collections::BTreeMap;
 use crate::point::Point;
 
 /// A principal's grafts get at most this fraction (1/SHARE_DIV) of a server's time.
-pub const SHARE_DIV: u64 = 4;
+pub const SHARE_DIV: u64 = 2;
 /// Graft time a principal may spend at once (the bucket's size).
-pub const BURST_MS: u64 = 250;
+pub const BURST_MS: u64 = 500;
 /// The first back-off after a graft was unloaded for misbehaving; each strike doubles it.
 pub const BACKOFF_MS: u64 = 500;
 pub const MAX_BACKOFF_MS: u64 = 300_000;
@@ -192,12 +195,12 @@ mod tests {
         // A principal whose graft spins for 2 s at once is in debt.
         s.charge(7, 2000 * T, now);
         assert!(!s.may_run(7, now));
-        // It earns time back at a quarter of real time: 2 s less its full bucket's
-        // 250 ms is paid in 7 s.
-        now += 6_900 * T;
+        // It earns time back at half of real time: 2 s less its full bucket's 500 ms is
+        // paid in 3 s.
+        now += 2_900 * T;
         assert!(!s.may_run(7, now));
         assert!(matches!(s.wait(7, Point::Evict, now), Some(Wait::Share(ms)) if ms > 0 && ms <= 100 * SHARE_DIV));
-        now += 200 * T;
+        now += 300 * T;
         assert!(s.may_run(7, now));
         // Another principal never paid for it.
         assert!(s.may_run(8, 0));

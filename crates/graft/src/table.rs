@@ -21,8 +21,8 @@
 //! (`new_turn`), the rest answered by the default policy (counted as `skipped`).
 //!
 //! Graft time is charged to the principal whose graft it is (`share`): a principal's
-//! grafts get at most a share of the server's time (past it, its eviction calls are
-//! skipped and its loads and test runs refused with the time to wait), one call where
+//! eviction calls and loads get at most a share of the server's time (past it, its
+//! eviction calls are skipped and its loads refused with the time to wait), one call where
 //! another client's request waits on it (an eviction) is stopped after `WAIT_CALL_MS`,
 //! and a principal whose graft was unloaded for misbehaving may load nothing more at
 //! that point for a back-off that doubles with each strike.
@@ -426,9 +426,12 @@ impl Table {
         let now = self.host.now();
         let t = now.wrapping_sub(t0);
         g.stats.cycles += t;
-        let (owner, dead) = (g.owner, g.dead());
+        let (owner, point, dead) = (g.owner, g.point, g.dead());
         self.turn = self.turn.saturating_add(t);
-        self.shares.charge(owner, t, now);
+        // An eviction call runs inside another client's request: its owner pays.
+        if point == Point::Evict {
+            self.shares.charge(owner, t, now);
+        }
         if dead {
             self.reap(k);
         }
@@ -439,15 +442,13 @@ impl Table {
     /// call it (Linux's `BPF_PROG_TEST_RUN`): (the last answer or `None` if that call
     /// was aborted, cycles of all the calls, aborted calls, calls made). Stops early
     /// when the graft is unloaded for failing, and when the turn's graft time is spent
-    /// (`TURN_MS`: a request's work is bounded, and the server serves others between),
-    /// and makes no call at all while the owner's share of the server's time is spent.
+    /// (`TURN_MS`: a request's work is bounded, and the server serves others between).
     /// `None` if there is no such graft.
     pub fn test_run(&mut self, owner: u32, id: u32, input: &[u8], repeat: u32) -> Option<TestRun> {
         let k = self.grafts.iter().position(|g| g.id == id && g.owner == owner)?;
         let (mut last, mut aborts, mut calls) = (None, 0, 0);
         let t0 = self.host.now();
         let limit = TURN_MS.saturating_mul(self.host.ticks_per_ms());
-        let repeat = if self.shares.may_run(owner, t0) { repeat } else { 0 };
         for _ in 0..repeat {
             let g = &mut self.grafts[k];
             last = g.call(input, &mut *self.host).ok();
@@ -457,13 +458,10 @@ impl Table {
                 break;
             }
         }
-        let now = self.host.now();
-        let cycles = now.wrapping_sub(t0);
+        let cycles = self.host.now().wrapping_sub(t0);
         let g = &mut self.grafts[k];
         g.stats.cycles += cycles;
-        let dead = g.dead();
-        self.shares.charge(owner, cycles, now);
-        if dead {
+        if g.dead() {
             self.reap(k);
         }
         Some(TestRun { last, cycles, aborts, calls })

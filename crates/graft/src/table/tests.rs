@@ -433,9 +433,8 @@ fn a_stopped_grafts_owner_backs_off() {
 }
 
 /// Each call's time is paid from its owner's share: past it, the owner's eviction
-/// calls are skipped (the default policy answers) and its loads and test runs
-/// refused, while another principal's graft is called as before; the share comes
-/// back with time.
+/// calls are skipped (the default policy answers) and its loads refused, while another
+/// principal's graft is called as before; the share comes back with time.
 #[test]
 fn a_principals_grafts_get_their_share_and_no_more() {
     use core::sync::atomic::{AtomicU64, Ordering};
@@ -457,10 +456,10 @@ fn a_principals_grafts_get_their_share_and_no_more() {
         t.new_turn();
         answered += t.call(Point::Evict, 1, &[0; 8]).is_some() as u32;
     }
-    // A call is charged about 60 ms (its 40 and the looks between); the burst is
-    // 250 ms, and the owner earns back a quarter of the time that passes: a few calls
-    // at once, then about one in 25 rounds.
-    assert!((5..=20).contains(&answered), "{answered} of 100 calls made");
+    // A call is charged about 60 ms (its 40 and the looks between) of the 80 that pass;
+    // the burst is 500 ms and the owner earns back half of the time that passes: the
+    // burst's calls, then about one call in three rounds.
+    assert!((20..=60).contains(&answered), "{answered} of 100 calls made");
     assert!(t.get(1, 1).unwrap().stats.skipped > 0);
     t.new_turn();
     assert!(t.call(Point::Evict, 2, &[0; 8]).is_some(), "the other principal's graft is called");
@@ -468,13 +467,13 @@ fn a_principals_grafts_get_their_share_and_no_more() {
         t.new_turn();
         let _ = t.call(Point::Evict, 1, &[0; 8]);
     }
-    let r = t.test_run(1, 1, &[0; 8], 100).unwrap();
-    assert_eq!(r.calls, 0, "no test run past the share");
     let f = GraftFile { point: Point::Evict, tech: Tech::Native, state_len: 16, name: "n", code: b"null", sig: &[] }
         .to_bytes();
     t.put(1, 0, &f).unwrap();
     let r = t.load(1, 1, f.len(), &mut |_| None);
     assert!(matches!(r, Err(LoadError::Later(why)) if why.contains("share")), "{r:?}");
+    let r = t.test_run(1, 1, &[0; 8], 100).unwrap();
+    assert!(r.calls > 0, "a test run is the principal's own request: served in its turn, not charged");
     NOW.fetch_add(10_000_000_000, Ordering::Relaxed);
     t.new_turn();
     assert!(t.call(Point::Evict, 1, &[0; 8]).is_some(), "its share comes back with time");

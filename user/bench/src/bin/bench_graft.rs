@@ -155,17 +155,7 @@ fn per_call(srv: u64, id: u32, input: &[u8], repeat: u32) -> Option<Vec<u64>> {
     for _ in 0..samples() {
         // A test run stops when the request has had the server's turn of graft time:
         // the calls it made are what the ticks are divided by.
-        let mut r = g::test_run(srv, id, input, repeat);
-        // No call: this principal's share of the server's time is spent (`graft::share`);
-        // it comes back as time passes.
-        for _ in 0..200 {
-            if !matches!(r, Ok(ref x) if x.calls == 0) {
-                break;
-            }
-            rt::sys::sleep_us(20_000);
-            r = g::test_run(srv, id, input, repeat);
-        }
-        match r {
+        match g::test_run(srv, id, input, repeat) {
             Ok(r) if r.aborts == 0 && r.last != u64::MAX && r.calls > 0 => v.push(r.cycles / r.calls),
             r => {
                 println!("bench_graft: graft {id}: test run {:?}", r.map_err(|r| (r.error, r.reason)));

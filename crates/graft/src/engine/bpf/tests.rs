@@ -304,13 +304,7 @@ fn memory_outside_the_region_is_refused() {
     // r2 = input word 0, unbounded: r1 + r2 may lie anywhere.
     refused_for(&prog(&[ins(LDXDW, 2, 1, 16, 0), ins(0x0f, 2, 1, 0, 0), ins(0x71, 0, 2, 0, 0), exit]), "unbounded");
     refused_for(
-        &prog(&[
-            ins(LDXDW, 2, 1, 16, 0),
-            ins(MOV_REG, 3, 1, 0, 0),
-            ins(0x0f, 3, 2, 0, 0),
-            ins(0x71, 0, 3, 0, 0),
-            exit,
-        ]),
+        &prog(&[ins(LDXDW, 2, 1, 16, 0), ins(MOV_REG, 3, 1, 0, 0), ins(0x0f, 3, 2, 0, 0), ins(0x71, 0, 3, 0, 0), exit]),
         "unbounded",
     );
     // The same index bounded by a test (if r2 > 1023 return): proven, and it runs.
@@ -356,11 +350,7 @@ fn pointers_never_leave_the_program() {
         ("r1 into the state", prog(&[ins(STXDW, 1, 1, 16, 0), zero, exit]), "only in the stack"),
         ("r10 into the state", prog(&[ins(STXDW, 1, 10, 16, 0), zero, exit]), "only in the stack"),
         ("r1 returned", prog(&[ins(MOV_REG, 0, 1, 0, 0), exit]), "returned"),
-        (
-            "r1 xor a number",
-            prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(0xa7, 2, 0, 0, 0x5555), zero, exit]),
-            "arithmetic",
-        ),
+        ("r1 xor a number", prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(0xa7, 2, 0, 0, 0x5555), zero, exit]), "arithmetic"),
         ("r1 cut to 32 bits", prog(&[ins(0xbc, 2, 1, 0, 0), zero, exit]), "32 bits"),
         ("r1 shifted", prog(&[ins(MOV_REG, 2, 1, 0, 0), ins(0x77, 2, 0, 0, 12), zero, exit]), "arithmetic"),
         ("r1 compared", prog(&[zero, ins(0x25, 1, 0, 0, 1000), exit, exit]), "compared"),
@@ -611,8 +601,7 @@ fn shaped(g: &mut Rng) -> Vec<u8> {
                 p.push(ins(op, dst, src, off, imm(g)));
             }
             7 if left > 2 => {
-                let jcc: Vec<u8> =
-                    OPCODES.iter().copied().filter(|o| matches!(o & 7, 5 | 6) && *o != 0x95).collect();
+                let jcc: Vec<u8> = OPCODES.iter().copied().filter(|o| matches!(o & 7, 5 | 6) && *o != 0x95).collect();
                 // Mostly forward; now and then back (a loop, which may or may not end).
                 let off = if g.below(6) == 0 {
                     -(g.below(p.len() as u64 + 1) as i16) - 1
@@ -648,13 +637,7 @@ fn the_engine_computes_what_the_model_does() {
             let n = 1 + g.below(12) as usize;
             (0..n)
                 .flat_map(|_| {
-                    ins(
-                        g.next() as u8,
-                        g.below(12) as u8,
-                        g.below(12) as u8,
-                        (g.below(9) as i16) - 4,
-                        g.next() as i32,
-                    )
+                    ins(g.next() as u8, g.below(12) as u8, g.below(12) as u8, (g.below(9) as i16) - 4, g.next() as i32)
                 })
                 .collect()
         } else {
@@ -673,10 +656,7 @@ fn the_engine_computes_what_the_model_does() {
                 .unwrap_or_else(|_| panic!("round {round}: the engine panicked on {p:02x?}"));
             outcomes.push((r.ok(), e.mem.clone()));
         }
-        assert_eq!(
-            outcomes[0], outcomes[1],
-            "round {round}: the answer depends on where the memory lies: {p:02x?}"
-        );
+        assert_eq!(outcomes[0], outcomes[1], "round {round}: the answer depends on where the memory lies: {p:02x?}");
         {
             let mut e = jit(&p, 64).expect("verified programs compile");
             e.state().copy_from_slice(&state);
