@@ -346,3 +346,48 @@ fn patiently<T>(mut f: impl FnMut() -> Result<T, graft_api::Refusal>) -> Result<
     }
     r
 }
+
+/// `N` pages of read-only data, so clean: a program's memory server may take them back
+/// past its resident limit, and a read of one that was taken back is a page fault it
+/// fills again from the image. Each page's first word names it (`page_tag`).
+/// Page-aligned: a hot list names pages by their first address, which `addr(p)` is only
+/// so (a byte array lies wherever the linker puts it; a change elsewhere once moved
+/// one 0x38 past a page's start, and no hot page was kept). A program keeps one in a
+/// `static` (`static T: CleanPages<192> = CleanPages::new();`).
+#[repr(C, align(4096))]
+pub struct CleanPages<const N: usize>([[u8; 4096]; N]);
+
+/// The first word of page `p` of a `CleanPages`.
+pub const fn page_tag(p: usize) -> u64 {
+    0x7_ab1e_0000 + p as u64
+}
+
+impl<const N: usize> CleanPages<N> {
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        let mut t = [[0u8; 4096]; N];
+        let mut p = 0;
+        while p < N {
+            let tag = page_tag(p).to_le_bytes();
+            let mut k = 0;
+            while k < 8 {
+                t[p][k] = tag[k];
+                k += 1;
+            }
+            p += 1;
+        }
+        CleanPages(t)
+    }
+
+    /// Page `p` as the program reads it (an opaque reference: the compiler may not fold
+    /// the constant, nor drop the read): does its first word name it?
+    pub fn read(&self, p: usize) -> bool {
+        let t: &[[u8; 4096]; N] = core::hint::black_box(&self.0);
+        u64::from_le_bytes(t[p][..8].try_into().unwrap_or_default()) == page_tag(p)
+    }
+
+    /// The first address of page `p`.
+    pub fn addr(&self, p: usize) -> u64 {
+        self.0[p].as_ptr() as u64
+    }
+}

@@ -25,42 +25,15 @@ const HOT: usize = 4;
 /// Pages past what the program holds at its start: its resident limit in every round.
 const ROOM: u64 = 32;
 
-/// Read-only, so its pages are clean: the server may take them back. Each page's first
-/// word names it. Page-aligned: the hot list names pages by their first address, which
-/// `addr(p)` is only so (a byte array lies wherever the linker puts it; a change
-/// elsewhere once moved it 0x38 past a page's start, and no hot page was kept).
-#[repr(C, align(4096))]
-struct Pages([u8; PAGES * 4096]);
-static TABLE: Pages = Pages(table());
+/// The table this program reads: clean pages mem0 may take back.
+static TABLE: tests::CleanPages<PAGES> = tests::CleanPages::new();
 
-const fn table() -> [u8; PAGES * 4096] {
-    let mut t = [0u8; PAGES * 4096];
-    let mut p = 0;
-    while p < PAGES {
-        let tag = tag(p).to_le_bytes();
-        let mut k = 0;
-        while k < 8 {
-            t[p * 4096 + k] = tag[k];
-            k += 1;
-        }
-        p += 1;
-    }
-    t
-}
-
-const fn tag(p: usize) -> u64 {
-    0x7_ab1e_0000 + p as u64
-}
-
-/// The table's page `p` as the program reads it (an opaque reference: the compiler may
-/// not fold the constant): does its first word name it?
 fn read(p: usize) -> bool {
-    let t: &[u8] = core::hint::black_box(&TABLE.0[..]);
-    u64::from_le_bytes(t[p * 4096..p * 4096 + 8].try_into().unwrap_or_default()) == tag(p)
+    TABLE.read(p)
 }
 
 fn addr(p: usize) -> u64 {
-    TABLE.0.as_ptr() as u64 + (p * 4096) as u64
+    TABLE.addr(p)
 }
 
 /// One round under resident limit `limit`: the hot pages, then the rest streaming

@@ -35,20 +35,8 @@ const MEASURE_US: u64 = 5_000_000;
 
 const PAGES: usize = 128;
 
-/// Read-only (clean pages mem0 may take back), each page's first byte its number.
-#[repr(C, align(4096))]
-struct Pages([u8; PAGES * 4096]);
-static TABLE: Pages = Pages(table());
-
-const fn table() -> [u8; PAGES * 4096] {
-    let mut t = [0u8; PAGES * 4096];
-    let mut p = 0;
-    while p < PAGES {
-        t[p * 4096] = p as u8;
-        p += 1;
-    }
-    t
-}
+/// Clean pages mem0 may take back.
+static TABLE: tests::CleanPages<PAGES> = tests::CleanPages::new();
 
 /// Buffered reads of `READ` blocks each, from block `*next` on (cycling through the
 /// segment), for `count` reads or until `until_us`: (reads, ticks, all right).
@@ -67,10 +55,9 @@ fn reads(seg: &baio::Segment, next: &mut u64, count: u64, until_us: u64) -> (u64
 /// `count` pages or until `until_us`: (pages, ticks, all right).
 fn faults(next: &mut usize, count: u64, until_us: u64) -> (u64, u64, bool) {
     let (mut n, mut ok) = (0u64, true);
-    let t: &[u8] = core::hint::black_box(&TABLE.0[..]);
     let t0 = rt::sys::rdtsc();
     while n < count && rt::sys::now_us() < until_us {
-        ok &= t[*next * 4096] == *next as u8;
+        ok &= TABLE.read(*next);
         *next = (*next + 1) % PAGES;
         n += 1;
     }
