@@ -140,6 +140,9 @@ pub struct Crash<'a> {
     pub run: usize,
     pub kept: Vec<usize>,
     pub of: usize,
+    /// A disk that tears: the last kept write reached only its first this many
+    /// sectors of 512 bytes (`torn_crashes`).
+    pub torn: Option<usize>,
 }
 
 impl core::fmt::Debug for Crash<'_> {
@@ -148,13 +151,31 @@ impl core::fmt::Debug for Crash<'_> {
             f,
             "cut in run {} keeping writes {:?} of {} ({} operations durable, {} acknowledged)",
             self.run, self.kept, self.of, self.durable, self.acked
-        )
+        )?;
+        match self.torn {
+            Some(s) => write!(f, ", the last torn after {s} sectors"),
+            None => Ok(()),
+        }
     }
 }
 
 /// Every state a cut during `events` (recorded on a device that held `base` when the
 /// recording began) may leave; `check` looks at each. `seed` chooses the random subsets.
-pub fn crashes(base: &[u8], events: &[Event], seed: u64, mut check: impl FnMut(Crash<'_>)) {
+pub fn crashes(base: &[u8], events: &[Event], seed: u64, check: impl FnMut(Crash<'_>)) {
+    cuts(base, events, seed, false, check)
+}
+
+/// Sectors a disk writes whole: a block's write cut by a power loss may have reached
+/// any prefix of them.
+pub const SECTOR: usize = 512;
+
+/// As [`crashes`], on a disk that also tears a write at a power cut: besides each
+/// subset, the subset whose last write reached only its first 1, 4 or 7 sectors.
+pub fn torn_crashes(base: &[u8], events: &[Event], seed: u64, check: impl FnMut(Crash<'_>)) {
+    cuts(base, events, seed, true, check)
+}
+
+fn cuts(base: &[u8], events: &[Event], seed: u64, tear: bool, mut check: impl FnMut(Crash<'_>)) {
     let mut durable: BTreeMap<u64, Box<[u8; BLOCK]>> = BTreeMap::new();
     let mut x = seed | 1;
     let mut rand = move || {
@@ -200,7 +221,24 @@ pub fn crashes(base: &[u8], events: &[Event], seed: u64, mut check: impl FnMut(C
             for &k in &kept {
                 dev.own.insert(pending[k].0, Box::new(*pending[k].1));
             }
-            check(Crash { dev, durable: acks_at_flush, acked, run, kept, of: n });
+            let last = kept.last().copied();
+            check(Crash { dev, durable: acks_at_flush, acked, run, kept: kept.clone(), of: n, torn: None });
+            let Some(last) = last.filter(|_| tear) else { continue };
+            for sectors in [1, BLOCK / SECTOR / 2, BLOCK / SECTOR - 1] {
+                let mut dev = Overlay { base, durable: &durable, own: BTreeMap::new() };
+                for &k in &kept[..kept.len() - 1] {
+                    dev.own.insert(pending[k].0, Box::new(*pending[k].1));
+                }
+                let (b, new) = pending[last];
+                let mut old = Box::new([0u8; BLOCK]);
+                if dev.read(b, &mut old).is_err() {
+                    continue;
+                }
+                old[..sectors * SECTOR].copy_from_slice(&new[..sectors * SECTOR]);
+                dev.own.insert(b, old);
+                let torn = Some(sectors);
+                check(Crash { dev, durable: acks_at_flush, acked, run, kept: kept.clone(), of: n, torn });
+            }
         }
         for (b, d) in &pending {
             durable.insert(*b, Box::new(**d));
@@ -253,5 +291,26 @@ mod tests {
         );
         assert!(states.contains(&(1, 0, 1, vec![3, 1, 2, 0])));
         assert!(!states.iter().any(|s| s.0 == 1 && s.3[1] == 0), "a flushed write is never lost");
+    }
+
+    #[test]
+    fn a_torn_cut_keeps_a_prefix_of_the_last_kept_write_over_what_was_there() {
+        let mut r = Recorder::new(vec![0u8; 2 * BLOCK]);
+        r.write(0, &[1; BLOCK]).unwrap();
+        r.flush().unwrap();
+        r.write(0, &[2; BLOCK]).unwrap();
+        let base = vec![0u8; 2 * BLOCK];
+        let mut seen = Vec::new();
+        torn_crashes(&base, &r.events, 1, |mut c| {
+            let mut b = [0u8; BLOCK];
+            c.dev.read(0, &mut b).unwrap();
+            let (was, now) = if c.run == 0 { (0, 1) } else { (1, 2) };
+            let new = b.iter().take_while(|x| **x == now).count();
+            assert!(new % SECTOR == 0 && b[new..].iter().all(|x| *x == was), "{c:?}: {b:?}");
+            seen.push((c.run, c.torn, new));
+        });
+        assert!(seen.contains(&(1, Some(4), 4 * SECTOR)), "{seen:?}");
+        assert!(seen.contains(&(1, None, BLOCK)));
+        assert!(seen.contains(&(0, Some(1), SECTOR)), "{seen:?}");
     }
 }

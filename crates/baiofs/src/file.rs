@@ -27,18 +27,26 @@ impl<D: Dev> Fs<D> {
         Ok(len)
     }
 
+    /// Ordered data, as ext4's `data=ordered`: the bytes (and the zeros of new blocks)
+    /// reach the disk before the inode that names new blocks or a size that exposes new
+    /// bytes — written, flushed, then the inode. After a power cut a file that grew is an
+    /// earlier version of itself (its old size and bytes, or a later size with the bytes
+    /// written up to it), never a size over zeros nor over another file's old bytes. A
+    /// write within the size overwrites in place: after a cut before the next flush its
+    /// blocks may hold the old bytes, the new ones, or (a disk tearing a block) a mix.
     pub(crate) fn file_write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize, Error> {
         let end = off.checked_add(data.len() as u64).ok_or(Error::NoSpace)?;
         let have = self.inodes[ino as usize].blocks();
         let need = end.div_ceil(BLOCK as u64);
-        if need > have {
-            let r = self.grow(ino, need - have);
-            // The new blocks' zeros are durable before the extent that names them (a
-            // disk caching writes could otherwise keep the extent over a freed file's
-            // old bytes, or over stale directory entries).
-            self.dev.flush()?;
-            self.write_inode(ino)?;
-            r?;
+        let grew = need > have;
+        if grew {
+            if let Err(e) = self.grow(ino, need - have) {
+                // What was claimed before the refusal is kept: its zeros durable before
+                // the extent that names it.
+                self.dev.flush()?;
+                self.write_inode(ino)?;
+                return Err(e);
+            }
         }
         let n = self.inodes[ino as usize];
         let mut done = 0;
@@ -55,8 +63,9 @@ impl<D: Dev> Fs<D> {
             self.write_block(ino, b, &blk)?;
             done += k;
         }
-        if end > n.size {
-            self.inodes[ino as usize].size = end;
+        if grew || end > n.size {
+            self.dev.flush()?;
+            self.inodes[ino as usize].size = end.max(n.size);
             self.write_inode(ino)?;
         }
         Ok(data.len())
