@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod cachedisk;
 mod compose;
 mod grafts;
 mod image;

@@ -62,6 +62,9 @@ pub struct Options {
     /// The disk's every flush fails (EIO, by QEMU's blkdebug driver; reads and writes
     /// go on): a disk whose write cache can no longer be made stable.
     pub disk_flush_fails: bool,
+    /// The disk is served over NBD on this Unix socket (`cachedisk`: a disk whose write
+    /// cache a power cut loses) instead of QEMU opening the image itself.
+    pub disk_nbd: Option<std::path::PathBuf>,
     /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
     pub machine: String,
     pub memory: String,
@@ -135,6 +138,7 @@ impl Options {
             append,
             disk,
             disk_flush_fails: false,
+            disk_nbd: None,
             machine: "q35".into(),
             memory: "512M".into(),
             net: None,
@@ -182,7 +186,11 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
         check_disk(d)?;
         // cache=writeback: the device has a volatile write cache (QEMU offers VIRTIO_BLK_F_FLUSH
         // and the guest's flushes are the host's fdatasync), as most disks have.
-        let file = if o.disk_flush_fails {
+        let file = if let Some(sock) = &o.disk_nbd {
+            // The export's name is the one the `nbd` crate's server lists (QEMU checks
+            // that the name it asks for is listed before it asks for it).
+            format!("nbd+unix:///rustnbd?socket={}", sock.display())
+        } else if o.disk_flush_fails {
             // blkdebug: the first flush's event arms the rule, and every flush from then
             // on (that one too) fails with EIO.
             let cfg = d.with_extension("blkdebug");

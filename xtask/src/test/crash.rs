@@ -1,28 +1,37 @@
 //! The power-cut check: `crash_test` works on a disk — segments created,
 //! written (direct and buffered) and deleted through `blk`, files created, written and
-//! removed through `files` — saying on the serial port what it starts and what is
-//! acknowledged. The host kills QEMU (SIGKILL: no shutdown, nothing flushed by the
-//! guest) at a random operation and a random moment in it, then checks the disk image:
-//! it must mount (an interrupted update may be left for the mount to finish), with
-//! no problem for `fsck`, and hold every acknowledged operation; the one operation
-//! under way may have happened or not. The next boot goes on on the same disk.
+//! removed through `files`, and every sixth operation a `sync` — saying on the serial
+//! port what it starts and what is acknowledged. The disk is `cachedisk`'s, served over
+//! NBD: it keeps every write since the last flush in a volatile cache. The host kills
+//! QEMU (SIGKILL: no shutdown, nothing flushed by the guest) at a random operation and a
+//! random moment in it; the cut keeps a random subset of the unflushed sector writes
+//! (tearing 4 KiB writes at 512 bytes). Then it checks the disk image: it must mount (an
+//! interrupted update may be left for the mount to finish), with no problem for `fsck`,
+//! and hold every operation acknowledged before the last acknowledged `sync`; each later
+//! one (and the one under way) may have happened or not — a segment or file as before
+//! or as after it, a block's sectors each old or new, a file's bytes whole (ordered
+//! data). The next boot goes on on the same disk, from what the cut left.
 //! `SCION_CRASH_KILLS` sets the number of kills (20).
 
 use super::scenarios::{make_disk, Result1, Scenario};
 use crate::qemu::{self, Options};
-use crate::{make_image, out_dir, Artifacts};
+use crate::{cachedisk, make_image, out_dir, Artifacts};
 use baio::{MemDev, Volume, BLOCK};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+
+/// The FNV-1a of each 512-byte sector of a block.
+type Sectors = [u64; BLOCK / cachedisk::SECTOR];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Op {
     Create(String, u64),
     Delete(String),
-    Write(String, u64, u64),
+    Write(String, u64, Sectors),
     FCreate(String),
     FRemove(String),
     FWrite(String, u64, u64),
+    Sync,
     Other,
 }
 
@@ -31,22 +40,30 @@ fn parse(op: &str) -> Op {
     let num = |i: usize| w.get(i).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
     let hex = |i: usize| w.get(i).and_then(|s| u64::from_str_radix(s, 16).ok()).unwrap_or(0);
     let s = |i: usize| w.get(i).unwrap_or(&"").to_string();
+    let sectors = |i: usize| -> Option<Sectors> {
+        let v: Vec<u64> = w.get(i)?.split(',').map(|h| u64::from_str_radix(h, 16).ok()).collect::<Option<_>>()?;
+        v.try_into().ok()
+    };
     match w[0] {
         "create" => Op::Create(s(1), num(2)),
         "delete" => Op::Delete(s(1)),
-        "write" => Op::Write(s(1), num(2), hex(3)),
+        "write" => sectors(5).map_or(Op::Other, |x| Op::Write(s(1), num(2), x)),
         "fcreate" => Op::FCreate(s(1)),
         "fremove" => Op::FRemove(s(1)),
         "fwrite" => Op::FWrite(s(1), num(2), hex(3)),
+        "sync" => Op::Sync,
         _ => Op::Other,
     }
 }
 
-/// What the disk must hold: segments (length, block → hash of its bytes) and files
-/// (written: length and hash).
+/// A file: absent, present with no bytes written, or written (length, hash).
+type FileState = Option<Option<(u64, u64)>>;
+
+/// What the disk holds for sure (after the last sync): segments (length, block →
+/// its sectors' hashes) and files.
 #[derive(Default)]
 struct Model {
-    segs: BTreeMap<String, (u64, BTreeMap<u64, u64>)>,
+    segs: BTreeMap<String, (u64, BTreeMap<u64, Sectors>)>,
     files: BTreeMap<String, Option<(u64, u64)>>,
 }
 
@@ -73,15 +90,17 @@ impl Model {
             Op::FWrite(p, l, h) => {
                 self.files.insert(p.clone(), Some((*l, *h)));
             }
-            Op::Other => {}
+            Op::Sync | Op::Other => {}
         }
     }
 }
 
-/// The operations of one boot's log: (acknowledged in order, the one under way). Only
-/// whole lines count: the kill can cut the last one short ("CRASH 51 o"), and the
-/// program was still printing it, so what it says has not happened yet.
-fn operations(log: &str) -> (Vec<Op>, Option<Op>) {
+/// The operations of one boot's log: (those acknowledged up to the last acknowledged
+/// `sync`, durable; those after it, acknowledged or under way, in order: each may have
+/// happened or not). Only whole lines count: the kill can cut the last one short
+/// ("CRASH 51 o"), and the program was still printing it, so what it says has not
+/// happened yet.
+fn operations(log: &str) -> (Vec<Op>, Vec<Op>) {
     let mut started: BTreeMap<u64, Op> = BTreeMap::new();
     let mut done = Vec::new();
     let mut last = None;
@@ -107,61 +126,99 @@ fn operations(log: &str) -> (Vec<Op>, Option<Op>) {
             }
         }
     }
-    (done, last)
+    let synced = done.iter().rposition(|o| *o == Op::Sync).map_or(0, |i| i + 1);
+    let mut maybe = done.split_off(synced);
+    maybe.extend(last);
+    maybe.retain(|o| !matches!(o, Op::Sync | Op::Other));
+    (done, maybe)
 }
 
-/// Check the image against the model (the operation under way may go either way; the
-/// model follows what the disk shows for it). Returns a summary.
-fn verify(img: &[u8], m: &mut Model, under_way: Option<&Op>) -> Result<String, String> {
+/// Check the image against the model and the operations that may have happened (each
+/// thing on the disk as the model has it or as one of them left it), then make the model
+/// what the disk shows. Returns a summary.
+fn verify(img: &[u8], m: &mut Model, maybe: &[Op]) -> Result<String, String> {
     let e = Volume::examine(&mut MemDev(img.to_vec()));
     if !e.problems.is_empty() {
         return Err(format!("the disk does not mount: {:?}", e.problems));
     }
     let mut dev = MemDev(img.to_vec());
     let v = Volume::mount(&mut dev).map_err(|e| format!("mount: {e:?}"))?;
-    let block_hash = |start: u64, written: u64, b: u64| -> u64 {
-        if b >= written {
-            baio::checksum(&[0u8; BLOCK])
-        } else {
+    let zero = baio::checksum(&[0u8; cachedisk::SECTOR]);
+    let sectors_of = |start: u64, written: u64, b: u64| -> Sectors {
+        let mut h = [zero; BLOCK / cachedisk::SECTOR];
+        if b < written {
             let at = (start + b) as usize * BLOCK;
-            baio::checksum(&dev.0[at..at + BLOCK])
+            for (i, c) in dev.0[at..at + BLOCK].chunks(cachedisk::SECTOR).enumerate() {
+                h[i] = baio::checksum(c);
+            }
         }
+        h
     };
     let present: BTreeMap<String, (u64, u64, u64)> = v
         .list()
         .filter(|i| i.name.starts_with('k'))
         .map(|i| (i.name.clone(), (i.start, i.length, i.written)))
         .collect();
-    for name in m.segs.keys().cloned().collect::<Vec<_>>() {
-        if !present.contains_key(&name) {
-            if under_way == Some(&Op::Delete(name.clone())) {
-                m.segs.remove(&name);
-                continue;
-            }
-            return Err(format!("acknowledged segment {name} is gone"));
+    // Segments: each as the model has it or as a later create or delete left it.
+    let mut names: BTreeSet<String> = m.segs.keys().chain(present.keys()).cloned().collect();
+    for op in maybe {
+        if let Op::Create(n, _) | Op::Delete(n) = op {
+            names.insert(n.clone());
         }
     }
+    for name in &names {
+        let mut allowed = vec![m.segs.get(name).map(|s| s.0)];
+        for op in maybe {
+            match op {
+                Op::Create(n, l) if n == name => allowed.push(Some(*l)),
+                Op::Delete(n) if n == name => allowed.push(None),
+                _ => {}
+            }
+        }
+        let got = present.get(name).map(|p| p.1);
+        if !allowed.contains(&got) {
+            return Err(match (m.segs.get(name), got) {
+                (Some(_), None) => format!("segment {name}, created before the last sync, is gone"),
+                (None, Some(_)) => format!("segment {name} was never made (may have: {maybe:?})"),
+                _ => format!("segment {name} has {got:?} blocks, allowed {allowed:?}"),
+            });
+        }
+        match got {
+            None => {
+                m.segs.remove(name);
+            }
+            Some(len) if m.segs.get(name).is_none_or(|s| s.0 != len) => {
+                m.segs.insert(name.clone(), (len, BTreeMap::new()));
+            }
+            Some(_) => {}
+        }
+    }
+    // Their blocks: each sector as the model has it (zeros if never written) or as a
+    // later write left it.
     let mut blocks = 0;
-    for (name, (start, len, written)) in &present {
-        let Some(seg) = m.segs.get_mut(name) else {
-            if under_way == Some(&Op::Create(name.clone(), *len)) {
-                m.segs.insert(name.clone(), (*len, BTreeMap::new()));
-                continue;
-            }
-            return Err(format!("segment {name} was never acknowledged (under way: {under_way:?})"));
-        };
-        if seg.0 != *len {
-            return Err(format!("segment {name} has {len} blocks, {} were acknowledged", seg.0));
-        }
-        if let Some(Op::Write(n, b, h)) = under_way {
-            if n == name && block_hash(*start, *written, *b) == *h {
-                seg.1.insert(*b, *h);
+    for (name, (start, _, written)) in &present {
+        let seg = m.segs.get_mut(name).expect("checked above");
+        let mut bs: BTreeSet<u64> = seg.1.keys().copied().collect();
+        for op in maybe {
+            if let Op::Write(n, b, _) = op {
+                if n == name && *b < seg.0 {
+                    bs.insert(*b);
+                }
             }
         }
-        for (b, h) in &seg.1 {
-            if block_hash(*start, *written, *b) != *h {
-                return Err(format!("segment {name}, block {b}: not the acknowledged write"));
+        for b in bs {
+            let got = sectors_of(*start, *written, b);
+            let had = seg.1.get(&b).copied().unwrap_or([zero; BLOCK / cachedisk::SECTOR]);
+            for (i, g) in got.iter().enumerate() {
+                let later =
+                    maybe.iter().any(|op| matches!(op, Op::Write(n, c, h) if n == name && *c == b && h[i] == *g));
+                if *g != had[i] && !later {
+                    return Err(format!(
+                        "segment {name}, block {b}, sector {i}: neither what the last sync made durable nor a later write"
+                    ));
+                }
             }
+            seg.1.insert(b, got);
             blocks += 1;
         }
     }
@@ -181,41 +238,46 @@ fn verify(img: &[u8], m: &mut Model, under_way: Option<&Op>) -> Result<String, S
         let n = fs.read(p, 0, &mut b).unwrap_or(0);
         baio::checksum(&b[..n])
     };
-    for p in m.files.keys().cloned().collect::<Vec<_>>() {
-        if !listed.contains_key(&p) {
-            if under_way == Some(&Op::FRemove(p.clone())) {
-                m.files.remove(&p);
-                continue;
-            }
-            return Err(format!("acknowledged file {p} is gone"));
+    let mut paths: BTreeSet<String> = m.files.keys().chain(listed.keys()).cloned().collect();
+    for op in maybe {
+        if let Op::FCreate(p) | Op::FRemove(p) | Op::FWrite(p, ..) = op {
+            paths.insert(p.clone());
         }
     }
-    for (p, size) in &listed {
-        let Some(f) = m.files.get(p).cloned() else {
-            if under_way == Some(&Op::FCreate(p.clone())) {
-                m.files.insert(p.clone(), None);
-                continue;
+    for p in &paths {
+        let mut allowed: Vec<FileState> = vec![m.files.get(p).cloned()];
+        for op in maybe {
+            match op {
+                Op::FCreate(q) if q == p => allowed.push(Some(None)),
+                Op::FRemove(q) if q == p => allowed.push(None),
+                Op::FWrite(q, l, h) if q == p => allowed.push(Some(Some((*l, *h)))),
+                _ => {}
             }
-            return Err(format!("file {p} was never acknowledged (under way: {under_way:?})"));
+        }
+        let got: FileState = match listed.get(p) {
+            None => None,
+            Some(0) => Some(None),
+            Some(&size) => Some(Some((size, content(&mut fs, p, size)))),
         };
-        if let Some(Op::FWrite(q, l, h)) = under_way {
-            if q == p && *size == *l && content(&mut fs, p, *l) == *h {
-                m.files.insert(p.clone(), Some((*l, *h)));
-                continue;
-            }
-        }
-        match f {
-            None if *size == 0 => {}
-            None => return Err(format!("file {p} has {size} bytes; none were acknowledged")),
-            Some((l, h)) => {
-                if *size != l || content(&mut fs, p, l) != h {
-                    return Err(format!("file {p}: not the acknowledged {l} bytes"));
+        if !allowed.contains(&got) {
+            return Err(match got {
+                None => format!("file {p}, there at the last sync, is gone"),
+                Some(None) if !m.files.contains_key(p) => {
+                    format!("file {p} was never made (may have: {maybe:?})")
                 }
-            }
+                Some(None) => format!("file {p} is empty; it was written before the last sync"),
+                Some(Some((l, _))) => {
+                    format!("file {p} has {l} bytes that are neither those synced nor a later write's whole")
+                }
+            });
         }
+        match got {
+            None => m.files.remove(p),
+            Some(f) => m.files.insert(p.clone(), f),
+        };
     }
     Ok(format!(
-        "{} segments ({blocks} written blocks) and {} files as acknowledged; {} interrupted updates for the mount",
+        "{} segments ({blocks} written blocks) and {} files as synced or after; {} interrupted updates for the mount",
         present.len(),
         listed.len(),
         e.unfinished.len() + fe.unfinished.len()
@@ -246,12 +308,22 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
     for boot in 1..=kills {
         let sc = load(boot)?;
         let img = make_image(a, &sc.manifest, &sc.name)?;
-        let opts = Options::new(qemu::accel(), false, String::new(), Some(disk.clone()));
+        let served = cachedisk::serve(&disk)?;
+        let opts = Options {
+            disk_nbd: Some(served.socket.clone()),
+            ..Options::new(qemu::accel(), false, String::new(), Some(disk.clone()))
+        };
         let (op, delay) = (2 + next() % 30, next() % 120);
         let marker = format!("CRASH {op} ");
         let mut wait = |_: &qemu::Typer| std::thread::sleep(Duration::from_millis(delay));
-        let out = qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(120), None, Some((&marker, &mut wait)))?;
-        all_logs.push_str(&format!("===== boot {boot}: killed at operation {op} + {delay} ms\n{}\n", out.log));
+        let out = qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(120), None, Some((&marker, &mut wait)));
+        // The power cut: what the disk's cache held and did not flush, in part.
+        let (cut, flushes) = served.end(&disk, &mut next)?;
+        let out = out?;
+        all_logs.push_str(&format!(
+            "===== boot {boot}: killed at operation {op} + {delay} ms; the disk flushed {flushes} times, and the cut lost {} of {} sectors written since the last flush (kept {} at an earlier write)\n{}\n",
+            cut.lost, cut.unflushed, cut.older, out.log
+        ));
         let name = format!("crash/kill {boot} (operation {op} + {delay} ms)");
         let started = out.log.contains(&format!("CRASH start boot {boot} "));
         let detail = if out.timed_out || out.status.is_some() || !started {
@@ -262,12 +334,20 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
         } else if boot > 1 && !out.log.contains("blk: mounted") {
             Err("blk did not mount the disk the last kill left".into())
         } else {
-            let (done, under_way) = operations(&out.log);
+            let (done, maybe) = operations(&out.log);
             for o in &done {
                 model.apply(o);
             }
             let img = std::fs::read(&disk).map_err(|e| e.to_string())?;
-            verify(&img, &mut model, under_way.as_ref()).map(|s| format!("{} acknowledged operations; {s}", done.len()))
+            verify(&img, &mut model, &maybe).map(|s| {
+                format!(
+                    "{} operations synced, {} after; the cut lost {} of {} unflushed sectors; {s}",
+                    done.len(),
+                    maybe.len(),
+                    cut.lost,
+                    cut.unflushed
+                )
+            })
         };
         let ok = detail.is_ok();
         if ok {
@@ -287,16 +367,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_line_cut_by_the_kill_does_not_count() {
+    fn a_line_cut_by_the_kill_does_not_count_and_what_follows_the_last_sync_may_be_lost() {
         // The kill cut "ok" short: the delete is still the operation under way (it may
         // have happened or not), not forgotten.
-        let log = "CRASH 50 fcreate /crash/f10x50\nCRASH 50 ok\nCRASH 51 delete k10x13\nCRASH 51 o";
-        let (done, under_way) = operations(log);
-        assert_eq!(done, vec![parse("fcreate /crash/f10x50")]);
-        assert_eq!(under_way, Some(Op::Delete("k10x13".into())));
+        let log = "CRASH 49 sync\nCRASH 49 ok\nCRASH 50 fcreate /crash/f10x50\nCRASH 50 ok\nCRASH 51 delete k10x13\nCRASH 51 o";
+        let (done, maybe) = operations(log);
+        assert_eq!(done, vec![Op::Sync]);
+        assert_eq!(maybe, vec![parse("fcreate /crash/f10x50"), Op::Delete("k10x13".into())]);
         // A cut start line: that operation was never sent.
-        let (done, under_way) = operations("CRASH 50 ok\nCRASH 51 dele");
-        assert!(done.is_empty());
-        assert_eq!(under_way, None);
+        let (done, maybe) = operations("CRASH 50 ok\nCRASH 51 dele");
+        assert!(done.is_empty() && maybe.is_empty());
+        // A sync acknowledged: what came before it is durable; an unanswered one is not.
+        let log =
+            "CRASH 1 fcreate /a\nCRASH 1 ok\nCRASH 2 sync\nCRASH 2 ok\nCRASH 3 fremove /a\nCRASH 3 ok\nCRASH 4 sync\n";
+        let (done, maybe) = operations(log);
+        assert_eq!(done, vec![Op::FCreate("/a".into()), Op::Sync]);
+        assert_eq!(maybe, vec![Op::FRemove("/a".into())]);
+        let w = parse("write k1x2 5 abc direct 1,2,3,4,5,6,7,8");
+        assert_eq!(w, Op::Write("k1x2".into(), 5, [1, 2, 3, 4, 5, 6, 7, 8]));
+        assert_eq!(parse("write k1x2 5 abc direct 1,2"), Op::Other, "sectors missing");
     }
 }

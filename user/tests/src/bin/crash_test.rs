@@ -1,10 +1,13 @@
 //! `crash_test BOOT SEED`: the storage stack under power cuts. It makes, writes
 //! (direct and buffered) and deletes BAIO segments and creates, writes and removes
 //! files through `files`, forever, with a line on the serial port before each
-//! operation (`CRASH n <op>`: what and, for writes, the FNV-1a of the bytes) and one
-//! when it is acknowledged (`CRASH n ok`, or `CRASH n failed ERR`). The host kills
-//! the machine at a random moment, checks the disk against every acknowledged
-//! operation, and boots the next round on the same disk (xtask's `crash` check).
+//! operation (`CRASH n <op>`: what and, for writes, the FNV-1a of the bytes and of each
+//! 512-byte sector) and one when it is acknowledged (`CRASH n ok`, or `CRASH n failed
+//! ERR`); every sixth operation is a `sync` (files' `SYNC` and each segment's). The host
+//! kills the machine at a random moment on a disk whose write cache the cut loses
+//! (xtask's `cachedisk`), checks that it holds every operation acknowledged before the
+//! last sync and, of the later ones, each as before or as after (a block's sectors each
+//! old or new), and boots the next round on the same disk (xtask's `crash` check).
 #![no_std]
 #![no_main]
 
@@ -15,6 +18,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use blk_api as p;
 use blk_api::client as baio;
+use core::fmt::Write as _;
 use files_api::client as f;
 use rt::{env, println};
 
@@ -62,6 +66,17 @@ fn main() -> i32 {
     for n in 1u64.. {
         let pick = rng.below(10);
         let r = match pick {
+            _ if n % 6 == 0 => {
+                println!("CRASH {n} sync");
+                f::sync(files).and_then(|_| {
+                    segs.iter().try_for_each(|(name, _)| {
+                        let s = baio::open(blk, name, 3, AREA)?;
+                        let r = s.sync();
+                        let _ = s.close();
+                        r
+                    })
+                })
+            }
             0 | 1 if segs.len() < MAX_SEGMENTS => {
                 made += 1;
                 let (name, len) = (format!("k{boot}x{made}"), 8 + rng.below(57));
@@ -87,8 +102,12 @@ fn main() -> i32 {
                         }
                         let buffered = rng.below(2) == 1;
                         let kind = if buffered { p::WRITE_OP | p::BUFFERED } else { p::WRITE_OP };
+                        let mut sectors = String::new();
+                        for (i, c) in s.data(0)[..4096].chunks(512).enumerate() {
+                            let _ = write!(sectors, "{}{:x}", if i > 0 { "," } else { "" }, ::baio::checksum(c));
+                        }
                         println!(
-                            "CRASH {n} write {name} {block} {:x} {}",
+                            "CRASH {n} write {name} {block} {:x} {} {sectors}",
                             ::baio::checksum(&s.data(0)[..4096]),
                             if buffered { "buffered" } else { "direct" }
                         );
