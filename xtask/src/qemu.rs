@@ -65,6 +65,9 @@ pub struct Options {
     /// The disk is served over NBD on this Unix socket (`cachedisk`: a disk whose write
     /// cache a power cut loses) instead of QEMU opening the image itself.
     pub disk_nbd: Option<std::path::PathBuf>,
+    /// The disk is an NVMe controller's namespace (`-device nvme`) rather than a
+    /// virtio-blk device.
+    pub disk_nvme: bool,
     /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
     pub machine: String,
     pub memory: String,
@@ -139,6 +142,7 @@ impl Options {
             disk,
             disk_flush_fails: false,
             disk_nbd: None,
+            disk_nvme: false,
             machine: "q35".into(),
             memory: "512M".into(),
             net: None,
@@ -201,7 +205,11 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
             d.display().to_string()
         };
         c.arg("-drive").arg(format!("file={file},if=none,id=disk0,format=raw,cache=writeback"));
-        c.args(["-device", "virtio-blk-pci,drive=disk0"]);
+        if o.disk_nvme {
+            c.args(["-device", "nvme,drive=disk0,serial=scion0"]);
+        } else {
+            c.args(["-device", "virtio-blk-pci,drive=disk0"]);
+        }
     }
     if let Some(n) = &o.net {
         let mut nd = String::from("user,id=net0,restrict=on");

@@ -309,8 +309,11 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
         let sc = load(boot)?;
         let img = make_image(a, &sc.manifest, &sc.name)?;
         let served = cachedisk::serve(&disk)?;
+        // The same disk behind a virtio-blk device on odd boots and an NVMe controller
+        // on even ones: the flush ordering must hold on both drivers.
         let opts = Options {
             disk_nbd: Some(served.socket.clone()),
+            disk_nvme: boot % 2 == 0,
             ..Options::new(qemu::accel(), false, String::new(), Some(disk.clone()))
         };
         let (op, delay) = (2 + next() % 30, next() % 120);
@@ -321,10 +324,17 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
         let (cut, flushes) = served.end(&disk, &mut next)?;
         let out = out?;
         all_logs.push_str(&format!(
-            "===== boot {boot}: killed at operation {op} + {delay} ms; the disk flushed {flushes} times, and the cut lost {} of {} sectors written since the last flush (kept {} at an earlier write)\n{}\n",
-            cut.lost, cut.unflushed, cut.older, out.log
+            "===== boot {boot} ({}): killed at operation {op} + {delay} ms; the disk flushed {flushes} times, and the cut lost {} of {} sectors written since the last flush (kept {} at an earlier write)\n{}\n",
+            if boot % 2 == 0 { "NVMe" } else { "virtio-blk" },
+            cut.lost,
+            cut.unflushed,
+            cut.older,
+            out.log
         ));
-        let name = format!("crash/kill {boot} (operation {op} + {delay} ms)");
+        let name = format!(
+            "crash/kill {boot} ({}, operation {op} + {delay} ms)",
+            if boot % 2 == 0 { "NVMe" } else { "virtio-blk" }
+        );
         let started = out.log.contains(&format!("CRASH start boot {boot} "));
         let detail = if out.timed_out || out.status.is_some() || !started {
             Err(format!(

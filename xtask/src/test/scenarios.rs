@@ -30,7 +30,8 @@ pub struct Scenario {
     /// a crash between an inode's write and the bitmap's leaves), `!zeroed-inodes`
     /// zeroes the first inode-table block (damage no interrupted update leaves: the
     /// segments' blocks stay used in the bitmap), `!ragged` adds half a block at the end,
-    /// `!failing-flush` attaches it so that every flush fails (`qemu::Options::disk_flush_fails`).
+    /// `!failing-flush` attaches it so that every flush fails (`qemu::Options::disk_flush_fails`),
+    /// `!nvme` as an NVMe controller's namespace rather than a virtio-blk device.
     pub disk: Option<Vec<String>>,
     /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
     pub disk_file: Option<PathBuf>,
@@ -289,7 +290,7 @@ pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                             img[at..at + baio::BLOCK].fill(0);
                         }
                         "ragged" => img.extend_from_slice(&[0u8; 512]),
-                        "failing-flush" => {}
+                        "failing-flush" | "nvme" => {}
                         _ => return Err(format!("scenario {}: unknown disk damage `!{d}`", sc.name)),
                     }
                 }
@@ -363,6 +364,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         net,
         cpus: sc.cpus.unwrap_or(qemu::default_cpus()),
         disk_flush_fails: sc.disk.iter().flatten().any(|s| s == "!failing-flush"),
+        disk_nvme: sc.disk.iter().flatten().any(|s| s == "!nvme"),
         ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk)
     };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));

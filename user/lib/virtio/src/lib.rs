@@ -1,10 +1,18 @@
-//! What `virtio-drivers` needs from Scion, at user level: PCI configuration through the
+//! What user-level device drivers need from Scion: PCI configuration through the
 //! granted ports, device registers (BARs) mapped from sigma0's device window, and DMA
-//! memory from sigma0 whose physical addresses sigma0 tells. Buffers the driver hands
-//! in (ordinary program memory, physical address unknown) go through bounce buffers.
+//! memory from sigma0 whose physical addresses sigma0 tells — for `virtio-drivers`
+//! (its `Hal`) and for the `nvme` crate. Buffers a driver hands in (ordinary program
+//! memory, physical address unknown) go through bounce buffers.
+//!
+//! A block service's disk ([`Disk`]) is a virtio-blk device or an NVMe controller
+//! (`nvme.rs`), driven through one interface: requests started with a token, tokens
+//! collected when done, and `baio::BlockDev` for blocking I/O.
 #![no_std]
 
 extern crate alloc;
+
+mod nvme;
+pub use nvme::NvmeDisk;
 
 use abi::fpage::Fpage;
 use abi::layout::{MMIO_START, PAGE_SIZE};
@@ -166,64 +174,223 @@ unsafe impl Hal for ScionHal {
     }
 }
 
-/// A virtio-blk device as a BAIO block device: 4 KiB blocks on 512-byte sectors.
-pub struct Disk(
-    pub virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>,
-    pub Flushes,
-);
+/// A block device as a BAIO block device (4 KiB blocks): a virtio-blk device (512-byte
+/// sectors) and its flushes, or an NVMe controller's namespace 1.
+pub enum Disk {
+    Virtio(virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>, Flushes),
+    Nvme(NvmeDisk),
+}
 
-/// The device's cache flush (`VIRTIO_BLK_F_FLUSH`): whether it offered one (and the
-/// driver negotiated it), and how many `BlockDev::flush` sent. A device that offers
-/// none has no volatile write cache to flush (virtio: its writes are durable when
-/// completed), and a flush is then nothing. virtio-blk has no forced-unit-access write,
-/// so every ordering point is a whole flush.
+/// The device's cache flush (`VIRTIO_BLK_F_FLUSH`; NVMe's volatile write cache): whether
+/// it has one (and the driver negotiated it), and how many `BlockDev::flush` sent. A
+/// device that has none keeps no volatile write cache (its writes are durable when
+/// completed), and a flush is then nothing. Neither driver uses forced-unit-access
+/// writes, so every ordering point is a whole flush.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Flushes {
     pub offered: bool,
     pub sent: u64,
 }
 
-impl baio::BlockDev for Disk {
-    fn blocks(&self) -> u64 {
-        self.0.capacity() / 8
-    }
-    fn read(&mut self, block: u64, buf: &mut [u8; baio::BLOCK]) -> Result<(), baio::Error> {
-        self.0.read_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
-    }
-    fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
-        self.0.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io)
-    }
-    fn flush(&mut self) -> Result<(), baio::Error> {
-        if !self.1.offered {
-            return Ok(());
+/// Why a request did not start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No room on the device's queue now: start it when something finished.
+    Full,
+    /// It cannot be done (a bad request, a buffer the device cannot reach).
+    Failed,
+}
+
+impl Disk {
+    /// Its size in 512-byte sectors.
+    pub fn sectors(&self) -> u64 {
+        match self {
+            Disk::Virtio(d, _) => d.capacity(),
+            Disk::Nvme(n) => n.sectors(),
         }
-        self.1.sent += 1;
-        self.0.flush().map_err(|_| baio::Error::Io)
     }
-    fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), baio::Error> {
-        // 64 KiB a request rather than a block.
-        const CHUNK: u64 = 16;
-        let zeros = alloc::vec![0u8; CHUNK as usize * baio::BLOCK];
-        let mut b = first;
-        while b < first + n {
-            let k = (first + n - b).min(CHUNK);
-            self.0.write_blocks(b as usize * 8, &zeros[..k as usize * baio::BLOCK]).map_err(|_| baio::Error::Io)?;
-            b += k;
+
+    pub fn flushes(&self) -> Flushes {
+        match self {
+            Disk::Virtio(_, f) => *f,
+            Disk::Nvme(n) => n.flushes(),
         }
-        Ok(())
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Disk::Virtio(..) => "virtio-blk",
+            Disk::Nvme(_) => "NVMe",
+        }
+    }
+
+    pub fn enable_interrupts(&mut self) {
+        if let Disk::Virtio(d, _) = self {
+            d.enable_interrupts();
+        }
+    }
+
+    /// After an interrupt: virtio's status read (NVMe's line falls when its completions
+    /// are taken).
+    pub fn ack_interrupt(&mut self) {
+        if let Disk::Virtio(d, _) = self {
+            d.ack_interrupt();
+        }
+    }
+
+    /// Start a read or write of `buf` at 512-byte sector `sector`; its token.
+    ///
+    /// # Safety
+    /// `buf`, `req` and `resp` stay valid, mapped and untouched until [`Disk::complete`]
+    /// with the token (the device reads or writes them meanwhile).
+    pub unsafe fn submit(
+        &mut self,
+        write: bool,
+        sector: u64,
+        buf: &mut [u8],
+        req: &mut virtio_drivers::device::blk::BlkReq,
+        resp: &mut virtio_drivers::device::blk::BlkResp,
+    ) -> Result<u16, Refused> {
+        match self {
+            Disk::Virtio(d, _) => {
+                // SAFETY: the caller's promise is the one virtio-drivers asks for.
+                let r = unsafe {
+                    if write {
+                        d.write_blocks_nb(sector as usize, req, buf, resp)
+                    } else {
+                        d.read_blocks_nb(sector as usize, req, buf, resp)
+                    }
+                };
+                r.map_err(|e| if e == virtio_drivers::Error::QueueFull { Refused::Full } else { Refused::Failed })
+            }
+            Disk::Nvme(n) => n.submit(write, sector, buf),
+        }
+    }
+
+    /// The token of a finished request, if any.
+    pub fn peek_used(&mut self) -> Option<u16> {
+        match self {
+            Disk::Virtio(d, _) => d.peek_used(),
+            Disk::Nvme(n) => n.peek_used(),
+        }
+    }
+
+    /// Take finished request `token` (with what went into `submit`); whether it
+    /// succeeded.
+    ///
+    /// # Safety
+    /// The same buffer, request and response `submit` had for `token`.
+    pub unsafe fn complete(
+        &mut self,
+        token: u16,
+        write: bool,
+        buf: &mut [u8],
+        req: &virtio_drivers::device::blk::BlkReq,
+        resp: &mut virtio_drivers::device::blk::BlkResp,
+    ) -> bool {
+        match self {
+            Disk::Virtio(d, _) => {
+                // SAFETY: the caller's promise: the same request as submitted.
+                let r = unsafe {
+                    if write {
+                        d.complete_write_blocks(token, req, buf, resp)
+                    } else {
+                        d.complete_read_blocks(token, req, buf, resp)
+                    }
+                };
+                r.is_ok()
+            }
+            Disk::Nvme(n) => n.complete(token),
+        }
     }
 }
 
-/// Find the first virtio-blk device on the PCI bus and bring it up (the PCI ports and
-/// `init` must be done). Err says what failed.
+impl baio::BlockDev for Disk {
+    fn blocks(&self) -> u64 {
+        self.sectors() / 8
+    }
+    fn read(&mut self, block: u64, buf: &mut [u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        match self {
+            Disk::Virtio(d, _) => d.read_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io),
+            Disk::Nvme(n) => n.read(block, buf),
+        }
+    }
+    fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        match self {
+            Disk::Virtio(d, _) => d.write_blocks(block as usize * 8, buf).map_err(|_| baio::Error::Io),
+            Disk::Nvme(n) => n.write(block, buf),
+        }
+    }
+    fn flush(&mut self) -> Result<(), baio::Error> {
+        match self {
+            Disk::Virtio(d, f) => {
+                if !f.offered {
+                    return Ok(());
+                }
+                f.sent += 1;
+                d.flush().map_err(|_| baio::Error::Io)
+            }
+            Disk::Nvme(n) => n.flush(),
+        }
+    }
+    fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), baio::Error> {
+        match self {
+            Disk::Virtio(d, _) => {
+                // 64 KiB a request rather than a block.
+                const CHUNK: u64 = 16;
+                let zeros = alloc::vec![0u8; CHUNK as usize * baio::BLOCK];
+                let mut b = first;
+                while b < first + n {
+                    let k = (first + n - b).min(CHUNK);
+                    d.write_blocks(b as usize * 8, &zeros[..k as usize * baio::BLOCK]).map_err(|_| baio::Error::Io)?;
+                    b += k;
+                }
+                Ok(())
+            }
+            Disk::Nvme(d) => d.write_zeros(first, n),
+        }
+    }
+}
+
+/// Find the block device — the first virtio-blk device on the PCI bus, else the first
+/// NVMe controller — and bring it up (the PCI ports and `init` must be done). Err says
+/// what failed.
 pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
     use virtio_drivers::transport::Transport;
-    let (d, mut t) = open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus")?;
+    let (d, mut t) = match open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus") {
+        Ok(x) => x,
+        Err(why) => {
+            return match rt::pci::devices().into_iter().find(nvme::is_nvme) {
+                Some(d) => Ok((d, Disk::Nvme(NvmeDisk::open(&d)?))),
+                None => Err(if why.starts_with("no ") { "no virtio-blk or NVMe device on the PCI bus" } else { why }),
+            };
+        }
+    };
     // virtio-drivers negotiates VIRTIO_BLK_F_FLUSH (bit 9) whenever the device offers it.
     let offered = t.read_device_features() & (1 << 9) != 0;
     let blk =
         virtio_drivers::device::blk::VirtIOBlk::<ScionHal, _>::new(t).map_err(|_| "the virtio-blk driver failed")?;
-    Ok((d, Disk(blk, Flushes { offered, sent: 0 })))
+    Ok((d, Disk::Virtio(blk, Flushes { offered, sent: 0 })))
+}
+
+/// The physical address of `len` bytes at `va` in DMA memory registered or handed out
+/// here (`register_dma`, `dma_buffer`), if they are all in one such run.
+pub fn phys_of(va: u64, len: u64) -> Option<u64> {
+    let st = STATE.lock();
+    st.direct.iter().find(|(v, _, n)| va >= *v && va + len <= v + n * PAGE_SIZE).map(|(v, p, _)| p + (va - v))
+}
+
+/// Map `len` bytes of device registers at physical `pa`; their address here.
+pub fn map_mmio(pa: u64, len: usize) -> u64 {
+    // SAFETY: mapping only (sigma0 maps the pages of its device window, or nothing).
+    unsafe { <ScionHal as Hal>::mmio_phys_to_virt(pa, len).as_ptr() as u64 }
+}
+
+/// `pages` zeroed, physically contiguous pages of DMA memory kept for a driver's own
+/// structures (queues): (virtual, physical).
+pub fn dma_pages_for_driver(pages: usize) -> Option<(u64, u64)> {
+    let mut st = STATE.lock();
+    dma_pages(&mut st, pages).map(|(pa, va)| (va, pa))
 }
 
 /// The transport of the first virtio device on the PCI bus with one of these device ids

@@ -1,4 +1,4 @@
-//! The device: a user-level virtio-blk driver's requests, waiting (sent in block order)
+//! The device: a user-level virtio-blk or NVMe driver's requests, waiting (sent in block order)
 //! and in flight, completed when the device's interrupt arrives (or polled); the
 //! bounce pool for the block a view's limit falls in.
 
@@ -45,7 +45,7 @@ pub(crate) fn attach_irq(dev: &rt::pci::Device, disk: &mut Disk) -> Option<(u8, 
         rt::free_slot(s);
         return None;
     }
-    disk.0.enable_interrupts();
+    disk.enable_interrupts();
     Some((line, s))
 }
 
@@ -58,15 +58,11 @@ impl Blk {
             // slot) and `req`/`resp` are boxed; all stay put until the completion.
             let r = unsafe {
                 let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
-                if io.write {
-                    self.disk.0.write_blocks_nb(io.sector as usize, &mut io.req, buf, &mut io.resp)
-                } else {
-                    self.disk.0.read_blocks_nb(io.sector as usize, &mut io.req, buf, &mut io.resp)
-                }
+                self.disk.submit(io.write, io.sector, buf, &mut io.req, &mut io.resp)
             };
             match r {
                 Ok(token) => self.in_flight.push((token, io)),
-                Err(virtio_drivers::Error::QueueFull) => {
+                Err(virtio::Refused::Full) => {
                     self.waiting.push_front(io);
                     break;
                 }
@@ -77,19 +73,15 @@ impl Blk {
 
     /// Collect what the device has finished.
     pub(crate) fn complete(&mut self) {
-        while let Some(token) = self.disk.0.peek_used() {
+        while let Some(token) = self.disk.peek_used() {
             let Some(i) = self.in_flight.iter().position(|(t, _)| *t == token) else { break };
             let (_, mut io) = self.in_flight.swap_remove(i);
             // SAFETY: the same request, buffer and response that went with this token.
-            let r = unsafe {
+            let ok = unsafe {
                 let buf = core::slice::from_raw_parts_mut(io.buf as *mut u8, io.len);
-                if io.write {
-                    self.disk.0.complete_write_blocks(token, &io.req, buf, &mut io.resp)
-                } else {
-                    self.disk.0.complete_read_blocks(token, &io.req, buf, &mut io.resp)
-                }
+                self.disk.complete(token, io.write, buf, &io.req, &mut io.resp)
             };
-            self.io_done(io, r.is_ok());
+            self.io_done(io, ok);
         }
         self.submit();
     }

@@ -226,7 +226,7 @@ impl Server for Blk {
         if v & IRQ_BADGE == 0 || m.label() != abi::ipc::label::IRQ {
             return None;
         }
-        self.disk.0.ack_interrupt();
+        self.disk.ack_interrupt();
         self.complete();
         if let Some((_, s)) = self.irq {
             let _ = rt::sys::irq_ack(s);
@@ -357,7 +357,7 @@ fn main() -> i32 {
     };
     // A device that is not a whole number of blocks is not one mkimage made (and the
     // host's fsck refuses it): refuse it here too rather than ignore its tail.
-    let sectors = disk.0.capacity();
+    let sectors = disk.sectors();
     if sectors % (BLOCK as u64 / 512) != 0 {
         println!(
             "blk: refusing the device: {} sectors of 512 bytes is not a whole number of {}-byte blocks",
@@ -376,7 +376,8 @@ fn main() -> i32 {
         println!("blk: an interrupted update, finished: {}", f);
     }
     // Every metadata update's ordering point is a flush of the disk's write cache.
-    if disk.1.offered {
+    println!("blk: the disk: {}, {} sectors of 512 bytes", disk.kind(), sectors);
+    if disk.flushes().offered {
         println!("blk: the device caches writes: a flush at every ordering point");
     } else {
         println!("blk: the device offers no cache flush: its writes are taken as durable when done");

@@ -229,8 +229,8 @@ impl Blk {
                 self.vol.free_blocks(),
                 self.vol.list().count() as u64,
                 BLOCK as u64,
-                self.disk.1.sent,
-                self.disk.1.offered as u64,
+                self.disk.flushes().sent,
+                self.disk.flushes().offered as u64,
             ],
         )
     }

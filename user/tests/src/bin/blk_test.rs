@@ -1,6 +1,7 @@
-//! A user-level virtio-blk driver at work: the PCI device found through the granted
-//! configuration ports, its registers mapped from sigma0's device window, its rings and
-//! buffers in DMA memory from sigma0 — real DMA on the disk image QEMU gives it. The disk
+//! A user-level block driver at work — virtio-blk (`disk`) or NVMe (`disk_nvme`): the
+//! PCI device found through the granted configuration ports, its registers mapped from
+//! sigma0's device window, its rings or queues and buffers in DMA memory from sigma0 —
+//! real DMA on the disk image QEMU gives it. The disk
 //! is a BAIO device made by `cargo xtask mkimage`: it is mounted (every check), a
 //! segment's bytes read, a segment written and read back, a segment created and the
 //! device remounted.
@@ -30,8 +31,8 @@ fn main() -> i32 {
             return c.finish("blk_test");
         }
     };
-    println!("  virtio-blk at {:02x}:{:02x}.{}", d.addr.bus, d.addr.dev, d.addr.func);
-    c.eq(disk.0.capacity(), 64 * 1024 * 1024 / 512, "capacity: the 64 MiB image");
+    println!("  {} at {:02x}:{:02x}.{}", disk.kind(), d.addr.bus, d.addr.dev, d.addr.func);
+    c.eq(disk.sectors(), 64 * 1024 * 1024 / 512, "capacity: the 64 MiB image");
 
     let v = Volume::mount(&mut disk);
     c.check(v.is_ok(), "mount the BAIO device (every consistency check)");
@@ -69,6 +70,6 @@ fn main() -> i32 {
         w.as_ref().is_ok_and(|w| w.lookup("made-in-scion").is_some_and(|i| i.length == 64 && i.owner == 9)),
         "remount: the new segment is on disk",
     );
-    c.check(disk.0.flush().is_ok(), "flush");
+    c.check(disk.flush().is_ok(), "flush");
     c.finish("blk_test")
 }

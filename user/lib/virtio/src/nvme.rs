@@ -1,0 +1,188 @@
+//! An NVMe controller as a block service's disk: the `nvme` crate's driver with its
+//! registers in BAR 0 (mapped from sigma0's device window) and its queues in DMA memory
+//! from sigma0. Requests name the physical address of their buffer, which must lie in
+//! DMA memory registered here (blk's shared areas, cache slots and bounce blocks all
+//! do); blocking I/O (`BlockDev`, for the volume's metadata) goes through a bounce run
+//! of its own. Interrupts: INTx on the line the chipset routes the pin to (MSI-X is
+//! not programmed yet), level-triggered, falling when the completions are taken.
+
+use crate::{dma_pages_for_driver, map_mmio, phys_of, Flushes, Refused};
+use abi::layout::PAGE_SIZE;
+use alloc::vec::Vec;
+use nvme::{Controller, Regs};
+
+/// Pages of the blocking bounce run (a `write_zeros` chunk).
+const BOUNCE_PAGES: usize = 16;
+/// Polls a wait gives the controller (a register read or a completion look each).
+const SPINS: u64 = 20_000_000;
+
+/// The controller's registers, mapped here.
+pub struct Mmio {
+    base: u64,
+    len: usize,
+}
+
+impl Regs for Mmio {
+    fn read32(&self, off: usize) -> u32 {
+        assert!(off + 4 <= self.len, "an NVMe register past the mapped BAR");
+        // SAFETY: `base..base + len` is BAR 0 mapped from sigma0's device window
+        // (`map_mmio`) and `off + 4 <= len` (checked above); a 32-bit aligned read of a
+        // device register.
+        unsafe { core::ptr::read_volatile((self.base + off as u64) as *const u32) }
+    }
+    fn write32(&mut self, off: usize, v: u32) {
+        assert!(off + 4 <= self.len, "an NVMe register past the mapped BAR");
+        // SAFETY: as in read32.
+        unsafe { core::ptr::write_volatile((self.base + off as u64) as *mut u32, v) }
+    }
+}
+
+struct SigmaDma;
+
+impl nvme::Dma for SigmaDma {
+    fn alloc(&mut self, pages: usize) -> Option<(u64, u64)> {
+        dma_pages_for_driver(pages)
+    }
+}
+
+pub struct NvmeDisk {
+    ctl: Controller<Mmio>,
+    /// Requests the controller finished, not yet taken: (token, ok).
+    finished: Vec<(u16, bool)>,
+    bounce: (u64, u64),
+}
+
+/// An NVM Express controller: class 01 (storage), subclass 08, interface 02.
+pub(crate) fn is_nvme(d: &rt::pci::Device) -> bool {
+    (d.class, d.subclass, d.prog_if) == (1, 8, 2)
+}
+
+impl NvmeDisk {
+    /// Bring up the controller at `d`: memory decoding and bus mastering on, INTx on,
+    /// BAR 0 mapped, the `nvme` driver's bring-up.
+    pub fn open(d: &rt::pci::Device) -> Result<NvmeDisk, &'static str> {
+        let bar = d.mem_bar(0).filter(|b| *b != 0).ok_or("the NVMe controller has no memory BAR 0")?;
+        let cmd = rt::pci::read32(d.addr, 4) & 0xffff;
+        rt::pci::write32(d.addr, 4, (cmd | 0b110) & !(1 << 10));
+        // CAP first (its doorbell stride), then the doorbells of queues 0 and 1.
+        let base = map_mmio(bar, 0x1000);
+        let probe = Mmio { base, len: 0x1000 };
+        let stride = 4usize << ((probe.read64(0) >> 32) & 0xf);
+        let len = 0x1000 + 4 * stride;
+        let base = map_mmio(bar, len);
+        let ctl = Controller::new(Mmio { base, len }, &mut SigmaDma, SPINS).map_err(|e| match e {
+            nvme::Error::NotReady => "the NVMe controller did not become ready",
+            nvme::Error::Fatal => "the NVMe controller reports a fatal status",
+            nvme::Error::Unsupported(why) => why,
+            nvme::Error::NoMemory => "no DMA memory for the NVMe queues",
+            nvme::Error::NoNamespace => "the NVMe controller has no namespace 1",
+            _ => "the NVMe controller refused its bring-up",
+        })?;
+        let bounce = dma_pages_for_driver(BOUNCE_PAGES).ok_or("no DMA memory for the NVMe bounce run")?;
+        Ok(NvmeDisk { ctl, finished: Vec::new(), bounce })
+    }
+
+    pub fn identity(&self) -> nvme::Identity {
+        self.ctl.id
+    }
+
+    /// Completions that named no command (a misbehaving controller), counted.
+    pub fn bad_completions(&self) -> u64 {
+        self.ctl.bad_completions
+    }
+
+    pub(crate) fn sectors(&self) -> u64 {
+        self.ctl.id.blocks * self.ctl.id.block_size as u64 / 512
+    }
+
+    pub(crate) fn flushes(&self) -> Flushes {
+        Flushes { offered: self.ctl.id.volatile_cache, sent: self.ctl.flushes }
+    }
+
+    fn lba(&self, sector: u64) -> u64 {
+        sector * 512 / self.ctl.id.block_size as u64
+    }
+
+    pub(crate) fn submit(&mut self, write: bool, sector: u64, buf: &mut [u8]) -> Result<u16, Refused> {
+        let va = buf.as_ptr() as u64;
+        let pa = phys_of(va, buf.len() as u64).ok_or(Refused::Failed)?;
+        if (sector * 512) % self.ctl.id.block_size as u64 != 0 {
+            return Err(Refused::Failed);
+        }
+        match self.ctl.submit(write, self.lba(sector), pa, buf.len()) {
+            Ok(t) => Ok(t),
+            Err(nvme::Error::Full) => Err(Refused::Full),
+            Err(_) => Err(Refused::Failed),
+        }
+    }
+
+    pub(crate) fn peek_used(&mut self) -> Option<u16> {
+        if self.finished.is_empty() {
+            while let Some((t, r)) = self.ctl.poll() {
+                if let Err(e) = r {
+                    rt::println!("nvme: request {} failed: {:?}", t, e);
+                }
+                self.finished.push((t, r.is_ok()));
+            }
+        }
+        self.finished.first().map(|f| f.0)
+    }
+
+    pub(crate) fn complete(&mut self, token: u16) -> bool {
+        match self.finished.iter().position(|f| f.0 == token) {
+            Some(i) => self.finished.remove(i).1,
+            None => false,
+        }
+    }
+
+    /// A blocking transfer of `bytes` through the bounce run.
+    fn blocking(&mut self, write: bool, block: u64, bytes: usize) -> Result<(), baio::Error> {
+        let lba = self.lba(block * 8);
+        let mut spins = 0;
+        let t = loop {
+            match self.ctl.submit(write, lba, self.bounce.1, bytes) {
+                Ok(t) => break t,
+                // Room is made by what is in flight finishing (kept for `peek_used`).
+                Err(nvme::Error::Full) if spins < SPINS => {
+                    spins += 1;
+                    if let Some((t, r)) = self.ctl.poll() {
+                        self.finished.push((t, r.is_ok()));
+                    }
+                }
+                Err(_) => return Err(baio::Error::Io),
+            }
+        };
+        self.ctl.wait(t).map_err(|_| baio::Error::Io)
+    }
+
+    pub(crate) fn read(&mut self, block: u64, buf: &mut [u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        self.blocking(false, block, baio::BLOCK)?;
+        // SAFETY: the bounce run is ours, mapped, BOUNCE_PAGES pages ≥ one block.
+        unsafe { core::ptr::copy_nonoverlapping(self.bounce.0 as *const u8, buf.as_mut_ptr(), baio::BLOCK) };
+        Ok(())
+    }
+
+    pub(crate) fn write(&mut self, block: u64, buf: &[u8; baio::BLOCK]) -> Result<(), baio::Error> {
+        // SAFETY: as in read.
+        unsafe { core::ptr::copy_nonoverlapping(buf.as_ptr(), self.bounce.0 as *mut u8, baio::BLOCK) };
+        self.blocking(true, block, baio::BLOCK)
+    }
+
+    pub(crate) fn flush(&mut self) -> Result<(), baio::Error> {
+        let t = self.ctl.submit_flush().map_err(|_| baio::Error::Io)?;
+        self.ctl.wait(t).map_err(|_| baio::Error::Io)
+    }
+
+    pub(crate) fn write_zeros(&mut self, first: u64, n: u64) -> Result<(), baio::Error> {
+        // SAFETY: as in read: the whole bounce run.
+        unsafe { core::ptr::write_bytes(self.bounce.0 as *mut u8, 0, BOUNCE_PAGES * PAGE_SIZE as usize) };
+        let chunk = (BOUNCE_PAGES * PAGE_SIZE as usize / baio::BLOCK) as u64;
+        let mut b = first;
+        while b < first + n {
+            let k = (first + n - b).min(chunk);
+            self.blocking(true, b, k as usize * baio::BLOCK)?;
+            b += k;
+        }
+        Ok(())
+    }
+}
