@@ -176,6 +176,9 @@ unsafe impl Hal for ScionHal {
 
 /// A block device as a BAIO block device (4 KiB blocks): a virtio-blk device (512-byte
 /// sectors) and its flushes, or an NVMe controller's namespace 1.
+// One lives as long as its block service, in place: the size between the variants costs
+// nothing, a box would cost an indirection on every request.
+#[allow(clippy::large_enum_variant)]
 pub enum Disk {
     Virtio(virtio_drivers::device::blk::VirtIOBlk<ScionHal, virtio_drivers::transport::pci::PciTransport>, Flushes),
     Nvme(NvmeDisk),

@@ -106,7 +106,7 @@ impl NvmeDisk {
     pub(crate) fn submit(&mut self, write: bool, sector: u64, buf: &mut [u8]) -> Result<u16, Refused> {
         let va = buf.as_ptr() as u64;
         let pa = phys_of(va, buf.len() as u64).ok_or(Refused::Failed)?;
-        if (sector * 512) % self.ctl.id.block_size as u64 != 0 {
+        if !(sector * 512).is_multiple_of(self.ctl.id.block_size as u64) {
             return Err(Refused::Failed);
         }
         match self.ctl.submit(write, self.lba(sector), pa, buf.len()) {
