@@ -127,6 +127,8 @@ pub struct NetOptions {
     /// Guest address:port (in 10.0.2.0/24) → a command QEMU runs on the host for each
     /// connection, its standard input and output the connection (`cat`: an echo server).
     pub guest_forward: Vec<(String, String)>,
+    /// An Intel 82574 (`-device e1000e`) rather than a virtio-net device.
+    pub e1000e: bool,
 }
 
 /// The PCI slot of the network device (its interrupt line on q35 follows from it:
@@ -220,7 +222,8 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
             nd.push_str(&format!(",guestfwd=tcp:{g}-cmd:{h}"));
         }
         c.args(["-netdev", &nd]);
-        c.args(["-device", &format!("virtio-net-pci,netdev=net0,addr={NET_SLOT:#x}")]);
+        let model = if n.e1000e { "e1000e" } else { "virtio-net-pci" };
+        c.args(["-device", &format!("{model},netdev=net0,addr={NET_SLOT:#x}")]);
         if let Some(f) = std::env::var_os("SCION_PCAP") {
             // Every frame of the guest's network into a pcap file (for looking at a
             // failing exchange).

@@ -58,6 +58,8 @@ pub struct Scenario {
     pub http: bool,
     /// Which of them (`nettest::http_checks`): "web" (the default), "scale" or "thousand".
     pub checks: String,
+    /// The network device: `virtio` (virtio-net, the default) or `e1000e` (an Intel 82574).
+    pub nic: String,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -83,6 +85,7 @@ struct Header {
     net: Option<bool>,
     http: Option<bool>,
     checks: Option<String>,
+    nic: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -155,6 +158,7 @@ impl Scenario {
                 memory: h.memory.unwrap_or(sc.memory.clone()),
                 cpus: h.cpus.or(sc.cpus),
                 limit_s: h.limit.unwrap_or(sc.limit_s),
+                nic: h.nic.unwrap_or(sc.nic.clone()),
                 ..sc
             });
         }
@@ -176,6 +180,7 @@ impl Scenario {
             net: h.net.unwrap_or(false) || h.http.unwrap_or(false),
             http: h.http.unwrap_or(false),
             checks: h.checks.unwrap_or_else(|| "web".into()),
+            nic: h.nic.unwrap_or_else(|| "virtio".into()),
             ..sc
         })
     }
@@ -216,6 +221,7 @@ impl Scenario {
             net: false,
             http: false,
             checks: "web".into(),
+            nic: "virtio".into(),
         })
     }
 }
@@ -340,6 +346,11 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut http_port = 0;
     if sc.net {
         let mut n = qemu::NetOptions {
+            e1000e: match sc.nic.as_str() {
+                "virtio" => false,
+                "e1000e" => true,
+                other => return Err(format!("scenario {}: unknown nic `{other}` (virtio, e1000e)", sc.name)),
+            },
             guest_forward: vec![
                 (nettest::ECHO_GUEST.to_string(), "cat".to_string()),
                 (nettest::WEB_GUEST.to_string(), nettest::responder()?.display().to_string()),

@@ -11,7 +11,9 @@
 
 extern crate alloc;
 
+mod e1000;
 mod nvme;
+pub use e1000::open_e1000e;
 pub use nvme::NvmeDisk;
 
 use abi::fpage::Fpage;
@@ -387,6 +389,40 @@ pub fn phys_of(va: u64, len: u64) -> Option<u64> {
 pub fn map_mmio(pa: u64, len: usize) -> u64 {
     // SAFETY: mapping only (sigma0 maps the pages of its device window, or nothing).
     unsafe { <ScionHal as Hal>::mmio_phys_to_virt(pa, len).as_ptr() as u64 }
+}
+
+/// A device's registers (a BAR), mapped here.
+pub struct Mmio {
+    base: u64,
+    len: usize,
+}
+
+impl Mmio {
+    /// `len` bytes of registers mapped at `base` (by `map_mmio`).
+    pub fn new(base: u64, len: usize) -> Mmio {
+        Mmio { base, len }
+    }
+
+    pub fn read32(&self, off: usize) -> u32 {
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len, "a register past the mapped BAR");
+        // SAFETY: `base..base + len` is a BAR mapped from sigma0's device window
+        // (`map_mmio`) and the 32-bit register lies inside it (checked above).
+        unsafe { core::ptr::read_volatile((self.base + off as u64) as *const u32) }
+    }
+
+    pub fn write32(&mut self, off: usize, v: u32) {
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len, "a register past the mapped BAR");
+        // SAFETY: as in read32.
+        unsafe { core::ptr::write_volatile((self.base + off as u64) as *mut u32, v) }
+    }
+}
+
+/// Turn on a device's memory decoding and bus mastering (and its INTx); its BAR `i`.
+pub fn enable_device(d: &rt::pci::Device, bar: u8) -> Option<u64> {
+    let pa = d.mem_bar(bar).filter(|b| *b != 0)?;
+    let cmd = rt::pci::read32(d.addr, 4) & 0xffff;
+    rt::pci::write32(d.addr, 4, (cmd | 0b110) & !(1 << 10));
+    Some(pa)
 }
 
 /// `pages` zeroed, physically contiguous pages of DMA memory kept for a driver's own

@@ -6,7 +6,7 @@
 //! of its own. Interrupts: INTx on the line the chipset routes the pin to (MSI-X is
 //! not programmed yet), level-triggered, falling when the completions are taken.
 
-use crate::{dma_pages_for_driver, map_mmio, phys_of, Flushes, Refused};
+use crate::{dma_pages_for_driver, map_mmio, phys_of, Flushes, Mmio, Refused};
 use abi::layout::PAGE_SIZE;
 use alloc::vec::Vec;
 use nvme::{Controller, Regs};
@@ -16,32 +16,20 @@ const BOUNCE_PAGES: usize = 16;
 /// Polls a wait gives the controller (a register read or a completion look each).
 const SPINS: u64 = 20_000_000;
 
-/// The controller's registers, mapped here.
-pub struct Mmio {
-    base: u64,
-    len: usize,
-}
-
-impl Regs for Mmio {
-    fn read32(&self, off: usize) -> u32 {
-        assert!(off + 4 <= self.len, "an NVMe register past the mapped BAR");
-        // SAFETY: `base..base + len` is BAR 0 mapped from sigma0's device window
-        // (`map_mmio`) and `off + 4 <= len` (checked above); a 32-bit aligned read of a
-        // device register.
-        unsafe { core::ptr::read_volatile((self.base + off as u64) as *const u32) }
-    }
-    fn write32(&mut self, off: usize, v: u32) {
-        assert!(off + 4 <= self.len, "an NVMe register past the mapped BAR");
-        // SAFETY: as in read32.
-        unsafe { core::ptr::write_volatile((self.base + off as u64) as *mut u32, v) }
-    }
-}
-
 struct SigmaDma;
 
 impl nvme::Dma for SigmaDma {
     fn alloc(&mut self, pages: usize) -> Option<(u64, u64)> {
         dma_pages_for_driver(pages)
+    }
+}
+
+impl Regs for Mmio {
+    fn read32(&self, off: usize) -> u32 {
+        Mmio::read32(self, off)
+    }
+    fn write32(&mut self, off: usize, v: u32) {
+        Mmio::write32(self, off, v)
     }
 }
 
@@ -61,16 +49,14 @@ impl NvmeDisk {
     /// Bring up the controller at `d`: memory decoding and bus mastering on, INTx on,
     /// BAR 0 mapped, the `nvme` driver's bring-up.
     pub fn open(d: &rt::pci::Device) -> Result<NvmeDisk, &'static str> {
-        let bar = d.mem_bar(0).filter(|b| *b != 0).ok_or("the NVMe controller has no memory BAR 0")?;
-        let cmd = rt::pci::read32(d.addr, 4) & 0xffff;
-        rt::pci::write32(d.addr, 4, (cmd | 0b110) & !(1 << 10));
+        let bar = crate::enable_device(d, 0).ok_or("the NVMe controller has no memory BAR 0")?;
         // CAP first (its doorbell stride), then the doorbells of queues 0 and 1.
         let base = map_mmio(bar, 0x1000);
-        let probe = Mmio { base, len: 0x1000 };
+        let probe = Mmio::new(base, 0x1000);
         let stride = 4usize << ((probe.read64(0) >> 32) & 0xf);
         let len = 0x1000 + 4 * stride;
         let base = map_mmio(bar, len);
-        let ctl = Controller::new(Mmio { base, len }, &mut SigmaDma, SPINS).map_err(|e| match e {
+        let ctl = Controller::new(Mmio::new(base, len), &mut SigmaDma, SPINS).map_err(|e| match e {
             nvme::Error::NotReady => "the NVMe controller did not become ready",
             nvme::Error::Fatal => "the NVMe controller reports a fatal status",
             nvme::Error::Unsupported(why) => why,

@@ -417,10 +417,7 @@ fn main() -> i32 {
     // not there yet, or was started again).
     let _ = env::lookup("blk", blk);
     virtio_hal::init(s0slot);
-    let (dev, nic) = match virtio_hal::open_pci(&[0x1000, 0x1041], "no virtio-net device on the PCI bus")
-        .and_then(|(d, t)| VirtIONetRaw::new(t).map(|r| (d, r)).map_err(|_| "the virtio-net driver failed"))
-        .and_then(|(d, r)| Nic::new(r).map(|n| (d, n)))
-    {
+    let (dev, nic) = match nic::open().and_then(|(d, r)| Nic::new(r).map(|n| (d, n))) {
         Ok(x) => x,
         Err(why) => {
             println!("net: {}", why);
@@ -440,7 +437,8 @@ fn main() -> i32 {
     let icmp = sockets.add(icmp_socket());
     let dhcp = dhcp_on.then(|| sockets.add(dhcpv4::Socket::new()));
     println!(
-        "net: virtio-net {}; {}; {}",
+        "net: {} {}; {}; {}",
+        nic.kind(),
         p::Mac(mac_word(mac)),
         match irq {
             Some((l, _)) => alloc::format!("interrupts on line {}", l),
@@ -495,5 +493,3 @@ fn main() -> i32 {
     let mut buf = [0u8; graft_api::RECV_BYTES];
     server::run(&mut n, &mut buf)
 }
-
-use virtio_drivers::device::net::VirtIONetRaw;

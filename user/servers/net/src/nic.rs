@@ -1,6 +1,8 @@
-//! The virtio-net device as a smoltcp `Device`: fixed receive and transmit buffers in
-//! DMA memory (handed to the device as they are: the frame the stack writes is the one
-//! the device reads, and a received frame is read where the device wrote it).
+//! The network device as a smoltcp `Device` — a virtio-net device, or an Intel 82574
+//! (`e1000e`) when there is none: fixed receive and transmit buffers in DMA memory
+//! (handed to the device as they are: the frame the stack writes is the one the device
+//! reads, and a received frame is read where the device wrote it). Both drivers hand
+//! frames over by token; [`Raw`] puts them under one set of calls.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -17,7 +19,115 @@ const BUF: usize = 2048;
 /// The largest Ethernet frame (without FCS) the stack may send.
 const MTU: usize = 1514;
 
-type Raw = VirtIONetRaw<ScionHal, PciTransport, QUEUE>;
+/// The driver: virtio-net's raw device, or the 82574's.
+// One lives as long as net, in place: the size between the variants costs nothing, a
+// box would cost an indirection on every frame.
+#[allow(clippy::large_enum_variant)]
+pub enum Raw {
+    Virtio(VirtIONetRaw<ScionHal, PciTransport, QUEUE>),
+    E1000(e1000e::Nic<virtio_hal::Mmio>),
+}
+
+/// Find the network device (virtio-net first, else an 82574) and bring it up.
+pub fn open() -> Result<(rt::pci::Device, Raw), &'static str> {
+    match virtio_hal::open_pci(&[0x1000, 0x1041], "no virtio-net device on the PCI bus") {
+        Ok((d, t)) => VirtIONetRaw::new(t).map(|r| (d, Raw::Virtio(r))).map_err(|_| "the virtio-net driver failed"),
+        Err(_) => virtio_hal::open_e1000e().map(|(d, n)| (d, Raw::E1000(n))),
+    }
+}
+
+/// The physical address of a buffer of ours (DMA memory registered by `dma_buffer`).
+fn phys(buf: &[u8]) -> Result<u64, ()> {
+    virtio_hal::phys_of(buf.as_ptr() as u64, buf.len() as u64).ok_or(())
+}
+
+impl Raw {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Raw::Virtio(_) => "virtio-net",
+            Raw::E1000(_) => "e1000e",
+        }
+    }
+    fn mac_address(&self) -> [u8; 6] {
+        match self {
+            Raw::Virtio(r) => r.mac_address(),
+            Raw::E1000(n) => n.mac_address(),
+        }
+    }
+    fn enable_interrupts(&mut self) {
+        match self {
+            Raw::Virtio(r) => r.enable_interrupts(),
+            Raw::E1000(n) => n.enable_interrupts(),
+        }
+    }
+    fn ack_interrupt(&mut self) {
+        match self {
+            Raw::Virtio(r) => {
+                r.ack_interrupt();
+            }
+            Raw::E1000(n) => {
+                n.ack_interrupt();
+            }
+        }
+    }
+    /// # Safety
+    /// `buf` stays valid and untouched until its token comes back (`receive_complete`).
+    unsafe fn receive_begin(&mut self, buf: &mut [u8]) -> Result<u16, ()> {
+        match self {
+            // SAFETY: the caller's promise is virtio-drivers'.
+            Raw::Virtio(r) => unsafe { r.receive_begin(buf) }.map_err(|_| ()),
+            Raw::E1000(n) => n.receive_begin(phys(buf)?, buf.len()).map_err(|_| ()),
+        }
+    }
+    fn poll_receive(&self) -> Option<u16> {
+        match self {
+            Raw::Virtio(r) => r.poll_receive(),
+            Raw::E1000(n) => n.poll_receive(),
+        }
+    }
+    /// (header length, frame length) of received frame `t` in `buf`.
+    ///
+    /// # Safety
+    /// `buf` is the buffer given with token `t`.
+    unsafe fn receive_complete(&mut self, t: u16, buf: &mut [u8]) -> Result<(usize, usize), ()> {
+        match self {
+            // SAFETY: the caller's promise.
+            Raw::Virtio(r) => unsafe { r.receive_complete(t, buf) }.map_err(|_| ()),
+            Raw::E1000(n) => n.receive_complete(t).map(|len| (0, len)).map_err(|_| ()),
+        }
+    }
+    fn poll_transmit(&mut self) -> Option<u16> {
+        match self {
+            Raw::Virtio(r) => r.poll_transmit(),
+            Raw::E1000(n) => n.poll_transmit(),
+        }
+    }
+    /// # Safety
+    /// `buf` is the buffer given with token `t`.
+    unsafe fn transmit_complete(&mut self, t: u16, buf: &[u8]) -> Result<(), ()> {
+        match self {
+            // SAFETY: the caller's promise.
+            Raw::Virtio(r) => unsafe { r.transmit_complete(t, buf) }.map(|_| ()).map_err(|_| ()),
+            Raw::E1000(n) => n.transmit_complete(t).map_err(|_| ()),
+        }
+    }
+    /// The bytes before the frame in a transmit buffer (virtio-net's header).
+    fn fill_buffer_header(&self, buf: &mut [u8]) -> Result<usize, ()> {
+        match self {
+            Raw::Virtio(r) => r.fill_buffer_header(buf).map_err(|_| ()),
+            Raw::E1000(_) => Ok(0),
+        }
+    }
+    /// # Safety
+    /// `buf` stays valid and untouched until its token comes back (`transmit_complete`).
+    unsafe fn transmit_begin(&mut self, buf: &[u8]) -> Result<u16, ()> {
+        match self {
+            // SAFETY: the caller's promise is virtio-drivers'.
+            Raw::Virtio(r) => unsafe { r.transmit_begin(buf) }.map_err(|_| ()),
+            Raw::E1000(n) => n.transmit_begin(phys(buf)?, buf.len()).map_err(|_| ()),
+        }
+    }
+}
 
 /// `QUEUE` buffers of `BUF` bytes in one run of DMA memory.
 struct Bufs {
@@ -93,6 +203,10 @@ impl Nic {
 
     pub fn mac(&self) -> [u8; 6] {
         self.raw.mac_address()
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.raw.kind()
     }
 
     pub fn enable_interrupts(&mut self) {
