@@ -1,4 +1,6 @@
-//! Lists PCI devices (configuration ports from the manifest).
+//! Lists PCI devices (configuration ports from the manifest): address, ids, class (by
+//! name where the class is a common one), memory BARs, and the Scion driver that takes
+//! the device, if there is one.
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -28,9 +30,57 @@ fn main() -> i32 {
             i += if raw & 1 == 0 && (raw >> 1) & 3 == 2 { 2 } else { 1 };
         }
         println!(
-            "{:02x}:{:02x}.{} {:04x}:{:04x} class {:02x}.{:02x}.{:02x}{}",
-            d.addr.bus, d.addr.dev, d.addr.func, d.vendor, d.device, d.class, d.subclass, d.prog_if, bars
+            "{:02x}:{:02x}.{} {:04x}:{:04x} class {:02x}.{:02x}.{:02x} ({}){}{}",
+            d.addr.bus,
+            d.addr.dev,
+            d.addr.func,
+            d.vendor,
+            d.device,
+            d.class,
+            d.subclass,
+            d.prog_if,
+            class_name(d.class, d.subclass, d.prog_if),
+            bars,
+            match driver(&d) {
+                Some(w) => alloc::format!(" driver: {w}"),
+                None => alloc::string::String::new(),
+            }
         );
     }
     0
+}
+
+/// The PCI class's name (PCI Code and ID Assignment), for the common ones.
+fn class_name(class: u8, sub: u8, prog_if: u8) -> &'static str {
+    match (class, sub, prog_if) {
+        (0x01, 0x08, 0x02) => "NVM Express controller",
+        (0x01, 0x06, 0x01) => "SATA controller (AHCI)",
+        (0x01, 0x01, _) => "IDE controller",
+        (0x01, 0x00, _) => "SCSI controller",
+        (0x01, _, _) => "storage controller",
+        (0x02, 0x00, _) => "Ethernet controller",
+        (0x02, _, _) => "network controller",
+        (0x03, 0x00, _) => "VGA controller",
+        (0x03, _, _) => "display controller",
+        (0x06, 0x00, _) => "host bridge",
+        (0x06, 0x01, _) => "ISA bridge",
+        (0x06, 0x04, _) => "PCI bridge",
+        (0x06, _, _) => "bridge",
+        (0x0c, 0x03, _) => "USB controller",
+        (0x0c, 0x05, _) => "SMBus controller",
+        (0x08, _, _) => "system peripheral",
+        (0xff, _, _) => "unassigned class",
+        _ => "other",
+    }
+}
+
+/// The Scion driver (server) that drives a device of this kind.
+fn driver(d: &pci::Device) -> Option<&'static str> {
+    match (d.vendor, d.device, d.class, d.subclass, d.prog_if) {
+        (0x1af4, 0x1001 | 0x1042, ..) => Some("blk (virtio-blk)"),
+        (0x1af4, 0x1000 | 0x1041, ..) => Some("net (virtio-net)"),
+        (0x8086, 0x10d3 | 0x10f6, ..) => Some("net (e1000e)"),
+        (_, _, 0x01, 0x08, 0x02) => Some("blk (NVMe)"),
+        _ => None,
+    }
 }
