@@ -48,6 +48,13 @@ extern "C" fn kstart(start_info: u64) -> ! {
     kernel::init(k);
     arch::timer::init(cmdline.split(' ').any(|w| w == "timer=pit"));
     arch::irqchip::init(bi.rsdp_phys);
+    // Device DMA is not confined yet: a driver that programs its device can reach any
+    // frame. Say so, and whether the machine has the IOMMU that could confine it.
+    if arch::acpi::has_dmar(bi.rsdp_phys) {
+        kprintln!("[kernel] an IOMMU is present (ACPI DMAR) but not used: user-level drivers with DMA are trusted with all memory");
+    } else {
+        kprintln!("[kernel] no IOMMU (no ACPI DMAR table): user-level drivers with DMA are trusted with all memory");
+    }
     if arch::smp::start_aps(bi.rsdp_phys, mem::trampoline_free(), sched::ap_start) > 1 {
         klock::several_cpus();
     }

@@ -68,6 +68,8 @@ pub struct Options {
     /// The disk is an NVMe controller's namespace (`-device nvme`) rather than a
     /// virtio-blk device.
     pub disk_nvme: bool,
+    /// An Intel IOMMU (`-device intel-iommu`, q35 only): the firmware's ACPI DMAR table.
+    pub iommu: bool,
     /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
     pub machine: String,
     pub memory: String,
@@ -145,6 +147,7 @@ impl Options {
             disk_flush_fails: false,
             disk_nbd: None,
             disk_nvme: false,
+            iommu: false,
             machine: "q35".into(),
             memory: "512M".into(),
             net: None,
@@ -171,6 +174,10 @@ pub fn check_disk(d: &Path) -> Result<(), String> {
 pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, String> {
     let mut c = Command::new(QEMU);
     c.args(["-machine", &o.machine, "-cpu", "max", "-m", &o.memory, "-smp", &o.cpus.to_string()]);
+    if o.iommu {
+        // Before the devices it translates for.
+        c.args(["-device", "intel-iommu"]);
+    }
     c.args(["-nodefaults", "-no-reboot", "-display", "none"]);
     c.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);
     c.args(["-accel", &o.accel]);

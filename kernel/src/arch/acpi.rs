@@ -51,6 +51,16 @@ fn madt_entries<T>(rsdp_phys: u64, f: impl Fn(MadtEntry) -> Option<T>) -> Vec<T>
     madt.get().entries().filter_map(f).collect()
 }
 
+/// Whether the firmware describes an IOMMU (Intel VT-d: an ACPI DMAR table).
+pub fn has_dmar(rsdp_phys: u64) -> bool {
+    if rsdp_phys == 0 {
+        return false;
+    }
+    // SAFETY: as in madt_entries.
+    let Ok(tables) = (unsafe { AcpiTables::from_rsdp(DirectMap, rsdp_phys as usize) }) else { return false };
+    tables.headers().any(|h| h.signature == acpi::sdt::Signature::DMAR)
+}
+
 /// The MADT's interrupt source overrides.
 pub fn interrupt_overrides(rsdp_phys: u64) -> Vec<Override> {
     madt_entries(rsdp_phys, |e| match e {

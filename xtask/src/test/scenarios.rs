@@ -60,6 +60,8 @@ pub struct Scenario {
     pub checks: String,
     /// The network device: `virtio` (virtio-net, the default) or `e1000e` (an Intel 82574).
     pub nic: String,
+    /// An Intel IOMMU on the machine (`-device intel-iommu`).
+    pub iommu: bool,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -86,6 +88,7 @@ struct Header {
     http: Option<bool>,
     checks: Option<String>,
     nic: Option<String>,
+    iommu: Option<bool>,
 }
 
 #[derive(serde::Deserialize)]
@@ -159,6 +162,7 @@ impl Scenario {
                 cpus: h.cpus.or(sc.cpus),
                 limit_s: h.limit.unwrap_or(sc.limit_s),
                 nic: h.nic.unwrap_or(sc.nic.clone()),
+                iommu: h.iommu.unwrap_or(sc.iommu),
                 ..sc
             });
         }
@@ -181,6 +185,7 @@ impl Scenario {
             http: h.http.unwrap_or(false),
             checks: h.checks.unwrap_or_else(|| "web".into()),
             nic: h.nic.unwrap_or_else(|| "virtio".into()),
+            iommu: h.iommu.unwrap_or(false),
             ..sc
         })
     }
@@ -222,6 +227,7 @@ impl Scenario {
             http: false,
             checks: "web".into(),
             nic: "virtio".into(),
+            iommu: false,
         })
     }
 }
@@ -376,6 +382,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         cpus: sc.cpus.unwrap_or(qemu::default_cpus()),
         disk_flush_fails: sc.disk.iter().flatten().any(|s| s == "!failing-flush"),
         disk_nvme: sc.disk.iter().flatten().any(|s| s == "!nvme"),
+        iommu: sc.iommu,
         ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk)
     };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
