@@ -24,7 +24,7 @@
 //! Arguments: `port=N` (control port, default 21); `pasv=…` the data ports to listen
 //! on and the ports to announce for them (where a client reaches them through a NAT's
 //! forwarded ports): `G:A`, `G1-G2` or `G1-G2:A1`, separated by commas (default
-//! 2122–2171 as they are, 50 ports); `ip=A.B.C.D` the address PASV announces (default
+//! 2122–2185 as they are, 64 ports); `ip=A.B.C.D` the address PASV announces (default
 //! ours; clients such as curl use the control connection's address anyway);
 //! `sessions=N`, `per_addr=N`; `rwloop`; `cue=K:T` the transfers' schedule.
 #![no_std]
@@ -826,7 +826,7 @@ impl Ftpd {
 
 fn main() -> i32 {
     let mut port = 21u16;
-    let mut pasv: Vec<(u16, u16)> = (2122..2172).map(|p| (p, p)).collect();
+    let mut pasv: Vec<(u16, u16)> = (2122..2186).map(|p| (p, p)).collect();
     let mut ip = None;
     let mut cue = Some(Schedule::FAST);
     let (mut want_sessions, mut per_addr) = (MAX_SESSIONS, None);
