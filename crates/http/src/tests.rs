@@ -231,8 +231,7 @@ fn html() {
 fn a_later_1x_minor_is_answered_as_11() {
     // RFC 9112 §2.3: a 1.x request with a higher minor version is answered as 1.1.
     for v in ["HTTP/1.2", "HTTP/1.9"] {
-        let Parse::Done(r) = req(&alloc::format!("GET /a HTTP/1.x\r\nHost: x\r\n\r\nnext").replace("HTTP/1.x", v))
-        else {
+        let Parse::Done(r) = req(&"GET /a HTTP/1.x\r\nHost: x\r\n\r\nnext".replace("HTTP/1.x", v)) else {
             panic!("{v} refused")
         };
         assert!(r.http11, "{v}");
