@@ -35,7 +35,7 @@ fn usage() -> ExitCode {
          \x20 run [--port N] [--ftp-port F]\n\
          \x20                  build and boot Scion in QEMU, serial console on this terminal;\n\
          \x20                  host port N (8080; or SCION_HTTP_PORT) reaches Scion's web server,\n\
-         \x20                  F (2121; or SCION_FTP_PORT) its FTP server, F+1…F+4 its data ports\n\
+         \x20                  F (2121; or SCION_FTP_PORT) its FTP server, F+1…F+64 its data ports\n\
          \x20 test [FILTER]    host unit tests, then every QEMU scenario (or those matching FILTER)\n\
          \x20 run, test: --cpus N gives the machines N virtual CPUs (1 to 8; default 2 where\n\
          \x20                  the host has two cores or more, else 1; benchmarks use 1)\n\
@@ -104,8 +104,9 @@ fn check_args(args: &[String]) -> Result<(), String> {
     match cmd.as_str() {
         "run" => {
             let (port, ftp) = (http_port(args)?, ftp_port(args)?);
-            if (ftp..=ftp + 4).contains(&port) {
-                return Err(format!("--port {port} falls among the FTP ports {ftp}–{}", ftp + 4));
+            let last = ftp + qemu::FTP_DATA_PORTS;
+            if (ftp..=last).contains(&port) {
+                return Err(format!("--port {port} falls among the FTP ports {ftp}–{last}"));
             }
         }
         "bench" => {
@@ -354,11 +355,12 @@ fn http_port(args: &[String]) -> Result<u16, String> {
 }
 
 /// The host port forwarded to Scion's FTP port 21: `--ftp-port N`, else `SCION_FTP_PORT`,
-/// else 2121; its four data ports are the next four (N+1 … N+4).
+/// else 2121; its `FTP_DATA_PORTS` data ports follow it (N+1 … N+64).
 fn ftp_port(args: &[String]) -> Result<u16, String> {
     let p = host_port(args, "--ftp-port", "SCION_FTP_PORT", 2121)?;
-    if p == 0 || p > u16::MAX - 4 {
-        return Err(format!("--ftp-port {p}: its four data ports follow it, so at most {}", u16::MAX - 4));
+    let n = qemu::FTP_DATA_PORTS;
+    if p == 0 || p > u16::MAX - n {
+        return Err(format!("--ftp-port {p}: its {n} data ports follow it, so at most {}", u16::MAX - n));
     }
     Ok(p)
 }
@@ -375,22 +377,26 @@ fn host_port(args: &[String], flag: &str, var: &str, default: u16) -> Result<u16
     v.parse().ok().filter(|p| *p != 0).ok_or_else(|| bad(&v))
 }
 
-/// The run manifest's ftpd told to announce host ports `ftp+1 … ftp+4` for its data
-/// ports 2122–2125 (QEMU forwards each host port to its data port).
+/// The run manifest's ftpd told to listen on data ports 2122 … 2122+63 and announce
+/// host ports `ftp+1 … ftp+64` for them (QEMU forwards each host port to its data port).
 fn with_ftp_ports(manifest: &str, ftp: u16) -> Result<String, String> {
     const ARGS: &str = "name = \"ftpd\"\nargs = \"ip=127.0.0.1\"";
     if !manifest.contains(ARGS) {
         return Err("system/run.toml: ftpd's entry is not `name = \"ftpd\"` then `args = \"ip=127.0.0.1\"`".into());
     }
-    let pasv: Vec<String> = (0..4u16).map(|k| format!("{}:{}", 2122 + k, ftp + 1 + k)).collect();
-    Ok(manifest.replacen(ARGS, &format!("name = \"ftpd\"\nargs = \"ip=127.0.0.1 pasv={}\"", pasv.join(",")), 1))
+    let pasv = format!("{}-{}:{}", RUN_DATA_PORT, RUN_DATA_PORT + qemu::FTP_DATA_PORTS - 1, ftp + 1);
+    Ok(manifest.replacen(ARGS, &format!("name = \"ftpd\"\nargs = \"ip=127.0.0.1 pasv={pasv}\"",), 1))
 }
+
+/// The first of ftpd's data ports on the guest in `run`.
+const RUN_DATA_PORT: u16 = 2122;
 
 fn run(args: &[String]) -> Result<ExitCode, String> {
     let port = http_port(args)?;
     let ftp = ftp_port(args)?;
-    if (ftp..=ftp + 4).contains(&port) {
-        return Err(format!("--port {port} falls among the FTP ports {ftp}–{} (--ftp-port moves them)", ftp + 4));
+    let last = ftp + qemu::FTP_DATA_PORTS;
+    if (ftp..=last).contains(&port) {
+        return Err(format!("--port {port} falls among the FTP ports {ftp}–{last} (--ftp-port moves them)"));
     }
     let a = build()?;
     let img = make_image(&a, &with_ftp_ports(&run_manifest()?, ftp)?, "run")?;
@@ -428,12 +434,11 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
     eprintln!("xtask: Scion's port 80 is http://localhost:{port}/ (try `curl http://localhost:{port}/README.md` from another terminal)");
     eprintln!(
-        "xtask: Scion's FTP server is ftp://localhost:{ftp}/ (passive mode; its data ports {}–{} are forwarded too)",
+        "xtask: Scion's FTP server is ftp://localhost:{ftp}/ (passive mode; its data ports {}–{last} are forwarded too)",
         ftp + 1,
-        ftp + 4
     );
     let mut forward = vec![(port, 80), (ftp, 21)];
-    forward.extend((0..4u16).map(|k| (ftp + 1 + k, 2122 + k)));
+    forward.extend((0..qemu::FTP_DATA_PORTS).map(|k| (ftp + 1 + k, RUN_DATA_PORT + k)));
     let net = qemu::NetOptions { forward, ..Default::default() };
     let mut cmd = qemu::command(
         &a.kernel,
@@ -452,11 +457,13 @@ mod tests {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(super::ftp_port(&args(&["run", "--ftp-port", "3000"])), Ok(3000));
         assert!(super::ftp_port(&args(&["run", "--ftp-port", "65534"])).is_err());
+        assert!(super::ftp_port(&args(&["run", "--ftp-port", "65471"])).is_ok());
+        assert!(super::ftp_port(&args(&["run", "--ftp-port", "65472"])).is_err(), "its 64 data ports pass 65535");
         assert!(super::ftp_port(&args(&["run", "--ftp-port", "0"])).is_err());
         assert!(super::ftp_port(&args(&["run", "--ftp-port"])).is_err());
         assert!(super::http_port(&args(&["run", "--port", "x"])).is_err());
         let m = super::with_ftp_ports(&super::run_manifest().unwrap(), 3000).unwrap();
-        assert!(m.contains("args = \"ip=127.0.0.1 pasv=2122:3001,2123:3002,2124:3003,2125:3004\""), "{m}");
+        assert!(m.contains("args = \"ip=127.0.0.1 pasv=2122-2185:3001\""), "{m}");
     }
 
     /// A boot image carries a program up to its last segment: the section headers and

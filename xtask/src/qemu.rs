@@ -254,6 +254,29 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>, String> {
     held.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
 }
 
+/// Passive data ports ftpd gets forwarded by `run`, the tests and the benchmark: a
+/// transfer holds one, so this many run at once (ftpd's default range is as long).
+pub const FTP_DATA_PORTS: u16 = 64;
+
+/// The first of `n` consecutive TCP ports on 127.0.0.1 that are free now (a range
+/// ftpd can be told in a few bytes: `pasv=G1-G2`), with the listeners that hold them
+/// (dropped when the caller has picked its other ports).
+pub fn free_port_range(n: u16) -> Result<(u16, Vec<std::net::TcpListener>), String> {
+    for _ in 0..200 {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+        let p = first.local_addr().map_err(|e| e.to_string())?.port();
+        if p.checked_add(n).is_none() {
+            continue;
+        }
+        let rest: Result<Vec<_>, _> = (1..n).map(|k| std::net::TcpListener::bind(("127.0.0.1", p + k))).collect();
+        if let Ok(mut held) = rest {
+            held.insert(0, first);
+            return Ok((p, held));
+        }
+    }
+    Err(format!("no {n} consecutive free ports on 127.0.0.1"))
+}
+
 pub struct Outcome {
     /// QEMU's exit status (isa-debug-exit: (code << 1) | 1), None on time-out.
     pub status: Option<i32>,

@@ -2,11 +2,16 @@
 //! Scion's `ftpd` speaks it: commands parsed from lines, paths resolved against the
 //! session's directory, and the replies whose wording clients parse (PASV, EPSV, PWD,
 //! LIST), and REST for resumed downloads. Only what an anonymous, read-only,
-//! passive-mode server needs; the rest is refused with its code. Kept apart from the program so that the host tests it.
+//! passive-mode server needs; the rest is refused with its code. Kept apart from the
+//! program so that the host tests it, with ftpd's decisions on its sessions
+//! ([`limits`]: who gets a session when the table is full, when an idle session or a
+//! stalled transfer is given up).
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
+
+pub mod limits;
 
 use alloc::format;
 use alloc::string::String;
@@ -25,7 +30,8 @@ pub enum Command<'a> {
     Type(&'a str),
     Size(&'a str),
     Pasv,
-    Epsv,
+    /// EPSV and what its argument asks (RFC 2428 §3).
+    Epsv(Epsv),
     Retr(&'a str),
     /// REST: where the next RETR starts (RFC 3659 §5, stream mode); None: not a number.
     Rest(Option<u64>),
@@ -43,6 +49,19 @@ pub enum Command<'a> {
     /// Known and refused (active mode, uploads, …), or unknown: 502.
     Other(String),
     /// An empty line or one that is not text: 500.
+    Bad,
+}
+
+/// What an EPSV asks for (RFC 2428 §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Epsv {
+    /// A passive port (no argument, or network protocol 1, IPv4).
+    Port,
+    /// `EPSV ALL`: from now on only EPSV sets up data connections (200).
+    All,
+    /// Another network protocol (2, IPv6, which this server does not speak): 522.
+    Protocol,
+    /// Neither a number nor ALL: 501.
     Bad,
 }
 
@@ -73,7 +92,12 @@ pub fn parse(line: &[u8]) -> Command<'_> {
         "TYPE" => Command::Type(arg),
         "SIZE" => Command::Size(arg),
         "PASV" => Command::Pasv,
-        "EPSV" => Command::Epsv,
+        "EPSV" => Command::Epsv(match arg {
+            "" | "1" => Epsv::Port,
+            a if a.eq_ignore_ascii_case("ALL") => Epsv::All,
+            a if !a.is_empty() && a.len() <= 5 && a.bytes().all(|b| b.is_ascii_digit()) => Epsv::Protocol,
+            _ => Epsv::Bad,
+        }),
         "RETR" => Command::Retr(arg),
         "REST" => Command::Rest(if !arg.is_empty() && arg.bytes().all(|b| b.is_ascii_digit()) {
             arg.parse().ok()
@@ -89,6 +113,20 @@ pub fn parse(line: &[u8]) -> Command<'_> {
         "QUIT" => Command::Quit,
         v => Command::Other(String::from(v)),
     }
+}
+
+/// Whether a restart point set by REST survives `cmd`: RFC 3659 §5 wants REST
+/// immediately before the transfer it restarts, so any other command clears it (RETR
+/// uses it, and STOR and APPE would; another REST replaces it).
+pub fn keeps_rest(cmd: &Command) -> bool {
+    matches!(cmd, Command::Rest(_) | Command::Retr(_)) || matches!(cmd, Command::Other(v) if v == "STOR" || v == "APPE")
+}
+
+/// Whether `cmd` sets up a data connection by another way than EPSV (refused after
+/// `EPSV ALL`, RFC 2428 §4).
+pub fn not_after_epsv_all(cmd: &Command) -> bool {
+    matches!(cmd, Command::Pasv)
+        || matches!(cmd, Command::Other(v) if v == "PORT" || v == "EPRT" || v == "LPRT" || v == "LPSV")
 }
 
 /// `arg` against directory `cwd` (absolute, normalised): an absolute, normalised path,
@@ -130,17 +168,43 @@ pub fn list_line(dir: bool, size: u64, name: &str) -> String {
     format!("{} 1 ftp ftp {:>12} Jan 01 00:00 {}\r\n", if dir { "drwxr-xr-x" } else { "-rw-r--r--" }, size, name)
 }
 
+/// The most passive data ports one server listens on.
+pub const MAX_DATA_PORTS: usize = 4096;
+
 /// Where a data port on the guest side is reached from the client's side (they differ
-/// behind a NAT's forwarded ports): pairs "guest:announced" separated by commas.
+/// behind a NAT's forwarded ports), separated by commas: `G:A` (port G, announced as
+/// A), `G1-G2` (a range, announced as they are) or `G1-G2:A1` (a range, announced from
+/// A1 on). None when an item is malformed, a port is 0, a range runs backwards or past
+/// 65535, a guest port comes twice, or there are more than `MAX_DATA_PORTS`.
 pub fn parse_ports(s: &str) -> Option<Vec<(u16, u16)>> {
-    let v: Option<Vec<(u16, u16)>> = s
-        .split(',')
-        .map(|p| {
-            let (g, h) = p.split_once(':')?;
-            Some((g.parse().ok().filter(|g| *g != 0)?, h.parse().ok().filter(|h| *h != 0)?))
-        })
-        .collect();
-    v.filter(|v| !v.is_empty())
+    let mut v: Vec<(u16, u16)> = Vec::new();
+    for item in s.split(',') {
+        let (g, a) = match item.split_once(':') {
+            Some((g, a)) => (g, Some(a)),
+            None => (item, None),
+        };
+        let port = |p: &str| p.parse::<u16>().ok().filter(|p| *p != 0);
+        let (g0, g1) = match g.split_once('-') {
+            Some((x, y)) => (port(x)?, port(y)?),
+            None if a.is_some() => (port(g)?, port(g)?),
+            None => return None,
+        };
+        if g1 < g0 || (g1 - g0) as usize >= MAX_DATA_PORTS {
+            return None;
+        }
+        let a0 = match a {
+            Some(a) => port(a)?,
+            None => g0,
+        };
+        a0.checked_add(g1 - g0)?;
+        for k in 0..=(g1 - g0) {
+            if v.len() == MAX_DATA_PORTS || v.iter().any(|(g, _)| *g == g0 + k) {
+                return None;
+            }
+            v.push((g0 + k, a0 + k));
+        }
+    }
+    Some(v).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]
@@ -195,5 +259,43 @@ mod tests {
         assert_eq!(parse_ports("2122"), None);
         assert_eq!(parse_ports("0:1"), None);
         assert_eq!(parse_ports(""), None);
+        assert_eq!(parse_ports("2122-2124"), Some(alloc::vec![(2122, 2122), (2123, 2123), (2124, 2124)]));
+        assert_eq!(parse_ports("2122-2123:3001,9:9"), Some(alloc::vec![(2122, 3001), (2123, 3002), (9, 9)]));
+        assert_eq!(parse_ports("2124-2122"), None, "backwards");
+        assert_eq!(parse_ports("65535-65535:65535"), Some(alloc::vec![(65535, 65535)]));
+        assert_eq!(parse_ports("100-101:65535"), None, "announced past 65535");
+        assert_eq!(parse_ports("2122-2123,2123:5"), None, "a port twice");
+        assert_eq!(parse_ports("1-65535"), None, "more than MAX_DATA_PORTS");
+        assert_eq!(parse_ports("2122-"), None);
+        assert_eq!(parse_ports("2122-2123:"), None);
+        assert_eq!(parse_ports("a-b"), None);
+    }
+
+    #[test]
+    fn epsv() {
+        assert_eq!(parse(b"EPSV"), Command::Epsv(Epsv::Port));
+        assert_eq!(parse(b"EPSV 1"), Command::Epsv(Epsv::Port));
+        assert_eq!(parse(b"EPSV ALL"), Command::Epsv(Epsv::All), "RFC 2428: answered 200, not 229");
+        assert_eq!(parse(b"epsv all"), Command::Epsv(Epsv::All));
+        assert_eq!(parse(b"EPSV 2"), Command::Epsv(Epsv::Protocol));
+        assert_eq!(parse(b"EPSV x"), Command::Epsv(Epsv::Bad));
+        assert_eq!(parse(b"EPSV 1234567"), Command::Epsv(Epsv::Bad));
+        assert!(not_after_epsv_all(&parse(b"PASV")));
+        assert!(not_after_epsv_all(&parse(b"PORT 1,2,3,4,5,6")));
+        assert!(not_after_epsv_all(&parse(b"EPRT |1|1.2.3.4|5|")));
+        assert!(!not_after_epsv_all(&parse(b"EPSV")));
+        assert!(!not_after_epsv_all(&parse(b"RETR x")));
+    }
+
+    #[test]
+    fn rest_is_cleared_by_any_other_command() {
+        for keeps in ["RETR a", "REST 5", "REST x", "STOR a", "APPE a"] {
+            assert!(keeps_rest(&parse(keeps.as_bytes())), "{keeps}");
+        }
+        for clears in
+            ["NOOP", "EPSV", "PASV", "TYPE I", "SIZE a", "LIST", "CWD /", "PWD", "USER x", "ABOR", "PORT 1", ""]
+        {
+            assert!(!keeps_rest(&parse(clears.as_bytes())), "{clears:?}");
+        }
     }
 }

@@ -235,13 +235,22 @@ pub fn parse(buf: &[u8]) -> Parse {
         Err(httparse::Error::Version) => {
             // "HTTP/x.y" of another version: 505; anything else is not HTTP.
             let line = &head[..line_len];
-            let v = line.rsplit(|b| *b == b' ').next().unwrap_or(b"");
-            let v = v.strip_suffix(b"\r").unwrap_or(v);
+            let tok = line.rsplit(|b| *b == b' ').next().unwrap_or(b"");
+            let v = tok.strip_suffix(b"\r").unwrap_or(tok);
             let other = v.len() == 8
                 && v.starts_with(b"HTTP/")
                 && v[5].is_ascii_digit()
                 && v[6] == b'.'
                 && v[7].is_ascii_digit();
+            if other && v[5] == b'1' {
+                // HTTP/1.2 … 1.9: a later minor version of 1.x is answered as 1.1, the
+                // highest this server speaks (RFC 9112 §2.3, RFC 9110 §2.5); the
+                // request is read as 1.1 (Host required).
+                let at = line_len - tok.len();
+                let mut as11 = head.to_vec();
+                as11[at..at + 8].copy_from_slice(b"HTTP/1.1");
+                return parse(&as11);
+            }
             return Parse::Refuse(if other { Status::VERSION } else { Status::BAD_REQUEST });
         }
         Err(_) => return Parse::Refuse(Status::BAD_REQUEST),
@@ -338,6 +347,17 @@ pub fn parse(buf: &[u8]) -> Parse {
         if_match,
         head_len: end,
     })
+}
+
+/// Whether a file may answer `req`: a target that ends in '/' names a directory, so a
+/// file there is 404, as nginx answers (`/README.md/` does not serve `/README.md`).
+/// Directories are the caller's (a listing, or 301 to the name with a slash).
+pub fn file_target(req: &Request) -> Result<(), Status> {
+    if req.slash {
+        Err(Status::NOT_FOUND)
+    } else {
+        Ok(())
+    }
 }
 
 /// What the conditional fields ask of a representation whose entity tag is `etag`

@@ -226,3 +226,30 @@ fn html() {
         "HTTP/1.1 200 OK\r\nServer: Scion-httpd\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n"
     ));
 }
+
+#[test]
+fn a_later_1x_minor_is_answered_as_11() {
+    // RFC 9112 §2.3: a 1.x request with a higher minor version is answered as 1.1.
+    for v in ["HTTP/1.2", "HTTP/1.9"] {
+        let Parse::Done(r) = req(&"GET /a HTTP/1.x\r\nHost: x\r\n\r\nnext".replace("HTTP/1.x", v)) else {
+            panic!("{v} refused")
+        };
+        assert!(r.http11, "{v}");
+        assert_eq!(r.path, "/a");
+        assert_eq!(r.head_len, "GET /a HTTP/1.2\r\nHost: x\r\n\r\n".len(), "{v}: the head, not what follows");
+    }
+    assert_eq!(req("GET / HTTP/1.2\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST), "as 1.1: Host required");
+    assert_eq!(req("GET / HTTP/2.0\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::VERSION));
+    assert_eq!(req("GET / HTTP/3.1\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::VERSION));
+    assert_eq!(req("GET / HTTP/1.10\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+    assert_eq!(req("GET / HTTP/1.x\r\nHost: x\r\n\r\n"), Parse::Refuse(Status::BAD_REQUEST));
+}
+
+#[test]
+fn a_trailing_slash_on_a_file_is_404() {
+    let Parse::Done(r) = req("GET /README.md/ HTTP/1.1\r\nHost: x\r\n\r\n") else { panic!() };
+    assert_eq!(r.path, "/README.md");
+    assert_eq!(file_target(&r), Err(Status::NOT_FOUND), "as nginx: /README.md/ does not serve the file");
+    let Parse::Done(r) = req("GET /README.md HTTP/1.1\r\nHost: x\r\n\r\n") else { panic!() };
+    assert_eq!(file_target(&r), Ok(()));
+}

@@ -878,23 +878,34 @@ struct Ftp {
 
 impl Ftp {
     /// Connect and read the greeting (tried for up to 60 s: ftpd may still be starting).
+    /// One client at a time connects, until its greeting came: QEMU's user network
+    /// listens on a forwarded port with a backlog of 1, and a connection the host's
+    /// kernel completed while that queue was full may never reach the guest (see
+    /// `SCALE_PORTS`); clients that connect at once through one port would lose some.
     fn connect(port: u16) -> Result<Ftp, String> {
         let start = Instant::now();
         loop {
-            let r = connect(port).and_then(|s| {
-                s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-                let w = s.try_clone().map_err(|e| e.to_string())?;
-                let mut f = Ftp { r: std::io::BufReader::new(s), w };
-                let (code, text) = f.reply()?;
-                expect(code == 220, format!("greeting {code} {text}"))?;
-                Ok(f)
-            });
+            let r = Ftp::connect_once(port);
             match r {
                 Ok(f) => return Ok(f),
                 Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(format!("no FTP greeting: {e}")),
                 Err(_) => std::thread::sleep(Duration::from_millis(500)),
             }
         }
+    }
+
+    /// Connect once and read the greeting (220, else an error naming the reply).
+    fn connect_once(port: u16) -> Result<Ftp, String> {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _gate = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let s = connect(port)?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        let w = s.try_clone().map_err(|e| e.to_string())?;
+        let mut f = Ftp { r: std::io::BufReader::new(s), w };
+        let (code, text) = f.reply()?;
+        expect(code == 220, format!("greeting {code} {text}"))?;
+        f.w.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        Ok(f)
     }
 
     /// One reply (a multi-line one whole): code and text.
@@ -943,16 +954,32 @@ impl Ftp {
         self.data_with(line, |_| {})
     }
 
+    /// As `data`, with `REST at` between the EPSV and the command.
+    fn data_at(&mut self, line: &str, at: u64) -> Result<Vec<u8>, String> {
+        self.data_from(line, Some(at), |_| {})
+    }
+
     /// As `data`, calling `midway` with the bytes received so far after each read.
-    fn data_with(&mut self, line: &str, mut midway: impl FnMut(usize)) -> Result<Vec<u8>, String> {
+    fn data_with(&mut self, line: &str, midway: impl FnMut(usize)) -> Result<Vec<u8>, String> {
+        self.data_from(line, None, midway)
+    }
+
+    /// EPSV: the data port it names.
+    fn epsv(&mut self) -> Result<u16, String> {
         let text = self.want("EPSV", 229)?;
-        let port: u16 = text
-            .split("|||")
+        text.split("|||")
             .nth(1)
             .and_then(|r| r.split('|').next())
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| format!("EPSV reply {text:?}"))?;
+            .ok_or_else(|| format!("EPSV reply {text:?}"))
+    }
+
+    fn data_from(&mut self, line: &str, rest: Option<u64>, mut midway: impl FnMut(usize)) -> Result<Vec<u8>, String> {
+        let port = self.epsv()?;
         let mut d = connect(port)?;
+        if let Some(at) = rest {
+            self.want(&format!("REST {at}"), 350)?;
+        }
         self.want(line, 150)?;
         let mut out = Vec::new();
         let mut b = vec![0u8; 65536];
@@ -1053,21 +1080,26 @@ pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), 
             f.want("QUIT", 221).map(|_| ())
         })(),
     ));
+    v.push(("ftp-idle-crowd".into(), ftp_idle_crowd(port)));
+    v.push(("ftp-slow-reader".into(), ftp_slow_reader(port)));
     v.push((
-        "ftp-four-at-once".into(),
+        "ftp-sixteen-at-once".into(),
         (|| {
-            let handles: Vec<_> = (0..4)
+            let handles: Vec<_> = (0..16)
                 .map(|i| {
                     std::thread::spawn(move || -> Result<(), String> {
-                        let name = format!("f{i}.bin");
+                        let name = format!("f{}.bin", i % 4);
                         let mut f = Ftp::login(port)?;
                         let got = f.data(&format!("RETR {name}"))?;
-                        expect(got == file(&name), format!("{name}: {} bytes, differing from the file", got.len()))
+                        expect(got == file(&name), format!("{name}: {} bytes, differing from the file", got.len()))?;
+                        f.want("QUIT", 221).map(|_| ())
                     })
                 })
                 .collect();
-            for h in handles {
-                h.join().map_err(|_| "a download thread panicked".to_string())??;
+            for (i, h) in handles.into_iter().enumerate() {
+                h.join()
+                    .map_err(|_| "a download thread panicked".to_string())?
+                    .map_err(|e| format!("download {i}: {e}"))?;
             }
             Ok(())
         })(),
@@ -1078,18 +1110,28 @@ pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), 
         (|| {
             let mut f = Ftp::login(port)?;
             let want = file("1m.bin");
-            f.want("REST 1000", 350)?;
-            let got = f.data("RETR 1m.bin")?;
+            // REST just before the RETR it restarts (RFC 3659 §5): after EPSV.
+            let got = f.data_at("RETR 1m.bin", 1000)?;
             expect(
                 got == want[1000..],
                 format!("REST 1000 then RETR: {} bytes, want the file's last {}", got.len(), want.len() - 1000),
             )?;
             let got = f.data("RETR 1m.bin")?;
             expect(got == want, "a RETR after a resumed one starts at 0 again")?;
-            f.want("REST 2000000", 350)?;
             f.want("EPSV", 229)?;
+            f.want("REST 2000000", 350)?;
             f.want("RETR 1m.bin", 554)?;
             f.want("REST x", 501)?;
+            // Any other command clears a restart point.
+            f.want("REST 1000", 350)?;
+            f.want("NOOP", 200)?;
+            let got = f.data("RETR 1m.bin")?;
+            expect(got == want, "REST, NOOP, then RETR: the whole file (the NOOP cleared the restart point)")?;
+            // EPSV ALL (RFC 2428): 200, and PASV refused from then on.
+            f.want("EPSV ALL", 200)?;
+            f.want("PASV", 503)?;
+            let got = f.data("RETR 1m.bin")?;
+            expect(got == want, "RETR by EPSV after EPSV ALL")?;
             f.want("QUIT", 221).map(|_| ())
         })(),
     ));
@@ -1114,6 +1156,80 @@ pub fn ftp_checks(port: u16, t: &crate::qemu::Typer) -> Vec<(String, Result<(), 
         println!("    | (no curl on this machine: the FTP checks use xtask's own client only)");
     }
     v
+}
+
+/// Twenty idle control connections from one address (every host client is one address
+/// behind QEMU's user network), more than the scenario's per-address limit (ftpd
+/// `sessions=24`: 18 an address): a download beside them is still served, and the
+/// oldest idle ones were shed with 421 to make room.
+fn ftp_idle_crowd(port: u16) -> Result<(), String> {
+    let mut idle = Vec::new();
+    for i in 0..20 {
+        match Ftp::connect_once(port) {
+            Ok(mut f) => {
+                f.want("USER anonymous", 331)?;
+                f.want("PASS idle@example.com", 230)?;
+                idle.push(f);
+            }
+            // ftpd sheds only sessions idle for 2 s: one that came too soon after
+            // the others may be refused (421) while none is.
+            Err(e) if e.contains("421") && i >= 16 => {}
+            Err(e) => return Err(format!("idle session {i}: {e}")),
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // At once: a first try, not one of `Ftp::connect`'s for a minute.
+    let t0 = Instant::now();
+    let mut f = Ftp::connect_once(port).map_err(|e| format!("a client beside {} idle sessions: {e}", idle.len()))?;
+    f.want("USER anonymous", 331)?;
+    f.want("PASS x", 230)?;
+    f.want("TYPE I", 200)?;
+    let got = f.data("RETR f3.bin")?;
+    expect(got == file("f3.bin"), "the download beside the idle sessions differs")?;
+    let _ = f.cmd("QUIT");
+    println!(
+        "    | ftp: a download beside {} idle sessions of its address took {} ms",
+        idle.len(),
+        t0.elapsed().as_millis()
+    );
+    // The oldest were told why they went.
+    let first = &mut idle[0];
+    first.r.get_ref().set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let (c, text) = first.reply().map_err(|e| format!("the oldest idle session: {e}"))?;
+    expect(c == 421, format!("the oldest idle session was told {}", text.trim()))?;
+    Ok(())
+}
+
+/// A client that reads its download at 1 byte a second: ftpd aborts the transfer
+/// (426) once a 20 s window moves under 16 KiB, and the session goes on (its next
+/// download works: the data port was given back).
+fn ftp_slow_reader(port: u16) -> Result<(), String> {
+    let mut f = Ftp::login(port)?;
+    let p = f.epsv()?;
+    let mut d = connect(p)?;
+    d.set_read_timeout(Some(Duration::from_secs(2))).map_err(|e| e.to_string())?;
+    f.want("RETR 16m.bin", 150)?;
+    f.r.get_ref().set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let mut one = [0u8; 1];
+    loop {
+        // One byte a second.
+        let _ = d.read(&mut one);
+        match f.reply() {
+            Ok((c, text)) => {
+                expect(c == 426, format!("the slow download ended with {}", text.trim()))?;
+                break;
+            }
+            Err(_) if t0.elapsed() < Duration::from_secs(90) => std::thread::sleep(Duration::from_millis(900)),
+            Err(e) => return Err(format!("a reader at 1 byte a second held its transfer for 90 s: {e}")),
+        }
+    }
+    println!("    | ftp: a reader at 1 byte/s aborted after {} s", t0.elapsed().as_secs());
+    drop(d);
+    f.r.get_ref().set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let got = f.data("RETR small.txt")?;
+    expect(got == SMALL, "the download after the aborted one differs")?;
+    f.want("QUIT", 221).map(|_| ())
 }
 
 /// Sessions that reserve a data port and ask for a file but never connect to it: four

@@ -327,8 +327,8 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 }
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
-    // An ftpd in the scenario gets its control port and four passive data ports
-    // forwarded from free ports of the host, the data ports to the same numbers on the
+    // An ftpd in the scenario gets its control port and `FTP_DATA_PORTS` passive data
+    // ports forwarded from free ports of the host, the data ports to the same numbers on the
     // guest (so its EPSV and PASV replies name ports the host can reach).
     let ftp = sc.http && sc.manifest.contains("${FTP_PASV}");
     // The scale checks get more ports to the guest's port 80 (`nettest::SCALE_PORTS`):
@@ -337,12 +337,19 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     // that must not wait behind the others on the host). Every host port at once, so
     // that no two are the same.
     let web = sc.net && sc.http;
-    let n_ftp = if ftp { 5 } else { 0 };
+    let n_ftp = usize::from(ftp);
     let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand") { nettest::SCALE_PORTS - 1 } else { 0 };
+    // The data ports: a range (ftpd's argument stays short), held while the others are
+    // picked.
+    let data = if ftp { Some(qemu::free_port_range(qemu::FTP_DATA_PORTS)?) } else { None };
     let ports = qemu::free_ports(n_ftp + usize::from(web) + n_more)?;
-    let ftp_ports: Vec<u16> = ports[..n_ftp].to_vec();
+    let data_ports: Vec<u16> = data.map(|(p, _)| (p..p + qemu::FTP_DATA_PORTS).collect()).unwrap_or_default();
+    let ftp_ports: Vec<u16> = [&ports[..n_ftp], &data_ports[..]].concat();
     let more_ports: Vec<u16> = ports[n_ftp + usize::from(web)..].to_vec();
-    let pasv = ftp_ports.iter().skip(1).map(|p| format!("{p}:{p}")).collect::<Vec<_>>().join(",");
+    let pasv = match (data_ports.first(), data_ports.last()) {
+        (Some(a), Some(b)) => format!("{a}-{b}"),
+        _ => String::new(),
+    };
     let img = make_image(a, &sc.manifest.replace("${FTP_PASV}", &pasv), &sc.name)?;
     if sc.http || sc.net {
         nettest::make_www()?;
