@@ -272,6 +272,24 @@ impl Summary {
     }
 }
 
+/// A program's line in a report's text (the table `ID NAME PAGES SIGMA0 LENT KPAGES`):
+/// [pages, sigma0, lent, kpages] of the first program of that name.
+pub fn row_of(text: &str, name: &str) -> Option<[u64; 4]> {
+    let mut rows = text.lines().skip_while(|l| !l.trim_start().starts_with("ID NAME")).skip(1);
+    rows.find_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        if w.len() != 6 || w[1] != name {
+            return None;
+        }
+        Some([w[2].parse().ok()?, w[3].parse().ok()?, w[4].parse().ok()?, w[5].parse().ok()?])
+    })
+}
+
+/// The pages a program's memory server gave it, from a report's text.
+pub fn pages_of(text: &str, name: &str) -> Option<u64> {
+    row_of(text, name).map(|r| r[0])
+}
+
 impl Report {
     /// The text `mem` prints: the summary first (a reader that keeps only the head of
     /// a long report keeps the sums), then the kernel, sigma0, each program, the pools,
@@ -285,14 +303,14 @@ impl Report {
             "kernel: {} kept at boot, heap {}, objects {} (page tables, stacks, UTCBs), free {}",
             k.boot, k.heap, k.objects, k.free
         );
-        let _ = writeln!(s, "sigma0: {} its own, free {}", self.sigma0_own, self.sigma0_free);
+        let _ = writeln!(s, "sigma0: {} free, {} its own (the owner table)", self.sigma0_free, self.sigma0_own);
         let _ = writeln!(s, "  ID NAME          PAGES  SIGMA0    LENT  KPAGES");
         for l in &self.lines {
             let id = l.id.map_or(String::from("-"), |i| alloc::format!("{}", i));
             let _ = writeln!(s, "{:>4} {:12} {:>6} {:>7} {:>7} {:>7}", id, l.name, l.pages, l.sigma0, l.lent, l.kpages);
         }
         for (name, pool, free, aside) in &self.pools {
-            let _ = writeln!(s, "{} pool: {} frames, {} free ({} set aside)", name, pool, free, aside);
+            let _ = writeln!(s, "{}: pool {} frames, {} free ({} set aside)", name, pool, free, aside);
         }
         if self.unlisted > 0 {
             let _ = writeln!(s, "pages of programs not listed one by one: {}", self.unlisted);
@@ -399,6 +417,14 @@ mod tests {
         let r = account(&machine());
         let text = r.render();
         assert_eq!(Summary::parse(&text), Some(r.summary));
+        assert_eq!(pages_of(&text, "cache"), Some(500));
+        assert_eq!(pages_of(&text, "sh"), Some(300));
+        assert_eq!(pages_of(&text, "mem0"), Some(0));
+        assert_eq!(pages_of(&text, "nobody"), None);
+        assert_eq!(row_of(&text, "cache"), Some([500, 300, 1_000, 10]));
+        assert_eq!(row_of(&text, "root"), Some([0, 100, 0, 40]));
+        assert!(text.contains("mem0: pool 1500 frames, 700 free (50 set aside)"), "{text}");
+        assert!(text.contains("sigma0: 4990 free,"), "{text}");
         let mut m = machine();
         m.kernel.ram -= 9;
         let r = account(&m);

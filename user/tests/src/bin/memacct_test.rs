@@ -1,7 +1,10 @@
 //! Where memory is (issue 47, item 7): restarts and live updates in a loop, with root's
-//! accounting (`mem`, `memacct`) read after each round. Every round kills net, the
-//! shared cache and files (root restarts each) and live-updates files and the cache;
-//! then the rows must sum to the machine (`unaccounted: 0`), no ended program may hold
+//! accounting (`mem`, `memacct`) read after each round. Every round kills net (httpd
+//! and ftpd end with it), the shared cache and files (root restarts each), live-updates
+//! files and the cache, reads 12 MiB through the cache (which borrows frames from
+//! sigma0 for it) and opens 64 connections at once through net (whose buffers are
+//! frames from sigma0), checking the sum while they are open; then the rows must sum
+//! to the machine (`unaccounted: 0`), no ended program may hold
 //! a frame, and — after a warm-up round, which grows what a first restart or update
 //! grows once (root's records, the kernel heap, the memory servers' pools) — the frames
 //! in use may not grow round over round beyond `TOLERANCE`.
@@ -76,6 +79,42 @@ fn read_through_cache(c: &mut Checks, seg: &Segment, round: usize) {
     c.check(ok, &format!("round {round}: {BLOCKS} blocks read through the cache, right"));
 }
 
+/// Connections at once through net, each with its buffers (80 KiB from sigma0).
+const CONNECTIONS: usize = 64;
+
+/// Open `CONNECTIONS` connections at once through net (to the host's discard port: they
+/// need not be answered), read the accounting while they are open, and close them:
+/// net's socket buffers are frames it takes from sigma0, and they must show in its row.
+fn connections(c: &mut Checks, round: usize) {
+    let slot = rt::alloc_slot();
+    let net = env::lookup("net", slot).and_then(|_| net_api::client::Net::attach(slot));
+    let Ok(net) = net else {
+        c.check(false, &format!("round {round}: attach to net ({:?})", net.err()));
+        rt::free_slot(slot);
+        return;
+    };
+    // A restarted net has its address once DHCP has answered.
+    tests::wait_until(100, || net.info().is_ok_and(|i| i.ip != 0));
+    let before = env::meminfo().ok().and_then(|t| memacct::row_of(&t, "net"));
+    let mut open = Vec::new();
+    for _ in 0..CONNECTIONS {
+        match net.connect_start(net_api::ipv4(10, 0, 2, 2), 9) {
+            Ok(h) => open.push(h),
+            Err(_) => break,
+        }
+    }
+    let text = env::meminfo().unwrap_or_default();
+    let during = memacct::row_of(&text, "net");
+    let s = Summary::parse(&text);
+    c.check(s.is_some_and(|s| s.unaccounted == 0), &format!("round {round}: the sum, {} connections open", open.len()));
+    println!("memacct_test: round {round}: net's row before {before:?}, with {} connections {during:?}", open.len());
+    c.check(!open.is_empty(), &format!("round {round}: connections through net"));
+    for h in open {
+        let _ = net.close(h);
+    }
+    rt::free_slot(slot);
+}
+
 /// Root's accounting once the machine is quiet: the summary, read until two readings
 /// a while apart agree on what is in use (a restarted server is still faulting its
 /// first pages in), at most a few seconds.
@@ -120,6 +159,7 @@ fn main() -> i32 {
         update(&mut c, "files files", round);
         update(&mut c, "cache cache", round);
         read_through_cache(&mut c, &seg, round);
+        connections(&mut c, round);
         let Some(s) = settled(round) else {
             c.check(false, &format!("round {round}: root's accounting reads"));
             break;
