@@ -54,7 +54,7 @@ rt::protocol! {
         MOVE = 0x57, fn move_frames(pa, log2, from, to) -> [moved]
             => Move { pa: u64, log2: u64, from: u64, to: u64 }
             = Request::Move { pa, log2: log2_at_most(log2, MAX_LOG2)?, from, to };
-        /// Who holds sigma0's frames, for `mem`'s accounting: MR1 = the lowest client
+        /// (root only) Who holds sigma0's frames, for `mem`'s accounting: MR1 = the lowest client
         /// number to list. Reply MR2 = frames sigma0 keeps for itself (its owner table),
         /// MR3 = the client number to ask from next (0: none left), then up to
         /// `HOLDERS_MAX` triples (client, frames it holds, of them lent), by client number,

@@ -443,6 +443,9 @@ impl Server for Sigma0 {
             Request::Stats => {
                 Answer::ok(&[self.free, self.total, self.lent.iter().map(|l| l.1).sum(), self.refused, self.keep])
             }
+            // A walk of the whole owner table: root's alone (it asks for `mem`, at most a
+            // few times a second), not every client's to ask in a loop.
+            Request::Holders { .. } if client != 1 => Answer::err(Error::NoRights),
             Request::Holders { from } => {
                 let own = self.owner.iter().filter(|&&o| o == SELF).count() as u64;
                 // (Frames that are not RAM are marked SELF too: only RAM's are sigma0's.)
