@@ -94,6 +94,8 @@ pub struct Inputs {
     pub sigma0_own: u64,
     /// sigma0's free frames.
     pub sigma0_free: u64,
+    /// Of them kept for page faults (requests for frames are refused past them).
+    pub sigma0_keep: u64,
     pub holders: Vec<Holder>,
     pub pools: Vec<Pool>,
     /// Root itself (sigma0 client 1) is not among them.
@@ -124,6 +126,7 @@ pub struct Report {
     pub kernel: Kernel,
     pub sigma0_own: u64,
     pub sigma0_free: u64,
+    pub sigma0_keep: u64,
     pub lines: Vec<Line>,
     /// Each memory server's pool: (name, frames, free, set aside).
     pub pools: Vec<(String, u64, u64, u64)>,
@@ -156,7 +159,13 @@ const UNKNOWN: &str = "?";
 /// Account for every frame.
 pub fn account(i: &Inputs) -> Report {
     let k = i.kernel;
-    let mut r = Report { kernel: k, sigma0_own: i.sigma0_own, sigma0_free: i.sigma0_free, ..Report::default() };
+    let mut r = Report {
+        kernel: k,
+        sigma0_own: i.sigma0_own,
+        sigma0_free: i.sigma0_free,
+        sigma0_keep: i.sigma0_keep,
+        ..Report::default()
+    };
     let mut lines: Vec<Line> = Vec::new();
     let root_line = Line { id: None, name: String::from("root"), kpages: i.root_kpages, ..Line::default() };
     lines.push(root_line);
@@ -303,7 +312,11 @@ impl Report {
             "kernel: {} kept at boot, heap {}, objects {} (page tables, stacks, UTCBs), free {}",
             k.boot, k.heap, k.objects, k.free
         );
-        let _ = writeln!(s, "sigma0: {} free, {} its own (the owner table)", self.sigma0_free, self.sigma0_own);
+        let _ = writeln!(
+            s,
+            "sigma0: {} free ({} of them kept for page faults), {} its own (the owner table)",
+            self.sigma0_free, self.sigma0_keep, self.sigma0_own
+        );
         let _ = writeln!(s, "  ID NAME          PAGES  SIGMA0    LENT  KPAGES");
         for l in &self.lines {
             let id = l.id.map_or(String::from("-"), |i| alloc::format!("{}", i));
@@ -341,6 +354,7 @@ mod tests {
             kernel: Kernel { ram: 10_000, boot: 500, heap: 300, sigma0: 8_000, objects: 200, free: 1_000 },
             sigma0_own: 10,
             sigma0_free: 4_990,
+            sigma0_keep: 200,
             holders: vec![
                 Holder { client: 1, frames: 100, lent: 0 },       // root
                 Holder { client: 2, frames: 1_600, lent: 0 },     // mem0: 100 own + 1,500 pool
@@ -424,7 +438,7 @@ mod tests {
         assert_eq!(row_of(&text, "cache"), Some([500, 300, 1_000, 10]));
         assert_eq!(row_of(&text, "root"), Some([0, 100, 0, 40]));
         assert!(text.contains("mem0: pool 1500 frames, 700 free (50 set aside)"), "{text}");
-        assert!(text.contains("sigma0: 4990 free,"), "{text}");
+        assert!(text.contains("sigma0: 4990 free (200 of them kept for page faults),"), "{text}");
         let mut m = machine();
         m.kernel.ram -= 9;
         let r = account(&m);

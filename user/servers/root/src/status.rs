@@ -91,8 +91,8 @@ impl Root<'_> {
             root_kpages: sys::kernel_info().quota_used,
             ..Default::default()
         };
-        if let Ok([free, ..]) = s0::client::stats(self.sigma0) {
-            i.sigma0_free = free;
+        if let Ok([free, _, _, _, keep]) = s0::client::stats(self.sigma0) {
+            (i.sigma0_free, i.sigma0_keep) = (free, keep);
         }
         // sigma0's holders, a page of them at a time (each answer names where the next
         // begins; bounded all the same).
