@@ -1,7 +1,8 @@
 //! Where memory is (issue 47, item 7): restarts and live updates in a loop, with root's
 //! accounting (`mem`, `memacct`) read after each round. Every round kills net (httpd
 //! and ftpd end with it), the shared cache and files (root restarts each), live-updates
-//! files and the cache, reads 12 MiB through the cache (which borrows frames from
+//! files and the cache (and has two updates of files fail: the new program crashes,
+//! or refuses the state), reads 12 MiB through the cache (which borrows frames from
 //! sigma0 for it) and opens 64 connections at once through net (whose buffers are
 //! frames from sigma0), checking the sum while they are open; then the rows must sum
 //! to the machine (`unaccounted: 0`), no ended program may hold
@@ -160,6 +161,12 @@ fn main() -> i32 {
         restart(&mut c, "files", round);
         update(&mut c, "files files", round);
         update(&mut c, "cache cache", round);
+        // Updates that fail: the new program crashes, or refuses the state; the old
+        // server goes on, and the new one's frames must all come back.
+        for cmd in ["files fault_crasher", "files files formats=2"] {
+            let r = env::update(cmd);
+            c.check(matches!(r, Err((Error::BadState, _))), &format!("round {round}: update {cmd} fails ({r:?})"));
+        }
         read_through_cache(&mut c, &seg, round);
         connections(&mut c, round);
         let Some(s) = settled(round) else {
