@@ -1,6 +1,6 @@
 //! Where memory is (issue 47, item 7): restarts and live updates in a loop, with root's
 //! accounting (`mem`, `memacct`) read after each round. Every round kills net (httpd
-//! and ftpd end with it), the shared cache and files (root restarts each), live-updates
+//! and ftpd end with it), the shared cache, files and blk (root restarts each), live-updates
 //! files and the cache (and has two updates of files fail: the new program crashes,
 //! or refuses the state), reads 12 MiB through the cache (which borrows frames from
 //! sigma0 for it) and opens 64 connections at once through net (whose buffers are
@@ -143,7 +143,7 @@ fn main() -> i32 {
     let blk = rt::alloc_slot();
     c.eq(env::lookup("blk", blk), Ok(()), "find the block service");
     c.eq(baio::create(blk, SEG, BLOCKS, 0), Ok(()), "create a segment");
-    let Ok(seg) = baio::open(blk, SEG, 3, BUF) else {
+    let Ok(mut seg) = baio::open(blk, SEG, 3, BUF) else {
         c.check(false, "open it");
         return c.finish("memacct_test");
     };
@@ -159,6 +159,9 @@ fn main() -> i32 {
         restart(&mut c, "net", round);
         restart(&mut c, "cache", round);
         restart(&mut c, "files", round);
+        restart(&mut c, "blk", round);
+        // The new blk knows the segment's old capability no more.
+        c.check(seg.reopen(blk).is_ok(), &format!("round {round}: open the segment at the new blk"));
         update(&mut c, "files files", round);
         update(&mut c, "cache cache", round);
         // Updates that fail: the new program crashes, or refuses the state; the old
