@@ -199,7 +199,11 @@ pub fn account(i: &Inputs) -> Report {
     }
     for p in &i.pools {
         let name = i.progs.iter().find(|q| q.client == p.client).map_or(String::from(UNKNOWN), |q| q.name.clone());
-        let server_live = i.holders.iter().any(|h| h.client == p.client) && line_of_client(&lines, p.client).is_some();
+        if line_of_client(&lines, p.client).is_none() {
+            // An ended server's frames, its pool's among them, are counted with what
+            // ended programs hold: its clients' pages are in them already.
+            continue;
+        }
         let mut listed = 0;
         for &(badge, pages) in &p.clients {
             listed = pages.saturating_add(listed);
@@ -215,10 +219,6 @@ pub fn account(i: &Inputs) -> Report {
                     r.ended.push((alloc::format!("{} (id {}, pages at {})", who, badge, name), pages));
                 }
             }
-        }
-        if !server_live {
-            // An ended server's frames, its pool's among them, are counted above.
-            continue;
         }
         r.unlisted = r.unlisted.saturating_add(p.held.saturating_sub(listed));
         r.pools.push((name, p.pool, p.free, p.reserved));
@@ -397,6 +397,17 @@ mod tests {
         assert_eq!(r.summary.ended, 1_300 + 500, "its sigma0 frames and its pool pages");
         assert_eq!(r.summary.lent, 0);
         assert!(r.render().contains("ended, still held: cache"));
+    }
+
+    #[test]
+    fn an_ended_memory_server_is_counted_once() {
+        let mut m = machine();
+        m.progs[0].live = false;
+        let r = account(&m);
+        assert_eq!(r.summary.unaccounted, 0, "{}", r.render());
+        assert_eq!(r.summary.ended, 1_600, "its frames, its pool's pages among them");
+        assert!(r.pools.is_empty());
+        assert_eq!(pages_of(&r.render(), "sh"), Some(0));
     }
 
     #[test]
