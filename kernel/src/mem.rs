@@ -11,6 +11,31 @@ use kcore::quota::Quota;
 pub use crate::arch::boot::phys_to_virt;
 
 static FRAMES: KCell<Option<FrameBitmap<'static>>> = KCell::new(None);
+/// Where the frames are (`abi::KERNEL_INFO_MEMORY`): each count moved where a frame is
+/// taken from the allocator or given back to it.
+static COUNTS: KCell<Frames> = KCell::new(Frames { ram: 0, boot: 0, heap: 0, sigma0: 0, objects: 0 });
+
+/// The kernel's frame counts (the free ones are the allocator's own count).
+#[derive(Clone, Copy)]
+pub struct Frames {
+    /// Frames of RAM below the direct map's end (the machine).
+    pub ram: u64,
+    /// Of them kept at boot: the first MiB, the kernel, the boot structures and image,
+    /// the frame tables.
+    pub boot: u64,
+    /// The kernel heap's pages and the tables that map them.
+    pub heap: u64,
+    /// Given to sigma0 (`alloc_frame_raw`).
+    pub sigma0: u64,
+    /// Taken for kernel objects outside the heap (`alloc_frame`, `alloc_contiguous`) and
+    /// not given back.
+    pub objects: u64,
+}
+
+/// Where the frames are now, and how many are free.
+pub fn frame_counts() -> (Frames, u64) {
+    (*COUNTS.get(), free_frames())
+}
 /// Mappings of each frame of RAM (device memory is never freed, so it is not counted).
 static REFCOUNT: KCell<&'static mut [u16]> = KCell::new(&mut []);
 
@@ -213,12 +238,18 @@ pub fn init(start_info_phys: u64) -> BootInfo {
         let last = b.div_ceil(PAGE_SIZE);
         fb.reserve_range(first, last.saturating_sub(first));
     }
+    // The machine: every frame of RAM the allocator was given; those it holds as used
+    // now are the ones kept at boot.
+    let ram_frames: u64 =
+        ram.iter().map(|&(a, b)| (b.min(top) / PAGE_SIZE).saturating_sub(a.div_ceil(PAGE_SIZE))).sum();
+    *COUNTS.get() = Frames { ram: ram_frames, boot: ram_frames - fb.free_count(), heap: 0, sigma0: 0, objects: 0 };
 
     // Kernel heap: an eighth of RAM, at most 32 MiB, to begin with, in address space of
     // its own (a PML4 entry every address space shares); it grows as it fills, from the
     // frames the kernel keeps (`grow_heap`).
     let heap_frames = (fb.free_count() / 8).min((32 << 20) / PAGE_SIZE);
     let Some(pdpt) = fb.alloc() else { too_small(top, "the kernel heap") };
+    COUNTS.get().heap += 1;
     zero_frame(pdpt * PAGE_SIZE);
     crate::arch::boot::install_kernel_pdpt(HEAP_PML4, pdpt * PAGE_SIZE);
     if map_heap_pages(fb, heap_frames) != heap_frames {
@@ -315,12 +346,14 @@ fn map_heap_pages(fb: &mut FrameBitmap<'static>, pages: u64) -> u64 {
                 ok = false;
                 break;
             };
+            COUNTS.get().heap += 1;
             zero_frame(f * PAGE_SIZE);
             // SAFETY: as above; a new table, present and writable, kernel only.
             unsafe { t.add(i).write((f * PAGE_SIZE) | 0x3) };
             table = f * PAGE_SIZE;
         }
         let Some(f) = ok.then(|| fb.alloc()).flatten() else { break };
+        COUNTS.get().heap += 1;
         let t = phys_to_virt(table) as *mut u64;
         // SAFETY: the last-level table for `va`, whose entry is empty (the heap only
         // grows); the frame was just taken from the allocator for the heap alone.
@@ -369,6 +402,7 @@ pub fn free_frames() -> u64 {
 pub fn alloc_frame() -> Option<u64> {
     crate::klock::settle();
     let f = frames().alloc()? * PAGE_SIZE;
+    COUNTS.get().objects += 1;
     zero_frame(f);
     Some(f)
 }
@@ -379,20 +413,30 @@ pub fn zero_frame(f: u64) {
 }
 
 pub fn free_frame(f: u64) {
-    frames().free(f / PAGE_SIZE);
+    let fb = frames();
+    if f / PAGE_SIZE < fb.total() && fb.is_used(f / PAGE_SIZE) {
+        // Every frame given back is a kernel object's: sigma0's frames stay mapped in
+        // sigma0 (never unreferenced to nothing), the heap's stay in the heap.
+        COUNTS.get().objects = COUNTS.get().objects.saturating_sub(1);
+    }
+    fb.free(f / PAGE_SIZE);
 }
 
 /// A frame with whatever it holds (for handing memory to sigma0, which owns its
 /// contents from then on).
 pub fn alloc_frame_raw() -> Option<u64> {
     crate::klock::settle();
-    Some(frames().alloc()? * PAGE_SIZE)
+    let f = frames().alloc()? * PAGE_SIZE;
+    COUNTS.get().sigma0 += 1;
+    Some(f)
 }
 
 /// `n` contiguous frames (kernel stacks).
 pub fn alloc_contiguous(n: u64) -> Option<u64> {
     crate::klock::settle();
-    Some(frames().alloc_contiguous(n, 1)? * PAGE_SIZE)
+    let f = frames().alloc_contiguous(n, 1)? * PAGE_SIZE;
+    COUNTS.get().objects += n;
+    Some(f)
 }
 
 pub fn free_contiguous(f: u64, n: u64) {

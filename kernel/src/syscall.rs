@@ -55,6 +55,17 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.r10 = abi::tables::ROOT_THREADS as u64;
             Ok(())
         }
+        Call::KernelInfo { what: abi::KERNEL_INFO_MEMORY } => {
+            let (c, free) = mem::frame_counts();
+            let out = k.cur().frame();
+            out.rdi = c.ram;
+            out.rsi = c.boot;
+            out.rdx = c.heap;
+            out.r10 = c.sigma0;
+            out.r8 = c.objects;
+            out.r9 = free;
+            Ok(())
+        }
         Call::KernelInfo { what: abi::KERNEL_INFO_SMP } => {
             use core::sync::atomic::Ordering::Relaxed;
             let handovers = k.handovers;

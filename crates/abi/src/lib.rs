@@ -22,6 +22,16 @@ pub const KERNEL_INFO_CPU: u64 = 3;
 /// `tables::ROOT_TASKS`, `tables::ROOT_THREADS`.
 pub const KERNEL_INFO_TABLES: u64 = 4;
 
+/// `KERNEL_INFO(KERNEL_INFO_MEMORY)`: where the machine's frames are, from the kernel's
+/// side — `rdi` = frames of RAM the kernel manages (the machine), `rsi` = of them kept at
+/// boot and never handed out (the first MiB, the kernel's image, the boot image, the frame
+/// tables), `rdx` = the kernel heap's (its pages and their tables; it never shrinks),
+/// `r10` = given to sigma0 at boot (every frame user memory is made of), `r8` = the
+/// kernel's objects outside the heap (page tables, kernel stacks, UTCBs, the boot tasks'
+/// images), `r9` = free. Each is counted where the frame is taken or given back, so the
+/// five after the first sum to it unless a count is wrong (`memacct` shows the difference).
+pub const KERNEL_INFO_MEMORY: u64 = 5;
+
 /// The kernel's fixed tables (a task or thread made takes a slot until it is destroyed).
 /// The last `ROOT_TASKS` task slots and `ROOT_THREADS` thread slots are made only by a
 /// task without a parent (root, which starts the manifest's programs): for any other,

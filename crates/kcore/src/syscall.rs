@@ -32,7 +32,7 @@ pub enum Call {
     Null,
     /// `KERNEL_INFO(what)`: 0 version, ticks, TSC rate, quota, free frames; 1 the TSC
     /// ticks spent halted; 2 the CPUs (`abi::KERNEL_INFO_SMP`); 4 the kernel's tables
-    /// (`abi::KERNEL_INFO_TABLES`). Any other `what` (but `KERNEL_INFO_CPU`, `CpuInfo`)
+    /// (`abi::KERNEL_INFO_TABLES`); 5 where the frames are (`abi::KERNEL_INFO_MEMORY`). Any other `what` (but `KERNEL_INFO_CPU`, `CpuInfo`)
     /// is `InvalidArg`.
     KernelInfo {
         what: u64,
@@ -248,7 +248,9 @@ impl Call {
         Ok(match r.rax {
             sys::NULL => Call::Null,
             sys::KERNEL_INFO if a0 == abi::KERNEL_INFO_CPU => Call::CpuInfo { cpu: a1 },
-            sys::KERNEL_INFO if a0 <= abi::KERNEL_INFO_SMP || a0 == abi::KERNEL_INFO_TABLES => {
+            sys::KERNEL_INFO
+                if a0 <= abi::KERNEL_INFO_SMP || a0 == abi::KERNEL_INFO_TABLES || a0 == abi::KERNEL_INFO_MEMORY =>
+            {
                 Call::KernelInfo { what: a0 }
             }
             sys::KERNEL_INFO => return Err(Error::InvalidArg),
@@ -423,12 +425,13 @@ mod tests {
         assert_eq!(dec(sys::KERNEL_INFO, [3, 5, 0, 0, 0]), Ok(Call::CpuInfo { cpu: 5 }));
         assert_eq!(dec(sys::KERNEL_INFO, [0, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 0 }));
         assert_eq!(dec(sys::KERNEL_INFO, [4, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 4 }));
+        assert_eq!(dec(sys::KERNEL_INFO, [5, 0, 0, 0, 0]), Ok(Call::KernelInfo { what: 5 }));
     }
 
     #[test]
     fn kernel_info_unknown_what() {
         // A `what` the kernel does not know is refused, not answered with what=0's data.
-        for what in [5, 0x100, 1 << 32, u64::MAX] {
+        for what in [6, 0x100, 1 << 32, u64::MAX] {
             assert_eq!(dec(sys::KERNEL_INFO, [what, 0, 0, 0, 0]), Err(Error::InvalidArg), "what = {what:#x}");
         }
     }

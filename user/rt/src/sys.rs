@@ -73,6 +73,13 @@ pub fn kernel_tables() -> (u64, u64) {
     (r[1], r[2])
 }
 
+/// `KERNEL_INFO(KERNEL_INFO_MEMORY)`: where the machine's frames are, from the kernel's
+/// side — [RAM, kept at boot, kernel heap, given to sigma0, kernel objects, free].
+pub fn kernel_memory() -> [u64; 6] {
+    let r = safe_call(sys::KERNEL_INFO, abi::KERNEL_INFO_MEMORY, 0, 0, 0, 0);
+    [r[1], r[2], r[3], r[4], r[5], r[6]]
+}
+
 static TSC_PER_MS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Microseconds since boot, from the TSC (the kernel's calibration, asked once).

@@ -54,8 +54,10 @@ rt::protocol! {
         /// of a million pages would cost a million `UNMAP`s); otherwise each is revoked.
         UNREGISTER = 0x61, fn unregister(client, gone) -> []
             => Unregister { client: u64, gone: bool } = Request::Unregister { client, gone: gone == 1 };
-        /// Reply: MR1 = 0, MR2 = pool pages, MR3 = free pool pages, MR4 = clients, then
-        /// (badge, pages, limit) for each client.
+        /// Reply: MR1 = 0, MR2 = pool pages (frames this server took from sigma0 for its
+        /// clients), MR3 = free pool pages, MR4 = clients, MR5 = pages all clients hold,
+        /// MR6 = free pages set aside for clients (`RESERVE`), then (badge, pages, limit)
+        /// for the first `STATS_CLIENTS` clients by badge (MR5 counts them all).
         STATS = 0x62, fn stats() => Stats;
         /// A program's own memory (through its capability to its memory server: `abi::cap::PAGER`,
         /// or one looked up as `rt::proto::PAGER`). MR1 = a new resident limit in pages (`u64::MAX`: leave it; 0: none;
@@ -112,6 +114,9 @@ rt::protocol! {
 pub const MAY_GRAFT: u64 = 1;
 /// The lowest resident limit: below it a program would fault on most pages it runs.
 pub const MIN_RESIDENT: u64 = 32;
+
+/// Clients a `STATS` answer lists one by one (MR7 up to MR63).
+pub const STATS_CLIENTS: usize = 19;
 
 /// The largest image `IMAGE` takes.
 pub const MAX_IMAGE: u64 = 8 << 20;

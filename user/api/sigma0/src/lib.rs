@@ -54,6 +54,13 @@ rt::protocol! {
         MOVE = 0x57, fn move_frames(pa, log2, from, to) -> [moved]
             => Move { pa: u64, log2: u64, from: u64, to: u64 }
             = Request::Move { pa, log2: log2_at_most(log2, MAX_LOG2)?, from, to };
+        /// (root only) Who holds sigma0's frames, for `mem`'s accounting: MR1 = the lowest client
+        /// number to list. Reply MR2 = frames sigma0 keeps for itself (its owner table),
+        /// MR3 = the client number to ask from next (0: none left), then up to
+        /// `HOLDERS_MAX` triples (client, frames it holds, of them lent), by client number,
+        /// of the clients from MR1 on that hold any (root is client 1; a program is its
+        /// id plus 2). One walk of the owner table per request.
+        HOLDERS = 0x59, fn holders(from) => Holders { from: u64 };
     }
 }
 
@@ -67,6 +74,9 @@ fn log2_at_most(l: u64, max: u64) -> Result<u64, Error> {
 }
 
 pub const MAX_LENDERS: usize = 4;
+
+/// Triples one `HOLDERS` answer carries at most (MR4 up to MR63).
+pub const HOLDERS_MAX: usize = 20;
 
 pub const MAX_LOG2: u64 = 10;
 /// One message maps at most `abi::ipc::MAX_ITEM_PAGES` pages.

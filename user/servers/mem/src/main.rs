@@ -772,8 +772,10 @@ impl Server for Mem {
                 a
             }
             Request::Stats => {
-                let mut w = alloc::vec![self.pool_pages, self.available(), self.clients.len() as u64];
-                for (b, c) in self.clients.iter().take(18) {
+                let held = self.clients.values().map(|c| c.pages.len() as u64).sum::<u64>();
+                let mut w =
+                    alloc::vec![self.pool_pages, self.available(), self.clients.len() as u64, held, self.reserved];
+                for (b, c) in self.clients.iter().take(mem_api::STATS_CLIENTS) {
                     w.extend_from_slice(&[*b, c.pages.len() as u64, c.limit]);
                 }
                 Answer::ok(&w)

@@ -211,6 +211,50 @@ impl Sigma0 {
         Some(pages)
     }
 
+    /// The frames of the first `HOLDERS_MAX` clients numbered `from` or above that hold
+    /// any, by number (client, frames), and the next number to ask from (0: none).
+    /// One walk of the owner table: the smallest numbers seen are kept in a small sorted
+    /// table; a client pushed out of it (or never let in) is above every number kept,
+    /// and no number above the largest kept is ever let in again, so each count kept is
+    /// a whole one.
+    fn holders(&self, from: Client) -> ([(Client, u64); s0::HOLDERS_MAX], usize, Client) {
+        let mut t = [(0 as Client, 0u64); s0::HOLDERS_MAX];
+        let (mut n, mut next) = (0usize, 0 as Client);
+        let mut last: Option<usize> = None;
+        for &o in self.owner.iter() {
+            if o == FREE || o == SELF || o < from {
+                continue;
+            }
+            // Runs of one owner are the rule: the last entry first.
+            if let Some(i) = last.filter(|&i| i < n && t[i].0 == o) {
+                t[i].1 += 1;
+                continue;
+            }
+            match t[..n].binary_search_by_key(&o, |e| e.0) {
+                Ok(i) => {
+                    t[i].1 += 1;
+                    last = Some(i);
+                }
+                Err(i) if n < t.len() => {
+                    t.copy_within(i..n, i + 1);
+                    t[i] = (o, 1);
+                    n += 1;
+                    last = Some(i);
+                }
+                Err(i) if i < n => {
+                    // Full, and `o` is below the largest kept: that one goes.
+                    let gone = t[n - 1].0;
+                    next = if next == 0 { gone } else { next.min(gone) };
+                    t.copy_within(i..n - 1, i + 1);
+                    t[i] = (o, 1);
+                    last = Some(i);
+                }
+                Err(_) => next = if next == 0 { o } else { next.min(o) },
+            }
+        }
+        (t, n, next)
+    }
+
     fn reclaim(&mut self, client: Client) -> u64 {
         let mut n = 0;
         for i in 0..self.nruns {
@@ -398,6 +442,25 @@ impl Server for Sigma0 {
             }
             Request::Stats => {
                 Answer::ok(&[self.free, self.total, self.lent.iter().map(|l| l.1).sum(), self.refused, self.keep])
+            }
+            // A walk of the whole owner table: root's alone (it asks for `mem`, at most a
+            // few times a second), not every client's to ask in a loop.
+            Request::Holders { .. } if client != 1 => Answer::err(Error::NoRights),
+            Request::Holders { from } => {
+                let own = self.owner.iter().filter(|&&o| o == SELF).count() as u64;
+                // (Frames that are not RAM are marked SELF too: only RAM's are sigma0's.)
+                let holes = self.owner.len() as u64
+                    - self.runs[..self.nruns].iter().map(|(a, b)| (b - a) / PAGE_SIZE).sum::<u64>();
+                let from = from.clamp(1, SELF as u64 - 1) as Client;
+                let (t, n, next) = self.holders(from);
+                let mut w = [0u64; 2 + 3 * s0::HOLDERS_MAX];
+                w[0] = own.saturating_sub(holes);
+                w[1] = next as u64;
+                for (k, &(c, frames)) in t[..n].iter().enumerate() {
+                    let lent = self.lent.iter().filter(|l| l.0 == c).map(|l| l.1).sum();
+                    w[2 + 3 * k..5 + 3 * k].copy_from_slice(&[c as u64, frames, lent]);
+                }
+                Answer::ok(&w[..2 + 3 * n])
             }
             Request::Reclaim { client: c } if client == 1 => {
                 // Never root's own frames (client 1), nor a number no client has.

@@ -70,11 +70,7 @@ fn hostile(files: u64, point: Point, c: &mut Checks) -> Vec<(String, Vec<u8>)> {
 
 /// A program's resident pages as its memory server counts them (`mem`).
 fn pages(name: &str) -> Option<u64> {
-    let info = env::meminfo().ok()?;
-    info.lines().find_map(|l| {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        (w.len() >= 4 && w[1] == name && w[3] == "pages").then(|| w[2].parse().ok()).flatten()
-    })
+    memacct::pages_of(&env::meminfo().ok()?, name)
 }
 
 /// sigma0's free frames (`mem`'s first line).

@@ -111,7 +111,7 @@ fn main() -> i32 {
 
     // KERNEL_INFO: a `what` it does not know is refused (not answered as what = 0).
     c.eq(raw(nr::KERNEL_INFO, [0; 6]), Ok(()), "KERNEL_INFO(0)");
-    for what in [abi::KERNEL_INFO_TABLES + 1, 99, u64::MAX] {
+    for what in [abi::KERNEL_INFO_MEMORY + 1, 99, u64::MAX] {
         c.eq(raw(nr::KERNEL_INFO, [what, 0, 0, 0, 0, 0]), Err(Error::InvalidArg), "KERNEL_INFO with an unknown what");
     }
 

@@ -10,7 +10,7 @@ use rt::println;
 pub(crate) const COMMANDS: &[(&str, &str, &str)] = &[
     ("help", "help [CMD]", "the commands, or how to use CMD"),
     ("ps", "ps", "programs: id, state, priority, threads, pager, kernel pages, restarts,\nswitches (voluntary: blocked; involuntary: preempted)"),
-    ("mem", "mem", "memory of sigma0 and of each memory server, per program"),
+    ("mem", "mem", "where every frame is: kernel, sigma0, each program, the pools; sums to the machine"),
     ("kill", "kill ID|NAME", "end a program (by id, or the first of that name; see `ps`)"),
     ("run", "run NAME [ARGS] [&]", "start a program from the boot image (resources as the manifest says)\nand wait until it ends (Ctrl-C: stop waiting; with `&`: do not wait)"),
     ("lspci", "lspci", "list PCI devices"),
