@@ -38,6 +38,23 @@ fn syn_of(frame: &[u8]) -> Option<(IpAddress, u16, u16)> {
     (tcp.syn() && !tcp.ack()).then(|| (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port()))
 }
 
+/// (source address, source port, destination port) of `frame` if it is IPv4 TCP or
+/// UDP: whose it is.
+fn flow_of(frame: &[u8]) -> Option<(u32, u16, u16)> {
+    use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket};
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let src = u32::from(ip.src_addr());
+    match ip.next_header() {
+        IpProtocol::Tcp => TcpPacket::new_checked(ip.payload()).ok().map(|t| (src, t.src_port(), t.dst_port())),
+        IpProtocol::Udp => UdpPacket::new_checked(ip.payload()).ok().map(|u| (src, u.src_port(), u.dst_port())),
+        _ => None,
+    }
+}
+
 /// Does a socket hold the connection from `from`:`port` to local port `to` already?
 fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bool {
     sockets.iter().any(|(_, s)| match s {
@@ -90,6 +107,7 @@ impl Net {
             let t1 = rt::sys::rdtsc();
             if self.nic.has_rx() {
                 self.admit_syns();
+                self.mark_rx();
             }
             let t = now();
             let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
@@ -116,6 +134,8 @@ impl Net {
         self.pools();
         self.reap();
         self.pings_in();
+        self.sweep();
+        self.poll_at = self.iface.poll_at(now(), &self.sockets);
         self.wake();
         self.prof[5] += rt::sys::rdtsc().wrapping_sub(t0);
     }
@@ -229,6 +249,21 @@ impl Net {
             c.bytes += SOCK_BYTES;
             held += SOCK_BYTES;
             admitted.push(syn);
+            true
+        });
+    }
+
+    /// Mark, for the readiness wait, the socket each received frame is for (its
+    /// connection's, else its port's listener or UDP socket): a lookup a frame, not a
+    /// walk of the sockets.
+    fn mark_rx(&mut self) {
+        let (owners, clients) = (&self.owners, &mut self.clients);
+        self.nic.retain_rx(|f| {
+            if let Some((id, h)) = flow_of(f).and_then(|fl| owners.of(fl)) {
+                if let Some(c) = clients.get_mut(&id) {
+                    c.watch.mark(&(crate::wait::SOCKET, h));
+                }
+            }
             true
         });
     }

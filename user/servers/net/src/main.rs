@@ -171,6 +171,19 @@ struct Net {
     /// Busy ticks by part (`net_api::PROFILE`): requests, device, stack, (checksums:
     /// the device's counter), Cue, after each run.
     prof: [u64; 6],
+    /// Whose a received frame is, to mark it for the readiness wait: (peer address,
+    /// peer port, local port) of each connection a client holds, and (0, 0, port) of
+    /// each listener and UDP socket → (client, handle); and each connection's key
+    /// there, to forget it (`sockets::Owners`).
+    owners: sockets::Owners,
+    /// When every watched entry is marked next (`wait::sweep`).
+    sweep_at: Instant,
+    /// When the stack wants to run next, as the last run left it (`Interface::poll_at`
+    /// walks every socket: once a run, not once a message).
+    poll_at: Option<Instant>,
+    /// The last RECV took bytes from a nearly full receive buffer: the stack runs after
+    /// it (a window update to send); else a RECV needs no run.
+    window_tight: bool,
 }
 
 impl Net {
@@ -192,7 +205,8 @@ impl Net {
             Request::SendTo { handle, ip, port, off, len } => self.send_to(id, handle, ip, port, off, len),
             Request::RecvFrom { handle, off, max } => self.recv_from(id, handle, off, max),
             Request::Wait { timeout_us, entries } => self.wait(id, timeout_us, entries),
-            Request::WaitMany { timeout_us, off, count, out } => self.wait_many(id, timeout_us, off, count, out),
+            Request::WaitReady { timeout_us, off, max } => self.wait_ready(id, timeout_us, off, max),
+            Request::Watch { handle, events, token } => self.watch(id, handle, events, token),
             Request::Profile => self.profile(),
             Request::Limits => self.limits(id),
             Request::Ping { ip, timeout_us } => self.ping(id, ip, timeout_us),
@@ -286,14 +300,33 @@ impl Server for Net {
         }
         self.caller_principal = from.principal();
         let t0 = rt::sys::rdtsc();
+        // Requests that change nothing the stack sends need no run of it after them
+        // (a run walks every socket in smoltcp: not once per look).
+        let quiet = matches!(
+            req,
+            Request::Wait { .. }
+                | Request::WaitReady { .. }
+                | Request::Watch { .. }
+                | Request::State { .. }
+                | Request::Limits
+                | Request::Profile
+                | Request::Info
+                | Request::CueState { .. }
+                | Request::CueList
+                | Request::Recv { .. }
+        );
+        self.window_tight = false;
         let r = self.request(id, req);
+        let quiet = quiet && !self.window_tight;
         if let Some(s) = self.received.take() {
             // A capability that came with a request that did not take it.
             rt::free_slot(s);
         }
         self.prof[0] += rt::sys::rdtsc().wrapping_sub(t0);
         // Whatever the request changed goes out now (data, FIN, SYN, window updates).
-        self.pump();
+        if !quiet {
+            self.pump();
+        }
         match r {
             Ok(Some(m)) => Answer::Reply(m),
             Ok(None) => Answer::Later,
@@ -307,7 +340,7 @@ impl Server for Net {
             return Some(0);
         }
         let t = now();
-        let mut next = self.iface.poll_delay(t, &self.sockets).map(|d| d.total_micros());
+        let mut next = self.poll_at.map(|d| if d > t { (d - t).total_micros() } else { 0 });
         let mut at = |d: Instant| {
             let us = if d > t { (d - t).total_micros() } else { 0 };
             next = Some(next.map_or(us, |n| n.min(us)));
@@ -316,6 +349,9 @@ impl Server for Net {
             if let Some(d) = w.deadline {
                 at(d);
             }
+        }
+        if self.clients.values().any(|c| !c.watch.is_empty()) {
+            at(self.sweep_at);
         }
         for pg in &self.pings {
             at(pg.deadline);
@@ -490,6 +526,10 @@ fn main() -> i32 {
         cue_text: String::new(),
         cue_busy: false,
         prof: [0; 6],
+        owners: sockets::Owners::default(),
+        sweep_at: now(),
+        poll_at: None,
+        window_tight: false,
     };
     n.pump();
     let mut buf = [0u8; graft_api::RECV_BYTES];
