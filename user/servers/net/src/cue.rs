@@ -20,7 +20,7 @@ use blk_api::{self as b, client::View};
 use core::fmt::Write as _;
 use net_api as p;
 use rt::{env, ipc, server};
-use smoltcp::iface::SocketHandle;
+use sockpark::Handle as SocketHandle;
 use smoltcp::socket::tcp;
 
 pub const BLOCK: u64 = 4096;

@@ -4,18 +4,23 @@
 //! that report on it (INFO, PROFILE).
 
 use crate::clients::Client;
-use crate::sockets::{add_tcp, remove_sock, Sock, SOCK_BYTES};
+use crate::sockets::{add_tcp, connected, remove_sock, Sock, SOCK_BYTES};
 use crate::{ip_word, mac_word, now, ok, Net, Reply};
 use alloc::vec::Vec;
 use net_api as p;
 use rt::println;
-use smoltcp::iface::SocketSet;
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::Duration;
 use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 
 /// How long DHCP may take before a static address from the arguments is used.
 pub const FALLBACK: Duration = Duration::from_secs(5);
+
+/// A connection untouched this long (µs), established and with nothing to send, is
+/// parked outside the stack's runs (past smoltcp's delayed ACK, 10 ms, so none is
+/// pending), and the awake ones are looked at this often.
+const PARK_IDLE_US: u64 = 200_000;
+const PARK_EVERY_US: u64 = 100_000;
 
 /// Rounds of the stack a pump runs for Cue alone before it looks for requests again:
 /// a fast transfer keeps finding room as ACKs come, and must not keep the server from
@@ -56,7 +61,7 @@ fn flow_of(frame: &[u8]) -> Option<(u32, u16, u16)> {
 }
 
 /// Does a socket hold the connection from `from`:`port` to local port `to` already?
-fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bool {
+fn holds(sockets: &sockpark::Sockets, (from, port, to): (IpAddress, u16, u16)) -> bool {
     sockets.iter().any(|(_, s)| match s {
         smoltcp::socket::Socket::Tcp(t) => {
             t.state() != tcp::State::Closed
@@ -101,6 +106,7 @@ impl Net {
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     pub fn pump(&mut self) {
         self.cue_busy = false;
+        self.sockets.touch_time(rt::sys::now_us());
         for round in 0..256 {
             let t0 = rt::sys::rdtsc();
             self.nic.poll_rx();
@@ -110,7 +116,7 @@ impl Net {
                 self.mark_rx();
             }
             let t = now();
-            let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
+            let changed = self.iface.poll(t, &mut self.nic, self.sockets.set());
             let t2 = rt::sys::rdtsc();
             self.nic.refill();
             let t3 = rt::sys::rdtsc();
@@ -135,7 +141,8 @@ impl Net {
         self.reap();
         self.pings_in();
         self.sweep();
-        self.poll_at = self.iface.poll_at(now(), &self.sockets);
+        self.park();
+        self.poll_at = self.iface.poll_at(now(), self.sockets.set());
         self.wake();
         self.prof[5] += rt::sys::rdtsc().wrapping_sub(t0);
     }
@@ -257,14 +264,37 @@ impl Net {
     /// connection's, else its port's listener or UDP socket): a lookup a frame, not a
     /// walk of the sockets.
     fn mark_rx(&mut self) {
-        let (owners, clients) = (&self.owners, &mut self.clients);
+        let (owners, clients, sockets) = (&self.owners, &mut self.clients, &mut self.sockets);
         self.nic.retain_rx(|f| {
             if let Some((id, h)) = flow_of(f).and_then(|fl| owners.of(fl)) {
                 if let Some(c) = clients.get_mut(&id) {
                     c.watch.mark(&(crate::wait::SOCKET, h));
+                    // A parked connection goes back to the stack before it runs (else
+                    // smoltcp, finding no socket, would reset the peer).
+                    if let Some(Sock::Tcp { h: sh, .. }) = c.sockets.get(&h) {
+                        sockets.wake(*sh);
+                    }
                 }
             }
             true
+        });
+    }
+
+    /// Park the connections that have nothing to do (established, nothing queued to
+    /// send, so no timer runs) and that nothing touched for `PARK_IDLE_US`, outside the
+    /// stack's runs (`sockpark`): a run walks every socket it is given. A frame for
+    /// one wakes it (`mark_rx`, by its flow: only connections `owners` knows park),
+    /// as does a request on it. A walk of the awake sockets every `PARK_EVERY_US`.
+    fn park(&mut self) {
+        let t = rt::sys::now_us();
+        if t < self.park_at {
+            return;
+        }
+        self.park_at = t + PARK_EVERY_US;
+        let owners = &self.owners;
+        self.sockets.park(t, PARK_IDLE_US, |h, s| match s {
+            smoltcp::socket::Socket::Tcp(s) => connected(s) && s.send_queue() == 0 && owners.has(h),
+            _ => false,
         });
     }
 

@@ -53,7 +53,8 @@ use rt::ipc::Msg;
 use rt::server::{self, Answer, Badge, Server};
 use rt::{env, pci, println};
 use sigma0_api as s0;
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{Config, Interface};
+use sockpark::Handle as SocketHandle;
 use smoltcp::socket::dhcpv4;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
@@ -112,7 +113,9 @@ fn ipv4(w: u32) -> Ipv4Address {
 struct Net {
     nic: Nic,
     iface: Interface,
-    sockets: SocketSet<'static>,
+    /// smoltcp's sockets, the idle connections parked outside the stack's runs
+    /// (`sockpark`; `Net::park`).
+    sockets: sockpark::Sockets,
     dhcp: Option<SocketHandle>,
     icmp: SocketHandle,
     /// 0 static, 1 DHCP, 2 none yet.
@@ -178,6 +181,8 @@ struct Net {
     owners: sockets::Owners,
     /// When every watched entry is marked next (`wait::sweep`).
     sweep_at: Instant,
+    /// When idle connections are parked next (`Net::park`).
+    park_at: u64,
     /// When the stack wants to run next, as the last run left it (`Interface::poll_at`
     /// walks every socket: once a run, not once a message).
     poll_at: Option<Instant>,
@@ -299,6 +304,7 @@ impl Server for Net {
             return a;
         }
         self.caller_principal = from.principal();
+        self.sockets.touch_time(rt::sys::now_us());
         let t0 = rt::sys::rdtsc();
         // Requests that change nothing the stack sends need no run of it after them
         // (a run walks every socket in smoltcp: not once per look).
@@ -472,7 +478,7 @@ fn main() -> i32 {
     let mut config = Config::new(EthernetAddress(mac).into());
     config.random_seed = rt::sys::rdtsc();
     let iface = Interface::new(config, &mut nic, now());
-    let mut sockets = SocketSet::new(Vec::new());
+    let mut sockets = sockpark::Sockets::new();
     let icmp = sockets.add(icmp_socket());
     let dhcp = dhcp_on.then(|| sockets.add(dhcpv4::Socket::new()));
     println!(
@@ -529,6 +535,7 @@ fn main() -> i32 {
         owners: sockets::Owners::default(),
         sweep_at: now(),
         poll_at: None,
+        park_at: 0,
         window_tight: false,
     };
     n.pump();

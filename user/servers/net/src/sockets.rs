@@ -8,7 +8,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 use net_api as p;
-use smoltcp::iface::{SocketHandle, SocketSet};
+use sockpark::{Handle as SocketHandle, Sockets as SocketSet};
 use smoltcp::socket::{tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint};
@@ -62,6 +62,11 @@ impl Owners {
 
     pub fn forget_port(&mut self, port: u16) {
         self.by_flow.remove(&(0, 0, port));
+    }
+
+    /// Is smoltcp's socket `sh` a connection a client holds (a frame for it is found)?
+    pub fn has(&self, sh: SocketHandle) -> bool {
+        self.flow_of.contains_key(&sh)
     }
 
     pub fn forget(&mut self, sh: SocketHandle) {
@@ -127,7 +132,7 @@ fn tcp_state(s: tcp::State) -> u64 {
 /// `sockets`: segments sent at once (no Nagle: the clients batch through the shared
 /// area), dead peers given up after 2 min. None: no frames for its buffers.
 pub fn add_tcp(
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut SocketSet,
     pool: &mut bufs::Pool,
     slots: &mut BTreeMap<SocketHandle, u32>,
 ) -> Option<SocketHandle> {
@@ -143,7 +148,7 @@ pub fn add_tcp(
 /// A UDP socket bound to `port` with its buffers (a slot of `pool`, recorded in
 /// `slots`), added to `sockets`. None: no frames for its buffers.
 fn add_udp(
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut SocketSet,
     pool: &mut bufs::Pool,
     slots: &mut BTreeMap<SocketHandle, u32>,
     port: u16,
@@ -164,7 +169,7 @@ fn add_udp(
 
 /// Remove socket `h` (TCP or UDP) from `sockets` and give its buffers back to `pool`.
 pub fn remove_sock(
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut SocketSet,
     pool: &mut bufs::Pool,
     slots: &mut BTreeMap<SocketHandle, u32>,
     h: SocketHandle,
