@@ -51,6 +51,10 @@ pub struct Sockets {
     back: BTreeMap<SocketHandle, u32>,
     /// The time of the last touch (µs), as the owner gives it (`touch_time`).
     now_us: u64,
+    /// The most sockets the set has held at once since it was made: the length of its
+    /// storage (smoltcp's set fills its first free place, and grows only when full),
+    /// which each of its walks goes through, free places included (`compact`).
+    peak: usize,
 }
 
 impl Default for Sockets {
@@ -61,7 +65,7 @@ impl Default for Sockets {
 
 impl Sockets {
     pub fn new() -> Self {
-        Sockets { set: SocketSet::new(Vec::new()), slots: Vec::new(), free: Vec::new(), awake: Vec::new(), back: BTreeMap::new(), now_us: 0 }
+        Sockets { set: SocketSet::new(Vec::new()), slots: Vec::new(), free: Vec::new(), awake: Vec::new(), back: BTreeMap::new(), now_us: 0, peak: 0 }
     }
 
     /// The time touches are stamped with from now on (µs).
@@ -100,6 +104,7 @@ impl Sockets {
         self.slots[i as usize] = Slot::Awake { h, at: self.awake.len() as u32, touched: self.now_us };
         self.awake.push(i);
         self.back.insert(h, i);
+        self.peak = self.peak.max(self.awake.len());
         Handle(i)
     }
 
@@ -133,6 +138,7 @@ impl Sockets {
                 self.slots[i] = Slot::Awake { h: sh, at: self.awake.len() as u32, touched: self.now_us };
                 self.awake.push(i as u32);
                 self.back.insert(sh, i as u32);
+                self.peak = self.peak.max(self.awake.len());
                 sh
             }
             Slot::Free => panic!("a socket handle not in use"),
@@ -188,7 +194,39 @@ impl Sockets {
             self.back.remove(&sh);
             self.slots[i as usize] = Slot::Parked(self.set.remove(sh));
         }
+        self.compact();
         go.len()
+    }
+
+    /// Each awake socket.
+    pub fn awake_handles(&self) -> impl Iterator<Item = Handle> + '_ {
+        self.awake.iter().map(|i| Handle(*i))
+    }
+
+    /// Move the awake sockets into a new set once the old one's storage is mostly free
+    /// places (a burst of a thousand connections, then parked): its walks go through
+    /// every place. O(awake), when the free places pass twice the awake and 64.
+    fn compact(&mut self) {
+        if self.peak <= 2 * self.awake.len() + 64 {
+            return;
+        }
+        let mut set = SocketSet::new(Vec::new());
+        for &i in &self.awake {
+            if let Slot::Awake { h, .. } = &mut self.slots[i as usize] {
+                let sh = add_any(&mut set, self.set.remove(*h));
+                *h = sh;
+            }
+        }
+        self.set = set;
+        self.back = self
+            .awake
+            .iter()
+            .filter_map(|&i| match self.slots[i as usize] {
+                Slot::Awake { h, .. } => Some((h, i)),
+                _ => None,
+            })
+            .collect();
+        self.peak = self.awake.len();
     }
 
     /// Take place `at` out of `awake` (the last one moves there).
@@ -277,5 +315,25 @@ mod tests {
         assert!(again == hs[10] || again == hs[11]);
         assert_eq!(s.len(), 999);
         assert_eq!(s.awake(), 1);
+    }
+
+    #[test]
+    fn a_set_left_mostly_free_is_made_anew() {
+        let mut s = Sockets::new();
+        let hs: Vec<Handle> = (0..500).map(|_| s.add(tcp_socket())).collect();
+        for h in &hs[..5] {
+            s.get_mut::<tcp::Socket>(*h).set_hop_limit(Some(3));
+        }
+        s.touch_time(10);
+        for h in &hs[..5] {
+            s.wake(*h);
+        }
+        assert_eq!(s.park(10, 5, |_, _| true), 495);
+        assert_eq!(s.peak, 5, "the set was made anew with the five awake");
+        for h in &hs[..5] {
+            assert_eq!(s.get::<tcp::Socket>(*h).hop_limit(), Some(3), "each found by its handle");
+        }
+        assert_eq!(s.set().iter().count(), 5);
+        assert_eq!(s.iter().count(), 500);
     }
 }

@@ -4,8 +4,8 @@
 //! connections: each says once to `net` what it waits for next (`WATCH`: a request,
 //! room to send, its Cue transfer's end), and one `WAIT_READY` gives back only the ready
 //! ones, by token: the connection's place in a slab, found in O(1). Nothing walks every
-//! connection per event; the deadlines below are looked at by a sweep every
-//! `SWEEP_US`. As many connections as net's memory gives this program (no constant
+//! connection per event or per timer: the deadlines below are kept in order
+//! (`deadlines`), and a wait sleeps until the first. As many connections as net's memory gives this program (no constant
 //! of its own: docs/network.md, "Connections and memory"). Slow and abusive clients
 //! cost only themselves: a request head must come whole within `HEAD_US` of its first
 //! byte and at `MIN_RATE` bytes/s after `RATE_GRACE_US` (else 408 and close), a
@@ -86,9 +86,10 @@ const WAIT_OFF: u64 = 128 * 1024;
 const WAIT_MAX: u64 = 1024;
 /// The listener's token (a connection's is its place in the slab).
 const LISTENER: u64 = u64::MAX;
-/// How often the deadlines are looked at (every connection: the sweep's cost is per
-/// second, not per event; a 408 goes at most this late).
-const SWEEP_US: u64 = 250_000;
+/// The longest sleep in one wait (with no deadline sooner), and the longest while
+/// connections run short (idle ones are shed a second after their last request).
+const SLEEP_US: u64 = 60_000_000;
+const SHED_SLEEP_US: u64 = 1_000_000;
 /// Where received bytes land in the shared area, and where bytes to send are put.
 const RECV_OFF: u64 = 0;
 const RECV_MAX: u64 = 16 * 1024;
@@ -136,6 +137,8 @@ struct Conn {
     /// end it waits for (`Httpd::rewatch`).
     watched: u64,
     watched_cue: Option<u64>,
+    /// Its entry in `Httpd::deadlines` (0: none).
+    dl: u64,
 }
 
 struct Httpd {
@@ -145,6 +148,9 @@ struct Httpd {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     live: usize,
+    /// (when, token) of each connection's next deadline, in order: a timer costs the
+    /// deadlines due, not a walk of the connections.
+    deadlines: alloc::collections::BTreeSet<(u64, u64)>,
     /// Connections by peer address.
     per_addr: alloc::collections::BTreeMap<u64, usize>,
     /// Connections net's budget allows this program (LIMITS), past which new ones wait.
@@ -663,6 +669,7 @@ impl Httpd {
         let n = (self.live + margin - self.max_conns).min(idle.len());
         for (_, i) in idle.into_iter().take(n) {
             if let Some(c) = self.take(i) {
+                self.deadlines.remove(&(c.dl, i as u64));
                 self.closed[0] += 1;
                 self.drop_conn(c);
             }
@@ -716,11 +723,60 @@ impl Httpd {
         Ok(())
     }
 
-    /// Deadlines: every connection looked at (`SWEEP_US` apart): overdue ones closed (a
-    /// slow head gets its 408), idle ones shed when connections run short.
+    /// When connection `c` runs past its deadline as it stands (see `overdue`; 0: it
+    /// has none, its transfer running).
+    fn deadline(c: &Conn) -> u64 {
+        match c.phase {
+            Phase::Request if c.inbuf.is_empty() => c.last + IDLE_US + 1,
+            Phase::Request => {
+                // The rate check fails once `took` reaches (len + 1) s / MIN_RATE.
+                let slow = (c.inbuf.len() as u64 + 1).saturating_mul(1_000_000).div_ceil(MIN_RATE);
+                c.head_at + HEAD_US.min(RATE_GRACE_US.max(slow)) + 1
+            }
+            Phase::Sending => c.last + SEND_IDLE_US + 1,
+            Phase::Cueing(_) => 0,
+        }
+    }
+
+    /// Keep connection `c`'s (token `tok`) entry in `deadlines` as its state says, no
+    /// sooner than `after`.
+    fn set_deadline(&mut self, c: &mut Conn, tok: u64, after: u64) {
+        let d = match Self::deadline(c) {
+            0 => 0,
+            d => d.max(after),
+        };
+        if d != c.dl {
+            if c.dl != 0 {
+                self.deadlines.remove(&(c.dl, tok));
+            }
+            if d != 0 {
+                self.deadlines.insert((d, tok));
+            }
+            c.dl = d;
+        }
+    }
+
+    /// The deadlines due at `now`: overdue connections closed (a slow head gets its
+    /// 408), the others' deadlines moved on; idle ones shed when connections run short.
     fn sweep(&mut self, now: u64) {
-        for i in 0..self.conns.len() {
-            let Some(why) = self.conns[i].as_ref().and_then(|c| Self::overdue(c, now)) else { continue };
+        while let Some(&(when, tok)) = self.deadlines.first() {
+            if when > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let i = tok as usize;
+            let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else { continue };
+            if c.dl != when {
+                continue;
+            }
+            c.dl = 0;
+            let Some(why) = Self::overdue(c, now) else {
+                if let Some(mut c) = self.take(i) {
+                    self.set_deadline(&mut c, tok, now + 1);
+                    self.put(c);
+                }
+                continue;
+            };
             let Some(mut c) = self.take(i) else { continue };
             self.closed[why] += 1;
             if why == 1 || why == 2 {
@@ -751,7 +807,6 @@ impl Httpd {
     fn serve(&mut self, listener: u64) -> i32 {
         let mut ready: Vec<(u64, u64)> = Vec::new();
         let mut listening = false;
-        let mut next_sweep = 0u64;
         loop {
             let want = self.live < MAX_CONNS;
             if want != listening {
@@ -763,8 +818,9 @@ impl Httpd {
                 listening = want;
             }
             let now = rt::sys::now_us();
-            // The next sweep bounds the sleep.
-            let sleep = next_sweep.saturating_sub(now).clamp(1, SWEEP_US);
+            // The first deadline bounds the sleep.
+            let most = if self.live + self.max_conns / 64 + 1 > self.max_conns { SHED_SLEEP_US } else { SLEEP_US };
+            let sleep = self.deadlines.first().map_or(most, |(d, _)| d.saturating_sub(now)).clamp(1, most);
             if let Err(e) = self.net.wait_ready(WAIT_OFF, WAIT_MAX, sleep, &mut ready) {
                 println!("httpd: the net server answers {}: ending", e.name());
                 return 1;
@@ -792,17 +848,16 @@ impl Httpd {
                     alive = self.fine(r.map(|_| true));
                 }
                 if alive {
+                    self.set_deadline(&mut c, tok, 0);
                     let at = self.put(c);
                     debug_assert_eq!(at as u64, tok);
                 } else {
+                    self.deadlines.remove(&(c.dl, tok));
                     self.drop_conn(c);
                 }
             }
             let now = rt::sys::now_us();
-            if now >= next_sweep {
-                self.sweep(now);
-                next_sweep = now + SWEEP_US;
-            }
+            self.sweep(now);
             self.log_closed(now);
             while accept && self.live < MAX_CONNS {
                 let Ok((h, peer, _)) = self.net.try_accept(listener) else { break };
@@ -832,10 +887,12 @@ impl Httpd {
                     sched: None,
                     watched: 0,
                     watched_cue: None,
+                    dl: 0,
                 };
                 let tok = self.free.last().copied().unwrap_or(self.conns.len()) as u64;
                 match self.rewatch(&mut c, tok) {
                     Ok(()) => {
+                        self.set_deadline(&mut c, tok, 0);
                         self.put(c);
                     }
                     Err(e) => {
@@ -926,6 +983,7 @@ fn main() -> i32 {
         conns: Vec::new(),
         free: Vec::new(),
         live: 0,
+        deadlines: alloc::collections::BTreeSet::new(),
         per_addr: alloc::collections::BTreeMap::new(),
         max_per_addr: per_addr,
         served: 0,

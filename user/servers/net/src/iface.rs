@@ -17,10 +17,11 @@ use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 pub const FALLBACK: Duration = Duration::from_secs(5);
 
 /// A connection untouched this long (µs), established and with nothing to send, is
-/// parked outside the stack's runs (past smoltcp's delayed ACK, 10 ms, so none is
-/// pending), and the awake ones are looked at this often.
-const PARK_IDLE_US: u64 = 200_000;
-const PARK_EVERY_US: u64 = 100_000;
+/// parked outside the stack's runs: past smoltcp's delayed ACK (10 ms: its timer has
+/// run the stack and sent it, so none is pending; a retransmission timer runs only
+/// while bytes are queued). The awake ones are looked at this often.
+const PARK_IDLE_US: u64 = 20_000;
+const PARK_EVERY_US: u64 = 10_000;
 
 /// Rounds of the stack a pump runs for Cue alone before it looks for requests again:
 /// a fast transfer keeps finding room as ACKs come, and must not keep the server from
@@ -140,7 +141,6 @@ impl Net {
         self.pools();
         self.reap();
         self.pings_in();
-        self.sweep();
         self.park();
         self.poll_at = self.iface.poll_at(now(), self.sockets.set());
         self.wake();

@@ -179,8 +179,6 @@ struct Net {
     /// each listener and UDP socket → (client, handle); and each connection's key
     /// there, to forget it (`sockets::Owners`).
     owners: sockets::Owners,
-    /// When every watched entry is marked next (`wait::sweep`).
-    sweep_at: Instant,
     /// When idle connections are parked next (`Net::park`).
     park_at: u64,
     /// When the stack wants to run next, as the last run left it (`Interface::poll_at`
@@ -341,6 +339,32 @@ impl Server for Net {
     }
 
     fn next_tick_us(&mut self) -> Option<u64> {
+        self.next_due(true)
+    }
+
+    fn tick(&mut self) {
+        // The time that came was the stack's (or Cue's, DHCP's, a lingering
+        // connection's) unless a sleeping call's deadline is sooner than all of those.
+        let (timed, all) = (self.next_due(false), self.next_due(true));
+        if timed.is_some_and(|t| t == 0 || all.is_none_or(|a| t <= a)) {
+            self.pump();
+            self.mark_timed();
+            self.wake();
+        } else {
+            // Only sleeping calls' deadlines: no run of the stack (it walks its sockets).
+            self.wake();
+        }
+    }
+
+    fn windows(&self) -> Option<[Fpage; 3]> {
+        Some([Fpage(0), self.inbox.window(), Fpage(0)])
+    }
+}
+
+impl Net {
+    /// Microseconds until the server has timed work: the stack's, lingering
+    /// connections', DHCP's, Cue's, and (`waiters`) sleeping calls' deadlines.
+    fn next_due(&self, waiters: bool) -> Option<u64> {
         if self.cue_busy {
             // Transfers are moving: only look for requests (a receive that does not wait).
             return Some(0);
@@ -351,13 +375,10 @@ impl Server for Net {
             let us = if d > t { (d - t).total_micros() } else { 0 };
             next = Some(next.map_or(us, |n| n.min(us)));
         };
-        for w in &self.waiters {
+        for w in self.waiters.iter().filter(|_| waiters) {
             if let Some(d) = w.deadline {
                 at(d);
             }
-        }
-        if self.clients.values().any(|c| !c.watch.is_empty()) {
-            at(self.sweep_at);
         }
         for pg in &self.pings {
             at(pg.deadline);
@@ -386,14 +407,6 @@ impl Server for Net {
             next = Some(next.map_or(1000, |n| n.min(1000)));
         }
         next
-    }
-
-    fn tick(&mut self) {
-        self.pump();
-    }
-
-    fn windows(&self) -> Option<[Fpage; 3]> {
-        Some([Fpage(0), self.inbox.window(), Fpage(0)])
     }
 }
 
@@ -533,7 +546,6 @@ fn main() -> i32 {
         cue_busy: false,
         prof: [0; 6],
         owners: sockets::Owners::default(),
-        sweep_at: now(),
         poll_at: None,
         park_at: 0,
         window_tight: false,

@@ -64,6 +64,11 @@ impl Owners {
         self.by_flow.remove(&(0, 0, port));
     }
 
+    /// Whose connection smoltcp's socket `sh` is: (client, handle).
+    pub fn owner(&self, sh: SocketHandle) -> Option<(u64, u64)> {
+        self.by_flow.get(self.flow_of.get(&sh)?).copied()
+    }
+
     /// Is smoltcp's socket `sh` a connection a client holds (a frame for it is found)?
     pub fn has(&self, sh: SocketHandle) -> bool {
         self.flow_of.contains_key(&sh)

@@ -1,7 +1,7 @@
 //! Waiting: WAIT (a client sleeps until one of a few sockets or transfers is ready, or
 //! its time is up), the readiness wait in epoll's shape (WATCH, WAIT_READY: each
 //! client's interest set lives here, `readyset`, and a wait looks only at what a frame,
-//! a request or the timer sweep marked), and the sleeping calls of a client (WAITs and
+//! a request or a stack timer marked), and the sleeping calls of a client (WAITs and
 //! PINGs: saved replies, at most `MAX_SLEEPERS`).
 
 use crate::sockets::{connected, Sock};
@@ -16,10 +16,6 @@ use smoltcp::time::{Duration, Instant};
 
 /// Sleeping `WAIT`s and `PING`s per client.
 const MAX_SLEEPERS: usize = 8;
-
-/// How often every watched entry is marked, for what no frame or request announces
-/// (a stack timer giving a connection up): once a second, not per event.
-pub const SWEEP: Duration = Duration::from_secs(1);
 
 /// A watched entry: a socket (kind `SOCKET`) or a transfer (`TRANSFER`, for `ENDED`).
 pub type Key = (u8, u64);
@@ -104,16 +100,17 @@ impl Net {
         }
     }
 
-    /// Mark every watched entry of every client once a `SWEEP` (called after each run
-    /// of the stack; O(entries) a second, not per event).
-    pub fn sweep(&mut self) {
-        let t = now();
-        if t < self.sweep_at {
-            return;
-        }
-        self.sweep_at = t + SWEEP;
-        for c in self.clients.values_mut() {
-            c.watch.mark_all();
+    /// The stack ran for a timer (no frame, no request): mark the awake connections
+    /// (a timer changes only those: a parked one has none running), e.g. one the stack
+    /// gave up on. O(awake), on timers only.
+    pub fn mark_timed(&mut self) {
+        let (sockets, owners, clients) = (&self.sockets, &self.owners, &mut self.clients);
+        for sh in sockets.awake_handles() {
+            if let Some((id, h)) = owners.owner(sh) {
+                if let Some(c) = clients.get_mut(&id) {
+                    c.watch.mark(&(SOCKET, h));
+                }
+            }
         }
     }
 
