@@ -223,10 +223,14 @@ mod tests {
         assert!(!s.pending());
         // Nothing marked: nothing looked at, whatever holds.
         let mut looked = 0;
-        s.collect(8, |_, _| {
-            looked += 1;
-            Some(R)
-        }, |_, _| {});
+        s.collect(
+            8,
+            |_, _| {
+                looked += 1;
+                Some(R)
+            },
+            |_, _| {},
+        );
         assert_eq!(looked, 0);
         s.mark(&2);
         assert_eq!(take(&mut s, 8, |_| R), [(200, R)]);
@@ -262,10 +266,14 @@ mod tests {
         s.mark(&4242);
         s.mark(&17);
         let mut looked = Vec::new();
-        let n = s.collect(usize::MAX, |k, _| {
-            looked.push(k);
-            Some(R)
-        }, |_, _| {});
+        let n = s.collect(
+            usize::MAX,
+            |k, _| {
+                looked.push(k);
+                Some(R)
+            },
+            |_, _| {},
+        );
         assert_eq!((n, looked), (2, alloc::vec![4242, 17]));
     }
 

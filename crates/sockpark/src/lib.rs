@@ -33,10 +33,19 @@ use smoltcp::socket::{AnySocket, Socket};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Handle(u32);
 
+// A parked socket lives in its slot itself: parking and waking move it, with no
+// allocation each time (a slot is as large as a socket, free or awake).
+#[allow(clippy::large_enum_variant)]
 enum Slot {
     Free,
-    /// In the set, at `at` in `awake`, last touched at `touched` (µs).
-    Awake { h: SocketHandle, at: u32, touched: u64 },
+    /// In the set, at `at` in `awake`, last touched at `touched` (µs); `owes`: it has
+    /// received something it may not have acknowledged yet (`owe`, `paid`).
+    Awake {
+        h: SocketHandle,
+        at: u32,
+        touched: u64,
+        owes: bool,
+    },
     Parked(Socket<'static>),
 }
 
@@ -65,7 +74,15 @@ impl Default for Sockets {
 
 impl Sockets {
     pub fn new() -> Self {
-        Sockets { set: SocketSet::new(Vec::new()), slots: Vec::new(), free: Vec::new(), awake: Vec::new(), back: BTreeMap::new(), now_us: 0, peak: 0 }
+        Sockets {
+            set: SocketSet::new(Vec::new()),
+            slots: Vec::new(),
+            free: Vec::new(),
+            awake: Vec::new(),
+            back: BTreeMap::new(),
+            now_us: 0,
+            peak: 0,
+        }
     }
 
     /// The time touches are stamped with from now on (µs).
@@ -101,7 +118,7 @@ impl Sockets {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.slots[i as usize] = Slot::Awake { h, at: self.awake.len() as u32, touched: self.now_us };
+        self.slots[i as usize] = Slot::Awake { h, at: self.awake.len() as u32, touched: self.now_us, owes: false };
         self.awake.push(i);
         self.back.insert(h, i);
         self.peak = self.peak.max(self.awake.len());
@@ -129,19 +146,35 @@ impl Sockets {
     pub fn wake(&mut self, h: Handle) -> SocketHandle {
         let i = h.0 as usize;
         match core::mem::replace(&mut self.slots[i], Slot::Free) {
-            Slot::Awake { h, at, .. } => {
-                self.slots[i] = Slot::Awake { h, at, touched: self.now_us };
+            Slot::Awake { h, at, owes, .. } => {
+                self.slots[i] = Slot::Awake { h, at, touched: self.now_us, owes };
                 h
             }
             Slot::Parked(s) => {
                 let sh = add_any(&mut self.set, s);
-                self.slots[i] = Slot::Awake { h: sh, at: self.awake.len() as u32, touched: self.now_us };
+                self.slots[i] = Slot::Awake { h: sh, at: self.awake.len() as u32, touched: self.now_us, owes: false };
                 self.awake.push(i as u32);
                 self.back.insert(sh, i as u32);
                 self.peak = self.peak.max(self.awake.len());
                 sh
             }
             Slot::Free => panic!("a socket handle not in use"),
+        }
+    }
+
+    /// Socket `h` (awake) has received something it may not have acknowledged yet (a
+    /// segment with data, SYN or FIN: smoltcp delays its ACK): `park` keeps it awake
+    /// for `idle_us` after its last touch unless `paid` first.
+    pub fn owe(&mut self, h: Handle) {
+        if let Some(Slot::Awake { owes, .. }) = self.slots.get_mut(h.0 as usize) {
+            *owes = true;
+        }
+    }
+
+    /// Socket `h` has sent since (its segment carries the ACK): it may park once quiet.
+    pub fn paid(&mut self, h: Handle) {
+        if let Some(Slot::Awake { owes, .. }) = self.slots.get_mut(h.0 as usize) {
+            *owes = false;
         }
     }
 
@@ -176,14 +209,20 @@ impl Sockets {
         awake.chain(parked)
     }
 
-    /// Park the awake sockets that `quiet` says have nothing to do and that nothing
-    /// touched for `idle_us` before `now_us`: a walk of the awake ones. How many.
-    pub fn park(&mut self, now_us: u64, idle_us: u64, mut quiet: impl FnMut(Handle, &Socket<'static>) -> bool) -> usize {
+    /// Park the awake sockets that `quiet` says have nothing to do and that owe no
+    /// acknowledgement (`owe`), or that nothing touched for `idle_us` before `now_us`:
+    /// a walk of the awake ones. How many.
+    pub fn park(
+        &mut self,
+        now_us: u64,
+        idle_us: u64,
+        mut quiet: impl FnMut(Handle, &Socket<'static>) -> bool,
+    ) -> usize {
         let mut go: Vec<(u32, SocketHandle)> = Vec::new();
         for (sh, s) in self.set.iter() {
             let Some(&i) = self.back.get(&sh) else { continue };
-            let Slot::Awake { touched, .. } = self.slots[i as usize] else { continue };
-            if now_us.saturating_sub(touched) >= idle_us && quiet(Handle(i), s) {
+            let Slot::Awake { touched, owes, .. } = self.slots[i as usize] else { continue };
+            if (!owes || now_us.saturating_sub(touched) >= idle_us) && quiet(Handle(i), s) {
                 go.push((i, sh));
             }
         }
@@ -267,6 +306,8 @@ mod tests {
         let a = s.add(tcp_socket());
         let b = s.add(tcp_socket());
         s.get_mut::<tcp::Socket>(a).set_hop_limit(Some(7));
+        s.owe(a);
+        s.owe(b);
         s.touch_time(1_000);
         s.get_mut::<tcp::Socket>(b);
         assert_eq!(s.park(1_500, 1_000, |_, _| true), 1, "a, untouched since 0, parks; b was touched at 1000");
@@ -281,15 +322,34 @@ mod tests {
     }
 
     #[test]
+    fn one_that_owes_an_ack_waits_unless_paid() {
+        let mut s = Sockets::new();
+        let a = s.add(tcp_socket());
+        let b = s.add(tcp_socket());
+        s.owe(a);
+        s.owe(b);
+        s.paid(b);
+        assert_eq!(s.park(10, 100, |_, _| true), 1, "b paid: it parks at once");
+        assert!(s.parked(b) && !s.parked(a));
+        assert_eq!(s.park(100, 100, |_, _| true), 1, "a parks once idle long enough");
+        s.wake(a);
+        assert_eq!(s.park(100, 100, |_, _| true), 1, "woken, it owes nothing until told");
+    }
+
+    #[test]
     fn only_the_quiet_and_untouched_park() {
         let mut s = Sockets::new();
         let hs: Vec<Handle> = (0..10).map(|_| s.add(tcp_socket())).collect();
+        for h in &hs {
+            s.owe(*h);
+        }
         assert_eq!(s.park(10, 100, |_, _| true), 0, "touched too lately");
         assert_eq!(s.park(100, 100, |h, _| h != hs[3]), 9, "the owner keeps 3 awake");
         assert_eq!(s.awake(), 1);
         assert!(!s.parked(hs[3]));
         s.touch_time(200);
         s.wake(hs[5]);
+        s.owe(hs[5]);
         assert_eq!(s.awake(), 2);
         assert_eq!(s.set().iter().count(), 2);
         assert_eq!(s.park(250, 100, |_, _| true), 1, "3 parks; 5 was woken at 200");
@@ -323,6 +383,7 @@ mod tests {
         let hs: Vec<Handle> = (0..500).map(|_| s.add(tcp_socket())).collect();
         for h in &hs[..5] {
             s.get_mut::<tcp::Socket>(*h).set_hop_limit(Some(3));
+            s.owe(*h);
         }
         s.touch_time(10);
         for h in &hs[..5] {

@@ -655,9 +655,14 @@ fn thousand(ports: &[u16]) -> Result<(), String> {
 fn busy_on(s: &mut TcpStream) -> Result<Vec<(String, u64)>, String> {
     let r = get_on(s, "/.busy", Duration::from_secs(60))?;
     let text = String::from_utf8_lossy(&r.body).to_string();
-    let busy = text.split_whitespace().next().and_then(|w| w.parse().ok()).ok_or(format!("/.busy answered {text:?}"))?;
+    let busy =
+        text.split_whitespace().next().and_then(|w| w.parse().ok()).ok_or(format!("/.busy answered {text:?}"))?;
     let mut v = vec![("busy".to_string(), busy)];
-    v.extend(text.split_whitespace().filter_map(|w| w.split_once('=')).filter_map(|(k, n)| Some((k.to_string(), n.parse().ok()?))));
+    v.extend(
+        text.split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .filter_map(|(k, n)| Some((k.to_string(), n.parse().ok()?))),
+    );
     Ok(v)
 }
 
@@ -722,7 +727,8 @@ fn idle_cost(ports: &[u16]) -> Result<(), String> {
     );
     // Every idle connection still open and served.
     for (n, s) in idle.iter_mut().enumerate().step_by(97) {
-        let r = get_on(s, "/small.txt", Duration::from_secs(60)).map_err(|e| format!("idle connection {n} after: {e}"))?;
+        let r =
+            get_on(s, "/small.txt", Duration::from_secs(60)).map_err(|e| format!("idle connection {n} after: {e}"))?;
         expect(r.status == 200, format!("idle connection {n} after: status {}", r.status))?;
     }
     expect(

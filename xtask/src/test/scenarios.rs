@@ -326,7 +326,8 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     // that no two are the same.
     let web = sc.net && sc.http;
     let n_ftp = if ftp { 5 } else { 0 };
-    let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand" | "idle") { nettest::SCALE_PORTS - 1 } else { 0 };
+    let n_more =
+        if web && matches!(sc.checks.as_str(), "scale" | "thousand" | "idle") { nettest::SCALE_PORTS - 1 } else { 0 };
     let ports = qemu::free_ports(n_ftp + usize::from(web) + n_more)?;
     let ftp_ports: Vec<u16> = ports[..n_ftp].to_vec();
     let more_ports: Vec<u16> = ports[n_ftp + usize::from(web)..].to_vec();

@@ -16,7 +16,7 @@
 //!
 //! File bodies go by Cue: httpd gets a ticket for the file from `files` and has `net`
 //! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
-//! in WAIT for the transfer's end. `rwloop` sends them the old way instead — read from
+//! for the transfer's end (watched: `ENDED`). `rwloop` sends them the old way instead — read from
 //! `files`, written to the socket — for comparison (the Cue paper's user-level loop);
 //! so does a body Cue cannot take (net's transfers all busy). A body of at most
 //! `INLINE_MAX` bytes is read when the request is answered and goes with the head:

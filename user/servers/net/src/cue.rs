@@ -20,8 +20,8 @@ use blk_api::{self as b, client::View};
 use core::fmt::Write as _;
 use net_api as p;
 use rt::{env, ipc, server};
-use sockpark::Handle as SocketHandle;
 use smoltcp::socket::tcp;
+use sockpark::Handle as SocketHandle;
 
 pub const BLOCK: u64 = 4096;
 /// Blocks read by one operation, and operations ahead of the sender (at most: the

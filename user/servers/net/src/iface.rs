@@ -16,12 +16,14 @@ use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 /// How long DHCP may take before a static address from the arguments is used.
 pub const FALLBACK: Duration = Duration::from_secs(5);
 
-/// A connection untouched this long (µs), established and with nothing to send, is
-/// parked outside the stack's runs: past smoltcp's delayed ACK (10 ms: its timer has
-/// run the stack and sent it, so none is pending; a retransmission timer runs only
-/// while bytes are queued). The awake ones are looked at this often.
+/// An established connection with nothing queued to send (so no retransmission timer
+/// runs) is parked outside the stack's runs after each run, unless it received
+/// something it may not have acknowledged yet (smoltcp delays an ACK 10 ms, to send it
+/// with the answer): such a one has sent since (`paid` by SEND), or nothing touched it
+/// for this long (µs: past the delayed ACK, whose timer has run the stack and sent it).
 const PARK_IDLE_US: u64 = 20_000;
-const PARK_EVERY_US: u64 = 10_000;
+/// The awake connections are looked at this often (0: after every run).
+const PARK_EVERY_US: u64 = 0;
 
 /// Rounds of the stack a pump runs for Cue alone before it looks for requests again:
 /// a fast transfer keeps finding room as ACKs come, and must not keep the server from
@@ -45,8 +47,9 @@ fn syn_of(frame: &[u8]) -> Option<(IpAddress, u16, u16)> {
 }
 
 /// (source address, source port, destination port) of `frame` if it is IPv4 TCP or
-/// UDP: whose it is.
-fn flow_of(frame: &[u8]) -> Option<(u32, u16, u16)> {
+/// UDP: whose it is; and whether it is a TCP segment the receiver must acknowledge
+/// (data, SYN or FIN).
+fn flow_of(frame: &[u8]) -> Option<((u32, u16, u16), bool)> {
     use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket};
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EthernetProtocol::Ipv4 {
@@ -55,8 +58,12 @@ fn flow_of(frame: &[u8]) -> Option<(u32, u16, u16)> {
     let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
     let src = u32::from(ip.src_addr());
     match ip.next_header() {
-        IpProtocol::Tcp => TcpPacket::new_checked(ip.payload()).ok().map(|t| (src, t.src_port(), t.dst_port())),
-        IpProtocol::Udp => UdpPacket::new_checked(ip.payload()).ok().map(|u| (src, u.src_port(), u.dst_port())),
+        IpProtocol::Tcp => TcpPacket::new_checked(ip.payload())
+            .ok()
+            .map(|t| ((src, t.src_port(), t.dst_port()), t.syn() || t.fin() || !t.payload().is_empty())),
+        IpProtocol::Udp => {
+            UdpPacket::new_checked(ip.payload()).ok().map(|u| ((src, u.src_port(), u.dst_port()), false))
+        }
         _ => None,
     }
 }
@@ -266,13 +273,18 @@ impl Net {
     fn mark_rx(&mut self) {
         let (owners, clients, sockets) = (&self.owners, &mut self.clients, &mut self.sockets);
         self.nic.retain_rx(|f| {
-            if let Some((id, h)) = flow_of(f).and_then(|fl| owners.of(fl)) {
+            let Some((flow, owed)) = flow_of(f) else { return true };
+            if let Some((id, h)) = owners.of(flow) {
                 if let Some(c) = clients.get_mut(&id) {
                     c.watch.mark(&(crate::wait::SOCKET, h));
                     // A parked connection goes back to the stack before it runs (else
-                    // smoltcp, finding no socket, would reset the peer).
+                    // smoltcp, finding no socket, would reset the peer); one given
+                    // something to acknowledge stays awake until it has sent since.
                     if let Some(Sock::Tcp { h: sh, .. }) = c.sockets.get(&h) {
                         sockets.wake(*sh);
+                        if owed {
+                            sockets.owe(*sh);
+                        }
                     }
                 }
             }

@@ -54,11 +54,11 @@ use rt::server::{self, Answer, Badge, Server};
 use rt::{env, pci, println};
 use sigma0_api as s0;
 use smoltcp::iface::{Config, Interface};
-use sockpark::Handle as SocketHandle;
 use smoltcp::socket::dhcpv4;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 use sockets::{Orphan, NOBODY, SOCK_BYTES};
+use sockpark::Handle as SocketHandle;
 use wait::Waiter;
 
 rt::entry!(main);

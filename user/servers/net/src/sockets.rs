@@ -8,10 +8,10 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 use net_api as p;
-use sockpark::{Handle as SocketHandle, Sockets as SocketSet};
 use smoltcp::socket::{tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint};
+use sockpark::{Handle as SocketHandle, Sockets as SocketSet};
 
 /// One TCP connection's buffer memory, as charged: receiving (a request head fits; the
 /// window it offers) and sending (what Cue and writers queue ahead of the ACKs), a
@@ -300,7 +300,12 @@ impl Net {
         }
         match s.send_slice(data) {
             Ok(0) if len > 0 => Err(Error::WouldBlock),
-            Ok(n) => ok(&[n as u64]),
+            Ok(n) => {
+                // Its segment, sent by the stack's run after this request, carries the
+                // ACK of what it received.
+                self.sockets.paid(sh);
+                ok(&[n as u64])
+            }
             Err(_) => Err(Error::Reset),
         }
     }

@@ -202,8 +202,7 @@ impl Net {
                 None => self.ready_map(w.client, &w.entries),
                 // The readiness wait: only if something of the client's was marked.
                 Some((off, max)) => {
-                    let (client, marked) =
-                        (w.client, self.clients.get(&w.client).is_some_and(|c| c.watch.pending()));
+                    let (client, marked) = (w.client, self.clients.get(&w.client).is_some_and(|c| c.watch.pending()));
                     if marked {
                         self.collect(client, off, max)
                     } else {
