@@ -381,8 +381,8 @@ const NET_SYSTEMS: [(&str, &str, &str); 3] = [
 ];
 
 /// Busy instructions per KiB for each download size and per 64-byte round trip (top),
-/// and per small request at each concurrency level (bottom), each system beside the
-/// others (bars; icount).
+/// and per small request against the clients at once (bottom: a line a system, the
+/// clients on a log axis; icount).
 fn net_svg(agg: &BTreeMap<(String, String, String), Fig>, levels: &[(usize, usize)]) -> String {
     let of = |m: &str, div: u64| {
         NET_SYSTEMS.iter().map(|(sys, _, _)| get(agg, sys, "icount", m).map(|v| v / div)).collect::<Vec<_>>()
@@ -403,8 +403,10 @@ fn net_svg(agg: &BTreeMap<(String, String, String), Fig>, levels: &[(usize, usiz
         w,
         h,
     ));
-    s.push_str(&bars(
-        "Busy guest instructions per small request at each concurrency (icount; lower is better)",
+    let clients: Vec<usize> = levels.iter().map(|(c, _)| *c).collect();
+    s.push_str(&lines_log(
+        "Busy guest instructions per small request against clients (log axis; icount; lower is better)",
+        &clients,
         &bottom,
         h,
         w,
@@ -444,6 +446,54 @@ fn bars(title: &str, groups: &[(String, Vec<Option<u64>>)], y0: f64, w: f64, h: 
     s
 }
 
+/// A line per system of `NET_SYSTEMS` through its value at each of `xs` (clients, on a
+/// log axis), `groups[i]` holding the systems' values at `xs[i]`, at `y0`.
+fn lines_log(title: &str, xs: &[usize], groups: &[(String, Vec<Option<u64>>)], y0: f64, w: f64, h: f64) -> String {
+    let maxv = groups.iter().flat_map(|g| g.1.iter()).flatten().max().copied().unwrap_or(1).max(1) as f64;
+    let (left, top, bottom, right) = (80.0, 60.0, 50.0, 40.0);
+    let ph = h - top - bottom;
+    let lx = |c: usize| (c.max(1) as f64).log10();
+    let (x_lo, x_hi) =
+        (lx(*xs.first().unwrap_or(&1)), lx(*xs.last().unwrap_or(&10)).max(lx(*xs.first().unwrap_or(&1)) + 1.0));
+    let px = |c: usize| left + (lx(c) - x_lo) / (x_hi - x_lo) * (w - left - right);
+    let base = y0 + top + ph;
+    let py = |v: u64| base - v as f64 / maxv * ph;
+    let mut s = String::new();
+    let _ = writeln!(s, "<text x=\"10\" y=\"{}\" font-size=\"15\" font-weight=\"bold\">{title}</text>", y0 + 22.0);
+    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" stroke=\"black\"/>", w - right);
+    let _ = writeln!(s, "<line x1=\"{left}\" y1=\"{}\" x2=\"{left}\" y2=\"{base}\" stroke=\"black\"/>", y0 + top);
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"10\">{}</text>",
+        left - 4.0,
+        y0 + top + 4.0,
+        maxv as u64
+    );
+    let _ = writeln!(s, "<text x=\"{}\" y=\"{base}\" text-anchor=\"end\" font-size=\"10\">0</text>", left - 4.0);
+    for &c in xs {
+        let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{c} clients</text>", px(c), base + 18.0);
+    }
+    for (j, (_, color, label)) in NET_SYSTEMS.iter().enumerate() {
+        let x = left + 200.0 * j as f64;
+        let _ = writeln!(s, "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/><text x=\"{}\" y=\"{}\">{label}</text>", y0 + 32.0, x + 16.0, y0 + 42.0);
+        let pts: Vec<(f64, f64, u64)> = xs
+            .iter()
+            .zip(groups)
+            .filter_map(|(c, (_, vals))| vals.get(j).copied().flatten().map(|v| (px(*c), py(v), v)))
+            .collect();
+        let path: Vec<String> = pts.iter().map(|(x, y, _)| format!("{x:.1},{y:.1}")).collect();
+        let _ = writeln!(
+            s,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"/>",
+            path.join(" ")
+        );
+        for (x, y, v) in pts {
+            let _ = writeln!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{color}\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>", y - 6.0);
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod busy_tests {
     #[test]
@@ -467,6 +517,14 @@ mod tests {
     use super::*;
 
     use super::super::report::{agg_of, missing, reads};
+
+    #[test]
+    fn the_plot_draws_a_line_a_system_on_a_log_axis() {
+        let svg = net_svg(&agg_of(&net_icount()), netload::levels(false));
+        assert_eq!(svg.matches("<polyline").count(), NET_SYSTEMS.len());
+        assert!(svg.contains("1000 clients") && svg.contains("log axis"));
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    }
 
     /// The net suite's figures in icount, both sides, as the guests' answers give them.
     fn net_icount() -> Vec<(&'static str, &'static str, &'static str)> {

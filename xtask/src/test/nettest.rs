@@ -471,6 +471,9 @@ pub fn http_checks(
         let Some(f) = ftp else { return vec![("net-kills".to_string(), Err("no ftpd in the scenario".to_string()))] };
         return vec![("net-kills".to_string(), net_kills(port, f, t))];
     }
+    if set == "idle" {
+        return vec![("idle-connections".to_string(), idle_cost(ports))];
+    }
     if set == "scale" || set == "thousand" {
         // "thousand": the thousand connections (on demand: `http_thousand`) and the
         // request after; "scale": the others. SCION_SCALE_ONLY=a,b runs only the checks
@@ -644,6 +647,93 @@ fn thousand(ports: &[u16]) -> Result<(), String> {
     expect(
         t0.elapsed() < LIMIT + Duration::from_secs(100),
         format!("the second requests took until {} s", t0.elapsed().as_secs()),
+    )
+}
+
+/// The guest's busy ticks so far (instructions under icount) and net's by part
+/// (`PART=TICKS` words), from httpd's `/.busy` asked on `s` (a keep-alive connection).
+fn busy_on(s: &mut TcpStream) -> Result<Vec<(String, u64)>, String> {
+    let r = get_on(s, "/.busy", Duration::from_secs(60))?;
+    let text = String::from_utf8_lossy(&r.body).to_string();
+    let busy =
+        text.split_whitespace().next().and_then(|w| w.parse().ok()).ok_or(format!("/.busy answered {text:?}"))?;
+    let mut v = vec![("busy".to_string(), busy)];
+    v.extend(
+        text.split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .filter_map(|(k, n)| Some((k.to_string(), n.parse().ok()?))),
+    );
+    Ok(v)
+}
+
+/// Busy guest instructions per request of one keep-alive client making `n` small
+/// requests in turn on `s` (its `/.busy` requests before and after included), and
+/// net's parts of them.
+fn cost_per_request(s: &mut TcpStream, n: u64) -> Result<(u64, String), String> {
+    let b0 = busy_on(s)?;
+    for k in 0..n {
+        let r = get_on(s, "/small.txt", Duration::from_secs(60)).map_err(|e| format!("request {k}: {e}"))?;
+        expect(r.status == 200 && r.body == SMALL, format!("request {k}: status {}", r.status))?;
+    }
+    let b1 = busy_on(s)?;
+    let parts: Vec<String> =
+        b0.iter().zip(&b1).skip(1).map(|((k, a), (_, b))| format!("{k} {}", b.saturating_sub(*a) / n)).collect();
+    Ok((b1[0].1.saturating_sub(b0[0].1) / n, parts.join(", ")))
+}
+
+/// The wait's cost does not grow with idle connections (`http_idle`, under icount): one
+/// keep-alive client's small requests cost (busy guest instructions, `/.busy`) alone,
+/// then beside 1,000 idle keep-alive connections (each asked once, then silent), within
+/// 1.3× of alone. With a select-shaped wait (every connection handed to net on each
+/// wait, net looking at each, httpd walking each) they cost several times as much.
+fn idle_cost(ports: &[u16]) -> Result<(), String> {
+    const IDLE: usize = 1000;
+    const N: u64 = 200;
+    const THREADS: usize = 2 * BULK_PORTS;
+    let mut active = ready(ports[BULK_PORTS])?;
+    // Warm: the file's handle, the paths taken once.
+    cost_per_request(&mut active, 20)?;
+    let (alone, alone_parts) = cost_per_request(&mut active, N)?;
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..THREADS)
+        .map(|k| {
+            let p = ports[k % BULK_PORTS];
+            std::thread::spawn(move || -> Result<Vec<TcpStream>, String> {
+                let mut mine = Vec::new();
+                for n in (k..IDLE).step_by(THREADS) {
+                    let mut s = connect(p).map_err(|e| format!("idle connection {n}: {e}"))?;
+                    let r = get_on(&mut s, "/small.txt", Duration::from_secs(60))
+                        .map_err(|e| format!("idle connection {n}: {e}"))?;
+                    expect(r.status == 200 && r.body == SMALL, format!("idle connection {n}: status {}", r.status))?;
+                    mine.push(s);
+                }
+                Ok(mine)
+            })
+        })
+        .collect();
+    let mut idle = Vec::new();
+    for h in hs {
+        idle.extend(h.join().map_err(|_| "a connecting thread panicked".to_string())??);
+    }
+    let opened = t0.elapsed();
+    // Keep-alive holds them open for the server's idle time (60 s): well past this.
+    expect(opened < Duration::from_secs(40), format!("{IDLE} connections took {} s to open", opened.as_secs()))?;
+    cost_per_request(&mut active, 20)?;
+    let (beside, beside_parts) = cost_per_request(&mut active, N)?;
+    let ratio = beside as f64 / alone.max(1) as f64;
+    println!(
+        "    | one client's request: {alone} instructions alone, {beside} beside {IDLE} idle connections ({ratio:.2}×; {IDLE} opened in {} ms)\n    | net's part alone: {alone_parts}\n    | net's part beside: {beside_parts}",
+        opened.as_millis()
+    );
+    // Every idle connection still open and served.
+    for (n, s) in idle.iter_mut().enumerate().step_by(97) {
+        let r =
+            get_on(s, "/small.txt", Duration::from_secs(60)).map_err(|e| format!("idle connection {n} after: {e}"))?;
+        expect(r.status == 200, format!("idle connection {n} after: status {}", r.status))?;
+    }
+    expect(
+        ratio <= 1.3,
+        format!("a request beside {IDLE} idle connections costs {ratio:.2}× one alone ({beside} against {alone})"),
     )
 }
 

@@ -7,10 +7,14 @@
 //! another client — and die with the client (root's `GONE`).
 //!
 //! Calls do not block: one with nothing to do answers `WouldBlock`, and `WAIT` sleeps
-//! in the server until one of up to `MAX_WAIT` sockets is ready (or a timeout);
-//! `WAIT_MANY` does the same for up to `MAX_WAIT_MANY` entries laid out in the shared
-//! area (a server with a thousand connections waits on all of them in one call). The
-//! client stubs in [`client`] build blocking calls from them.
+//! in the server until one of up to `MAX_WAIT` sockets is ready (or a timeout). A
+//! server of many connections waits in epoll's shape instead: it says once what it
+//! waits for on each socket (`WATCH`: add, change, remove; the set lives in net), and
+//! `WAIT_READY` gives it only the sockets that are ready, as (token, events) pairs in
+//! the shared area — net marks a socket when a frame, a request or a timer touches it,
+//! and a wait looks only at those, so its cost is the ready, not the watched
+//! (level-triggered: a socket given stays given while its events hold). The client
+//! stubs in [`client`] build blocking calls from them.
 //!
 //! Limits: a client's sockets and their buffers are charged to it, within a budget
 //! derived from net's memory (docs/network.md, "Connections and memory"); past it a
@@ -77,8 +81,11 @@ pub const ENDED: u64 = 4;
 pub const AREA_LOG2: u64 = 6;
 pub const AREA_BYTES: u64 = 4096 << AREA_LOG2;
 pub const MAX_WAIT: usize = 48;
-/// `WAIT_MANY`'s entries and bitmap fit in the area.
-pub const MAX_WAIT_MANY: u64 = 16384;
+/// The most (token, events) pairs one `WAIT_READY` gives (64 KiB of the area).
+pub const MAX_EVENTS: u64 = 4096;
+/// A client's `WATCH` entries: at most its sockets (`LIMITS`: its budget over a
+/// connection's buffers) twice over and this many more (its transfers).
+pub const WATCH_SLACK: usize = 64;
 /// A backlog is listening sockets kept ready, each charged as a connection: the
 /// client's budget bounds it (QEMU's user network loses what a host client wrote
 /// before the guest answered its SYN, so a burst of connections wants them ready).
@@ -448,35 +455,27 @@ rt::protocol! {
             Ok(wait(self.srv, timeout_us, &w[..entries.len()])?[0])
         }
 
-        /// Sleep until one of `entries` (handle, interest) is ready or `timeout_us`
-        /// passes, as `wait` but for up to `MAX_WAIT_MANY` entries: they go into the area
-        /// at `at` (8-byte aligned; `entries.len()` words and then the bitmap's words),
-        /// and `ready` is filled with the bitmap (bit i: entry i ready). Returns how many
-        /// are ready (0: the time ran out).
-        pub fn wait_many(
+        /// Watch `events` (`READABLE | WRITABLE`, or `ENDED` of a transfer id) of `h`,
+        /// given back by `wait_ready` with `token`; events 0 stops watching it.
+        pub fn watch(&self, h: u64, events: u64, token: u64) -> Result<(), Error> {
+            watch(self.srv, h, events, token)
+        }
+
+        /// Sleep until a watched socket or transfer is ready or `timeout_us` passes;
+        /// `ready` gets up to `max` (token, events) pairs, through the area at `at`
+        /// (8-byte aligned, `16 * max` bytes). Returns how many (0: the time ran out).
+        pub fn wait_ready(
             &self,
             at: u64,
-            entries: &[(u64, u64)],
+            max: u64,
             timeout_us: u64,
-            ready: &mut alloc::vec::Vec<u64>,
-        ) -> Result<u64, Error> {
-            let n = entries.len() as u64;
-            let words = n.div_ceil(64);
-            if n == 0
-                || n > MAX_WAIT_MANY
-                || !at.is_multiple_of(8)
-                || at.checked_add(8 * (n + words)).is_none_or(|e| e > AREA_BYTES)
-            {
-                return Err(Error::InvalidArg);
-            }
-            for (i, (h, interest)) in entries.iter().enumerate() {
-                self.area.write(at + 8 * i as u64, h | interest << 32);
-            }
-            let out = at + 8 * n;
-            let [got] = wait_many(self.srv, timeout_us, at, n, out)?;
+            ready: &mut alloc::vec::Vec<(u64, u64)>,
+        ) -> Result<usize, Error> {
             ready.clear();
-            ready.extend((0..words).map(|w| self.area.read(out + 8 * w)));
-            Ok(got)
+            let [n] = wait_ready(self.srv, timeout_us, at, max)?;
+            let n = n.min(max);
+            ready.extend((0..n).map(|i| (self.area.read(at + 16 * i), self.area.read(at + 16 * i + 8))));
+            Ok(n as usize)
         }
 
         /// (socket memory net may hold in all, held now, the caller's budget, held by
@@ -633,16 +632,16 @@ rt::protocol! {
         /// Reply string: every running transfer (everybody's), one line each:
         /// "id program socket sent total k t µs status".
         CUE_LIST = 0xd3, fn cue_list() => CueList;
-        /// `WAIT` over many entries: MR1 = timeout in µs (as `WAIT`), MR2 = area offset of the
-        /// entries (`count` words `handle | interest << 32`, 8-byte aligned), MR3 = count
-        /// (1..=`MAX_WAIT_MANY`), MR4 = area offset of the ready bitmap (`count` bits in words,
-        /// 8-byte aligned; bit i of word i / 64 set when entry i is ready; the server writes it
-        /// before it answers). Reply MR2 = entries ready (0: the time ran out). The entries are
-        /// copied when the call comes: changing them later changes nothing.
-        WAIT_MANY = 0xd4, fn wait_many(timeout_us, off, count, out) -> [ready]
-            => WaitMany { timeout_us: u64, off: u64, count: u64, out: u64 } = {
-                wait_many_ok(off, count, out)?;
-                Request::WaitMany { timeout_us, off, count, out }
+        /// The readiness wait: MR1 = timeout in µs (as `WAIT`), MR2 = area offset (8-byte
+        /// aligned), MR3 = the most pairs wanted (1..=`MAX_EVENTS`). Net writes (token, events)
+        /// pairs there for the watched (`WATCH`) sockets and transfers ready now, looking only
+        /// at those a frame, a request or a timer touched since (and those it gave last time:
+        /// level-triggered), and answers MR2 = how many (0: the time ran out). A client sleeps
+        /// in one WAIT_READY at a time (a second answers the first with 0).
+        WAIT_READY = 0xd4, fn wait_ready(timeout_us, off, max) -> [ready]
+            => WaitReady { timeout_us: u64, off: u64, max: u64 } = {
+                wait_ready_ok(off, max)?;
+                Request::WaitReady { timeout_us, off, max }
             };
         /// Reply MR2 = bytes of socket buffers net may hold in all (its share of memory), MR3 =
         /// bytes held now, MR4 = the caller's budget, MR5 = bytes it holds, MR6 = one TCP
@@ -658,6 +657,17 @@ rt::protocol! {
         /// (DHCP, pools, lingering sockets, pings, waking waiters). For the `net` benchmark's
         /// breakdown of a round trip.
         PROFILE = 0xd6, fn profile() -> [requests, device, stack, checksums, cue, after] => Profile;
+        /// MR1 = handle (a socket's, or a transfer id with `ENDED`), MR2 = events (`READABLE |
+        /// WRITABLE`, or `ENDED` alone; 0: stop watching), MR3 = a token the client chooses,
+        /// given back by `WAIT_READY`. The entry stays in net until changed, removed, or its
+        /// socket closed (its transfer forgotten). `InvalidCap`: unknown handle; `InvalidArg`:
+        /// unknown events, or `ENDED` with others; `NoSpace`: past the client's entries
+        /// (twice its sockets' limit and `WATCH_SLACK`).
+        WATCH = 0xd7, fn watch(handle, events, token) -> []
+            => Watch { handle: u64, events: u64, token: u64 } = {
+                watch_ok(events)?;
+                Request::Watch { handle, events, token }
+            };
     }
     nested {
         /// The graft protocol (point `stream`, over Cue's bytes).
@@ -704,9 +714,23 @@ fn cue_ok(items: usize, k: u64, t_ms: u64, flags: u64) -> Result<(), Error> {
     schedule_checked(k, t_ms)
 }
 
-/// `WAIT_MANY`: 1 ..= `MAX_WAIT_MANY` entries, 8-byte aligned offsets; else `InvalidArg`.
-fn wait_many_ok(off: u64, count: u64, out: u64) -> Result<(), Error> {
-    if count == 0 || count > MAX_WAIT_MANY || !off.is_multiple_of(8) || !out.is_multiple_of(8) {
+/// `WAIT_READY`: 1 ..= `MAX_EVENTS` pairs at an 8-byte aligned offset, inside the area;
+/// else `InvalidArg`.
+fn wait_ready_ok(off: u64, max: u64) -> Result<(), Error> {
+    if max == 0
+        || max > MAX_EVENTS
+        || !off.is_multiple_of(8)
+        || off.checked_add(16 * max).is_none_or(|e| e > AREA_BYTES)
+    {
+        Err(Error::InvalidArg)
+    } else {
+        Ok(())
+    }
+}
+
+/// `WATCH`'s events: `READABLE | WRITABLE`, or `ENDED` alone (0: remove); else `InvalidArg`.
+fn watch_ok(events: u64) -> Result<(), Error> {
+    if events & !(READABLE | WRITABLE | ENDED) != 0 || (events & ENDED != 0 && events != ENDED) {
         Err(Error::InvalidArg)
     } else {
         Ok(())

@@ -6,7 +6,8 @@
 //! connection, not a byte through this program — as the Cue paper's Table 8 did with
 //! wuftpd; `rwloop` sends it by reading and writing instead, for comparison (and so
 //! does a transfer Cue cannot take: net's transfers for this program all busy). One
-//! thread, many sessions, all waiting in one `net` WAIT_MANY for what each needs next;
+//! thread, many sessions, all waiting in one `net` WAIT_READY for what each needs next (each
+//! loop tells net what changed with `WATCH`);
 //! replies go out without blocking (a client that reads none of them costs only its
 //! own session).
 //!
@@ -34,6 +35,7 @@
 extern crate alloc;
 
 use abi::Error;
+use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use files_api::client as files;
@@ -63,10 +65,20 @@ const RECV_MAX: u64 = 4096;
 /// Control replies and, for `rwloop`, file bytes go out from here in the shared area.
 const SEND_OFF: u64 = 64 * 1024;
 const SEND_MAX: usize = 32 * 1024;
-/// Where WAIT_MANY's entries and bitmap go in the shared area.
+/// Where `WAIT_READY`'s (token, events) pairs go in the shared area.
 const WAIT_OFF: u64 = 96 * 1024;
-/// The most sessions: two WAIT_MANY entries each, and the listener.
-const MAX_SESSIONS: usize = (np::MAX_WAIT_MANY as usize - 1) / 2;
+/// The most pairs one `WAIT_READY` gives.
+const WAIT_MAX: u64 = {
+    let room = (np::AREA_BYTES - WAIT_OFF) / 16;
+    if room < np::MAX_EVENTS {
+        room
+    } else {
+        np::MAX_EVENTS
+    }
+};
+/// The most sessions: two watched sockets each, and the listener (memory bounds them
+/// first: `limits`).
+const MAX_SESSIONS: usize = 8192;
 const LOOP_CHUNK: u64 = files_api::MAX_IO;
 
 /// What a session's data connection is for, once it comes.
@@ -189,14 +201,36 @@ struct Ftpd {
     /// (421), refused (421), stalled transfers (426), unused data ports (425).
     counts: [u64; 5],
     logged: u64,
+    /// What net watches for us (`WATCH`; the set lives in net): (handle, a transfer id
+    /// rather than a socket) → (events, token). Kept as net has it: a closed socket's
+    /// entry goes with it.
+    watched: BTreeMap<(u64, bool), (u64, u64)>,
 }
 
-/// What one WAIT entry is for.
+/// What a watched socket is for; its token is `Why::token`.
 #[derive(Clone, Copy)]
 enum Why {
     Listener,
     Ctrl(usize),
     Job(usize),
+}
+
+impl Why {
+    fn token(self) -> u64 {
+        match self {
+            Why::Listener => 0,
+            Why::Ctrl(i) => 2 * i as u64 + 1,
+            Why::Job(i) => 2 * i as u64 + 2,
+        }
+    }
+
+    fn of(token: u64) -> Why {
+        match token {
+            0 => Why::Listener,
+            t if t % 2 == 1 => Why::Ctrl((t / 2) as usize),
+            t => Why::Job((t / 2 - 1) as usize),
+        }
+    }
 }
 
 impl Ftpd {
@@ -250,7 +284,7 @@ impl Ftpd {
     /// Give the data port back and close the data connection.
     fn end_data(&mut self, s: &mut Session, data: Option<u64>) {
         if let Some(d) = data {
-            let _ = self.net.close(d);
+            self.close_socket(d);
         }
         if let Some(p) = s.port.take() {
             self.give_port(p);
@@ -262,7 +296,7 @@ impl Ftpd {
     /// must be its own.
     fn drain(&mut self, p: usize) {
         while let Ok((h, _, _)) = self.net.try_accept(self.ports[p].listener) {
-            let _ = self.net.close(h);
+            self.close_socket(h);
         }
     }
 
@@ -275,7 +309,14 @@ impl Ftpd {
                 self.end_data(s, None);
             }
             Job::Await(Data::List(_)) => self.end_data(s, None),
-            Job::Cue { data, fh, .. } | Job::Loop { data, fh, .. } => {
+            Job::Cue { data, fh, tid, .. } => {
+                // Closing the socket cancels a transfer still running on it; its id may
+                // be another's later.
+                self.watched.remove(&(tid, true));
+                let _ = files::close(self.files, fh);
+                self.end_data(s, Some(data));
+            }
+            Job::Loop { data, fh, .. } => {
                 // Closing the socket cancels a transfer still running on it.
                 let _ = files::close(self.files, fh);
                 self.end_data(s, Some(data));
@@ -687,7 +728,7 @@ impl Ftpd {
             limits::Admit::Refuse => {
                 self.counts[2] += 1;
                 self.farewell(&mut s, "421 Too many sessions; try again later\r\n");
-                let _ = self.net.close(h);
+                self.close_socket(h);
                 return;
             }
         }
@@ -701,7 +742,31 @@ impl Ftpd {
         // A port reserved by PASV/EPSV and never used (the session had no job) comes
         // back too.
         self.end_data(&mut s, None);
-        let _ = self.net.close(s.ctrl);
+        self.close_socket(s.ctrl);
+    }
+
+    /// Close a socket of ours; net forgets what it watched on it, and so do we (a new
+    /// socket may get its handle).
+    fn close_socket(&mut self, h: u64) {
+        self.watched.remove(&(h, false));
+        let _ = self.net.close(h);
+    }
+
+    /// Tell net what to watch now: `want` against what it watches (`WATCH` for each
+    /// change only).
+    fn rewatch(&mut self, want: BTreeMap<(u64, bool), (u64, u64)>) {
+        for (k, v) in &want {
+            if self.watched.get(k) != Some(v) {
+                let _ = self.net.watch(k.0, v.0, v.1);
+            }
+        }
+        for k in self.watched.keys() {
+            if !want.contains_key(k) {
+                // Gone already (a closed socket, a forgotten transfer) answers InvalidCap.
+                let _ = self.net.watch(k.0, 0, 0);
+            }
+        }
+        self.watched = want;
     }
 
     /// A line now and then on what the limits closed (not one per session).
@@ -725,15 +790,11 @@ impl Ftpd {
 
     fn serve(&mut self, listener: u64) -> i32 {
         let mut sessions: Vec<Session> = Vec::new();
-        let mut entries: Vec<(u64, u64)> = Vec::new();
-        let mut why: Vec<Why> = Vec::new();
-        let mut ready: Vec<u64> = Vec::new();
+        let mut ready: Vec<(u64, u64)> = Vec::new();
         let mut swept = 0;
         loop {
-            entries.clear();
-            why.clear();
-            entries.push((listener, np::READABLE));
-            why.push(Why::Listener);
+            let mut want = BTreeMap::new();
+            want.insert((listener, false), (np::READABLE, Why::Listener.token()));
             for (i, s) in sessions.iter().enumerate() {
                 // The control connection is watched whatever the session does (QUIT,
                 // ABOR, a closed connection), unless commands already wait to be taken;
@@ -746,38 +807,33 @@ impl Ftpd {
                     interest |= np::WRITABLE;
                 }
                 if interest != 0 {
-                    entries.push((s.ctrl, interest));
-                    why.push(Why::Ctrl(i));
+                    want.insert((s.ctrl, false), (interest, Why::Ctrl(i).token()));
                 }
-                let e = match &s.job {
+                let (h, transfer, events) = match &s.job {
                     Job::Idle => continue,
                     Job::Await(_) => match s.port {
-                        Some(p) => (self.ports[p].listener, np::READABLE),
+                        Some(p) => (self.ports[p].listener, false, np::READABLE),
                         None => continue,
                     },
-                    Job::Cue { tid, .. } => (*tid, np::ENDED),
-                    Job::Loop { data, .. } | Job::Text { data, .. } => (*data, np::WRITABLE),
+                    Job::Cue { tid, .. } => (*tid, true, np::ENDED),
+                    Job::Loop { data, .. } | Job::Text { data, .. } => (*data, false, np::WRITABLE),
                 };
-                entries.push(e);
-                why.push(Why::Job(i));
+                want.insert((h, transfer), (events, Why::Job(i).token()));
             }
-            match self.net.wait_many(WAIT_OFF, &entries, SWEEP_US, &mut ready) {
+            self.rewatch(want);
+            match self.net.wait_ready(WAIT_OFF, WAIT_MAX, SWEEP_US, &mut ready) {
                 Ok(_) => {}
                 Err(e) => {
                     println!("ftpd: the net server answers {}: ending", e.name());
                     return 1;
                 }
             }
-            let bit = |i: usize| ready.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0);
             let now = rt::sys::now_us();
             let mut listener_ready = false;
-            for (k, w) in why.iter().enumerate() {
-                if !bit(k) {
-                    continue;
-                }
-                match *w {
+            for &(token, _) in &ready {
+                match Why::of(token) {
                     Why::Listener => listener_ready = true,
-                    Why::Ctrl(i) => {
+                    Why::Ctrl(i) if i < sessions.len() => {
                         let mut s = core::mem::replace(&mut sessions[i], placeholder());
                         self.flush(&mut s);
                         self.read_ctrl(&mut s);
@@ -785,7 +841,7 @@ impl Ftpd {
                     }
                     // A session the control connection's bit ended (QUIT, ABOR) has no
                     // job now for this bit.
-                    Why::Job(i) if sessions[i].open && !matches!(sessions[i].job, Job::Idle) => {
+                    Why::Job(i) if i < sessions.len() && sessions[i].open && !matches!(sessions[i].job, Job::Idle) => {
                         let mut s = core::mem::replace(&mut sessions[i], placeholder());
                         if matches!(s.job, Job::Await(_)) {
                             self.data_came(&mut s);
@@ -794,7 +850,7 @@ impl Ftpd {
                         }
                         sessions[i] = s;
                     }
-                    Why::Job(_) => {}
+                    Why::Ctrl(_) | Why::Job(_) => {}
                 }
             }
             if now.saturating_sub(swept) >= SWEEP_US {
@@ -921,6 +977,18 @@ fn main() -> i32 {
         if cue.is_some() { "files by Cue" } else { "files by read/write" }
     );
     let free = (0..ports.len()).rev().collect();
-    let mut f = Ftpd { net, files: fs, ports, free, ip, cue, max_sessions, per_addr, counts: [0; 5], logged: 0 };
+    let mut f = Ftpd {
+        net,
+        files: fs,
+        ports,
+        free,
+        ip,
+        cue,
+        max_sessions,
+        per_addr,
+        counts: [0; 5],
+        logged: 0,
+        watched: BTreeMap::new(),
+    };
     f.serve(listener)
 }

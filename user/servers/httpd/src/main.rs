@@ -1,8 +1,11 @@
 //! An HTTP/1.1 server over the `files` server: GET and HEAD of files (one byte range,
 //! 206) and directories (HTML listings), keep-alive, and refusals with their status
 //! (`crates/http` parses and decides; this program moves the bytes). One thread, many
-//! connections: all wait in one `net` WAIT_MANY for what each needs next (a request, or
-//! room to send). As many connections as net's memory gives this program (no constant
+//! connections: each says once to `net` what it waits for next (`WATCH`: a request,
+//! room to send, its Cue transfer's end), and one `WAIT_READY` gives back only the ready
+//! ones, by token: the connection's place in a slab, found in O(1). Nothing walks every
+//! connection per event or per timer: the deadlines below are kept in order
+//! (`deadlines`), and a wait sleeps until the first. As many connections as net's memory gives this program (no constant
 //! of its own: docs/network.md, "Connections and memory"). Slow and abusive clients
 //! cost only themselves: a request head must come whole within `HEAD_US` of its first
 //! byte and at `MIN_RATE` bytes/s after `RATE_GRACE_US` (else 408 and close), a
@@ -13,7 +16,7 @@
 //!
 //! File bodies go by Cue: httpd gets a ticket for the file from `files` and has `net`
 //! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
-//! in WAIT for the transfer's end. `rwloop` sends them the old way instead — read from
+//! for the transfer's end (watched: `ENDED`). `rwloop` sends them the old way instead — read from
 //! `files`, written to the socket — for comparison (the Cue paper's user-level loop);
 //! so does a body Cue cannot take (net's transfers all busy). A body of at most
 //! `INLINE_MAX` bytes is read when the request is answered and goes with the head:
@@ -75,10 +78,18 @@ const SEND_IDLE_US: u64 = 60_000_000;
 /// Connections one peer address may hold (every host client behind QEMU's user
 /// network is one address, 10.0.2.2: wide by default; `per_addr=N`).
 const PER_ADDR: usize = 1024;
-/// The most connections served at once: one WAIT_MANY's entries (with the listener).
-const MAX_CONNS: usize = np::MAX_WAIT_MANY as usize - 1;
-/// Where WAIT_MANY's entries and bitmap go in the shared area.
+/// The most connections served at once: a bound of the slab (net's budget for this
+/// program, `max_conns`, is the one that counts).
+const MAX_CONNS: usize = 1 << 20;
+/// Where WAIT_READY's (token, events) pairs go in the shared area, and how many at most.
 const WAIT_OFF: u64 = 128 * 1024;
+const WAIT_MAX: u64 = 1024;
+/// The listener's token (a connection's is its place in the slab).
+const LISTENER: u64 = u64::MAX;
+/// The longest sleep in one wait (with no deadline sooner), and the longest while
+/// connections run short (idle ones are shed a second after their last request).
+const SLEEP_US: u64 = 60_000_000;
+const SHED_SLEEP_US: u64 = 1_000_000;
 /// Where received bytes land in the shared area, and where bytes to send are put.
 const RECV_OFF: u64 = 0;
 const RECV_MAX: u64 = 16 * 1024;
@@ -122,12 +133,24 @@ struct Conn {
     cue_tried: bool,
     /// How this answer's body goes: by Cue with this schedule, or by the loop (None).
     sched: Option<Schedule>,
+    /// What net watches for this connection now: socket events, and the transfer whose
+    /// end it waits for (`Httpd::rewatch`).
+    watched: u64,
+    watched_cue: Option<u64>,
+    /// Its entry in `Httpd::deadlines` (0: none).
+    dl: u64,
 }
 
 struct Httpd {
     net: Net,
     files: u64,
-    conns: Vec<Conn>,
+    /// The connections, by token (their place); free places; how many there are.
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    live: usize,
+    /// (when, token) of each connection's next deadline, in order: a timer costs the
+    /// deadlines due, not a walk of the connections.
+    deadlines: alloc::collections::BTreeSet<(u64, u64)>,
     /// Connections by peer address.
     per_addr: alloc::collections::BTreeMap<u64, usize>,
     /// Connections net's budget allows this program (LIMITS), past which new ones wait.
@@ -434,7 +457,9 @@ impl Httpd {
                     }
                     c.inbuf.extend_from_slice(self.net.area.bytes(RECV_OFF, n));
                     c.last = rt::sys::now_us();
-                    if c.inbuf.len() > http::MAX_HEAD + RECV_MAX as usize {
+                    // Less than asked: that was all for now (what comes later is
+                    // given by the next wait: net's readiness is level-triggered).
+                    if n < RECV_MAX || c.inbuf.len() > http::MAX_HEAD + RECV_MAX as usize {
                         break;
                     }
                 }
@@ -600,45 +625,6 @@ impl Httpd {
         }
     }
 
-    /// WAIT_MANY said an entry is unknown to net: drop the connections whose socket or
-    /// transfer net does not know (each said on the log); end if it is the listener.
-    fn drop_unknown(&mut self, listener: u64) {
-        if self.net.state(listener).is_err() {
-            println!("httpd: net no longer knows the listener: ending");
-            rt::exit(1);
-        }
-        let conns = core::mem::take(&mut self.conns);
-        for mut c in conns {
-            let known = match c.phase {
-                Phase::Cueing(t) => self.net.cue_state(t).map(|st| st.ended().then_some(st.result())),
-                _ => self.net.state(c.h).map(|_| None),
-            };
-            match known {
-                // Known, and waiting as before.
-                Ok(None) => self.conns.push(c),
-                // The transfer ended (and is forgotten now that it said so): on from here.
-                Ok(Some(r)) => {
-                    c.file_off = c.file_end;
-                    c.last = rt::sys::now_us();
-                    c.phase = Phase::Sending;
-                    if r.is_ok() && self.write(&mut c).unwrap_or(false) {
-                        self.conns.push(c);
-                    } else {
-                        self.drop_conn(c);
-                    }
-                }
-                Err(e) => {
-                    println!(
-                        "httpd: net does not know a connection's {} ({}): dropping it",
-                        if matches!(c.phase, Phase::Cueing(_)) { "transfer" } else { "socket" },
-                        e.name()
-                    );
-                    self.drop_conn(c);
-                }
-            }
-        }
-    }
-
     /// Has connection `c` run past a deadline (at `now`)? Which one (an index of
     /// `closed`): 0 idle between requests, 1 a head not whole in time, 2 a head too
     /// slow, 3 an answer nobody takes.
@@ -663,30 +649,145 @@ impl Httpd {
     /// Connections near what net allows this program: close idle ones (waiting for a
     /// next request; RFC 9112 §9.8 lets a server close those at any time), the longest
     /// idle first, so that new connections, which wait in net's backlog meanwhile, come
-    /// in.
+    /// in. (Called by the sweep.)
     fn shed(&mut self, now: u64) {
         let margin = self.max_conns / 64 + 1;
-        if self.conns.len() + margin <= self.max_conns {
+        if self.live + margin <= self.max_conns {
             return;
         }
         let mut idle: Vec<(u64, usize)> = self
             .conns
             .iter()
             .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
             .filter(|(_, c)| {
                 matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000
             })
             .map(|(i, c)| (c.last, i))
             .collect();
         idle.sort_unstable();
-        let n = (self.conns.len() + margin - self.max_conns).min(idle.len());
-        let mut gone: Vec<usize> = idle[..n].iter().map(|(_, i)| *i).collect();
-        gone.sort_unstable_by(|a, b| b.cmp(a));
-        for i in gone {
-            let c = self.conns.swap_remove(i);
-            self.closed[0] += 1;
+        let n = (self.live + margin - self.max_conns).min(idle.len());
+        for (_, i) in idle.into_iter().take(n) {
+            if let Some(c) = self.take(i) {
+                self.deadlines.remove(&(c.dl, i as u64));
+                self.closed[0] += 1;
+                self.drop_conn(c);
+            }
+        }
+    }
+
+    /// Take connection `i` out of its place (given back by `put`, or freed).
+    fn take(&mut self, i: usize) -> Option<Conn> {
+        let c = self.conns.get_mut(i)?.take()?;
+        self.live -= 1;
+        self.free.push(i);
+        Some(c)
+    }
+
+    /// Put connection `c` in a place: its token.
+    fn put(&mut self, c: Conn) -> usize {
+        self.live += 1;
+        match self.free.pop() {
+            Some(i) => {
+                self.conns[i] = Some(c);
+                i
+            }
+            None => {
+                self.conns.push(Some(c));
+                self.conns.len() - 1
+            }
+        }
+    }
+
+    /// Tell net what connection `c` (token `tok`) waits for now, if that changed: a
+    /// request (readable), room to send (writable), or its transfer's end (the socket
+    /// not watched meanwhile: level-triggered, a pipelined request would be given on
+    /// every wait).
+    fn rewatch(&mut self, c: &mut Conn, tok: u64) -> Result<(), Error> {
+        let (want, cue) = match c.phase {
+            Phase::Request => (np::READABLE, None),
+            Phase::Sending => (np::WRITABLE, None),
+            Phase::Cueing(t) => (0, Some(t)),
+        };
+        if cue != c.watched_cue {
+            if let Some(t) = cue {
+                self.net.watch(t, np::ENDED, tok)?;
+            }
+            // A transfer ended is forgotten by net with its watch (CUE_STATE).
+            c.watched_cue = cue;
+        }
+        if want != c.watched {
+            self.net.watch(c.h, want, tok)?;
+            c.watched = want;
+        }
+        Ok(())
+    }
+
+    /// When connection `c` runs past its deadline as it stands (see `overdue`; 0: it
+    /// has none, its transfer running).
+    fn deadline(c: &Conn) -> u64 {
+        match c.phase {
+            Phase::Request if c.inbuf.is_empty() => c.last + IDLE_US + 1,
+            Phase::Request => {
+                // The rate check fails once `took` reaches (len + 1) s / MIN_RATE.
+                let slow = (c.inbuf.len() as u64 + 1).saturating_mul(1_000_000).div_ceil(MIN_RATE);
+                c.head_at + HEAD_US.min(RATE_GRACE_US.max(slow)) + 1
+            }
+            Phase::Sending => c.last + SEND_IDLE_US + 1,
+            Phase::Cueing(_) => 0,
+        }
+    }
+
+    /// Keep connection `c`'s (token `tok`) entry in `deadlines` as its state says, no
+    /// sooner than `after`.
+    fn set_deadline(&mut self, c: &mut Conn, tok: u64, after: u64) {
+        let d = match Self::deadline(c) {
+            0 => 0,
+            d => d.max(after),
+        };
+        if d != c.dl {
+            if c.dl != 0 {
+                self.deadlines.remove(&(c.dl, tok));
+            }
+            if d != 0 {
+                self.deadlines.insert((d, tok));
+            }
+            c.dl = d;
+        }
+    }
+
+    /// The deadlines due at `now`: overdue connections closed (a slow head gets its
+    /// 408), the others' deadlines moved on; idle ones shed when connections run short.
+    fn sweep(&mut self, now: u64) {
+        while let Some(&(when, tok)) = self.deadlines.first() {
+            if when > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let i = tok as usize;
+            let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else { continue };
+            if c.dl != when {
+                continue;
+            }
+            c.dl = 0;
+            let Some(why) = Self::overdue(c, now) else {
+                if let Some(mut c) = self.take(i) {
+                    self.set_deadline(&mut c, tok, now + 1);
+                    self.put(c);
+                }
+                continue;
+            };
+            let Some(mut c) = self.take(i) else { continue };
+            self.closed[why] += 1;
+            if why == 1 || why == 2 {
+                // 408, sent as it goes (the connection closes either way).
+                c.keep_alive = false;
+                self.refuse(&mut c, Status::TIMEOUT);
+                let _ = self.write(&mut c);
+            }
             self.drop_conn(c);
         }
+        self.shed(now);
     }
 
     /// A line now and then on what the deadlines closed (not one per connection: a
@@ -704,100 +805,100 @@ impl Httpd {
     /// Serve until the net server goes away (it restarted): then end, to be restarted
     /// and attach to the new one.
     fn serve(&mut self, listener: u64) -> i32 {
-        let mut entries: Vec<(u64, u64)> = Vec::new();
-        let mut ready: Vec<u64> = Vec::new();
+        let mut ready: Vec<(u64, u64)> = Vec::new();
+        let mut listening = false;
         loop {
-            entries.clear();
-            entries.extend(self.conns.iter().map(|c| match c.phase {
-                Phase::Request => (c.h, np::READABLE),
-                Phase::Sending => (c.h, np::WRITABLE | np::READABLE),
-                Phase::Cueing(t) => (t, np::ENDED),
-            }));
-            let listening = self.conns.len() < MAX_CONNS;
-            if listening {
-                entries.push((listener, np::READABLE));
-            }
-            // The soonest deadline bounds the sleep.
-            match self.net.wait_many(WAIT_OFF, &entries, 1_000_000, &mut ready) {
-                Ok(_) => {}
-                Err(Error::InvalidCap) => {
-                    // An entry net does not know: find it, drop its connection, go on.
-                    self.drop_unknown(listener);
-                    continue;
-                }
-                Err(e) => {
-                    println!("httpd: the net server answers {}: ending", e.name());
+            let want = self.live < MAX_CONNS;
+            if want != listening {
+                let r = self.net.watch(listener, if want { np::READABLE } else { 0 }, LISTENER);
+                if let Err(e) = r {
+                    println!("httpd: net does not take the listener's watch ({}): ending", e.name());
                     return 1;
                 }
+                listening = want;
             }
-            let bit = |i: usize| ready.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0);
             let now = rt::sys::now_us();
-            let conns = core::mem::take(&mut self.conns);
-            let mut keep = Vec::with_capacity(conns.len());
-            for (i, mut c) in conns.into_iter().enumerate() {
-                let mut alive = true;
-                if bit(i) {
-                    let r = match c.phase {
-                        Phase::Request => self.read(&mut c),
-                        Phase::Sending => self.write(&mut c),
-                        Phase::Cueing(t) => self.cue_ended(&mut c, t),
-                    };
+            // The first deadline bounds the sleep.
+            let most = if self.live + self.max_conns / 64 + 1 > self.max_conns { SHED_SLEEP_US } else { SLEEP_US };
+            let sleep = self.deadlines.first().map_or(most, |(d, _)| d.saturating_sub(now)).clamp(1, most);
+            if let Err(e) = self.net.wait_ready(WAIT_OFF, WAIT_MAX, sleep, &mut ready) {
+                println!("httpd: the net server answers {}: ending", e.name());
+                return 1;
+            }
+            let mut accept = false;
+            for &(tok, _) in &ready {
+                if tok == LISTENER {
+                    accept = true;
+                    continue;
+                }
+                let Some(mut c) = self.take(tok as usize) else { continue };
+                let r = match c.phase {
+                    Phase::Request => self.read(&mut c),
+                    Phase::Sending => self.write(&mut c),
+                    Phase::Cueing(t) => self.cue_ended(&mut c, t),
+                };
+                let mut alive = self.fine(r);
+                // A request read may have produced an answer to start sending.
+                if alive && matches!(c.phase, Phase::Sending) {
+                    let r = self.write(&mut c);
                     alive = self.fine(r);
-                    // A request read may have produced an answer to start sending.
-                    if alive && matches!(c.phase, Phase::Sending) {
-                        let r = self.write(&mut c);
-                        alive = self.fine(r);
-                    }
                 }
                 if alive {
-                    if let Some(why) = Self::overdue(&c, now) {
-                        self.closed[why] += 1;
-                        if why == 1 || why == 2 {
-                            // 408, sent as it goes (the connection closes either way).
-                            c.keep_alive = false;
-                            self.refuse(&mut c, Status::TIMEOUT);
-                            let _ = self.write(&mut c);
-                        }
-                        alive = false;
-                    }
+                    let r = self.rewatch(&mut c, tok);
+                    alive = self.fine(r.map(|_| true));
                 }
                 if alive {
-                    keep.push(c);
+                    self.set_deadline(&mut c, tok, 0);
+                    let at = self.put(c);
+                    debug_assert_eq!(at as u64, tok);
                 } else {
+                    self.deadlines.remove(&(c.dl, tok));
                     self.drop_conn(c);
                 }
             }
-            self.conns = keep;
-            self.shed(now);
+            let now = rt::sys::now_us();
+            self.sweep(now);
             self.log_closed(now);
-            if listening && bit(entries.len() - 1) {
-                while self.conns.len() < MAX_CONNS {
-                    let Ok((h, peer, _)) = self.net.try_accept(listener) else { break };
-                    let n = self.per_addr.entry(peer).or_insert(0);
-                    if *n >= self.max_per_addr {
-                        // This address holds its share: the connection is refused at once.
-                        let _ = self.net.close(h);
-                        continue;
+            while accept && self.live < MAX_CONNS {
+                let Ok((h, peer, _)) = self.net.try_accept(listener) else { break };
+                let n = self.per_addr.entry(peer).or_insert(0);
+                if *n >= self.max_per_addr {
+                    // This address holds its share: the connection is refused at once.
+                    let _ = self.net.close(h);
+                    continue;
+                }
+                *n += 1;
+                let mut c = Conn {
+                    h,
+                    peer,
+                    inbuf: Vec::new(),
+                    scanned: 0,
+                    head_at: 0,
+                    phase: Phase::Request,
+                    out: Vec::new(),
+                    pos: 0,
+                    file: None,
+                    file_path: alloc::string::String::new(),
+                    file_off: 0,
+                    file_end: 0,
+                    keep_alive: false,
+                    last: rt::sys::now_us(),
+                    cue_tried: false,
+                    sched: None,
+                    watched: 0,
+                    watched_cue: None,
+                    dl: 0,
+                };
+                let tok = self.free.last().copied().unwrap_or(self.conns.len()) as u64;
+                match self.rewatch(&mut c, tok) {
+                    Ok(()) => {
+                        self.set_deadline(&mut c, tok, 0);
+                        self.put(c);
                     }
-                    *n += 1;
-                    self.conns.push(Conn {
-                        h,
-                        peer,
-                        inbuf: Vec::new(),
-                        scanned: 0,
-                        head_at: 0,
-                        phase: Phase::Request,
-                        out: Vec::new(),
-                        pos: 0,
-                        file: None,
-                        file_path: alloc::string::String::new(),
-                        file_off: 0,
-                        file_end: 0,
-                        keep_alive: false,
-                        last: rt::sys::now_us(),
-                        cue_tried: false,
-                        sched: None,
-                    });
+                    Err(e) => {
+                        let _ = self.fine(Err(e));
+                        self.drop_conn(c);
+                    }
                 }
             }
         }
@@ -880,6 +981,9 @@ fn main() -> i32 {
         net,
         files: fs,
         conns: Vec::new(),
+        free: Vec::new(),
+        live: 0,
+        deadlines: alloc::collections::BTreeSet::new(),
         per_addr: alloc::collections::BTreeMap::new(),
         max_per_addr: per_addr,
         served: 0,

@@ -25,6 +25,8 @@ pub struct Client {
     /// batch of frames (`admit_syns`, `pools`) visit, not its every connection (a
     /// thousand connections made each walk cost a thousand steps).
     pub listeners: Vec<u64>,
+    /// Its interest set and ready list (`WATCH`, `WAIT_READY`: `wait`).
+    pub watch: readyset::Set<crate::wait::Key>,
 }
 
 /// A client area this server mapped at `va` (from sigma0, `AREA_BYTES` long).
@@ -66,9 +68,18 @@ impl Net {
             Some(c) => c.area,
             None => {
                 let area = self.new_area()?;
+                let watch = crate::wait::interest_set(self.max_sockets);
                 self.clients.insert(
                     id,
-                    Client { area, sockets: BTreeMap::new(), next: 1, bytes: 0, sleepers: 0, listeners: Vec::new() },
+                    Client {
+                        area,
+                        sockets: BTreeMap::new(),
+                        next: 1,
+                        bytes: 0,
+                        sleepers: 0,
+                        listeners: Vec::new(),
+                        watch,
+                    },
                 );
                 area
             }

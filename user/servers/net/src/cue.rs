@@ -20,8 +20,8 @@ use blk_api::{self as b, client::View};
 use core::fmt::Write as _;
 use net_api as p;
 use rt::{env, ipc, server};
-use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
+use sockpark::Handle as SocketHandle;
 
 pub const BLOCK: u64 = 4096;
 /// Blocks read by one operation, and operations ahead of the sender (at most: the
@@ -409,6 +409,7 @@ impl Net {
         let r = [t.status, t.sent(), t.end - t.first, t.k, t.t_ms, t.elapsed_us(rt::sys::now_us())];
         if !t.running() {
             self.transfers.remove(i);
+            self.client(id)?.watch.remove(&(crate::wait::TRANSFER, tid));
         }
         ok(&r)
     }
@@ -425,6 +426,7 @@ impl Net {
         let i = self.transfer_of(id, tid)?;
         self.cue_end(i, p::CUE_CANCELLED);
         self.transfers.remove(i);
+        self.client(id)?.watch.remove(&(crate::wait::TRANSFER, tid));
         ok(&[])
     }
 
@@ -593,6 +595,8 @@ impl Net {
         if let Some(w) = t.window.take() {
             self.cue_windows[w] = false;
         }
+        let (client, tid) = (t.client, t.id);
+        self.mark(client, (crate::wait::TRANSFER, tid));
         self.cue_status(i);
     }
 
@@ -601,7 +605,10 @@ impl Net {
     pub fn cue_cancel_socket(&mut self, id: u64, handle: u64) {
         while let Some(i) = self.transfers.iter().position(|t| t.client == id && t.socket == handle) {
             self.cue_end(i, p::CUE_CANCELLED);
-            self.transfers.remove(i);
+            let t = self.transfers.remove(i);
+            if let Some(c) = self.clients.get_mut(&id) {
+                c.watch.remove(&(crate::wait::TRANSFER, t.id));
+            }
         }
     }
 

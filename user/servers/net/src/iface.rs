@@ -4,18 +4,26 @@
 //! that report on it (INFO, PROFILE).
 
 use crate::clients::Client;
-use crate::sockets::{add_tcp, remove_sock, Sock, SOCK_BYTES};
+use crate::sockets::{add_tcp, connected, remove_sock, Sock, SOCK_BYTES};
 use crate::{ip_word, mac_word, now, ok, Net, Reply};
 use alloc::vec::Vec;
 use net_api as p;
 use rt::println;
-use smoltcp::iface::SocketSet;
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::Duration;
 use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 
 /// How long DHCP may take before a static address from the arguments is used.
 pub const FALLBACK: Duration = Duration::from_secs(5);
+
+/// An established connection with nothing queued to send (so no retransmission timer
+/// runs) is parked outside the stack's runs after each run, unless it received
+/// something it may not have acknowledged yet (smoltcp delays an ACK 10 ms, to send it
+/// with the answer): such a one has sent since (`paid` by SEND), or nothing touched it
+/// for this long (µs: past the delayed ACK, whose timer has run the stack and sent it).
+const PARK_IDLE_US: u64 = 20_000;
+/// The awake connections are looked at this often (0: after every run).
+const PARK_EVERY_US: u64 = 0;
 
 /// Rounds of the stack a pump runs for Cue alone before it looks for requests again:
 /// a fast transfer keeps finding room as ACKs come, and must not keep the server from
@@ -38,8 +46,30 @@ fn syn_of(frame: &[u8]) -> Option<(IpAddress, u16, u16)> {
     (tcp.syn() && !tcp.ack()).then(|| (IpAddress::Ipv4(ip.src_addr()), tcp.src_port(), tcp.dst_port()))
 }
 
+/// (source address, source port, destination port) of `frame` if it is IPv4 TCP or
+/// UDP: whose it is; and whether it is a TCP segment the receiver must acknowledge
+/// (data, SYN or FIN).
+fn flow_of(frame: &[u8]) -> Option<((u32, u16, u16), bool)> {
+    use smoltcp::wire::{EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, TcpPacket, UdpPacket};
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let src = u32::from(ip.src_addr());
+    match ip.next_header() {
+        IpProtocol::Tcp => TcpPacket::new_checked(ip.payload())
+            .ok()
+            .map(|t| ((src, t.src_port(), t.dst_port()), t.syn() || t.fin() || !t.payload().is_empty())),
+        IpProtocol::Udp => {
+            UdpPacket::new_checked(ip.payload()).ok().map(|u| ((src, u.src_port(), u.dst_port()), false))
+        }
+        _ => None,
+    }
+}
+
 /// Does a socket hold the connection from `from`:`port` to local port `to` already?
-fn holds(sockets: &SocketSet<'_>, (from, port, to): (IpAddress, u16, u16)) -> bool {
+fn holds(sockets: &sockpark::Sockets, (from, port, to): (IpAddress, u16, u16)) -> bool {
     sockets.iter().any(|(_, s)| match s {
         smoltcp::socket::Socket::Tcp(t) => {
             t.state() != tcp::State::Closed
@@ -84,15 +114,17 @@ impl Net {
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     pub fn pump(&mut self) {
         self.cue_busy = false;
+        self.sockets.touch_time(rt::sys::now_us());
         for round in 0..256 {
             let t0 = rt::sys::rdtsc();
             self.nic.poll_rx();
             let t1 = rt::sys::rdtsc();
             if self.nic.has_rx() {
                 self.admit_syns();
+                self.mark_rx();
             }
             let t = now();
-            let changed = self.iface.poll(t, &mut self.nic, &mut self.sockets);
+            let changed = self.iface.poll(t, &mut self.nic, self.sockets.set());
             let t2 = rt::sys::rdtsc();
             self.nic.refill();
             let t3 = rt::sys::rdtsc();
@@ -116,6 +148,8 @@ impl Net {
         self.pools();
         self.reap();
         self.pings_in();
+        self.park();
+        self.poll_at = self.iface.poll_at(now(), self.sockets.set());
         self.wake();
         self.prof[5] += rt::sys::rdtsc().wrapping_sub(t0);
     }
@@ -230,6 +264,49 @@ impl Net {
             held += SOCK_BYTES;
             admitted.push(syn);
             true
+        });
+    }
+
+    /// Mark, for the readiness wait, the socket each received frame is for (its
+    /// connection's, else its port's listener or UDP socket): a lookup a frame, not a
+    /// walk of the sockets.
+    fn mark_rx(&mut self) {
+        let (owners, clients, sockets) = (&self.owners, &mut self.clients, &mut self.sockets);
+        self.nic.retain_rx(|f| {
+            let Some((flow, owed)) = flow_of(f) else { return true };
+            if let Some((id, h)) = owners.of(flow) {
+                if let Some(c) = clients.get_mut(&id) {
+                    c.watch.mark(&(crate::wait::SOCKET, h));
+                    // A parked connection goes back to the stack before it runs (else
+                    // smoltcp, finding no socket, would reset the peer); one given
+                    // something to acknowledge stays awake until it has sent since.
+                    if let Some(Sock::Tcp { h: sh, .. }) = c.sockets.get(&h) {
+                        sockets.wake(*sh);
+                        if owed {
+                            sockets.owe(*sh);
+                        }
+                    }
+                }
+            }
+            true
+        });
+    }
+
+    /// Park the connections that have nothing to do (established, nothing queued to
+    /// send, so no timer runs) and that nothing touched for `PARK_IDLE_US`, outside the
+    /// stack's runs (`sockpark`): a run walks every socket it is given. A frame for
+    /// one wakes it (`mark_rx`, by its flow: only connections `owners` knows park),
+    /// as does a request on it. A walk of the awake sockets every `PARK_EVERY_US`.
+    fn park(&mut self) {
+        let t = rt::sys::now_us();
+        if t < self.park_at {
+            return;
+        }
+        self.park_at = t + PARK_EVERY_US;
+        let owners = &self.owners;
+        self.sockets.park(t, PARK_IDLE_US, |h, s| match s {
+            smoltcp::socket::Socket::Tcp(s) => connected(s) && s.send_queue() == 0 && owners.has(h),
+            _ => false,
         });
     }
 

@@ -53,11 +53,12 @@ use rt::ipc::Msg;
 use rt::server::{self, Answer, Badge, Server};
 use rt::{env, pci, println};
 use sigma0_api as s0;
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::iface::{Config, Interface};
 use smoltcp::socket::dhcpv4;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv4Cidr};
 use sockets::{Orphan, NOBODY, SOCK_BYTES};
+use sockpark::Handle as SocketHandle;
 use wait::Waiter;
 
 rt::entry!(main);
@@ -112,7 +113,9 @@ fn ipv4(w: u32) -> Ipv4Address {
 struct Net {
     nic: Nic,
     iface: Interface,
-    sockets: SocketSet<'static>,
+    /// smoltcp's sockets, the idle connections parked outside the stack's runs
+    /// (`sockpark`; `Net::park`).
+    sockets: sockpark::Sockets,
     dhcp: Option<SocketHandle>,
     icmp: SocketHandle,
     /// 0 static, 1 DHCP, 2 none yet.
@@ -171,6 +174,19 @@ struct Net {
     /// Busy ticks by part (`net_api::PROFILE`): requests, device, stack, (checksums:
     /// the device's counter), Cue, after each run.
     prof: [u64; 6],
+    /// Whose a received frame is, to mark it for the readiness wait: (peer address,
+    /// peer port, local port) of each connection a client holds, and (0, 0, port) of
+    /// each listener and UDP socket → (client, handle); and each connection's key
+    /// there, to forget it (`sockets::Owners`).
+    owners: sockets::Owners,
+    /// When idle connections are parked next (`Net::park`).
+    park_at: u64,
+    /// When the stack wants to run next, as the last run left it (`Interface::poll_at`
+    /// walks every socket: once a run, not once a message).
+    poll_at: Option<Instant>,
+    /// The last RECV took bytes from a nearly full receive buffer: the stack runs after
+    /// it (a window update to send); else a RECV needs no run.
+    window_tight: bool,
 }
 
 impl Net {
@@ -192,7 +208,8 @@ impl Net {
             Request::SendTo { handle, ip, port, off, len } => self.send_to(id, handle, ip, port, off, len),
             Request::RecvFrom { handle, off, max } => self.recv_from(id, handle, off, max),
             Request::Wait { timeout_us, entries } => self.wait(id, timeout_us, entries),
-            Request::WaitMany { timeout_us, off, count, out } => self.wait_many(id, timeout_us, off, count, out),
+            Request::WaitReady { timeout_us, off, max } => self.wait_ready(id, timeout_us, off, max),
+            Request::Watch { handle, events, token } => self.watch(id, handle, events, token),
             Request::Profile => self.profile(),
             Request::Limits => self.limits(id),
             Request::Ping { ip, timeout_us } => self.ping(id, ip, timeout_us),
@@ -285,15 +302,35 @@ impl Server for Net {
             return a;
         }
         self.caller_principal = from.principal();
+        self.sockets.touch_time(rt::sys::now_us());
         let t0 = rt::sys::rdtsc();
+        // Requests that change nothing the stack sends need no run of it after them
+        // (a run walks every socket in smoltcp: not once per look).
+        let quiet = matches!(
+            req,
+            Request::Wait { .. }
+                | Request::WaitReady { .. }
+                | Request::Watch { .. }
+                | Request::State { .. }
+                | Request::Limits
+                | Request::Profile
+                | Request::Info
+                | Request::CueState { .. }
+                | Request::CueList
+                | Request::Recv { .. }
+        );
+        self.window_tight = false;
         let r = self.request(id, req);
+        let quiet = quiet && !self.window_tight;
         if let Some(s) = self.received.take() {
             // A capability that came with a request that did not take it.
             rt::free_slot(s);
         }
         self.prof[0] += rt::sys::rdtsc().wrapping_sub(t0);
         // Whatever the request changed goes out now (data, FIN, SYN, window updates).
-        self.pump();
+        if !quiet {
+            self.pump();
+        }
         match r {
             Ok(Some(m)) => Answer::Reply(m),
             Ok(None) => Answer::Later,
@@ -302,17 +339,43 @@ impl Server for Net {
     }
 
     fn next_tick_us(&mut self) -> Option<u64> {
+        self.next_due(true)
+    }
+
+    fn tick(&mut self) {
+        // The time that came was the stack's (or Cue's, DHCP's, a lingering
+        // connection's) unless a sleeping call's deadline is sooner than all of those.
+        let (timed, all) = (self.next_due(false), self.next_due(true));
+        if timed.is_some_and(|t| t == 0 || all.is_none_or(|a| t <= a)) {
+            self.pump();
+            self.mark_timed();
+            self.wake();
+        } else {
+            // Only sleeping calls' deadlines: no run of the stack (it walks its sockets).
+            self.wake();
+        }
+    }
+
+    fn windows(&self) -> Option<[Fpage; 3]> {
+        Some([Fpage(0), self.inbox.window(), Fpage(0)])
+    }
+}
+
+impl Net {
+    /// Microseconds until the server has timed work: the stack's, lingering
+    /// connections', DHCP's, Cue's, and (`waiters`) sleeping calls' deadlines.
+    fn next_due(&self, waiters: bool) -> Option<u64> {
         if self.cue_busy {
             // Transfers are moving: only look for requests (a receive that does not wait).
             return Some(0);
         }
         let t = now();
-        let mut next = self.iface.poll_delay(t, &self.sockets).map(|d| d.total_micros());
+        let mut next = self.poll_at.map(|d| if d > t { (d - t).total_micros() } else { 0 });
         let mut at = |d: Instant| {
             let us = if d > t { (d - t).total_micros() } else { 0 };
             next = Some(next.map_or(us, |n| n.min(us)));
         };
-        for w in &self.waiters {
+        for w in self.waiters.iter().filter(|_| waiters) {
             if let Some(d) = w.deadline {
                 at(d);
             }
@@ -344,14 +407,6 @@ impl Server for Net {
             next = Some(next.map_or(1000, |n| n.min(1000)));
         }
         next
-    }
-
-    fn tick(&mut self) {
-        self.pump();
-    }
-
-    fn windows(&self) -> Option<[Fpage; 3]> {
-        Some([Fpage(0), self.inbox.window(), Fpage(0)])
     }
 }
 
@@ -433,7 +488,7 @@ fn main() -> i32 {
     let mut config = Config::new(EthernetAddress(mac).into());
     config.random_seed = rt::sys::rdtsc();
     let iface = Interface::new(config, &mut nic, now());
-    let mut sockets = SocketSet::new(Vec::new());
+    let mut sockets = sockpark::Sockets::new();
     let icmp = sockets.add(icmp_socket());
     let dhcp = dhcp_on.then(|| sockets.add(dhcpv4::Socket::new()));
     println!(
@@ -488,6 +543,10 @@ fn main() -> i32 {
         cue_text: String::new(),
         cue_busy: false,
         prof: [0; 6],
+        owners: sockets::Owners::default(),
+        poll_at: None,
+        park_at: 0,
+        window_tight: false,
     };
     n.pump();
     let mut buf = [0u8; graft_api::RECV_BYTES];

@@ -8,10 +8,10 @@ use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 use net_api as p;
-use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::{tcp, udp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint};
+use sockpark::{Handle as SocketHandle, Sockets as SocketSet};
 
 /// One TCP connection's buffer memory, as charged: receiving (a request head fits; the
 /// window it offers) and sending (what Cue and writers queue ahead of the ACKs), a
@@ -25,6 +25,61 @@ const UDP_BUF: usize = bufs::RX;
 
 /// A closed connection still sending its last bytes is reset after this long.
 const LINGER: Duration = Duration::from_secs(30);
+
+/// Whose a received frame is, for the readiness wait (`Net::mark_rx`): a connection's
+/// (peer address, peer port, local port), and a listener's or UDP socket's (0, 0,
+/// port), → (client, handle); and the key each connection has, to forget it when it
+/// goes. A lookup per frame, no walk.
+#[derive(Default)]
+pub struct Owners {
+    by_flow: BTreeMap<(u32, u16, u16), (u64, u64)>,
+    flow_of: BTreeMap<SocketHandle, (u32, u16, u16)>,
+}
+
+impl Owners {
+    /// Whose a frame from `addr`:`port` to local port `to` is.
+    pub fn of(&self, (addr, port, to): (u32, u16, u16)) -> Option<(u64, u64)> {
+        self.by_flow.get(&(addr, port, to)).or_else(|| self.by_flow.get(&(0, 0, to))).copied()
+    }
+
+    /// Client `id`'s connection `handle` is smoltcp's socket `sh`, to `peer` from local
+    /// port `to`.
+    pub fn connection(&mut self, sh: SocketHandle, peer: IpEndpoint, to: u16, id: u64, handle: u64) {
+        let IpAddress::Ipv4(a) = peer.addr;
+        let flow = (u32::from(a), peer.port, to);
+        self.by_flow.insert(flow, (id, handle));
+        if let Some(old) = self.flow_of.insert(sh, flow) {
+            if old != flow {
+                self.by_flow.remove(&old);
+            }
+        }
+    }
+
+    /// Client `id`'s listener or UDP socket `handle` on `port`.
+    pub fn port(&mut self, port: u16, id: u64, handle: u64) {
+        self.by_flow.insert((0, 0, port), (id, handle));
+    }
+
+    pub fn forget_port(&mut self, port: u16) {
+        self.by_flow.remove(&(0, 0, port));
+    }
+
+    /// Whose connection smoltcp's socket `sh` is: (client, handle).
+    pub fn owner(&self, sh: SocketHandle) -> Option<(u64, u64)> {
+        self.by_flow.get(self.flow_of.get(&sh)?).copied()
+    }
+
+    /// Is smoltcp's socket `sh` a connection a client holds (a frame for it is found)?
+    pub fn has(&self, sh: SocketHandle) -> bool {
+        self.flow_of.contains_key(&sh)
+    }
+
+    pub fn forget(&mut self, sh: SocketHandle) {
+        if let Some(flow) = self.flow_of.remove(&sh) {
+            self.by_flow.remove(&flow);
+        }
+    }
+}
 
 /// A socket in a client's table.
 pub enum Sock {
@@ -82,7 +137,7 @@ fn tcp_state(s: tcp::State) -> u64 {
 /// `sockets`: segments sent at once (no Nagle: the clients batch through the shared
 /// area), dead peers given up after 2 min. None: no frames for its buffers.
 pub fn add_tcp(
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut SocketSet,
     pool: &mut bufs::Pool,
     slots: &mut BTreeMap<SocketHandle, u32>,
 ) -> Option<SocketHandle> {
@@ -98,7 +153,7 @@ pub fn add_tcp(
 /// A UDP socket bound to `port` with its buffers (a slot of `pool`, recorded in
 /// `slots`), added to `sockets`. None: no frames for its buffers.
 fn add_udp(
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut SocketSet,
     pool: &mut bufs::Pool,
     slots: &mut BTreeMap<SocketHandle, u32>,
     port: u16,
@@ -119,7 +174,7 @@ fn add_udp(
 
 /// Remove socket `h` (TCP or UDP) from `sockets` and give its buffers back to `pool`.
 pub fn remove_sock(
-    sockets: &mut SocketSet<'static>,
+    sockets: &mut SocketSet,
     pool: &mut bufs::Pool,
     slots: &mut BTreeMap<SocketHandle, u32>,
     h: SocketHandle,
@@ -154,6 +209,7 @@ impl Net {
         }
         let h = self.install(id, Sock::Listen { port, backlog: backlog as usize, pool: Vec::new() }, 0)?;
         self.client(id)?.listeners.push(h);
+        self.owners.port(port, id, h);
         ok(&[h])
     }
 
@@ -170,6 +226,8 @@ impl Net {
         let Some(i) = pool.iter().position(|h| connected(sockets.get::<tcp::Socket>(*h))) else {
             return Err(Error::WouldBlock);
         };
+        // The listener may hold more: the next wait looks at it again.
+        c.watch.mark(&(crate::wait::SOCKET, handle));
         let sh = pool.remove(i);
         // The connection's buffers were charged to the listener's pool; they move
         // to the new handle.
@@ -184,7 +242,11 @@ impl Net {
             self.orphans.push(Orphan { h: sh, until: now(), client: NOBODY, bytes: 0 });
             return Err(Error::NoSpace);
         }
-        let (ip, port) = match self.sockets.get::<tcp::Socket>(sh).remote_endpoint() {
+        let t = self.sockets.get::<tcp::Socket>(sh);
+        if let (Some(r), Some(l)) = (t.remote_endpoint(), t.local_endpoint()) {
+            self.owners.connection(sh, r, l.port, id, h);
+        }
+        let (ip, port) = match t.remote_endpoint() {
             Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }) => (ip_word(a), port as u64),
             None => (0, 0),
         };
@@ -209,7 +271,10 @@ impl Net {
             return Err(Error::InvalidArg);
         }
         match self.install(id, Sock::Tcp { h: sh, bytes: SOCK_BYTES }, SOCK_BYTES) {
-            Ok(h) => ok(&[h]),
+            Ok(h) => {
+                self.owners.connection(sh, IpEndpoint::new(IpAddress::Ipv4(ipv4(ip)), port), local, id, h);
+                ok(&[h])
+            }
             Err(e) => {
                 self.remove_sock(sh);
                 Err(e)
@@ -223,6 +288,7 @@ impl Net {
         if self.cueing(id, handle) {
             return Err(Error::BadState);
         }
+        self.mark(id, (crate::wait::SOCKET, handle));
         let c = &self.clients[&id];
         let data = Self::range(c, off, len)?;
         let s = self.sockets.get_mut::<tcp::Socket>(sh);
@@ -234,7 +300,12 @@ impl Net {
         }
         match s.send_slice(data) {
             Ok(0) if len > 0 => Err(Error::WouldBlock),
-            Ok(n) => ok(&[n as u64]),
+            Ok(n) => {
+                // Its segment, sent by the stack's run after this request, carries the
+                // ACK of what it received.
+                self.sockets.paid(sh);
+                ok(&[n as u64])
+            }
             Err(_) => Err(Error::Reset),
         }
     }
@@ -242,9 +313,13 @@ impl Net {
     /// RECV: up to `max` bytes from connection `handle` to `off` in the client's area; how many.
     pub fn recv(&mut self, id: u64, handle: u64, off: u64, max: u64) -> Reply {
         let sh = self.tcp_of(id, handle)?;
+        self.mark(id, (crate::wait::SOCKET, handle));
         let c = &self.clients[&id];
         let buf = Self::range(c, off, max)?;
         let s = self.sockets.get_mut::<tcp::Socket>(sh);
+        // Bytes taken from a buffer more than half full open the window: the stack runs
+        // after this RECV to say so (`window_tight`); else it need not.
+        self.window_tight = 2 * s.recv_queue() > s.recv_capacity();
         match s.recv_slice(buf) {
             Ok(0) if max > 0 => Err(Error::WouldBlock),
             Ok(n) => ok(&[n as u64]),
@@ -263,6 +338,7 @@ impl Net {
     pub fn shutdown(&mut self, id: u64, handle: u64) -> Reply {
         let sh = self.tcp_of(id, handle)?;
         self.sockets.get_mut::<tcp::Socket>(sh).close();
+        self.mark(id, (crate::wait::SOCKET, handle));
         ok(&[])
     }
 
@@ -272,6 +348,7 @@ impl Net {
         self.cue_cancel_socket(id, handle);
         let c = self.client(id)?;
         let s = c.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
+        c.watch.remove(&(crate::wait::SOCKET, handle));
         if matches!(s, Sock::Listen { .. }) {
             c.listeners.retain(|l| *l != handle);
         }
@@ -288,7 +365,10 @@ impl Net {
         }
         let sh = add_udp(&mut self.sockets, &mut self.bufs, &mut self.buf_slots, port)?;
         match self.install(id, Sock::Udp { h: sh, port }, SOCK_BYTES) {
-            Ok(h) => ok(&[h, port as u64]),
+            Ok(h) => {
+                self.owners.port(port, id, h);
+                ok(&[h, port as u64])
+            }
             Err(e) => {
                 self.remove_sock(sh);
                 Err(e)
@@ -377,6 +457,7 @@ impl Net {
     pub fn release(&mut self, id: u64, s: Sock, abort: bool) {
         match s {
             Sock::Tcp { h, bytes } => {
+                self.owners.forget(h);
                 let t = self.sockets.get_mut::<tcp::Socket>(h);
                 if abort {
                     t.abort();
@@ -385,13 +466,15 @@ impl Net {
                 }
                 self.orphans.push(Orphan { h, until: now() + LINGER, client: id, bytes });
             }
-            Sock::Listen { pool, .. } => {
+            Sock::Listen { pool, port, .. } => {
+                self.owners.forget_port(port);
                 for h in pool {
                     self.sockets.get_mut::<tcp::Socket>(h).abort();
                     self.orphans.push(Orphan { h, until: now(), client: id, bytes: SOCK_BYTES });
                 }
             }
-            Sock::Udp { h, .. } => {
+            Sock::Udp { h, port } => {
+                self.owners.forget_port(port);
                 self.remove_sock(h);
                 if let Some(c) = self.clients.get_mut(&id) {
                     c.bytes = c.bytes.saturating_sub(SOCK_BYTES);

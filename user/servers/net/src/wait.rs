@@ -1,6 +1,8 @@
-//! Waiting: WAIT and WAIT_MANY (a client sleeps until one of its sockets or transfers
-//! is ready, or its time is up), and the sleeping calls of a client (WAITs and PINGs:
-//! saved replies, at most `MAX_SLEEPERS`).
+//! Waiting: WAIT (a client sleeps until one of a few sockets or transfers is ready, or
+//! its time is up), the readiness wait in epoll's shape (WATCH, WAIT_READY: each
+//! client's interest set lives here, `readyset`, and a wait looks only at what a frame,
+//! a request or a stack timer marked), and the sleeping calls of a client (WAITs and
+//! PINGs: saved replies, at most `MAX_SLEEPERS`).
 
 use crate::sockets::{connected, Sock};
 use crate::{now, ok, Net, Reply};
@@ -15,13 +17,25 @@ use smoltcp::time::{Duration, Instant};
 /// Sleeping `WAIT`s and `PING`s per client.
 const MAX_SLEEPERS: usize = 8;
 
-/// A client asleep in WAIT (or WAIT_MANY: `out` is where its bitmap goes in its area).
+/// A watched entry: a socket (kind `SOCKET`) or a transfer (`TRANSFER`, for `ENDED`).
+pub type Key = (u8, u64);
+pub const SOCKET: u8 = 0;
+pub const TRANSFER: u8 = 1;
+
+/// A client's interest set (`WATCH`): its entries at most twice its sockets' limit and
+/// `WATCH_SLACK` (transfers).
+pub fn interest_set(max_sockets: usize) -> readyset::Set<Key> {
+    readyset::Set::new(max_sockets.saturating_mul(2).saturating_add(p::WATCH_SLACK))
+}
+
+/// A client asleep in WAIT (or WAIT_READY: `out` is where its pairs go in its area,
+/// and how many at most).
 pub struct Waiter {
     pub client: u64,
     pub slot: u64,
     entries: Vec<(u64, u64)>,
     pub deadline: Option<Instant>,
-    out: Option<u64>,
+    out: Option<(u64, u64)>,
 }
 
 impl Net {
@@ -39,23 +53,101 @@ impl Net {
         Ok(None)
     }
 
-    /// WAIT_MANY: as WAIT over `count` entries at `off` in the client's area, the
-    /// bitmap written at `out` there; how many are ready.
-    pub fn wait_many(&mut self, id: u64, timeout_us: u64, off: u64, count: u64, out: u64) -> Reply {
-        let c = self.clients.get(&id).ok_or(Error::BadState)?;
-        let words = count.div_ceil(64);
-        Self::range(c, off, 8 * count)?;
-        Self::range(c, out, 8 * words)?;
-        let entries: Vec<(u64, u64)> =
-            (0..count).map(|i| c.area.read(off + 8 * i)).map(|e| (e & 0xffff_ffff, e >> 32)).collect();
-        let n = self.ready_bits(id, &entries, out)?;
+    /// WATCH: watch `events` of socket (or, `ENDED`, transfer) `handle`, given back
+    /// with `token`; 0 stops watching the socket.
+    pub fn watch(&mut self, id: u64, handle: u64, events: u64, token: u64) -> Reply {
+        let key = if events == p::ENDED { (TRANSFER, handle) } else { (SOCKET, handle) };
+        let known = if key.0 == TRANSFER {
+            self.transfers.iter().any(|t| t.client == id && t.id == handle)
+        } else {
+            self.clients.get(&id).ok_or(Error::BadState)?.sockets.contains_key(&handle)
+        };
+        let c = self.client(id)?;
+        if events == 0 {
+            c.watch.remove(&key);
+            return ok(&[]);
+        }
+        if !known {
+            return Err(Error::InvalidCap);
+        }
+        c.watch.watch(key, events, token).map_err(|_| Error::NoSpace)?;
+        ok(&[])
+    }
+
+    /// WAIT_READY: up to `max` (token, events) pairs of the watched entries ready now,
+    /// written at `off` in the client's area (checked by the protocol); none yet, the
+    /// client sleeps until one is or `timeout_us` passes (one such sleep a client: an
+    /// older one is answered with none).
+    pub fn wait_ready(&mut self, id: u64, timeout_us: u64, off: u64, max: u64) -> Reply {
+        let n = self.collect(id, off, max)?;
         if n != 0 || timeout_us == 0 {
             return ok(&[n]);
         }
+        if let Some(i) = self.waiters.iter().position(|w| w.client == id && w.out.is_some()) {
+            let w = self.waiters.remove(i);
+            self.answer_sleeper(id, w.slot, &server::ok_msg(&[0]));
+        }
         let slot = self.sleep(id)?;
         let deadline = (timeout_us != u64::MAX).then(|| now() + Duration::from_micros(timeout_us.min(1 << 40)));
-        self.waiters.push(Waiter { client: id, slot, entries, deadline, out: Some(out) });
+        self.waiters.push(Waiter { client: id, slot, entries: Vec::new(), deadline, out: Some((off, max)) });
         Ok(None)
+    }
+
+    /// Something touched client `id`'s `key`: its next wait looks at it.
+    pub fn mark(&mut self, id: u64, key: Key) {
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.watch.mark(&key);
+        }
+    }
+
+    /// The stack ran for a timer (no frame, no request): mark the awake connections
+    /// (a timer changes only those: a parked one has none running), e.g. one the stack
+    /// gave up on. O(awake), on timers only.
+    pub fn mark_timed(&mut self) {
+        let (sockets, owners, clients) = (&self.sockets, &self.owners, &mut self.clients);
+        for sh in sockets.awake_handles() {
+            if let Some((id, h)) = owners.owner(sh) {
+                if let Some(c) = clients.get_mut(&id) {
+                    c.watch.mark(&(SOCKET, h));
+                }
+            }
+        }
+    }
+
+    /// The ready pairs of client `id`'s marked entries, written at `off` (room for
+    /// `max` checked by the protocol): how many.
+    fn collect(&mut self, id: u64, off: u64, max: u64) -> Result<u64, Error> {
+        let c = self.clients.get_mut(&id).ok_or(Error::BadState)?;
+        if !c.watch.pending() {
+            return Ok(0);
+        }
+        let area = c.area;
+        let mut set = core::mem::replace(&mut c.watch, readyset::Set::new(0));
+        let mut i = 0;
+        let n = set.collect(
+            max as usize,
+            |k, _| self.events(id, k),
+            |token, ev| {
+                area.write(off + 16 * i, token);
+                area.write(off + 16 * i + 8, ev);
+                i += 1;
+            },
+        );
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.watch = set;
+        }
+        Ok(n as u64)
+    }
+
+    /// The events that hold now for client `id`'s `key` (None: no such socket or
+    /// transfer any more).
+    fn events(&self, id: u64, (kind, handle): Key) -> Option<u64> {
+        if kind == TRANSFER {
+            let t = self.transfers.iter().find(|t| t.client == id && t.id == handle)?;
+            return Some(if t.running() { 0 } else { p::ENDED });
+        }
+        let (r, w) = self.readiness(id, handle).ok()?;
+        Some((if r { p::READABLE } else { 0 }) | (if w { p::WRITABLE } else { 0 }))
     }
 
     /// Is entry (handle, interest) of client `id` ready? Err: no such handle.
@@ -64,6 +156,12 @@ impl Net {
             let t = self.transfers.iter().find(|t| t.client == id && t.id == handle).ok_or(Error::InvalidCap)?;
             return Ok(!t.running());
         }
+        let (r, w) = self.readiness(id, handle)?;
+        Ok((interest & p::READABLE != 0 && r) || (interest & p::WRITABLE != 0 && w))
+    }
+
+    /// (readable, writable) of client `id`'s socket `handle`. Err: no such handle.
+    fn readiness(&self, id: u64, handle: u64) -> Result<(bool, bool), Error> {
         let c = self.clients.get(&id).ok_or(Error::BadState)?;
         let (r, w) = match c.sockets.get(&handle).ok_or(Error::InvalidCap)? {
             Sock::Tcp { h, .. } => {
@@ -81,7 +179,7 @@ impl Net {
                 (u.can_recv(), u.can_send())
             }
         };
-        Ok((interest & p::READABLE != 0 && r) || (interest & p::WRITABLE != 0 && w))
+        Ok((r, w))
     }
 
     fn ready_map(&self, id: u64, entries: &[(u64, u64)]) -> Result<u64, Error> {
@@ -94,34 +192,6 @@ impl Net {
         Ok(map)
     }
 
-    /// Is any of client `id`'s entries ready? (Stops at the first.) Err: no such handle.
-    fn ready_any(&self, id: u64, entries: &[(u64, u64)]) -> Result<bool, Error> {
-        for (h, interest) in entries {
-            if self.ready(id, *h, *interest)? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Write the bitmap of client `id`'s ready entries at `out` in its area (checked
-    /// to fit): how many are ready.
-    fn ready_bits(&self, id: u64, entries: &[(u64, u64)], out: u64) -> Result<u64, Error> {
-        let c = self.clients.get(&id).ok_or(Error::BadState)?;
-        let mut n = 0;
-        for (w, chunk) in entries.chunks(64).enumerate() {
-            let mut bits = 0u64;
-            for (i, (h, interest)) in chunk.iter().enumerate() {
-                if self.ready(id, *h, *interest)? {
-                    bits |= 1 << i;
-                    n += 1;
-                }
-            }
-            c.area.write(out + 8 * w as u64, bits);
-        }
-        Ok(n)
-    }
-
     /// Answer WAITs whose sockets are ready or whose time is up.
     pub fn wake(&mut self) {
         let t = now();
@@ -130,13 +200,17 @@ impl Net {
             let w = &self.waiters[i];
             let map = match w.out {
                 None => self.ready_map(w.client, &w.entries),
-                // Many entries: look for one ready (stopping there) before writing them all.
-                Some(out) => match self.ready_any(w.client, &w.entries) {
-                    Ok(false) if w.deadline.is_none_or(|d| t < d) => Ok(0),
-                    Ok(_) => self.ready_bits(w.client, &w.entries, out),
-                    Err(e) => Err(e),
-                },
+                // The readiness wait: only if something of the client's was marked.
+                Some((off, max)) => {
+                    let (client, marked) = (w.client, self.clients.get(&w.client).is_some_and(|c| c.watch.pending()));
+                    if marked {
+                        self.collect(client, off, max)
+                    } else {
+                        Ok(0)
+                    }
+                }
             };
+            let w = &self.waiters[i];
             let answer = match map {
                 Ok(0) if w.deadline.is_none_or(|d| t < d) => None,
                 Ok(m) => Some(server::ok_msg(&[m])),

@@ -123,34 +123,24 @@ fn misuse(c: &mut Checks, net: &Net) {
     c.eq(call(np::WAIT, &w), Err(Error::Malformed), "a wait on too many sockets");
     c.eq(call(np::WAIT, &[0, 777 | np::READABLE << 32]), Err(Error::InvalidCap), "a wait on a handle never made");
     c.eq(call(np::WAIT, &[50_000, l | np::READABLE << 32]), Ok(0), "a wait that times out answers 0");
-    // WAIT_MANY: entries in the area, checked like WAIT's.
-    c.eq(call(np::WAIT_MANY, &[0, 0, 0, 4096]), Err(Error::InvalidArg), "WAIT_MANY on no entries");
-    c.eq(call(np::WAIT_MANY, &[0, 4, 1, 4096]), Err(Error::InvalidArg), "WAIT_MANY entries not aligned");
-    c.eq(
-        call(np::WAIT_MANY, &[0, 0, np::MAX_WAIT_MANY + 1, 4096]),
-        Err(Error::InvalidArg),
-        "WAIT_MANY on too many entries",
-    );
-    c.eq(
-        call(np::WAIT_MANY, &[0, np::AREA_BYTES - 8, 2, 0]),
-        Err(Error::InvalidArg),
-        "WAIT_MANY entries past the area",
-    );
-    c.eq(call(np::WAIT_MANY, &[0, 0, 1, np::AREA_BYTES]), Err(Error::InvalidArg), "WAIT_MANY bitmap past the area");
-    let mut bits = Vec::new();
-    c.eq(
-        net.wait_many(4096, &[(777, np::READABLE)], 0, &mut bits),
-        Err(Error::InvalidCap),
-        "WAIT_MANY on a handle never made",
-    );
-    c.eq(
-        net.wait_many(4096, &[(l, np::READABLE), (u, np::WRITABLE)], 50_000, &mut bits),
-        Ok(1),
-        "WAIT_MANY: the UDP socket can send",
-    );
-    c.eq(bits.first().copied(), Some(2), "WAIT_MANY's bitmap names entry 1");
-    let many: Vec<(u64, u64)> = (0..200).map(|_| (l, np::READABLE)).collect();
-    c.eq(net.wait_many(4096, &many, 50_000, &mut bits), Ok(0), "WAIT_MANY on 200 entries times out with 0");
+    // The readiness wait: WATCH once, WAIT_READY gives (token, events) of the ready.
+    c.eq(call(np::WAIT_READY, &[0, 0, 0]), Err(Error::InvalidArg), "WAIT_READY for no pairs");
+    c.eq(call(np::WAIT_READY, &[0, 4, 1]), Err(Error::InvalidArg), "WAIT_READY's pairs not aligned");
+    c.eq(call(np::WAIT_READY, &[0, 0, np::MAX_EVENTS + 1]), Err(Error::InvalidArg), "WAIT_READY for too many pairs");
+    c.eq(call(np::WAIT_READY, &[0, np::AREA_BYTES - 8, 1]), Err(Error::InvalidArg), "WAIT_READY's pairs past the area");
+    c.eq(net.watch(777, np::READABLE, 1), Err(Error::InvalidCap), "WATCH of a handle never made");
+    c.eq(net.watch(777, np::ENDED, 1), Err(Error::InvalidCap), "WATCH of a transfer never made");
+    c.eq(call(np::WATCH, &[l, 8, 1]), Err(Error::InvalidArg), "WATCH of unknown events");
+    c.eq(call(np::WATCH, &[l, np::ENDED | np::READABLE, 1]), Err(Error::InvalidArg), "WATCH of ENDED with others");
+    let mut got = Vec::new();
+    c.eq(net.wait_ready(4096, 8, 0, &mut got), Ok(0), "WAIT_READY with nothing watched");
+    c.eq(net.watch(l, np::READABLE, 10), Ok(()), "WATCH the listener");
+    c.eq(net.watch(u, np::WRITABLE, 20), Ok(()), "WATCH the UDP socket");
+    c.eq(net.wait_ready(4096, 8, 50_000, &mut got), Ok(1), "WAIT_READY: the UDP socket can send");
+    c.eq(got.first().copied(), Some((20, np::WRITABLE)), "WAIT_READY gives its token and events");
+    c.eq(net.wait_ready(4096, 8, 0, &mut got), Ok(1), "level-triggered: given again while it holds");
+    c.eq(net.watch(u, 0, 0), Ok(()), "WATCH with no events stops watching");
+    c.eq(net.wait_ready(4096, 8, 50_000, &mut got), Ok(0), "WAIT_READY on a quiet listener times out with 0");
     c.eq(net.close(l), Ok(()), "close the listener");
     c.eq(net.close(u), Ok(()), "close the UDP socket");
     c.eq(call(np::RECV_FROM, &[u, 0, 64]), Err(Error::InvalidCap), "use after close");
