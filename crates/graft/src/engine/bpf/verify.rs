@@ -230,10 +230,11 @@ pub fn check(prog: &[u8], mem_len: usize) -> Result<Vec<Insn>, (usize, LoadError
 }
 
 /// Units of work in one slice of a server's verification ([`Verifier::run`]): an
-/// instruction followed or a state compared each, about 0.1 µs on a fast machine.
-/// (A load waits for its verification slice after slice, the server answering others
-/// in between: `graft::table`.)
-pub const SLICE: u64 = 20_000;
+/// instruction followed or a state compared each, a few hundred machine instructions
+/// (so a slice is a fraction of a millisecond, about what a server takes for a small
+/// request). A load waits for its verification slice after slice, one a request of
+/// its loader's, the server answering others in between (`graft::table`).
+pub const SLICE: u64 = 1024;
 
 /// A verification under way, to be done in slices of bounded work ([`Verifier::run`]),
 /// so that a server answers other requests between them. It holds the decoded program

@@ -41,6 +41,9 @@ pub(super) struct Explorer {
     /// The instruction the search is at (a refusal is about it).
     pub(super) at: usize,
     started: bool,
+    /// The path stopped at the end of the last slice (on top of the work): its
+    /// instructions since its last node, so that it goes on exactly as it would have.
+    paused_since: usize,
 }
 
 impl Explorer {
@@ -54,6 +57,9 @@ impl Explorer {
         mem_len: usize,
         limits: Limits,
     ) -> Explorer {
+        // What it knows of the program is held too (most of its memory for a long one).
+        let n = insns.len();
+        let fixed = n * (core::mem::size_of::<Insn>() + 1 + 2 + 2 + core::mem::size_of::<([usize; 2], usize)>());
         Explorer {
             insns,
             target,
@@ -66,10 +72,11 @@ impl Explorer {
             free: Vec::new(),
             done: BTreeMap::new(),
             work: Vec::new(),
-            held: 0,
+            held: fixed,
             stats: Work::default(),
             at: 0,
             started: false,
+            paused_since: 0,
         }
     }
 
@@ -239,7 +246,7 @@ impl Explorer {
         while let Some((pc0, packed, node0)) = self.work.pop() {
             self.held -= packed.cost();
             let (mut pc, mut st, mut node) = (pc0, packed.unpack(), node0);
-            let mut since = 0usize;
+            let mut since = core::mem::take(&mut self.paused_since);
             loop {
                 self.at = pc;
                 if units(&self.stats) - start >= budget {
@@ -249,6 +256,7 @@ impl Explorer {
                     let cost = packed.cost();
                     self.work.push((pc, packed, node));
                     self.hold(cost)?;
+                    self.paused_since = since;
                     return Ok(false);
                 }
                 if self.target[pc] != 0 && !first {
