@@ -201,14 +201,16 @@ impl Explorer {
                 }
             };
             let mut k = node;
-            while alone {
-                let nd = self.nodes[k].as_mut().expect("on the path");
-                if let Some(s) = nd.state.take() {
-                    self.held -= s.cost();
-                }
-                match nd.parent {
-                    Some(q) if k != p => k = q,
-                    _ => break,
+            if alone {
+                loop {
+                    let nd = self.nodes[k].as_mut().expect("on the path");
+                    if let Some(s) = nd.state.take() {
+                        self.held -= s.cost();
+                    }
+                    match nd.parent {
+                        Some(q) if k != p => k = q,
+                        _ => break,
+                    }
                 }
             }
         }
