@@ -8,7 +8,11 @@
 //!
 //! Graft files arrive in pieces (`put`, each at most one IPC string) into a staging
 //! buffer of the loader's own, bounded, and are parsed and checked as a whole by
-//! `load`.
+//! `load`. A server loads with `start_load` (and `start_replace`): an eBPF program's
+//! verification, which may follow a million instructions, gets one slice of bounded
+//! work per request of the loader's (`go_on`: the protocol's `MORE`), in the arena the
+//! graft will have, the server answering others in between, each slice paid from the
+//! loader's share; so no load holds the server's thread for more than a slice.
 //!
 //! No graft can take its server down (`host`): each has a heap of its own, which
 //! everything its engine allocates is charged to (at most `HEAP_LIMIT`; a call past it
