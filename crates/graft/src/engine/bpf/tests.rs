@@ -1,5 +1,9 @@
 //! The eBPF engine's host tests: programs the verifier refuses and accepts, and calls
 //! through rbpf's interpreter and JIT.
+//!
+//! Why one file of about 950 lines: the cases share one small assembler (`ins`,
+//! `prog`), one memory layout and one runner through the interpreter and the JIT, and
+//! the differential test's model of eBPF; each case is a function of its own.
 
 extern crate std;
 
