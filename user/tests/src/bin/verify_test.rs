@@ -30,7 +30,7 @@ const READ: u64 = 4;
 /// How long this program measures beside the attack (guest time).
 const MEASURE_US: u64 = 5_000_000;
 
-/// The longest one read may take beside the attack (guest time: 27-53 ms measured;
+/// The longest one read may take beside the attack (guest time: 9-53 ms measured;
 /// 3,015 ms when a `LOAD` was verified in one go: the read waited for all of it).
 const SLOWEST_MS: u64 = 250;
 
