@@ -8,7 +8,11 @@
 //!
 //! Graft files arrive in pieces (`put`, each at most one IPC string) into a staging
 //! buffer of the loader's own, bounded, and are parsed and checked as a whole by
-//! `load`.
+//! `load`. A server loads with `start_load` (and `start_replace`): an eBPF program's
+//! verification, which may follow a million instructions, gets one slice of bounded
+//! work per request of the loader's (`go_on`: the protocol's `MORE`), in the arena the
+//! graft will have, the server answering others in between, each slice paid from the
+//! loader's share; so no load holds the server's thread for more than a slice.
 //!
 //! No graft can take its server down (`host`): each has a heap of its own, which
 //! everything its engine allocates is charged to (at most `HEAP_LIMIT`; a call past it
@@ -36,12 +40,16 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
+#[cfg(feature = "ebpf")]
+use crate::engine::bpf::verify::SLICE;
 use crate::engine::{self, Engine, Limits};
 use crate::format::{GraftFile, MAX_FILE};
 use crate::host::{GraftHeap, Host, Stopped};
 use crate::point::Point;
 use crate::share::{Shares, Wait};
 use crate::LoadError;
+#[cfg(not(feature = "ebpf"))]
+const SLICE: u64 = u64::MAX;
 
 mod graft;
 #[cfg(test)]
@@ -77,6 +85,42 @@ pub const LOAD_MS: u64 = 5000;
 /// Graft time a server spends on its eviction calls, or on one `TEST_RUN`, in one
 /// turn (a request).
 pub const TURN_MS: u64 = 50;
+
+/// Loads whose eBPF verification is under way at once (each holds an arena).
+pub const MAX_VERIFYING: usize = MAX_STAGING;
+
+/// Where a load (or a hot-swap) stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Done: the graft's id.
+    Loaded(u32),
+    /// Its verification goes on: ask again (`go_on`) after this many ms (0: at once;
+    /// more when the loader's share of the server's time is spent).
+    Verifying(u64),
+}
+
+/// A load whose eBPF verification goes on in slices (`verify::SLICE` units each, one
+/// per request of the loader's: the server answers others in between). The verifier
+/// lives in the arena the graft will have, and goes before it.
+struct Pending {
+    owner: u32,
+    program: u64,
+    /// The graft a `REPLACE` swaps; `None` for a `LOAD`.
+    replace: Option<u32>,
+    #[cfg(feature = "ebpf")]
+    verifier: Box<crate::engine::bpf::verify::Verifier>,
+    heap: Box<dyn GraftHeap>,
+    file: Vec<u8>,
+    /// When its last slice ran (the table full, the one idle longest goes).
+    last: u64,
+}
+
+/// What `build` made: the engine, or a verification under way.
+enum Stage {
+    Built(Built),
+    #[cfg(feature = "ebpf")]
+    Verifying(Box<crate::engine::bpf::verify::Verifier>, Box<dyn GraftHeap>),
+}
 
 /// What a `TEST_RUN` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +176,8 @@ pub struct Table {
     /// Each principal's share of graft time, and the back-off of those whose grafts
     /// misbehaved.
     pub shares: Shares,
+    /// Loads whose verification goes on.
+    verifying: Vec<Pending>,
 }
 
 impl Table {
@@ -152,6 +198,7 @@ impl Table {
             turn: 0,
             armed: false,
             shares,
+            verifying: Vec::new(),
         }
     }
 
@@ -204,16 +251,84 @@ impl Table {
 
     /// Build the engine for `f` in a heap of its own, for `owner`: refused while it
     /// must wait (its share spent, or a back-off at the point), and its time charged
-    /// to it.
-    fn build(&mut self, owner: u32, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
+    /// to it. An eBPF program is verified first, for at most `budget` units of work
+    /// (`verify::SLICE` a request): past them its verification goes on later.
+    fn build(&mut self, owner: u32, f: &GraftFile<'_>, extra: Extra<'_>, budget: u64) -> Result<Stage, LoadError> {
         self.must_wait(owner, f.point)?;
         let t0 = self.host.now();
         self.arm(true);
-        let r = self.build_armed(f, extra);
+        let r = self.build_staged(f, extra, budget);
         self.arm(false);
         let now = self.host.now();
         self.shares.charge(owner, now.wrapping_sub(t0), now);
         r
+    }
+
+    #[cfg(not(feature = "ebpf"))]
+    fn build_staged(&mut self, f: &GraftFile<'_>, extra: Extra<'_>, _budget: u64) -> Result<Stage, LoadError> {
+        self.build_armed(f, extra, None).map(Stage::Built)
+    }
+
+    #[cfg(feature = "ebpf")]
+    fn build_staged(&mut self, f: &GraftFile<'_>, extra: Extra<'_>, budget: u64) -> Result<Stage, LoadError> {
+        if f.tech != crate::format::Tech::Ebpf {
+            return self.build_armed(f, extra, None).map(Stage::Built);
+        }
+        let heap =
+            self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
+        self.verify_slice(None, heap, f, extra, budget)
+    }
+
+    /// A slice of `f`'s verification (begun with `v = None`), in the arena the graft
+    /// will have: then its engine, built there, once it is verified.
+    #[cfg(feature = "ebpf")]
+    fn verify_slice(
+        &mut self,
+        v: Option<Box<crate::engine::bpf::verify::Verifier>>,
+        mut heap: Box<dyn GraftHeap>,
+        f: &GraftFile<'_>,
+        extra: Extra<'_>,
+        budget: u64,
+    ) -> Result<Stage, LoadError> {
+        use crate::engine::bpf::{verify, INPUT};
+        let mem_len = INPUT + f.point.max_input() + f.state_len;
+        let mut v = v;
+        let mut out = None;
+        let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
+        let r = self.host.run(Some(&*heap), Some(deadline), &mut || {
+            if v.is_none() {
+                match verify::Verifier::new(f.code, mem_len, verify::Limits::default()) {
+                    Ok(n) => v = Some(Box::new(n)),
+                    Err((_, e)) => {
+                        out = Some(Err(e));
+                        return;
+                    }
+                }
+            }
+            out = v.as_mut().and_then(|v| v.run(budget)).map(|r| r.map(drop).map_err(|(_, e)| e));
+        });
+        if r.is_err() {
+            core::mem::forget(v.take());
+            heap.reset();
+            return Err(LoadError::Refused(match r {
+                Err(Stopped::Time) => "the verifier took too long on it",
+                _ => "the verifier failed on it (its memory?)",
+            }));
+        }
+        match (out, v) {
+            (None, Some(v)) => Ok(Stage::Verifying(v, heap)),
+            (Some(Ok(())), v) => {
+                // Its states go back to the arena before the engine is built there.
+                drop(v);
+                heap.clear_over();
+                verify::vouch(Some((f.code, mem_len)));
+                let b = self.build_armed(f, extra, Some(heap));
+                verify::vouch(None);
+                b.map(Stage::Built)
+            }
+            (Some(Err(e)), _) => Err(e),
+            (None, None) => Err(LoadError::Refused("the verifier failed on it")),
+        }
     }
 
     /// The longest one call at `point` may run, in the host's clock.
@@ -237,9 +352,18 @@ impl Table {
         self.arm(false);
     }
 
-    fn build_armed(&mut self, f: &GraftFile<'_>, extra: Extra<'_>) -> Result<Built, LoadError> {
-        let mut heap =
-            self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
+    fn build_armed(
+        &mut self,
+        f: &GraftFile<'_>,
+        extra: Extra<'_>,
+        heap: Option<Box<dyn GraftHeap>>,
+    ) -> Result<Built, LoadError> {
+        let mut heap = match heap {
+            Some(h) => h,
+            None => {
+                self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?
+            }
+        };
         let limits = self.limits;
         let mut built = None;
         let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
@@ -272,6 +396,8 @@ impl Table {
         if !self.staging.contains_key(&program) && self.staging.len() >= MAX_STAGING {
             return Err(LoadError::Limit("too many loads under way"));
         }
+        // A new file: a verification the program left under way is dropped.
+        self.verifying.retain(|p| p.program != program);
         let buf = self.staging.entry(program).or_default();
         if at > buf.len() {
             return Err(LoadError::Format("pieces must come in order"));
@@ -282,21 +408,152 @@ impl Table {
     }
 
     /// Load the file staged by `program` (exactly `len` bytes of it), for its
-    /// principal `owner`. The staging buffer is emptied whatever happens.
+    /// principal `owner`, in one go (its verification too). The staging buffer is
+    /// emptied whatever happens.
     pub fn load(&mut self, owner: u32, program: u64, len: usize, extra: Extra<'_>) -> Result<u32, LoadError> {
+        match self.start(owner, program, len, None, extra, u64::MAX)? {
+            Progress::Loaded(id) => Ok(id),
+            Progress::Verifying(_) => Err(LoadError::Refused("the verifier stopped half-way")),
+        }
+    }
+
+    /// As `load`, as a server does it: an eBPF program's verification gets one slice
+    /// (`verify::SLICE` units of work) now, and one more each time the loader asks
+    /// (`go_on`), the server serving others in between; each slice is charged to the
+    /// loader's share of the server's time.
+    pub fn start_load(
+        &mut self,
+        owner: u32,
+        program: u64,
+        len: usize,
+        extra: Extra<'_>,
+    ) -> Result<Progress, LoadError> {
+        self.start(owner, program, len, None, extra, SLICE)
+    }
+
+    /// A staged file's load (`replace`: a hot-swap of that graft), its verification
+    /// given `budget` units of work now.
+    fn start(
+        &mut self,
+        owner: u32,
+        program: u64,
+        len: usize,
+        replace: Option<u32>,
+        extra: Extra<'_>,
+        budget: u64,
+    ) -> Result<Progress, LoadError> {
         let buf = self.staging.remove(&program).unwrap_or_default();
         if buf.len() != len {
             return Err(LoadError::Format("the pieces sent do not add up to the length"));
         }
         let f = GraftFile::parse(&buf)?;
-        if !self.points.contains(&f.point) {
-            return Err(LoadError::Refused("this server has no such graft point"));
+        match replace {
+            None => {
+                if !self.points.contains(&f.point) {
+                    return Err(LoadError::Refused("this server has no such graft point"));
+                }
+                if self.grafts.len() >= MAX_GRAFTS {
+                    return Err(LoadError::Limit("the server holds as many grafts as it may"));
+                }
+            }
+            Some(id) => {
+                let g = self
+                    .grafts
+                    .iter()
+                    .find(|g| g.id == id && g.owner == owner)
+                    .ok_or(LoadError::Refused("no such graft of yours"))?;
+                if g.point != f.point {
+                    return Err(LoadError::Refused("the new graft is for another point"));
+                }
+            }
+        }
+        // The code is checked before the point's occupancy: a bad file hears why.
+        match self.build(owner, &f, extra, budget)? {
+            Stage::Built(b) => self.finish(owner, program, replace, &f, b),
+            #[cfg(feature = "ebpf")]
+            Stage::Verifying(verifier, heap) => {
+                self.wait_verifying(Pending { owner, program, replace, verifier, heap, file: buf, last: 0 });
+                Ok(Progress::Verifying(0))
+            }
+        }
+    }
+
+    /// Keep `p` under way: the table full, the load idle longest is dropped (its loader
+    /// hears so when it asks, and may send it again).
+    #[cfg(feature = "ebpf")]
+    fn wait_verifying(&mut self, mut p: Pending) {
+        p.last = self.host.now();
+        self.verifying.retain(|q| q.program != p.program);
+        if self.verifying.len() >= MAX_VERIFYING {
+            if let Some(k) = (0..self.verifying.len()).min_by_key(|&k| self.verifying[k].last) {
+                self.verifying.remove(k);
+            }
+        }
+        self.verifying.push(p);
+        self.arm(false);
+    }
+
+    /// The next slice of the verification `program` of `owner` has under way (a load
+    /// or a hot-swap): while the loader's share of the server's time is spent, none,
+    /// and the time to wait.
+    pub fn go_on(&mut self, owner: u32, program: u64, extra: Extra<'_>) -> Result<Progress, LoadError> {
+        let k = self
+            .verifying
+            .iter()
+            .position(|p| p.program == program && p.owner == owner)
+            .ok_or(LoadError::Refused("no verification of yours under way here (dropped: send the file again)"))?;
+        let now = self.host.now();
+        if !self.shares.may_run(owner, now) {
+            let ms = match self.shares.wait(owner, Point::Evict, now) {
+                Some(Wait::Share(ms)) => ms,
+                _ => 1,
+            };
+            return Ok(Progress::Verifying(ms.max(1)));
+        }
+        let p = self.verifying.remove(k);
+        self.arm(false);
+        self.slice_of(p, extra)
+    }
+
+    #[cfg(not(feature = "ebpf"))]
+    fn slice_of(&mut self, _p: Pending, _extra: Extra<'_>) -> Result<Progress, LoadError> {
+        Err(LoadError::Unsupported)
+    }
+
+    #[cfg(feature = "ebpf")]
+    fn slice_of(&mut self, p: Pending, extra: Extra<'_>) -> Result<Progress, LoadError> {
+        let Pending { owner, program, replace, verifier, heap, file, .. } = p;
+        let f = GraftFile::parse(&file)?;
+        let t0 = self.host.now();
+        self.arm(true);
+        let r = self.verify_slice(Some(verifier), heap, &f, extra, SLICE);
+        self.arm(false);
+        let now = self.host.now();
+        self.shares.charge(owner, now.wrapping_sub(t0), now);
+        match r? {
+            Stage::Built(b) => self.finish(owner, program, replace, &f, b),
+            Stage::Verifying(verifier, heap) => {
+                self.wait_verifying(Pending { owner, program, replace, verifier, heap, file, last: 0 });
+                Ok(Progress::Verifying(0))
+            }
+        }
+    }
+
+    /// A built engine takes its place: a new graft, or `replace`'s new engine.
+    fn finish(
+        &mut self,
+        owner: u32,
+        program: u64,
+        replace: Option<u32>,
+        f: &GraftFile<'_>,
+        built: Built,
+    ) -> Result<Progress, LoadError> {
+        if let Some(id) = replace {
+            return self.swap_in(owner, id, f, built).map(|()| Progress::Loaded(id));
         }
         if self.grafts.len() >= MAX_GRAFTS {
             return Err(LoadError::Limit("the server holds as many grafts as it may"));
         }
-        // The code is checked before the point's occupancy: a bad file hears why.
-        let built = self.build(owner, &f, extra)?;
         if self.grafts.iter().filter(|g| g.owner == owner).count() >= MAX_PER_OWNER {
             return Err(LoadError::Limit("you hold as many grafts here as one principal may"));
         }
@@ -312,9 +569,9 @@ impl Table {
             }
         };
         let call_ticks = self.call_ticks(f.point);
-        self.grafts.push(Graft::new(id, owner, program, &f, built.engine, built.heap, call_ticks));
+        self.grafts.push(Graft::new(id, owner, program, f, built.engine, built.heap, call_ticks));
         self.arm(false);
-        Ok(id)
+        Ok(Progress::Loaded(id))
     }
 
     /// Unload `owner`'s graft `id`.
@@ -332,11 +589,27 @@ impl Table {
         len: usize,
         extra: Extra<'_>,
     ) -> Result<(), LoadError> {
-        let buf = self.staging.remove(&program).unwrap_or_default();
-        if buf.len() != len {
-            return Err(LoadError::Format("the pieces sent do not add up to the length"));
+        match self.start(owner, program, len, Some(id), extra, u64::MAX)? {
+            Progress::Loaded(_) => Ok(()),
+            Progress::Verifying(_) => Err(LoadError::Refused("the verifier stopped half-way")),
         }
-        let f = GraftFile::parse(&buf)?;
+    }
+
+    /// As `replace`, as a server does it: an eBPF program's verification in slices, as
+    /// `start_load`'s (`go_on`); the old graft serves on until the new one is in.
+    pub fn start_replace(
+        &mut self,
+        owner: u32,
+        program: u64,
+        id: u32,
+        len: usize,
+        extra: Extra<'_>,
+    ) -> Result<Progress, LoadError> {
+        self.start(owner, program, len, Some(id), extra, SLICE)
+    }
+
+    /// The new engine takes graft `id`'s place, with its state.
+    fn swap_in(&mut self, owner: u32, id: u32, f: &GraftFile<'_>, built: Built) -> Result<(), LoadError> {
         let k = self
             .grafts
             .iter()
@@ -345,7 +618,7 @@ impl Table {
         if self.grafts[k].point != f.point {
             return Err(LoadError::Refused("the new graft is for another point"));
         }
-        let Built { mut engine, heap } = self.build(owner, &f, extra)?;
+        let Built { mut engine, heap } = built;
         let g = &mut self.grafts[k];
         let state = g.state().to_vec();
         if g.engine.is_none() || engine.state().len() != state.len() {
@@ -356,7 +629,7 @@ impl Table {
         }
         engine.state().copy_from_slice(&state);
         // The old engine goes first, then its heap; its entry with it.
-        let w = Ways::of(&f, &*engine);
+        let w = Ways::of(f, &*engine);
         (g.direct, g.notes, g.allocates, g.entry) = (w.direct, w.notes, w.allocates, w.entry);
         g.engine = Some(engine);
         g.undo_stale = true;
@@ -384,6 +657,7 @@ impl Table {
     pub fn forget(&mut self, program: u64) {
         self.grafts.retain(|g| g.program != program);
         self.staging.remove(&program);
+        self.verifying.retain(|p| p.program != program);
         self.arm(false);
     }
 

@@ -673,3 +673,76 @@ fn an_unloaded_graft_leaves_nothing_in_its_heap() {
         assert_eq!(heap.used(), 0, "{tech:?}: nothing outlives the engine");
     }
 }
+
+/// An eBPF program whose verification takes many slices (a counted loop of 330,000
+/// rounds: a million instructions followed) is loaded slice by slice: each request of
+/// the loader's does at most one (`Verifying` until the last, then the id), the server
+/// is free in between, and the loader's slices are paid from its share: once it is
+/// spent, it is told how long to wait and nothing is done meanwhile. A new file from
+/// the same program, or its end, drops the verification under way.
+#[test]
+fn a_long_verification_goes_on_a_slice_a_request() {
+    use crate::engine::bpf::verify;
+    let ins = |op: u8, dst: u8, off: i16, imm: i32| {
+        let mut b = [0u8; 8];
+        b[0] = op;
+        b[1] = dst;
+        b[2..4].copy_from_slice(&off.to_le_bytes());
+        b[4..8].copy_from_slice(&imm.to_le_bytes());
+        b
+    };
+    let code: Vec<u8> = [
+        ins(0xb7, 0, 0, 0),
+        ins(0xb7, 2, 0, 0),
+        ins(0x07, 0, 0, 3),
+        ins(0x07, 2, 0, 1),
+        ins(0xa5, 2, -3, 330_000),
+        // The eviction point's answer: the first block.
+        ins(0xb7, 0, 0, 0),
+        ins(0x95, 0, 0, 0),
+    ]
+    .concat();
+    let f = GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 0, name: "count", code: &code, sig: &[] }
+        .to_bytes();
+    static NOW: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+    use core::sync::atomic::Ordering;
+    let mut t = Table::new(&[Point::Evict], 0, Box::new(CountingHost { clock: || NOW.load(Ordering::Relaxed) }));
+    t.put(1, 0, &f).unwrap();
+    assert_eq!(t.start_load(7, 1, f.len(), &mut |_| None), Ok(Progress::Verifying(0)));
+    // Another program of the same principal has nothing under way.
+    assert!(matches!(t.go_on(7, 2, &mut |_| None), Err(LoadError::Refused(_))));
+    let mut slices = 1u64;
+    let id = loop {
+        match t.go_on(7, 1, &mut |_| None).unwrap() {
+            Progress::Loaded(id) => break id,
+            Progress::Verifying(0) => slices += 1,
+            Progress::Verifying(ms) => panic!("told to wait {ms} ms with a full share"),
+        }
+        assert!(slices < 100_000, "{slices} slices");
+    };
+    let least = (3 * 330_000) / (verify::SLICE + 64);
+    assert!(slices > least, "{slices} slices: each did at most one's work");
+    assert_eq!(t.test_run(7, id, &[0u8; 8], 1).map(|r| (r.last, r.calls)), Some((Some(0), 1)));
+    // A principal whose share of the server's time is spent is told how long to wait,
+    // and its verification does not move meanwhile.
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    t.put(1, 0, &f).unwrap();
+    assert_eq!(t.start_load(7, 1, f.len(), &mut |_| None), Ok(Progress::Verifying(0)));
+    t.shares.charge(7, 2_000 * t.host.ticks_per_ms(), 0);
+    for _ in 0..100 {
+        assert!(matches!(t.go_on(7, 1, &mut |_| None), Ok(Progress::Verifying(ms)) if ms > 1000));
+    }
+    t.shares.charge(7, 0, 10_000 * t.host.ticks_per_ms());
+    assert_eq!(t.go_on(7, 1, &mut |_| None), Ok(Progress::Verifying(0)), "on again once it is earned back");
+    // A new file from the program drops the verification under way; so does its end.
+    t.put(1, 0, &f[..8]).unwrap();
+    assert!(matches!(t.go_on(7, 1, &mut |_| None), Err(LoadError::Refused(_))));
+    t.put(3, 0, &f).unwrap();
+    assert_eq!(t.start_load(8, 3, f.len(), &mut |_| None), Ok(Progress::Verifying(0)));
+    t.forget(3);
+    assert!(matches!(t.go_on(8, 3, &mut |_| None), Err(LoadError::Refused(_))));
+    // In one go (`load`, the host's way) it is the same program.
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    t.put(1, 0, &f).unwrap();
+    assert!(t.load(7, 1, f.len(), &mut |_| None).is_ok());
+}

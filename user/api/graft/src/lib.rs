@@ -17,6 +17,7 @@ use alloc::string::String;
 use core::fmt::Write;
 
 use abi::Error;
+use graft::table::Progress;
 use graft::{LoadError, Table};
 use rt::ipc::{self, Msg};
 use rt::server::Answer;
@@ -92,7 +93,7 @@ pub const RECV_BYTES: usize = PIECE;
 
 /// Is `label` one of this protocol's?
 pub fn is_graft_label(label: u64) -> bool {
-    (PUT..=REPLACE).contains(&label)
+    (PUT..=MORE).contains(&label)
 }
 
 rt::protocol! {
@@ -103,10 +104,13 @@ rt::protocol! {
         /// MR1 = byte offset in the caller's staging buffer; string = the bytes (≤ `PIECE`).
         PUT = 0xe0, fn put(at; string piece) -> []
             => Put { at: usize, bytes: &'a [u8] } = Request::Put { bytes: piece_of(piece)?, at: small(at)? };
-        /// MR1 = the file's length: load what was put. Reply MR2 = the graft's id.
-        /// `WouldBlock` (with the reason): not now — the principal's share of the server's
-        /// time is spent, or a graft of its was stopped at this point (a back-off).
-        LOAD = 0xe1, fn load_raw(len; items thread) -> [id] => Load { len: usize } = Request::Load { len: small(len)? };
+        /// MR1 = the file's length: load what was put. Reply MR2 = the graft's id; or 0 while
+        /// its verification goes on (eBPF, a slice of it a request: the server answers
+        /// others in between), then MR3 = ms to wait before `MORE` (its share of the
+        /// server's time spent: more than 0). `WouldBlock` (with the reason): not now — the
+        /// principal's share of the server's time is spent, or a graft of its was stopped at
+        /// this point (a back-off).
+        LOAD = 0xe1, fn load_raw(len; items thread) -> [id, wait] => Load { len: usize } = Request::Load { len: small(len)? };
         /// MR1 = id.
         UNLOAD = 0xe2, fn unload_raw(graft_id) -> [] => Unload { id: u32 } = Request::Unload { id: id(graft_id)? };
         /// Reply string: the caller's grafts, one a line: "id owner point technology calls
@@ -144,7 +148,11 @@ rt::protocol! {
         /// technology, the same point; K42's swap of a component): the id, budget and counters
         /// stay, the state moves to the new graft (its bytes: it must lay them out alike, the
         /// same length). Refused with the reason; the old graft stays.
-        REPLACE = 0xe9, fn replace_raw(graft_id, len) -> [] => Replace { id: u32, len: usize } = Request::Replace { id: id(graft_id)?, len: small(len)? };
+        /// Reply as `LOAD`'s: MR2 = the id, or 0 while the new graft's verification goes on.
+        REPLACE = 0xe9, fn replace_raw(graft_id, len) -> [id, wait] => Replace { id: u32, len: usize } = Request::Replace { id: id(graft_id)?, len: small(len)? };
+        /// The next slice of the caller's `LOAD` or `REPLACE` whose verification goes on:
+        /// reply as theirs (MR2 = the id when done, else 0 and MR3 = ms to wait).
+        MORE = 0xea, fn more_raw() -> [id, wait] => More = Request::More;
     }
 }
 
@@ -201,6 +209,15 @@ fn refuse(e: LoadError) -> Answer {
     Answer::Reply(Msg::new(0, &[code as u64]).with_string())
 }
 
+/// A `LOAD`'s, `REPLACE`'s or `MORE`'s answer.
+fn progress(r: Result<Progress, LoadError>) -> Answer {
+    match r {
+        Ok(Progress::Loaded(id)) => Answer::ok(&[id as u64, 0]),
+        Ok(Progress::Verifying(ms)) => Answer::ok(&[0, ms]),
+        Err(e) => refuse(e),
+    }
+}
+
 /// The server side: one request from program `program` of principal `owner` (a turn
 /// of its own: `Table::new_turn`). `text` holds a `LIST` reply until the kernel has
 /// copied it; `extra` builds engines the server supplies itself. Call `Table::forget`
@@ -219,14 +236,9 @@ pub fn serve(
             Ok(()) => Answer::ok(&[]),
             Err(e) => refuse(e),
         },
-        Request::Load { len } => match t.load(owner, program, len, extra) {
-            Ok(id) => Answer::ok(&[id as u64]),
-            Err(e) => refuse(e),
-        },
-        Request::Replace { id, len } => match t.replace(owner, program, id, len, extra) {
-            Ok(()) => Answer::ok(&[]),
-            Err(e) => refuse(e),
-        },
+        Request::Load { len } => progress(t.start_load(owner, program, len, extra)),
+        Request::Replace { id, len } => progress(t.start_replace(owner, program, id, len, extra)),
+        Request::More => progress(t.go_on(owner, program, extra)),
         Request::Unload { id } => match t.unload(owner, id) {
             Ok(()) => Answer::ok(&[]),
             Err(_) => Answer::err(Error::NotFound),
@@ -330,7 +342,19 @@ pub fn load_upcall(srv: u64, name: &str, point: graft::Point, thread: u64) -> Re
             .to_bytes();
     put_file(srv, &bytes)?;
     let item = [(abi::fpage::Fpage::caps(thread, 0, abi::rights::SEND), 0)];
-    Ok(client::load_raw(srv, bytes.len() as u64, &item)?[0] as u32)
+    until_loaded(srv, client::load_raw(srv, bytes.len() as u64, &item)?)
+}
+
+/// A `LOAD`'s or `REPLACE`'s answer followed to its end: `MORE` while the verification
+/// goes on (after the wait the server asks for), then the id.
+fn until_loaded(srv: u64, mut r: [u64; 2]) -> Result<u32, Refusal> {
+    while r[0] == 0 {
+        if r[1] > 0 {
+            rt::sys::sleep_us(r[1].min(60_000) * 1000);
+        }
+        r = client::more_raw(srv)?;
+    }
+    Ok(r[0] as u32)
 }
 
 /// Send a graft file to server `srv` in `PUT` pieces.
@@ -344,13 +368,13 @@ fn put_file(srv: u64, bytes: &[u8]) -> Result<(), Refusal> {
 /// Load the graft file `bytes` into server `srv`: its id there.
 pub fn load(srv: u64, bytes: &[u8]) -> Result<u32, Refusal> {
     put_file(srv, bytes)?;
-    Ok(client::load_raw(srv, bytes.len() as u64, &[])?[0] as u32)
+    until_loaded(srv, client::load_raw(srv, bytes.len() as u64, &[])?)
 }
 
 /// Hot-swap graft `id` for the graft file `bytes` (`REPLACE`).
 pub fn replace(srv: u64, id: u32, bytes: &[u8]) -> Result<(), Refusal> {
     put_file(srv, bytes)?;
-    client::replace_raw(srv, id as u64, bytes.len() as u64)
+    until_loaded(srv, client::replace_raw(srv, id as u64, bytes.len() as u64)?).map(drop)
 }
 
 pub fn unload(srv: u64, id: u32) -> Result<(), Refusal> {

@@ -818,6 +818,51 @@ fn main() -> i32 {
     let _ = ipc::call(cache, &mut m, ipc::FOREVER);
     c.check(m.word(1) != 0, "a piece far past any file's end is refused");
 
+    // An honest counted loop of 330,000 rounds (a million instructions for the verifier
+    // to follow, Linux's bound): loaded — verified a slice a request (`MORE`) — and run.
+    let ins = |op: u8, dst: u8, src: u8, off: i16, imm: i32| {
+        let mut b = [0u8; 8];
+        b[0] = op;
+        b[1] = dst | src << 4;
+        b[2..4].copy_from_slice(&off.to_le_bytes());
+        b[4..8].copy_from_slice(&imm.to_le_bytes());
+        b
+    };
+    // r0 = 0; r2 = 0; do { r0 += r2; r2 += 1 } while (r2 < 330000); r0 = 0; exit
+    let code = [
+        ins(0xb7, 0, 0, 0, 0),
+        ins(0xb7, 2, 0, 0, 0),
+        ins(0x0f, 0, 2, 0, 0),
+        ins(0x07, 2, 0, 0, 1),
+        ins(0xa5, 2, 0, -3, 330_000),
+        ins(0xb7, 0, 0, 0, 0),
+        ins(0x95, 0, 0, 0, 0),
+    ]
+    .concat();
+    let counted = graft::GraftFile {
+        point: graft::Point::Evict,
+        tech: graft::Tech::Ebpf,
+        state_len: 0,
+        name: "counted",
+        code: &code,
+        sig: &[],
+    }
+    .to_bytes();
+    match tests::load_graft(cache, &counted) {
+        Ok(id) => {
+            let input: Vec<u8> = (1u64..=8).flat_map(|b| b.to_le_bytes()).collect();
+            c.eq(
+                g::test_run(cache, id, &input, 1).map(|r| (r.calls, r.last)).map_err(|r| r.error),
+                Ok((1, 0)),
+                "a counted loop of 330,000 rounds is loaded and runs",
+            );
+            let _ = g::unload(cache, id);
+        }
+        Err(r) => {
+            c.check(false, &format!("a counted loop of 330,000 rounds is loaded: {}", r.reason));
+        }
+    }
+
     // Hostile grafts: refused at load, or aborted and unloaded after three failures.
     let hostile: [(&str, Option<&str>); 23] = [
         ("wasmaot_spin", None),

@@ -1,5 +1,9 @@
 //! The eBPF engine's host tests: programs the verifier refuses and accepts, and calls
 //! through rbpf's interpreter and JIT.
+//!
+//! Why one file of about 950 lines: the cases share one small assembler (`ins`,
+//! `prog`), one memory layout and one runner through the interpreter and the JIT, and
+//! the differential test's model of eBPF; each case is a function of its own.
 
 extern crate std;
 
@@ -406,6 +410,143 @@ fn pointers_never_leave_the_program() {
     assert_eq!(run(&dist, &[]), Ok(40));
 }
 
+/// A counted loop of 330,000 rounds (a million instructions followed, Linux's bound)
+/// is proven and runs, in the interpreter and compiled, to the right sum; the
+/// verifier holds a few states for it, not one a round.
+#[test]
+fn a_counted_loop_of_330000_rounds_runs() {
+    // r0 = 0; r2 = 0; do { r0 += r2; r2 += 1 } while (r2 < 330000); return r0
+    let p = prog(&[
+        ins(MOV_IMM, 0, 0, 0, 0),
+        ins(MOV_IMM, 2, 0, 0, 0),
+        ins(0x0f, 0, 2, 0, 0),
+        ins(ADD_IMM, 2, 0, 0, 1),
+        ins(0xa5, 2, 0, -3, 330_000),
+        ins(EXIT, 0, 0, 0, 0),
+    ]);
+    let (r, work) = verify::check_with(&p, MEM_LEN, verify::Limits::default());
+    assert!(r.is_ok(), "{:?}", r.err());
+    assert_eq!(work.processed, 2 + 3 * 330_000 + 1);
+    assert!(work.peak_bytes < 8 << 10, "{work:?}");
+    assert_eq!(run(&p, &[]), Ok(329_999 * 330_000 / 2));
+    // One round more than a million instructions is refused, clearly.
+    let mut q = p.clone();
+    q[4 * 8 + 4..4 * 8 + 8].copy_from_slice(&333_334i32.to_le_bytes());
+    refused_for(&q, "too complex");
+}
+
+/// Signed tests bound a register both ways, from a negative start and a signed
+/// value: `for (i = -20; i s< in[0] - 128; i++) n++;` then `in[in[0] - 128]` read
+/// only if `0 s<= in[0] - 128 s<= 8`, proven inside the memory by the signed tests
+/// alone; and a loop counting up from -5 while `i s< 100`.
+#[test]
+fn signed_bounds_and_negative_starts_are_proven() {
+    let exit = ins(EXIT, 0, 0, 0, 0);
+    let p = prog(&[
+        ins(MOV_IMM, 0, 0, 0, 0),
+        ins(0x71, 5, 1, 16, 0),
+        ins(0x17, 5, 0, 0, 128),
+        ins(MOV_IMM, 2, 0, 0, -20),
+        // 4: if r2 s>= r5 goto 8
+        ins(0x7d, 2, 5, 3, 0),
+        ins(ADD_IMM, 0, 0, 0, 1),
+        ins(ADD_IMM, 2, 0, 0, 1),
+        ins(JA, 0, 0, -4, 0),
+        // 8: if r5 s< 0 goto exit; if r5 s> 8 goto exit
+        ins(0xc5, 5, 0, 5, 0),
+        ins(0x65, 5, 0, 4, 8),
+        ins(MOV_REG, 3, 1, 0, 0),
+        ins(0x0f, 3, 5, 0, 0),
+        ins(0x71, 4, 3, 16, 0),
+        ins(0x0f, 0, 4, 0, 0),
+        exit,
+    ]);
+    assert!(verify(&p).is_ok(), "{:?}", verify(&p).err());
+    assert_eq!(run(&p, &[131, 1, 2, 50, 4, 5, 6, 7, 8, 9]), Ok(23 + 50));
+    assert_eq!(run(&p, &[100, 1, 2, 50]), Ok(0), "-28: no round, no read");
+    assert_eq!(run(&p, &[255, 1, 2, 50]), Ok(147), "127: past 8, no read");
+    // Without the lower test, a negative index may leave the memory.
+    let mut q = p.clone();
+    q[8 * 8..9 * 8].copy_from_slice(&ins(MOV_IMM, 3, 0, 0, 0));
+    refused_for(&q, "cannot prove inside");
+    let up = prog(&[
+        ins(MOV_IMM, 2, 0, 0, -5),
+        ins(MOV_IMM, 0, 0, 0, 0),
+        ins(ADD_IMM, 0, 0, 0, 1),
+        ins(ADD_IMM, 2, 0, 0, 1),
+        ins(0xc5, 2, 0, -3, 100),
+        exit,
+    ]);
+    assert_eq!(run(&up, &[]), Ok(105));
+    // 32-bit signed: for (w2 = -3; w2 s< 4; w2++) n++ (JSLT32 0xc6).
+    let up32 = prog(&[
+        ins(0xb4, 2, 0, 0, -3),
+        ins(MOV_IMM, 0, 0, 0, 0),
+        ins(ADD_IMM, 0, 0, 0, 1),
+        ins(0x04, 2, 0, 0, 1),
+        ins(0xc6, 2, 0, -3, 4),
+        exit,
+    ]);
+    assert_eq!(run(&up32, &[]), Ok(7));
+    // Counting down past zero, signed, with no end: refused.
+    refused_for(
+        &prog(&[ins(MOV_IMM, 2, 0, 0, 5), ins(ADD_IMM, 2, 0, 0, -1), ins(0xc5, 2, 0, -2, 10), exit]),
+        "too complex",
+    );
+}
+
+/// 200 tests of an input's bits (JSET), each adding to a sum on one way only: 2^200
+/// paths, whose states differ only in the sum, which decides nothing (it is
+/// returned): followed in a few instructions a test, and run.
+#[test]
+fn two_hundred_diamonds_are_verified_in_little_work() {
+    let mut v = vec![ins(MOV_IMM, 0, 0, 0, 0), ins(LDXDW, 2, 1, 16, 0)];
+    for k in 0..200 {
+        v.push(ins(0x45, 2, 0, 1, 1 << (k % 31)));
+        v.push(ins(ADD_IMM, 0, 0, 0, k + 1));
+    }
+    v.push(ins(EXIT, 0, 0, 0, 0));
+    let p = prog(&v);
+    let t = std::time::Instant::now();
+    let (r, work) = verify::check_with(&p, MEM_LEN, verify::Limits::default());
+    std::println!("200 diamonds: {work:?} in {:?}", t.elapsed());
+    assert!(r.is_ok(), "{:?}", r.err());
+    assert!(work.processed <= 10 * 200, "{work:?}");
+    let want: u64 = (0..200u64).filter(|k| 1u64 << (k % 31) & 5 == 0).map(|k| k + 1).sum();
+    assert_eq!(run(&p, &5u64.to_le_bytes()), Ok(want));
+    // The same sum then tested (so it decides something): each place holds every
+    // sum reached so far, too many to follow; refused within the bounds, clearly.
+    let mut w = v.clone();
+    for k in 0..200 {
+        w[2 + 2 * k + 1] = ins(0xa7, 0, 0, 0, 1 << (k % 31));
+    }
+    w.pop();
+    w.push(ins(0x15, 0, 0, 1, 77));
+    w.push(ins(MOV_IMM, 0, 0, 0, 1));
+    w.push(ins(EXIT, 0, 0, 0, 0));
+    let t = std::time::Instant::now();
+    let (r, work) = verify::check_with(&prog(&w), MEM_LEN, verify::Limits::default());
+    std::println!("200 diamonds, the value tested: {work:?} in {:?}", t.elapsed());
+    assert!(matches!(r, Err((_, LoadError::Refused(w))) if w.contains("too complex")), "{r:?}");
+    assert!(work.processed <= verify::MAX_PROCESSED + 1);
+}
+
+/// The verifier's work and memory are bounded by the limits it is given, with a clear
+/// refusal past either.
+#[test]
+fn the_verifiers_work_and_memory_are_bounded() {
+    let p =
+        prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(ADD_IMM, 0, 0, 0, 1), ins(0xa5, 0, 0, -2, 1000), ins(EXIT, 0, 0, 0, 0)]);
+    let few = verify::Limits { processed: 1000, bytes: verify::MAX_BYTES };
+    let (r, work) = verify::check_with(&p, MEM_LEN, few);
+    assert!(matches!(r, Err((_, LoadError::Refused(w))) if w.contains("too complex")), "{r:?}");
+    assert_eq!(work.processed, 1001);
+    let small = verify::Limits { processed: verify::MAX_PROCESSED, bytes: 300 };
+    let (r, _) = verify::check_with(&p, MEM_LEN, small);
+    assert!(matches!(r, Err((_, LoadError::Refused(w))) if w.contains("states to keep")), "{r:?}");
+    assert!(verify::check_with(&p, MEM_LEN, verify::Limits::default()).0.is_ok());
+}
+
 /// `lddw` with a nonzero source or offset is what Linux reads as a map (or other
 /// pseudo) reference, not a constant: refused.
 #[test]
@@ -769,4 +910,48 @@ fn every_operation_compiles_to_what_the_model_computes() {
         std::println!("{:#04x} {}", b.0, b.1);
     }
     assert!(bad.is_empty());
+}
+
+/// Verification in slices, as a server does it (`Verifier::run`), comes to the same
+/// answer with the same work as in one go, and no slice does much more than it was
+/// given (a place compares a bounded number of states).
+#[test]
+fn verification_in_slices_is_the_same_in_bounded_steps() {
+    let exit = ins(EXIT, 0, 0, 0, 0);
+    let counted = prog(&[
+        ins(MOV_IMM, 0, 0, 0, 0),
+        ins(MOV_IMM, 2, 0, 0, 0),
+        ins(0x0f, 0, 2, 0, 0),
+        ins(ADD_IMM, 2, 0, 0, 1),
+        ins(0xa5, 2, 0, -3, 330_000),
+        exit,
+    ]);
+    let mut tested = vec![ins(MOV_IMM, 0, 0, 0, 0), ins(LDXDW, 2, 1, 16, 0)];
+    for k in 0..200 {
+        tested.push(ins(0x45, 2, 0, 1, 1 << (k % 31)));
+        tested.push(ins(0xa7, 0, 0, 0, 1 << (k % 31)));
+    }
+    tested.extend([ins(0x15, 0, 0, 1, 77), ins(MOV_IMM, 0, 0, 0, 1), exit]);
+    let spin = prog(&[ins(MOV_IMM, 0, 0, 0, 0), ins(JA, 0, 0, -1, 0), exit]);
+    for p in [counted, prog(&tested), spin] {
+        let (whole, w) = verify::check_with(&p, MEM_LEN, verify::Limits::default());
+        let mut v = verify::Verifier::new(&p, MEM_LEN, verify::Limits::default()).unwrap();
+        let units = |w: verify::Work| (w.processed + w.compared) as u64;
+        let (mut last, mut slices) = (0, 0u64);
+        let r = loop {
+            let r = v.run(verify::SLICE);
+            let now = units(v.work());
+            assert!(now - last <= verify::SLICE + 64, "a slice of {} units", now - last);
+            last = now;
+            slices += 1;
+            if let Some(r) = r {
+                break r;
+            }
+        };
+        assert_eq!(r.map_err(|e| e.1), whole.map_err(|e| e.1));
+        assert_eq!(v.work().processed, w.processed);
+        assert_eq!(v.work().compared, w.compared);
+        assert!(slices >= units(w) / (verify::SLICE + 64), "{slices} slices for {w:?}");
+        assert!(v.run(verify::SLICE).is_none(), "an answer once");
+    }
 }
