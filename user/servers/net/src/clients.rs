@@ -26,7 +26,7 @@ pub struct Client {
     /// thousand connections made each walk cost a thousand steps).
     pub listeners: Vec<u64>,
     /// Its interest set and ready list (`WATCH`, `WAIT_READY`: `wait`).
-    pub watch: readyset::Set<crate::wait::Key>,
+    pub watch: readyset::Set<crate::sockets::Key>,
 }
 
 /// A client area this server mapped at `va` (from sigma0, `AREA_BYTES` long).
@@ -68,7 +68,7 @@ impl Net {
             Some(c) => c.area,
             None => {
                 let area = self.new_area()?;
-                let watch = crate::wait::interest_set(self.max_sockets);
+                let watch = crate::sockets::interest_set(self.max_sockets);
                 self.clients.insert(
                     id,
                     Client {

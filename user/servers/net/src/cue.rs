@@ -409,7 +409,7 @@ impl Net {
         let r = [t.status, t.sent(), t.end - t.first, t.k, t.t_ms, t.elapsed_us(rt::sys::now_us())];
         if !t.running() {
             self.transfers.remove(i);
-            self.client(id)?.watch.remove(&(crate::wait::TRANSFER, tid));
+            self.client(id)?.watch.remove(&(crate::sockets::TRANSFER, tid));
         }
         ok(&r)
     }
@@ -426,7 +426,7 @@ impl Net {
         let i = self.transfer_of(id, tid)?;
         self.cue_end(i, p::CUE_CANCELLED);
         self.transfers.remove(i);
-        self.client(id)?.watch.remove(&(crate::wait::TRANSFER, tid));
+        self.client(id)?.watch.remove(&(crate::sockets::TRANSFER, tid));
         ok(&[])
     }
 
@@ -596,7 +596,7 @@ impl Net {
             self.cue_windows[w] = false;
         }
         let (client, tid) = (t.client, t.id);
-        self.mark(client, (crate::wait::TRANSFER, tid));
+        self.mark(client, (crate::sockets::TRANSFER, tid));
         self.cue_status(i);
     }
 
@@ -607,7 +607,7 @@ impl Net {
             self.cue_end(i, p::CUE_CANCELLED);
             let t = self.transfers.remove(i);
             if let Some(c) = self.clients.get_mut(&id) {
-                c.watch.remove(&(crate::wait::TRANSFER, t.id));
+                c.watch.remove(&(crate::sockets::TRANSFER, t.id));
             }
         }
     }

@@ -276,7 +276,7 @@ impl Net {
             let Some((flow, owed)) = flow_of(f) else { return true };
             if let Some((id, h)) = owners.of(flow) {
                 if let Some(c) = clients.get_mut(&id) {
-                    c.watch.mark(&(crate::wait::SOCKET, h));
+                    c.watch.mark(&(crate::sockets::SOCKET, h));
                     // A parked connection goes back to the stack before it runs (else
                     // smoltcp, finding no socket, would reset the peer); one given
                     // something to acknowledge stays awake until it has sent since.

@@ -13,6 +13,17 @@ use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{IpAddress, IpEndpoint};
 use sockpark::{Handle as SocketHandle, Sockets as SocketSet};
 
+/// A watched entry: a socket (kind `SOCKET`) or a transfer (`TRANSFER`, for `ENDED`).
+pub type Key = (u8, u64);
+pub const SOCKET: u8 = 0;
+pub const TRANSFER: u8 = 1;
+
+/// A client's interest set (`WATCH`): its entries at most twice its sockets' limit and
+/// `WATCH_SLACK` (transfers).
+pub fn interest_set(max_sockets: usize) -> readyset::Set<Key> {
+    readyset::Set::new(max_sockets.saturating_mul(2).saturating_add(p::WATCH_SLACK))
+}
+
 /// One TCP connection's buffer memory, as charged: receiving (a request head fits; the
 /// window it offers) and sending (what Cue and writers queue ahead of the ACKs), a
 /// slot of `bufs`.
@@ -227,7 +238,7 @@ impl Net {
             return Err(Error::WouldBlock);
         };
         // The listener may hold more: the next wait looks at it again.
-        c.watch.mark(&(crate::wait::SOCKET, handle));
+        c.watch.mark(&(SOCKET, handle));
         let sh = pool.remove(i);
         // The connection's buffers were charged to the listener's pool; they move
         // to the new handle.
@@ -288,7 +299,7 @@ impl Net {
         if self.cueing(id, handle) {
             return Err(Error::BadState);
         }
-        self.mark(id, (crate::wait::SOCKET, handle));
+        self.mark(id, (SOCKET, handle));
         let c = &self.clients[&id];
         let data = Self::range(c, off, len)?;
         let s = self.sockets.get_mut::<tcp::Socket>(sh);
@@ -313,7 +324,7 @@ impl Net {
     /// RECV: up to `max` bytes from connection `handle` to `off` in the client's area; how many.
     pub fn recv(&mut self, id: u64, handle: u64, off: u64, max: u64) -> Reply {
         let sh = self.tcp_of(id, handle)?;
-        self.mark(id, (crate::wait::SOCKET, handle));
+        self.mark(id, (SOCKET, handle));
         let c = &self.clients[&id];
         let buf = Self::range(c, off, max)?;
         let s = self.sockets.get_mut::<tcp::Socket>(sh);
@@ -338,7 +349,7 @@ impl Net {
     pub fn shutdown(&mut self, id: u64, handle: u64) -> Reply {
         let sh = self.tcp_of(id, handle)?;
         self.sockets.get_mut::<tcp::Socket>(sh).close();
-        self.mark(id, (crate::wait::SOCKET, handle));
+        self.mark(id, (SOCKET, handle));
         ok(&[])
     }
 
@@ -348,7 +359,7 @@ impl Net {
         self.cue_cancel_socket(id, handle);
         let c = self.client(id)?;
         let s = c.sockets.remove(&handle).ok_or(Error::InvalidCap)?;
-        c.watch.remove(&(crate::wait::SOCKET, handle));
+        c.watch.remove(&(SOCKET, handle));
         if matches!(s, Sock::Listen { .. }) {
             c.listeners.retain(|l| *l != handle);
         }

@@ -5,6 +5,7 @@
 //! PINGs: saved replies, at most `MAX_SLEEPERS`).
 
 use crate::sockets::{connected, Sock};
+use crate::sockets::{SOCKET, TRANSFER};
 use crate::{now, ok, Net, Reply};
 use abi::Error;
 use alloc::vec::Vec;
@@ -16,17 +17,6 @@ use smoltcp::time::{Duration, Instant};
 
 /// Sleeping `WAIT`s and `PING`s per client.
 const MAX_SLEEPERS: usize = 8;
-
-/// A watched entry: a socket (kind `SOCKET`) or a transfer (`TRANSFER`, for `ENDED`).
-pub type Key = (u8, u64);
-pub const SOCKET: u8 = 0;
-pub const TRANSFER: u8 = 1;
-
-/// A client's interest set (`WATCH`): its entries at most twice its sockets' limit and
-/// `WATCH_SLACK` (transfers).
-pub fn interest_set(max_sockets: usize) -> readyset::Set<Key> {
-    readyset::Set::new(max_sockets.saturating_mul(2).saturating_add(p::WATCH_SLACK))
-}
 
 /// A client asleep in WAIT (or WAIT_READY: `out` is where its pairs go in its area,
 /// and how many at most).
