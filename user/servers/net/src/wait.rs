@@ -5,7 +5,7 @@
 //! PINGs: saved replies, at most `MAX_SLEEPERS`).
 
 use crate::sockets::{connected, Sock};
-use crate::sockets::{SOCKET, TRANSFER};
+use crate::sockets::{Key, SOCKET, TRANSFER};
 use crate::{now, ok, Net, Reply};
 use abi::Error;
 use alloc::vec::Vec;
