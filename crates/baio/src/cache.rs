@@ -117,6 +117,10 @@ pub struct Cache {
     layout: Option<tags::Layout>,
     /// Tags changed since `take_tags` (slot, tag), in order, for the shared tags.
     changed: Vec<(u32, u64)>,
+    /// Slots whose tags a `retire` cleared, as one range (`take_cleared`): a retire
+    /// gives memory back, so it records no change per slot (which could need as much
+    /// memory as the slots, when there is none to be had).
+    cleared: Option<(u32, u32)>,
 }
 
 impl Cache {
@@ -130,6 +134,7 @@ impl Cache {
             limit: slots,
             layout: None,
             changed: Vec::new(),
+            cleared: None,
         }
     }
 
@@ -150,6 +155,12 @@ impl Cache {
     /// the order they changed; none without a layout.
     pub fn take_tags(&mut self) -> Vec<(u32, u64)> {
         core::mem::take(&mut self.changed)
+    }
+
+    /// The slots whose tags are 0 since the last call (`retire`), as a range; to be
+    /// written after `take_tags`' changes.
+    pub fn take_cleared(&mut self) -> Option<core::ops::Range<u32>> {
+        self.cleared.take().map(|(a, b)| a..b)
     }
 
     /// Every usable slot's tag now (to write them all: a new server's first).
@@ -206,10 +217,14 @@ impl Cache {
     }
 
     /// `n` more slots, free, after the last (the cache grew by a block of frames).
-    /// False, and nothing added, while slots are being given back or past `MAX_SLOTS`.
+    /// False, and nothing added, while slots are being given back, past `MAX_SLOTS`, or
+    /// when the memory for their bookkeeping cannot be had (the block goes back then).
     pub fn grow(&mut self, n: u32) -> bool {
         let old = self.slots();
         if self.limit != old || old.checked_add(n).is_none_or(|t| t > MAX_SLOTS) {
+            return false;
+        }
+        if self.slots.try_reserve(n as usize).is_err() || self.free.try_reserve(n as usize).is_err() {
             return false;
         }
         self.slots.extend((0..n).map(|_| Slot { block: 0, owner: 0, state: SlotState::Free }));
@@ -225,12 +240,15 @@ impl Cache {
     /// is dropped when it ends. `shrink` ends it. Bounded by the slots given back.
     pub fn retire(&mut self, to: u32, policy: &mut dyn Policy) {
         let to = to.min(self.limit);
+        if self.layout.is_some() && to < self.limit {
+            let (a, b) = self.cleared.map_or((to, self.limit), |(a, b)| (a.min(to), b.max(self.limit)));
+            self.cleared = Some((a, b));
+        }
         for s in to..self.limit {
             match self.slots[s as usize].state {
                 SlotState::Valid => {
                     policy.removed(s);
                     self.valid -= 1;
-                    self.tag_changed(s, 0);
                     let b = self.slots[s as usize].block;
                     self.map.remove(&b);
                     self.slots[s as usize].state = SlotState::Free;

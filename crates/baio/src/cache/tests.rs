@@ -233,6 +233,9 @@ fn shared_tags_follow_every_change() {
             assert!(!l.reserved(s));
             mirror.insert(s, t);
         }
+        for s in c.take_cleared().into_iter().flatten() {
+            mirror.insert(s, 0);
+        }
         let live: BTreeMap<u32, u64> = c.all_tags().filter(|t| t.1 != 0).collect();
         let seen: BTreeMap<u32, u64> =
             mirror.iter().filter(|(s, t)| **t != 0 && **s < c.slots()).map(|(s, t)| (*s, *t)).collect();

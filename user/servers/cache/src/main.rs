@@ -665,6 +665,11 @@ impl CacheServer {
                 frames.write(l.tag_at(s), t);
             }
         }
+        // A retire's slots, cleared as a range (no memory is asked for while giving
+        // memory back).
+        for s in self.c.take_cleared().into_iter().flatten().filter(|s| *s < end) {
+            frames.write(l.tag_at(s), 0);
+        }
         frames.write(tags::LIMIT_AT, self.c.limit().min(end) as u64);
     }
 
