@@ -357,7 +357,10 @@ fn checks() -> Vec<Check> {
         }),
         ("not-found", |p| {
             let r = request(p, "GET", "/no/such/file", "")?;
-            expect(r.status == 404, format!("status {}", r.status))
+            expect(r.status == 404, format!("status {}", r.status))?;
+            // A file's name with a slash after it names no file.
+            let r = request(p, "GET", "/1m.bin/", "")?;
+            expect(r.status == 404, format!("/1m.bin/: status {}", r.status))
         }),
         ("listing", |p| {
             let r = request(p, "GET", "/", "")?;

@@ -283,6 +283,10 @@ impl Httpd {
                 }
                 Err(_) => self.small(c, Status::SERVER_ERROR, &[], "cannot list\n", head_only),
             },
+            // A file's name with a slash after it names no file (as nginx answers).
+            Ok((files::Kind::File, _)) if http::file_target(req).is_err() => {
+                self.small(c, Status::NOT_FOUND, &[("Content-Type", "text/plain")], "not found\n", head_only)
+            }
             Ok((files::Kind::File, size)) => {
                 let range = match http::condition(req, None) {
                     http::Condition::Failed => {
