@@ -391,3 +391,28 @@ impl<const N: usize> CleanPages<N> {
         self.0[p].as_ptr() as u64
     }
 }
+
+/// One eBPF instruction's 8 bytes (opcode, registers, offset, immediate).
+pub fn bpf_ins(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[0] = op;
+    b[1] = dst | src << 4;
+    b[2..4].copy_from_slice(&off.to_le_bytes());
+    b[4..8].copy_from_slice(&imm.to_le_bytes());
+    b
+}
+
+/// An honest counted loop the eBPF verifier must follow round by round:
+/// r0 = 0; r2 = 0; do { r0 += r2; r2 += 1 } while (r2 < rounds); r0 = 0; exit.
+pub fn bpf_counted_loop(rounds: i32) -> alloc::vec::Vec<u8> {
+    [
+        bpf_ins(0xb7, 0, 0, 0, 0),
+        bpf_ins(0xb7, 2, 0, 0, 0),
+        bpf_ins(0x0f, 0, 2, 0, 0),
+        bpf_ins(0x07, 2, 0, 0, 1),
+        bpf_ins(0xa5, 2, 0, -3, rounds),
+        bpf_ins(0xb7, 0, 0, 0, 0),
+        bpf_ins(0x95, 0, 0, 0, 0),
+    ]
+    .concat()
+}

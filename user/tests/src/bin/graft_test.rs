@@ -820,25 +820,7 @@ fn main() -> i32 {
 
     // An honest counted loop of 330,000 rounds (a million instructions for the verifier
     // to follow, Linux's bound): loaded — verified a slice a request (`MORE`) — and run.
-    let ins = |op: u8, dst: u8, src: u8, off: i16, imm: i32| {
-        let mut b = [0u8; 8];
-        b[0] = op;
-        b[1] = dst | src << 4;
-        b[2..4].copy_from_slice(&off.to_le_bytes());
-        b[4..8].copy_from_slice(&imm.to_le_bytes());
-        b
-    };
-    // r0 = 0; r2 = 0; do { r0 += r2; r2 += 1 } while (r2 < 330000); r0 = 0; exit
-    let code = [
-        ins(0xb7, 0, 0, 0, 0),
-        ins(0xb7, 2, 0, 0, 0),
-        ins(0x0f, 0, 2, 0, 0),
-        ins(0x07, 2, 0, 0, 1),
-        ins(0xa5, 2, 0, -3, 330_000),
-        ins(0xb7, 0, 0, 0, 0),
-        ins(0x95, 0, 0, 0, 0),
-    ]
-    .concat();
+    let code = tests::bpf_counted_loop(330_000);
     let counted = graft::GraftFile {
         point: graft::Point::Evict,
         tech: graft::Tech::Ebpf,

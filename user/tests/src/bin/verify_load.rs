@@ -16,21 +16,16 @@ use alloc::vec::Vec;
 use graft::{GraftFile, Point, Tech};
 use graft_api as g;
 use rt::{env, println};
+use tests::bpf_ins as ins;
 
 rt::entry!(main);
 
-fn ins(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
-    let mut b = [0u8; 8];
-    b[0] = op;
-    b[1] = dst | src << 4;
-    b[2..4].copy_from_slice(&off.to_le_bytes());
-    b[4..8].copy_from_slice(&imm.to_le_bytes());
-    b
+fn file(name: &str, code: &[[u8; 8]]) -> Vec<u8> {
+    file_bytes(name, &code.concat())
 }
 
-fn file(name: &str, code: &[[u8; 8]]) -> Vec<u8> {
-    let code = code.concat();
-    GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 0, name, code: &code, sig: &[] }.to_bytes()
+fn file_bytes(name: &str, code: &[u8]) -> Vec<u8> {
+    GraftFile { point: Point::Evict, tech: Tech::Ebpf, state_len: 0, name, code, sig: &[] }.to_bytes()
 }
 
 /// 200 JSET tests of the input's first word, each adding to (`tested`: or-ing into)
@@ -81,20 +76,8 @@ fn main() -> i32 {
         return 1;
     }
     let input: Vec<u8> = (1u64..=8).flat_map(|b| b.to_le_bytes()).collect();
-    // r0 = 0; r2 = 0; do { r0 += r2; r2 += 1 } while (r2 < 330000); r0 = 0 (the first
-    // block); exit.
-    let counted = file(
-        "counted",
-        &[
-            ins(0xb7, 0, 0, 0, 0),
-            ins(0xb7, 2, 0, 0, 0),
-            ins(0x0f, 0, 2, 0, 0),
-            ins(0x07, 2, 0, 0, 1),
-            ins(0xa5, 2, 0, -3, 330_000),
-            ins(0xb7, 0, 0, 0, 0),
-            ins(0x95, 0, 0, 0, 0),
-        ],
-    );
+    // The counted loop of 330,000 rounds (`tests::bpf_counted_loop`).
+    let counted = file_bytes("counted", &tests::bpf_counted_loop(330_000));
     let (hard, easy) = (diamonds(true), diamonds(false));
     let end = rt::sys::now_us() + ms * 1000;
     let (mut complex, mut loaded, mut later, mut other) = (0u64, 0u64, 0u64, 0u64);
