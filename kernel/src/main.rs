@@ -13,6 +13,7 @@ mod arch {
     pub mod fpu;
     pub mod irqchip;
     pub mod lapic;
+    pub mod screen;
     pub mod serial;
     pub mod smp;
     pub mod timer;
@@ -42,6 +43,9 @@ extern "C" fn kstart(start_info: u64) -> ! {
     // Held until the first thread leaves for user mode (the other CPUs wait for it).
     kernel::lock();
     let bi = mem::init(start_info);
+    if let Err(why) = arch::screen::init(bi.framebuffer) {
+        kprintln!("[kernel] the firmware's framebuffer is not used: {}", why);
+    }
     let cmdline = core::str::from_utf8(&bi.cmdline[..bi.cmdline_len]).unwrap_or("");
     // SAFETY: the boot entry; nothing else holds kernel state yet.
     let k = unsafe { kernel::enter() };

@@ -1,4 +1,5 @@
-//! Physical memory: the boot memory map (PVH), the frame allocator, frame
+//! Physical memory: the boot memory map (PVH's, or the UEFI loader's boot information:
+//! `crates/bootinfo`), the frame allocator, frame
 //! reference counts for shared user pages, the kernel heap, and the direct map
 //! (all RAM, up to 64 GiB, at `DIRECT_MAP`).
 
@@ -81,9 +82,111 @@ pub struct BootInfo {
     pub bootfs_len: u64,
     /// Physical address of the ACPI RSDP (0: none given).
     pub rsdp_phys: u64,
-    /// The kernel command line (`-append`), at most 256 bytes.
+    /// The kernel command line (`-append`, or the ESP's `\scion\cmdline`), at most 256 bytes.
     pub cmdline: [u8; 256],
     pub cmdline_len: usize,
+    /// The firmware's framebuffer (UEFI only).
+    pub framebuffer: Option<bootinfo::Framebuffer>,
+}
+
+/// What the boot structure says, whichever kind it is.
+struct Boot {
+    /// RAM (the first 64 regions).
+    ram: [(u64, u64); 64],
+    nram: usize,
+    /// The structures the boot path left in memory (kept from the allocator).
+    structures: Ranges,
+    bootfs: (u64, u64),
+    rsdp: u64,
+    cmdline: [u8; 256],
+    cmdline_len: usize,
+    framebuffer: Option<bootinfo::Framebuffer>,
+    how: &'static str,
+}
+
+impl Boot {
+    fn new(how: &'static str) -> Boot {
+        Boot {
+            ram: [(0, 0); 64],
+            nram: 0,
+            structures: Ranges { r: [(0, 0); 16], n: 0 },
+            bootfs: (0, 0),
+            rsdp: 0,
+            cmdline: [0; 256],
+            cmdline_len: 0,
+            framebuffer: None,
+            how,
+        }
+    }
+
+    fn add_ram(&mut self, addr: u64, len: u64) {
+        if len > 0 && self.nram < self.ram.len() {
+            self.ram[self.nram] = (addr, addr.saturating_add(len));
+            self.nram += 1;
+        }
+    }
+}
+
+/// Read QEMU's PVH start info.
+fn pvh(start_info_phys: u64) -> Boot {
+    let si: HvmStartInfo = read_phys(start_info_phys);
+    assert!(si.version >= 1 && si.memmap_entries > 0, "PVH start info has no memory map");
+    let mut b = Boot::new("PVH");
+    for i in 0..si.memmap_entries as u64 {
+        let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
+        if e.kind == 1 {
+            b.add_ram(e.addr, e.size);
+        }
+    }
+    b.structures.keep(start_info_phys, core::mem::size_of::<HvmStartInfo>() as u64);
+    b.structures.keep(si.memmap_paddr, si.memmap_entries as u64 * 24);
+    if si.nr_modules > 0 {
+        b.structures.keep(si.modlist_paddr, si.nr_modules as u64 * 32);
+        for i in 0..(si.nr_modules as u64).min(8) {
+            let m: HvmModlistEntry = read_phys(si.modlist_paddr + i * 32);
+            b.structures.keep(m.paddr, m.size);
+            if i == 0 {
+                b.bootfs = (m.paddr, m.size);
+            }
+        }
+    }
+    if si.cmdline_paddr != 0 {
+        while b.cmdline_len < b.cmdline.len() {
+            let c: u8 = read_phys(si.cmdline_paddr + b.cmdline_len as u64);
+            if c == 0 {
+                break;
+            }
+            b.cmdline[b.cmdline_len] = c;
+            b.cmdline_len += 1;
+        }
+    }
+    b.rsdp = si.rsdp_paddr;
+    b
+}
+
+/// Read the UEFI loader's boot information (`crates/bootinfo`: every length checked).
+fn uefi(phys: u64) -> Boot {
+    let head: [u8; bootinfo::HEADER_LEN] = read_phys(phys);
+    let len = match bootinfo::block_len(&head) {
+        Ok(l) if phys.saturating_add(l as u64) <= crate::arch::boot::direct_map_end() => l,
+        r => panic!("the loader's boot information is unreadable: {:?}", r.map(|_| "beyond the direct map")),
+    };
+    // SAFETY: `len` bytes at `phys`, inside the direct map (checked), written by the
+    // loader and read-only from here on (kept from the allocator below).
+    let block = unsafe { core::slice::from_raw_parts(phys_to_virt(phys), len) };
+    let info = bootinfo::parse(block).unwrap_or_else(|e| panic!("the loader's boot information is damaged: {:?}", e));
+    let mut b = Boot::new("UEFI");
+    for r in info.regions().filter(|r| r.kind == bootinfo::RAM) {
+        b.add_ram(r.addr, r.len);
+    }
+    b.structures.keep(phys, len as u64);
+    b.bootfs = (info.bootfs_addr, info.bootfs_len);
+    b.structures.keep(info.bootfs_addr, info.bootfs_len);
+    b.rsdp = info.rsdp;
+    b.cmdline_len = info.cmdline.len().min(b.cmdline.len());
+    b.cmdline[..b.cmdline_len].copy_from_slice(&info.cmdline[..b.cmdline_len]);
+    b.framebuffer = info.framebuffer;
+    b
 }
 
 #[repr(C)]
@@ -152,24 +255,19 @@ fn read_phys<T>(p: u64) -> T {
 }
 
 pub fn init(start_info_phys: u64) -> BootInfo {
-    let si: HvmStartInfo = read_phys(start_info_phys);
-    assert_eq!(si.magic, HVM_START_MAGIC, "not booted through PVH");
-    assert!(si.version >= 1 && si.memmap_entries > 0, "PVH start info has no memory map");
+    let head: [u8; 8] = read_phys(start_info_phys);
+    let boot = if u32::from_le_bytes([head[0], head[1], head[2], head[3]]) == HVM_START_MAGIC {
+        pvh(start_info_phys)
+    } else if bootinfo::is_bootinfo(&head) {
+        uefi(start_info_phys)
+    } else {
+        panic!("booted by neither PVH nor Scion's UEFI loader (no start information at {:#x})", start_info_phys)
+    };
 
-    // RAM (the first 64 regions), the direct map extended over all of it (up to
-    // `DIRECT_MAP_MAX`), and what stays beyond.
-    let mut ram = [(0u64, 0u64); 64];
-    let (mut nram, mut ram_end) = (0, 0);
-    for i in 0..si.memmap_entries as u64 {
-        let e: HvmMemmapEntry = read_phys(si.memmap_paddr + i * 24);
-        if e.kind == 1 && e.size > 0 && nram < ram.len() {
-            let end = e.addr.saturating_add(e.size);
-            ram[nram] = (e.addr, end);
-            nram += 1;
-            ram_end = ram_end.max(end);
-        }
-    }
-    let ram = &ram[..nram];
+    // RAM, the direct map extended over all of it (up to `DIRECT_MAP_MAX`), and what
+    // stays beyond.
+    let ram = &boot.ram[..boot.nram];
+    let ram_end = ram.iter().map(|r| r.1).max().unwrap_or(0);
     let top = ram_end.min(crate::arch::boot::extend_direct_map(ram_end));
     let beyond: u64 = ram.iter().map(|&(a, b)| b.saturating_sub(a.max(top))).sum();
     if beyond > 0 {
@@ -180,25 +278,17 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     }
 
     // What must not be touched: the first MiB (real-mode structures, PVH start info),
-    // the kernel image, the start info, memory map, module list and modules.
+    // the kernel image, and the boot structures (start info or boot information, memory
+    // map, module list, the boot image).
     // Linker symbols: only their addresses are used.
     let (ks, ke) = (core::ptr::addr_of!(__kernel_phys_start) as u64, core::ptr::addr_of!(__kernel_phys_end) as u64);
     let mut reserved = Ranges { r: [(0, 0); 16], n: 0 };
     reserved.keep(0, 1 << 20);
     reserved.keep(ks, ke - ks);
-    reserved.keep(start_info_phys, core::mem::size_of::<HvmStartInfo>() as u64);
-    reserved.keep(si.memmap_paddr, si.memmap_entries as u64 * 24);
-    let mut bootfs = (0, 0);
-    if si.nr_modules > 0 {
-        reserved.keep(si.modlist_paddr, si.nr_modules as u64 * 32);
-        for i in 0..(si.nr_modules as u64).min(8) {
-            let m: HvmModlistEntry = read_phys(si.modlist_paddr + i * 32);
-            reserved.keep(m.paddr, m.size);
-            if i == 0 {
-                bootfs = (m.paddr, m.size);
-            }
-        }
+    for &(a, b) in boot.structures.all() {
+        reserved.keep(a, b - a);
     }
+    let bootfs = boot.bootfs;
 
     // The page application processors start in lies in the first MiB; nothing QEMU
     // put there for us may be in it (the boot image is read after they start).
@@ -260,7 +350,8 @@ pub fn init(start_info_phys: u64) -> BootInfo {
     unsafe { HEAP_INNER.get().init(HEAP_BASE as *mut u8, (heap_frames * PAGE_SIZE) as usize) };
 
     kprintln!(
-        "[mem] RAM {} MiB (up to {:#x}), {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
+        "[mem] booted by {}: RAM {} MiB (up to {:#x}), {} frames free, heap {} KiB, boot image {} KiB at {:#x}",
+        boot.how,
         ram.iter().map(|&(a, b)| b.min(top).saturating_sub(a)).sum::<u64>() >> 20,
         top,
         fb.free_count(),
@@ -268,19 +359,14 @@ pub fn init(start_info_phys: u64) -> BootInfo {
         bootfs.1 >> 10,
         bootfs.0
     );
-    let mut cmdline = [0u8; 256];
-    let mut cmdline_len = 0;
-    if si.cmdline_paddr != 0 {
-        while cmdline_len < cmdline.len() {
-            let c: u8 = read_phys(si.cmdline_paddr + cmdline_len as u64);
-            if c == 0 {
-                break;
-            }
-            cmdline[cmdline_len] = c;
-            cmdline_len += 1;
-        }
+    BootInfo {
+        bootfs_phys: bootfs.0,
+        bootfs_len: bootfs.1,
+        rsdp_phys: boot.rsdp,
+        cmdline: boot.cmdline,
+        cmdline_len: boot.cmdline_len,
+        framebuffer: boot.framebuffer,
     }
-    BootInfo { bootfs_phys: bootfs.0, bootfs_len: bootfs.1, rsdp_phys: si.rsdp_paddr, cmdline, cmdline_len }
 }
 
 /// The least RAM (`-m`) Scion runs its shell in: the `small_memory` test scenario

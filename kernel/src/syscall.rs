@@ -104,7 +104,7 @@ fn invoke(k: &mut Kernel, call: Call) -> Result<(), Error> {
             out.r9 = mem::free_frames();
             Ok(())
         }
-        Call::DebugPut { ptr, len } => debug_put(k, ptr, len),
+        Call::DebugPut { ptr, len, screen_only } => debug_put(k, ptr, len, screen_only),
         Call::Send { dest, call, timeouts } => ipc::send(k, dest, call, timeouts),
         Call::Recv { from, timeout } => ipc::receive(k, from, timeout),
         Call::Reply => ipc::reply(k),
@@ -296,12 +296,15 @@ fn identity(c: &Cap<Obj>) -> u64 {
 }
 
 #[inline(never)]
-fn debug_put(k: &mut Kernel, ptr: u64, len: usize) -> Result<(), Error> {
+fn debug_put(k: &mut Kernel, ptr: u64, len: usize, screen_only: bool) -> Result<(), Error> {
     let mut buf = [0u8; DEBUG_PUT_MAX as usize];
     let buf = &mut buf[..len];
     let pml4 = k.cur_task().pml4;
     task::copy_from_user(pml4, ptr, buf)?;
-    crate::arch::serial::Serial::write_bytes(buf);
+    if !screen_only {
+        crate::arch::serial::Serial::write_bytes(buf);
+    }
+    crate::arch::screen::write(buf);
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 mod bench;
 mod cachedisk;
 mod compose;
+mod esp;
 mod grafts;
 mod image;
 mod qemu;
@@ -64,7 +65,8 @@ type Shape = (&'static [(&'static str, bool)], usize, usize);
 fn shape(cmd: &str) -> Option<Shape> {
     Some(match cmd {
         "build" => (&[], 0, 0),
-        "run" => (&[("--port", true), ("--ftp-port", true)], 0, 0),
+        "run" => (&[("--port", true), ("--ftp-port", true), ("--uefi", false)], 0, 0),
+        "image" => (&[], 1, 1),
         "test" => (&[], 0, 1),
         "bench" => (&[("--list", false), ("--smoke", false), ("--probe", false)], 0, bench::SUITES.len()),
         "mkimage" => (&[("--size", true), ("--segment", true)], 1, 1),
@@ -152,6 +154,7 @@ fn main() -> ExitCode {
         Some("test") => test::test(args.get(1).map(String::as_str), bench::smoke_test),
         Some("bench") => bench::bench(&args[1..]),
         Some("graft") => grafts::graft_command(&args[1..], &cwd).map(|_| ExitCode::SUCCESS),
+        Some("image") => uefi_image(&args[1]).map(|_| ExitCode::SUCCESS),
         Some("mkimage") => image::mkimage(&args[1..]),
         Some("fsck") => image::fsck(&args[1..]),
         _ => return usage(),
@@ -193,14 +196,19 @@ pub fn sh(cmd: &mut Command) -> Result<(), String> {
 
 /// Make sure the bare-metal Rust target is installed.
 pub fn ensure_target() -> Result<(), String> {
+    ensure_target_named(TARGET)
+}
+
+/// Make sure the Rust target `target` is installed.
+pub fn ensure_target_named(target: &str) -> Result<(), String> {
     let out = Command::new("rustup").args(["target", "list", "--installed"]).output();
     match out {
-        Ok(o) if String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == TARGET) => Ok(()),
+        Ok(o) if String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == target) => Ok(()),
         Ok(_) => {
-            eprintln!("xtask: adding the Rust target {TARGET}");
-            sh(Command::new("rustup").args(["target", "add", TARGET]))
+            eprintln!("xtask: adding the Rust target {target}");
+            sh(Command::new("rustup").args(["target", "add", target]))
         }
-        Err(_) => Err(format!("rustup not found; install the target {TARGET} for your toolchain")),
+        Err(_) => Err(format!("rustup not found; install the target {target} for your toolchain")),
     }
 }
 
@@ -388,6 +396,28 @@ fn with_ftp_ports(manifest: &str, ftp: u16) -> Result<String, String> {
     Ok(manifest.replacen(ARGS, &format!("name = \"ftpd\"\nargs = \"ip=127.0.0.1 pasv={pasv}\"",), 1))
 }
 
+/// Write the UEFI disk image (`esp`) for `boot_image` with this build's kernel and loader.
+pub fn uefi_disk(a: &Artifacts, boot_image: &Path, cmdline: &str, out: &Path) -> Result<(), String> {
+    let loader = esp::build_loader()?;
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let files = esp::esp_files(&read(&loader)?, &read(&a.kernel)?, &read(boot_image)?, cmdline);
+    esp::write_disk(out, &files)
+}
+
+/// `cargo xtask image OUT`: `run`'s system (its boot image, manifest and shell; the
+/// FTP server's default ports) on a disk that boots by UEFI.
+fn uefi_image(out: &str) -> Result<(), String> {
+    let a = build()?;
+    let img = make_image(&a, &with_ftp_ports(&run_manifest()?, 2121)?, "run")?;
+    uefi_disk(&a, &img, "", Path::new(out))?;
+    let len = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "xtask: wrote {out} ({} MiB): a GPT disk whose EFI system partition boots Scion (README: \"Boot a PC from a USB stick\")",
+        len >> 20
+    );
+    Ok(())
+}
+
 /// The first of ftpd's data ports on the guest in `run`.
 const RUN_DATA_PORT: u16 = 2122;
 
@@ -401,6 +431,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let a = build()?;
     let img = make_image(&a, &with_ftp_ports(&run_manifest()?, ftp)?, "run")?;
     qemu::ensure_qemu()?;
+    let uefi = if args.iter().any(|a| a == "--uefi") {
+        let disk = out_dir().join("run-uefi.img");
+        uefi_disk(&a, &img, "", &disk)?;
+        Some((disk, qemu::vars_copy("run")?))
+    } else {
+        None
+    };
     // The disk persists across runs; it is made (with sample segments and a `files`
     // filesystem holding the docs and the example grafts) when missing or when made by
     // an older xtask. One that lacks only the grafts is kept (it may hold the user's
@@ -431,7 +468,8 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         eprintln!("xtask: made the BAIO disk {}", disk.display());
     }
     let accel = qemu::accel();
-    eprintln!("xtask: booting Scion ({accel}); quit with Ctrl-A X or `halt`");
+    let how = if uefi.is_some() { "by UEFI (OVMF)" } else { "by PVH" };
+    eprintln!("xtask: booting Scion {how} ({accel}); quit with Ctrl-A X or `halt`");
     eprintln!("xtask: Scion's port 80 is http://localhost:{port}/ (try `curl http://localhost:{port}/README.md` from another terminal)");
     eprintln!(
         "xtask: Scion's FTP server is ftp://localhost:{ftp}/ (passive mode; its data ports {}–{last} are forwarded too)",
@@ -443,7 +481,7 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let mut cmd = qemu::command(
         &a.kernel,
         &img,
-        &qemu::Options { net: Some(net), ..qemu::Options::new(accel, false, String::new(), Some(disk)) },
+        &qemu::Options { net: Some(net), uefi, ..qemu::Options::new(accel, false, String::new(), Some(disk)) },
     )?;
     cmd.args(["-serial", "mon:stdio"]);
     let st = cmd.status().map_err(|e| e.to_string())?;

@@ -2,7 +2,7 @@
 //! running a boot to completion with a time limit while keeping the serial log.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,11 @@ pub fn ensure_installed(program: &str, package: &str, what: &str) -> Result<(), 
     if Command::new(program).arg("--version").output().is_ok() {
         return Ok(());
     }
+    ensure_package(package, what)
+}
+
+/// Install Debian's package `package` (as root; else say the command).
+pub fn ensure_package(package: &str, what: &str) -> Result<(), String> {
     let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
     let install = format!("apt-get update && apt-get install -y {package}");
     if !is_root {
@@ -32,6 +37,30 @@ pub fn ensure_installed(program: &str, package: &str, what: &str) -> Result<(), 
     } else {
         Err(format!("installing {what} failed; try: {install}"))
     }
+}
+
+/// OVMF's firmware code and the template of its variable store (Debian's `ovmf`).
+pub const OVMF_CODE: &str = "/usr/share/OVMF/OVMF_CODE_4M.fd";
+pub const OVMF_VARS: &str = "/usr/share/OVMF/OVMF_VARS_4M.fd";
+
+/// OVMF's files, installed from Debian's `ovmf` when missing (as QEMU is).
+pub fn ensure_ovmf() -> Result<(PathBuf, PathBuf), String> {
+    if !Path::new(OVMF_CODE).exists() || !Path::new(OVMF_VARS).exists() {
+        ensure_package("ovmf", "OVMF (UEFI firmware for QEMU)")?;
+    }
+    if !Path::new(OVMF_CODE).exists() {
+        return Err(format!("{OVMF_CODE} is missing after installing Debian's ovmf"));
+    }
+    Ok((PathBuf::from(OVMF_CODE), PathBuf::from(OVMF_VARS)))
+}
+
+/// A fresh copy of OVMF's variable store for one run (the firmware writes it).
+pub fn vars_copy(name: &str) -> Result<PathBuf, String> {
+    let (_, vars) = ensure_ovmf()?;
+    let out = crate::out_dir().join(format!("{name}-ovmf-vars.fd"));
+    std::fs::create_dir_all(crate::out_dir()).map_err(|e| e.to_string())?;
+    std::fs::copy(&vars, &out).map_err(|e| format!("{}: {e}", vars.display()))?;
+    Ok(out)
 }
 
 /// KVM only where the host CPU has hardware virtualisation and /dev/kvm opens;
@@ -80,6 +109,11 @@ pub struct Options {
     pub gdb: Option<u16>,
     /// Virtual CPUs (`-smp`).
     pub cpus: u32,
+    /// Boot by UEFI (OVMF) from this GPT disk image (`esp`), with this copy of OVMF's
+    /// variable store, rather than by PVH; the machine has a VGA device (the firmware's
+    /// framebuffer) and the disk is a SATA disk on q35's AHCI controller (no Scion
+    /// driver claims it).
+    pub uefi: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 static CPUS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
@@ -153,6 +187,7 @@ impl Options {
             net: None,
             gdb: None,
             cpus: default_cpus(),
+            uefi: None,
         }
     }
 }
@@ -190,10 +225,20 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
         // A gdb stub on tcp::1234 (for looking at a machine that stopped making progress).
         c.arg("-s");
     }
-    c.arg("-kernel").arg(kernel);
-    c.arg("-initrd").arg(image);
-    if !o.append.is_empty() {
-        c.args(["-append", &o.append]);
+    if let Some((disk, vars)) = &o.uefi {
+        // The kernel, boot image and command line are on the disk's EFI system partition.
+        let (code, _) = ensure_ovmf()?;
+        c.arg("-drive").arg(format!("if=pflash,format=raw,unit=0,readonly=on,file={}", code.display()));
+        c.arg("-drive").arg(format!("if=pflash,format=raw,unit=1,file={}", vars.display()));
+        c.args(["-device", "VGA"]);
+        c.arg("-drive").arg(format!("file={},if=none,id=esp,format=raw", disk.display()));
+        c.args(["-device", "ide-hd,drive=esp,bus=ide.0,bootindex=0"]);
+    } else {
+        c.arg("-kernel").arg(kernel);
+        c.arg("-initrd").arg(image);
+        if !o.append.is_empty() {
+            c.args(["-append", &o.append]);
+        }
     }
     if let Some(d) = &o.disk {
         check_disk(d)?;

@@ -44,6 +44,13 @@ pub mod tables {
     pub const ROOT_THREADS: usize = 32;
 }
 
+/// `DEBUG_PUT(ptr, len, DEBUG_PUT_SCREEN)`: the bytes go to the firmware's screen only
+/// (the kernel's text console on a UEFI framebuffer; nothing without one), not to the
+/// serial log: the console server writes COM1 itself and shows the same bytes there.
+/// Without the flag (`rdx` = 0) they go to both, as the kernel's own log does; any other
+/// `rdx` is `InvalidArg`.
+pub const DEBUG_PUT_SCREEN: u64 = 1;
+
 /// ABI version reported by `KERNEL_INFO`.
 pub const ABI_VERSION: u64 = 2;
 

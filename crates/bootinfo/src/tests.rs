@@ -140,11 +140,11 @@ fn elf(with_entry: bool) -> Vec<u8> {
         v.extend_from_slice(&(desc.len() as u32).to_le_bytes());
         v.extend_from_slice(&kind.to_le_bytes());
         v.extend_from_slice(name);
-        while v.len() % 4 != 0 {
+        while !v.len().is_multiple_of(4) {
             v.push(0);
         }
         v.extend_from_slice(desc);
-        while v.len() % 4 != 0 {
+        while !v.len().is_multiple_of(4) {
             v.push(0);
         }
     };

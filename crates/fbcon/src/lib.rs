@@ -51,10 +51,10 @@ pub fn shade(v: u8) -> u8 {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Esc {
+enum Escape {
     None,
     /// After ESC.
-    Esc,
+    Started,
     /// Inside `ESC [`: the number so far.
     Csi(u32),
 }
@@ -69,7 +69,7 @@ pub struct Console<'a> {
     scrolled: usize,
     /// Rows changed since the last flush (in the grid as it is now).
     dirty: [bool; MAX_ROWS],
-    esc: Esc,
+    esc: Escape,
     /// Continuation bytes of a UTF-8 character to skip.
     skip: u8,
 }
@@ -82,7 +82,7 @@ impl<'a> Console<'a> {
         let cols = (width / CELL_W).max(1);
         let rows = (height / CELL_H).min(MAX_ROWS).min(cells.len() / cols).max(1);
         cells.fill(b' ');
-        Console { cells, cols, rows, col: 0, row: 0, scrolled: 0, dirty: [true; MAX_ROWS], esc: Esc::None, skip: 0 }
+        Console { cells, cols, rows, col: 0, row: 0, scrolled: 0, dirty: [true; MAX_ROWS], esc: Escape::None, skip: 0 }
     }
 
     pub fn cols(&self) -> usize {
@@ -132,16 +132,16 @@ impl<'a> Console<'a> {
 
     fn byte(&mut self, b: u8) {
         match self.esc {
-            Esc::Esc => {
-                self.esc = if b == b'[' { Esc::Csi(0) } else { Esc::None };
+            Escape::Started => {
+                self.esc = if b == b'[' { Escape::Csi(0) } else { Escape::None };
                 return;
             }
-            Esc::Csi(n) => {
+            Escape::Csi(n) => {
                 match b {
-                    b'0'..=b'9' => self.esc = Esc::Csi(n.saturating_mul(10).saturating_add((b - b'0') as u32)),
-                    b';' | b'?' => self.esc = Esc::Csi(0),
+                    b'0'..=b'9' => self.esc = Escape::Csi(n.saturating_mul(10).saturating_add((b - b'0') as u32)),
+                    b';' | b'?' => self.esc = Escape::Csi(0),
                     0x40..=0x7e => {
-                        self.esc = Esc::None;
+                        self.esc = Escape::None;
                         let n = (n as usize).max(1);
                         match b {
                             b'D' => self.col = self.col.saturating_sub(n),
@@ -154,11 +154,11 @@ impl<'a> Console<'a> {
                             _ => {}
                         }
                     }
-                    _ => self.esc = Esc::None,
+                    _ => self.esc = Escape::None,
                 }
                 return;
             }
-            Esc::None => {}
+            Escape::None => {}
         }
         if self.skip > 0 && b & 0xc0 == 0x80 {
             self.skip -= 1;
@@ -179,7 +179,7 @@ impl<'a> Console<'a> {
                     self.newline();
                 }
             }
-            0x1b => self.esc = Esc::Esc,
+            0x1b => self.esc = Escape::Started,
             0x20..=0x7e | 0x80..=0xff => {
                 if b >= 0x80 {
                     // A UTF-8 lead byte shows as one `?`; its continuation bytes as nothing.

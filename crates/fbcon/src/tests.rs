@@ -36,7 +36,7 @@ fn text(c: &Console<'_>, r: usize) -> std::string::String {
 
 #[test]
 fn glyphs_have_ink_and_blanks_have_none() {
-    assert!(CELL_W >= 6 && CELL_W <= 12);
+    const { assert!(CELL_W >= 6 && CELL_W <= 12) };
     let ink = |c: u8| {
         (0..CELL_H).flat_map(|y| (0..CELL_W).map(move |x| (x, y))).filter(|&(x, y)| glyph_pixel(c, x, y) > 128).count()
     };

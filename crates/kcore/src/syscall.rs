@@ -44,6 +44,8 @@ pub enum Call {
     DebugPut {
         ptr: u64,
         len: usize,
+        /// `abi::DEBUG_PUT_SCREEN`: to the screen only.
+        screen_only: bool,
     },
     /// `IPC_SEND` / `IPC_CALL` (the tag is valid; the message is read from the
     /// caller's registers and UTCB by the IPC path).
@@ -258,7 +260,10 @@ impl Call {
                 if a1 > DEBUG_PUT_MAX {
                     return Err(Error::TooLong);
                 }
-                Call::DebugPut { ptr: a0, len: a1 as usize }
+                if a2 > abi::DEBUG_PUT_SCREEN {
+                    return Err(Error::InvalidArg);
+                }
+                Call::DebugPut { ptr: a0, len: a1 as usize, screen_only: a2 == abi::DEBUG_PUT_SCREEN }
             }
             sys::IPC_SEND | sys::IPC_CALL => {
                 tag(r)?;
@@ -473,10 +478,16 @@ mod tests {
     fn debug_put_limit() {
         assert_eq!(
             dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX, 0, 0, 0]),
-            Ok(Call::DebugPut { ptr: 0x1000, len: 4096 })
+            Ok(Call::DebugPut { ptr: 0x1000, len: 4096, screen_only: false })
         );
         assert_eq!(dec(sys::DEBUG_PUT, [0x1000, DEBUG_PUT_MAX + 1, 0, 0, 0]), Err(Error::TooLong));
         assert_eq!(dec(sys::DEBUG_PUT, [0x1000, u64::MAX, 0, 0, 0]), Err(Error::TooLong));
+        assert_eq!(
+            dec(sys::DEBUG_PUT, [0x1000, 5, abi::DEBUG_PUT_SCREEN, 0, 0]),
+            Ok(Call::DebugPut { ptr: 0x1000, len: 5, screen_only: true })
+        );
+        assert_eq!(dec(sys::DEBUG_PUT, [0x1000, 5, 2, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::DEBUG_PUT, [0x1000, 5, u64::MAX, 0, 0]), Err(Error::InvalidArg));
     }
 
     #[test]

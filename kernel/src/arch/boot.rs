@@ -1,33 +1,27 @@
-//! PVH entry: QEMU loads the ELF at its physical addresses and jumps to the
-//! address in the Xen `PHYS32_ENTRY` note in 32-bit protected mode, paging off,
-//! with `ebx` = physical address of the `hvm_start_info`.
+//! The two ways in, both ending in `kstart` in the higher half:
 //!
-//! The stub builds the boot page tables (identity map of the first 4 GiB, the
-//! same 4 GiB again at the direct-map base, and the kernel image at -2 GiB), turns
-//! on long mode, and jumps to `kstart` in the higher half.
+//! - **PVH** (`cargo xtask run`): QEMU loads the ELF at its physical addresses and jumps
+//!   to the address in the Xen `PHYS32_ENTRY` note in 32-bit protected mode, paging off,
+//!   with `ebx` = physical address of the `hvm_start_info`.
+//! - **UEFI** (`cargo xtask image`, `run --uefi`): Scion's loader (`boot/uefi`) loads the
+//!   ELF at its physical addresses and jumps to the address in the `Scion` note
+//!   (`bootinfo::NOTE_ENTRY64`) in long mode on the firmware's identity-mapped page
+//!   tables, interrupts off, `rdi` = physical address (below 4 GiB) of the boot
+//!   information (`crates/bootinfo`).
+//!
+//! Both stubs build the same boot page tables (identity map of the first 4 GiB, the
+//! same 4 GiB again at the direct-map base, and the kernel image at -2 GiB; one macro,
+//! assembled once for each mode), load them with long mode on, and jump to `kstart`
+//! with the boot structure's address; `mem::init` tells the two kinds apart.
 
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 global_asm!(
     r#"
-    .section .note.Xen, "a"
-    .p2align 2
-    .long 4
-    .long 8
-    .long 18
-    .asciz "Xen"
-    .quad pvh_start32
-
-    .section .boot.text, "ax"
-    .code32
-    .global pvh_start32
-pvh_start32:
-    cli
-    cld
-    mov [boot_info_ptr], ebx
-    mov esp, offset boot_stack32_top
-
+    /* Zero .bss, then fill the boot page tables (the same instructions in 32-bit and
+       64-bit mode: 32-bit registers, addresses below 4 GiB). */
+    .macro BUILD_PAGE_TABLES
     /* Zero .bss (by physical address). */
     mov edi, offset __bss_phys_start
     mov ecx, offset __bss_phys_end
@@ -81,6 +75,36 @@ pvh_start32:
     or eax, 3
     mov [edi + 511*8], eax
 
+    .endm
+
+    .section .note.Xen, "a"
+    .p2align 2
+    .long 4
+    .long 8
+    .long 18
+    .asciz "Xen"
+    .quad pvh_start32
+
+    /* The UEFI loader's entry (bootinfo::NOTE_ENTRY64, name "Scion"). */
+    .p2align 2
+    .long 6
+    .long 8
+    .long 0x5301
+    .asciz "Scion"
+    .p2align 2
+    .quad uefi_start64
+
+    .section .boot.text, "ax"
+    .code32
+    .global pvh_start32
+pvh_start32:
+    cli
+    cld
+    mov [boot_info_ptr], ebx
+    mov esp, offset boot_stack32_top
+
+    BUILD_PAGE_TABLES
+
     /* CR4.PAE */
     mov eax, cr4
     or eax, 0x20
@@ -131,6 +155,47 @@ boot_long:
     hlt
     jmp 4b
 
+    /* The UEFI entry: long mode, the firmware's identity map, rdi = boot information. */
+    .global uefi_start64
+uefi_start64:
+    cli
+    cld
+    mov dword ptr [boot_info_ptr], edi
+    mov esp, offset boot_stack32_top
+
+    BUILD_PAGE_TABLES
+
+    /* EFER: SCE, and NXE when the CPU has NX (LME and LMA are on already). */
+    mov eax, 0x80000001
+    cpuid
+    xor esi, esi
+    test edx, 0x100000
+    jz 5f
+    mov esi, 0x800
+    mov dword ptr [boot_nx], 1
+5:
+    mov ecx, 0xC0000080
+    rdmsr
+    or eax, 0x1
+    or eax, esi
+    wrmsr
+    /* CR4: PAE (on in long mode) and nothing the kernel does not set itself but PGE,
+       which the firmware may have on: off, so that the switch flushes every entry. */
+    mov rax, cr4
+    and eax, 0xffffff7f
+    mov cr4, rax
+    mov eax, offset boot_pml4
+    mov cr3, rax
+    mov rax, cr0
+    or eax, 0x10000
+    mov cr0, rax
+    lgdt [boot_gdtr64]
+    /* Reload CS (0x08, the boot GDT's 64-bit code) with a far return. */
+    push 0x08
+    mov eax, offset boot_long
+    push rax
+    retfq
+
     .section .boot.data, "aw"
     .p2align 12
     .global boot_pml4
@@ -149,6 +214,10 @@ boot_gdt:
 boot_gdtr:
     .word 23
     .long boot_gdt
+    .p2align 3
+boot_gdtr64:
+    .word 23
+    .quad boot_gdt
     .global boot_info_ptr
 boot_info_ptr: .long 0
     .global boot_nx
@@ -208,6 +277,28 @@ pub fn extend_direct_map(end: u64) -> u64 {
     }
     DIRECT_MAP_END.store(end, Ordering::Relaxed);
     end
+}
+
+/// Map the device memory `addr..addr + len` (beyond the direct map's RAM, below 512 GiB)
+/// at its direct-map address, uncached, in 1 GiB pages: the firmware's framebuffer when
+/// it lies above RAM. False when it cannot be (no 1 GiB pages, or too high).
+pub fn map_device_gib(addr: u64, len: u64) -> bool {
+    let gib_pages = core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 26) != 0;
+    let end = addr.saturating_add(len);
+    if !gib_pages || end > 512 << 30 || len == 0 {
+        return false;
+    }
+    let pdpt = phys_to_virt(core::ptr::addr_of!(boot_pdpt_low) as u64) as *mut u64;
+    for g in (addr >> 30)..end.div_ceil(1 << 30) {
+        if g < direct_map_end() >> 30 {
+            continue;
+        }
+        // SAFETY: entry g of the direct map's PDPT, beyond the RAM it maps (which never
+        // grows after boot); a 1 GiB page of device memory, present, writable, kernel
+        // only, cache disabled (PCD | PWT).
+        unsafe { pdpt.add(g as usize).write_volatile((g << 30) | 0x83 | 0x18) };
+    }
+    true
 }
 
 /// Point entry `index` (in the kernel half, not yet used) of the boot PML4 at the page

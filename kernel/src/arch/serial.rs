@@ -1,5 +1,5 @@
-//! Early and debug log: COM1, polled. The kernel keeps only this path; the console
-//! proper becomes a user-level driver (next issue).
+//! The kernel's log: COM1, polled, and the firmware's screen when there is one
+//! (`arch::screen`). The console proper is a user-level driver (the console server).
 
 use core::fmt::{self, Write};
 use x86_64::instructions::port::Port;
@@ -58,8 +58,38 @@ impl Write for Serial {
     }
 }
 
+/// The log's second sink: what is written to COM1 goes to the screen too, gathered
+/// so that one message is one drawing.
+struct Both {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Both {
+    fn screen(&mut self) {
+        crate::arch::screen::write(&self.buf[..self.len]);
+        self.len = 0;
+    }
+}
+
+impl Write for Both {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        Serial::write_bytes(s.as_bytes());
+        for chunk in s.as_bytes().chunks(self.buf.len()) {
+            if self.len + chunk.len() > self.buf.len() {
+                self.screen();
+            }
+            self.buf[self.len..self.len + chunk.len()].copy_from_slice(chunk);
+            self.len += chunk.len();
+        }
+        Ok(())
+    }
+}
+
 pub fn _print(args: fmt::Arguments) {
-    let _ = Serial.write_fmt(args);
+    let mut b = Both { buf: [0; 256], len: 0 };
+    let _ = b.write_fmt(args);
+    b.screen();
 }
 
 /// Print to the serial log (`use crate::arch::serial::kprint`: the macros live here,

@@ -142,6 +142,13 @@ pub fn debug_put(bytes: &[u8]) -> Result<(), Error> {
     check(safe_call(sys::DEBUG_PUT, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0, 0)[0])
 }
 
+/// Show `bytes` on the firmware's screen only (the kernel's text console on a UEFI
+/// framebuffer; nothing happens without one): the console server's copy of what it
+/// writes to COM1.
+pub fn debug_put_screen(bytes: &[u8]) -> Result<(), Error> {
+    check(safe_call(sys::DEBUG_PUT, bytes.as_ptr() as u64, bytes.len() as u64, abi::DEBUG_PUT_SCREEN, 0, 0)[0])
+}
+
 pub fn yield_now() {
     safe_call(sys::YIELD, 0, 0, 0, 0, 0);
 }

@@ -104,15 +104,26 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
         "xtask",
         "--exclude",
         "testalloc",
+        "--exclude",
+        "scion-uefi",
         "--",
         "-D",
         "warnings",
     ]
     .map(String::from)
     .to_vec();
+    // The UEFI loader, for its own target.
+    let loader: Vec<String> =
+        ["clippy", "--release", "--target", crate::esp::UEFI_TARGET, "-p", "scion-uefi", "--", "-D", "warnings"]
+            .map(String::from)
+            .to_vec();
     let format: Vec<String> = ["fmt", "--all", "--", "--check"].map(String::from).to_vec();
-    let runs: [(&str, Vec<String>); 3] =
-        [("lint/clippy-kernel-and-user", kernel), ("lint/clippy-host", host), ("lint/format", format)];
+    let runs: [(&str, Vec<String>); 4] = [
+        ("lint/clippy-kernel-and-user", kernel),
+        ("lint/clippy-uefi-loader", loader),
+        ("lint/clippy-host", host),
+        ("lint/format", format),
+    ];
     let mut res = Vec::new();
     for (name, args) in runs {
         if filter.is_some_and(|f| !name.contains(f)) {
@@ -120,6 +131,8 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
         }
         let tools = if name == "lint/format" {
             crate::ensure_rustfmt()
+        } else if name == "lint/clippy-uefi-loader" {
+            crate::ensure_target_named(crate::esp::UEFI_TARGET).and_then(|_| crate::ensure_clippy())
         } else {
             crate::ensure_target().and_then(|_| crate::ensure_clippy())
         };

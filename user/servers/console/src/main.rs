@@ -12,6 +12,14 @@
 //! waits: QEMU stops reading its input), drops RTS and turns the receive interrupt off
 //! (on a level line it would fire again at every acknowledgement); a read that makes
 //! room takes them again. Nothing typed is lost, and the console's memory stays bounded.
+//!
+//! What it writes also goes to the firmware's screen when the machine has one (a UEFI
+//! boot: the kernel's text console, `DEBUG_PUT` with `abi::DEBUG_PUT_SCREEN`), and when
+//! its manifest entry grants the i8042's ports (0x60, 0x64) and IRQ 1, keys typed on a
+//! PS/2 keyboard (scancode set 1, US layout: `pc-keyboard`) are input as typed bytes
+//! beside the serial port's — Enter as a carriage return, Backspace as DEL, the arrows and
+//! Home, End and Delete as the escapes a terminal sends. The keyboard's bytes are not
+//! throttled: past `MAX_INPUT` unread, a key is dropped.
 #![no_std]
 #![no_main]
 
@@ -21,6 +29,7 @@ use abi::ipc::label;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::arch::asm;
+use pc_keyboard::{layouts, DecodedKey, HandleControl, KeyCode, PS2Keyboard as Keyboard, ScancodeSet1};
 use rt::ipc::{self, Msg};
 use rt::proto::console::{self as p, Request};
 use rt::server::{self, Answer, Badge, Server};
@@ -30,6 +39,11 @@ rt::entry!(main);
 
 const COM1: u16 = 0x3F8;
 const IRQ_BADGE: Badge = Badge::minted(4);
+/// The i8042's data and status/command ports, its keyboard line.
+const KBD_DATA: u16 = 0x60;
+const KBD_STATUS: u16 = 0x64;
+const KBD_IRQ: u64 = 1;
+const KBD_BADGE: Badge = Badge::minted(1);
 /// Reads one program may leave waiting; reads waiting in all.
 const MAX_READERS_PER_CLIENT: usize = 4;
 const MAX_READERS: usize = 32;
@@ -56,6 +70,10 @@ fn inb(port: u16) -> u8 {
 }
 
 fn put(bytes: &[u8]) {
+    // The screen's copy (nothing happens on a machine without one).
+    for chunk in bytes.chunks(4096) {
+        let _ = sys::debug_put_screen(chunk);
+    }
     for &b in bytes {
         if b == b'\n' {
             put_raw(b'\r');
@@ -88,8 +106,10 @@ fn main() -> i32 {
     {
         outb(COM1 + off, v);
     }
+    let keyboard = keyboard_init();
     put(b"console: ready\n");
     let mut c = Console {
+        keyboard,
         irq,
         input: VecDeque::new(),
         throttled: false,
@@ -101,7 +121,74 @@ fn main() -> i32 {
     server::run(&mut c, &mut buf)
 }
 
+/// Wait until the i8042 has room for a byte (false: it never had).
+fn kbd_ready_to_write() -> bool {
+    (0..100_000).any(|_| inb(KBD_STATUS) & 2 == 0)
+}
+
+/// The PS/2 keyboard, when the manifest grants its ports and line and an i8042 answers
+/// there: its interrupt on, scancodes translated to set 1.
+fn keyboard_init() -> Option<(u64, Keyboard<layouts::Us104Key, ScancodeSet1>)> {
+    if env::io(KBD_DATA as u64, 0).is_err() || env::io(KBD_STATUS as u64, 0).is_err() {
+        return None;
+    }
+    // No controller: the status port floats high.
+    if inb(KBD_STATUS) == 0xff {
+        put(b"console: no i8042 keyboard controller\n");
+        return None;
+    }
+    let irq = rt::alloc_slot();
+    if env::irq(KBD_IRQ, irq).is_err() || sys::irq_attach(irq, KBD_BADGE.0).is_err() {
+        put(b"console: no IRQ 1 for the keyboard\n");
+        return None;
+    }
+    // Empty the output buffer, then: configuration byte, keyboard interrupt on, its
+    // clock on, translation on; the keyboard port enabled.
+    for _ in 0..64 {
+        if inb(KBD_STATUS) & 1 == 0 {
+            break;
+        }
+        inb(KBD_DATA);
+    }
+    if kbd_ready_to_write() {
+        outb(KBD_STATUS, 0x20);
+        if (0..100_000).any(|_| inb(KBD_STATUS) & 1 != 0) {
+            let cfg = (inb(KBD_DATA) | 0x01 | 0x40) & !0x10;
+            if kbd_ready_to_write() {
+                outb(KBD_STATUS, 0x60);
+                if kbd_ready_to_write() {
+                    outb(KBD_DATA, cfg);
+                }
+            }
+        }
+    }
+    if kbd_ready_to_write() {
+        outb(KBD_STATUS, 0xae);
+    }
+    put(b"console: PS/2 keyboard\n");
+    Some((irq, Keyboard::new(ScancodeSet1::new(), layouts::Us104Key, HandleControl::MapLettersToUnicode)))
+}
+
+/// The bytes a key stands for, as a terminal sends them.
+fn key_bytes(k: DecodedKey, out: &mut [u8; 4]) -> &[u8] {
+    match k {
+        DecodedKey::Unicode('\u{8}') => b"\x7f",
+        DecodedKey::Unicode('\n') => b"\r",
+        DecodedKey::Unicode(c) => c.encode_utf8(out).as_bytes(),
+        DecodedKey::RawKey(KeyCode::ArrowUp) => b"\x1b[A",
+        DecodedKey::RawKey(KeyCode::ArrowDown) => b"\x1b[B",
+        DecodedKey::RawKey(KeyCode::ArrowRight) => b"\x1b[C",
+        DecodedKey::RawKey(KeyCode::ArrowLeft) => b"\x1b[D",
+        DecodedKey::RawKey(KeyCode::Home) => b"\x1b[H",
+        DecodedKey::RawKey(KeyCode::End) => b"\x1b[F",
+        DecodedKey::RawKey(KeyCode::Delete) => b"\x1b[3~",
+        DecodedKey::RawKey(_) => b"",
+    }
+}
+
 struct Console {
+    /// The PS/2 keyboard's line (its capability slot) and decoder.
+    keyboard: Option<(u64, Keyboard<layouts::Us104Key, ScancodeSet1>)>,
     irq: u64,
     input: VecDeque<u8>,
     /// `input` filled up with bytes still in the UART: they stay there until a read
@@ -150,6 +237,30 @@ impl Console {
         }
     }
 
+    /// What the keyboard controller holds: keys into `input` (mouse bytes dropped).
+    fn keys(&mut self) {
+        let Some((irq, kb)) = self.keyboard.as_mut() else { return };
+        for _ in 0..64 {
+            let st = inb(KBD_STATUS);
+            if st & 1 == 0 {
+                break;
+            }
+            let b = inb(KBD_DATA);
+            if st & 0x20 != 0 {
+                continue;
+            }
+            let Ok(Some(ev)) = kb.add_byte(b) else { continue };
+            let Some(key) = kb.process_keyevent(ev) else { continue };
+            let mut utf8 = [0u8; 4];
+            for &c in key_bytes(key, &mut utf8) {
+                if self.input.len() < MAX_INPUT {
+                    self.input.push_back(c);
+                }
+            }
+        }
+        let _ = sys::irq_ack(*irq);
+    }
+
     /// Answer waiting reader `i` with an error and free its slot.
     fn drop_reader(&mut self, i: usize, e: abi::Error) {
         if let Some((_, slot, _)) = self.readers.remove(i) {
@@ -166,13 +277,19 @@ impl Server for Console {
     type Request<'a> = Request<'a>;
 
     fn event(&mut self, from: Badge, m: &Msg) -> Option<Answer> {
-        if from != IRQ_BADGE || m.label() != label::IRQ {
+        if m.label() != label::IRQ {
             return None;
         }
-        self.drain();
-        // (A byte typed after the drain is not lost: the kernel hands an edge line
-        // that fired during the service back once more at the ack.)
-        let _ = sys::irq_ack(self.irq);
+        if from == KBD_BADGE {
+            self.keys();
+        } else if from == IRQ_BADGE {
+            self.drain();
+            // (A byte typed after the drain is not lost: the kernel hands an edge line
+            // that fired during the service back once more at the ack.)
+            let _ = sys::irq_ack(self.irq);
+        } else {
+            return None;
+        }
         // Answer waiting readers while there is input.
         while !self.input.is_empty() {
             let Some((_, slot, want)) = self.readers.pop_front() else { break };
