@@ -8,6 +8,7 @@ mod esp;
 mod grafts;
 mod image;
 mod qemu;
+mod screen;
 mod test;
 
 use std::path::{Path, PathBuf};

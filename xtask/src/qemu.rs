@@ -356,17 +356,93 @@ pub fn run_until(
     run_at(kernel, image, o, limit, input, kill_at.map(|k| (k, &mut nothing as &mut dyn FnMut(&Typer))))
 }
 
-/// Types into the guest's serial port (its console) while a host check runs.
+/// As `run_at`, but the machine runs on after `at.1` until it ends (or `limit`): a
+/// script that types, checks and finally ends the machine itself.
+pub fn run_script(kernel: &Path, image: &Path, o: &Options, limit: Duration, at: At<'_>) -> Result<Outcome, String> {
+    run_inner(kernel, image, o, limit, None, Some(at), false)
+}
+
+/// Types into the guest's serial port (its console) while a host check runs; reads
+/// the serial log so far, and speaks to QEMU's monitor (the PS/2 keyboard, the screen).
 #[derive(Clone)]
-pub struct Typer(std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>);
+pub struct Typer {
+    stdin: std::sync::Arc<std::sync::Mutex<Option<std::process::ChildStdin>>>,
+    log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    monitor: PathBuf,
+}
 
 impl Typer {
     pub fn type_text(&self, text: &str) {
-        if let Some(w) = self.0.lock().unwrap().as_mut() {
+        if let Some(w) = self.stdin.lock().unwrap().as_mut() {
             let _ = w.write_all(text.as_bytes());
             let _ = w.flush();
         }
     }
+
+    /// Wait until the serial log shows `text` (false after `limit`).
+    pub fn wait_for(&self, text: &str, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if String::from_utf8_lossy(&self.log.lock().unwrap()).replace('\r', "").contains(text) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// One command to QEMU's monitor; its answer.
+    pub fn monitor(&self, cmd: &str) -> Result<String, String> {
+        use std::os::unix::net::UnixStream;
+        let mut m = UnixStream::connect(&self.monitor).map_err(|e| format!("QEMU's monitor: {e}"))?;
+        m.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // The greeting, then the command and its answer up to the next prompt.
+        let mut read_prompt = |m: &mut UnixStream, answer: &mut Vec<u8>| {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(10) {
+                match m.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => answer.extend_from_slice(&chunk[..n]),
+                    Err(_) => {}
+                }
+                if answer.ends_with(b"(qemu) ") {
+                    break;
+                }
+            }
+        };
+        read_prompt(&mut m, &mut answer);
+        answer.clear();
+        m.write_all(format!("{cmd}\n").as_bytes()).map_err(|e| format!("QEMU's monitor: {e}"))?;
+        read_prompt(&mut m, &mut answer);
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    /// Type `text` on the machine's PS/2 keyboard (`sendkey`, one key at a time).
+    pub fn send_keys(&self, text: &str) -> Result<(), String> {
+        for c in text.chars() {
+            let key = qemu_key(c).ok_or_else(|| format!("no key for {c:?} (sendkey)"))?;
+            self.monitor(&format!("sendkey {key}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// QEMU's `sendkey` name for a character of a US keyboard.
+pub fn qemu_key(c: char) -> Option<String> {
+    Some(match c {
+        'a'..='z' | '0'..='9' => c.to_string(),
+        'A'..='Z' => format!("shift-{}", c.to_ascii_lowercase()),
+        ' ' => "spc".into(),
+        '\n' => "ret".into(),
+        '-' => "minus".into(),
+        '.' => "dot".into(),
+        '/' => "slash".into(),
+        ',' => "comma".into(),
+        '=' => "equal".into(),
+        _ => return None,
+    })
 }
 
 /// What to do when a text appears on the serial port (`run_at`).
@@ -382,6 +458,18 @@ pub fn run_at(
     limit: Duration,
     input: Option<(&str, &str)>,
     at: Option<At<'_>>,
+) -> Result<Outcome, String> {
+    run_inner(kernel, image, o, limit, input, at, true)
+}
+
+fn run_inner(
+    kernel: &Path,
+    image: &Path,
+    o: &Options,
+    limit: Duration,
+    input: Option<(&str, &str)>,
+    at: Option<At<'_>>,
+    kill_after: bool,
 ) -> Result<Outcome, String> {
     let (kill_at, mut then) = match at {
         Some((k, f)) => (Some(k), Some(f)),
@@ -403,7 +491,11 @@ pub fn run_at(
         .stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| format!("cannot start {QEMU}: {e}"))?;
     let mut out = child.stdout.take().unwrap();
-    let typer = Typer(std::sync::Arc::new(std::sync::Mutex::new(child.stdin.take())));
+    let typer = Typer {
+        stdin: std::sync::Arc::new(std::sync::Mutex::new(child.stdin.take())),
+        log: Default::default(),
+        monitor: monitor.clone(),
+    };
     let stdin = typer.clone();
     let input = input.map(|(m, t)| (m.as_bytes().to_vec(), t.as_bytes().to_vec()));
     let kill_marker = kill_at.map(|k| k.as_bytes().to_vec());
@@ -416,7 +508,10 @@ pub fn run_at(
         loop {
             match out.read(&mut chunk) {
                 Ok(0) | Err(_) => break,
-                Ok(n) => s.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    s.extend_from_slice(&chunk[..n]);
+                    stdin.log.lock().unwrap().extend_from_slice(&chunk[..n]);
+                }
             }
             if let Some(k) = &kill_marker {
                 if s.windows(k.len()).any(|x| x == &k[..]) {
@@ -442,10 +537,15 @@ pub fn run_at(
         if seen.load(std::sync::atomic::Ordering::SeqCst) {
             if let Some(f) = then.take() {
                 f(&typer);
+                if !kill_after {
+                    continue;
+                }
             }
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
+            if kill_after {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
         }
         if start.elapsed() > limit {
             if let Ok(mut m) = std::os::unix::net::UnixStream::connect(&monitor) {

@@ -9,12 +9,17 @@
 //! entry (named by the kernel's `Scion` ELF note) with the boot information's address
 //! in `rdi`, on the firmware's identity-mapped page tables with interrupts off.
 //!
+//! Before it jumps, it moves the 64-bit BARs the firmware put above 4 GiB on bus 0 into
+//! the 32-bit window Scion's drivers reach (`pci`).
+//!
 //! Every failure before boot services end is a line on the firmware's console and an
 //! error status back to the firmware (which then tries its next boot option).
 #![no_std]
 #![no_main]
 
 extern crate alloc;
+
+mod pci;
 
 use alloc::vec::Vec;
 use bootinfo::{Framebuffer, Info, PixelFormat, Region};
@@ -112,6 +117,19 @@ fn load() -> Result<Never, Failure> {
         }
     );
 
+    let moves = pci::plan();
+    for m in &moves {
+        println!(
+            "scion-uefi: PCI 00:{:02x}.{} BAR{} ({} KiB) moves from {:#x} to {:#x}, below 4 GiB",
+            m.dev,
+            m.func,
+            m.bar,
+            m.size >> 10,
+            m.from,
+            m.to
+        );
+    }
+
     // The memory map's size now, with room for what changes until boot services end.
     let entries = boot::memory_map(MemoryType::LOADER_DATA).map_err(|e| fail("no memory map", e))?.entries().count()
         + SPARE_ENTRIES;
@@ -125,6 +143,7 @@ fn load() -> Result<Never, Failure> {
     // SAFETY: nothing of the firmware's boot services is used after this: no allocation
     // (the vectors above have their room), no console, no protocol.
     let map = unsafe { boot::exit_boot_services(None) };
+    pci::apply(&moves);
     for d in map.entries().take(entries) {
         let kind = match d.ty {
             MemoryType::CONVENTIONAL

@@ -4,7 +4,7 @@
 
 use super::nettest;
 use crate::qemu::{self, Options};
-use crate::{make_image, out_dir, project_root, Artifacts};
+use crate::{make_image, out_dir, project_root, uefi_disk, Artifacts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,6 +63,15 @@ pub struct Scenario {
     pub nic: String,
     /// An Intel IOMMU on the machine (`-device intel-iommu`).
     pub iommu: bool,
+    /// Boot by UEFI: the boot image on `cargo xtask image`'s disk (Scion's loader on an
+    /// EFI system partition) under OVMF, rather than by PVH.
+    pub uefi: bool,
+    /// Typed on the PS/2 keyboard (QEMU's `sendkey`) once the input's marker appears,
+    /// before the input: (text, what the serial log must then show).
+    pub keys: Option<(String, String)>,
+    /// Lines the screen (the firmware's framebuffer, QEMU's `screendump`) must show as
+    /// the kernel's console draws them, after the keys and before the input.
+    pub screen: Vec<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -90,6 +99,16 @@ struct Header {
     checks: Option<String>,
     nic: Option<String>,
     iommu: Option<bool>,
+    uefi: Option<bool>,
+    keys: Option<Keys>,
+    screen: Option<Vec<String>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Keys {
+    text: String,
+    until: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -187,6 +206,9 @@ impl Scenario {
             checks: h.checks.unwrap_or_else(|| "web".into()),
             nic: h.nic.unwrap_or_else(|| "virtio".into()),
             iommu: h.iommu.unwrap_or(false),
+            uefi: h.uefi.unwrap_or(false),
+            keys: h.keys.map(|k| (k.text, k.until)),
+            screen: h.screen.unwrap_or_default(),
             ..sc
         })
     }
@@ -229,6 +251,9 @@ impl Scenario {
             checks: "web".into(),
             nic: "virtio".into(),
             iommu: false,
+            uefi: false,
+            keys: None,
+            screen: Vec::new(),
         })
     }
 }
@@ -384,7 +409,15 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         }
         net = Some(n);
     }
+    let uefi = if sc.uefi {
+        let esp = out_dir().join(format!("{}-esp.img", sc.name));
+        uefi_disk(a, &img, &sc.append, &esp)?;
+        Some((esp, qemu::vars_copy(&sc.name)?))
+    } else {
+        None
+    };
     let opts = Options {
+        uefi,
         machine: sc.machine.clone(),
         memory: sc.memory.clone(),
         net,
@@ -396,7 +429,13 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
     let mut http_results = Vec::new();
-    let out = if sc.http {
+    let mut script_results = Vec::new();
+    let scripted = sc.keys.is_some() || !sc.screen.is_empty();
+    let out = if scripted {
+        let (marker, text) = input.ok_or_else(|| format!("scenario {}: keys and screen need an input", sc.name))?;
+        let mut script = |t: &qemu::Typer| script_results = keys_and_screen(sc, t, text);
+        qemu::run_script(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), (marker, &mut script))?
+    } else if sc.http {
         let ftp_port = ftp_ports.first().copied();
         let mut checks = |t: &qemu::Typer| {
             http_results = nettest::http_checks(&[&[http_port][..], &more_ports].concat(), ftp_port, t, &sc.checks)
@@ -417,6 +456,17 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let log_path = logs.join(format!("{}.log", sc.name));
     std::fs::write(&log_path, &out.log).map_err(|e| e.to_string())?;
     let mut results = Vec::new();
+    if scripted && script_results.is_empty() {
+        let detail = format!("the input's marker never came (qemu exit status {:?})", out.status);
+        results.push(Result1 { name: format!("{}/keys-and-screen", sc.name), ok: false, detail });
+    }
+    for (name, r) in script_results {
+        results.push(Result1 {
+            name: format!("{}/{}", sc.name, name),
+            ok: r.is_ok(),
+            detail: r.err().unwrap_or_default(),
+        });
+    }
     if sc.http {
         if http_results.is_empty() {
             let detail = if out.timed_out {
@@ -476,6 +526,45 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         results.push(Result1 { name: format!("{}/{}", sc.name, prog), ok, detail });
     }
     Ok((results, log_path.display().to_string()))
+}
+
+/// A UEFI scenario's checks while it runs: the keys typed on the PS/2 keyboard reach
+/// the shell, the screen shows the lines it should; then the input is typed (on the
+/// serial port). One result each.
+fn keys_and_screen(sc: &Scenario, t: &qemu::Typer, input: &str) -> Vec<(String, Result<(), String>)> {
+    let mut res = Vec::new();
+    if let Some((text, until)) = &sc.keys {
+        let r = t.send_keys(text).and_then(|_| {
+            if t.wait_for(until, Duration::from_secs(60)) {
+                Ok(())
+            } else {
+                Err(format!("typed {text:?} on the PS/2 keyboard; the serial log never showed {until:?}"))
+            }
+        });
+        res.push(("keyboard".to_string(), r));
+    }
+    if !sc.screen.is_empty() {
+        let logs = out_dir().join("logs");
+        let _ = std::fs::create_dir_all(&logs);
+        let ppm = logs.join(format!("{}-screen.ppm", sc.name));
+        let _ = std::fs::remove_file(&ppm);
+        let shot = t
+            .monitor(&format!("screendump {}", ppm.display()))
+            .and_then(|_| std::fs::read(&ppm).map_err(|e| format!("no screendump ({}): {e}", ppm.display())))
+            .and_then(|b| crate::screen::parse_ppm(&b));
+        for line in &sc.screen {
+            let r = match &shot {
+                Ok(p) if p.find(line).is_some() => Ok(()),
+                Ok(p) => {
+                    Err(format!("the screen ({}x{}, {}) does not show {line:?}", p.width, p.height, ppm.display()))
+                }
+                Err(e) => Err(e.clone()),
+            };
+            res.push((format!("screen:{line}"), r));
+        }
+    }
+    t.type_text(input);
+    res
 }
 
 /// Boot a scenario with a given accelerator; returns whether its tests passed and its log.

@@ -70,15 +70,17 @@ fn inb(port: u16) -> u8 {
 }
 
 fn put(bytes: &[u8]) {
-    // The screen's copy (nothing happens on a machine without one).
-    for chunk in bytes.chunks(4096) {
-        let _ = sys::debug_put_screen(chunk);
-    }
     for &b in bytes {
         if b == b'\n' {
             put_raw(b'\r');
         }
         put_raw(b);
+    }
+    // The screen's copy (nothing happens on a machine without one); after the serial
+    // port's, which has touched every page of `bytes` (the kernel copies only from
+    // present pages).
+    for chunk in bytes.chunks(4096) {
+        let _ = sys::debug_put_screen(chunk);
     }
 }
 
