@@ -117,7 +117,17 @@ fn load() -> Result<Never, Failure> {
         }
     );
 
-    let moves = pci::plan();
+    // Ranges the firmware keeps for devices and itself: no BAR is moved onto them.
+    let reserved: Vec<(u64, u64)> = boot::memory_map(MemoryType::LOADER_DATA)
+        .map_err(|e| fail("no memory map", e))?
+        .entries()
+        .filter(|d| {
+            matches!(d.ty, MemoryType::MMIO | MemoryType::MMIO_PORT_SPACE | MemoryType::RESERVED)
+                || d.ty.0 >= MemoryType::MAX.0
+        })
+        .map(|d| (d.phys_start, d.phys_start.saturating_add(d.page_count * PAGE)))
+        .collect();
+    let moves = pci::plan(&reserved);
     for m in &moves {
         println!(
             "scion-uefi: PCI 00:{:02x}.{} BAR{} ({} KiB) moves from {:#x} to {:#x}, below 4 GiB",

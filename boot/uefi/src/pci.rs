@@ -92,31 +92,52 @@ fn size64(dev: u8, func: u8, bar: u8) -> u64 {
     (!mask).wrapping_add(1)
 }
 
-/// The moves that bring bus 0's 64-bit BARs above 4 GiB into the window.
-pub fn plan() -> Vec<Move> {
+/// The memory windows of bus 0's bridges (type-1 headers): (start, end).
+fn bridge_windows() -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for dev in 0..32u8 {
+        let funcs = if read(dev, 0, 0x0c) >> 16 & 0x80 != 0 { 8 } else { 1 };
+        for func in 0..funcs {
+            if read(dev, func, 0) & 0xffff == 0xffff || read(dev, func, 0x0c) >> 16 & 0x7f != 1 {
+                continue;
+            }
+            let m = read(dev, func, 0x20);
+            let (base, limit) = (((m & 0xfff0) as u64) << 16, (((m >> 16) & 0xfff0) as u64) << 16 | 0xf_ffff);
+            if base <= limit {
+                out.push((base, limit + 1));
+            }
+            let p = read(dev, func, 0x24);
+            let (hb, hl) = if p & 0xf == 1 { (read(dev, func, 0x28), read(dev, func, 0x2c)) } else { (0, 0) };
+            let base = ((p & 0xfff0) as u64) << 16 | (hb as u64) << 32;
+            let limit = (((p >> 16) & 0xfff0) as u64) << 16 | 0xf_ffff | (hl as u64) << 32;
+            if base <= limit {
+                out.push((base, limit + 1));
+            }
+        }
+    }
+    out
+}
+
+/// The moves that bring bus 0's 64-bit BARs above 4 GiB into the window, clear of what
+/// `reserved` (the firmware's reserved and memory-mapped I/O ranges) holds.
+pub fn plan(reserved: &[(u64, u64)]) -> Vec<Move> {
     let all = bars();
-    // What the window already holds: every memory BAR below 4 GiB, sized.
+    // What the window already holds: every memory BAR below 4 GiB, sized; the bridges'
+    // windows; the firmware's reservations.
     let mut used: Vec<(u64, u64)> = all
         .iter()
         .filter(|b| b.3 < 1 << 32)
         .map(|b| {
             let size = if b.4 { size64(b.0, b.1, b.2) } else { size32(b.0, b.1, b.2) };
-            (b.3, b.3 + size.max(0x1000))
+            (b.3, b.3.saturating_add(size.max(0x1000)))
         })
         .collect();
+    used.extend(bridge_windows());
+    used.extend_from_slice(reserved);
     let mut moves = Vec::new();
     for &(dev, func, bar, a, _) in all.iter().filter(|b| b.4 && b.3 >= 1 << 32) {
         let size = size64(dev, func, bar);
-        if size == 0 || !size.is_power_of_two() || size > WINDOW.1 - WINDOW.0 {
-            continue;
-        }
-        let mut at = WINDOW.0.next_multiple_of(size);
-        while let Some(&(_, end)) = used.iter().find(|&&(s, e)| s < at + size && at < e) {
-            at = end.next_multiple_of(size);
-        }
-        if at + size > WINDOW.1 {
-            continue;
-        }
+        let Some(at) = bootinfo::place_bar(&used, size, WINDOW) else { continue };
         used.push((at, at + size));
         moves.push(Move { dev, func, bar, size, from: a, to: at });
     }

@@ -289,6 +289,21 @@ pub fn push_region(map: &mut [Region], n: usize, r: Region) -> Option<usize> {
     Some(n + 1)
 }
 
+/// Where the loader puts a 64-bit BAR of `size` bytes (a power of two: its alignment too)
+/// that the firmware placed above 4 GiB: the lowest address in `window` (start, end)
+/// clear of every range in `used` (start, end), or `None` when it does not fit.
+pub fn place_bar(used: &[(u64, u64)], size: u64, window: (u64, u64)) -> Option<u64> {
+    if size == 0 || !size.is_power_of_two() {
+        return None;
+    }
+    let mut at = window.0.checked_next_multiple_of(size)?;
+    // Each step passes one range for good (`at` only grows), so this ends.
+    while let Some(&(_, end)) = used.iter().find(|&&(s, e)| s < at.saturating_add(size) && at < e) {
+        at = end.checked_next_multiple_of(size)?;
+    }
+    (at.checked_add(size)? <= window.1).then_some(at)
+}
+
 /// The most loadable segments `kernel_image` reads.
 pub const MAX_LOADS: usize = 8;
 

@@ -195,3 +195,19 @@ fn the_kernel_image_names_its_segments_and_entry() {
     big[64 + 32..64 + 40].copy_from_slice(&u64::MAX.to_le_bytes());
     assert_eq!(kernel_image(&big), Err(Error::BadElf));
 }
+
+#[test]
+fn bars_are_placed_clear_of_the_others() {
+    let w = (0xc000_0000, 0xfec0_0000);
+    assert_eq!(place_bar(&[], 0x4000, w), Some(0xc000_0000));
+    // The framebuffer (16 MiB) and a 4 KiB BAR after it: the next 16 KiB boundary.
+    let used = [(0xc000_0000, 0xc100_0000), (0xc101_2000, 0xc101_3000), (0xc100_0000, 0xc100_1000)];
+    assert_eq!(place_bar(&used, 0x4000, w), Some(0xc100_4000));
+    assert_eq!(place_bar(&used, 0x100_0000, w), Some(0xc200_0000));
+    // Too big for what is left, not a power of two, nothing.
+    assert_eq!(place_bar(&used, 0x4000_0000, w), None);
+    assert_eq!(place_bar(&used, 0x3000, w), None);
+    assert_eq!(place_bar(&used, 0, w), None);
+    assert_eq!(place_bar(&[(0, u64::MAX)], 0x1000, w), None);
+    assert_eq!(place_bar(&[], 0x1000, (u64::MAX - 0x800, u64::MAX)), None);
+}
