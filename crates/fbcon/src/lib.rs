@@ -33,16 +33,18 @@ pub struct Surface<'a> {
     pub stride: usize,
 }
 
+/// Character `c`'s glyph (`?` for anything outside printable ASCII).
+fn glyph(c: u8) -> Option<noto_sans_mono_bitmap::RasterizedChar> {
+    let ch = if (0x20..0x7f).contains(&c) { c as char } else { '?' };
+    get_raster(ch, FontWeight::Regular, RasterHeight::Size16)
+}
+
 /// The intensity (0..=255) of pixel (`x`, `y`) of character `c`'s cell.
 pub fn glyph_pixel(c: u8, x: usize, y: usize) -> u8 {
-    let ch = if (0x20..0x7f).contains(&c) { c as char } else { '?' };
     if c == b' ' {
         return 0;
     }
-    match get_raster(ch, FontWeight::Regular, RasterHeight::Size16) {
-        Some(r) => r.pixel(x, y).unwrap_or(0),
-        None => 0,
-    }
+    glyph(c).and_then(|r| r.pixel(x, y)).unwrap_or(0)
 }
 
 /// The grey a glyph pixel of intensity `v` is drawn in (0: the background).
@@ -222,13 +224,20 @@ impl<'a> Console<'a> {
                 continue;
             }
             self.dirty[r] = false;
-            for y in 0..CELL_H {
-                let at = (r * CELL_H + y) * s.stride;
-                let Some(line) = s.pixels.get_mut(at..at + width) else { continue };
-                for (x, p) in line.iter_mut().enumerate() {
-                    let c = self.cells[r * self.cols + x / CELL_W];
-                    let g = shade(glyph_pixel(c, x % CELL_W, y)) as u32;
-                    *p = (g << 16) | (g << 8) | g;
+            // One glyph lookup a cell, then its pixels row by row.
+            for col in 0..width.div_ceil(CELL_W) {
+                let c = self.cells[r * self.cols + col];
+                let raster = if c == b' ' { None } else { glyph(c) };
+                let x0 = col * CELL_W;
+                let w = CELL_W.min(width - x0);
+                for y in 0..CELL_H {
+                    let at = (r * CELL_H + y) * s.stride + x0;
+                    let Some(line) = s.pixels.get_mut(at..at + w) else { continue };
+                    for (x, p) in line.iter_mut().enumerate() {
+                        let v = raster.as_ref().and_then(|g| g.pixel(x, y)).unwrap_or(0);
+                        let g = shade(v) as u32;
+                        *p = (g << 16) | (g << 8) | g;
+                    }
                 }
             }
         }
