@@ -176,6 +176,11 @@ struct Httpd {
     /// handle per file however many connections send it (files' reads take an offset),
     /// so a thousand clients fetching one file hold one of the principal's handles.
     open: alloc::collections::BTreeMap<alloc::string::String, (u64, u32)>,
+    /// A small file's bytes, as `files::fetch` gives them (`INLINE_MAX`).
+    small_buf: Vec<u8>,
+    /// httpd's own busy ticks (`/.busy`): its loop between waits, less its calls to net
+    /// and files.
+    own: u64,
 }
 
 /// The answer to a request whose file the files server cannot give now, by its error.
@@ -219,11 +224,15 @@ impl Httpd {
                 let mut body =
                     alloc::format!("{} {} {} {} {}", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
                 // Then net's busy ticks by part (`net_api::PROFILE`), if it tells them, as
-                // `part=ticks` words.
+                // `part=ticks` words; httpd's own and files' (`files_api::PROFILE`).
                 if let Ok(prof) = self.net.profile() {
                     for (name, p) in np::PROFILE_PARTS.iter().zip(prof) {
                         body.push_str(&alloc::format!(" {name}={p}"));
                     }
+                }
+                body.push_str(&alloc::format!(" httpd={}", self.own));
+                if let Ok([f]) = files::profile(self.files) {
+                    body.push_str(&alloc::format!(" files={f}"));
                 }
                 body.push('\n');
                 self.small(c, Status::OK, &[("Content-Type", "text/plain")], &body, head_only);
@@ -261,7 +270,21 @@ impl Httpd {
             }
         }
         let req = &http::Request { path: alloc::string::String::from(path), ..req.clone() };
-        let st = files::stat(self.files, &req.path);
+        // A body to come: what the path names, and a small file's bytes, in one call
+        // (`FETCH`); else what it names alone.
+        let mut fetched = 0;
+        let st = if head_only || cue_asked {
+            files::stat(self.files, &req.path)
+        } else {
+            let mut buf = core::mem::take(&mut self.small_buf);
+            buf.resize(INLINE_MAX as usize, 0);
+            let r = files::fetch(self.files, &req.path, &mut buf).map(|(k, size, n)| {
+                fetched = n;
+                (k, size)
+            });
+            self.small_buf = buf;
+            r
+        };
         match st {
             Ok((files::Kind::Dir, _)) if !req.slash && req.path != "/" => {
                 let loc = alloc::format!("{}/", http::encode_path(&req.path));
@@ -315,7 +338,8 @@ impl Httpd {
                         return;
                     }
                 };
-                let file = if head_only || first == last {
+                let whole = fetched as u64 == size && size > 0;
+                let file = if head_only || first == last || whole {
                     None
                 } else {
                     match self.open_shared(&req.path) {
@@ -329,7 +353,7 @@ impl Httpd {
                 // A small body goes with the head, read now (the handle given back at
                 // once); Cue's setup (a ticket, a transfer) costs more than it saves
                 // below `INLINE_MAX`, unless the client asked for Cue (`/.cue/`).
-                let mut inline = None;
+                let mut inline = whole.then(|| self.small_buf[first as usize..last as usize].to_vec());
                 if let Some(h) = file.filter(|_| last - first <= INLINE_MAX && !cue_asked) {
                     let mut body = alloc::vec![0u8; (last - first) as usize];
                     let r = files::read_into(self.files, h, first, &mut body);
@@ -829,6 +853,7 @@ impl Httpd {
                 println!("httpd: the net server answers {}: ending", e.name());
                 return 1;
             }
+            let woke = (rt::sys::rdtsc(), np::client::call_ticks() + files::call_ticks());
             let mut accept = false;
             for &(tok, _) in &ready {
                 if tok == LISTENER {
@@ -905,6 +930,8 @@ impl Httpd {
                     }
                 }
             }
+            let calls = np::client::call_ticks() + files::call_ticks() - woke.1;
+            self.own += rt::sys::rdtsc().wrapping_sub(woke.0).saturating_sub(calls);
         }
     }
 }
@@ -1001,6 +1028,8 @@ fn main() -> i32 {
         cue,
         meter,
         open: alloc::collections::BTreeMap::new(),
+        small_buf: Vec::new(),
+        own: 0,
     };
     h.serve(listener)
 }
