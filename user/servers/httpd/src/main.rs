@@ -269,7 +269,14 @@ impl Httpd {
                 path = &rest[rest.find('/').unwrap_or(0)..];
             }
         }
-        let req = &http::Request { path: alloc::string::String::from(path), ..req.clone() };
+        // (A copy of the request only when a prefix was taken off its path.)
+        let renamed;
+        let req = if path.len() == req.path.len() {
+            req
+        } else {
+            renamed = http::Request { path: alloc::string::String::from(path), ..req.clone() };
+            &renamed
+        };
         // A body to come: what the path names, and a small file's bytes, in one call
         // (`FETCH`); else what it names alone.
         let mut fetched = 0;
@@ -353,7 +360,7 @@ impl Httpd {
                 // A small body goes with the head, read now (the handle given back at
                 // once); Cue's setup (a ticket, a transfer) costs more than it saves
                 // below `INLINE_MAX`, unless the client asked for Cue (`/.cue/`).
-                let mut inline = whole.then(|| self.small_buf[first as usize..last as usize].to_vec());
+                let mut inline = None;
                 if let Some(h) = file.filter(|_| last - first <= INLINE_MAX && !cue_asked) {
                     let mut body = alloc::vec![0u8; (last - first) as usize];
                     let r = files::read_into(self.files, h, first, &mut body);
@@ -365,17 +372,24 @@ impl Httpd {
                         Err(e) => return self.unavailable(c, e, false),
                     }
                 }
-                let file = if inline.is_some() { None } else { file };
-                let cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
+                let file = if inline.is_some() || whole { None } else { file };
+                let cr;
                 let mut fields =
-                    alloc::vec![("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes")];
+                    [("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes"), ("", "")];
+                let mut nf = 2;
                 if status == Status::PARTIAL {
-                    fields.push(("Content-Range", &cr));
+                    cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
+                    fields[2] = ("Content-Range", &cr);
+                    nf = 3;
                 }
-                let date = self.date();
-                c.out = http::head(status, &date, &fields, last - first, c.keep_alive).into_bytes();
+                // The head into the connection's buffer (kept between answers), the body
+                // after it: from the bytes `FETCH` gave, or those just read.
+                c.out.clear();
+                http::head_into(&mut c.out, status, self.date(), &fields[..nf], last - first, c.keep_alive);
                 if let Some(body) = inline {
                     c.out.extend_from_slice(&body);
+                } else if whole {
+                    c.out.extend_from_slice(&self.small_buf[first as usize..last as usize]);
                 }
                 c.pos = 0;
                 c.file = file;
@@ -443,23 +457,22 @@ impl Httpd {
     }
 
     /// `Date`'s value now (empty without a clock).
-    fn date(&mut self) -> alloc::string::String {
-        let Some((at_boot, since)) = self.clock else { return alloc::string::String::new() };
+    fn date(&mut self) -> &str {
+        let Some((at_boot, since)) = self.clock else { return "" };
         let now = at_boot + rt::sys::now_us().saturating_sub(since) / 1_000_000;
         if self.date.0 != now || self.date.1.is_empty() {
             self.date = (now, http::http_date(now));
         }
-        self.date.1.clone()
+        &self.date.1
     }
 
     fn small(&mut self, c: &mut Conn, status: Status, fields: &[(&str, &str)], body: &str, head_only: bool) {
-        let date = self.date();
-        let mut out = http::head(status, &date, fields, body.len() as u64, c.keep_alive).into_bytes();
-        if !head_only {
-            out.extend_from_slice(body.as_bytes());
-        }
         self.release(c);
-        c.out = out;
+        c.out.clear();
+        http::head_into(&mut c.out, status, self.date(), fields, body.len() as u64, c.keep_alive);
+        if !head_only {
+            c.out.extend_from_slice(body.as_bytes());
+        }
         c.pos = 0;
         c.phase = Phase::Sending;
     }
