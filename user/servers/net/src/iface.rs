@@ -114,7 +114,10 @@ impl Net {
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     pub fn pump(&mut self) {
         self.cue_busy = false;
-        self.sockets.touch_time(rt::sys::now_us());
+        let t = rt::sys::now_us();
+        self.sockets.touch_time(t);
+        // Parked connections whose own timer is due run with this one.
+        self.sockets.wake_due(t);
         for round in 0..256 {
             let t0 = rt::sys::rdtsc();
             self.nic.poll_rx();
@@ -150,6 +153,10 @@ impl Net {
         self.pings_in();
         self.park();
         self.poll_at = self.iface.poll_at(now(), self.sockets.set());
+        if let Some(d) = self.sockets.next_due() {
+            let d = smoltcp::time::Instant::from_micros(d as i64);
+            self.poll_at = Some(self.poll_at.map_or(d, |p| p.min(d)));
+        }
         self.wake();
         self.prof[5] += rt::sys::rdtsc().wrapping_sub(t0);
     }
@@ -222,8 +229,10 @@ impl Net {
         let (sockets, clients, syn_held, budget, share) =
             (&mut self.sockets, &mut self.clients, &mut self.syn_held, self.budget, self.share);
         let (bufs, slots) = (&mut self.bufs, &mut self.buf_slots);
-        // The listening ports and whose they are (few: a walk of the tables).
-        let mut ports: Vec<(u16, u64, u64)> = Vec::new();
+        // The listening ports and whose they are (few: a walk of the tables; the list
+        // is kept between batches, so a batch allocates nothing here).
+        let mut ports = core::mem::take(&mut self.syn_ports);
+        ports.clear();
         for (id, c) in clients.iter().filter(|(_, c)| !c.listeners.is_empty()) {
             for h in &c.listeners {
                 if let Some(Sock::Listen { port, .. }) = c.sockets.get(h) {
@@ -232,6 +241,7 @@ impl Net {
             }
         }
         if ports.is_empty() {
+            self.syn_ports = ports;
             return;
         }
         // Connections whose SYN this batch gave a socket: a copy later in the batch
@@ -265,6 +275,7 @@ impl Net {
             admitted.push(syn);
             true
         });
+        self.syn_ports = ports;
     }
 
     /// Mark, for the readiness wait, the socket each received frame is for (its
@@ -303,11 +314,24 @@ impl Net {
             return;
         }
         self.park_at = t + PARK_EVERY_US;
-        let owners = &self.owners;
-        self.sockets.park(t, PARK_IDLE_US, |h, s| match s {
-            smoltcp::socket::Socket::Tcp(s) => connected(s) && s.send_queue() == 0 && owners.has(h),
-            _ => false,
-        });
+        let (owners, iface) = (&self.owners, &mut self.iface);
+        // A connection with bytes in flight (or queued behind the peer's window) parks
+        // too, with its own timer (retransmission, zero-window probe, a delayed ACK),
+        // asked of smoltcp through a set holding it alone: it wakes when that is due
+        // (`wake_due`, before each run), or at a frame or a request for it as before.
+        self.sockets.park_timed(
+            t,
+            PARK_IDLE_US,
+            |h, s| match s {
+                smoltcp::socket::Socket::Tcp(s) => connected(s) && owners.has(h),
+                _ => false,
+            },
+            |one| match iface.poll_at(now(), one) {
+                None => Some(sockpark::NO_TIMER),
+                Some(d) if d.total_micros() as u64 > t => Some(d.total_micros() as u64),
+                Some(_) => None,
+            },
+        );
     }
 
     /// Drop the sockets of listeners' pools that hold no connection (still listening

@@ -184,6 +184,8 @@ struct Net {
     /// When the stack wants to run next, as the last run left it (`Interface::poll_at`
     /// walks every socket: once a run, not once a message).
     poll_at: Option<Instant>,
+    /// `admit_syns`'s list of listening ports, kept between batches.
+    syn_ports: Vec<(u16, u64, u64)>,
     /// The last RECV took bytes from a nearly full receive buffer: the stack runs after
     /// it (a window update to send); else a RECV needs no run.
     window_tight: bool,
@@ -545,6 +547,7 @@ fn main() -> i32 {
         prof: [0; 6],
         owners: sockets::Owners::default(),
         poll_at: None,
+        syn_ports: Vec::new(),
         park_at: 0,
         window_tight: false,
     };
