@@ -396,6 +396,66 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_socket_wakes_when_its_timer_is_due() {
+        let mut s = Sockets::new();
+        let hs: Vec<Handle> = (0..4).map(|_| s.add(tcp_socket())).collect();
+        s.get_mut::<tcp::Socket>(hs[1]).set_hop_limit(Some(11));
+        // The timer asked through a set holding the socket alone: 0 at 500, 1 at 300 (it
+        // is found by what it holds), 2 none, 3 something to do now (it stays awake).
+        let mut asked = 0;
+        let parked = s.park_timed(
+            10,
+            100,
+            |_, _| true,
+            |one| {
+                asked += 1;
+                assert_eq!(one.iter().count(), 1, "one socket at a time");
+                let (_, sock) = one.iter().next().unwrap();
+                let Socket::Tcp(t) = sock else { return Some(NO_TIMER) };
+                match t.hop_limit() {
+                    Some(11) => Some(300),
+                    Some(12) => Some(NO_TIMER),
+                    Some(13) => None,
+                    _ => Some(500),
+                }
+            },
+        );
+        assert_eq!(asked, 4);
+        assert_eq!(parked, 4, "all four park (2 and 3 have no hop limit of their own yet)");
+        s.get_mut::<tcp::Socket>(hs[2]).set_hop_limit(Some(12));
+        s.get_mut::<tcp::Socket>(hs[3]).set_hop_limit(Some(13));
+        assert_eq!(s.awake(), 2, "changing them woke them");
+        assert_eq!(
+            s.park_timed(
+                20,
+                100,
+                |_, _| true,
+                |one| {
+                    let Some((_, Socket::Tcp(t))) = one.iter().next() else { return Some(NO_TIMER) };
+                    match t.hop_limit() {
+                        Some(12) => Some(NO_TIMER),
+                        Some(13) => None,
+                        _ => Some(500),
+                    }
+                }
+            ),
+            1,
+            "2 parks with no timer; 3 stays awake"
+        );
+        assert!(!s.parked(hs[3]) && s.parked(hs[2]));
+        assert_eq!(s.get::<tcp::Socket>(hs[3]).hop_limit(), Some(13), "one kept awake is still itself");
+        assert_eq!(s.next_due(), Some(300));
+        assert_eq!(s.wake_due(299), 0);
+        assert_eq!(s.wake_due(300), 1, "1's timer");
+        assert!(!s.parked(hs[1]) && s.parked(hs[0]));
+        assert_eq!(s.next_due(), Some(500));
+        s.wake(hs[0]);
+        assert_eq!(s.next_due(), None, "woken otherwise, its timer is forgotten");
+        assert_eq!(s.wake_due(u64::MAX - 1), 0, "2 has none");
+        assert!(s.parked(hs[2]));
+    }
+
+    #[test]
     fn one_that_owes_an_ack_waits_unless_paid() {
         let mut s = Sockets::new();
         let a = s.add(tcp_socket());
