@@ -16,12 +16,12 @@ use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 /// How long DHCP may take before a static address from the arguments is used.
 pub const FALLBACK: Duration = Duration::from_secs(5);
 
-/// An established connection with nothing queued to send (so no retransmission timer
-/// runs) is parked outside the stack's runs after each run, unless it received
-/// something it may not have acknowledged yet (smoltcp delays an ACK 10 ms, to send it
-/// with the answer): such a one has sent since (`paid` by SEND), or nothing touched it
-/// for this long (µs: past the delayed ACK, whose timer has run the stack and sent it).
-const PARK_IDLE_US: u64 = 20_000;
+/// An established connection parks after each run whatever it has queued or owes
+/// (`park`: its own timer wakes it — a retransmission, or smoltcp's 10 ms delayed ACK
+/// for what it received and has not answered yet). It used to stay awake while it owed
+/// an acknowledgement, until it had sent or nothing had touched it for 20 ms: with a
+/// thousand clients at once, every request not yet answered was walked by every run.
+const PARK_IDLE_US: u64 = 0;
 /// The awake connections are looked at this often (0: after every run).
 const PARK_EVERY_US: u64 = 0;
 
@@ -114,6 +114,7 @@ impl Net {
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     pub fn pump(&mut self) {
         self.cue_busy = false;
+        self.pump_owed = None;
         let t = rt::sys::now_us();
         self.sockets.touch_time(t);
         // Parked connections whose own timer is due run with this one.
