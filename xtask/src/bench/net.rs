@@ -386,7 +386,8 @@ fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
         let net_of = |c: usize| {
             ["requests", "device", "checksums", "cue", "after"].iter().filter_map(|n| part(c, n)).sum::<u64>()
         };
-        let rows: [(&str, &dyn Fn(usize) -> Option<u64>); 4] = [
+        type Row<'a> = (&'a str, &'a dyn Fn(usize) -> Option<u64>);
+        let rows: [Row; 4] = [
             ("httpd", &|c| part(c, "httpd")),
             ("files", &|c| part(c, "files")),
             ("net (requests, device, checksums, Cue, after each run)", &|c| Some(net_of(c))),
