@@ -40,31 +40,68 @@ impl<D: Dev> Fs<D> {
         Ok(())
     }
 
+    /// The inode and kind of the entry `name` of directory `d`, if there is one: the
+    /// first such entry, as `entries` orders them. Only that entry is decoded (and its
+    /// checksum checked): a lookup allocates nothing and sums no other entry's bytes
+    /// (the mount checked every entry).
+    fn find_in(&mut self, d: u32, name: &str) -> Result<Option<(u32, Kind)>, Error> {
+        let n = self.inodes[d as usize];
+        let mut blk = [0u8; BLOCK];
+        for i in 0..n.size.div_ceil(BLOCK as u64) {
+            let b = n.map(i).ok_or(Error::Io)?;
+            self.read_block(0, b, &mut blk)?;
+            let len = (n.size - i * BLOCK as u64).min(BLOCK as u64) as usize;
+            for (j, e) in blk[..len].chunks(DIRENT).enumerate() {
+                if e.len() < 8 + name.len() || e[4] as usize != name.len() || &e[8..8 + name.len()] != name.as_bytes() {
+                    continue;
+                }
+                let at = i as usize * (BLOCK / DIRENT) + j;
+                match decode_entry(e).map_err(|why| Error::Corrupt(format!("directory {d}, entry {at}: {why}")))? {
+                    Some((ino, kind, _)) => return Ok(Some((ino, kind))),
+                    None => continue,
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Resolve `path` ("/a/b", or "a/b" from the root) to (parent, name, inode if any).
     fn resolve(&mut self, path: &str) -> Result<(u32, String, Option<u32>), Error> {
-        let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        let Some((last, dirs)) = parts.split_last() else { return Ok((ROOT, String::new(), Some(ROOT))) };
-        let mut d = ROOT;
-        for p in dirs {
-            let e = self.entries(d)?.into_iter().find(|(_, e)| e.name == *p).ok_or(Error::NotFound)?.1;
-            if e.kind != Kind::Dir {
-                return Err(Error::NotDir);
-            }
-            d = e.ino;
-        }
-        let found = self.entries(d)?.into_iter().find(|(_, e)| e.name == *last).map(|(_, e)| e.ino);
+        let (d, last, found) = self.walk(path)?;
         Ok((d, last.to_string(), found))
     }
 
+    /// `resolve` without an allocation: (parent, the last name, inode if any).
+    fn walk<'p>(&mut self, path: &'p str) -> Result<(u32, &'p str, Option<u32>), Error> {
+        let mut parts = path.split('/').filter(|s| !s.is_empty()).peekable();
+        let mut d = ROOT;
+        while let Some(p) = parts.next() {
+            if parts.peek().is_none() {
+                return Ok((d, p, self.find_in(d, p)?.map(|(ino, _)| ino)));
+            }
+            match self.find_in(d, p)? {
+                Some((ino, Kind::Dir)) => d = ino,
+                Some(_) => return Err(Error::NotDir),
+                None => return Err(Error::NotFound),
+            }
+        }
+        Ok((ROOT, "", Some(ROOT)))
+    }
+
     pub fn lookup(&mut self, path: &str) -> Result<u32, Error> {
-        self.resolve(path)?.2.ok_or(Error::NotFound)
+        self.walk(path)?.2.ok_or(Error::NotFound)
+    }
+
+    /// (inode, kind, size) of what `path` names: `lookup` and `stat` in one walk.
+    pub fn find(&mut self, path: &str) -> Result<(u32, Kind, u64), Error> {
+        let ino = self.lookup(path)?;
+        let n = self.inodes[ino as usize];
+        Ok((ino, if n.kind == Kind::Dir as u16 { Kind::Dir } else { Kind::File }, n.size))
     }
 
     /// (kind, size)
     pub fn stat(&mut self, path: &str) -> Result<(Kind, u64), Error> {
-        let ino = self.lookup(path)?;
-        let n = self.inodes[ino as usize];
-        Ok((if n.kind == Kind::Dir as u16 { Kind::Dir } else { Kind::File }, n.size))
+        self.find(path).map(|(_, k, size)| (k, size))
     }
 
     /// Make a file or directory; its parent must exist.

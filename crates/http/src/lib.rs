@@ -568,32 +568,67 @@ pub fn listing(path: &str, entries: &[(bool, u64, &str)]) -> String {
 /// A response head (`date`: the `Date` field's value, `http_date`; empty: none, for a
 /// server without a clock, RFC 9110 §6.6.1).
 pub fn head(status: Status, date: &str, fields: &[(&str, &str)], length: u64, keep_alive: bool) -> String {
-    let mut o = String::new();
-    let _ = write!(o, "HTTP/1.1 {} {}\r\nServer: Scion-httpd\r\n", status.0, status.reason());
+    let mut o = Vec::new();
+    head_into(&mut o, status, date, fields, length, keep_alive);
+    String::from_utf8(o).unwrap_or_default()
+}
+
+/// `head`, appended to `o` (a buffer kept between answers: no allocation once it has
+/// grown to an answer's size).
+pub fn head_into(o: &mut Vec<u8>, status: Status, date: &str, fields: &[(&str, &str)], length: u64, keep_alive: bool) {
+    let mut num = [0u8; 20];
+    o.extend_from_slice(b"HTTP/1.1 ");
+    o.extend_from_slice(decimal(status.0 as u64, &mut num));
+    o.push(b' ');
+    o.extend_from_slice(status.reason().as_bytes());
+    o.extend_from_slice(b"\r\nServer: Scion-httpd\r\n");
     if !date.is_empty() {
-        let _ = write!(o, "Date: {date}\r\n");
+        o.extend_from_slice(b"Date: ");
+        o.extend_from_slice(date.as_bytes());
+        o.extend_from_slice(b"\r\n");
     }
-    let _ = write!(o, "Content-Length: {}\r\n", length);
+    o.extend_from_slice(b"Content-Length: ");
+    o.extend_from_slice(decimal(length, &mut num));
+    o.extend_from_slice(b"\r\n");
     for (k, v) in fields {
-        let _ = write!(o, "{k}: {v}\r\n");
+        o.extend_from_slice(k.as_bytes());
+        o.extend_from_slice(b": ");
+        o.extend_from_slice(v.as_bytes());
+        o.extend_from_slice(b"\r\n");
     }
-    o.push_str(if keep_alive { "Connection: keep-alive\r\n\r\n" } else { "Connection: close\r\n\r\n" });
-    o
+    o.extend_from_slice(if keep_alive { b"Connection: keep-alive\r\n\r\n" } else { b"Connection: close\r\n\r\n" });
+}
+
+/// `n` in decimal, in `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 /// The Content-Type for a file name.
 pub fn content_type(name: &str) -> &'static str {
     let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
-    match ext.to_ascii_lowercase().as_str() {
-        "html" | "htm" => "text/html; charset=utf-8",
-        "txt" | "md" | "toml" | "rs" | "c" | "h" => "text/plain; charset=utf-8",
-        "css" => "text/css",
-        "js" => "text/javascript",
-        "json" => "application/json",
-        "svg" => "image/svg+xml",
-        "png" => "image/png",
-        _ => "application/octet-stream",
-    }
+    // (No lowercase copy: a request's answer allocates as little as it can.)
+    let types: [(&[&str], &'static str); 7] = [
+        (&["html", "htm"], "text/html; charset=utf-8"),
+        (&["txt", "md", "toml", "rs", "c", "h"], "text/plain; charset=utf-8"),
+        (&["css"], "text/css"),
+        (&["js"], "text/javascript"),
+        (&["json"], "application/json"),
+        (&["svg"], "image/svg+xml"),
+        (&["png"], "image/png"),
+    ];
+    types
+        .iter()
+        .find(|(exts, _)| exts.iter().any(|e| e.eq_ignore_ascii_case(ext)))
+        .map_or("application/octet-stream", |(_, t)| t)
 }
 
 #[cfg(test)]

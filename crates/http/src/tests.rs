@@ -225,6 +225,22 @@ fn html() {
     assert!(h.starts_with(
         "HTTP/1.1 200 OK\r\nServer: Scion-httpd\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n"
     ));
+    // Into a buffer kept between answers: appended, the same bytes; large lengths whole.
+    let mut o = b"body of the last".to_vec();
+    o.clear();
+    head_into(&mut o, Status::PARTIAL, "", &[("Content-Range", "bytes 0-1/18446744073709551615")], u64::MAX, true);
+    assert_eq!(
+        o,
+        b"HTTP/1.1 206 Partial Content\r\nServer: Scion-httpd\r\nContent-Length: 18446744073709551615\r\nContent-Range: bytes 0-1/18446744073709551615\r\nConnection: keep-alive\r\n\r\n"
+    );
+    head_into(&mut o, Status::OK, "", &[], 0, false);
+    assert!(o.ends_with(
+        b"\r\n\r\nHTTP/1.1 200 OK\r\nServer: Scion-httpd\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ));
+    assert_eq!(content_type("/A.HTML"), "text/html; charset=utf-8");
+    assert_eq!(content_type("/x.Md"), "text/plain; charset=utf-8");
+    assert_eq!(content_type("/noext"), "application/octet-stream");
+    assert_eq!(content_type("/a.tar.gz"), "application/octet-stream");
 }
 
 #[test]

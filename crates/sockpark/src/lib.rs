@@ -46,8 +46,12 @@ enum Slot {
         touched: u64,
         owes: bool,
     },
-    Parked(Socket<'static>),
+    /// Outside the set; its own timer (µs) is due at the second (`NO_TIMER`: none).
+    Parked(Socket<'static>, u64),
 }
+
+/// A parked socket's timer when it has none.
+pub const NO_TIMER: u64 = u64::MAX;
 
 /// The sockets: the awake ones in smoltcp's set, the parked ones outside it.
 pub struct Sockets {
@@ -58,6 +62,12 @@ pub struct Sockets {
     /// one's by smoltcp's handle.
     awake: Vec<u32>,
     back: BTreeMap<SocketHandle, u32>,
+    /// (due, slot) of the parked sockets with a timer, in order.
+    timers: alloc::collections::BTreeSet<(u64, u32)>,
+    /// A set for one socket at a time: `park_timed` asks a socket's timer through it.
+    scratch: SocketSet<'static>,
+    /// `park_timed`'s list of the sockets to park.
+    go: Vec<(u32, SocketHandle)>,
     /// The time of the last touch (µs), as the owner gives it (`touch_time`).
     now_us: u64,
     /// The most sockets the set has held at once since it was made: the length of its
@@ -80,6 +90,9 @@ impl Sockets {
             free: Vec::new(),
             awake: Vec::new(),
             back: BTreeMap::new(),
+            timers: alloc::collections::BTreeSet::new(),
+            scratch: SocketSet::new(Vec::new()),
+            go: Vec::new(),
             now_us: 0,
             peak: 0,
         }
@@ -130,7 +143,7 @@ impl Sockets {
     pub fn get<T: AnySocket<'static>>(&self, h: Handle) -> &T {
         match &self.slots[h.0 as usize] {
             Slot::Awake { h, .. } => self.set.get(*h),
-            Slot::Parked(s) => T::downcast(s).expect("a socket of another type"),
+            Slot::Parked(s, _) => T::downcast(s).expect("a socket of another type"),
             Slot::Free => panic!("a socket handle not in use"),
         }
     }
@@ -150,7 +163,10 @@ impl Sockets {
                 self.slots[i] = Slot::Awake { h, at, touched: self.now_us, owes };
                 h
             }
-            Slot::Parked(s) => {
+            Slot::Parked(s, due) => {
+                if due != NO_TIMER {
+                    self.timers.remove(&(due, i as u32));
+                }
                 let sh = add_any(&mut self.set, s);
                 self.slots[i] = Slot::Awake { h: sh, at: self.awake.len() as u32, touched: self.now_us, owes: false };
                 self.awake.push(i as u32);
@@ -180,7 +196,7 @@ impl Sockets {
 
     /// Is socket `h` parked?
     pub fn parked(&self, h: Handle) -> bool {
-        matches!(self.slots.get(h.0 as usize), Some(Slot::Parked(_)))
+        matches!(self.slots.get(h.0 as usize), Some(Slot::Parked(..)))
     }
 
     /// Remove socket `h`.
@@ -192,7 +208,12 @@ impl Sockets {
                 self.back.remove(&h);
                 self.set.remove(h)
             }
-            Slot::Parked(s) => s,
+            Slot::Parked(s, due) => {
+                if due != NO_TIMER {
+                    self.timers.remove(&(due, i as u32));
+                }
+                s
+            }
             Slot::Free => panic!("a socket handle not in use"),
         };
         self.free.push(i as u32);
@@ -203,7 +224,7 @@ impl Sockets {
     pub fn iter(&self) -> impl Iterator<Item = (Handle, &Socket<'static>)> + '_ {
         let awake = self.set.iter().filter_map(|(sh, s)| Some((Handle(*self.back.get(&sh)?), s)));
         let parked = self.slots.iter().enumerate().filter_map(|(i, s)| match s {
-            Slot::Parked(s) => Some((Handle(i as u32), s)),
+            Slot::Parked(s, _) => Some((Handle(i as u32), s)),
             _ => None,
         });
         awake.chain(parked)
@@ -211,14 +232,27 @@ impl Sockets {
 
     /// Park the awake sockets that `quiet` says have nothing to do and that owe no
     /// acknowledgement (`owe`), or that nothing touched for `idle_us` before `now_us`:
-    /// a walk of the awake ones. How many.
-    pub fn park(
+    /// a walk of the awake ones. How many. (`park_timed` with no timer for any.)
+    pub fn park(&mut self, now_us: u64, idle_us: u64, quiet: impl FnMut(Handle, &Socket<'static>) -> bool) -> usize {
+        self.park_timed(now_us, idle_us, quiet, |_| Some(NO_TIMER))
+    }
+
+    /// `park`, for sockets that may have a timer running: `timer` is given a set holding
+    /// only the socket, and says when its timer is due (µs; `NO_TIMER`: none), or None
+    /// if it has something to do now (it stays awake). A parked socket whose timer is
+    /// due wakes at `wake_due` — so a connection with bytes in flight (its
+    /// retransmission timer running) or a delayed acknowledgement may park too, and
+    /// a run of the stack walks only what frames, requests and due timers touched.
+    pub fn park_timed(
         &mut self,
         now_us: u64,
         idle_us: u64,
         mut quiet: impl FnMut(Handle, &Socket<'static>) -> bool,
+        mut timer: impl FnMut(&SocketSet<'static>) -> Option<u64>,
     ) -> usize {
-        let mut go: Vec<(u32, SocketHandle)> = Vec::new();
+        // (A list kept between calls: a run of the stack allocates nothing here.)
+        let mut go = core::mem::take(&mut self.go);
+        go.clear();
         for (sh, s) in self.set.iter() {
             let Some(&i) = self.back.get(&sh) else { continue };
             let Slot::Awake { touched, owes, .. } = self.slots[i as usize] else { continue };
@@ -226,15 +260,55 @@ impl Sockets {
                 go.push((i, sh));
             }
         }
+        let mut parked = 0;
         for &(i, sh) in &go {
-            if let Slot::Awake { at, .. } = self.slots[i as usize] {
-                self.unlist(at);
-            }
+            let s = self.set.remove(sh);
             self.back.remove(&sh);
-            self.slots[i as usize] = Slot::Parked(self.set.remove(sh));
+            let one = add_any(&mut self.scratch, s);
+            let due = timer(&self.scratch);
+            let s = self.scratch.remove(one);
+            match due {
+                Some(due) => {
+                    if let Slot::Awake { at, .. } = self.slots[i as usize] {
+                        self.unlist(at);
+                    }
+                    if due != NO_TIMER {
+                        self.timers.insert((due, i));
+                    }
+                    self.slots[i as usize] = Slot::Parked(s, due);
+                    parked += 1;
+                }
+                None => {
+                    // Back into the set (under a new handle of smoltcp's).
+                    let nh = add_any(&mut self.set, s);
+                    if let Slot::Awake { h, .. } = &mut self.slots[i as usize] {
+                        *h = nh;
+                    }
+                    self.back.insert(nh, i);
+                }
+            }
         }
+        self.go = go;
         self.compact();
-        go.len()
+        parked
+    }
+
+    /// Wake the parked sockets whose timer is due at `now_us`: how many.
+    pub fn wake_due(&mut self, now_us: u64) -> usize {
+        let mut n = 0;
+        while let Some(&(due, i)) = self.timers.first() {
+            if due > now_us {
+                break;
+            }
+            self.wake(Handle(i));
+            n += 1;
+        }
+        n
+    }
+
+    /// When the first parked socket's timer is due (µs), if any has one.
+    pub fn next_due(&self) -> Option<u64> {
+        self.timers.first().map(|(due, _)| *due)
     }
 
     /// Each awake socket.
@@ -319,6 +393,66 @@ mod tests {
         assert!(!s.parked(a), "changing it wakes it");
         assert_eq!(s.get::<tcp::Socket>(a).hop_limit(), Some(9));
         assert_eq!(s.set().iter().count(), 2);
+    }
+
+    #[test]
+    fn a_parked_socket_wakes_when_its_timer_is_due() {
+        let mut s = Sockets::new();
+        let hs: Vec<Handle> = (0..4).map(|_| s.add(tcp_socket())).collect();
+        s.get_mut::<tcp::Socket>(hs[1]).set_hop_limit(Some(11));
+        // The timer asked through a set holding the socket alone: 0 at 500, 1 at 300 (it
+        // is found by what it holds), 2 none, 3 something to do now (it stays awake).
+        let mut asked = 0;
+        let parked = s.park_timed(
+            10,
+            100,
+            |_, _| true,
+            |one| {
+                asked += 1;
+                assert_eq!(one.iter().count(), 1, "one socket at a time");
+                let (_, sock) = one.iter().next().unwrap();
+                let Socket::Tcp(t) = sock else { return Some(NO_TIMER) };
+                match t.hop_limit() {
+                    Some(11) => Some(300),
+                    Some(12) => Some(NO_TIMER),
+                    Some(13) => None,
+                    _ => Some(500),
+                }
+            },
+        );
+        assert_eq!(asked, 4);
+        assert_eq!(parked, 4, "all four park (2 and 3 have no hop limit of their own yet)");
+        s.get_mut::<tcp::Socket>(hs[2]).set_hop_limit(Some(12));
+        s.get_mut::<tcp::Socket>(hs[3]).set_hop_limit(Some(13));
+        assert_eq!(s.awake(), 2, "changing them woke them");
+        assert_eq!(
+            s.park_timed(
+                20,
+                100,
+                |_, _| true,
+                |one| {
+                    let Some((_, Socket::Tcp(t))) = one.iter().next() else { return Some(NO_TIMER) };
+                    match t.hop_limit() {
+                        Some(12) => Some(NO_TIMER),
+                        Some(13) => None,
+                        _ => Some(500),
+                    }
+                }
+            ),
+            1,
+            "2 parks with no timer; 3 stays awake"
+        );
+        assert!(!s.parked(hs[3]) && s.parked(hs[2]));
+        assert_eq!(s.get::<tcp::Socket>(hs[3]).hop_limit(), Some(13), "one kept awake is still itself");
+        assert_eq!(s.next_due(), Some(300));
+        assert_eq!(s.wake_due(299), 0);
+        assert_eq!(s.wake_due(300), 1, "1's timer");
+        assert!(!s.parked(hs[1]) && s.parked(hs[0]));
+        assert_eq!(s.next_due(), Some(500));
+        s.wake(hs[0]);
+        assert_eq!(s.next_due(), None, "woken otherwise, its timer is forgotten");
+        assert_eq!(s.wake_due(u64::MAX - 1), 0, "2 has none");
+        assert!(s.parked(hs[2]));
     }
 
     #[test]

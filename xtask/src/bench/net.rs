@@ -149,15 +149,33 @@ const LOAD_PORTS: usize = 8;
 
 /// Requests of the small file at each concurrency level (`netload::levels`) from the
 /// web server behind `ports`, the busy ticks read through `busy`: `http_c{c}_rps`
-/// (requests a second) and `http_c{c}_ipr` (busy ticks per request), each `prefix`ed.
+/// (requests a second) and `http_c{c}_ipr` (busy ticks per request), each `prefix`ed;
+/// and where a request's ticks went by part, when the server tells them (Scion's `/.busy`:
+/// net's `PROFILE_PARTS`, `httpd`, `files`): `http_c{c}_part_{name}` per request.
 fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(String, u64)>, String> {
     let mut out = Vec::new();
     for &(c, n) in netload::levels(smoke) {
-        let (rps, ipr) = netload::at(ports, c, n, "/small.txt", nettest::SMALL.len(), &|| guest_busy(busy))
+        let seen = std::cell::RefCell::new(Vec::new());
+        let read = || {
+            let (b, parts) = guest_busy_parts(busy)?;
+            seen.borrow_mut().push(parts);
+            Ok(b)
+        };
+        let (rps, ipr) = netload::at(ports, c, n, "/small.txt", nettest::SMALL.len(), &read)
             .map_err(|e| format!("{prefix}{c} clients: {e}"))?;
         eprintln!("    | {prefix}{c} clients × {n} requests: {rps} requests/s, {ipr} busy ticks each");
         out.push((format!("{prefix}http_c{c}_rps"), rps));
         out.push((format!("{prefix}http_c{c}_ipr"), ipr));
+        // The web server measured is the one answering `/.busy` only for Scion's own
+        // levels (nginx's run reads the C server's, which tells no parts).
+        if let [p0, p1] = &seen.into_inner()[..] {
+            let total = (c * n) as u64;
+            for (name, v1) in p1 {
+                if let Some((_, v0)) = p0.iter().find(|(k, _)| k == name) {
+                    out.push((format!("{prefix}http_c{c}_part_{name}"), v1.saturating_sub(*v0) / total));
+                }
+            }
+        }
     }
     Ok(out)
 }
@@ -348,6 +366,51 @@ fn net_report(agg: &Agg, rr: u64, levels: &[(usize, usize)]) -> String {
         );
         let _ =
             writeln!(s, "| **total** (Linux: {}) | {total} | 100% |", fmt(get(agg, "linux", "icount", "tcp_rr_64b")));
+    }
+    // Where Scion's small request goes at each level: httpd, files, net, smoltcp (net's
+    // `stack` part) by their own clocks, the kernel and the rest by difference.
+    let part = |c: usize, name: &str| get(agg, "scion", "icount", &format!("http_c{c}_part_{name}"));
+    // (Looked up in `agg` itself: the smoke's check asks only for what the report reads,
+    // and a run whose server tells no parts has no table.)
+    let told = |c: usize| {
+        let m = format!("http_c{c}_part_httpd");
+        agg.keys().any(|(sys, mode, k)| sys == "scion" && mode == "icount" && *k == m)
+    };
+    let with_parts: Vec<usize> = levels.iter().map(|(c, _)| *c).filter(|c| told(*c)).collect();
+    if !with_parts.is_empty() {
+        let _ = writeln!(s, "\n### Where a small request's instructions go (Scion, icount)\n");
+        let _ = writeln!(s, "Each server counts its own busy ticks (`/.busy`, read before and after each level): httpd its loop between waits less its calls to net and files, files its requests (`files_api::PROFILE`), net by part (`net_api::PROFILE`; smoltcp is its `stack` part). The kernel's share (IPC, interrupts, switches) and anything else is the total less theirs. Instructions per request.\n");
+        let head: Vec<String> = with_parts.iter().map(|c| format!("{c} clients")).collect();
+        let _ = writeln!(s, "| part | {} |", head.join(" | "));
+        let _ = writeln!(s, "|---|{}", "---:|".repeat(with_parts.len()));
+        let net_of = |c: usize| {
+            ["requests", "device", "checksums", "cue", "after"].iter().filter_map(|n| part(c, n)).sum::<u64>()
+        };
+        type Row<'a> = (&'a str, &'a dyn Fn(usize) -> Option<u64>);
+        let rows: [Row; 4] = [
+            ("httpd", &|c| part(c, "httpd")),
+            ("files", &|c| part(c, "files")),
+            ("net (requests, device, checksums, Cue, after each run)", &|c| Some(net_of(c))),
+            ("smoltcp (net's `stack`)", &|c| part(c, "stack")),
+        ];
+        for (name, f) in rows {
+            let cells: Vec<String> = with_parts.iter().map(|c| fmt(f(*c))).collect();
+            let _ = writeln!(s, "| {name} | {} |", cells.join(" | "));
+        }
+        let cells: Vec<String> = with_parts
+            .iter()
+            .map(|&c| {
+                let known = part(c, "httpd").unwrap_or(0)
+                    + part(c, "files").unwrap_or(0)
+                    + net_of(c)
+                    + part(c, "stack").unwrap_or(0);
+                fmt(get(agg, "scion", "icount", &format!("http_c{c}_ipr")).map(|t| t.saturating_sub(known)))
+            })
+            .collect();
+        let _ = writeln!(s, "| the kernel (IPC, interrupts, switches) and the rest | {} |", cells.join(" | "));
+        let cells: Vec<String> =
+            with_parts.iter().map(|c| fmt(get(agg, "scion", "icount", &format!("http_c{c}_ipr")))).collect();
+        let _ = writeln!(s, "| **total** | {} |", cells.join(" | "));
     }
     let _ = writeln!(s, "\n## Target\n");
     for (tag, _, _) in NET_SIZES {

@@ -46,7 +46,20 @@ rt::protocol! {
         /// handles opened before the restart are gone with the old instance, and a call on
         /// one answers `Lost` (writes it kept back are gone: write them again).
         fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
-            rt::env::request_reconnecting("files", srv, m)
+            let t = rt::sys::rdtsc();
+            let r = rt::env::request_reconnecting("files", srv, m);
+            CALL_TICKS.fetch_add(rt::sys::rdtsc().wrapping_sub(t), core::sync::atomic::Ordering::Relaxed);
+            r
+        }
+
+        /// Ticks this program spent in calls to files so far (the server's work and the
+        /// IPC both ways): a program that counts its own busy time takes them out
+        /// (httpd's `/.busy`, docs/net-breakdown.md).
+        static CALL_TICKS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+        /// Ticks spent in calls to files so far (see `CALL_TICKS`).
+        pub fn call_ticks() -> u64 {
+            CALL_TICKS.load(core::sync::atomic::Ordering::Relaxed)
         }
 
         /// The string of a reply (at most `max` bytes) to `send`.
@@ -109,6 +122,19 @@ rt::protocol! {
             }
             close(srv, h)?;
             Ok(out)
+        }
+
+        /// What `path` names and its size, and, for a file of at most `buf.len()` bytes
+        /// (and `MAX_IO`), its bytes in `buf` (`FETCH`): (kind, size, bytes in `buf`:
+        /// `size` when the file came whole, else 0).
+        pub fn fetch(srv: u64, path: &str, buf: &mut [u8]) -> Result<(super::Kind, u64, usize), Error> {
+            let max = (buf.len() as u64).min(super::MAX_IO);
+            ipc::set_recv_buffer(&mut buf[..max as usize]);
+            let m = fetch_raw(srv, max, path)?;
+            let kind = super::Kind::from_word(m.word(2)).ok_or(Error::Malformed)?;
+            let size = m.word(3);
+            let n = if m.tag().has_string() { ipc::received_string_len().min(max as usize) } else { 0 };
+            Ok((kind, size, if n as u64 == size { n } else { 0 }))
         }
 
         /// "d|f size name" lines.
@@ -199,6 +225,16 @@ rt::protocol! {
             let (from, to) = paths.split_once('\0').ok_or(Error::Malformed)?;
             Request::Rename { from, to }
         };
+        /// string = path, MR1 = most bytes (≤ `MAX_IO`). Reply MR2 = its kind (as `STAT`),
+        /// MR3 = its size, and for a file of at most MR1 bytes, string = the whole file:
+        /// `STAT`, `OPEN`, `READ` and `CLOSE` of a small file in one call (one walk of the
+        /// path; httpd's small answers). A longer file's bytes are not sent (open it).
+        FETCH = 0xad, fn fetch_raw(max; text path)
+            => Fetch { path: &'a str, max: u64 } = Request::Fetch { path, max: max.min(MAX_IO) };
+        /// Reply MR2 = the server's busy ticks in requests so far (rdtsc from a request's
+        /// decoding to its answer: the kernel's IPC is not in it), for a program's `/.busy`
+        /// breakdown (docs/net-breakdown.md).
+        PROFILE = 0xae, fn profile() -> [busy] => Profile;
     }
     nested {
         /// A live update (`swap_api::Update`).

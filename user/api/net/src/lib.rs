@@ -177,9 +177,27 @@ fn addr(w: u64) -> Result<u32, Error> {
 rt::protocol! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Request<'a> in rt::labels::NET;
-    client client {
+    client client via counted {
     use super::*;
     use rt::ipc::Msg;
+
+    /// Ticks this program spent in calls to net so far (the server's work and the IPC
+    /// both ways; a sleeping `WAIT`'s sleep too): a program that counts its own busy time
+    /// takes them out (httpd's `/.busy`, docs/net-breakdown.md).
+    static CALL_TICKS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+    /// `rt::server::request`, its ticks added to `CALL_TICKS`.
+    fn counted(srv: u64, m: &mut Msg) -> Result<(), Error> {
+        let t = rt::sys::rdtsc();
+        let r = rt::server::request(srv, m);
+        CALL_TICKS.fetch_add(rt::sys::rdtsc().wrapping_sub(t), core::sync::atomic::Ordering::Relaxed);
+        r
+    }
+
+    /// Ticks spent in calls to net so far (see `CALL_TICKS`).
+    pub fn call_ticks() -> u64 {
+        CALL_TICKS.load(core::sync::atomic::Ordering::Relaxed)
+    }
 
     /// What `INFO` says.
     #[derive(Debug, Clone, Copy, Default)]

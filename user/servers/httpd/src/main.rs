@@ -176,6 +176,11 @@ struct Httpd {
     /// handle per file however many connections send it (files' reads take an offset),
     /// so a thousand clients fetching one file hold one of the principal's handles.
     open: alloc::collections::BTreeMap<alloc::string::String, (u64, u32)>,
+    /// A small file's bytes, as `files::fetch` gives them (`INLINE_MAX`).
+    small_buf: Vec<u8>,
+    /// httpd's own busy ticks (`/.busy`): its loop between waits, less its calls to net
+    /// and files.
+    own: u64,
 }
 
 /// The answer to a request whose file the files server cannot give now, by its error.
@@ -219,11 +224,15 @@ impl Httpd {
                 let mut body =
                     alloc::format!("{} {} {} {} {}", t.saturating_sub(rt::sys::idle_tsc()), t, units, vol, inv);
                 // Then net's busy ticks by part (`net_api::PROFILE`), if it tells them, as
-                // `part=ticks` words.
+                // `part=ticks` words; httpd's own and files' (`files_api::PROFILE`).
                 if let Ok(prof) = self.net.profile() {
                     for (name, p) in np::PROFILE_PARTS.iter().zip(prof) {
                         body.push_str(&alloc::format!(" {name}={p}"));
                     }
+                }
+                body.push_str(&alloc::format!(" httpd={}", self.own));
+                if let Ok([f]) = files::profile(self.files) {
+                    body.push_str(&alloc::format!(" files={f}"));
                 }
                 body.push('\n');
                 self.small(c, Status::OK, &[("Content-Type", "text/plain")], &body, head_only);
@@ -260,8 +269,29 @@ impl Httpd {
                 path = &rest[rest.find('/').unwrap_or(0)..];
             }
         }
-        let req = &http::Request { path: alloc::string::String::from(path), ..req.clone() };
-        let st = files::stat(self.files, &req.path);
+        // (A copy of the request only when a prefix was taken off its path.)
+        let renamed;
+        let req = if path.len() == req.path.len() {
+            req
+        } else {
+            renamed = http::Request { path: alloc::string::String::from(path), ..req.clone() };
+            &renamed
+        };
+        // A body to come: what the path names, and a small file's bytes, in one call
+        // (`FETCH`); else what it names alone.
+        let mut fetched = 0;
+        let st = if head_only || cue_asked {
+            files::stat(self.files, &req.path)
+        } else {
+            let mut buf = core::mem::take(&mut self.small_buf);
+            buf.resize(INLINE_MAX as usize, 0);
+            let r = files::fetch(self.files, &req.path, &mut buf).map(|(k, size, n)| {
+                fetched = n;
+                (k, size)
+            });
+            self.small_buf = buf;
+            r
+        };
         match st {
             Ok((files::Kind::Dir, _)) if !req.slash && req.path != "/" => {
                 let loc = alloc::format!("{}/", http::encode_path(&req.path));
@@ -315,7 +345,8 @@ impl Httpd {
                         return;
                     }
                 };
-                let file = if head_only || first == last {
+                let whole = fetched as u64 == size && size > 0;
+                let file = if head_only || first == last || whole {
                     None
                 } else {
                     match self.open_shared(&req.path) {
@@ -341,17 +372,24 @@ impl Httpd {
                         Err(e) => return self.unavailable(c, e, false),
                     }
                 }
-                let file = if inline.is_some() { None } else { file };
-                let cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
+                let file = if inline.is_some() || whole { None } else { file };
+                let cr;
                 let mut fields =
-                    alloc::vec![("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes")];
+                    [("Content-Type", http::content_type(&req.path)), ("Accept-Ranges", "bytes"), ("", "")];
+                let mut nf = 2;
                 if status == Status::PARTIAL {
-                    fields.push(("Content-Range", &cr));
+                    cr = alloc::format!("bytes {}-{}/{}", first, last.saturating_sub(1), size);
+                    fields[2] = ("Content-Range", &cr);
+                    nf = 3;
                 }
-                let date = self.date();
-                c.out = http::head(status, &date, &fields, last - first, c.keep_alive).into_bytes();
+                // The head into the connection's buffer (kept between answers), the body
+                // after it: from the bytes `FETCH` gave, or those just read.
+                c.out.clear();
+                http::head_into(&mut c.out, status, self.date(), &fields[..nf], last - first, c.keep_alive);
                 if let Some(body) = inline {
                     c.out.extend_from_slice(&body);
+                } else if whole {
+                    c.out.extend_from_slice(&self.small_buf[first as usize..last as usize]);
                 }
                 c.pos = 0;
                 c.file = file;
@@ -419,23 +457,22 @@ impl Httpd {
     }
 
     /// `Date`'s value now (empty without a clock).
-    fn date(&mut self) -> alloc::string::String {
-        let Some((at_boot, since)) = self.clock else { return alloc::string::String::new() };
+    fn date(&mut self) -> &str {
+        let Some((at_boot, since)) = self.clock else { return "" };
         let now = at_boot + rt::sys::now_us().saturating_sub(since) / 1_000_000;
         if self.date.0 != now || self.date.1.is_empty() {
             self.date = (now, http::http_date(now));
         }
-        self.date.1.clone()
+        &self.date.1
     }
 
     fn small(&mut self, c: &mut Conn, status: Status, fields: &[(&str, &str)], body: &str, head_only: bool) {
-        let date = self.date();
-        let mut out = http::head(status, &date, fields, body.len() as u64, c.keep_alive).into_bytes();
-        if !head_only {
-            out.extend_from_slice(body.as_bytes());
-        }
         self.release(c);
-        c.out = out;
+        c.out.clear();
+        http::head_into(&mut c.out, status, self.date(), fields, body.len() as u64, c.keep_alive);
+        if !head_only {
+            c.out.extend_from_slice(body.as_bytes());
+        }
         c.pos = 0;
         c.phase = Phase::Sending;
     }
@@ -659,19 +696,23 @@ impl Httpd {
         if self.live + margin <= self.max_conns {
             return;
         }
-        let mut idle: Vec<(u64, usize)> = self
-            .conns
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
-            .filter(|(_, c)| {
-                matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000
-            })
-            .map(|(i, c)| (c.last, i))
-            .collect();
-        idle.sort_unstable();
-        let n = (self.live + margin - self.max_conns).min(idle.len());
-        for (_, i) in idle.into_iter().take(n) {
+        // The idle ones in the order of their deadlines (an idle connection's is its
+        // last use and `IDLE_US`: the longest idle first), looked for among the first
+        // deadlines only — not a walk of every connection on each sweep, which with a
+        // thousand connections near the budget cost each request a thousand steps.
+        let n = self.live + margin - self.max_conns;
+        let mut idle: Vec<usize> = Vec::new();
+        for &(_, tok) in self.deadlines.iter().take(4 * n + 64) {
+            let i = tok as usize;
+            let Some(c) = self.conns.get(i).and_then(|c| c.as_ref()) else { continue };
+            if matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000 {
+                idle.push(i);
+                if idle.len() == n {
+                    break;
+                }
+            }
+        }
+        for i in idle {
             if let Some(c) = self.take(i) {
                 self.deadlines.remove(&(c.dl, i as u64));
                 self.closed[0] += 1;
@@ -829,6 +870,7 @@ impl Httpd {
                 println!("httpd: the net server answers {}: ending", e.name());
                 return 1;
             }
+            let woke = (rt::sys::rdtsc(), np::client::call_ticks() + files::call_ticks());
             let mut accept = false;
             for &(tok, _) in &ready {
                 if tok == LISTENER {
@@ -905,6 +947,8 @@ impl Httpd {
                     }
                 }
             }
+            let calls = np::client::call_ticks() + files::call_ticks() - woke.1;
+            self.own += rt::sys::rdtsc().wrapping_sub(woke.0).saturating_sub(calls);
         }
     }
 }
@@ -1001,6 +1045,8 @@ fn main() -> i32 {
         cue,
         meter,
         open: alloc::collections::BTreeMap::new(),
+        small_buf: Vec::new(),
+        own: 0,
     };
     h.serve(listener)
 }

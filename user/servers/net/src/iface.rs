@@ -16,12 +16,12 @@ use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 /// How long DHCP may take before a static address from the arguments is used.
 pub const FALLBACK: Duration = Duration::from_secs(5);
 
-/// An established connection with nothing queued to send (so no retransmission timer
-/// runs) is parked outside the stack's runs after each run, unless it received
-/// something it may not have acknowledged yet (smoltcp delays an ACK 10 ms, to send it
-/// with the answer): such a one has sent since (`paid` by SEND), or nothing touched it
-/// for this long (µs: past the delayed ACK, whose timer has run the stack and sent it).
-const PARK_IDLE_US: u64 = 20_000;
+/// An established connection parks after each run whatever it has queued or owes
+/// (`park`: its own timer wakes it — a retransmission, or smoltcp's 10 ms delayed ACK
+/// for what it received and has not answered yet). It used to stay awake while it owed
+/// an acknowledgement, until it had sent or nothing had touched it for 20 ms: with a
+/// thousand clients at once, every request not yet answered was walked by every run.
+const PARK_IDLE_US: u64 = 0;
 /// The awake connections are looked at this often (0: after every run).
 const PARK_EVERY_US: u64 = 0;
 
@@ -114,7 +114,11 @@ impl Net {
     /// Run the stack until it has nothing more to do now; then wake whoever can go on.
     pub fn pump(&mut self) {
         self.cue_busy = false;
-        self.sockets.touch_time(rt::sys::now_us());
+        self.pump_owed = None;
+        let t = rt::sys::now_us();
+        self.sockets.touch_time(t);
+        // Parked connections whose own timer is due run with this one.
+        self.sockets.wake_due(t);
         for round in 0..256 {
             let t0 = rt::sys::rdtsc();
             self.nic.poll_rx();
@@ -150,6 +154,10 @@ impl Net {
         self.pings_in();
         self.park();
         self.poll_at = self.iface.poll_at(now(), self.sockets.set());
+        if let Some(d) = self.sockets.next_due() {
+            let d = smoltcp::time::Instant::from_micros(d as i64);
+            self.poll_at = Some(self.poll_at.map_or(d, |p| p.min(d)));
+        }
         self.wake();
         self.prof[5] += rt::sys::rdtsc().wrapping_sub(t0);
     }
@@ -222,8 +230,10 @@ impl Net {
         let (sockets, clients, syn_held, budget, share) =
             (&mut self.sockets, &mut self.clients, &mut self.syn_held, self.budget, self.share);
         let (bufs, slots) = (&mut self.bufs, &mut self.buf_slots);
-        // The listening ports and whose they are (few: a walk of the tables).
-        let mut ports: Vec<(u16, u64, u64)> = Vec::new();
+        // The listening ports and whose they are (few: a walk of the tables; the list
+        // is kept between batches, so a batch allocates nothing here).
+        let mut ports = core::mem::take(&mut self.syn_ports);
+        ports.clear();
         for (id, c) in clients.iter().filter(|(_, c)| !c.listeners.is_empty()) {
             for h in &c.listeners {
                 if let Some(Sock::Listen { port, .. }) = c.sockets.get(h) {
@@ -232,6 +242,7 @@ impl Net {
             }
         }
         if ports.is_empty() {
+            self.syn_ports = ports;
             return;
         }
         // Connections whose SYN this batch gave a socket: a copy later in the batch
@@ -265,6 +276,7 @@ impl Net {
             admitted.push(syn);
             true
         });
+        self.syn_ports = ports;
     }
 
     /// Mark, for the readiness wait, the socket each received frame is for (its
@@ -303,11 +315,24 @@ impl Net {
             return;
         }
         self.park_at = t + PARK_EVERY_US;
-        let owners = &self.owners;
-        self.sockets.park(t, PARK_IDLE_US, |h, s| match s {
-            smoltcp::socket::Socket::Tcp(s) => connected(s) && s.send_queue() == 0 && owners.has(h),
-            _ => false,
-        });
+        let (owners, iface) = (&self.owners, &mut self.iface);
+        // A connection with bytes in flight (or queued behind the peer's window) parks
+        // too, with its own timer (retransmission, zero-window probe, a delayed ACK),
+        // asked of smoltcp through a set holding it alone: it wakes when that is due
+        // (`wake_due`, before each run), or at a frame or a request for it as before.
+        self.sockets.park_timed(
+            t,
+            PARK_IDLE_US,
+            |h, s| match s {
+                smoltcp::socket::Socket::Tcp(s) => connected(s) && owners.has(h),
+                _ => false,
+            },
+            |one| match iface.poll_at(now(), one) {
+                None => Some(sockpark::NO_TIMER),
+                Some(d) if d.total_micros() as u64 > t => Some(d.total_micros() as u64),
+                Some(_) => None,
+            },
+        );
     }
 
     /// Drop the sockets of listeners' pools that hold no connection (still listening

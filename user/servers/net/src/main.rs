@@ -84,6 +84,9 @@ const CLIENT_DEN: usize = 8;
 /// How often a transfer waiting for the disk looks at its status words (the block
 /// service does not call this server when a read completes).
 const DISK_POLL_US: u64 = 500;
+/// How long a request's changes may wait for the stack's run when no wait, frame or
+/// other request comes (µs; see `handle`).
+const PUMP_DEFER_US: u64 = 200;
 
 /// A request's answer: a reply now, none yet (`Answer::Later`: the caller sleeps), or
 /// an error.
@@ -184,6 +187,11 @@ struct Net {
     /// When the stack wants to run next, as the last run left it (`Interface::poll_at`
     /// walks every socket: once a run, not once a message).
     poll_at: Option<Instant>,
+    /// A request changed what the stack sends since its last run (when): it runs at the
+    /// client's next wait, a frame, or `PUMP_DEFER_US` later.
+    pump_owed: Option<u64>,
+    /// `admit_syns`'s list of listening ports, kept between batches.
+    syn_ports: Vec<(u16, u64, u64)>,
     /// The last RECV took bytes from a nearly full receive buffer: the stack runs after
     /// it (a window update to send); else a RECV needs no run.
     window_tight: bool,
@@ -319,6 +327,13 @@ impl Server for Net {
                 | Request::CueList
                 | Request::Recv { .. }
         );
+        // A call that may sleep sees the stack run first: what earlier requests changed
+        // has gone out, and what it waits for is as the run left it.
+        if self.pump_owed.is_some() && matches!(req, Request::Wait { .. } | Request::WaitReady { .. }) {
+            self.prof[0] += rt::sys::rdtsc().wrapping_sub(t0);
+            self.pump();
+        }
+        let t0 = rt::sys::rdtsc();
         self.window_tight = false;
         let r = self.request(id, req);
         let quiet = quiet && !self.window_tight;
@@ -327,9 +342,14 @@ impl Server for Net {
             rt::free_slot(s);
         }
         self.prof[0] += rt::sys::rdtsc().wrapping_sub(t0);
-        // Whatever the request changed goes out now (data, FIN, SYN, window updates).
-        if !quiet {
-            self.pump();
+        // Whatever the request changed goes out with the next run of the stack (data,
+        // FIN, SYN, window updates): at the client's next wait, a frame, or `PUMP_DEFER_US`
+        // from now if no other request comes first — not after each request. A server
+        // answering a hundred ready connections sends a hundred times between its waits,
+        // and each run walks every connection awake in smoltcp's set (those given a
+        // request and not yet answered, in a burst): one run for them all.
+        if !quiet && self.pump_owed.is_none() {
+            self.pump_owed = Some(rt::sys::now_us());
         }
         match r {
             Ok(Some(m)) => Answer::Reply(m),
@@ -368,6 +388,9 @@ impl Net {
         if self.cue_busy {
             // Transfers are moving: only look for requests (a receive that does not wait).
             return Some(0);
+        }
+        if let Some(at) = self.pump_owed {
+            return Some((at + PUMP_DEFER_US).saturating_sub(rt::sys::now_us()));
         }
         let t = now();
         let mut next = self.poll_at.map(|d| if d > t { (d - t).total_micros() } else { 0 });
@@ -545,6 +568,8 @@ fn main() -> i32 {
         prof: [0; 6],
         owners: sockets::Owners::default(),
         poll_at: None,
+        syn_ports: Vec::new(),
+        pump_owed: None,
         park_at: 0,
         window_tight: false,
     };

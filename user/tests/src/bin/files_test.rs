@@ -54,6 +54,19 @@ fn main() -> i32 {
     c.eq(f::read(srv, h, 40_000, 100).map(|b| b.len()), Ok(0), "a read at the end is empty");
     c.eq(f::stat(srv, "/t/x"), Ok((f::Kind::File, 40_000)), "stat: a file of that size");
     c.eq(f::stat(srv, "/t"), Ok((f::Kind::Dir, 64)), "stat: a directory with one entry");
+    // FETCH: kind, size and a small file's bytes in one call.
+    let mut buf = alloc::vec![0u8; 16 * 1024];
+    c.eq(f::fetch(srv, "/t/x", &mut buf), Ok((f::Kind::File, 40_000, 0)), "fetch: a file over the most gives no bytes");
+    c.eq(f::fetch(srv, "/t", &mut buf), Ok((f::Kind::Dir, 64, 0)), "fetch: a directory, no bytes");
+    c.eq(f::fetch(srv, "/t/none", &mut buf).err(), Some(Error::NotFound), "fetch: no such file");
+    let small = f::open(srv, "/t/s", true).map(|(h, _)| h).unwrap_or(0);
+    // Written through an open handle (kept back by its session): fetch sees them.
+    c.eq(f::write(srv, small, 0, &data[..300]), Ok(300), "write a small file");
+    c.eq(f::fetch(srv, "/t/s", &mut buf), Ok((f::Kind::File, 300, 300)), "fetch: a small file whole");
+    c.check(buf[..300] == data[..300], "fetch: its bytes, as written");
+    c.eq(f::fetch(srv, "/t/s", &mut buf[..299]), Ok((f::Kind::File, 300, 0)), "fetch: one byte more than asked: none");
+    c.eq(f::close(srv, small), Ok(()), "close the small file");
+    c.eq(f::remove(srv, "/t/s"), Ok(()), "remove it");
     c.eq(f::remove(srv, "/t/x"), Err(Error::BadState), "an open file cannot be removed");
     c.eq(f::remove(srv, "/t"), Err(Error::BadState), "nor a directory that is not empty");
     c.eq(f::close(srv, h), Ok(()), "close");
@@ -145,6 +158,16 @@ fn hostile(c: &mut Checks, srv: u64) {
         raw_request(srv, files_api::OPEN, &[0], Some(&[0xff, 0xfe, b'/'])),
         Err(Error::Malformed),
         "a path that is not UTF-8: Malformed",
+    );
+    c.eq(
+        raw_request(srv, files_api::FETCH, &[64], None),
+        Err(Error::Malformed),
+        "FETCH without a path string: Malformed",
+    );
+    c.eq(
+        raw_request(srv, files_api::FETCH, &[], Some(b"/disk")),
+        Err(Error::Malformed),
+        "FETCH without its most: Malformed",
     );
     // Only root's own capability (badge 0) may say a client is gone.
     let me = rt::server::Badge::client(1, 0).map_or(0, |b| b.0);
