@@ -687,8 +687,11 @@ fn cost_per_request(s: &mut TcpStream, n: u64) -> Result<(u64, String), String> 
 /// The wait's cost does not grow with idle connections (`http_idle`, under icount): one
 /// keep-alive client's small requests cost (busy guest instructions, `/.busy`) alone,
 /// then beside 1,000 idle keep-alive connections (each asked once, then silent), within
-/// 1.3× of alone. With a select-shaped wait (every connection handed to net on each
-/// wait, net looking at each, httpd walking each) they cost several times as much.
+/// 1.5× of alone. With a select-shaped wait (every connection handed to net on each
+/// wait, net looking at each, httpd walking each) they cost 28×. (The bound was 1.3×
+/// while a request cost ~119k instructions; since FETCH and parking it costs ~44k, and
+/// what 1,000 idle connections still add — lookups in 1,000-entry maps, net's wake-up,
+/// 8–14k, varying between icount runs — measured 1.19–1.33×: docs/net-breakdown.md.)
 fn idle_cost(ports: &[u16]) -> Result<(), String> {
     const IDLE: usize = 1000;
     const N: u64 = 200;
@@ -735,7 +738,7 @@ fn idle_cost(ports: &[u16]) -> Result<(), String> {
         expect(r.status == 200, format!("idle connection {n} after: status {}", r.status))?;
     }
     expect(
-        ratio <= 1.3,
+        ratio <= 1.5,
         format!("a request beside {IDLE} idle connections costs {ratio:.2}× one alone ({beside} against {alone})"),
     )
 }
