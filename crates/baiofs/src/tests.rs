@@ -43,6 +43,35 @@ fn files_and_directories_survive_a_remount() {
 }
 
 #[test]
+fn truncation_frees_the_blocks_past_the_size_and_zeros_the_tail() {
+    let mut fs = fresh(512);
+    fs.create("/t", Kind::File).unwrap();
+    let free0 = fs.free_blocks();
+    let text: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8 + 1).collect();
+    fs.write("/t", 0, &text).unwrap();
+    let ino = fs.lookup("/t").unwrap();
+    assert_eq!(fs.free_blocks(), free0 - 5);
+    fs.truncate_ino(ino, 5000).unwrap();
+    assert_eq!(fs.stat("/t"), Ok((Kind::File, 5000)));
+    assert_eq!(fs.free_blocks(), free0 - 2, "the blocks past the size are free");
+    // Growing again: what was cut off reads as zeros, never as the old bytes.
+    fs.write("/t", 9000, b"x").unwrap();
+    let mut buf = vec![0u8; 9001];
+    assert_eq!(fs.read("/t", 0, &mut buf), Ok(9001));
+    assert_eq!(&buf[..5000], &text[..5000]);
+    assert!(buf[5000..9000].iter().all(|&b| b == 0));
+    fs.truncate_ino(ino, 12_000).unwrap();
+    assert_eq!(fs.stat("/t"), Ok((Kind::File, 12_000)));
+    fs.truncate_ino(ino, 0).unwrap();
+    assert_eq!(fs.free_blocks(), free0);
+    let mut fs = remount(fs);
+    assert!(fs.check().is_empty());
+    assert_eq!(fs.stat("/t"), Ok((Kind::File, 0)));
+    let root = fs.lookup("/").unwrap();
+    assert_eq!(fs.truncate_ino(root, 0), Err(Error::IsDir));
+}
+
+#[test]
 fn errors() {
     let mut fs = fresh(256);
     fs.create("/d", Kind::Dir).unwrap();

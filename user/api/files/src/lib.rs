@@ -199,6 +199,11 @@ rt::protocol! {
             let (from, to) = paths.split_once('\0').ok_or(Error::Malformed)?;
             Request::Rename { from, to }
         };
+        /// MR1 = handle, MR2 = size (ftruncate). `Ok`: the file's size is `size`; bytes past
+        /// it are gone (their blocks free for others: tickets to the file are revoked), new
+        /// bytes read as zeros. Durable when answered, as a `RENAME` is. `InvalidCap`/`Lost`
+        /// as for `CLOSE`, `NoSpace`, `Io`.
+        TRUNCATE = 0xad, fn truncate(handle, size) -> [] => Truncate { handle: u64, size: u64 };
     }
     nested {
         /// A live update (`swap_api::Update`).
