@@ -8,6 +8,7 @@ mod grafts;
 mod image;
 mod qemu;
 mod test;
+mod wasi;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -182,6 +183,17 @@ pub fn out_dir() -> PathBuf {
     target_dir().join("scion")
 }
 
+/// Add Rust target `target` to the toolchain (rustup) unless it is there.
+pub fn ensure_rust_target(target: &str) -> Result<(), String> {
+    let out =
+        Command::new("rustup").args(["target", "list", "--installed"]).output().map_err(|e| format!("rustup: {e}"))?;
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == target) {
+        return Ok(());
+    }
+    eprintln!("xtask: adding the Rust target {target}");
+    sh(Command::new("rustup").args(["target", "add", target]))
+}
+
 pub fn sh(cmd: &mut Command) -> Result<(), String> {
     let st = cmd.status().map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
     if st.success() {
@@ -285,6 +297,9 @@ pub fn build() -> Result<Artifacts, String> {
     eprintln!("xtask: built the kernel and programs in {} s; building the example grafts (WebAssembly, eBPF, signed Rust, SFI)", (t1 - t0).as_secs());
     let grafts = grafts::build()?;
     eprintln!("xtask: built {} example grafts in {} s", grafts.len(), t1.elapsed().as_secs());
+    let t2 = std::time::Instant::now();
+    let wasi = wasi::build()?;
+    eprintln!("xtask: built {} WASI programs in {} s", wasi.len(), t2.elapsed().as_secs());
     Ok(Artifacts { kernel: dir.join("kernel"), programs, grafts })
 }
 

@@ -252,9 +252,15 @@ pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
     names.sort();
     let www = out_dir().join("www").display().to_string();
     let grafts = crate::grafts::dir().display().to_string();
+    let wasi = crate::wasi::dir().display().to_string();
     names
         .iter()
-        .map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone())]))
+        .map(|n| {
+            Scenario::load(
+                n,
+                &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone()), ("WASI", wasi.clone())],
+            )
+        })
         .collect()
 }
 
