@@ -413,7 +413,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
             &opts,
             Duration::from_secs(sc.limit_s),
             input,
-            Some((nettest::HTTPD_READY, &mut checks)),
+            Some((nettest::ready_marker(&sc.checks), &mut checks)),
         )?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
