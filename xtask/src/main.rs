@@ -417,13 +417,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
     let img = make_image(&a, &with_ftp_ports(&run_manifest()?, ftp)?, "run")?;
     qemu::ensure_qemu()?;
     // The disk persists across runs; it is made (with sample segments and a `files`
-    // filesystem holding the docs and the example grafts) when missing or when made by
-    // an older xtask. One that lacks only the grafts is kept (it may hold the user's
+    // filesystem holding the docs, the example grafts and the WASI programs) when
+    // missing. One that lacks the grafts or the programs is kept (it may hold the user's
     // files): xtask says how to get them.
     let disk = out_dir().join("run-disk.img");
-    if image::has_path(&disk, "files", "/") && !image::has_path(&disk, "files", "/grafts") {
+    if image::has_path(&disk, "files", "/") && !image::has_path(&disk, "files", "/wasi") {
         eprintln!(
-            "xtask: {} predates the example grafts (/grafts); remove it to have it made again with them",
+            "xtask: {} predates the example grafts (/grafts) or the WASI programs (/wasi); remove it to have it made again with them",
             disk.display()
         );
     }
@@ -431,12 +431,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         let root = project_root();
         let p = |f: &str| root.join(f).display().to_string();
         let fs = format!(
-            "files:1:4096:fs={}+{}+{}+{}+{}",
+            "files:1:4096:fs={}+{}+{}+{}+{}+{}",
             p("xtask/disk/hello.txt"),
             p("README.md"),
             p("ARCHITECTURE.md"),
             p("docs"),
-            grafts::dir().display()
+            grafts::dir().display(),
+            wasi::dir().display()
         );
         image::make(
             &disk.display().to_string(),

@@ -10,6 +10,7 @@
 //! - `--listen=PORT`: a listening TCP socket on PORT as the next descriptor (as
 //!   wasmtime's `--tcplisten`), for `sock_accept`.
 //! - `--mem=MIB`: the most linear memory the program may grow to (default 64 MiB).
+//! - `--trace`: say each call that answers an errno (its name, arguments and errno).
 //!
 //! Arguments are split at spaces (no quoting). The exit status is the program's
 //! `proc_exit` code; a trap ends it with 134 and a line saying which.
@@ -182,6 +183,8 @@ impl Host for Scion {
 struct State {
     ctx: Ctx<Scion>,
     limits: StoreLimits,
+    /// `--trace`: each call that answers an errno is said on the console.
+    trace: bool,
 }
 
 /// Nanoseconds since 1970 by the CMOS clock, if this program may read it.
@@ -199,11 +202,13 @@ struct Options {
     env: Vec<String>,
     listen: Vec<u16>,
     mem_mib: usize,
+    trace: bool,
     args: Vec<String>,
 }
 
 fn options(line: &str) -> Result<Options, String> {
-    let mut o = Options { dirs: Vec::new(), env: Vec::new(), listen: Vec::new(), mem_mib: 64, args: Vec::new() };
+    let mut o =
+        Options { dirs: Vec::new(), env: Vec::new(), listen: Vec::new(), mem_mib: 64, trace: false, args: Vec::new() };
     let mut words = line.split_whitespace().skip(1).peekable();
     while let Some(w) = words.next_if(|w| w.starts_with("--")) {
         if let Some(d) = w.strip_prefix("--dir=") {
@@ -221,6 +226,8 @@ fn options(line: &str) -> Result<Options, String> {
             o.env.push(e.to_string());
         } else if let Some(p) = w.strip_prefix("--listen=") {
             o.listen.push(p.parse().map_err(|_| alloc::format!("--listen={p}: a port number"))?);
+        } else if w == "--trace" {
+            o.trace = true;
         } else if let Some(m) = w.strip_prefix("--mem=") {
             o.mem_mib = m.parse().ok().filter(|&m| (1..=4096).contains(&m)).ok_or("--mem: 1 to 4096 (MiB)")?;
         } else {
@@ -238,7 +245,7 @@ fn main() -> i32 {
     let o = match options(rt::args()) {
         Ok(o) => o,
         Err(e) => {
-            println!("wasi: {e}\nusage: wasi [--dir=SCION[:NAME]] [--env=K=V] [--listen=PORT] [--mem=MIB] PROGRAM.wasm [ARGS]");
+            println!("wasi: {e}\nusage: wasi [--dir=SCION[:NAME]] [--env=K=V] [--listen=PORT] [--mem=MIB] [--trace] PROGRAM.wasm [ARGS]");
             return 2;
         }
     };
@@ -303,7 +310,7 @@ fn main() -> i32 {
     };
     drop(code);
     let limits = StoreLimitsBuilder::new().memory_size(o.mem_mib << 20).instances(1).memories(1).tables(4).build();
-    let mut store = Store::new(&engine, State { ctx, limits });
+    let mut store = Store::new(&engine, State { ctx, limits, trace: o.trace });
     store.limiter(|s| &mut s.limits);
     let mut linker = Linker::<State>::new(&engine);
     if let Err(e) = define(&mut linker) {
@@ -361,9 +368,17 @@ fn define(l: &mut Linker<State>) -> Result<(), String> {
                     return wasip1::errno::FAULT as i32;
                 };
                 let (data, st) = memory.data_and_store_mut(&mut caller);
+                let trace = st.trace;
                 let ($c, $m) = (&mut st.ctx, &mut Mem(data));
                 $(let $a = Unsigned::u($a);)*
-                $body as i32
+                let e = $body;
+                if trace && e != 0 {
+                    println!("wasi: {}({}) = errno {}", $name, {
+                        let args: &[String] = &[$(alloc::format!("{:#x}", $a)),*];
+                        args.join(", ")
+                    }, e);
+                }
+                e as i32
             })
             .map_err(|e| alloc::format!("{}: {e}", $name))?;
         };

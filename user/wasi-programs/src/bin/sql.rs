@@ -4,7 +4,7 @@
 //! (the amalgamation `libsqlite3-sys` bundles), built for WASI; its journal makes a
 //! transaction whole or absent after a power cut.
 use rusqlite::types::ValueRef;
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -19,7 +19,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let c = match Connection::open(db) {
+    // One program at a time: no locking (SQLite's "unix-none" VFS; WASI has no file
+    // locks, and SQLite's dot-file locks would outlive a power cut).
+    let c = match Connection::open_with_flags_and_vfs(db, OpenFlags::default(), c"unix-none") {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sql: {db}: {e}");
