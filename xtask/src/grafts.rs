@@ -21,6 +21,11 @@ use graft::Point;
 pub(crate) use command::graft_command;
 use common::{ebpf_from_c, ensure_clang, ensure_wasm2c, ensure_wasm_target, write, SOURCES, WASM_TARGET};
 use sfi::sfi_image;
+
+/// clang and llvm-objcopy (installed if missing), for what else xtask compiles.
+pub fn clang() -> Result<(String, String), String> {
+    ensure_clang()
+}
 use signed::{build_signed, write_signed};
 pub(crate) use signed::{public_key_hex, signing_seed};
 

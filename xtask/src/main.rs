@@ -10,6 +10,7 @@ mod image;
 mod qemu;
 mod screen;
 mod test;
+mod wasi;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -186,6 +187,17 @@ pub fn out_dir() -> PathBuf {
     target_dir().join("scion")
 }
 
+/// Add Rust target `target` to the toolchain (rustup) unless it is there.
+pub fn ensure_rust_target(target: &str) -> Result<(), String> {
+    let out =
+        Command::new("rustup").args(["target", "list", "--installed"]).output().map_err(|e| format!("rustup: {e}"))?;
+    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == target) {
+        return Ok(());
+    }
+    eprintln!("xtask: adding the Rust target {target}");
+    sh(Command::new("rustup").args(["target", "add", target]))
+}
+
 pub fn sh(cmd: &mut Command) -> Result<(), String> {
     let st = cmd.status().map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
     if st.success() {
@@ -294,6 +306,9 @@ pub fn build() -> Result<Artifacts, String> {
     eprintln!("xtask: built the kernel and programs in {} s; building the example grafts (WebAssembly, eBPF, signed Rust, SFI)", (t1 - t0).as_secs());
     let grafts = grafts::build()?;
     eprintln!("xtask: built {} example grafts in {} s", grafts.len(), t1.elapsed().as_secs());
+    let t2 = std::time::Instant::now();
+    let wasi = wasi::build()?;
+    eprintln!("xtask: built {} WASI programs in {} s", wasi.len(), t2.elapsed().as_secs());
     Ok(Artifacts { kernel: dir.join("kernel"), programs, grafts })
 }
 
@@ -440,13 +455,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         None
     };
     // The disk persists across runs; it is made (with sample segments and a `files`
-    // filesystem holding the docs and the example grafts) when missing or when made by
-    // an older xtask. One that lacks only the grafts is kept (it may hold the user's
+    // filesystem holding the docs, the example grafts and the WASI programs) when
+    // missing. One that lacks the grafts or the programs is kept (it may hold the user's
     // files): xtask says how to get them.
     let disk = out_dir().join("run-disk.img");
-    if image::has_path(&disk, "files", "/") && !image::has_path(&disk, "files", "/grafts") {
+    if image::has_path(&disk, "files", "/") && !image::has_path(&disk, "files", "/wasi") {
         eprintln!(
-            "xtask: {} predates the example grafts (/grafts); remove it to have it made again with them",
+            "xtask: {} predates the example grafts (/grafts) or the WASI programs (/wasi); remove it to have it made again with them",
             disk.display()
         );
     }
@@ -454,12 +469,13 @@ fn run(args: &[String]) -> Result<ExitCode, String> {
         let root = project_root();
         let p = |f: &str| root.join(f).display().to_string();
         let fs = format!(
-            "files:1:4096:fs={}+{}+{}+{}+{}",
+            "files:1:4096:fs={}+{}+{}+{}+{}+{}",
             p("xtask/disk/hello.txt"),
             p("README.md"),
             p("ARCHITECTURE.md"),
             p("docs"),
-            grafts::dir().display()
+            grafts::dir().display(),
+            wasi::dir().display()
         );
         image::make(
             &disk.display().to_string(),

@@ -81,6 +81,62 @@ impl<D: Dev> Fs<D> {
         self.write_ino(ino, off, data)
     }
 
+    /// Make file `ino`'s size `size` (POSIX `ftruncate`). Longer: the new bytes read as
+    /// zeros (written as any growth is: ordered, zeros before the size). Shorter: the
+    /// bytes past `size` in its last block are zeroed, the inode with the new size and
+    /// extents is written and flushed (the commit), and only then are the blocks past it
+    /// free for others — a power cut leaves the old file or the new, and a block freed
+    /// too early is never named by two files (a cut between the commit and the bitmap
+    /// leaves blocks marked used that no inode names, which the next mount frees).
+    pub fn truncate_ino(&mut self, ino: u32, size: u64) -> Result<(), Error> {
+        let n = match self.inodes.get(ino as usize) {
+            Some(n) if n.kind == Kind::File as u16 => *n,
+            Some(n) if n.kind == Kind::Dir as u16 => return Err(Error::IsDir),
+            _ => return Err(Error::NotFound),
+        };
+        if size >= n.size {
+            let zeros = [0u8; BLOCK];
+            let mut at = n.size;
+            while at < size {
+                let k = (size - at).min(BLOCK as u64) as usize;
+                self.file_write(ino, at, &zeros[..k])?;
+                at += k as u64;
+            }
+            return Ok(());
+        }
+        let keep = size.div_ceil(BLOCK as u64);
+        if !size.is_multiple_of(BLOCK as u64) {
+            let b = n.map(keep - 1).ok_or(Error::Io)?;
+            let mut blk = [0u8; BLOCK];
+            self.read_block(ino, b, &mut blk)?;
+            blk[(size % BLOCK as u64) as usize..].fill(0);
+            self.write_block(ino, b, &blk)?;
+            self.dev.flush()?;
+        }
+        let mut left = keep;
+        let mut ext = n.ext;
+        let mut freed = Vec::new();
+        for e in ext.iter_mut() {
+            let take = (e.1 as u64).min(left);
+            left -= take;
+            if (take as u32) < e.1 {
+                freed.push((e.0 as u64 + take, (e.1 as u64) - take));
+                *e = if take == 0 { (0, 0) } else { (e.0, take as u32) };
+            }
+        }
+        self.inodes[ino as usize].size = size;
+        self.inodes[ino as usize].ext = ext;
+        self.write_inode(ino)?;
+        self.dev.flush()?;
+        for (s, l) in freed {
+            for b in s..s + l {
+                self.cache.remove(&b);
+            }
+            self.mark(s, l, false)?;
+        }
+        Ok(())
+    }
+
     /// Read by inode (what an open file handle holds).
     pub fn read_ino(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<usize, Error> {
         match self.inodes.get(ino as usize).map(|n| n.kind) {

@@ -132,7 +132,8 @@ impl<D: Dev> Fs<D> {
             }
             let slot = last.map_or(0, |l| l + 1);
             if slot >= EXTENTS {
-                return Err(Error::TooFragmented);
+                // Out of extents: the whole file moves to one run with room for the rest.
+                return self.relocate(ino, more);
             }
             let mut want = more;
             let start = loop {
@@ -148,6 +149,52 @@ impl<D: Dev> Fs<D> {
             self.claim(ino, slot, start, want)?;
             more -= want;
         }
+        Ok(())
+    }
+
+    /// Move file `ino` to one new run of its blocks and `more` (zeroed), when its extents
+    /// are used up (a file grown by appends between other files' — a database beside its
+    /// journal — gets there). In order, so that a power cut leaves the file where it was
+    /// or where it went: the copy and the zeros are written and flushed, the inode naming
+    /// the new run is written and flushed (the commit), and only then are the old runs
+    /// free for others (blocks marked used that no inode names after a cut before that
+    /// are freed by the next mount). `TooFragmented` when no free run is long enough.
+    fn relocate(&mut self, ino: u32, more: u64) -> Result<(), Error> {
+        let n = self.inodes[ino as usize];
+        let have = n.blocks();
+        let total = have + more;
+        if total > u32::MAX as u64 {
+            return Err(Error::TooFragmented);
+        }
+        let start = self.find_run(total).ok_or(Error::TooFragmented)?;
+        let mut blk = [0u8; BLOCK];
+        for i in 0..have {
+            let from = n.map(i).ok_or(Error::Io)?;
+            self.read_block(ino, from, &mut blk)?;
+            self.dev.write(start + i, &blk)?;
+            self.cache.remove(&(start + i));
+        }
+        let zero = [0u8; BLOCK];
+        for b in start + have..start + total {
+            self.dev.write(b, &zero)?;
+            self.cache.remove(&b);
+        }
+        self.mark(start, total, true)?;
+        self.dev.flush()?;
+        let mut ext = [(0u32, 0u32); EXTENTS];
+        ext[0] = (start as u32, total as u32);
+        self.inodes[ino as usize].ext = ext;
+        self.write_inode(ino)?;
+        self.dev.flush()?;
+        for (s, l) in n.ext {
+            if l > 0 {
+                for b in s as u64..s as u64 + l as u64 {
+                    self.cache.remove(&b);
+                }
+                self.mark(s as u64, l as u64, false)?;
+            }
+        }
+        self.hint = start + total;
         Ok(())
     }
 

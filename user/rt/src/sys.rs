@@ -384,6 +384,28 @@ pub fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// 64 random bits from the CPU's generator (RDRAND, retried as Intel advises), or
+/// None when the CPU has none (CPUID.1:ECX bit 30) or it failed ten times in a row.
+pub fn rdrand() -> Option<u64> {
+    let ecx = core::arch::x86_64::__cpuid(1).ecx;
+    if ecx & (1 << 30) == 0 {
+        return None;
+    }
+    for _ in 0..10 {
+        let mut v = 0u64;
+        // SAFETY: the CPU has RDRAND (checked above); the intrinsic writes only `v`.
+        if unsafe { rdrand_step(&mut v) } == 1 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+#[target_feature(enable = "rdrand")]
+fn rdrand_step(v: &mut u64) -> i32 {
+    core::arch::x86_64::_rdrand64_step(v)
+}
+
 /// rdtsc ordered after earlier instructions (lfence; rdtsc), for measurements.
 #[inline(always)]
 pub fn rdtsc_ordered() -> u64 {

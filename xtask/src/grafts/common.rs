@@ -45,13 +45,7 @@ pub(crate) fn ensure_clang() -> Result<(String, String), String> {
 }
 
 pub(crate) fn ensure_wasm_target() -> Result<(), String> {
-    let out =
-        Command::new("rustup").args(["target", "list", "--installed"]).output().map_err(|e| format!("rustup: {e}"))?;
-    if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == WASM_TARGET) {
-        return Ok(());
-    }
-    eprintln!("xtask: adding the Rust target {WASM_TARGET}");
-    sh(Command::new("rustup").args(["target", "add", WASM_TARGET]))
+    crate::ensure_rust_target(WASM_TARGET)
 }
 
 pub(crate) fn write(

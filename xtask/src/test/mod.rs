@@ -7,6 +7,7 @@ pub mod crash;
 mod imports;
 pub mod nettest;
 pub mod scenarios;
+pub mod sqlcrash;
 
 use crate::qemu::{self, Options};
 use crate::{build, make_image, out_dir, Artifacts};
@@ -170,6 +171,7 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
 
 /// The queue's name for the power-cut rounds.
 const CRASH: &str = "crash";
+const SQLCRASH: &str = "sqlcrash";
 /// `cargo xtask bench --smoke` as one entry of the suite (`bench::smoke_test`).
 const BENCH_SMOKE: &str = "bench_smoke";
 
@@ -358,10 +360,17 @@ pub fn test(filter: Option<&str>, smoke: Smoke) -> Result<ExitCode, String> {
     let run_halt = filter.is_none_or(|f| "halt".contains(f) || f.contains("halt"));
     // The power-cut rounds (crash.rs) take a worker of their own, first (the longest).
     let mut selected = selected;
-    if filter.is_none_or(|f| "crash".contains(f) || f.contains("crash")) {
+    if filter.is_none_or(|f| "crash".contains(f) || (f.contains("crash") && !f.contains(SQLCRASH))) {
         selected.push(Scenario {
             name: CRASH.into(),
             ..Scenario::load("crash", &[("BOOT", "1".into()), ("SEED", seed.to_string())])?
+        });
+    }
+    // SQLite's power cuts (sqlcrash.rs) likewise.
+    if filter.is_none_or(|f| SQLCRASH.contains(f) || f.contains(SQLCRASH)) {
+        selected.push(Scenario {
+            name: SQLCRASH.into(),
+            ..Scenario::load("sqlcrash", &[("BOOT", "1".into()), ("WASI", crate::wasi::dir().display().to_string())])?
         });
     }
     // The bench smoke (one QEMU at a time, a few minutes) takes a worker too, first.
@@ -388,6 +397,7 @@ pub fn test(filter: Option<&str>, smoke: Smoke) -> Result<ExitCode, String> {
                     let Some(sc) = q.lock().unwrap().pop() else { break };
                     let run = match sc.name.as_str() {
                         CRASH => crash::run(&a, seed),
+                        SQLCRASH => sqlcrash::run(&a, seed),
                         BENCH_SMOKE => Ok(bench_smoke(&a, smoke)),
                         _ => run_scenario(&a, &sc),
                     };
@@ -490,7 +500,7 @@ mod tests {
     fn imports_point_down() {
         let src = crate::project_root().join("xtask/src");
         let suite = ["plan", "report", "ipcprobe", "netload", "nginx"];
-        let rules: [(&str, &[&str]); 21] = [
+        let rules: [(&str, &[&str]); 22] = [
             ("bench/report.rs", &[]),
             ("bench/plan.rs", &["report"]),
             ("bench/linux.rs", &["nginx"]),
@@ -507,6 +517,7 @@ mod tests {
             ("test/mod.rs", &[]),
             ("test/scenarios.rs", &["nettest"]),
             ("test/crash.rs", &["scenarios"]),
+            ("test/sqlcrash.rs", &["scenarios"]),
             ("test/nettest.rs", &[]),
             ("grafts/common.rs", &[]),
             ("grafts/sfi.rs", &["common"]),

@@ -14,6 +14,17 @@ use std::time::{Duration, Instant};
 
 /// What httpd prints once it serves (the host's checks start then).
 pub const HTTPD_READY: &str = "httpd: serving";
+/// What the WASI echo server (user/wasi-programs/src/bin/echo.rs) says when it serves.
+pub const WASI_ECHO_READY: &str = "echo: listening";
+
+/// The line after which check set `set` runs.
+pub fn ready_marker(set: &str) -> &'static str {
+    if set == "wasi_echo" {
+        WASI_ECHO_READY
+    } else {
+        HTTPD_READY
+    }
+}
 
 /// Where the guest reaches a small web server of the host's (a guestfwd rule running
 /// `responder` for each connection), for the shell's `fetch`.
@@ -463,6 +474,46 @@ fn checks() -> Vec<Check> {
 
 /// Run the HTTP checks against the guest's port 80 forwarded to `port`; the last kills
 /// the net server from the guest's shell (typed by `t`) in the middle of a download.
+/// The WASI echo server (on the guest's port 80): a line comes back as it went, then
+/// 200 KiB of a pattern, sent while its echo is read, come back byte for byte.
+fn wasi_echo(port: u16) -> Result<(), String> {
+    let open = || -> Result<TcpStream, String> {
+        let s = connect(port)?;
+        s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        Ok(s)
+    };
+    let mut s = open()?;
+    s.write_all(b"hello, wasi\n").map_err(|e| format!("send: {e}"))?;
+    let mut line = [0u8; 12];
+    s.read_exact(&mut line).map_err(|e| format!("the echo of a line: {e}"))?;
+    if &line != b"hello, wasi\n" {
+        return Err(format!("the line came back as {:?}", String::from_utf8_lossy(&line)));
+    }
+    drop(s);
+    let data = pattern(7, 200 * 1024);
+    let s = open()?;
+    let mut r = s.try_clone().map_err(|e| e.to_string())?;
+    let sender = {
+        let (mut s, data) = (s, data.clone());
+        std::thread::spawn(move || {
+            let r = s.write_all(&data);
+            let _ = s.shutdown(Shutdown::Write);
+            r
+        })
+    };
+    let mut back = Vec::new();
+    r.read_to_end(&mut back).map_err(|e| format!("the echo of 200 KiB: {e} after {} bytes", back.len()))?;
+    sender.join().map_err(|_| "the sender panicked".to_string())?.map_err(|e| format!("send: {e}"))?;
+    if back != data {
+        return Err(format!(
+            "200 KiB sent, {} bytes came back, first difference at {:?}",
+            back.len(),
+            back.iter().zip(&data).position(|(a, b)| a != b)
+        ));
+    }
+    Ok(())
+}
+
 pub fn http_checks(
     ports: &[u16],
     ftp: Option<u16>,
@@ -470,6 +521,9 @@ pub fn http_checks(
     set: &str,
 ) -> Vec<(String, Result<(), String>)> {
     let port = ports[0];
+    if set == "wasi_echo" {
+        return vec![("wasi-echo".to_string(), wasi_echo(port))];
+    }
     if set == "net_kills" {
         let Some(f) = ftp else { return vec![("net-kills".to_string(), Err("no ftpd in the scenario".to_string()))] };
         return vec![("net-kills".to_string(), net_kills(port, f, t))];

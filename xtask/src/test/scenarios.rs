@@ -277,9 +277,15 @@ pub fn scenarios(seed: u64) -> Result<Vec<Scenario>, String> {
     names.sort();
     let www = out_dir().join("www").display().to_string();
     let grafts = crate::grafts::dir().display().to_string();
+    let wasi = crate::wasi::dir().display().to_string();
     names
         .iter()
-        .map(|n| Scenario::load(n, &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone())]))
+        .map(|n| {
+            Scenario::load(
+                n,
+                &[("SEED", seed.to_string()), ("WWW", www.clone()), ("GRAFTS", grafts.clone()), ("WASI", wasi.clone())],
+            )
+        })
         .collect()
 }
 
@@ -446,7 +452,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
             &opts,
             Duration::from_secs(sc.limit_s),
             input,
-            Some((nettest::HTTPD_READY, &mut checks)),
+            Some((nettest::ready_marker(&sc.checks), &mut checks)),
         )?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?

@@ -235,6 +235,11 @@ rt::protocol! {
         /// decoding to its answer: the kernel's IPC is not in it), for a program's `/.busy`
         /// breakdown (docs/net-breakdown.md).
         PROFILE = 0xae, fn profile() -> [busy] => Profile;
+        /// MR1 = handle, MR2 = size (ftruncate). `Ok`: the file's size is `size`; bytes past
+        /// it are gone (their blocks free for others: tickets to the file are revoked), new
+        /// bytes read as zeros. Durable when answered, as a `RENAME` is. `InvalidCap`/`Lost`
+        /// as for `CLOSE`, `NoSpace`, `Io`.
+        TRUNCATE = 0xaf, fn truncate(handle, size) -> [] => Truncate { handle: u64, size: u64 };
     }
     nested {
         /// A live update (`swap_api::Update`).

@@ -597,6 +597,16 @@ impl Files {
                     }
                 }
             }
+            Request::Truncate { handle, size } => match self.mine(client, handle) {
+                // This file's kept-back writes first (they may lie past the new size).
+                Some(ino) => {
+                    let r = self.flush(ino).and_then(|_| self.fs.truncate_ino(ino, size));
+                    // Its blocks past the size may be free for others now.
+                    self.revoke_where(|_, i| i == ino);
+                    done(r)
+                }
+                None => Answer::err(self.unknown(handle)),
+            },
             Request::Ticket { handle } => self.ticket(client, from.principal(), handle),
             Request::Tickets => {
                 self.forget_closed_tickets();

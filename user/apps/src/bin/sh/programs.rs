@@ -25,7 +25,11 @@ pub(crate) fn spawn(input: &mut Input, cmd: &str, wait: bool) {
         }
         s => s,
     };
-    spawn_in(input, cmd, wait, slot);
+    // A WebAssembly program runs under the WASI runner, with the files tree from `/`
+    // preopened (`run wasi OPTIONS PROGRAM.wasm …` chooses otherwise).
+    let wasm = cmd.split(' ').next().is_some_and(|p| p.ends_with(".wasm"));
+    let cmd = if wasm { alloc::format!("wasi --dir=/ {cmd}") } else { cmd.into() };
+    spawn_in(input, &cmd, wait, slot);
     // The shell keeps nothing of the program (it is named by its id from here on).
     let _ = rt::sys::cap_delete(slot);
     let _ = rt::sys::cap_delete(slot + 1);
