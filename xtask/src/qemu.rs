@@ -14,13 +14,7 @@ pub fn ensure_qemu() -> Result<(), String> {
 
 /// `program` runs (`--version`), or is installed from Debian's package `package`.
 pub fn ensure_installed(program: &str, package: &str, what: &str) -> Result<(), String> {
-    ensure_package(|| Command::new(program).arg("--version").output().is_ok(), package, what)
-}
-
-/// `present()`, or Debian's package `package` is installed (as root; else the command
-/// to do it is the error).
-pub fn ensure_package(present: impl Fn() -> bool, package: &str, what: &str) -> Result<(), String> {
-    if present() {
+    if Command::new(program).arg("--version").output().is_ok() {
         return Ok(());
     }
     ensure_package(package, what)
