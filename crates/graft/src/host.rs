@@ -51,6 +51,11 @@ pub trait Host {
     /// Grafts are loaded (or being loaded) here (`true`), or none any more (`false`):
     /// the watchdog need only watch while there are.
     fn armed(&mut self, _on: bool) {}
+    /// The key signed code must be signed with here, if the table is to check
+    /// signatures itself, in slices (`prep`); `None`: the engine checks them (`Extra`).
+    fn key(&self) -> Option<[u8; 32]> {
+        None
+    }
 }
 
 /// A host that isolates nothing: one heap for all, no deadline, a panic is a panic.

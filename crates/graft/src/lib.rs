@@ -18,6 +18,7 @@ pub mod engine;
 pub mod format;
 pub mod host;
 pub mod point;
+pub mod prep;
 #[cfg(feature = "sfi")]
 pub mod sfi;
 pub mod share;
@@ -25,6 +26,7 @@ pub mod share;
 pub mod signed;
 pub mod table;
 pub mod upcall;
+pub mod vouch;
 
 pub use engine::{Abort, Engine};
 pub use format::{GraftFile, Tech};

@@ -60,12 +60,75 @@ pub fn verify<'a>(f: &GraftFile<'a>, key: &[u8; KEY_LEN]) -> Result<Code<'a>, Lo
 /// Did `key` sign `f` (any technology whose code the server must trust as it stands:
 /// signed Rust, and WebAssembly compiled ahead of time, whose machine code no verifier
 /// checks — the build's compiler vouches for it, and the signature says it made it)?
+/// (A file whose signature the table has just checked in slices, `Check`, with this
+/// key — `crate::vouch` — is not checked again.)
 pub fn check_signature(f: &GraftFile<'_>, key: &[u8; KEY_LEN]) -> Result<(), LoadError> {
-    let sig: [u8; SIG_LEN] =
-        f.sig.try_into().map_err(|_| LoadError::Refused("no signature, or not one of 64 bytes"))?;
-    PublicKey::new(*key)
-        .verify(message(f), &Signature::new(sig))
-        .map_err(|_| LoadError::Refused("bad signature: not signed with this system's key"))
+    if vouched(f, key) {
+        return Ok(());
+    }
+    let mut c = Check::new(f, key)?;
+    loop {
+        if let Some(r) = c.run(u64::MAX) {
+            return r;
+        }
+    }
+}
+
+/// The vouch's words for `f` checked with `key`: the code's place and length, the
+/// signature's place and length, the key.
+fn vouch_with(f: &GraftFile<'_>, key: &[u8; KEY_LEN]) -> [usize; 6] {
+    let k = crate::vouch::key_words(key);
+    [f.sig.as_ptr() as usize, f.sig.len(), k[0], k[1], k[2], k[3]]
+}
+
+fn vouched(f: &GraftFile<'_>, key: &[u8; KEY_LEN]) -> bool {
+    crate::vouch::vouched(crate::vouch::Kind::Signed, f.code, &vouch_with(f, key))
+}
+
+/// Vouch for `f`'s signature, checked with `key` (`None`: for nothing).
+pub fn vouch(f: Option<(&GraftFile<'_>, &[u8; KEY_LEN])>) {
+    match f {
+        Some((f, key)) => crate::vouch::vouch(Some((crate::vouch::Kind::Signed, f.code, &vouch_with(f, key)))),
+        None => crate::vouch::vouch(None),
+    }
+}
+
+/// Bytes of the message hashed in one unit of a check's work (`Check::run`): about as
+/// long as a unit of the eBPF verifier's (SHA-512 takes some ten cycles a byte).
+const UNIT_BYTES: usize = 32;
+
+/// A signature check under way, in slices (the server answers others between them): the
+/// message (the file without its signature: up to 256 KiB) hashed a piece at a time,
+/// then the one curve equation checked.
+pub struct Check {
+    state: ed25519_compact::VerifyingState,
+    msg: Vec<u8>,
+    at: usize,
+}
+
+impl Check {
+    /// Refused at once when the signature is not 64 bytes or cannot be one (its
+    /// scalar not canonical, its point not on the curve).
+    pub fn new(f: &GraftFile<'_>, key: &[u8; KEY_LEN]) -> Result<Check, LoadError> {
+        let bad = LoadError::Refused("bad signature: not signed with this system's key");
+        let sig: [u8; SIG_LEN] =
+            f.sig.try_into().map_err(|_| LoadError::Refused("no signature, or not one of 64 bytes"))?;
+        let state = PublicKey::new(*key).verify_incremental(&Signature::new(sig)).map_err(|_| bad)?;
+        Ok(Check { state, msg: message(f), at: 0 })
+    }
+
+    /// Go on for about `budget` units of work: `None` while there is more to hash, else
+    /// whether the signature holds.
+    pub fn run(&mut self, budget: u64) -> Option<Result<(), LoadError>> {
+        let n = (budget.max(1).min((usize::MAX / UNIT_BYTES) as u64) as usize) * UNIT_BYTES;
+        let end = self.at.saturating_add(n).min(self.msg.len());
+        self.state.absorb(&self.msg[self.at..end]);
+        self.at = end;
+        if end < self.msg.len() {
+            return None;
+        }
+        Some(self.state.verify().map_err(|_| LoadError::Refused("bad signature: not signed with this system's key")))
+    }
 }
 
 fn u32_at(b: &[u8], k: usize) -> Option<usize> {

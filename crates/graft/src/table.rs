@@ -8,11 +8,13 @@
 //!
 //! Graft files arrive in pieces (`put`, each at most one IPC string) into a staging
 //! buffer of the loader's own, bounded, and are parsed and checked as a whole by
-//! `load`. A server loads with `start_load` (and `start_replace`): an eBPF program's
-//! verification, which may follow a million instructions, gets one slice of bounded
-//! work per request of the loader's (`go_on`: the protocol's `MORE`), in the arena the
-//! graft will have, the server answering others in between, each slice paid from the
-//! loader's share; so no load holds the server's thread for more than a slice.
+//! `load`. A server loads with `start_load` (and `start_replace`): a file's check (`prep`:
+//! an eBPF program's verification, which may follow a million instructions, a
+//! WebAssembly module's validation, a signature) gets one slice of bounded work per
+//! request of the loader's (`go_on`: the protocol's `MORE`), in the arena the graft
+//! will have, the server answering others in between, each slice paid from the
+//! loader's share; what is left of a load once its file is checked is small (`prep`);
+//! so no load holds the server's thread for more than a slice and a little.
 //!
 //! No graft can take its server down (`host`): each has a heap of its own, which
 //! everything its engine allocates is charged to (at most `HEAP_LIMIT`; a call past it
@@ -40,16 +42,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-#[cfg(feature = "ebpf")]
-use crate::engine::bpf::verify::SLICE;
 use crate::engine::{self, Engine, Limits};
 use crate::format::{GraftFile, MAX_FILE};
 use crate::host::{GraftHeap, Host, Stopped};
 use crate::point::Point;
+use crate::prep::{Prep, SLICE};
 use crate::share::{Shares, Wait};
 use crate::LoadError;
-#[cfg(not(feature = "ebpf"))]
-const SLICE: u64 = u64::MAX;
 
 mod graft;
 #[cfg(test)]
@@ -86,7 +85,7 @@ pub const LOAD_MS: u64 = 5000;
 /// turn (a request).
 pub const TURN_MS: u64 = 50;
 
-/// Loads whose eBPF verification is under way at once (each holds an arena).
+/// Loads whose check is under way at once (each holds an arena).
 pub const MAX_VERIFYING: usize = MAX_STAGING;
 
 /// Where a load (or a hot-swap) stands.
@@ -94,32 +93,30 @@ pub const MAX_VERIFYING: usize = MAX_STAGING;
 pub enum Progress {
     /// Done: the graft's id.
     Loaded(u32),
-    /// Its verification goes on: ask again (`go_on`) after this many ms (0: at once;
-    /// more when the loader's share of the server's time is spent).
+    /// Its check goes on: ask again (`go_on`) after this many ms (0: at once; more
+    /// when the loader's share of the server's time is spent).
     Verifying(u64),
 }
 
-/// A load whose eBPF verification goes on in slices (`verify::SLICE` units each, one
-/// per request of the loader's: the server answers others in between). The verifier
-/// lives in the arena the graft will have, and goes before it.
+/// A load whose check goes on in slices (`prep::SLICE` units each, one per request of
+/// the loader's: the server answers others in between). The check lives in the arena
+/// the graft will have, and goes before it.
 struct Pending {
     owner: u32,
     program: u64,
     /// The graft a `REPLACE` swaps; `None` for a `LOAD`.
     replace: Option<u32>,
-    #[cfg(feature = "ebpf")]
-    verifier: Box<crate::engine::bpf::verify::Verifier>,
+    prep: Box<dyn Prep>,
     heap: Box<dyn GraftHeap>,
     file: Vec<u8>,
     /// When its last slice ran (the table full, the one idle longest goes).
     last: u64,
 }
 
-/// What `build` made: the engine, or a verification under way.
+/// What `build` made: the engine, or a check under way (in its arena).
 enum Stage {
     Built(Built),
-    #[cfg(feature = "ebpf")]
-    Verifying(Box<crate::engine::bpf::verify::Verifier>, Box<dyn GraftHeap>),
+    Checking(Box<dyn Prep>, Box<dyn GraftHeap>),
 }
 
 /// What a `TEST_RUN` did.
@@ -251,83 +248,98 @@ impl Table {
 
     /// Build the engine for `f` in a heap of its own, for `owner`: refused while it
     /// must wait (its share spent, or a back-off at the point), and its time charged
-    /// to it. An eBPF program is verified first, for at most `budget` units of work
-    /// (`verify::SLICE` a request): past them its verification goes on later.
+    /// to it. The file's check (`prep`) gets at most `budget` units of work (`SLICE` a
+    /// request): past them it goes on later.
     fn build(&mut self, owner: u32, f: &GraftFile<'_>, extra: Extra<'_>, budget: u64) -> Result<Stage, LoadError> {
         self.must_wait(owner, f.point)?;
+        self.charged(owner, |t| t.stage(None, None, f, extra, budget))
+    }
+
+    /// `work`, its time charged to `owner`, the watchdog armed meanwhile.
+    fn charged<R>(&mut self, owner: u32, work: impl FnOnce(&mut Table) -> R) -> R {
         let t0 = self.host.now();
         self.arm(true);
-        let r = self.build_staged(f, extra, budget);
+        let r = work(self);
         self.arm(false);
         let now = self.host.now();
         self.shares.charge(owner, now.wrapping_sub(t0), now);
         r
     }
 
-    #[cfg(not(feature = "ebpf"))]
-    fn build_staged(&mut self, f: &GraftFile<'_>, extra: Extra<'_>, _budget: u64) -> Result<Stage, LoadError> {
-        self.build_armed(f, extra, None).map(Stage::Built)
-    }
-
-    #[cfg(feature = "ebpf")]
-    fn build_staged(&mut self, f: &GraftFile<'_>, extra: Extra<'_>, budget: u64) -> Result<Stage, LoadError> {
-        if f.tech != crate::format::Tech::Ebpf {
-            return self.build_armed(f, extra, None).map(Stage::Built);
-        }
-        let heap =
-            self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?;
-        self.verify_slice(None, heap, f, extra, budget)
-    }
-
-    /// A slice of `f`'s verification (begun with `v = None`), in the arena the graft
-    /// will have: then its engine, built there, once it is verified.
-    #[cfg(feature = "ebpf")]
-    fn verify_slice(
+    /// Run `work` guarded, its allocations in `heap`, for at most `LOAD_MS`. `keep` is
+    /// what lives in the arena past the run (a check under way, an engine): if the run
+    /// is stopped (past its time, or a panic), that may be half-made, so it is forgotten
+    /// — never dropped — and the arena reset (its pages go back); the answer then says
+    /// which of `why` (time, panic) stopped it.
+    fn in_arena<T>(
         &mut self,
-        v: Option<Box<crate::engine::bpf::verify::Verifier>>,
-        mut heap: Box<dyn GraftHeap>,
+        heap: &mut Box<dyn GraftHeap>,
+        keep: &mut Option<T>,
+        why: (&'static str, &'static str),
+        work: &mut dyn FnMut(&mut Option<T>),
+    ) -> Result<(), LoadError> {
+        let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
+        match self.host.run(Some(&**heap), Some(deadline), &mut || work(keep)) {
+            Ok(()) => Ok(()),
+            Err(stop) => {
+                core::mem::forget(keep.take());
+                heap.reset();
+                Err(LoadError::Refused(if stop == Stopped::Time { why.0 } else { why.1 }))
+            }
+        }
+    }
+
+    /// A slice of `f`'s check (`prep`; begun with `None`, in a new arena), in the arena
+    /// the graft will have: then its engine, built there, once the check passed.
+    fn stage(
+        &mut self,
+        prep: Option<Box<dyn Prep>>,
+        heap: Option<Box<dyn GraftHeap>>,
         f: &GraftFile<'_>,
         extra: Extra<'_>,
         budget: u64,
     ) -> Result<Stage, LoadError> {
-        use crate::engine::bpf::{verify, INPUT};
-        let mem_len = INPUT + f.point.max_input() + f.state_len;
-        let mut v = v;
+        let mut heap = match heap {
+            Some(h) => h,
+            None => {
+                self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?
+            }
+        };
+        let (fresh, key) = (prep.is_none(), self.host.key());
+        let mut keep = prep;
         let mut out = None;
-        let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
-        let r = self.host.run(Some(&*heap), Some(deadline), &mut || {
-            if v.is_none() {
-                match verify::Verifier::new(f.code, mem_len, verify::Limits::default()) {
-                    Ok(n) => v = Some(Box::new(n)),
-                    Err((_, e)) => {
+        let why = ("the check took too long on it", "the check failed on it (its memory?)");
+        self.in_arena(&mut heap, &mut keep, why, &mut |keep| {
+            if fresh {
+                match crate::prep::of(f, key) {
+                    Ok(Some(p)) => *keep = Some(p),
+                    Ok(None) => {
+                        out = Some(Ok(()));
+                        return;
+                    }
+                    Err(e) => {
                         out = Some(Err(e));
                         return;
                     }
                 }
             }
-            out = v.as_mut().and_then(|v| v.run(budget)).map(|r| r.map(drop).map_err(|(_, e)| e));
-        });
-        if r.is_err() {
-            core::mem::forget(v.take());
-            heap.reset();
-            return Err(LoadError::Refused(match r {
-                Err(Stopped::Time) => "the verifier took too long on it",
-                _ => "the verifier failed on it (its memory?)",
-            }));
-        }
-        match (out, v) {
-            (None, Some(v)) => Ok(Stage::Verifying(v, heap)),
-            (Some(Ok(())), v) => {
-                // Its states go back to the arena before the engine is built there.
-                drop(v);
+            out = keep.as_mut().and_then(|p| p.run(f, budget));
+        })?;
+        match (out, keep) {
+            (None, Some(p)) => Ok(Stage::Checking(p, heap)),
+            (None, None) => Err(LoadError::Refused("the check failed on it")),
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(())), p) => {
+                if let Some(p) = &p {
+                    p.vouch(f);
+                }
+                // The check's memory goes back to the arena before the engine is built there.
+                drop(p);
                 heap.clear_over();
-                verify::vouch(Some((f.code, mem_len)));
-                let b = self.build_armed(f, extra, Some(heap));
-                verify::vouch(None);
+                let b = self.build_armed(f, extra, heap);
+                crate::vouch::vouch(None);
                 b.map(Stage::Built)
             }
-            (Some(Err(e)), _) => Err(e),
-            (None, None) => Err(LoadError::Refused("the verifier failed on it")),
         }
     }
 
@@ -352,35 +364,22 @@ impl Table {
         self.arm(false);
     }
 
+    /// The engine for `f` (checked, if it needs a check), built in `heap`.
     fn build_armed(
         &mut self,
         f: &GraftFile<'_>,
         extra: Extra<'_>,
-        heap: Option<Box<dyn GraftHeap>>,
+        mut heap: Box<dyn GraftHeap>,
     ) -> Result<Built, LoadError> {
-        let mut heap = match heap {
-            Some(h) => h,
-            None => {
-                self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?
-            }
-        };
         let limits = self.limits;
         let mut built = None;
-        let deadline = self.host.now().saturating_add(LOAD_MS.saturating_mul(self.host.ticks_per_ms()));
-        let r = self.host.run(Some(&*heap), Some(deadline), &mut || {
-            built = Some(match extra(f) {
+        let why = ("the engine took too long to load it", "the engine failed on it");
+        self.in_arena(&mut heap, &mut built, why, &mut |b| {
+            *b = Some(match extra(f) {
                 Some(r) => r,
                 None => engine::build(f, limits),
             })
-        });
-        if r.is_err() {
-            core::mem::forget(built.take());
-            heap.reset();
-            return Err(LoadError::Refused(match r {
-                Err(Stopped::Time) => "the engine took too long to load it",
-                _ => "the engine failed on it",
-            }));
-        }
+        })?;
         let engine = built.unwrap_or(Err(LoadError::Refused("the engine failed on it")))?;
         if heap.over() {
             return Err(LoadError::Limit("the graft needs more memory than a graft may hold"));
@@ -413,12 +412,12 @@ impl Table {
     pub fn load(&mut self, owner: u32, program: u64, len: usize, extra: Extra<'_>) -> Result<u32, LoadError> {
         match self.start(owner, program, len, None, extra, u64::MAX)? {
             Progress::Loaded(id) => Ok(id),
-            Progress::Verifying(_) => Err(LoadError::Refused("the verifier stopped half-way")),
+            Progress::Verifying(_) => Err(LoadError::Refused("the check stopped half-way")),
         }
     }
 
-    /// As `load`, as a server does it: an eBPF program's verification gets one slice
-    /// (`verify::SLICE` units of work) now, and one more each time the loader asks
+    /// As `load`, as a server does it: the file's check (`prep`) gets one slice
+    /// (`prep::SLICE` units of work) now, and one more each time the loader asks
     /// (`go_on`), the server serving others in between; each slice is charged to the
     /// loader's share of the server's time.
     pub fn start_load(
@@ -470,9 +469,8 @@ impl Table {
         // The code is checked before the point's occupancy: a bad file hears why.
         match self.build(owner, &f, extra, budget)? {
             Stage::Built(b) => self.finish(owner, program, replace, &f, b),
-            #[cfg(feature = "ebpf")]
-            Stage::Verifying(verifier, heap) => {
-                self.wait_verifying(Pending { owner, program, replace, verifier, heap, file: buf, last: 0 });
+            Stage::Checking(prep, heap) => {
+                self.wait_verifying(Pending { owner, program, replace, prep, heap, file: buf, last: 0 });
                 Ok(Progress::Verifying(0))
             }
         }
@@ -480,7 +478,6 @@ impl Table {
 
     /// Keep `p` under way: the table full, the load idle longest is dropped (its loader
     /// hears so when it asks, and may send it again).
-    #[cfg(feature = "ebpf")]
     fn wait_verifying(&mut self, mut p: Pending) {
         p.last = self.host.now();
         self.verifying.retain(|q| q.program != p.program);
@@ -493,8 +490,8 @@ impl Table {
         self.arm(false);
     }
 
-    /// The next slice of the verification `program` of `owner` has under way (a load
-    /// or a hot-swap): while the loader's share of the server's time is spent, none,
+    /// The next slice of the check `program` of `owner` has under way (a load or a
+    /// hot-swap): while the loader's share of the server's time is spent, none,
     /// and the time to wait.
     pub fn go_on(&mut self, owner: u32, program: u64, extra: Extra<'_>) -> Result<Progress, LoadError> {
         let k = self
@@ -515,25 +512,13 @@ impl Table {
         self.slice_of(p, extra)
     }
 
-    #[cfg(not(feature = "ebpf"))]
-    fn slice_of(&mut self, _p: Pending, _extra: Extra<'_>) -> Result<Progress, LoadError> {
-        Err(LoadError::Unsupported)
-    }
-
-    #[cfg(feature = "ebpf")]
     fn slice_of(&mut self, p: Pending, extra: Extra<'_>) -> Result<Progress, LoadError> {
-        let Pending { owner, program, replace, verifier, heap, file, .. } = p;
+        let Pending { owner, program, replace, prep, heap, file, .. } = p;
         let f = GraftFile::parse(&file)?;
-        let t0 = self.host.now();
-        self.arm(true);
-        let r = self.verify_slice(Some(verifier), heap, &f, extra, SLICE);
-        self.arm(false);
-        let now = self.host.now();
-        self.shares.charge(owner, now.wrapping_sub(t0), now);
-        match r? {
+        match self.charged(owner, |t| t.stage(Some(prep), Some(heap), &f, extra, SLICE))? {
             Stage::Built(b) => self.finish(owner, program, replace, &f, b),
-            Stage::Verifying(verifier, heap) => {
-                self.wait_verifying(Pending { owner, program, replace, verifier, heap, file, last: 0 });
+            Stage::Checking(prep, heap) => {
+                self.wait_verifying(Pending { owner, program, replace, prep, heap, file, last: 0 });
                 Ok(Progress::Verifying(0))
             }
         }
@@ -591,12 +576,11 @@ impl Table {
     ) -> Result<(), LoadError> {
         match self.start(owner, program, len, Some(id), extra, u64::MAX)? {
             Progress::Loaded(_) => Ok(()),
-            Progress::Verifying(_) => Err(LoadError::Refused("the verifier stopped half-way")),
+            Progress::Verifying(_) => Err(LoadError::Refused("the check stopped half-way")),
         }
     }
 
-    /// As `replace`, as a server does it: an eBPF program's verification in slices, as
-    /// `start_load`'s (`go_on`); the old graft serves on until the new one is in.
+    /// As `replace`, as a server does it: the file's check in slices, as `start_load`'s (`go_on`); the old graft serves on until the new one is in.
     pub fn start_replace(
         &mut self,
         owner: u32,

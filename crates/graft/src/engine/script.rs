@@ -20,8 +20,16 @@ pub struct Script {
     state: Vec<u8>,
 }
 
+/// The longest script: a load compiles it in one go on the server's thread (rhai's
+/// parser cannot be stopped and resumed), so its length bounds that time — about 0.2 ms
+/// a KiB on the host, a few ms in a server (the MD5 example is 2.9 KiB).
+pub const MAX_SOURCE: usize = 4096;
+
 impl Script {
     pub fn load(f: &GraftFile<'_>, limits: Limits) -> Result<Script, LoadError> {
+        if f.code.len() > MAX_SOURCE {
+            return Err(LoadError::Limit("script: longer than 4 KiB (a load compiles it in one go)"));
+        }
         let src = core::str::from_utf8(f.code).map_err(|_| LoadError::Refused("script: not UTF-8"))?;
         let mut engine = REngine::new();
         let cells = (limits.memory / 64).max(64);

@@ -746,3 +746,224 @@ fn a_long_verification_goes_on_a_slice_a_request() {
     t.put(1, 0, &f).unwrap();
     assert!(t.load(7, 1, f.len(), &mut |_| None).is_ok());
 }
+
+/// A WebAssembly module: exports its memory, `graft_input` and `graft_state` (answering
+/// 0 and 2048, of `query` bytes of body each at least) and `graft_run`, whose body is
+/// `ops` `n` times and answers 0.
+fn wasm_module(ops: &[u8], n: usize, query: usize, start: bool) -> Vec<u8> {
+    fn leb(mut v: usize, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len(), out);
+        out.extend_from_slice(body);
+    }
+    fn body(code: &[u8], out: &mut Vec<u8>) {
+        leb(code.len(), out);
+        out.extend_from_slice(code);
+    }
+    let mut m = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[3, 0x60, 0, 1, 0x7f, 0x60, 1, 0x7f, 1, 0x7e, 0x60, 0, 0], &mut m);
+    section(3, &[4, 0, 0, 1, 2], &mut m);
+    section(5, &[1, 0, 1], &mut m);
+    let mut ex = vec![4];
+    for (name, kind, idx) in [("memory", 2u8, 0u8), ("graft_input", 0, 0), ("graft_state", 0, 1), ("graft_run", 0, 2)] {
+        ex.push(name.len() as u8);
+        ex.extend_from_slice(name.as_bytes());
+        ex.extend_from_slice(&[kind, idx]);
+    }
+    section(7, &ex, &mut m);
+    if start {
+        section(8, &[3], &mut m);
+    }
+    let mut code = vec![4];
+    // A query: nops to `query` bytes, then its constant.
+    let q = |at: &[u8]| [&[0u8][..], &vec![0x01; query.saturating_sub(at.len() + 2)], at, &[0x0b]].concat();
+    body(&q(&[0x41, 0]), &mut code);
+    body(&q(&[0x41, 0x80, 0x10]), &mut code);
+    let mut run = vec![0u8];
+    for _ in 0..n {
+        run.extend_from_slice(ops);
+    }
+    run.extend_from_slice(&[0x42, 0, 0x0b]);
+    body(&run, &mut code);
+    body(&[0, 0x0b], &mut code);
+    section(10, &code, &mut m);
+    m
+}
+
+/// Load `f` as a server does, a slice a request: the slices it took.
+fn sliced(t: &mut Table, owner: u32, f: &[u8], extra: Extra<'_>) -> (Result<u32, LoadError>, u64) {
+    t.put(owner as u64, 0, f).unwrap();
+    let mut slices = 1;
+    let mut p = t.start_load(owner, owner as u64, f.len(), extra);
+    loop {
+        match p {
+            Ok(Progress::Loaded(id)) => return (Ok(id), slices),
+            Err(e) => return (Err(e), slices),
+            Ok(Progress::Verifying(0)) => slices += 1,
+            Ok(Progress::Verifying(ms)) => panic!("told to wait {ms} ms with a full share"),
+        }
+        p = t.go_on(owner, owner as u64, extra);
+    }
+}
+
+/// Every technology's check is done in slices: a WebAssembly module of 256 KiB is
+/// validated a few operators at a time, a signed file's signature hashed a piece at a
+/// time, and neither is checked again in one go when its engine is built (the table
+/// vouches for the bytes it checked); what the check refuses is refused whole.
+#[test]
+fn every_technologys_check_goes_in_slices() {
+    // i32.const 1, i32.const 2, i32.add, drop: four operators in six bytes.
+    let ops = [0x41, 1, 0x41, 2, 0x6a, 0x1a];
+    let m = wasm_module(&ops, 250_000 / 6, 0, false);
+    let f = GraftFile { point: Point::Evict, tech: Tech::Wasmi, state_len: 8, name: "w", code: &m, sig: &[] };
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    let (id, slices) = sliced(&mut t, 1, &f.to_bytes(), &mut |_| None);
+    let id = id.unwrap();
+    // 4 × 41,666 operators, `SLICE` a slice.
+    assert!(slices > 4 * 41_666 / SLICE - 2, "{slices} slices");
+    // It runs (this body, past its budget: translated and run, fuel for both).
+    assert_eq!(t.test_run(1, id, &[0u8; 16], 1).map(|r| (r.calls, r.aborts)), Some((1, 1)));
+    let small = wasm_module(&ops, 100, 0, false);
+    let f = GraftFile { code: &small, ..f };
+    let (id, _) = sliced(&mut t, 3, &f.to_bytes(), &mut |_| None);
+    assert_eq!(t.test_run(3, id.unwrap(), &[0u8; 16], 1).map(|r| r.last), Some(Some(0)), "and it runs");
+    // Refused, in slices: an invalid body (an add of nothing), a start function, a query
+    // too long to call at load.
+    for (m, why) in [
+        (wasm_module(&[0x6a], 1, 0, false), "not a valid"),
+        (wasm_module(&ops, 10, 0, true), "start function"),
+        (wasm_module(&ops, 10, 300, false), "graft_input or graft_state"),
+    ] {
+        let f = GraftFile { code: &m, ..f };
+        let (r, _) = sliced(&mut t, 2, &f.to_bytes(), &mut |_| None);
+        assert!(matches!(r, Err(LoadError::Refused(w)) if w.contains(why)), "{why}: {r:?}");
+    }
+
+    // A signed graft, with a server's key: its signature is hashed in slices, and the
+    // engine's own check (`extra`'s) is vouched for.
+    struct Keyed(CountingHost);
+    impl Host for Keyed {
+        fn now(&self) -> u64 {
+            self.0.now()
+        }
+        fn ticks_per_ms(&self) -> u64 {
+            self.0.ticks_per_ms()
+        }
+        fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
+            self.0.heap(limit)
+        }
+        fn run(&mut self, heap: Option<&dyn GraftHeap>, d: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+            self.0.run(heap, d, f)
+        }
+        fn over_probe(&self) -> fn() -> bool {
+            self.0.over_probe()
+        }
+        fn key(&self) -> Option<[u8; 32]> {
+            Some(crate::signed::public_key(&[7; 32]))
+        }
+    }
+    let key = crate::signed::public_key(&[7; 32]);
+    let mut t = Table::new(&[Point::Evict], 0, Box::new(Keyed(CountingHost { clock: || 0 })));
+    let image = vec![0xc3u8; 200_000];
+    let code = crate::signed::code(0, &[], &image);
+    let f = GraftFile { point: Point::Evict, tech: Tech::SignedRust, state_len: 8, name: "s", code: &code, sig: &[] };
+    let sig = crate::signed::sign(&f, &[7; 32]);
+    let good = GraftFile { sig: &sig, ..f }.to_bytes();
+    let checked = core::cell::Cell::new(0);
+    let mut extra = |f: &GraftFile<'_>| -> Option<Result<Box<dyn Engine>, LoadError>> {
+        // The engine's own check: vouched for with the server's key, not with another.
+        assert!(crate::signed::check_signature(f, &key).is_ok());
+        assert!(crate::signed::check_signature(f, &crate::signed::public_key(&[8; 32])).is_err());
+        checked.set(checked.get() + 1);
+        Some(Ok(Box::new(crate::engine::native::Native::load(&GraftFile { code: b"null", ..*f }).unwrap())))
+    };
+    let (r, slices) = sliced(&mut t, 1, &good, &mut extra);
+    assert!(r.is_ok(), "{r:?}");
+    assert!(slices >= 200_000 / (32 * SLICE as usize) as u64, "{slices} slices");
+    assert_eq!(checked.get(), 1);
+    // A signature by another key, or of other bytes: refused after the hashing, the
+    // engine never built.
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 100] ^= 1;
+    let (r, slices) = sliced(&mut t, 2, &bad, &mut extra);
+    assert!(matches!(r, Err(LoadError::Refused(w)) if w.contains("signature")), "{r:?}");
+    assert!(slices > 1);
+    assert_eq!(checked.get(), 1);
+    // Nothing vouched for once the load is over.
+    assert!(crate::signed::check_signature(&GraftFile::parse(&bad).unwrap(), &key).is_err());
+}
+
+/// A script longer than `MAX_SOURCE` is refused before rhai compiles it: its compile
+/// cannot be cut in slices, so its length is what bounds it.
+#[test]
+fn a_long_script_is_refused_before_its_compile() {
+    let mut src = String::from("fn graft(input) { let x = 0;\n");
+    while src.len() < crate::engine::script::MAX_SOURCE {
+        src.push_str("x = x + 1;\n");
+    }
+    src.push_str("x }\n");
+    let f =
+        GraftFile { point: Point::Evict, tech: Tech::Script, state_len: 8, name: "r", code: src.as_bytes(), sig: &[] };
+    let mut t = Table::new(&[Point::Evict], 0, host());
+    let (r, _) = sliced(&mut t, 1, &f.to_bytes(), &mut |_| None);
+    assert!(matches!(r, Err(LoadError::Limit(w)) if w.contains("4 KiB")), "{r:?}");
+}
+
+/// The sliced validation takes exactly the modules wasmi's own would (a module it passes
+/// wasmi then takes unchecked): random changes to valid modules, each judged by both —
+/// none that wasmi refuses passes, and one wasmi takes is refused only for a graft's own
+/// rules (a start function, a long query or section, many data segments).
+#[test]
+fn the_sliced_validation_agrees_with_wasmi() {
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // local.get 0 (of graft_run's i32), i32.const 5, i32.add, drop; a block; a memory load
+    // and store; a call of the empty function.
+    let ops = [0x20, 0, 0x41, 5, 0x6a, 0x1a, 0x02, 0x40, 0x0b, 0x41, 0, 0x28, 2, 0, 0x41, 0, 0x36, 2, 0, 0x1a];
+    let bases =
+        [wasm_module(&ops[..6], 3, 0, false), wasm_module(&ops, 2, 0, false), wasm_module(&[0x10, 3], 2, 0, false)];
+    let engine = {
+        let mut c = wasmi::Config::default();
+        c.consume_fuel(true);
+        wasmi::Engine::new(&c)
+    };
+    let (mut agree, mut both_ok) = (0, 0);
+    for round in 0..20_000 {
+        let mut m = bases[round % bases.len()].clone();
+        for _ in 0..1 + rnd() % 3 {
+            let at = 8 + (rnd() as usize) % (m.len() - 8);
+            m[at] = rnd() as u8;
+        }
+        let mut v = crate::engine::wasm::Validate::new();
+        let ours = v.run(&m, u64::MAX).unwrap_or(Err(LoadError::Refused("more")));
+        let theirs = wasmi::Module::new(&engine, &m).is_ok();
+        match ours {
+            Ok(()) => assert!(theirs, "round {round}: passed a module wasmi refuses: {m:?}"),
+            Err(LoadError::Refused(w)) if theirs => assert!(
+                ["start function", "graft_input", "section larger", "data segments"].iter().any(|r| w.contains(r)),
+                "round {round}: refused a module wasmi takes ({w}): {m:?}"
+            ),
+            Err(_) => {}
+        }
+        agree += 1;
+        both_ok += theirs as u32;
+    }
+    assert!(both_ok > 500, "{both_ok} of {agree} still valid: the changes tested little");
+}

@@ -80,12 +80,25 @@ fn sigma0_free() -> Option<u64> {
     l.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Where a graft's rounds went: ticks loading, running (its abort), unloading.
+#[derive(Clone, Copy, Default)]
+struct Spent {
+    load: u64,
+    run: u64,
+    unload: u64,
+}
+
 /// Each graft loaded, run once (aborted: `TEST_RUN` answers it, or the graft was stopped
-/// and unloaded inside) and unloaded: the rounds where that went otherwise, by graft.
-fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mut [u32]) {
+/// and unloaded inside) and unloaded: the rounds where that went otherwise, by graft, and
+/// the time each step took.
+fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mut [u32], spent: &mut [Spent]) {
     for _ in 0..n {
         for (k, (_, file)) in grafts.iter().enumerate() {
-            let Ok(id) = tests::load_graft(srv, file) else {
+            let t0 = rt::sys::rdtsc();
+            let loaded = tests::load_graft(srv, file);
+            let t1 = rt::sys::rdtsc();
+            spent[k].load += t1 - t0;
+            let Ok(id) = loaded else {
                 bad[k] += 1;
                 continue;
             };
@@ -93,34 +106,52 @@ fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mu
             if !ran.is_ok_and(|r| r.calls == 1 && r.aborts == 1) {
                 bad[k] += 1;
             }
+            let t2 = rt::sys::rdtsc();
             let _ = g::unload(srv, id);
+            let t3 = rt::sys::rdtsc();
+            spent[k].run += t2 - t1;
+            spent[k].unload += t3 - t2;
         }
     }
 }
 
 /// The hostile grafts `ROUNDS` times at `srv` (`what`), its pages (`count`) compared
 /// before and after.
-fn at(c: &mut Checks, what: &str, srv: u64, files: u64, point: Point, count: &dyn Fn() -> Option<u64>) {
+fn at(c: &mut Checks, what: &str, srv: u64, files: u64, point: Point, rounds_n: u32, count: &dyn Fn() -> Option<u64>) {
     let grafts = hostile(files, point, c);
     let input: &[u8] = if point == Point::Evict { &[0; 16] } else { &[] };
     let mut bad = alloc::vec![0u32; grafts.len()];
+    let mut spent = alloc::vec![Spent::default(); grafts.len()];
     let first = count();
-    rounds(srv, &grafts, input, WARM, &mut bad);
+    rounds(srv, &grafts, input, WARM, &mut bad, &mut spent);
     let before = count();
     let t0 = rt::sys::now_us();
-    rounds(srv, &grafts, input, ROUNDS, &mut bad);
+    spent.fill(Spent::default());
+    rounds(srv, &grafts, input, rounds_n, &mut bad, &mut spent);
     let after = count();
     println!(
-        "arena_test: {what}: {} grafts x {ROUNDS} rounds in {} ms; pages {first:?} before any, {before:?} -> {after:?}",
+        "arena_test: {what}: {} grafts x {rounds_n} rounds in {} ms; pages {first:?} before any, {before:?} -> {after:?}",
         grafts.len(),
         (rt::sys::now_us() - t0) / 1000
     );
+    // Where a round's time goes, by graft (µs a round: load, run, unload).
+    let per_us = (rt::sys::kernel_info().tsc_per_ms / 1000).max(1) * u64::from(rounds_n.max(1));
+    for ((name, _), s) in grafts.iter().zip(&spent) {
+        println!(
+            "arena_test: {what}: {name}: {} us loading, {} us running, {} us unloading a round",
+            s.load / per_us,
+            s.run / per_us,
+            s.unload / per_us
+        );
+    }
     for ((name, _), n) in grafts.iter().zip(&bad) {
         c.eq(*n, 0, &format!("{what}: {name} loaded, aborted and unloaded in every round"));
     }
     c.check(
         matches!((before, after), (Some(b), Some(a)) if a.abs_diff(b) <= SLACK),
-        &format!("{what}: the server's pages are back where they started ({before:?} -> {after:?})"),
+        &format!(
+            "{what}: the server's pages are back where they started after {rounds_n} rounds ({before:?} -> {after:?})"
+        ),
     );
     // mem0's count is sigma0's free frames: fewer is more held.
     let grown = match (first, before) {
@@ -140,10 +171,12 @@ fn main() -> i32 {
     for (name, slot) in [("cache", cache), ("blk", blk), ("net", net), ("mem0", mem0), ("files", files)] {
         c.eq(env::lookup(name, slot), Ok(()), &format!("find {name}"));
     }
-    at(&mut c, "cache", cache, files, Point::Evict, &|| pages("cache"));
-    at(&mut c, "blk", blk, files, Point::Stream, &|| pages("blk"));
-    at(&mut c, "net", net, files, Point::Stream, &|| pages("net"));
-    at(&mut c, "mem0", mem0, files, Point::Evict, &sigma0_free);
+    // The rounds: `ROUNDS`, or as many as the first argument says (`graft_arena_1000`).
+    let n: u32 = rt::args().split(' ').nth(1).and_then(|a| a.parse().ok()).unwrap_or(ROUNDS);
+    at(&mut c, "cache", cache, files, Point::Evict, n, &|| pages("cache"));
+    at(&mut c, "blk", blk, files, Point::Stream, n, &|| pages("blk"));
+    at(&mut c, "net", net, files, Point::Stream, n, &|| pages("net"));
+    at(&mut c, "mem0", mem0, files, Point::Evict, n, &sigma0_free);
 
     // Another principal: its grafts load and run, its blocks read through the cache.
     let peer = rt::alloc_slot_pair();

@@ -31,7 +31,6 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::LoadError;
 
@@ -203,10 +202,11 @@ fn refuse(why: &'static str) -> LoadError {
 
 /// Check `prog` (raw instructions) for a memory (`r1`'s region) of `mem_len` bytes: the
 /// decoded program, or why it is refused. (A program the table has just verified in
-/// slices, [`vouch`], is decoded and its static checks made again, not followed again.)
+/// slices, `crate::vouch` — these very bytes, for this memory — is only decoded: its
+/// checks, static and followed, passed.)
 pub fn verify(prog: &[u8], mem_len: usize) -> Result<Vec<Insn>, LoadError> {
-    if vouched(prog, mem_len) {
-        return Verifier::new(prog, mem_len, Limits::default()).map(|v| v.ex.insns).map_err(|(_, e)| e);
+    if crate::vouch::vouched(crate::vouch::Kind::Verified, prog, &[mem_len]) {
+        return Ok((0..prog.len() / 8).map(|i| Insn::at(prog, i)).collect());
     }
     check(prog, mem_len).map_err(|(_, e)| e)
 }
@@ -276,31 +276,6 @@ impl Verifier {
     pub fn work(&self) -> Work {
         self.ex.stats
     }
-}
-
-/// The program and memory length last vouched for (its address, length and memory's
-/// length; 0: none).
-static VOUCHED: [AtomicUsize; 3] = [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
-
-/// Vouch for `code` (exactly these bytes, where they are) with a memory of `mem_len`,
-/// verified in slices by a [`Verifier`] — or, `None`, for nothing. The table vouches
-/// for a program while it builds its engine from the very buffer it verified and
-/// changes nothing in, so that the engine's own call of [`verify`] does not follow
-/// every path again in one go.
-pub fn vouch(code: Option<(&[u8], usize)>) {
-    let (p, n, m) = code.map_or((0, 0, 0), |(c, m)| (c.as_ptr() as usize, c.len(), m));
-    VOUCHED[0].store(0, Ordering::SeqCst);
-    VOUCHED[1].store(n, Ordering::SeqCst);
-    VOUCHED[2].store(m, Ordering::SeqCst);
-    VOUCHED[0].store(p, Ordering::SeqCst);
-}
-
-fn vouched(prog: &[u8], mem_len: usize) -> bool {
-    let p = VOUCHED[0].load(Ordering::SeqCst);
-    p != 0
-        && p == prog.as_ptr() as usize
-        && VOUCHED[1].load(Ordering::SeqCst) == prog.len()
-        && VOUCHED[2].load(Ordering::SeqCst) == mem_len
 }
 
 fn too_complex() -> LoadError {
