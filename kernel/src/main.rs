@@ -13,6 +13,7 @@ mod arch {
     pub mod fpu;
     pub mod irqchip;
     pub mod lapic;
+    pub mod pci;
     pub mod serial;
     pub mod smp;
     pub mod timer;

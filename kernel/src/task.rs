@@ -30,6 +30,9 @@ pub enum Obj {
     Irq(u8),
     /// The right to make IRQ capabilities.
     IrqControl,
+    /// One PCI function (its routing id): its configuration space, BARs, and
+    /// message-signalled interrupts.
+    PciDevice(u16),
     /// The right to answer one call of this thread (one shot): the thread, and which of
     /// its saved calls (`Tcb::saved_calls` when it was saved).
     Reply(ObjRef, u32),

@@ -53,6 +53,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         v => match irqchip::line_of(v) {
             Some(line) => {
                 crate::arch::cpu::count_irq();
+                k.irq_counts[line as usize] += 1;
                 // Masked (if so) before the EOI: a level line still up must not fire
                 // again at once.
                 let a = k.irq_lines[line as usize].fired(irqchip::trigger(line));
