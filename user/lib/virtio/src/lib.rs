@@ -12,7 +12,7 @@
 extern crate alloc;
 
 mod e1000;
-mod nvme;
+pub mod nvme;
 pub use e1000::open_e1000e;
 pub use nvme::NvmeDisk;
 
@@ -361,10 +361,22 @@ impl baio::BlockDev for Disk {
 /// NVMe controller — and bring it up (the PCI ports and `init` must be done). Err says
 /// what failed.
 pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
+    open_disk_with(&|n| n)
+}
+
+/// The same; an NVMe controller's MSI-X vectors are attached to the calling thread with
+/// badge `badge(number)` (`NvmeDisk::vectors`).
+pub fn open_disk_with(badge: &dyn Fn(u64) -> u64) -> Result<(rt::pci::Device, Disk), &'static str> {
     use virtio_drivers::transport::Transport;
     let (d, mut t) = match open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus") {
         Ok(x) => x,
         Err(why) => {
+            // NVMe: a capability for the controller alone, from root, when the manifest
+            // grants the class; else (an older manifest) found on the bus.
+            if let Ok(dev) = rt::pci::DeviceCap::get(nvme::CLASS, 0) {
+                let cpus = rt::sys::smp_info().cpus.clamp(1, 64) as u16;
+                return Ok((dev.device(), Disk::Nvme(NvmeDisk::open_cap(dev, cpus, badge)?)));
+            }
             return match rt::pci::devices().into_iter().find(nvme::is_nvme) {
                 Some(d) => Ok((d, Disk::Nvme(NvmeDisk::open(&d)?))),
                 None => Err(if why.starts_with("no ") { "no virtio-blk or NVMe device on the PCI bus" } else { why }),
