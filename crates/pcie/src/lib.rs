@@ -12,12 +12,13 @@
 //! - [`may_write`]: which configuration writes a driver may make (never the BARs,
 //!   never the MSI/MSI-X capabilities, which the kernel programs on its behalf);
 //! - [`Vectors`]: the allocator of message-signalled interrupt numbers.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
 
 #[cfg(test)]
 mod tests;
 
 pub mod mcfg;
+pub mod vtd;
 
 /// A function's configuration space, 32 bits at a time (`off` 4-aligned, below 4096;
 /// the legacy ports reach only the first 256 bytes and read the rest as all ones).

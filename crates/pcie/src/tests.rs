@@ -300,3 +300,116 @@ fn bdf_ids() {
     assert_eq!(b.id(), 0x021c);
     assert_eq!(Bdf::from_id(0x021c), b);
 }
+
+mod vtd_tests {
+    use crate::vtd::*;
+    use std::collections::HashMap;
+
+    /// Tables in a map: table address → its 512 entries.
+    #[derive(Default)]
+    struct Mem {
+        tables: HashMap<u64, [u64; 512]>,
+        next: u64,
+        limit: usize,
+    }
+
+    impl Tables for Mem {
+        fn alloc(&mut self) -> Option<u64> {
+            if self.tables.len() >= self.limit {
+                return None;
+            }
+            self.next += 0x1000;
+            self.tables.insert(self.next, [0; 512]);
+            Some(self.next)
+        }
+        fn read(&self, table: u64, i: usize) -> u64 {
+            self.tables[&table][i]
+        }
+        fn write(&mut self, table: u64, i: usize, v: u64) {
+            self.tables.get_mut(&table).unwrap()[i] = v;
+        }
+    }
+
+    #[test]
+    fn dmar_units() {
+        let mut t = vec![0u8; 48 + 16 + 8 + 24];
+        t[..4].copy_from_slice(b"DMAR");
+        let len = t.len() as u32;
+        t[4..8].copy_from_slice(&len.to_le_bytes());
+        // A reserved-memory structure first (type 1), then a DRHD with one device scope.
+        t[48..50].copy_from_slice(&1u16.to_le_bytes());
+        t[50..52].copy_from_slice(&16u16.to_le_bytes());
+        t[64..66].copy_from_slice(&0u16.to_le_bytes());
+        t[66..68].copy_from_slice(&32u16.to_le_bytes());
+        t[68] = 1;
+        t[72..80].copy_from_slice(&0xfed9_0000u64.to_le_bytes());
+        let us: Vec<Unit> = units(&t).unwrap().collect();
+        assert_eq!(us, vec![Unit { base: 0xfed9_0000, segment: 0, include_all: true }]);
+        // Broken lengths end the walk; a wrong signature is no table.
+        t[66..68].copy_from_slice(&200u16.to_le_bytes());
+        assert_eq!(units(&t).unwrap().count(), 0);
+        t[50..52].copy_from_slice(&0u16.to_le_bytes());
+        assert_eq!(units(&t).unwrap().count(), 0);
+        assert!(units(b"APIC").is_none());
+    }
+
+    #[test]
+    fn registers_and_levels_from_the_capabilities() {
+        // QEMU's: SAGAW 39-bit only, fault records at 0x220, IOTLB at 0xf0.
+        let cap = 0x2 << 8 | 0x22 << 24 | 7 << 40;
+        assert_eq!(levels(cap), Some(3));
+        assert_eq!(levels(0x6 << 8), Some(4));
+        assert_eq!(levels(0), None);
+        assert_eq!(fault_records(cap), (0x220, 8));
+        assert_eq!(iotlb_invalidate_offset(0xf << 8), 0xf0 + 8);
+        assert!(passthrough(1 << 6));
+        assert!(!passthrough(0));
+    }
+
+    #[test]
+    fn entries() {
+        assert_eq!(root_entry(0x5000), [0x5001, 0]);
+        assert_eq!(context_entry(0x7000, 3, 4), [0x7001, 1 | 4 << 8]);
+        assert_eq!(context_entry(0x7000, 4, 4)[1] & 7, 2);
+        assert_eq!(context_passthrough(3, 1), [0b1001, 1 | 1 << 8]);
+    }
+
+    #[test]
+    fn map_translate_unmap() {
+        let mut m = Mem { limit: 16, ..Mem::default() };
+        let root = m.alloc().unwrap();
+        assert_eq!(map(&mut m, root, 3, 0x1234_5000, 0x1234_5000, READ | WRITE), Ok(()));
+        assert_eq!(map(&mut m, root, 3, 0x1234_6000, 0x9000, READ), Ok(()));
+        assert_eq!(m.tables.len(), 3, "one table per level, shared by neighbours");
+        assert_eq!(translate(&m, root, 3, 0x1234_5000), Some((0x1234_5000, READ | WRITE)));
+        assert_eq!(translate(&m, root, 3, 0x1234_6000), Some((0x9000, READ)));
+        assert_eq!(translate(&m, root, 3, 0x1234_7000), None, "never mapped");
+        assert_eq!(unmap(&mut m, root, 3, 0x1234_5000), Some(0x1234_5000));
+        assert_eq!(translate(&m, root, 3, 0x1234_5000), None, "gone");
+        assert_eq!(unmap(&mut m, root, 3, 0x1234_5000), None, "twice: nothing");
+        assert_eq!(unmap(&mut m, root, 3, 0x7000_0000), None, "a path never made");
+        let mut below = Vec::new();
+        tables_below(&m, root, 3, &mut |t| below.push(t));
+        assert_eq!(below.len(), 2);
+    }
+
+    #[test]
+    fn bad_addresses_and_no_memory_are_errors() {
+        let mut m = Mem { limit: 2, ..Mem::default() };
+        let root = m.alloc().unwrap();
+        assert_eq!(map(&mut m, root, 3, 1 << 39, 0, READ), Err(MapError::BadAddress), "past 39 bits");
+        assert_eq!(map(&mut m, root, 3, 0x1001, 0x1000, READ), Err(MapError::BadAddress));
+        assert_eq!(map(&mut m, root, 3, 0x1000, 0x1000, READ), Err(MapError::NoMemory));
+        assert_eq!(map(&mut m, root, 4, 1 << 39, 0x1000, READ), Err(MapError::NoMemory), "48 bits with 4 levels");
+    }
+
+    #[test]
+    fn fault_records_decode() {
+        let lo = 0x0010_0000u64 | 0x123;
+        let hi = 1u64 << 63 | 0x06u64 << 32 | 0x0008;
+        assert_eq!(Fault::decode(lo, hi), Some(Fault { page: 0x10_0000, source: 0x0008, reason: 6, write: true }));
+        let read = hi | 1 << 62;
+        assert!(!Fault::decode(lo, read).unwrap().write);
+        assert_eq!(Fault::decode(lo, 0), None, "no fault recorded");
+    }
+}
