@@ -531,6 +531,8 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
             if !crate::arch::pci::Func(pcie::Bdf::from_id(id)).present() {
                 return Err(Error::NotFound);
             }
+            // Given to a driver: its DMA reaches only what that driver maps.
+            crate::arch::iommu::confine(id)?;
             k.cap_install(me, dst, Cap { obj: Obj::PciDevice(id), rights: rights::CONTROL, badge: 0 })
         }
         (IrqOp::PciRead { off, id }, Obj::IrqControl) => {
@@ -614,6 +616,31 @@ fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), 
             let protected: [(u16, u16); 2] = [msix.unwrap_or((0, 0)), msi.unwrap_or((0, 0))];
             let v = pcie::may_write(off, value, f.read32(off), &protected).ok_or(Error::NoRights)?;
             f.write32(off, v);
+            Ok(())
+        }
+        IrqOp::PciDma { map: true, addr, pages } => {
+            // The caller's own pages (never its UTCB, the kernel's), each at its
+            // physical address; the device may write only where the caller may.
+            let pml4 = k.task(me).pml4;
+            let mut confined = false;
+            for i in 0..pages {
+                let e = task::lookup(pml4, addr + i * abi::layout::PAGE_SIZE).ok_or(Error::NotMapped)?;
+                if e & pt::UTCB != 0 || e & pt::U == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                confined = crate::arch::iommu::map(bdf.id(), me, e & pt::ADDR, e & pt::W != 0)?;
+            }
+            if confined {
+                k.task(me).dma = Some(me);
+            }
+            k.cur().frame().rdi = crate::arch::iommu::active() as u64;
+            Ok(())
+        }
+        IrqOp::PciDma { map: false, addr, pages } => {
+            // By physical address: the page may be gone from the caller already.
+            for i in 0..pages {
+                crate::arch::iommu::unmap(bdf.id(), (addr & !0xfff) + i * abi::layout::PAGE_SIZE)?;
+            }
             Ok(())
         }
         IrqOp::PciBar(i) => {

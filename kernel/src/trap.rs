@@ -39,6 +39,10 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             k.tick();
         }
         VEC_SPURIOUS => {}
+        crate::arch::iommu::VEC_IOMMU => {
+            crate::arch::iommu::fault_interrupt();
+            lapic::eoi();
+        }
         VEC_RESCHED => {
             // Another CPU made a thread of this one ready.
             lapic::eoi();

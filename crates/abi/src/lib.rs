@@ -445,6 +445,15 @@ pub mod irq {
     pub const PCI_MSIX: u64 = 9;
     /// With an IRQ capability: how many times its interrupt was taken, in `rdi`.
     pub const COUNT: u64 = 10;
+    /// With a PCI device: let the device reach the caller's pages `rdx ..` (`r10`
+    /// pages, at most `mem::MAX_PAGES_PER_CALL`), each at its physical address, for
+    /// reading and, where the caller may write, writing. With an IOMMU the device's
+    /// DMA reaches nothing else; a page the caller loses leaves the device's reach
+    /// too. `rdi` = 1 when DMA is confined, 0 when the machine has no IOMMU (every
+    /// frame is reachable: the driver is trusted). `NotMapped` for a page not mapped.
+    pub const PCI_DMA_MAP: u64 = 11;
+    /// With a PCI device: take physical pages `rdx ..` (`r10` pages) out of its reach.
+    pub const PCI_DMA_UNMAP: u64 = 12;
     /// Number of IOAPIC interrupt lines (0..24).
     pub const LINES: u64 = 24;
     /// Message-signalled interrupts are numbered from here, `MSI_LINES` of them, after

@@ -211,6 +211,13 @@ pub enum IrqOp {
     },
     /// How many times the interrupt was taken.
     Count,
+    /// Map (the caller's pages at `addr`) or unmap (physical pages at `addr`) for the
+    /// device's DMA.
+    PciDma {
+        map: bool,
+        addr: u64,
+        pages: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -428,6 +435,11 @@ impl IrqOp {
             irq::PCI_BAR if a < 6 => IrqOp::PciBar(a as u8),
             irq::PCI_MSIX if a < 2048 => IrqOp::PciMsix { entry: a as u16, dst: b },
             irq::COUNT => IrqOp::Count,
+            irq::PCI_DMA_MAP | irq::PCI_DMA_UNMAP
+                if a & 0xfff == 0 && (1..=abi::mem::MAX_PAGES_PER_CALL).contains(&b) && a < 1 << 47 =>
+            {
+                IrqOp::PciDma { map: op == irq::PCI_DMA_MAP, addr: a, pages: b }
+            }
             _ => return Err(Error::InvalidArg),
         })
     }
@@ -647,6 +659,19 @@ mod tests {
         );
         assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_MSIX, 2048, 9, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::COUNT, 0, 0, 0]), Ok(Call::IrqControl { cap: 4, op: IrqOp::Count }));
+        // DMA: page-aligned, 1..=1024 pages, below the canonical hole.
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 3, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciDma { map: true, addr: 0x1000, pages: 3 } })
+        );
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_UNMAP, 0x1000, 1, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciDma { map: false, addr: 0x1000, pages: 1 } })
+        );
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1001, 1, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 1025, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 1 << 47, 1, 0]), Err(Error::InvalidArg));
         assert_eq!(
             dec(sys::MACHINE, [1, machine::MEASURE_CR3, u64::MAX, 0, 0]),
             Ok(Call::Machine { cap: 1, op: MachineOp::MeasureCr3(MEASURE_CR3_MAX) })

@@ -63,12 +63,34 @@ pub fn has_dmar(rsdp_phys: u64) -> bool {
 
 /// The MCFG table's bytes (header included) handed to `f`, or None without one.
 pub fn mcfg<T>(rsdp_phys: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    table_bytes::<acpi::mcfg::Mcfg, T>(rsdp_phys, f)
+}
+
+/// The DMAR table (Intel VT-d), as `mcfg`.
+#[repr(transparent)]
+struct Dmar {
+    header: acpi::sdt::SdtHeader,
+}
+
+// SAFETY: the struct is the table's header, which is all the parser reads of it.
+unsafe impl AcpiTable for Dmar {
+    const SIGNATURE: acpi::sdt::Signature = acpi::sdt::Signature::DMAR;
+    fn header(&self) -> &acpi::sdt::SdtHeader {
+        &self.header
+    }
+}
+
+pub fn dmar<T>(rsdp_phys: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    table_bytes::<Dmar, T>(rsdp_phys, f)
+}
+
+fn table_bytes<A: AcpiTable, T>(rsdp_phys: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
     if rsdp_phys == 0 {
         return None;
     }
     // SAFETY: as in madt_entries.
     let tables = unsafe { AcpiTables::from_rsdp(DirectMap, rsdp_phys as usize) }.ok()?;
-    let t = tables.find_table::<acpi::mcfg::Mcfg>().ok()?;
+    let t = tables.find_table::<A>().ok()?;
     let len = t.get().header().length as usize;
     let pa = t.physical_start() as u64;
     if pa.saturating_add(len as u64) > direct_map_end() {

@@ -365,6 +365,18 @@ pub fn pci_write(dev: u64, off: u16, v: u32) -> Result<(), Error> {
     check(safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_WRITE, off as u64, v as u64, 0)[0])
 }
 
+/// Let device `dev` reach `pages` of the caller's pages from `va` for DMA: true when
+/// the IOMMU confines it to them, false when there is none (the driver is trusted).
+pub fn pci_dma_map(dev: u64, va: u64, pages: u64) -> Result<bool, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_DMA_MAP, va, pages, 0);
+    check(r[0]).map(|_| r[1] == 1)
+}
+
+/// Take `pages` physical pages from `pa` out of device `dev`'s reach.
+pub fn pci_dma_unmap(dev: u64, pa: u64, pages: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_DMA_UNMAP, pa, pages, 0)[0])
+}
+
 /// BAR `i` of a device: (base, size, I/O ports).
 pub fn pci_bar(dev: u64, i: u8) -> Result<(u64, u64, bool), Error> {
     let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_BAR, i as u64, 0, 0);

@@ -44,6 +44,11 @@ struct State {
     /// DMA memory a server handed out itself (shared buffers): (virtual, physical,
     /// pages). Buffers inside these go to the device as they are: no bounce.
     direct: Vec<(u64, u64, u64)>,
+    /// The device capability whose DMA reaches this memory (`set_dma_device`; 0: none,
+    /// a device found on the bus, which reaches everything) and every run of DMA
+    /// memory taken from sigma0: (virtual, pages).
+    dma_dev: u64,
+    runs: Vec<(u64, u64)>,
 }
 
 static STATE: Lock<State> = Lock::new(State {
@@ -53,7 +58,49 @@ static STATE: Lock<State> = Lock::new(State {
     bounces: Vec::new(),
     spare: Vec::new(),
     direct: Vec::new(),
+    dma_dev: 0,
+    runs: Vec::new(),
 });
+
+/// Whether the kernel said the device's DMA is confined (by the IOMMU) to what was
+/// mapped for it.
+static CONFINED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Let the device reach `pages` pages at `va` (through its capability), in calls the
+/// kernel takes; false when the kernel refused.
+fn dma_map(dev: u64, va: u64, pages: u64) -> bool {
+    let max = abi::mem::MAX_PAGES_PER_CALL;
+    (0..pages.div_ceil(max)).all(|k| {
+        let n = (pages - k * max).min(max);
+        match rt::sys::pci_dma_map(dev, va + k * max * PAGE_SIZE, n) {
+            Ok(c) => {
+                CONFINED.store(c, core::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    })
+}
+
+/// Whether the device's DMA is confined to the memory mapped for it (false: no IOMMU,
+/// or nothing mapped yet).
+pub fn dma_confined() -> bool {
+    CONFINED.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// From now on, DMA memory here is for device `dev` (a device capability): what is
+/// already there and what comes later is mapped for its DMA.
+pub fn set_dma_device(dev: u64) {
+    let mut st = STATE.lock();
+    st.dma_dev = dev;
+    let mut all: Vec<(u64, u64)> = st.runs.clone();
+    all.extend(st.direct.iter().map(|d| (d.0, d.2)));
+    for (va, pages) in all {
+        if !dma_map(dev, va, pages) {
+            rt::println!("virtio-hal: the kernel refused DMA to {:#x} ({} pages)", va, pages);
+        }
+    }
+}
 
 /// Tell the HAL about DMA memory at `va` (physical `pa`, `pages` pages): buffers inside
 /// it are handed to the device directly (zero copy).
@@ -63,6 +110,9 @@ pub fn register_dma(va: u64, pa: u64, pages: u64) {
     let mut st = STATE.lock();
     st.direct.retain(|d| d.0 != va);
     st.direct.push((va, pa, pages));
+    if st.dma_dev != 0 && !dma_map(st.dma_dev, va, pages) {
+        rt::println!("virtio-hal: the kernel refused DMA to {:#x} ({} pages)", va, pages);
+    }
 }
 
 /// Forget the memory registered for DMA (`register_dma`) at virtual addresses in
@@ -99,6 +149,11 @@ fn dma_pages(st: &mut State, pages: usize) -> Option<(u64, u64)> {
         return None;
     }
     st.dma_next = va + size;
+    let pages = size / PAGE_SIZE;
+    st.runs.push((va, pages));
+    if st.dma_dev != 0 && !dma_map(st.dma_dev, va, pages) {
+        return None;
+    }
     Some((m.word(2), va))
 }
 

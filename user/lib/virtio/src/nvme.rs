@@ -82,6 +82,8 @@ impl NvmeDisk {
             return Err("the NVMe controller has no memory BAR 0 of 8 KiB or more");
         }
         dev.enable(true).map_err(|_| "the kernel refused to enable the NVMe controller")?;
+        // Its DMA reaches the memory here, mapped for it as it is taken.
+        crate::set_dma_device(dev.slot);
         let mut vectors = Vec::new();
         for q in 0..queues.max(1) {
             let v = dev.msix(q).and_then(|(slot, n)| match rt::sys::irq_attach(slot, badge(n)) {
@@ -170,6 +172,17 @@ impl NvmeDisk {
             return Err(Refused::Failed);
         }
         match self.ctl.submit_on(self.queue, write, self.lba(sector), pa, buf.len()) {
+            Ok(t) => Ok(t),
+            Err(nvme::Error::Full) => Err(Refused::Full),
+            Err(_) => Err(Refused::Failed),
+        }
+    }
+
+    /// A request naming physical address `pa` as it is, whatever memory that is: a
+    /// driver programming its device by hand (the hostile-DMA test; with an IOMMU the
+    /// device reaches only what was mapped for it).
+    pub fn submit_phys(&mut self, write: bool, sector: u64, pa: u64, len: usize) -> Result<u16, Refused> {
+        match self.ctl.submit_on(self.queue, write, self.lba(sector), pa, len) {
             Ok(t) => Ok(t),
             Err(nvme::Error::Full) => Err(Refused::Full),
             Err(_) => Err(Refused::Failed),
