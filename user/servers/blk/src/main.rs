@@ -384,6 +384,9 @@ fn main() -> i32 {
     } else {
         println!("blk: the device offers no cache flush: its writes are taken as durable when done");
     }
+    if virtio::dma_confined() {
+        println!("blk: the IOMMU confines the controller's DMA to the memory blk maps for it");
+    }
     let irqs = attach_irqs(&dev, &mut disk);
     match irqs.as_slice() {
         [(line, _)] if (*line as u64) < abi::irq::LINES => println!(
