@@ -135,7 +135,7 @@ fn device_at(a: Addr) -> Option<Device> {
 /// Every function reachable from bus 0 through the ports: functions 1..8 only on
 /// multi-function devices, buses behind PCI-to-PCI bridges followed.
 pub fn devices() -> alloc::vec::Vec<Device> {
-    devices_by(|a, off| read32(a, off))
+    devices_by(read32)
 }
 
 /// A capability for one PCI function (from root: `device`).
