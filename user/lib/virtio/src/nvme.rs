@@ -46,6 +46,8 @@ pub struct NvmeDisk {
     pub vectors: Vec<(u64, u64)>,
     /// The queue requests go on: the submitter's CPU's.
     queue: usize,
+    /// Bad completions already said on the console.
+    bad_said: u64,
     /// Requests the controller finished, not yet taken: (token, ok).
     finished: Vec<(u16, bool)>,
     bounce: (u64, u64),
@@ -126,7 +128,7 @@ impl NvmeDisk {
         })?;
         let bounce = dma_pages_for_driver(BOUNCE_PAGES).ok_or("no DMA memory for the NVMe bounce run")?;
         let queue = rt::sys::thread_cpu(abi::cap::SELF_THREAD).unwrap_or(0) as usize % ctl.queues();
-        Ok(NvmeDisk { ctl, vectors: Vec::new(), queue, finished: Vec::new(), bounce })
+        Ok(NvmeDisk { ctl, bad_said: 0, vectors: Vec::new(), queue, finished: Vec::new(), bounce })
     }
 
     /// I/O queue pairs.
@@ -196,6 +198,14 @@ impl NvmeDisk {
                     rt::println!("nvme: request {} failed: {:?}", t, e);
                 }
                 self.finished.push((t, r.is_ok()));
+            }
+            // A controller that misbehaves is said, not obeyed.
+            if self.ctl.bad_completions > self.bad_said {
+                rt::println!(
+                    "nvme: {} completion(s) naming no command of their queue: ignored",
+                    self.ctl.bad_completions - self.bad_said
+                );
+                self.bad_said = self.ctl.bad_completions;
             }
         }
         self.finished.first().map(|f| f.0)
