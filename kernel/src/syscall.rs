@@ -601,7 +601,7 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
 /// The operations on one PCI function: its configuration space as `pcie::may_write`
 /// allows, its BARs, and MSI-X entries bound to message-signalled interrupts.
 fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), Error> {
-    use crate::arch::pci::{Func, MsixEntry};
+    use crate::arch::pci::{Func, Message};
     use pcie::Config;
     let mut f = Func(bdf);
     match op {
@@ -641,6 +641,29 @@ fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), 
             for i in 0..pages {
                 crate::arch::iommu::unmap(bdf.id(), (addr & !0xfff) + i * abi::layout::PAGE_SIZE)?;
             }
+            Ok(())
+        }
+        IrqOp::PciMsi { dst } => {
+            if !crate::arch::irqchip::msi_available() {
+                return Err(Error::Unsupported);
+            }
+            let Ok(Some(m)) = pcie::Msi::of(&f) else { return Err(Error::Unsupported) };
+            // Not both at once: a function with MSI-X on keeps it.
+            if pcie::Msix::of(&f).ok().flatten().is_some_and(|x| x.enabled(&f)) {
+                return Err(Error::BadState);
+            }
+            free_slot(k, dst)?;
+            // MSI's one message is "entry" 0xffff of the function.
+            let n = k.msi_vectors.get(bdf.id(), 0xffff).ok_or(Error::NoMemory)?;
+            let line = (abi::irq::MSI_FIRST as usize + n) as u8;
+            crate::arch::irqchip::msi_bind(line, Message::Msi(bdf, m));
+            if let Some((t, _)) = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t)) {
+                let cpu = k.thread_cpu[t.id as usize] as usize;
+                crate::arch::irqchip::route(line, crate::arch::smp::apic_id(cpu));
+                crate::arch::irqchip::unmask(line);
+            }
+            k.cap_install(me, dst, Cap { obj: Obj::Irq(line), rights: rights::CONTROL, badge: 0 })?;
+            k.cur().frame().rdi = line as u64;
             Ok(())
         }
         IrqOp::PciBar(i) => {
@@ -690,7 +713,7 @@ fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), 
             }
             let pcie::Bar::Mem { base, .. } = bars[x.table_bar as usize] else { return Err(Error::Unsupported) };
             let pa = base + off;
-            if !MsixEntry::reachable(pa) {
+            if !Message::reachable(pa) {
                 say("its MSI-X table lies outside the direct map");
                 return Err(Error::Unsupported);
             }
@@ -699,7 +722,7 @@ fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), 
             let line = (abi::irq::MSI_FIRST as usize + n) as u8;
             // A line a dead driver left attached is free again (`irq_fired` detaches it
             // too); a live one keeps it, and the new capability names the same line.
-            crate::arch::irqchip::msi_bind(line, MsixEntry(pa));
+            crate::arch::irqchip::msi_bind(line, Message::Msix(pa));
             if let Some((t, _)) = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t)) {
                 let cpu = k.thread_cpu[t.id as usize] as usize;
                 crate::arch::irqchip::route(line, crate::arch::smp::apic_id(cpu));

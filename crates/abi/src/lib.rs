@@ -454,6 +454,11 @@ pub mod irq {
     pub const PCI_DMA_MAP: u64 = 11;
     /// With a PCI device: take physical pages `rdx ..` (`r10` pages) out of its reach.
     pub const PCI_DMA_UNMAP: u64 = 12;
+    /// With a PCI device: its MSI capability (one message) as a message-signalled
+    /// interrupt, its IRQ capability in slot `r10`; `rdi` = its number. The kernel
+    /// programs the message (to the attached thread's CPU), turns MSI on and INTx off.
+    /// `Unsupported` without MSI, `BadState` while MSI-X is on.
+    pub const PCI_MSI: u64 = 13;
     /// Number of IOAPIC interrupt lines (0..24).
     pub const LINES: u64 = 24;
     /// Message-signalled interrupts are numbered from here, `MSI_LINES` of them, after

@@ -211,6 +211,10 @@ pub enum IrqOp {
     },
     /// How many times the interrupt was taken.
     Count,
+    /// The MSI capability as an interrupt, its capability in `dst`.
+    PciMsi {
+        dst: Slot,
+    },
     /// Map (the caller's pages at `addr`) or unmap (physical pages at `addr`) for the
     /// device's DMA.
     PciDma {
@@ -435,6 +439,7 @@ impl IrqOp {
             irq::PCI_BAR if a < 6 => IrqOp::PciBar(a as u8),
             irq::PCI_MSIX if a < 2048 => IrqOp::PciMsix { entry: a as u16, dst: b },
             irq::COUNT => IrqOp::Count,
+            irq::PCI_MSI => IrqOp::PciMsi { dst: b },
             irq::PCI_DMA_MAP | irq::PCI_DMA_UNMAP
                 if a & 0xfff == 0 && (1..=abi::mem::MAX_PAGES_PER_CALL).contains(&b) && a < 1 << 47 =>
             {
@@ -659,6 +664,10 @@ mod tests {
         );
         assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_MSIX, 2048, 9, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::COUNT, 0, 0, 0]), Ok(Call::IrqControl { cap: 4, op: IrqOp::Count }));
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_MSI, 0, 9, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciMsi { dst: 9 } })
+        );
         // DMA: page-aligned, 1..=1024 pages, below the canonical hole.
         assert_eq!(
             dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 3, 0]),

@@ -6,10 +6,11 @@
 //! its driver serves it, `kcore::irqline` says (a level line always, an edge line
 //! only if it fires twice).
 //!
-//! Message-signalled interrupts (MSI-X entries the kernel programmed for a driver,
-//! `arch::pci`) share the numbering: `irq::MSI_FIRST..irq::ALL`, at vectors
-//! 0x50 and up, edge-triggered, masked and unmasked through their table entry's
-//! vector control bit (a message sent while masked waits in the pending bits).
+//! Message-signalled interrupts (MSI-X entries or MSI capabilities the kernel programmed
+//! for a driver, `arch::pci`) share the numbering: `irq::MSI_FIRST..irq::ALL`, at
+//! vectors 0x50 and up, edge-triggered, masked and unmasked through their table entry's
+//! vector control bit (a message sent while masked waits in the pending bits) or MSI's
+//! mask bit where the function has one.
 
 use crate::arch::boot::phys_to_virt;
 use crate::kcell::KCell;
@@ -23,9 +24,9 @@ const MSI_FIRST: u8 = abi::irq::MSI_FIRST as u8;
 const MSI_LINES: usize = abi::irq::MSI_LINES as usize;
 
 /// The MSI-X table entry behind each message-signalled interrupt.
-static MSI: KCell<[Option<super::pci::MsixEntry>; MSI_LINES]> = KCell::new([None; MSI_LINES]);
+static MSI: KCell<[Option<super::pci::Message>; MSI_LINES]> = KCell::new([None; MSI_LINES]);
 
-fn msi(line: u8) -> Option<super::pci::MsixEntry> {
+fn msi(line: u8) -> Option<super::pci::Message> {
     line.checked_sub(MSI_FIRST).and_then(|i| MSI.get().get(i as usize).copied().flatten())
 }
 
@@ -36,7 +37,7 @@ pub fn msi_available() -> bool {
 
 /// Bind message-signalled interrupt `line` to an MSI-X entry: masked, its message to
 /// the boot CPU until a driver attaches (`route`, `unmask`).
-pub fn msi_bind(line: u8, entry: super::pci::MsixEntry) {
+pub fn msi_bind(line: u8, entry: super::pci::Message) {
     let Some(slot) = line.checked_sub(MSI_FIRST).and_then(|i| MSI.get().get_mut(i as usize)) else { return };
     entry.set_masked(true);
     entry.program(super::smp::apic_id(0), MSI_VECTOR_BASE + (line - MSI_FIRST));

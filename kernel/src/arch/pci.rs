@@ -98,17 +98,21 @@ impl pcie::Config for Func {
     }
 }
 
-/// An MSI-X table entry at physical `pa` (in a device's memory BAR, below the end of
-/// the direct map, which maps the top GiB uncached).
+/// Where a message-signalled interrupt is programmed: an MSI-X table entry at physical
+/// `pa` (in a device's memory BAR, below the end of the direct map, which maps the top
+/// GiB uncached), or a function's MSI capability.
 #[derive(Clone, Copy)]
-pub struct MsixEntry(pub u64);
+pub enum Message {
+    Msix(u64),
+    Msi(pcie::Bdf, pcie::Msi),
+}
 
-impl MsixEntry {
-    fn word(self, i: u64) -> *mut u32 {
-        phys_to_virt(self.0 + 4 * i) as *mut u32
+impl Message {
+    fn word(pa: u64, i: u64) -> *mut u32 {
+        phys_to_virt(pa + 4 * i) as *mut u32
     }
 
-    /// Whether the entry can be reached by the kernel at all.
+    /// Whether an MSI-X entry there can be reached by the kernel at all.
     pub fn reachable(pa: u64) -> bool {
         pa.is_multiple_of(16) && pa.saturating_add(16) <= direct_map_end()
     }
@@ -116,23 +120,34 @@ impl MsixEntry {
     /// Send the message for `vector` to local APIC `apic_id`.
     pub fn program(self, apic_id: u32, vector: u8) {
         let (addr, data) = pcie::message(apic_id, vector);
-        // SAFETY: the entry's 16 bytes lie in the device's BAR inside the direct map
-        // (`reachable`, checked when the entry was handed out); only the kernel's
-        // writes decide where the device's messages go.
-        unsafe {
-            core::ptr::write_volatile(self.word(0), addr as u32);
-            core::ptr::write_volatile(self.word(1), (addr >> 32) as u32);
-            core::ptr::write_volatile(self.word(2), data);
+        match self {
+            // SAFETY: the entry's 16 bytes lie in the device's BAR inside the direct map
+            // (`reachable`, checked when the entry was handed out); only the kernel's
+            // writes decide where the device's messages go.
+            Message::Msix(pa) => unsafe {
+                core::ptr::write_volatile(Self::word(pa, 0), addr as u32);
+                core::ptr::write_volatile(Self::word(pa, 1), (addr >> 32) as u32);
+                core::ptr::write_volatile(Self::word(pa, 2), data);
+            },
+            Message::Msi(bdf, m) => m.program(&mut Func(bdf), addr, data),
         }
     }
 
+    /// Mask or unmask (an MSI without per-vector masking cannot be: it stays on).
     pub fn set_masked(self, masked: bool) {
-        let at = self.word(pcie::MSIX_VECTOR_CONTROL / 4);
-        // SAFETY: as in program.
-        unsafe {
-            let v = core::ptr::read_volatile(at);
-            let v = if masked { v | pcie::MSIX_MASKED } else { v & !pcie::MSIX_MASKED };
-            core::ptr::write_volatile(at, v);
+        match self {
+            Message::Msix(pa) => {
+                let at = Self::word(pa, pcie::MSIX_VECTOR_CONTROL / 4);
+                // SAFETY: as in program.
+                unsafe {
+                    let v = core::ptr::read_volatile(at);
+                    let v = if masked { v | pcie::MSIX_MASKED } else { v & !pcie::MSIX_MASKED };
+                    core::ptr::write_volatile(at, v);
+                }
+            }
+            Message::Msi(bdf, m) => {
+                m.set_masked(&mut Func(bdf), masked);
+            }
         }
     }
 }

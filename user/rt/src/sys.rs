@@ -377,6 +377,12 @@ pub fn pci_dma_unmap(dev: u64, pa: u64, pages: u64) -> Result<(), Error> {
     check(safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_DMA_UNMAP, pa, pages, 0)[0])
 }
 
+/// A device's MSI (one message) as an IRQ capability in `dst`; its interrupt number.
+pub fn pci_msi(dev: u64, dst: u64) -> Result<u64, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_MSI, 0, dst, 0);
+    check(r[0]).map(|_| r[1])
+}
+
 /// BAR `i` of a device: (base, size, I/O ports).
 pub fn pci_bar(dev: u64, i: u8) -> Result<(u64, u64, bool), Error> {
     let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_BAR, i as u64, 0, 0);
