@@ -6,8 +6,8 @@
 //! a frame leaves the domain when the driver unmaps it for DMA, when it loses the page
 //! (unmap, revocation by its pager or sigma0, its death: `Task::unmap_page` tells this
 //! module), and the IOTLB is invalidated before the call returns, so before the frame
-//! can be handed out again. Every other device on bus 0 passes through untranslated
-//! (its driver, if any, is trusted with DMA). A device that reaches outside its domain
+//! can be handed out again. Every other device passes through untranslated (its
+//! driver, if any, is trusted with DMA). A device that reaches outside its domain
 //! is refused by the unit; the fault interrupt (`VEC_IOMMU`) prints each fault record.
 //! The tables' layout and the DMAR's parsing are `pcie::vtd`'s (host-tested).
 
@@ -37,8 +37,10 @@ struct Unit {
     cap: u64,
     ecap: u64,
     levels: u8,
-    /// The context table of bus 0.
-    ctx0: u64,
+    /// The root table, and each bus's own context table (0: the bus points at the shared
+    /// one, every function passing through).
+    root: u64,
+    ctx: [u64; 256],
     domains: [Option<Domain>; DOMAINS],
     faults: u64,
 }
@@ -100,10 +102,22 @@ impl Unit {
         kprintln!("[iommu] IOTLB invalidation did not finish");
     }
 
-    fn set_context(&self, devfn: u8, e: [u64; 2]) {
-        let p = phys_to_virt(self.ctx0 + 16 * devfn as u64) as *mut u64;
-        // SAFETY: the context table of bus 0 is a kernel frame of 256 16-byte entries;
-        // the unit reads it only after the invalidation below.
+    /// Set function `bdf`'s context entry; its bus gets a context table of its own
+    /// first (a copy of the shared one). Err: no memory for it.
+    fn set_context(&mut self, bdf: u16, e: [u64; 2]) -> Result<(), abi::Error> {
+        let bus = (bdf >> 8) as usize;
+        if self.ctx[bus] == 0 {
+            let t = crate::mem::alloc_frame().ok_or(abi::Error::NoMemory)?;
+            fill_passthrough(t, self.levels);
+            self.ctx[bus] = t;
+            let r = vtd::root_entry(t);
+            // SAFETY: the root table is a kernel frame of 256 16-byte entries; the unit
+            // rereads it after the invalidation below.
+            unsafe { core::ptr::write_volatile((phys_to_virt(self.root) as *mut u64).add(2 * bus), r[0]) };
+        }
+        let p = phys_to_virt(self.ctx[bus] + 16 * (bdf as u64 & 0xff)) as *mut u64;
+        // SAFETY: the bus's context table is a kernel frame of 256 16-byte entries; the
+        // unit reads it only after the invalidation below.
         unsafe {
             core::ptr::write_volatile(p, 0);
             core::ptr::write_volatile(p.add(1), e[1]);
@@ -111,6 +125,20 @@ impl Unit {
         }
         self.invalidate_context();
         self.invalidate_iotlb();
+        Ok(())
+    }
+}
+
+/// Every function of a (new, zeroed) context table passing through, in domain 1.
+fn fill_passthrough(table: u64, levels: u8) {
+    let e = vtd::context_passthrough(levels, 1);
+    for devfn in 0..256u64 {
+        let p = phys_to_virt(table + 16 * devfn) as *mut u64;
+        // SAFETY: a kernel frame of 256 16-byte entries, not yet seen by the unit.
+        unsafe {
+            core::ptr::write_volatile(p.add(1), e[1]);
+            core::ptr::write_volatile(p, e[0]);
+        }
     }
 }
 
@@ -133,10 +161,14 @@ impl vtd::Tables for KernelTables {
 
 /// Find and turn on the unit (translation on, every bus-0 device passing through).
 pub fn init(rsdp_phys: u64) -> bool {
-    // (QEMU's unit lists its devices rather than claiming all: the first unit of
-    // segment 0 is taken for bus 0.)
-    let Some(Some(u)) = super::acpi::dmar(rsdp_phys, |b| vtd::units(b).and_then(|mut us| us.find(|u| u.segment == 0)))
-    else {
+    // The unit that claims every device of segment 0, else the first (QEMU's lists its
+    // devices rather than claiming all). Device scopes are not read: a device under
+    // another unit is not confined.
+    let pick = |b: &[u8]| {
+        let all = vtd::units(b)?.find(|u| u.segment == 0 && u.include_all);
+        all.or_else(|| vtd::units(b)?.find(|u| u.segment == 0))
+    };
+    let Some(Some(u)) = super::acpi::dmar(rsdp_phys, pick) else {
         return false;
     };
     if u.base < 0xC000_0000 || u.base >= 0x1_0000_0000 {
@@ -144,7 +176,8 @@ pub fn init(rsdp_phys: u64) -> bool {
         return false;
     }
     let regs = u.base;
-    let probe = Unit { regs, cap: 0, ecap: 0, levels: 0, ctx0: 0, domains: Default::default(), faults: 0 };
+    let probe =
+        Unit { regs, cap: 0, ecap: 0, levels: 0, root: 0, ctx: [0; 256], domains: Default::default(), faults: 0 };
     let (cap, ecap) = (probe.r64(reg::CAP), probe.r64(reg::ECAP));
     let Some(levels) = vtd::levels(cap) else {
         kprintln!("[iommu] VT-d unit at {:#x} offers no 39- or 48-bit tables: not used", regs);
@@ -154,22 +187,16 @@ pub fn init(rsdp_phys: u64) -> bool {
         kprintln!("[iommu] VT-d unit at {:#x} (ecap {:#x}) cannot pass other devices through: not used", regs, ecap);
         return false;
     }
-    let (Some(root), Some(ctx0)) = (crate::mem::alloc_frame(), crate::mem::alloc_frame()) else { return false };
-    let unit = Unit { regs, cap, ecap, levels, ctx0, domains: Default::default(), faults: 0 };
-    // Every function of bus 0 passes through (domain 1) until a driver is given it.
-    for devfn in 0..=255u8 {
-        let e = vtd::context_passthrough(levels, 1);
-        let p = phys_to_virt(ctx0 + 16 * devfn as u64) as *mut u64;
-        // SAFETY: the new context table, a zeroed kernel frame, not yet seen by the unit.
-        unsafe {
-            core::ptr::write_volatile(p.add(1), e[1]);
-            core::ptr::write_volatile(p, e[0]);
-        }
-    }
-    let r = vtd::root_entry(ctx0);
-    // SAFETY: the root table, a zeroed kernel frame; entry 0 is bus 0's.
-    unsafe {
-        core::ptr::write_volatile(phys_to_virt(root) as *mut u64, r[0]);
+    let (Some(root), Some(shared)) = (crate::mem::alloc_frame(), crate::mem::alloc_frame()) else { return false };
+    let unit = Unit { regs, cap, ecap, levels, root, ctx: [0; 256], domains: Default::default(), faults: 0 };
+    // Every function of every bus passes through (domain 1) until a driver is given it:
+    // one shared context table, a bus's own made when one of its functions is confined.
+    fill_passthrough(shared, levels);
+    let r = vtd::root_entry(shared);
+    for bus in 0..256 {
+        // SAFETY: the root table, a zeroed kernel frame of 256 16-byte entries, not yet
+        // seen by the unit.
+        unsafe { core::ptr::write_volatile((phys_to_virt(root) as *mut u64).add(2 * bus), r[0]) };
     }
     unit.w64(reg::RTADDR, root);
     unit.command(vtd::GCMD_SRTP, true);
@@ -218,18 +245,18 @@ fn clear(u: &mut Unit, i: usize) {
 /// reach nothing until its driver maps frames). Err: no domain left or no memory.
 pub fn confine(bdf: u16) -> Result<(), abi::Error> {
     let Some(u) = UNIT.get().as_mut() else { return Ok(()) };
-    if bdf >> 8 != 0 {
-        return Err(abi::Error::Unsupported);
-    }
     if let Some(i) = domain_of(u, bdf) {
         clear(u, i);
         return Ok(());
     }
     let i = u.domains.iter().position(|d| d.is_none()).ok_or(abi::Error::NoMemory)?;
     let root = crate::mem::alloc_frame().ok_or(abi::Error::NoMemory)?;
-    u.domains[i] = Some(Domain { bdf, root, tables: 1, owner: None });
     // Domain ids: 1 is pass-through; device domains from 2.
-    u.set_context(bdf as u8, vtd::context_entry(root, u.levels, i as u16 + 2));
+    if let Err(e) = u.set_context(bdf, vtd::context_entry(root, u.levels, i as u16 + 2)) {
+        crate::mem::free_frame(root);
+        return Err(e);
+    }
+    u.domains[i] = Some(Domain { bdf, root, tables: 1, owner: None });
     Ok(())
 }
 
