@@ -202,8 +202,8 @@ pub fn init(rsdp_phys: u64) -> bool {
     unit.command(vtd::GCMD_SRTP, true);
     unit.invalidate_context();
     unit.invalidate_iotlb();
-    // Faults interrupt the boot CPU.
-    let (addr, data) = pcie::message(super::smp::apic_id(0), VEC_IOMMU);
+    // Faults interrupt the boot CPU (this one: its APIC id is not recorded yet).
+    let (addr, data) = pcie::message(super::lapic::id(), VEC_IOMMU);
     unit.w32(reg::FEDATA, data);
     unit.w32(reg::FEADDR, addr as u32);
     unit.w32(reg::FEUADDR, 0);
