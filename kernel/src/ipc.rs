@@ -349,7 +349,7 @@ pub fn receive(k: &mut Kernel, src_slot: u64, timeout: u32) -> Result<(), Error>
     };
     if from.is_none() && k.t(cur).irq_pending != 0 {
         let line = k.t(cur).irq_pending.trailing_zeros();
-        k.tm(cur).irq_pending &= !(1 << line);
+        k.tm(cur).irq_pending &= !(1u64 << line);
         deliver_irq(k, cur, line as u8);
         return Ok(());
     }
@@ -541,7 +541,7 @@ pub fn irq_fired(k: &mut Kernel, line: u8) {
         k.unlink(t.id);
         k.wake(t.id, 0);
     } else {
-        k.tm(t.id).irq_pending |= 1 << line;
+        k.tm(t.id).irq_pending |= 1u64 << line;
     }
 }
 

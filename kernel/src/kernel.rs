@@ -90,7 +90,7 @@ pub struct Tcb {
     /// The pending fault went to the pager (a page fault) rather than the fault handler.
     pub fault_to_pager: bool,
     /// Interrupt lines attached to this thread that fired and wait to be received.
-    pub irq_pending: u32,
+    pub irq_pending: u64,
     pub kernel_thread: bool,
     /// The task's page-table root (fixed for the task's life), kept here so that a
     /// switch needs no task lookup.
@@ -228,10 +228,14 @@ pub struct Kernel {
     /// The task that holds every I/O port from boot (sigma0).
     pub io_root: u32,
     /// Interrupt lines: the attached thread and its badge.
-    pub irqs: [Option<(ObjRef, u64)>; abi::irq::LINES as usize],
+    pub irqs: [Option<(ObjRef, u64)>; abi::irq::ALL as usize],
     /// Each line's delivery state: in service, fired again meanwhile
     /// (`kcore::irqline` says when a line is masked).
-    pub irq_lines: [kcore::irqline::Line; abi::irq::LINES as usize],
+    pub irq_lines: [kcore::irqline::Line; abi::irq::ALL as usize],
+    /// How many times each interrupt was taken (`irq::COUNT`).
+    pub irq_counts: [u64; abi::irq::ALL as usize],
+    /// Which (PCI function, MSI-X entry) holds each message-signalled interrupt.
+    pub msi_vectors: pcie::Vectors<{ abi::irq::MSI_LINES as usize }>,
     /// The IPC fastpath is on (`MachineOp::Fastpath` turns it off to compare paths).
     pub fastpath: bool,
     /// `threads`' slots (made once by `init`, never moved): the fastpath without the
@@ -260,8 +264,10 @@ static KERNEL: KCell<Kernel> = KCell::new(Kernel {
     mapdb_io: MapDb::new(),
     mapdb_cap: MapDb::new(),
     io_root: u32::MAX,
-    irqs: [None; abi::irq::LINES as usize],
-    irq_lines: [kcore::irqline::Line::new(); abi::irq::LINES as usize],
+    irqs: [None; abi::irq::ALL as usize],
+    irq_lines: [kcore::irqline::Line::new(); abi::irq::ALL as usize],
+    irq_counts: [0; abi::irq::ALL as usize],
+    msi_vectors: pcie::Vectors::new(),
     fastpath: true,
     tcbs: core::ptr::null_mut(),
 });
@@ -583,7 +589,7 @@ impl Kernel {
         let alive = match c.obj {
             Obj::Thread(r) => self.thread_alive(r),
             Obj::Task(r) => self.task_alive(r),
-            Obj::Machine | Obj::Irq(_) | Obj::IrqControl => true,
+            Obj::Machine | Obj::Irq(_) | Obj::IrqControl | Obj::PciDevice(_) => true,
             Obj::Reply(r, _) => self.thread_alive(r),
         };
         if alive {

@@ -11,9 +11,11 @@ mod arch {
     pub mod boot;
     pub mod cpu;
     pub mod fpu;
+    pub mod iommu;
     pub mod irqchip;
     pub mod lapic;
     pub mod screen;
+    pub mod pci;
     pub mod serial;
     pub mod smp;
     pub mod timer;
@@ -54,7 +56,9 @@ extern "C" fn kstart(start_info: u64) -> ! {
     arch::irqchip::init(bi.rsdp_phys);
     // Device DMA is not confined yet: a driver that programs its device can reach any
     // frame. Say so, and whether the machine has the IOMMU that could confine it.
-    if arch::acpi::has_dmar(bi.rsdp_phys) {
+    if arch::iommu::init(bi.rsdp_phys) {
+        // It says what it confines.
+    } else if arch::acpi::has_dmar(bi.rsdp_phys) {
         kprintln!("[kernel] an IOMMU is present (ACPI DMAR) but not used: user-level drivers with DMA are trusted with all memory");
     } else {
         kprintln!("[kernel] no IOMMU (no ACPI DMAR table): user-level drivers with DMA are trusted with all memory");

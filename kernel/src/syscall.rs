@@ -278,6 +278,7 @@ fn describe(c: &Cap<Obj>) -> (u64, u32) {
         Obj::Machine => (cap::MACHINE, 0),
         Obj::Irq(l) => (cap::IRQ, l as u32),
         Obj::IrqControl => (cap::IRQ_CONTROL, 0),
+        Obj::PciDevice(id) => (cap::PCI_DEVICE, id as u32),
         Obj::Reply(r, _) => (cap::REPLY, r.id),
     }
 }
@@ -529,6 +530,24 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
             k.cap_install(me, dst, Cap { obj: Obj::Irq(line), rights: rights::CONTROL, badge: 0 })
         }
         (IrqOp::Create { .. }, _) => Err(Error::WrongType),
+        (IrqOp::PciCreate { id, dst }, Obj::IrqControl) => {
+            if !crate::arch::pci::Func(pcie::Bdf::from_id(id)).present() {
+                return Err(Error::NotFound);
+            }
+            // Given to a driver: its DMA reaches only what that driver maps.
+            crate::arch::iommu::confine(id)?;
+            k.cap_install(me, dst, Cap { obj: Obj::PciDevice(id), rights: rights::CONTROL, badge: 0 })
+        }
+        (IrqOp::PciRead { off, id }, Obj::IrqControl) => {
+            k.cur().frame().rdi = pcie::Config::read32(&crate::arch::pci::Func(pcie::Bdf::from_id(id)), off) as u64;
+            Ok(())
+        }
+        (op, Obj::PciDevice(id)) => {
+            if c.rights & rights::CONTROL == 0 {
+                return Err(Error::NoRights);
+            }
+            pci_device(k, me, pcie::Bdf::from_id(id), op)
+        }
         (op, Obj::Irq(line)) => {
             if c.rights & rights::CONTROL == 0 {
                 return Err(Error::NoRights);
@@ -571,8 +590,151 @@ fn irq_control(k: &mut Kernel, slot: Slot, op: IrqOp) -> Result<(), Error> {
                     k.irq_detach(line);
                     Ok(())
                 }
-                IrqOp::Create { .. } => unreachable!("matched above"),
+                IrqOp::Count => {
+                    k.cur().frame().rdi = k.irq_counts[l];
+                    Ok(())
+                }
+                _ => Err(Error::WrongType),
             }
+        }
+        _ => Err(Error::WrongType),
+    }
+}
+
+/// The operations on one PCI function: its configuration space as `pcie::may_write`
+/// allows, its BARs, and MSI-X entries bound to message-signalled interrupts.
+fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), Error> {
+    use crate::arch::pci::{Func, Message};
+    use pcie::Config;
+    let mut f = Func(bdf);
+    match op {
+        IrqOp::PciRead { off, .. } => {
+            k.cur().frame().rdi = f.read32(off) as u64;
+            Ok(())
+        }
+        IrqOp::PciWrite { off, value } => {
+            // The capabilities the kernel programs are not the driver's to write.
+            let msix = pcie::Msix::of(&f).ok().flatten().map(|x| (x.at, 12));
+            let msi = pcie::Msi::of(&f).ok().flatten().map(|m| (m.at, m.bytes()));
+            let protected: [(u16, u16); 2] = [msix.unwrap_or((0, 0)), msi.unwrap_or((0, 0))];
+            let v = pcie::may_write(off, value, f.read32(off), &protected).ok_or(Error::NoRights)?;
+            f.write32(off, v);
+            Ok(())
+        }
+        IrqOp::PciDma { map: true, addr, pages } => {
+            // The caller's own pages (never its UTCB, the kernel's), each at its
+            // physical address; the device may write only where the caller may.
+            let pml4 = k.task(me).pml4;
+            let mut confined = false;
+            for i in 0..pages {
+                let e = task::lookup(pml4, addr + i * abi::layout::PAGE_SIZE).ok_or(Error::NotMapped)?;
+                if e & pt::UTCB != 0 || e & pt::U == 0 {
+                    return Err(Error::InvalidArg);
+                }
+                confined = crate::arch::iommu::map(bdf.id(), me, e & pt::ADDR, e & pt::W != 0)?;
+            }
+            if confined {
+                k.task(me).dma = Some(me);
+            }
+            k.cur().frame().rdi = crate::arch::iommu::active() as u64;
+            Ok(())
+        }
+        IrqOp::PciDma { map: false, addr, pages } => {
+            // By physical address: the page may be gone from the caller already.
+            for i in 0..pages {
+                crate::arch::iommu::unmap(bdf.id(), (addr & !0xfff) + i * abi::layout::PAGE_SIZE)?;
+            }
+            Ok(())
+        }
+        IrqOp::PciMsi { dst } => {
+            if !crate::arch::irqchip::msi_available() {
+                return Err(Error::Unsupported);
+            }
+            let Ok(Some(m)) = pcie::Msi::of(&f) else { return Err(Error::Unsupported) };
+            // Not both at once: a function with MSI-X on keeps it.
+            if pcie::Msix::of(&f).ok().flatten().is_some_and(|x| x.enabled(&f)) {
+                return Err(Error::BadState);
+            }
+            free_slot(k, dst)?;
+            // MSI's one message is "entry" 0xffff of the function.
+            let n = k.msi_vectors.get(bdf.id(), 0xffff).ok_or(Error::NoMemory)?;
+            let line = (abi::irq::MSI_FIRST as usize + n) as u8;
+            crate::arch::irqchip::msi_bind(line, Message::Msi(bdf, m));
+            if let Some((t, _)) = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t)) {
+                let cpu = k.thread_cpu[t.id as usize] as usize;
+                crate::arch::irqchip::route(line, crate::arch::smp::apic_id(cpu));
+                crate::arch::irqchip::unmask(line);
+            }
+            k.cap_install(me, dst, Cap { obj: Obj::Irq(line), rights: rights::CONTROL, badge: 0 })?;
+            k.cur().frame().rdi = line as u64;
+            Ok(())
+        }
+        IrqOp::PciBar(i) => {
+            let (base, size, io) = match pcie::bar(&mut f, i) {
+                pcie::Bar::Mem { base, size, .. } => (base, size, 0),
+                pcie::Bar::Io { base, size } => (base as u64, size as u64, 1),
+                pcie::Bar::None => (0, 0, 0),
+            };
+            let out = k.cur().frame();
+            out.rdi = base;
+            out.rsi = size;
+            out.rdx = io;
+            Ok(())
+        }
+        IrqOp::PciMsix { entry, dst } => {
+            if !crate::arch::irqchip::msi_available() {
+                return Err(Error::Unsupported);
+            }
+            let say = |why: &str| {
+                crate::arch::serial::kprintln!(
+                    "[pci] {:02x}:{:02x}.{}: no MSI-X for its driver: {}",
+                    bdf.bus,
+                    bdf.dev,
+                    bdf.func,
+                    why
+                )
+            };
+            let x = match pcie::Msix::of(&f) {
+                Ok(Some(x)) => x,
+                Ok(None) => return Err(Error::Unsupported),
+                Err(_) => {
+                    say("its capability list is broken");
+                    return Err(Error::Unsupported);
+                }
+            };
+            let off = x.entry_offset(entry).map_err(|_| Error::InvalidArg)?;
+            let mut bars = [pcie::Bar::None; 6];
+            for (i, b) in bars.iter_mut().enumerate() {
+                *b = pcie::bar(&mut f, i as u8);
+            }
+            if let Err(e) = x.check(&bars) {
+                say(match e {
+                    pcie::Error::MsixTableOutsideBar => "its MSI-X table does not fit in its BAR",
+                    _ => "its MSI-X table is not in a memory BAR",
+                });
+                return Err(Error::Unsupported);
+            }
+            let pcie::Bar::Mem { base, .. } = bars[x.table_bar as usize] else { return Err(Error::Unsupported) };
+            let pa = base + off;
+            if !Message::reachable(pa) {
+                say("its MSI-X table lies outside the direct map");
+                return Err(Error::Unsupported);
+            }
+            free_slot(k, dst)?;
+            let n = k.msi_vectors.get(bdf.id(), entry).ok_or(Error::NoMemory)?;
+            let line = (abi::irq::MSI_FIRST as usize + n) as u8;
+            // A line a dead driver left attached is free again (`irq_fired` detaches it
+            // too); a live one keeps it, and the new capability names the same line.
+            crate::arch::irqchip::msi_bind(line, Message::Msix(pa));
+            if let Some((t, _)) = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t)) {
+                let cpu = k.thread_cpu[t.id as usize] as usize;
+                crate::arch::irqchip::route(line, crate::arch::smp::apic_id(cpu));
+                crate::arch::irqchip::unmask(line);
+            }
+            x.enable(&mut f);
+            k.cap_install(me, dst, Cap { obj: Obj::Irq(line), rights: rights::CONTROL, badge: 0 })?;
+            k.cur().frame().rdi = line as u64;
+            Ok(())
         }
         _ => Err(Error::WrongType),
     }

@@ -30,6 +30,9 @@ pub enum Obj {
     Irq(u8),
     /// The right to make IRQ capabilities.
     IrqControl,
+    /// One PCI function (its routing id): its configuration space, BARs, and
+    /// message-signalled interrupts.
+    PciDevice(u16),
     /// The right to answer one call of this thread (one shot): the thread, and which of
     /// its saved calls (`Tcb::saved_calls` when it was saved).
     Reply(ObjRef, u32),
@@ -59,6 +62,9 @@ pub struct Task {
     /// Times its threads gave up the processor: [voluntary (blocked: waiting for a
     /// message, a reply, a timeout), involuntary (preempted while ready to run)].
     pub switches: [u64; 2],
+    /// Its own id once it mapped frames for a device's DMA (`arch::iommu`): a page it
+    /// loses leaves the device's domain too.
+    pub dma: Option<u32>,
 }
 
 pub const IO_BITMAP_BYTES: usize = 8192;
@@ -394,6 +400,7 @@ impl Task {
             strip_from: 0,
             nodes: Objects::default(),
             switches: [0; 2],
+            dma: None,
         })
     }
 
@@ -441,6 +448,9 @@ impl Task {
             self.nodes.remove(&mut self.quota);
         }
         flush_page(self.pml4, va);
+        if let Some(id) = self.dma {
+            crate::arch::iommu::revoke(id, e & pt::ADDR);
+        }
         Ok(e)
     }
 
@@ -475,6 +485,12 @@ impl Task {
 
     /// Change the rights of a mapped page (not a UTCB).
     pub fn protect_page(&mut self, va: u64, rights: u64) {
+        // A page no longer writable here is no longer writable by its device either.
+        if let (Some(id), Some(e)) = (self.dma, lookup(self.pml4, va)) {
+            if rights & abi::mem::WRITE == 0 {
+                crate::arch::iommu::revoke(id, e & pt::ADDR);
+            }
+        }
         let flags = pte_flags(rights);
         pt::update(&mut Walk, self.pml4, va, |e| (e & (pt::ADDR | pt::UTCB | CACHE_BITS | pt::SLOT_BITS)) | flags);
         flush_page(self.pml4, va);

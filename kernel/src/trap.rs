@@ -39,6 +39,10 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
             k.tick();
         }
         VEC_SPURIOUS => {}
+        crate::arch::iommu::VEC_IOMMU => {
+            crate::arch::iommu::fault_interrupt();
+            lapic::eoi();
+        }
         VEC_RESCHED => {
             // Another CPU made a thread of this one ready.
             lapic::eoi();
@@ -53,6 +57,7 @@ extern "C" fn trap_dispatch(frame: *mut TrapFrame) {
         v => match irqchip::line_of(v) {
             Some(line) => {
                 crate::arch::cpu::count_irq();
+                k.irq_counts[line as usize] += 1;
                 // Masked (if so) before the EOI: a level line still up must not fire
                 // again at once.
                 let a = k.irq_lines[line as usize].fired(irqchip::trigger(line));

@@ -351,6 +351,7 @@ impl Kernel {
     /// Before a task's tables go: revoke everything others derived from its pages,
     /// ports and capabilities, and drop its own database nodes.
     pub fn release_task_resources(&mut self, id: u32) {
+        crate::arch::iommu::task_gone(id);
         // A cursor through the address space: no list of its pages is allocated, so
         // tearing down a task of any size needs no kernel memory.
         self.strip_memory(id, u64::MAX);

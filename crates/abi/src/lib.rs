@@ -295,6 +295,9 @@ pub mod cap {
     /// A one-shot right to answer one caller (`SAVE_REPLY`); `IPC_SEND` through it
     /// delivers the reply and empties the slot.
     pub const REPLY: u64 = 6;
+    /// One PCI function (`irq::PCI_CREATE`): its configuration space, BARs and
+    /// message-signalled interrupts.
+    pub const PCI_DEVICE: u64 = 7;
 
     /// Number of slots in every task's capability space.
     pub const SLOTS: u64 = 1024;
@@ -422,8 +425,55 @@ pub mod irq {
     /// Unmask the line after handling an interrupt (it is masked on delivery).
     pub const ACK: u64 = 3;
     pub const DETACH: u64 = 4;
-    /// Number of interrupt lines.
+    /// With the IRQ control capability: a capability for PCI function `rdx` (its
+    /// routing id, bus << 8 | device << 3 | function) in slot `r10` — the function's
+    /// configuration space, BARs and message-signalled interrupts, nothing else of the
+    /// bus. `NotFound` when no function answers there.
+    pub const PCI_CREATE: u64 = 5;
+    /// With a PCI device (or the IRQ control capability, `rdx` = offset | id << 16):
+    /// the 32 bits at offset `rdx` (4-aligned, below 4096) of its configuration space
+    /// in `rdi`.
+    pub const PCI_READ: u64 = 6;
+    /// With a PCI device: write `r10` at offset `rdx`. The kernel keeps the BARs, the
+    /// rest of the header and the MSI/MSI-X capabilities (`NoRights`); of the command
+    /// register only memory and I/O decoding, bus mastering and INTx-disable change.
+    pub const PCI_WRITE: u64 = 7;
+    /// With a PCI device: BAR `rdx` (0..6) decoded and sized: `rdi` = base, `rsi` =
+    /// size in bytes (0: none), `rdx` = 1 for I/O ports, 0 for memory.
+    pub const PCI_BAR: u64 = 8;
+    /// With a PCI device: a message-signalled interrupt for MSI-X table entry `rdx`,
+    /// as an IRQ capability in slot `r10`; `rdi` = its interrupt number (`MSI_FIRST`
+    /// and up). The kernel programs the entry (message to the CPU of the thread that
+    /// attaches), turns MSI-X on and INTx off; the entry is masked until a thread
+    /// attaches. The same entry asked again gets the same number. Errors: `NoMemory`
+    /// when every message-signalled interrupt is taken, `InvalidArg` for an entry past
+    /// the table, `Unsupported` for a function without MSI-X or whose
+    /// table does not fit its BAR (said on the console).
+    pub const PCI_MSIX: u64 = 9;
+    /// With an IRQ capability: how many times its interrupt was taken, in `rdi`.
+    pub const COUNT: u64 = 10;
+    /// With a PCI device: let the device reach the caller's pages `rdx ..` (`r10`
+    /// pages, at most `mem::MAX_PAGES_PER_CALL`), each at its physical address, for
+    /// reading and, where the caller may write, writing. With an IOMMU the device's
+    /// DMA reaches nothing else; a page the caller loses leaves the device's reach
+    /// too. `rdi` = 1 when DMA is confined, 0 when the machine has no IOMMU (every
+    /// frame is reachable: the driver is trusted). `NotMapped` for a page not mapped.
+    pub const PCI_DMA_MAP: u64 = 11;
+    /// With a PCI device: take physical pages `rdx ..` (`r10` pages) out of its reach.
+    pub const PCI_DMA_UNMAP: u64 = 12;
+    /// With a PCI device: its MSI capability (one message) as a message-signalled
+    /// interrupt, its IRQ capability in slot `r10`; `rdi` = its number. The kernel
+    /// programs the message (to the attached thread's CPU), turns MSI on and INTx off.
+    /// `Unsupported` without MSI, `BadState` while MSI-X is on.
+    pub const PCI_MSI: u64 = 13;
+    /// Number of IOAPIC interrupt lines (0..24).
     pub const LINES: u64 = 24;
+    /// Message-signalled interrupts are numbered from here, `MSI_LINES` of them, after
+    /// the IOAPIC's lines (one number space: an IRQ capability names either).
+    pub const MSI_FIRST: u64 = 24;
+    pub const MSI_LINES: u64 = 32;
+    /// Every interrupt number (IOAPIC lines and message-signalled ones).
+    pub const ALL: u64 = MSI_FIRST + MSI_LINES;
 }
 
 /// `MACHINE` operations.

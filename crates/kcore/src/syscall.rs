@@ -190,6 +190,40 @@ pub enum IrqOp {
     },
     Ack,
     Detach,
+    /// With the IRQ control capability: a capability for PCI function `id` in `dst`.
+    PciCreate {
+        id: u16,
+        dst: Slot,
+    },
+    /// Configuration space: read at `off` (of function `id` when through the IRQ
+    /// control capability), write `value` at `off`.
+    PciRead {
+        off: u16,
+        id: u16,
+    },
+    PciWrite {
+        off: u16,
+        value: u32,
+    },
+    PciBar(u8),
+    /// A message-signalled interrupt for MSI-X table entry `entry`, its capability in `dst`.
+    PciMsix {
+        entry: u16,
+        dst: Slot,
+    },
+    /// How many times the interrupt was taken.
+    Count,
+    /// The MSI capability as an interrupt, its capability in `dst`.
+    PciMsi {
+        dst: Slot,
+    },
+    /// Map (the caller's pages at `addr`) or unmap (physical pages at `addr`) for the
+    /// device's DMA.
+    PciDma {
+        map: bool,
+        addr: u64,
+        pages: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,6 +434,22 @@ impl IrqOp {
             irq::ATTACH => IrqOp::Attach { badge: a },
             irq::ACK => IrqOp::Ack,
             irq::DETACH => IrqOp::Detach,
+            irq::PCI_CREATE if a <= u16::MAX as u64 => IrqOp::PciCreate { id: a as u16, dst: b },
+            irq::PCI_READ if a & 3 == 0 && a & 0xffff < 4096 && a >> 32 == 0 => {
+                IrqOp::PciRead { off: a as u16, id: (a >> 16) as u16 }
+            }
+            irq::PCI_WRITE if a & 3 == 0 && a < 4096 && b <= u32::MAX as u64 => {
+                IrqOp::PciWrite { off: a as u16, value: b as u32 }
+            }
+            irq::PCI_BAR if a < 6 => IrqOp::PciBar(a as u8),
+            irq::PCI_MSIX if a < 2048 => IrqOp::PciMsix { entry: a as u16, dst: b },
+            irq::COUNT => IrqOp::Count,
+            irq::PCI_MSI => IrqOp::PciMsi { dst: b },
+            irq::PCI_DMA_MAP | irq::PCI_DMA_UNMAP
+                if a & 0xfff == 0 && (1..=abi::mem::MAX_PAGES_PER_CALL).contains(&b) && a < 1 << 47 =>
+            {
+                IrqOp::PciDma { map: op == irq::PCI_DMA_MAP, addr: a, pages: b }
+            }
             _ => return Err(Error::InvalidArg),
         })
     }
@@ -599,6 +649,49 @@ mod tests {
         );
         assert_eq!(dec(sys::IRQ_CONTROL, [5, irq::CREATE, irq::LINES, 9, 0]), Err(Error::InvalidArg));
         assert_eq!(dec(sys::IRQ_CONTROL, [5, 77, 0, 0, 0]), Err(Error::InvalidArg));
+        // PCI: ids fit 16 bits, offsets are 4-aligned in 4 KiB, values 32 bits, BARs 0..6,
+        // MSI-X entries below 2048 (the table's largest).
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_CREATE, 0x18, 9, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciCreate { id: 0x18, dst: 9 } })
+        );
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_CREATE, 0x1_0000, 9, 0]), Err(Error::InvalidArg));
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_READ, 0x18 << 16 | 0x40, 0, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciRead { off: 0x40, id: 0x18 } })
+        );
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_READ, 0x42, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_READ, 0x1000, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_WRITE, 0x04, 6, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciWrite { off: 4, value: 6 } })
+        );
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_WRITE, 0x04, 1 << 32, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_WRITE, 0x1000, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_BAR, 6, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_MSIX, 3, 9, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciMsix { entry: 3, dst: 9 } })
+        );
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_MSIX, 2048, 9, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::COUNT, 0, 0, 0]), Ok(Call::IrqControl { cap: 4, op: IrqOp::Count }));
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_MSI, 0, 9, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciMsi { dst: 9 } })
+        );
+        // DMA: page-aligned, 1..=1024 pages, below the canonical hole.
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 3, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciDma { map: true, addr: 0x1000, pages: 3 } })
+        );
+        assert_eq!(
+            dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_UNMAP, 0x1000, 1, 0]),
+            Ok(Call::IrqControl { cap: 4, op: IrqOp::PciDma { map: false, addr: 0x1000, pages: 1 } })
+        );
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1001, 1, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 0, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 0x1000, 1025, 0]), Err(Error::InvalidArg));
+        assert_eq!(dec(sys::IRQ_CONTROL, [4, irq::PCI_DMA_MAP, 1 << 47, 1, 0]), Err(Error::InvalidArg));
         assert_eq!(
             dec(sys::MACHINE, [1, machine::MEASURE_CR3, u64::MAX, 0, 0]),
             Ok(Call::Machine { cap: 1, op: MachineOp::MeasureCr3(MEASURE_CR3_MAX) })

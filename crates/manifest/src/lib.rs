@@ -10,6 +10,7 @@
 //! pager = "mem0"            # which memory server pages it
 //! io = ["0x3f8-0x3ff"]      # I/O port ranges it may have
 //! irq = [4]                 # interrupt lines it may attach to
+//! pci = ["01:08:02"]        # PCI classes it may hold a device capability for (NVMe)
 //! caps = ["sigma0"]         # servers it may look up by name
 //! restart = true            # root restarts it when it dies (`restart`: back-off, budget)
 //! retry_after = 300         # seconds a program left down waits before it is tried again
@@ -108,6 +109,9 @@ pub struct Program {
     /// Inclusive port ranges.
     pub io: Vec<(u16, u16)>,
     pub irq: Vec<u8>,
+    /// PCI classes (class << 16 | subclass << 8 | interface) of the functions it may
+    /// have a device capability for (`pci = ["01:08:02"]`: NVMe).
+    pub pci: Vec<u32>,
     pub caps: Vec<String>,
     pub restart: bool,
     /// Seconds it waits, left down after its restart budget, before root tries it again
@@ -142,6 +146,7 @@ impl Program {
             pager: "mem0".to_string(),
             io: Vec::new(),
             irq: Vec::new(),
+            pci: Vec::new(),
             caps: Vec::new(),
             restart: false,
             retry_after: DEFAULT_RETRY_AFTER_S,
@@ -175,10 +180,26 @@ impl Program {
     pub fn within(&self, other: &Program) -> bool {
         self.io.iter().all(|&(a, b)| (a..=b).all(|p| other.allows_port(p)))
             && self.irq.iter().all(|l| other.irq.contains(l))
+            && self.pci.iter().all(|c| other.pci.contains(c))
             && self.caps.iter().all(|c| other.caps.contains(c))
             && (self.principal == 0 || self.principal == other.principal)
             && self.priority <= other.priority
     }
+}
+
+/// A PCI class "CC:SS:II" (hex class, subclass, interface) as class << 16 | subclass
+/// << 8 | interface.
+pub fn pci_class(s: &str) -> Option<u32> {
+    let mut parts = s.split(':');
+    let mut v = 0u32;
+    for _ in 0..3 {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        v = v << 8 | u8::from_str_radix(p, 16).ok()? as u32;
+    }
+    parts.next().is_none().then_some(v)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -348,6 +369,16 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
                     }
                 }
             }
+            ("pci", Value::List(items)) => {
+                for it in items {
+                    match it {
+                        Value::Str(s) => {
+                            p.pci.push(pci_class(&s).ok_or_else(|| wrong("a list of PCI classes \"CC:SS:II\""))?)
+                        }
+                        _ => return Err(wrong("a list of PCI classes \"CC:SS:II\"")),
+                    }
+                }
+            }
             ("caps", Value::List(items)) => {
                 for it in items {
                     match it {
@@ -359,7 +390,7 @@ pub fn parse(text: &str) -> Result<Vec<Program>, Error> {
             ("name" | "file" | "args" | "pager", _) => return Err(wrong("a string")),
             ("pages" | "kpages" | "resident" | "spawns", _) => return Err(wrong("a number")),
             ("restart" | "clients" | "start" | "test" | "lent", _) => return Err(wrong("true or false")),
-            ("io" | "irq" | "caps", _) => return Err(wrong("a list")),
+            ("io" | "irq" | "pci" | "caps", _) => return Err(wrong("a list")),
             _ => return Err(err(alloc::format!("unknown key `{}`", key))),
         }
     }
@@ -520,6 +551,25 @@ start = false
         assert_eq!(lent_kpages(frames, 0, 2), 0, "a small machine: nothing to add");
         assert_eq!(lent_kpages(frames, 4000, 0), 0);
         assert_eq!(lent_kpages(u64::MAX, u64::MAX, 1), kpages_for(u64::MAX) - KPAGES_BASE, "no overflow");
+    }
+
+    #[test]
+    fn pci_classes() {
+        let ps = parse("[[program]]\nname = \"blk\"\npci = [\"01:08:02\", \"02:00:00\"]").unwrap();
+        assert_eq!(ps[0].pci, [0x010802, 0x020000]);
+        assert_eq!(pci_class("01:08"), None);
+        assert_eq!(pci_class("01:08:02:00"), None);
+        assert_eq!(pci_class("1:08:02"), None);
+        assert_eq!(pci_class("zz:08:02"), None);
+        assert_eq!(parse("[[program]]\nname = \"a\"\npci = [\"nvme\"]").unwrap_err().line, 3);
+        assert_eq!(parse("[[program]]\nname = \"a\"\npci = [1]").unwrap_err().line, 3);
+        // A spawned program's PCI classes must be within its spawner's.
+        let mut a = Program::new("a");
+        let mut b = Program::new("b");
+        a.pci = [0x010802].into();
+        assert!(!a.within(&b));
+        b.pci = [0x010802, 0x020000].into();
+        assert!(a.within(&b));
     }
 
     #[test]

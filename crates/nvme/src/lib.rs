@@ -1,8 +1,9 @@
 //! An NVMe controller (NVM Express Base 2.0, NVM command set), driven at user level:
 //! the registers through [`Regs`] (a BAR mapped by the driver's program), the queues in
 //! DMA memory from [`Dma`]. What a block service needs and no more: bring-up (disable,
-//! admin queues, enable), Identify of the controller and of namespace 1, one I/O queue
-//! pair with its interrupt (vector 0: INTx, or MSI/MSI-X entry 0), and reads, writes and
+//! admin queues, enable), Identify of the controller and of namespace 1, I/O queue
+//! pairs — one, or one per CPU ([`Controller::with_queues`]), queue `q`'s completions
+//! on interrupt vector `q` (INTx for one queue, or MSI-X entry `q`) — and reads, writes and
 //! flushes of any length, split into commands the controller takes (MDTS) with PRP
 //! lists, completed by the phase tag. Every value the controller hands back is checked
 //! (a completion's command id, its status, an identify's sizes): a controller that
@@ -80,6 +81,9 @@ const DOORBELLS: usize = 0x1000;
 const CREATE_SQ: u8 = 0x01;
 const CREATE_CQ: u8 = 0x05;
 const IDENTIFY: u8 = 0x06;
+const SET_FEATURES: u8 = 0x09;
+/// Set Features: Number of Queues.
+const FEATURE_QUEUES: u32 = 0x07;
 // NVM opcodes.
 const FLUSH: u8 = 0x00;
 const WRITE: u8 = 0x01;
@@ -175,6 +179,8 @@ pub fn prps(pa: u64, len: usize) -> (u64, Option<u64>, Vec<u64>) {
 }
 
 struct Queue {
+    /// Commands on the device from this queue (at most `depth - 1`).
+    busy: u16,
     sq: u64,
     cq: u64,
     sq_pa: u64,
@@ -189,7 +195,7 @@ impl Queue {
     fn new(dma: &mut dyn Dma, depth: u16) -> Result<Queue, Error> {
         let (sq, sq_pa) = dma.alloc((depth as usize * 64).div_ceil(PAGE)).ok_or(Error::NoMemory)?;
         let (cq, cq_pa) = dma.alloc((depth as usize * 16).div_ceil(PAGE)).ok_or(Error::NoMemory)?;
-        Ok(Queue { sq, cq, sq_pa, cq_pa, depth, tail: 0, head: 0, phase: true })
+        Ok(Queue { busy: 0, sq, cq, sq_pa, cq_pa, depth, tail: 0, head: 0, phase: true })
     }
 
     /// Put `c` at the tail; the new tail (for the doorbell).
@@ -237,6 +243,8 @@ impl Queue {
 #[derive(Clone, Copy)]
 struct Slot {
     request: Option<u16>,
+    /// The I/O queue (0-based) its command went on.
+    queue: u16,
     list: u64,
     list_pa: u64,
 }
@@ -267,7 +275,10 @@ pub struct Controller<R: Regs> {
     /// Spins a wait gives a controller (CAP.TO's time is not known here: spins).
     spins: u64,
     admin: Queue,
-    io: Queue,
+    /// The I/O queues: queue `q` has id `q + 1` and interrupt vector `q`.
+    io: Vec<Queue>,
+    /// Commands completed on each I/O queue.
+    pub completed: Vec<u64>,
     slots: Vec<Slot>,
     requests: Vec<Option<Request>>,
     done: VecDeque<(u16, Result<(), Error>)>,
@@ -282,7 +293,13 @@ impl<R: Regs> Controller<R> {
     /// Bring the controller up: disable, admin queues, enable, identify, one I/O queue
     /// pair with interrupts on vector 0. `spins` bounds every wait (polls of a register
     /// or a completion queue).
-    pub fn new(mut regs: R, dma: &mut dyn Dma, spins: u64) -> Result<Controller<R>, Error> {
+    pub fn new(regs: R, dma: &mut dyn Dma, spins: u64) -> Result<Controller<R>, Error> {
+        Self::with_queues(regs, dma, spins, 1)
+    }
+
+    /// The same with up to `queues` I/O queue pairs (as many as the controller grants
+    /// through Set Features, at least one): queue `q` completes on interrupt vector `q`.
+    pub fn with_queues(mut regs: R, dma: &mut dyn Dma, spins: u64, queues: u16) -> Result<Controller<R>, Error> {
         let cap = regs.read64(CAP);
         if (cap >> 48) & 0xf != 0 {
             return Err(Error::Unsupported("the controller's smallest memory page is not 4 KiB"));
@@ -305,14 +322,14 @@ impl<R: Regs> Controller<R> {
         regs.write32(CC, 1 | 6 << 16 | 4 << 20);
         wait_ready(&regs, true, spins)?;
         let io_depth = IO_DEPTH.min(mqes.saturating_add(1)).max(2);
-        let io = Queue { sq: 0, cq: 0, sq_pa: 0, cq_pa: 0, depth: io_depth, tail: 0, head: 0, phase: true };
         let id = Identity { block_size: 0, blocks: 0, volatile_cache: false, max_bytes: 0, queue_depth: io_depth };
         let mut c = Controller {
             regs,
             stride,
             spins,
             admin,
-            io,
+            io: Vec::new(),
+            completed: Vec::new(),
             slots: Vec::new(),
             requests: Vec::new(),
             done: VecDeque::new(),
@@ -349,23 +366,52 @@ impl<R: Regs> Controller<R> {
         }
         c.id.block_size = 1 << shift;
         c.id.blocks = blocks;
-        // The I/O queue pair: completions first, with interrupts on vector 0.
-        let io = Queue::new(dma, io_depth)?;
-        let size = (io_depth as u32 - 1) << 16;
-        c.admin_cmd(Command { opcode: CREATE_CQ, prp1: io.cq_pa, cdw10: 1 | size, cdw11: 0b11, ..Command::default() })?;
-        c.admin_cmd(Command {
-            opcode: CREATE_SQ,
-            prp1: io.sq_pa,
-            cdw10: 1 | size,
-            cdw11: 1 | 1 << 16,
-            ..Command::default()
-        })?;
-        c.io = io;
-        let (lists, lists_pa) = dma.alloc(io_depth as usize).ok_or(Error::NoMemory)?;
-        c.slots = (0..io_depth as u64)
-            .map(|k| Slot { request: None, list: lists + k * PAGE as u64, list_pa: lists_pa + k * PAGE as u64 })
+        // How many I/O queue pairs: as many as asked and granted (0-based counts in the
+        // answer's dword 0; a controller that refuses the feature gets one).
+        let want = queues.clamp(1, 64);
+        let n = if want == 1 {
+            1
+        } else {
+            let ask = (want as u32 - 1) | (want as u32 - 1) << 16;
+            match c.admin_cmd(Command { opcode: SET_FEATURES, cdw10: FEATURE_QUEUES, cdw11: ask, ..Command::default() })
+            {
+                Ok(e) => want.min((e.dw0 & 0xffff) as u16 + 1).min((e.dw0 >> 16) as u16 + 1),
+                Err(_) => 1,
+            }
+        };
+        // Each I/O queue pair: completions first, with interrupts on vector q.
+        for q in 0..n {
+            let io = Queue::new(dma, io_depth)?;
+            let size = (io_depth as u32 - 1) << 16;
+            let qid = q as u32 + 1;
+            c.admin_cmd(Command {
+                opcode: CREATE_CQ,
+                prp1: io.cq_pa,
+                cdw10: qid | size,
+                cdw11: 0b11 | (q as u32) << 16,
+                ..Command::default()
+            })?;
+            c.admin_cmd(Command {
+                opcode: CREATE_SQ,
+                prp1: io.sq_pa,
+                cdw10: qid | size,
+                cdw11: 1 | qid << 16,
+                ..Command::default()
+            })?;
+            c.io.push(io);
+            c.completed.push(0);
+        }
+        let total = io_depth as u64 * n as u64;
+        let (lists, lists_pa) = dma.alloc(total as usize).ok_or(Error::NoMemory)?;
+        c.slots = (0..total)
+            .map(|k| Slot {
+                request: None,
+                queue: 0,
+                list: lists + k * PAGE as u64,
+                list_pa: lists_pa + k * PAGE as u64,
+            })
             .collect();
-        c.requests = alloc::vec![None; io_depth as usize];
+        c.requests = alloc::vec![None; total as usize];
         c.regs.write32(INTMC, 1);
         Ok(c)
     }
@@ -398,11 +444,20 @@ impl<R: Regs> Controller<R> {
         Err(Error::Timeout)
     }
 
-    /// Slots free on the I/O queue.
+    /// I/O queue pairs.
+    pub fn queues(&self) -> usize {
+        self.io.len()
+    }
+
+    /// Slots free on I/O queue 0.
     pub fn free_slots(&self) -> usize {
+        self.free_on(0)
+    }
+
+    /// Slots free on I/O queue `q`.
+    pub fn free_on(&self, q: usize) -> usize {
         // One entry stays empty: a full queue's tail would meet its head.
-        let busy = self.slots.iter().filter(|s| s.request.is_some()).count();
-        (self.io.depth as usize - 1).saturating_sub(busy)
+        self.io.get(q).map_or(0, |io| (io.depth - 1).saturating_sub(io.busy) as usize)
     }
 
     /// Commands a transfer of `len` bytes takes.
@@ -413,17 +468,25 @@ impl<R: Regs> Controller<R> {
     /// Start a read (`write` false) or write of `len` bytes at logical block `lba` from
     /// or to the physically contiguous buffer at `pa`. Returns the request's token.
     pub fn submit(&mut self, write: bool, lba: u64, pa: u64, len: usize) -> Result<u16, Error> {
+        self.submit_on(0, write, lba, pa, len)
+    }
+
+    /// The same on I/O queue `q` (`BadRequest` past the queues there are).
+    pub fn submit_on(&mut self, q: usize, write: bool, lba: u64, pa: u64, len: usize) -> Result<u16, Error> {
+        if q >= self.io.len() {
+            return Err(Error::BadRequest);
+        }
         let bs = self.id.block_size as usize;
         if len == 0 || !len.is_multiple_of(bs) || lba.checked_add((len / bs) as u64).is_none_or(|e| e > self.id.blocks)
         {
             return Err(Error::BadRequest);
         }
         let n = self.commands_for(len);
-        let token = self.take_request(n)?;
+        let token = self.take_request(q, n)?;
         let (mut at, mut lba) = (0usize, lba);
         while at < len {
             let k = (len - at).min(self.id.max_bytes);
-            let slot = self.take_slot(token);
+            let slot = self.take_slot(q, token);
             let (prp1, second, list) = prps(pa + at as u64, k);
             let prp2 = match second {
                 Some(p) => p,
@@ -449,34 +512,42 @@ impl<R: Regs> Controller<R> {
                 cdw11: (lba >> 32) as u32,
                 cdw12: blocks - 1,
             };
-            self.io.push(&c);
+            self.io[q].push(&c);
             at += k;
             lba += blocks as u64;
         }
-        let tail = self.io.tail;
-        self.doorbell(1, false, tail);
+        let tail = self.io[q].tail;
+        self.doorbell(q as u16 + 1, false, tail);
         Ok(token)
     }
 
     /// Start a flush of the volatile write cache (a request whose token comes back like
     /// a write's; with no volatile cache it completes at once).
     pub fn submit_flush(&mut self) -> Result<u16, Error> {
-        let token = self.take_request(1)?;
+        self.submit_flush_on(0)
+    }
+
+    /// The same on I/O queue `q`.
+    pub fn submit_flush_on(&mut self, q: usize) -> Result<u16, Error> {
+        if q >= self.io.len() {
+            return Err(Error::BadRequest);
+        }
+        let token = self.take_request(q, 1)?;
         if !self.id.volatile_cache {
             self.requests[token as usize] = None;
             self.done.push_back((token, Ok(())));
             return Ok(token);
         }
-        let slot = self.take_slot(token);
-        self.io.push(&Command { opcode: FLUSH, cid: slot, nsid: 1, ..Command::default() });
-        let tail = self.io.tail;
-        self.doorbell(1, false, tail);
+        let slot = self.take_slot(q, token);
+        self.io[q].push(&Command { opcode: FLUSH, cid: slot, nsid: 1, ..Command::default() });
+        let tail = self.io[q].tail;
+        self.doorbell(q as u16 + 1, false, tail);
         self.flushes += 1;
         Ok(token)
     }
 
-    fn take_request(&mut self, commands: usize) -> Result<u16, Error> {
-        if commands > self.free_slots() {
+    fn take_request(&mut self, q: usize, commands: usize) -> Result<u16, Error> {
+        if commands > self.free_on(q) {
             return Err(Error::Full);
         }
         let t = self.requests.iter().position(|r| r.is_none()).ok_or(Error::Full)?;
@@ -484,25 +555,48 @@ impl<R: Regs> Controller<R> {
         Ok(t as u16)
     }
 
-    fn take_slot(&mut self, token: u16) -> u16 {
+    fn take_slot(&mut self, q: usize, token: u16) -> u16 {
+        // The slots outnumber what the queues hold together (depth × queues, each
+        // queue at most depth - 1): a queue with room always finds a free slot.
         let s = self.slots.iter().position(|s| s.request.is_none()).expect("counted free by take_request");
         self.slots[s].request = Some(token);
+        self.slots[s].queue = q as u16;
+        self.io[q].busy += 1;
         s as u16
     }
 
-    /// Collect what the controller finished; a finished request (token, result), if
-    /// any. Interrupts: call until None, then acknowledge the line.
+    /// Collect what the controller finished on every queue; a finished request
+    /// (token, result), if any. Interrupts: call until None, then acknowledge the line.
     pub fn poll(&mut self) -> Option<(u16, Result<(), Error>)> {
+        for q in 0..self.io.len() {
+            self.reap(q);
+        }
+        self.done.pop_front()
+    }
+
+    /// The same for queue `q` alone (after its own interrupt).
+    pub fn poll_queue(&mut self, q: usize) -> Option<(u16, Result<(), Error>)> {
+        if q < self.io.len() {
+            self.reap(q);
+        }
+        self.done.pop_front()
+    }
+
+    /// Take queue `q`'s completions. A completion is believed only when its command id
+    /// names a slot in use on this very queue; any other is counted and skipped.
+    fn reap(&mut self, q: usize) {
         let mut moved = false;
-        while let Some(e) = self.io.peek() {
-            self.io.advance();
+        while let Some(e) = self.io[q].peek() {
+            self.io[q].advance();
             moved = true;
-            let slot = self.slots.get_mut(e.cid as usize);
+            let slot = self.slots.get_mut(e.cid as usize).filter(|s| s.queue as usize == q);
             let Some(token) = slot.as_ref().and_then(|s| s.request) else {
                 self.bad_completions += 1;
                 continue;
             };
             slot.unwrap().request = None;
+            self.io[q].busy -= 1;
+            self.completed[q] += 1;
             let r = self.requests[token as usize].as_mut().expect("a slot's request is live");
             if e.status != 0 && r.result.is_ok() {
                 r.result = Err(Error::Status(e.status));
@@ -515,10 +609,9 @@ impl<R: Regs> Controller<R> {
             }
         }
         if moved {
-            let head = self.io.head;
-            self.doorbell(1, true, head);
+            let head = self.io[q].head;
+            self.doorbell(q as u16 + 1, true, head);
         }
-        self.done.pop_front()
     }
 
     /// Spin until request `token` finishes (others that finish meanwhile are kept for

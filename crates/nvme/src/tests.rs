@@ -59,7 +59,16 @@ struct Model {
     acq: u64,
     mqes: u16,
     dstrd: u64,
-    queues: [Q; 2],
+    /// Queue 0 (admin) and the I/O queues 1..=`max_queues`.
+    queues: Vec<Q>,
+    /// I/O queue pairs the controller grants at most.
+    max_queues: u16,
+    /// Granted by Set Features (1 until asked).
+    granted: u16,
+    /// The interrupt vector of each I/O completion queue (by queue id).
+    vectors: Vec<Option<u16>>,
+    /// Dword 0 of the next completion.
+    dw0: u32,
     disk: Vec<u8>,
     lba_shift: u32,
     mdts: u8,
@@ -84,6 +93,10 @@ impl Model {
             lba_shift,
             mdts: 2,
             vwc: true,
+            queues: vec![Q::default(); 5],
+            max_queues: 4,
+            granted: 1,
+            vectors: vec![None; 5],
             ..Model::default()
         }
     }
@@ -91,7 +104,8 @@ impl Model {
     fn post(&mut self, q: usize, cid: u16, status: u16) {
         let qq = &mut self.queues[q];
         let at = qq.cq + qq.cq_tail as u64 * 16;
-        let c = Completion { dw0: 0, sq_head: qq.head, cid, phase: !qq.phase, status };
+        let dw0 = core::mem::take(&mut self.dw0);
+        let c = Completion { dw0, sq_head: qq.head, cid, phase: !qq.phase, status };
         // The phase starts at 1: `phase` false means 1 in this model's first pass.
         let w = c.to_words();
         for (i, x) in w.iter().enumerate() {
@@ -158,17 +172,25 @@ impl Model {
                     copy_in(c.prp1, &page);
                     0
                 }
+                SET_FEATURES if c.cdw10 & 0xff == FEATURE_QUEUES => {
+                    let ask = (c.cdw11 & 0xffff).max(c.cdw11 >> 16) as u16 + 1;
+                    self.granted = ask.min(self.max_queues);
+                    let g = self.granted as u32 - 1;
+                    self.dw0 = g | g << 16;
+                    0
+                }
                 CREATE_CQ | CREATE_SQ => {
-                    let (qid, size) = (c.cdw10 & 0xffff, (c.cdw10 >> 16) as u16 + 1);
-                    if qid != 1 || size > self.mqes + 1 || c.cdw11 & 1 == 0 {
+                    let (qid, size) = ((c.cdw10 & 0xffff) as u16, (c.cdw10 >> 16) as u16 + 1);
+                    if qid == 0 || qid > self.granted || size > self.mqes + 1 || c.cdw11 & 1 == 0 {
                         return 0x102; // invalid queue
                     }
-                    let qq = &mut self.queues[1];
+                    let qq = &mut self.queues[qid as usize];
                     qq.depth = size;
                     if c.opcode == CREATE_CQ {
                         qq.cq = c.prp1;
+                        self.vectors[qid as usize] = Some((c.cdw11 >> 16) as u16);
                     } else {
-                        if c.cdw11 >> 16 != 1 {
+                        if c.cdw11 >> 16 != qid as u32 {
                             return 0x100; // completion queue invalid
                         }
                         qq.sq = c.prp1;
@@ -218,7 +240,7 @@ impl Model {
 
     fn doorbell(&mut self, q: usize, tail: u16) {
         let (sq, depth) =
-            if q == 0 { (self.asq, (self.aqa & 0xfff) as u16 + 1) } else { (self.queues[1].sq, self.queues[1].depth) };
+            if q == 0 { (self.asq, (self.aqa & 0xfff) as u16 + 1) } else { (self.queues[q].sq, self.queues[q].depth) };
         while self.queues[q].head != tail {
             let at = sq + self.queues[q].head as u64 * 64;
             let mut w = [0u32; 16];
@@ -271,7 +293,7 @@ impl Regs for Model {
                 let stride = 4usize << self.dstrd;
                 let k = (o - 0x1000) / stride;
                 let (q, completion) = (k / 2, k % 2 == 1);
-                assert!(q < 2, "a doorbell of a queue never made: {q}");
+                assert!(q <= self.granted as usize, "a doorbell of a queue never made: {q}");
                 if !completion {
                     self.doorbell(q, v as u16);
                 }
@@ -442,4 +464,68 @@ fn commands_and_completions_round_trip_through_their_words() {
     assert_eq!(Command::from_words(&c.to_words()), c);
     let e = Completion { dw0: 1, sq_head: 3, cid: 0xfffe, phase: true, status: 0x281 };
     assert_eq!(Completion::from_words(e.to_words()), e);
+}
+
+#[test]
+fn one_queue_pair_per_cpu_each_on_its_own_vector() {
+    let mut dma = HostDma { pages: 0 };
+    let mut c = Controller::with_queues(Model::new(2048, 9), &mut dma, 10_000, 2).unwrap();
+    assert_eq!(c.queues(), 2);
+    assert_eq!(c.regs.vectors[1..3], [Some(0), Some(1)], "queue q completes on vector q");
+    let ops: Vec<u8> = c.regs.seen.iter().map(|(_, k)| k.opcode).collect();
+    assert_eq!(ops, vec![IDENTIFY, IDENTIFY, SET_FEATURES, CREATE_CQ, CREATE_SQ, CREATE_CQ, CREATE_SQ]);
+    // A write on queue 1 is read back on queue 0; each queue counts its own.
+    let (_, buf) = buffer(2);
+    copy_in(buf, &[0x5a; 1024]);
+    let t = c.submit_on(1, true, 8, buf, 1024).unwrap();
+    assert_eq!(c.wait(t), Ok(()));
+    copy_in(buf, &[0; 1024]);
+    let t = c.submit_on(0, false, 8, buf, 1024).unwrap();
+    assert_eq!(c.wait(t), Ok(()));
+    let mut back = [0u8; 1024];
+    copy_out(buf, &mut back);
+    assert_eq!(back, [0x5a; 1024]);
+    assert_eq!(c.completed, vec![1, 1]);
+    assert_eq!(c.regs.seen.iter().filter(|(q, k)| *q == 2 && k.opcode == WRITE).count(), 1);
+    // Each queue fills on its own: queue 0 full still leaves queue 1 its room.
+    let depth = c.id.queue_depth as usize;
+    let mut held = Vec::new();
+    for _ in 0..depth - 1 {
+        held.push(c.submit_on(0, false, 0, buf, 512).unwrap());
+    }
+    assert_eq!(c.submit_on(0, false, 0, buf, 512), Err(Error::Full));
+    assert_eq!(c.free_on(1), depth - 1);
+    assert!(c.submit_on(1, false, 0, buf, 512).is_ok());
+    assert_eq!(c.submit_on(2, false, 0, buf, 512), Err(Error::BadRequest), "no third queue");
+    // Completions come back per queue.
+    let mut n = 0;
+    while c.poll_queue(1).is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 1, "queue 1's own completion only");
+    while c.poll().is_some() {}
+    assert_eq!(c.in_flight(), 0);
+}
+
+#[test]
+fn a_controller_that_grants_fewer_queues_gets_that_many() {
+    let mut m = Model::new(64, 12);
+    m.max_queues = 1;
+    let mut dma = HostDma { pages: 0 };
+    let c = Controller::with_queues(m, &mut dma, 10_000, 8).unwrap();
+    assert_eq!(c.queues(), 1);
+}
+
+#[test]
+fn a_completion_on_the_wrong_queue_is_not_believed() {
+    let mut dma = HostDma { pages: 0 };
+    let mut c = Controller::with_queues(Model::new(2048, 9), &mut dma, 10_000, 2).unwrap();
+    let (_, buf) = buffer(1);
+    // A command on queue 0 holds slot 0; a completion for cid 0 posted on queue 1 (a
+    // controller that confuses its queues) is counted, and the request stays.
+    let t = c.submit_on(0, false, 0, buf, 512).unwrap();
+    c.regs.post(2, 0, 0);
+    assert!(c.poll_queue(1).is_none());
+    assert_eq!(c.bad_completions, 1);
+    assert_eq!(c.wait(t), Ok(()));
 }

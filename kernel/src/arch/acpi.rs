@@ -5,7 +5,7 @@
 
 use crate::arch::boot::{direct_map_end, phys_to_virt};
 use acpi::madt::{Madt, MadtEntry};
-use acpi::{AcpiHandler, AcpiTables, PhysicalMapping};
+use acpi::{AcpiHandler, AcpiTable, AcpiTables, PhysicalMapping};
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
@@ -59,6 +59,47 @@ pub fn has_dmar(rsdp_phys: u64) -> bool {
     // SAFETY: as in madt_entries.
     let Ok(tables) = (unsafe { AcpiTables::from_rsdp(DirectMap, rsdp_phys as usize) }) else { return false };
     tables.headers().any(|h| h.signature == acpi::sdt::Signature::DMAR)
+}
+
+/// The MCFG table's bytes (header included) handed to `f`, or None without one.
+pub fn mcfg<T>(rsdp_phys: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    table_bytes::<acpi::mcfg::Mcfg, T>(rsdp_phys, f)
+}
+
+/// The DMAR table (Intel VT-d), as `mcfg`.
+#[repr(transparent)]
+struct Dmar {
+    header: acpi::sdt::SdtHeader,
+}
+
+// SAFETY: the struct is the table's header, which is all the parser reads of it.
+unsafe impl AcpiTable for Dmar {
+    const SIGNATURE: acpi::sdt::Signature = acpi::sdt::Signature::DMAR;
+    fn header(&self) -> &acpi::sdt::SdtHeader {
+        &self.header
+    }
+}
+
+pub fn dmar<T>(rsdp_phys: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    table_bytes::<Dmar, T>(rsdp_phys, f)
+}
+
+fn table_bytes<A: AcpiTable, T>(rsdp_phys: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    if rsdp_phys == 0 {
+        return None;
+    }
+    // SAFETY: as in madt_entries.
+    let tables = unsafe { AcpiTables::from_rsdp(DirectMap, rsdp_phys as usize) }.ok()?;
+    let t = tables.find_table::<A>().ok()?;
+    let len = t.get().header().length as usize;
+    let pa = t.physical_start() as u64;
+    if pa.saturating_add(len as u64) > direct_map_end() {
+        return None;
+    }
+    // SAFETY: the table's `len` bytes (its header's length) lie in the direct map
+    // (checked above) and are only read.
+    let bytes = unsafe { core::slice::from_raw_parts(phys_to_virt(pa) as *const u8, len) };
+    Some(f(bytes))
 }
 
 /// The MADT's interrupt source overrides.

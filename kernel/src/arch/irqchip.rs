@@ -5,6 +5,12 @@
 //! starts masked and is unmasked when a driver attaches; whether it is masked while
 //! its driver serves it, `kcore::irqline` says (a level line always, an edge line
 //! only if it fires twice).
+//!
+//! Message-signalled interrupts (MSI-X entries or MSI capabilities the kernel programmed
+//! for a driver, `arch::pci`) share the numbering: `irq::MSI_FIRST..irq::ALL`, at
+//! vectors 0x50 and up, edge-triggered, masked and unmasked through their table entry's
+//! vector control bit (a message sent while masked waits in the pending bits) or MSI's
+//! mask bit where the function has one.
 
 use crate::arch::boot::phys_to_virt;
 use crate::kcell::KCell;
@@ -13,6 +19,30 @@ use x86_64::instructions::port::Port;
 const IOAPIC_BASE: u64 = 0xFEC0_0000;
 pub const IOAPIC_VECTOR_BASE: u8 = 0x30;
 pub const PIC_VECTOR_BASE: u8 = 0x20;
+pub const MSI_VECTOR_BASE: u8 = 0x50;
+const MSI_FIRST: u8 = abi::irq::MSI_FIRST as u8;
+const MSI_LINES: usize = abi::irq::MSI_LINES as usize;
+
+/// The MSI-X table entry behind each message-signalled interrupt.
+static MSI: KCell<[Option<super::pci::Message>; MSI_LINES]> = KCell::new([None; MSI_LINES]);
+
+fn msi(line: u8) -> Option<super::pci::Message> {
+    line.checked_sub(MSI_FIRST).and_then(|i| MSI.get().get(i as usize).copied().flatten())
+}
+
+/// Whether message-signalled interrupts can be delivered (they need the local APIC).
+pub fn msi_available() -> bool {
+    apic()
+}
+
+/// Bind message-signalled interrupt `line` to an MSI-X entry: masked, its message to
+/// the boot CPU until a driver attaches (`route`, `unmask`).
+pub fn msi_bind(line: u8, entry: super::pci::Message) {
+    let Some(slot) = line.checked_sub(MSI_FIRST).and_then(|i| MSI.get().get_mut(i as usize)) else { return };
+    entry.set_masked(true);
+    entry.program(super::smp::apic_id(0), MSI_VECTOR_BASE + (line - MSI_FIRST));
+    *slot = Some(entry);
+}
 
 fn ioapic_write(reg: u32, val: u32) {
     // SAFETY: the IOAPIC's index/data registers at its default address, mapped uncached
@@ -54,6 +84,7 @@ fn redirection(line: u8, masked: bool) -> u32 {
 }
 
 pub fn init(rsdp_phys: u64) {
+    super::pci::init(rsdp_phys);
     if apic() {
         let modes = MODES.get();
         for (line, m) in modes.iter_mut().enumerate() {
@@ -92,6 +123,9 @@ pub fn init(rsdp_phys: u64) {
 
 /// Whether `line` is edge- or level-triggered, as the controller was set up.
 pub fn trigger(line: u8) -> kcore::irqline::Trigger {
+    if line >= MSI_FIRST {
+        return kcore::irqline::Trigger::Edge;
+    }
     if MODES.get()[line as usize % abi::irq::LINES as usize] & LEVEL != 0 {
         kcore::irqline::Trigger::Level
     } else {
@@ -127,12 +161,20 @@ fn pic_mask_bit(line: u8, masked: bool) {
 /// Deliver `line` to the CPU whose local APIC id is `apic` (the CPU its driver thread
 /// runs on). Without the IOAPIC every line goes to the boot CPU.
 pub fn route(line: u8, apic_id: u32) {
+    if let Some(e) = msi(line) {
+        e.program(apic_id, MSI_VECTOR_BASE + (line - MSI_FIRST));
+        return;
+    }
     if apic() && line < lines() {
         ioapic_write(0x10 + 2 * line as u32 + 1, apic_id << 24);
     }
 }
 
 pub fn mask(line: u8) {
+    if let Some(e) = msi(line) {
+        e.set_masked(true);
+        return;
+    }
     if line >= lines() {
         return;
     }
@@ -144,6 +186,10 @@ pub fn mask(line: u8) {
 }
 
 pub fn unmask(line: u8) {
+    if let Some(e) = msi(line) {
+        e.set_masked(false);
+        return;
+    }
     if line >= lines() {
         return;
     }
@@ -156,6 +202,9 @@ pub fn unmask(line: u8) {
 
 /// The line behind an interrupt vector, if it is a device line.
 pub fn line_of(vector: u8) -> Option<u8> {
+    if let Some(i) = vector.checked_sub(MSI_VECTOR_BASE).filter(|i| (*i as usize) < MSI_LINES) {
+        return apic().then_some(MSI_FIRST + i);
+    }
     if apic() {
         vector.checked_sub(IOAPIC_VECTOR_BASE).filter(|l| *l < abi::irq::LINES as u8)
     } else {

@@ -1,5 +1,8 @@
-//! PCI configuration space through the legacy ports 0xCF8/0xCFC (granted by the
-//! manifest), enough to find devices and their BARs for user-level drivers.
+//! PCI for user-level drivers. A driver asks root for its device (`device`): a
+//! capability for that one function — its configuration space as the kernel allows,
+//! its BARs, its MSI-X vectors — never for the bus. The legacy ports 0xCF8/0xCFC
+//! (granted by the manifest) remain for programs that list the bus (`lspci`) and the
+//! virtio drivers, which still find their devices there.
 
 use core::arch::asm;
 
@@ -129,9 +132,110 @@ fn device_at(a: Addr) -> Option<Device> {
     })
 }
 
-/// Every function reachable from bus 0: functions 1..8 only on multi-function
-/// devices, buses behind PCI-to-PCI bridges followed.
+/// Every function reachable from bus 0 through the ports: functions 1..8 only on
+/// multi-function devices, buses behind PCI-to-PCI bridges followed.
 pub fn devices() -> alloc::vec::Vec<Device> {
+    devices_by(read32)
+}
+
+/// A capability for one PCI function (from root: `device`).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceCap {
+    pub slot: u64,
+    pub addr: Addr,
+}
+
+impl DeviceCap {
+    /// The `index`-th function of class `class` (class << 16 | subclass << 8 |
+    /// interface) the manifest grants this program; its capability in a new slot.
+    pub fn get(class: u32, index: u64) -> Result<DeviceCap, abi::Error> {
+        let slot = crate::alloc_slot();
+        match crate::proto::client::get_pci(abi::cap::PARENT, class as u64, index, slot) {
+            Ok([id]) => Ok(DeviceCap { slot, addr: addr_of(id as u16) }),
+            Err(e) => {
+                crate::free_slot(slot);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn read32(&self, off: u16) -> u32 {
+        crate::sys::pci_read(self.slot, 0, off).unwrap_or(!0)
+    }
+
+    /// Write what the kernel lets a driver write (`NoRights` otherwise).
+    pub fn write32(&self, off: u16, v: u32) -> Result<(), abi::Error> {
+        crate::sys::pci_write(self.slot, off, v)
+    }
+
+    /// BAR `i`: (base, size, I/O ports), size 0 when there is none.
+    pub fn bar(&self, i: u8) -> Result<(u64, u64, bool), abi::Error> {
+        crate::sys::pci_bar(self.slot, i)
+    }
+
+    /// Memory decoding and bus mastering on (INTx as `intx` says).
+    pub fn enable(&self, intx: bool) -> Result<(), abi::Error> {
+        let cmd = self.read32(4) & 0xffff;
+        let cmd = (cmd | 0b110) & !(1 << 10) | if intx { 0 } else { 1 << 10 };
+        self.write32(4, cmd)
+    }
+
+    /// MSI-X entry `entry` as an IRQ capability in a new slot: (slot, interrupt number).
+    pub fn msix(&self, entry: u16) -> Result<(u64, u64), abi::Error> {
+        let slot = crate::alloc_slot();
+        match crate::sys::pci_msix(self.slot, entry, slot) {
+            Ok(n) => Ok((slot, n)),
+            Err(e) => {
+                crate::free_slot(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// Its vendor, device and class, as `devices()` reports them.
+    pub fn device(&self) -> Device {
+        let id = self.read32(0);
+        let class = self.read32(8);
+        Device {
+            addr: self.addr,
+            vendor: id as u16,
+            device: (id >> 16) as u16,
+            class: (class >> 24) as u8,
+            subclass: (class >> 16) as u8,
+            prog_if: (class >> 8) as u8,
+        }
+    }
+}
+
+/// A routing id (bus << 8 | device << 3 | function) as an address.
+pub fn addr_of(id: u16) -> Addr {
+    Addr { bus: (id >> 8) as u8, dev: ((id >> 3) & 31) as u8, func: (id & 7) as u8 }
+}
+
+impl Addr {
+    pub fn id(&self) -> u16 {
+        (self.bus as u16) << 8 | (self.dev as u16 & 31) << 3 | (self.func as u16 & 7)
+    }
+}
+
+/// Every function reachable from bus 0, read through `read` (root's: the IRQ control
+/// capability), as `devices` finds them through the ports.
+pub fn devices_by(read: impl Fn(Addr, u8) -> u32) -> alloc::vec::Vec<Device> {
+    let at = |a: Addr| {
+        let id = read(a, 0);
+        if id & 0xffff == 0xffff {
+            return None;
+        }
+        let class = read(a, 8);
+        Some(Device {
+            addr: a,
+            vendor: id as u16,
+            device: (id >> 16) as u16,
+            class: (class >> 24) as u8,
+            subclass: (class >> 16) as u8,
+            prog_if: (class >> 8) as u8,
+        })
+    };
     let mut out = alloc::vec::Vec::new();
     let mut buses = alloc::vec![0u8];
     let mut seen = [false; 256];
@@ -140,12 +244,12 @@ pub fn devices() -> alloc::vec::Vec<Device> {
             continue;
         }
         for dev in 0..32u8 {
-            let Some(d0) = device_at(Addr { bus, dev, func: 0 }) else { continue };
-            let multi = (read32(d0.addr, 0x0c) >> 16) & 0x80 != 0;
+            let Some(d0) = at(Addr { bus, dev, func: 0 }) else { continue };
+            let multi = (read(d0.addr, 0x0c) >> 16) & 0x80 != 0;
             for func in 0..if multi { 8 } else { 1 } {
-                let Some(d) = device_at(Addr { bus, dev, func }) else { continue };
+                let Some(d) = at(Addr { bus, dev, func }) else { continue };
                 if d.class == 0x06 && d.subclass == 0x04 {
-                    buses.push((read32(d.addr, 0x18) >> 8) as u8); // secondary bus
+                    buses.push((read(d.addr, 0x18) >> 8) as u8);
                 }
                 out.push(d);
             }

@@ -350,6 +350,59 @@ pub fn irq_detach(irq: u64) -> Result<(), Error> {
     check(safe_call(sys::IRQ_CONTROL, irq, abi::irq::DETACH, 0, 0, 0)[0])
 }
 
+/// How many times the interrupt behind `irq` was taken.
+pub fn irq_count(irq: u64) -> Result<u64, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, irq, abi::irq::COUNT, 0, 0, 0);
+    check(r[0]).map(|_| r[1])
+}
+
+/// With the IRQ control capability: a capability for PCI function `id` in `dst`.
+pub fn pci_create(control: u64, id: u16, dst: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, control, abi::irq::PCI_CREATE, id as u64, dst, 0)[0])
+}
+
+/// 32 bits of configuration space: of the device `cap` names at `off`, or, with the
+/// IRQ control capability, of function `id`.
+pub fn pci_read(cap: u64, id: u16, off: u16) -> Result<u32, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, cap, abi::irq::PCI_READ, (id as u64) << 16 | off as u64, 0, 0);
+    check(r[0]).map(|_| r[1] as u32)
+}
+
+pub fn pci_write(dev: u64, off: u16, v: u32) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_WRITE, off as u64, v as u64, 0)[0])
+}
+
+/// Let device `dev` reach `pages` of the caller's pages from `va` for DMA: true when
+/// the IOMMU confines it to them, false when there is none (the driver is trusted).
+pub fn pci_dma_map(dev: u64, va: u64, pages: u64) -> Result<bool, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_DMA_MAP, va, pages, 0);
+    check(r[0]).map(|_| r[1] == 1)
+}
+
+/// Take `pages` physical pages from `pa` out of device `dev`'s reach.
+pub fn pci_dma_unmap(dev: u64, pa: u64, pages: u64) -> Result<(), Error> {
+    check(safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_DMA_UNMAP, pa, pages, 0)[0])
+}
+
+/// A device's MSI (one message) as an IRQ capability in `dst`; its interrupt number.
+pub fn pci_msi(dev: u64, dst: u64) -> Result<u64, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_MSI, 0, dst, 0);
+    check(r[0]).map(|_| r[1])
+}
+
+/// BAR `i` of a device: (base, size, I/O ports).
+pub fn pci_bar(dev: u64, i: u8) -> Result<(u64, u64, bool), Error> {
+    let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_BAR, i as u64, 0, 0);
+    check(r[0]).map(|_| (r[1], r[2], r[3] == 1))
+}
+
+/// A message-signalled interrupt for MSI-X entry `entry` of a device, as an IRQ
+/// capability in `dst`; its interrupt number.
+pub fn pci_msix(dev: u64, entry: u16, dst: u64) -> Result<u64, Error> {
+    let r = safe_call(sys::IRQ_CONTROL, dev, abi::irq::PCI_MSIX, entry as u64, dst, 0);
+    check(r[0]).map(|_| r[1])
+}
+
 /// (voluntary, involuntary) switches away from a task's threads: they blocked, or
 /// were preempted.
 pub fn task_switches(task: u64) -> Result<(u64, u64), Error> {

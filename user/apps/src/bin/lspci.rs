@@ -1,6 +1,7 @@
 //! Lists PCI devices (configuration ports from the manifest): address, ids, class (by
-//! name where the class is a common one), memory BARs, and the Scion driver that takes
-//! the device, if there is one.
+//! name where the class is a common one), memory BARs, its message-signalled interrupts
+//! (MSI-X with its table's size, MSI; "on" once the kernel programmed them for a driver),
+//! and the Scion driver that takes the device, if there is one.
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -30,7 +31,7 @@ fn main() -> i32 {
             i += if raw & 1 == 0 && (raw >> 1) & 3 == 2 { 2 } else { 1 };
         }
         println!(
-            "{:02x}:{:02x}.{} {:04x}:{:04x} class {:02x}.{:02x}.{:02x} ({}){}{}",
+            "{:02x}:{:02x}.{} {:04x}:{:04x} class {:02x}.{:02x}.{:02x} ({}){}{}{}",
             d.addr.bus,
             d.addr.dev,
             d.addr.func,
@@ -41,6 +42,7 @@ fn main() -> i32 {
             d.prog_if,
             class_name(d.class, d.subclass, d.prog_if),
             bars,
+            messages(&d),
             match driver(&d) {
                 Some(w) => alloc::format!(" driver: {w}"),
                 None => alloc::string::String::new(),
@@ -48,6 +50,30 @@ fn main() -> i32 {
         );
     }
     0
+}
+
+/// " MSI-X(N entries, on|off)" and " MSI(on|off)", from the capability list (walked
+/// with every pointer checked: at most 48 steps, never into the header).
+fn messages(d: &pci::Device) -> alloc::string::String {
+    let mut out = alloc::string::String::new();
+    if (pci::read32(d.addr, 0x04) >> 16) & (1 << 4) == 0 {
+        return out;
+    }
+    let mut at = (pci::read32(d.addr, 0x34) & 0xfc) as u8;
+    for _ in 0..48 {
+        if at < 0x40 {
+            break;
+        }
+        let v = pci::read32(d.addr, at);
+        let on = |bit: u32| if v & (1 << bit) != 0 { "on" } else { "off" };
+        match v as u8 {
+            0x11 => out.push_str(&alloc::format!(" MSI-X({} entries, {})", ((v >> 16) & 0x7ff) + 1, on(31))),
+            0x05 => out.push_str(&alloc::format!(" MSI({})", on(16))),
+            _ => {}
+        }
+        at = ((v >> 8) & 0xfc) as u8;
+    }
+    out
 }
 
 /// The PCI class's name (PCI Code and ID Assignment), for the common ones.

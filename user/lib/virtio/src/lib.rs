@@ -12,7 +12,7 @@
 extern crate alloc;
 
 mod e1000;
-mod nvme;
+pub mod nvme;
 pub use e1000::open_e1000e;
 pub use nvme::NvmeDisk;
 
@@ -44,6 +44,11 @@ struct State {
     /// DMA memory a server handed out itself (shared buffers): (virtual, physical,
     /// pages). Buffers inside these go to the device as they are: no bounce.
     direct: Vec<(u64, u64, u64)>,
+    /// The device capability whose DMA reaches this memory (`set_dma_device`; 0: none,
+    /// a device found on the bus, which reaches everything) and every run of DMA
+    /// memory taken from sigma0: (virtual, pages).
+    dma_dev: u64,
+    runs: Vec<(u64, u64)>,
 }
 
 static STATE: Lock<State> = Lock::new(State {
@@ -53,7 +58,49 @@ static STATE: Lock<State> = Lock::new(State {
     bounces: Vec::new(),
     spare: Vec::new(),
     direct: Vec::new(),
+    dma_dev: 0,
+    runs: Vec::new(),
 });
+
+/// Whether the kernel said the device's DMA is confined (by the IOMMU) to what was
+/// mapped for it.
+static CONFINED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Let the device reach `pages` pages at `va` (through its capability), in calls the
+/// kernel takes; false when the kernel refused.
+fn dma_map(dev: u64, va: u64, pages: u64) -> bool {
+    let max = abi::mem::MAX_PAGES_PER_CALL;
+    (0..pages.div_ceil(max)).all(|k| {
+        let n = (pages - k * max).min(max);
+        match rt::sys::pci_dma_map(dev, va + k * max * PAGE_SIZE, n) {
+            Ok(c) => {
+                CONFINED.store(c, core::sync::atomic::Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    })
+}
+
+/// Whether the device's DMA is confined to the memory mapped for it (false: no IOMMU,
+/// or nothing mapped yet).
+pub fn dma_confined() -> bool {
+    CONFINED.load(core::sync::atomic::Ordering::Relaxed)
+}
+
+/// From now on, DMA memory here is for device `dev` (a device capability): what is
+/// already there and what comes later is mapped for its DMA.
+pub fn set_dma_device(dev: u64) {
+    let mut st = STATE.lock();
+    st.dma_dev = dev;
+    let mut all: Vec<(u64, u64)> = st.runs.clone();
+    all.extend(st.direct.iter().map(|d| (d.0, d.2)));
+    for (va, pages) in all {
+        if !dma_map(dev, va, pages) {
+            rt::println!("virtio-hal: the kernel refused DMA to {:#x} ({} pages)", va, pages);
+        }
+    }
+}
 
 /// Tell the HAL about DMA memory at `va` (physical `pa`, `pages` pages): buffers inside
 /// it are handed to the device directly (zero copy).
@@ -63,6 +110,9 @@ pub fn register_dma(va: u64, pa: u64, pages: u64) {
     let mut st = STATE.lock();
     st.direct.retain(|d| d.0 != va);
     st.direct.push((va, pa, pages));
+    if st.dma_dev != 0 && !dma_map(st.dma_dev, va, pages) {
+        rt::println!("virtio-hal: the kernel refused DMA to {:#x} ({} pages)", va, pages);
+    }
 }
 
 /// Forget the memory registered for DMA (`register_dma`) at virtual addresses in
@@ -99,6 +149,11 @@ fn dma_pages(st: &mut State, pages: usize) -> Option<(u64, u64)> {
         return None;
     }
     st.dma_next = va + size;
+    let pages = size / PAGE_SIZE;
+    st.runs.push((va, pages));
+    if st.dma_dev != 0 && !dma_map(st.dma_dev, va, pages) {
+        return None;
+    }
     Some((m.word(2), va))
 }
 
@@ -361,10 +416,22 @@ impl baio::BlockDev for Disk {
 /// NVMe controller — and bring it up (the PCI ports and `init` must be done). Err says
 /// what failed.
 pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
+    open_disk_with(&|n| n)
+}
+
+/// The same; an NVMe controller's MSI-X vectors are attached to the calling thread with
+/// badge `badge(number)` (`NvmeDisk::vectors`).
+pub fn open_disk_with(badge: &dyn Fn(u64) -> u64) -> Result<(rt::pci::Device, Disk), &'static str> {
     use virtio_drivers::transport::Transport;
     let (d, mut t) = match open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus") {
         Ok(x) => x,
         Err(why) => {
+            // NVMe: a capability for the controller alone, from root, when the manifest
+            // grants the class; else (an older manifest) found on the bus.
+            if let Ok(dev) = rt::pci::DeviceCap::get(nvme::CLASS, 0) {
+                let cpus = rt::sys::smp_info().cpus.clamp(1, 64) as u16;
+                return Ok((dev.device(), Disk::Nvme(NvmeDisk::open_cap(dev, cpus, badge)?)));
+            }
             return match rt::pci::devices().into_iter().find(nvme::is_nvme) {
                 Some(d) => Ok((d, Disk::Nvme(NvmeDisk::open(&d)?))),
                 None => Err(if why.starts_with("no ") { "no virtio-blk or NVMe device on the PCI bus" } else { why }),

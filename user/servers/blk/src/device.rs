@@ -5,6 +5,7 @@
 use crate::area::copy_part;
 use crate::{Blk, IRQ_BADGE};
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 use baio::BLOCK;
 use rt::env;
 use rt::println;
@@ -35,9 +36,19 @@ pub(crate) struct Io {
     resp: Box<BlkResp>,
 }
 
-/// The device's interrupt line, as the chipset routes its pin (`rt::pci::interrupt_line`):
-/// attach to it if the manifest grants it, else poll.
-pub(crate) fn attach_irq(dev: &rt::pci::Device, disk: &mut Disk) -> Option<(u8, u64)> {
+/// The device's interrupts: an NVMe controller's MSI-X vectors (one per queue), else
+/// its interrupt line as the chipset routes its pin (`rt::pci::interrupt_line`) if the
+/// manifest grants it; none: poll. (interrupt number, IRQ capability) of each.
+pub(crate) fn attach_irqs(dev: &rt::pci::Device, disk: &mut Disk) -> Vec<(u8, u64)> {
+    if let Disk::Nvme(n) = disk {
+        if !n.vectors.is_empty() {
+            return n.vectors.iter().map(|&(s, l)| (l as u8, s)).collect();
+        }
+    }
+    attach_irq(dev, disk).into_iter().collect()
+}
+
+fn attach_irq(dev: &rt::pci::Device, disk: &mut Disk) -> Option<(u8, u64)> {
     let line = rt::pci::interrupt_line(dev)?;
     let s = rt::alloc_slot();
     if env::irq(line as u64, s).is_err() || rt::sys::irq_attach(s, Badge::minted(IRQ_BADGE | line as u64).0).is_err() {

@@ -56,7 +56,7 @@ use baio::{Volume, BLOCK};
 use blk_api::{self as p, Request};
 use cache_api as pc;
 use cached::{attach_cache, CACHE_SYNC_US};
-use device::{attach_irq, Io};
+use device::{attach_irqs, Io};
 use ldisk::Ldisk;
 use ring::{Op, Waiter};
 use rt::ipc::Msg;
@@ -143,8 +143,9 @@ struct Blk {
     batches: BTreeMap<u64, u32>,
     next_batch: u64,
     waiters: Vec<Waiter>,
-    /// The device's interrupt line and its capability (None: completions are polled).
-    irq: Option<(u8, u64)>,
+    /// The device's interrupts (IOAPIC line or MSI-X vectors) and their capabilities
+    /// (none: completions are polled).
+    irqs: Vec<(u8, u64)>,
 }
 
 fn err(e: Error) -> Msg {
@@ -228,7 +229,8 @@ impl Server for Blk {
         }
         self.disk.ack_interrupt();
         self.complete();
-        if let Some((_, s)) = self.irq {
+        let line = m.mr[1] as u8;
+        if let Some(&(_, s)) = self.irqs.iter().find(|(l, _)| *l == line) {
             let _ = rt::sys::irq_ack(s);
         }
         Some(Answer::Later)
@@ -348,7 +350,7 @@ fn main() -> i32 {
             return 1;
         }
     };
-    let (dev, mut disk) = match virtio::open_disk() {
+    let (dev, mut disk) = match virtio::open_disk_with(&|line| Badge::minted(IRQ_BADGE | line).0) {
         Ok(d) => d,
         Err(why) => {
             println!("blk: {}", why);
@@ -382,16 +384,27 @@ fn main() -> i32 {
     } else {
         println!("blk: the device offers no cache flush: its writes are taken as durable when done");
     }
-    let irq = attach_irq(&dev, &mut disk);
-    match irq {
-        Some((line, _)) => println!(
+    if virtio::dma_confined() {
+        println!("blk: the IOMMU confines the controller's DMA to the memory blk maps for it");
+    }
+    let irqs = attach_irqs(&dev, &mut disk);
+    match irqs.as_slice() {
+        [(line, _)] if (*line as u64) < abi::irq::LINES => println!(
             "blk: mounted: {} blocks, {} segments, {} free; interrupts on line {}",
             vol.layout.total_blocks,
             vol.list().count(),
             vol.free_blocks(),
             line
         ),
-        None => println!(
+        [_, ..] => println!(
+            "blk: mounted: {} blocks, {} segments, {} free; MSI-X: {} queue(s), interrupts {:?}",
+            vol.layout.total_blocks,
+            vol.list().count(),
+            vol.free_blocks(),
+            irqs.len(),
+            irqs.iter().map(|i| i.0).collect::<Vec<_>>()
+        ),
+        [] => println!(
             "blk: mounted: {} blocks, {} segments, {} free; no interrupt line: polling",
             vol.layout.total_blocks,
             vol.list().count(),
@@ -424,7 +437,7 @@ fn main() -> i32 {
         batches: BTreeMap::new(),
         next_batch: 1,
         waiters: Vec::new(),
-        irq,
+        irqs,
         text: String::new(),
         grafts: graft::Table::new(&POINTS, graft_api::BLK_IDS, graft_host::host()),
         ldisks: BTreeMap::new(),

@@ -145,7 +145,7 @@ impl Blk {
         }
         self.drop_looked();
         self.submit();
-        if self.irq.is_none() {
+        if self.irqs.is_empty() {
             self.drain();
         }
         self.wake();

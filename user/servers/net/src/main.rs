@@ -433,6 +433,17 @@ impl Net {
     }
 }
 
+/// MSI-X entry 0 for every cause of a controller held by capability.
+fn attach_msix(dev: &rt::pci::DeviceCap, nic: &mut Nic) -> Option<(u8, u64)> {
+    let (s, n) = dev.msix(0).ok()?;
+    if rt::sys::irq_attach(s, Badge::minted(IRQ_BADGE | n).0).is_err() {
+        rt::free_slot(s);
+        return None;
+    }
+    nic.use_msix(0);
+    Some((n as u8, s))
+}
+
 /// The device's interrupt line, if the manifest grants it.
 fn attach_irq(dev: &rt::pci::Device) -> Option<(u8, u64)> {
     let line = rt::pci::interrupt_line(dev)?;
@@ -495,7 +506,7 @@ fn main() -> i32 {
     // not there yet, or was started again).
     let _ = env::lookup("blk", blk);
     virtio_hal::init(s0slot);
-    let (dev, nic) = match nic::open().and_then(|(d, r)| Nic::new(r).map(|n| (d, n))) {
+    let (dev, nic, cap) = match nic::open().and_then(|(d, r, c)| Nic::new(r).map(|n| (d, n, c))) {
         Ok(x) => x,
         Err(why) => {
             println!("net: {}", why);
@@ -503,7 +514,13 @@ fn main() -> i32 {
         }
     };
     let mut nic = nic;
-    let irq = attach_irq(&dev);
+    if virtio_hal::dma_confined() {
+        println!("net: the IOMMU confines the controller's DMA to the memory net maps for it");
+    }
+    let irq = match cap.and_then(|c| attach_msix(&c, &mut nic)) {
+        Some(x) => Some(x),
+        None => attach_irq(&dev),
+    };
     if irq.is_some() {
         nic.enable_interrupts();
     }
@@ -519,6 +536,7 @@ fn main() -> i32 {
         nic.kind(),
         p::Mac(mac_word(mac)),
         match irq {
+            Some((l, _)) if l as u64 >= abi::irq::MSI_FIRST => alloc::format!("MSI-X: interrupt {}", l),
             Some((l, _)) => alloc::format!("interrupts on line {}", l),
             None => alloc::string::String::from("no interrupt line: polling"),
         },

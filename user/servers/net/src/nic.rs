@@ -29,10 +29,13 @@ pub enum Raw {
 }
 
 /// Find the network device (virtio-net first, else an 82574) and bring it up.
-pub fn open() -> Result<(rt::pci::Device, Raw), &'static str> {
+/// An 82574 held by capability comes with it (for its MSI-X).
+pub fn open() -> Result<(rt::pci::Device, Raw, Option<rt::pci::DeviceCap>), &'static str> {
     match virtio_hal::open_pci(&[0x1000, 0x1041], "no virtio-net device on the PCI bus") {
-        Ok((d, t)) => VirtIONetRaw::new(t).map(|r| (d, Raw::Virtio(r))).map_err(|_| "the virtio-net driver failed"),
-        Err(_) => virtio_hal::open_e1000e().map(|(d, n)| (d, Raw::E1000(n))),
+        Ok((d, t)) => {
+            VirtIONetRaw::new(t).map(|r| (d, Raw::Virtio(r), None)).map_err(|_| "the virtio-net driver failed")
+        }
+        Err(_) => virtio_hal::open_e1000e().map(|(d, n, c)| (d, Raw::E1000(n), c)),
     }
 }
 
@@ -207,6 +210,14 @@ impl Nic {
 
     pub fn kind(&self) -> &'static str {
         self.raw.kind()
+    }
+
+    /// Every interrupt cause on MSI-X entry `entry` (an 82574; virtio-net's MSI-X is not
+    /// used).
+    pub fn use_msix(&mut self, entry: u8) {
+        if let Raw::E1000(n) = &mut self.raw {
+            n.use_msix(entry);
+        }
     }
 
     pub fn enable_interrupts(&mut self) {

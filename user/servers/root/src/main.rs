@@ -119,6 +119,8 @@ struct Root<'a> {
     /// When each program marked `restart` last ended (by name): what its dependents'
     /// ends are laid at (`manifest::restart::blamed_on_dependency`).
     ended_at: Vec<(String, u64)>,
+    /// The PCI functions (routing id, class), listed once on the first `GET_PCI`.
+    pci: Option<Vec<(u16, u32)>>,
 }
 
 /// A program's id (its badge on root's endpoint): its index in `progs` (its record's
@@ -220,6 +222,31 @@ impl Server for Root<'_> {
                     sys::irq_create(cap::IRQ_CONTROL_SLOT, line, tmp)
                         .and_then(|_| sys::cap_give(task, tmp, slot, rights::CONTROL))
                 }))
+            }
+            Request::GetPci { class, index, slot } => {
+                if !self.progs[idx].entry.pci.contains(&(class as u32)) {
+                    return Answer::err(Error::NoRights);
+                }
+                // The bus, read once through the IRQ control capability.
+                let funcs = self.pci.get_or_insert_with(|| {
+                    rt::pci::devices_by(|a, off| {
+                        rt::sys::pci_read(cap::IRQ_CONTROL_SLOT, a.id(), off as u16).unwrap_or(!0)
+                    })
+                    .iter()
+                    .map(|d| (d.addr.id(), (d.class as u32) << 16 | (d.subclass as u32) << 8 | d.prog_if as u32))
+                    .collect()
+                });
+                let Some(&(id, _)) = funcs.iter().filter(|f| f.1 == class as u32).nth(index as usize) else {
+                    return Answer::err(Error::NotFound);
+                };
+                let task = self.progs[idx].child.task;
+                match with_tmp(|tmp| {
+                    sys::pci_create(cap::IRQ_CONTROL_SLOT, id, tmp)
+                        .and_then(|_| sys::cap_give(task, tmp, slot, rights::CONTROL))
+                }) {
+                    Ok(()) => Answer::ok(&[id as u64]),
+                    Err(e) => Answer::err(e),
+                }
             }
             Request::Ps | Request::Meminfo => {
                 self.text = if matches!(req, Request::Ps) { self.ps() } else { self.meminfo_now() };
@@ -387,6 +414,7 @@ fn main() -> i32 {
         gone_in_update: Vec::new(),
         down: Vec::new(),
         ended_at: Vec::new(),
+        pci: None,
     };
     for name in MEM_SERVERS {
         match root.start_mem(name) {

@@ -1,0 +1,361 @@
+//! DMA confined by the IOMMU (Intel VT-d): the first remapping unit the ACPI DMAR table
+//! names, programmed with one root table. A device the kernel handed to a driver by
+//! capability (`PCI_CREATE`) gets a domain of its own whose second-level tables map
+//! only the frames its driver mapped for DMA (`PCI_DMA_MAP`: the driver's own pages,
+//! at their physical addresses, so drivers keep naming buffers by physical address);
+//! a frame leaves the domain when the driver unmaps it for DMA, when it loses the page
+//! (unmap, revocation by its pager or sigma0, its death: `Task::unmap_page` tells this
+//! module), and the IOTLB is invalidated before the call returns, so before the frame
+//! can be handed out again. Every other device passes through untranslated (its
+//! driver, if any, is trusted with DMA). A device that reaches outside its domain
+//! is refused by the unit; the fault interrupt (`VEC_IOMMU`) prints each fault record.
+//! The tables' layout and the DMAR's parsing are `pcie::vtd`'s (host-tested).
+
+use crate::arch::boot::phys_to_virt;
+use crate::arch::serial::kprintln;
+use crate::kcell::KCell;
+use pcie::vtd::{self, reg};
+
+/// The vector of the unit's fault event interrupt.
+pub const VEC_IOMMU: u8 = 0x4f;
+/// Devices with a domain of their own at most.
+const DOMAINS: usize = 16;
+/// Table pages one domain may use (512 map 2 MiB; 64 tables: over 100 MiB of DMA).
+const DOMAIN_TABLES: u32 = 64;
+
+struct Domain {
+    bdf: u16,
+    /// The top-level table.
+    root: u64,
+    tables: u32,
+    /// The task whose pages it maps (the driver that mapped first), or none.
+    owner: Option<u32>,
+}
+
+struct Unit {
+    regs: u64,
+    cap: u64,
+    ecap: u64,
+    levels: u8,
+    /// The root table, and each bus's own context table (0: the bus points at the shared
+    /// one, every function passing through).
+    root: u64,
+    ctx: [u64; 256],
+    domains: [Option<Domain>; DOMAINS],
+    faults: u64,
+}
+
+static UNIT: KCell<Option<Unit>> = KCell::new(None);
+
+impl Unit {
+    fn r32(&self, off: usize) -> u32 {
+        // SAFETY: the unit's registers, in the direct map's uncached top GiB (checked at
+        // init), read by the kernel alone.
+        unsafe { core::ptr::read_volatile(phys_to_virt(self.regs + off as u64) as *const u32) }
+    }
+    fn w32(&self, off: usize, v: u32) {
+        // SAFETY: as in r32.
+        unsafe { core::ptr::write_volatile(phys_to_virt(self.regs + off as u64) as *mut u32, v) }
+    }
+    fn r64(&self, off: usize) -> u64 {
+        self.r32(off) as u64 | (self.r32(off + 4) as u64) << 32
+    }
+    fn w64(&self, off: usize, v: u64) {
+        self.w32(off, v as u32);
+        self.w32(off + 4, (v >> 32) as u32);
+    }
+
+    /// A global command, waited for (its status bit set or cleared as asked).
+    fn command(&self, bit: u32, on: bool) {
+        let keep = self.r32(reg::GSTS) & vtd::GSTS_ONE_SHOT;
+        self.w32(reg::GCMD, if on { keep | bit } else { keep & !bit });
+        for _ in 0..1_000_000 {
+            if (self.r32(reg::GSTS) & bit != 0) == on || bit == vtd::GCMD_SRTP && !on {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+        kprintln!("[iommu] the unit did not take command {:#x}", bit);
+    }
+
+    fn invalidate_context(&self) {
+        self.w64(reg::CCMD, vtd::CCMD_ICC_GLOBAL);
+        for _ in 0..1_000_000 {
+            if self.r64(reg::CCMD) >> 63 == 0 {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+        kprintln!("[iommu] context-cache invalidation did not finish");
+    }
+
+    /// Drop every cached translation (before a frame taken out may be used again).
+    fn invalidate_iotlb(&self) {
+        let at = vtd::iotlb_invalidate_offset(self.ecap);
+        self.w64(at, vtd::IOTLB_IVT_GLOBAL);
+        for _ in 0..1_000_000 {
+            if self.r64(at) >> 63 == 0 {
+                return;
+            }
+            core::hint::spin_loop();
+        }
+        kprintln!("[iommu] IOTLB invalidation did not finish");
+    }
+
+    /// Set function `bdf`'s context entry; its bus gets a context table of its own
+    /// first (a copy of the shared one). Err: no memory for it.
+    fn set_context(&mut self, bdf: u16, e: [u64; 2]) -> Result<(), abi::Error> {
+        let bus = (bdf >> 8) as usize;
+        if self.ctx[bus] == 0 {
+            let t = crate::mem::alloc_frame().ok_or(abi::Error::NoMemory)?;
+            fill_passthrough(t, self.levels);
+            self.ctx[bus] = t;
+            let r = vtd::root_entry(t);
+            // SAFETY: the root table is a kernel frame of 256 16-byte entries; the unit
+            // rereads it after the invalidation below.
+            unsafe { core::ptr::write_volatile((phys_to_virt(self.root) as *mut u64).add(2 * bus), r[0]) };
+        }
+        let p = phys_to_virt(self.ctx[bus] + 16 * (bdf as u64 & 0xff)) as *mut u64;
+        // SAFETY: the bus's context table is a kernel frame of 256 16-byte entries; the
+        // unit reads it only after the invalidation below.
+        unsafe {
+            core::ptr::write_volatile(p, 0);
+            core::ptr::write_volatile(p.add(1), e[1]);
+            core::ptr::write_volatile(p, e[0]);
+        }
+        self.invalidate_context();
+        self.invalidate_iotlb();
+        Ok(())
+    }
+}
+
+/// Every function of a (new, zeroed) context table passing through, in domain 1.
+fn fill_passthrough(table: u64, levels: u8) {
+    let e = vtd::context_passthrough(levels, 1);
+    for devfn in 0..256u64 {
+        let p = phys_to_virt(table + 16 * devfn) as *mut u64;
+        // SAFETY: a kernel frame of 256 16-byte entries, not yet seen by the unit.
+        unsafe {
+            core::ptr::write_volatile(p.add(1), e[1]);
+            core::ptr::write_volatile(p, e[0]);
+        }
+    }
+}
+
+/// Kernel frames as translation tables.
+struct KernelTables;
+
+impl vtd::Tables for KernelTables {
+    fn alloc(&mut self) -> Option<u64> {
+        crate::mem::alloc_frame()
+    }
+    fn read(&self, table: u64, i: usize) -> u64 {
+        // SAFETY: `table` is a kernel frame holding a translation table (512 entries).
+        unsafe { core::ptr::read_volatile((phys_to_virt(table) as *const u64).add(i % 512)) }
+    }
+    fn write(&mut self, table: u64, i: usize, v: u64) {
+        // SAFETY: as in read.
+        unsafe { core::ptr::write_volatile((phys_to_virt(table) as *mut u64).add(i % 512), v) }
+    }
+}
+
+/// Find and turn on the unit (translation on, every bus-0 device passing through).
+pub fn init(rsdp_phys: u64) -> bool {
+    // The unit that claims every device of segment 0, else the first (QEMU's lists its
+    // devices rather than claiming all). Device scopes are not read: a device under
+    // another unit is not confined.
+    let pick = |b: &[u8]| {
+        let all = vtd::units(b)?.find(|u| u.segment == 0 && u.include_all);
+        all.or_else(|| vtd::units(b)?.find(|u| u.segment == 0))
+    };
+    let Some(Some(u)) = super::acpi::dmar(rsdp_phys, pick) else {
+        return false;
+    };
+    if u.base < 0xC000_0000 || u.base >= 0x1_0000_0000 {
+        kprintln!("[iommu] VT-d unit at {:#x} outside the uncached window: not used", u.base);
+        return false;
+    }
+    let regs = u.base;
+    let probe =
+        Unit { regs, cap: 0, ecap: 0, levels: 0, root: 0, ctx: [0; 256], domains: Default::default(), faults: 0 };
+    let (cap, ecap) = (probe.r64(reg::CAP), probe.r64(reg::ECAP));
+    let Some(levels) = vtd::levels(cap) else {
+        kprintln!("[iommu] VT-d unit at {:#x} offers no 39- or 48-bit tables: not used", regs);
+        return false;
+    };
+    if !vtd::passthrough(ecap) {
+        kprintln!("[iommu] VT-d unit at {:#x} (ecap {:#x}) cannot pass other devices through: not used", regs, ecap);
+        return false;
+    }
+    let (Some(root), Some(shared)) = (crate::mem::alloc_frame(), crate::mem::alloc_frame()) else { return false };
+    let unit = Unit { regs, cap, ecap, levels, root, ctx: [0; 256], domains: Default::default(), faults: 0 };
+    // Every function of every bus passes through (domain 1) until a driver is given it:
+    // one shared context table, a bus's own made when one of its functions is confined.
+    fill_passthrough(shared, levels);
+    let r = vtd::root_entry(shared);
+    for bus in 0..256 {
+        // SAFETY: the root table, a zeroed kernel frame of 256 16-byte entries, not yet
+        // seen by the unit.
+        unsafe { core::ptr::write_volatile((phys_to_virt(root) as *mut u64).add(2 * bus), r[0]) };
+    }
+    unit.w64(reg::RTADDR, root);
+    unit.command(vtd::GCMD_SRTP, true);
+    unit.invalidate_context();
+    unit.invalidate_iotlb();
+    // Faults interrupt the boot CPU (this one: its APIC id is not recorded yet).
+    let (addr, data) = pcie::message(super::lapic::id(), VEC_IOMMU);
+    unit.w32(reg::FEDATA, data);
+    unit.w32(reg::FEADDR, addr as u32);
+    unit.w32(reg::FEUADDR, 0);
+    unit.w32(reg::FECTL, 0);
+    unit.command(vtd::GCMD_TE, true);
+    kprintln!(
+        "[iommu] VT-d at {:#x}: translation on ({}-level tables); a device given to a driver by capability reaches only the frames its driver maps for DMA, the others pass through",
+        regs,
+        levels
+    );
+    *UNIT.get() = Some(unit);
+    true
+}
+
+/// Whether DMA is confined.
+pub fn active() -> bool {
+    UNIT.get().is_some()
+}
+
+fn domain_of(u: &Unit, bdf: u16) -> Option<usize> {
+    u.domains.iter().position(|d| d.as_ref().is_some_and(|d| d.bdf == bdf))
+}
+
+fn clear(u: &mut Unit, i: usize) {
+    let levels = u.levels;
+    let Some(d) = u.domains[i].as_mut() else { return };
+    let mut below = alloc::vec::Vec::new();
+    vtd::tables_below(&KernelTables, d.root, levels, &mut |t| below.push(t));
+    crate::mem::zero_frame(d.root);
+    d.tables = 1;
+    d.owner = None;
+    u.invalidate_iotlb();
+    for t in below {
+        crate::mem::free_frame(t);
+    }
+}
+
+/// Give device `bdf` a domain of its own, empty (a device just handed to a driver can
+/// reach nothing until its driver maps frames). Err: no domain left or no memory.
+pub fn confine(bdf: u16) -> Result<(), abi::Error> {
+    let Some(u) = UNIT.get().as_mut() else { return Ok(()) };
+    if let Some(i) = domain_of(u, bdf) {
+        clear(u, i);
+        return Ok(());
+    }
+    let i = u.domains.iter().position(|d| d.is_none()).ok_or(abi::Error::NoMemory)?;
+    let root = crate::mem::alloc_frame().ok_or(abi::Error::NoMemory)?;
+    // Domain ids: 1 is pass-through; device domains from 2.
+    if let Err(e) = u.set_context(bdf, vtd::context_entry(root, u.levels, i as u16 + 2)) {
+        crate::mem::free_frame(root);
+        return Err(e);
+    }
+    u.domains[i] = Some(Domain { bdf, root, tables: 1, owner: None });
+    Ok(())
+}
+
+/// Map frame `pa` (of task `task`, writable or not) into `bdf`'s domain at `pa`.
+/// Ok(false) without an IOMMU (nothing to do: the driver is trusted).
+pub fn map(bdf: u16, task: u32, pa: u64, writable: bool) -> Result<bool, abi::Error> {
+    let Some(u) = UNIT.get().as_mut() else { return Ok(false) };
+    let i = domain_of(u, bdf).ok_or(abi::Error::BadState)?;
+    let levels = u.levels;
+    let d = u.domains[i].as_mut().expect("found");
+    if d.owner.is_some_and(|o| o != task) {
+        return Err(abi::Error::NoRights);
+    }
+    if d.tables + levels as u32 > DOMAIN_TABLES {
+        return Err(abi::Error::NoMemory);
+    }
+    let mut t = Counted(&mut d.tables);
+    let rights = vtd::READ | if writable { vtd::WRITE } else { 0 };
+    vtd::map(&mut t, d.root, levels, pa, pa, rights).map_err(|e| match e {
+        vtd::MapError::BadAddress => abi::Error::InvalidArg,
+        vtd::MapError::NoMemory => abi::Error::NoMemory,
+    })?;
+    d.owner = Some(task);
+    Ok(true)
+}
+
+/// Tables that count what they allocate.
+struct Counted<'a>(&'a mut u32);
+
+impl vtd::Tables for Counted<'_> {
+    fn alloc(&mut self) -> Option<u64> {
+        *self.0 += 1;
+        KernelTables.alloc()
+    }
+    fn read(&self, table: u64, i: usize) -> u64 {
+        KernelTables.read(table, i)
+    }
+    fn write(&mut self, table: u64, i: usize, v: u64) {
+        KernelTables.write(table, i, v)
+    }
+}
+
+/// Take frame `pa` out of `bdf`'s domain (the driver unmaps it for DMA).
+pub fn unmap(bdf: u16, pa: u64) -> Result<(), abi::Error> {
+    let Some(u) = UNIT.get().as_mut() else { return Ok(()) };
+    let i = domain_of(u, bdf).ok_or(abi::Error::BadState)?;
+    let (root, levels) = (u.domains[i].as_ref().expect("found").root, u.levels);
+    if vtd::unmap(&mut KernelTables, root, levels, pa).is_some() {
+        u.invalidate_iotlb();
+    }
+    Ok(())
+}
+
+/// Task `task` no longer maps frame `pa`: out of every domain it maps into.
+pub fn revoke(task: u32, pa: u64) {
+    let Some(u) = UNIT.get().as_mut() else { return };
+    let levels = u.levels;
+    let mut any = false;
+    for d in u.domains.iter().flatten().filter(|d| d.owner == Some(task)) {
+        any |= vtd::unmap(&mut KernelTables, d.root, levels, pa).is_some();
+    }
+    if any {
+        u.invalidate_iotlb();
+    }
+}
+
+/// Task `task` is gone: the domains it mapped into are emptied.
+pub fn task_gone(task: u32) {
+    let Some(u) = UNIT.get().as_mut() else { return };
+    for i in 0..DOMAINS {
+        if u.domains[i].as_ref().is_some_and(|d| d.owner == Some(task)) {
+            clear(u, i);
+        }
+    }
+}
+
+/// The fault interrupt: print and clear every fault record.
+pub fn fault_interrupt() {
+    let Some(u) = UNIT.get().as_mut() else { return };
+    let (first, n) = vtd::fault_records(u.cap);
+    for k in 0..n {
+        let at = first + 16 * k;
+        let (lo, hi) = (u.r64(at), u.r64(at + 8));
+        if let Some(f) = vtd::Fault::decode(lo, hi) {
+            u.faults += 1;
+            let b = pcie::Bdf::from_id(f.source);
+            kprintln!(
+                "[iommu] DMA fault: device {:02x}:{:02x}.{} {} {:#x}, outside what its driver mapped (reason {:#x}): refused",
+                b.bus,
+                b.dev,
+                b.func,
+                if f.write { "wrote" } else { "read" },
+                f.page,
+                f.reason
+            );
+            // The fault bit is cleared by writing it.
+            u.w32(at + 12, 1 << 31);
+        }
+    }
+    // Primary fault overflow and pending bits.
+    u.w32(reg::FSTS, u.r32(reg::FSTS) & 0x7f);
+}
