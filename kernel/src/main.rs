@@ -14,8 +14,8 @@ mod arch {
     pub mod iommu;
     pub mod irqchip;
     pub mod lapic;
-    pub mod screen;
     pub mod pci;
+    pub mod screen;
     pub mod serial;
     pub mod smp;
     pub mod timer;
