@@ -455,24 +455,15 @@ impl<H: Host> Ctx<H> {
 
     /// Read into the iovecs from `fd` (at `at`, or the descriptor's position).
     fn read(&mut self, m: &mut Mem, fd: u32, iovs: u32, n: u32, at: Option<u64>) -> R<u32> {
-        let v = m.iovecs(iovs, n)?;
-        let mut total = 0usize;
-        for (p, l) in v {
-            let want = (l as usize).min(MAX_IO - total);
-            if want == 0 {
-                if total >= MAX_IO {
-                    break;
-                }
-                continue;
-            }
+        Self::vectored(self, m, iovs, n, |me, m, p, want, total| {
             let buf = m.bytes_mut(p, want as u32)?;
-            let got = match self.fd(fd)? {
-                Fd::Stdin if at.is_none() => self.host.console_read(buf).map_err(fs)?,
+            Ok(match me.fd(fd)? {
+                Fd::Stdin if at.is_none() => me.host.console_read(buf).map_err(fs)?,
                 Fd::File { h, pos, read: true, .. } => {
                     let (h, off) = (*h, at.unwrap_or(*pos));
-                    let got = self.host.read(h, off, buf).map_err(fs)?;
+                    let got = me.host.read(h, off, buf).map_err(fs)?;
                     if at.is_none() {
-                        if let Ok(Fd::File { pos, .. }) = self.fd(fd) {
+                        if let Ok(Fd::File { pos, .. }) = me.fd(fd) {
                             *pos += got as u64;
                         }
                     }
@@ -480,7 +471,7 @@ impl<H: Host> Ctx<H> {
                 }
                 Fd::Conn { s, nonblock } if at.is_none() => {
                     let (s, wait) = (*s, !*nonblock && total == 0);
-                    match self.host.recv(s, buf, wait) {
+                    match me.host.recv(s, buf, wait) {
                         Err(abi::Error::WouldBlock) if total > 0 => 0,
                         r => r.map_err(fs)?,
                     }
@@ -488,51 +479,37 @@ impl<H: Host> Ctx<H> {
                 Fd::Stdin | Fd::Conn { .. } => return Err(SPIPE),
                 Fd::Dir { .. } => return Err(ISDIR),
                 _ => return Err(BADF),
-            };
-            total += got;
-            if got < want {
-                break;
-            }
-        }
-        Ok(total as u32)
+            })
+        })
     }
 
     /// Write the iovecs to `fd` (at `at`, or the descriptor's position, or its end when
     /// it appends).
     fn write(&mut self, m: &mut Mem, fd: u32, iovs: u32, n: u32, at: Option<u64>) -> R<u32> {
-        let v = m.iovecs(iovs, n)?;
-        let mut total = 0usize;
-        for (p, l) in v {
-            let want = (l as usize).min(MAX_IO - total);
-            if want == 0 {
-                if total >= MAX_IO {
-                    break;
-                }
-                continue;
-            }
+        Self::vectored(self, m, iovs, n, |me, m, p, want, total| {
             let data = m.bytes(p, want as u32)?;
-            let put = match self.fd(fd)? {
+            Ok(match me.fd(fd)? {
                 Fd::Stdout | Fd::Stderr if at.is_none() => {
-                    self.host.console_write(data);
+                    me.host.console_write(data);
                     want
                 }
                 Fd::File { path, h, pos, append, write: true, .. } => {
                     let (h, path, append) = (*h, path.clone(), *append);
                     let off = match at {
                         Some(o) => o,
-                        None if append => self.host.stat(&path).map_err(fs)?.1,
+                        None if append => me.host.stat(&path).map_err(fs)?.1,
                         None => *pos,
                     };
                     let mut put = 0;
                     while put < want {
-                        let k = self.host.write(h, off + put as u64, &data[put..]).map_err(fs)?;
+                        let k = me.host.write(h, off + put as u64, &data[put..]).map_err(fs)?;
                         if k == 0 {
                             break;
                         }
                         put += k;
                     }
                     if at.is_none() {
-                        if let Ok(Fd::File { pos, .. }) = self.fd(fd) {
+                        if let Ok(Fd::File { pos, .. }) = me.fd(fd) {
                             *pos = off + put as u64;
                         }
                     }
@@ -540,7 +517,7 @@ impl<H: Host> Ctx<H> {
                 }
                 Fd::Conn { s, nonblock } if at.is_none() => {
                     let (s, wait) = (*s, !*nonblock);
-                    match self.host.send(s, data, wait) {
+                    match me.host.send(s, data, wait) {
                         Err(abi::Error::WouldBlock) if total > 0 => 0,
                         r => r.map_err(fs)?,
                     }
@@ -548,9 +525,32 @@ impl<H: Host> Ctx<H> {
                 Fd::Stdout | Fd::Stderr | Fd::Conn { .. } => return Err(SPIPE),
                 Fd::Dir { .. } => return Err(ISDIR),
                 _ => return Err(BADF),
-            };
-            total += put;
-            if put < want {
+            })
+        })
+    }
+
+    /// Walk the iovecs at `iovs`, `MAX_IO` bytes in all at most: `one(self, memory,
+    /// pointer, length, bytes so far)` moves one iovec's bytes and says how many; a short
+    /// one ends the walk (as POSIX's readv/writev). The bytes moved.
+    fn vectored(
+        &mut self,
+        m: &mut Mem,
+        iovs: u32,
+        n: u32,
+        mut one: impl FnMut(&mut Self, &mut Mem, u32, usize, usize) -> R<usize>,
+    ) -> R<u32> {
+        let mut total = 0usize;
+        for (p, l) in m.iovecs(iovs, n)? {
+            let want = (l as usize).min(MAX_IO - total);
+            if want == 0 {
+                if total >= MAX_IO {
+                    break;
+                }
+                continue;
+            }
+            let k = one(self, m, p, want, total)?;
+            total += k;
+            if k < want {
                 break;
             }
         }
