@@ -6,6 +6,9 @@
  * on the blocks of the BAIO segment `bench` (`seg=START:BLOCKS`): each request reads (or
  * writes) 8 KiB at a random (or sequential) place in the working set, then processes it
  * (the same checksum); io_uring keeps `depth` requests in flight.
+ * `disk=nvme`: the same on an NVMe controller's namespace (/dev/nvme0n1, the nvme
+ * driver's modules /m/10.ko … /m/16.ko); `reads`: the random reads alone, through the
+ * page cache and io_uring O_DIRECT (the `devices` suite).
  *
  * Prints `BENCH <name>_rps median=...` (requests per second) and `BENCH <name>_ipr
  * median=...` (busy rdtsc ticks per request: total ticks minus the CPU's idle time from
@@ -190,14 +193,19 @@ int baio_main(const char *cmd) {
     mkdir("/proc", 0755);
     mount("proc", "/proc", "proc", 0, 0);
     mount("devtmpfs", "/dev", "devtmpfs", 0, 0);
-    const char *mods[] = {"/m/1.ko", "/m/2.ko", "/m/3.ko", "/m/4.ko", "/m/5.ko", "/m/6.ko"};
-    for (int i = 0; i < 6; i++)
+    int nvme = strstr(cmd, "disk=nvme") != 0, reads_only = strstr(cmd, " reads") != 0;
+    const char *virtio_mods[] = {"/m/1.ko", "/m/2.ko", "/m/3.ko", "/m/4.ko", "/m/5.ko", "/m/6.ko"};
+    const char *nvme_mods[] = {"/m/10.ko", "/m/11.ko", "/m/12.ko", "/m/13.ko", "/m/14.ko", "/m/15.ko", "/m/16.ko"};
+    const char **mods = nvme ? nvme_mods : virtio_mods;
+    int nmods = nvme ? 7 : 6;
+    const char *dev = nvme ? "/dev/nvme0n1" : "/dev/vda";
+    for (int i = 0; i < nmods; i++)
         if (load(mods[i]) < 0) printf("kbench: loading %s: %s\n", mods[i], strerror(errno));
-    for (int i = 0; i < 500 && access("/dev/vda", F_OK) != 0; i++) usleep(10000);
-    fd_direct = open("/dev/vda", O_RDWR | O_DIRECT);
-    fd_buffered = open("/dev/vda", O_RDWR);
+    for (int i = 0; i < 500 && access(dev, F_OK) != 0; i++) usleep(10000);
+    fd_direct = open(dev, O_RDWR | O_DIRECT);
+    fd_buffered = open(dev, O_RDWR);
     if (fd_direct < 0 || fd_buffered < 0) {
-        printf("kbench: no /dev/vda: %s\n", strerror(errno));
+        printf("kbench: no %s: %s\n", dev, strerror(errno));
         return 1;
     }
     seg_start = arg(cmd, "seg=", 0);
@@ -226,6 +234,8 @@ int baio_main(const char *cmd) {
             for (int random = 1; random >= 0; random--)
                 for (int k = 0; k < 3; k++) {
                     if (!random && !kinds[k].direct) continue;
+                    /* `reads`: random reads through the page cache and io_uring alone. */
+                    if (reads_only && (write || !random || (kinds[k].direct && !kinds[k].ring))) continue;
                     struct run r = {kinds[k].name, kinds[k].direct, kinds[k].ring, write, random, wsb, n, depth};
                     uint64_t t, ns, idle;
                     struct run warm = r;

@@ -72,9 +72,11 @@ fn cpio_entry(out: &mut Vec<u8>, name: &str, mode: u32, rdev: (u32, u32), data: 
     }
 }
 
-/// The virtio-blk and virtio-net drivers' modules of the baseline kernel, in load order
-/// (the `baio` suite loads 1–6, the `net` suite 1–5 and 7–9).
-const VIRTIO_MODULES: [&str; 9] = [
+/// The drivers' modules of the baseline kernel, in load order: virtio-blk and
+/// virtio-net (the `baio` suite loads 1–6, the `net` suite 1–5 and 7–9), then NVMe with
+/// what it needs (10–16: `bench/linux/baio.c` with `disk=nvme`) and the 82574's e1000e
+/// (17: `bench/linux/net.c` with `nic=e1000e`), for the `devices` suite.
+const MODULES: [&str; 17] = [
     "drivers/virtio/virtio_ring.ko",
     "drivers/virtio/virtio.ko",
     "drivers/virtio/virtio_pci_legacy_dev.ko",
@@ -84,10 +86,18 @@ const VIRTIO_MODULES: [&str; 9] = [
     "net/core/failover.ko",
     "drivers/net/net_failover.ko",
     "drivers/net/virtio_net.ko",
+    "crypto/crct10dif_common.ko",
+    "lib/crc-t10dif.ko",
+    "lib/crc64.ko",
+    "lib/crc64-rocksoft.ko",
+    "block/t10-pi.ko",
+    "drivers/nvme/host/nvme-core.ko",
+    "drivers/nvme/host/nvme.ko",
+    "drivers/net/ethernet/intel/e1000e/e1000e.ko",
 ];
 
 /// Build the baseline's initramfs: /dev/console, the static benchmark as /init, and
-/// the virtio modules of `vmlinuz` as /m/1.ko … /m/9.ko.
+/// the drivers' modules of `vmlinuz` (`MODULES`) as /m/1.ko … /m/17.ko.
 pub(super) fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, String> {
     ensure_cc()?;
     let src = project_root().join("bench/linux");
@@ -126,11 +136,14 @@ pub(super) fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, Str
         vmlinuz.file_name().map(|n| n.to_string_lossy().trim_start_matches("vmlinuz-").to_string()).unwrap_or_default();
     let mods = Path::new("/lib/modules").join(&version).join("kernel");
     cpio_entry(&mut out, "m", 0o040755, (0, 0), &[], 4);
-    for (i, m) in VIRTIO_MODULES.iter().enumerate() {
+    for (i, m) in MODULES.iter().enumerate() {
         match std::fs::read(mods.join(m)) {
             Ok(data) => cpio_entry(&mut out, &format!("m/{}.ko", i + 1), 0o100644, (0, 0), &data, 5 + i as u32),
             Err(e) => {
-                eprintln!("xtask: {}: {e} (the Linux side of the baio and net suites needs it)", mods.join(m).display())
+                eprintln!(
+                    "xtask: {}: {e} (the Linux side of the baio, net and devices suites needs it)",
+                    mods.join(m).display()
+                )
             }
         }
     }

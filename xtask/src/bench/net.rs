@@ -181,16 +181,18 @@ fn levels(ports: &[u16], busy: u16, prefix: &str, smoke: bool) -> Result<Vec<(St
 }
 
 /// Boot `kernel` + `image` with ports 80 and 7 forwarded (and, with `nginx`, nginx's);
-/// once `ready` shows on the serial port, measure. Returns the figures (nginx's named
-/// `nginx:…`; or why not) and the serial log.
-type Measured = (Result<Vec<(String, u64)>, String>, String);
+/// once `ready` shows on the serial port, measure: the downloads and round trips, then,
+/// with `load`, the concurrency levels. The network device is `opts.net`'s (virtio-net
+/// unless it says e1000e). Returns the figures (nginx's named `nginx:…`; or why not) and
+/// the serial log.
+pub(super) type Measured = (Result<Vec<(String, u64)>, String>, String);
 
-fn net_boot(
+pub(super) fn net_boot(
     kernel: &Path,
     image: &Path,
     opts: Options,
     ready: &str,
-    nginx: bool,
+    (nginx, load_levels): (bool, bool),
     smoke: bool,
 ) -> Result<Measured, String> {
     let ports = qemu::free_ports(2 + LOAD_PORTS + if nginx { 1 + LOAD_PORTS } else { 0 })?;
@@ -200,7 +202,8 @@ fn net_boot(
     let mut forward = vec![(http, 80), (echo, 7)];
     forward.extend(load.iter().map(|p| (*p, 80)));
     forward.extend(ngx.iter().map(|p| (*p, nginx::PORT)));
-    let opts = Options { net: Some(qemu::NetOptions { forward, ..Default::default() }), ..opts };
+    let e1000e = opts.net.as_ref().is_some_and(|n| n.e1000e);
+    let opts = Options { net: Some(qemu::NetOptions { forward, e1000e, ..Default::default() }), ..opts };
     let mut figs = Err("the guest never said it serves".to_string());
     let mut go = |_: &qemu::Typer| {
         // The echo server may come up a little after the web server.
@@ -212,7 +215,9 @@ fn net_boot(
         }
         figs = (|| {
             let mut v = measure_net(http, echo, smoke)?;
-            v.extend(levels(&load, http, "", smoke)?);
+            if load_levels {
+                v.extend(levels(&load, http, "", smoke)?);
+            }
             if let Some((first, rest)) = ngx.split_first() {
                 v.extend(downloads(*first, http, smoke)?.into_iter().map(|(m, x)| (format!("nginx:{m}"), x)));
                 v.extend(levels(rest, http, "nginx:", smoke)?);
@@ -247,7 +252,7 @@ pub(super) fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, 
                         &img,
                         bench_options(accel.clone(), *icount, String::new(), Some(disk.clone())),
                         nettest::HTTPD_READY,
-                        false,
+                        (false, true),
                         plan.smoke,
                     )
                 } else {
@@ -257,7 +262,7 @@ pub(super) fn net_suite(a: &crate::Artifacts, vmlinuz: &Path, initramfs: &Path, 
                         initramfs,
                         bench_options(accel.clone(), *icount, append, None),
                         "lhttpd: serving",
-                        true,
+                        (true, true),
                         plan.smoke,
                     )
                 }

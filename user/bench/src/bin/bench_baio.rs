@@ -13,7 +13,8 @@
 //! guest ticks per request — instructions under icount — with the CPU's idle time
 //! taken out). Arguments: `MiB,MiB,… REQUESTS K` (working sets, requests per figure,
 //! requests in flight; the last working set is the headline one, whose metrics carry
-//! no suffix).
+//! no suffix). A fourth argument `reads`: the random reads of BAIO direct and buffered
+//! alone, no metadata figures (the `devices` suite's runs on each device).
 //!
 //! First, what the disk's cache flushes cost (`metadata`): a create and a delete of a
 //! segment, a write that moves a segment's written mark against one under it, and a
@@ -292,8 +293,9 @@ fn main() -> i32 {
     let ws: Vec<u64> = args.next().map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect()).unwrap_or_default();
     let n: u64 = args.next().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let depth = args.next().and_then(|v| v.parse().ok()).unwrap_or(8u64).clamp(1, 64);
+    let reads_only = args.next() == Some("reads");
     if ws.is_empty() {
-        println!("bench_baio: usage: bench_baio MiB[,MiB…] [REQUESTS] [DEPTH]");
+        println!("bench_baio: usage: bench_baio MiB[,MiB…] [REQUESTS] [DEPTH] [reads]");
         return 1;
     }
     let blk = rt::alloc_slot();
@@ -303,7 +305,7 @@ fn main() -> i32 {
     }
     // The metadata figures first: their segment opens at AREA too.
     let tsc_per_ms = sys::kernel_info().tsc_per_ms.max(1);
-    if !metadata(blk, tsc_per_ms) {
+    if !reads_only && !metadata(blk, tsc_per_ms) {
         println!("bench_baio: a metadata operation failed");
         return 1;
     }
@@ -332,6 +334,9 @@ fn main() -> i32 {
                 for (v, vname) in variants {
                     // Sequential runs: direct and synchronous only (as the issue names them).
                     if !random && !matches!(v, Variant::Direct | Variant::Sync) {
+                        continue;
+                    }
+                    if reads_only && (write || !random || !matches!(v, Variant::Direct | Variant::Buffered)) {
                         continue;
                     }
                     let r = Run { variant: v, write, random, ws_blocks, n, depth };
