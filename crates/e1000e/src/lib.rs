@@ -49,6 +49,8 @@ pub enum Error {
 
 pub const CTRL: usize = 0x0000;
 pub const STATUS: usize = 0x0008;
+/// STATUS: link up.
+pub const STATUS_LU: u32 = 1 << 1;
 pub const EERD: usize = 0x0014;
 pub const CTRL_EXT: usize = 0x0018;
 /// Interrupt vector allocation (MSI-X): which MSI-X entry each cause goes to.
@@ -155,6 +157,9 @@ pub struct Nic<R: Regs> {
     pub counts: Counts,
     /// Interrupts by MSI-X (`use_msix`).
     msix: bool,
+    /// The link as last seen (STATUS.LU), and a change not yet taken (`take_link_change`).
+    link: bool,
+    link_news: Option<bool>,
 }
 
 impl<R: Regs> Nic<R> {
@@ -198,6 +203,9 @@ impl<R: Regs> Nic<R> {
         // Pad short frames, collision threshold 15, collision distance 63 (full duplex).
         regs.write32(TCTL, TCTL_EN | TCTL_PSP | 0x0f << 4 | 0x3f << 12);
         regs.write32(TIPG, 10 | 8 << 10 | 6 << 20);
+        // No link (a cable out, the peer off) is no failure: frames wait for it, and its
+        // coming is a link-change interrupt.
+        let link = regs.read32(STATUS) & STATUS_LU != 0;
         Ok(Nic {
             regs,
             rx: Ring { va: rx_va, tail: 0, next: 0 },
@@ -206,6 +214,8 @@ impl<R: Regs> Nic<R> {
             mac,
             counts: Counts::default(),
             msix: false,
+            link,
+            link_news: None,
         })
     }
 
@@ -215,7 +225,13 @@ impl<R: Regs> Nic<R> {
 
     /// Whether the link is up (STATUS.LU).
     pub fn link_up(&self) -> bool {
-        self.regs.read32(STATUS) & 2 != 0
+        self.regs.read32(STATUS) & STATUS_LU != 0
+    }
+
+    /// The link's new state if it changed since bring-up or the last call (read at each
+    /// link-change interrupt: a driver says it on the console).
+    pub fn take_link_change(&mut self) -> Option<bool> {
+        self.link_news.take()
     }
 
     pub fn enable_interrupts(&mut self) {
@@ -243,6 +259,11 @@ impl<R: Regs> Nic<R> {
         }
         if icr & 1 << 2 != 0 {
             self.counts.link_changes += 1;
+            let up = self.link_up();
+            if up != self.link {
+                self.link = up;
+                self.link_news = Some(up);
+            }
         }
         icr
     }

@@ -249,3 +249,30 @@ fn msix_sends_every_cause_to_one_entry_and_causes_clear_by_writing_back() {
     assert_eq!(n.regs.get(ICR), 0);
     assert_eq!(n.counts.link_changes, 1);
 }
+
+#[test]
+fn a_nic_with_no_link_comes_up_and_says_when_the_link_comes_and_goes() {
+    // No cable: bring-up still succeeds, frames wait, nothing to tell yet.
+    let mut m = Model::new();
+    m.r.insert(STATUS, 0);
+    let mut n = up(m);
+    assert!(!n.link_up());
+    assert_eq!(n.take_link_change(), None);
+    let (bufs, _) = HostDma.alloc(1).unwrap();
+    assert!(n.transmit_begin(bufs, 60).is_ok(), "a frame is queued, not refused");
+    // The cable goes in: a link-change interrupt, the new state once.
+    n.regs.r.insert(STATUS, STATUS_LU);
+    n.regs.r.insert(ICR, 1 << 2);
+    n.ack_interrupt();
+    assert_eq!(n.take_link_change(), Some(true));
+    assert_eq!(n.take_link_change(), None);
+    // An interrupt with no change of state tells nothing; the cable out tells down.
+    n.regs.r.insert(ICR, 1 << 2);
+    n.ack_interrupt();
+    assert_eq!(n.take_link_change(), None);
+    n.regs.r.insert(STATUS, 0);
+    n.regs.r.insert(ICR, 1 << 2);
+    n.ack_interrupt();
+    assert_eq!(n.take_link_change(), Some(false));
+    assert_eq!(n.counts.link_changes, 3);
+}

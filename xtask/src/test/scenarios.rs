@@ -72,6 +72,10 @@ pub struct Scenario {
     /// Lines the screen (the firmware's framebuffer, QEMU's `screendump`) must show as
     /// the kernel's console draws them, after the keys and before the input.
     pub screen: Vec<String>,
+    /// Commands to QEMU's monitor while the machine runs, each once its text has
+    /// appeared on the serial port: (text, command), in order (a device misbehaving on
+    /// cue: `set_link net0 off` takes the network's cable out).
+    pub monitor: Vec<(String, String)>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -102,6 +106,14 @@ struct Header {
     uefi: Option<bool>,
     keys: Option<Keys>,
     screen: Option<Vec<String>>,
+    monitor: Option<Vec<Step>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Step {
+    at: String,
+    command: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -183,6 +195,7 @@ impl Scenario {
                 limit_s: h.limit.unwrap_or(sc.limit_s),
                 nic: h.nic.unwrap_or(sc.nic.clone()),
                 iommu: h.iommu.unwrap_or(sc.iommu),
+                monitor: h.monitor.map_or(sc.monitor.clone(), steps),
                 ..sc
             });
         }
@@ -209,6 +222,7 @@ impl Scenario {
             uefi: h.uefi.unwrap_or(false),
             keys: h.keys.map(|k| (k.text, k.until)),
             screen: h.screen.unwrap_or_default(),
+            monitor: h.monitor.map_or(Vec::new(), steps),
             ..sc
         })
     }
@@ -254,8 +268,13 @@ impl Scenario {
             uefi: false,
             keys: None,
             screen: Vec::new(),
+            monitor: Vec::new(),
         })
     }
+}
+
+fn steps(v: Vec<Step>) -> Vec<(String, String)> {
+    v.into_iter().map(|s| (s.at, s.command)).collect()
 }
 
 pub(super) fn fuzz_seed() -> u64 {
@@ -437,6 +456,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     let mut http_results = Vec::new();
     let mut script_results = Vec::new();
     let scripted = sc.keys.is_some() || !sc.screen.is_empty();
+    let mut monitor_result = None;
     let out = if scripted {
         let (marker, text) = input.ok_or_else(|| format!("scenario {}: keys and screen need an input", sc.name))?;
         let mut script = |t: &qemu::Typer| script_results = keys_and_screen(sc, t, text);
@@ -454,6 +474,9 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
             input,
             Some((nettest::ready_marker(&sc.checks), &mut checks)),
         )?
+    } else if let Some((first, _)) = sc.monitor.first() {
+        let mut steps = |t: &qemu::Typer| monitor_result = Some(monitor_steps(&sc.monitor, t));
+        qemu::run_script(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), (first, &mut steps))?
     } else {
         qemu::run_to_end(&a.kernel, &img, &opts, Duration::from_secs(sc.limit_s), input)?
     };
@@ -469,6 +492,14 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     for (name, r) in script_results {
         results.push(Result1 {
             name: format!("{}/{}", sc.name, name),
+            ok: r.is_ok(),
+            detail: r.err().unwrap_or_default(),
+        });
+    }
+    if !sc.monitor.is_empty() {
+        let r = monitor_result.unwrap_or_else(|| Err(format!("{:?} never came", sc.monitor[0].0)));
+        results.push(Result1 {
+            name: format!("{}/monitor", sc.name),
             ok: r.is_ok(),
             detail: r.err().unwrap_or_default(),
         });
@@ -532,6 +563,18 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         results.push(Result1 { name: format!("{}/{}", sc.name, prog), ok, detail });
     }
     Ok((results, log_path.display().to_string()))
+}
+
+/// A scenario's monitor commands, each once its text is on the serial port (the first's
+/// is, when this runs).
+fn monitor_steps(steps: &[(String, String)], t: &qemu::Typer) -> Result<(), String> {
+    for (at, command) in steps {
+        if !t.wait_for(at, Duration::from_secs(120)) {
+            return Err(format!("{at:?} never came on the serial port (for `{command}`)"));
+        }
+        t.monitor(command)?;
+    }
+    Ok(())
 }
 
 /// A UEFI scenario's checks while it runs: the keys typed on the PS/2 keyboard reach

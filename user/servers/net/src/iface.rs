@@ -98,7 +98,19 @@ impl Net {
         let mac = mac_word(self.nic.mac());
         let c = self.nic.counters;
         let open = self.clients.values().map(|c| c.sockets.len() as u64).sum::<u64>();
-        ok(&[ip, prefix, gw, mac, 1, c.rx_packets, c.rx_bytes, c.tx_packets, c.tx_bytes, open, self.how])
+        ok(&[
+            ip,
+            prefix,
+            gw,
+            mac,
+            u64::from(self.nic.link_up()),
+            c.rx_packets,
+            c.rx_bytes,
+            c.tx_packets,
+            c.tx_bytes,
+            open,
+            self.how,
+        ])
     }
 
     /// PROFILE: busy ticks by part (`net_api::PROFILE`).

@@ -524,6 +524,10 @@ fn main() -> i32 {
     if irq.is_some() {
         nic.enable_interrupts();
     }
+    if !nic.link_up() {
+        // Not a failure: net serves, and frames wait for the link (said when it comes).
+        println!("net: {}: no link yet (a cable out, or the peer off); waiting for it", nic.kind());
+    }
     let mac = nic.mac();
     let mut config = Config::new(EthernetAddress(mac).into());
     config.random_seed = rt::sys::rdtsc();

@@ -224,8 +224,25 @@ impl Nic {
         self.raw.enable_interrupts();
     }
 
+    /// Whether the link is up (virtio-net's always is, as far as net knows).
+    pub fn link_up(&self) -> bool {
+        match &self.raw {
+            Raw::Virtio(_) => true,
+            Raw::E1000(n) => n.link_up(),
+        }
+    }
+
     pub fn ack_interrupt(&mut self) {
         self.raw.ack_interrupt();
+        if let Raw::E1000(n) = &mut self.raw {
+            match n.take_link_change() {
+                Some(true) => rt::println!("net: e1000e: link up"),
+                Some(false) => {
+                    rt::println!("net: e1000e: link down (a cable out, or the peer off): frames wait for it")
+                }
+                None => {}
+            }
+        }
     }
 
     /// Give read receive buffers back to the device.
