@@ -39,7 +39,7 @@
 
 #include "tsc.h"
 
-static uint64_t t_boot, n_boot;
+static uint64_t t_boot, n_boot, i_boot;
 
 /* Shared with the metering process: [0] units done, [1] working. */
 static volatile uint64_t *meter;
@@ -79,9 +79,11 @@ static uint64_t ctxt(void) {
     return p ? strtoull(p + 6, 0, 10) : 0;
 }
 
-/* Busy ticks since this program started: ticks minus idle time in ticks. */
+/* Busy ticks since this program started: ticks minus idle time in ticks (the idle time
+ * since it started: before, the kernel may have idled for seconds, e.g. while e1000e's
+ * probe waited for the link, which would hide the busy ticks of the first minutes). */
 static uint64_t busy_ticks(void) {
-    uint64_t t = tsc() - t_boot, n = now_ns() - n_boot, i = idle_ns();
+    uint64_t t = tsc() - t_boot, n = now_ns() - n_boot, i = idle_ns() - i_boot;
     uint64_t idle_t = n ? (uint64_t)((double)i * (double)t / (double)n) : 0;
     return t > idle_t ? t - idle_t : 0;
 }
@@ -311,6 +313,7 @@ int net_main(const char *cmd) {
     if (strstr(cmd, "nginx=1") && start_nginx() < 0) return 1;
     t_boot = tsc();
     n_boot = now_ns();
+    i_boot = idle_ns();
     printf("lhttpd: serving\n");
     fflush(stdout);
     for (;;) {

@@ -263,6 +263,9 @@ fn delta(on: Option<u64>, off: Option<u64>) -> String {
     }
 }
 
+/// A device without and with the IOMMU, and its figures: (Scion's, Linux's, what).
+type Pair<'a> = (&'a str, &'a str, Vec<(String, String, String)>);
+
 /// The report: a table per figure (a row a machine: Scion, Linux, the ratio), the
 /// IOMMU's cost per request, the DMA mapping cost.
 fn devices_report(
@@ -295,7 +298,7 @@ fn devices_report(
         let _ = writeln!(s);
     }
     // The IOMMU's cost where both machines were measured.
-    let pairs: Vec<(&str, &str, Vec<(String, String, String)>)> = [
+    let pairs: Vec<Pair> = [
         (
             "nvme",
             "nvme_iommu",
