@@ -99,6 +99,9 @@ pub struct Options {
     pub disk_nvme: bool,
     /// An Intel IOMMU (`-device intel-iommu`, q35 only): the firmware's ACPI DMAR table.
     pub iommu: bool,
+    /// A second disk image as an NVMe controller's namespace beside the first (a machine
+    /// with virtio and NVMe devices at once).
+    pub nvme_extra: Option<std::path::PathBuf>,
     /// QEMU's machine (`q35` unless a scenario says `pc`) and memory size.
     pub machine: String,
     pub memory: String,
@@ -182,6 +185,7 @@ impl Options {
             disk_nbd: None,
             disk_nvme: false,
             iommu: false,
+            nvme_extra: None,
             machine: "q35".into(),
             memory: "512M".into(),
             net: None,
@@ -264,6 +268,11 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
         } else {
             c.args(["-device", "virtio-blk-pci,drive=disk0"]);
         }
+    }
+    if let Some(d) = &o.nvme_extra {
+        check_disk(d)?;
+        c.arg("-drive").arg(format!("file={},if=none,id=disk1,format=raw,cache=writeback", d.display()));
+        c.args(["-device", "nvme,drive=disk1,serial=scion1"]);
     }
     if let Some(n) = &o.net {
         let mut nd = String::from("user,id=net0,restrict=on");

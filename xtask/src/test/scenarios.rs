@@ -31,7 +31,9 @@ pub struct Scenario {
     /// zeroes the first inode-table block (damage no interrupted update leaves: the
     /// segments' blocks stay used in the bitmap), `!ragged` adds half a block at the end,
     /// `!failing-flush` attaches it so that every flush fails (`qemu::Options::disk_flush_fails`),
-    /// `!nvme` as an NVMe controller's namespace rather than a virtio-blk device.
+    /// `!nvme` as an NVMe controller's namespace rather than a virtio-blk device,
+    /// `!plus-nvme` a virtio-blk device and beside it an NVMe controller with a blank
+    /// 64 MiB namespace of its own (a machine with virtio and NVMe devices at once).
     pub disk: Option<Vec<String>>,
     /// Or a disk image made elsewhere (the benchmarks'), attached as it is.
     pub disk_file: Option<PathBuf>,
@@ -353,7 +355,7 @@ pub fn make_disk(sc: &Scenario) -> Result<Option<std::path::PathBuf>, String> {
                             img[at..at + baio::BLOCK].fill(0);
                         }
                         "ragged" => img.extend_from_slice(&[0u8; 512]),
-                        "failing-flush" | "nvme" => {}
+                        "failing-flush" | "nvme" | "plus-nvme" => {}
                         _ => return Err(format!("scenario {}: unknown disk damage `!{d}`", sc.name)),
                     }
                 }
@@ -407,6 +409,14 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         nettest::make_www()?;
     }
     let disk = make_disk(sc)?;
+    let nvme_extra = if sc.disk.iter().flatten().any(|s| s == "!plus-nvme") {
+        let path = out_dir().join(format!("{}-nvme.img", sc.name));
+        let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        f.set_len(64 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
+        Some(path)
+    } else {
+        None
+    };
     let mut net = None;
     let mut http_port = 0;
     if sc.net {
@@ -450,6 +460,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         disk_flush_fails: sc.disk.iter().flatten().any(|s| s == "!failing-flush"),
         disk_nvme: sc.disk.iter().flatten().any(|s| s == "!nvme"),
         iommu: sc.iommu,
+        nvme_extra,
         ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk)
     };
     let input = sc.input.as_ref().map(|(m, t)| (m.as_str(), t.as_str()));
