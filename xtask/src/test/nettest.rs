@@ -531,6 +531,9 @@ pub fn http_checks(
     if set == "idle" {
         return vec![("idle-connections".to_string(), idle_cost(ports))];
     }
+    if set == "peraddr" {
+        return vec![("per-address-shed".to_string(), per_addr_shed(ports))];
+    }
     if set == "scale" || set == "thousand" {
         // "thousand": the thousand connections (on demand: `http_thousand`) and the
         // request after; "scale": the others. SCION_SCALE_ONLY=a,b runs only the checks
@@ -892,6 +895,46 @@ fn slowloris(ports: &[u16]) -> Result<(), String> {
     // Each slow connection is cut off (a head's rate and deadline): in 24 s, every one
     // at least once.
     expect(closed >= SLOW, format!("the slow connections were cut off only {closed} times in 24 s"))
+}
+
+/// httpd's per-address limit behind a NAT (`http_peraddr`: `per_addr=16`; every host
+/// client is 10.0.2.2 to the guest): 16 idle keep-alive connections hold the address's
+/// share, and a newcomer from the same address is still served — the connection idle
+/// longest is closed for it (before, the newcomer was refused until an idle one timed
+/// out, 60 s) — while the others stay open and answer.
+fn per_addr_shed(ports: &[u16]) -> Result<(), String> {
+    const LIMIT: usize = 16;
+    let mut idle = Vec::new();
+    for n in 0..LIMIT {
+        let mut s = connect(ports[n % BULK_PORTS])?;
+        let r = get_on(&mut s, "/small.txt", Duration::from_secs(30)).map_err(|e| format!("connection {n}: {e}"))?;
+        expect(r.status == 200 && r.body == SMALL, format!("connection {n}: status {}", r.status))?;
+        idle.push(s);
+        // Each idle a little longer than the next: the first is the one to go.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Idle for over a second (one just answered is not shed).
+    std::thread::sleep(Duration::from_millis(1500));
+    for k in 0..3 {
+        let mut s = connect(ports[BULK_PORTS])?;
+        let r = get_on(&mut s, "/small.txt", Duration::from_secs(10))
+            .map_err(|e| format!("newcomer {k} with the address's {LIMIT} connections idle: {e}"))?;
+        expect(r.status == 200 && r.body == SMALL, format!("newcomer {k}: status {}", r.status))?;
+        // The oldest idle ones went for the newcomers (the server's FIN: end of stream).
+        let mut b = [0u8; 1];
+        idle[k].set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+        let n = idle[k].read(&mut b).unwrap_or(0);
+        expect(n == 0, format!("idle connection {k} was not the one closed for newcomer {k}"))?;
+        idle.push(s);
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    // The rest still open and served.
+    for (n, s) in idle.iter_mut().enumerate().skip(3) {
+        let r =
+            get_on(s, "/small.txt", Duration::from_secs(30)).map_err(|e| format!("connection {n} afterwards: {e}"))?;
+        expect(r.status == 200 && r.body == SMALL, format!("connection {n} afterwards: status {}", r.status))?;
+    }
+    Ok(())
 }
 
 /// A slow connection cut off (its 408, then the server's close) whose client writes on
