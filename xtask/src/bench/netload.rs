@@ -37,7 +37,8 @@ fn get(s: &mut TcpStream, path: &str, len: usize) -> Result<(), String> {
 /// `c` connections through the forwarded `ports` (QEMU's user network takes one
 /// forwarded connection at a time, so each port's connections open one after another,
 /// the ports in parallel), each asked once; then all make `n` requests at once. Returns
-/// (requests a second, busy ticks per request), `busy` read just before and after.
+/// (requests a second, busy ticks per request), `busy` read just before and after (the
+/// connections closed only after it).
 pub fn at(
     ports: &[u16],
     c: usize,
@@ -78,7 +79,7 @@ pub fn at(
         let (path, start, done) = (path.clone(), start.clone(), done.clone());
         let h = std::thread::Builder::new()
             .stack_size(256 << 10)
-            .spawn(move || -> Result<(), String> {
+            .spawn(move || -> Result<TcpStream, String> {
                 start.wait();
                 let mut r = Ok(());
                 for k in 0..n {
@@ -88,7 +89,9 @@ pub fn at(
                     }
                 }
                 done.wait();
-                r
+                // The connection stays open until the busy ticks are read: a thousand
+                // closes (FINs, net's and httpd's work on them) are not the requests'.
+                r.map(|()| s)
             })
             .map_err(|e| format!("a client thread: {e}"))?;
         clients.push(h);
@@ -99,9 +102,11 @@ pub fn at(
     done.wait();
     let secs = t0.elapsed().as_secs_f64();
     let b1 = busy()?;
+    let mut open = Vec::new();
     for h in clients {
-        h.join().map_err(|_| "a client thread panicked".to_string())??;
+        open.push(h.join().map_err(|_| "a client thread panicked".to_string())??);
     }
+    drop(open);
     let total = (c * n) as u64;
     Ok(((total as f64 / secs) as u64, b1.saturating_sub(b0) / total))
 }

@@ -58,8 +58,8 @@ pub struct Scenario {
     /// The host's HTTP checks (`nettest`) through a forwarded port once the guest's
     /// httpd serves; then the machine is stopped.
     pub http: bool,
-    /// Which of them (`nettest::http_checks`): "web" (the default), "scale", "thousand"
-    /// or "idle".
+    /// Which of them (`nettest::http_checks`): "web" (the default), "scale", "thousand",
+    /// "idle" or "peraddr".
     pub checks: String,
     /// The network device: `virtio` (virtio-net, the default) or `e1000e` (an Intel 82574).
     pub nic: String,
@@ -391,8 +391,11 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     // that no two are the same.
     let web = sc.net && sc.http;
     let n_ftp = usize::from(ftp);
-    let n_more =
-        if web && matches!(sc.checks.as_str(), "scale" | "thousand" | "idle") { nettest::SCALE_PORTS - 1 } else { 0 };
+    let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand" | "idle" | "peraddr") {
+        nettest::SCALE_PORTS - 1
+    } else {
+        0
+    };
     // The data ports: a range (ftpd's argument stays short), held while the others are
     // picked.
     let data = if ftp { Some(qemu::free_port_range(qemu::FTP_DATA_PORTS)?) } else { None };

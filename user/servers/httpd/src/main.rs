@@ -78,6 +78,8 @@ const SEND_IDLE_US: u64 = 60_000_000;
 /// Connections one peer address may hold (every host client behind QEMU's user
 /// network is one address, 10.0.2.2: wide by default; `per_addr=N`).
 const PER_ADDR: usize = 1024;
+/// Deadlines looked through for an idle connection of an address at its limit.
+const ADDR_SHED_LOOK: usize = 4096;
 /// The most connections served at once: a bound of the slab (net's budget for this
 /// program, `max_conns`, is the one that counts).
 const MAX_CONNS: usize = 1 << 20;
@@ -705,7 +707,7 @@ impl Httpd {
         for &(_, tok) in self.deadlines.iter().take(4 * n + 64) {
             let i = tok as usize;
             let Some(c) = self.conns.get(i).and_then(|c| c.as_ref()) else { continue };
-            if matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000 {
+            if Self::sheddable(c, now) {
                 idle.push(i);
                 if idle.len() == n {
                     break;
@@ -719,6 +721,32 @@ impl Httpd {
                 self.drop_conn(c);
             }
         }
+    }
+
+    /// May connection `c` be closed to make room (at `now`)? One waiting for a next
+    /// request, idle for over a second (a client that has just been answered keeps it).
+    fn sheddable(c: &Conn, now: u64) -> bool {
+        matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000
+    }
+
+    /// Make room for a newcomer from `peer`, an address at its limit: close that
+    /// address's connection idle longest (RFC 9112 §9.8 lets a server close an idle
+    /// one at any time), looked for among the first `ADDR_SHED_LOOK` deadlines (an
+    /// idle connection's is its last use and `IDLE_US`, so in order of idleness after
+    /// the heads under way). Behind a NAT every client is one address (QEMU's user
+    /// network shows every host client as 10.0.2.2): without this, idle keep-alive
+    /// connections at the limit shut everyone out until they time out. false: none
+    /// may go (the newcomer is refused).
+    fn shed_addr(&mut self, peer: u64, now: u64) -> bool {
+        let found = self.deadlines.iter().take(ADDR_SHED_LOOK).map(|&(_, tok)| tok as usize).find(|&i| {
+            self.conns.get(i).and_then(|c| c.as_ref()).is_some_and(|c| c.peer == peer && Self::sheddable(c, now))
+        });
+        let Some(i) = found else { return false };
+        let Some(c) = self.take(i) else { return false };
+        self.deadlines.remove(&(c.dl, i as u64));
+        self.closed[0] += 1;
+        self.drop_conn(c);
+        true
     }
 
     /// Take connection `i` out of its place (given back by `put`, or freed).
@@ -907,13 +935,13 @@ impl Httpd {
             self.log_closed(now);
             while accept && self.live < MAX_CONNS {
                 let Ok((h, peer, _)) = self.net.try_accept(listener) else { break };
-                let n = self.per_addr.entry(peer).or_insert(0);
-                if *n >= self.max_per_addr {
-                    // This address holds its share: the connection is refused at once.
+                if self.per_addr.get(&peer).is_some_and(|n| *n >= self.max_per_addr) && !self.shed_addr(peer, now) {
+                    // This address holds its share, none of it idle: the connection
+                    // is refused at once.
                     let _ = self.net.close(h);
                     continue;
                 }
-                *n += 1;
+                *self.per_addr.entry(peer).or_insert(0) += 1;
                 let mut c = Conn {
                     h,
                     peer,

@@ -372,7 +372,12 @@ impl Net {
         }
     }
 
-    /// Forget closed connections whose last bytes are out (or that lingered too long).
+    /// Forget closed connections whose last bytes are out (or that lingered too long);
+    /// reset one whose peer sends on after everything of ours was acknowledged (FIN-WAIT-2,
+    /// bytes received that nobody will read, as Linux resets an orphan given data): a
+    /// client cut off (a slowloris's 408) that writes on would otherwise keep its
+    /// socket, its buffers charged to the server and a place in every run of the stack,
+    /// for `LINGER`.
     fn reap(&mut self) {
         let t = now();
         let (sockets, clients, bufs, slots) =
@@ -386,7 +391,7 @@ impl Net {
                 }
                 return false;
             }
-            if t >= o.until {
+            if t >= o.until || (s.state() == tcp::State::FinWait2 && s.recv_queue() > 0) {
                 s.abort();
             }
             true
