@@ -49,6 +49,12 @@ impl<D: Dev> Fs<D> {
             }
         }
         let n = self.inodes[ino as usize];
+        // A write past the end over a gap: the old last block's bytes past the size
+        // read as zeros, whatever a cut left there (a truncation's tail, zeroed after
+        // its commit) — written before the flush that precedes the new size.
+        if off > n.size && !n.size.is_multiple_of(BLOCK as u64) {
+            self.zero_tail(ino, n.size)?;
+        }
         let mut done = 0;
         let mut blk = [0u8; BLOCK];
         while done < data.len() {
@@ -83,11 +89,13 @@ impl<D: Dev> Fs<D> {
 
     /// Make file `ino`'s size `size` (POSIX `ftruncate`). Longer: the new bytes read as
     /// zeros (written as any growth is: ordered, zeros before the size). Shorter: the
-    /// bytes past `size` in its last block are zeroed, the inode with the new size and
-    /// extents is written and flushed (the commit), and only then are the blocks past it
-    /// free for others — a power cut leaves the old file or the new, and a block freed
-    /// too early is never named by two files (a cut between the commit and the bitmap
-    /// leaves blocks marked used that no inode names, which the next mount frees).
+    /// inode with the new size and extents is written and flushed (the commit), then the
+    /// bytes past `size` in its last block are zeroed, and only then are the blocks past
+    /// it free for others — a power cut leaves the old file or the new (zeroing the tail
+    /// before the commit left the old size over zeros after a cut), a tail a cut left
+    /// unzeroed is zeroed by the next growth, and a block freed too early is never named
+    /// by two files (a cut between the commit and the bitmap leaves blocks marked used
+    /// that no inode names, which the next mount frees).
     pub fn truncate_ino(&mut self, ino: u32, size: u64) -> Result<(), Error> {
         let n = match self.inodes.get(ino as usize) {
             Some(n) if n.kind == Kind::File as u16 => *n,
@@ -95,24 +103,28 @@ impl<D: Dev> Fs<D> {
             _ => return Err(Error::NotFound),
         };
         if size >= n.size {
-            let zeros = [0u8; BLOCK];
-            let mut at = n.size;
-            while at < size {
-                let k = (size - at).min(BLOCK as u64) as usize;
-                self.file_write(ino, at, &zeros[..k])?;
-                at += k as u64;
+            // Every block the new size covers zeroed (new ones by `grow`, the old last
+            // one's tail here) and flushed, then the size once: a cut leaves the old
+            // size or the new, never one between.
+            let (have, need) = (n.blocks(), size.div_ceil(BLOCK as u64));
+            if need > have {
+                if let Err(e) = self.grow(ino, need - have) {
+                    self.dev.flush()?;
+                    self.write_inode(ino)?;
+                    return Err(e);
+                }
+            }
+            if size > n.size {
+                if !n.size.is_multiple_of(BLOCK as u64) {
+                    self.zero_tail(ino, n.size)?;
+                }
+                self.dev.flush()?;
+                self.inodes[ino as usize].size = size;
+                self.write_inode(ino)?;
             }
             return Ok(());
         }
         let keep = size.div_ceil(BLOCK as u64);
-        if !size.is_multiple_of(BLOCK as u64) {
-            let b = n.map(keep - 1).ok_or(Error::Io)?;
-            let mut blk = [0u8; BLOCK];
-            self.read_block(ino, b, &mut blk)?;
-            blk[(size % BLOCK as u64) as usize..].fill(0);
-            self.write_block(ino, b, &blk)?;
-            self.dev.flush()?;
-        }
         let mut left = keep;
         let mut ext = n.ext;
         let mut freed = Vec::new();
@@ -128,6 +140,12 @@ impl<D: Dev> Fs<D> {
         self.inodes[ino as usize].ext = ext;
         self.write_inode(ino)?;
         self.dev.flush()?;
+        // The cut-off bytes of the last block kept, zeroed after the commit (before it,
+        // a cut would leave the old size over zeros): tidy, not needed — a growth zeroes
+        // them again before its size exposes them (`file_write`).
+        if !size.is_multiple_of(BLOCK as u64) {
+            self.zero_tail(ino, size)?;
+        }
         for (s, l) in freed {
             for b in s..s + l {
                 self.cache.remove(&b);
@@ -135,6 +153,16 @@ impl<D: Dev> Fs<D> {
             self.mark(s, l, false)?;
         }
         Ok(())
+    }
+
+    /// Zero file `ino`'s bytes from `size` (not a multiple of the block) to the end of
+    /// the block that holds it.
+    fn zero_tail(&mut self, ino: u32, size: u64) -> Result<(), Error> {
+        let b = self.inodes[ino as usize].map(size / BLOCK as u64).ok_or(Error::Io)?;
+        let mut blk = [0u8; BLOCK];
+        self.read_block(ino, b, &mut blk)?;
+        blk[(size % BLOCK as u64) as usize..].fill(0);
+        self.write_block(ino, b, &blk)
     }
 
     /// Read by inode (what an open file handle holds).

@@ -67,8 +67,8 @@ struct Verify {
 
 #[cfg(feature = "ebpf")]
 impl Prep for Verify {
-    fn run(&mut self, _f: &GraftFile<'_>, budget: u64) -> Option<Result<(), LoadError>> {
-        self.v.run(budget).map(|r| r.map(drop).map_err(|(_, e)| e))
+    fn run(&mut self, f: &GraftFile<'_>, budget: u64) -> Option<Result<(), LoadError>> {
+        self.v.run(f.code, budget).map(|r| r.map(drop).map_err(|(_, e)| e))
     }
 
     fn vouch(&self, f: &GraftFile<'_>) {

@@ -7,7 +7,7 @@
 //!   wrapper `swap::interface!` generates); the cache's own LRU `touched` method plainly
 //!   and through the table with a counter; a request's admission to a slot (`begin` and
 //!   `end`: the generation count the mediator needs).
-//! - **Figures 4–5** (`swap_*`, at the cache server): an IPC round trip to the cache (a
+//! - **Figure 4** (`swap_*`, at the cache server): an IPC round trip to the cache (a
 //!   label it does not have: the loop answers), a null swap (LRU to LRU: the mediator,
 //!   the state moved, the reply), and LRU ↔ MRU swaps with 0, 1, 4 and 16 client
 //!   threads reading through the cache at the same time (their reads are LOOKUPs at the
@@ -16,7 +16,8 @@
 //! - **Figure 7** (`swap_adaptive_*`): the same workload with the policy fixed at LRU, fixed
 //!   at MRU, and swapped by the cache itself (`auto`): rounds of a sequential stream of
 //!   2000 blocks (twice the cache) and then random reads in one of two hot sets of 384
-//!   blocks; busy ticks of the whole workload and the cache's misses.
+//!   blocks; busy ticks of the whole workload and the cache's misses. The cache is held
+//!   to one block of frames (`blocks=1` in `system/bench/k42.toml`: 1,024 blocks).
 //! - **Figure 6** (`swap_postmark_*`): a Postmark-style workload of many small files through
 //!   `files` — 100 files made, each written in eight 512-byte appends and closed, read
 //!   back, removed — with sessions fixed shared (every write through) and adapting

@@ -29,7 +29,6 @@
 //!
 //! The decoded program ([`Insn`]) is what an engine executes.
 
-use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::LoadError;
@@ -186,12 +185,14 @@ impl Insn {
 
 mod flow;
 mod state;
+mod statics;
 mod step;
 mod value;
 mod walk;
 
 use flow::*;
 use state::*;
+use statics::*;
 use step::*;
 use value::*;
 use walk::*;
@@ -217,7 +218,7 @@ pub fn check_with(prog: &[u8], mem_len: usize, limits: Limits) -> (Result<Vec<In
     match Verifier::new(prog, mem_len, limits) {
         Err(e) => (Err(e), Work::default()),
         Ok(mut v) => {
-            let r = v.run(u64::MAX).unwrap_or(Err((0, too_complex())));
+            let r = v.run(prog, u64::MAX).unwrap_or(Err((0, too_complex())));
             (r, v.work())
         }
     }
@@ -237,44 +238,81 @@ pub fn check(prog: &[u8], mem_len: usize) -> Result<Vec<Insn>, (usize, LoadError
 pub const SLICE: u64 = 1024;
 
 /// A verification under way, to be done in slices of bounded work ([`Verifier::run`]),
-/// so that a server answers other requests between them. It holds the decoded program
-/// and the search's states (at most `Limits::bytes` of them), in the memory it was
-/// made in.
+/// so that a server answers other requests between them: the static checks first
+/// (`statics`), then the path search. It holds what the checks found and the search's
+/// states (at most `Limits::bytes` of them), in the memory it was made in.
 pub struct Verifier {
-    ex: Explorer,
-    done: bool,
+    stage: Stage,
+    mem_len: usize,
+    limits: Limits,
+    /// The work of the static checks, and the instruction they are at.
+    checked: usize,
+    at: usize,
+    /// The search's work, once it has ended.
+    done_work: Work,
+}
+
+enum Stage {
+    Static(Statics),
+    Search(Explorer),
+    Done,
 }
 
 impl Verifier {
-    /// Decode `prog` and make its static checks (opcodes, fields, jumps, the graph),
-    /// for a memory of `mem_len` bytes: refused at once if they fail. Its work is
-    /// linear in the program's length.
+    /// A verification of `prog` for a memory of `mem_len` bytes: refused at once only
+    /// for its length; every other check is made by [`Verifier::run`].
     pub fn new(prog: &[u8], mem_len: usize, limits: Limits) -> Result<Verifier, (usize, LoadError)> {
-        let at = core::cell::Cell::new(0usize);
-        let ex = check_at(prog, mem_len, limits, &at).map_err(|e| (at.get(), e))?;
-        Ok(Verifier { ex, done: false })
+        let s = Statics::new(prog).map_err(|e| (0, e))?;
+        Ok(Verifier { stage: Stage::Static(s), mem_len, limits, checked: 0, at: 0, done_work: Work::default() })
     }
 
     /// Go on for about `budget` units of work (each `SLICE` of them about the same
-    /// time): `None` while there is more to do, else the decoded program or why it is
-    /// refused (once: after that, `None` only with an empty program).
+    /// time) over `prog`, the bytes given to `new`: `None` while there is more to do,
+    /// else the decoded program or why it is refused (once: after that, `None` only
+    /// with an empty program).
     #[allow(clippy::type_complexity)]
-    pub fn run(&mut self, budget: u64) -> Option<Result<Vec<Insn>, (usize, LoadError)>> {
-        if self.done {
-            return None;
-        }
-        let r = match self.ex.run(budget.max(1)) {
-            Ok(false) => return None,
-            Ok(true) => Ok(core::mem::take(&mut self.ex.insns)),
-            Err(e) => Err((self.ex.at, e)),
+    pub fn run(&mut self, prog: &[u8], budget: u64) -> Option<Result<Vec<Insn>, (usize, LoadError)>> {
+        let budget = budget.max(1);
+        let r = match &mut self.stage {
+            Stage::Done => return None,
+            Stage::Static(s) => {
+                let before = self.checked;
+                match s.run(prog, self.mem_len, self.limits, budget, &mut self.checked, &mut self.at) {
+                    Ok(None) => return None,
+                    Err(e) => Err((self.at, e)),
+                    Ok(Some(ex)) => {
+                        // The rest of the slice goes to the search.
+                        let left = budget - (self.checked - before) as u64;
+                        self.stage = Stage::Search(ex);
+                        if left == 0 {
+                            return None;
+                        }
+                        return self.run(prog, left);
+                    }
+                }
+            }
+            Stage::Search(ex) => {
+                let r = match ex.run(budget) {
+                    Ok(false) => return None,
+                    Ok(true) => Ok(core::mem::take(&mut ex.insns)),
+                    Err(e) => Err((ex.at, e)),
+                };
+                self.done_work = ex.stats;
+                r
+            }
         };
-        self.done = true;
+        self.stage = Stage::Done;
         Some(r)
     }
 
     /// The work done so far.
     pub fn work(&self) -> Work {
-        self.ex.stats
+        let mut w = match &self.stage {
+            Stage::Search(ex) => ex.stats,
+            _ => self.done_work,
+        };
+        w.checked = self.checked;
+        w
     }
 }
 
@@ -282,127 +320,13 @@ fn too_complex() -> LoadError {
     refuse("eBPF: more instructions to follow than a call may run (too complex)")
 }
 
-/// The static checks, and the search ready to start.
-fn check_at(prog: &[u8], mem_len: usize, limits: Limits, at: &core::cell::Cell<usize>) -> Result<Explorer, LoadError> {
-    if prog.is_empty() || !prog.len().is_multiple_of(8) {
-        return Err(refuse("eBPF: not a whole number of instructions"));
-    }
-    let n = prog.len() / 8;
-    if n > MAX_INSNS {
-        return Err(refuse("eBPF: more than 32767 instructions"));
-    }
-    let insns: Vec<Insn> = (0..n).map(|i| Insn::at(prog, i)).collect();
-    // The second halves of `lddw`: no jump may land on one, none runs on its own.
-    let mut tail = vec![false; n];
-    let mut i = 0;
-    while i < n {
-        at.set(i);
-        let x = insns[i];
-        if !allowed(x.op) {
-            return Err(refuse(match x.op {
-                CALL | TAIL_CALL => "eBPF: helper and tail calls are not allowed",
-                op if op & 7 == LD => "eBPF: legacy packet loads are not allowed",
-                op if matches!(op & 7, ST | STX) && op & 0xe0 == 0xc0 => "eBPF: atomic operations are not allowed",
-                _ => "eBPF: an opcode the engine does not implement",
-            }));
-        }
-        if x.dst > 10 || x.src > 10 {
-            return Err(refuse("eBPF: register out of range"));
-        }
-        let writes_dst = matches!(x.class(), LD | LDX | ALU | ALU64);
-        if writes_dst && x.dst == 10 {
-            return Err(refuse("eBPF: r10 (the frame pointer) is read-only"));
-        }
-        if x.class() == ALU && x.op & 0xf0 == END && !matches!(x.imm, 16 | 32 | 64) {
-            return Err(refuse("eBPF: byte swap of a width other than 16, 32 or 64"));
-        }
-        if x.op == LDDW {
-            // Linux reads a nonzero source as a pseudo value (a map's address, a map
-            // value's, a BTF object's, a function's): not a constant, and nothing here
-            // gives one.
-            if x.src != 0 || x.off != 0 {
-                return Err(refuse(
-                    "eBPF: lddw with a nonzero source or offset (a map or other pseudo reference in Linux), not a constant",
-                ));
-            }
-            match insns.get(i + 1) {
-                Some(t) if t.op == 0 && t.dst == 0 && t.src == 0 && t.off == 0 => {}
-                _ => return Err(refuse("eBPF: incomplete lddw")),
-            }
-            tail[i + 1] = true;
-            i += 2;
-            continue;
-        }
-        // rbpf compares a 64-bit register with an immediate zero-extended for the
-        // unsigned and equality tests (eBPF sign-extends it, as clang expects): a
-        // negative one would not mean what the program says.
-        if x.class() == JMP
-            && x.op & X == 0
-            && matches!(x.op & 0xf0, 0x10 | 0x20 | 0x30 | 0x50 | 0xa0 | 0xb0)
-            && x.imm < 0
-        {
-            return Err(refuse(
-                "eBPF: an unsigned 64-bit compare with a negative immediate (the engine would zero-extend it)",
-            ));
-        }
-        // rbpf leaves the register whole on a 32-bit modulo by zero (eBPF zeroes its
-        // upper half); with an immediate that is known at once.
-        if x.class() == ALU && x.op == ALU | 0x90 && x.imm == 0 {
-            return Err(refuse("eBPF: a 32-bit modulo by the constant zero"));
-        }
-        if x.is_jump() {
-            let t = i as i64 + 1 + x.off as i64;
-            if t < 0 || t >= n as i64 {
-                return Err(refuse("eBPF: jump outside the program"));
-            }
-        }
-        i += 1;
-    }
-    // Successors of each instruction: a jump's target, and the next instruction unless
-    // it is `ja` or `exit` (never past the end).
-    let mut succs: Vec<([usize; 2], usize)> = vec![([0; 2], 0); n];
-    for i in 0..n {
-        if tail[i] {
-            continue;
-        }
-        at.set(i);
-        let x = insns[i];
-        let (s, k) = &mut succs[i];
-        if x.is_jump() {
-            let t = (i as i64 + 1 + x.off as i64) as usize;
-            if tail[t] {
-                return Err(refuse("eBPF: jump into the middle of lddw"));
-            }
-            s[*k] = t;
-            *k += 1;
-        }
-        if x.op != EXIT && x.op != JA {
-            let next = if x.op == LDDW { i + 2 } else { i + 1 };
-            if next >= n {
-                return Err(refuse("eBPF: runs off the end without exit"));
-            }
-            s[*k] = next;
-            *k += 1;
-        }
-    }
-    // Places worth a look back (Linux's prune points): jump targets (1), loops' heads,
-    // the targets of jumps back (2).
-    let mut target = vec![0u8; n];
-    for (i, x) in insns.iter().enumerate() {
-        if x.is_jump() && !tail[i] {
-            let t = (i as i64 + 1 + x.off as i64) as usize;
-            target[t] = target[t].max(if x.off < 0 { 2 } else { 1 });
-        }
-    }
-    let live = backward(&insns, &tail, &succs, liveness);
-    let rel = backward(&insns, &tail, &succs, relevance);
-    Ok(Explorer::new(insns, target, live, rel, succs, mem_len, limits))
-}
-
-/// What the verifier did, for a server to bound and report: instructions followed,
-/// states compared, and the most bytes of states it held at once.
+/// What the verifier did, for a server to bound and report: instructions looked at by
+/// the static checks, instructions followed, states compared, and the most bytes of
+/// states it held at once.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Work {
+    /// Instructions looked at by the static checks (each pass's look one).
+    pub checked: usize,
     pub processed: usize,
     pub compared: usize,
     pub peak_bytes: usize,

@@ -9,55 +9,91 @@ use alloc::vec::Vec;
 /// A bit for the stack's numbers in [`relevance`]'s sets (bits 0..=10: registers).
 pub(super) const STACK_BIT: u16 = 1 << 11;
 
-/// A backward dataflow to its fixed point: each instruction's set (a bit each) from the
-/// union of its successors' by `f` (sets only grow: each instruction is seen again only
-/// when a successor's grew, at most 12 times).
-pub(super) fn backward(
-    insns: &[Insn],
-    tail: &[bool],
-    succs: &[([usize; 2], usize)],
+/// Each instruction's predecessors, in one array (`preds[from[t]..from[t + 1]]` are
+/// t's): two allocations, not one per instruction — in a server's arena, whose
+/// allocator searches its free blocks first-fit, thousands of small ones are slow.
+/// Made once, for both dataflows.
+pub(super) struct Preds {
+    pub(super) from: Vec<u32>,
+    pub(super) preds: Vec<u32>,
+}
+
+impl Preds {
+    fn of(&self, i: usize) -> &[u32] {
+        &self.preds[self.from[i] as usize..self.from[i + 1] as usize]
+    }
+}
+
+/// A backward dataflow to its fixed point, in slices of bounded work
+/// ([`Backward::run`]): each instruction's set (a bit each) from the union of its
+/// successors' by `f` (sets only grow: each instruction is seen again only when a
+/// successor's grew, at most 12 times).
+pub(super) struct Backward {
     f: fn(&Insn, u16) -> u16,
-) -> Vec<u16> {
-    let n = insns.len();
-    // Each instruction's predecessors, in one array (`preds[from[t]..from[t + 1]]` are
-    // t's): two allocations, not one per instruction — in a server's arena, whose
-    // allocator searches its free blocks first-fit, thousands of small ones are slow.
-    let mut from = vec![0u32; n + 1];
-    for (s, k) in succs {
-        for &t in &s[..*k] {
-            from[t + 1] += 1;
-        }
+    pub(super) set: Vec<u16>,
+    queued: Vec<bool>,
+    /// Instructions whose successors' sets grew, to see again (on top).
+    todo: Vec<u32>,
+    /// Instructions below this one not seen yet (the first round, from the end: every
+    /// instruction once, beneath the work the round makes).
+    seed: usize,
+}
+
+impl Backward {
+    pub(super) fn new(tail: &[bool], f: fn(&Insn, u16) -> u16) -> Backward {
+        let n = tail.len();
+        Backward { f, set: vec![0u16; n], queued: tail.iter().map(|t| !t).collect(), todo: Vec::new(), seed: n }
     }
-    for i in 0..n {
-        from[i + 1] += from[i];
-    }
-    let mut fill = from.clone();
-    let mut preds = vec![0u32; from[n] as usize];
-    for (i, (s, k)) in succs.iter().enumerate() {
-        for &t in &s[..*k] {
-            preds[fill[t] as usize] = i as u32;
-            fill[t] += 1;
-        }
-    }
-    let mut set = vec![0u16; n];
-    let mut queued = vec![true; n];
-    let mut todo: Vec<usize> = (0..n).filter(|&i| !tail[i]).collect();
-    while let Some(i) = todo.pop() {
-        queued[i] = false;
-        let (s, k) = succs[i];
-        let out = s[..k].iter().fold(0u16, |a, &t| a | set[t]);
-        let v = f(&insns[i], out);
-        if v != set[i] {
-            set[i] = v;
-            for &p in &preds[from[i] as usize..from[i + 1] as usize] {
-                if !queued[p as usize] {
-                    queued[p as usize] = true;
-                    todo.push(p as usize);
+
+    /// Go on for at most `budget` instructions seen: `Ok(true)` at the fixed point.
+    /// `work` counts them.
+    pub(super) fn run(
+        &mut self,
+        insns: &[Insn],
+        succs: &[([usize; 2], usize)],
+        preds: &Preds,
+        budget: u64,
+        work: &mut usize,
+    ) -> bool {
+        let mut spent = 0u64;
+        loop {
+            if self.todo.is_empty() {
+                // The next instruction of the first round still queued (it may have
+                // been seen already, through `todo`, and not queued again).
+                while self.seed > 0 && !self.queued[self.seed - 1] {
+                    self.seed -= 1;
+                }
+                if self.seed == 0 {
+                    return true;
+                }
+            }
+            if spent >= budget {
+                return false;
+            }
+            let i = match self.todo.pop() {
+                Some(i) => i as usize,
+                None => {
+                    self.seed -= 1;
+                    self.seed
+                }
+            };
+            spent += 1;
+            *work += 1;
+            self.queued[i] = false;
+            let (s, k) = succs[i];
+            let out = s[..k].iter().fold(0u16, |a, &t| a | self.set[t]);
+            let v = (self.f)(&insns[i], out);
+            if v != self.set[i] {
+                self.set[i] = v;
+                for &p in preds.of(i) {
+                    if !self.queued[p as usize] {
+                        self.queued[p as usize] = true;
+                        self.todo.push(p);
+                    }
                 }
             }
         }
     }
-    set
 }
 
 /// The registers read on some path from an instruction before they are written (the
