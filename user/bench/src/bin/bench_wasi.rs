@@ -18,6 +18,7 @@
 extern crate alloc;
 
 use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 use rt::{env, println, sys};
 

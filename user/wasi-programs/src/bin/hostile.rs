@@ -95,14 +95,14 @@ fn lies() {
     println!("hostile: {refused} of {calls} lying calls answered an errno");
 }
 
-/// Recursion without end: the result goes through `black_box` before it is used, so the
-/// compiler cannot make the recursion a loop.
+/// Recursion without end, each frame on the engine's (or the native) stack and none in
+/// linear memory (no local's address is taken): `f` is this function, called through a
+/// pointer the compiler cannot see through, so it cannot make the recursion a loop.
 #[inline(never)]
-fn deep(n: u64) -> u64 {
-    if n == 0 {
-        return 0;
-    }
-    std::hint::black_box(deep(std::hint::black_box(n - 1))) + 1
+fn deep(n: u64, f: usize) -> u64 {
+    // SAFETY (of the program): `f` is `deep`'s own address (main passes it).
+    let g: fn(u64, usize) -> u64 = unsafe { std::mem::transmute::<usize, fn(u64, usize) -> u64>(f) };
+    g(n.wrapping_sub(1), f).wrapping_add(n)
 }
 
 fn main() {
@@ -130,7 +130,9 @@ fn main() {
                 std::hint::black_box(x);
             }
         }
-        Some("deep") => println!("hostile: {}", deep(u64::MAX)),
+        Some("deep") => {
+            println!("hostile: {}", deep(u64::MAX, std::hint::black_box(deep as fn(u64, usize) -> u64 as usize)))
+        }
         Some("badcall") => {
             // SAFETY (of the program): none; a table index no function has.
             let f: fn() -> u32 =
