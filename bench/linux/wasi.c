@@ -62,9 +62,11 @@ static void run(const char *name, char *const argv0[], int samples) {
 void wasi_main(const char *cmd) {
     (void)cmd;
     int samples = kb_smoke ? 1 : 3;
+    char *start[] = {"/wasibench", "cpu", "0", 0};
     char *cpu[] = {"/wasibench", "cpu", "1", 0};
     char *sqlmem[] = {"/sql", ":memory:", "/speedtest.sql", 0};
     char *sqlfile[] = {"/sql", "{}", "/speedtest.sql", 0};
+    run("wasi_start_native", start, samples);
     run("wasi_cpu_native", cpu, samples);
     run("wasi_sqlmem_native", sqlmem, samples);
     run("wasi_sqlfile_native", sqlfile, samples);

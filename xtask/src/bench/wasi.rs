@@ -21,7 +21,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-const WORKLOADS: [(&str, &str); 3] = [
+const WORKLOADS: [(&str, &str); 4] = [
+    ("start", "start-up and end alone (`wasibench cpu 0`)"),
     ("cpu", "CPU-bound: 200,000 numbers sorted, their bytes hashed, a 96×96 f64 matrix product"),
     ("sqlmem", "SQLite (`sql` on `bench/wasi/speedtest.sql`), database in memory: 2,000 rows inserted in 20 transactions, 30 queries, an update, a delete"),
     ("sqlfile", "SQLite, the same on a new file (Scion: baiofs on the disk, a journal and fsyncs at each commit; Linux: the initramfs, RAM)"),
@@ -144,6 +145,22 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)], sums: &BTreeMap<String, BTr
             "| workload | Linux native | Scion AOT | AOT / native | Scion wasmi | wasmi / native | wasmi / AOT |"
         );
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+        let part = |sys: &str, m: &str| {
+            get(agg, sys, mode, &format!("wasi_cpu_{m}"))
+                .zip(get(agg, sys, mode, &format!("wasi_start_{m}")))
+                .map(|(c, s)| c.saturating_sub(s))
+        };
+        let (n, aot, wi) = (part("linux", "native"), part("scion", "aot"), part("scion", "wasmi"));
+        let _ = writeln!(
+            s,
+            "| cpu less start | {} | {} | {} | {} | {} | {} |",
+            cell(n),
+            cell(aot),
+            ratio(aot, n),
+            cell(wi),
+            ratio(wi, n),
+            ratio(wi, aot)
+        );
         for (w, _) in WORKLOADS {
             let n = get(agg, "linux", mode, &format!("wasi_{w}_native"));
             let aot = get(agg, "scion", mode, &format!("wasi_{w}_aot"));

@@ -9,7 +9,8 @@
 //! For each workload: `BENCH wasi_<workload>_<aot|wasmi> median=… min=… max=…
 //! samples=…` (elapsed ticks), and where they went: `…_busy` (the CPU's, idle taken
 //! out: `KERNEL_INFO`'s idle count) and `…_files` (the files server's busy ticks in its
-//! requests, `files_api::PROFILE`). Workloads: `cpu` (sort, hash, matrix product),
+//! requests, `files_api::PROFILE`). Workloads: `start` (`cpu 0`: start-up and end
+//! alone), `cpu` (sort, hash, matrix product),
 //! `sqlmem` (the SQLite script on a database in memory) and `sqlfile` (on a new file
 //! of the files server each run: baiofs on the disk, each commit's `fsync`).
 #![no_std]
@@ -73,6 +74,7 @@ fn main() -> i32 {
     // (workload, the program compiled ahead of time, the module and its arguments; `{}`:
     // a database new for each run)
     let workloads = [
+        ("start", cpu_aot, "/wasi/wasibench.wasm cpu 0"),
         ("cpu", cpu_aot, "/wasi/wasibench.wasm cpu 1"),
         ("sqlmem", sql_aot, "/wasi/sql.wasm :memory: /speedtest.sql"),
         ("sqlfile", sql_aot, "/wasi/sql.wasm /bench-{}.db /speedtest.sql"),

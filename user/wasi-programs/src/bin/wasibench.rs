@@ -47,6 +47,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let num = |i: usize, d: u64| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
     match args.get(1).map(String::as_str) {
+        // (No rounds: start-up and end alone, the suite's `start`.)
+        Some("cpu") if num(2, 1) == 0 => println!("wasibench: no rounds"),
         Some("cpu") => println!("wasibench: cpu checksum={:016x}", cpu(num(2, 1))),
         _ => {
             println!("usage: wasibench cpu [ROUNDS]");
