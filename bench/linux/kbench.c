@@ -231,6 +231,7 @@ int baio_main(const char *cmd);
 int net_main(const char *cmd);
 void graft_main(const char *cmd);
 void smp_main(const char *cmd);
+void wasi_main(const char *cmd);
 
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
@@ -253,6 +254,12 @@ int main(int argc, char **argv) {
     }
     if (strstr(cmd, "kbench=graft")) {
         graft_main(cmd);
+        printf("kbench: done\n");
+        fflush(stdout);
+        reboot(RB_POWER_OFF);
+    }
+    if (strstr(cmd, "kbench=wasi")) {
+        wasi_main(cmd);
         printf("kbench: done\n");
         fflush(stdout);
         reboot(RB_POWER_OFF);

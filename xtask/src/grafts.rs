@@ -19,8 +19,14 @@ use graft::format::Tech;
 use graft::Point;
 
 pub(crate) use command::graft_command;
+pub(crate) use common::rust_lld;
 use common::{ebpf_from_c, ensure_clang, ensure_wasm2c, ensure_wasm_target, write, SOURCES, WASM_TARGET};
 use sfi::sfi_image;
+
+/// wasm2c (Debian's WABT, installed if missing).
+pub(crate) fn wasm2c() -> Result<String, String> {
+    ensure_wasm2c()
+}
 
 /// clang and llvm-objcopy (installed if missing), for what else xtask compiles.
 pub fn clang() -> Result<(String, String), String> {

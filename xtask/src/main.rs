@@ -49,6 +49,9 @@ fn usage() -> ExitCode {
          \x20 graft build IN.wasm|IN.c|IN.rhai --point P [-o OUT] [--state BYTES] [--name NAME]\n\
          \x20                  a loadable graft file (WebAssembly compiled and signed, eBPF, rhai),\n\
          \x20                  refused with the reason a server would give\n\
+         \x20 wasm IN.wasm [-o OUT]\n\
+         \x20                  a WASI preview-1 module compiled ahead of time (wasm2c, clang) into a\n\
+         \x20                  Scion program (default target/wasi-aot/NAME-HASH, as `run` finds it)\n\
          \x20 mkimage OUT --size SIZE [--segment NAME:OWNER:BLOCKS[:FILE]]...  make a BAIO device image\n\
          \x20 fsck [--repair] [--fs NAME] IMAGE\n\
          \x20                  check a BAIO device image (and its baiofs filesystems) and list\n\
@@ -72,6 +75,7 @@ fn shape(cmd: &str) -> Option<Shape> {
         "test" => (&[], 0, 1),
         "bench" => (&[("--list", false), ("--smoke", false), ("--probe", false)], 0, bench::SUITES.len()),
         "mkimage" => (&[("--size", true), ("--segment", true)], 1, 1),
+        "wasm" => (&[("-o", true)], 1, 1),
         "fsck" => (&[("--repair", false), ("--fs", true)], 1, 1),
         _ => return None,
     })
@@ -156,6 +160,7 @@ fn main() -> ExitCode {
         Some("test") => test::test(args.get(1).map(String::as_str), bench::smoke_test),
         Some("bench") => bench::bench(&args[1..]),
         Some("graft") => grafts::graft_command(&args[1..], &cwd).map(|_| ExitCode::SUCCESS),
+        Some("wasm") => wasi::wasm_command(&args[1..], &cwd).map(|_| ExitCode::SUCCESS),
         Some("image") => uefi_image(&args[1]).map(|_| ExitCode::SUCCESS),
         Some("mkimage") => image::mkimage(&args[1..]),
         Some("fsck") => image::fsck(&args[1..]),
@@ -248,6 +253,9 @@ pub struct Artifacts {
     pub programs: Vec<(String, PathBuf)>,
     /// The example graft files (`target/grafts/`).
     pub grafts: Vec<PathBuf>,
+    /// The WASI programs compiled ahead of time (`wasi::aot_all`), also in `programs`:
+    /// a manifest with a `wasi` entry gets one for each (`wasi::with_aot_entries`).
+    pub wasi_aot: Vec<String>,
 }
 
 /// The user program packages (members under `user/` with binaries) and their binaries.
@@ -283,8 +291,12 @@ fn user_programs() -> Result<Vec<(String, Vec<String>)>, String> {
 pub fn build() -> Result<Artifacts, String> {
     ensure_target()?;
     let pkgs = user_programs()?;
-    let mut args: Vec<String> =
-        ["build", "--release", "--target", TARGET, "-p", "kernel"].iter().map(|s| s.to_string()).collect();
+    // (`wasi-aot`: the Rust side of the WASI programs compiled ahead of time, a static
+    // library xtask links each with.)
+    let mut args: Vec<String> = ["build", "--release", "--target", TARGET, "-p", "kernel", "-p", "wasi-aot"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     for (p, _) in &pkgs {
         args.push("-p".into());
         args.push(p.clone());
@@ -309,7 +321,12 @@ pub fn build() -> Result<Artifacts, String> {
     let t2 = std::time::Instant::now();
     let wasi = wasi::build()?;
     eprintln!("xtask: built {} WASI programs in {} s", wasi.len(), t2.elapsed().as_secs());
-    Ok(Artifacts { kernel: dir.join("kernel"), programs, grafts })
+    let t3 = std::time::Instant::now();
+    let aot = wasi::aot_all(&wasi)?;
+    eprintln!("xtask: compiled {} WASI programs ahead of time in {} s", aot.len(), t3.elapsed().as_secs());
+    let wasi_aot = aot.iter().map(|(n, _)| n.clone()).collect();
+    programs.extend(aot);
+    Ok(Artifacts { kernel: dir.join("kernel"), programs, grafts, wasi_aot })
 }
 
 /// The programs the kernel and root start whatever the manifest says.
@@ -318,6 +335,8 @@ const ALWAYS: [&str; 3] = ["sigma0", "root", "mem"];
 /// Pack the programs `manifest` names (and sigma0, root and the memory servers) and the
 /// `manifest` into a boot image.
 pub fn make_image(a: &Artifacts, manifest: &str, name: &str) -> Result<PathBuf, String> {
+    let aot: Vec<(String, PathBuf)> = a.programs.iter().filter(|(n, _)| a.wasi_aot.contains(n)).cloned().collect();
+    let manifest = &wasi::with_aot_entries(manifest, &aot).map_err(|e| format!("{name}: {e}"))?;
     let progs = manifest::parse(manifest).map_err(|e| format!("{name}: manifest line {}: {}", e.line, e.msg))?;
     let mut wanted: Vec<&str> = ALWAYS.to_vec();
     for p in &progs {

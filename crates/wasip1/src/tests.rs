@@ -468,3 +468,22 @@ fn poll_oneoff_sleeps_on_a_clock_and_answers_it() {
     assert_eq!(u64::from_le_bytes(mem[400..408].try_into().unwrap()), 0x55);
     assert_eq!(c.poll_oneoff(&mut Mem(&mut mem), 100, 400, 0, 800), INVAL);
 }
+
+#[test]
+fn aot_names() {
+    let mut h = crate::ModuleHash::default();
+    h.update(b"");
+    assert_eq!(h.0, 0xcbf2_9ce4_8422_2325);
+    // FNV-1a's published value for "a", fed whole and in pieces alike.
+    h.update(b"a");
+    assert_eq!(h.0, 0xaf63_dc4c_8601_ec8c);
+    let (mut one, mut two) = (crate::ModuleHash::default(), crate::ModuleHash::default());
+    one.update(b"hello world");
+    two.update(b"hello ");
+    two.update(b"world");
+    assert_eq!(one.0, two.0);
+    assert_eq!(crate::aot_name("/wasi/demo.wasm", h), "demo-af63dc4c8601ec8c");
+    assert_eq!(crate::aot_name("x", h), "x-af63dc4c8601ec8c");
+    let long = crate::aot_name("/a/ééééééééééééééé.wasm", h);
+    assert!(long.starts_with("éééééééééééé-"), "{long}");
+}

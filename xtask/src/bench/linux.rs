@@ -109,7 +109,8 @@ pub(super) fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, Str
         .arg(src.join("baio.c"))
         .arg(src.join("net.c"))
         .arg(src.join("graft.c"))
-        .arg(src.join("smp.c")))?;
+        .arg(src.join("smp.c"))
+        .arg(src.join("wasi.c")))?;
     let init = std::fs::read(&bin).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     cpio_entry(&mut out, "dev", 0o040755, (0, 0), &[], 1);
@@ -122,6 +123,24 @@ pub(super) fn linux_initramfs(dir: &Path, vmlinuz: &Path) -> Result<PathBuf, Str
             "xtask: {}: {e} (the Linux side of the grafts suite needs it)",
             crate::grafts::xdp_md5().display()
         ),
+    }
+    // The wasi suite's workloads built natively (the same sources as the WASI programs)
+    // and its SQL script.
+    let read = |p: PathBuf| std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()));
+    let wasi = crate::wasi::native_bench().and_then(|d| {
+        Ok([
+            ("wasibench", 0o100755, read(d.join("wasibench"))?),
+            ("sql", 0o100755, read(d.join("sql"))?),
+            ("speedtest.sql", 0o100644, read(project_root().join("bench/wasi/speedtest.sql"))?),
+        ])
+    });
+    match wasi {
+        Ok(files) => {
+            for (i, (name, mode, data)) in files.iter().enumerate() {
+                cpio_entry(&mut out, name, *mode, (0, 0), data, 1001 + i as u32);
+            }
+        }
+        Err(e) => eprintln!("xtask: the wasi suite's programs for the Linux guest: {e} (the wasi suite needs them)"),
     }
     // nginx, its libraries and configuration (the net suite's second Linux server).
     match nginx::files(dir) {

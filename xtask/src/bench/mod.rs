@@ -24,13 +24,14 @@ mod nginx;
 mod plan;
 mod report;
 mod smp;
+mod wasi;
 
 use crate::build;
 use crate::qemu;
 use plan::Plan;
 use std::process::ExitCode;
 
-pub const SUITES: [(&str, &str); 8] = [
+pub const SUITES: [(&str, &str); 9] = [
     ("kernel", "microkernel costs: syscall, IPC, switches, page faults, map/demap, IRQ; Linux side by side"),
     (
         "baio",
@@ -41,6 +42,7 @@ pub const SUITES: [(&str, &str); 8] = [
     ("k42", "K42 Table 1, Figures 4, 6 and 7: a call through the translation table and interposed against a plain call; swap time with 0-16 clients and a null swap against an IPC round trip; Postmark-style files with fixed and adaptive sessions; streaming with fixed LRU, fixed MRU and adaptive policies"),
     ("smp", "two CPUs (plain TCG): IPC pairs on one CPU and one per CPU, IPC round trip within and across CPUs, unmap with and without a TLB shootdown, the null system call under the big kernel lock; Linux's pipes pairs beside"),
     ("devices", "issue 49's devices: BAIO random reads on NVMe and downloads and 64-byte round trips on an e1000e beside virtio, IOMMU off and on, Linux on the same devices beside; the cost of mapping a buffer for DMA"),
+    ("wasi", "WASI programs people already have: a CPU-bound Rust program and a reduced SQLite speedtest (in memory, on a file), compiled ahead of time (wasm2c) and interpreted (wasmi) on Scion; the same source native on Linux"),
     ("grafts", "VINO Tables 1-6, Figure 1: per-call cost of each extension technology at the cache's eviction point (null, 64-entry hot list) and blk's stream point (MD5 per KiB) and logical-disk point (a block's lookup), upcall, load, miss, disk time, break-even; Linux's null and MD5 eBPF beside"),
 ];
 
@@ -91,6 +93,7 @@ fn run_suites(a: &crate::Artifacts, wanted: &[&str], plan: &Plan) -> Result<Exit
             "k42" => k42::k42_suite(a, plan),
             "smp" => smp::smp_suite(a, &vmlinuz, &initramfs, plan),
             "devices" => devices::devices_suite(a, &vmlinuz, &initramfs, plan),
+            "wasi" => wasi::wasi_suite(a, &vmlinuz, &initramfs, plan),
             _ => baio::baio_suite(a, &vmlinuz, &initramfs, plan),
         };
         match r {

@@ -380,6 +380,13 @@ pub fn run_scenario(a: &Artifacts, sc: &Scenario) -> Result<(Vec<Result1>, Strin
 }
 
 fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<Result1>, String), String> {
+    // `${AOT:STEM}` in the manifest, the input and the expected lines: the name of the
+    // WASI program compiled ahead of time from `STEM.wasm` (known once built).
+    let mut sc_aot = sc.clone();
+    sc_aot.manifest = crate::wasi::expand_aot(&sc.manifest, &a.wasi_aot);
+    sc_aot.input = sc.input.as_ref().map(|(m, t)| (m.clone(), crate::wasi::expand_aot(t, &a.wasi_aot)));
+    sc_aot.expect = sc.expect.iter().map(|e| crate::wasi::expand_aot(e, &a.wasi_aot)).collect();
+    let sc = &sc_aot;
     // An ftpd in the scenario gets its control port and `FTP_DATA_PORTS` passive data
     // ports forwarded from free ports of the host, the data ports to the same numbers on the
     // guest (so its EPSV and PASV replies name ports the host can reach).

@@ -5,7 +5,11 @@
 //! - `lies`: calls every preview-1 function with pointers and lengths that lie (past
 //!   the memory's end, wrapping, huge counts) and descriptors that do not exist; each
 //!   must answer an errno, and it prints how many did;
-//! - `spin`: loops forever (for `kill`).
+//! - `spin`: loops forever (for `kill`);
+//! - `deep`: recurses without end (each call a frame of the engine's or the native
+//!   stack, none of its linear memory's): the stack's limit must trap;
+//! - `badcall`: calls a function pointer that is no function (an index past its
+//!   table): the indirect call's check must trap.
 #![allow(clippy::missing_safety_doc)]
 
 #[link(wasm_import_module = "wasi_snapshot_preview1")]
@@ -91,6 +95,16 @@ fn lies() {
     println!("hostile: {refused} of {calls} lying calls answered an errno");
 }
 
+/// Recursion without end, each frame on the engine's (or the native) stack and none in
+/// linear memory (no local's address is taken): `f` is this function, called through a
+/// pointer the compiler cannot see through, so it cannot make the recursion a loop.
+#[inline(never)]
+fn deep(n: u64, f: usize) -> u64 {
+    // SAFETY (of the program): `f` is `deep`'s own address (main passes it).
+    let g: fn(u64, usize) -> u64 = unsafe { std::mem::transmute::<usize, fn(u64, usize) -> u64>(f) };
+    g(n.wrapping_sub(1), f).wrapping_add(n)
+}
+
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("oob") => {
@@ -116,6 +130,15 @@ fn main() {
                 std::hint::black_box(x);
             }
         }
-        _ => println!("usage: hostile oob|grow|lies|spin"),
+        Some("deep") => {
+            println!("hostile: {}", deep(u64::MAX, std::hint::black_box(deep as fn(u64, usize) -> u64 as usize)))
+        }
+        Some("badcall") => {
+            // SAFETY (of the program): none; a table index no function has.
+            let f: fn() -> u32 =
+                unsafe { std::mem::transmute::<usize, fn() -> u32>(std::hint::black_box(0x7fff_fff0)) };
+            println!("hostile: called {}", f());
+        }
+        _ => println!("usage: hostile oob|grow|lies|spin|deep|badcall"),
     }
 }

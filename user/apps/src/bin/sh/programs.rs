@@ -25,17 +25,53 @@ pub(crate) fn spawn(input: &mut Input, cmd: &str, wait: bool) {
         }
         s => s,
     };
-    // A WebAssembly program runs under the WASI runner, with the files tree from `/`
-    // preopened (`run wasi OPTIONS PROGRAM.wasm …` chooses otherwise).
-    let wasm = cmd.split(' ').next().is_some_and(|p| p.ends_with(".wasm"));
-    let cmd = if wasm { alloc::format!("wasi --dir=/ {cmd}") } else { cmd.into() };
-    spawn_in(input, &cmd, wait, slot);
+    // A WebAssembly program runs with the files tree from `/` preopened: compiled ahead
+    // of time when the boot image holds the program compiled from this very file
+    // (`compiled`), else under the WASI runner, wasmi (`run wasi OPTIONS PROGRAM.wasm …`
+    // chooses the runner and the options).
+    let wasm = cmd.split(' ').next().filter(|p| p.ends_with(".wasm"));
+    let aot = wasm.and_then(compiled).map(|name| alloc::format!("{name} --dir=/ {cmd}"));
+    if aot.as_ref().is_none_or(|aot| !spawn_in(input, aot, wait, slot, true)) {
+        let cmd = if wasm.is_some() { alloc::format!("wasi --dir=/ {cmd}") } else { cmd.into() };
+        spawn_in(input, &cmd, wait, slot, false);
+    }
     // The shell keeps nothing of the program (it is named by its id from here on).
     let _ = rt::sys::cap_delete(slot);
     let _ = rt::sys::cap_delete(slot + 1);
 }
 
-fn spawn_in(input: &mut Input, cmd: &str, wait: bool, slot: u64) {
+/// The boot image's name for the program compiled ahead of time from WebAssembly file
+/// `path` (`wasip1::aot_name`: the file's stem and the hash of its bytes, read here in
+/// 64 KiB pieces); `None` when the file cannot be read. Whether the boot image holds it
+/// is SPAWN's to say.
+fn compiled(path: &str) -> Option<String> {
+    use files_api::client as f;
+    let srv = rt::alloc_slot();
+    let name = env::lookup("files", srv).ok().and_then(|_| {
+        let (h, size) = f::open(srv, path, false).ok()?;
+        let mut hash = wasip1::ModuleHash::default();
+        let mut buf = alloc::vec![0u8; 64 << 10];
+        let mut off = 0u64;
+        let whole = loop {
+            match f::read_into(srv, h, off, &mut buf) {
+                Ok(0) => break off == size,
+                Ok(n) => {
+                    hash.update(&buf[..n]);
+                    off += n as u64;
+                }
+                Err(_) => break false,
+            }
+        };
+        let _ = f::close(srv, h);
+        whole.then(|| wasip1::aot_name(path, hash))
+    });
+    rt::free_slot(srv);
+    name
+}
+
+/// Start `cmd` (and wait for it); with `quiet_missing`, a program the boot image does not
+/// hold is not said, and answered `false` (the caller tries another).
+fn spawn_in(input: &mut Input, cmd: &str, wait: bool, slot: u64, quiet_missing: bool) -> bool {
     // SPAWN fills `slot` (the thread) and `slot + 1` (the task).
     let task = slot + 1;
     let name = cmd.split(' ').next().unwrap_or(cmd);
@@ -47,10 +83,11 @@ fn spawn_in(input: &mut Input, cmd: &str, wait: bool, slot: u64) {
             while rt::sys::cap_info(task).is_ok() {
                 if input.sleep(10_000) {
                     println!("run: {} runs on as program {} (`kill {}` ends it)", name, id, id);
-                    return;
+                    return true;
                 }
             }
         }
+        Err(Error::NotFound) if quiet_missing => return false,
         Err(Error::NotFound) => {
             println!("run: there is no program `{}` in the boot image (`ps` shows those running)", name)
         }
@@ -62,6 +99,7 @@ fn spawn_in(input: &mut Input, cmd: &str, wait: bool, slot: u64) {
         }
         Err(e) => println!("run: cannot start `{}`: {}", name, words(e)),
     }
+    true
 }
 
 /// `kill ID|NAME`.
