@@ -76,6 +76,7 @@ fn shape(cmd: &str) -> Option<Shape> {
         "bench" => (&[("--list", false), ("--smoke", false), ("--probe", false)], 0, bench::SUITES.len()),
         "mkimage" => (&[("--size", true), ("--segment", true)], 1, 1),
         "wasm" => (&[("-o", true)], 1, 1),
+        "graft" => (&[("--point", true), ("-o", true), ("--state", true), ("--name", true)], 2, 2),
         "fsck" => (&[("--repair", false), ("--fs", true)], 1, 1),
         _ => return None,
     })
@@ -642,5 +643,9 @@ mod tests {
         assert!(ok(&["test", "a", "b"]).is_err());
         assert!(ok(&["run", "--port"]).is_err());
         assert!(ok(&["fsck", "--repair"]).is_err());
+        // Every command `main` runs has a shape (`graft` had none: refused before it ran).
+        assert_eq!(ok(&["graft", "build", "g.rhai", "--point", "evict", "-o", "g.graft"]), Ok(()));
+        assert_eq!(ok(&["wasm", "p.wasm", "-o", "p"]), Ok(()));
+        assert!(ok(&["graft", "build"]).is_err());
     }
 }
