@@ -14,7 +14,7 @@
 //! CPU").
 
 use crate::ipc::{self, Msg};
-use crate::sync::{Fair, Lock};
+use crate::sync::Fair;
 use abi::fpage::Fpage;
 use abi::{cap, Error};
 use alloc::vec::Vec;
@@ -519,80 +519,65 @@ fn endpoints<S>(sh: &Shared<S>, from: Badge, minted: u64) -> Answer {
     Answer::Reply(r)
 }
 
-/// What a client knows of a server's endpoints.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Known {
-    /// Not asked yet (or forgotten: an endpoint failed).
-    Unknown,
-    /// Another thread of ours is asking.
-    Asking,
-    /// It serves from one thread: call its capability.
-    One,
-    /// Its endpoints, CPU `c`'s in slot `base + c`, for `n` CPUs.
-    Cpus(u64),
+/// What a client knows of a server's endpoints, one word (`route`): the state in bits
+/// 0..4 — not asked yet or forgotten (`UNKNOWN`), another thread of ours asking
+/// (`ASKING`), it serves from one thread (`ONE`), its endpoints known (`CPUS`) — the
+/// CPUs in bits 4..12, and the slot of its block of `MAX_CPUS` endpoints from bit 12 (0:
+/// none taken yet). Read without a lock on every call: no word two CPUs' calls write.
+const UNKNOWN: u64 = 0;
+const ASKING: u64 = 1;
+const ONE: u64 = 2;
+const CPUS: u64 = 3;
+
+const fn route(state: u64, cpus: u64, base: u64) -> u64 {
+    state | cpus << 4 | base << 12
 }
 
-#[derive(Clone, Copy)]
-struct Route {
-    srv: u64,
-    /// A block of `MAX_CPUS` slots for its endpoints (0: none taken yet).
-    base: u64,
-    known: Known,
-}
-
-/// The servers this program calls through `request_routed`, and their endpoints.
-static ROUTES: Lock<[Route; 8]> = Lock::new([Route { srv: u64::MAX, base: 0, known: Known::Unknown }; 8]);
+/// The servers this program calls through `request_routed` (their slot; `u64::MAX`:
+/// free) and what it knows of each (`route`).
+static ROUTE_SRV: [AtomicU64; 8] = [const { AtomicU64::new(u64::MAX) }; 8];
+static ROUTE: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 
 /// The endpoint for a call to `srv` from this CPU: the server's thread on it if the
 /// server said where (asking it first, once, when `ask`), else `srv`.
 fn endpoint(srv: u64, ask: bool) -> u64 {
     let cpu = crate::sys::cpu();
-    let base = {
-        let mut t = ROUTES.lock();
-        let i = match t.iter().position(|r| r.srv == srv) {
+    let i = match ROUTE_SRV.iter().position(|r| r.load(Ordering::Acquire) == srv) {
+        Some(i) => i,
+        None if !ask => return srv,
+        // Take a free entry (another thread may take it first: then look again).
+        None => match ROUTE_SRV
+            .iter()
+            .position(|r| r.compare_exchange(u64::MAX, srv, Ordering::AcqRel, Ordering::Acquire).is_ok())
+        {
             Some(i) => i,
-            None if !ask => return srv,
-            None => match t.iter().position(|r| r.srv == u64::MAX) {
-                Some(i) => {
-                    t[i] = Route { srv, base: 0, known: Known::Unknown };
-                    i
-                }
-                None => return srv,
-            },
-        };
-        match t[i].known {
-            Known::Cpus(n) if cpu < n => return t[i].base + cpu,
-            Known::Unknown if ask => {}
-            _ => return srv,
-        }
-        t[i].known = Known::Asking;
-        t[i].base
+            None => return srv,
+        },
     };
-    // (Outside the lock: taking slots may grow the heap, whose reservation calls
-    // through here.)
-    let base = if base != 0 {
-        base
-    } else {
-        let b = crate::alloc_slot_block(MAX_CPUS_LOG2);
-        if let Some(r) = ROUTES.lock().iter_mut().find(|r| r.srv == srv) {
-            r.base = b;
-        }
-        b
-    };
-    let known = ask_endpoints(srv, base);
-    let mut t = ROUTES.lock();
-    if let Some(r) = t.iter_mut().find(|r| r.srv == srv) {
-        r.known = known;
+    let r = ROUTE[i].load(Ordering::Acquire);
+    let (state, n, base) = (r & 0xf, (r >> 4) & 0xff, r >> 12);
+    match state {
+        CPUS if cpu < n => return base + cpu,
+        UNKNOWN if ask => {}
+        _ => return srv,
     }
-    match known {
-        Known::Cpus(n) if cpu < n => base + cpu,
+    if ROUTE[i].compare_exchange(r, route(ASKING, 0, base), Ordering::AcqRel, Ordering::Acquire).is_err() {
+        return srv;
+    }
+    // (Taking slots may grow the heap, whose reservation calls through here: the entry
+    // says `ASKING` meanwhile, so that call goes to `srv`.)
+    let base = if base != 0 { base } else { crate::alloc_slot_block(MAX_CPUS_LOG2) };
+    let known = ask_endpoints(srv, base);
+    ROUTE[i].store(known, Ordering::Release);
+    match known & 0xf {
+        CPUS if cpu < (known >> 4) & 0xff => base + cpu,
         _ => srv,
     }
 }
 
 /// Ask `srv` for its endpoints into the block at `base` (what this thread's IPC state
 /// held — the buffer and windows a caller set for its own call — is put back).
-fn ask_endpoints(srv: u64, base: u64) -> Known {
+fn ask_endpoints(srv: u64, base: u64) -> u64 {
     let u = ipc::utcb();
     let kept = (u.recv_buf_addr, u.recv_buf_len, u.recv_mem, u.recv_caps, u.recv_io, u.recv_str_len);
     for c in 0..MAX_CPUS as u64 {
@@ -603,19 +588,20 @@ fn ask_endpoints(srv: u64, base: u64) -> Known {
     let u = ipc::utcb();
     (u.recv_buf_addr, u.recv_buf_len, u.recv_mem, u.recv_caps, u.recv_io, u.recv_str_len) = kept;
     match r {
-        Ok(()) if m.items() == 1 && (1..=MAX_CPUS as u64).contains(&m.word(2)) => Known::Cpus(m.word(2)),
+        Ok(()) if m.items() == 1 && (1..=MAX_CPUS as u64).contains(&m.word(2)) => route(CPUS, m.word(2), base),
         // Any answer but endpoints (`Unsupported`: one thread) is the server's word.
-        Ok(()) | Err(Error::Unsupported | Error::Malformed) => Known::One,
+        Ok(()) | Err(Error::Unsupported | Error::Malformed) => route(ONE, 0, base),
         // The server did not answer (gone, restarting): ask again next time.
-        Err(_) => Known::Unknown,
+        Err(_) => route(UNKNOWN, 0, base),
     }
 }
 
 /// Forget `srv`'s endpoints (one failed, or said `Moved`): the next call asks again.
 fn forget(srv: u64) {
-    if let Some(r) = ROUTES.lock().iter_mut().find(|r| r.srv == srv) {
-        if matches!(r.known, Known::Cpus(_)) {
-            r.known = Known::Unknown;
+    if let Some(i) = ROUTE_SRV.iter().position(|r| r.load(Ordering::Acquire) == srv) {
+        let r = ROUTE[i].load(Ordering::Acquire);
+        if r & 0xf == CPUS {
+            let _ = ROUTE[i].compare_exchange(r, route(UNKNOWN, 0, r >> 12), Ordering::AcqRel, Ordering::Acquire);
         }
     }
 }
