@@ -436,7 +436,7 @@ fn serve<S: Server>(sh: &Shared<S>, main: bool) -> ! {
             (None, ipc::RECV_ANY, ipc::FOREVER)
         }
     };
-    let mut next = read(&mut *sh.state.lock());
+    let mut next = read(&mut sh.state.lock());
     loop {
         ipc::set_recv_buffer(&mut buf);
         let (w, src, to) = next;
@@ -452,7 +452,7 @@ fn serve<S: Server>(sh: &Shared<S>, main: bool) -> ! {
                 if main && e == Error::Timeout {
                     s.tick();
                 }
-                next = read(&mut *s);
+                next = read(&mut s);
                 continue;
             }
         };
@@ -472,7 +472,7 @@ fn serve<S: Server>(sh: &Shared<S>, main: bool) -> ! {
                 }
                 a
             };
-            next = read(&mut *s);
+            next = read(&mut s);
             a
         };
         replying = match a {
