@@ -22,6 +22,12 @@ pub const KERNEL_INFO_CPU: u64 = 3;
 /// `tables::ROOT_TASKS`, `tables::ROOT_THREADS`.
 pub const KERNEL_INFO_TABLES: u64 = 4;
 
+/// The MSR the kernel sets on each CPU to that CPU's index (0 = the boot CPU), where the
+/// CPU has it (CPUID 0x8000_0001 EDX bit 27, `RDTSCP`): user code reads the CPU it runs
+/// on with `RDTSCP` (ECX) without a system call, as Linux's `getcpu` does — a hint, since
+/// the thread may be moved right after (`rt::sys::cpu`).
+pub const MSR_TSC_AUX: u32 = 0xC000_0103;
+
 /// `KERNEL_INFO(KERNEL_INFO_MEMORY)`: where the machine's frames are, from the kernel's
 /// side — `rdi` = frames of RAM the kernel manages (the machine), `rsi` = of them kept at
 /// boot and never handed out (the first MiB, the kernel's image, the boot image, the frame
@@ -159,10 +165,14 @@ pub enum Error {
     /// (or read back bytes that fail their checksums). Not the caller's doing: the
     /// request may be tried again, but what it was to change may not have changed.
     Io = 27,
+    /// (servers) This endpoint of the server does not serve now (a per-CPU thread of a
+    /// server that is handing itself over in a live update): the request was not done;
+    /// call the server's main endpoint (`rt::server::request_routed` does).
+    Moved = 28,
 }
 
 impl Error {
-    pub const ALL: [Error; 27] = [
+    pub const ALL: [Error; 28] = [
         Error::NoSys,
         Error::InvalidCap,
         Error::WrongType,
@@ -190,6 +200,7 @@ impl Error {
         Error::Reset,
         Error::Lost,
         Error::Io,
+        Error::Moved,
     ];
 
     pub fn from_code(code: u64) -> Option<Error> {
@@ -225,6 +236,7 @@ impl Error {
             Error::Reset => "Reset",
             Error::Lost => "Lost",
             Error::Io => "Io",
+            Error::Moved => "Moved",
         }
     }
 }

@@ -106,6 +106,56 @@ impl Generations {
     }
 }
 
+/// A quiescent point across CPUs (K42's per-processor generation counts): a server
+/// whose requests run on several CPUs at once, each CPU counting its own in its own
+/// `Generations` (guarded by whatever guards that CPU's state: no count shared by the
+/// CPUs on the request path), marks every CPU's generations and has its quiescent point
+/// when every CPU's mark has passed — every request running anywhere at the mark has
+/// ended. A CPU with nothing running passes at once. Host-tested with threads that
+/// begin and end requests on their CPU while another marks and waits (`tests.rs`).
+///
+/// (Scion's servers on every CPU today step their whole state under one lock, so one
+/// `Generations` inside it sees every CPU's requests begin and end: docs/user.md,
+/// "Servers on every CPU". This is the count for a server whose requests run outside
+/// one lock.)
+#[derive(Debug, Default, Clone)]
+pub struct CpuMark {
+    /// Each CPU's epoch (None: not marked yet), and whether it has passed.
+    epochs: Vec<Option<(Epoch, bool)>>,
+}
+
+impl CpuMark {
+    /// A mark over `cpus` CPUs, none marked yet.
+    pub fn new(cpus: usize) -> CpuMark {
+        CpuMark { epochs: alloc::vec![None; cpus] }
+    }
+
+    /// Mark CPU `cpu`'s generations (the caller holds what guards them). A CPU out of
+    /// range is ignored.
+    pub fn mark(&mut self, cpu: usize, gens: &mut Generations) {
+        if let Some(e) = self.epochs.get_mut(cpu) {
+            let m = gens.mark();
+            *e = Some((m, gens.passed(m)));
+        }
+    }
+
+    /// Has CPU `cpu`'s mark passed (looking at its generations now)?
+    pub fn check(&mut self, cpu: usize, gens: &Generations) -> bool {
+        match self.epochs.get_mut(cpu) {
+            Some(Some((e, done))) => {
+                *done = *done || gens.passed(*e);
+                *done
+            }
+            _ => false,
+        }
+    }
+
+    /// Every CPU marked, and every mark passed: the quiescent point.
+    pub fn passed(&self) -> bool {
+        self.epochs.iter().all(|e| matches!(e, Some((_, true))))
+    }
+}
+
 /// State-transfer formats, one bit each (K42: up to 64 per family of components; every
 /// family understands one canonical format).
 pub type Formats = u64;

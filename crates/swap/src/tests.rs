@@ -337,3 +337,112 @@ fn model_random_interleavings() {
         let _ = swapped;
     }
 }
+
+/// Requests in flight on several CPUs at once (std threads, one per CPU, each with its
+/// CPU's generations behind its own lock; the work of a request done outside it) while
+/// another thread marks every CPU and waits: when `CpuMark` says passed, every request
+/// that was running on any CPU at its CPU's mark has ended.
+#[test]
+fn quiescence_waits_for_every_cpu() {
+    extern crate std;
+    use alloc::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    const CPUS: usize = 4;
+    struct Cpu {
+        gens: Generations,
+        running: BTreeSet<u64>,
+    }
+    let cpus: Arc<Vec<Mutex<Cpu>>> =
+        Arc::new((0..CPUS).map(|_| Mutex::new(Cpu { gens: Generations::new(), running: BTreeSet::new() })).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let next = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..CPUS)
+        .map(|c| {
+            let (cpus, stop, next, done) = (cpus.clone(), stop.clone(), next.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let id = next.fetch_add(1, Ordering::Relaxed);
+                    let g = {
+                        let mut cpu = cpus[c].lock().unwrap();
+                        cpu.running.insert(id);
+                        cpu.gens.begin()
+                    };
+                    // The request's work, outside the CPU's lock (sometimes long).
+                    for _ in 0..(id % 7) {
+                        std::thread::yield_now();
+                    }
+                    let mut cpu = cpus[c].lock().unwrap();
+                    cpu.running.remove(&id);
+                    cpu.gens.end(g);
+                    done.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut rounds = 0;
+    // Enough rounds, while the workers run (each mark with requests in flight).
+    while rounds < 300 || done.load(Ordering::Relaxed) < 2000 {
+        let mut mark = CpuMark::new(CPUS);
+        // What ran on each CPU at its mark.
+        let mut at_mark = BTreeSet::new();
+        for (c, cpu) in cpus.iter().enumerate() {
+            let mut cpu = cpu.lock().unwrap();
+            at_mark.extend(cpu.running.iter().copied());
+            let Cpu { gens, .. } = &mut *cpu;
+            mark.mark(c, gens);
+        }
+        let mut spins = 0u64;
+        while !mark.passed() {
+            for (c, cpu) in cpus.iter().enumerate() {
+                let cpu = cpu.lock().unwrap();
+                mark.check(c, &cpu.gens);
+            }
+            spins += 1;
+            assert!(spins < 10_000_000, "a mark never passed");
+            std::thread::yield_now();
+        }
+        // Passed: none of the requests running at the marks runs still.
+        for cpu in cpus.iter() {
+            let cpu = cpu.lock().unwrap();
+            assert!(cpu.running.is_disjoint(&at_mark), "a request running at the mark is still running");
+        }
+        rounds += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let served: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert!(served > 0);
+}
+
+/// A mark over CPUs passes only when every CPU's has: one CPU with a request still
+/// running holds it back, however many others are idle.
+#[test]
+fn one_busy_cpu_holds_the_mark() {
+    let mut gens: Vec<Generations> = (0..3).map(|_| Generations::new()).collect();
+    let busy = gens[1].begin();
+    let mut mark = CpuMark::new(3);
+    for (c, g) in gens.iter_mut().enumerate() {
+        mark.mark(c, g);
+    }
+    for (c, g) in gens.iter().enumerate() {
+        mark.check(c, g);
+    }
+    assert!(!mark.passed(), "CPU 1's request still runs");
+    // Requests that start after the mark (on any CPU) do not hold it.
+    let late = gens[2].begin();
+    gens[1].end(busy);
+    for (c, g) in gens.iter().enumerate() {
+        mark.check(c, g);
+    }
+    assert!(mark.passed());
+    gens[2].end(late);
+    // A CPU never marked never passes.
+    let mut half = CpuMark::new(2);
+    half.mark(0, &mut gens[0]);
+    half.check(0, &gens[0]);
+    assert!(!half.passed());
+}

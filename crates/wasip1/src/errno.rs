@@ -59,7 +59,7 @@ pub fn from_error(e: abi::Error) -> Errno {
         E::InvalidArg | E::Malformed => INVAL,
         E::Unsupported | E::NoSys => NOSYS,
         E::BadAddress | E::CopyFault => FAULT,
-        E::Io | E::Lost | E::NoPartner | E::InvalidCap => IO,
+        E::Io | E::Lost | E::NoPartner | E::InvalidCap | E::Moved => IO,
         E::WrongType | E::Misaligned | E::SlotInUse | E::AlreadyMapped | E::NotMapped | E::Deadlock | E::NoWindow => IO,
     }
 }

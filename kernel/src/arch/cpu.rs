@@ -326,6 +326,14 @@ fn init_cpu(index: usize) {
     pc.index = index;
     GsBase::write(VirtAddr::new(pc.this));
     KernelGsBase::write(VirtAddr::new(0));
+    // The CPU's index in TSC_AUX, for user code's `RDTSCP` (`abi::MSR_TSC_AUX`): where a
+    // server's per-CPU endpoints are, a client finds by it without a system call.
+    let rdtscp = core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0;
+    if rdtscp {
+        // SAFETY: the CPU has TSC_AUX (RDTSCP, checked above); it only changes what RDTSCP
+        // and RDPID read.
+        unsafe { x86_64::registers::model_specific::Msr::new(abi::MSR_TSC_AUX).write(index as u64) };
+    }
 
     // SYSCALL/SYSRET.
     // SAFETY: enabling SCE and NXE (the latter already on if supported) does not change

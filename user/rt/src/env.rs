@@ -39,6 +39,12 @@ pub fn request_reconnecting(name: &str, slot: u64, m: &mut Msg) -> Result<(), Er
     reconnecting(name, slot, m, |m| crate::server::request(slot, m))
 }
 
+/// `request_reconnecting` to the server's thread on the caller's CPU
+/// (`server::request_routed`).
+pub fn request_routed_reconnecting(name: &str, slot: u64, m: &mut Msg) -> Result<(), Error> {
+    reconnecting(name, slot, m, |m| crate::server::request_routed(slot, m))
+}
+
 /// `server::request_mapping` (receive windows open for what the answer maps), finding
 /// a restarted server `name` again as `request_reconnecting` does.
 pub fn request_mapping_reconnecting(name: &str, slot: u64, windows: [Fpage; 3], m: &mut Msg) -> Result<(), Error> {

@@ -107,7 +107,9 @@ pub fn reserve(pager: u64, pages: u64, at: u64) -> Result<(), abi::Error> {
         let done = pages - left;
         let here = if at == 0 { 0 } else { at + done * abi::layout::PAGE_SIZE };
         let mut m = crate::ipc::Msg::new(RESERVE, &[left, here]);
-        crate::server::request(pager, &mut m)?;
+        // To the memory server's thread on this CPU if its endpoints are known (never
+        // asked for here: the heap may be growing).
+        crate::server::request_known_route(pager, &mut m)?;
         let got = m.word(2);
         if got == 0 || got > left {
             return Err(abi::Error::BadState);

@@ -437,6 +437,32 @@ pub fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// The CPU this thread runs on, without a system call: `RDTSCP`'s ECX, which the kernel
+/// sets to each CPU's index (`abi::MSR_TSC_AUX`). A hint — the thread may be moved right
+/// after — and 0 on a CPU without `RDTSCP`.
+#[inline]
+pub fn cpu() -> u64 {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0: not asked yet, 1: the CPU has RDTSCP, 2: it has not.
+    static HAS: AtomicU8 = AtomicU8::new(0);
+    let has = match HAS.load(Ordering::Relaxed) {
+        0 => {
+            let yes = core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0;
+            HAS.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+            yes
+        }
+        h => h == 1,
+    };
+    if !has {
+        return 0;
+    }
+    let aux: u32;
+    // SAFETY: the CPU has RDTSCP (checked above), allowed in user mode (CR4.TSD is
+    // clear); it reads the TSC and TSC_AUX and writes only the named registers.
+    unsafe { asm!("rdtscp", out("eax") _, out("edx") _, out("ecx") aux, options(nostack, nomem, preserves_flags)) };
+    aux as u64
+}
+
 /// 64 random bits from the CPU's generator (RDRAND, retried as Intel advises), or
 /// None when the CPU has none (CPUID.1:ECX bit 30) or it failed ten times in a row.
 pub fn rdrand() -> Option<u64> {

@@ -59,8 +59,91 @@ pub(super) fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, Str
             results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
         }
     }
+    percpu_runs(a, plan, &modes, &mut results)?;
     let agg = aggregate(&results);
     plan.finish("k42", &agg, &modes, 1, &[], || (svg(&agg), report(&agg, &modes)))
+}
+
+/// Boots of "Servers on every CPU" under plain TCG, at each CPU count.
+const PERCPU_RUNS: usize = 3;
+/// Target: calls per second with a client on each of two CPUs against one CPU.
+const PERCPU_TARGET: f64 = 1.7;
+
+/// "Servers on every CPU" (`bench_percpu`, `system/bench/percpu.toml`): each mode with
+/// one CPU (icount: instructions per call), and plain TCG with two as well (calls per
+/// second against one CPU: multi-threaded TCG runs each CPU on a host thread). A
+/// smoke run: icount, one CPU.
+fn percpu_runs(
+    a: &crate::Artifacts,
+    plan: &Plan,
+    modes: &[(&str, bool, String)],
+    results: &mut Results,
+) -> Result<(), String> {
+    for (mode, icount, accel) in modes {
+        let boots: Vec<u32> = if *icount { vec![1] } else { vec![1, 2] };
+        let runs = if *icount { 1 } else { plan.runs(PERCPU_RUNS) };
+        for cpus in boots {
+            for run in 1..=runs {
+                let disk = plan.dir.join(format!("percpu-disk-{mode}.img"));
+                crate::image::make(&disk.display().to_string(), 64 << 20, &["files:1:2048:fs=xtask/disk".to_string()])?;
+                eprintln!("[k42 percpu {run}/{runs}] scion, {mode}, {cpus} CPU(s)");
+                let sc = Scenario {
+                    disk_file: Some(disk),
+                    icount: *icount,
+                    limit_s: 600,
+                    cpus: Some(cpus),
+                    ..Scenario::bench(&format!("bench-percpu-{mode}-{cpus}"), "percpu", &[("ARGS", plan.args())])?
+                };
+                let (ok, log) = run_scenario_log(a, &sc, accel)?;
+                let path = plan.log("scion", &format!("scion-percpu-{mode}-{cpus}cpu-{run}.log"), &log)?;
+                if !ok || !log.contains("bench_percpu: done") {
+                    return Err(format!("the Scion percpu run failed; see {}", path.display()));
+                }
+                for (m, f) in parse_bench(&log) {
+                    results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The report's "Servers on every CPU" for one mode.
+fn percpu_report(s: &mut String, g: &dyn Fn(&str) -> Option<u64>) {
+    let _ = writeln!(s, "### Servers on every CPU (issue 50; not a figure of the paper)\n");
+    let _ = writeln!(
+        s,
+        "`files` (`PROFILE`: answered from its state) and the client's memory server (`USAGE`) called \
+         through the client library's routing to the server's thread on the caller's CPU \
+         (`rt::server::run_shared`, docs/user.md \"Servers on every CPU\"). Ticks per call with one \
+         client; calls per second with one client thread per CPU (the guest's clock, which follows the \
+         host's under plain TCG: a figure of a quiet host only); from CPU 1 to the server's main thread \
+         on CPU 0, what every call from CPU 1 cost before; the kernel lock's passes between the CPUs, and \
+         the IPCs the kernel's fastpath carried without the kernel lock, per 1000 calls of the two-CPU \
+         run (2000: every call and reply on its own CPU's lock-free fastpath).\n"
+    );
+    let _ = writeln!(
+        s,
+        "| server | ticks per call (1 CPU) | from CPU 1, own CPU's thread | from CPU 1, to CPU 0 | calls/s, 1 CPU | calls/s, 2 CPUs | 2 / 1 | lock passes per 1000 calls | lock-free fastpath IPCs per 1000 calls |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for name in ["files", "mem"] {
+        let one = g(&format!("percpu_{name}_cps_1cpu"));
+        let two = g(&format!("percpu_{name}_cps_2cpu"));
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(g(&format!("percpu_{name}_call"))),
+            cell(g(&format!("percpu_{name}_call_cpu1"))),
+            cell(g(&format!("percpu_{name}_call_cross"))),
+            cell(one),
+            cell(two),
+            ratio(two, one)
+                .map_or("—".into(), |r| format!("{r:.2}× (≥ {PERCPU_TARGET}×: {})", met(r >= PERCPU_TARGET))),
+            cell(g(&format!("percpu_{name}_handovers_2cpu"))),
+            cell(g(&format!("percpu_{name}_unlocked_2cpu"))),
+        );
+    }
+    let _ = writeln!(s);
 }
 
 fn cell(v: Option<u64>) -> String {
@@ -187,6 +270,7 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "| an update (median of 5) | {} |", cell(g("update_files")));
         let _ = writeln!(s, "| a client's read, median | {} |", cell(g("update_client_call")));
         let _ = writeln!(s, "| a client's read, the longest (it waited for an update) | {} |\n", cell(longest));
+        percpu_report(&mut s, &g);
         let _ = writeln!(s, "### Targets\n");
         let extra = g("interpose_counter_call").zip(plain).map(|(c, p)| c.saturating_sub(p));
         if let Some(e) = extra {
@@ -265,6 +349,13 @@ mod tests {
         assert!(r.contains("a null swap is 2.50× an IPC round trip: ≤ 3×: met"), "{r}");
         assert!(r.contains("0.89× the busy time of the better fixed policy: ≤ 1: met"), "{r}");
         assert!(r.contains("| adaptive: swapped by the cache | 800 | — | 0.89 |"), "{r}");
+        let mut agg2 = agg.clone();
+        for (m, v) in [("percpu_files_cps_1cpu", 1000), ("percpu_files_cps_2cpu", 1800), ("percpu_mem_cps_2cpu", 900)] {
+            agg2.insert(("scion".into(), "icount".into(), m.into()), Fig { median: v, min: v, max: v, samples: 1 });
+        }
+        let r = report(&agg2, &[("icount", true, "tcg".into())]);
+        assert!(r.contains("| 1000 | 1800 | 1.80× (≥ 1.7×: met) |"), "{r}");
+        assert!(r.contains("| mem | — | — | — | — | 900 | — | — | — |"), "{r}");
         let svg = svg(&agg);
         assert!(svg.contains(">2500<") && svg.contains("fixed MRU"), "{svg}");
     }

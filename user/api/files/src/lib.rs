@@ -44,10 +44,11 @@ rt::protocol! {
 
         /// Every call finds a restarted files server again (`rt::env::request_reconnecting`);
         /// handles opened before the restart are gone with the old instance, and a call on
-        /// one answers `Lost` (writes it kept back are gone: write them again).
+        /// one answers `Lost` (writes it kept back are gone: write them again). Each call
+        /// goes to files' thread on the caller's CPU (`rt::server::request_routed`).
         fn call(srv: u64, m: &mut Msg) -> Result<(), Error> {
             let t = rt::sys::rdtsc();
-            let r = rt::env::request_reconnecting("files", srv, m);
+            let r = rt::env::request_routed_reconnecting("files", srv, m);
             CALL_TICKS.fetch_add(rt::sys::rdtsc().wrapping_sub(t), core::sync::atomic::Ordering::Relaxed);
             r
         }

@@ -6,7 +6,13 @@
 rt::protocol! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Request<'a> in rt::labels::MEM;
-    client client {
+    client client via call {
+        /// Each call goes to the memory server's thread on the caller's CPU
+        /// (`rt::server::request_routed`).
+        fn call(srv: u64, m: &mut rt::ipc::Msg) -> Result<(), abi::Error> {
+            rt::server::request_routed(srv, m)
+        }
+
         /// Send a program's image for `client` (root), before registering it by its path
         /// (in pieces of `IMAGE_PIECE`, each call waiting as `timeouts` says).
         pub fn image(srv: u64, client: u64, data: &[u8], timeouts: u64) -> Result<(), abi::Error> {

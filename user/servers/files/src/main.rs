@@ -737,8 +737,9 @@ fn main() -> i32 {
             files.tickets.len()
         );
     }
-    let mut buf = alloc::vec![0u8; MAX_IO as usize + 256];
-    server::run(&mut files, &mut buf)
+    // A thread on every CPU (`rt::server::run_shared`): they share the whole state
+    // under one lock (see docs/user.md, "Servers on every CPU").
+    server::run_shared(files, MAX_IO as usize + 256)
 }
 
 /// The successor's half: ask the old server (`PEER`) for its state in a format this

@@ -651,7 +651,7 @@ fn main() -> i32 {
     // SAFETY: root mapped the boot image read-only at BOOTFS_VADDR for our whole life.
     let bootfs = unsafe { core::slice::from_raw_parts(abi::layout::BOOTFS_VADDR as *const u8, len as usize) };
     let base = if name == "mem1" { graft_api::MEM_IDS + 1000 } else { graft_api::MEM_IDS };
-    let mut srv = Mem {
+    let srv = Mem {
         name,
         blocks: Vec::new(),
         spare_blocks: Vec::new(),
@@ -667,8 +667,9 @@ fn main() -> i32 {
         inbox: graft_api::upcall::Inbox::new(),
         upload: None,
     };
-    let mut buf = alloc::vec![0u8; graft_api::RECV_BYTES.max(mem_api::IMAGE_PIECE)];
-    server::run(&mut srv, &mut buf)
+    // A thread on every CPU for programs' requests (`rt::server::run_shared`: the state
+    // under one lock); page faults come to this, the pager thread, only.
+    server::run_shared(srv, graft_api::RECV_BYTES.max(mem_api::IMAGE_PIECE))
 }
 
 impl Server for Mem {

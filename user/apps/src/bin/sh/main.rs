@@ -56,6 +56,7 @@ fn words(e: Error) -> &'static str {
         Error::Unsupported => "the server does not do that",
         Error::InvalidArg | Error::Malformed => "the server refused the request as malformed",
         Error::BadState => "the server cannot do that now",
+        Error::Moved => "the server is being replaced: try again",
         Error::Io => "the disk failed (an I/O error): it may not have been done",
         // Errors of the kernel's calls: the shell or a server went wrong inside.
         Error::NoSys => "the kernel does not know that call (a program built for another Scion?)",
