@@ -737,9 +737,16 @@ fn main() -> i32 {
             files.tickets.len()
         );
     }
-    // A thread on every CPU (`rt::server::run_shared`): they share the whole state
-    // under one lock (see docs/user.md, "Servers on every CPU").
-    server::run_shared(files, MAX_IO as usize + 256)
+    // `cpus=all`: a thread on every CPU (`rt::server::run_shared`), sharing the whole
+    // state under one lock (docs/user.md, "Servers on every CPU"). Not by default:
+    // files calls blk (one thread, on CPU 0) holding that lock, so a disk-bound request
+    // from CPU 1 holds every CPU's clients across a cross-CPU call — per-CPU files served
+    // a few dozen disk-bound chunks where one thread served thousands.
+    if arg("cpus") == Some("all") {
+        server::run_shared(files, MAX_IO as usize + 256)
+    }
+    let mut buf = alloc::vec![0u8; MAX_IO as usize + 256];
+    server::run(&mut files, &mut buf)
 }
 
 /// The successor's half: ask the old server (`PEER`) for its state in a format this
