@@ -49,11 +49,13 @@ impl<D: Dev> Fs<D> {
             }
         }
         let n = self.inodes[ino as usize];
-        // A write past the end over a gap: the old last block's bytes past the size
-        // read as zeros, whatever a cut left there (a truncation's tail, zeroed after
-        // its commit) — written before the flush that precedes the new size.
-        if off > n.size && !n.size.is_multiple_of(BLOCK as u64) {
-            self.zero_tail(ino, n.size)?;
+        // A write past the end over a gap: the gap's bytes in blocks the file held
+        // already read as zeros, whatever a cut or a failed write left there (a
+        // truncation's tail, zeroed after its commit; a growth's data never exposed) —
+        // written before the flush that precedes the new size. Blocks `grow` gave are
+        // zeros already.
+        if off > n.size {
+            self.zero_range(ino, n.size, off.min(have * BLOCK as u64))?;
         }
         let mut done = 0;
         let mut blk = [0u8; BLOCK];
@@ -115,9 +117,7 @@ impl<D: Dev> Fs<D> {
                 }
             }
             if size > n.size {
-                if !n.size.is_multiple_of(BLOCK as u64) {
-                    self.zero_tail(ino, n.size)?;
-                }
+                self.zero_range(ino, n.size, size.min(have * BLOCK as u64))?;
                 self.dev.flush()?;
                 self.inodes[ino as usize].size = size;
                 self.write_inode(ino)?;
@@ -143,26 +143,41 @@ impl<D: Dev> Fs<D> {
         // The cut-off bytes of the last block kept, zeroed after the commit (before it,
         // a cut would leave the old size over zeros): tidy, not needed — a growth zeroes
         // them again before its size exposes them (`file_write`).
-        if !size.is_multiple_of(BLOCK as u64) {
-            self.zero_tail(ino, size)?;
-        }
+        let tidy = if size.is_multiple_of(BLOCK as u64) { Ok(()) } else { self.zero_tail(ino, size) };
         for (s, l) in freed {
             for b in s..s + l {
                 self.cache.remove(&b);
             }
             self.mark(s, l, false)?;
         }
-        Ok(())
+        // The truncation is committed and its blocks free whether or not the tidying
+        // wrote: its error is said after.
+        tidy
     }
 
     /// Zero file `ino`'s bytes from `size` (not a multiple of the block) to the end of
     /// the block that holds it.
     fn zero_tail(&mut self, ino: u32, size: u64) -> Result<(), Error> {
-        let b = self.inodes[ino as usize].map(size / BLOCK as u64).ok_or(Error::Io)?;
+        self.zero_range(ino, size, size.next_multiple_of(BLOCK as u64))
+    }
+
+    /// Zero file `ino`'s bytes `from..to`, in blocks it holds.
+    fn zero_range(&mut self, ino: u32, from: u64, to: u64) -> Result<(), Error> {
+        let n = self.inodes[ino as usize];
         let mut blk = [0u8; BLOCK];
-        self.read_block(ino, b, &mut blk)?;
-        blk[(size % BLOCK as u64) as usize..].fill(0);
-        self.write_block(ino, b, &blk)
+        let mut at = from;
+        while at < to {
+            let b = n.map(at / BLOCK as u64).ok_or(Error::Io)?;
+            let s = (at % BLOCK as u64) as usize;
+            let e = (to - (at - s as u64)).min(BLOCK as u64) as usize;
+            if s > 0 || e < BLOCK {
+                self.read_block(ino, b, &mut blk)?;
+            }
+            blk[s..e].fill(0);
+            self.write_block(ino, b, &blk)?;
+            at += (e - s) as u64;
+        }
+        Ok(())
     }
 
     /// Read by inode (what an open file handle holds).

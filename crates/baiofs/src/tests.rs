@@ -71,6 +71,36 @@ fn truncation_frees_the_blocks_past_the_size_and_zeros_the_tail() {
     assert_eq!(fs.truncate_ino(root, 0), Err(Error::IsDir));
 }
 
+/// Blocks a file holds past its size (a growth whose data was written but whose size
+/// never was: a failed write, a cut) never show their bytes: lengthening by `TRUNCATE`
+/// and a write past the end over a gap read zeros there.
+#[test]
+fn bytes_held_past_the_size_never_show() {
+    let mut fs = fresh(256);
+    fs.create("/f", Kind::File).unwrap();
+    let ino = fs.lookup("/f").unwrap();
+    for lengthen in [true, false] {
+        fs.write("/f", 0, &[0xab; 3 * BLOCK]).unwrap();
+        // The size a failed write left: its blocks held, their bytes never exposed.
+        fs.inodes[ino as usize].size = 100;
+        fs.write_inode(ino).unwrap();
+        let end = if lengthen {
+            fs.truncate_ino(ino, 3 * BLOCK as u64).unwrap();
+            3 * BLOCK
+        } else {
+            fs.write("/f", 2 * BLOCK as u64 + 5, b"x").unwrap();
+            2 * BLOCK + 6
+        };
+        let mut b = vec![0u8; end];
+        assert_eq!(fs.read("/f", 0, &mut b), Ok(end));
+        assert!(b[..100].iter().all(|&x| x == 0xab));
+        let shown = b[100..end - 1].iter().filter(|&&x| x != 0).count();
+        assert_eq!(shown, 0, "lengthen {lengthen}: {shown} bytes past the old size show");
+        fs.truncate_ino(ino, 0).unwrap();
+    }
+    assert!(remount(fs).check().is_empty());
+}
+
 #[test]
 fn errors() {
     let mut fs = fresh(256);

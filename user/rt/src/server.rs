@@ -490,11 +490,17 @@ fn serve<S: Server>(sh: &Shared<S>, main: bool) -> ! {
 fn own_string(out: &mut Vec<u8>) {
     let u = ipc::utcb();
     let (addr, len) = (u.send_buf_addr, u.send_buf_len as usize);
+    if addr == out.as_ptr() as u64 {
+        // Still this thread's own copy from a reply before (a handler that flagged a
+        // string without setting one): nothing new to copy, and no aliasing of `out`.
+        return;
+    }
     out.clear();
     if len > 0 && addr != 0 {
         // SAFETY: the server set this string (`set_send_string`) from a slice it holds
         // for the reply — in its state, which this thread holds locked — so `len` bytes
-        // at `addr` are readable now.
+        // at `addr` are readable now; it is not `out`'s buffer (checked above), so
+        // reading it while `out` grows aliases nothing.
         out.extend_from_slice(unsafe { core::slice::from_raw_parts(addr as *const u8, len) });
     }
     ipc::set_send_string(out);
@@ -632,6 +638,10 @@ fn routed(srv: u64, m: &mut Msg, ask: bool) -> Result<(), Error> {
     let again = m.clone();
     match ipc::call(ep, m, ipc::FOREVER) {
         Ok(()) if m.word(1) != Error::Moved as u64 => abi::check(m.word(1)),
+        // Any other failure of the IPC itself (`TooLong`, `CopyFault`: the reply did not
+        // fit) may come after the server did the request: the caller's, not sent again.
+        Err(e) if !matches!(e, Error::InvalidCap | Error::WrongType | Error::NoPartner) => Err(e),
+        // `Moved` (not done), or the endpoint's thread is gone: the main capability.
         _ => {
             forget(srv);
             let u = ipc::utcb();
