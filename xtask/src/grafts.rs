@@ -22,6 +22,7 @@ pub(crate) use command::graft_command;
 pub(crate) use common::rust_lld;
 use common::{ebpf_from_c, ensure_clang, ensure_wasm2c, ensure_wasm_target, write, SOURCES, WASM_TARGET};
 use sfi::sfi_image;
+pub(crate) use sfi::wasm2c_unsupported;
 
 /// wasm2c (Debian's WABT, installed if missing).
 pub(crate) fn wasm2c() -> Result<String, String> {

@@ -107,24 +107,10 @@ fn aot_lib_path() -> PathBuf {
 /// GC; a module that imports anything but preview-1 calls, or exports no `_start` or
 /// no `memory`. Returns the module's hash.
 pub fn aot_check(module: &[u8]) -> Result<wasip1::ModuleHash, String> {
-    use wasmparser::{ExternalKind, Parser, Payload, TypeRef, Validator, WasmFeatures as F};
-    let unsupported = F::SIMD
-        | F::RELAXED_SIMD
-        | F::THREADS
-        | F::SHARED_EVERYTHING_THREADS
-        | F::TAIL_CALL
-        | F::MULTI_MEMORY
-        | F::EXCEPTIONS
-        | F::LEGACY_EXCEPTIONS
-        | F::MEMORY64
-        | F::COMPONENT_MODEL
-        | F::FUNCTION_REFERENCES
-        | F::MEMORY_CONTROL
-        | F::GC
-        | F::CUSTOM_PAGE_SIZES
-        | F::STACK_SWITCHING
-        | F::WIDE_ARITHMETIC;
-    if let Err(e) = Validator::new_with_features(F::default() - unsupported).validate_all(module) {
+    use wasmparser::{ExternalKind, Parser, Payload, TypeRef, Validator};
+    let unsupported = crate::grafts::wasm2c_unsupported();
+    if let Err(e) = Validator::new_with_features(wasmparser::WasmFeatures::default() - unsupported).validate_all(module)
+    {
         if Validator::new().validate_all(module).is_ok() {
             return Err(format!(
                 "it uses what wasm2c 1.0.32 cannot compile (SIMD, threads, exceptions, tail calls, 64-bit or several memories, GC): {e}; run it with the interpreter (`run wasi …`)"

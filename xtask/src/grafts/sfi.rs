@@ -200,13 +200,12 @@ pub(crate) fn sfi_code(elf: &[u8]) -> Result<Vec<u8>, String> {
     Ok(code)
 }
 
-/// Refuse, before wasm2c sees it, a module using what the pipeline cannot take: wasm2c
-/// 1.0.32 aborts (SIGABRT) on SIMD, and threads, exceptions, tail calls, 64-bit or
-/// several memories, GC and the rest have nothing in Scion's harness. Floats pass here
-/// (clang refuses them later: the servers are soft-float).
-pub(crate) fn wasm_features(module: &[u8]) -> Result<(), String> {
-    use wasmparser::{Validator, WasmFeatures as F};
-    let unsupported = F::SIMD
+/// What wasm2c 1.0.32 cannot compile into what Scion runs: it aborts (SIGABRT) on SIMD,
+/// and threads, exceptions, tail calls, 64-bit or several memories, GC and the rest have
+/// nothing in Scion's harnesses (the grafts' and the WASI programs', `crate::wasi`).
+pub(crate) fn wasm2c_unsupported() -> wasmparser::WasmFeatures {
+    use wasmparser::WasmFeatures as F;
+    F::SIMD
         | F::RELAXED_SIMD
         | F::THREADS
         | F::SHARED_EVERYTHING_THREADS
@@ -215,14 +214,21 @@ pub(crate) fn wasm_features(module: &[u8]) -> Result<(), String> {
         | F::EXCEPTIONS
         | F::LEGACY_EXCEPTIONS
         | F::MEMORY64
-        | F::EXTENDED_CONST
         | F::COMPONENT_MODEL
         | F::FUNCTION_REFERENCES
         | F::MEMORY_CONTROL
         | F::GC
         | F::CUSTOM_PAGE_SIZES
         | F::STACK_SWITCHING
-        | F::WIDE_ARITHMETIC;
+        | F::WIDE_ARITHMETIC
+}
+
+/// Refuse, before wasm2c sees it, a module using what the pipeline cannot take
+/// (`wasm2c_unsupported`, and extended constant expressions, which the graft harness
+/// lacks). Floats pass here (clang refuses them later: the servers are soft-float).
+pub(crate) fn wasm_features(module: &[u8]) -> Result<(), String> {
+    use wasmparser::{Validator, WasmFeatures as F};
+    let unsupported = wasm2c_unsupported() | F::EXTENDED_CONST;
     Validator::new_with_features(F::default() - unsupported).validate_all(module).map(|_| ()).map_err(|e| {
         format!(
             "the module uses what compiled grafts cannot (SIMD, threads, exceptions, tail calls, 64-bit or several memories, GC), or is not valid WebAssembly: {e}"
