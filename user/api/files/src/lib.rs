@@ -145,8 +145,15 @@ rt::protocol! {
 
         /// (1 file | 2 directory, size)
         pub fn stat(srv: u64, path: &str) -> Result<(super::Kind, u64), Error> {
-            let [kind, size] = stat_raw(srv, path)?;
+            let [kind, size, ..] = stat_raw(srv, path)?;
             Ok((super::Kind::from_word(kind).ok_or(Error::Malformed)?, size))
+        }
+
+        /// What `files.fcm` knows of `path`: [handles open now, reads, writes, bytes read,
+        /// bytes written] (`STAT`).
+        pub fn fcm_stat(srv: u64, path: &str) -> Result<[u64; 5], Error> {
+            let [_, _, open, reads, writes, bytes_read, bytes_written] = stat_raw(srv, path)?;
+            Ok([open, reads, writes, bytes_read, bytes_written])
         }
 
         /// A ticket for open file `h` (see `TICKET`) in slot `dst`: (size, blocks). (Not
@@ -186,8 +193,12 @@ rt::protocol! {
         REMOVE = 0xa5, fn remove(; text path) -> [] => Remove { path: &'a str };
         /// string = path.
         MKDIR = 0xa6, fn mkdir(; text path) -> [] => Mkdir { path: &'a str };
-        /// string = path. Reply MR2 = its kind (`Kind`: 1 a file, 2 a directory), MR3 = size.
-        STAT = 0xa7, fn stat_raw(; text path) -> [kind, size] => Stat { path: &'a str };
+        /// string = path. Reply MR2 = its kind (`Kind`: 1 a file, 2 a directory), MR3 = size;
+        /// MR4..MR8 = what the server's per-file state component (`files.fcm`, crate `fcm`)
+        /// knows of it: handles open now, reads, writes, bytes read, bytes written (all 0
+        /// for a file it has not served since it started).
+        STAT = 0xa7, fn stat_raw(; text path) -> [kind, size, open, reads, writes, bytes_read, bytes_written]
+            => Stat { path: &'a str };
         /// Make everything answered so far durable: every write (through any handle) and every
         /// create, mkdir and remove is on stable storage once `SYNC` answers `Ok` (the segment's
         /// `SYNC`: blk flushes the disk's write cache).
@@ -245,7 +256,8 @@ rt::protocol! {
     nested {
         /// A live update (`swap_api::Update`).
         Update(swap_api::Update) if swap_api::is_update_label,
-        /// The reconfiguration protocol: component 0 `sessions` (auto, shared).
+        /// The reconfiguration protocol: component 0 `sessions` (auto, shared), component 1
+        /// `fcm` (single, replicated, auto: crate `fcm`).
         Swap(swap_api::Request) if swap_api::is_swap_label,
     }
 }

@@ -30,6 +30,14 @@
 //! the default, adapts; `interpose files.sessions counter` puts one interposer on every
 //! session, open now or later). What an exclusive session keeps back is written before
 //! anything else looks at the file (close, stat, list, sync, tickets, an update).
+//!
+//! **Per-file state** (K42 Fig. 5's FCM, crate `fcm`): what files knows of each file —
+//! handles open on it, reads and writes through them — is component `fcm`: `single`
+//! (one map under one lock, the default) or `replicated` (a representative per CPU,
+//! combined when `STAT` asks), swapped live (`swap files.fcm replicated|single`), or
+//! `auto`, which swaps on cross-CPU sharing and says so in the log. `STAT` answers it.
+//! (With `cpus=all` every request still runs under files' one state lock, so the
+//! replicated component saves lines moving between caches, not waiting: docs/user.md.)
 #![no_std]
 #![no_main]
 #![forbid(unsafe_code)]
@@ -103,6 +111,16 @@ struct Files {
     interposer: Option<swap::interposers::Shared>,
     /// Busy ticks in requests so far (`PROFILE`).
     busy: u64,
+    /// Component `fcm`: each file's open handles, reads and writes (crate `fcm`).
+    fcm: fcm::Fcm,
+}
+
+/// The implementations of component `fcm` (the first two are `fcm::Kind`s).
+const FCM_IMPLS: [&str; 3] = ["single", "replicated", "auto"];
+
+/// The CPU this request runs on (a hint: `rt::sys::cpu`).
+fn here() -> usize {
+    rt::sys::cpu() as usize
 }
 
 /// The implementations of component `sessions`.
@@ -360,10 +378,26 @@ impl Files {
 
 impl swap_api::Components for Files {
     fn count(&self) -> usize {
-        1
+        2
     }
 
-    fn describe(&self, _k: usize, out: &mut String) {
+    fn describe(&self, k: usize, out: &mut String) {
+        if k == 1 {
+            let (files, entries) = self.fcm.files(here());
+            let now =
+                if self.fcm.auto.load(core::sync::atomic::Ordering::Relaxed) { 2 } else { self.fcm.kind() as usize };
+            let _ = write!(
+                out,
+                "fcm {} {} in={} files={} entries={} swaps={}",
+                FCM_IMPLS[now],
+                FCM_IMPLS.join(","),
+                self.fcm.kind().name(),
+                files,
+                entries,
+                self.fcm.swaps()
+            );
+            return;
+        }
         let shared = self.sessions.values().filter(|s| s.1).count();
         let _ = write!(
             out,
@@ -381,8 +415,25 @@ impl swap_api::Components for Files {
         }
     }
 
-    fn swap(&mut self, _k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>> {
-        if imp >= SESSION_IMPLS.len() {
+    fn swap(&mut self, k: usize, imp: usize) -> Result<u32, Result<&'static str, Error>> {
+        if k == 1 {
+            let to = match imp {
+                0 => fcm::Kind::Single,
+                1 => fcm::Kind::Replicated,
+                2 => {
+                    self.fcm.auto.store(true, core::sync::atomic::Ordering::Relaxed);
+                    println!("files: fcm auto (in {})", self.fcm.kind().name());
+                    return Ok(0);
+                }
+                _ => return Err(Err(Error::InvalidArg)),
+            };
+            self.fcm.auto.store(false, core::sync::atomic::Ordering::Relaxed);
+            if self.fcm.swap(to) {
+                println!("files: fcm swapped to {}", to.name());
+            }
+            return Ok(0);
+        }
+        if k != 0 || imp >= SESSION_IMPLS.len() {
             return Err(Err(Error::InvalidArg));
         }
         self.all_shared = imp == 1;
@@ -394,7 +445,10 @@ impl swap_api::Components for Files {
     }
 
     /// One interposer for all sessions (a slot per open file): each slot gets a handle.
-    fn interpose(&mut self, _k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
+    fn interpose(&mut self, k: usize, i: Option<alloc::boxed::Box<dyn swap::Interposer>>) -> Result<(), Error> {
+        if k != 0 {
+            return Err(Error::Unsupported);
+        }
         self.interposer = i.map(swap::interposers::Shared::new);
         for (slot, _) in self.sessions.values_mut() {
             slot.interpose(
@@ -431,6 +485,9 @@ impl Server for Files {
         self.principals.remove(&client.program());
         let mut inos: Vec<u32> =
             self.handles.values().filter(|(c, _)| *c == client.program()).map(|(_, i)| *i).collect();
+        for &ino in &inos {
+            self.fcm.call(here(), ino, fcm::Op::Close);
+        }
         inos.sort_unstable();
         inos.dedup();
         self.handles.retain(|_, (c, _)| *c != client.program());
@@ -443,6 +500,17 @@ impl Server for Files {
     fn handle(&mut self, from: Badge, req: Request<'_>) -> Answer {
         let t = rt::sys::rdtsc();
         let a = self.serve(from, req);
+        if let Some((was, to, w)) = self.fcm.auto_step() {
+            println!(
+                "files: fcm auto: {} -> {} ({} calls: {} shared, {} combines, {} from one CPU)",
+                was.name(),
+                to.name(),
+                w.calls,
+                w.shared,
+                w.combines,
+                w.top_cpu
+            );
+        }
         self.busy += rt::sys::rdtsc().wrapping_sub(t);
         a
     }
@@ -502,6 +570,7 @@ impl Files {
                         let _ = fs.prefetch(path, 0, READ_AHEAD);
                         self.handles.insert(h, (client, ino));
                         self.settle(ino);
+                        self.fcm.call(here(), ino, fcm::Op::Open);
                         Answer::ok(&[h, size])
                     }
                     Err(e) => Answer::err(fs_err(e)),
@@ -511,6 +580,7 @@ impl Files {
                 None => Answer::err(self.unknown(handle)),
                 Some(ino) => match self.session_read(ino, offset, len as usize) {
                     Ok(n) => {
+                        self.fcm.call(here(), ino, fcm::Op::Read(n as u64));
                         // Read ahead of this reader (asynchronous BAIO reads).
                         let _ = self.fs.prefetch_ino(ino, offset + n as u64, READ_AHEAD);
                         ipc::set_send_string(&self.out[..n]);
@@ -522,7 +592,10 @@ impl Files {
             Request::Write { handle, offset, data } => match self.mine(client, handle) {
                 None => Answer::err(self.unknown(handle)),
                 Some(ino) => match self.session_write(ino, offset, data) {
-                    Ok(n) => Answer::ok(&[n as u64]),
+                    Ok(n) => {
+                        self.fcm.call(here(), ino, fcm::Op::Write(n as u64));
+                        Answer::ok(&[n as u64])
+                    }
                     Err(e) => Answer::err(fs_err(e)),
                 },
             },
@@ -533,6 +606,7 @@ impl Files {
                     let r = self.flush(ino);
                     self.handles.remove(&handle);
                     self.settle(ino);
+                    self.fcm.call(here(), ino, fcm::Op::Close);
                     done(r)
                 }
                 None => Answer::err(self.unknown(handle)),
@@ -559,16 +633,28 @@ impl Files {
                 Ok(ino) => {
                     // Its blocks are about to be free for others: no ticket reads them.
                     self.revoke_where(|_, i| i == ino);
-                    done(self.fs.remove(path).map(|_| ()))
+                    let r = self.fs.remove(path).map(|_| ());
+                    if r.is_ok() {
+                        self.fcm.forget(here(), ino);
+                    }
+                    done(r)
                 }
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Mkdir { path } => done(fs.create(path, Kind::Dir).map(|_| ())),
-            Request::Stat { path } => match fs.stat(path) {
-                Ok((k, size)) => Answer::ok(&[
-                    if k == Kind::Dir { files_api::Kind::Dir } else { files_api::Kind::File } as u64,
-                    size,
-                ]),
+            Request::Stat { path } => match fs.find(path) {
+                Ok((ino, k, size)) => {
+                    let f = self.fcm.state(here(), ino).unwrap_or_default();
+                    Answer::ok(&[
+                        if k == Kind::Dir { files_api::Kind::Dir } else { files_api::Kind::File } as u64,
+                        size,
+                        f.open_now(),
+                        f.reads,
+                        f.writes,
+                        f.bytes_read,
+                        f.bytes_written,
+                    ])
+                }
                 Err(e) => Answer::err(fs_err(e)),
             },
             Request::Sync => done(flushed.and_then(|_| fs.sync())),
@@ -591,6 +677,7 @@ impl Files {
                                 // The replaced file's blocks are free for others now (and no
                                 // request ran between): no ticket reads them.
                                 self.revoke_where(|_, i| i == t);
+                                self.fcm.forget(here(), t);
                             }
                         }
                         done(r)
@@ -712,6 +799,7 @@ fn main() -> i32 {
         session_aborts: 0,
         interposer: None,
         busy: 0,
+        fcm: fcm::Fcm::new(rt::sys::smp_info().cpus as usize, rt::sys::yield_now),
     };
     if let Some((handles, next, tickets)) = state {
         files.handles = handles;

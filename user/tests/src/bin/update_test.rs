@@ -241,7 +241,9 @@ fn main() -> i32 {
     let sessions = || {
         let mut buf = [0u8; 512];
         let n = swap_api::client::list(srv, &mut buf).unwrap_or(0);
-        alloc::string::String::from_utf8_lossy(&buf[..n]).into_owned()
+        // (Component 0's line; `fcm`'s follows it.)
+        let text = alloc::string::String::from_utf8_lossy(&buf[..n]).into_owned();
+        alloc::string::String::from(text.lines().find(|l| l.starts_with("sessions ")).unwrap_or(""))
     };
     let count =
         |l: &str, key: &str| l.split(key).nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse::<u64>().ok());
