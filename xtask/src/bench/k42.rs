@@ -59,7 +59,8 @@ pub(super) fn k42_suite(a: &crate::Artifacts, plan: &Plan) -> Result<String, Str
             results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
         }
     }
-    percpu_runs(a, plan, &modes, &mut results)?;
+    percpu_runs(a, plan, &modes, &mut results, "percpu")?;
+    percpu_runs(a, plan, &modes, &mut results, "fcm")?;
     let agg = aggregate(&results);
     plan.finish("k42", &agg, &modes, 1, &[], || (svg(&agg), report(&agg, &modes)))
 }
@@ -69,35 +70,37 @@ const PERCPU_RUNS: usize = 3;
 /// Target: calls per second with a client on each of two CPUs against one CPU.
 const PERCPU_TARGET: f64 = 1.7;
 
-/// "Servers on every CPU" (`bench_percpu`, `system/bench/percpu.toml`): each mode with
-/// one CPU (icount: instructions per call), and plain TCG with two as well (calls per
-/// second against one CPU: multi-threaded TCG runs each CPU on a host thread). A
-/// smoke run: icount, one CPU.
+/// "Servers on every CPU" (`bench`: `percpu`, program `bench_percpu`,
+/// `system/bench/percpu.toml`) and "Figure 5" (`fcm`: `bench_fcm`): each mode with one
+/// CPU (icount: instructions per call), and plain TCG with two as well (calls per second
+/// against one CPU: multi-threaded TCG runs each CPU on a host thread). A smoke run:
+/// icount, one CPU.
 fn percpu_runs(
     a: &crate::Artifacts,
     plan: &Plan,
     modes: &[(&str, bool, String)],
     results: &mut Results,
+    bench: &str,
 ) -> Result<(), String> {
     for (mode, icount, accel) in modes {
         let boots: Vec<u32> = if *icount { vec![1] } else { vec![1, 2] };
         let runs = if *icount { 1 } else { plan.runs(PERCPU_RUNS) };
         for cpus in boots {
             for run in 1..=runs {
-                let disk = plan.dir.join(format!("percpu-disk-{mode}.img"));
+                let disk = plan.dir.join(format!("{bench}-disk-{mode}.img"));
                 crate::image::make(&disk.display().to_string(), 64 << 20, &["files:1:2048:fs=xtask/disk".to_string()])?;
-                eprintln!("[k42 percpu {run}/{runs}] scion, {mode}, {cpus} CPU(s)");
+                eprintln!("[k42 {bench} {run}/{runs}] scion, {mode}, {cpus} CPU(s)");
                 let sc = Scenario {
                     disk_file: Some(disk),
                     icount: *icount,
                     limit_s: 600,
                     cpus: Some(cpus),
-                    ..Scenario::bench(&format!("bench-percpu-{mode}-{cpus}"), "percpu", &[("ARGS", plan.args())])?
+                    ..Scenario::bench(&format!("bench-{bench}-{mode}-{cpus}"), bench, &[("ARGS", plan.args())])?
                 };
                 let (ok, log) = run_scenario_log(a, &sc, accel)?;
-                let path = plan.log("scion", &format!("scion-percpu-{mode}-{cpus}cpu-{run}.log"), &log)?;
-                if !ok || !log.contains("bench_percpu: done") {
-                    return Err(format!("the Scion percpu run failed; see {}", path.display()));
+                let path = plan.log("scion", &format!("scion-{bench}-{mode}-{cpus}cpu-{run}.log"), &log)?;
+                if !ok || !log.contains(&format!("bench_{bench}: done")) {
+                    return Err(format!("the Scion {bench} run failed; see {}", path.display()));
                 }
                 for (m, f) in parse_bench(&log) {
                     results.entry(("scion".into(), mode.to_string())).or_default().entry(m).or_default().push(f);
@@ -146,6 +149,95 @@ fn percpu_report(s: &mut String, g: &dyn Fn(&str) -> Option<u64>, two: bool) {
         );
     }
     let _ = writeln!(s);
+}
+
+/// Figure 5's workloads: metric prefix, name, per-second unit.
+const FIG5: [(&str, &str, &str); 2] =
+    [("fig5_postmark", "Postmark-like (one client)", "tps"), ("fig5_sdet", "SDET-like (a script per CPU)", "sps")];
+/// Figure 5's components (`files.fcm`).
+const FCMS: [&str; 3] = ["single", "replicated", "auto"];
+/// Figure 5's targets: replicated against single on SDET-like at two CPUs; auto against
+/// the better of the two.
+const FIG5_SDET_TARGET: f64 = 1.7;
+const FIG5_AUTO_SLACK: f64 = 1.05;
+
+/// The report's "Figure 5" for one mode (`two`: as in `percpu_report`), and its targets.
+fn fig5_report(s: &mut String, g: &dyn Fn(&str) -> Option<u64>, two: bool) -> Vec<String> {
+    let g2 = |m: &str| if two { g(m) } else { None };
+    let _ = writeln!(
+        s,
+        "### Figure 5: a single against a replicated FCM
+"
+    );
+    let _ = writeln!(
+        s,
+        "`files`' per-file state (component `files.fcm`, crate `fcm`: the handles open on each file and \
+         the reads and writes through them, K42's FCM analog): `single` (one map under one lock) or \
+         `replicated` (a representative per CPU, combined when `STAT` asks), or `auto`, set by `swap` \
+         before each run (`bench_fcm`). Postmark-like: one client, a pool of 64 files of 512 B–4 KiB, \
+         transactions each a create or delete paired with a read or append and a `STAT`. SDET-like: one \
+         script per CPU at once, each creating, writing, reading, stat-ing and removing its own file and \
+         reading a file the scripts share (no program starts). Ticks per transaction or script with one \
+         CPU; per second with one and two CPUs (the guest's clock: plain TCG only, a quiet host's figure \
+         only). `files` runs a thread per CPU (`cpus=all`) but steps every request under its one state \
+         lock, and blk is one thread: the component decides which lines move between caches, not who waits.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| workload | component | ticks (1 CPU) | per second, 1 CPU | per second, 2 CPUs | 2 / 1 |\n|---|---|---:|---:|---:|---:|"
+    );
+    let mut targets = Vec::new();
+    for (wl, name, unit) in FIG5 {
+        for imp in FCMS {
+            let (one, two) = (g(&format!("{wl}_{imp}_{unit}_1cpu")), g2(&format!("{wl}_{imp}_{unit}_2cpu")));
+            let _ = writeln!(
+                s,
+                "| {name} | {imp} | {} | {} | {} | {} |",
+                cell(g(&format!("{wl}_{imp}"))),
+                cell(one),
+                cell(two),
+                ratio(two, one).map_or("—".into(), |r| format!("{r:.2}×"))
+            );
+        }
+        // Lower ticks are better; more per second is better.
+        let ticks = |imp: &str| g(&format!("{wl}_{imp}"));
+        let best = ticks("single").zip(ticks("replicated")).map(|(a, b)| a.min(b));
+        if let Some(r) = ratio(ticks("auto"), best) {
+            targets.push(format!(
+                "{name}: auto takes {r:.2}× the ticks of the better component (1 CPU): ≤ {FIG5_AUTO_SLACK}: {}",
+                met(r <= FIG5_AUTO_SLACK)
+            ));
+        }
+        let per = |imp: &str| g2(&format!("{wl}_{imp}_{unit}_2cpu"));
+        if let (Some(si), Some(re)) = (per("single"), per("replicated")) {
+            if wl == "fig5_sdet" {
+                let r = re as f64 / si.max(1) as f64;
+                targets.push(format!(
+                    "{name}: replicated {r:.2}× single at 2 CPUs: ≥ {FIG5_SDET_TARGET}×: {}",
+                    met(r >= FIG5_SDET_TARGET)
+                ));
+            }
+            if let Some(a) = per("auto") {
+                let r = a as f64 / si.max(re).max(1) as f64;
+                targets.push(format!(
+                    "{name}: auto {r:.2}× the better component at 2 CPUs: ≥ {:.2}: {}",
+                    1.0 / FIG5_AUTO_SLACK,
+                    met(r * FIG5_AUTO_SLACK >= 1.0)
+                ));
+            }
+        }
+        if wl == "fig5_postmark" {
+            if let (Some(si), Some(re)) = (ticks("single"), ticks("replicated")) {
+                targets.push(format!(
+                    "{name}: single takes {:.2}× the ticks of replicated (1 CPU): ≤ 1: {}",
+                    si as f64 / re.max(1) as f64,
+                    met(si <= re)
+                ));
+            }
+        }
+    }
+    let _ = writeln!(s);
+    targets
 }
 
 fn cell(v: Option<u64>) -> String {
@@ -273,7 +365,11 @@ fn report(agg: &Agg, modes: &[(&str, bool, String)]) -> String {
         let _ = writeln!(s, "| a client's read, median | {} |", cell(g("update_client_call")));
         let _ = writeln!(s, "| a client's read, the longest (it waited for an update) | {} |\n", cell(longest));
         percpu_report(&mut s, &g, !*icount);
+        let fig5 = fig5_report(&mut s, &g, !*icount);
         let _ = writeln!(s, "### Targets\n");
+        for t in fig5 {
+            let _ = writeln!(s, "- Figure 5, {t}");
+        }
         let extra = g("interpose_counter_call").zip(plain).map(|(c, p)| c.saturating_sub(p));
         if let Some(e) = extra {
             let _ = writeln!(
@@ -366,5 +462,42 @@ mod tests {
         assert!(!r.contains("1800"), "{r}");
         let svg = svg(&agg);
         assert!(svg.contains(">2500<") && svg.contains("fixed MRU"), "{svg}");
+    }
+
+    #[test]
+    fn figure_5_targets_from_figures() {
+        let mut agg = Agg::new();
+        let mut put = |mode: &str, m: &str, v: u64| {
+            agg.insert(("scion".into(), mode.into(), m.into()), Fig { median: v, min: v, max: v, samples: 1 });
+        };
+        for mode in ["tcg", "icount"] {
+            for (m, v) in [
+                ("fig5_postmark_single", 1000),
+                ("fig5_postmark_replicated", 1070),
+                ("fig5_postmark_auto", 1040),
+                ("fig5_sdet_single", 5000),
+                ("fig5_sdet_replicated", 4000),
+                ("fig5_sdet_auto", 4300),
+                ("fig5_sdet_single_sps_1cpu", 100),
+                ("fig5_sdet_single_sps_2cpu", 110),
+                ("fig5_sdet_replicated_sps_2cpu", 200),
+                ("fig5_sdet_auto_sps_2cpu", 195),
+            ] {
+                put(mode, m, v);
+            }
+        }
+        let r = report(&agg, &[("tcg", false, "tcg".into())]);
+        assert!(r.contains("### Figure 5: a single against a replicated FCM"), "{r}");
+        assert!(r.contains("| SDET-like (a script per CPU) | single | 5000 | 100 | 110 | 1.10× |"), "{r}");
+        assert!(r.contains("replicated 1.82× single at 2 CPUs: ≥ 1.7×: met"), "{r}");
+        assert!(
+            r.contains("SDET-like (a script per CPU): auto 0.97× the better component at 2 CPUs: ≥ 0.95: met"),
+            "{r}"
+        );
+        assert!(r.contains("auto takes 1.07× the ticks of the better component (1 CPU): ≤ 1.05: **missed**"), "{r}");
+        assert!(r.contains("single takes 0.93× the ticks of replicated (1 CPU): ≤ 1: met"), "{r}");
+        // Under icount (one CPU) no two-CPU figure is read.
+        let r = report(&agg, &[("icount", true, "tcg".into())]);
+        assert!(!r.contains("at 2 CPUs") && !r.contains("| 110 |"), "{r}");
     }
 }
