@@ -177,14 +177,14 @@ fn fig5_report(s: &mut String, g: &dyn Fn(&str) -> Option<u64>, two: bool) -> Ve
          before each run (`bench_fcm`). Postmark-like: one client, a pool of 64 files of 512 B–4 KiB, \
          transactions each a create or delete paired with a read or append and a `STAT`. SDET-like: one \
          script per CPU at once, each creating, writing, reading, stat-ing and removing its own file and \
-         reading a file the scripts share (no program starts). Ticks per transaction or script with one \
+         reading a file the scripts share (no program starts). Busy ticks (idle, waiting for the disk, taken out) per transaction or script with one \
          CPU; per second with one and two CPUs (the guest's clock: plain TCG only, a quiet host's figure \
          only). `files` runs a thread per CPU (`cpus=all`) but steps every request under its one state \
          lock, and blk is one thread: the component decides which lines move between caches, not who waits.\n"
     );
     let _ = writeln!(
         s,
-        "| workload | component | ticks (1 CPU) | per second, 1 CPU | per second, 2 CPUs | 2 / 1 |\n|---|---|---:|---:|---:|---:|"
+        "| workload | component | busy ticks (1 CPU) | per second, 1 CPU | per second, 2 CPUs | 2 / 1 |\n|---|---|---:|---:|---:|---:|"
     );
     let mut targets = Vec::new();
     for (wl, name, unit) in FIG5 {
