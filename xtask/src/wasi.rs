@@ -223,7 +223,7 @@ const MEMORY_ACCESSES: [&str; 23] = [
 /// own form reads both from the instance at every access, and a store to linear memory
 /// (a byte copy, which may alias anything) makes the compiler read them again after it:
 /// two loads more per access, and no check hoisted out of a loop (the CPU-bound bench
-/// program: 112.8 M instructions to 79.8 M on the host). Refused, so that no call can
+/// program: 113.0 M instructions to 79.8 M on the host). Refused, so that no call can
 /// be missed, unless every line of a function body that calls anything is a statement
 /// of its own (`[w2c_x = ]f(…);`) with no load or store in it, the form 1.0.32 writes.
 fn memory_in_locals(src: &str) -> Result<String, String> {
