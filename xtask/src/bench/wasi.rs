@@ -47,11 +47,6 @@ pub(super) fn wasi_suite(
     let dir = &plan.dir;
     let disk = dir.join("wasi-disk.img");
     let script = crate::project_root().join("bench/wasi/speedtest.sql");
-    crate::image::make(
-        &disk.display().to_string(),
-        64 << 20,
-        &[format!("files:1:2048:fs={}+{}", crate::wasi::dir().display(), script.display())],
-    )?;
     let modes = plan.modes();
     let steps = modes.len() * 2;
     let mut step = 0;
@@ -60,6 +55,13 @@ pub(super) fn wasi_suite(
     for (mode, icount, accel) in &modes {
         step += 1;
         eprintln!("[wasi {step}/{steps}] scion, {mode}");
+        // A new disk for each mode: the `sqlfile` runs leave their databases on it, and
+        // a second mode's would find them (its inserts refused, another checksum).
+        crate::image::make(
+            &disk.display().to_string(),
+            64 << 20,
+            &[format!("files:1:2048:fs={}+{}", crate::wasi::dir().display(), script.display())],
+        )?;
         let sc = Scenario {
             disk_file: Some(disk.clone()),
             icount: *icount,

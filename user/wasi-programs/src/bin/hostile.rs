@@ -9,7 +9,9 @@
 //! - `deep`: recurses without end (each call a frame of the engine's or the native
 //!   stack, none of its linear memory's): the stack's limit must trap;
 //! - `badcall`: calls a function pointer that is no function (an index past its
-//!   table): the indirect call's check must trap.
+//!   table): the indirect call's check must trap;
+//! - `moved`: a call grows its memory (which moves it) and writes through a pointer its
+//!   caller then reads: a compiled program must read 42, not the old place's 0.
 #![allow(clippy::missing_safety_doc)]
 
 #[link(wasm_import_module = "wasi_snapshot_preview1")]
@@ -105,6 +107,16 @@ fn deep(n: u64, f: usize) -> u64 {
     g(n.wrapping_sub(1), f).wrapping_add(n)
 }
 
+/// Grow linear memory (16 MiB more than a program starts with: the memory moves) and
+/// then write 42 through `p`, a place in it the caller holds.
+#[inline(never)]
+fn grow_then_write(p: *mut u64) {
+    let big = std::hint::black_box(vec![7u8; 16 << 20]);
+    // SAFETY (of the program): `p` points at the caller's live box.
+    unsafe { p.write_volatile(42) };
+    std::mem::forget(big);
+}
+
 fn main() {
     match std::env::args().nth(1).as_deref() {
         Some("oob") => {
@@ -139,6 +151,15 @@ fn main() {
                 unsafe { std::mem::transmute::<usize, fn() -> u32>(std::hint::black_box(0x7fff_fff0)) };
             println!("hostile: called {}", f());
         }
-        _ => println!("usage: hostile oob|grow|lies|spin|deep|badcall"),
+        Some("moved") => {
+            // The caller reads, after a call that moved the memory, what the call wrote:
+            // a compiled program must not keep using the memory's old place.
+            let mut cell = Box::new(0u64);
+            let p: *mut u64 = &mut *cell;
+            grow_then_write(p);
+            // SAFETY (of the program): `p` points at `cell`, alive.
+            println!("hostile: after the memory moved, read {}", unsafe { p.read_volatile() });
+        }
+        _ => println!("usage: hostile oob|grow|lies|spin|deep|badcall|moved"),
     }
 }
