@@ -354,8 +354,11 @@ mod vtd_tests {
         assert!(units(b"APIC").is_none());
     }
 
-    /// A DRHD structure: flags, segment, base and scopes (kind, id, start bus, path).
-    fn drhd(flags: u8, segment: u16, base: u64, scopes: &[(u8, u8, u8, &[(u8, u8)])]) -> Vec<u8> {
+    /// A device scope: kind, enumeration id, start bus, path.
+    type ScopeSpec<'a> = (u8, u8, u8, &'a [(u8, u8)]);
+
+    /// A DRHD structure: flags, segment, base and scopes.
+    fn drhd(flags: u8, segment: u16, base: u64, scopes: &[ScopeSpec]) -> Vec<u8> {
         let mut s = Vec::new();
         for (kind, id, bus, path) in scopes {
             s.extend_from_slice(&[*kind, 6 + 2 * path.len() as u8, 0, 0, *id, *bus]);

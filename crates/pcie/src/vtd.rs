@@ -65,7 +65,7 @@ impl<'a> Unit<'a> {
         core::iter::from_fn(move || {
             let e = b.get(at..)?;
             let l = *e.get(1)? as usize;
-            if l < 6 || l > e.len() || l % 2 != 0 {
+            if l < 6 || l > e.len() || !l.is_multiple_of(2) {
                 return None;
             }
             at += l;
