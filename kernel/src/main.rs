@@ -57,7 +57,10 @@ extern "C" fn kstart(start_info: u64) -> ! {
     // Device DMA is not confined yet: a driver that programs its device can reach any
     // frame. Say so, and whether the machine has the IOMMU that could confine it.
     if arch::iommu::init(bi.rsdp_phys) {
-        // It says what it confines.
+        // It says what it confines, and whether interrupts are remapped.
+        if arch::iommu::remapping() {
+            arch::irqchip::remap_ioapic(arch::lapic::id());
+        }
     } else if arch::acpi::has_dmar(bi.rsdp_phys) {
         kprintln!("[kernel] an IOMMU is present (ACPI DMAR) but not used: user-level drivers with DMA are trusted with all memory");
     } else {

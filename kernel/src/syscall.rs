@@ -636,7 +636,7 @@ fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), 
             if confined {
                 k.task(me).dma = Some(me);
             }
-            k.cur().frame().rdi = crate::arch::iommu::active() as u64;
+            k.cur().frame().rdi = crate::arch::iommu::confines(bdf.id()) as u64;
             Ok(())
         }
         IrqOp::PciDma { map: false, addr, pages } => {
@@ -725,7 +725,7 @@ fn pci_device(k: &mut Kernel, me: u32, bdf: pcie::Bdf, op: IrqOp) -> Result<(), 
             let line = (abi::irq::MSI_FIRST as usize + n) as u8;
             // A line a dead driver left attached is free again (`irq_fired` detaches it
             // too); a live one keeps it, and the new capability names the same line.
-            crate::arch::irqchip::msi_bind(line, Message::Msix(pa));
+            crate::arch::irqchip::msi_bind(line, Message::Msix(bdf, pa));
             if let Some((t, _)) = k.irqs[line as usize].filter(|(t, _)| k.thread_alive(*t)) {
                 let cpu = k.thread_cpu[t.id as usize] as usize;
                 crate::arch::irqchip::route(line, crate::arch::smp::apic_id(cpu));

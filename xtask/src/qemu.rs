@@ -99,6 +99,10 @@ pub struct Options {
     pub disk_nvme: bool,
     /// An Intel IOMMU (`-device intel-iommu`, q35 only): the firmware's ACPI DMAR table.
     pub iommu: bool,
+    /// Whether the IOMMU offers interrupt remapping (`intremap=on|off`); None: QEMU's
+    /// default, on under TCG (which needs no split irqchip; EIM stays off: xAPIC
+    /// destinations).
+    pub intremap: Option<bool>,
     /// A second disk image as an NVMe controller's namespace beside the first (a machine
     /// with virtio and NVMe devices at once).
     pub nvme_extra: Option<std::path::PathBuf>,
@@ -185,6 +189,7 @@ impl Options {
             disk_nbd: None,
             disk_nvme: false,
             iommu: false,
+            intremap: None,
             nvme_extra: None,
             machine: "q35".into(),
             memory: "512M".into(),
@@ -215,7 +220,14 @@ pub fn command(kernel: &Path, image: &Path, o: &Options) -> Result<Command, Stri
     c.args(["-machine", &o.machine, "-cpu", "max", "-m", &o.memory, "-smp", &o.cpus.to_string()]);
     if o.iommu {
         // Before the devices it translates for.
-        c.args(["-device", "intel-iommu"]);
+        c.args([
+            "-device",
+            match o.intremap {
+                None => "intel-iommu",
+                Some(true) => "intel-iommu,intremap=on",
+                Some(false) => "intel-iommu,intremap=off",
+            },
+        ]);
     }
     c.args(["-nodefaults", "-no-reboot", "-display", "none"]);
     c.args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"]);

@@ -62,6 +62,8 @@ pub const CTRL_EXT_PBA_SUPPORT: u32 = 1 << 31;
 pub const MSIX_INTS: u32 = 1 << 20 | 1 << 22 | 1 << 24;
 pub const ICR: usize = 0x00c0;
 pub const IMS: usize = 0x00d0;
+/// Interrupt cause set: causes written here are raised as if the device had.
+pub const ICS: usize = 0x00c8;
 pub const IMC: usize = 0x00d8;
 pub const RCTL: usize = 0x0100;
 pub const TCTL: usize = 0x0400;
@@ -236,6 +238,12 @@ impl<R: Regs> Nic<R> {
 
     pub fn enable_interrupts(&mut self) {
         self.regs.write32(IMS, if self.msix { INTS | MSIX_INTS } else { INTS });
+    }
+
+    /// Raise interrupt `causes` by hand (ICS), as the device would; an interrupt follows
+    /// if they are enabled (a test of where the device's messages go).
+    pub fn raise(&mut self, causes: u32) {
+        self.regs.write32(ICS, causes);
     }
 
     /// Send every interrupt cause — receive queue 0, transmit queue 0 and the others

@@ -344,13 +344,161 @@ mod vtd_tests {
         t[68] = 1;
         t[72..80].copy_from_slice(&0xfed9_0000u64.to_le_bytes());
         let us: Vec<Unit> = units(&t).unwrap().collect();
-        assert_eq!(us, vec![Unit { base: 0xfed9_0000, segment: 0, include_all: true }]);
+        assert_eq!(us, vec![Unit { base: 0xfed9_0000, segment: 0, include_all: true, scope: &t[80..96] }]);
+        assert_eq!(us[0].scopes().count(), 0, "a zeroed scope entry ends the list");
         // Broken lengths end the walk; a wrong signature is no table.
         t[66..68].copy_from_slice(&200u16.to_le_bytes());
         assert_eq!(units(&t).unwrap().count(), 0);
         t[50..52].copy_from_slice(&0u16.to_le_bytes());
         assert_eq!(units(&t).unwrap().count(), 0);
         assert!(units(b"APIC").is_none());
+    }
+
+    /// A device scope: kind, enumeration id, start bus, path.
+    type ScopeSpec<'a> = (u8, u8, u8, &'a [(u8, u8)]);
+
+    /// A DRHD structure: flags, segment, base and scopes.
+    fn drhd(flags: u8, segment: u16, base: u64, scopes: &[ScopeSpec]) -> Vec<u8> {
+        let mut s = Vec::new();
+        for (kind, id, bus, path) in scopes {
+            s.extend_from_slice(&[*kind, 6 + 2 * path.len() as u8, 0, 0, *id, *bus]);
+            for (d, f) in path.iter() {
+                s.extend_from_slice(&[*d, *f]);
+            }
+        }
+        let mut b = vec![0u8; 16];
+        b[2..4].copy_from_slice(&(16 + s.len() as u16).to_le_bytes());
+        b[4] = flags;
+        b[6..8].copy_from_slice(&segment.to_le_bytes());
+        b[8..16].copy_from_slice(&base.to_le_bytes());
+        b.extend(s);
+        b
+    }
+
+    fn dmar(structures: &[Vec<u8>]) -> Vec<u8> {
+        let mut t = vec![0u8; 48];
+        t[..4].copy_from_slice(b"DMAR");
+        for s in structures {
+            t.extend_from_slice(s);
+        }
+        let len = t.len() as u32;
+        t[4..8].copy_from_slice(&len.to_le_bytes());
+        t
+    }
+
+    #[test]
+    fn several_units_each_for_the_devices_in_its_scope() {
+        use crate::Bdf;
+        let d = |bus, dev, func| Bdf { bus, dev, func };
+        // A machine of four units: one for 00:02.0 and the device behind the bridge
+        // 00:1d.0; one for the bridge 00:1c.0 and all below it; segment 0's
+        // include-all unit (with the IOAPIC); segment 1's.
+        let t = dmar(&[
+            drhd(0, 0, 0xfed9_0000, &[(SCOPE_ENDPOINT, 0, 0, &[(2, 0)]), (SCOPE_ENDPOINT, 0, 0, &[(0x1d, 0), (0, 0)])]),
+            drhd(0, 0, 0xfed9_1000, &[(SCOPE_BRIDGE, 0, 0, &[(0x1c, 0)])]),
+            drhd(1, 0, 0xfed9_2000, &[(SCOPE_IOAPIC, 2, 0xf0, &[(0x1f, 0)])]),
+            drhd(1, 1, 0xfed9_3000, &[]),
+        ]);
+        let us: Vec<Unit> = units(&t).unwrap().collect();
+        assert_eq!(us.iter().map(|u| u.base).collect::<Vec<_>>(), [0xfed9_0000, 0xfed9_1000, 0xfed9_2000, 0xfed9_3000]);
+        let scopes: Vec<Vec<Scope>> = us.iter().map(|u| u.scopes().collect()).collect();
+        assert_eq!(scopes.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1, 1, 0]);
+        let io = scopes[2][0];
+        assert_eq!(
+            (io.kind, io.enumeration_id, io.start_bus, io.hops, io.path[0]),
+            (SCOPE_IOAPIC, 2, 0xf0, 1, (0x1f, 0))
+        );
+        let buses = |b: Bdf| match (b.bus, b.dev, b.func) {
+            (0, 0x1c, 0) => Some((2, 3)),
+            (0, 0x1d, 0) => Some((5, 5)),
+            _ => None,
+        };
+        let table: Vec<(u16, bool, &[Scope])> =
+            us.iter().zip(&scopes).map(|(u, s)| (u.segment, u.include_all, s.as_slice())).collect();
+        let of = |seg, b| unit_of(table.iter().copied(), seg, b, &buses);
+        assert_eq!(of(0, d(0, 2, 0)), Some(0), "an endpoint listed");
+        assert_eq!(of(0, d(5, 0, 0)), Some(0), "an endpoint behind a bridge");
+        assert_eq!(of(0, d(5, 0, 1)), Some(2), "its neighbour is not listed: include-all");
+        assert_eq!(of(0, d(0, 0x1c, 0)), Some(1), "the bridge itself");
+        assert_eq!(of(0, d(2, 0, 0)), Some(1), "below the bridge");
+        assert_eq!(of(0, d(3, 4, 0)), Some(1), "its subordinate bus");
+        assert_eq!(of(0, d(4, 0, 0)), Some(2), "past it: include-all");
+        assert_eq!(of(0, d(0, 0x1f, 0)), Some(2), "an IOAPIC scope names no PCI device");
+        assert_eq!(of(1, d(0, 2, 0)), Some(3), "another segment's unit");
+        assert_eq!(of(2, d(0, 2, 0)), None, "a segment with no unit");
+        // Without an include-all unit, a device no scope lists is not remapped.
+        let no_all: Vec<_> = table.iter().map(|&(s, _, sc)| (s, false, sc)).collect();
+        assert_eq!(unit_of(no_all.iter().copied(), 0, d(4, 0, 0), &buses), None);
+        assert_eq!(unit_of(no_all.iter().copied(), 0, d(2, 0, 0), &buses), Some(1));
+        // A path through something that is not a bridge leads nowhere.
+        assert_eq!(unit_of(table.iter().copied(), 0, d(5, 0, 0), &|_| None), Some(2));
+    }
+
+    #[test]
+    fn broken_scopes_end_the_list() {
+        let mut u = drhd(1, 0, 0xfed9_0000, &[(SCOPE_ENDPOINT, 0, 0, &[(2, 0)]), (SCOPE_BRIDGE, 0, 0, &[(3, 0)])]);
+        let t = dmar(&[u.clone()]);
+        assert_eq!(units(&t).unwrap().next().unwrap().scopes().count(), 2);
+        // The second entry's length runs past the structure, then is odd, then too short.
+        for bad in [40u8, 7, 4] {
+            u[16 + 8 + 1] = bad;
+            let t = dmar(&[u.clone()]);
+            let s: Vec<Scope> = units(&t).unwrap().next().unwrap().scopes().collect();
+            assert_eq!(s.len(), 1, "length {bad}");
+        }
+        // A path longer than SCOPE_PATH hops ends the list too.
+        let long = [(1u8, 0u8); SCOPE_PATH + 1];
+        let t = dmar(&[drhd(0, 0, 0x1000, &[(SCOPE_ENDPOINT, 0, 0, &long)])]);
+        assert_eq!(units(&t).unwrap().next().unwrap().scopes().count(), 0);
+    }
+
+    #[test]
+    fn interrupt_remapping_entries_and_messages() {
+        // VT-d 9.10: P bit 0, TM bit 4, vector 23:16, xAPIC destination 47:40; SID 79:64,
+        // SQ 81:80, SVT 83:82.
+        let e = Irte { vector: 0x51, apic_id: 3, level: false, source: 0x0018 };
+        assert_eq!(e.encode(), [1 | 0x51 << 16 | 3 << 40, 0x18 | 1 << 18]);
+        assert_eq!(Irte::decode(e.encode()), Some(e));
+        let l = Irte { level: true, ..e };
+        assert_eq!(l.encode()[0] & 1 << 4, 1 << 4);
+        assert_eq!(Irte::decode([0, 0]), None, "not present");
+        assert_eq!(Irte::decode([1, 0x18]), None, "no source verification");
+        // Remappable-format messages: format bit 4, handle 14:0 at 19:5, 15 at bit 2.
+        assert_eq!(remappable_message(5), (0xFEE0_00B0, 0));
+        assert_eq!(remappable_message(0x8001), (0xFEE0_0034, 0));
+        for h in [0u16, 1, 24, 55, 255, 0x7fff, 0x8000, 0xffff] {
+            let (a, d) = remappable_message(h);
+            assert_eq!(message_handle(a, d), Some(h));
+        }
+        assert_eq!(message_handle(0xFEE0_0000 | 1 << 4 | 1 << 3 | 2 << 5, 3), Some(5), "a subhandle adds");
+        let (a, d) = crate::message(1, 0x51);
+        assert_eq!(message_handle(a, d), None, "the compatibility format names no entry");
+        // IOAPIC redirection entries: format bit 48, handle at 63:49.
+        assert_eq!(ioapic_remappable_high(4), 1 << 16 | 4 << 17);
+        assert_eq!((((ioapic_remappable_high(0x7fff) as u64) << 32) >> 49) & 0x7fff, 0x7fff);
+        // The table's register: 256 entries, S = 7; xAPIC mode (EIME, bit 11, clear).
+        assert_eq!(irta(0x12_3000), 0x12_3007);
+        assert_eq!(iqa(0x45_6000), 0x45_6000);
+        assert!(interrupt_remapping(1 << 1 | 1 << 3));
+        assert!(!interrupt_remapping(1 << 3), "no queue: the entry cache cannot be invalidated");
+        let mut t = vec![0u8; 48];
+        t[..4].copy_from_slice(b"DMAR");
+        assert!(!dmar_intr_remap(&t));
+        t[37] = 1;
+        assert!(dmar_intr_remap(&t));
+    }
+
+    #[test]
+    fn invalidation_descriptors() {
+        assert_eq!(inv::CONTEXT_GLOBAL[0] & 0xf, 1);
+        assert_eq!((inv::CONTEXT_GLOBAL[0] >> 4) & 3, 1, "global");
+        assert_eq!(inv::IOTLB_GLOBAL[0] & 0xf, 2);
+        assert_eq!((inv::IOTLB_GLOBAL[0] >> 4) & 3, 1, "global");
+        assert_eq!(inv::IOTLB_GLOBAL[0] & 0xc0, 0xc0, "drain reads and writes");
+        assert_eq!(inv::IEC_GLOBAL, [4, 0]);
+        // Wait: type 5, status write (bit 5), data 63:32, address in the high word.
+        assert_eq!(inv::wait(0x1234_5678, 7), [5 | 1 << 5 | 7 << 32, 0x1234_5678]);
+        assert_eq!(inv::wait(0x1003, 1)[1], 0x1000);
     }
 
     #[test]
@@ -411,5 +559,10 @@ mod vtd_tests {
         let read = hi | 1 << 62;
         assert!(!Fault::decode(lo, read).unwrap().write);
         assert_eq!(Fault::decode(lo, 0), None, "no fault recorded");
+        assert!(!Fault::decode(lo, hi).unwrap().is_interrupt());
+        // An interrupt remapping fault: entry 24 not the requester's (reason 0x26).
+        let ir = Fault::decode(24 << 48, 1 << 63 | 0x26 << 32 | 0x18).unwrap();
+        assert!(ir.is_interrupt());
+        assert_eq!((ir.entry(), ir.source), (24, 0x18));
     }
 }

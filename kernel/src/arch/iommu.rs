@@ -1,5 +1,7 @@
-//! DMA confined by the IOMMU (Intel VT-d): the first remapping unit the ACPI DMAR table
-//! names, programmed with one root table. A device the kernel handed to a driver by
+//! DMA confined by the IOMMU (Intel VT-d): every remapping unit (DRHD) the ACPI DMAR
+//! table names on segment 0, each programmed with a root table of its own, for the
+//! devices in its scope (the ones it lists, or for an include-all unit every device no
+//! other unit lists: `pcie::vtd::unit_of`). A device the kernel handed to a driver by
 //! capability (`PCI_CREATE`) gets a domain of its own whose second-level tables map
 //! only the frames its driver mapped for DMA (`PCI_DMA_MAP`: the driver's own pages,
 //! at their physical addresses, so drivers keep naming buffers by physical address);
@@ -14,6 +16,7 @@
 use crate::arch::boot::phys_to_virt;
 use crate::arch::serial::kprintln;
 use crate::kcell::KCell;
+use alloc::vec::Vec;
 use pcie::vtd::{self, reg};
 
 /// The vector of the unit's fault event interrupt.
@@ -43,9 +46,54 @@ struct Unit {
     ctx: [u64; 256],
     domains: [Option<Domain>; DOMAINS],
     faults: u64,
+    /// The invalidation queue (0: invalidations through the registers) and its tail,
+    /// the frame its wait descriptors write their status to, and the last status.
+    queue: u64,
+    qtail: usize,
+    status: u64,
+    seq: u32,
 }
 
-static UNIT: KCell<Option<Unit>> = KCell::new(None);
+/// A remapping unit of the DMAR table, and its state if the kernel programs it.
+struct Entry {
+    base: u64,
+    segment: u16,
+    include_all: bool,
+    scopes: Vec<vtd::Scope>,
+    unit: Option<Unit>,
+}
+
+/// The DMAR table's units, in its order.
+static UNITS: KCell<Vec<Entry>> = KCell::new(Vec::new());
+
+/// A bridge's secondary and subordinate bus (None: no function there, or no bridge).
+fn bridge_buses(b: pcie::Bdf) -> Option<(u8, u8)> {
+    use pcie::Config;
+    let f = super::pci::Func(b);
+    if !f.present() || (f.read32(0x0c) >> 16) & 0x7f != 1 {
+        return None;
+    }
+    let v = f.read32(0x18);
+    Some(((v >> 8) as u8, (v >> 16) as u8))
+}
+
+/// The table's entry for the unit that remaps device `bdf`, if one does.
+fn entry_of(bdf: u16) -> Option<&'static mut Entry> {
+    let es = UNITS.get();
+    let units = es.iter().map(|e| (e.segment, e.include_all, e.scopes.as_slice()));
+    let i = vtd::unit_of(units, 0, pcie::Bdf::from_id(bdf), &bridge_buses)?;
+    es.get_mut(i)
+}
+
+/// The programmed unit that remaps device `bdf`, if one does.
+fn unit_of(bdf: u16) -> Option<&'static mut Unit> {
+    entry_of(bdf)?.unit.as_mut()
+}
+
+/// Every programmed unit.
+fn units() -> impl Iterator<Item = &'static mut Unit> {
+    UNITS.get().iter_mut().filter_map(|e| e.unit.as_mut())
+}
 
 impl Unit {
     fn r32(&self, off: usize) -> u32 {
@@ -78,7 +126,45 @@ impl Unit {
         kprintln!("[iommu] the unit did not take command {:#x}", bit);
     }
 
-    fn invalidate_context(&self) {
+    /// Post descriptors to the invalidation queue and wait until the unit has done
+    /// them (a wait descriptor writing a new status value behind them).
+    fn queued(&mut self, descs: &[[u64; 2]]) {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        let status = phys_to_virt(self.status) as *mut u32;
+        // SAFETY: the status frame is the kernel's; the unit writes it only through the
+        // wait descriptor below.
+        unsafe { core::ptr::write_volatile(status, 0) };
+        let wait = vtd::inv::wait(self.status, self.seq);
+        for d in descs.iter().chain(core::iter::once(&wait)) {
+            let p = phys_to_virt(self.queue + 16 * self.qtail as u64) as *mut u64;
+            // SAFETY: the queue is a kernel frame of QUEUE_ENTRIES 16-byte descriptors;
+            // the unit reads only those between its head and the tail written below.
+            unsafe {
+                core::ptr::write_volatile(p, d[0]);
+                core::ptr::write_volatile(p.add(1), d[1]);
+            }
+            self.qtail = (self.qtail + 1) % vtd::QUEUE_ENTRIES;
+        }
+        self.w64(reg::IQT, (self.qtail as u64) << 4);
+        for _ in 0..1_000_000 {
+            // SAFETY: as above.
+            if unsafe { core::ptr::read_volatile(status) } == self.seq {
+                return;
+            }
+            if self.r32(reg::FSTS) & vtd::FSTS_IQE != 0 {
+                kprintln!("[iommu] the unit at {:#x} refused an invalidation descriptor", self.regs);
+                self.w32(reg::FSTS, vtd::FSTS_IQE);
+                return;
+            }
+            core::hint::spin_loop();
+        }
+        kprintln!("[iommu] queued invalidation at {:#x} did not finish", self.regs);
+    }
+
+    fn invalidate_context(&mut self) {
+        if self.queue != 0 {
+            return self.queued(&[vtd::inv::CONTEXT_GLOBAL]);
+        }
         self.w64(reg::CCMD, vtd::CCMD_ICC_GLOBAL);
         for _ in 0..1_000_000 {
             if self.r64(reg::CCMD) >> 63 == 0 {
@@ -90,7 +176,10 @@ impl Unit {
     }
 
     /// Drop every cached translation (before a frame taken out may be used again).
-    fn invalidate_iotlb(&self) {
+    fn invalidate_iotlb(&mut self) {
+        if self.queue != 0 {
+            return self.queued(&[vtd::inv::IOTLB_GLOBAL]);
+        }
         let at = vtd::iotlb_invalidate_offset(self.ecap);
         self.w64(at, vtd::IOTLB_IVT_GLOBAL);
         for _ in 0..1_000_000 {
@@ -159,36 +248,188 @@ impl vtd::Tables for KernelTables {
     }
 }
 
-/// Find and turn on the unit (translation on, every bus-0 device passing through).
+/// Find and turn on every remapping unit of segment 0 (translation on, every device
+/// passing through until it is given to a driver). Whether any is on.
 pub fn init(rsdp_phys: u64) -> bool {
-    // The unit that claims every device of segment 0, else the first (QEMU's lists its
-    // devices rather than claiming all). Device scopes are not read: a device under
-    // another unit is not confined.
-    let pick = |b: &[u8]| {
-        let all = vtd::units(b)?.find(|u| u.segment == 0 && u.include_all);
-        all.or_else(|| vtd::units(b)?.find(|u| u.segment == 0))
-    };
-    let Some(Some(u)) = super::acpi::dmar(rsdp_phys, pick) else {
-        return false;
-    };
-    if u.base < 0xC000_0000 || u.base >= 0x1_0000_0000 {
-        kprintln!("[iommu] VT-d unit at {:#x} outside the uncached window: not used", u.base);
+    let found = super::acpi::dmar(rsdp_phys, |b| {
+        let us = vtd::units(b)?;
+        let us = us.map(|u| (u.base, u.segment, u.include_all, u.scopes().collect::<Vec<_>>())).collect::<Vec<_>>();
+        Some((us, vtd::dmar_intr_remap(b)))
+    });
+    let Some(Some((found, intr_remap))) = found else { return false };
+    let n = found.len();
+    for (base, segment, include_all, scopes) in found {
+        let unit = if segment != 0 {
+            kprintln!(
+                "[iommu] VT-d unit at {:#x} serves PCI segment {}, which Scion does not use: not programmed",
+                base,
+                segment
+            );
+            None
+        } else {
+            bring_up(base, include_all, scopes.len())
+        };
+        UNITS.get().push(Entry { base, segment, include_all, scopes, unit });
+    }
+    if n > 1 {
+        kprintln!("[iommu] {} remapping units: each confines the devices in its scope", n);
+    }
+    if units().next().is_none() {
         return false;
     }
-    let regs = u.base;
-    let probe =
-        Unit { regs, cap: 0, ecap: 0, levels: 0, root: 0, ctx: [0; 256], domains: Default::default(), faults: 0 };
+    remap_interrupts(intr_remap);
+    true
+}
+
+/// Interrupt remapping: one table (handle = interrupt number) shared by every unit,
+/// each entry naming the one requester that may use it.
+struct Remap {
+    table: u64,
+    /// The IOAPIC's requester id (from its DMAR device scope).
+    ioapic: u16,
+}
+
+static REMAP: KCell<Option<Remap>> = KCell::new(None);
+
+/// Whether interrupts are remapped (MSI, MSI-X and IOAPIC entries in remappable format).
+pub fn remapping() -> bool {
+    REMAP.get().is_some()
+}
+
+/// The IOAPIC's requester id, for its entries (0 without remapping).
+pub fn ioapic_source() -> u16 {
+    REMAP.get().as_ref().map_or(0, |r| r.ioapic)
+}
+
+/// Set remapping table entry `handle` and drop every unit's cached copy of it.
+pub fn set_irte(handle: u16, e: vtd::Irte) {
+    let Some(r) = REMAP.get().as_ref() else { return };
+    if handle as usize >= vtd::IRT_ENTRIES {
+        return;
+    }
+    let [lo, hi] = e.encode();
+    let p = phys_to_virt(r.table + 16 * handle as u64) as *mut u64;
+    // SAFETY: the remapping table is a kernel frame of IRT_ENTRIES 16-byte entries; the
+    // present bit is in the low word, written last, and the units drop their cached copy
+    // below before the kernel relies on the new one.
+    unsafe {
+        core::ptr::write_volatile(p.add(1), hi);
+        core::ptr::write_volatile(p, lo);
+    }
+    for u in units() {
+        u.queued(&[vtd::inv::IEC_GLOBAL]);
+    }
+}
+
+/// Turn interrupt remapping on if the platform says it has it (the DMAR's flag), every
+/// unit of the table is programmed and offers it with queued invalidation, and the
+/// IOAPIC is in a unit's scope; else say why messages stay in compatibility format.
+fn remap_interrupts(flag: bool) {
+    let es = UNITS.get();
+    let ioapic = es.iter().flat_map(|e| e.scopes.iter()).find(|s| s.kind == vtd::SCOPE_IOAPIC);
+    let why = if !flag {
+        Some("the DMAR table does not offer it")
+    } else if es.iter().any(|e| e.unit.as_ref().is_none_or(|u| !vtd::interrupt_remapping(u.ecap))) {
+        Some("a remapping unit is unused or lacks it (or queued invalidation)")
+    } else if ioapic.is_none() {
+        Some("no unit's scope holds the IOAPIC")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        kprintln!(
+            "[iommu] no interrupt remapping ({}): MSI and IOAPIC messages in compatibility format, a driver that rewrites its device's MSI-X table can reach any vector",
+            why
+        );
+        return;
+    }
+    let ioapic = ioapic.and_then(|s| s.device(&|_| None)).map_or(0, |b| b.id());
+    let Some(table) = crate::mem::alloc_frame() else { return };
+    let mut frames = Vec::new();
+    for _ in 0..2 * es.len() {
+        match crate::mem::alloc_frame() {
+            Some(f) => frames.push(f),
+            None => return,
+        }
+    }
+    for u in units() {
+        let (queue, status) = (frames.pop().expect("counted"), frames.pop().expect("counted"));
+        // Queued invalidation first (the entry cache has no register), then the table,
+        // its cache dropped, then remapping on; compatibility format stays blocked.
+        u.w64(reg::IQT, 0);
+        u.w64(reg::IQA, vtd::iqa(queue));
+        u.command(vtd::GCMD_QIE, true);
+        (u.queue, u.qtail, u.status) = (queue, 0, status);
+        u.w64(reg::IRTA, vtd::irta(table));
+        u.command(vtd::GCMD_SIRTP, true);
+        u.queued(&[vtd::inv::IEC_GLOBAL]);
+        u.command(vtd::GCMD_IRE, true);
+    }
+    // The IOAPIC's entries are rewritten next (`irqchip::remap_ioapic`, by the boot);
+    // every line is masked until then.
+    *REMAP.get() = Some(Remap { table, ioapic });
+    let b = pcie::Bdf::from_id(ioapic);
+    kprintln!(
+        "[iommu] interrupt remapping on: MSI, MSI-X and IOAPIC messages through {} table entries, each taken only from its device (the IOAPIC is {:02x}:{:02x}.{}); compatibility-format messages not allowed (CFI clear)",
+        vtd::IRT_ENTRIES,
+        b.bus,
+        b.dev,
+        b.func
+    );
+}
+
+/// Program one unit: its root table, every bus passing through, faults to this CPU,
+/// translation on. None (said) if it cannot be used.
+fn bring_up(regs: u64, include_all: bool, scopes: usize) -> Option<Unit> {
+    if !(0xC000_0000..0x1_0000_0000).contains(&regs) {
+        kprintln!(
+            "[iommu] VT-d unit at {:#x} outside the uncached window: not used, the devices in its scope are trusted with DMA",
+            regs
+        );
+        return None;
+    }
+    let probe = Unit {
+        regs,
+        cap: 0,
+        ecap: 0,
+        levels: 0,
+        root: 0,
+        ctx: [0; 256],
+        domains: Default::default(),
+        faults: 0,
+        queue: 0,
+        qtail: 0,
+        status: 0,
+        seq: 0,
+    };
     let (cap, ecap) = (probe.r64(reg::CAP), probe.r64(reg::ECAP));
     let Some(levels) = vtd::levels(cap) else {
-        kprintln!("[iommu] VT-d unit at {:#x} offers no 39- or 48-bit tables: not used", regs);
-        return false;
+        kprintln!("[iommu] VT-d unit at {:#x} offers no 39- or 48-bit tables: not used, the devices in its scope are trusted with DMA", regs);
+        return None;
     };
     if !vtd::passthrough(ecap) {
-        kprintln!("[iommu] VT-d unit at {:#x} (ecap {:#x}) cannot pass other devices through: not used", regs, ecap);
-        return false;
+        kprintln!(
+            "[iommu] VT-d unit at {:#x} (ecap {:#x}) cannot pass other devices through: not used, the devices in its scope are trusted with DMA",
+            regs,
+            ecap
+        );
+        return None;
     }
-    let (Some(root), Some(shared)) = (crate::mem::alloc_frame(), crate::mem::alloc_frame()) else { return false };
-    let unit = Unit { regs, cap, ecap, levels, root, ctx: [0; 256], domains: Default::default(), faults: 0 };
+    let (Some(root), Some(shared)) = (crate::mem::alloc_frame(), crate::mem::alloc_frame()) else { return None };
+    let mut unit = Unit {
+        regs,
+        cap,
+        ecap,
+        levels,
+        root,
+        ctx: [0; 256],
+        domains: Default::default(),
+        faults: 0,
+        queue: 0,
+        qtail: 0,
+        status: 0,
+        seq: 0,
+    };
     // Every function of every bus passes through (domain 1) until a driver is given it:
     // one shared context table, a bus's own made when one of its functions is confined.
     fill_passthrough(shared, levels);
@@ -210,17 +451,20 @@ pub fn init(rsdp_phys: u64) -> bool {
     unit.w32(reg::FECTL, 0);
     unit.command(vtd::GCMD_TE, true);
     kprintln!(
-        "[iommu] VT-d at {:#x}: translation on ({}-level tables); a device given to a driver by capability reaches only the frames its driver maps for DMA, the others pass through",
+        "[iommu] VT-d at {:#x}: translation on ({}-level tables) for {}; a device given to a driver by capability reaches only the frames its driver maps for DMA, the others pass through",
         regs,
-        levels
+        levels,
+        if include_all { "every device no other unit lists" } else { "the devices it lists" }
     );
-    *UNIT.get() = Some(unit);
-    true
+    if !include_all && scopes == 0 {
+        kprintln!("[iommu] VT-d at {:#x} lists no device", regs);
+    }
+    Some(unit)
 }
 
-/// Whether DMA is confined.
-pub fn active() -> bool {
-    UNIT.get().is_some()
+/// Whether device `bdf`'s DMA is confined (a programmed unit remaps it).
+pub fn confines(bdf: u16) -> bool {
+    unit_of(bdf).is_some()
 }
 
 fn domain_of(u: &Unit, bdf: u16) -> Option<usize> {
@@ -244,7 +488,18 @@ fn clear(u: &mut Unit, i: usize) {
 /// Give device `bdf` a domain of its own, empty (a device just handed to a driver can
 /// reach nothing until its driver maps frames). Err: no domain left or no memory.
 pub fn confine(bdf: u16) -> Result<(), abi::Error> {
-    let Some(u) = UNIT.get().as_mut() else { return Ok(()) };
+    if UNITS.get().is_empty() {
+        return Ok(());
+    }
+    let Some(u) = unit_of(bdf) else {
+        let b = pcie::Bdf::from_id(bdf);
+        let why = match entry_of(bdf) {
+            Some(e) => alloc::format!("its unit at {:#x} is not used", e.base),
+            None => "no remapping unit's scope holds it".into(),
+        };
+        kprintln!("[iommu] {:02x}:{:02x}.{}: {}; its driver is trusted with DMA", b.bus, b.dev, b.func, why);
+        return Ok(());
+    };
     if let Some(i) = domain_of(u, bdf) {
         clear(u, i);
         return Ok(());
@@ -263,7 +518,7 @@ pub fn confine(bdf: u16) -> Result<(), abi::Error> {
 /// Map frame `pa` (of task `task`, writable or not) into `bdf`'s domain at `pa`.
 /// Ok(false) without an IOMMU (nothing to do: the driver is trusted).
 pub fn map(bdf: u16, task: u32, pa: u64, writable: bool) -> Result<bool, abi::Error> {
-    let Some(u) = UNIT.get().as_mut() else { return Ok(false) };
+    let Some(u) = unit_of(bdf) else { return Ok(false) };
     let i = domain_of(u, bdf).ok_or(abi::Error::BadState)?;
     let levels = u.levels;
     let d = u.domains[i].as_mut().expect("found");
@@ -301,7 +556,7 @@ impl vtd::Tables for Counted<'_> {
 
 /// Take frame `pa` out of `bdf`'s domain (the driver unmaps it for DMA).
 pub fn unmap(bdf: u16, pa: u64) -> Result<(), abi::Error> {
-    let Some(u) = UNIT.get().as_mut() else { return Ok(()) };
+    let Some(u) = unit_of(bdf) else { return Ok(()) };
     let i = domain_of(u, bdf).ok_or(abi::Error::BadState)?;
     let (root, levels) = (u.domains[i].as_ref().expect("found").root, u.levels);
     if vtd::unmap(&mut KernelTables, root, levels, pa).is_some() {
@@ -312,50 +567,72 @@ pub fn unmap(bdf: u16, pa: u64) -> Result<(), abi::Error> {
 
 /// Task `task` no longer maps frame `pa`: out of every domain it maps into.
 pub fn revoke(task: u32, pa: u64) {
-    let Some(u) = UNIT.get().as_mut() else { return };
-    let levels = u.levels;
-    let mut any = false;
-    for d in u.domains.iter().flatten().filter(|d| d.owner == Some(task)) {
-        any |= vtd::unmap(&mut KernelTables, d.root, levels, pa).is_some();
-    }
-    if any {
-        u.invalidate_iotlb();
+    for u in units() {
+        let levels = u.levels;
+        let mut any = false;
+        for d in u.domains.iter().flatten().filter(|d| d.owner == Some(task)) {
+            any |= vtd::unmap(&mut KernelTables, d.root, levels, pa).is_some();
+        }
+        if any {
+            u.invalidate_iotlb();
+        }
     }
 }
 
 /// Task `task` is gone: the domains it mapped into are emptied.
 pub fn task_gone(task: u32) {
-    let Some(u) = UNIT.get().as_mut() else { return };
-    for i in 0..DOMAINS {
-        if u.domains[i].as_ref().is_some_and(|d| d.owner == Some(task)) {
-            clear(u, i);
+    for u in units() {
+        for i in 0..DOMAINS {
+            if u.domains[i].as_ref().is_some_and(|d| d.owner == Some(task)) {
+                clear(u, i);
+            }
         }
     }
 }
 
-/// The fault interrupt: print and clear every fault record.
+/// The fault interrupt (every unit signals it): print and clear every fault record.
 pub fn fault_interrupt() {
-    let Some(u) = UNIT.get().as_mut() else { return };
-    let (first, n) = vtd::fault_records(u.cap);
-    for k in 0..n {
-        let at = first + 16 * k;
-        let (lo, hi) = (u.r64(at), u.r64(at + 8));
-        if let Some(f) = vtd::Fault::decode(lo, hi) {
-            u.faults += 1;
-            let b = pcie::Bdf::from_id(f.source);
-            kprintln!(
-                "[iommu] DMA fault: device {:02x}:{:02x}.{} {} {:#x}, outside what its driver mapped (reason {:#x}): refused",
-                b.bus,
-                b.dev,
-                b.func,
-                if f.write { "wrote" } else { "read" },
-                f.page,
-                f.reason
-            );
-            // The fault bit is cleared by writing it.
-            u.w32(at + 12, 1 << 31);
-        }
+    for u in units() {
+        u.take_faults();
     }
-    // Primary fault overflow and pending bits.
-    u.w32(reg::FSTS, u.r32(reg::FSTS) & 0x7f);
+}
+
+impl Unit {
+    fn take_faults(&mut self) {
+        let u = self;
+        let (first, n) = vtd::fault_records(u.cap);
+        for k in 0..n {
+            let at = first + 16 * k;
+            let (lo, hi) = (u.r64(at), u.r64(at + 8));
+            if let Some(f) = vtd::Fault::decode(lo, hi) {
+                u.faults += 1;
+                let b = pcie::Bdf::from_id(f.source);
+                if f.is_interrupt() {
+                    kprintln!(
+                        "[iommu] interrupt fault: device {:02x}:{:02x}.{} sent a message through remapping entry {} (reason {:#x}): blocked",
+                        b.bus,
+                        b.dev,
+                        b.func,
+                        f.entry(),
+                        f.reason
+                    );
+                    u.w32(at + 12, 1 << 31);
+                    continue;
+                }
+                kprintln!(
+                    "[iommu] DMA fault: device {:02x}:{:02x}.{} {} {:#x}, outside what its driver mapped (reason {:#x}): refused",
+                    b.bus,
+                    b.dev,
+                    b.func,
+                    if f.write { "wrote" } else { "read" },
+                    f.page,
+                    f.reason
+                );
+                // The fault bit is cleared by writing it.
+                u.w32(at + 12, 1 << 31);
+            }
+        }
+        // Primary fault overflow and pending bits.
+        u.w32(reg::FSTS, u.r32(reg::FSTS) & 0x7f);
+    }
 }

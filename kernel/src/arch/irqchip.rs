@@ -11,6 +11,12 @@
 //! vectors 0x50 and up, edge-triggered, masked and unmasked through their table entry's
 //! vector control bit (a message sent while masked waits in the pending bits) or MSI's
 //! mask bit where the function has one.
+//!
+//! With interrupt remapping (`arch::iommu::remapping`), every line's message goes through
+//! the remapping table entry of its number: IOAPIC redirection entries and MSI/MSI-X
+//! messages are written in the remappable format (a handle, no vector, no destination),
+//! and routing a line to a CPU rewrites its table entry, which names the one requester
+//! allowed to use it (the device, or the IOAPIC).
 
 use crate::arch::boot::phys_to_virt;
 use crate::kcell::KCell;
@@ -40,8 +46,39 @@ pub fn msi_available() -> bool {
 pub fn msi_bind(line: u8, entry: super::pci::Message) {
     let Some(slot) = line.checked_sub(MSI_FIRST).and_then(|i| MSI.get().get_mut(i as usize)) else { return };
     entry.set_masked(true);
-    entry.program(super::smp::apic_id(0), MSI_VECTOR_BASE + (line - MSI_FIRST));
+    send_msi(line, entry, super::smp::apic_id(0));
     *slot = Some(entry);
+}
+
+/// Point message-signalled `line`'s message at local APIC `apic_id`: through its
+/// remapping table entry when interrupts are remapped, else in compatibility format.
+fn send_msi(line: u8, entry: super::pci::Message, apic_id: u32) {
+    let vector = MSI_VECTOR_BASE + (line - MSI_FIRST);
+    if super::iommu::remapping() {
+        let source = entry.source().id();
+        super::iommu::set_irte(line as u16, pcie::vtd::Irte { vector, apic_id: apic_id as u8, level: false, source });
+        let (addr, data) = pcie::vtd::remappable_message(line as u16);
+        entry.write(addr, data);
+    } else {
+        entry.program(apic_id, vector);
+    }
+}
+
+/// Interrupt remapping was just turned on: every IOAPIC line's entry (to the boot CPU,
+/// as `init` set them) and its redirection entry in remappable format. Every line is
+/// still masked (no driver attached yet).
+pub fn remap_ioapic(apic_id: u32) {
+    if !apic() {
+        return;
+    }
+    let source = super::iommu::ioapic_source();
+    for line in 0..abi::irq::LINES as u8 {
+        let level = MODES.get()[line as usize] & LEVEL != 0;
+        let vector = IOAPIC_VECTOR_BASE + line;
+        super::iommu::set_irte(line as u16, pcie::vtd::Irte { vector, apic_id: apic_id as u8, level, source });
+        ioapic_write(0x10 + 2 * line as u32 + 1, pcie::vtd::ioapic_remappable_high(line as u16));
+        ioapic_write(0x10 + 2 * line as u32, redirection(line, true));
+    }
 }
 
 fn ioapic_write(reg: u32, val: u32) {
@@ -162,11 +199,17 @@ fn pic_mask_bit(line: u8, masked: bool) {
 /// runs on). Without the IOAPIC every line goes to the boot CPU.
 pub fn route(line: u8, apic_id: u32) {
     if let Some(e) = msi(line) {
-        e.program(apic_id, MSI_VECTOR_BASE + (line - MSI_FIRST));
+        send_msi(line, e, apic_id);
         return;
     }
     if apic() && line < lines() {
-        ioapic_write(0x10 + 2 * line as u32 + 1, apic_id << 24);
+        if super::iommu::remapping() {
+            let level = MODES.get()[line as usize] & LEVEL != 0;
+            let (vector, source) = (IOAPIC_VECTOR_BASE + line, super::iommu::ioapic_source());
+            super::iommu::set_irte(line as u16, pcie::vtd::Irte { vector, apic_id: apic_id as u8, level, source });
+        } else {
+            ioapic_write(0x10 + 2 * line as u32 + 1, apic_id << 24);
+        }
     }
 }
 

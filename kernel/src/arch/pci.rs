@@ -100,10 +100,10 @@ impl pcie::Config for Func {
 
 /// Where a message-signalled interrupt is programmed: an MSI-X table entry at physical
 /// `pa` (in a device's memory BAR, below the end of the direct map, which maps the top
-/// GiB uncached), or a function's MSI capability.
+/// GiB uncached), or a function's MSI capability; each with the function that sends it.
 #[derive(Clone, Copy)]
 pub enum Message {
-    Msix(u64),
+    Msix(pcie::Bdf, u64),
     Msi(pcie::Bdf, pcie::Msi),
 }
 
@@ -117,14 +117,26 @@ impl Message {
         pa.is_multiple_of(16) && pa.saturating_add(16) <= direct_map_end()
     }
 
-    /// Send the message for `vector` to local APIC `apic_id`.
+    /// The function whose messages these are (its requester id).
+    pub fn source(self) -> pcie::Bdf {
+        match self {
+            Message::Msix(b, _) | Message::Msi(b, _) => b,
+        }
+    }
+
+    /// Send the message for `vector` to local APIC `apic_id` (compatibility format).
     pub fn program(self, apic_id: u32, vector: u8) {
         let (addr, data) = pcie::message(apic_id, vector);
+        self.write(addr, data);
+    }
+
+    /// Program the message's address and data as they are.
+    pub fn write(self, addr: u64, data: u32) {
         match self {
             // SAFETY: the entry's 16 bytes lie in the device's BAR inside the direct map
             // (`reachable`, checked when the entry was handed out); only the kernel's
             // writes decide where the device's messages go.
-            Message::Msix(pa) => unsafe {
+            Message::Msix(_, pa) => unsafe {
                 core::ptr::write_volatile(Self::word(pa, 0), addr as u32);
                 core::ptr::write_volatile(Self::word(pa, 1), (addr >> 32) as u32);
                 core::ptr::write_volatile(Self::word(pa, 2), data);
@@ -136,7 +148,7 @@ impl Message {
     /// Mask or unmask (an MSI without per-vector masking cannot be: it stays on).
     pub fn set_masked(self, masked: bool) {
         match self {
-            Message::Msix(pa) => {
+            Message::Msix(_, pa) => {
                 let at = Self::word(pa, pcie::MSIX_VECTOR_CONTROL / 4);
                 // SAFETY: as in program.
                 unsafe {

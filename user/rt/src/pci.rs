@@ -1,8 +1,9 @@
-//! PCI for user-level drivers. A driver asks root for its device (`device`): a
+//! PCI for user-level drivers. A driver asks root for its device (`DeviceCap::get`): a
 //! capability for that one function — its configuration space as the kernel allows,
-//! its BARs, its MSI-X vectors — never for the bus. The legacy ports 0xCF8/0xCFC
-//! (granted by the manifest) remain for programs that list the bus (`lspci`) and the
-//! virtio drivers, which still find their devices there.
+//! its BARs, its MSI-X vectors, and the INTx line root says its pin is routed to —
+//! never for the bus. The legacy ports 0xCF8/0xCFC (granted by the manifest, taken with
+//! `init`) remain for programs that list the bus (`lspci`) and for drivers under an
+//! older manifest; without them `devices` finds nothing rather than faulting.
 
 use core::arch::asm;
 
@@ -26,9 +27,26 @@ pub struct Addr {
     pub func: u8,
 }
 
+/// Whether this program holds the configuration ports (`init` succeeded).
+static PORTS: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The INTx line root said each function held by capability interrupts on (routing id,
+/// line; `NO_LINE`: none).
+static INTX: crate::sync::Lock<alloc::vec::Vec<(u16, u8)>> = crate::sync::Lock::new(alloc::vec::Vec::new());
+
+/// In `GET_PCI`'s answer: the function has no INTx line Scion knows.
+pub const NO_LINE: u64 = 0xff;
+
 /// Ask root for the configuration ports.
 pub fn init() -> Result<(), abi::Error> {
-    crate::env::io(0xCF8, 3)
+    let r = crate::env::io(0xCF8, 3);
+    PORTS.store(r.is_ok(), core::sync::atomic::Ordering::Relaxed);
+    r
+}
+
+/// Whether this program holds the configuration ports.
+pub fn ports() -> bool {
+    PORTS.load(core::sync::atomic::Ordering::Relaxed)
 }
 
 pub fn read32(a: Addr, off: u8) -> u32 {
@@ -94,47 +112,54 @@ const PIIX3_ISA: (u16, u16) = (0x8086, 0x7000);
 /// - pc: PIIX3 routes INTx of slot s to PIRQ (s - 1 + x) mod 4, and PIRQ n to the ISA
 ///   line in its configuration register 0x60 + n (set by the firmware; bit 7 = off),
 ///   which is the same IOAPIC line.
+///
+/// For a function held by capability, the line root said (it reads the bus); else
+/// through the ports, if this program holds them.
 pub fn interrupt_line(d: &Device) -> Option<u8> {
-    let pin = d.interrupt_pin();
+    if let Some(&(_, l)) = INTX.lock().iter().find(|(id, _)| *id == d.addr.id()) {
+        return (l as u64 != NO_LINE).then_some(l);
+    }
+    if !ports() {
+        return None;
+    }
+    interrupt_line_by(d, read32)
+}
+
+/// `interrupt_line` with configuration space read through `read` (root's: the IRQ
+/// control capability).
+pub fn interrupt_line_by(d: &Device, read: impl Fn(Addr, u8) -> u32) -> Option<u8> {
+    let pin = (read(d.addr, 0x3c) >> 8) as u8;
     if !(1..=4).contains(&pin) || d.addr.bus != 0 {
         return None;
     }
     let x = (pin - 1) as u32;
+    let device_at = |a: Addr| {
+        let id = read(a, 0);
+        (id & 0xffff != 0xffff).then_some((id as u16, (id >> 16) as u16))
+    };
     let host = device_at(Addr { bus: 0, dev: 0, func: 0 })?;
-    match (host.vendor, host.device) {
+    match host {
         Q35_HOST => Some(16 + 4 + ((d.addr.dev as u32 + x) % 4) as u8),
         I440FX_HOST => {
             let pirq = (d.addr.dev as u32 + 3 + x) % 4;
             let piix = Addr { bus: 0, dev: 1, func: 0 };
-            if device_at(piix).is_none_or(|p| (p.vendor, p.device) != PIIX3_ISA) {
+            if device_at(piix) != Some(PIIX3_ISA) {
                 return None;
             }
-            let route = (read32(piix, 0x60) >> (8 * pirq)) as u8;
+            let route = (read(piix, 0x60) >> (8 * pirq)) as u8;
             (route & 0x80 == 0 && route < 16).then_some(route)
         }
         _ => None,
     }
 }
 
-fn device_at(a: Addr) -> Option<Device> {
-    let id = read32(a, 0);
-    if id & 0xffff == 0xffff {
-        return None;
-    }
-    let class = read32(a, 8);
-    Some(Device {
-        addr: a,
-        vendor: id as u16,
-        device: (id >> 16) as u16,
-        class: (class >> 24) as u8,
-        subclass: (class >> 16) as u8,
-        prog_if: (class >> 8) as u8,
-    })
-}
-
 /// Every function reachable from bus 0 through the ports: functions 1..8 only on
 /// multi-function devices, buses behind PCI-to-PCI bridges followed.
+/// Nothing without the ports (`init`).
 pub fn devices() -> alloc::vec::Vec<Device> {
+    if !ports() {
+        return alloc::vec::Vec::new();
+    }
     devices_by(read32)
 }
 
@@ -151,7 +176,12 @@ impl DeviceCap {
     pub fn get(class: u32, index: u64) -> Result<DeviceCap, abi::Error> {
         let slot = crate::alloc_slot();
         match crate::proto::client::get_pci(abi::cap::PARENT, class as u64, index, slot) {
-            Ok([id]) => Ok(DeviceCap { slot, addr: addr_of(id as u16) }),
+            Ok([id, line]) => {
+                let mut intx = INTX.lock();
+                intx.retain(|(i, _)| *i != id as u16);
+                intx.push((id as u16, line.min(NO_LINE) as u8));
+                Ok(DeviceCap { slot, addr: addr_of(id as u16) })
+            }
             Err(e) => {
                 crate::free_slot(slot);
                 Err(e)

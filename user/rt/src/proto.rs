@@ -68,8 +68,9 @@ crate::protocol! {
         /// (call to `PARENT`) MR1 = PCI class (class << 16 | subclass << 8 | interface),
         /// MR2 = which of that class (0 = the first), MR3 = slot: a capability for that one
         /// function (`cap::PCI_DEVICE`), if the manifest's `pci` grants the class. Reply MR2
-        /// = its routing id (bus << 8 | device << 3 | function). `NotFound`: no such one.
-        GET_PCI = 14, fn get_pci(class, index, slot) -> [id] => GetPci { class: u64, index: u64, slot: u64 };
+        /// = its routing id (bus << 8 | device << 3 | function), MR3 = the IOAPIC line its
+        /// INTx pin is routed to (`pci::NO_LINE`: none known). `NotFound`: no such one.
+        GET_PCI = 14, fn get_pci(class, index, slot) -> [id, line] => GetPci { class: u64, index: u64, slot: u64 };
     }
 }
 

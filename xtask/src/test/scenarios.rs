@@ -65,6 +65,9 @@ pub struct Scenario {
     pub nic: String,
     /// An Intel IOMMU on the machine (`-device intel-iommu`).
     pub iommu: bool,
+    /// Whether the IOMMU offers interrupt remapping (`intremap=on|off`; either implies
+    /// `iommu`); unset, QEMU's default (on under TCG).
+    pub intremap: Option<bool>,
     /// Boot by UEFI: the boot image on `cargo xtask image`'s disk (Scion's loader on an
     /// EFI system partition) under OVMF, rather than by PVH.
     pub uefi: bool,
@@ -105,6 +108,7 @@ struct Header {
     checks: Option<String>,
     nic: Option<String>,
     iommu: Option<bool>,
+    intremap: Option<bool>,
     uefi: Option<bool>,
     keys: Option<Keys>,
     screen: Option<Vec<String>>,
@@ -196,7 +200,8 @@ impl Scenario {
                 cpus: h.cpus.or(sc.cpus),
                 limit_s: h.limit.unwrap_or(sc.limit_s),
                 nic: h.nic.unwrap_or(sc.nic.clone()),
-                iommu: h.iommu.unwrap_or(sc.iommu),
+                iommu: h.iommu.unwrap_or(sc.iommu) || h.intremap.or(sc.intremap).is_some(),
+                intremap: h.intremap.or(sc.intremap),
                 monitor: h.monitor.map_or(sc.monitor.clone(), steps),
                 ..sc
             });
@@ -220,7 +225,8 @@ impl Scenario {
             http: h.http.unwrap_or(false),
             checks: h.checks.unwrap_or_else(|| "web".into()),
             nic: h.nic.unwrap_or_else(|| "virtio".into()),
-            iommu: h.iommu.unwrap_or(false),
+            iommu: h.iommu.unwrap_or(false) || h.intremap.is_some(),
+            intremap: h.intremap,
             uefi: h.uefi.unwrap_or(false),
             keys: h.keys.map(|k| (k.text, k.until)),
             screen: h.screen.unwrap_or_default(),
@@ -267,6 +273,7 @@ impl Scenario {
             checks: "web".into(),
             nic: "virtio".into(),
             iommu: false,
+            intremap: None,
             uefi: false,
             keys: None,
             screen: Vec::new(),
@@ -470,6 +477,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
         disk_flush_fails: sc.disk.iter().flatten().any(|s| s == "!failing-flush"),
         disk_nvme: sc.disk.iter().flatten().any(|s| s == "!nvme"),
         iommu: sc.iommu,
+        intremap: sc.intremap,
         nvme_extra,
         ..Options::new(accel.to_string(), sc.icount, sc.append.to_string(), disk)
     };

@@ -423,7 +423,7 @@ pub fn open_disk() -> Result<(rt::pci::Device, Disk), &'static str> {
 /// badge `badge(number)` (`NvmeDisk::vectors`).
 pub fn open_disk_with(badge: &dyn Fn(u64) -> u64) -> Result<(rt::pci::Device, Disk), &'static str> {
     use virtio_drivers::transport::Transport;
-    let (d, mut t) = match open_pci(&[0x1001, 0x1042], "no virtio-blk device on the PCI bus") {
+    let (d, mut t) = match open_pci(&[0x1001, 0x1042], 0x01_00_00, "no virtio-blk device on the PCI bus") {
         Ok(x) => x,
         Err(why) => {
             // NVMe: a capability for the controller alone, from root, when the manifest
@@ -499,19 +499,121 @@ pub fn dma_pages_for_driver(pages: usize) -> Option<(u64, u64)> {
     dma_pages(&mut st, pages).map(|(pa, va)| (va, pa))
 }
 
-/// The transport of the first virtio device on the PCI bus with one of these device ids
-/// (the PCI ports and `init` must be done). Err says what failed.
+/// The transport of the first virtio device with one of these device ids: held by
+/// capability when the manifest grants its class (`class`: class << 16 | subclass << 8
+/// | interface; virtio-blk 01:00:00, virtio-net 02:00:00), else found on the PCI bus
+/// through the ports (an older manifest). Err says what failed.
 pub fn open_pci(
     ids: &[u16],
+    class: u32,
     what: &'static str,
 ) -> Result<(rt::pci::Device, virtio_drivers::transport::pci::PciTransport), &'static str> {
     use virtio_drivers::transport::pci::bus::PciRoot;
     use virtio_drivers::transport::pci::PciTransport;
+    for i in 0..8 {
+        let Ok(dev) = rt::pci::DeviceCap::get(class, i) else { break };
+        let d = dev.device();
+        if d.vendor != 0x1af4 || !ids.contains(&d.device) {
+            let _ = rt::sys::cap_delete(dev.slot);
+            rt::free_slot(dev.slot);
+            continue;
+        }
+        // Memory decoding, bus mastering and INTx. Its DMA is not mapped through the
+        // capability: QEMU's virtio devices bypass the IOMMU (no VIRTIO_F_ACCESS_PLATFORM).
+        dev.enable(true).map_err(|_| "the kernel refused to enable the virtio device")?;
+        let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
+        let mut root = PciRoot::new(CapCam { dev, sizing: 0 });
+        let t = PciTransport::new::<ScionHal, _>(&mut root, df).map_err(|_| "the virtio PCI transport failed")?;
+        return Ok((d, t));
+    }
     let d = rt::pci::devices().into_iter().find(|d| d.vendor == 0x1af4 && ids.contains(&d.device)).ok_or(what)?;
     let mut root = PciRoot::new(PortCam);
     let df = DeviceFunction { bus: d.addr.bus, device: d.addr.dev, function: d.addr.func };
     let t = PciTransport::new::<ScionHal, _>(&mut root, df).map_err(|_| "the virtio PCI transport failed")?;
     Ok((d, t))
+}
+
+/// Say how a driver (`who`) holds its device `d`: alone by capability, with the
+/// configuration ports refused; or the ports granted too (an older manifest).
+pub fn say_ports(who: &str, d: &rt::pci::Device) {
+    let a = d.addr;
+    if rt::pci::ports() {
+        rt::println!(
+            "{}: the PCI configuration ports are granted too (an older manifest): the whole bus is reachable",
+            who
+        );
+    } else {
+        rt::println!(
+            "{}: holds its device {:02x}:{:02x}.{} alone, by capability (the PCI configuration ports refused)",
+            who,
+            a.bus,
+            a.dev,
+            a.func
+        );
+    }
+}
+
+/// PCI configuration of the one function held by capability (`cap::PCI_DEVICE`): reads
+/// as the kernel gives them, writes as it allows (the command register's decoding and
+/// bus-master bits; never a BAR). virtio-drivers sizes BARs by writing all ones and
+/// reading back: the kernel keeps the BARs, so the size it reports (`PCI_BAR`) is
+/// answered here instead. Any other function reads as absent.
+pub struct CapCam {
+    dev: rt::pci::DeviceCap,
+    /// BAR dwords (bit i: offset 0x10 + 4i) written all ones and not yet restored.
+    sizing: u8,
+}
+
+impl CapCam {
+    fn ours(&self, df: DeviceFunction) -> bool {
+        let a = self.dev.addr;
+        (df.bus, df.device, df.function) == (a.bus, a.dev, a.func)
+    }
+
+    /// What BAR dword `i` reads after all ones were written to it: the size mask.
+    fn size_mask(&self, i: u8) -> u32 {
+        let orig = |i: u8| self.dev.read32(0x10 + 4 * i as u16);
+        // The high half of a 64-bit memory BAR.
+        if i > 0 && orig(i - 1) & 0b111 == 0b100 {
+            let size = self.dev.bar(i - 1).map_or(0, |b| b.1);
+            return if size == 0 { 0 } else { ((!(size - 1)) >> 32) as u32 };
+        }
+        match self.dev.bar(i) {
+            Ok((_, size, io)) if size != 0 => {
+                // The address bits a BAR of that size decodes, then its type bits.
+                let low = if io { 0b11 } else { 0xf };
+                (!(size - 1) as u32) & !low | orig(i) & low
+            }
+            _ => 0,
+        }
+    }
+}
+
+impl ConfigurationAccess for CapCam {
+    fn read_word(&self, df: DeviceFunction, off: u8) -> u32 {
+        if !self.ours(df) {
+            return !0;
+        }
+        if (0x10..0x28).contains(&off) && self.sizing & 1 << ((off - 0x10) / 4) != 0 {
+            return self.size_mask((off - 0x10) / 4);
+        }
+        self.dev.read32(off as u16)
+    }
+    fn write_word(&mut self, df: DeviceFunction, off: u8, data: u32) {
+        if !self.ours(df) {
+            return;
+        }
+        if (0x10..0x28).contains(&off) {
+            let bit = 1 << ((off - 0x10) / 4);
+            self.sizing = if data == !0 { self.sizing | bit } else { self.sizing & !bit };
+            return;
+        }
+        // What the kernel keeps is refused (`NoRights`) and stays as it was.
+        let _ = self.dev.write32(off as u16, data);
+    }
+    unsafe fn unsafe_clone(&self) -> Self {
+        CapCam { dev: self.dev, sizing: self.sizing }
+    }
 }
 
 /// PCI configuration through the ports 0xCF8/0xCFC (granted by the manifest).

@@ -31,7 +31,7 @@ pub enum Raw {
 /// Find the network device (virtio-net first, else an 82574) and bring it up.
 /// An 82574 held by capability comes with it (for its MSI-X).
 pub fn open() -> Result<(rt::pci::Device, Raw, Option<rt::pci::DeviceCap>), &'static str> {
-    match virtio_hal::open_pci(&[0x1000, 0x1041], "no virtio-net device on the PCI bus") {
+    match virtio_hal::open_pci(&[0x1000, 0x1041], 0x02_00_00, "no virtio-net device on the PCI bus") {
         Ok((d, t)) => {
             VirtIONetRaw::new(t).map(|r| (d, Raw::Virtio(r), None)).map_err(|_| "the virtio-net driver failed")
         }

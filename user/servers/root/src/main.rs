@@ -244,7 +244,22 @@ impl Server for Root<'_> {
                     sys::pci_create(cap::IRQ_CONTROL_SLOT, id, tmp)
                         .and_then(|_| sys::cap_give(task, tmp, slot, rights::CONTROL))
                 }) {
-                    Ok(()) => Answer::ok(&[id as u64]),
+                    Ok(()) => {
+                        // Where its pin is routed, read as drivers would through the ports.
+                        let read = |a: rt::pci::Addr, off: u8| {
+                            rt::sys::pci_read(cap::IRQ_CONTROL_SLOT, a.id(), off as u16).unwrap_or(!0)
+                        };
+                        let d = rt::pci::Device {
+                            addr: rt::pci::addr_of(id),
+                            vendor: 0,
+                            device: 0,
+                            class: 0,
+                            subclass: 0,
+                            prog_if: 0,
+                        };
+                        let line = rt::pci::interrupt_line_by(&d, read).map_or(rt::pci::NO_LINE, |l| l as u64);
+                        Answer::ok(&[id as u64, line])
+                    }
                     Err(e) => Answer::err(e),
                 }
             }
