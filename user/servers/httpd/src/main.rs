@@ -77,6 +77,12 @@ const RATE_GRACE_US: u64 = 2_000_000;
 const MIN_RATE: u64 = 64;
 /// An answer of which the client takes nothing for this long is given up.
 const SEND_IDLE_US: u64 = 60_000_000;
+/// A request head not whole this long after its first byte may be shed for room (a
+/// client that means it sends its head in one or two segments, an RTT apart). Not a
+/// second: 1,000 slowloris connections behind one NAT address opened again as fast as
+/// they are cut off turned an address's 512 places over in under a second, and a
+/// newcomer found none to shed (`http_slowloris`).
+const SLOW_HEAD_US: u64 = 250_000;
 /// Connections one peer address may hold (every host client behind QEMU's user
 /// network is one address, 10.0.2.2: wide by default; `per_addr=N`).
 const PER_ADDR: usize = 1024;
@@ -724,9 +730,9 @@ impl Httpd {
     }
 
     /// May connection `c` be closed to make room (at `now`)? One reading a request head
-    /// begun over a second ago and not whole (a slowloris's: a head comes whole in one
-    /// or two segments from a client that means it), or one waiting for a next request,
-    /// idle for over a second (a client that has just been answered keeps it). Looked
+    /// begun over `SLOW_HEAD_US` ago and not whole (a slowloris's: a head comes whole in
+    /// one or two segments from a client that means it), or one waiting for a next
+    /// request, idle for over a second (a client that has just been answered keeps it). Looked
     /// for in the order of the deadlines, the heads under way come first: theirs are
     /// at most `HEAD_US` after their first byte, an idle connection's `IDLE_US` after
     /// its last use.
@@ -735,7 +741,7 @@ impl Httpd {
             && if c.inbuf.is_empty() {
                 now.saturating_sub(c.last) > 1_000_000
             } else {
-                now.saturating_sub(c.head_at) > 1_000_000
+                now.saturating_sub(c.head_at) > SLOW_HEAD_US
             }
     }
 
