@@ -2,7 +2,7 @@
 //! the virtio figures, each with QEMU's intel-iommu off and on, Scion beside the Linux
 //! guest on the same emulated device; and what mapping a buffer for DMA costs.
 
-use super::net::net_boot;
+use super::net::{net_boot, Load};
 use super::plan::{bench_options, Plan};
 use super::report::{aggregate, get, panels_svg, parse_bench, Agg, Fig, Panel, Results};
 use crate::qemu::{self, Options};
@@ -173,7 +173,14 @@ pub(super) fn devices_suite(
                     iommu: mach.iommu,
                     ..bench_options(icount.2.clone(), true, String::new(), Some(ndisk.clone()))
                 };
-                net_boot(&a.kernel, &img, opts, nettest::HTTPD_READY, (false, false), plan.smoke)
+                net_boot(
+                    &a.kernel,
+                    &img,
+                    opts,
+                    nettest::HTTPD_READY,
+                    Load { nginx: false, levels: &[], transfers: true },
+                    plan.smoke,
+                )
             } else {
                 let append = plan.linux(&format!(
                     "console=ttyS0 rdinit=/init panic=-1 quiet kbench=net{}{}",
@@ -185,7 +192,14 @@ pub(super) fn devices_suite(
                     iommu: mach.iommu,
                     ..bench_options(icount.2.clone(), true, append, None)
                 };
-                net_boot(vmlinuz, initramfs, opts, "lhttpd: serving", (false, false), plan.smoke)
+                net_boot(
+                    vmlinuz,
+                    initramfs,
+                    opts,
+                    "lhttpd: serving",
+                    Load { nginx: false, levels: &[], transfers: true },
+                    plan.smoke,
+                )
             }
             .map_err(|e| format!("the {sys} net run on {} failed: {e}", mach.what))?;
             plan.log(sys, &format!("{sys}-devices-net-{}.log", mach.name), &log)?;

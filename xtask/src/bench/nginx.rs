@@ -18,12 +18,12 @@ pub const PORT: u16 = 8080;
 const CONF: &str = "daemon off;
 master_process on;
 worker_processes 1;
-worker_rlimit_nofile 16384;
+worker_rlimit_nofile 32768;
 user root;
 pid /tmp/nginx.pid;
 error_log stderr warn;
 events {
-    worker_connections 8192;
+    worker_connections 16384;
 }
 http {
     access_log off;

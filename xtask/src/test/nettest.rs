@@ -130,6 +130,20 @@ impl Response {
     }
 }
 
+/// As `connect`, given up after `limit` (QEMU's user network drops a SYN past its
+/// backlog of one; the host's kernel sends it again a second later).
+fn connect_within(port: u16, limit: Duration) -> Result<TcpStream, String> {
+    use socket2::{Domain, Socket, Type};
+    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).map_err(|e| format!("socket: {e}"))?;
+    let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+    sock.bind(&any.into()).map_err(|e| format!("bind: {e}"))?;
+    let to: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    sock.connect_timeout(&to.into(), limit).map_err(|e| format!("connect: {e}"))?;
+    let s: TcpStream = sock.into();
+    s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
 /// A connection to the forwarded host port `port`, from a local port of its own.
 ///
 /// QEMU's user network (libslirp) hands the guest each forwarded connection as coming
@@ -337,7 +351,15 @@ fn conformance(p: u16) -> Result<(), String> {
     let r = request(p, "GET", "/small.txt", "")?;
     let date = r.header("Date").unwrap_or("");
     let ok = date.len() == 29 && date.ends_with(" GMT") && date.as_bytes()[3] == b',';
-    expect(ok, format!("Date: {date:?}"))
+    expect(ok, format!("Date: {date:?}"))?;
+    // And the host's time (the CMOS clock read at boot, kept by the TSC): a review once
+    // found it 9–12 s behind. The clock's second is whole (up to 1 s behind) and the
+    // answer took its time: 3 s either way.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?.as_secs();
+    expect(
+        (now - 3..=now + 3).any(|t| http::http_date(t) == date),
+        format!("Date {date:?}, the host's clock {:?}: more than 3 s apart", http::http_date(now)),
+    )
 }
 
 fn checks() -> Vec<Check> {
@@ -533,6 +555,9 @@ pub fn http_checks(
     }
     if set == "peraddr" {
         return vec![("per-address-shed".to_string(), per_addr_shed(ports))];
+    }
+    if set == "slowloris" {
+        return vec![("slowloris-thousand".to_string(), slowloris_thousand(ports))];
     }
     if set == "scale" || set == "thousand" {
         // "thousand": the thousand connections (on demand: `http_thousand`) and the
@@ -895,6 +920,169 @@ fn slowloris(ports: &[u16]) -> Result<(), String> {
     // Each slow connection is cut off (a head's rate and deadline): in 24 s, every one
     // at least once.
     expect(closed >= SLOW, format!("the slow connections were cut off only {closed} times in 24 s"))
+}
+
+/// What a slow connection's server said when it became readable: `Some(true)` a 408,
+/// `Some(false)` anything else or a close, None: nothing yet.
+fn slow_answer(s: &mut TcpStream) -> Option<bool> {
+    let _ = s.set_nonblocking(true);
+    let mut b = [0u8; 64];
+    let r = s.read(&mut b);
+    let _ = s.set_nonblocking(false);
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Ok(n) if n >= 12 => Some(b.starts_with(b"HTTP/1.1 408")),
+        _ => Some(false),
+    }
+}
+
+/// Slowloris at a thousand connections (`http_slowloris`): 1,000 connections from the
+/// host hold request heads open, half sending a byte every 3 s, half a 35-byte header
+/// line every 0.5 s (70 B/s: over httpd's rate floor, so only the head's deadline cuts
+/// them), each opened again when the server cuts it off; through the 8 bulk ports, two
+/// threads a port. Once all are open, a normal client makes `NORMAL` requests, each on a
+/// new connection through a port of its own, one every 500 ms. What must hold, counted:
+/// every normal request answered 200 byte for byte (the target is within 1 s; the check
+/// bounds it at a generous 15 s, a host timer, and prints the slowest and the median),
+/// and the slow connections cut off with 408s on time — within `HEAD_US` + 3 s of the
+/// head's first byte — at least `SLOW` of them in the run, and 3 in 4 of all 408s.
+fn slowloris_thousand(ports: &[u16]) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    const SLOW: usize = 1000;
+    const THREADS: usize = 2 * BULK_PORTS;
+    const NORMAL: usize = 40;
+    // A normal request's bound on the host's clock: generous (the target is 1 s; on a
+    // host running the suite's other machines at once a guest can stall for seconds).
+    // What the check is for is counted: a request refused, or never answered.
+    const NORMAL_LIMIT: Duration = Duration::from_secs(15);
+    // httpd's head deadline (HEAD_US, 10 s) and 3 s of leeway for a loaded host.
+    const ON_TIME: Duration = Duration::from_secs(13);
+    let normal_port = ports[BULK_PORTS];
+    let stop = Arc::new(AtomicBool::new(false));
+    // Opened; cut off with a 408 on time; with a 408 late; closed without one; cut off
+    // before any byte of the head went (a connection slirp lost or net refused).
+    let counts: Arc<[AtomicUsize; 5]> = Arc::new(Default::default());
+    let attack: Vec<_> = (0..THREADS)
+        .map(|k| {
+            let p = ports[k % BULK_PORTS];
+            let (stop, counts) = (stop.clone(), counts.clone());
+            std::thread::spawn(move || {
+                // Even threads send a byte every 3 s, odd ones a 35-byte line every 0.5 s.
+                let lines = k % 2 == 1;
+                let mut head = b"GET /small.txt HTTP/1.1\r\nHost: scion\r\n".to_vec();
+                for i in 0..1000 {
+                    head.extend_from_slice(format!("X-Slow-{i:04}: {}\r\n", "a".repeat(21)).as_bytes());
+                }
+                let (step, every) = if lines { (35, Duration::from_millis(500)) } else { (1, Duration::from_secs(3)) };
+                let mine = (k..SLOW).step_by(THREADS).count();
+                // Each: its socket (None: to open again), bytes sent, its head's first
+                // byte's time, when it writes next.
+                let mut conns: Vec<(Option<TcpStream>, usize, Option<Instant>, Instant)> =
+                    (0..mine).map(|_| (None, 0, None, Instant::now())).collect();
+                let mut opened = 0;
+                // A tick of 100 ms: every connection looked at (a 408 seen within a
+                // tick of its coming), the due ones written to, and the closed ones
+                // opened again for at most 300 ms a tick (QEMU's user network takes a
+                // forwarded connection at a time: a connect may wait a second).
+                while !stop.load(Ordering::SeqCst) {
+                    let tick = Instant::now();
+                    for (c, at, first, due) in conns.iter_mut() {
+                        let Some(s) = c.as_mut() else { continue };
+                        let said = slow_answer(s);
+                        if said.is_none() && *due <= tick {
+                            if s.write_all(&head[*at..*at + step]).is_ok() {
+                                first.get_or_insert(tick);
+                                *at += step;
+                                *due += every;
+                                continue;
+                            }
+                        } else if said.is_none() {
+                            continue;
+                        }
+                        match (said, *first) {
+                            (_, None) => counts[4].fetch_add(1, Ordering::SeqCst),
+                            (Some(true), Some(t)) if t.elapsed() <= ON_TIME => counts[1].fetch_add(1, Ordering::SeqCst),
+                            (Some(true), Some(_)) => counts[2].fetch_add(1, Ordering::SeqCst),
+                            (_, Some(_)) => counts[3].fetch_add(1, Ordering::SeqCst),
+                        };
+                        *c = None;
+                    }
+                    for (c, at, first, due) in conns.iter_mut().filter(|c| c.0.is_none()) {
+                        if tick.elapsed() > Duration::from_millis(300) || stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        if let Ok(s) = connect_within(p, Duration::from_millis(300)) {
+                            if opened < mine {
+                                opened += 1;
+                                counts[0].fetch_add(1, Ordering::SeqCst);
+                            }
+                            (*c, *at, *first, *due) = (Some(s), 0, None, Instant::now());
+                        }
+                    }
+                    if let Some(rest) = Duration::from_millis(100).checked_sub(tick.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
+                }
+            })
+        })
+        .collect();
+    let t0 = Instant::now();
+    while counts[0].load(Ordering::SeqCst) < SLOW && t0.elapsed() < Duration::from_secs(90) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let opened = t0.elapsed();
+    let all_open = counts[0].load(Ordering::SeqCst) >= SLOW;
+    let mut took = Vec::new();
+    let mut failed = Vec::new();
+    for n in 0..NORMAL {
+        if !all_open {
+            break;
+        }
+        let t = Instant::now();
+        let r = connect(normal_port).and_then(|mut s| get_on(&mut s, "/small.txt", NORMAL_LIMIT));
+        let d = t.elapsed();
+        took.push(d);
+        match r {
+            Ok(r) if r.status == 200 && r.body == SMALL && d <= NORMAL_LIMIT => {}
+            Ok(r) => failed.push(format!("request {n}: status {} after {} ms", r.status, d.as_millis())),
+            Err(e) => failed.push(format!("request {n}: {e} after {} ms", d.as_millis())),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for a in attack {
+        let _ = a.join();
+    }
+    took.sort();
+    let ms = |d: Option<&Duration>| d.map_or(0, |d| d.as_millis());
+    let c: Vec<usize> = counts.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+    println!(
+        "    | slowloris: {SLOW} slow connections open in {} ms; normal requests {} of {} answered, median {} ms, slowest {} ms; slow ones cut off: {} by a 408 on time, {} by a late 408, {} closed without one, {} before their head began",
+        opened.as_millis(),
+        took.len() - failed.len(),
+        took.len(),
+        ms(took.get(took.len() / 2)),
+        ms(took.last()),
+        c[1],
+        c[2],
+        c[3],
+        c[4]
+    );
+    expect(all_open, format!("only {} of {SLOW} slow connections opened in 90 s", c[0]))?;
+    if let Some(f) = failed.first() {
+        return Err(format!(
+            "{} of {NORMAL} normal requests beside the slowloris failed; the first: {f}",
+            failed.len()
+        ));
+    }
+    expect(c[1] >= SLOW, format!("only {} slow connections were cut off by a 408 on time (want {SLOW})", c[1]))?;
+    // Late is judged on the host (a 408 seen in a tick of the client's, against its
+    // head's first byte): a loaded host stretches the ticks, so 3 in 4 on time is the bar
+    // (all on a quiet host; 70% on the old httpd). A slow head closed without a 408 is
+    // not counted against the server: a byte the client wrote as the 408 came is reset
+    // by net (a cut-off connection written on), and the reset loses the unread 408.
+    expect(c[1] * 4 >= (c[1] + c[2]) * 3, format!("of {} 408s only {} came on time ({} late)", c[1] + c[2], c[1], c[2]))
 }
 
 /// httpd's per-address limit behind a NAT (`http_peraddr`: `per_addr=16`; every host

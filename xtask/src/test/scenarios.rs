@@ -59,7 +59,7 @@ pub struct Scenario {
     /// httpd serves; then the machine is stopped.
     pub http: bool,
     /// Which of them (`nettest::http_checks`): "web" (the default), "scale", "thousand",
-    /// "idle" or "peraddr".
+    /// "idle", "peraddr" or "slowloris".
     pub checks: String,
     /// The network device: `virtio` (virtio-net, the default) or `e1000e` (an Intel 82574).
     pub nic: String,
@@ -405,7 +405,7 @@ fn run_scenario_with(a: &Artifacts, sc: &Scenario, accel: &str) -> Result<(Vec<R
     // that no two are the same.
     let web = sc.net && sc.http;
     let n_ftp = usize::from(ftp);
-    let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand" | "idle" | "peraddr") {
+    let n_more = if web && matches!(sc.checks.as_str(), "scale" | "thousand" | "idle" | "peraddr" | "slowloris") {
         nettest::SCALE_PORTS - 1
     } else {
         0

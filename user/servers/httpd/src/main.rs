@@ -12,7 +12,9 @@
 //! connection waiting for its next request is closed after `IDLE_US` (or sooner, the
 //! longest idle first, when this program's connections near what net allows it), one
 //! that takes nothing of its answer for `SEND_IDLE_US` is closed, and one address holds
-//! at most `per_addr` connections.
+//! at most `per_addr` connections. A newcomer that finds its address at its limit, or
+//! connections near net's allowance, sheds a slow head under way (408) before an idle
+//! connection (`sheddable`): a slowloris cannot hold the place of a fresh client.
 //!
 //! File bodies go by Cue: httpd gets a ticket for the file from `files` and has `net`
 //! send the bytes (`net_api::CUE`), never reading them itself; the connection waits
@@ -75,6 +77,12 @@ const RATE_GRACE_US: u64 = 2_000_000;
 const MIN_RATE: u64 = 64;
 /// An answer of which the client takes nothing for this long is given up.
 const SEND_IDLE_US: u64 = 60_000_000;
+/// A request head not whole this long after its first byte may be shed for room (a
+/// client that means it sends its head in one or two segments, an RTT apart). Not a
+/// second: 1,000 slowloris connections behind one NAT address opened again as fast as
+/// they are cut off turned an address's 512 places over in under a second, and a
+/// newcomer found none to shed (`http_slowloris`).
+const SLOW_HEAD_US: u64 = 250_000;
 /// Connections one peer address may hold (every host client behind QEMU's user
 /// network is one address, 10.0.2.2: wide by default; `per_addr=N`).
 const PER_ADDR: usize = 1024;
@@ -163,8 +171,10 @@ struct Httpd {
     /// could be read; the `Date` text of the second last made.
     clock: Option<(u64, u64)>,
     date: (u64, alloc::string::String),
-    /// Connections closed by each deadline since the last log line, and when that was.
-    closed: [u64; 4],
+    /// Connections closed by each deadline since the last log line (idle, head not
+    /// whole, head too slow, answer not taken), and heads cut off with 408 for room
+    /// (`shed_one`); when that was said.
+    closed: [u64; 5],
     logged: u64,
     /// Connections ended by a failure since the last line that said so, and when it was.
     failed: u64,
@@ -689,10 +699,10 @@ impl Httpd {
         }
     }
 
-    /// Connections near what net allows this program: close idle ones (waiting for a
-    /// next request; RFC 9112 §9.8 lets a server close those at any time), the longest
-    /// idle first, so that new connections, which wait in net's backlog meanwhile, come
-    /// in. (Called by the sweep.)
+    /// Connections near what net allows this program: close slow heads under way and
+    /// idle ones (waiting for a next request; RFC 9112 §9.8 lets a server close those at
+    /// any time) — `sheddable`, the heads first, then the longest idle — so that new
+    /// connections, which wait in net's backlog meanwhile, come in. (Called by the sweep.)
     fn shed(&mut self, now: u64) {
         let margin = self.max_conns / 64 + 1;
         if self.live + margin <= self.max_conns {
@@ -715,23 +725,45 @@ impl Httpd {
             }
         }
         for i in idle {
-            if let Some(c) = self.take(i) {
-                self.deadlines.remove(&(c.dl, i as u64));
-                self.closed[0] += 1;
-                self.drop_conn(c);
-            }
+            self.shed_one(i);
         }
     }
 
-    /// May connection `c` be closed to make room (at `now`)? One waiting for a next
-    /// request, idle for over a second (a client that has just been answered keeps it).
+    /// May connection `c` be closed to make room (at `now`)? One reading a request head
+    /// begun over `SLOW_HEAD_US` ago and not whole (a slowloris's: a head comes whole in
+    /// one or two segments from a client that means it), or one waiting for a next
+    /// request, idle for over a second (a client that has just been answered keeps it). Looked
+    /// for in the order of the deadlines, the heads under way come first: theirs are
+    /// at most `HEAD_US` after their first byte, an idle connection's `IDLE_US` after
+    /// its last use.
     fn sheddable(c: &Conn, now: u64) -> bool {
-        matches!(c.phase, Phase::Request) && c.inbuf.is_empty() && now.saturating_sub(c.last) > 1_000_000
+        matches!(c.phase, Phase::Request)
+            && if c.inbuf.is_empty() {
+                now.saturating_sub(c.last) > 1_000_000
+            } else {
+                now.saturating_sub(c.head_at) > SLOW_HEAD_US
+            }
+    }
+
+    /// Close connection `i` (`sheddable`) for room: a head under way is answered 408
+    /// first (its client learns why), an idle connection just closed (RFC 9112 §9.8).
+    fn shed_one(&mut self, i: usize) {
+        let Some(mut c) = self.take(i) else { return };
+        self.deadlines.remove(&(c.dl, i as u64));
+        if c.inbuf.is_empty() {
+            self.closed[0] += 1;
+        } else {
+            self.closed[4] += 1;
+            c.keep_alive = false;
+            self.refuse(&mut c, Status::TIMEOUT);
+            let _ = self.write(&mut c);
+        }
+        self.drop_conn(c);
     }
 
     /// Make room for a newcomer from `peer`, an address at its limit: close that
-    /// address's connection idle longest (RFC 9112 §9.8 lets a server close an idle
-    /// one at any time), looked for among the first `ADDR_SHED_LOOK` deadlines (an
+    /// address's slow head under way, else its connection idle longest (RFC 9112 §9.8
+    /// lets a server close an idle one at any time; `sheddable`), looked for among the first `ADDR_SHED_LOOK` deadlines (an
     /// idle connection's is its last use and `IDLE_US`, so in order of idleness after
     /// the heads under way). Behind a NAT every client is one address (QEMU's user
     /// network shows every host client as 10.0.2.2): without this, idle keep-alive
@@ -742,10 +774,7 @@ impl Httpd {
             self.conns.get(i).and_then(|c| c.as_ref()).is_some_and(|c| c.peer == peer && Self::sheddable(c, now))
         });
         let Some(i) = found else { return false };
-        let Some(c) = self.take(i) else { return false };
-        self.deadlines.remove(&(c.dl, i as u64));
-        self.closed[0] += 1;
-        self.drop_conn(c);
+        self.shed_one(i);
         true
     }
 
@@ -869,9 +898,9 @@ impl Httpd {
         if self.closed.iter().all(|n| *n == 0) || now.saturating_sub(self.logged) < 5_000_000 {
             return;
         }
-        let [idle, head, slow, send] = self.closed;
-        println!("httpd: closed {} idle for {} s, {} heads not whole in {} s (408), {} heads under {} B/s (408), {} answers not taken for {} s", idle, IDLE_US / 1_000_000, head, HEAD_US / 1_000_000, slow, MIN_RATE, send, SEND_IDLE_US / 1_000_000);
-        self.closed = [0; 4];
+        let [idle, head, slow, send, shed] = self.closed;
+        println!("httpd: closed {} idle for {} s or for room, {} heads not whole in {} s (408), {} heads under {} B/s (408), {} heads under way for room (408), {} answers not taken for {} s", idle, IDLE_US / 1_000_000, head, HEAD_US / 1_000_000, slow, MIN_RATE, shed, send, SEND_IDLE_US / 1_000_000);
+        self.closed = [0; 5];
         self.logged = now;
     }
 
@@ -1065,7 +1094,7 @@ fn main() -> i32 {
         served: 0,
         clock,
         date: (0, alloc::string::String::new()),
-        closed: [0; 4],
+        closed: [0; 5],
         logged: 0,
         failed: 0,
         failed_logged: 0,
