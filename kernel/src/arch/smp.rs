@@ -15,7 +15,7 @@ use crate::arch::{lapic, timer};
 use crate::kcell::KCell;
 use core::arch::global_asm;
 use core::ptr::addr_of;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 /// Physical page the trampoline runs in (the SIPI's vector is its page number). In the
 /// first MiB, which the frame allocator never hands out.
@@ -130,6 +130,20 @@ struct ApStack([u8; AP_STACK_SIZE]);
 static AP_STACKS: [KCell<ApStack>; MAX_CPUS] = [const { KCell::new(ApStack([0; AP_STACK_SIZE])) }; MAX_CPUS];
 /// Set by each application processor when it has loaded its tables.
 static ONLINE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// Who has a start slot: the processor that reached `ap_main` with it (`CLAIMED`), or the
+/// boot CPU, which gave up waiting (`ABANDONED`). One compare-and-swap each decides it,
+/// so a processor that comes late never runs as a CPU the kernel does not count, and
+/// the boot CPU never resets one that is already running kernel code.
+static CLAIM: [AtomicU8; MAX_CPUS] = [const { AtomicU8::new(UNCLAIMED) }; MAX_CPUS];
+const UNCLAIMED: u8 = 0;
+const CLAIMED: u8 = 1;
+const ABANDONED: u8 = 2;
+/// How long the boot CPU waits for a processor to reach `ap_main`: under TCG on a busy
+/// host a virtual CPU's thread can wait for the host's scheduler far longer than Intel's
+/// 100 µs (Linux waits 10 s). Paid only for a processor that never comes.
+const START_WAIT_US: u64 = 2_000_000;
+/// Once claimed, how long its tables may take (a few µs on hardware).
+const INIT_WAIT_US: u64 = 10_000_000;
 static CPUS_ONLINE: AtomicUsize = AtomicUsize::new(1);
 /// The local APIC id of each CPU that came up, by index (0: the boot CPU).
 static APIC_IDS: KCell<[u32; MAX_CPUS]> = KCell::new([0; MAX_CPUS]);
@@ -204,42 +218,66 @@ pub fn start_aps(rsdp_phys: u64, trampoline_free: bool, entry: fn(usize) -> !) -
         set(addr_of!(ap_tramp_index), n as u64);
         core::sync::atomic::fence(Ordering::SeqCst);
         // Intel's sequence: INIT, 10 ms, SIPI, 200 µs, a second SIPI if it has not
-        // come up; then wait for it (up to 100 ms).
+        // come up; then wait for it to claim its slot (`START_WAIT_US`) and load its
+        // tables.
         lapic::send_ipi(id, ICR_INIT);
         timer::delay_us(10_000);
         for _ in 0..2 {
-            if ONLINE[n].load(Ordering::Acquire) {
+            if CLAIM[n].load(Ordering::Acquire) == CLAIMED {
                 break;
             }
             lapic::send_ipi(id, ICR_STARTUP);
             timer::delay_us(200);
         }
-        for _ in 0..1000 {
-            if ONLINE[n].load(Ordering::Acquire) {
-                break;
-            }
-            timer::delay_us(100);
-        }
-        if ONLINE[n].load(Ordering::Acquire) {
+        let came = wait(|| CLAIM[n].load(Ordering::Acquire) == CLAIMED, START_WAIT_US)
+            || CLAIM[n].compare_exchange(UNCLAIMED, ABANDONED, Ordering::AcqRel, Ordering::Acquire).is_err();
+        if came && wait(|| ONLINE[n].load(Ordering::Acquire), INIT_WAIT_US) {
             APIC_IDS.get()[n] = id;
             kprintln!("[smp] CPU {} (local APIC {}) online", n, id);
             n += 1;
             CPUS_ONLINE.store(n, Ordering::Release);
         } else {
             // INIT again: it waits for a SIPI that never comes, rather than starting
-            // late with the next processor's stack and index.
+            // late. A late one that reached `ap_main` first found its slot abandoned and
+            // stopped there; give the INIT time to land before the slot's stack and
+            // index are handed to the next processor.
             lapic::send_ipi(id, ICR_INIT);
-            kprintln!("[smp] the processor with local APIC {} did not start", id);
+            timer::delay_us(10_000);
+            if came {
+                kprintln!("[smp] the processor with local APIC {} started but did not load its tables", id);
+            } else {
+                kprintln!("[smp] the processor with local APIC {} did not start", id);
+            }
+            CLAIM[n].store(UNCLAIMED, Ordering::Release);
         }
     }
     kprintln!("[smp] {} CPUs", n);
     n
 }
 
+/// Poll `done` every 100 µs for up to `us` µs; whether it came true.
+fn wait(done: impl Fn() -> bool, us: u64) -> bool {
+    for _ in 0..us / 100 {
+        if done() {
+            return true;
+        }
+        timer::delay_us(100);
+    }
+    done()
+}
+
 /// An application processor, in long mode on the boot page tables and its own stack:
-/// its tables, then the kernel's entry (`AP_ENTRY`).
+/// its claim on the slot, its tables, then the kernel's entry (`AP_ENTRY`).
 extern "C" fn ap_main(index: u64) -> ! {
     let index = index as usize;
+    if CLAIM[index].compare_exchange(UNCLAIMED, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // The boot CPU gave up on this processor before it came: it is not a CPU of the
+        // kernel's, so it touches nothing of CPU `index`'s and waits for the INIT.
+        loop {
+            x86_64::instructions::interrupts::disable();
+            x86_64::instructions::hlt();
+        }
+    }
     super::cpu::init_ap(index);
     super::fpu::init();
     // Read before this CPU says it is up: the next processor starts only after that, so
