@@ -80,12 +80,17 @@ fn sigma0_free() -> Option<u64> {
     l.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Where a graft's rounds went: ticks loading, running (its abort), unloading.
+/// Where a graft's rounds went: ticks loading, running (its abort), unloading; and how
+/// each run ended: aborted on its memory (`Abort::Memory`), aborted otherwise, or
+/// stopped by the watchdog (the server unloaded it: its `STATS` are refused).
 #[derive(Clone, Copy, Default)]
 struct Spent {
     load: u64,
     run: u64,
     unload: u64,
+    memory: u32,
+    other: u32,
+    stopped: u32,
 }
 
 /// Each graft loaded, run once (aborted: `TEST_RUN` answers it, or the graft was stopped
@@ -105,6 +110,11 @@ fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mu
             let ran = g::test_run(srv, id, input, 1);
             if !ran.is_ok_and(|r| r.calls == 1 && r.aborts == 1) {
                 bad[k] += 1;
+            }
+            match g::stats(srv, id) {
+                Ok(st) if st.last_abort == graft::Abort::Memory as u64 + 1 => spent[k].memory += 1,
+                Ok(_) => spent[k].other += 1,
+                Err(_) => spent[k].stopped += 1,
             }
             let t2 = rt::sys::rdtsc();
             let _ = g::unload(srv, id);
@@ -138,10 +148,13 @@ fn at(c: &mut Checks, what: &str, srv: u64, files: u64, point: Point, rounds_n: 
     let per_us = (rt::sys::kernel_info().tsc_per_ms / 1000).max(1) * u64::from(rounds_n.max(1));
     for ((name, _), s) in grafts.iter().zip(&spent) {
         println!(
-            "arena_test: {what}: {name}: {} us loading, {} us running, {} us unloading a round",
+            "arena_test: {what}: {name}: {} us loading, {} us running, {} us unloading a round; {} aborted on memory, {} otherwise, {} stopped by time",
             s.load / per_us,
             s.run / per_us,
-            s.unload / per_us
+            s.unload / per_us,
+            s.memory,
+            s.other,
+            s.stopped
         );
     }
     for ((name, _), n) in grafts.iter().zip(&bad) {
