@@ -187,10 +187,10 @@ impl Table {
     /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
     pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
         let heap_limit = host.heap_limit().clamp(MIN_HEAP_LIMIT, HEAP_LIMIT);
-        // A WebAssembly memory (or a script's values) at most half the arena: room for
-        // the engine beside it (1 MiB at the default limit).
+        // A WebAssembly memory (or a script's values) at most three quarters of the
+        // arena: room for the engine beside it (1 MiB, the default, from 1.33 MiB up).
         let d = Limits::default();
-        let limits = Limits { over: host.over_probe(), memory: d.memory.min(heap_limit / 2) };
+        let limits = Limits { over: host.over_probe(), memory: d.memory.min(heap_limit - heap_limit / 4) };
         let shares = Shares::new(host.ticks_per_ms());
         Table {
             grafts: Vec::new(),
