@@ -616,7 +616,7 @@ fn a_turns_graft_time_is_bounded() {
 
 /// A counting host whose grafts may hold `LOW` bytes (`Host::heap_limit`).
 struct LowHost(CountingHost);
-const LOW: usize = 512 << 10;
+const LOW: usize = 1536 << 10;
 
 impl Host for LowHost {
     fn now(&self) -> u64 {
