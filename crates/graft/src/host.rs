@@ -56,6 +56,13 @@ pub trait Host {
     fn key(&self) -> Option<[u8; 32]> {
         None
     }
+    /// The most memory one graft may hold here (its arena's limit). The table takes
+    /// it between `table::MIN_HEAP_LIMIT` and `table::HEAP_LIMIT`: a server may hold its
+    /// grafts to less than the default (a small machine, a test that must fill an arena
+    /// many times over), never to more.
+    fn heap_limit(&self) -> usize {
+        crate::table::HEAP_LIMIT
+    }
 }
 
 /// A host that isolates nothing: one heap for all, no deadline, a panic is a panic.

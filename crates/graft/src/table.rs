@@ -70,6 +70,9 @@ pub const MAX_STAGING: usize = 8;
 /// The most memory a graft may hold in its server: its code as the engine keeps it,
 /// the engine's own structures and its data (a Wasm memory, script values).
 pub const HEAP_LIMIT: usize = 4 << 20;
+/// The least a server may hold each graft's memory to (`Host::heap_limit`): room for
+/// an engine, a script's compiled code, a small verification.
+pub const MIN_HEAP_LIMIT: usize = 256 << 10;
 /// The longest one call may run before the server stops it (and unloads the graft): wall
 /// time, so well above what the slowest legitimate call takes on a loaded machine (rhai's
 /// MD5 of 1 KiB: about 32 M instructions, a few hundred ms under TCG).
@@ -163,6 +166,8 @@ pub struct Table {
     /// The points this server hosts.
     points: &'static [Point],
     pub limits: Limits,
+    /// The most memory one graft may hold here (`Host::heap_limit`, at most `HEAP_LIMIT`).
+    heap_limit: usize,
     /// Grafts unloaded because they failed, since the server started.
     pub reaped: u64,
     host: Box<dyn Host>,
@@ -181,7 +186,11 @@ impl Table {
     /// A table for a server hosting `points`, its ids after `base` (a multiple of
     /// 1000: cache 1000, blk 2000, net 3000), its grafts run by `host`.
     pub fn new(points: &'static [Point], base: u32, host: Box<dyn Host>) -> Table {
-        let limits = Limits { over: host.over_probe(), ..Limits::default() };
+        let heap_limit = host.heap_limit().clamp(MIN_HEAP_LIMIT, HEAP_LIMIT);
+        // A WebAssembly memory (or a script's values) at most three quarters of the
+        // arena: room for the engine beside it (1 MiB, the default, from 1.33 MiB up).
+        let d = Limits::default();
+        let limits = Limits { over: host.over_probe(), memory: d.memory.min(heap_limit - heap_limit / 4) };
         let shares = Shares::new(host.ticks_per_ms());
         Table {
             grafts: Vec::new(),
@@ -190,6 +199,7 @@ impl Table {
             next: 0,
             points,
             limits,
+            heap_limit,
             reaped: 0,
             host,
             turn: 0,
@@ -301,9 +311,10 @@ impl Table {
     ) -> Result<Stage, LoadError> {
         let mut heap = match heap {
             Some(h) => h,
-            None => {
-                self.host.heap(HEAP_LIMIT).ok_or(LoadError::Limit("the server has no heap left for another graft"))?
-            }
+            None => self
+                .host
+                .heap(self.heap_limit)
+                .ok_or(LoadError::Limit("the server has no heap left for another graft"))?,
         };
         let (fresh, key) = (prep.is_none(), self.host.key());
         let mut keep = prep;

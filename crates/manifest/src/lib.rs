@@ -21,7 +21,9 @@
 //! (the CPU its first thread runs on, default 0; a driver's interrupt line follows it),
 //! `file`, `args`, `kpages`, `start` (start at boot; default true), `test` (root
 //! reports `TEST name PASS|FAIL` when it exits). Programs get nothing the manifest does
-//! not give them. Errors name the line.
+//! not give them. Errors name the line. An entry named after a memory server root starts
+//! itself (`mem0`, `mem1`; `file = "mem"`, `start = false`) only gives that server its
+//! `args` (`graft_heap=KIB`): root starts no program for it, and none may SPAWN it.
 //!
 //! **Memory.** `pages` (default `DEFAULT_PAGES`, 8192: 32 MiB) is the most user memory
 //! the program's memory server gives it; past it the server refuses (`NoMemory` to a

@@ -614,16 +614,43 @@ fn a_turns_graft_time_is_bounded() {
     assert!(r.calls < 100, "TEST_RUN stopped after its turn: {} calls", r.calls);
 }
 
+/// A counting host whose grafts may hold `LOW` bytes (`Host::heap_limit`).
+struct LowHost(CountingHost);
+const LOW: usize = 1536 << 10;
+
+impl Host for LowHost {
+    fn now(&self) -> u64 {
+        self.0.now()
+    }
+    fn ticks_per_ms(&self) -> u64 {
+        self.0.ticks_per_ms()
+    }
+    fn heap(&mut self, limit: usize) -> Option<Box<dyn GraftHeap>> {
+        self.0.heap(limit)
+    }
+    fn run(&mut self, heap: Option<&dyn GraftHeap>, deadline: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+        self.0.run(heap, deadline, f)
+    }
+    fn over_probe(&self) -> fn() -> bool {
+        self.0.over_probe()
+    }
+    fn heap_limit(&self) -> usize {
+        LOW
+    }
+}
+
 /// rhai's limits do not count map keys or values curried into function pointers:
 /// scripts that hold gigabytes that way are stopped by their heap (`Memory`), which
-/// never holds much more than its limit.
+/// never holds much more than its limit — the default, or the lower one a server set
+/// (`Host::heap_limit`: the script then stops there, not at the default).
 #[test]
 fn scripts_are_bounded_by_their_heap() {
     let keys = "fn graft(input) { let k = \"\"; k.pad(16000, \"k\"); let o = #{}; for i in 0..250 { let m = #{}; for j in 0..250 { m[k + j] = j; } o[`${i}`] = m; } 0 }";
     let curry = "fn keep(a, b) { a } fn graft(input) { let s = \"\"; s.pad(16000, \"c\"); let fs = []; for i in 0..16000 { fs.push(Fn(\"keep\").curry(s + i)); } 0 }";
     crate::engine::warm_up();
-    for src in [keys, curry] {
-        let mut t = Table::new(&[Point::Evict], 0, host());
+    for (src, limit) in [(keys, HEAP_LIMIT), (curry, HEAP_LIMIT), (keys, LOW), (curry, LOW)] {
+        let host: Box<dyn Host> = if limit == LOW { Box::new(LowHost(CountingHost { clock: || 0 })) } else { host() };
+        let mut t = Table::new(&[Point::Evict], 0, host);
         let f = GraftFile {
             point: Point::Evict,
             tech: Tech::Script,
@@ -639,12 +666,38 @@ fn scripts_are_bounded_by_their_heap() {
         assert_eq!(t.call(Point::Evict, 1, &[0; 8]), None);
         let g = t.get(1, id).unwrap();
         assert_eq!(g.stats.last_abort, Some(Abort::Memory), "{src}");
-        assert!(g.memory() < HEAP_LIMIT, "what the script held is freed: {} bytes left", g.memory());
-        assert!(
-            g.memory_peak() < HEAP_LIMIT + HEAP_LIMIT / 8,
-            "stopped at its limit: it held {} bytes",
-            g.memory_peak()
-        );
+        assert!(g.memory() < limit, "what the script held is freed: {} bytes left", g.memory());
+        assert!(g.memory_peak() < limit + limit / 8, "stopped at its limit {limit}: it held {} bytes", g.memory_peak());
+    }
+}
+
+/// A server's limit is taken between `MIN_HEAP_LIMIT` and `HEAP_LIMIT`.
+#[test]
+fn a_servers_heap_limit_is_clamped() {
+    struct Asks(usize);
+    impl Host for Asks {
+        fn now(&self) -> u64 {
+            0
+        }
+        fn ticks_per_ms(&self) -> u64 {
+            1
+        }
+        fn heap(&mut self, _: usize) -> Option<Box<dyn GraftHeap>> {
+            None
+        }
+        fn run(&mut self, _: Option<&dyn GraftHeap>, _: Option<u64>, f: &mut dyn FnMut()) -> Result<(), Stopped> {
+            f();
+            Ok(())
+        }
+        fn over_probe(&self) -> fn() -> bool {
+            || false
+        }
+        fn heap_limit(&self) -> usize {
+            self.0
+        }
+    }
+    for (asked, got) in [(0, MIN_HEAP_LIMIT), (LOW, LOW), (usize::MAX, HEAP_LIMIT)] {
+        assert_eq!(Table::new(&[Point::Evict], 0, Box::new(Asks(asked))).heap_limit, got);
     }
 }
 

@@ -36,6 +36,9 @@ impl GraftHeap for Arena {
 
 struct ServerHost {
     ticks_per_ms: u64,
+    /// The server's argument `graft_heap=KIB`, in bytes (`graft::table::HEAP_LIMIT`
+    /// without it; the table keeps it between its least and that).
+    heap_limit: usize,
 }
 
 impl Host for ServerHost {
@@ -76,6 +79,10 @@ impl Host for ServerHost {
         rt::guard::arm(on)
     }
 
+    fn heap_limit(&self) -> usize {
+        self.heap_limit
+    }
+
     /// The build's key: the table checks a signature in slices, the engine then not again.
     fn key(&self) -> Option<[u8; 32]> {
         crate::key()
@@ -84,7 +91,8 @@ impl Host for ServerHost {
 
 /// The host for a server's graft table: the engines warmed up on the server's own heap
 /// first (statics they fill once must not lie in a graft's arena), and the watchdog
-/// started.
+/// started. A server's argument `graft_heap=KIB` holds each graft's memory to less
+/// than `graft::table::HEAP_LIMIT` (`graft_arena_1000` fills arenas 24,000 times).
 pub fn host() -> Box<dyn Host> {
     graft::engine::warm_up();
     rt::guard::watch(WATCH_US);
@@ -93,5 +101,9 @@ pub fn host() -> Box<dyn Host> {
     // the limit of a call another client waits on, at any point.
     crate::CALL_TICKS
         .store(graft::table::WAIT_CALL_MS.saturating_mul(ticks_per_ms), core::sync::atomic::Ordering::Relaxed);
-    Box::new(ServerHost { ticks_per_ms })
+    let heap_limit = rt::args()
+        .split(' ')
+        .find_map(|a| a.strip_prefix("graft_heap=")?.parse::<usize>().ok())
+        .map_or(graft::table::HEAP_LIMIT, |kib| kib.saturating_mul(1024));
+    Box::new(ServerHost { ticks_per_ms, heap_limit })
 }

@@ -56,7 +56,9 @@ mod update;
 
 rt::entry!(main);
 
-/// The memory servers root starts; programs name theirs with `pager`.
+/// The memory servers root starts; programs name theirs with `pager`. A manifest entry
+/// of one's name (`name = "mem0"`, `file = "mem"`) only gives it `args` (`start_mem`):
+/// root starts no other program by that name, and none may SPAWN one.
 const MEM_SERVERS: [&str; 2] = ["mem0", "mem1"];
 
 struct Prog {
@@ -442,7 +444,7 @@ fn main() -> i32 {
     }
     root.size_lent();
     for entry in root.manifest.clone() {
-        if !entry.start {
+        if !entry.start || MEM_SERVERS.contains(&entry.name.as_str()) {
             continue;
         }
         if root.start(entry.clone(), None, None).is_err() && entry.test {

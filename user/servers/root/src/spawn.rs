@@ -21,6 +21,9 @@ impl Root<'_> {
             cmd = r.trim();
         }
         let (name, args) = cmd.split_once(' ').unwrap_or((cmd, ""));
+        if crate::MEM_SERVERS.contains(&name) {
+            return Answer::err(Error::NoRights);
+        }
         if args.is_empty() && pager.is_none() && self.may_operate(idx) {
             if let Some(a) = self.start_again(name) {
                 return a;

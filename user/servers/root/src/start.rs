@@ -8,6 +8,7 @@
 use crate::{badge_of, s0_client, with_tmp, Prog, Root, MEM_SERVERS};
 use abi::fpage::Fpage;
 use abi::{cap, mem, rights, Error};
+use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::ToString;
 use alloc::vec::Vec;
@@ -154,7 +155,12 @@ impl Root<'_> {
     /// Start a memory server, paged by sigma0, and hand it the boot image.
     pub(crate) fn start_mem(&mut self, name: &str) -> Result<usize, Error> {
         let file = self.fs.find("mem").ok_or(Error::InvalidArg)?;
-        let entry = Program { args: name.to_string(), priority: 150, ..Program::new("mem") };
+        // Its manifest entry, if any, gives it arguments (`graft_heap=KIB`), nothing else.
+        let args = match self.manifest.iter().find(|p| p.name == name) {
+            Some(p) if !p.args.is_empty() => format!("{name} {}", p.args),
+            _ => name.to_string(),
+        };
+        let entry = Program { args, priority: 150, ..Program::new("mem") };
         let quota = self.mem_quota();
         let child = loader::load_granted(file.data, &entry.cmdline(), quota, entry.priority as u64)
             .map_err(|_| Error::InvalidArg)?;

@@ -80,22 +80,42 @@ fn sigma0_free() -> Option<u64> {
     l.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Where a graft's rounds went: ticks loading, running (its abort), unloading.
+/// Where a graft's rounds went: ticks loading, running (its abort), unloading; and how
+/// each run ended: aborted on its memory (`Abort::Memory`), aborted otherwise, or
+/// unloaded by the server (its `STATS` refused): its engine panicked (an allocation its
+/// arena refused, where the engine does not ask fallibly) or the watchdog stopped it —
+/// the latter counted again in `stopped` when the next load heard the back-off that
+/// only a stop by time earns ("unloaded here for misbehaving").
 #[derive(Clone, Copy, Default)]
 struct Spent {
     load: u64,
     run: u64,
     unload: u64,
+    memory: u32,
+    other: u32,
+    unloaded: u32,
+    stopped: u32,
 }
 
 /// Each graft loaded, run once (aborted: `TEST_RUN` answers it, or the graft was stopped
 /// and unloaded inside) and unloaded: the rounds where that went otherwise, by graft, and
 /// the time each step took.
 fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mut [u32], spent: &mut [Spent]) {
+    // The last graft the server unloaded itself, if the one after it has not loaded yet.
+    let mut gone: Option<usize> = None;
     for _ in 0..n {
         for (k, (_, file)) in grafts.iter().enumerate() {
             let t0 = rt::sys::rdtsc();
-            let loaded = tests::load_graft(srv, file);
+            let loaded = match g::load(srv, file) {
+                Err(e) if e.error == abi::Error::WouldBlock => {
+                    if let Some(j) = gone.filter(|_| e.reason.contains("misbehaving")) {
+                        spent[j].stopped += 1;
+                    }
+                    tests::load_graft(srv, file)
+                }
+                r => r,
+            };
+            gone = None;
             let t1 = rt::sys::rdtsc();
             spent[k].load += t1 - t0;
             let Ok(id) = loaded else {
@@ -105,6 +125,14 @@ fn rounds(srv: u64, grafts: &[(String, Vec<u8>)], input: &[u8], n: u32, bad: &mu
             let ran = g::test_run(srv, id, input, 1);
             if !ran.is_ok_and(|r| r.calls == 1 && r.aborts == 1) {
                 bad[k] += 1;
+            }
+            match g::stats(srv, id) {
+                Ok(st) if st.last_abort == graft::Abort::Memory as u64 + 1 => spent[k].memory += 1,
+                Ok(_) => spent[k].other += 1,
+                Err(_) => {
+                    spent[k].unloaded += 1;
+                    gone = Some(k);
+                }
             }
             let t2 = rt::sys::rdtsc();
             let _ = g::unload(srv, id);
@@ -138,10 +166,14 @@ fn at(c: &mut Checks, what: &str, srv: u64, files: u64, point: Point, rounds_n: 
     let per_us = (rt::sys::kernel_info().tsc_per_ms / 1000).max(1) * u64::from(rounds_n.max(1));
     for ((name, _), s) in grafts.iter().zip(&spent) {
         println!(
-            "arena_test: {what}: {name}: {} us loading, {} us running, {} us unloading a round",
+            "arena_test: {what}: {name}: {} us loading, {} us running, {} us unloading a round; {} aborted on memory, {} otherwise, {} unloaded by the server ({} of them stopped by time)",
             s.load / per_us,
             s.run / per_us,
-            s.unload / per_us
+            s.unload / per_us,
+            s.memory,
+            s.other,
+            s.unloaded,
+            s.stopped
         );
     }
     for ((name, _), n) in grafts.iter().zip(&bad) {
