@@ -57,13 +57,20 @@ pub trait Host {
         None
     }
     /// The most memory one graft may hold here (its arena's limit). The table takes
-    /// it between `table::MIN_HEAP_LIMIT` and `table::HEAP_LIMIT`: a server may hold its
+    /// it between `MIN_HEAP_LIMIT` and `HEAP_LIMIT`: a server may hold its
     /// grafts to less than the default (a small machine, a test that must fill an arena
     /// many times over), never to more.
     fn heap_limit(&self) -> usize {
-        crate::table::HEAP_LIMIT
+        HEAP_LIMIT
     }
 }
+
+/// The most memory a graft may hold in its server: its code as the engine keeps it,
+/// the engine's own structures and its data (a Wasm memory, script values).
+pub const HEAP_LIMIT: usize = 4 << 20;
+/// The least a server may hold each graft's memory to (`Host::heap_limit`): room for
+/// an engine, a script's compiled code, a small verification.
+pub const MIN_HEAP_LIMIT: usize = 256 << 10;
 
 /// A host that isolates nothing: one heap for all, no deadline, a panic is a panic.
 /// Its clock is the one it is given.

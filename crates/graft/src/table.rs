@@ -67,12 +67,9 @@ pub const IDS: u32 = 999;
 pub const MAX_PER_OWNER: usize = 8;
 /// Loaders with a file half-sent at once.
 pub const MAX_STAGING: usize = 8;
-/// The most memory a graft may hold in its server: its code as the engine keeps it,
-/// the engine's own structures and its data (a Wasm memory, script values).
-pub const HEAP_LIMIT: usize = 4 << 20;
-/// The least a server may hold each graft's memory to (`Host::heap_limit`): room for
-/// an engine, a script's compiled code, a small verification.
-pub const MIN_HEAP_LIMIT: usize = 256 << 10;
+/// A graft's memory limits (in `host`, which servers implement: a server's own limit
+/// is taken between them).
+pub use crate::host::{HEAP_LIMIT, MIN_HEAP_LIMIT};
 /// The longest one call may run before the server stops it (and unloads the graft): wall
 /// time, so well above what the slowest legitimate call takes on a loaded machine (rhai's
 /// MD5 of 1 KiB: about 32 M instructions, a few hundred ms under TCG).
