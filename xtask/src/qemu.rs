@@ -326,17 +326,21 @@ pub const FTP_DATA_PORTS: u16 = 64;
 
 /// The first of `n` consecutive TCP ports on 127.0.0.1 that are free now (a range
 /// ftpd can be told in a few bytes: `pasv=G1-G2`), with the listeners that hold them
-/// (dropped when the caller has picked its other ports).
+/// (dropped when the caller has picked its other ports). Picked below the kernel's
+/// ephemeral range (Linux's starts at 32,768): the host clients of a test beside it
+/// (`http_slowloris`'s thousands of connections, `bench net`'s 10,000) take their
+/// local ports from that range, and a run of 64 free ones there can be rare.
 pub fn free_port_range(n: u16) -> Result<(u16, Vec<std::net::TcpListener>), String> {
-    for _ in 0..200 {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-        let p = first.local_addr().map_err(|e| e.to_string())?.port();
-        if p.checked_add(n).is_none() {
-            continue;
-        }
-        let rest: Result<Vec<_>, _> = (1..n).map(|k| std::net::TcpListener::bind(("127.0.0.1", p + k))).collect();
-        if let Ok(mut held) = rest {
-            held.insert(0, first);
+    const LOW: u32 = 20_000;
+    const HIGH: u32 = 32_768;
+    let span = HIGH - LOW - n as u32;
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0)
+            ^ std::process::id().wrapping_mul(2_654_435_761);
+    for k in 0..400u32 {
+        let p = (LOW + seed.wrapping_add(k.wrapping_mul(7_919)) % span) as u16;
+        let held: Result<Vec<_>, _> = (0..n).map(|k| std::net::TcpListener::bind(("127.0.0.1", p + k))).collect();
+        if let Ok(held) = held {
             return Ok((p, held));
         }
     }
