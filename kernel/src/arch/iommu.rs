@@ -416,20 +416,7 @@ fn bring_up(regs: u64, include_all: bool, scopes: usize) -> Option<Unit> {
         return None;
     }
     let (Some(root), Some(shared)) = (crate::mem::alloc_frame(), crate::mem::alloc_frame()) else { return None };
-    let mut unit = Unit {
-        regs,
-        cap,
-        ecap,
-        levels,
-        root,
-        ctx: [0; 256],
-        domains: Default::default(),
-        faults: 0,
-        queue: 0,
-        qtail: 0,
-        status: 0,
-        seq: 0,
-    };
+    let mut unit = Unit { cap, ecap, levels, root, ..probe };
     // Every function of every bus passes through (domain 1) until a driver is given it:
     // one shared context table, a bus's own made when one of its functions is confined.
     fill_passthrough(shared, levels);

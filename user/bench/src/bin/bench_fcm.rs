@@ -30,6 +30,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use files_api::client as f;
 use rt::{env, println, sys};
 
+use bench::report;
+
 rt::entry!(main);
 
 static FILES: AtomicU64 = AtomicU64::new(0);
@@ -48,22 +50,6 @@ const SHARED: &str = "/sdet_common";
 fn busy_now() -> u64 {
     let idle: u64 = (0..sys::smp_info().cpus).map(|c| sys::cpu_info(c).map(|i| i.idle_tsc).unwrap_or(0)).sum();
     sys::rdtsc().wrapping_sub(idle)
-}
-
-fn report(name: &str, unit: &str, mut v: Vec<u64>) {
-    if v.is_empty() {
-        return;
-    }
-    v.sort_unstable();
-    println!(
-        "BENCH {} median={} min={} max={} samples={} unit={}",
-        name,
-        v[v.len() / 2],
-        v[0],
-        v[v.len() - 1],
-        v.len(),
-        unit
-    );
 }
 
 fn fail(what: &str, e: impl core::fmt::Debug) {

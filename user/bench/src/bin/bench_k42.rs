@@ -46,23 +46,9 @@ use swap::interposers::{Counter, Timer, Trace};
 use swap::{Generations, Interposer, Slot};
 use swap_api::client as sw;
 
-rt::entry!(main);
+use bench::report;
 
-fn report(name: &str, unit: &str, mut v: Vec<u64>) {
-    if v.is_empty() {
-        return;
-    }
-    v.sort_unstable();
-    println!(
-        "BENCH {} median={} min={} max={} samples={} unit={}",
-        name,
-        v[v.len() / 2],
-        v[0],
-        v[v.len() - 1],
-        v.len(),
-        unit
-    );
-}
+rt::entry!(main);
 
 swap::interface! {
     /// A null component: the smallest method there is.

@@ -26,6 +26,8 @@ use files_api::client as f;
 use rt::ipc::Msg;
 use rt::{env, println, sys};
 
+use bench::report;
+
 rt::entry!(main);
 
 static FILES: AtomicU64 = AtomicU64::new(0);
@@ -37,22 +39,6 @@ static START: AtomicU64 = AtomicU64::new(0);
 static CALLS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 static DONE: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
-
-fn report(name: &str, unit: &str, mut v: Vec<u64>) {
-    if v.is_empty() {
-        return;
-    }
-    v.sort_unstable();
-    println!(
-        "BENCH {} median={} min={} max={} samples={} unit={}",
-        name,
-        v[v.len() / 2],
-        v[0],
-        v[v.len() - 1],
-        v.len(),
-        unit
-    );
-}
 
 /// One call to server `which` (routed to the caller's CPU's thread).
 #[inline(always)]
