@@ -18,6 +18,7 @@ use crate::qemu::{self, Options};
 use crate::{cachedisk, make_image, out_dir, Artifacts};
 use baio::{MemDev, Volume, BLOCK};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::Duration;
 
 /// The FNV-1a of each 512-byte sector of a block.
@@ -284,6 +285,54 @@ fn verify(img: &[u8], m: &mut Model, maybe: &[Op]) -> Result<String, String> {
     ))
 }
 
+/// The test's random numbers: xorshift64 from `seed` (made odd, so never stuck at 0).
+pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut rng = seed | 1;
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    }
+}
+
+/// The disk's device on boot `boot` of a power-cut run.
+pub(super) fn drive(boot: u64) -> &'static str {
+    if boot.is_multiple_of(2) {
+        "NVMe"
+    } else {
+        "virtio-blk"
+    }
+}
+
+/// One boot of a power-cut run on `disk`: `sc`'s image, the disk behind a virtio-blk
+/// device on odd boots and an NVMe controller on even ones (the flush ordering must hold
+/// on both drivers), QEMU killed `at.1` ms after the text `at.0` appears (or at `limit`),
+/// then the cut: what the disk's cache held and did not flush, in part. The boot's
+/// outcome, the cut, and how many times the disk flushed.
+pub(super) fn kill_boot(
+    a: &Artifacts,
+    sc: &Scenario,
+    disk: &Path,
+    boot: u64,
+    at: (&str, u64),
+    limit: Duration,
+    next: &mut impl FnMut() -> u64,
+) -> Result<(qemu::Outcome, cachedisk::Cut, u64), String> {
+    let img = make_image(a, &sc.manifest, &sc.name)?;
+    let served = cachedisk::serve(disk)?;
+    let opts = Options {
+        disk_nbd: Some(served.socket.clone()),
+        disk_nvme: boot.is_multiple_of(2),
+        ..Options::new(qemu::accel(), false, String::new(), Some(disk.to_path_buf()))
+    };
+    let delay = at.1;
+    let mut wait = |_: &qemu::Typer| std::thread::sleep(Duration::from_millis(delay));
+    let out = qemu::run_at(&a.kernel, &img, &opts, limit, None, Some((at.0, &mut wait)));
+    let (cut, flushes) = served.end(disk, &mut *next)?;
+    Ok((out?, cut, flushes))
+}
+
 /// Kill-and-check rounds on one disk; one result per kill.
 pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
     let kills: u64 = std::env::var("SCION_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(20);
@@ -294,47 +343,25 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
             .map(|s| Scenario { name: format!("crash-{boot}"), ..s })
     };
     let disk = make_disk(&load(1)?)?.ok_or("the crash scenario has no disk")?;
-    let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut model = Model::default();
     let mut res = Vec::new();
     let log_path = logs.join("crash.log");
     let mut all_logs = String::new();
     for boot in 1..=kills {
-        let sc = load(boot)?;
-        let img = make_image(a, &sc.manifest, &sc.name)?;
-        let served = cachedisk::serve(&disk)?;
-        // The same disk behind a virtio-blk device on odd boots and an NVMe controller
-        // on even ones: the flush ordering must hold on both drivers.
-        let opts = Options {
-            disk_nbd: Some(served.socket.clone()),
-            disk_nvme: boot % 2 == 0,
-            ..Options::new(qemu::accel(), false, String::new(), Some(disk.clone()))
-        };
         let (op, delay) = (2 + next() % 30, next() % 120);
         let marker = format!("CRASH {op} ");
-        let mut wait = |_: &qemu::Typer| std::thread::sleep(Duration::from_millis(delay));
-        let out = qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(120), None, Some((&marker, &mut wait)));
-        // The power cut: what the disk's cache held and did not flush, in part.
-        let (cut, flushes) = served.end(&disk, &mut next)?;
-        let out = out?;
+        let (out, cut, flushes) =
+            kill_boot(a, &load(boot)?, &disk, boot, (&marker, delay), Duration::from_secs(120), &mut next)?;
         all_logs.push_str(&format!(
             "===== boot {boot} ({}): killed at operation {op} + {delay} ms; the disk flushed {flushes} times, and the cut lost {} of {} sectors written since the last flush (kept {} at an earlier write)\n{}\n",
-            if boot % 2 == 0 { "NVMe" } else { "virtio-blk" },
+            drive(boot),
             cut.lost,
             cut.unflushed,
             cut.older,
             out.log
         ));
-        let name = format!(
-            "crash/kill {boot} ({}, operation {op} + {delay} ms)",
-            if boot % 2 == 0 { "NVMe" } else { "virtio-blk" }
-        );
+        let name = format!("crash/kill {boot} ({}, operation {op} + {delay} ms)", drive(boot));
         let started = out.log.contains(&format!("CRASH start boot {boot} "));
         let detail = if out.timed_out || out.status.is_some() || !started {
             Err(format!(

@@ -517,7 +517,7 @@ mod tests {
             ("test/mod.rs", &[]),
             ("test/scenarios.rs", &["nettest"]),
             ("test/crash.rs", &["scenarios"]),
-            ("test/sqlcrash.rs", &["scenarios"]),
+            ("test/sqlcrash.rs", &["scenarios", "crash"]),
             ("test/nettest.rs", &[]),
             ("grafts/common.rs", &[]),
             ("grafts/sfi.rs", &["common"]),

@@ -9,9 +9,9 @@
 //! baiofs's flush ordering (truncation and removal of the journal among them) all hold,
 //! or this fails. `SCION_SQL_KILLS` sets the number of kills (5).
 
+use super::crash::{drive, kill_boot, xorshift};
 use super::scenarios::{make_disk, Result1, Scenario};
-use crate::qemu::{self, Options};
-use crate::{cachedisk, make_image, out_dir, Artifacts};
+use crate::{out_dir, Artifacts};
 use std::time::Duration;
 
 /// (integrity, have, rows, bad) from boot `boot`'s first line, if it said it.
@@ -42,27 +42,13 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
             .map(|s| Scenario { name: format!("sqlcrash-{boot}"), ..s })
     };
     let disk = make_disk(&load(1)?)?.ok_or("the sqlcrash scenario has no disk")?;
-    let mut rng = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let (mut res, mut all_logs) = (Vec::new(), String::new());
     let log_path = logs.join("sqlcrash.log");
     // (the last commit acknowledged before the previous cut)
     let mut acked = 0u64;
     // The last boot only checks what the last cut left.
     for boot in 1..=kills + 1 {
-        let sc = load(boot)?;
-        let img = make_image(a, &sc.manifest, &sc.name)?;
-        let served = cachedisk::serve(&disk)?;
-        let opts = Options {
-            disk_nbd: Some(served.socket.clone()),
-            disk_nvme: boot % 2 == 0,
-            ..Options::new(qemu::accel(), false, String::new(), Some(disk.clone()))
-        };
         let last = boot == kills + 1;
         let (marker, delay) = if last {
             (format!("SQLCRASH boot {boot} "), 0)
@@ -70,15 +56,13 @@ pub fn run(a: &Artifacts, seed: u64) -> Result<(Vec<Result1>, String), String> {
             // A few commits in, then a random moment.
             (format!("SQLCRASH committed {}", acked + 2 + next() % 4), next() % 300)
         };
-        let mut wait = |_: &qemu::Typer| std::thread::sleep(Duration::from_millis(delay));
-        let out = qemu::run_at(&a.kernel, &img, &opts, Duration::from_secs(180), None, Some((&marker, &mut wait)));
-        let (cut, _) = served.end(&disk, &mut next)?;
-        let out = out?;
+        let (out, cut, _) =
+            kill_boot(a, &load(boot)?, &disk, boot, (&marker, delay), Duration::from_secs(180), &mut next)?;
         all_logs.push_str(&format!(
             "===== boot {boot}: killed at `{marker}` + {delay} ms; the cut lost {} of {} unflushed sectors\n{}\n",
             cut.lost, cut.unflushed, out.log
         ));
-        let name = format!("sqlcrash/boot {boot} ({})", if boot % 2 == 0 { "NVMe" } else { "virtio-blk" });
+        let name = format!("sqlcrash/boot {boot} ({})", drive(boot));
         let detail = match found(&out.log, boot) {
             None => Err(format!("sqlcrash did not say what it found (timed out: {})", out.timed_out)),
             Some((integrity, ..)) if integrity != "ok" => Err(format!("integrity_check: {integrity}")),
