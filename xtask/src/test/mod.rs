@@ -119,18 +119,24 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
             .map(String::from)
             .to_vec();
     let format: Vec<String> = ["fmt", "--all", "--", "--check"].map(String::from).to_vec();
-    let runs: [(&str, Vec<String>); 4] = [
+    // The WASI programs are a workspace of their own (another target): formatted as the
+    // rest, by the same rustfmt.toml.
+    let wasi_manifest = crate::project_root().join("user/wasi-programs/Cargo.toml").display().to_string();
+    let format_wasi: Vec<String> =
+        vec!["fmt".into(), "--manifest-path".into(), wasi_manifest, "--".into(), "--check".into()];
+    let runs: [(&str, Vec<String>); 5] = [
         ("lint/clippy-kernel-and-user", kernel),
         ("lint/clippy-uefi-loader", loader),
         ("lint/clippy-host", host),
         ("lint/format", format),
+        ("lint/format-wasi-programs", format_wasi),
     ];
     let mut res = Vec::new();
     for (name, args) in runs {
         if filter.is_some_and(|f| !name.contains(f)) {
             continue;
         }
-        let tools = if name == "lint/format" {
+        let tools = if name.starts_with("lint/format") {
             crate::ensure_rustfmt()
         } else if name == "lint/clippy-uefi-loader" {
             crate::ensure_target_named(crate::esp::UEFI_TARGET).and_then(|_| crate::ensure_clippy())
@@ -156,6 +162,8 @@ fn lint_tests(filter: Option<&str>) -> Vec<(String, bool)> {
                 }
                 if name == "lint/format" {
                     eprintln!("    | (`cargo fmt --all` formats the workspace as rustfmt.toml says)");
+                } else if name == "lint/format-wasi-programs" {
+                    eprintln!("    | (`cargo fmt --manifest-path user/wasi-programs/Cargo.toml` formats them)");
                 }
                 false
             }

@@ -59,8 +59,9 @@ fn main() {
     // Directories: list, rename, remove.
     let r = (|| -> std::io::Result<()> {
         fs::write("/work/sub/b.txt", b"b")?;
-        let mut names: Vec<String> =
-            fs::read_dir("/work/sub")?.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<_, _>>()?;
+        let mut names: Vec<String> = fs::read_dir("/work/sub")?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
         names.sort();
         assert_eq!(names, ["a.txt", "b.txt"]);
         fs::rename("/work/sub/b.txt", "/work/c.txt")?;

@@ -19,7 +19,8 @@ fn payload(n: i64, len: usize) -> Vec<u8> {
 }
 
 fn sum(b: &[u8]) -> i64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100_0000_01b3)) as i64 & 0x7fff_ffff_ffff
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| (h ^ c as u64).wrapping_mul(0x100_0000_01b3)) as i64
+        & 0x7fff_ffff_ffff
 }
 
 /// What the database holds: (integrity_check's answer, last commit, rows, rows whose
